@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { linearRegex } from './linear-regex.ts';
 
 /**
@@ -14,6 +15,10 @@ import { linearRegex } from './linear-regex.ts';
  * pattern on a code or a name takes microseconds, and never runs up an account. A test (`guardedTest`)
  * is answered instead by the pattern's linear-time automaton where it has one (linear-regex.ts), so such
  * a pattern is answered, rightly, rather than refused.
+ *
+ * Accounts and refusals are kept per tenant (withRegexAccounts, around each FHIR request and `$import` job):
+ * a pattern one tenant proved too costly on its own data (a pattern that backtracks on a code it wrote) is
+ * not refused to another, whose data it may run on in microseconds; each tenant pays for its own few runs.
  */
 
 /** A run of a pattern longer than this (ms) marks it too costly, as do slow runs adding up to it. */
@@ -22,17 +27,25 @@ const SLOW_MS = 100;
 const COSTLY_MS = 5;
 /** An account older than this (ms) starts afresh, so that rare pauses (a collection during a run) never add up. */
 const DEBT_WINDOW_MS = 60_000;
-/** The patterns marked (flags and source), and the accounts of slow runs, at most MAX_PATTERNS each: then they start afresh. */
+/** The patterns marked (tenant, flags and source), and the accounts of slow runs, at most MAX_PATTERNS each: then they start afresh. */
 const refused = new Set<string>();
 const accounts = new Map<string, { ms: number; since: number }>();
 const MAX_PATTERNS = 1000;
+
+/** The tenant whose accounts the runs of the current request or job are kept in (none outside them: one shared account). */
+const accountsOf = new AsyncLocalStorage<string>();
+
+/** Runs `fn` with the regex accounts of `tenant`: what its runs prove too costly is refused to it alone. */
+export function withRegexAccounts<T>(tenant: string, fn: () => T): T {
+  return accountsOf.run(tenant, fn);
+}
 
 /**
  * `run` (a test or replace with `re`), unless `re`'s pattern is, or proves, too costly: then the answer
  * is `instead()`'s, or `tooCostly()` is thrown where that has none (undefined).
  */
 export function guarded<T>(re: RegExp, run: () => T, tooCostly: () => Error, instead?: () => T | undefined): T {
-  const key = `${re.flags}/${re.source}`;
+  const key = `${accountsOf.getStore() ?? ''}\u0000${re.flags}/${re.source}`;
   if (refused.has(key)) return otherwise(instead, tooCostly);
   const start = performance.now();
   const result = run();

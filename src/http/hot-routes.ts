@@ -12,6 +12,7 @@ import { requestIdOf, withRequestId, type RequestRecorder } from './middleware/r
 import { TOKEN_ROUTE, type TokenRoute } from './oauth.ts';
 import { VALUE_SET_VALIDATE_CODE_ROUTE, type ValueSetValidateCode } from './terminology.ts';
 import { pathStart } from './url-path.ts';
+import { withRegexAccounts } from '../regex-guard.ts';
 
 export interface HotRouteDeps {
   readonly admit: FhirAdmission;
@@ -145,7 +146,7 @@ export function hotRoutes(d: HotRouteDeps): HotRoutes {
     if (method === 'POST' && `/${type}/${id}` === VALUE_SET_VALIDATE_CODE_ROUTE) {
       return answer(req, path, 'validate', async (trace) => {
         const { tenant: t, access } = await admitted(req, trace, tenant, type, id);
-        return d.validateCode(req, t, access);
+        return withRegexAccounts(t, () => d.validateCode(req, t, access));
       });
     }
     return null;

@@ -7,6 +7,7 @@ import { lineIds } from '../fhir/import/line-ids.ts';
 import type { Logger } from '../log.ts';
 import type { Client, ImportJob, Store } from '../store/types.ts';
 import { fhirBaseOf } from '../config.ts';
+import { withRegexAccounts } from '../regex-guard.ts';
 import { downloadInput, InputError, type FetchInputDeps } from './fetch-input.ts';
 import { importPrefix, openErrorFile } from './error-file.ts';
 import type { ExportSink } from '../export/sink.ts';
@@ -204,7 +205,12 @@ async function runInput(deps: ImportRunDeps, job: ImportJob, spec: ImportSpec, d
  * its result stored once it is done. A job claimed again (its process stopped or died) starts at the
  * first input not done. An unexpected error hands the job back for another attempt, up to `maxAttempts`.
  */
-export async function runImportJob(deps: ImportRunDeps, job: ImportJob): Promise<ImportOutcome> {
+export function runImportJob(deps: ImportRunDeps, job: ImportJob): Promise<ImportOutcome> {
+  // With the tenant's regex accounts, as its requests are (src/regex-guard.ts).
+  return withRegexAccounts(job.tenant, () => runJob(deps, job));
+}
+
+async function runJob(deps: ImportRunDeps, job: ImportJob): Promise<ImportOutcome> {
   let spec: ImportSpec;
   let progress: ImportProgress;
   try {

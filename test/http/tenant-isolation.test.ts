@@ -59,4 +59,60 @@ await eachStore((kind, fresh) => {
       expect(aboutP1.map((e) => e.subtype[0].code)).toEqual(['update']);
     });
   });
+
+  describe(`tenant isolation: the regex guard (${kind})`, () => {
+    let t: TestApp;
+    let a: Call;
+    let b: Call;
+    beforeAll(async () => {
+      ({ t, a, b } = await twoTenants(await fresh()));
+    });
+    afterAll(() => t.close());
+
+    // A lookahead: no linear-time form, so a refused pattern has no other answer (src/regex-guard.ts).
+    const PATTERN = '^(?!z)(a+)+$';
+    const expand = (system: string) => ({
+      resourceType: 'Parameters',
+      parameter: [{ name: 'valueSet', resource: { resourceType: 'ValueSet', status: 'active', compose: { include: [{ system, filter: [{ property: 'code', op: 'regex', value: PATTERN }] }] } } }],
+    });
+    const codeSystem = (url: string, codes: string[]) => ({ resourceType: 'CodeSystem', id: 'cs', url, status: 'active', content: 'complete', concept: codes.map((code) => ({ code })) });
+    const codes = (vs: Json) => (vs.expansion.contains ?? []).map((c: Json) => c.code);
+
+    test("a pattern one tenant proved too costly on its own codes is still run for another tenant's", async () => {
+      expect((await b('PUT', 'CodeSystem/cs', codeSystem('http://example.org/b', ['aaa', 'zaa']))).status).toBe(201);
+      const before = await b('POST', 'ValueSet/$expand', expand('http://example.org/b'));
+      expect(before.status).toBe(200);
+      expect(codes((await before.json()) as Json)).toEqual(['aaa']);
+      // t1's codes make the pattern backtrack without end: refused to t1.
+      expect((await a('PUT', 'CodeSystem/cs', codeSystem('http://example.org/a', [`${'a'.repeat(40)}!`, `${'a'.repeat(41)}!`]))).status).toBe(201);
+      const costly = await a('POST', 'ValueSet/$expand', expand('http://example.org/a'));
+      expect(costly.status).toBe(400);
+      expect(((await costly.json()) as Json).issue[0].code).toBe('too-costly');
+      // t2's expansion is answered as before, and again.
+      for (let i = 0; i < 2; i++) {
+        const after = await b('POST', 'ValueSet/$expand', expand('http://example.org/b'));
+        expect(after.status).toBe(200);
+        expect(codes((await after.json()) as Json)).toEqual(['aaa']);
+      }
+    }, 30_000);
+
+    test('so is one refused through the direct route of ValueSet/$validate-code', async () => {
+      const pattern = '^(?!y)(b+)+$';
+      const validate = (system: string, code: string) => ({
+        resourceType: 'Parameters',
+        parameter: [
+          { name: 'valueSet', resource: { resourceType: 'ValueSet', status: 'active', compose: { include: [{ system, filter: [{ property: 'code', op: 'regex', value: pattern }] }] } } },
+          { name: 'system', valueUri: system }, { name: 'code', valueCode: code },
+        ],
+      });
+      const result = async (res: Response) => ((await res.json()) as Json).parameter.find((p: Json) => p.name === 'result')?.valueBoolean;
+      expect((await b('PUT', 'CodeSystem/hot', { ...codeSystem('http://example.org/hot-b', ['bbb']), id: 'hot' })).status).toBe(201);
+      expect((await a('PUT', 'CodeSystem/hot', { ...codeSystem('http://example.org/hot-a', [`${'b'.repeat(40)}!`]), id: 'hot' })).status).toBe(201);
+      const answered = t.app.hotRoutes!.answered.validate;
+      // t1's code backtracks without end: not checked (result false).
+      expect(await result(await a('POST', 'ValueSet/$validate-code', validate('http://example.org/hot-a', `${'b'.repeat(40)}!`)))).toBe(false);
+      expect(await result(await b('POST', 'ValueSet/$validate-code', validate('http://example.org/hot-b', 'bbb')))).toBe(true);
+      expect(t.app.hotRoutes!.answered.validate).toBe(answered + 2);
+    }, 30_000);
+  });
 });

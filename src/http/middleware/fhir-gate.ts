@@ -1,4 +1,5 @@
-import type { MiddlewareHandler } from 'hono';
+import type { Context, MiddlewareHandler, Next } from 'hono';
+import { withRegexAccounts } from '../../regex-guard.ts';
 import type { CompleteConditions } from '../../auth/scopes.ts';
 import type { TokenVerifier } from '../../auth/tokens.ts';
 import type { Store } from '../../store/types.ts';
@@ -76,7 +77,9 @@ export function fhirAdmission(o: Pick<FhirGateOptions, 'store' | 'verify' | 'com
 
 /** The FHIR admission as the one middleware of the FHIR sub-app, plus the write notification. */
 export function fhirGate(o: FhirGateOptions, admit: FhirAdmission = fhirAdmission(o)): MiddlewareHandler<AppEnv> {
-  return async (c, next) => {
+  // The request runs with its tenant's regex accounts (src/regex-guard.ts): what another tenant's patterns cost is not its.
+  return (c, next) => withRegexAccounts(c.req.param('tenant') ?? '', () => gate(c, next));
+  async function gate(c: Context<AppEnv>, next: Next): Promise<void> {
     const tenantParam = c.req.param('tenant');
     const rest = c.req.path.slice(`/tenants/${tenantParam}/fhir/R4`.length).replace(/\/$/, '');
     const { tenant, bearer } = await admit({
@@ -104,7 +107,7 @@ export function fhirGate(o: FhirGateOptions, admit: FhirAdmission = fhirAdmissio
     }
     const method = c.req.method;
     if (method !== 'GET' && method !== 'HEAD' && c.res.status < 400 && !rest.includes('/$')) o.onWrite(tenant);
-  };
+  }
 }
 
 /**

@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Database } from 'bun:sqlite';
 import { META_PARAMS } from '../types.ts';
 import type {
@@ -361,7 +362,9 @@ export function createSqliteResources(
     },
     write(tenant, fn) {
       return new Promise((resolve, reject) => {
-        pending.push({ tenant, fn, resolve: resolve as (v: unknown) => void, reject });
+        // A group runs every write's fn in one turn: each in the async context of the request that asked for it
+        // (its tenant's regex accounts: src/regex-guard.ts), not in that of the request that started the group.
+        pending.push({ tenant, fn: AsyncLocalStorage.bind(fn), resolve: resolve as (v: unknown) => void, reject });
         if (!scheduled) schedule();
       });
     },

@@ -115,4 +115,84 @@ await eachStore((kind, fresh) => {
       expect(t.app.hotRoutes!.answered.validate).toBe(answered + 2);
     }, 30_000);
   });
+
+  describe(`tenant isolation: data paths (${kind})`, () => {
+    let t: TestApp;
+    let a: Call;
+    let b: Call;
+    const ids = async (res: Response) => {
+      expect(res.status).toBe(200);
+      return entries((await res.json()) as Json).map((r) => `${r.resourceType}/${r.id}`).sort();
+    };
+    beforeAll(async () => {
+      ({ t, a, b } = await twoTenants(await fresh()));
+      for (const r of [
+        { resourceType: 'Patient', id: 'pa', identifier: [{ system: 'urn:mrn', value: 'secret' }], name: [{ family: 'Alpha' }] },
+        { resourceType: 'Observation', id: 'oa', status: 'final', code: { coding: [{ system: 'urn:codes', code: 'x' }] }, subject: { reference: 'Patient/pa' } },
+        { resourceType: 'Questionnaire', id: 'q', url: 'urn:questionnaire', status: 'active', title: 'Hidden', item: [{ linkId: '1', type: 'string', required: true }] },
+        { resourceType: 'Binary', id: 'bin', contentType: 'text/plain', data: btoa('secret') },
+      ]) expect((await a('PUT', `${r.resourceType}/${r.id}`, r)).status).toBe(201);
+      // t2 points at t1's resources by relative and absolute references, and by canonical.
+      for (const r of [
+        { resourceType: 'Observation', id: 'rel', status: 'final', code: { text: 'x' }, subject: { reference: 'Patient/pa' } },
+        { resourceType: 'Observation', id: 'abs', status: 'final', code: { text: 'x' }, subject: { reference: `${T1}/Patient/pa` } },
+        { resourceType: 'QuestionnaireResponse', id: 'qr', status: 'completed', questionnaire: 'urn:questionnaire', item: [{ linkId: 'not-in-t1s' }] },
+        { resourceType: 'Composition', id: 'doc', status: 'final', type: { text: 'x' }, date: '2024-01-01', title: 'd', author: [{ reference: `${T1}/Patient/pa` }] },
+      ]) expect((await b('PUT', `${r.resourceType}/${r.id}`, r)).status).toBe(201);
+    });
+    afterAll(() => t.close());
+
+    test("reads, searches, history and operations of one tenant never find another's resources", async () => {
+      for (const path of ['Patient/pa', 'Patient/pa/_history/1', 'Patient/pa/$everything', 'Binary/bin', 'Patient/pa/$meta', 'Questionnaire/q']) {
+        expect((await b('GET', path)).status).toBe(404);
+      }
+      expect(await ids(await b('GET', 'Patient?identifier=urn:mrn|secret'))).toEqual([]);
+      expect(await ids(await b('GET', 'Patient?_has:Observation:subject:code=urn:codes|x'))).toEqual([]);
+      expect(await ids(await b('GET', 'Observation?subject:Patient.name=Alpha'))).toEqual([]);
+      expect(await ids(await b('GET', 'Observation?patient.identifier=urn:mrn|secret'))).toEqual([]);
+      expect(await ids(await b('GET', 'Observation?_include=Observation:subject'))).toEqual(['Observation/abs', 'Observation/rel']);
+      expect(await ids(await b('GET', 'QuestionnaireResponse?_include=QuestionnaireResponse:questionnaire'))).toEqual(['QuestionnaireResponse/qr']);
+      expect(await ids(await b('GET', 'Patient/pa/Observation'))).toEqual(['Observation/rel']);
+      expect(await ids(await b('GET', 'Questionnaire?_content=Hidden'))).toEqual([]);
+      const history = (await (await b('GET', '_history?_count=100')).json()) as Json;
+      expect(entries(history).every((r) => r === undefined || ['abs', 'rel', 'qr', 'doc'].includes(r.id))).toBe(true);
+      const graphql = (await (await b('POST', '$graphql', { query: '{ Observation(id: "abs") { subject { resource { ... on Patient { id } } } } PatientList { id } }' }, { 'Content-Type': 'application/json' })).json()) as Json;
+      expect(graphql.data).toEqual({ Observation: { subject: { resource: null } }, PatientList: [] });
+      // $document does not fetch the author another tenant's base names.
+      expect((await b('GET', 'Composition/doc/$document')).status).toBe(422);
+    });
+
+    test("conditional references, creates and updates of one tenant match nothing of another's", async () => {
+      const txn = await b('POST', '', { resourceType: 'Bundle', type: 'transaction', entry: [
+        { resource: { resourceType: 'Observation', status: 'final', code: { text: 'y' }, subject: { reference: 'Patient?identifier=urn:mrn|secret' } }, request: { method: 'POST', url: 'Observation' } },
+      ] });
+      expect(txn.status).toBe(412);
+      const created = await b('POST', 'Patient', { resourceType: 'Patient', name: [{ family: 'Beta' }] }, { 'If-None-Exist': 'identifier=urn:mrn|secret' });
+      expect(created.status).toBe(201);
+      const updated = await b('PUT', 'Patient?identifier=urn:mrn|secret', { resourceType: 'Patient', name: [{ family: 'Gamma' }] });
+      expect(updated.status).toBe(201);
+      expect((await b('DELETE', 'Patient?identifier=urn:mrn|secret')).status).toBeLessThan(300);
+      // t1's Patient is untouched.
+      const pa = (await (await a('GET', 'Patient/pa')).json()) as Json;
+      expect([pa.meta.versionId, pa.name[0].family]).toEqual(['1', 'Alpha']);
+      // A transaction entry naming t1's base is no URL of t2's.
+      const foreign = await b('POST', '', { resourceType: 'Bundle', type: 'transaction', entry: [
+        { fullUrl: `${T1}/Patient/pa`, resource: { resourceType: 'Patient', id: 'pa', name: [{ family: 'Hijack' }] }, request: { method: 'PUT', url: `${T1}/Patient/pa` } },
+      ] });
+      expect(foreign.status).toBe(400);
+      expect(((await (await a('GET', 'Patient/pa')).json()) as Json).name[0].family).toBe('Alpha');
+    });
+
+    test("referential integrity checks a reference in the writer's tenant only", async () => {
+      const strict = await twoTenants(await fresh(), { CINDER_REFERENTIAL_INTEGRITY: 'on' });
+      try {
+        expect((await strict.a('PUT', 'Patient/pa', { resourceType: 'Patient', id: 'pa' })).status).toBe(201);
+        const refused = await strict.b('POST', 'Observation', { resourceType: 'Observation', status: 'final', code: { text: 'x' }, subject: { reference: 'Patient/pa' } });
+        expect(refused.status).toBe(422);
+        expect(((await refused.json()) as Json).issue[0].expression).toEqual(['Observation.subject.reference']);
+      } finally {
+        await strict.t.close();
+      }
+    });
+  });
 });

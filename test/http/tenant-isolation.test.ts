@@ -195,4 +195,134 @@ await eachStore((kind, fresh) => {
       }
     });
   });
+
+  describe(`tenant isolation: terminology and profiles of one url in two tenants (${kind})`, () => {
+    let t: TestApp;
+    let a: Call;
+    let b: Call;
+    const URL = 'http://example.org/shared';
+    const param = (body: Json, name: string) => body.parameter?.find((p: Json) => p.name === name);
+    /** A profile of Patient whose snapshot asks for `element`. */
+    const profile = (id: string, element: string) => {
+      const el = (path: string, min: number) => ({ id: path, path, short: path, definition: path, min, max: '*', base: { path, min: 0, max: '*' }, isModifier: false, isSummary: false });
+      return {
+        resourceType: 'StructureDefinition', id, url: `${URL}/profile`, name: 'Shared', status: 'active', kind: 'resource', abstract: false, type: 'Patient',
+        baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Patient', derivation: 'constraint', fhirVersion: '4.0.1',
+        snapshot: { element: [el('Patient', 0), el(`Patient.${element}`, 1)] },
+      };
+    };
+    beforeAll(async () => {
+      ({ t, a, b } = await twoTenants(await fresh()));
+    });
+    afterAll(() => t.close());
+
+    test("each tenant's CodeSystem and ValueSet of one url answer its own $lookup, $validate-code, $expand and :in", async () => {
+      const cs = (code: string) => ({ resourceType: 'CodeSystem', id: 'cs', url: `${URL}/cs`, status: 'active', content: 'complete', concept: [{ code, display: code.toUpperCase() }] });
+      const vs = { resourceType: 'ValueSet', id: 'vs', url: `${URL}/vs`, status: 'active', compose: { include: [{ system: `${URL}/cs` }] } };
+      expect((await a('PUT', 'CodeSystem/cs', cs('only-a'))).status).toBe(201);
+      expect((await a('PUT', 'ValueSet/vs', vs)).status).toBe(201);
+      // t1's are read (and cached) first.
+      expect((await a('GET', `CodeSystem/$lookup?system=${URL}/cs&code=only-a`)).status).toBe(200);
+      expect((await a('GET', `ValueSet/$expand?url=${URL}/vs`)).status).toBe(200);
+      // t2 has none yet: t1's are not found.
+      expect((await b('GET', `CodeSystem/$lookup?system=${URL}/cs&code=only-a`)).status).toBe(404);
+      expect((await b('GET', `ValueSet/$expand?url=${URL}/vs`)).status).toBe(400);
+      expect((await b('GET', `Observation?code:in=${URL}/vs`)).status).toBe(400);
+      expect((await b('PUT', 'CodeSystem/cs', cs('only-b'))).status).toBe(201);
+      expect((await b('PUT', 'ValueSet/vs', vs)).status).toBe(201);
+      expect((await b('PUT', 'Observation/o', { resourceType: 'Observation', id: 'o', status: 'final', code: { coding: [{ system: `${URL}/cs`, code: 'only-b' }] } })).status).toBe(201);
+      expect((await a('PUT', 'Observation/o', { resourceType: 'Observation', id: 'o', status: 'final', code: { coding: [{ system: `${URL}/cs`, code: 'only-a' }] } })).status).toBe(201);
+      for (const [call, own, other] of [[a, 'only-a', 'only-b'], [b, 'only-b', 'only-a']] as const) {
+        expect((await call('GET', `CodeSystem/$lookup?system=${URL}/cs&code=${own}`)).status).toBe(200);
+        expect((await call('GET', `CodeSystem/$lookup?system=${URL}/cs&code=${other}`)).status).toBe(404);
+        const valid = (await (await call('GET', `ValueSet/$validate-code?url=${URL}/vs&system=${URL}/cs&code=${other}`)).json()) as Json;
+        expect(param(valid, 'result').valueBoolean).toBe(false);
+        const expansion = (await (await call('GET', `ValueSet/$expand?url=${URL}/vs`)).json()) as Json;
+        expect(expansion.expansion.contains.map((c: Json) => c.code)).toEqual([own]);
+        const found = (await (await call('GET', `Observation?code:in=${URL}/vs`)).json()) as Json;
+        expect(entries(found).map((r) => r.code.coding[0].code)).toEqual([own]);
+      }
+    });
+
+    test("a write claiming a profile is held to its own tenant's StructureDefinition of that url, and metadata lists each tenant's own", async () => {
+      const claims = (extra: Json) => ({ resourceType: 'Patient', meta: { profile: [`${URL}/profile`] }, ...extra });
+      expect((await a('PUT', 'StructureDefinition/p', profile('p', 'identifier'))).status).toBe(201);
+      expect((await a('POST', 'Patient', claims({ gender: 'male' }))).status).toBe(422);
+      // t2 has no such profile: t1's is not applied to its writes, nor listed in its metadata.
+      expect((await b('POST', 'Patient', claims({ gender: 'male' }))).status).toBe(201);
+      const listed = async (tenant: string) => {
+        const statement = (await (await t.request(`${t.fhir(tenant)}/metadata`)).json()) as Json;
+        return statement.rest[0].resource.find((r: Json) => r.type === 'Patient').supportedProfile;
+      };
+      expect(await listed('t1')).toEqual([`${URL}/profile`]);
+      expect(await listed('t2')).toBeUndefined();
+      expect((await b('PUT', 'StructureDefinition/p', profile('p', 'gender'))).status).toBe(201);
+      expect((await b('POST', 'Patient', claims({ identifier: [{ value: '1' }] }))).status).toBe(422);
+      expect((await b('POST', 'Patient', claims({ gender: 'male' }))).status).toBe(201);
+      expect((await a('POST', 'Patient', claims({ identifier: [{ value: '1' }] }))).status).toBe(201);
+      expect(await listed('t2')).toEqual([`${URL}/profile`]);
+      // t2's deletion ends t2's profile, not t1's.
+      expect((await b('DELETE', 'StructureDefinition/p')).status).toBe(200);
+      expect(await listed('t2')).toBeUndefined();
+      expect(await listed('t1')).toEqual([`${URL}/profile`]);
+      expect((await a('POST', 'Patient', claims({ gender: 'male' }))).status).toBe(422);
+    });
+  });
+
+  describe(`tenant isolation: Subscriptions and bulk export (${kind})`, () => {
+    let t: TestApp;
+    let a: Call;
+    let b: Call;
+    let tokenA: string;
+    let tokenB: string;
+    const got: string[] = [];
+    const hook = Bun.serve({ port: 0, hostname: '127.0.0.1', async fetch(req) {
+      got.push(`${new URL(req.url).pathname} ${await req.text()}`);
+      return new Response(null, { status: 200 });
+    } });
+    const drain = async () => {
+      for (let i = 0; i < 50 && (await t.app.subscriptions.runOnce()) > 0; i++);
+    };
+    beforeAll(async () => {
+      ({ t, a, b, tokenA, tokenB } = await twoTenants(await fresh(), { CINDER_SUBSCRIPTION_ALLOW_PRIVATE: 'true' }));
+    });
+    afterAll(async () => {
+      hook.stop(true);
+      await t.close();
+    });
+
+    test("a tenant's Subscription is notified of its own tenant's writes only; another's $status and $events are not found", async () => {
+      const subscription = (tenant: string) => ({
+        resourceType: 'Subscription', status: 'requested', reason: tenant, criteria: 'Observation',
+        channel: { type: 'rest-hook', endpoint: `http://127.0.0.1:${hook.port}/${tenant}`, payload: 'application/fhir+json' },
+      });
+      const subA = (await (await a('POST', 'Subscription', subscription('t1'))).json()) as Json;
+      const subB = (await (await b('POST', 'Subscription', subscription('t2'))).json()) as Json;
+      expect([subA.status, subB.status]).toEqual(['active', 'active']);
+      await drain();
+      got.length = 0;
+      expect((await a('PUT', 'Observation/from-a', { resourceType: 'Observation', id: 'from-a', status: 'final', code: { text: 'a' } })).status).toBe(201);
+      expect((await b('PUT', 'Observation/from-b', { resourceType: 'Observation', id: 'from-b', status: 'final', code: { text: 'b' } })).status).toBe(201);
+      await drain();
+      expect(got.map((g) => g.split(' ')[0]).sort()).toEqual(['/t1/Observation/from-a', '/t2/Observation/from-b']);
+      expect(got.find((g) => g.startsWith('/t2/'))).not.toContain('from-a');
+      for (const path of [`Subscription/${subA.id}/$status`, `Subscription/${subA.id}/$events`, `Subscription/${subA.id}/$get-ws-binding-token`]) {
+        expect((await b('GET', path)).status).toBe(404);
+      }
+      const status = (await (await b('GET', `Subscription/$status?id=${subA.id}`)).json()) as Json;
+      expect(status.total).toBe(0);
+    });
+
+    test("another tenant's export job and files are not found at its base, and refused at the job's", async () => {
+      const kickoff = await a('GET', '$export', undefined, { Accept: 'application/fhir+json', Prefer: 'respond-async' });
+      expect(kickoff.status).toBe(202);
+      const statusUrl = kickoff.headers.get('content-location')!;
+      const jobAtB = statusUrl.replace('/tenants/t1/', '/tenants/t2/');
+      expect((await t.request(statusUrl, fhirInit(tokenB))).status).toBe(403);
+      expect((await t.request(jobAtB, fhirInit(tokenB))).status).toBe(404);
+      expect((await t.request(jobAtB, fhirInit(tokenB, 'DELETE'))).status).toBe(404);
+      // The job goes on: not cancelled by t2's DELETE.
+      expect((await t.request(statusUrl, fhirInit(tokenA))).status).toBe(202);
+    });
+  });
 });

@@ -11,6 +11,8 @@ import type { Store } from '../../src/store/types.ts';
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
 import type { Json } from '../helpers/fhir.ts';
+import { basic, getCode, post, REDIRECT, redeem, signIn, testUser, userClient } from '../helpers/oauth.ts';
+import { createClient } from '../../src/auth/admin.ts';
 
 const T1 = 'http://cinder.test/tenants/t1/fhir/R4';
 
@@ -323,6 +325,40 @@ await eachStore((kind, fresh) => {
       expect((await t.request(jobAtB, fhirInit(tokenB, 'DELETE'))).status).toBe(404);
       // The job goes on: not cancelled by t2's DELETE.
       expect((await t.request(statusUrl, fhirInit(tokenA))).status).toBe(202);
+    });
+  });
+
+  describe(`tenant isolation: tokens at the authorization server (${kind})`, () => {
+    let t: TestApp;
+    beforeAll(async () => {
+      ({ t } = await twoTenants(await fresh()));
+    });
+    afterAll(() => t.close());
+
+    test("another tenant's client can neither introspect, revoke nor refresh a tenant's tokens; its own user cannot sign in there", async () => {
+      await testUser(t);
+      const app = await userClient(t, { grants: ['authorization_code', 'refresh_token'], scopes: ['user/*.read', 'patient/*.read'] });
+      const code = await getCode(t, { clientId: app.id, scope: 'openid fhirUser offline_access user/*.read' });
+      const issued = (await (await redeem(t, code, app)).json()) as { access_token: string; refresh_token: string };
+      // t2's clients: a confidential resource server, and one registered with the same grants and redirect URI as t1's app.
+      const rs = await createClient(t.store, t.clock, { tenant: 't2', name: 'resource server', scopes: ['system/*.read'] });
+      const twin = await createClient(t.store, t.clock, { tenant: 't2', name: 'twin', grants: ['authorization_code', 'refresh_token'], scopes: ['user/*.read'], redirectUris: [REDIRECT] });
+      const asRs = { Authorization: basic(rs.client.clientId, rs.clientSecret!) };
+      for (const token of [issued.access_token, issued.refresh_token]) {
+        expect(await (await post(t, { token }, asRs, '/oauth2/introspect')).json()).toEqual({ active: false });
+        expect((await post(t, { token }, asRs, '/oauth2/revoke')).status).toBe(200);
+      }
+      const refreshed = await post(t, { grant_type: 'refresh_token', refresh_token: issued.refresh_token }, { Authorization: basic(twin.client.clientId, twin.clientSecret!) });
+      expect(refreshed.status).toBe(400);
+      expect(((await refreshed.json()) as Json).error).toBe('invalid_grant');
+      // Neither revocation took: both tokens still work for their own client.
+      expect((await t.request(`${t.fhir('t1')}/Patient`, fhirInit(issued.access_token))).status).toBe(200);
+      const own = await post(t, { grant_type: 'refresh_token', refresh_token: issued.refresh_token }, { Authorization: basic(app.id, app.secret!) });
+      expect(own.status).toBe(200);
+      // t1's user is unknown to t2's client's login page.
+      const signedIn = await signIn(t, { clientId: twin.client.clientId, aud: t.fhir('t2') });
+      expect(signedIn.status).toBe(200);
+      expect(signedIn.headers.get('location')).toBeNull();
     });
   });
 });

@@ -1,9 +1,9 @@
 /**
  * Tenant isolation, attacked as a hostile tenant would: what one tenant writes, holds or is refused never
  * shows in, or changes, what another reads, through the data paths (references, includes, chains, `_has`,
- * conditional references, GraphQL, `$document`, history), the per-tenant parts of shared caches
- * (terminology, profiles, the CapabilityStatement), Subscriptions, bulk export and the audit trail.
- * On both databases.
+ * conditional references, GraphQL, `$document`, history), the per-tenant parts of shared caches and
+ * process state (terminology, profiles, the CapabilityStatement, the regex guard), Subscriptions, bulk
+ * export, tokens at the authorization server and the audit trail. On both databases.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { signAccessToken } from '../../src/auth/tokens.ts';

@@ -251,10 +251,10 @@ export function createApp(deps: AppDeps): App {
     questionnaires: new QuestionnaireValidator(storeQuestionnaires(store), valueSetMembership(terminology.service)),
     ...(referentialIntegrity ? { referentialIntegrity } : {}),
   };
-  // A subscription's owner's access, rebuilt from the scopes recorded at its activation, as a token's is, held to
-  // what its client still has registered (a refresh is too: stillRegistered).
-  const restoreAccess: RestoreAccess = async (tenant, owner) => {
-    const client = await authDeps.clients.get(owner.clientId);
+  // A subscription's owner's access, rebuilt from the scopes recorded at its activation, as a token's is, by today's
+  // rules (accessFromScopes), held to what its client still has registered (a refresh is too: stillRegistered), or as recorded.
+  const restoreAccess: RestoreAccess = async (tenant, owner, as = 'registered') => {
+    const client = as === 'registered' ? await authDeps.clients.get(owner.clientId) : null;
     const access = accessFromScopes(client ? stillRegistered(client, owner.scopes) : owner.scopes, owner.clientId, owner.patient, owner.user);
     if (access.incomplete) await access.complete(tenant, completeConditions);
     return access;

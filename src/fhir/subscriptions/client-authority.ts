@@ -13,16 +13,12 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import type { Clock } from '../../clock.ts';
-import { FhirError } from '../../errors.ts';
-import type { Condition, ResourceVersion, Store } from '../../store/types.ts';
-import { requireAccess, type Access } from '../access.ts';
+import type { ResourceVersion, Store } from '../../store/types.ts';
+import type { Access } from '../access.ts';
 import type { FhirDeps } from '../crud.ts';
-import { compileFilter, guardLinked } from '../search.ts';
-import { splitCriteria } from './criteria.ts';
 import { ownerClient, ownerUser } from './owner.ts';
+import { grantError, searchesWhatItSelects } from './owner-reach.ts';
 import { writeServerStatus } from './server-status.ts';
-import { compileTopic, findTopic, isTopicCriteria, topicRequest } from './topic-subscription.ts';
-import { tenantTopics } from './topics.ts';
 
 type Json = Record<string, unknown>;
 
@@ -71,6 +67,11 @@ export interface Registration {
   disabled: boolean;
   /** The access `owner` (recorded at activation) has under the registration (held to its scopes: stillRegistered). */
   access(owner: string): Promise<Access>;
+  /**
+   * The access `owner`'s recorded scopes give by today's rules, whatever is registered: one that no longer searches what
+   * a Subscription selects (an older release's grant, owner-reach.ts) is no pause the registration undoes.
+   */
+  recorded(owner: string): Promise<Access>;
 }
 
 /**
@@ -123,6 +124,11 @@ export async function reconcileClientSubscriptions(
     if (paused === undefined && sub.status !== 'active' && sub.status !== 'requested') continue;
     deps ??= fhir();
     const reason: PauseReason | undefined = registration.disabled ? 'disabled' : (await searchesWhatItSelects(deps, tenant, await registration.access(owner), sub, now)) ? undefined : 'scopes';
+    if (reason === 'scopes' && !(await searchesWhatItSelects(deps, tenant, await registration.recorded(owner), sub, now))) {
+      // Its own grant reaches none of it by today's rules: `error` for good (owner-reach.ts), not a pause the registration undoes.
+      if (await writeServerStatus(deps, clock, tenant, current, sub, 'error', grantError(clientId))) out.paused.push(current.id);
+      continue;
+    }
     if (reason !== undefined) {
       if (reason !== paused && (await writeServerStatus(deps, clock, tenant, current, sub, 'error', pausedError(clientId, reason)))) out.paused.push(current.id);
       continue;
@@ -132,33 +138,6 @@ export async function reconcileClientSubscriptions(
     if (status !== undefined && (await writeServerStatus(deps, clock, tenant, current, sub, status))) out.resumed.push(current.id);
   }
   return out;
-}
-
-/**
- * Whether `access` may still search what Subscription `sub` selects: its criteria's type and the types its chains and
- * `_has` read (a topic-based one: each of its topic's trigger types, with its filters), as activation and the hub's
- * compilation require (a 403 there silences it). What cannot be judged here (a topic no longer found, a criteria that
- * does not compile for another reason) counts as allowed: the hub decides, as before.
- */
-async function searchesWhatItSelects(deps: FhirDeps, tenant: string, access: Access, sub: Json, now: number): Promise<boolean> {
-  const check = async (criteria: string): Promise<Condition[]> => {
-    const { type, query } = splitCriteria(criteria);
-    requireAccess(access, type, 's');
-    // Pending conditions (`:in`) are left unresolved: only the types read are judged.
-    guardLinked(access, compileFilter(type, new URLSearchParams(query), now) as Condition[]);
-    return [];
-  };
-  try {
-    if (!isTopicCriteria(sub.criteria)) await check(sub.criteria as string);
-    else {
-      const request = topicRequest(sub);
-      await compileTopic(deps, tenant, access, findTopic(await tenantTopics(deps, tenant, now), request), request, now, check);
-    }
-    return true;
-  } catch (err) {
-    if (err instanceof FhirError) return err.status !== 403;
-    throw err;
-  }
 }
 
 /**

@@ -9,7 +9,9 @@
  * waits for it. A topic-based one stored `requested` is set `active` once its handshake is accepted, and `error` when
  * its handshake fails, at once (Backport IG: until then it awaits the verification of its endpoint). A Subscription no longer active (off, error, deleted, not rest-hook), whose owner's client
  * is disabled or deleted, or whose owner's user lost the authority it was activated on (owner.ts), has its waiting
- * notifications dropped; one whose `end` has passed is set `off` first.
+ * notifications dropped; one whose `end` has passed is set `off` first. One whose owner's recorded scopes no longer let
+ * it search what it selects by today's rules (owner-reach.ts: a grant of an older release) is sent nothing more of what
+ * was matched under the old rules: it is set `error`, saying why, and what waits is dropped.
  * The outbox is bounded: a Subscription found with more than `maxPending` notifications waiting (an endpoint
  * that answers 2xx, but slower than the writes its criteria match) is set to `error` as after the fifth
  * failure, saying so, and what waits for it is dropped.
@@ -26,6 +28,7 @@ import { endpointUrl, systemResolve, type ResolveHost } from './endpoint.ts';
 import { outboundFetch, RefusedAddress } from '../../http/outbound.ts';
 import { authorityRevoked, ownerClient, ownerUser, type RestoreAccess } from './owner.ts';
 import { pausedFor } from './client-authority.ts';
+import { grantError, grantReaches } from './owner-reach.ts';
 import { writeServerStatus } from './server-status.ts';
 import type { UserLookup } from '../../auth/user-cache.ts';
 import { topicBundle, type StatusNotification } from './topic-bundle.ts';
@@ -70,6 +73,9 @@ export interface DeliveryOptions {
   /** Rebuilds an owner's access (HubOptions.restoreAccess): a topic's notificationShape includes what its owner may read. */
   restoreAccess?: RestoreAccess;
 }
+
+/** The most Subscription versions and owners remembered as reaching what they select (SubscriptionDelivery.reaches). */
+const REACHED_KEPT = 10_000;
 
 /** The default of CINDER_SUBSCRIPTION_MAX_PENDING. */
 export const MAX_PENDING = 10_000;
@@ -130,6 +136,8 @@ export class SubscriptionDelivery {
    * each claim, so that a subscription waits for the database to come back and not for its lease to run out.
    */
   private readonly unreleased = new Map<string, { tenant: string; id: string }>();
+  /** The Subscription versions (with their owner) judged to reach what they select: judged once each. */
+  private readonly reached = new Set<string>();
 
   constructor(private readonly options: DeliveryOptions) {
     this.resolve = options.resolve ?? systemResolve;
@@ -244,6 +252,10 @@ export class SubscriptionDelivery {
         if (await this.setStatus(c.tenant, current!, sub, 'off')) this.counts.dropped += await repo.drop(c.tenant, c.id);
         return;
       }
+      if (!(await this.reaches(c, current!, sub))) {
+        if (await this.setStatus(c.tenant, current!, sub, 'error', grantError(clientId!))) this.counts.dropped += await repo.drop(c.tenant, c.id);
+        return;
+      }
       let failures = c.failures;
       const started = clock.now();
       // The notifications, read with the version and owner they were recorded under (one statement). A Subscription
@@ -314,6 +326,22 @@ export class SubscriptionDelivery {
   private async askedFor(tenant: string, id: string, versionId: number): Promise<boolean> {
     const v = await this.options.fhir.store.resources.vread(tenant, 'Subscription', id, versionId);
     return !!v && !v.deleted && (JSON.parse(v.content) as Json).status === 'requested';
+  }
+
+  /**
+   * Whether the claimed Subscription's owner may still search what its version `current` selects, by today's rules
+   * (owner-reach.ts grantReaches): what waits may have been matched under an older release's (or, in a rolling upgrade,
+   * by a server still running one). Judged once per version and owner.
+   */
+  private async reaches(c: ClaimedSubscription, current: ResourceVersion, sub: Json): Promise<boolean> {
+    const { fhir, clock, restoreAccess } = this.options;
+    if (restoreAccess === undefined) return true;
+    const key = `${c.tenant}\u0000${c.id}\u0000${current.versionId}\u0000${c.owner}`;
+    if (this.reached.has(key)) return true;
+    if (!(await grantReaches(fhir, restoreAccess, c.tenant, c.owner, sub, clock.now()))) return false;
+    if (this.reached.size >= REACHED_KEPT) this.reached.clear();
+    this.reached.add(key);
+    return true;
   }
 
   /** Releases the claims whose release failed earlier; those that fail again stay for the next claim. */

@@ -31,6 +31,7 @@ import { tenantTopics, type Interaction, type Topic, type TopicTrigger } from '.
 import { indexEntries } from '../indexer.ts';
 import { endpointUrl, systemResolve, type ResolveHost } from './endpoint.ts';
 import { authorityRevoked, ownerAccess, ownerClient, ownerUser, type OwnerUser, type RestoreAccess } from './owner.ts';
+import { grantReaches } from './owner-reach.ts';
 import { showSilenced, type Silenced } from './silenced.ts';
 import type { UserLookup } from '../../auth/user-cache.ts';
 import type { User } from '../../store/types.ts';
@@ -90,7 +91,8 @@ interface ActiveSet {
   /**
    * Those activated on a client's own authority that its registered scopes no longer let search what they select (their
    * compilation a 403), with the scopes judged: they notify nothing, and are paused as `cinder client update --scope`
-   * pauses them (silenced.ts), one activated with a token the servers had not yet refused having escaped that.
+   * pauses them (silenced.ts), one activated with a token the servers had not yet refused having escaped that. And
+   * those, whoever's, whose recorded scopes themselves no longer let them search it by today's rules (owner-reach.ts).
    */
   refused: Silenced[];
   byType: Map<string, Compiled[]>;
@@ -479,9 +481,11 @@ export class SubscriptionHub {
       } catch (err) {
         log.warn('an active subscription no longer compiles and notifies nothing', { tenant, subscription: row.id, err });
         const clientId = ownerClient(owner);
-        if (err instanceof FhirError && err.status === 403 && clientId !== null && ownerUser(owner) === null) {
-          refused.push({ id: row.id, owner, clientId, why: 'scopes', client: null, registered: await this.registeredScopes(clientId) });
-        }
+        if (!(err instanceof FhirError && err.status === 403 && clientId !== null)) continue;
+        // Its own grant no longer reaching what it selects (an older release's, judged by today's rules), whoever's.
+        const reaches = await grantReaches(fhir, restoreAccess, tenant, owner, r, clock.now()).catch(() => true);
+        if (!reaches) refused.push({ id: row.id, owner, clientId, why: 'grant', client: null });
+        else if (ownerUser(owner) === null) refused.push({ id: row.id, owner, clientId, why: 'scopes', client: null, registered: await this.registeredScopes(clientId) });
       }
     }
     return { token, byType, topicTypes, refused };

@@ -26,8 +26,15 @@ export function ownerOf(access: Access): string {
   return JSON.stringify(record);
 }
 
+/**
+ * How a recorded access is rebuilt: `registered` (the default), its scopes held to those its client still has
+ * registered, as a refresh holds them; `recorded`, the scopes as recorded, to tell a grant that reaches nothing by
+ * today's rules from a registration narrowed since (owner-reach.ts). Either is judged by today's rules.
+ */
+export type RestoreAs = 'registered' | 'recorded';
+
 /** Rebuilds an access from its record (src/app.ts gives it: scopes are parsed by src/auth/scopes.ts). */
-export type RestoreAccess = (tenant: string, record: Exclude<OwnerRecord, { operator: true }>) => Promise<Access>;
+export type RestoreAccess = (tenant: string, record: Exclude<OwnerRecord, { operator: true }>, as?: RestoreAs) => Promise<Access>;
 
 /** The client whose access `json` records; null for the operator's. */
 export function ownerClient(json: string): string | null {
@@ -73,8 +80,8 @@ export function authorityRevoked(client: Client | null, user: User | null, owner
   return (client !== null && after(client.tokensRevokedAt)) || (user !== null && (user.disabled || after(user.tokensRevokedAt)));
 }
 
-/** The access `json` records. */
-export function ownerAccess(tenant: string, json: string, restore: RestoreAccess): Promise<Access> {
+/** The access `json` records, rebuilt by today's rules (`as`: RestoreAs). */
+export function ownerAccess(tenant: string, json: string, restore: RestoreAccess, as: RestoreAs = 'registered'): Promise<Access> {
   const record = JSON.parse(json) as OwnerRecord;
-  return 'operator' in record ? Promise.resolve(operatorAccess) : restore(tenant, record);
+  return 'operator' in record ? Promise.resolve(operatorAccess) : restore(tenant, record, as);
 }

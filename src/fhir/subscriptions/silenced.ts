@@ -5,7 +5,8 @@
  * token the servers had not yet refused (the seconds after `cinder user|client disable`), or written by its app at the
  * moment `cinder` wrote it, escapes that write and kept reading `active` while it notified nothing. At the next write in
  * its tenant, the server writes it as `cinder` would have: `off` once the sign-in it rests on is revoked, paused
- * (`error`) while its client is disabled, `off` once the client is deleted.
+ * (`error`) while its client is disabled, `off` once the client is deleted; and `error` for good once the scopes
+ * recorded at its activation no longer let it search what it selects (owner-reach.ts: an older release's grant).
  */
 import type { Clock } from '../../clock.ts';
 import type { Logger } from '../../log.ts';
@@ -13,6 +14,7 @@ import type { Client } from '../../store/types.ts';
 import type { FhirDeps } from '../crud.ts';
 import { isActivated } from './activation.ts';
 import { deletedError, pausedError } from './client-authority.ts';
+import { grantError } from './owner-reach.ts';
 import { writeServerStatus } from './server-status.ts';
 import { signInRevokedError } from './user-authority.ts';
 
@@ -28,7 +30,7 @@ export interface Silenced {
   /** The owner record it was skipped for (a Subscription activated again since by another owner is not touched). */
   owner: string;
   clientId: string;
-  why: 'sign-in' | 'client' | 'scopes';
+  why: 'sign-in' | 'client' | 'scopes' | 'grant';
   client: Client | null;
   /** For `scopes`: the client's registered scopes it was judged with (joined by spaces). */
   registered?: string | null;
@@ -38,6 +40,7 @@ export interface Silenced {
 function statusOf(s: Silenced): { status: 'off' | 'error'; error: string } {
   if (s.why === 'sign-in') return { status: 'off', error: signInRevokedError };
   if (s.why === 'scopes') return { status: 'error', error: pausedError(s.clientId, 'scopes') };
+  if (s.why === 'grant') return { status: 'error', error: grantError(s.clientId) };
   return s.client?.deletedAt != null ? { status: 'off', error: deletedError(s.clientId) } : { status: 'error', error: pausedError(s.clientId, 'disabled') };
 }
 
@@ -64,7 +67,7 @@ export async function showSilenced(
     if (showing.has(key)) continue;
     showing.add(key);
     try {
-      if (s.why !== 'sign-in') {
+      if (s.why === 'client' || s.why === 'scopes') {
         let read = clients.get(s.clientId);
         if (read === undefined) clients.set(s.clientId, (read = fhir.store.clients.get(s.clientId)));
         const client = await read;

@@ -5,13 +5,15 @@
  * answered with a handshake Bundle; each event's
  * notification Bundle and each heartbeat Bundle as JSON text (topic-bundle.ts), built once per delivery round
  * for every socket bound to the Subscription, which is read once per round (a Subscription no longer active
- * is sent nothing, nor one whose owner is no longer the one it was bound for: another app activated it again).
+ * is sent nothing, nor one whose owner is no longer the one it was bound for: another app activated it again, nor one
+ * whose owner's recorded scopes no longer let it search what it selects by today's rules: owner-reach.ts).
  */
 import type { Clock } from '../../clock.ts';
 import type { Logger } from '../../log.ts';
 import type { RecentNotification, Store } from '../../store/types.ts';
 import type { WsBindingTokens } from './operations.ts';
 import { ownerDigest } from './owner.ts';
+import { grantReaches } from './owner-reach.ts';
 import { topicBundle, type TopicBundleDeps } from './topic-bundle.ts';
 import { isTopicCriteria, topicRequest, type TopicRequest } from './topic-subscription.ts';
 
@@ -54,7 +56,13 @@ export interface TopicRound {
   heartbeat(tenant: string, id: string): Promise<TopicMessage | undefined>;
 }
 
+/** The most Subscription versions and owners remembered as reaching what they select (TopicSockets.read). */
+const REACHED_KEPT = 10_000;
+
 export class TopicSockets {
+  /** The Subscription versions (with their owner) judged to reach what they select: judged once each. */
+  private readonly reached = new Set<string>();
+
   constructor(private readonly options: TopicSocketsOptions) {}
 
   /**
@@ -125,10 +133,19 @@ export class TopicSockets {
     if (resource?.status !== 'active' || channel?.type !== 'websocket' || !isTopicCriteria(resource.criteria)) return undefined;
     const owner = await store.subscriptions.owner(tenant, id);
     if (owner === null) return undefined;
+    let request: TopicRequest;
     try {
-      return { resource, request: topicRequest(resource), owner };
+      request = topicRequest(resource);
     } catch {
       return undefined;
     }
+    // What was matched under an older release's rules (a rolling upgrade's) is not sent once its owner's grant reaches none of it.
+    const key = `${tenant}\u0000${id}\u0000${current!.versionId}\u0000${owner}`;
+    if (!this.reached.has(key) && this.options.bundles.restoreAccess) {
+      if (!(await grantReaches(this.options.bundles.fhir, this.options.bundles.restoreAccess, tenant, owner, resource, this.options.clock.now()))) return undefined;
+      if (this.reached.size >= REACHED_KEPT) this.reached.clear();
+      this.reached.add(key);
+    }
+    return { resource, request, owner };
   }
 }

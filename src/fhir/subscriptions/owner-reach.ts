@@ -1,0 +1,65 @@
+/**
+ * Whether a Subscription's owner may still search what it selects, judged by today's rules, whatever rules it was
+ * activated under: the owner's access is rebuilt from the scopes recorded at activation (owner.ts) each time it is
+ * judged, never kept from then. A token an older release issued could hold `patient/` scopes with no patient in
+ * context beside filtered `user/` (or `system/`) ones, which then read every patient's records; today the `patient/`
+ * scopes keep what they bound to nothing (src/auth/scopes.ts accessFromScopes). So such a Subscription's criteria
+ * no longer compile for its owner: the hub matches nothing for it, the delivery loop sends nothing more of what was
+ * matched under the old rules, and both write it `error`, saying why (grantError): its recorded scopes never change,
+ * so nothing sets it back; the app activates it again (status requested) with a token that may search it.
+ */
+import { FhirError } from '../../errors.ts';
+import type { Condition } from '../../store/types.ts';
+import { requireAccess, type Access } from '../access.ts';
+import type { FhirDeps } from '../crud.ts';
+import { compileFilter, guardLinked } from '../search.ts';
+import { splitCriteria } from './criteria.ts';
+import { ownerAccess, type RestoreAccess } from './owner.ts';
+import { compileTopic, findTopic, isTopicCriteria, topicRequest } from './topic-subscription.ts';
+import { tenantTopics } from './topics.ts';
+
+type Json = Record<string, unknown>;
+
+/** The `error` of a Subscription whose owner's recorded scopes no longer let it search what it selects. */
+export function grantError(clientId: string): string {
+  return `paused: the scopes of the token that activated it (client ${clientId}) no longer let it search what its criteria select ` +
+    '(a patient/ scope with no patient in context grants nothing, nor what it kept to a patient of the filtered user/ or system/ scopes beside it); ' +
+    'nothing sets it back: an app activates it again (status requested) with a token that may search it';
+}
+
+/**
+ * Whether `access` may still search what Subscription `sub` selects: its criteria's type and the types its chains and
+ * `_has` read (a topic-based one: each of its topic's trigger types, with its filters), as activation and the hub's
+ * compilation require (a 403 there silences it). What cannot be judged here (a topic no longer found, a criteria that
+ * does not compile for another reason) counts as allowed: the hub decides, as before.
+ */
+export async function searchesWhatItSelects(deps: FhirDeps, tenant: string, access: Access, sub: Json, now: number): Promise<boolean> {
+  const check = async (criteria: string): Promise<Condition[]> => {
+    const { type, query } = splitCriteria(criteria);
+    requireAccess(access, type, 's');
+    // Pending conditions (`:in`) are left unresolved: only the types read are judged.
+    guardLinked(access, compileFilter(type, new URLSearchParams(query), now) as Condition[]);
+    return [];
+  };
+  try {
+    if (!isTopicCriteria(sub.criteria)) await check(sub.criteria as string);
+    else {
+      const request = topicRequest(sub);
+      await compileTopic(deps, tenant, access, findTopic(await tenantTopics(deps, tenant, now), request), request, now, check);
+    }
+    return true;
+  } catch (err) {
+    if (err instanceof FhirError) return err.status !== 403;
+    throw err;
+  }
+}
+
+/**
+ * Whether the scopes recorded for `owner` (owner.ts), by today's rules and whatever its client now has registered,
+ * still let it search what `sub` selects: false for one an older release activated with a grant that today reaches
+ * none of it. The operator's access reaches everything.
+ */
+export async function grantReaches(deps: FhirDeps, restore: RestoreAccess, tenant: string, owner: string, sub: Json, now: number): Promise<boolean> {
+  const access = await ownerAccess(tenant, owner, restore, 'recorded');
+  return access.scopes === undefined || searchesWhatItSelects(deps, tenant, access, sub, now);
+}

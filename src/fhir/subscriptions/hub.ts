@@ -32,7 +32,7 @@ import { indexEntries } from '../indexer.ts';
 import { endpointUrl, systemResolve, type ResolveHost } from './endpoint.ts';
 import { authorityRevoked, ownerAccess, ownerClient, ownerUser, type OwnerUser, type RestoreAccess } from './owner.ts';
 import { grantReaches } from './owner-reach.ts';
-import { showSilenced, type Silenced } from './silenced.ts';
+import { showSilenced, type ShowFailure, type Silenced } from './silenced.ts';
 import type { UserLookup } from '../../auth/user-cache.ts';
 import type { User } from '../../store/types.ts';
 
@@ -159,6 +159,8 @@ export class SubscriptionHub {
   private readonly resolve: ResolveHost;
   /** The silenced Subscriptions being shown by this process (silenced.ts), by tenant and id. */
   private readonly showing = new Set<string>();
+  /** Those whose write failed, by tenant and id: tried again only after a wait (silenced.ts). */
+  private readonly showFailed = new Map<string, ShowFailure>();
   /** Host names as resolved for activations, with when (see prepare). */
   private readonly resolved = new Map<string, { at: number; addresses: Promise<string[]> }>();
 
@@ -269,7 +271,7 @@ export class SubscriptionHub {
         // Written through a FHIR layer without the hub: the set is read again at once, without them (only then, or for
         // one refused for scopes changed since: one left as it was, its client enabled since, costs no reading of the
         // whole set at each write).
-        if (silenced.length && (await showSilenced({ fhir: this.options.fhir, clock: this.options.clock, log: this.options.log, showing: this.showing }, tenant, silenced))) {
+        if (silenced.length && (await showSilenced({ fhir: this.options.fhir, clock: this.options.clock, log: this.options.log, showing: this.showing, failed: this.showFailed }, tenant, silenced))) {
           this.state(tenant).watch.markStale();
         }
       },

@@ -7,6 +7,9 @@
  * its tenant, the server writes it as `cinder` would have: `off` once the sign-in it rests on is revoked, paused
  * (`error`) while its client is disabled, `off` once the client is deleted; and `error` for good once the scopes
  * recorded at its activation no longer let it search what it selects (owner-reach.ts: an older release's grant).
+ * A write of one that fails (a version the server cannot store, its database unreachable) is tried again only after
+ * a wait that doubles with each failure (SHOW_RETRY_FIRST_MS to SHOW_RETRY_MAX_MS): one that always fails neither
+ * takes the places of the others at every write nor costs every write a failed transaction.
  */
 import type { Clock } from '../../clock.ts';
 import type { Logger } from '../../log.ts';
@@ -20,6 +23,19 @@ import { signInRevokedError } from './user-authority.ts';
 
 /** How many silenced Subscriptions one write shows at most (showSilenced). */
 export const SHOWN_PER_WRITE = 16;
+/** How long after a failed write of one it is tried again (ms); doubled after each further failure. */
+export const SHOW_RETRY_FIRST_MS = 30_000;
+/** The longest wait between two tries of one whose writes keep failing (ms). */
+export const SHOW_RETRY_MAX_MS = 3_600_000;
+/** The most failed ones remembered by a process (then the earliest remembered are forgotten: tried again at once). */
+const FAILED_KEPT = 10_000;
+
+/** A silenced Subscription whose write failed: for which owner, how many times in a row, and when it may be tried again. */
+export interface ShowFailure {
+  owner: string;
+  failures: number;
+  retryAt: number;
+}
 
 /**
  * A Subscription the hub skipped, and why: its sign-in revoked, its client (its own authority) disabled, or that client's
@@ -44,18 +60,29 @@ function statusOf(s: Silenced): { status: 'off' | 'error'; error: string } {
   return s.client?.deletedAt != null ? { status: 'off', error: deletedError(s.clientId) } : { status: 'error', error: pausedError(s.clientId, 'disabled') };
 }
 
+/** Remembers that the write of `key` (for `owner`) failed once more: it waits before it is tried again. */
+function noteFailure(failed: Map<string, ShowFailure>, key: string, owner: string, now: number): void {
+  const earlier = failed.get(key);
+  const failures = earlier?.owner === owner ? earlier.failures + 1 : 1;
+  failed.delete(key);
+  if (failed.size >= FAILED_KEPT) failed.delete(failed.keys().next().value!);
+  failed.set(key, { owner, failures, retryAt: now + Math.min(SHOW_RETRY_FIRST_MS * 2 ** (failures - 1), SHOW_RETRY_MAX_MS) });
+}
+
 /**
  * Writes each of `silenced` (of `tenant`) still activated for the owner it was skipped for with the status statusOf
  * gives, as the server (writeServerStatus: a client's write in between stands). `showing` holds the ones under way in
- * this process (a write of one does not start another); a failure is logged, the write that found them having committed.
+ * this process (a write of one does not start another); a failure is logged, the write that found them having committed,
+ * and kept in `failed`: that one is not tried again before its wait is over (noteFailure), so the next writes show the others.
  * At most `limit` are written (each is a write transaction the response waits for: a client with hundreds of them
  * held one write for seconds); the others wait for the next writes, which find them still silenced. Whether the hub's
  * set is to be read again: one was written, or refused for scopes its client no longer has registered (judged again).
  */
 export async function showSilenced(
-  deps: { fhir: FhirDeps; clock: Clock; log: Logger; showing: Set<string> }, tenant: string, silenced: readonly Silenced[], limit = SHOWN_PER_WRITE,
+  deps: { fhir: FhirDeps; clock: Clock; log: Logger; showing: Set<string>; failed: Map<string, ShowFailure> }, tenant: string, silenced: readonly Silenced[],
+  limit = SHOWN_PER_WRITE,
 ): Promise<boolean> {
-  const { fhir, clock, log, showing } = deps;
+  const { fhir, clock, log, showing, failed } = deps;
   // Each client as it is now, not as the hub's cache held it (up to 5 seconds old), read once: one enabled since,
   // whose Subscriptions `cinder client enable` set back, is not paused again.
   const clients = new Map<string, Promise<Client | null>>();
@@ -65,6 +92,8 @@ export async function showSilenced(
     if (tried >= limit) break;
     const key = `${tenant}\u0000${s.id}`;
     if (showing.has(key)) continue;
+    const failure = failed.get(key);
+    if (failure?.owner === s.owner && clock.now() < failure.retryAt) continue;
     showing.add(key);
     try {
       if (s.why === 'client' || s.why === 'scopes') {
@@ -85,8 +114,10 @@ export async function showSilenced(
       const { status, error } = statusOf(s);
       tried++;
       if (await writeServerStatus(fhir, clock, tenant, current!, sub, status, error)) again = true;
+      failed.delete(key);
     } catch (err) {
-      log.warn('a silenced subscription could not be shown as such', { tenant, subscription: s.id, err });
+      noteFailure(failed, key, s.owner, clock.now());
+      log.warn('a silenced subscription could not be shown as such', { tenant, subscription: s.id, failures: failed.get(key)!.failures, err });
     } finally {
       showing.delete(key);
     }

@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, setSystemTime, test } from 'bun:test';
 import { createClient } from '../../src/auth/admin.ts';
 import { disableClient } from '../../src/auth/client-lifecycle.ts';
+import { pausedError } from '../../src/fhir/subscriptions/client-authority.ts';
 import { SHOWN_PER_WRITE } from '../../src/fhir/subscriptions/silenced.ts';
 import { createTestApp, type TestApp, type TestClock } from '../helpers/app.ts';
 import { createCliEnv } from '../helpers/cli.ts';
@@ -97,6 +98,33 @@ for (const target of targets) {
       const sub = await read(id);
       return [sub.status, sub.error, sub.meta.versionId];
     };
+
+    test('a paused Subscription written more than 20 (here 106) times while paused goes back to the status it had; one moved meanwhile does not', async () => {
+      const c = await backend();
+      const id = await subscribe(c.api, 'long-paused');
+      const moved = await subscribe(c.api, 'long-moved');
+      const narrow = ['--scope', 'system/Observation.rs', '--scope', 'system/Subscription.cruds'];
+      expect(await cinder(['client', 'update', c.id, ...narrow])).toMatchObject({ subscriptions_paused: [id, moved].sort() });
+      // One of them moved to another endpoint while paused, then the pause's words written over it: never set back.
+      const movedSub = await read(moved);
+      await admin.put200({ ...movedSub, channel: { type: 'rest-hook', endpoint: 'http://127.0.0.1:9/elsewhere' } });
+      // Written again and again as it stands, with the words of one pause or the other (96 versions, the last with the words of the scopes pause: its history is
+      // read more than a page back)...
+      for (let i = 0; i < 96; i++) await admin.put200({ ...(await read(id)), error: pausedError(c.id, i % 2 === 0 ? 'disabled' : 'scopes') });
+      // ...and paused again by the server as its client is disabled and enabled, still narrowed (10 more).
+      for (let i = 0; i < 5; i++) {
+        expect(await cinder(['client', 'disable', c.id])).toMatchObject({ subscriptions_paused: [id, moved].sort() });
+        expect(await cinder(['client', 'enable', c.id])).toMatchObject({ subscriptions_paused: [id, moved].sort() });
+      }
+      expect(await shown(id)).toEqual(['error', pausedError(c.id, 'scopes'), '108']);
+      expect(await cinder(['client', 'update', c.id, '--scope', 'system/*.*'])).toMatchObject({ subscriptions_resumed: [id] });
+      expect(await shown(id)).toEqual(['active', undefined, '109']);
+      expect(await shown(moved)).toEqual(['error', pausedError(c.id, 'scopes'), '13']);
+      // Active again, it notifies.
+      later();
+      await admin.put200({ resourceType: 'Patient', id: 'lp1', name: [{ family: 'long-paused' }] });
+      expect(await t.store.subscriptions.pending('t1', id, 10)).toHaveLength(1);
+    });
 
     test('a silenced Subscription whose status write always fails does not keep a write from showing the others, and waits before it is tried again', async () => {
       const c = await backend();

@@ -6,7 +6,7 @@
  * the delivery loop skip them), so each is paused: set `error`, its `error` saying why (R4: "the server has an error
  * executing the notification"). Once the registration allows again (`client enable`, scopes widened), each the server
  * paused, and only those (its current version the pause, unchanged since, and each pause changing nothing but the
- * status and `error`: statusBefore), goes back to the status it had: `active`, or
+ * status and `error`, however many there were: statusBefore), goes back to the status it had: `active`, or
  * `requested` for a topic rest-hook one still awaiting its handshake (R5's state machine: error to active once the
  * server recovers). Its owner and count stay: the client's authority is its registration. `cinder client delete`
  * turns them `off`, for good. Those it activated on its users' sign-ins are user-authority.ts's.
@@ -74,27 +74,38 @@ export interface Registration {
   recorded(owner: string): Promise<Access>;
 }
 
+/** Versions of a paused Subscription's history read at once (statusBefore). */
+const HISTORY_PAGE = 100;
+
 /**
- * The status a paused Subscription goes back to: that of the last version before the server's pauses (at most 20 back).
- * Each pause is the server's only if it changed nothing but the status and `error` of the version before it: the
+ * The status a paused Subscription goes back to: that of the last version before the server's pauses, however many
+ * versions back (each reason change, and each write of it as it stands, is one more: its history is read a page at a
+ * time). Each pause is the server's only if it changed nothing but the status and `error` of the version before it: the
  * pause's words are plain text, which anyone who may write the Subscription can write (stored as written: an `error`
  * activates nothing, and its owner stays), with another endpoint or criteria that enable would otherwise set active
- * unchecked under the owner's authority.
+ * unchecked under the owner's authority. A version missing (expunged) or deleted on the way: none.
  */
 async function statusBefore(store: Store, tenant: string, current: ResourceVersion, clientId: string): Promise<'active' | 'requested' | undefined> {
   let after = JSON.parse(current.content) as Json;
-  for (let v = current.versionId - 1; v >= 1 && v >= current.versionId - 20; v--) {
-    const before = await store.resources.vread(tenant, 'Subscription', current.id, v);
-    if (!before || before.deleted) return undefined;
-    const sub = JSON.parse(before.content) as Json;
-    if (!sameBesidesStatus(sub, after)) return undefined;
-    if (pausedFor(sub, clientId) !== undefined) {
-      after = sub;
-      continue;
+  let last: ResourceVersion = current;
+  for (;;) {
+    const page = await store.resources.history(tenant, {
+      type: 'Subscription', id: current.id, count: HISTORY_PAGE, before: { lastUpdated: last.lastUpdated, type: 'Subscription', id: current.id, versionId: last.versionId },
+    });
+    for (const before of page) {
+      // Newest first, one version after another (lastUpdated grows with each: crud.ts); a gap is an expunged version.
+      if (before.versionId !== last.versionId - 1 || before.deleted) return undefined;
+      last = before;
+      const sub = JSON.parse(before.content) as Json;
+      if (!sameBesidesStatus(sub, after)) return undefined;
+      if (pausedFor(sub, clientId) !== undefined) {
+        after = sub;
+        continue;
+      }
+      return sub.status === 'active' || sub.status === 'requested' ? sub.status : undefined;
     }
-    return sub.status === 'active' || sub.status === 'requested' ? sub.status : undefined;
+    if (page.length < HISTORY_PAGE) return undefined;
   }
-  return undefined;
 }
 
 /** Whether two versions of a Subscription differ at most in their status, `error` and version stamp. */

@@ -612,9 +612,17 @@ function referenceParamsOf(type: string): ParamDefinition[] {
   return paramsOf(type).filter((d) => d.type === 'reference' && !d.storedAs);
 }
 
+/** How the rows of one statement of `addIncludes` are kept: those within the request's reach (undefined: all, as the index found them). */
+type KeepRows = ((rows: ResourceVersion[]) => Promise<ResourceVersion[]>) | undefined;
+
 /**
  * Adds `_include` and `_revinclude` resources (deduplicated, never a match again), at most MAX_INCLUDES;
- * `leaveOut`: types whose referenced resources are not included.
+ * `leaveOut`: types whose referenced resources are not included. Each statement reads MAX_INCLUDES and
+ * one more; where some of its rows are left out (out of the token's reach: a Binary whose securityContext
+ * it may not read, a Provenance naming a version out of reach; or included already), it reads on past
+ * them, so that what is included, and the `too-costly` warning, are what the token would get were the
+ * rows out of its reach not there: the warning when rows within reach were left out, and only then.
+ * Reading on past more than PAGE_READ_IN_REACH rows out of reach is a 400 (`too-costly`).
  */
 export async function addIncludes(
   deps: FhirDeps, req: FhirRequest, compiled: Pick<CompiledSearch, 'includes' | 'revincludes'>, rows: ResourceVersion[],
@@ -640,17 +648,36 @@ export async function addIncludes(
     return fresh;
   };
   const visible = (type: string) => req.access.can(type, 'r');
+  const binaries: KeepRows = binaryReachLimited(req.access) ? (rows) => rowsInReach(deps, req, rows) : undefined;
+  let outOfReach = 0;
   /**
-   * The rows of `q` (of a type the request reads, with its read filter) within the patient's compartment
-   * when the token's reads of the type are limited to one; a Provenance's, the patient's records' too, as
-   * its read finds them (provenance-reach.ts).
+   * Adds the rows of `q` (its count MAX_INCLUDES + 1, sorted by id) that `keep` keeps, and returns those
+   * added: one statement when it holds fewer rows, or when they fill the included (the warning), else read
+   * on after its last row (the store's own rows; the core CodeSystems and ValueSets merged in are one statement).
    */
-  const inReach = async (q: SearchQuery): Promise<ResourceVersion[]> => {
+  const addAll = async (q: SearchQuery, keep: KeepRows): Promise<ResourceVersion[]> => {
+    const fresh: ResourceVersion[] = [];
+    for (let batch = await find(q); ; batch = await deps.store.resources.search(req.tenant, { ...q, after: { lastUpdated: 0, id: batch[batch.length - 1]!.id } })) {
+      const within = keep ? await keep(batch) : batch;
+      outOfReach += batch.length - within.length;
+      fresh.push(...add(within));
+      if (batch.length < q.count || warnings.length || searchesCore(deps, q)) return fresh;
+      if (outOfReach > PAGE_READ_IN_REACH) {
+        throw new FhirError('invalid', `The included resources of this search take reading more than ${PAGE_READ_IN_REACH} ${q.type} resources out of this token's reach (${q.type === 'Binary' ? 'their securityContext is' : 'the versions their targets name are'} in no index): narrow the search or its _include and _revinclude`, { issueCode: 'too-costly', expression: ['_include'] });
+      }
+    }
+  };
+  /**
+   * Adds the rows of `q` (of a type the request reads, with its read filter) within the patient's compartment
+   * when the token's reads of the type are limited to one; a Provenance's, the patient's records' too, as
+   * its read finds them (provenance-reach.ts); Binaries whose securityContext the request may read (rowsInReach).
+   */
+  const addInReach = async (q: SearchQuery): Promise<ResourceVersion[]> => {
     const patient = req.access.patientLimit(q.type, 'r');
-    if (patient === undefined || !patientCompartment().has(q.type)) return find(q);
+    if (patient === undefined || !patientCompartment().has(q.type)) return addAll(q, q.type === 'Binary' ? binaries : undefined);
     const widened = widenedPatient(req, q.type, 'r');
-    if (widened === undefined) return find({ ...q, compartment: patient });
-    return provenanceRowsInReach(deps, req, await find({ ...q, where: [...(q.where ?? []), reachCondition(req.access, widened)] }), widened);
+    if (widened === undefined) return addAll({ ...q, compartment: patient }, undefined);
+    return addAll({ ...q, where: [...(q.where ?? []), reachCondition(req.access, widened)] }, (rows) => provenanceRowsInReach(deps, req, rows, widened));
   };
   let frontier = rows;
   const notCurrent = new Set<string>();
@@ -668,12 +695,13 @@ export async function addIncludes(
       const q: SearchQuery = { type, where: [where], sort: [], count: MAX_INCLUDES + 1 };
       const filter = scopeFilter(req, type, 'r');
       if (filter) q.where!.push(filter);
-      next.push(...add(await inReach(q)));
+      next.push(...(await addInReach(q)));
     };
     // A version-specific reference includes the version it names, read as a vread reads it (the
     // token's access, compartment and scope filters): a deletion, or a version not held, is left out.
+    // Past MAX_INCLUDES, the first one within reach gives the warning.
     for (const { type, id, version } of reached.versions.values()) {
-      if (included.length >= MAX_INCLUDES) break;
+      if (warnings.length) break;
       if (seen.has(`${type}/${id}`) || !visible(type) || leaveOut?.(type)) continue;
       const v = await vreadResource(deps, req, type, id, version).catch((err: unknown) => {
         if (err instanceof FhirError && err.status < 500) return undefined;
@@ -683,9 +711,10 @@ export async function addIncludes(
       // The version it names may be an earlier one: not the record as it is now (provenance-reach.ts patientRecords).
       if (v) notCurrent.add(`${type}/${id}`);
     }
+    // MAX_INCLUDES ids a statement, until the included are full: those out of reach or not held take no room.
     for (const [type, ids] of reached.ids) {
-      const list = [...ids].filter((id) => !seen.has(`${type}/${id}`)).slice(0, MAX_INCLUDES);
-      if (list.length) await reach(type, { kind: 'id', ids: list });
+      const list = [...ids].filter((id) => !seen.has(`${type}/${id}`));
+      for (let i = 0; i < list.length && !warnings.length; i += MAX_INCLUDES) await reach(type, { kind: 'id', ids: list.slice(i, i + MAX_INCLUDES) });
     }
     for (const [type, canonicals] of reached.canonicals) await reach(type, canonicalCondition([...canonicals].slice(0, MAX_SEARCH_VALUES)));
     const values = frontier.map((r) => ({ system: r.type, value: r.id }));
@@ -729,7 +758,7 @@ export async function addIncludes(
         if (!any.length) return;
         const q: SearchQuery = { type: source, where: [any.length === 1 ? any[0]! : { kind: 'or', any }], sort: [], count: MAX_INCLUDES + 1 };
         if (filter) q.where!.push(filter);
-        next.push(...add(await inReach(q)));
+        next.push(...(await addInReach(q)));
       };
       const patient = widenedPatient(req, source, 'r');
       if (patient === undefined) {
@@ -744,14 +773,13 @@ export async function addIncludes(
       if (named.length) {
         const q: SearchQuery = { type: source, where: [{ kind: 'token', param: 'target', values: named }], sort: [], count: MAX_INCLUDES + 1 };
         if (filter) q.where!.push(filter);
-        next.push(...add(await provenanceRowsInReach(deps, req, await find(q), patient)));
+        next.push(...(await addAll(q, (rows) => provenanceRowsInReach(deps, req, rows, patient))));
       }
       await referring([...byColumn].map(([param, vs]) => [param, param === 'target' ? targets.filter(([key]) => !own.has(key)).map(([, v]) => v) : [...vs.values()]]));
     }
     frontier = next;
   }
-  // A Binary whose securityContext the request may not read is left out, as its read and search leave it (rowsInReach).
-  return { included: included.some((v) => v.type === 'Binary') ? await rowsInReach(deps, req, included) : included, warnings };
+  return { included, warnings };
 }
 
 /** The SMART v2 scope filters on `perm` of `type` as one condition (ORed alternatives of ANDed conditions), if any. */

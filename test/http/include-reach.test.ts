@@ -1,0 +1,89 @@
+/**
+ * `_include` and `_revinclude` under a token whose reach no index holds whole, on both databases: a
+ * patient's token and the Provenance naming a version of another patient's, a Binary whose securityContext
+ * the token may not read (src/fhir/search.ts addIncludes). Their statements read MAX_INCLUDES and one
+ * more; those out of reach were dropped after it, so that the rows within reach after them were left out,
+ * with no `too-costly` warning. What is included must be what the token would get were the rows out of
+ * its reach not there: every one within reach up to MAX_INCLUDES, and the warning exactly when some
+ * within reach were left out.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { craftToken, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { createBatchWriter, DEFAULT_BATCH_LIMITS } from '../../src/fhir/import/batches.ts';
+
+const MAX_INCLUDES = 1000;
+const PATIENT_TOKEN = 'launch/patient patient/Patient.rs patient/Observation.rs patient/Provenance.rs patient/Binary.rs';
+const n4 = (i: number) => String(i).padStart(4, '0');
+const provenance = (id: string, target: string): Json => ({
+  resourceType: 'Provenance', id, target: [{ reference: target }], recorded: '2024-01-02T03:04:05Z', agent: [{ who: { reference: 'Practitioner/dr1' } }],
+});
+const binary = (id: string, context: string): Json => ({ resourceType: 'Binary', id, contentType: 'text/plain', data: 'aGk=', securityContext: { reference: context } });
+const observation = (id: string, patient: string, extra: Json = {}): Json => ({ resourceType: 'Observation', id, status: 'final', code: { text: id }, subject: { reference: `Patient/${patient}` }, ...extra });
+
+await eachStore((kind, fresh) => {
+  describe(`included resources past those out of a token's reach (${kind})`, () => {
+    let t: TestApp;
+    let admin: FhirClient;
+    /** Writes `resources` as the importer does (one transaction a batch), for the thousands these tests need. */
+    const write = async (resources: Json[]) => {
+      const writer = createBatchWriter({ store: t.store, clock: t.clock }, 't1', DEFAULT_BATCH_LIMITS, () => undefined);
+      for (const r of resources) await writer.addPrepared([writer.prepare(r as { resourceType: string })]);
+      await writer.drain();
+    };
+    const included = (b: Json) => (b.entry ?? []).filter((e: Json) => e.search?.mode === 'include').map((e: Json) => `${e.resource.resourceType}/${e.resource.id}`).sort();
+    const warned = (b: Json) => (b.entry ?? []).some((e: Json) => e.search?.mode === 'outcome' && e.resource.issue.some((i: Json) => i.code === 'too-costly'));
+    const hidden = Array.from({ length: MAX_INCLUDES + 1 }, (_, i) => `h-${n4(i)}`);
+
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      admin = fhirClient(t, await t.token());
+      // `mv` was p2's (version 1) and is p1's now: the Provenance of its version 1 are out of p1's reach.
+      for (const r of [{ resourceType: 'Patient', id: 'p1' }, { resourceType: 'Patient', id: 'p2' }, observation('mv', 'p2'), observation('mv', 'p1')]) await admin.put200(r);
+      // In id order the Provenance and Binaries out of reach (`h-`, `bh-`) come first, a statement's worth and one more.
+      await write([
+        ...hidden.map((id) => provenance(id, 'Observation/mv/_history/1')),
+        ...Array.from({ length: MAX_INCLUDES }, (_, i) => provenance(`v-${n4(i)}`, 'Observation/mv')),
+        ...hidden.map((id) => binary(`b${id}`, 'Patient/p2')),
+        binary('bv-1', 'Patient/p1'),
+      ]);
+      // An Observation of p1 about Provenance and Binaries: a statement's worth of those out of reach first.
+      await admin.put200(observation('about', 'p1', { focus: [...hidden, 'v-0000'].map((id) => ({ reference: `Provenance/${id}` })) }));
+      await admin.put200(observation('files', 'p1', { focus: [...hidden.map((id) => `b${id}`), 'bv-1'].map((id) => ({ reference: `Binary/${id}` })) }));
+    }, 120_000);
+    afterAll(() => t.close());
+
+    test('a _revinclude reads on past the Provenance out of reach: all within reach, and the warning only past MAX_INCLUDES of them', async () => {
+      const p1 = fhirClient(t, await craftToken(t, PATIENT_TOKEN, { patient: 'p1' }));
+      const visible = Array.from({ length: MAX_INCLUDES }, (_, i) => `Provenance/v-${n4(i)}`);
+      let b = await p1.search('Observation?_id=mv&_revinclude=Provenance:target');
+      expect({ included: included(b).length, warned: warned(b) }).toEqual({ included: MAX_INCLUDES, warned: false });
+      expect(included(b)).toEqual(visible);
+      // One more within reach: MAX_INCLUDES of them, and the warning.
+      await admin.put200(provenance('v-1000', 'Observation/mv'));
+      b = await p1.search('Observation?_id=mv&_revinclude=Provenance:target');
+      expect({ included: included(b).length, warned: warned(b) }).toEqual({ included: MAX_INCLUDES, warned: true });
+      expect(included(b)).toEqual(visible);
+      expect((await admin.del('Provenance/v-1000')).status).toBeLessThan(300);
+      // The admin's token, which reaches them all, gets the first MAX_INCLUDES in id order and the warning, as before.
+      b = await admin.search('Observation?_id=mv&_revinclude=Provenance:target');
+      expect({ included: included(b).length, warned: warned(b), first: included(b)[0] }).toEqual({ included: MAX_INCLUDES, warned: true, first: 'Provenance/h-0000' });
+    }, 60_000);
+
+    test('an _include reads every reference, past the Provenance and Binaries out of reach', async () => {
+      const p1 = fhirClient(t, await craftToken(t, PATIENT_TOKEN, { patient: 'p1' }));
+      for (const [query, expected] of [
+        ['Observation?_id=about&_include=Observation:focus', ['Provenance/v-0000']],
+        ['Observation?_id=files&_include=Observation:focus', ['Binary/bv-1']],
+        ['Observation?_id=about,files&_include=Observation:focus', ['Binary/bv-1', 'Provenance/v-0000']],
+      ] as const) {
+        const b = await p1.search(query);
+        expect({ query, included: included(b), warned: warned(b) }).toEqual({ query, included: [...expected], warned: false });
+      }
+      // The admin's token reaches every one: MAX_INCLUDES of them, and the warning.
+      const b = await admin.search('Observation?_id=files&_include=Observation:focus');
+      expect({ included: included(b).length, warned: warned(b) }).toEqual({ included: MAX_INCLUDES, warned: true });
+    }, 60_000);
+  });
+});

@@ -65,3 +65,49 @@ export function currentSince(repo: ResourceRepo, tenant: string, low: number): (
     return replaced === undefined || replaced > low;
   };
 }
+
+/** Versions one statement of reachedPage reads at most (its first reads the page and one more, each next twice as many). */
+const READ_BATCH = 1000;
+
+/**
+ * A page of the versions within reach (`reach`: of a batch of versions, those the token may see) that
+ * `keep` admits (`_at`, the types served), in history order. It reads on past the versions out of reach,
+ * so that the page is what the token would get were they not there: neither its length nor its `next`
+ * link tells of one (a `next` link to a page of nothing told that a hidden version came after). `keep`
+ * is bounded as keptPage bounds it, counting the versions within reach alone: past MAX_BATCHES pages and
+ * one more of them, a short page with a `next` link. Reading past more than `bound` versions out of reach
+ * before the page is full is a 400 (`tooCostly`).
+ */
+export async function reachedPage(
+  repo: ResourceRepo, tenant: string, query: HistoryQuery, reach: (rows: ResourceVersion[]) => Promise<ResourceVersion[]>,
+  keep: ((v: ResourceVersion) => boolean | Promise<boolean>) | undefined, bound: number, tooCostly: () => Error,
+): Promise<HistoryPage> {
+  if (query.count === 0) return { rows: [] };
+  const kept: ResourceVersion[] = [];
+  const asked = MAX_BATCHES * (query.count + 1);
+  let before = query.before;
+  let scanned: ResourceVersion | undefined;
+  let judged = 0;
+  let outOfReach = 0;
+  for (let size = query.count + 1; ; size = Math.max(size, Math.min(2 * size, READ_BATCH))) {
+    const raw = await repo.history(tenant, { ...query, ...(before ? { before } : {}), count: size });
+    const within = new Set(await reach(raw));
+    for (const v of raw) {
+      if (!within.has(v)) {
+        if (++outOfReach > bound) throw tooCostly();
+        continue;
+      }
+      if (keep && judged >= asked) return { rows: kept, next: cursorOf(scanned!) };
+      judged++;
+      scanned = v;
+      if (keep && !(await keep(v))) continue;
+      kept.push(v);
+      if (kept.length > query.count) {
+        const rows = kept.slice(0, query.count);
+        return { rows, next: cursorOf(rows[rows.length - 1]!) };
+      }
+    }
+    if (raw.length < size) return { rows: kept };
+    before = cursorOf(raw[raw.length - 1]!);
+  }
+}

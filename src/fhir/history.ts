@@ -2,16 +2,16 @@ import { FhirError } from '../errors.ts';
 import type { HistoryQuery, ResourceVersion } from '../store/types.ts';
 import { hasCoreResources } from './core-layer.ts';
 import { provenancesInReach } from './provenance-reach.ts';
-import { lastContent, readResource, requireContextReadable, requireReadReach, requireFilter, type FhirDeps, type FhirRequest } from './crud.ts';
+import { binaryReachLimited, lastContent, readResource, requireContextReadable, requireReadReach, requireFilter, type FhirDeps, type FhirRequest } from './crud.ts';
 import { requireAccess } from './access.ts';
 import { splitStoredBinary } from './binary.ts';
 import { queryDateRange } from './dates.ts';
 import { patientCompartment } from './definitions.ts';
-import { currentSince, historyPage, keptPage, type HistoryCursor } from './history-at.ts';
+import { currentSince, historyPage, keptPage, reachedPage, type HistoryCursor } from './history-at.ts';
 import { lookups } from './core-search.ts';
 import { checkTypeAndId, type Resource } from './resource.ts';
 import { hasEndpoint, ID_PATTERN, isResourceType } from './resource-types.ts';
-import { parseCount, type PageLinks } from './search.ts';
+import { PAGE_READ_IN_REACH, parseCount, type PageLinks } from './search.ts';
 
 export interface HistoryResult {
   rows: ResourceVersion[];
@@ -77,18 +77,21 @@ function parseParams(params: URLSearchParams) {
   return { query, self, atLow };
 }
 
+/** Of a batch of versions, those within the token's reach (in their order). */
+type Reach = (rows: ResourceVersion[]) => Promise<ResourceVersion[]>;
+
 /**
  * Instance history of a resource the request may see: 404 when it never existed. Where the token's
  * reach depends on content (a patient-context token's compartment, SMART v2 scope filters, a Binary's
  * securityContext), every rule applies at once: the latest content must be within reach, and only the
- * versions that are are shown, with the deletions.
+ * versions that are are shown, with the deletions (undefined: every version is).
  */
-async function instanceFilter(deps: FhirDeps, req: FhirRequest, type: string, id: string) {
+async function instanceFilter(deps: FhirDeps, req: FhirRequest, type: string, id: string): Promise<Reach | undefined> {
   const current = await deps.store.resources.read(req.tenant, type, id);
   if (!current) throw new FhirError('not-found', `${type}/${id} is not known`);
   const compartment = req.access.patientLimit(type, 'r') !== undefined && patientCompartment().has(type);
   const filtered = req.access.filters?.(type, 'r') !== undefined;
-  if (type !== 'Binary' && !compartment && !filtered) return async (rows: ResourceVersion[]) => rows;
+  if (type !== 'Binary' && !compartment && !filtered) return undefined;
   const find = lookups(deps, req.tenant);
   const check = async (v: ResourceVersion) => {
     const resource = type === 'Binary' ? splitStoredBinary(v.content).resource : (JSON.parse(v.content) as Resource);
@@ -130,22 +133,30 @@ async function readable(check: (v: ResourceVersion) => Promise<void>, v: Resourc
 }
 
 /**
- * Type history of a type the token's SMART v2 scope filters narrow, or of Binary (whose versions each
- * name their securityContext): only the versions the token could read, each judged on its own content;
- * a deletion when the version it deleted was. Undefined when every version is readable.
+ * Type history of a type the token's SMART v2 scope filters narrow, or of Binary when the token's reach
+ * through a securityContext is limited (binaryReachLimited), and system history when some type's is (its
+ * `*` scope filtered): only the versions the token could read, each judged on its own content (its type's
+ * filter, a Binary's securityContext); a deletion when the version it deleted was. Undefined when every
+ * version is readable.
  */
-function typeFilter(deps: FhirDeps, req: FhirRequest, type: string): ((v: ResourceVersion) => Promise<boolean>) | undefined {
-  if (type !== 'Binary' && !req.access.filters?.(type, 'r')) return undefined;
+function typeFilter(deps: FhirDeps, req: FhirRequest, type: string | undefined): Reach | undefined {
+  const limited = type === undefined ? binaryReachLimited(req.access) : (type === 'Binary' && binaryReachLimited(req.access)) || req.access.filters?.(type, 'r') !== undefined;
+  if (!limited) return undefined;
   const find = lookups(deps, req.tenant);
   const check = async (v: ResourceVersion) => {
-    const resource = type === 'Binary' ? splitStoredBinary(v.content).resource : (JSON.parse(v.content) as Resource);
+    const resource = v.type === 'Binary' ? splitStoredBinary(v.content).resource : (JSON.parse(v.content) as Resource);
     await requireContextReadable(deps, req, resource);
     await requireFilter(req.access, 'r', resource, v.lastUpdated, find);
   };
-  return async (v) => {
+  const one = async (v: ResourceVersion) => {
     if (!v.deleted) return readable(check, v);
     const before = await lastContent(deps, req.tenant, v);
     return !!before && !before.deleted && (await readable(check, before));
+  };
+  return async (rows) => {
+    const shown: ResourceVersion[] = [];
+    for (const v of rows) if (await one(v)) shown.push(v);
+    return shown;
   };
 }
 
@@ -185,6 +196,9 @@ export function checkHistory(req: FhirRequest, params: URLSearchParams, type?: s
 /**
  * Instance, type or system history (FHIR R4 http 3.1.0.11) with `_since`, `_at`, `_count`, newest first,
  * paged by keyset. With a patient-context token only instance history of readable resources is offered.
+ * Where some versions are out of the token's reach (instanceFilter, typeFilter), a page reads on past
+ * them (reachedPage): it is the page the token would get were they not there, and never links to a page
+ * of nothing it may see.
  */
 export async function history(
   deps: FhirDeps, req: FhirRequest, params: URLSearchParams, type?: string, id?: string,
@@ -199,13 +213,15 @@ export async function history(
   if (type && id && deps.core !== undefined && hasCoreResources(type) && (await deps.store.resources.read(req.tenant, type, id)) === null) {
     return { rows: coreHistory(await readResource(deps, req, type, id), query), self, ...page };
   }
-  const visible = type && id ? await instanceFilter(deps, req, type, id) : async (rows: ResourceVersion[]) => rows;
+  const reach = type && id ? await instanceFilter(deps, req, type, id) : typeFilter(deps, req, type);
   const repo = deps.store.resources;
-  const readable = type && !id ? typeFilter(deps, req, type) : undefined;
   const current = atLow === undefined ? undefined : currentSince(repo, req.tenant, atLow);
-  const keep = allOf([current, readable, type ? undefined : served]);
-  const rows = keep ? await keptPage(repo, req.tenant, query, keep) : await historyPage(repo, req.tenant, query);
-  const result: HistoryResult = { rows: await visible(rows.rows), self, ...page };
+  const keep = allOf([current, type ? undefined : served]);
+  const tooCostly = () => new FhirError('invalid', `A page of this history takes reading more than ${PAGE_READ_IN_REACH} versions out of this token's reach: narrow it with _since or _at`, { issueCode: 'too-costly' });
+  const rows = reach
+    ? await reachedPage(repo, req.tenant, query, reach, keep, PAGE_READ_IN_REACH, tooCostly)
+    : keep ? await keptPage(repo, req.tenant, query, keep) : await historyPage(repo, req.tenant, query);
+  const result: HistoryResult = { rows: rows.rows, self, ...page };
   if (rows.next) result.next = encodeBefore(rows.next);
   return result;
 }

@@ -945,7 +945,7 @@ export function keptInReach(deps: FhirDeps, req: FhirRequest, type: string, comp
   return undefined;
 }
 
-/** The most matches one page of a search reads past those out of reach (rowsFilled), and the most one statement of it reads. */
+/** The most matches out of reach one page of a search reads past (rowsFilled); history pages and a search's includes take the same bound. */
 export const PAGE_READ_IN_REACH = 20_000;
 const READ_BATCH = 1000;
 
@@ -954,23 +954,28 @@ const READ_BATCH = 1000;
  * the store's matches (`at`, from the query's start): read on past those it leaves out, so that neither
  * a page's length nor its `next` link tells of one (a short page with a `next` link, or a `next` link
  * to nothing, told that a resource out of reach matched, and `_filter` could ask that of any of its
- * elements). Reading more than PAGE_READ_IN_REACH matches is a 400.
+ * elements). Reading past more than PAGE_READ_IN_REACH matches out of reach is a 400 (those before the
+ * page fills count: one batch more is read at most).
  */
 export async function rowsFilled(deps: FhirDeps, req: FhirRequest, query: SearchQuery, keep: (rows: ResourceVersion[]) => Promise<ResourceVersion[]>): Promise<{ row: ResourceVersion; at: number }[]> {
   const start = query.offset ?? 0;
   const keyset = keysetSort(query.sort) !== undefined;
   const kept: { row: ResourceVersion; at: number }[] = [];
   let read = 0;
+  let outOfReach = 0;
   let after = query.after;
   // The page's own count first (nothing left out: one statement, as before), then twice as many each time, up to READ_BATCH.
   for (let size = query.count; kept.length < query.count; size = Math.max(size, Math.min(2 * size, READ_BATCH))) {
-    if (read >= PAGE_READ_IN_REACH) {
-      const why = query.type === 'Binary' ? 'their securityContext is' : 'the versions their targets name are';
-      throw new FhirError('invalid', `A page of this search takes reading more than ${PAGE_READ_IN_REACH} ${query.type} resources out of this token's reach (${why} in no index): narrow the search`, { issueCode: 'too-costly' });
-    }
     const batch = await deps.store.resources.search(req.tenant, { ...query, count: size, ...(keyset ? (after ? { after } : {}) : { offset: start + read }) });
     const within = new Set(await keep(batch));
-    for (const [i, row] of batch.entries()) if (within.has(row) && kept.length < query.count) kept.push({ row, at: read + i });
+    for (const [i, row] of batch.entries()) {
+      if (kept.length >= query.count) break;
+      if (within.has(row)) kept.push({ row, at: read + i });
+      else if (++outOfReach > PAGE_READ_IN_REACH) {
+        const why = query.type === 'Binary' ? 'their securityContext is' : 'the versions their targets name are';
+        throw new FhirError('invalid', `A page of this search takes reading more than ${PAGE_READ_IN_REACH} ${query.type} resources out of this token's reach (${why} in no index): narrow the search`, { issueCode: 'too-costly' });
+      }
+    }
     read += batch.length;
     if (batch.length < size) break;
     const last = batch[batch.length - 1]!;

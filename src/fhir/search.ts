@@ -653,18 +653,23 @@ export async function addIncludes(
   /**
    * Adds the rows of `q` (its count MAX_INCLUDES + 1, sorted by id) that `keep` keeps, and returns those
    * added: one statement when it holds fewer rows, or when they fill the included (the warning), else read
-   * on after its last row (the store's own rows; the core CodeSystems and ValueSets merged in are one statement).
+   * on after its last row (the store's own rows; the core CodeSystems and ValueSets merged in are one
+   * statement). Past PAGE_READ_IN_REACH rows out of reach (of the whole search, in order, before the
+   * included are full) it is a 400.
    */
   const addAll = async (q: SearchQuery, keep: KeepRows): Promise<ResourceVersion[]> => {
     const fresh: ResourceVersion[] = [];
     for (let batch = await find(q); ; batch = await deps.store.resources.search(req.tenant, { ...q, after: { lastUpdated: 0, id: batch[batch.length - 1]!.id } })) {
-      const within = keep ? await keep(batch) : batch;
-      outOfReach += batch.length - within.length;
-      fresh.push(...add(within));
-      if (batch.length < q.count || warnings.length || searchesCore(deps, q)) return fresh;
-      if (outOfReach > PAGE_READ_IN_REACH) {
-        throw new FhirError('invalid', `The included resources of this search take reading more than ${PAGE_READ_IN_REACH} ${q.type} resources out of this token's reach (${q.type === 'Binary' ? 'their securityContext is' : 'the versions their targets name are'} in no index): narrow the search or its _include and _revinclude`, { issueCode: 'too-costly', expression: ['_include'] });
+      const within = keep ? new Set(await keep(batch)) : undefined;
+      for (const row of batch) {
+        if (warnings.length) return fresh;
+        if (!within || within.has(row)) fresh.push(...add([row]));
+        else if (++outOfReach > PAGE_READ_IN_REACH) {
+          const why = q.type === 'Binary' ? 'their securityContext is' : 'the versions their targets name are';
+          throw new FhirError('invalid', `The included resources of this search take reading more than ${PAGE_READ_IN_REACH} ${q.type} resources out of this token's reach (${why} in no index): narrow the search or its _include and _revinclude`, { issueCode: 'too-costly', expression: ['_include'] });
+        }
       }
+      if (batch.length < q.count || warnings.length || searchesCore(deps, q)) return fresh;
     }
   };
   /**

@@ -5,15 +5,17 @@
  * more; those out of reach were dropped after it, so that the rows within reach after them were left out,
  * with no `too-costly` warning. What is included must be what the token would get were the rows out of
  * its reach not there: every one within reach up to MAX_INCLUDES, and the warning exactly when some
- * within reach were left out.
+ * within reach were left out; past 20,000 out of reach (PAGE_READ_IN_REACH), a 400 `too-costly`.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
-import { craftToken, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { craftToken, expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
 import { createBatchWriter, DEFAULT_BATCH_LIMITS } from '../../src/fhir/import/batches.ts';
 
 const MAX_INCLUDES = 1000;
+/** PAGE_READ_IN_REACH: the most rows out of reach a search's includes read past. */
+const BOUND = 20_000;
 const PATIENT_TOKEN = 'launch/patient patient/Patient.rs patient/Observation.rs patient/Provenance.rs patient/Binary.rs';
 const n4 = (i: number) => String(i).padStart(4, '0');
 const provenance = (id: string, target: string): Json => ({
@@ -84,6 +86,18 @@ await eachStore((kind, fresh) => {
       // The admin's token reaches every one: MAX_INCLUDES of them, and the warning.
       const b = await admin.search('Observation?_id=files&_include=Observation:focus');
       expect({ included: included(b).length, warned: warned(b) }).toEqual({ included: MAX_INCLUDES, warned: true });
+    }, 60_000);
+
+    test('they read past 20,000 out of reach, and past one more are a 400 too-costly', async () => {
+      const p1 = fhirClient(t, await craftToken(t, PATIENT_TOKEN, { patient: 'p1' }));
+      // As many out of reach as the bound (PAGE_READ_IN_REACH) before those in reach, in id order.
+      await write(Array.from({ length: BOUND - hidden.length }, (_, i) => provenance(`h-${hidden.length + i}`, 'Observation/mv/_history/1')));
+      const query = 'Observation?_id=mv&_revinclude=Provenance:target';
+      const b = await p1.search(query);
+      expect({ included: included(b).length, warned: warned(b), first: included(b)[0] }).toEqual({ included: MAX_INCLUDES, warned: false, first: 'Provenance/v-0000' });
+      await admin.put200(provenance(`h-${BOUND}`, 'Observation/mv/_history/1'));
+      const outcome = await expectOutcome(await p1.get(query), 400, 'too-costly');
+      expect(outcome.issue[0].diagnostics).toStartWith('The included resources of this search take reading more than 20000 Provenance resources');
     }, 60_000);
   });
 });

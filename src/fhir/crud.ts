@@ -270,12 +270,28 @@ export function binaryReachLimited(access: Access): boolean {
 /**
  * The versions among `rows` within the request's reach: Binaries whose securityContext it may not
  * read are left out (requireContextReadable, read `via` a write's transaction when given); deletions and other types stay.
+ * A context is judged once for all the Binaries among `rows` that name it (a patient's files name a few
+ * records: a page read past 20,000 Binaries of another patient read that patient 20,000 times).
  */
 export async function rowsInReach(deps: FhirDeps, req: FhirRequest, rows: ResourceVersion[], via?: ContextReads): Promise<ResourceVersion[]> {
+  const base = deps.fhirBase?.(req.tenant);
+  const byContext = new Map<string, boolean>();
   const out: ResourceVersion[] = [];
   for (const v of rows) {
-    if (v.type !== 'Binary' || v.deleted) out.push(v);
-    else if (await requireContextReadable(deps, req, splitStoredBinary(v.content).resource, via).then(() => true, (err: unknown) => (err instanceof FhirError ? false : Promise.reject(err)))) out.push(v);
+    if (v.type !== 'Binary' || v.deleted) {
+      out.push(v);
+      continue;
+    }
+    const resource = splitStoredBinary(v.content).resource;
+    const target = securityContextTarget(resource, base);
+    const key = target ? `${target.type}/${target.id}` : undefined;
+    let ok = key === undefined ? undefined : byContext.get(key);
+    if (ok === undefined) {
+      const judged = await requireContextReadable(deps, req, resource, via).then(() => true, (err: unknown) => (err instanceof FhirError ? false : Promise.reject(err)));
+      if (key !== undefined) byContext.set(key, judged);
+      ok = judged;
+    }
+    if (ok) out.push(v);
   }
   return out;
 }

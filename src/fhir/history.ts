@@ -134,17 +134,15 @@ async function readable(check: (v: ResourceVersion) => Promise<void>, v: Resourc
 
 /**
  * Type history of a type the token's SMART v2 scope filters narrow, or of Binary when the token's reach
- * through a securityContext is limited (binaryReachLimited), and system history when some type's is (its
- * `*` scope filtered): only the versions the token could read, each judged on its own content (its type's
- * filter, a Binary's securityContext); a deletion when the version it deleted was. Undefined when every
+ * through a securityContext is limited (binaryReachLimited): only the versions the token could read,
+ * each judged on its own content; a deletion when the version it deleted was. Undefined when every
  * version is readable.
  */
-function typeFilter(deps: FhirDeps, req: FhirRequest, type: string | undefined): Reach | undefined {
-  const limited = type === undefined ? binaryReachLimited(req.access) : (type === 'Binary' && binaryReachLimited(req.access)) || req.access.filters?.(type, 'r') !== undefined;
-  if (!limited) return undefined;
+function typeFilter(deps: FhirDeps, req: FhirRequest, type: string): Reach | undefined {
+  if (!((type === 'Binary' && binaryReachLimited(req.access)) || req.access.filters?.(type, 'r') !== undefined)) return undefined;
   const find = lookups(deps, req.tenant);
   const check = async (v: ResourceVersion) => {
-    const resource = v.type === 'Binary' ? splitStoredBinary(v.content).resource : (JSON.parse(v.content) as Resource);
+    const resource = type === 'Binary' ? splitStoredBinary(v.content).resource : (JSON.parse(v.content) as Resource);
     await requireContextReadable(deps, req, resource);
     await requireFilter(req.access, 'r', resource, v.lastUpdated, find);
   };
@@ -213,7 +211,8 @@ export async function history(
   if (type && id && deps.core !== undefined && hasCoreResources(type) && (await deps.store.resources.read(req.tenant, type, id)) === null) {
     return { rows: coreHistory(await readResource(deps, req, type, id), query), self, ...page };
   }
-  const reach = type && id ? await instanceFilter(deps, req, type, id) : typeFilter(deps, req, type);
+  // System history needs every type read whole (checkAccess): every version is within its reach.
+  const reach = type && id ? await instanceFilter(deps, req, type, id) : type ? typeFilter(deps, req, type) : undefined;
   const repo = deps.store.resources;
   const current = atLow === undefined ? undefined : currentSince(repo, req.tenant, atLow);
   const keep = allOf([current, type ? undefined : served]);

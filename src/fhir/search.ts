@@ -959,8 +959,8 @@ const READ_BATCH = 1000;
  * the store's matches (`at`, from the query's start): read on past those it leaves out, so that neither
  * a page's length nor its `next` link tells of one (a short page with a `next` link, or a `next` link
  * to nothing, told that a resource out of reach matched, and `_filter` could ask that of any of its
- * elements). Reading past more than PAGE_READ_IN_REACH matches out of reach is a 400 (those before the
- * page fills count: one batch more is read at most).
+ * elements). Reading past more than PAGE_READ_IN_REACH matches out of reach before the page is full
+ * (counted in the page's order) is a 400.
  */
 export async function rowsFilled(deps: FhirDeps, req: FhirRequest, query: SearchQuery, keep: (rows: ResourceVersion[]) => Promise<ResourceVersion[]>): Promise<{ row: ResourceVersion; at: number }[]> {
   const start = query.offset ?? 0;

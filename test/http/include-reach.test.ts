@@ -88,6 +88,19 @@ await eachStore((kind, fresh) => {
       expect({ included: included(b).length, warned: warned(b) }).toEqual({ included: MAX_INCLUDES, warned: true });
     }, 60_000);
 
+    test('a statement filled with resources already in the Bundle reads on, whatever the token', async () => {
+      // `m-*` (a page of 1,000) name `hub` as focus and member; `z-*` name it as member alone. The members of
+      // `hub` are the page again and then the `z-*`: a statement of 1,001 held the page and `z-0000` alone.
+      const member = (id: string, focus: boolean): Json => ({ ...observation(id, 'p1', { hasMember: [{ reference: 'Observation/hub' }] }), ...(focus ? { focus: [{ reference: 'Observation/hub' }] } : {}) });
+      await write([observation('hub', 'p1'), ...Array.from({ length: MAX_INCLUDES }, (_, i) => member(`m-${n4(i)}`, true)), ...Array.from({ length: 5 }, (_, i) => member(`z-${n4(i)}`, false))]);
+      const query = `Observation?focus=Observation/hub&_count=${MAX_INCLUDES}&_include=Observation:focus&_revinclude:iterate=Observation:has-member`;
+      const expected = ['Observation/hub', ...Array.from({ length: 5 }, (_, i) => `Observation/z-${n4(i)}`)];
+      for (const api of [admin, fhirClient(t, await craftToken(t, PATIENT_TOKEN, { patient: 'p1' }))]) {
+        const b = await api.search(query);
+        expect({ included: included(b), warned: warned(b) }).toEqual({ included: expected, warned: false });
+      }
+    }, 60_000);
+
     test('they read past 20,000 out of reach, and past one more are a 400 too-costly', async () => {
       const p1 = fhirClient(t, await craftToken(t, PATIENT_TOKEN, { patient: 'p1' }));
       // As many out of reach as the bound (PAGE_READ_IN_REACH) before those in reach, in id order.

@@ -4,7 +4,7 @@ import { NO_INDEX_ROWS, StoreConflictError, type CurrentVersion, type ResourceVe
 import { operatorAccess, requireAccess, type Access, type Permission } from './access.ts';
 import { hasCoreResources, type CoreLayer } from './core-layer.ts';
 import { lookups } from './core-search.ts';
-import { patientCompartment } from './definitions.ts';
+import { inPatientCompartment } from './definitions.ts';
 import { compartmentsOf } from './indexer.ts';
 import type { CodeSet } from './search-compile.ts';
 import { matchConditions, type MatchContext } from './search-match.ts';
@@ -145,7 +145,7 @@ function requireInCompartment(access: Access, type: string, compartments: () => 
   const patient = access.patientLimit(type, perm);
   if (patient === undefined) return;
   const writes = perm !== 'r' && perm !== 's';
-  if (!patientCompartment().has(type)) {
+  if (!inPatientCompartment(type)) {
     if (writes && type !== 'Binary') throw new FhirError('forbidden', `A patient-context token may not ${WRITE_VERBS[perm]} ${type}: it is outside the patient compartment`);
     return;
   }
@@ -184,7 +184,7 @@ export async function requireReadReach(deps: FhirDeps, req: FhirRequest, resourc
  * them, whatever the new content says.
  */
 export async function requireStoredInReach(deps: FhirDeps, req: FhirRequest, type: string, id: string, perm: 'u' | 'd'): Promise<void> {
-  const compartment = req.access.patientLimit(type, perm) !== undefined && patientCompartment().has(type);
+  const compartment = req.access.patientLimit(type, perm) !== undefined && inPatientCompartment(type);
   const filtered = req.access.filters?.(type, perm) !== undefined;
   if (type !== 'Binary' && !compartment && !filtered) return;
   const current = await deps.store.resources.read(req.tenant, type, id);
@@ -227,7 +227,7 @@ export async function requireContextReadable(deps: FhirDeps, req: FhirRequest, r
     throw refuse('its securityContext names no resource of this server, so a patient-context token cannot reach it');
   }
   if (!access.can(target.type, 'r')) throw refuse(`the access token's scopes do not allow read of ${target.type}, its securityContext`);
-  const limited = (access.patientLimit(target.type, 'r') !== undefined && patientCompartment().has(target.type)) || access.filters?.(target.type, 'r') !== undefined;
+  const limited = (access.patientLimit(target.type, 'r') !== undefined && inPatientCompartment(target.type)) || access.filters?.(target.type, 'r') !== undefined;
   if (!limited) return;
   const stored = await (via ? via.read(target.type, target.id) : deps.store.resources.read(req.tenant, target.type, target.id));
   if (!stored || stored.deleted) throw refuse(`its securityContext ${target.type}/${target.id} does not exist, so the access token cannot be shown to reach it`);
@@ -264,7 +264,7 @@ export interface ContextReads {
 export function binaryReachLimited(access: Access): boolean {
   if (access.patientLimit('Binary', 'r') !== undefined) return true;
   return R4_RESOURCE_TYPES.some((t) => !access.can(t, 'r') || access.filters?.(t, 'r') !== undefined ||
-    (access.patientLimit(t, 'r') !== undefined && patientCompartment().has(t)));
+    (access.patientLimit(t, 'r') !== undefined && inPatientCompartment(t)));
 }
 
 /**
@@ -568,7 +568,7 @@ export async function vreadResource(
  */
 export function deletionReachLimited(access: Access, type: string): boolean {
   return type === 'Binary' || access.filters?.(type, 'r') !== undefined ||
-    (access.patientLimit(type, 'r') !== undefined && patientCompartment().has(type));
+    (access.patientLimit(type, 'r') !== undefined && inPatientCompartment(type));
 }
 
 /**
@@ -619,7 +619,7 @@ async function checkReadable(deps: FhirDeps, req: FhirRequest, v: ResourceVersio
 export function referenceReach(deps: FhirDeps, req: FhirRequest): ReferenceReach {
   const { access } = req;
   const base = deps.fhirBase?.(req.tenant);
-  const partly = (type: string) => access.filters?.(type, 'r') !== undefined || (access.patientLimit(type, 'r') !== undefined && patientCompartment().has(type));
+  const partly = (type: string) => access.filters?.(type, 'r') !== undefined || (access.patientLimit(type, 'r') !== undefined && inPatientCompartment(type));
   const judge = async (type: string, v: CurrentVersion, search?: TargetReads['search']): Promise<boolean> => {
     const resource = JSON.parse(v.content) as Resource;
     try {

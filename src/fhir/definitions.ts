@@ -60,8 +60,10 @@ function entries(bundle: unknown): RawSearchParameter[] {
   return (bundle as { entry: { resource: RawSearchParameter }[] }).entry.map((e) => e.resource);
 }
 
+let raw: RawSearchParameter[] | undefined;
+
 function rawParameters(): RawSearchParameter[] {
-  return entries(searchParameterBundle);
+  return (raw ??= entries(searchParameterBundle));
 }
 
 /** `DomainResource` parameters apply to every type but these (FHIR R4 resource hierarchy). */
@@ -72,42 +74,102 @@ export function isDomainResource(type: string): boolean {
   return !NOT_DOMAIN.has(type);
 }
 
-function basesOf(sp: RawSearchParameter): string[] {
-  return sp.base.flatMap((b) =>
-    b === 'Resource' ? [...R4_RESOURCE_TYPES] : b === 'DomainResource' ? R4_RESOURCE_TYPES.filter((t) => !NOT_DOMAIN.has(t)) : [b],
-  );
+/** A parameter that may be defined on a type: its definition, where it stands among all (the order types first appear in), and whether only a code new to the type counts (US Core). */
+interface Candidate {
+  sp: RawSearchParameter;
+  seq: number;
+  onlyNew: boolean;
+}
+
+/** A definition under one base it names (`Resource` and `DomainResource` as named), with where that base's types start in its list of types. */
+interface Listed {
+  sp: RawSearchParameter;
+  seq: number;
+  offset: number;
+  onlyNew: boolean;
+}
+
+/**
+ * The definitions by the base they name, in definition order (core, then US Core), made once:
+ * grouping them costs little, compiling them is what costs. `Resource` and `DomainResource` are not
+ * expanded to every type here, but per type in candidatesOf.
+ */
+let byBase: Map<string, Listed[]> | undefined;
+let byUrl: Map<string, RawSearchParameter> | undefined;
+
+const R4_TYPES = new Set(R4_RESOURCE_TYPES);
+const DOMAIN_TYPES = R4_RESOURCE_TYPES.filter((t) => !NOT_DOMAIN.has(t));
+
+function listedByBase(): Map<string, Listed[]> {
+  if (byBase) return byBase;
+  byBase = new Map();
+  byUrl = new Map();
+  const core = rawParameters();
+  for (const sp of core) byUrl.set(sp.url, sp);
+  let seq = 0;
+  for (const [bundle, onlyNew] of [[core, false], [entries(usCoreBundle), true]] as const) {
+    for (const sp of bundle) {
+      seq++;
+      if (!sp.expression || COLUMN_PARAMS.has(sp.code)) continue;
+      let offset = 0;
+      for (const base of sp.base) {
+        (byBase.get(base) ?? byBase.set(base, []).get(base)!).push({ sp, seq, offset, onlyNew });
+        offset += base === 'Resource' ? R4_RESOURCE_TYPES.length : base === 'DomainResource' ? DOMAIN_TYPES.length : 1;
+      }
+    }
+  }
+  return byBase;
+}
+
+/** The definitions that apply to `type`, in definition order; `seq` orders a type by its first (as basesOf expands the bases). */
+function candidatesOf(type: string): Candidate[] {
+  if (type === 'Resource' || type === 'DomainResource') return [];
+  const listed = listedByBase();
+  const out: Candidate[] = (listed.get(type) ?? []).map(({ sp, seq, offset, onlyNew }) => ({ sp, seq: seq * 1024 + offset, onlyNew }));
+  if (R4_TYPES.has(type)) {
+    const wide = (base: string, index: number) => {
+      for (const { sp, seq, offset, onlyNew } of listed.get(base) ?? []) out.push({ sp, seq: seq * 1024 + offset + index, onlyNew });
+    };
+    wide('Resource', R4_RESOURCE_TYPES.indexOf(type));
+    if (isDomainResource(type)) wide('DomainResource', DOMAIN_TYPES.indexOf(type));
+    out.sort((a, b) => a.seq - b.seq);
+  }
+  return out;
+}
+
+/** The compiled parameters of each type compiled so far, and where each type's first parameter stands among all. */
+const compiled = new Map<string, ParamDefinition[]>();
+const firstSeq = new Map<string, number>();
+
+/** Compiles the parameters of one type: each expression compiled for it, composites' components, then the links between them. */
+function compileParamsOf(type: string): ParamDefinition[] {
+  const list: ParamDefinition[] = [];
+  for (const { sp, seq, onlyNew } of candidatesOf(type)) {
+    if (onlyNew && list.some((p) => p.code === sp.code)) continue;
+    const paths = compileExpression(sp.expression!, type);
+    if (paths.length === 0) continue;
+    const def: ParamDefinition = { code: sp.code, type: sp.type, url: sp.url, base: type, expression: sp.expression!, paths, targets: sp.target ?? [] };
+    if (sp.type === 'composite') compileComponents(def, sp, byUrl!);
+    list.push(def);
+    if (sp.type === 'composite') linkAndOf(def, sp, list);
+    if (!firstSeq.has(type)) firstSeq.set(type, seq);
+  }
+  linkStoredAs(list);
+  linkUnions(list);
+  return list;
 }
 
 /**
  * Search parameters by resource type: every R4 core SearchParameter with an expression, and the US Core
  * ones on core types that R4 does not define (`race`, `ethnicity`...). `_id` and `_lastUpdated` are columns.
+ * Every type's are compiled here, keyed in the order each type's first parameter is defined; a caller
+ * that needs one type's asks paramsOf, which compiles that type's alone (a first search or write of a
+ * process compiles its own type's, not 145 types').
  */
 export function indexedParams(): Map<string, ParamDefinition[]> {
   if (params) return params;
-  params = new Map();
-  const byUrl = new Map<string, RawSearchParameter>();
-  const core = rawParameters();
-  for (const sp of core) byUrl.set(sp.url, sp);
-  const add = (sp: RawSearchParameter, onlyNew: boolean) => {
-    if (!sp.expression || COLUMN_PARAMS.has(sp.code)) return;
-    for (const base of basesOf(sp)) {
-      const list = params!.get(base) ?? [];
-      if (onlyNew && list.some((p) => p.code === sp.code)) continue;
-      const paths = compileExpression(sp.expression, base);
-      if (paths.length === 0) continue;
-      const def: ParamDefinition = { code: sp.code, type: sp.type, url: sp.url, base, expression: sp.expression, paths, targets: sp.target ?? [] };
-      if (sp.type === 'composite') compileComponents(def, sp, byUrl);
-      list.push(def);
-      if (sp.type === 'composite') linkAndOf(def, sp, list);
-      params!.set(base, list);
-    }
-  };
-  for (const sp of core) add(sp, false);
-  for (const sp of entries(usCoreBundle)) add(sp, true);
-  for (const list of params.values()) {
-    linkStoredAs(list);
-    linkUnions(list);
-  }
+  const types = [...new Set([...R4_RESOURCE_TYPES, ...listedByBase().keys()])].filter((t) => paramsOf(t).length > 0);
+  params = new Map(types.sort((a, b) => firstSeq.get(a)! - firstSeq.get(b)!).map((t) => [t, paramsOf(t)]));
   return params;
 }
 
@@ -188,7 +250,12 @@ function keepsRowsOver(q: ParamDefinition, p: ParamDefinition, list: ParamDefini
 
 /** The parameters of `type` that Cinder can search on (besides `_id` and `_lastUpdated`). */
 export function paramsOf(type: string): ParamDefinition[] {
-  return indexedParams().get(type) ?? [];
+  let list = compiled.get(type);
+  if (list !== undefined) return list;
+  // A name no parameter is defined on (another release's type, a typo) is answered without being kept.
+  if (candidatesOf(type).length === 0) return [];
+  compiled.set(type, (list = compileParamsOf(type)));
+  return list;
 }
 
 let referrers: Map<string, { source: string; param: string }[]> | undefined;
@@ -216,22 +283,48 @@ export function paramOf(type: string, code: string): ParamDefinition | undefined
   return map.get(code);
 }
 
+type CompartmentEntry = { code: string; param?: string[] };
+const COMPARTMENT_ENTRIES = (compartmentDefinition as { resource: CompartmentEntry[] }).resource;
+const COMPARTMENT_CODES = new Set(COMPARTMENT_ENTRIES.map((e) => e.code));
+
+/** Each type's compartment paths as compiled so far (null: the type is in no patient's compartment). */
+const compartmentByType = new Map<string, CompiledPath[] | null>();
+
 /**
- * R4 Patient CompartmentDefinition: for each member type, the reference paths that place a resource in
- * a patient's compartment (the union of the expressions of the listed search parameters).
+ * R4 Patient CompartmentDefinition for one type: the reference paths that place a resource of `type` in a
+ * patient's compartment (the union of the expressions of the listed search parameters); undefined for a
+ * type outside the compartment. Compiled per type, on first use.
  */
+export function compartmentPaths(type: string): CompiledPath[] | undefined {
+  if (!COMPARTMENT_CODES.has(type)) return undefined;
+  let paths = compartmentByType.get(type);
+  if (paths === undefined) compartmentByType.set(type, (paths = compileCompartment(type)));
+  return paths ?? undefined;
+}
+
+/** Whether resources of `type` can be in a patient's compartment. */
+export function inPatientCompartment(type: string): boolean {
+  return compartmentPaths(type) !== undefined;
+}
+
+function compileCompartment(type: string): CompiledPath[] | null {
+  const entry = COMPARTMENT_ENTRIES.find((e) => e.code === type)!;
+  const paths: CompiledPath[] = [];
+  for (const code of entry.param ?? []) {
+    const sp = rawParameters().find((p) => p.code === code && p.base.includes(type) && p.expression);
+    if (!sp) throw new Error(`compartment parameter ${type}.${code} has no definition`);
+    paths.push(...compileExpression(sp.expression!, type));
+  }
+  return paths.length > 0 || type === 'Patient' ? paths : null;
+}
+
+/** The R4 Patient CompartmentDefinition: each member type (in the definition's order) with its paths (compartmentPaths). */
 export function patientCompartment(): Map<string, CompiledPath[]> {
   if (compartment) return compartment;
-  const raw = rawParameters();
   compartment = new Map();
-  for (const entry of (compartmentDefinition as { resource: { code: string; param?: string[] }[] }).resource) {
-    const paths: CompiledPath[] = [];
-    for (const code of entry.param ?? []) {
-      const sp = raw.find((p) => p.code === code && p.base.includes(entry.code) && p.expression);
-      if (!sp) throw new Error(`compartment parameter ${entry.code}.${code} has no definition`);
-      paths.push(...compileExpression(sp.expression!, entry.code));
-    }
-    if (paths.length > 0 || entry.code === 'Patient') compartment.set(entry.code, paths);
+  for (const { code } of COMPARTMENT_ENTRIES) {
+    const paths = compartmentPaths(code);
+    if (paths !== undefined) compartment.set(code, paths);
   }
   return compartment;
 }
@@ -243,8 +336,7 @@ export function compartmentTypes(): string[] {
 
 /** The patient compartment's parameter names for `type` (CompartmentDefinition `param`). */
 export function compartmentParams(type: string): string[] {
-  const entry = (compartmentDefinition as { resource: { code: string; param?: string[] }[] }).resource.find((e) => e.code === type);
-  return entry?.param ?? [];
+  return COMPARTMENT_ENTRIES.find((e) => e.code === type)?.param ?? [];
 }
 
 /**

@@ -6,7 +6,7 @@ import { binaryReachLimited, lastContent, readResource, requireContextReadable, 
 import { requireAccess } from './access.ts';
 import { splitStoredBinary } from './binary.ts';
 import { queryDateRange } from './dates.ts';
-import { patientCompartment } from './definitions.ts';
+import { inPatientCompartment } from './definitions.ts';
 import { currentSince, historyPage, keptPage, reachedPage, type HistoryCursor } from './history-at.ts';
 import { lookups } from './core-search.ts';
 import { checkTypeAndId, type Resource } from './resource.ts';
@@ -89,7 +89,7 @@ type Reach = (rows: ResourceVersion[]) => Promise<ResourceVersion[]>;
 async function instanceFilter(deps: FhirDeps, req: FhirRequest, type: string, id: string): Promise<Reach | undefined> {
   const current = await deps.store.resources.read(req.tenant, type, id);
   if (!current) throw new FhirError('not-found', `${type}/${id} is not known`);
-  const compartment = req.access.patientLimit(type, 'r') !== undefined && patientCompartment().has(type);
+  const compartment = req.access.patientLimit(type, 'r') !== undefined && inPatientCompartment(type);
   const filtered = req.access.filters?.(type, 'r') !== undefined;
   if (type !== 'Binary' && !compartment && !filtered) return undefined;
   const find = lookups(deps, req.tenant);

@@ -1,6 +1,6 @@
 import type { CompositeEntry, IndexEntry, IndexRows, RangeEntry, StringEntry } from '../store/types.ts';
 import { dateRange } from './dates.ts';
-import { paramsOf, patientCompartment, type ParamDefinition, type ParamType } from './definitions.ts';
+import { compartmentPaths, paramsOf, type ParamDefinition, type ParamType } from './definitions.ts';
 import { evaluatePath, type CompiledPath } from './fhirpath.ts';
 import { absoluteType, isAbsoluteReference, parseReference } from './references.ts';
 import { textIndexOf } from './text-index.ts';
@@ -591,7 +591,7 @@ function dedupe(rows: IndexRows): IndexRows {
  */
 export function compartmentsOf(resource: Json, base?: string): string[] {
   const type = resource.resourceType as string;
-  const paths = patientCompartment().get(type);
+  const paths = compartmentPaths(type);
   if (!paths) return [];
   const patients = new Set<string>();
   if (type === 'Patient' && typeof resource.id === 'string') patients.add(resource.id);

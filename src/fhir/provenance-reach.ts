@@ -30,7 +30,7 @@ import type { Condition, ResourceVersion, SearchQuery } from '../store/types.ts'
 import type { Access } from './access.ts';
 import { lookups } from './core-search.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
-import { patientCompartment } from './definitions.ts';
+import { inPatientCompartment, patientCompartment } from './definitions.ts';
 import { compartmentsOf } from './indexer.ts';
 import { parseReference } from './references.ts';
 import { matchConditions } from './search-match.ts';
@@ -118,7 +118,7 @@ export async function patientRecords(deps: FhirDeps, req: FhirRequest, rows: Res
   const own = new Set<string>();
   for (const row of rows) {
     const key = `${row.type}/${row.id}`;
-    if (row.deleted || !patientCompartment().has(row.type) || notCurrent.has(key) || !req.access.can(row.type, 'r')) continue;
+    if (row.deleted || !inPatientCompartment(row.type) || notCurrent.has(key) || !req.access.can(row.type, 'r')) continue;
     if (await versionOfPatient(deps, req, row, patient)) own.add(key);
   }
   return own;
@@ -138,7 +138,7 @@ async function readableRecords(req: FhirRequest, reads: TargetReads, keys: Itera
   }
   const found: OwnRecords = new Map();
   for (const [type, all] of byType) {
-    if (!patientCompartment().has(type) || !req.access.can(type, 'r')) continue;
+    if (!inPatientCompartment(type) || !req.access.can(type, 'r')) continue;
     const filter = readFilter(req.access, type);
     for (let i = 0; i < all.length; i += IDS_PER_QUERY) {
       const ids = all.slice(i, i + IDS_PER_QUERY);

@@ -7,7 +7,7 @@
 import type { Condition, ResourceVersion, SearchQuery } from '../store/types.ts';
 import { requireAccess } from './access.ts';
 import { rowsInReach, type FhirDeps, type FhirRequest } from './crud.ts';
-import { patientCompartment } from './definitions.ts';
+import { inPatientCompartment } from './definitions.ts';
 import { queryRows, scopeFilter } from './search.ts';
 
 /**
@@ -22,7 +22,7 @@ export async function readableVersions(deps: FhirDeps, req: FhirRequest, type: s
   if (filter) where.push(filter);
   const q: SearchQuery = { type, where, sort: [], count: ids.length };
   const patient = req.access.patientLimit(type, 'r');
-  if (patient !== undefined && patientCompartment().has(type)) q.compartment = patient;
+  if (patient !== undefined && inPatientCompartment(type)) q.compartment = patient;
   let rows = await queryRows(deps, req.tenant, q);
   if (type === 'Binary') rows = await rowsInReach(deps, req, rows);
   return new Map(rows.map((v) => [v.id, v]));

@@ -3,7 +3,7 @@ import type { Condition, ResourceVersion, SearchCursor, SearchQuery, TextQuery }
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import { binaryReachLimited, rowsInReach, vreadResource } from './crud.ts';
 import { requireAccess, type Access } from './access.ts';
-import { paramOf, paramsOf, patientCompartment, referrersOf, type ParamDefinition } from './definitions.ts';
+import { inPatientCompartment, paramOf, paramsOf, referrersOf, type ParamDefinition } from './definitions.ts';
 import { evaluatePath } from './fhirpath.ts';
 import { indexEntries, referenceValues } from './indexer.ts';
 import { isAbsoluteReference, parseReference } from './references.ts';
@@ -515,7 +515,7 @@ async function resolveHierarchy(deps: ResolveDeps, tenant: string, c: HierarchyC
   const filter = deps.access ? accessFilter(deps.access, c.target, 's') : undefined;
   // A patient-context token walks its patient's compartment alone, as a chain does (guardLinked).
   const patient = deps.access?.patientLimit(c.target, 's');
-  const bound = patient !== undefined && patientCompartment().has(c.target) ? { compartment: patient } : {};
+  const bound = patient !== undefined && inPatientCompartment(c.target) ? { compartment: patient } : {};
   const via = hierarchyParam(c.target)!.code;
   const found = new Set(c.ids);
   let frontier = [...found];
@@ -679,7 +679,7 @@ export async function addIncludes(
    */
   const addInReach = async (q: SearchQuery): Promise<ResourceVersion[]> => {
     const patient = req.access.patientLimit(q.type, 'r');
-    if (patient === undefined || !patientCompartment().has(q.type)) return addAll(q, q.type === 'Binary' ? binaries : undefined);
+    if (patient === undefined || !inPatientCompartment(q.type)) return addAll(q, q.type === 'Binary' ? binaries : undefined);
     const widened = widenedPatient(req, q.type, 'r');
     if (widened === undefined) return addAll({ ...q, compartment: patient }, undefined);
     return addAll({ ...q, where: [...(q.where ?? []), reachCondition(req.access, widened)] }, (rows) => provenanceRowsInReach(deps, req, rows, widened));
@@ -815,7 +815,7 @@ export function guardLinked(access: Access, conditions: Condition[]): Condition[
         const filter = accessFilter(access, type, 's');
         if (filter) where.push(filter);
         const patient = access.patientLimit(type, 's');
-        if (patient !== undefined && patientCompartment().has(type)) where.push({ kind: 'compartment', patient });
+        if (patient !== undefined && inPatientCompartment(type)) where.push({ kind: 'compartment', patient });
         return { ...c, where };
       }
       case 'or': return { ...c, any: c.any.map(guard) };
@@ -853,7 +853,7 @@ export function scopedQuery(req: FhirRequest, type: string, query: SearchQuery, 
   if (compartment !== undefined) {
     if (patient !== undefined && patient !== compartment) return undefined;
     query.compartment = compartment;
-  } else if (patient !== undefined && patientCompartment().has(type)) {
+  } else if (patient !== undefined && inPatientCompartment(type)) {
     // Types outside the Patient compartment (Medication, Practitioner...) are not patient-bound;
     // `inCompartment`, when given, takes the compartment's place (reachCondition).
     if (inCompartment) query.where = [...(query.where ?? []), inCompartment];

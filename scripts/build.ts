@@ -7,10 +7,17 @@
  * the `@fhir-r4/*` tsconfig path), files imported `with { type: 'file' }`, dependencies. Worker entry
  * files (`src/**\/*worker.ts`) are added as entrypoints, so they are embedded too, laid out from src/:
  * start them with `new Worker(workerUrl('<path below src>'))` (src/worker-url.ts).
+ *
+ * What is static and costly at a server's first requests is computed here, once, into the executable:
+ * src/fhir/capability-prebuilt.ts is replaced by a module holding the CapabilityStatement's per-type
+ * entries (prebuildCapability, the code's own computation; test/unit/capability-prebuilt.test.ts checks
+ * what is made from them against the statement computed at run time).
  */
 import { rmSync } from 'node:fs';
 import { relative } from 'node:path';
 import { parseArgs } from 'node:util';
+import type { BunPlugin } from 'bun';
+import { prebuildCapability } from '../src/fhir/capability.ts';
 
 const root = new URL('..', import.meta.url).pathname;
 const { values } = parseArgs({
@@ -22,6 +29,19 @@ const { values } = parseArgs({
 const workers = [...new Bun.Glob('src/**/*worker.ts').scanSync({ cwd: root })].sort();
 const entrypoints = ['src/main.ts', ...workers].map((p) => root + p);
 const started = performance.now();
+
+/** Replaces src/fhir/capability-prebuilt.ts by the static parts computed now. */
+const prebuilt: BunPlugin = {
+  name: 'cinder-prebuilt',
+  setup(build) {
+    const capability = JSON.stringify(prebuildCapability());
+    build.onLoad({ filter: /[\\/]src[\\/]fhir[\\/]capability-prebuilt\.ts$/ }, () => ({
+      contents: `export const PREBUILT_CAPABILITY = ${capability};`,
+      loader: 'js',
+    }));
+  },
+};
+
 const result = await Bun.build({
   entrypoints,
   root: root + 'src',
@@ -30,6 +50,7 @@ const result = await Bun.build({
   sourcemap: 'linked',
   bytecode: true,
   format: 'esm',
+  plugins: [prebuilt],
   compile: {
     outfile: values.outfile,
     ...(values.target ? { target: values.target as Bun.Build.CompileTarget } : {}),

@@ -1,3 +1,4 @@
+import { PREBUILT_CAPABILITY } from './capability-prebuilt.ts';
 import { isDomainResource, paramOf, paramsOf, referrersOf } from './definitions.ts';
 import { paramDocumentation } from './param-documentation.ts';
 import { PATCH_FORMATS } from './patch.ts';
@@ -135,9 +136,15 @@ function resourceEntry(type: string, ops: OperationDecl[], tenant?: TenantParts)
   if (revinclude.length) entry.searchRevInclude = revinclude;
   const special = paramsOf(type).filter((p) => p.type === 'special' && p.code !== 'near').map((p) => p.code);
   entry.documentation = [...(special.length ? [`Not searchable (special parameters): ${special.join(', ')}.`] : []), INCLUDE_DOC, ...(type === 'Subscription' ? [SUBSCRIPTION_DOC] : []), ...(appendOnly ? [AUDIT_DOC] : [])].join(' ');
-  const typeOps = ops.filter((o) => o.types?.includes(type));
-  if (typeOps.length) entry.operation = typeOps.map((o) => ({ name: o.name, definition: o.definition }));
+  const typeOps = typeOperations(type, ops);
+  if (typeOps) entry.operation = typeOps;
   return entry;
+}
+
+/** A type's `operation`: the operations invoked on it, or undefined for none (the member is left out). */
+function typeOperations(type: string, ops: OperationDecl[]): { name: string; definition: string }[] | undefined {
+  const typeOps = ops.filter((o) => o.types?.includes(type));
+  return typeOps.length ? typeOps.map((o) => ({ name: o.name, definition: o.definition })) : undefined;
 }
 
 /** The interactions an append-only type refuses (405). */
@@ -183,7 +190,7 @@ function resourceEntriesText(contributions: CapabilityContribution[]): EntriesTe
   const key = JSON.stringify(ops);
   entries = ENTRIES_BY_OPERATIONS.get(key);
   if (entries === undefined) {
-    entries = entriesText(JSON.stringify(resourceEntries(ops, PLACEHOLDERS)));
+    entries = entriesText(entriesJson(ops));
     if (ENTRIES_BY_OPERATIONS.size >= 8) ENTRIES_BY_OPERATIONS.clear();
     ENTRIES_BY_OPERATIONS.set(key, entries);
   }
@@ -300,6 +307,66 @@ function shapedEntries(whole: EntriesText, subset: StatementSubset): EntriesText
 }
 
 /**
+ * The per-type entries as JSON text with the tenant's placeholders: from what `bun run build` computed
+ * (PREBUILT_CAPABILITY, in the executable), else made now.
+ */
+function entriesJson(ops: OperationDecl[]): string {
+  return PREBUILT_CAPABILITY === undefined ? computedEntriesJson(ops) : prebuiltEntriesJson(PREBUILT_CAPABILITY, ops);
+}
+
+/** The per-type entries' text (placeholders in) as computed now: every REST type's search parameters and their documentation. */
+export function computedEntriesJson(ops: OperationDecl[]): string {
+  return JSON.stringify(resourceEntries(ops, PLACEHOLDERS));
+}
+
+/**
+ * What is static in the CapabilityStatement, computed once when the executable is built (scripts/build.ts)
+ * so that a server's first `metadata` does not compile 145 types' search parameters and their documentation:
+ * each REST type's entry as JSON text, placeholders in and without its `operation` (the one member the
+ * app's features change; it is the entry's last), and the parameters searched across types.
+ */
+export interface PrebuiltCapability {
+  entries: string[];
+  systemParams: unknown[];
+}
+
+/** The static parts as the code computes them (what the build embeds; test/unit/capability-prebuilt.test.ts compares). */
+export function prebuildCapability(): PrebuiltCapability {
+  return {
+    entries: REST_RESOURCE_TYPES.map((t) => JSON.stringify(resourceEntry(t, [], PLACEHOLDERS))),
+    systemParams: computedSystemParams(),
+  };
+}
+
+/** The per-type entries' text from the static parts, each type's operations spliced in as its entry's last member. */
+export function prebuiltEntriesJson(prebuilt: PrebuiltCapability, ops: OperationDecl[]): string {
+  if (prebuilt.entries.length !== REST_RESOURCE_TYPES.length) throw new Error('the prebuilt CapabilityStatement entries do not match the resource types');
+  const entries = prebuilt.entries.map((text, i) => {
+    const typeOps = typeOperations(REST_RESOURCE_TYPES[i]!, ops);
+    return typeOps ? `${text.slice(0, -1)},"operation":${JSON.stringify(typeOps)}}` : text;
+  });
+  return `[${entries.join(',')}]`;
+}
+
+/**
+ * Searched across types (`GET [base]?...`): the parameters every type has (those of Binary, a Resource
+ * with no parameter of its own beyond them), with `_type`.
+ */
+function systemSearchParams(): unknown[] {
+  return PREBUILT_CAPABILITY?.systemParams ?? (SYSTEM_PARAMS ??= computedSystemParams());
+}
+
+let SYSTEM_PARAMS: unknown[] | undefined;
+
+/** systemSearchParams as computed now. */
+export function computedSystemParams(): unknown[] {
+  return [
+    ...(resourceEntry('Binary', []).searchParam as { name: string }[]).filter((p) => p.name.startsWith('_')),
+    { name: '_type', type: 'token', documentation: 'The types searched (comma-separated); without it, every type the token may search. Other parameters must be defined for each type searched; _sort takes _lastUpdated or -_lastUpdated.' },
+  ];
+}
+
+/**
  * Every R4 type but Parameters, which has no RESTful endpoint (parameters.html); `tenant` gives what
  * Subscription's `extension` and each type's `supportedProfile` hold (each left out when undefined).
  */
@@ -342,12 +409,7 @@ export function capabilityStatement(o: CapabilityOptions, entries?: string): Rec
         interaction: [{ code: 'transaction' }, { code: 'batch' }, { code: 'search-system' }, { code: 'history-system' }],
         // Compartment search (`Patient/{id}/Observation`, `Patient/{id}/*`) in the Patient compartment alone.
         compartment: ['http://hl7.org/fhir/CompartmentDefinition/patient'],
-        // Searched across types (`GET [base]?...`): the parameters every type has (those of Binary, a
-        // Resource with no parameter of its own beyond them), with `_type`.
-        searchParam: [
-          ...(resourceEntry('Binary', ops).searchParam as { name: string }[]).filter((p) => p.name.startsWith('_')),
-          { name: '_type', type: 'token', documentation: 'The types searched (comma-separated); without it, every type the token may search. Other parameters must be defined for each type searched; _sort takes _lastUpdated or -_lastUpdated.' },
-        ],
+        searchParam: systemSearchParams(),
         ...(systemOps.length ? { operation: systemOps } : {}),
       },
     ],

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { BASE, createTestApp } from '../helpers/app.ts';
 import { storeTargets, type StoreTarget } from '../helpers/stores.ts';
 
 const BIN = resolve(import.meta.dir, '../../dist/cinder');
@@ -160,6 +161,29 @@ describe.if(present)('dist/cinder', () => {
     const out = (await validate.json()) as { parameter: { name: string; valueBoolean?: boolean; valueString?: string }[] };
     expect(out.parameter.find((p) => p.name === 'result')?.valueBoolean).toBe(true);
     expect(out.parameter.find((p) => p.name === 'display')?.valueString).toBe('Female');
+  });
+
+  test('metadata: the statement served from what the build computed is the one the code computes at run time', async () => {
+    // Its per-type entries come from the executable's prebuilt parts (scripts/build.ts); from source they are computed.
+    const t = await createTestApp();
+    try {
+      const asComputed = (text: string, origin: string, tenant: string) => {
+        const statement = JSON.parse(text.replaceAll(origin, BASE).replaceAll(origin.replace(/^http/, 'ws'), BASE.replace(/^http/, 'ws')).replaceAll(`/tenants/${tenant}/`, '/tenants/t1/')) as Record<string, unknown>;
+        delete statement.date;
+        return statement;
+      };
+      for (const query of ['', '?_summary=true', '?_elements=rest']) {
+        const served = await fetch(`${base}/tenants/default/fhir/R4/metadata${query}`);
+        expect(served.status).toBe(200);
+        const computed = await t.request(`${t.fhir('t1')}/metadata${query}`);
+        expect(computed.status).toBe(200);
+        const statement = asComputed(await served.text(), base, 'default');
+        expect((statement.rest as { resource: unknown[] }[])[0]!.resource.length).toBeGreaterThan(140);
+        expect(statement).toEqual(asComputed(await computed.text(), BASE, 't1'));
+      }
+    } finally {
+      await t.close();
+    }
   });
 
   test('tenant create, client create --json and import work beside the running server', async () => {

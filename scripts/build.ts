@@ -9,7 +9,7 @@
  * start them with `new Worker(workerUrl('<path below src>'))` (src/worker-url.ts).
  *
  * What is static and costly at a server's first requests is computed here, once, into the executable:
- * src/fhir/capability-prebuilt.ts is replaced by a module holding the CapabilityStatement's per-type
+ * src/fhir/capability-prebuilt.ts is replaced by a module returning the CapabilityStatement's per-type
  * entries (prebuildCapability, the code's own computation; test/unit/capability-prebuilt.test.ts checks
  * what is made from them against the statement computed at run time).
  */
@@ -36,7 +36,8 @@ const prebuilt: BunPlugin = {
   setup(build) {
     const capability = JSON.stringify(prebuildCapability());
     build.onLoad({ filter: /[\\/]src[\\/]fhir[\\/]capability-prebuilt\.ts$/ }, () => ({
-      contents: `export const PREBUILT_CAPABILITY = ${capability};`,
+      // In a function, so that the text is made when the first `metadata` asks for it, not at start.
+      contents: `export const prebuiltCapability = () => (${capability});`,
       loader: 'js',
     }));
   },

@@ -1,4 +1,4 @@
-import { PREBUILT_CAPABILITY } from './capability-prebuilt.ts';
+import { prebuiltCapability } from './capability-prebuilt.ts';
 import { isDomainResource, paramOf, paramsOf, referrersOf } from './definitions.ts';
 import { paramDocumentation } from './param-documentation.ts';
 import { PATCH_FORMATS } from './patch.ts';
@@ -308,10 +308,18 @@ function shapedEntries(whole: EntriesText, subset: StatementSubset): EntriesText
 
 /**
  * The per-type entries as JSON text with the tenant's placeholders: from what `bun run build` computed
- * (PREBUILT_CAPABILITY, in the executable), else made now.
+ * (prebuiltCapability, in the executable), else made now.
  */
 function entriesJson(ops: OperationDecl[]): string {
-  return PREBUILT_CAPABILITY === undefined ? computedEntriesJson(ops) : prebuiltEntriesJson(PREBUILT_CAPABILITY, ops);
+  const prebuilt = embeddedCapability();
+  return prebuilt === undefined ? computedEntriesJson(ops) : prebuiltEntriesJson(prebuilt, ops);
+}
+
+let EMBEDDED: PrebuiltCapability | undefined;
+
+/** The executable's prebuilt parts, read once; undefined from source. */
+function embeddedCapability(): PrebuiltCapability | undefined {
+  return prebuiltCapability === undefined ? undefined : (EMBEDDED ??= prebuiltCapability());
 }
 
 /** The per-type entries' text (placeholders in) as computed now: every REST type's search parameters and their documentation. */
@@ -353,7 +361,7 @@ export function prebuiltEntriesJson(prebuilt: PrebuiltCapability, ops: Operation
  * with no parameter of its own beyond them), with `_type`.
  */
 function systemSearchParams(): unknown[] {
-  return PREBUILT_CAPABILITY?.systemParams ?? (SYSTEM_PARAMS ??= computedSystemParams());
+  return embeddedCapability()?.systemParams ?? (SYSTEM_PARAMS ??= computedSystemParams());
 }
 
 let SYSTEM_PARAMS: unknown[] | undefined;

@@ -121,7 +121,11 @@ function listedByBase(): Map<string, Listed[]> {
   return byBase;
 }
 
-/** The definitions that apply to `type`, in definition order; `seq` orders a type by its first (as basesOf expands the bases). */
+/**
+ * The definitions that apply to `type`, in definition order. `seq` places each among every (definition,
+ * type) pair, `Resource` and `DomainResource` counting as their types in R4's order: indexedParams keys
+ * the types by their first.
+ */
 function candidatesOf(type: string): Candidate[] {
   if (type === 'Resource' || type === 'DomainResource') return [];
   const listed = listedByBase();

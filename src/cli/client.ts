@@ -209,7 +209,7 @@ function registration(client: Client): Registration {
   return {
     disabled: client.disabled,
     access: async (owner) => accessFromScopes(stillRegistered(client, ownerScopes(owner)), client.clientId, ownerPatient(owner) ?? undefined),
-    recorded: async (owner) => accessFromScopes(ownerScopes(owner), client.clientId, ownerPatient(owner) ?? undefined),
+    recorded: async (owner, scopes) => accessFromScopes(scopes, client.clientId, ownerPatient(owner) ?? undefined),
   };
 }
 

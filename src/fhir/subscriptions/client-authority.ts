@@ -16,8 +16,8 @@ import type { Clock } from '../../clock.ts';
 import type { ResourceVersion, Store } from '../../store/types.ts';
 import type { Access } from '../access.ts';
 import type { FhirDeps } from '../crud.ts';
-import { ownerClient, ownerUser } from './owner.ts';
-import { grantError, searchesWhatItSelects } from './owner-reach.ts';
+import { ownerClient, ownerPatient, ownerScopes, ownerUser } from './owner.ts';
+import { grantError, olderGrantLapsed, searchesWhatItSelects } from './owner-reach.ts';
 import { writeServerStatus } from './server-status.ts';
 
 type Json = Record<string, unknown>;
@@ -68,10 +68,11 @@ export interface Registration {
   /** The access `owner` (recorded at activation) has under the registration (held to its scopes: stillRegistered). */
   access(owner: string): Promise<Access>;
   /**
-   * The access `owner`'s recorded scopes give by today's rules, whatever is registered: one that no longer searches what
-   * a Subscription selects (an older release's grant, owner-reach.ts) is no pause the registration undoes.
+   * The access `scopes` (`owner`'s recorded ones, or some of them) give with `owner`'s patient in context by today's
+   * rules, whatever is registered: an older release's grant that no longer searches what a Subscription selects
+   * (owner-reach.ts olderGrantLapsed) is no pause the registration undoes.
    */
-  recorded(owner: string): Promise<Access>;
+  recorded(owner: string, scopes: string[]): Promise<Access>;
 }
 
 /** Versions of a paused Subscription's history read at once (statusBefore). */
@@ -135,7 +136,7 @@ export async function reconcileClientSubscriptions(
     if (paused === undefined && sub.status !== 'active' && sub.status !== 'requested') continue;
     deps ??= fhir();
     const reason: PauseReason | undefined = registration.disabled ? 'disabled' : (await searchesWhatItSelects(deps, tenant, await registration.access(owner), sub, now)) ? undefined : 'scopes';
-    if (reason === 'scopes' && !(await searchesWhatItSelects(deps, tenant, await registration.recorded(owner), sub, now))) {
+    if (reason === 'scopes' && (await olderGrantLapsed(deps, tenant, ownerScopes(owner), ownerPatient(owner) ?? undefined, (scopes) => registration.recorded(owner, scopes), sub, now))) {
       // Its own grant reaches none of it by today's rules: `error` for good (owner-reach.ts), not a pause the registration undoes.
       if (await writeServerStatus(deps, clock, tenant, current, sub, 'error', grantError(clientId))) out.paused.push(current.id);
       continue;

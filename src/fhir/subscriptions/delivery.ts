@@ -252,10 +252,6 @@ export class SubscriptionDelivery {
         if (await this.setStatus(c.tenant, current!, sub, 'off')) this.counts.dropped += await repo.drop(c.tenant, c.id);
         return;
       }
-      if (!(await this.reaches(c, current!, sub))) {
-        if (await this.setStatus(c.tenant, current!, sub, 'error', grantError(clientId!))) this.counts.dropped += await repo.drop(c.tenant, c.id);
-        return;
-      }
       let failures = c.failures;
       const started = clock.now();
       // The notifications, read with the version and owner they were recorded under (one statement). A Subscription
@@ -263,6 +259,11 @@ export class SubscriptionDelivery {
       // what waits now) is sent nothing under this claim: released, it is claimed again at once, as it now stands.
       const { versionId, owner, notifications: batch } = await repo.pendingBatch(c.tenant, c.id, BATCH);
       if (versionId !== current!.versionId || owner !== c.owner) return;
+      // Judged for the owner the Subscription has as read (above): not for one the claim found, that another activated it again since.
+      if (!(await this.reaches(c, current!, sub))) {
+        if (await this.setStatus(c.tenant, current!, sub, 'error', grantError(clientId!))) this.counts.dropped += await repo.drop(c.tenant, c.id);
+        return;
+      }
       // Only a subscription with a full batch waiting may be over the bound: the others pay no count.
       if (batch.length >= Math.min(BATCH, (this.options.maxPending ?? MAX_PENDING) + 1) && (await this.overflowed(c, current!, sub))) return;
       for (const n of verifiedFirst(sub, batch)) {

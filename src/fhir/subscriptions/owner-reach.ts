@@ -14,7 +14,8 @@ import { requireAccess, type Access } from '../access.ts';
 import type { FhirDeps } from '../crud.ts';
 import { compileFilter, guardLinked } from '../search.ts';
 import { splitCriteria } from './criteria.ts';
-import { ownerAccess, type RestoreAccess } from './owner.ts';
+import { needsPatientContext } from '../../auth/scopes.ts';
+import type { OwnerRecord, RestoreAccess } from './owner.ts';
 import { compileTopic, findTopic, isTopicCriteria, topicRequest } from './topic-subscription.ts';
 import { tenantTopics } from './topics.ts';
 
@@ -55,11 +56,29 @@ export async function searchesWhatItSelects(deps: FhirDeps, tenant: string, acce
 }
 
 /**
+ * Whether a grant of `scopes` (the recorded ones, `patient` the patient in context they were recorded with) is one an
+ * older release read more with than today's rules allow, and no longer searches what `sub` selects for that alone: it
+ * holds `patient/` scopes (or a launch context) with no patient in context, its access by today's rules (`access`,
+ * built from `scopes`) does not search it, and the same scopes without the patient-context ones (what the filtered
+ * `user/` or `system/` scopes beside them granted under the older rules) do. A grant that no longer searches it for
+ * another reason (a topic the operator widened since to a type the owner does not search, a registration narrowed)
+ * is not that: it is no grant of an older release, and its `error` set for good would blame the grant wrongly.
+ */
+export async function olderGrantLapsed(
+  deps: FhirDeps, tenant: string, scopes: readonly string[], patient: string | undefined, access: (scopes: string[]) => Promise<Access>, sub: Json, now: number,
+): Promise<boolean> {
+  if (patient !== undefined || !scopes.some(needsPatientContext)) return false;
+  if (await searchesWhatItSelects(deps, tenant, await access([...scopes]), sub, now)) return false;
+  return searchesWhatItSelects(deps, tenant, await access(scopes.filter((s) => !needsPatientContext(s))), sub, now);
+}
+
+/**
  * Whether the scopes recorded for `owner` (owner.ts), by today's rules and whatever its client now has registered,
  * still let it search what `sub` selects: false for one an older release activated with a grant that today reaches
- * none of it. The operator's access reaches everything.
+ * none of it (olderGrantLapsed). The operator's access reaches everything.
  */
 export async function grantReaches(deps: FhirDeps, restore: RestoreAccess, tenant: string, owner: string, sub: Json, now: number): Promise<boolean> {
-  const access = await ownerAccess(tenant, owner, restore, 'recorded');
-  return access.scopes === undefined || searchesWhatItSelects(deps, tenant, access, sub, now);
+  const record = JSON.parse(owner) as OwnerRecord;
+  if ('operator' in record) return true;
+  return !(await olderGrantLapsed(deps, tenant, record.scopes, record.patient, (scopes) => restore(tenant, { ...record, scopes }, 'recorded'), sub, now));
 }

@@ -138,16 +138,18 @@ export function hotRoutes(d: HotRouteDeps): HotRoutes {
     if (tenant === '' || id === '') return null;
     // Binary reads negotiate native content (src/http/binary.ts): they go through Hono.
     if (method === 'GET' && TYPE_SEGMENT.test(type) && type !== 'Binary' && id[0] !== '$' && id !== '_history') {
-      return answer(req, path, 'read', async (trace) => {
+      // With the tenant's regex accounts from the admission on (src/regex-guard.ts), as the gate runs a request: completing
+      // a token's scope filters may expand a ValueSet's `regex` filter on the tenant's codes.
+      return answer(req, path, 'read', (trace) => withRegexAccounts(tenant, async () => {
         const { tenant: t, access } = await admitted(req, trace, tenant, type, id);
         return readResponse(d.fhir, { tenant: t, access }, type, id, readConditions(req.headers));
-      });
+      }));
     }
     if (method === 'POST' && `/${type}/${id}` === VALUE_SET_VALIDATE_CODE_ROUTE) {
-      return answer(req, path, 'validate', async (trace) => {
+      return answer(req, path, 'validate', (trace) => withRegexAccounts(tenant, async () => {
         const { tenant: t, access } = await admitted(req, trace, tenant, type, id);
-        return withRegexAccounts(t, () => d.validateCode(req, t, access));
-      });
+        return d.validateCode(req, t, access);
+      }));
     }
     return null;
   };

@@ -216,7 +216,7 @@ export async function history(
   const repo = deps.store.resources;
   const current = atLow === undefined ? undefined : currentSince(repo, req.tenant, atLow);
   const keep = allOf([current, type ? undefined : served]);
-  const tooCostly = () => new FhirError('invalid', `A page of this history takes reading more than ${PAGE_READ_IN_REACH} versions out of this token's reach: narrow it with _since or _at`, { issueCode: 'too-costly' });
+  const tooCostly = () => new FhirError('invalid', `A page of this history takes reading more than ${PAGE_READ_IN_REACH} versions out of this token's reach: narrow it with _since or _at`, { issueCode: 'too-costly', expression: ['_since', '_at'] });
   const rows = reach
     ? await reachedPage(repo, req.tenant, query, reach, keep, PAGE_READ_IN_REACH, tooCostly)
     : keep ? await keptPage(repo, req.tenant, query, keep) : await historyPage(repo, req.tenant, query);

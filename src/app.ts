@@ -18,6 +18,7 @@ import { CoreLayer } from './fhir/core-layer.ts';
 import type { FhirDeps } from './fhir/crud.ts';
 import { codesExpander } from './search-terminology.ts';
 import { resolveConditions } from './fhir/search.ts';
+import { withRegexAccounts } from './regex-guard.ts';
 import { patientOperationsCapability } from './fhir/list-find.ts';
 import type { PendingCondition } from './fhir/search-compile.ts';
 import type { KeyRing } from './auth/keys.ts';
@@ -195,8 +196,10 @@ export function createApp(deps: AppDeps): App {
   const contributions: CapabilityContribution[] = [terminologyCapabilities, exportCapability, validateCapability, patientOperationsCapability, metaCapability, lastnCapability, matchCapability, encounterEverythingCapability, documentCapability, statsCapability, namingSystemCapability, snapshotCapability, graphqlCapability, importCapability, subscriptionStatusCapability, convertCapability, diffCapability, ...(config.expunge === 'on' ? [expungeCapability] : [])];
   const fhir = new Hono<AppEnv>();
   const expandCodes = codesExpander(terminology.service);
-  // A SMART scope filter with `:in` (or a hierarchy) is completed once per token, as a search's conditions are.
-  const completeConditions = (tenant: string, pending: PendingCondition[]) => resolveConditions({ expandCodes, store, fhirBase: (t) => fhirBaseOf(config.baseUrl, t) }, tenant, pending);
+  // A SMART scope filter with `:in` (or a hierarchy) is completed once per token, as a search's conditions are; in its
+  // tenant's regex accounts wherever that happens (a FHIR request, `POST /oauth2/launch`, a Subscription's owner's access rebuilt).
+  const completeConditions = (tenant: string, pending: PendingCondition[]) =>
+    withRegexAccounts(tenant, () => resolveConditions({ expandCodes, store, fhirBase: (t) => fhirBaseOf(config.baseUrl, t) }, tenant, pending));
   const admit = fhirAdmission({ store, verify: authDeps.verifyAccess, completeConditions });
   // The format layer outside the gate, so that its refusals are answered in the format asked for too.
   fhir.use(GATE_ROUTE, xmlAnswers());

@@ -16,7 +16,8 @@ import { linearRegex } from './linear-regex.ts';
  * is answered instead by the pattern's linear-time automaton where it has one (linear-regex.ts), so such
  * a pattern is answered, rightly, rather than refused.
  *
- * Accounts and refusals are kept per tenant (withRegexAccounts, around each FHIR request and `$import` job):
+ * Accounts and refusals are kept per tenant (withRegexAccounts, around each FHIR request, `$import` job and the
+ * completion of a token's scope filters, at `POST /oauth2/launch` or for a Subscription's delivery too):
  * a pattern one tenant proved too costly on its own data (a pattern that backtracks on a code it wrote) is
  * not refused to another, whose data it may run on in microseconds; each tenant pays for its own few runs.
  */

@@ -116,6 +116,40 @@ await eachStore((kind, fresh) => {
       expect(await result(await b('POST', 'ValueSet/$validate-code', validate('http://example.org/hot-b', 'bbb')))).toBe(true);
       expect(t.app.hotRoutes!.answered.validate).toBe(answered + 2);
     }, 30_000);
+
+    test("so is one refused completing a token's scope filter at POST /oauth2/launch (outside the FHIR API)", async () => {
+      const pattern = '^(?!x)(c+)+$';
+      const VS = 'http://example.org/vs/launch';
+      const valueSet = (system: string) => ({
+        resourceType: 'ValueSet', id: 'launch', url: VS, status: 'active', compose: { include: [{ system, filter: [{ property: 'code', op: 'regex', value: pattern }] }] },
+      });
+      expect((await a('PUT', 'CodeSystem/launch', { ...codeSystem('http://example.org/launch-a', [`${'c'.repeat(40)}!`]), id: 'launch' })).status).toBe(201);
+      expect((await a('PUT', 'ValueSet/launch', valueSet('http://example.org/launch-a'))).status).toBe(201);
+      expect((await b('PUT', 'CodeSystem/launch', { ...codeSystem('http://example.org/launch-b', ['ccc']), id: 'launch' })).status).toBe(201);
+      expect((await b('PUT', 'ValueSet/launch', valueSet('http://example.org/launch-b'))).status).toBe(201);
+      const observation = (system: string, code: string) => ({ resourceType: 'Observation', id: 'ol', status: 'final', code: { coding: [{ system, code }] }, subject: { reference: 'Patient/pl' } });
+      for (const [call, system, code] of [[a, 'http://example.org/launch-a', `${'c'.repeat(40)}!`], [b, 'http://example.org/launch-b', 'ccc']] as const) {
+        expect((await call('PUT', 'Patient/pl', { resourceType: 'Patient', id: 'pl' })).status).toBe(201);
+        expect((await call('PUT', 'Observation/ol', observation(system, code))).status).toBe(201);
+      }
+      // An EHR's token of each tenant: Patients, and the Observations whose code is in the tenant's ValueSet.
+      const scope = `system/Patient.rs system/Observation.rs?code:in=${encodeURIComponent(VS)}`;
+      const ehrToken = async (tenant: string) => (await signAccessToken(t.keys, t.clock, t.config.baseUrl, {
+        sub: `ehr-${tenant}`, aud: t.fhir(tenant), client_id: `ehr-${tenant}`, scope, tenant,
+      }, 300)).token;
+      // The launch reads the Observation in context as the token may: only if the filter was completed.
+      const launch = async (tenant: string) => t.request('/oauth2/launch', {
+        method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${await ehrToken(tenant)}` },
+        body: JSON.stringify({ patient: 'pl', fhirContext: [{ reference: 'Observation/ol' }] }),
+      });
+      // t1's code makes the pattern backtrack without end: t1's filter cannot be completed, and grants nothing.
+      expect((await launch('t1')).status).toBe(403);
+      // t2's is completed as before, and again.
+      for (let i = 0; i < 2; i++) {
+        const res = await launch('t2');
+        expect(res.status, await res.clone().text()).toBe(201);
+      }
+    }, 30_000);
   });
 
   describe(`tenant isolation: data paths (${kind})`, () => {

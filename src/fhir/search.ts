@@ -721,7 +721,11 @@ export async function addIncludes(
       const list = [...ids].filter((id) => !seen.has(`${type}/${id}`));
       for (let i = 0; i < list.length && !warnings.length; i += MAX_INCLUDES) await reach(type, { kind: 'id', ids: list.slice(i, i + MAX_INCLUDES) });
     }
-    for (const [type, canonicals] of reached.canonicals) await reach(type, canonicalCondition([...canonicals].slice(0, MAX_SEARCH_VALUES)));
+    // MAX_SEARCH_VALUES canonicals a statement, as many as the included take: a page may name thousands.
+    for (const [type, canonicals] of reached.canonicals) {
+      const list = [...canonicals];
+      for (let i = 0; i < list.length && !warnings.length; i += MAX_SEARCH_VALUES) await reach(type, canonicalCondition(list.slice(i, i + MAX_SEARCH_VALUES)));
+    }
     const values = frontier.map((r) => ({ system: r.type, value: r.id }));
     // A canonical resource is also referred to by its `url` (canonical rows have no type: search.html
     // finds `url` and `url|version` references by `url`, whatever version they name).

@@ -6,6 +6,7 @@
  * with no `too-costly` warning. What is included must be what the token would get were the rows out of
  * its reach not there: every one within reach up to MAX_INCLUDES, and the warning exactly when some
  * within reach were left out; past 20,000 out of reach (PAGE_READ_IN_REACH), a 400 `too-costly`.
+ * Canonical references are read all, MAX_SEARCH_VALUES a statement (those past the first 1,000 were dropped).
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -99,6 +100,26 @@ await eachStore((kind, fresh) => {
         const b = await api.search(query);
         expect({ included: included(b), warned: warned(b) }).toEqual({ included: expected, warned: false });
       }
+    }, 60_000);
+
+    test('an _include of canonical references reads them all, past MAX_SEARCH_VALUES (1,000) a statement', async () => {
+      // A CarePlan instantiating 1,100 Questionnaires by canonical, of which the last 1,000 are held: they are all included.
+      const url = (i: number) => `http://example.org/Questionnaire/c-${n4(i)}`;
+      const questionnaire = (i: number): Json => ({ resourceType: 'Questionnaire', id: `c-${n4(i)}`, url: url(i), status: 'active' });
+      await write([
+        { resourceType: 'CarePlan', id: 'plan', status: 'active', intent: 'plan', subject: { reference: 'Patient/p1' }, instantiatesCanonical: Array.from({ length: 1100 }, (_, i) => url(i)) },
+        ...Array.from({ length: MAX_INCLUDES }, (_, i) => questionnaire(i + 100)),
+      ]);
+      const expected = Array.from({ length: MAX_INCLUDES }, (_, i) => `Questionnaire/c-${n4(i + 100)}`);
+      for (const query of ['CarePlan?_id=plan&_include=CarePlan:instantiates-canonical:Questionnaire', 'CarePlan?_id=plan&_include=CarePlan:instantiates-canonical']) {
+        const b = await admin.search(query);
+        expect({ query, included: included(b).length, warned: warned(b) }).toEqual({ query, included: MAX_INCLUDES, warned: false });
+        expect(included(b)).toEqual(expected);
+      }
+      // One more held, named first: MAX_INCLUDES of them, and the warning.
+      await admin.put200(questionnaire(0));
+      const b = await admin.search('CarePlan?_id=plan&_include=CarePlan:instantiates-canonical:Questionnaire');
+      expect({ included: included(b).length, warned: warned(b), first: included(b)[0] }).toEqual({ included: MAX_INCLUDES, warned: true, first: 'Questionnaire/c-0000' });
     }, 60_000);
 
     test('they read past 20,000 out of reach, and past one more are a 400 too-costly', async () => {

@@ -887,8 +887,8 @@ const COUNT_BATCHES = 20;
  * which no index holds: those are read in batches and counted as a page keeps them (rowsInReach), so
  * that a count says nothing of Binaries the token may not read; and so are the Provenance of a search
  * by a patient's token widened past its compartment, whose targets' versions no index holds
- * (provenanceRowsInReach). Past COUNT_BATCHES batches the count is too costly: undefined (a page leaves
- * its total out, `_summary=count` is a 400).
+ * (provenanceRowsInReach). Past COUNT_BATCHES batches (COUNT_BATCH * COUNT_BATCHES matches are counted, one
+ * more is not) the count is too costly: undefined (a page leaves its total out, `_summary=count` is a 400).
  */
 export async function countInReach(deps: FhirDeps, req: FhirRequest, query: SearchQuery): Promise<number | undefined> {
   const inReach = keptInReach(deps, req, query.type, query.compartment);
@@ -896,9 +896,12 @@ export async function countInReach(deps: FhirDeps, req: FhirRequest, query: Sear
   let counted = 0;
   let after: SearchCursor | undefined;
   for (let batch = 0; batch < COUNT_BATCHES; batch++) {
-    const rows = await deps.store.resources.search(req.tenant, { type: query.type, where: query.where ?? [], sort: [], count: COUNT_BATCH, ...(query.compartment === undefined ? {} : { compartment: query.compartment }), ...(after ? { after } : {}) });
+    // The last batch reads one row more, so that as many matches as the bound are counted and one more is too costly.
+    const size = batch === COUNT_BATCHES - 1 ? COUNT_BATCH + 1 : COUNT_BATCH;
+    const rows = await deps.store.resources.search(req.tenant, { type: query.type, where: query.where ?? [], sort: [], count: size, ...(query.compartment === undefined ? {} : { compartment: query.compartment }), ...(after ? { after } : {}) });
+    if (rows.length > COUNT_BATCH) return undefined;
     counted += (await inReach(rows)).length;
-    if (rows.length < COUNT_BATCH) return counted;
+    if (rows.length < size) return counted;
     after = { lastUpdated: 0, id: rows[rows.length - 1]!.id };
   }
   return undefined;

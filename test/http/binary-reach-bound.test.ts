@@ -3,7 +3,7 @@
  * PAGE_READ_IN_REACH, countInReach; src/fhir/history-at.ts reachedPage): a page of a Binary search, or of
  * type history, reads on past those whose securityContext the token may not read until it is full, past
  * 20,000 of them at most, beyond which it is a 400 `too-costly` rather than a read of the whole tenant;
- * a count reads 20,000 Binaries at most. A page that fills before the bound is answered.
+ * a count reads 20,000 Binaries at most (as many are counted, one more is a 400). A page that fills before the bound is answered.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, testClock, type TestApp } from '../helpers/app.ts';
@@ -56,6 +56,13 @@ await eachStore((kind, fresh) => {
         }
       }
       expect(await page(system, 'Binary/_history?_count=1')).toEqual({ ids: ['v-b'], next: true });
+      // A count reads as many Binaries as the bound (those written a minute later: all out of reach), and is given.
+      const later = `_lastUpdated=ge${new Date(clock.now() - 1).toISOString()}`;
+      const counted = async (api: FhirClient) => {
+        const res = await api.get(`Binary?_summary=count&${later}`);
+        return res.status === 200 ? ((await res.json()) as Json).total : (await expectOutcome(res, 400, 'too-costly')).issue[0].diagnostics;
+      };
+      for (const api of [patient, system]) expect(await counted(api)).toBe(0);
       // One more out of reach, last of them in id order and newest: the pages that read past BOUND must read past one more.
       await admin.put200(hidden(BOUND));
       for (const api of [patient, system]) {
@@ -66,6 +73,7 @@ await eachStore((kind, fresh) => {
         const b = (await (await api.get('Binary?_count=1&_sort=_lastUpdated&_total=accurate')).json()) as Json;
         expect({ ids: b.entry.map((e: Json) => e.resource.id), next: link(b, 'next') !== undefined, total: b.total }).toEqual({ ids: ['v-a'], next: true, total: undefined });
         expect(await page(api, 'Binary?_summary=count')).toStartWith('Counting Binary resources this token may read takes reading more than 20000');
+        expect(await counted(api)).toStartWith('Counting Binary resources this token may read takes reading more than 20000');
       }
       expect(await page(system, 'Binary/_history?_count=1')).toStartWith('A page of this history takes reading more than 20000 versions');
       // The outcome names what narrows it.

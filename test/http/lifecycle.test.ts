@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { ASSERTION_TYPE } from '../../src/auth/client-assertion.ts';
 import { createClient } from '../../src/auth/admin.ts';
-import { disableClient } from '../../src/auth/client-lifecycle.ts';
+import { disableClient, updateClient } from '../../src/auth/client-lifecycle.ts';
 import { createTestApp, fhirInit, type TestApp, type TestClock } from '../helpers/app.ts';
 import { createCliEnv } from '../helpers/cli.ts';
 import { craftToken, expectOutcome, fhirClient, type Json } from '../helpers/fhir.ts';
@@ -966,6 +966,93 @@ for (const target of targets) {
       later();
       await admin.put200({ resourceType: 'Patient', id: 'latenarrow2', name: [{ family: 'latenarrow' }] });
       expect((await t.store.subscriptions.pending('t1', late.id as string, 100)).length).toBe(1);
+    });
+
+    /** A user app (`openid user/*.*`), `username` signed in to it, and a rest-hook Subscription to Patients of `family` activated with that sign-in's token. */
+    const userSubscribed = async (username: string, family: string) => {
+      const app = await userClient(t, { scopes: ['openid', 'user/*.*'] });
+      await testUser(t, { username, fhirUser: 'Practitioner/pr1' });
+      const code = new URL((await signIn(t, { clientId: app.id, scope: 'openid user/*.*' }, username, PASSWORD)).headers.get('location')!).searchParams.get('code')!;
+      const user = fhirClient(t, (await tokenOf(await redeem(t, code, app))).access_token);
+      const sub = await user.create({ resourceType: 'Subscription', status: 'requested', reason: family, criteria: `Patient?family=${family}`, channel: { type: 'rest-hook', endpoint: 'http://127.0.0.1:9/hook' } });
+      expect(sub.status).toBe('active');
+      const admin = fhirClient(t, await t.token());
+      return {
+        app, user, id: sub.id as string, admin, shown: () => statusOf(admin, sub.id as string),
+        notified: async () => (await t.store.subscriptions.pending('t1', sub.id as string, 100)).length,
+      };
+    };
+    const NARROWED = (clientId: string) => expect.stringContaining(`the scopes registered for the app that activated it (client ${clientId}) no longer let it search`);
+
+    test("a user's Subscription rests on their app's registration too: narrowed, it is paused (status error, saying why); widened again, set back; the app's disable turns it off", async () => {
+      const { app, id, admin, shown, notified } = await userSubscribed('nia', 'usernarrow');
+      await admin.put200({ resourceType: 'Patient', id: 'un1', name: [{ family: 'usernarrow' }] });
+      expect(await notified()).toBe(1);
+      expect(await cinder(['client', 'update', app.id, '--scope', 'openid', '--scope', 'user/Observation.rs', '--scope', 'user/Subscription.cruds'])).toMatchObject({ subscriptions_paused: [id] });
+      expect(await shown()).toEqual(['error', NARROWED(app.id), '2']);
+      later();
+      await admin.put200({ resourceType: 'Patient', id: 'un2', name: [{ family: 'usernarrow' }] });
+      expect(await notified()).toBe(1);
+      expect(await cinder(['client', 'update', app.id, '--scope', 'openid', '--scope', 'user/*.*'])).toMatchObject({ subscriptions_paused: [], subscriptions_resumed: [id] });
+      expect(await shown()).toEqual(['active', undefined, '3']);
+      later();
+      await admin.put200({ resourceType: 'Patient', id: 'un3', name: [{ family: 'usernarrow' }] });
+      expect(await notified()).toBe(2);
+      // Paused again, then the app disabled: the sign-in it rests on is revoked, so it is off for good, and enable sets nothing back.
+      expect(await cinder(['client', 'update', app.id, '--scope', 'openid', '--scope', 'user/Observation.rs'])).toMatchObject({ subscriptions_paused: [id] });
+      expect(await cinder(['client', 'disable', app.id])).toMatchObject({ subscriptions_paused: [], subscriptions_off: [id] });
+      expect(await shown()).toEqual(['off', expect.stringContaining('the app it was activated with was disabled'), '5']);
+      expect(await cinder(['client', 'update', app.id, '--scope', 'openid', '--scope', 'user/*.*'])).toMatchObject({ subscriptions_resumed: [] });
+      expect(await cinder(['client', 'enable', app.id])).toMatchObject({ subscriptions_paused: [], subscriptions_resumed: [] });
+      expect(await shown()).toEqual(['off', expect.stringContaining('the app it was activated with was disabled'), '5']);
+    });
+
+    test("a user's Subscription activated with a token the servers had not yet refused after their app's scopes were narrowed is paused at the next write, and set back once they are widened", async () => {
+      const app = await userClient(t, { scopes: ['openid', 'user/*.*'] });
+      await testUser(t, { username: 'ola', fhirUser: 'Practitioner/pr1' });
+      const code = new URL((await signIn(t, { clientId: app.id, scope: 'openid user/*.*' }, 'ola', PASSWORD)).headers.get('location')!).searchParams.get('code')!;
+      const ola = fhirClient(t, (await tokenOf(await redeem(t, code, app))).access_token);
+      expect((await ola.get('Patient?_count=1')).status).toBe(200); // the server has polled its revocations
+      expect(await cinder(['client', 'update', app.id, '--scope', 'openid', '--scope', 'user/Observation.rs', '--scope', 'user/Subscription.cruds'])).toMatchObject({ subscriptions_paused: [] });
+      // Within the servers' 5 seconds her token still passes, with the scopes it had: the Subscription is activated.
+      const late = await ola.create({ resourceType: 'Subscription', status: 'requested', reason: 'late', criteria: 'Patient?family=lateusernarrow', channel: { type: 'rest-hook', endpoint: 'http://127.0.0.1:9/hook' } });
+      expect(late.status).toBe('active');
+      later();
+      const admin = fhirClient(t, await t.token());
+      await admin.put200({ resourceType: 'Patient', id: 'lun1', name: [{ family: 'lateusernarrow' }] });
+      expect((await t.store.subscriptions.pending('t1', late.id as string, 100)).length).toBe(0);
+      const shown = () => statusOf(admin, String(late.id));
+      expect(await shown()).toEqual(['error', NARROWED(app.id), '2']);
+      expect(await cinder(['client', 'update', app.id, '--scope', 'openid', '--scope', 'user/*.*'])).toMatchObject({ subscriptions_resumed: [late.id] });
+      expect(await shown()).toEqual(['active', undefined, '3']);
+      later();
+      await admin.put200({ resourceType: 'Patient', id: 'lun2', name: [{ family: 'lateusernarrow' }] });
+      expect((await t.store.subscriptions.pending('t1', late.id as string, 100)).length).toBe(1);
+    });
+
+    test("a Subscription the servers hold compiled whose client's scopes were narrowed without the command's pause (a write of it in between) is paused at the next write, a user's as a client's own, and set back once they are widened", async () => {
+      const own = await subscribed('compilednarrow');
+      const users = await userSubscribed('pia', 'compiledusernarrow');
+      // A write compiles both with the scopes registered now.
+      await own.admin.put200({ resourceType: 'Patient', id: 'cn1', name: [{ family: 'compilednarrow' }] });
+      await users.admin.put200({ resourceType: 'Patient', id: 'cun1', name: [{ family: 'compiledusernarrow' }] });
+      expect([await own.notified(), await users.notified()]).toEqual([1, 1]);
+      // Narrowed as the command narrows them, without its pause (lost to a write of the Subscription at that moment, or a crash).
+      await updateClient(t.store, t.clock, own.c.id, { scopes: ['system/Observation.rs', 'system/Subscription.cruds'] });
+      await updateClient(t.store, t.clock, users.app.id, { scopes: ['openid', 'user/Observation.rs', 'user/Subscription.cruds'] });
+      later();
+      await own.admin.put200({ resourceType: 'Patient', id: 'cn2', name: [{ family: 'compilednarrow' }] });
+      await users.admin.put200({ resourceType: 'Patient', id: 'cun2', name: [{ family: 'compiledusernarrow' }] });
+      expect([await own.notified(), await users.notified()]).toEqual([1, 1]);
+      expect(await own.shown()).toEqual({ status: 'error', error: NARROWED(own.c.id), version: '2' });
+      expect(await users.shown()).toEqual(['error', NARROWED(users.app.id), '2']);
+      expect(await cinder(['client', 'update', own.c.id, '--scope', 'system/*.*'])).toMatchObject({ subscriptions_resumed: [own.id] });
+      expect(await cinder(['client', 'update', users.app.id, '--scope', 'openid', '--scope', 'user/*.*'])).toMatchObject({ subscriptions_resumed: [users.id] });
+      later();
+      await own.admin.put200({ resourceType: 'Patient', id: 'cn3', name: [{ family: 'compilednarrow' }] });
+      await users.admin.put200({ resourceType: 'Patient', id: 'cun3', name: [{ family: 'compiledusernarrow' }] });
+      expect([await own.notified(), await users.notified()]).toEqual([2, 2]);
+      expect(await users.shown()).toEqual(['active', undefined, '3']);
     });
 
     /** The statement an older release (before revocation_sequence) recorded a client revocation with: no seq. */

@@ -9,7 +9,9 @@
  * status and `error`, however many there were: statusBefore), goes back to the status it had: `active`, or
  * `requested` for a topic rest-hook one still awaiting its handshake (R5's state machine: error to active once the
  * server recovers). Its owner and count stay: the client's authority is its registration. `cinder client delete`
- * turns them `off`, for good. Those it activated on its users' sign-ins are user-authority.ts's.
+ * turns them `off`, for good. Those it activated on its users' sign-ins rest on its registration as well as on the
+ * sign-in: they are paused and set back for its scopes alike, while its disable and delete, which end every sign-in
+ * with it, turn them `off` (user-authority.ts).
  */
 import { isDeepStrictEqual } from 'node:util';
 import type { Clock } from '../../clock.ts';
@@ -50,10 +52,10 @@ interface Owned {
   owner: string;
 }
 
-/** The Subscriptions `clientId` activated on its own authority in `tenant`, in id order. */
-async function ownSubscriptions(store: Store, tenant: string, clientId: string): Promise<Owned[]> {
+/** The Subscriptions `clientId` activated on its own authority in `tenant` (and on its users' sign-ins too, with `users`), in id order. */
+async function ownSubscriptions(store: Store, tenant: string, clientId: string, users = false): Promise<Owned[]> {
   const owned = [...(await store.subscriptions.owners(tenant))]
-    .filter(([, owner]) => ownerClient(owner) === clientId && ownerUser(owner) === null).sort(([a], [b]) => (a < b ? -1 : 1));
+    .filter(([, owner]) => ownerClient(owner) === clientId && (users || ownerUser(owner) === null)).sort(([a], [b]) => (a < b ? -1 : 1));
   const out: Owned[] = [];
   for (const [id, owner] of owned) {
     const current = await store.resources.read(tenant, 'Subscription', id);
@@ -119,11 +121,12 @@ function sameBesidesStatus(a: Json, b: Json): boolean {
 }
 
 /**
- * Brings `clientId`'s own Subscriptions in `tenant` in line with its registration: an active or requested one it
- * does not allow is paused (`error`, pausedError), a paused one whose reason changed says the new one, and a paused one
- * it allows again is set back to the status it had (without `error`). One a client or the operator wrote since is left
- * as written. `fhir` builds the FHIR layer the writes go through, only when there is one to write. The ids, by what
- * was done.
+ * Brings `clientId`'s own Subscriptions in `tenant`, and those it activated on its users' sign-ins, in line with its
+ * registration: an active or requested one it does not allow is paused (`error`, pausedError), a paused one whose
+ * reason changed says the new one, and a paused one it allows again is set back to the status it had (without
+ * `error`). A user's is judged by the scopes alone: the client's disable turns it off (user-authority.ts). One a client
+ * or the operator wrote since is left as written. `fhir` builds the FHIR layer the writes go through, only when there
+ * is one to write. The ids, by what was done.
  */
 export async function reconcileClientSubscriptions(
   store: Store, clock: Clock, fhir: () => FhirDeps, tenant: string, clientId: string, registration: Registration,
@@ -131,7 +134,8 @@ export async function reconcileClientSubscriptions(
   const out = { paused: [] as string[], resumed: [] as string[] };
   let deps: FhirDeps | undefined;
   const now = clock.now();
-  for (const { current, sub, owner } of await ownSubscriptions(store, tenant, clientId)) {
+  for (const { current, sub, owner } of await ownSubscriptions(store, tenant, clientId, true)) {
+    if (registration.disabled && ownerUser(owner) !== null) continue;
     const paused = pausedFor(sub, clientId);
     if (paused === undefined && sub.status !== 'active' && sub.status !== 'requested') continue;
     deps ??= fhir();

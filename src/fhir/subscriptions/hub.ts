@@ -363,24 +363,35 @@ export class SubscriptionHub {
     for (const list of active.byType.values()) for (const s of list) if (s.clientId !== null) subs.add(s);
     const clients = new Map<string, Client | null>();
     const users = new Map<string, User | null>();
-    for (const s of subs) {
-      if (!clients.has(s.clientId!)) clients.set(s.clientId!, await this.options.client(s.clientId!));
-      if (s.user !== null && !users.has(s.user.id)) users.set(s.user.id, await this.options.user(tenant, s.user.id));
-    }
+    const read = async (clientId: string, user: OwnerUser | null) => {
+      if (!clients.has(clientId)) clients.set(clientId, await this.options.client(clientId));
+      if (user !== null && !users.has(user.id)) users.set(user.id, await this.options.user(tenant, user.id));
+    };
+    for (const s of subs) await read(s.clientId!, s.user);
     const out = new Set<Compiled>();
     // Those silenced for their owner's authority, once each (a Subscription has an entry per trigger type).
     const silenced = new Map<string, Silenced>();
+    const revokedOf = (clientId: string, user: OwnerUser | null) => user !== null && authorityRevoked(clients.get(clientId) ?? null, users.get(user.id) ?? null, user);
     for (const s of subs) {
       const client = clients.get(s.clientId!) ?? null;
-      const revoked = s.user !== null && authorityRevoked(client, users.get(s.user.id) ?? null, s.user);
+      const revoked = revokedOf(s.clientId!, s.user);
       if (revoked || (client?.disabled && s.user === null)) {
         silenced.set(s.id, { id: s.id, owner: s.owner, clientId: s.clientId!, why: revoked ? 'sign-in' : 'client', client });
         continue;
       }
       if (client?.disabled) continue;
-      if ((client?.scopes.join(' ') ?? null) === s.registered || (await this.current(tenant, s))) out.add(s);
+      const now = (client?.scopes.join(' ') ?? null) === s.registered ? 'notifies' : await this.current(tenant, s);
+      if (now === 'notifies') out.add(s);
+      // Its client's registration no longer lets it search what it selects: paused for its scopes, as the set's load pauses one.
+      else if (now === 'refused' && !silenced.has(s.id)) silenced.set(s.id, { id: s.id, owner: s.owner, clientId: s.clientId!, why: 'scopes', client: null, registered: client?.scopes.join(' ') ?? null });
     }
-    return { notifying: out, silenced: [...silenced.values(), ...active.refused] };
+    // Those the set's load refused: a user's whose sign-in ended since is turned off for that rather than paused for its scopes.
+    for (const r of active.refused) {
+      const user = ownerUser(r.owner);
+      if (r.why === 'scopes' && user !== null) await read(r.clientId, user);
+      silenced.set(r.id, r.why === 'scopes' && revokedOf(r.clientId, user) ? { ...r, why: 'sign-in' } : r);
+    }
+    return { notifying: out, silenced: [...silenced.values()] };
   }
 
   /** A client's registered scopes, as compared to see whether its subscriptions need compiling again. */
@@ -391,23 +402,24 @@ export class SubscriptionHub {
   /**
    * Whether subscription `s` of a client may notify now: not while its client is disabled, nor once the user on whose
    * authority it was activated lost it (owner.ts authorityRevoked); and, its client's scopes changed since it was
-   * compiled, compiled again first (in place: the set is this process's latest).
+   * compiled, compiled again first (in place: the set is this process's latest). `refused` when that compilation is a
+   * 403: the scopes its client now has registered no longer let it search what it selects (a pause to show).
    */
-  private async current(tenant: string, s: Compiled): Promise<boolean> {
+  private async current(tenant: string, s: Compiled): Promise<'notifies' | 'silent' | 'refused'> {
     const client = await this.options.client(s.clientId!);
-    if (client?.disabled) return false;
-    if (s.user !== null && authorityRevoked(client, await this.options.user(tenant, s.user.id), s.user)) return false;
+    if (client?.disabled) return 'silent';
+    if (s.user !== null && authorityRevoked(client, await this.options.user(tenant, s.user.id), s.user)) return 'silent';
     const registered = client?.scopes.join(' ') ?? null;
-    if (registered === s.registered) return true;
+    if (registered === s.registered) return 'notifies';
     const { fhir, clock, log, restoreAccess } = this.options;
     try {
       const access = await ownerAccess(tenant, s.owner, restoreAccess);
       const c = await compileCriteria(fhir, tenant, access, s.criteria, clock.now());
       Object.assign(s, { access, where: c.where, registered });
-      return true;
+      return 'notifies';
     } catch (err) {
       log.warn('an active subscription no longer compiles and notifies nothing', { tenant, subscription: s.id, err });
-      return false;
+      return err instanceof FhirError && err.status === 403 ? 'refused' : 'silent';
     }
   }
 
@@ -486,8 +498,9 @@ export class SubscriptionHub {
         if (!(err instanceof FhirError && err.status === 403 && clientId !== null)) continue;
         // Its own grant no longer reaching what it selects (an older release's, judged by today's rules), whoever's.
         const reaches = await grantReaches(fhir, restoreAccess, tenant, owner, r, clock.now()).catch(() => true);
+        // A user's as a client's own: its client's registration is its reach too (a user's sign-in ended is `notifying`'s).
         if (!reaches) refused.push({ id: row.id, owner, clientId, why: 'grant', client: null });
-        else if (ownerUser(owner) === null) refused.push({ id: row.id, owner, clientId, why: 'scopes', client: null, registered: await this.registeredScopes(clientId) });
+        else refused.push({ id: row.id, owner, clientId, why: 'scopes', client: null, registered: await this.registeredScopes(clientId) });
       }
     }
     return { token, byType, topicTypes, refused };

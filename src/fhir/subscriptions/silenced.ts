@@ -5,7 +5,9 @@
  * token the servers had not yet refused (the seconds after `cinder user|client disable`), or written by its app at the
  * moment `cinder` wrote it, escapes that write and kept reading `active` while it notified nothing. At the next write in
  * its tenant, the server writes it as `cinder` would have: `off` once the sign-in it rests on is revoked, paused
- * (`error`) while its client is disabled, `off` once the client is deleted; and `error` for good once the scopes
+ * (`error`) while its client is disabled, `off` once the client is deleted, paused (`error`) while its client's
+ * registered scopes no longer let it search what it selects (a client's own or one activated on a user's sign-in,
+ * found so as the set is loaded or as a compiled one is compiled again); and `error` for good once the scopes
  * recorded at its activation no longer let it search what it selects (owner-reach.ts: an older release's grant).
  * A write of one that fails (a version the server cannot store, its database unreachable) is tried again only after
  * a wait that doubles with each failure (SHOW_RETRY_FIRST_MS to SHOW_RETRY_MAX_MS): one that always fails neither
@@ -17,6 +19,7 @@ import type { Client } from '../../store/types.ts';
 import type { FhirDeps } from '../crud.ts';
 import { isActivated } from './activation.ts';
 import { deletedError, pausedError } from './client-authority.ts';
+import { ownerUser } from './owner.ts';
 import { grantError } from './owner-reach.ts';
 import { writeServerStatus } from './server-status.ts';
 import { signInRevokedError } from './user-authority.ts';
@@ -100,7 +103,8 @@ export async function showSilenced(
         let read = clients.get(s.clientId);
         if (read === undefined) clients.set(s.clientId, (read = fhir.store.clients.get(s.clientId)));
         const client = await read;
-        if (client?.disabled) s = { ...s, why: 'client', client };
+        // A disabled client's users' sign-ins are revoked with it (its disable revokes every token): off for that.
+        if (client?.disabled) s = ownerUser(s.owner) !== null ? { ...s, why: 'sign-in' } : { ...s, why: 'client', client };
         else if (s.why === 'client' || !client) continue;
         else if (client.scopes.join(' ') !== s.registered) {
           // Refused for scopes other than those registered now (changed since): the hub judges it again.

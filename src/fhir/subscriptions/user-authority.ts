@@ -10,6 +10,7 @@
 import type { Clock } from '../../clock.ts';
 import type { Store } from '../../store/types.ts';
 import type { FhirDeps } from '../crud.ts';
+import { pausedFor } from './client-authority.ts';
 import { ownerClient, ownerUser } from './owner.ts';
 import { writeServerStatus } from './server-status.ts';
 
@@ -29,17 +30,18 @@ const activatedOn = (of: AuthorityOf) => (owner: string): boolean => {
 };
 
 /**
- * Sets `off`, with `why` as its `error`, every active Subscription of `tenant` activated on the users' authority
- * `of` names; their ids. `fhir` builds the FHIR layer the writes go through, only when there is one to write.
+ * Sets `off`, with `why` as its `error`, every active Subscription of `tenant` (or paused for its client's scopes)
+ * activated on the users' authority `of` names; their ids. `fhir` builds the FHIR layer the writes go through, only when there is one to write.
  */
 export async function turnOffUserSubscriptions(store: Store, clock: Clock, fhir: () => FhirDeps, tenant: string, of: AuthorityOf, why: string): Promise<string[]> {
-  const owned = [...(await store.subscriptions.owners(tenant))].filter(([, owner]) => activatedOn(of)(owner)).map(([id]) => id);
+  const owned = [...(await store.subscriptions.owners(tenant))].filter(([, owner]) => activatedOn(of)(owner));
   const off: string[] = [];
   let deps: FhirDeps | undefined;
-  for (const id of owned) {
+  for (const [id, owner] of owned) {
     const current = await store.resources.read(tenant, 'Subscription', id);
     const sub = current && !current.deleted ? (JSON.parse(current.content) as Record<string, unknown>) : undefined;
-    if (sub?.status !== 'active' && sub?.status !== 'requested') continue;
+    // Paused for its client's scopes (client-authority.ts) it rests on the sign-in all the same.
+    if (sub?.status !== 'active' && sub?.status !== 'requested' && (sub === undefined || pausedFor(sub, ownerClient(owner)) === undefined)) continue;
     // Written by a client meanwhile: theirs stands (refused all the same if it rests on this user's old authority).
     if (await writeServerStatus((deps ??= fhir()), clock, tenant, current!, sub, 'off', why)) off.push(id);
   }

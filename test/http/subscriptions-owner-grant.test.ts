@@ -186,6 +186,37 @@ for (const target of targets) {
       }
     });
 
+    test('an R4 websocket one: what an older release matched is not pinged over a socket bound to it; one whose grant reaches it is', async () => {
+      // Matched by an older server (written first: no write of this one comes after the Subscription is taken over).
+      const o = await observation('p2');
+      const websocket = async (scopes: string[]) => {
+        const sub = await admin.create({ resourceType: 'Subscription', status: 'requested', reason: 'older', criteria: 'Observation?category=laboratory', channel: { type: 'websocket' } });
+        expect(sub.status).toBe('active');
+        // A client's own token (as tests craft them: client `crafted`, no user) with such scopes, as an older release recorded it.
+        return { id: sub.id as string, owner: olderOwner(scopes, 'crafted', null) };
+      };
+      const older = await websocket(['patient/Observation.rs', 'user/Observation.rs?category=laboratory', 'user/Subscription.rs']);
+      const reaching = await websocket(['user/Observation.rs?category=laboratory', 'user/Subscription.rs']);
+      const server = serveWithWebsocket(t.app);
+      const socket = await websocketClient(server.url);
+      try {
+        for (const { id, owner } of [older, reaching]) {
+          socket.send(`bind ${id}`);
+          expect(await socket.next()).toBe(`bound ${id}`);
+          // Taken over by the older release's owner record once bound (no write of this release finds it before the pings).
+          await t.store.resources.write('t1', (w) => w.ownSubscription(id, owner, 'websocket'));
+        }
+        t.clock.advance(1);
+        await t.store.resources.write('t1', (w) => w.notify([older, reaching].map(({ id, owner }) => ({ subscriptionId: id, type: 'Observation', id: o, versionId: 1, matchedFor: owner })), t.clock.now()));
+        await deliver();
+        // Not p2's laboratory result for the older grant, which never reached it without a patient in context.
+        expect(await socket.drained()).toEqual([`ping ${reaching.id}`]);
+      } finally {
+        socket.close();
+        server.stop();
+      }
+    });
+
     test("a client's own (client_credentials of an older release): paused saying its grant, not its registration; no cinder client command sets it back", async () => {
       const { client } = await createClient(t.store, t.clock, { tenant: 't1', scopes: ['patient/*.cruds', 'system/*.cruds'] });
       const owner = olderOwner(['patient/Observation.rs', 'system/Observation.rs?category=laboratory', 'system/Subscription.cruds'], client.clientId, null);

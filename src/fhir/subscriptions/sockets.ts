@@ -25,6 +25,9 @@ import type { Server, ServerWebSocket, WebSocketHandler } from 'bun';
 import type { Clock } from '../../clock.ts';
 import type { Logger } from '../../log.ts';
 import type { Store } from '../../store/types.ts';
+import type { FhirDeps } from '../crud.ts';
+import type { RestoreAccess } from './owner.ts';
+import { grantReaches } from './owner-reach.ts';
 import type { TopicBinding, TopicRound, TopicSockets } from './topic-sockets.ts';
 import { isTopicCriteria } from './topic-subscription.ts';
 
@@ -36,6 +39,8 @@ export const MAX_BINDINGS = 100;
 export const MAX_WAITING = 32;
 /** The largest message a socket may send (bytes): `bind {id}` needs 70, `bind-with-token {token}` about 400 and more with a long CINDER_BASE_URL (its issuer); a larger one closes it (1009, as Bun closes it). */
 export const MAX_MESSAGE_BYTES = 4096;
+/** The most Subscription versions and owners whose grant was found to reach what they select that a process remembers. */
+const REACHED_KEPT = 10_000;
 
 /** Close codes (RFC 6455 section 7.4.1, IANA registry). */
 export const CLOSE_GOING_AWAY = 1001;
@@ -87,12 +92,16 @@ export class SubscriptionSockets {
   private readonly pinged = new Map<number, number>();
   /** When this process last purged old websocket notifications (it does every half KEEP_MS at most). */
   private purgedAt = -Infinity;
+  /** The Subscription versions and owners (by tenant, id, version and owner) whose grant reaches what they select (pingReaches). */
+  private readonly reached = new Set<string>();
 
   /**
    * `topics`: the topic-based websocket channel (R5 Backport IG, topic-sockets.ts); without it `bind-with-token`
-   * is refused.
+   * is refused. `grants`: how an owner's access is rebuilt (src/app.ts), to judge its grant before a ping.
    */
-  constructor(private readonly options: { store: Store; clock: Clock; log: Logger; limits: SocketLimits; topics?: TopicSockets }) {}
+  constructor(private readonly options: {
+    store: Store; clock: Clock; log: Logger; limits: SocketLimits; topics?: TopicSockets; grants?: { fhir: FhirDeps; restoreAccess: RestoreAccess };
+  }) {}
 
   /** Open sockets of this process (/metrics `cinder_subscription_websockets`). */
   get size(): number {
@@ -257,6 +266,8 @@ export class SubscriptionSockets {
     });
     let sent = 0;
     const topics = this.options.topics?.round();
+    // Whether each Subscription's owner may still be pinged, judged once a round.
+    const reaches = new Map<string, Promise<boolean>>();
     for (const n of await store.subscriptions.recent(subscriptions, now - KEEP_MS)) {
       if (this.pinged.has(n.pk)) continue;
       this.pinged.set(n.pk, n.createdAt);
@@ -264,6 +275,10 @@ export class SubscriptionSockets {
         if ((ws.data.bound.get(n.subscriptionId) ?? Infinity) > n.createdAt) continue;
         const topic = ws.data.topics.get(n.subscriptionId);
         if (!topic) {
+          const k = key(n.tenant, n.subscriptionId);
+          let reach = reaches.get(k);
+          if (reach === undefined) reaches.set(k, (reach = this.pingReaches(n.tenant, n.subscriptionId, now)));
+          if (!(await reach)) continue;
           ws.send(`ping ${n.subscriptionId}`);
           sent++;
           continue;
@@ -276,6 +291,32 @@ export class SubscriptionSockets {
       }
     }
     return sent + (topics ? await this.heartbeats(now, topics) : 0);
+  }
+
+  /**
+   * Whether R4 websocket Subscription `id` of `tenant` may be pinged: not once the scopes recorded for its owner, by
+   * today's rules, no longer let it search what it selects (owner-reach.ts grantReaches), as topic-sockets.ts judges a
+   * topic-based one; what waits may have been recorded by an older release's matching (a rolling upgrade's server).
+   * Judged once per version and owner; one not found, or without an owner, is pinged as before. An error of the
+   * judgement sends nothing (logged), as a topic-based one's: no ping is sent on a grant not judged.
+   */
+  private async pingReaches(tenant: string, id: string, now: number): Promise<boolean> {
+    const { store, grants, log } = this.options;
+    if (grants === undefined) return true;
+    try {
+      const current = await store.resources.read(tenant, 'Subscription', id);
+      const owner = current && !current.deleted ? await store.subscriptions.owner(tenant, id) : null;
+      if (owner === null) return true;
+      const k = `${tenant}\u0000${id}\u0000${current!.versionId}\u0000${owner}`;
+      if (this.reached.has(k)) return true;
+      if (!(await grantReaches(grants.fhir, grants.restoreAccess, tenant, owner, JSON.parse(current!.content) as Record<string, unknown>, now))) return false;
+      if (this.reached.size >= REACHED_KEPT) this.reached.clear();
+      this.reached.add(k);
+      return true;
+    } catch (err) {
+      log.warn('the grant of a websocket subscription could not be judged; its pings wait', { tenant, subscription: id, err });
+      return false;
+    }
   }
 
   /** Sends a heartbeat Bundle on each topic binding whose heartbeat period passed without a message; how many. */

@@ -62,11 +62,16 @@ for (const target of targets) {
     /** A signed-in user's access through the ward app, as owner.ts records it (no patient/ scope, nothing an older release read otherwise). */
     const wardOwner = () => JSON.stringify({ scopes: ['openid', 'user/Observation.rs', 'user/Subscription.cruds'], clientId: app, user: { id: doc, readAt: t.clock.now() } });
 
-    test("a topic the operator widens to a type the app does not search: its Subscription is not set error for an older release's grant", async () => {
-      const url = 'http://example.org/topics/widened';
+    // A user's (signed in to the app), and the app's own (activated with its own token): neither is the registration's pause.
+    const owners: [string, () => string][] = [
+      ['a user', wardOwner],
+      ["the app's own", () => JSON.stringify({ scopes: ['user/Observation.rs', 'user/Subscription.cruds'], clientId: app })],
+    ];
+    test.each(owners)("a topic the operator widens to a type the app does not search: %s Subscription is neither set error for an older release's grant nor paused for the app's registration, and is matched again once the topic is as it was", async (_, ownerOf) => {
+      const url = `http://example.org/topics/widened-${ownerOf === wardOwner ? 'user' : 'app'}`;
       const trigger = (resource: string) => ({ url: `${X5}resourceTrigger`, extension: [{ url: 'resource', valueUri: resource }] });
       const topic = {
-        resourceType: 'Basic', id: 'widened-topic', code: { coding: [{ system: 'http://hl7.org/fhir/fhir-types', code: 'SubscriptionTopic' }] },
+        resourceType: 'Basic', id: `widened-topic-${ownerOf === wardOwner ? 'user' : 'app'}`, code: { coding: [{ system: 'http://hl7.org/fhir/fhir-types', code: 'SubscriptionTopic' }] },
         extension: [{ url: `${X5}url`, valueUri: url }, { url: `${X5}status`, valueCode: 'active' }, trigger('Observation')],
       };
       await admin.put200(topic);
@@ -79,7 +84,7 @@ for (const target of targets) {
       });
       expect(sub.status).toBe('active');
       const id = sub.id as string;
-      await t.store.resources.write('t1', (w) => w.ownSubscription(id, wardOwner(), 'websocket'));
+      await t.store.resources.write('t1', (w) => w.ownSubscription(id, ownerOf(), 'websocket'));
       // The operator adds an Encounter trigger, which the ward app's scopes do not search.
       await admin.put200({ ...topic, extension: [...topic.extension, trigger('Encounter')] });
       await observation('p1');

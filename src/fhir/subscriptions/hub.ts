@@ -31,7 +31,7 @@ import { tenantTopics, type Interaction, type Topic, type TopicTrigger } from '.
 import { indexEntries } from '../indexer.ts';
 import { endpointUrl, systemResolve, type ResolveHost } from './endpoint.ts';
 import { authorityRevoked, ownerAccess, ownerClient, ownerUser, type OwnerUser, type RestoreAccess } from './owner.ts';
-import { grantReaches } from './owner-reach.ts';
+import { grantReaches, searchesWhatItSelects } from './owner-reach.ts';
 import { showSilenced, type ShowFailure, type Silenced } from './silenced.ts';
 import type { UserLookup } from '../../auth/user-cache.ts';
 import type { User } from '../../store/types.ts';
@@ -419,8 +419,20 @@ export class SubscriptionHub {
       return 'notifies';
     } catch (err) {
       log.warn('an active subscription no longer compiles and notifies nothing', { tenant, subscription: s.id, err });
-      return err instanceof FhirError && err.status === 403 ? 'refused' : 'silent';
+      if (!(err instanceof FhirError && err.status === 403)) return 'silent';
+      const compiles = (access: Access) => compileCriteria(fhir, tenant, access, s.criteria, clock.now()).then(() => true, () => false);
+      return (await this.byRegistration(tenant, s.owner, compiles)) ? 'refused' : 'silent';
     }
+  }
+
+  /**
+   * Whether it is its client's registration that keeps the Subscription owned by `owner` from searching what it selects:
+   * the scopes recorded at its activation, as they are (by today's rules), still do (`searches`). Where they do not
+   * either (a topic the operator widened since to a type its grant does not search), no change of the registration
+   * would set it back: it is no pause for the registration, and notifies again once it compiles (as it did before).
+   */
+  private async byRegistration(tenant: string, owner: string, searches: (access: Access) => Promise<boolean>): Promise<boolean> {
+    return searches(await ownerAccess(tenant, owner, this.options.restoreAccess, 'recorded')).catch(() => false);
   }
 
   private state(tenant: string): TenantState {
@@ -498,9 +510,12 @@ export class SubscriptionHub {
         if (!(err instanceof FhirError && err.status === 403 && clientId !== null)) continue;
         // Its own grant no longer reaching what it selects (an older release's, judged by today's rules), whoever's.
         const reaches = await grantReaches(fhir, restoreAccess, tenant, owner, r, clock.now()).catch(() => true);
-        // A user's as a client's own: its client's registration is its reach too (a user's sign-in ended is `notifying`'s).
         if (!reaches) refused.push({ id: row.id, owner, clientId, why: 'grant', client: null });
-        else refused.push({ id: row.id, owner, clientId, why: 'scopes', client: null, registered: await this.registeredScopes(clientId) });
+        // A user's as a client's own: its client's registration is its reach too (a user's sign-in ended is `notifying`'s),
+        // paused for it where the registration is what refuses (byRegistration).
+        else if (await this.byRegistration(tenant, owner, (access) => searchesWhatItSelects(fhir, tenant, access, r, clock.now()))) {
+          refused.push({ id: row.id, owner, clientId, why: 'scopes', client: null, registered: await this.registeredScopes(clientId) });
+        }
       }
     }
     return { token, byType, topicTypes, refused };

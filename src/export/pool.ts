@@ -43,6 +43,8 @@ export function createExportPool(o: PoolOptions) {
   const slots: (Slot | undefined)[] = [];
   let timer: ReturnType<typeof setInterval> | undefined;
   let claiming = false;
+  /** The claim round under way, which stop() waits for (a job it claims meanwhile is handed back before the store closes). */
+  let filling: Promise<void> | undefined;
   let stopping = false;
   let crashes = 0;
   /** No thread is started before this time (performance.now()): the pause after a crash. */
@@ -50,9 +52,23 @@ export function createExportPool(o: PoolOptions) {
 
   const ownerOf = (index: number) => `${processId}/w${index}`;
 
-  async function fill(): Promise<void> {
-    if (claiming || stopping) return;
+  function fill(): Promise<void> {
+    if (claiming || stopping) return Promise.resolve();
     claiming = true;
+    return (filling = claimRound().finally(() => {
+      claiming = false;
+      filling = undefined;
+    }));
+  }
+
+  /**
+   * A job claimed but never run (its thread still starting, or claimed as the pool stops) is handed back with its
+   * attempt refunded: a claim counts an attempt, and one that never reached a thread is not the job's to pay for
+   * (a job paused so at every restart, or by a thread that cannot start, would otherwise be given up unrun).
+   */
+  const handBack = (job: string, owner: string) => o.store.exports.jobs.release(job, owner, o.clock.now(), { refundAttempt: true });
+
+  async function claimRound(): Promise<void> {
     try {
       for (let index = 0; index < o.size && !stopping; index++) {
         const slot = slots[index];
@@ -62,7 +78,7 @@ export function createExportPool(o: PoolOptions) {
         o.log.info('export job claimed', { job: job.id, owner: slot?.owner ?? ownerOf(index), attempt: job.attempts });
         if (stopping) {
           // Claimed while stopping: handed back at once, for another process or the next start.
-          await o.store.exports.jobs.release(job.id, ownerOf(index), o.clock.now());
+          await handBack(job.id, ownerOf(index));
           break;
         }
         if (slot) {
@@ -74,8 +90,6 @@ export function createExportPool(o: PoolOptions) {
       // The store logs an outage once when it starts and once when it ends; claims resume after it.
       if (err instanceof StoreUnavailableError) o.log.debug('export claim skipped: database unavailable');
       else o.log.error('export claim failed', { err });
-    } finally {
-      claiming = false;
     }
   }
 
@@ -101,10 +115,13 @@ export function createExportPool(o: PoolOptions) {
     worker.addEventListener('error', (event) => {
       o.log.error('export worker crashed', { owner: slot.owner, error: (event as ErrorEvent).message });
       const held = slot.job;
+      // A thread that failed before it was ready never ran its job.
+      const unrun = slot.first !== null;
+      slot.first = null;
       worker.terminate();
       markStopped();
       if (slots[index] === slot) slots[index] = undefined;
-      if (held) void o.store.exports.jobs.release(held, slot.owner, o.clock.now()).catch(() => undefined);
+      if (held) void (unrun ? handBack(held, slot.owner) : o.store.exports.jobs.release(held, slot.owner, o.clock.now())).catch(() => undefined);
       // The next thread waits, longer while they keep crashing (e.g. one cannot start at all).
       startAfter = performance.now() + Math.min(30_000, 100 * 2 ** crashes++);
     });
@@ -124,12 +141,14 @@ export function createExportPool(o: PoolOptions) {
     async stop(timeoutMs = 10_000): Promise<void> {
       stopping = true;
       clearInterval(timer);
+      // A claim under way ends first (within the timeout): what it claims meanwhile it hands back itself (claimRound).
+      if (filling) await Promise.race([filling, Bun.sleep(timeoutMs)]);
       // A job claimed for a thread still starting has not reached it: handed back now.
       await Promise.all(started().filter((s) => s.first !== null).map((s) => {
         const job = s.first!;
         s.first = null;
         s.job = null;
-        return o.store.exports.jobs.release(job.id, s.owner, o.clock.now()).catch((err: unknown) => o.log.warn('handing an export job back failed', { job: job.id, err }));
+        return handBack(job.id, s.owner).catch((err: unknown) => o.log.warn('handing an export job back failed', { job: job.id, err }));
       }));
       for (const s of started()) s.worker.postMessage({ type: 'stop' } satisfies ToWorker);
       await Promise.race([Promise.all(started().map((s) => s.stopped)), Bun.sleep(timeoutMs)]);

@@ -282,7 +282,7 @@ describe.if(present)('dist/cinder', () => {
 });
 
 /** PostgreSQL targets (a fresh database each), when the binary is there; unreachable: see storeTargets(). */
-const targets: StoreTarget[] = present ? await storeTargets() : [];
+const targets: StoreTarget[] = present ? await storeTargets({ main: false }) : [];
 const postgresTarget = targets.find((t) => t.kind === 'postgres');
 if (!postgresTarget) for (const t of targets) await t.cleanup();
 

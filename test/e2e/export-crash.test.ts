@@ -11,7 +11,7 @@ import { awaitManifest, clientToken, downloadLines, freePort, seed, startServer,
 import { cleanupAfterFile } from '../helpers/processes.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 const { tempDir, killAfter } = cleanupAfterFile(targets);
 
 const env = (dir: string, databaseUrl: string) => ({

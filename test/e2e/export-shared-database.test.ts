@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { awaitManifest, clientToken, freePort, seed, startServer, type Server } from '../helpers/export-e2e.ts';
 import { storeTargets, type StoreTarget } from '../helpers/stores.ts';
 
-const targets = (await storeTargets()).filter((t) => t.kind === 'postgres');
+const targets = (await storeTargets({ main: false })).filter((t) => t.kind === 'postgres');
 const postgres = targets[0] as StoreTarget | undefined;
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 

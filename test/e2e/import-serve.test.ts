@@ -11,7 +11,7 @@ import { clientToken, freePort, startServer } from '../helpers/export-e2e.ts';
 import { cleanupAfterFile } from '../helpers/processes.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 const { tempDir, killAfter } = cleanupAfterFile(targets);
 
 const line = (id: string) => JSON.stringify({ resourceType: 'Patient', id, active: true }) + '\n';

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { cinderCommands } from '../helpers/processes.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 const dirs: string[] = [];
 afterAll(async () => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });

@@ -15,7 +15,7 @@ import { systemClock } from '../../src/clock.ts';
 import { clientToken, freePort, startServer, type Server } from '../helpers/export-e2e.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 const servers: Server[] = [];
 const dir = mkdtempSync(join(tmpdir(), 'cinder-outbound-tls-'));
 afterAll(async () => {

@@ -133,7 +133,7 @@ async function fileLines(url: string, bearer: string | null = token): Promise<{ 
 const NOW = Date.parse('2026-01-15T10:00:00Z');
 const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d{3}Z$/, '+00:00');
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((target) => target.cleanup())), 60_000);
 
 for (const target of targets) {

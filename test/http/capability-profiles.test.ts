@@ -29,7 +29,7 @@ function profile(url: string, type: string, extra: Json = {}, minPath = 'identif
   };
 }
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((x) => x.cleanup())), 60_000);
 
 for (const target of targets) {

@@ -34,7 +34,7 @@ function topic(url: string, status?: string, version?: string, extra: Json[] = [
   };
 }
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((x) => x.cleanup())), 60_000);
 
 for (const target of targets) {

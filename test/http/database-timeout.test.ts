@@ -11,7 +11,7 @@ import { isPostgresOutage, isPostgresTimeout } from '../../src/store/postgres/db
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import { PG_ADMIN_URL, storeTargets } from '../helpers/stores.ts';
 
-const targets = (await storeTargets()).filter((t) => t.kind === 'postgres');
+const targets = (await storeTargets({ main: false })).filter((t) => t.kind === 'postgres');
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 for (const target of targets) {

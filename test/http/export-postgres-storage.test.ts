@@ -17,7 +17,7 @@ import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import { finish, kickOff } from '../helpers/export.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 const pg = targets.find((t) => t.kind === 'postgres');
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 

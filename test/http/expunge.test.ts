@@ -15,7 +15,7 @@ import { craftToken, expectOutcome, fhirClient, ids, type FhirClient, type Json 
 import { storeTargets, type StoreDatabase } from '../helpers/stores.ts';
 import { orphans, rawSql } from '../helpers/expunge.ts';
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 const ON = { CINDER_EXPUNGE: 'on' };

@@ -21,7 +21,7 @@ const replaceBoolean = (path: string, value: boolean): Json => ({
 /** `method url` of each entry of a history Bundle, newest first, with its version. */
 const requests = (bundle: Json) => (bundle.entry ?? []).map((e: Json) => `${e.response.etag} ${e.request.method} ${e.request.url}`);
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 for (const target of targets) {

@@ -20,7 +20,7 @@ import { rawStatements, storeTargets } from '../helpers/stores.ts';
 import { rawSql } from '../helpers/expunge.ts';
 import postgres from 'postgres';
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 type Tokens = { access_token: string; refresh_token?: string; scope: string; error?: string };

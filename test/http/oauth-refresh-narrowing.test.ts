@@ -17,7 +17,7 @@ import { basic, csrfCookie, FORM, hiddenFields, PASSWORD, post, redeem, redirect
 import { receiver } from '../helpers/rest-hook.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 type Tokens = { access_token: string; refresh_token?: string; patient?: string; encounter?: string; scope: string; error?: string; error_description?: string };

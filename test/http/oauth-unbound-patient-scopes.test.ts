@@ -18,7 +18,7 @@ import { craftToken, fhirClient, ids, type Json } from '../helpers/fhir.ts';
 import { basic, PASSWORD, post, redeem, REDIRECT } from '../helpers/oauth.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 type Tokens = { access_token: string; refresh_token?: string; patient?: string; scope: string; error?: string; error_description?: string };

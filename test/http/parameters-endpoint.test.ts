@@ -29,7 +29,7 @@ async function expectNoEndpoint(res: Response): Promise<Json> {
   return outcome.issue[0];
 }
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 for (const target of targets) {

@@ -21,7 +21,7 @@ function receiver() {
 const websocket = (criteria: string) => ({ resourceType: 'Subscription', status: 'requested', reason: 'test', criteria, channel: { type: 'websocket' } });
 const four = [0, 1, 2, 3];
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((x) => x.cleanup())), 60_000);
 
 for (const target of targets) {

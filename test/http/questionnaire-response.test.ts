@@ -312,7 +312,7 @@ describe('at CINDER_VALIDATION=structural', () => {
   });
 });
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 for (const target of targets) {

@@ -12,7 +12,7 @@ import { expectOutcome, fhirClient, type FhirClient, type Json } from '../helper
 import { appOnFresh } from '../helpers/search-runner.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 const code = { coding: [{ system: 'http://loinc.org', code: '8867-4' }] };

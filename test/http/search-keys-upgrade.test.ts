@@ -125,7 +125,7 @@ async function answer(api: FhirClient, query: string) {
   return { status: res.status, total: body.total as number | undefined, entries };
 }
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 for (const target of targets) {

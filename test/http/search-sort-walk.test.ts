@@ -75,7 +75,7 @@ const quantity = (i: number) => (valued(i) ? value(i) : undefined);
 const GENERATED = [...generatePatients({ patients: 8, seed: 'sort-walk' })] as Json[];
 const SORTABLE = new Set(['token', 'string', 'reference', 'uri', 'quantity', 'date', 'number']);
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 
 /** A fresh, migrated database of `target` holding `resources` in `tenant` (written as first versions); its URL. */
 async function freshWith(target: (typeof targets)[number], tenant: string, resources: Json[]): Promise<string> {

@@ -16,7 +16,7 @@ import { storeTargets } from '../helpers/stores.ts';
 const DATA = [...generatePatients({ patients: 4, seed: 'system-search' })] as Json[];
 const of = (type: string) => DATA.filter((r) => r.resourceType === type);
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 for (const target of targets) {

@@ -18,7 +18,7 @@ import { authorizeQuery, basic, FORM, hiddenFields, csrfCookie, PASSWORD, pkce, 
 import { appOnFresh } from '../helpers/search-runner.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 const FHIR = `${BASE}/tenants/t1/fhir/R4`;

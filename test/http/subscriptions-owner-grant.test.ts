@@ -19,7 +19,7 @@ import { receiver } from '../helpers/rest-hook.ts';
 import { storeTargets } from '../helpers/stores.ts';
 import { serveWithWebsocket, websocketClient } from '../helpers/websocket.ts';
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 /** The system clock, moved by the tests: the app and the command line both read it. */

@@ -16,7 +16,7 @@ import { basic, post } from '../helpers/oauth.ts';
 import { storeTargets } from '../helpers/stores.ts';
 import type { ResourceWriter, Store } from '../../src/store/types.ts';
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 /** The wait before a silenced Subscription whose write failed is tried again (silenced.ts SHOW_RETRY_FIRST_MS). */

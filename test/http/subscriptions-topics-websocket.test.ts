@@ -57,7 +57,7 @@ const part = (p: Json, name: string) => ((param(p, 'notification-event')?.part ?
 /** A notification Bundle's SubscriptionStatus. */
 const statusOf = (bundle: Json) => (bundle.entry as Json[])[0]!.resource as Json;
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((x) => x.cleanup())), 60_000);
 
 for (const target of targets) {

@@ -131,7 +131,7 @@ const typeAndStatus = (b: Json) => {
 };
 const part = (p: Json, name: string) => ((param(p, 'notification-event')?.part ?? []) as Json[]).find((x) => x.name === name);
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((x) => x.cleanup())), 60_000);
 
 for (const target of targets) {

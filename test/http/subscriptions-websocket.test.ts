@@ -24,7 +24,7 @@ const client = websocketClient;
 const observation = (code: string) => ({ resourceType: 'Observation', status: 'final', code: { coding: [{ system: 'http://loinc.org', code }] }, subject: { reference: 'Patient/pa' } });
 const websocketSubscription = { resourceType: 'Subscription', status: 'requested', reason: 'test', criteria: 'Observation?code=http://loinc.org|1234-5', channel: { type: 'websocket' } };
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((x) => x.cleanup())), 60_000);
 
 for (const target of targets) {

@@ -62,7 +62,7 @@ async function drain(t: TestApp): Promise<void> {
   for (let i = 0; i < 50 && (await t.app.subscriptions.runOnce()) > 0; i++);
 }
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((x) => x.cleanup())), 60_000);
 
 for (const target of targets) {

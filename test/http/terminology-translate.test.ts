@@ -84,7 +84,7 @@ function translation(r: OperationResponse): { result: unknown; message?: string;
 /** `equivalence system#code` of each match, sorted. */
 const brief = (r: OperationResponse) => translation(r).matches.map((m) => `${m.equivalence} ${m.concept ? `${m.concept.system}#${m.concept.code}` : '-'}`).sort();
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 for (const target of targets) {

@@ -255,7 +255,7 @@ await eachStore((kind, fresh) => {
   });
 });
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 for (const target of targets) {

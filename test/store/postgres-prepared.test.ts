@@ -33,7 +33,7 @@ const query = (type: string, search: string): SearchQuery => {
   return { ...compiled.query, where: compiled.pending as Condition[] };
 };
 
-const targets = (await storeTargets()).filter((t) => t.kind === 'postgres');
+const targets = (await storeTargets({ main: false })).filter((t) => t.kind === 'postgres');
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 for (const target of targets) {

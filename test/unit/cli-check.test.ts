@@ -16,7 +16,7 @@ import { migrateUpTo, storeTargets } from '../helpers/stores.ts';
 import { sqliteMigrations } from '../../src/store/sqlite/migrations.ts';
 import { postgresMigrations } from '../../src/store/postgres/migrations.ts';
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 /** `cinder check --json` on `url`: the exit code and the report. */

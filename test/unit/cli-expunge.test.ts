@@ -10,7 +10,7 @@ import { expectOutcome, fhirClient, ids, type FhirClient, type Json } from '../h
 import { storeTargets, type StoreDatabase } from '../helpers/stores.ts';
 import { orphans } from '../helpers/expunge.ts';
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 const auditEvent = (recorded: string) => ({

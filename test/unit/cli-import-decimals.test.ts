@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { storeTargets, type StoreTarget } from '../helpers/stores.ts';
 import { createCliEnv } from '../helpers/cli.ts';
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 
 afterAll(async () => {
   for (const t of targets) await t.cleanup();

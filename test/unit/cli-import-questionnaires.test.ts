@@ -12,7 +12,7 @@ import { storeTargets, type StoreTarget } from '../helpers/stores.ts';
 
 type Json = Record<string, unknown>;
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(async () => {
   for (const t of targets) await t.cleanup();
 });

@@ -17,7 +17,7 @@ const NAMES = readdirSync(FIXTURES).sort();
 const JANE = 'urn:uuid:d1e2f3a4-0001-4ccc-8000-00000000c001';
 const TYPES = ['Organization', 'Location', 'Practitioner', 'PractitionerRole', 'Patient', 'Encounter', 'Observation', 'Condition', 'Group'];
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(async () => {
   for (const t of targets) await t.cleanup();
 }, 60_000);

@@ -10,7 +10,7 @@ import { Database } from 'bun:sqlite';
 import postgres from 'postgres';
 import { reindex } from '../../src/fhir/reindex.ts';
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 
 /** Every row of the range table as text, a negative zero as `-0`, in one order. */
 async function rangeRows(kind: string, url: string): Promise<string[]> {

@@ -11,7 +11,7 @@ import type { Store } from '../../src/store/types.ts';
 import { createCliEnv } from '../helpers/cli.ts';
 import { storeTargets, type StoreTarget } from '../helpers/stores.ts';
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 const FHIR = 'xmlns="http://hl7.org/fhir"';
 type Json = Record<string, unknown>;
 

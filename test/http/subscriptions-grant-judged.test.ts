@@ -15,7 +15,7 @@ import { PASSWORD, REDIRECT } from '../helpers/oauth.ts';
 import { receiver } from '../helpers/rest-hook.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 const X5 = 'http://hl7.org/fhir/5.0/StructureDefinition/extension-SubscriptionTopic.';

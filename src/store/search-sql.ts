@@ -46,6 +46,19 @@ export interface Dialect {
    * codes (an export page of 34,000 Observations: 11-14 s against 0.1 s); PostgreSQL plans it as it is.
    */
   probedValue(col: string): string;
+  /**
+   * Column `col` is (`not`: is not) one of `ids`. SQLite reads the list as `IN (?, ?, ...)`, each value
+   * one probe of the (tenant, type, id) key; PostgreSQL as one array value (textArray), so that a list
+   * of any length is one statement, prepared once.
+   */
+  idIn(b: SqlBuilder, col: string, ids: string[], not: boolean): string;
+  /**
+   * Where a search selects resources by ids alone (byIds) and reads them undriven: the FROM item, aliased
+   * `r` as `resources r` is, that reads each of `ids` (distinct) by its key with `where` (on `r`) tested
+   * on it. Undefined: the ids are a condition of `resources r` like any other (SQLite, whose planner
+   * reads each by key from the IN list whatever the statistics).
+   */
+  byIds?(b: SqlBuilder, ids: string[], where: string): string;
   /** Text `col` with its ASCII letters, and those alone, in lower case (`_filter`'s token comparisons; foldAscii in memory). */
   foldAscii(col: string): string;
   /** Text `col` matches the regular expression `pattern` (bound), read as JavaScript's RegExp reads it (`missing` conditions' `urls`). */
@@ -168,6 +181,12 @@ export interface PlanCosts {
   intersectRow?: number;
 }
 
+/**
+ * `values` as one PostgreSQL array literal of text (bound as a string and cast with `::text[]`): each
+ * element quoted, with its `"` and `\` escaped, so that any text (commas, braces, spaces) is one element.
+ */
+export const textArray = (values: string[]): string => `{${values.map((v) => `"${v.replace(/["\\]/g, '\\$&')}"`).join(',')}}`;
+
 export const SQLITE: Dialect = {
   live: (a) => `${a}.deleted = 0`, placeholder: (n) => `?${n}`, probe: 'exists', driverJoin: 'CROSS JOIN',
   // With the connections' 64 MB page cache: probes of rows in id order are random reads, 2 to 7 µs;
@@ -184,6 +203,7 @@ export const SQLITE: Dialect = {
     `SELECT x.pk AS res FROM resources x WHERE x.tenant = ${b.v(b.tenant)} AND x.type = ${b.v(type)} EXCEPT SELECT s.res FROM ${table} s WHERE ${keys('s')}`,
   unindexed: (col) => `+${col}`,
   probedValue: (col) => `+${col}`,
+  idIn: (b, col, ids, not) => `${col} ${not ? 'NOT IN' : 'IN'} (${ids.map((id) => b.v(id)).join(', ')})`,
   // SQLite's own lower() changes ASCII letters alone (no ICU extension is loaded).
   foldAscii: (col) => `lower(${col})`,
   // The connection's `regexp` function (src/store/sqlite/db.ts), a JavaScript RegExp.
@@ -218,6 +238,17 @@ export const POSTGRES: Dialect = {
     `SELECT x.pk AS res FROM resources x WHERE x.tenant = ${b.v(b.tenant)} AND x.type = ${b.v(type)} AND NOT EXISTS (SELECT 1 FROM ${table} s WHERE s.res = x.pk AND ${keys('s')})`,
   unindexed: (col) => `(${col} + 0)`,
   probedValue: (col) => col,
+  idIn: (b, col, ids, not) => `${not ? 'NOT ' : ''}${col} = ANY(${b.v(textArray(ids))}::text[])`,
+  // Each id one probe of the (tenant, type, id) key, the rows found then sorted (the LIMIT keeps the
+  // lateral subquery from being flattened into a join, which the planner turned around without
+  // statistics: the type walked, each row joined with every id). As a condition of `resources r`, a plan
+  // generic or made without statistics walked the type's key range in id order for the ORDER BY and
+  // tested every row against the list: 1,000 ids took 125-230 ms among 5,000 Binaries and 1.3-2.1 s among
+  // 50,000 (docs/PERFORMANCE.md, forty-fifth session).
+  byIds: (b, ids, where) => {
+    const q = b.alias('ids');
+    return `unnest(${b.v(textArray(ids))}::text[]) AS ${q}(id) CROSS JOIN LATERAL (SELECT r.* FROM resources r WHERE ${where} AND r.id = ${q}.id LIMIT 1) r`;
+  },
   // lower() follows the column's collation ("C": ASCII alone, but a newer provider may fold more); translate() does not.
   foldAscii: (col) => `translate(${col}, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')`,
   // An advanced regular expression: the patterns Cinder writes (urlNamingPattern) mean the same there.
@@ -807,7 +838,7 @@ export class SqlBuilder {
     switch (c.kind) {
       case 'id':
         if (c.ids.length === 0) return c.not ? '1 = 1' : '1 = 0';
-        return `${a}.id ${c.not ? 'NOT IN' : 'IN'} (${c.ids.map((id) => this.v(id)).join(', ')})`;
+        return this.dialect.idIn(this, `${a}.id`, c.ids, c.not === true);
       case 'lastUpdated': {
         const col = `${a}.last_updated`;
         return this.any(c.tests.map((t) => this.instant(a === 'r' && this.lastUpdatedUnindexed ? this.dialect.unindexed(col) : col, t)));
@@ -1852,9 +1883,12 @@ function fromWhere(
   // of 170 patients named Smith, 11,685 probed for a code: 48 against 39 ms).
   const early: string[] = [];
   const earlyLaterals: string[] = [];
+  // Selected by ids alone and read undriven, the resources are read by their keys where the dialect does
+  // so (Dialect.byIds): the ids every condition lists, each once.
+  const ids = driver === undefined && !bounded && resourceRows && b.dialect.byIds !== undefined && byIds(q) ? commonIds(q) : undefined;
   (q.where ?? []).forEach((c, i) => {
     // An implied condition (withImpliedDrivers) that does not drive holds wherever the others do.
-    if (i === driver || i === plan?.intersect || isImplied(c)) return;
+    if (i === driver || i === plan?.intersect || isImplied(c) || ids !== undefined) return;
     if (driver !== undefined && b.correlation !== 'in' && onIndexRows(c)) {
       const before = b.laterals.length;
       early.push(b.condition(c, DRIVER_ROW, q.type));
@@ -1887,8 +1921,16 @@ function fromWhere(
   const keyset = keysetSort(q.sort);
   if (withCursor && q.after && keyset) where.push(keysetAfter(b, 'r', keyset, q.after));
   if (bounded && keyset) where.push(withinBound(b, q));
+  if (ids !== undefined) return { from: b.dialect.byIds!(b, ids, where.join(' AND ')), where: '1 = 1', alone: false };
   const alone = driven !== undefined && where.length === base.length && b.laterals.length === 0;
   return { from: [from, ...b.laterals].join(' '), where: where.join(' AND '), ...(driven !== undefined && { driven }), alone };
+}
+
+/** The ids that every condition of a query selecting by ids alone (byIds) lists, each once, in the first's order. */
+function commonIds(q: SearchQuery): string[] {
+  const [first, ...rest] = (q.where ?? []) as Extract<Condition, { kind: 'id' }>[];
+  const others = rest.map((c) => new Set(c.ids));
+  return [...new Set(first!.ids)].filter((id) => others.every((o) => o.has(id)));
 }
 
 /**

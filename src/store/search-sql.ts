@@ -53,12 +53,12 @@ export interface Dialect {
    */
   idIn(b: SqlBuilder, col: string, ids: string[], not: boolean): string;
   /**
-   * Where a search selects resources by ids alone (byIds) and reads them undriven: the FROM item, aliased
-   * `r` as `resources r` is, that reads each of `ids` (distinct) by its key with `where` (on `r`) tested
-   * on it. Undefined: the ids are a condition of `resources r` like any other (SQLite, whose planner
-   * reads each by key from the IN list whatever the statistics).
+   * Where a search lists ids (idsDrive): the FROM item, aliased `r` as `resources r` is, that reads each
+   * of `ids` (distinct) by its key from `from` (`resources r` and the probes' lateral joins) with `where`
+   * (on `r`) tested on it. Undefined: the ids are a condition of `resources r` like any other (SQLite,
+   * whose planner reads each by key from the IN list whatever the statistics).
    */
-  byIds?(b: SqlBuilder, ids: string[], where: string): string;
+  byIds?(b: SqlBuilder, ids: string[], from: string, where: string): string;
   /** Text `col` with its ASCII letters, and those alone, in lower case (`_filter`'s token comparisons; foldAscii in memory). */
   foldAscii(col: string): string;
   /** Text `col` matches the regular expression `pattern` (bound), read as JavaScript's RegExp reads it (`missing` conditions' `urls`). */
@@ -245,9 +245,9 @@ export const POSTGRES: Dialect = {
   // generic or made without statistics walked the type's key range in id order for the ORDER BY and
   // tested every row against the list: 1,000 ids took 125-230 ms among 5,000 Binaries and 1.3-2.1 s among
   // 50,000 (docs/PERFORMANCE.md, forty-fifth session).
-  byIds: (b, ids, where) => {
+  byIds: (b, ids, from, where) => {
     const q = b.alias('ids');
-    return `unnest(${b.v(textArray(ids))}::text[]) AS ${q}(id) CROSS JOIN LATERAL (SELECT r.* FROM resources r WHERE ${where} AND r.id = ${q}.id LIMIT 1) r`;
+    return `unnest(${b.v(textArray(ids))}::text[]) AS ${q}(id) CROSS JOIN LATERAL (SELECT r.* FROM ${from} WHERE ${where} AND r.id = ${q}.id LIMIT 1) r`;
   },
   // lower() follows the column's collation ("C": ASCII alone, but a newer provider may fold more); translate() does not.
   foldAscii: (col) => `translate(${col}, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')`,
@@ -1552,6 +1552,18 @@ function byIds(q: SearchQuery): boolean {
   return where.length > 0 && q.compartment === undefined && where.every((c) => c.kind === 'id' && !c.not);
 }
 
+/** A condition listing the ids a resource must have (`_id`, `_include`'s targets, reads of many). */
+const listsIds = (c: Condition): c is Extract<Condition, { kind: 'id' }> => c.kind === 'id' && !c.not;
+
+/**
+ * Whether the ids that `q` lists drive its statement (Dialect.byIds): each read by the resources' key,
+ * the other conditions probed on it, in place of any other driver or of reading the type in order. A
+ * list has at most one resource per id, 1,000 at most (a search's values), each a probe of the key.
+ */
+export function idsDrive(dialect: Dialect, q: SearchQuery): boolean {
+  return dialect.byIds !== undefined && (q.where ?? []).some(listsIds);
+}
+
 /** The form of a fixed statement of `q` (StatementForm). */
 function fixedForm(q: SearchQuery): StatementForm {
   return (q.where ?? []).every(plainCondition) ? 'plain' : 'fixed';
@@ -1579,6 +1591,11 @@ function inOrderForm(q: SearchQuery): StatementForm | undefined {
 export async function plannedSearch<R>(
   dialect: Dialect, tenant: string, q: SearchQuery, run: SearchRunner<R>, typeSizes: (type: string) => number | Promise<number>,
 ): Promise<R[]> {
+  if (idsDrive(dialect, q)) {
+    // A set (a chain, `_has`, full text) or the compartment probed per id: planned for its values.
+    const { sql, values } = searchSql(dialect, tenant, q);
+    return run.rows(sql, values, q.compartment === undefined ? fixedForm(q) : 'fixed');
+  }
   const typeSize = () => typeSizes(q.type);
   const candidates = driverCandidates(dialect, tenant, q);
   const context = planContext(dialect, tenant, q, false, typeSize);
@@ -1756,6 +1773,8 @@ export interface DriverCandidate {
 
 /** The candidates of SearchPlan.driver for `q`, in the order planSearch counts them. */
 export function driverCandidates(dialect: Dialect, tenant: string, q: SearchQuery): DriverCandidate[] {
+  // The ids drive (idsDrive): no other condition is counted.
+  if (idsDrive(dialect, q)) return [];
   const candidate = (driver: number | 'compartment', rows: (b: SqlBuilder) => string): DriverCandidate => {
     let rendered: { rows: string; values: SqlValue[] } | undefined;
     return {
@@ -1883,12 +1902,12 @@ function fromWhere(
   // of 170 patients named Smith, 11,685 probed for a code: 48 against 39 ms).
   const early: string[] = [];
   const earlyLaterals: string[] = [];
-  // Selected by ids alone and read undriven, the resources are read by their keys where the dialect does
-  // so (Dialect.byIds): the ids every condition lists, each once.
-  const ids = driver === undefined && !bounded && resourceRows && b.dialect.byIds !== undefined && byIds(q) ? commonIds(q) : undefined;
+  // Ids listed, and no other driver, the resources are read by their keys where the dialect does so
+  // (idsDrive): the ids every list names, each once, the other conditions probed on each.
+  const ids = driver === undefined && !bounded && resourceRows && idsDrive(b.dialect, q) ? commonIds(q) : undefined;
   (q.where ?? []).forEach((c, i) => {
     // An implied condition (withImpliedDrivers) that does not drive holds wherever the others do.
-    if (i === driver || i === plan?.intersect || isImplied(c) || ids !== undefined) return;
+    if (i === driver || i === plan?.intersect || isImplied(c) || (ids !== undefined && listsIds(c))) return;
     if (driver !== undefined && b.correlation !== 'in' && onIndexRows(c)) {
       const before = b.laterals.length;
       early.push(b.condition(c, DRIVER_ROW, q.type));
@@ -1921,14 +1940,14 @@ function fromWhere(
   const keyset = keysetSort(q.sort);
   if (withCursor && q.after && keyset) where.push(keysetAfter(b, 'r', keyset, q.after));
   if (bounded && keyset) where.push(withinBound(b, q));
-  if (ids !== undefined) return { from: b.dialect.byIds!(b, ids, where.join(' AND ')), where: '1 = 1', alone: false };
+  if (ids !== undefined) return { from: b.dialect.byIds!(b, ids, ['resources r', ...b.laterals].join(' '), where.join(' AND ')), where: '1 = 1', alone: false };
   const alone = driven !== undefined && where.length === base.length && b.laterals.length === 0;
   return { from: [from, ...b.laterals].join(' '), where: where.join(' AND '), ...(driven !== undefined && { driven }), alone };
 }
 
-/** The ids that every condition of a query selecting by ids alone (byIds) lists, each once, in the first's order. */
+/** The ids that every list of `q` names (listsIds), each once, in the first's order. */
 function commonIds(q: SearchQuery): string[] {
-  const [first, ...rest] = (q.where ?? []) as Extract<Condition, { kind: 'id' }>[];
+  const [first, ...rest] = (q.where ?? []).filter(listsIds);
   const others = rest.map((c) => new Set(c.ids));
   return [...new Set(first!.ids)].filter((id) => others.every((o) => o.has(id)));
 }
@@ -1979,7 +1998,7 @@ const COLUMNS = 'r.type, r.id, r.version_id, r.last_updated, r.deleted, r.conten
  * the type has fewer), read in the same statement.
  */
 export function searchSql(dialect: Dialect, tenant: string, q: SearchQuery, plan?: SearchPlan, within?: number): { sql: string; values: SqlValue[] } {
-  const b = new SqlBuilder(dialect, tenant, plan ? dialect.probe : 'in');
+  const b = new SqlBuilder(dialect, tenant, plan || idsDrive(dialect, q) ? dialect.probe : 'in');
   const keyset = keysetSort(q.sort);
   const bounded = within !== undefined && plan?.driver === undefined && keyset !== undefined;
   // The last of the first resources, read once (nthRow; its values come first in the statement).
@@ -2068,10 +2087,12 @@ export function countForm(q: SearchQuery, plan?: SearchPlan): StatementForm | un
 
 /** How many current, live resources a query selects (no paging). */
 export function countSql(dialect: Dialect, tenant: string, q: SearchQuery, plan?: SearchPlan): { sql: string; values: SqlValue[] } {
-  const b = new SqlBuilder(dialect, tenant, plan ? dialect.probe : 'in');
-  const direct = indexCount(b, q);
+  // Ids listed, each is read by its key and the other conditions probed on it (fromWhere, idsDrive).
+  const ids = plan === undefined && idsDrive(dialect, q);
+  const b = new SqlBuilder(dialect, tenant, plan || ids ? dialect.probe : 'in');
+  const direct = ids ? undefined : indexCount(b, q);
   if (direct !== undefined) return { sql: direct, values: b.values };
-  const sets = plan === undefined ? intersected(b, q) : undefined;
+  const sets = plan === undefined && !ids ? intersected(b, q) : undefined;
   if (sets !== undefined) return { sql: `SELECT COUNT(*) AS n FROM (${sets}) x`, values: b.values };
   // Driven, with every other condition tested on the driver's rows: those rows are index (or
   // compartment) rows, which exist for the current, live versions of the tenant's type only, so their

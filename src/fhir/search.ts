@@ -622,7 +622,8 @@ type KeepRows = ((rows: ResourceVersion[]) => Promise<ResourceVersion[]>) | unde
  * it may not read, a Provenance naming a version out of reach; or included already), it reads on past
  * them, so that what is included, and the `too-costly` warning, are what the token would get were the
  * rows out of its reach not there: the warning when rows within reach were left out, and only then.
- * Reading on past more than PAGE_READ_IN_REACH rows out of reach is a 400 (`too-costly`).
+ * Reading on past more than PAGE_READ_IN_REACH rows out of reach, or references (ids, canonicals) read to no
+ * purpose (to resources not held, out of reach or included already), is a 400 (`too-costly`).
  */
 export async function addIncludes(
   deps: FhirDeps, req: FhirRequest, compiled: Pick<CompiledSearch, 'includes' | 'revincludes'>, rows: ResourceVersion[],
@@ -695,12 +696,21 @@ export async function addIncludes(
      * The readable resources of `type` that `where` selects, as a search of that type would find them; one
      * more than MAX_INCLUDES, so that a page the first search fills knows there are more, warns, and reads no further.
      */
-    const reach = async (type: string, where: Condition) => {
+    const reach = async (type: string, where: Condition, named: number) => {
       if (!visible(type) || leaveOut?.(type) || warnings.length) return;
       const q: SearchQuery = { type, where: [where], sort: [], count: MAX_INCLUDES + 1 };
       const filter = scopeFilter(req, type, 'r');
       if (filter) q.where!.push(filter);
-      next.push(...(await addInReach(q)));
+      const before = outOfReach;
+      const fresh = await addInReach(q);
+      next.push(...fresh);
+      if (warnings.length) return;
+      // The references read to no purpose (not held, out of reach, included already) count as rows out of reach do:
+      // a page naming tens of thousands of them is as costly, and was read on without bound.
+      outOfReach = Math.max(outOfReach, before + named - fresh.length);
+      if (outOfReach > PAGE_READ_IN_REACH) {
+        throw new FhirError('invalid', `The included resources of this search take reading more than ${PAGE_READ_IN_REACH} references to ${type} resources that are not held, out of this token's reach or included already: narrow the search or its _include and _revinclude`, { issueCode: 'too-costly', expression: ['_include'] });
+      }
     };
     // A version-specific reference includes the version it names, read as a vread reads it (the
     // token's access, compartment and scope filters): a deletion, or a version not held, is left out.
@@ -716,15 +726,22 @@ export async function addIncludes(
       // The version it names may be an earlier one: not the record as it is now (provenance-reach.ts patientRecords).
       if (v) notCurrent.add(`${type}/${id}`);
     }
-    // MAX_INCLUDES ids a statement, until the included are full: those out of reach or not held take no room.
+    // MAX_INCLUDES ids a statement, until the included are full: those out of reach or not held take no room, and past
+    // PAGE_READ_IN_REACH of them (with the rows out of reach) it is a 400, as canonicals are.
     for (const [type, ids] of reached.ids) {
       const list = [...ids].filter((id) => !seen.has(`${type}/${id}`));
-      for (let i = 0; i < list.length && !warnings.length; i += MAX_INCLUDES) await reach(type, { kind: 'id', ids: list.slice(i, i + MAX_INCLUDES) });
+      for (let i = 0; i < list.length && !warnings.length; i += MAX_INCLUDES) {
+        const ids = list.slice(i, i + MAX_INCLUDES);
+        await reach(type, { kind: 'id', ids }, ids.length);
+      }
     }
     // MAX_SEARCH_VALUES canonicals a statement, as many as the included take: a page may name thousands.
     for (const [type, canonicals] of reached.canonicals) {
       const list = [...canonicals];
-      for (let i = 0; i < list.length && !warnings.length; i += MAX_SEARCH_VALUES) await reach(type, canonicalCondition(list.slice(i, i + MAX_SEARCH_VALUES)));
+      for (let i = 0; i < list.length && !warnings.length; i += MAX_SEARCH_VALUES) {
+        const urls = list.slice(i, i + MAX_SEARCH_VALUES);
+        await reach(type, canonicalCondition(urls), urls.length);
+      }
     }
     const values = frontier.map((r) => ({ system: r.type, value: r.id }));
     // A canonical resource is also referred to by its `url` (canonical rows have no type: search.html
@@ -911,7 +928,7 @@ export async function countInReach(deps: FhirDeps, req: FhirRequest, query: Sear
 export async function requiredCount(deps: FhirDeps, req: FhirRequest, query: SearchQuery): Promise<number> {
   const n = await countInReach(deps, req, query);
   if (n === undefined) {
-    throw new FhirError('invalid', `Counting ${query.type} resources this token may read takes reading more than ${COUNT_BATCH * COUNT_BATCHES} of them (${query.type === 'Binary' ? 'their securityContext is' : 'the versions their targets name are'} in no index): narrow the search`, { issueCode: 'too-costly' });
+    throw new FhirError('invalid', `Counting ${query.type} resources this token may read takes reading more than ${COUNT_BATCH * COUNT_BATCHES} of them (${query.type === 'Binary' ? 'their securityContext is' : 'the versions their targets name are'} in no index): narrow the search (by _lastUpdated, say)`, { issueCode: 'too-costly', expression: NARROWED_BY });
   }
   return n;
 }
@@ -959,6 +976,11 @@ export function keptInReach(deps: FhirDeps, req: FhirRequest, type: string, comp
 
 /** The most matches out of reach one page of a search reads past (rowsFilled); history pages and a search's includes take the same bound. */
 export const PAGE_READ_IN_REACH = 20_000;
+/**
+ * The expression of a search's `too-costly` for reading past too many matches out of reach (a page, a count): the
+ * parameter that narrows any search, of every type, in its index (as a history page's names `_since` and `_at`).
+ */
+const NARROWED_BY = ['_lastUpdated'];
 const READ_BATCH = 1000;
 
 /**
@@ -985,7 +1007,7 @@ export async function rowsFilled(deps: FhirDeps, req: FhirRequest, query: Search
       if (within.has(row)) kept.push({ row, at: read + i });
       else if (++outOfReach > PAGE_READ_IN_REACH) {
         const why = query.type === 'Binary' ? 'their securityContext is' : 'the versions their targets name are';
-        throw new FhirError('invalid', `A page of this search takes reading more than ${PAGE_READ_IN_REACH} ${query.type} resources out of this token's reach (${why} in no index): narrow the search`, { issueCode: 'too-costly' });
+        throw new FhirError('invalid', `A page of this search takes reading more than ${PAGE_READ_IN_REACH} ${query.type} resources out of this token's reach (${why} in no index): narrow the search (by _lastUpdated, say)`, { issueCode: 'too-costly', expression: NARROWED_BY });
       }
     }
     read += batch.length;

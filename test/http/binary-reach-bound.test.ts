@@ -76,8 +76,11 @@ await eachStore((kind, fresh) => {
         expect(await counted(api)).toStartWith('Counting Binary resources this token may read takes reading more than 20000');
       }
       expect(await page(system, 'Binary/_history?_count=1')).toStartWith('A page of this history takes reading more than 20000 versions');
-      // The outcome names what narrows it.
+      // The outcome names what narrows it: `_since` and `_at` a history page, `_lastUpdated` a search's page and its count.
       expect((await expectOutcome(await system.get('Binary/_history?_count=1'), 400, 'too-costly')).issue[0].expression).toEqual(['_since', '_at']);
+      for (const query of ['Binary?_count=1', '?_type=Binary&_count=1', 'Binary?_summary=count']) {
+        expect({ query, expression: (await expectOutcome(await patient.get(query), 400, 'too-costly')).issue[0].expression }).toEqual({ query, expression: ['_lastUpdated'] });
+      }
       // Before the Binaries out of reach were written, history has the two in reach, and `_since` after them nothing to read past.
       expect(await page(system, `Binary/_history?_count=1&_at=${new Date(clock.now() - 30_000).toISOString()}`)).toEqual({ ids: ['v-b'], next: true });
       expect(await page(system, `Binary/_history?_since=${new Date(clock.now() + 1).toISOString()}`)).toEqual({ ids: [], next: false });

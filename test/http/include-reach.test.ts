@@ -122,6 +122,28 @@ await eachStore((kind, fresh) => {
       expect({ included: included(b).length, warned: warned(b), first: included(b)[0] }).toEqual({ included: MAX_INCLUDES, warned: true, first: 'Questionnaire/c-0000' });
     }, 60_000);
 
+    test('references to resources not held count toward the bound: past 20,000 of them read to no purpose, a 400 too-costly', async () => {
+      // References to ids, and canonicals, that nothing holds cost nothing to write, and each one was read (a statement of 1,000 at a time) without bound.
+      const missing = (n: number) => Array.from({ length: n }, (_, i) => `none-${String(i).padStart(5, '0')}`);
+      const url = (id: string) => `http://example.org/Questionnaire/${id}`;
+      await write([
+        observation('refs-bound', 'p1', { focus: [...missing(BOUND), 'p1'].map((id) => ({ reference: `Patient/${id}` })) }),
+        observation('refs-past', 'p1', { focus: [...missing(BOUND + 1), 'p1'].map((id) => ({ reference: `Patient/${id}` })) }),
+        { resourceType: 'CarePlan', id: 'canon-bound', status: 'active', intent: 'plan', subject: { reference: 'Patient/p1' }, instantiatesCanonical: missing(BOUND).map(url) },
+        { resourceType: 'CarePlan', id: 'canon-past', status: 'active', intent: 'plan', subject: { reference: 'Patient/p1' }, instantiatesCanonical: missing(BOUND + 1).map(url) },
+      ]);
+      let b = await admin.search('Observation?_id=refs-bound&_include=Observation:focus');
+      expect({ included: included(b), warned: warned(b) }).toEqual({ included: ['Patient/p1'], warned: false });
+      b = await admin.search('CarePlan?_id=canon-bound&_include=CarePlan:instantiates-canonical:Questionnaire');
+      expect({ included: included(b), warned: warned(b) }).toEqual({ included: [], warned: false });
+      for (const [query, type] of [['Observation?_id=refs-past&_include=Observation:focus', 'Patient'], ['CarePlan?_id=canon-past&_include=CarePlan:instantiates-canonical:Questionnaire', 'Questionnaire']] as const) {
+        const outcome = await expectOutcome(await admin.get(query), 400, 'too-costly');
+        expect({ query, diagnostics: outcome.issue[0].diagnostics, expression: outcome.issue[0].expression }).toEqual({
+          query, diagnostics: expect.stringContaining(`more than 20000 references to ${type} resources that are not held`), expression: ['_include'],
+        });
+      }
+    }, 60_000);
+
     test('they read past 20,000 out of reach, and past one more are a 400 too-costly', async () => {
       const p1 = fhirClient(t, await craftToken(t, PATIENT_TOKEN, { patient: 'p1' }));
       // As many out of reach as the bound (PAGE_READ_IN_REACH) before those in reach, in id order.

@@ -35,6 +35,8 @@ for (const target of targets) {
     let servers: ReturnType<typeof serve>[];
     let sub: Json;
     let gate: Promise<void> = Promise.resolve();
+    /** While set, a read of a Subscription fails (as a database unreachable for a moment). */
+    let failSubscriptionReads = false;
     const post = async (app: (p: string, i: RequestInit) => Response | Promise<Response>, path: string, body: unknown) =>
       (await app(`${t.fhir()}/${path}`, fhirInit(token, 'POST', body))) as Response;
     const rounds = async () => {
@@ -53,6 +55,7 @@ for (const target of targets) {
       const resources: ResourceRepo = Object.create(store.resources);
       resources.read = async (...args) => {
         await gate;
+        if (failSubscriptionReads && args[1] === 'Subscription') throw new Error('the database is unreachable');
         return store.resources.read(...args);
       };
       t = await createTestApp({ store: new Proxy(store, { get: (target, key) => (key === 'resources' ? resources : Reflect.get(target, key)) }) });
@@ -182,6 +185,58 @@ for (const target of targets) {
       } finally {
         a.close();
         b.close();
+      }
+    });
+
+    test('a Subscription no longer active (error, off) is pinged nothing more: its sockets are told and unbound; a deleted one is pinged nothing', async () => {
+      for (const end of ['error', 'off', 'deleted'] as const) {
+        const created = (await (await post(t.request, 'Subscription', websocketSubscription)).json()) as Json;
+        const c = await client(servers[0]!.url);
+        try {
+          c.send(`bind ${created.id}`);
+          c.send(`bind ${sub.id}`);
+          expect([await c.next(), await c.next()]).toEqual([`bound ${created.id}`, `bound ${sub.id}`]);
+          t.clock.advance(1);
+          // Recorded while it was active; it is no longer before the round that would ping it.
+          expect((await post(t.request, 'Observation', observation('1234-5'))).status).toBe(201);
+          const put = (status: string) => t.request(`${t.fhir()}/Subscription/${created.id}`, fhirInit(token, 'PUT', { ...created, status, ...(status === 'error' && { error: 'broken' }) }));
+          const res = end === 'deleted' ? await t.request(`${t.fhir()}/Subscription/${created.id}`, fhirInit(token, 'DELETE')) : await put(end);
+          expect(res.status).toBeLessThan(300);
+          await rounds();
+          const why = end === 'deleted' ? 'deleted' : `status ${end}`;
+          expect({ end, messages: (await c.drained()).sort() }).toEqual({
+            // A deletion drops what waits for it: nothing to ping, nor to tell.
+            end, messages: [...(end === 'deleted' ? [] : [`error ${created.id} is no longer an active websocket Subscription (${why}): no more pings; bind it again once it is active`]), `ping ${sub.id}`].sort(),
+          });
+          // Unbound from it alone: the other Subscription bound on the socket is pinged still, and it is not told twice.
+          t.clock.advance(1);
+          expect((await post(t.request, 'Observation', observation('1234-5'))).status).toBe(201);
+          await rounds();
+          expect(await c.drained()).toEqual([`ping ${sub.id}`]);
+        } finally {
+          c.close();
+        }
+      }
+    });
+
+    test('a ping whose Subscription could not be read is sent the next round, not lost', async () => {
+      const c = await client(servers[0]!.url);
+      try {
+        c.send(`bind ${sub.id}`);
+        expect(await c.next()).toBe(`bound ${sub.id}`);
+        t.clock.advance(1);
+        expect((await post(t.request, 'Observation', observation('1234-5'))).status).toBe(201);
+        failSubscriptionReads = true;
+        try {
+          await t.app.subscriptions.runOnce();
+        } finally {
+          failSubscriptionReads = false;
+        }
+        expect(await c.drained()).toEqual([]);
+        await rounds();
+        expect(await c.drained()).toEqual([`ping ${sub.id}`]);
+      } finally {
+        c.close();
       }
     });
 

@@ -2,7 +2,9 @@
  * The R4 `websocket` channel (subscription.html): a client opens the websocket the CapabilityStatement
  * advertises (extension capabilitystatement-websocket on `rest`: `{fhir_base}/websocket`), sends
  * `bind {id}` for an active websocket Subscription of the tenant, is answered `bound {id}`, and then gets
- * `ping {id}` for each notification recorded for it after it bound. Notifications are recorded as for
+ * `ping {id}` for each notification recorded for it after it bound, while it is active: once it is not (`error`,
+ * `off`, deleted), the next notification recorded before is not pinged, and the socket is told so (`error {id} is no
+ * longer an active websocket Subscription ...`) and unbound from it. Notifications are recorded as for
  * rest-hook (hub.ts), and not leased: each process reads those of the subscriptions its own sockets are
  * bound to, every delivery round, from a window of the last KEEP_MS (so one committed late on PostgreSQL,
  * after a later-numbered one, is still seen), remembering which it has pinged; they are deleted after
@@ -65,6 +67,13 @@ export interface SocketData {
 
 type Socket = ServerWebSocket<SocketData>;
 
+/**
+ * What a round does with an R4 websocket Subscription's notification (SubscriptionSockets.pingJudgement): ping it, send
+ * nothing (its owner's grant no longer reaches what it selects), tell its sockets it is no longer active (why), or wait
+ * for the next round (the judgement failed).
+ */
+type PingJudgement = 'ping' | 'silent' | 'unjudged' | { inactive: string };
+
 const key = (tenant: string, id: string) => `${tenant}\u0000${id}`;
 
 export interface SocketLimits {
@@ -92,7 +101,7 @@ export class SubscriptionSockets {
   private readonly pinged = new Map<number, number>();
   /** When this process last purged old websocket notifications (it does every half KEEP_MS at most). */
   private purgedAt = -Infinity;
-  /** The Subscription versions and owners (by tenant, id, version and owner) whose grant reaches what they select (pingReaches). */
+  /** The Subscription versions and owners (by tenant, id, version and owner) whose grant reaches what they select (pingJudgement). */
   private readonly reached = new Set<string>();
 
   /**
@@ -241,6 +250,16 @@ export class SubscriptionSockets {
     }
   }
 
+  /** Unbinds Subscription `id` from `ws` alone. */
+  private unbindOne(ws: Socket, id: string): void {
+    ws.data.bound.delete(id);
+    ws.data.topics.delete(id);
+    const k = key(ws.data.tenant, id);
+    const set = this.sockets.get(k);
+    set?.delete(ws);
+    if (set?.size === 0) this.sockets.delete(k);
+  }
+
   private unbind(ws: Socket): void {
     for (const id of ws.data.bound.keys()) {
       const k = key(ws.data.tenant, id);
@@ -266,19 +285,29 @@ export class SubscriptionSockets {
     });
     let sent = 0;
     const topics = this.options.topics?.round();
-    // Whether each Subscription's owner may still be pinged, judged once a round.
-    const reaches = new Map<string, Promise<boolean>>();
+    // Whether each Subscription may still be pinged, judged once a round.
+    const judged = new Map<string, Promise<PingJudgement>>();
     for (const n of await store.subscriptions.recent(subscriptions, now - KEEP_MS)) {
       if (this.pinged.has(n.pk)) continue;
+      const k = key(n.tenant, n.subscriptionId);
+      const bound = [...(this.sockets.get(k) ?? [])].filter((ws) => (ws.data.bound.get(n.subscriptionId) ?? Infinity) <= n.createdAt);
+      let judgement: PingJudgement | undefined;
+      if (bound.some((ws) => !ws.data.topics.has(n.subscriptionId))) {
+        let found = judged.get(k);
+        if (found === undefined) judged.set(k, (found = this.pingJudgement(n.tenant, n.subscriptionId, now)));
+        judgement = await found;
+        // Not judged (an error, logged): not marked pinged, so the next round judges it again while it is recent.
+        if (judgement === 'unjudged') continue;
+      }
       this.pinged.set(n.pk, n.createdAt);
-      for (const ws of this.sockets.get(key(n.tenant, n.subscriptionId)) ?? []) {
-        if ((ws.data.bound.get(n.subscriptionId) ?? Infinity) > n.createdAt) continue;
+      for (const ws of bound) {
         const topic = ws.data.topics.get(n.subscriptionId);
         if (!topic) {
-          const k = key(n.tenant, n.subscriptionId);
-          let reach = reaches.get(k);
-          if (reach === undefined) reaches.set(k, (reach = this.pingReaches(n.tenant, n.subscriptionId, now)));
-          if (!(await reach)) continue;
+          if (typeof judgement === 'object') {
+            this.unbindOne(ws, n.subscriptionId);
+            ws.send(`error ${n.subscriptionId} is no longer an active websocket Subscription (${judgement.inactive}): no more pings; bind it again once it is active`);
+          }
+          if (judgement !== 'ping') continue;
           ws.send(`ping ${n.subscriptionId}`);
           sent++;
           continue;
@@ -294,28 +323,37 @@ export class SubscriptionSockets {
   }
 
   /**
-   * Whether R4 websocket Subscription `id` of `tenant` may be pinged: not once the scopes recorded for its owner, by
-   * today's rules, no longer let it search what it selects (owner-reach.ts grantReaches), as topic-sockets.ts judges a
-   * topic-based one; what waits may have been recorded by an older release's matching (a rolling upgrade's server).
-   * Judged once per version and owner; one not found, or without an owner, is pinged as before. An error of the
-   * judgement sends nothing (logged), as a topic-based one's: no ping is sent on a grant not judged.
+   * Whether R4 websocket Subscription `id` of `tenant` may be pinged now. Not once it is no longer active (`error`, `off`,
+   * deleted, another channel, topic-based: what was recorded while it was active waits in the window), which the sockets
+   * bound to it are told as a refused bind is (and are unbound: R4 has no message that suspends a binding, and a client
+   * that binds again is answered as any bind). Nor once the scopes recorded for its owner, by today's rules, no longer
+   * let it search what it selects (owner-reach.ts grantReaches), as topic-sockets.ts judges a topic-based one; what
+   * waits may have been recorded by an older release's matching (a rolling upgrade's server). The grant is judged
+   * once per version and owner; one without an owner is pinged as before. An error of the judgement is `unjudged`
+   * (logged): nothing is sent, and the notification is judged again the next round.
    */
-  private async pingReaches(tenant: string, id: string, now: number): Promise<boolean> {
+  private async pingJudgement(tenant: string, id: string, now: number): Promise<PingJudgement> {
     const { store, grants, log } = this.options;
-    if (grants === undefined) return true;
     try {
       const current = await store.resources.read(tenant, 'Subscription', id);
-      const owner = current && !current.deleted ? await store.subscriptions.owner(tenant, id) : null;
-      if (owner === null) return true;
+      const sub = current && !current.deleted ? (JSON.parse(current.content) as Record<string, unknown>) : undefined;
+      if (sub === undefined) return { inactive: 'deleted' };
+      const channel = sub.channel as { type?: unknown } | undefined;
+      if (sub.status !== 'active') return { inactive: `status ${String(sub.status)}` };
+      if (channel?.type !== 'websocket') return { inactive: `channel ${String(channel?.type)}` };
+      if (isTopicCriteria(sub.criteria)) return { inactive: 'topic-based now' };
+      if (grants === undefined) return 'ping';
+      const owner = await store.subscriptions.owner(tenant, id);
+      if (owner === null) return 'ping';
       const k = `${tenant}\u0000${id}\u0000${current!.versionId}\u0000${owner}`;
-      if (this.reached.has(k)) return true;
-      if (!(await grantReaches(grants.fhir, grants.restoreAccess, tenant, owner, JSON.parse(current!.content) as Record<string, unknown>, now))) return false;
+      if (this.reached.has(k)) return 'ping';
+      if (!(await grantReaches(grants.fhir, grants.restoreAccess, tenant, owner, sub, now))) return 'silent';
       if (this.reached.size >= REACHED_KEPT) this.reached.clear();
       this.reached.add(k);
-      return true;
+      return 'ping';
     } catch (err) {
-      log.warn('the grant of a websocket subscription could not be judged; its pings wait', { tenant, subscription: id, err });
-      return false;
+      log.warn('a websocket subscription could not be judged; its pings wait for the next round', { tenant, subscription: id, err });
+      return 'unjudged';
     }
   }
 

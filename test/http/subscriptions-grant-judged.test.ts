@@ -22,6 +22,9 @@ const X5 = 'http://hl7.org/fhir/5.0/StructureDefinition/extension-SubscriptionTo
 const BP = 'http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition/';
 const category = (code: string) => [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code }] }];
 const GRANT_ERROR = 'a patient/ scope with no patient in context grants nothing';
+/** The `error` of a Subscription paused while its topic selects `types` its owner may not search. */
+const TOPIC_PAUSE = (types: string) => `paused: its topic now selects ${types} resources, which its owner (the token that activated it) may not search; ` +
+  'the server sets it back to the status it had once the topic selects only what its owner may search';
 
 for (const target of targets) {
   describe(`Subscriptions judged by their owner's grant, on ${target.kind}`, () => {
@@ -67,7 +70,7 @@ for (const target of targets) {
       ['a user', wardOwner],
       ["the app's own", () => JSON.stringify({ scopes: ['user/Observation.rs', 'user/Subscription.cruds'], clientId: app })],
     ];
-    test.each(owners)("a topic the operator widens to a type the app does not search: %s Subscription is neither set error for an older release's grant nor paused for the app's registration, and is matched again once the topic is as it was", async (_, ownerOf) => {
+    test.each(owners)("a topic the operator widens to a type the app does not search: %s Subscription is neither set error for an older release's grant nor paused for the app's registration: paused for its topic, naming the type, and set back and matched again once the topic is as it was", async (_, ownerOf) => {
       const url = `http://example.org/topics/widened-${ownerOf === wardOwner ? 'user' : 'app'}`;
       const trigger = (resource: string) => ({ url: `${X5}resourceTrigger`, extension: [{ url: 'resource', valueUri: resource }] });
       const topic = {
@@ -90,13 +93,83 @@ for (const target of targets) {
       await observation('p1');
       await observation('p2');
       const [status, error] = await shown(id);
-      // Nothing of an older release's grant: no `error` blaming patient/ scopes it never had, set for good.
+      // Nothing of an older release's grant: no `error` blaming patient/ scopes it never had, set for good, nor the
+      // registration's pause: paused for its topic, naming the type its owner may not search.
       expect(typeof error === 'string' && error.includes(GRANT_ERROR)).toBe(false);
-      expect(status).toBe('active');
-      // The topic as it was: it is matched again.
+      expect([status, error]).toEqual(['error', TOPIC_PAUSE('Encounter')]);
+      // The topic as it was: set back to the status it had at the next write, and matched again.
       await admin.put200(topic);
       await observation('p1');
       expect(await shown(id)).toEqual(['active', undefined]);
+    });
+
+    test("a topic rest-hook one: paused for its topic while it selects a type the app's grant does not search, delivered nothing; set back, and delivered to, once the topic is as it was", async () => {
+      const hook = receiver();
+      const url = 'http://example.org/topics/widened-hook';
+      const trigger = (resource: string) => ({ url: `${X5}resourceTrigger`, extension: [{ url: 'resource', valueUri: resource }] });
+      const topic = {
+        resourceType: 'Basic', id: 'widened-topic-hook', code: { coding: [{ system: 'http://hl7.org/fhir/fhir-types', code: 'SubscriptionTopic' }] },
+        extension: [{ url: `${X5}url`, valueUri: url }, { url: `${X5}status`, valueCode: 'active' }, trigger('Observation')],
+      };
+      const events = () => hook.got.map((b) => JSON.parse(b) as Json).filter((b) => JSON.stringify(b).includes('event-notification')).map((b) => JSON.stringify(b));
+      const delivered = (id: string) => events().some((b) => b.includes(`Observation/${id}`));
+      try {
+        await admin.put200(topic);
+        const sub = await admin.create({
+          resourceType: 'Subscription', status: 'requested', reason: 'ward hook', criteria: url,
+          channel: { type: 'rest-hook', endpoint: hook.url, payload: 'application/fhir+json', _payload: { extension: [{ url: `${BP}backport-payload-content`, valueCode: 'id-only' }] } },
+        });
+        const id = sub.id as string;
+        // Its handshake accepted, then taken over by the app's own token (as if it had activated it).
+        await deliver();
+        await t.store.resources.write('t1', (w) => w.ownSubscription(id, JSON.stringify({ scopes: ['user/Observation.rs', 'user/Subscription.cruds'], clientId: app }), 'rest-hook'));
+        expect(await shown(id)).toEqual(['active', undefined]);
+        const before = await observation('p1');
+        await deliver();
+        expect(delivered(before)).toBe(true);
+        // The operator adds an Encounter trigger: paused at the next write, naming Encounter; nothing delivered meanwhile.
+        await admin.put200({ ...topic, extension: [...topic.extension, trigger('Encounter')] });
+        const widened = [await observation('p1'), await observation('p1')];
+        await deliver();
+        expect(await shown(id)).toEqual(['error', TOPIC_PAUSE('Encounter')]);
+        // The topic as it was: the next write's load sets it back to active, and what follows is delivered.
+        await admin.put200(topic);
+        await observation('p1');
+        expect(await shown(id)).toEqual(['active', undefined]);
+        const after = await observation('p1');
+        await deliver();
+        expect({ widened: widened.map(delivered), after: delivered(after) }).toEqual({ widened: [false, false], after: true });
+      } finally {
+        hook.stop();
+      }
+    });
+
+    test('a pause for its topic written by a client with another endpoint is not set back by the server', async () => {
+      const hook = receiver();
+      const url = 'http://example.org/topics/forged';
+      const trigger = (resource: string) => ({ url: `${X5}resourceTrigger`, extension: [{ url: 'resource', valueUri: resource }] });
+      const topic = {
+        resourceType: 'Basic', id: 'forged-topic', code: { coding: [{ system: 'http://hl7.org/fhir/fhir-types', code: 'SubscriptionTopic' }] },
+        extension: [{ url: `${X5}url`, valueUri: url }, { url: `${X5}status`, valueCode: 'active' }, trigger('Observation')],
+      };
+      try {
+        await admin.put200(topic);
+        const sub = await admin.create({
+          resourceType: 'Subscription', status: 'requested', reason: 'forged', criteria: url,
+          channel: { type: 'rest-hook', endpoint: hook.url, payload: 'application/fhir+json', _payload: { extension: [{ url: `${BP}backport-payload-content`, valueCode: 'id-only' }] } },
+        });
+        const id = sub.id as string;
+        await deliver();
+        const current = (await (await admin.get(`Subscription/${id}`)).json()) as Json;
+        // The pause's words with another endpoint: a write any writer of the Subscription may make, which activates nothing.
+        await admin.put200({ ...current, status: 'error', error: TOPIC_PAUSE('Encounter'), channel: { ...current.channel, endpoint: `${hook.url}/other` } });
+        await admin.put200(topic);
+        await observation('p1');
+        await observation('p1');
+        expect(await shown(id)).toEqual(['error', TOPIC_PAUSE('Encounter')]);
+      } finally {
+        hook.stop();
+      }
     });
 
     test('activated again by another owner between the claim and the delivery: not judged by the grant the claim found', async () => {

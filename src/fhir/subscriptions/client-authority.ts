@@ -45,6 +45,31 @@ export function pausedFor(sub: Json, clientId: string | null): PauseReason | und
   return (['disabled', 'scopes'] as const).find((reason) => sub.error === pausedError(clientId, reason));
 }
 
+const TOPIC_PAUSE_HEAD = 'paused: its topic now selects ';
+const TOPIC_PAUSE_TAIL = ' resources, which its owner (the token that activated it) may not search; the server sets it back to the status it had once the topic selects only what its owner may search';
+
+/**
+ * The `error` of a topic-based Subscription the server paused because its topic, edited since its activation (the
+ * operator added a trigger), selects `types`, which its owner may not search: it notifies nothing (its topic no longer
+ * compiles for its owner, hub.ts), and neither its owner's grant nor its client's registration is to blame.
+ */
+export function topicPausedError(types: readonly string[]): string {
+  return `${TOPIC_PAUSE_HEAD}${types.join(', ')}${TOPIC_PAUSE_TAIL}`;
+}
+
+/** The types named by the server's topic pause of `sub` (a Subscription as stored), if its `error` is one (topicPausedError). */
+export function topicPausedFor(sub: Json): string[] | undefined {
+  const error = sub.error;
+  if (sub.status !== 'error' || typeof error !== 'string' || !error.startsWith(TOPIC_PAUSE_HEAD) || !error.endsWith(TOPIC_PAUSE_TAIL)) return undefined;
+  const types = error.slice(TOPIC_PAUSE_HEAD.length, error.length - TOPIC_PAUSE_TAIL.length).split(', ');
+  return types.every((t) => /^[A-Z][A-Za-z]*$/.test(t)) && topicPausedError(types) === error ? types : undefined;
+}
+
+/** Whether `sub` stands paused by the server, for its client's registration (pausedFor) or for its topic (topicPausedFor). */
+export function serverPaused(sub: Json, clientId: string | null): boolean {
+  return pausedFor(sub, clientId) !== undefined || topicPausedFor(sub) !== undefined;
+}
+
 /** One of the client's Subscriptions: its current version (a deletion left out), parsed, and its owner record. */
 interface Owned {
   current: ResourceVersion;
@@ -81,14 +106,15 @@ export interface Registration {
 const HISTORY_PAGE = 100;
 
 /**
- * The status a paused Subscription goes back to: that of the last version before the server's pauses, however many
- * versions back (each reason change, and each write of it as it stands, is one more: its history is read a page at a
- * time). Each pause is the server's only if it changed nothing but the status and `error` of the version before it: the
- * pause's words are plain text, which anyone who may write the Subscription can write (stored as written: an `error`
- * activates nothing, and its owner stays), with another endpoint or criteria that enable would otherwise set active
- * unchecked under the owner's authority. A version missing (expunged) or deleted on the way: none.
+ * The status a paused Subscription goes back to: that of the last version before the server's pauses (for the
+ * registration of `clientId`, or for its topic: serverPaused), however many versions back (each reason change, and
+ * each write of it as it stands, is one more: its history is read a page at a time). Each pause is the server's only
+ * if it changed nothing but the status and `error` of the version before it: the pause's words are plain text, which
+ * anyone who may write the Subscription can write (stored as written: an `error` activates nothing, and its owner
+ * stays), with another endpoint or criteria that enable would otherwise set active unchecked under the owner's
+ * authority. A version missing (expunged) or deleted on the way: none.
  */
-async function statusBefore(store: Store, tenant: string, current: ResourceVersion, clientId: string): Promise<'active' | 'requested' | undefined> {
+export async function statusBefore(store: Store, tenant: string, current: ResourceVersion, clientId: string | null): Promise<'active' | 'requested' | undefined> {
   let after = JSON.parse(current.content) as Json;
   let last: ResourceVersion = current;
   for (;;) {
@@ -101,7 +127,7 @@ async function statusBefore(store: Store, tenant: string, current: ResourceVersi
       last = before;
       const sub = JSON.parse(before.content) as Json;
       if (!sameBesidesStatus(sub, after)) return undefined;
-      if (pausedFor(sub, clientId) !== undefined) {
+      if (serverPaused(sub, clientId)) {
         after = sub;
         continue;
       }
@@ -137,6 +163,7 @@ export async function reconcileClientSubscriptions(
   for (const { current, sub, owner } of await ownSubscriptions(store, tenant, clientId, true)) {
     if (registration.disabled && ownerUser(owner) !== null) continue;
     const paused = pausedFor(sub, clientId);
+    // Paused for its topic (hub.ts), not for the registration: the hub sets it back once the topic compiles for it.
     if (paused === undefined && sub.status !== 'active' && sub.status !== 'requested') continue;
     deps ??= fhir();
     const reason: PauseReason | undefined = registration.disabled ? 'disabled' : (await searchesWhatItSelects(deps, tenant, await registration.access(owner), sub, now)) ? undefined : 'scopes';

@@ -27,7 +27,7 @@ import { toFhirXml } from '../xml/to-xml.ts';
 import { endpointUrl, systemResolve, type ResolveHost } from './endpoint.ts';
 import { outboundFetch, RefusedAddress } from '../../http/outbound.ts';
 import { authorityRevoked, ownerClient, ownerUser, type RestoreAccess } from './owner.ts';
-import { pausedFor } from './client-authority.ts';
+import { serverPaused } from './client-authority.ts';
 import { grantError, grantReaches } from './owner-reach.ts';
 import { writeServerStatus } from './server-status.ts';
 import type { UserLookup } from '../../auth/user-cache.ts';
@@ -244,7 +244,7 @@ export class SubscriptionDelivery {
       if (!sub || !isActivated(sub) || channel.type !== 'rest-hook' || revoked || client?.disabled) {
         // A client's disable is undone by its enable, when its own Subscriptions resume: their heartbeats too (one the
         // disable set `error`, client-authority.ts, is set back then, the period kept).
-        const paused = !!sub && (isActivated(sub) || pausedFor(sub, clientId)) && channel.type === 'rest-hook' && !revoked;
+        const paused = !!sub && (isActivated(sub) || serverPaused(sub, clientId)) && channel.type === 'rest-hook' && !revoked;
         this.counts.dropped += await repo.drop(c.tenant, c.id, paused);
         return;
       }

@@ -22,6 +22,7 @@ import { matchConditions } from '../search-match.ts';
 import { textIndexOf } from '../text-index.ts';
 import type { Client, Condition, TextEntry } from '../../store/types.ts';
 import { activateSubscription, DELIVERED_CHANNELS, isActivated, prepareActivation, type Activated, type ActivationReads, type Together } from './activation.ts';
+import { requireAccess } from '../access.ts';
 import { compileCriteria } from './criteria.ts';
 import { fhirPathHolds } from './fhirpath-criteria.ts';
 import type { CompiledTopicCriteria } from '../validation/fhirpath-engine.ts';
@@ -32,7 +33,8 @@ import { indexEntries } from '../indexer.ts';
 import { endpointUrl, systemResolve, type ResolveHost } from './endpoint.ts';
 import { authorityRevoked, ownerAccess, ownerClient, ownerUser, type OwnerUser, type RestoreAccess } from './owner.ts';
 import { grantReaches, searchesWhatItSelects } from './owner-reach.ts';
-import { showSilenced, type ShowFailure, type Silenced } from './silenced.ts';
+import { showSilenced, type Resumed, type ShowFailure, type Silenced } from './silenced.ts';
+import { statusBefore, topicPausedFor } from './client-authority.ts';
 import type { UserLookup } from '../../auth/user-cache.ts';
 import type { User } from '../../store/types.ts';
 
@@ -95,6 +97,8 @@ interface ActiveSet {
    * those, whoever's, whose recorded scopes themselves no longer let them search it by today's rules (owner-reach.ts).
    */
   refused: Silenced[];
+  /** Those paused for their topic (topicPausedError) whose topic compiles for their owner again: set back (silenced.ts). */
+  resumed: Resumed[];
   byType: Map<string, Compiled[]>;
   /** The types some topic-based Subscription triggers on: their writes are read with their previous version, deletions too. */
   topicTypes: Set<string>;
@@ -142,6 +146,8 @@ export interface WriteHook {
 
 /** Active Subscriptions, and the topic rest-hook ones awaiting their handshake (stored `requested`: activation.ts isActivated). */
 const ACTIVE_QUERY = new URLSearchParams('status=active,requested');
+/** Those in `error`, among which the server's topic pauses (resumable). */
+const PAUSED_QUERY = new URLSearchParams('status=error');
 /**
  * The types whose change compiles a tenant's subscriptions again: theirs, the terminology that a
  * criteria's `:in`, `:below` or `:above` (and an owner's scope filter) was expanded from, and Basic, which
@@ -356,7 +362,7 @@ export class SubscriptionHub {
    * The subscriptions of a client in `active` that may notify now (current), judged before a write's transaction
    * begins: their clients' and users' records, and a compilation again, are read on the store's connections.
    */
-  private async notifying(tenant: string, active: ActiveSet): Promise<{ notifying: Set<Compiled>; silenced: Silenced[] }> {
+  private async notifying(tenant: string, active: ActiveSet): Promise<{ notifying: Set<Compiled>; silenced: (Silenced | Resumed)[] }> {
     // Each client's and user's record read once for the write, not once per subscription (a tenant may have thousands):
     // then each subscription is judged without waiting, unless its client's registration changed (compiled again).
     const subs = new Set<Compiled>();
@@ -391,7 +397,7 @@ export class SubscriptionHub {
       if (r.why === 'scopes' && user !== null) await read(r.clientId, user);
       silenced.set(r.id, r.why === 'scopes' && revokedOf(r.clientId, user) ? { ...r, why: 'sign-in' } : r);
     }
-    return { notifying: out, silenced: [...silenced.values()] };
+    return { notifying: out, silenced: [...silenced.values(), ...active.resumed] };
   }
 
   /** A client's registered scopes, as compared to see whether its subscriptions need compiling again. */
@@ -479,6 +485,7 @@ export class SubscriptionHub {
       byType.set(c.type, list);
     };
     let topics: Promise<Topic[]> | undefined;
+    const topicsOf = () => (topics ??= tenantTopics(fhir, tenant, clock.now()));
     const refused: Silenced[] = [];
     for (const row of rows.slice(0, MAX_ACTIVE)) {
       const r = JSON.parse(row.content) as Record<string, unknown> & { criteria?: unknown; channel?: { type?: string } };
@@ -490,10 +497,8 @@ export class SubscriptionHub {
         const registered = clientId === null ? null : await this.registeredScopes(clientId);
         const access = await ownerAccess(tenant, owner, restoreAccess);
         if (isTopicCriteria(r.criteria)) {
-          const request = topicRequest(r);
-          const topic = findTopic(await (topics ??= tenantTopics(fhir, tenant, clock.now())), request);
-          const compile = async (criteria: string) => (await compileCriteria(fhir, tenant, access, criteria, clock.now())).where;
-          for (const t of await compileTopic(fhir, tenant, access, topic, request, clock.now(), compile)) {
+          const { topic, triggers } = await this.compileTopicOf(tenant, access, r, await topicsOf());
+          for (const t of triggers) {
             topicTypes.add(t.trigger.type);
             add({
               id: row.id, type: t.trigger.type, where: t.where, access, owner, criteria: t.criteria, clientId, registered, user: ownerUser(owner),
@@ -515,9 +520,69 @@ export class SubscriptionHub {
         // paused for it where the registration is what refuses (byRegistration).
         else if (await this.byRegistration(tenant, owner, (access) => searchesWhatItSelects(fhir, tenant, access, r, clock.now()))) {
           refused.push({ id: row.id, owner, clientId, why: 'scopes', client: null, registered: await this.registeredScopes(clientId) });
+        } else if (isTopicCriteria(r.criteria)) {
+          // Neither its grant nor its registration: its topic, widened since, selects types its owner may not search.
+          const types = await this.unsearchedTriggers(tenant, owner, r, await topicsOf()).catch(() => []);
+          if (types.length) refused.push({ id: row.id, owner, clientId, why: 'topic', client: null, types });
         }
       }
     }
-    return { token, byType, topicTypes, refused };
+    return { token, byType, topicTypes, refused, resumed: await this.resumable(tenant, owners, topicsOf) };
+  }
+
+  /** A topic-based Subscription `r` compiled for `access`: its topic (of `topics`) and its triggers' conditions. */
+  private async compileTopicOf(tenant: string, access: Access, r: Record<string, unknown>, topics: Topic[]) {
+    const { fhir, clock } = this.options;
+    const request = topicRequest(r);
+    const topic = findTopic(topics, request);
+    const compile = async (criteria: string) => (await compileCriteria(fhir, tenant, access, criteria, clock.now())).where;
+    return { topic, triggers: await compileTopic(fhir, tenant, access, topic, request, clock.now(), compile) };
+  }
+
+  /**
+   * The trigger types of topic-based Subscription `r`'s topic that the scopes recorded for `owner` (by today's rules) may
+   * not search, with its filter: those its topic selects and its owner may not search (topicPausedError names them).
+   */
+  private async unsearchedTriggers(tenant: string, owner: string, r: Record<string, unknown>, topics: Topic[]): Promise<string[]> {
+    const { fhir, clock, restoreAccess } = this.options;
+    const access = await ownerAccess(tenant, owner, restoreAccess, 'recorded');
+    const request = topicRequest(r);
+    const out: string[] = [];
+    for (const trigger of findTopic(topics, request).triggers) {
+      const query = request.filters.get(trigger.type);
+      try {
+        requireAccess(access, trigger.type, 's');
+        await compileCriteria(fhir, tenant, access, query === undefined ? trigger.type : `${trigger.type}?${query}`, clock.now());
+      } catch (err) {
+        if (err instanceof FhirError && err.status === 403 && !out.includes(trigger.type)) out.push(trigger.type);
+      }
+    }
+    return out;
+  }
+
+  /**
+   * The Subscriptions of `tenant` the server paused for their topic (topicPausedError) whose topic compiles for their
+   * owner again (the operator reverted it, or removed the trigger): each with the status it goes back to (statusBefore:
+   * only where each pause changed nothing but status and `error`). Judged as the set is loaded, which a write of a
+   * topic (Basic) brings about; the first MAX_ACTIVE in `error`, as the active ones.
+   */
+  private async resumable(tenant: string, owners: Map<string, string>, topicsOf: () => Promise<Topic[]>): Promise<Resumed[]> {
+    const { fhir, log, restoreAccess } = this.options;
+    const where = compileFilter('Subscription', PAUSED_QUERY) as Condition[];
+    const rows = await fhir.store.resources.search(tenant, { type: 'Subscription', where, sort: [], count: MAX_ACTIVE });
+    const out: Resumed[] = [];
+    for (const row of rows) {
+      const r = JSON.parse(row.content) as Record<string, unknown> & { channel?: { type?: string } };
+      const owner = owners.get(row.id);
+      if (owner === undefined || !DELIVERED_CHANNELS.includes(r.channel?.type ?? '') || !isTopicCriteria(r.criteria) || topicPausedFor(r) === undefined) continue;
+      try {
+        await this.compileTopicOf(tenant, await ownerAccess(tenant, owner, restoreAccess), r, await topicsOf());
+        const status = await statusBefore(fhir.store, tenant, row, ownerClient(owner));
+        if (status !== undefined) out.push({ id: row.id, owner, status, versionId: row.versionId });
+      } catch (err) {
+        if (!(err instanceof FhirError)) log.warn('a subscription paused for its topic could not be judged', { tenant, subscription: row.id, err });
+      }
+    }
+    return out;
   }
 }

@@ -7,8 +7,11 @@
  * its tenant, the server writes it as `cinder` would have: `off` once the sign-in it rests on is revoked, paused
  * (`error`) while its client is disabled, `off` once the client is deleted, paused (`error`) while its client's
  * registered scopes no longer let it search what it selects (a client's own or one activated on a user's sign-in,
- * found so as the set is loaded or as a compiled one is compiled again); and `error` for good once the scopes
- * recorded at its activation no longer let it search what it selects (owner-reach.ts: an older release's grant).
+ * found so as the set is loaded or as a compiled one is compiled again); `error` for good once the scopes
+ * recorded at its activation no longer let it search what it selects (owner-reach.ts: an older release's grant);
+ * and paused (`error`, topicPausedError) while its topic, edited since, selects types its owner may not search
+ * (neither grant nor registration to blame), set back to the status it had (client-authority.ts statusBefore) once
+ * the set's load finds it compiles again.
  * A write of one that fails (a version the server cannot store, its database unreachable) is tried again only after
  * a wait that doubles with each failure (SHOW_RETRY_FIRST_MS to SHOW_RETRY_MAX_MS): one that always fails neither
  * takes the places of the others at every write nor costs every write a failed transaction.
@@ -18,7 +21,7 @@ import type { Logger } from '../../log.ts';
 import type { Client } from '../../store/types.ts';
 import type { FhirDeps } from '../crud.ts';
 import { isActivated } from './activation.ts';
-import { deletedError, pausedError } from './client-authority.ts';
+import { deletedError, pausedError, topicPausedError, topicPausedFor } from './client-authority.ts';
 import { ownerUser } from './owner.ts';
 import { grantError } from './owner-reach.ts';
 import { writeServerStatus } from './server-status.ts';
@@ -49,10 +52,23 @@ export interface Silenced {
   /** The owner record it was skipped for (a Subscription activated again since by another owner is not touched). */
   owner: string;
   clientId: string;
-  why: 'sign-in' | 'client' | 'scopes' | 'grant';
+  why: 'sign-in' | 'client' | 'scopes' | 'grant' | 'topic';
   client: Client | null;
   /** For `scopes`: the client's registered scopes it was judged with (joined by spaces). */
   registered?: string | null;
+  /** For `topic`: the types its topic now selects that its owner may not search (topicPausedError). */
+  types?: string[];
+}
+
+/**
+ * A Subscription the server paused for its topic (`error`, topicPausedError) whose topic compiles for its owner again, as
+ * the hub's set is loaded: set back to `status` (statusBefore), if its version is still `versionId`, the one judged.
+ */
+export interface Resumed {
+  id: string;
+  owner: string;
+  status: 'active' | 'requested';
+  versionId: number;
 }
 
 /** The status and `error` the server writes for `s`. */
@@ -60,6 +76,7 @@ function statusOf(s: Silenced): { status: 'off' | 'error'; error: string } {
   if (s.why === 'sign-in') return { status: 'off', error: signInRevokedError };
   if (s.why === 'scopes') return { status: 'error', error: pausedError(s.clientId, 'scopes') };
   if (s.why === 'grant') return { status: 'error', error: grantError(s.clientId) };
+  if (s.why === 'topic') return { status: 'error', error: topicPausedError(s.types ?? []) };
   return s.client?.deletedAt != null ? { status: 'off', error: deletedError(s.clientId) } : { status: 'error', error: pausedError(s.clientId, 'disabled') };
 }
 
@@ -82,7 +99,7 @@ function noteFailure(failed: Map<string, ShowFailure>, key: string, owner: strin
  * set is to be read again: one was written, or refused for scopes its client no longer has registered (judged again).
  */
 export async function showSilenced(
-  deps: { fhir: FhirDeps; clock: Clock; log: Logger; showing: Set<string>; failed: Map<string, ShowFailure> }, tenant: string, silenced: readonly Silenced[],
+  deps: { fhir: FhirDeps; clock: Clock; log: Logger; showing: Set<string>; failed: Map<string, ShowFailure> }, tenant: string, silenced: readonly (Silenced | Resumed)[],
   limit = SHOWN_PER_WRITE,
 ): Promise<boolean> {
   const { fhir, clock, log, showing, failed } = deps;
@@ -99,6 +116,16 @@ export async function showSilenced(
     if (failure?.owner === s.owner && clock.now() < failure.retryAt) continue;
     showing.add(key);
     try {
+      if (!('why' in s)) {
+        // Set back, unless written since it was judged (a client's write stands, as writeServerStatus keeps it).
+        const current = await fhir.store.resources.read(tenant, 'Subscription', s.id);
+        const sub = current && !current.deleted ? (JSON.parse(current.content) as Record<string, unknown>) : undefined;
+        if (!sub || current!.versionId !== s.versionId || topicPausedFor(sub) === undefined || (await fhir.store.subscriptions.owner(tenant, s.id)) !== s.owner) continue;
+        tried++;
+        if (await writeServerStatus(fhir, clock, tenant, current!, sub, s.status)) again = true;
+        failed.delete(key);
+        continue;
+      }
       if (s.why === 'client' || s.why === 'scopes') {
         let read = clients.get(s.clientId);
         if (read === undefined) clients.set(s.clientId, (read = fhir.store.clients.get(s.clientId)));

@@ -10,7 +10,7 @@
 import type { Clock } from '../../clock.ts';
 import type { Store } from '../../store/types.ts';
 import type { FhirDeps } from '../crud.ts';
-import { pausedFor } from './client-authority.ts';
+import { serverPaused } from './client-authority.ts';
 import { ownerClient, ownerUser } from './owner.ts';
 import { writeServerStatus } from './server-status.ts';
 
@@ -40,8 +40,8 @@ export async function turnOffUserSubscriptions(store: Store, clock: Clock, fhir:
   for (const [id, owner] of owned) {
     const current = await store.resources.read(tenant, 'Subscription', id);
     const sub = current && !current.deleted ? (JSON.parse(current.content) as Record<string, unknown>) : undefined;
-    // Paused for its client's scopes (client-authority.ts) it rests on the sign-in all the same.
-    if (sub?.status !== 'active' && sub?.status !== 'requested' && (sub === undefined || pausedFor(sub, ownerClient(owner)) === undefined)) continue;
+    // Paused for its client's scopes (client-authority.ts), or for its topic (hub.ts), it rests on the sign-in all the same.
+    if (sub?.status !== 'active' && sub?.status !== 'requested' && (sub === undefined || !serverPaused(sub, ownerClient(owner)))) continue;
     // Written by a client meanwhile: theirs stands (refused all the same if it rests on this user's old authority).
     if (await writeServerStatus((deps ??= fhir()), clock, tenant, current!, sub, 'off', why)) off.push(id);
   }

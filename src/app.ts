@@ -28,7 +28,7 @@ import type { WsBindingTokens } from './fhir/subscriptions/operations.ts';
 import { TopicSockets } from './fhir/subscriptions/topic-sockets.ts';
 import { perMinute } from './auth/rate-limit.ts';
 import { smartOAuthUris } from './auth/discovery.ts';
-import { capabilityStatementJson, type CapabilityContribution } from './fhir/capability.ts';
+import { capabilityStatementParts, type CapabilityContribution } from './fhir/capability.ts';
 import { instanceShape } from './fhir/subset.ts';
 import { parsePrefer } from './http/prefer.ts';
 import { metadataMode, terminologyCapabilitiesJson } from './fhir/terminology-capabilities.ts';
@@ -60,7 +60,7 @@ import { createImportRunner, type ImportRunner } from './import/runner.ts';
 import { systemResolve } from './fhir/subscriptions/endpoint.ts';
 import { fhirRoutes } from './http/fhir.ts';
 import { graphqlCapability, graphqlRoutes } from './http/graphql.ts';
-import { fhirJson } from './http/fhir-response.ts';
+import { fhirJson, fhirJsonParts } from './http/fhir-response.ts';
 import { createMetrics, type Metrics } from './http/metrics.ts';
 import { FHIR_BASE_ROUTE, fhirAdmission, fhirGate, GATE_ROUTE } from './http/middleware/fhir-gate.ts';
 import { hotRoutes, type HotRoutes } from './http/hot-routes.ts';
@@ -230,7 +230,7 @@ export function createApp(deps: AppDeps): App {
     }
     const subset = shape && { shape, key: JSON.stringify([params.getAll('_summary'), params.getAll('_elements')]) };
     const [subscriptionTopics, profiles] = await Promise.all([topicCanonicals.of(c.get('tenant')), supportedProfiles.of(c.get('tenant'))]);
-    return fhirJson(capabilityStatementJson({
+    return fhirJsonParts(capabilityStatementParts({
       fhirBase, contributions, now: clock.now(), version: pkg.version,
       oauthUris: smartOAuthUris(config.baseUrl), cors: config.corsOrigins !== 'none', websocket: `${fhirBase.replace(/^http/, 'ws')}/websocket`, subscriptionTopics,
       supportedProfiles: profiles,

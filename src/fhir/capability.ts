@@ -241,6 +241,12 @@ const topicExtensions = (topics: string[] = []) => (topics.length ? topics.map((
 function withTenant(entries: EntriesText, topics: string[] | undefined, profiles: SupportedProfiles | undefined): string {
   const bare = !topics?.length && !profiles?.size;
   if (bare && entries.bare !== undefined) return entries.bare;
+  // The same string while the tenant's lists are the same objects (TenantReads keeps them until they change): the
+  // answer's compressed form of it is kept by that string (src/http/content-coding.ts partedResponse).
+  const byTopics = bare ? undefined : (TENANT_TEXTS.get(entries) ?? TENANT_TEXTS.set(entries, new WeakMap()).get(entries)!);
+  const byProfiles = byTopics && (byTopics.get(topics ?? NONE) ?? byTopics.set(topics ?? NONE, new WeakMap()).get(topics ?? NONE)!);
+  const known = byProfiles?.get(profiles ?? NONE);
+  if (known !== undefined) return known;
   let text = entries.parts[0]!;
   entries.slots.forEach((slot, i) => {
     if (slot.kind === 'topics') {
@@ -253,8 +259,14 @@ function withTenant(entries: EntriesText, topics: string[] | undefined, profiles
     text += entries.parts[i + 1]!;
   });
   if (bare) entries.bare = text;
+  else byProfiles!.set(profiles ?? NONE, text);
   return text;
 }
+
+/** The entries' text with a tenant's lists (withTenant), by the entries, the topics and the profiles, each object as read. */
+const TENANT_TEXTS = new WeakMap<EntriesText, WeakMap<object, WeakMap<object, string>>>();
+/** Stands for a list the tenant does not have. */
+const NONE = {};
 
 /**
  * capabilityStatement as JSON text, its per-type entries (1.4 MB of the statement's text, every search
@@ -262,6 +274,16 @@ function withTenant(entries: EntriesText, topics: string[] | undefined, profiles
  * SubscriptionTopics are all that vary (6.5 against 0.9 ms a request in process).
  */
 export function capabilityStatementJson(o: CapabilityOptions, subset?: StatementSubset): string {
+  const parts = capabilityStatementParts(o, subset);
+  return typeof parts === 'string' ? parts : parts.join('');
+}
+
+/**
+ * capabilityStatementJson as its three parts: what precedes the per-type entries, the entries (with the tenant's
+ * topics and profiles: the same string across requests while they are unchanged, withTenant), and what follows;
+ * or the whole text when a subset left no entries.
+ */
+export function capabilityStatementParts(o: CapabilityOptions, subset?: StatementSubset): string | [string, string, string] {
   let entries = resourceEntriesText(o.contributions);
   let text = JSON.stringify(capabilityStatement(o, ENTRIES_HERE));
   if (subset !== undefined) {
@@ -274,7 +296,7 @@ export function capabilityStatementJson(o: CapabilityOptions, subset?: Statement
   const at = text.indexOf(placeholder);
   // A subset without `rest.resource` (`_elements=format`) has no placeholder left.
   if (at < 0) return text;
-  return `${text.slice(0, at)}"resource":${withTenant(entries, o.subscriptionTopics, o.supportedProfiles)}${text.slice(at + placeholder.length)}`;
+  return [`${text.slice(0, at)}"resource":`, withTenant(entries, o.subscriptionTopics, o.supportedProfiles), text.slice(at + placeholder.length)];
 }
 
 /** `_summary` / `_elements` of a `metadata` request: the rewrite, and a key naming it for the cache of shaped entries. */

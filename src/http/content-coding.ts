@@ -3,8 +3,11 @@
  * answers (searches, reads, history, operations, metadata) and export manifests of at least
  * COMPRESS_MIN_CHARS characters, compressed in one call from the text they were made of. A shorter
  * answer is sent as it is without being looked at (unless the client refuses identity), so the common
- * small read or search pays a WeakMap lookup and nothing else.
+ * small read or search pays a WeakMap lookup and nothing else. An answer made of a part shared with other
+ * answers (the CapabilityStatement's per-type entries) keeps that part's deflated form (partedResponse).
  */
+
+import { constants as zlibConstants, crc32, deflateRawSync } from 'node:zlib';
 
 /**
  * Answers of at least this many characters are compressed (8 KiB; docs/PERFORMANCE.md, "Compressed
@@ -18,6 +21,19 @@ export const GZIP_LEVEL = 1;
 
 /** The text of each answer long enough to compress, by its Response (set where the text is made). */
 const texts = new WeakMap<Response, string>();
+/** The parts of an answer made of a head, a part shared with other answers, and a tail (partedResponse). */
+const parted = new WeakMap<Response, readonly [string, string, string]>();
+
+/**
+ * A Response of `head + shared + tail`, where `shared` is the same string across answers (the CapabilityStatement's
+ * 1.4 MB of per-type entries: its `date`, in the head, differs with each): compressed, the shared part's deflated
+ * form is kept (sharedDeflated) and only the head and tail are deflated per answer.
+ */
+export function partedResponse(parts: readonly [string, string, string], init: ResponseInit): Response {
+  const res = textResponse(parts.join(''), init);
+  if (texts.has(res)) parted.set(res, parts);
+  return res;
+}
 
 /** A Response of `text`, remembered for compression when it is long enough. */
 export function textResponse(text: string, init: ResponseInit): Response {
@@ -107,7 +123,10 @@ export function encode(req: Request, res: Response): Response | Promise<Response
   }
   if (NO_CODING.has(res.status) || res.headers.has('content-encoding')) return res;
   const header = req.headers.get('accept-encoding');
-  if (prefersGzip(header)) return gzipped(res, text);
+  if (prefersGzip(header)) {
+    const parts = parted.get(res);
+    return parts ? gzippedAnswer(res, gzipOfParts(parts)) : gzipped(res, text);
+  }
   res.headers.append('Vary', 'Accept-Encoding');
   return res;
 }
@@ -119,13 +138,74 @@ function isJson(res: Response): boolean {
 
 /** `res` with `text` in gzip: the same status and fields, Content-Encoding and Vary added. */
 function gzipped(res: Response, text: string): Response {
+  return gzippedAnswer(res, Bun.gzipSync(text, { level: GZIP_LEVEL }));
+}
+
+/** `res` with `body` (its text in gzip): the same status and fields, Content-Encoding and Vary added. */
+function gzippedAnswer(res: Response, body: Uint8Array<ArrayBuffer>): Response {
   const headers = new Headers(res.headers);
   headers.set('Content-Encoding', 'gzip');
   headers.append('Vary', 'Accept-Encoding');
   headers.delete('Content-Length');
   weakenEtag(headers);
-  return new Response(Bun.gzipSync(text, { level: GZIP_LEVEL }), { status: res.status, statusText: res.statusText, headers });
+  return new Response(body, { status: res.status, statusText: res.statusText, headers });
 }
+
+/** A shared part's UTF-8 bytes (for the CRC-32 of the whole) and its deflated form, a block sequence ending on a full flush. */
+interface Deflated {
+  bytes: Uint8Array;
+  deflated: Uint8Array;
+}
+
+/** The most shared parts whose deflated form is kept (a few per tenant's lists; 1.4 MB and 0.1 MB each): then the oldest is forgotten. */
+export const SHARED_KEPT = 16;
+const sharedForms = new Map<string, Deflated>();
+const utf8 = new TextEncoder();
+
+/** Raw deflate of `bytes` at GZIP_LEVEL, ending on a full flush (byte-aligned, no final block, no back-reference past it) unless `last`. */
+function deflateRaw(bytes: Uint8Array, last: boolean): Uint8Array {
+  return deflateRawSync(bytes, { level: GZIP_LEVEL, ...(last ? {} : { finishFlush: zlibConstants.Z_FULL_FLUSH }) });
+}
+
+/** The deflated form of `shared`, kept by the string (the same string object is found without reading its 1.4 MB again). */
+function sharedDeflated(shared: string): Deflated {
+  let known = sharedForms.get(shared);
+  if (known === undefined) {
+    const bytes = utf8.encode(shared);
+    known = { bytes, deflated: deflateRaw(bytes, false) };
+    if (sharedForms.size >= SHARED_KEPT) sharedForms.delete(sharedForms.keys().next().value!);
+    sharedForms.set(shared, known);
+  }
+  return known;
+}
+
+/**
+ * `head + shared + tail` as one gzip member (RFC 1952): its header, the raw deflate of the head (ending on a full
+ * flush), the shared part's kept deflated form (which ends on one too, and reads nothing before it: RFC 1951 lets a
+ * stream be so cut, as pigz joins the blocks it deflates apart), the tail's (the final block), then the CRC-32 and
+ * length of the whole text's bytes. Level GZIP_LEVEL, as gzipped.
+ */
+export function gzipOfParts(parts: readonly [string, string, string]): Uint8Array<ArrayBuffer> {
+  const [head, shared, tail] = parts;
+  const { bytes, deflated } = sharedDeflated(shared);
+  const headBytes = utf8.encode(head);
+  const tailBytes = utf8.encode(tail);
+  const blocks = [deflateRaw(headBytes, false), deflated, deflateRaw(tailBytes, true)];
+  const out = new Uint8Array(GZIP_HEADER.length + blocks.reduce((n, b) => n + b.length, 0) + 8);
+  out.set(GZIP_HEADER, 0);
+  let at = GZIP_HEADER.length;
+  for (const b of blocks) {
+    out.set(b, at);
+    at += b.length;
+  }
+  const trailer = new DataView(out.buffer, at, 8);
+  trailer.setUint32(0, crc32(tailBytes, crc32(bytes, crc32(headBytes))) >>> 0, true);
+  trailer.setUint32(4, (headBytes.length + bytes.length + tailBytes.length) >>> 0, true);
+  return out;
+}
+
+/** A gzip member's header (RFC 1952 2.3): deflate, no flags, no time, no extra flags, OS unknown. */
+const GZIP_HEADER = new Uint8Array([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff]);
 
 /**
  * A strong ETag names one sequence of bytes (RFC 9110 8.8.3), which the gzip form is not: it becomes

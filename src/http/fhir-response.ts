@@ -4,7 +4,7 @@ import { etag, etagMatches } from '../fhir/bundle.ts';
 import { stringifyExact } from '../fhir/exact-json.ts';
 import type { Shape } from '../fhir/subset.ts';
 import { parseHttpDate } from './http-date.ts';
-import { COMPRESS_MIN_CHARS, textResponse } from './content-coding.ts';
+import { COMPRESS_MIN_CHARS, partedResponse, textResponse } from './content-coding.ts';
 
 export const FHIR_JSON = 'application/fhir+json; charset=utf-8';
 
@@ -258,6 +258,11 @@ export function versionResponse(v: ResourceVersion, shape?: Shape): Response {
  * A JSON response with the FHIR media type (an object's numbers as written: stringifyExact; compressed
  * for clients that take gzip when long: src/http/content-coding.ts).
  */
+/** fhirJson of a text in parts, one shared with other answers (the CapabilityStatement's: content-coding.ts partedResponse). */
+export function fhirJsonParts(parts: string | [string, string, string]): Response {
+  return typeof parts === 'string' ? fhirJson(parts) : partedResponse(parts, { status: 200, headers: JSON_HEADERS });
+}
+
 export function fhirJson(body: string | object, status = 200, headers?: Record<string, string>): Response {
   return textResponse(typeof body === 'string' ? body : stringifyExact(body), {
     status,

@@ -113,6 +113,35 @@ await eachStore((kind, fresh) => {
         .toEqual([null, 'Accept, Accept-Encoding', Buffer.byteLength((await (await get('Patient?_count=30')).text()))]);
     });
 
+    test("metadata in gzip is the statement's text request after request (its entries deflated once), and follows the tenant's topics and a subset", async () => {
+      const statement = async (path: string) => {
+        const plain = await (await t.request(`${t.fhir()}/${path}`)).text();
+        const zipped = [];
+        for (let i = 0; i < 2; i++) {
+          const res = await t.request(`${t.fhir()}/${path}`, { headers: { 'Accept-Encoding': 'gzip' } });
+          expect([res.status, res.headers.get('content-encoding')]).toEqual([200, 'gzip']);
+          zipped.push(await gunzip(res));
+        }
+        expect(zipped).toEqual([plain, plain]);
+        return plain;
+      };
+      const before = await statement('metadata');
+      const subset = await statement('metadata?_elements=rest,date');
+      expect(subset.length).toBeLessThan(before.length);
+      // A SubscriptionTopic: the statement names it on Subscription's entry, in gzip as in plain text.
+      const X5 = 'http://hl7.org/fhir/5.0/StructureDefinition/extension-SubscriptionTopic.';
+      const topic = {
+        resourceType: 'Basic', id: 'gz-topic', code: { coding: [{ system: 'http://hl7.org/fhir/fhir-types', code: 'SubscriptionTopic' }] },
+        extension: [{ url: `${X5}url`, valueUri: 'http://example.org/topics/gzip-é' }, { url: `${X5}status`, valueCode: 'active' }, { url: `${X5}resourceTrigger`, extension: [{ url: 'resource', valueUri: 'Observation' }] }],
+      };
+      expect((await t.request(`${t.fhir()}/Basic/gz-topic`, fhirInit(token, 'PUT', topic))).status).toBeLessThan(300);
+      const after = await statement('metadata');
+      expect([after === before, after.includes('http://example.org/topics/gzip-é')]).toEqual([false, true]);
+      expect((await statement('metadata?_elements=rest,date')).includes('http://example.org/topics/gzip-é')).toBe(true);
+      expect((await t.request(`${t.fhir()}/Basic/gz-topic`, fhirInit(token, 'DELETE'))).status).toBeLessThan(300);
+      expect(await statement('metadata')).toBe(before);
+    });
+
     test('export downloads: gzip as Accept-Encoding ranks it, a weak ETag for it that If-None-Match still matches', async () => {
       const manifest = await finish(t, token, await kickOff(t, token, '/$export?_type=Patient'));
       const url = manifest.output[0]!.url;

@@ -144,6 +144,36 @@ for (const target of targets) {
       }
     });
 
+    test("a user's under a widened topic whose sign-in has ended is turned off for that, not paused for its topic", async () => {
+      const url = 'http://example.org/topics/widened-ended';
+      const trigger = (resource: string) => ({ url: `${X5}resourceTrigger`, extension: [{ url: 'resource', valueUri: resource }] });
+      const topic = {
+        resourceType: 'Basic', id: 'widened-topic-ended', code: { coding: [{ system: 'http://hl7.org/fhir/fhir-types', code: 'SubscriptionTopic' }] },
+        extension: [{ url: `${X5}url`, valueUri: url }, { url: `${X5}status`, valueCode: 'active' }, trigger('Observation')],
+      };
+      await admin.put200(topic);
+      const nurse = await createUser(t.store, t.clock, { tenant: 't1', username: 'nurse', password: PASSWORD, fhirUser: 'Practitioner/n-1' });
+      const sub = await admin.create({
+        resourceType: 'Subscription', status: 'requested', reason: 'ended', criteria: url,
+        channel: {
+          type: 'websocket', payload: 'application/fhir+json', _payload: { extension: [{ url: `${BP}backport-payload-content`, valueCode: 'id-only' }] },
+          _type: { extension: [{ url: `${BP}backport-channel-type`, valueCoding: { system: 'http://terminology.hl7.org/CodeSystem/subscription-channel-type', code: 'websocket' } }] },
+        },
+      });
+      const id = sub.id as string;
+      const owner = JSON.stringify({ scopes: ['openid', 'user/Observation.rs', 'user/Subscription.cruds'], clientId: app, user: { id: nurse.id, readAt: t.clock.now() } });
+      await t.store.resources.write('t1', (w) => w.ownSubscription(id, owner, 'websocket'));
+      // The topic widened, then the nurse disabled by a write `cinder` did not make (its own turn-off escaped), past
+      // the user cache's life: the next write's load finds it refused for its topic, and its sign-in ended.
+      await admin.put200({ ...topic, extension: [...topic.extension, trigger('Encounter')] });
+      t.clock.advance(1);
+      await t.store.users.update({ ...(await t.store.users.get('t1', nurse.id))!, disabled: true });
+      t.clock.advance(10_000);
+      await observation('p1');
+      const [status, error] = await shown(id);
+      expect([status, typeof error === 'string' && error.startsWith('paused: its topic')]).toEqual(['off', false]);
+    });
+
     test('a pause for its topic written by a client with another endpoint is not set back by the server', async () => {
       const hook = receiver();
       const url = 'http://example.org/topics/forged';

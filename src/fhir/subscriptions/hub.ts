@@ -391,11 +391,12 @@ export class SubscriptionHub {
       // Its client's registration no longer lets it search what it selects: paused for its scopes, as the set's load pauses one.
       else if (now === 'refused' && !silenced.has(s.id)) silenced.set(s.id, { id: s.id, owner: s.owner, clientId: s.clientId!, why: 'scopes', client: null, registered: client?.scopes.join(' ') ?? null });
     }
-    // Those the set's load refused: a user's whose sign-in ended since is turned off for that rather than paused for its scopes.
+    // Those the set's load refused: a user's whose sign-in ended since is turned off for that rather than paused for its scopes or topic.
     for (const r of active.refused) {
       const user = ownerUser(r.owner);
-      if (r.why === 'scopes' && user !== null) await read(r.clientId, user);
-      silenced.set(r.id, r.why === 'scopes' && revokedOf(r.clientId, user) ? { ...r, why: 'sign-in' } : r);
+      const paused = r.why === 'scopes' || r.why === 'topic';
+      if (paused && user !== null) await read(r.clientId, user);
+      silenced.set(r.id, paused && revokedOf(r.clientId, user) ? { ...r, why: 'sign-in' } : r);
     }
     return { notifying: out, silenced: [...silenced.values(), ...active.resumed] };
   }

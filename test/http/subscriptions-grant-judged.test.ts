@@ -132,13 +132,17 @@ for (const target of targets) {
         const widened = [await observation('p1'), await observation('p1')];
         await deliver();
         expect(await shown(id)).toEqual(['error', TOPIC_PAUSE('Encounter')]);
+        // Widened further while paused: its `error` names both types at the next write.
+        await admin.put200({ ...topic, extension: [...topic.extension, trigger('Encounter'), trigger('Procedure')] });
+        widened.push(await observation('p1'));
+        expect(await shown(id)).toEqual(['error', TOPIC_PAUSE('Encounter, Procedure')]);
         // The topic as it was: the next write's load sets it back to active, and what follows is delivered.
         await admin.put200(topic);
         await observation('p1');
         expect(await shown(id)).toEqual(['active', undefined]);
         const after = await observation('p1');
         await deliver();
-        expect({ widened: widened.map(delivered), after: delivered(after) }).toEqual({ widened: [false, false], after: true });
+        expect({ widened: widened.map(delivered), after: delivered(after) }).toEqual({ widened: [false, false, false], after: true });
       } finally {
         hook.stop();
       }

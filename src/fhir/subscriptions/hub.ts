@@ -528,7 +528,8 @@ export class SubscriptionHub {
         }
       }
     }
-    return { token, byType, topicTypes, refused, resumed: await this.resumable(tenant, owners, topicsOf) };
+    const paused = await this.pausedForTopic(tenant, owners, topicsOf);
+    return { token, byType, topicTypes, refused: [...refused, ...paused.renamed], resumed: paused.resumed };
   }
 
   /** A topic-based Subscription `r` compiled for `access`: its topic (of `topics`) and its triggers' conditions. */
@@ -562,26 +563,32 @@ export class SubscriptionHub {
   }
 
   /**
-   * The Subscriptions of `tenant` the server paused for their topic (topicPausedError) whose topic compiles for their
-   * owner again (the operator reverted it, or removed the trigger): each with the status it goes back to (statusBefore:
-   * only where each pause changed nothing but status and `error`). Judged as the set is loaded, which a write of a
-   * topic (Basic) brings about; the first MAX_ACTIVE in `error`, as the active ones.
+   * The Subscriptions of `tenant` the server paused for their topic (topicPausedError), judged again as the set is
+   * loaded, which a write of a topic (Basic) brings about (the first MAX_ACTIVE in `error`, as the active ones).
+   * `resumed`: those whose topic compiles for their owner again (the operator reverted it, or removed the trigger),
+   * each with the status it goes back to (statusBefore: only where each pause changed nothing but status and `error`).
+   * `renamed`: those whose topic now selects other types their owner may not search than their `error` names.
    */
-  private async resumable(tenant: string, owners: Map<string, string>, topicsOf: () => Promise<Topic[]>): Promise<Resumed[]> {
+  private async pausedForTopic(tenant: string, owners: Map<string, string>, topicsOf: () => Promise<Topic[]>): Promise<{ resumed: Resumed[]; renamed: Silenced[] }> {
     const { fhir, log, restoreAccess } = this.options;
     const where = compileFilter('Subscription', PAUSED_QUERY) as Condition[];
     const rows = await fhir.store.resources.search(tenant, { type: 'Subscription', where, sort: [], count: MAX_ACTIVE });
-    const out: Resumed[] = [];
+    const out = { resumed: [] as Resumed[], renamed: [] as Silenced[] };
     for (const row of rows) {
       const r = JSON.parse(row.content) as Record<string, unknown> & { channel?: { type?: string } };
       const owner = owners.get(row.id);
-      if (owner === undefined || !DELIVERED_CHANNELS.includes(r.channel?.type ?? '') || !isTopicCriteria(r.criteria) || topicPausedFor(r) === undefined) continue;
+      const named = topicPausedFor(r);
+      const clientId = owner === undefined ? null : ownerClient(owner);
+      if (owner === undefined || clientId === null || named === undefined || !DELIVERED_CHANNELS.includes(r.channel?.type ?? '') || !isTopicCriteria(r.criteria)) continue;
       try {
         await this.compileTopicOf(tenant, await ownerAccess(tenant, owner, restoreAccess), r, await topicsOf());
-        const status = await statusBefore(fhir.store, tenant, row, ownerClient(owner));
-        if (status !== undefined) out.push({ id: row.id, owner, status, versionId: row.versionId });
+        const status = await statusBefore(fhir.store, tenant, row, clientId);
+        if (status !== undefined) out.resumed.push({ id: row.id, owner, status, versionId: row.versionId });
       } catch (err) {
         if (!(err instanceof FhirError)) log.warn('a subscription paused for its topic could not be judged', { tenant, subscription: row.id, err });
+        if (!(err instanceof FhirError && err.status === 403)) continue;
+        const types = await this.unsearchedTriggers(tenant, owner, r, await topicsOf()).catch(() => []);
+        if (types.length && types.join(',') !== named.join(',')) out.renamed.push({ id: row.id, owner, clientId, why: 'topic', client: null, types });
       }
     }
     return out;

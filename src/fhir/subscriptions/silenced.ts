@@ -141,7 +141,9 @@ export async function showSilenced(
       }
       const current = await fhir.store.resources.read(tenant, 'Subscription', s.id);
       const sub = current && !current.deleted ? (JSON.parse(current.content) as Record<string, unknown>) : undefined;
-      if (!sub || !isActivated(sub) || (await fhir.store.subscriptions.owner(tenant, s.id)) !== s.owner) continue;
+      // One paused for its topic is paused again when its topic selects other types than its `error` names.
+      const renamed = s.why === 'topic' && sub !== undefined && topicPausedFor(sub) !== undefined;
+      if (!sub || !(isActivated(sub) || renamed) || (await fhir.store.subscriptions.owner(tenant, s.id)) !== s.owner) continue;
       const { status, error } = statusOf(s);
       tried++;
       if (await writeServerStatus(fhir, clock, tenant, current!, sub, status, error)) again = true;

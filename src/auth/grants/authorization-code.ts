@@ -26,11 +26,16 @@ function checkPkce(code: AuthCode, verifier: string | null): void {
   if (!verifierMatches(verifier, code.codeChallenge)) throw new OAuthError('invalid_grant', 'code_verifier does not match the code_challenge');
 }
 
-/** Redeems the code with one conditional UPDATE; a replay revokes everything issued from it (RFC 9700 4.4). */
+/**
+ * Redeems the code with one conditional UPDATE; a replay by its client revokes everything issued from it (RFC
+ * 9700 4.4). A used code presented by another client is a client mismatch (RFC 6749 4.1.3), as an unused one is:
+ * anyone who read a used code (a log, a Referer) could otherwise end its user's grant through any client,
+ * a public one needing no secret.
+ */
 async function redeem(deps: AuthDeps, value: string, clientId: string): Promise<AuthCode> {
   const r = await deps.store.oauth.redeemCode(sha256Hex(value), clientId, deps.clock.now());
   if (r.status === 'redeemed') return r.code;
-  if (r.status === 'replayed') {
+  if (r.status === 'replayed' && r.code.clientId === clientId) {
     await revokeGrant(deps, r.code.grantId);
     deps.log.warn('authorization code replayed; its grant is revoked', { clientId, grantId: r.code.grantId });
     throw new OAuthError('invalid_grant', 'the authorization code was already used');

@@ -115,7 +115,7 @@ export interface AppDeps {
   rebuilding?: () => Rebuilding | undefined;
   /** Direct dispatch of the hot routes (src/http/hot-routes.ts); default on. Off only to compare both paths in tests. */
   hotRoutes?: boolean;
-  /** How Subscription endpoints' and `$import` inputs' host names resolve (their address check); the system resolver by default. */
+  /** How the host names of Subscription endpoints, `$import` inputs and clients' JWK Set URLs resolve (their address check); the system resolver by default. */
   resolveHost?: ResolveHost;
 }
 
@@ -160,7 +160,7 @@ export function createApp(deps: AppDeps): App {
   const exportSink = deps.exportSink ?? openSink(config.exportStorage, {}, store);
   if (config.exportSignedUrls === 'on' && !exportSink.presign) throw new Error('CINDER_EXPORT_SIGNED_URLS=on needs s3:// export storage');
   const metrics = deps.metrics ?? createMetrics();
-  const authDeps = createAuthDeps({ store, keys: deps.keys, clock, config, log, fetch: deps.fetch });
+  const authDeps = createAuthDeps({ store, keys: deps.keys, clock, config, log, fetch: deps.fetch, resolveHost: deps.resolveHost });
   // AuditEvents are written to the store as it is (deps.store), not behind a reindex's gate.
   const audit = config.audit === 'on'
     ? createAuditTrail({ store: deps.store, clock, log, metrics, verifyAccess: authDeps.verifyAccess, fhirBase: (t) => fhirBaseOf(config.baseUrl, t), trustProxy: config.trustProxy === 'on', flushMs: config.auditFlushMs, maxQueued: config.auditQueueMax })

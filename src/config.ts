@@ -136,6 +136,11 @@ const schema = z.object({
    * beside Cinder); refused by default, at kick-off and before each fetch (src/import/fetch-input.ts).
    */
   importAllowPrivate: z.enum(['true', 'false']).default('false'),
+  /**
+   * `true`: clients' registered JWK Set URLs (private_key_jwt) may be fetched from loopback, link-local and
+   * private addresses (a key server beside Cinder); refused by default, on the address fetched (src/auth/jwks-fetch.ts).
+   */
+  jwksAllowPrivate: z.enum(['true', 'false']).default('false'),
   /** The most bytes one `$import` input may hold (after gzip decompression). */
   importMaxInputBytes: whole(1024).default(4 * 1024 * 1024 * 1024),
   /** Seconds the download of one `$import` input may take. */

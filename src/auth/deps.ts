@@ -1,6 +1,7 @@
 import type { AuthAudit } from '../audit/trail.ts';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
+import type { ResolveHost } from '../fhir/subscriptions/endpoint.ts';
 import type { Logger } from '../log.ts';
 import type { Store } from '../store/types.ts';
 import { createKeySetResolver, type KeySetResolver } from './client-assertion.ts';
@@ -41,6 +42,8 @@ export interface AuthDepsInput {
   log: Logger;
   /** Overrides the fetch used for JWK Set URLs. */
   fetch?: typeof fetch;
+  /** Overrides how the hosts of JWK Set URLs resolve. */
+  resolveHost?: ResolveHost;
 }
 
 /** Builds the authorization server's per-app state (caches, limiters); STYLE rule 1, no globals. */
@@ -48,7 +51,9 @@ export function createAuthDeps(i: AuthDepsInput): AuthDeps {
   const revocations = createRevocationList(i.store, i.clock);
   return {
     store: i.store, keys: i.keys, clock: i.clock, config: i.config, log: i.log, revocations,
-    jwks: createJwksFetcher(i.clock, i.fetch ? { fetch: i.fetch } : {}),
+    jwks: createJwksFetcher(i.clock, {
+      allowPrivate: i.config.jwksAllowPrivate === 'true', ...(i.fetch ? { fetch: i.fetch } : {}), ...(i.resolveHost ? { resolve: i.resolveHost } : {}),
+    }),
     keySets: createKeySetResolver(),
     limits: createRateLimits(i.config, i.store, i.clock),
     clients: createClientCache(i.store, i.clock),

@@ -1,5 +1,7 @@
 import type { JSONWebKeySet } from 'jose';
 import type { Clock } from '../clock.ts';
+import { systemResolve, type ResolveHost } from '../fhir/subscriptions/endpoint.ts';
+import { outboundFetch, RefusedAddress } from '../http/outbound.ts';
 
 export class JwksFetchError extends Error {
   override name = 'JwksFetchError';
@@ -15,6 +17,13 @@ export interface JwksFetcher {
 
 export interface JwksFetcherOptions {
   fetch?: typeof fetch;
+  /** How host names resolve (the system resolver by default). */
+  resolve?: ResolveHost;
+  /**
+   * Whether a JWK Set may be fetched from a loopback, link-local or private address (CINDER_JWKS_ALLOW_PRIVATE);
+   * false by default: the host is resolved once and the request sent to the address checked (src/http/outbound.ts).
+   */
+  allowPrivate?: boolean;
   timeoutMs?: number;
   maxBytes?: number;
   /** Cache lifetime when the response says nothing (seconds). */
@@ -65,11 +74,28 @@ async function boundedText(res: Response, maxBytes: number, url: string): Promis
   return new TextDecoder().decode(Buffer.concat(chunks));
 }
 
-async function download(f: typeof fetch, url: string, timeoutMs: number, maxBytes: number): Promise<{ jwks: JSONWebKeySet; cacheControl: string | null }> {
+/** How a JWK Set is downloaded: the transport, and whether the address is checked (see JwksFetcherOptions). */
+interface Transport {
+  fetch: typeof fetch;
+  resolve: ResolveHost;
+  allowPrivate: boolean;
+}
+
+/**
+ * One request for the JWK Set at `url`: unless private addresses are allowed, to the address its host resolves
+ * to once, refused when that is loopback, link-local or private (SSRF: the cloud metadata address, services
+ * on the internal network; the name's owner may answer DNS with any address at any time).
+ */
+function request(t: Transport, url: string, init: RequestInit): Promise<Response> {
+  return t.allowPrivate ? t.fetch(url, init) : outboundFetch(t, new URL(url), init);
+}
+
+async function download(t: Transport, url: string, timeoutMs: number, maxBytes: number): Promise<{ jwks: JSONWebKeySet; cacheControl: string | null }> {
   let res: Response;
   try {
-    res = await f(url, { signal: AbortSignal.timeout(timeoutMs), redirect: 'error', headers: { Accept: 'application/json' } });
+    res = await request(t, url, { signal: AbortSignal.timeout(timeoutMs), redirect: 'error', headers: { Accept: 'application/json' } });
   } catch (err) {
+    if (err instanceof RefusedAddress) throw new JwksFetchError(`the JWK Set at ${url} is refused: ${err.message} (CINDER_JWKS_ALLOW_PRIVATE=true allows it)`, { cause: err });
     throw new JwksFetchError(`fetching the JWK Set at ${url} failed`, { cause: err });
   }
   if (res.status !== 200) throw new JwksFetchError(`the JWK Set at ${url} answered HTTP ${res.status}`);
@@ -92,12 +118,13 @@ async function download(f: typeof fetch, url: string, timeoutMs: number, maxByte
 }
 
 /**
- * Fetches clients' registered JWK Set URLs (SMART Backend Services): with a timeout, a size limit, no
+ * Fetches clients' registered JWK Set URLs (SMART Backend Services): never from a loopback, link-local or
+ * private address unless allowed (checked on the address connected to), with a timeout, a size limit, no
  * redirects, cached per Cache-Control, concurrent requests for one URL sharing one download. When a
  * download fails, a previously fetched copy is used.
  */
 export function createJwksFetcher(clock: Clock, o: JwksFetcherOptions = {}): JwksFetcher {
-  const f = o.fetch ?? fetch;
+  const transport: Transport = { fetch: o.fetch ?? fetch, resolve: o.resolve ?? systemResolve, allowPrivate: o.allowPrivate ?? false };
   const timeoutMs = o.timeoutMs ?? 5000;
   const maxBytes = o.maxBytes ?? 256 * 1024;
   const minRefetchMs = o.minRefetchMs ?? 10_000;
@@ -106,7 +133,7 @@ export function createJwksFetcher(clock: Clock, o: JwksFetcherOptions = {}): Jwk
 
   async function load(url: string, stale: Entry | undefined): Promise<Entry> {
     try {
-      const { jwks, cacheControl } = await download(f, url, timeoutMs, maxBytes);
+      const { jwks, cacheControl } = await download(transport, url, timeoutMs, maxBytes);
       const now = clock.now();
       const entry = { jwks, fetchedAt: now, expiresAt: now + cacheSeconds(cacheControl, o.defaultMaxAge ?? 300, o.maxMaxAge ?? 86400) * 1000 };
       cache.set(url, entry);

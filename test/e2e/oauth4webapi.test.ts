@@ -25,7 +25,8 @@ const clients = {} as Record<'backend' | 'asymmetric' | 'app' | 'resourceServer'
 let privateKey: CryptoKey;
 
 beforeAll(async () => {
-  cinder = await startCinder({ store });
+  // The client's JWK Set is served on the loopback, beside Cinder.
+  cinder = await startCinder({ store, env: { CINDER_JWKS_ALLOW_PRIVATE: 'true' } });
   await createTenant(store, cinder.clock, 'acme');
   const pair = await generateKeyPair('RS384', { extractable: true });
   privateKey = pair.privateKey;

@@ -40,7 +40,8 @@ let urlId: string;
 beforeEach(async () => {
   const h = jwksHost();
   host = h.host;
-  t = await createTestApp({ fetch: h.fetchFn });
+  // The fake host is no address: the address check (oauth-review.test.ts) is lifted here.
+  t = await createTestApp({ fetch: h.fetchFn, env: { CINDER_JWKS_ALLOW_PRIVATE: 'true' } });
   const scopes = ['system/*.read'];
   inlineId = (await createClient(t.store, t.clock, { tenant: 't1', scopes, jwks: { keys: Object.values(keys).map((k) => k.jwk) } })).client.clientId;
   urlId = (await createClient(t.store, t.clock, { tenant: 't1', scopes, jwksUrl: JWKS_URL })).client.clientId;

@@ -3,7 +3,10 @@
  * where a store is involved.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
+import { exportJWK, generateKeyPair, SignJWT } from 'jose';
+import { createClient } from '../../src/auth/admin.ts';
+import { ASSERTION_TYPE } from '../../src/auth/client-assertion.ts';
+import { BASE, createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import { basic, getCode, post, redeem, testUser, userClient } from '../helpers/oauth.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
@@ -49,3 +52,62 @@ for (const target of targets) {
     });
   });
 }
+
+// A client's JWK Set URL is fetched by the server (private_key_jwt): the host named in it, or the DNS its owner
+// answers, must not point Cinder at the cloud metadata address or the internal network (SSRF), and the address
+// checked must be the one connected to (no second resolution for a rebinding DNS server to answer differently).
+describe('JWK Set URLs on loopback, link-local or private addresses are never fetched', () => {
+  let t: TestApp;
+  const seen: { url: string; host: string | null }[] = [];
+  const resolved: Record<string, string[]> = {
+    'keys.public.example': ['93.184.216.34'],
+    'keys.internal.example': ['10.1.2.3'],
+    'rebind.example': ['169.254.169.254'],
+    'both.example': ['93.184.216.35', '192.168.1.9'],
+  };
+  let key: CryptoKey;
+  let jwk: Record<string, unknown>;
+
+  beforeAll(async () => {
+    const pair = await generateKeyPair('ES256', { extractable: true });
+    key = pair.privateKey;
+    jwk = { ...(await exportJWK(pair.publicKey)), kid: 'k1', alg: 'ES256' };
+    const fetchFn = (async (input: string | URL | Request, init?: RequestInit) => {
+      const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
+      seen.push({ url, host: new Headers(init?.headers).get('host') });
+      return Response.json({ keys: [jwk] });
+    }) as typeof fetch;
+    t = await createTestApp({ fetch: fetchFn, resolveHost: async (host) => resolved[host] ?? [] });
+  });
+  afterAll(() => t.close());
+
+  async function tokenFor(jwksUrl: string): Promise<Response> {
+    const id = (await createClient(t.store, t.clock, { tenant: 't1', scopes: ['system/*.read'], jwksUrl })).client.clientId;
+    const now = Math.floor(t.clock.now() / 1000);
+    const jwt = await new SignJWT({ iss: id, sub: id, aud: `${BASE}/oauth2/token`, exp: now + 240, iat: now, jti: crypto.randomUUID() })
+      .setProtectedHeader({ alg: 'ES256', kid: 'k1', typ: 'JWT' })
+      .sign(key);
+    return post(t, { grant_type: 'client_credentials', client_assertion_type: ASSERTION_TYPE, client_assertion: jwt });
+  }
+
+  for (const url of [
+    'http://169.254.169.254/latest/meta-data/jwks', 'http://127.0.0.1:8080/jwks', 'http://[::1]/jwks', 'http://localhost/jwks',
+    'http://10.0.0.7/jwks', 'https://keys.internal.example/jwks', 'https://rebind.example/jwks', 'https://both.example/jwks',
+    'https://unresolvable.example/jwks',
+  ]) {
+    test(`${url}: invalid_client, and no request is sent`, async () => {
+      seen.length = 0;
+      const res = await tokenFor(url);
+      expect(res.status).toBe(400);
+      expect(((await res.json()) as Tokens).error).toBe('invalid_client');
+      expect(seen).toEqual([]);
+    });
+  }
+
+  test('a public address is fetched at the address checked, the name kept in the Host header', async () => {
+    seen.length = 0;
+    const res = await tokenFor('https://keys.public.example/jwks');
+    expect(res.status).toBe(200);
+    expect(seen).toEqual([{ url: 'https://93.184.216.34/jwks', host: 'keys.public.example' }]);
+  });
+});

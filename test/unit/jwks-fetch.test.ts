@@ -12,6 +12,7 @@ describe('cacheSeconds', () => {
   });
 });
 
+// The server is on the loopback: these tests allow private addresses (the check: oauth-review.test.ts).
 describe('createJwksFetcher against a real server', () => {
   let server: ReturnType<typeof Bun.serve>;
   let hits = 0;
@@ -41,7 +42,7 @@ describe('createJwksFetcher against a real server', () => {
 
   test('downloads once, concurrent callers share it, cache follows max-age', async () => {
     const clock = testClock();
-    const f = createJwksFetcher(clock);
+    const f = createJwksFetcher(clock, { allowPrivate: true });
     hits = 0;
     const sets = await Promise.all([f.get(url('/jwks')), f.get(url('/jwks')), f.get(url('/jwks'))]);
     expect(sets[0]!.keys[0]!.kid).toBe('k1');
@@ -53,7 +54,7 @@ describe('createJwksFetcher against a real server', () => {
 
   test('a forced refresh is honoured at most once per cooldown', async () => {
     const clock = testClock();
-    const f = createJwksFetcher(clock, { minRefetchMs: 10_000 });
+    const f = createJwksFetcher(clock, { minRefetchMs: 10_000, allowPrivate: true });
     hits = 0;
     await f.get(url('/jwks'));
     await f.get(url('/jwks'), true);
@@ -64,14 +65,14 @@ describe('createJwksFetcher against a real server', () => {
   });
 
   test('timeout, redirects, oversized and non-JWKS answers fail', async () => {
-    const f = createJwksFetcher(testClock(), { timeoutMs: 100 });
+    const f = createJwksFetcher(testClock(), { timeoutMs: 100, allowPrivate: true });
     for (const p of ['/slow', '/redirect', '/huge', '/not-a-set']) {
       await expect(f.get(url(p))).rejects.toBeInstanceOf(JwksFetchError);
     }
   });
 
   test('a chunked answer is read no further than the size limit', async () => {
-    const f = createJwksFetcher(testClock(), { timeoutMs: 5_000 });
+    const f = createJwksFetcher(testClock(), { timeoutMs: 5_000, allowPrivate: true });
     const started = performance.now();
     await expect(f.get(url('/endless'))).rejects.toThrow('exceeds');
     // It stops at the limit (256 KiB), not at the timeout.
@@ -83,6 +84,7 @@ describe('createJwksFetcher against a real server', () => {
     const clock = testClock();
     let fail = false;
     const f = createJwksFetcher(clock, {
+      allowPrivate: true,
       fetch: (async (input: string | URL | Request) => (fail ? Promise.reject(new Error('down')) : fetch(input as string))) as typeof fetch,
     });
     await f.get(url('/jwks'));

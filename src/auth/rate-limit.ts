@@ -1,3 +1,4 @@
+import { isIPv4, isIPv6 } from 'node:net';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import { OAuthError } from '../errors.ts';
@@ -43,14 +44,39 @@ export function perMinute(config: Config, clock: Clock, limit: number): Limiter 
 
 /** The rate limits of the authorization server (all no-ops with `CINDER_RATE_LIMITS=off`). */
 export interface RateLimits {
-  /** Token, revocation and introspection requests per IP (before client authentication). */
+  /** Token, revocation and introspection requests per IP (before client authentication), keyed by rateLimitKey. */
   tokenIp: Limiter;
   /** The same per authenticated client. */
   tokenClient: Limiter;
-  /** Login page requests per IP. */
+  /** Login page requests per IP, keyed by rateLimitKey. */
   loginIp: Limiter;
-  /** Failed sign-ins per user and per IP, in the database so every process shares them. */
+  /** Failed sign-ins per user and per IP (its rateLimitKey), in the database so every process shares them. */
   loginFailures: LoginThrottle;
+}
+
+/** The eight 16-bit groups of an IPv6 address (valid per isIPv6, zone removed), an embedded IPv4 tail included. */
+function ipv6Groups(address: string): number[] {
+  const v4 = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(address);
+  const text = v4 ? `${address.slice(0, v4.index)}${((+v4[1]! << 8) | +v4[2]!).toString(16)}:${((+v4[3]! << 8) | +v4[4]!).toString(16)}` : address;
+  const [head, tail] = text.includes('::') ? text.split('::') : [text, undefined];
+  const parse = (part: string | undefined) => (part ? part.split(':').map((g) => parseInt(g, 16)) : []);
+  const before = parse(head);
+  const after = parse(tail);
+  return [...before, ...Array<number>(8 - before.length - after.length).fill(0), ...after];
+}
+
+/**
+ * The key an address is rate limited under: an IPv4 address itself (an IPv4-mapped IPv6 one too), an IPv6
+ * address its /64. One host is routed a whole /64 (RFC 6177, RFC 7421: the smallest subnet, and SLAAC hands
+ * out addresses in it at will), so counting each IPv6 address alone gave one client 2^64 budgets of failed
+ * sign-ins and token requests. Anything else (`unknown`) is its own key.
+ */
+export function rateLimitKey(ip: string): string {
+  const address = ip.replace(/^\[(.*)\]$/, '$1').replace(/%.*$/, '');
+  if (isIPv4(address) || !isIPv6(address)) return ip;
+  const g = ipv6Groups(address.toLowerCase());
+  if (g.slice(0, 5).every((x) => x === 0) && g[5] === 0xffff) return `${g[6]! >> 8}.${g[6]! & 255}.${g[7]! >> 8}.${g[7]! & 255}`;
+  return `${g.slice(0, 4).map((x) => x.toString(16)).join(':')}::/64`;
 }
 
 /** Throws the 429 `OAuthError` of a refused hit. */
@@ -79,7 +105,7 @@ export const LOGIN_WINDOW_MS = 15 * 60 * 1000;
 /** Failed-login throttling per user and per IP, counted in the database (shared across processes). */
 export function createLoginThrottle(store: Store, clock: Clock, perUser: number, perIp: number): LoginThrottle {
   const userKey = (tenant: string, username: string) => `login-user:${tenant}:${username.toLowerCase()}`;
-  const ipKey = (ip: string) => `login-ip:${ip}`;
+  const ipKey = (ip: string) => `login-ip:${rateLimitKey(ip)}`;
   return {
     async attempt(tenant, username, ip) {
       const now = clock.now();

@@ -8,6 +8,7 @@ import { LoginTicketError } from '../auth/login-ticket.ts';
 import { signIn } from '../auth/login.ts';
 import { pickerStep, type AuthorizeStep, type PickerInput } from '../auth/picker-flow.ts';
 import { pickerPage } from '../auth/picker-page.ts';
+import { rateLimitKey } from '../auth/rate-limit.ts';
 import { randomToken } from '../auth/secrets.ts';
 import { basePathOf, bodyLimits } from '../config.ts';
 import { readLimited } from './body.ts';
@@ -66,7 +67,7 @@ function pickerInput(form: URLSearchParams): PickerInput {
 
 /** Rate limit per IP, then errors as an error page (never a redirect) or an RFC 6749 4.1.2.1 error redirect. */
 async function guarded(l: LoginContext, c: Context, fn: () => Promise<Response>): Promise<Response> {
-  const hit = l.deps.limits.loginIp.hit(clientIp(c, l.trustProxy));
+  const hit = l.deps.limits.loginIp.hit(rateLimitKey(clientIp(c, l.trustProxy)));
   if (!hit.ok) return html(l, errorPage('Too many requests', 'Please wait a moment and try again.'), 429, "'none'", { 'Retry-After': String(hit.retryAfter) });
   try {
     return await fn();

@@ -4,7 +4,7 @@ import type { TokenRequest } from '../auth/client-auth.ts';
 import type { AuthDeps } from '../auth/deps.ts';
 import { openidConfiguration, smartConfiguration } from '../auth/discovery.ts';
 import { introspectToken } from '../auth/introspect.ts';
-import { enforce } from '../auth/rate-limit.ts';
+import { enforce, rateLimitKey } from '../auth/rate-limit.ts';
 import { revokeToken } from '../auth/revoke.ts';
 import { handleTokenRequest } from '../auth/token-endpoint.ts';
 import { userInfo } from '../auth/userinfo.ts';
@@ -35,7 +35,7 @@ export async function readForm(req: Request, limit: number): Promise<URLSearchPa
 
 /** Rate limit per IP, then the form body only (RFC 6749 3.2: parameters in the body, none in the query). */
 async function tokenRequest(deps: AuthDeps, req: Request, ip: string): Promise<TokenRequest> {
-  enforce(deps.limits.tokenIp, ip);
+  enforce(deps.limits.tokenIp, rateLimitKey(ip));
   if (new URL(req.url).search.length > 1) throw new OAuthError('invalid_request', 'send the parameters in the form body, not in the query string');
   return { form: await readForm(req, bodyLimits(deps.config).form), authorization: req.headers.get('authorization') ?? undefined, ip };
 }

@@ -7,7 +7,7 @@ import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { createClient } from '../../src/auth/admin.ts';
 import { ASSERTION_TYPE } from '../../src/auth/client-assertion.ts';
 import { BASE, createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
-import { basic, getCode, post, redeem, testUser, userClient } from '../helpers/oauth.ts';
+import { basic, getCode, PASSWORD, post, redeem, signIn, testUser, userClient } from '../helpers/oauth.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
 const targets = await storeTargets({ main: false });
@@ -109,5 +109,65 @@ describe('JWK Set URLs on loopback, link-local or private addresses are never fe
     const res = await tokenFor('https://keys.public.example/jwks');
     expect(res.status).toBe(200);
     expect(seen).toEqual([{ url: 'https://93.184.216.34/jwks', host: 'keys.public.example' }]);
+  });
+});
+
+// One host is routed a whole IPv6 /64 and may use any address in it: the per-IP limits count the /64, or
+// rotating the interface identifier gives a password sprayer (and a token endpoint flooder) a fresh budget
+// with every request. An IPv4-mapped IPv6 address is its IPv4 address.
+for (const target of targets) {
+  describe(`per-IP limits count an IPv6 /64 as one address, on ${target.kind}`, () => {
+    let t: TestApp;
+    let client: Awaited<ReturnType<typeof userClient>>;
+    const from = (ip: string) => ({ 'X-Forwarded-For': ip });
+
+    beforeAll(async () => {
+      const store = (await target.migrated()).open();
+      await store.migrate();
+      t = await createTestApp({ store, env: { CINDER_LOGIN_FAILURES_IP: '3', CINDER_TRUST_PROXY: 'on' } });
+      client = await userClient(t);
+      await testUser(t);
+    }, 120_000);
+    afterAll(() => t.close());
+
+    test('failed sign-ins from addresses of one /64 are counted together', async () => {
+      for (const [n, u] of ['u1', 'u2', 'u3'].entries()) {
+        expect((await signIn(t, { clientId: client.id }, u, 'nope-nope', from(`2001:db8:77:1::${n + 1}`))).status).toBe(200);
+      }
+      expect((await signIn(t, { clientId: client.id }, 'alice', PASSWORD, from('2001:db8:77:1:abcd:ef01:2345:6789'))).status).toBe(429);
+      expect((await signIn(t, { clientId: client.id }, 'alice', PASSWORD, from('2001:db8:77:2::1'))).status).toBe(303);
+    });
+
+    test('an IPv4-mapped IPv6 address is counted as its IPv4 address', async () => {
+      for (const u of ['u4', 'u5', 'u6']) expect((await signIn(t, { clientId: client.id }, u, 'nope-nope', from('198.51.100.7'))).status).toBe(200);
+      expect((await signIn(t, { clientId: client.id }, 'alice', PASSWORD, from('::ffff:198.51.100.7'))).status).toBe(429);
+    });
+  });
+}
+
+describe('the token endpoint and login page request limits count an IPv6 /64 as one address', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp({ env: { CINDER_TOKEN_RATE_LIMIT_IP: '2', CINDER_LOGIN_RATE_LIMIT_IP: '2', CINDER_TRUST_PROXY: 'on' } });
+  });
+  afterAll(() => t.close());
+
+  test('token requests', async () => {
+    const ask = (ip: string) => post(t, { grant_type: 'client_credentials' }, { Authorization: basic(t.admin.client.clientId, t.admin.clientSecret!), 'X-Forwarded-For': ip });
+    expect((await ask('2001:db8:5:5::1')).status).toBe(200);
+    expect((await ask('2001:db8:5:5::2')).status).toBe(200);
+    const third = await ask('2001:db8:5:5:1:2:3:4');
+    expect(third.status).toBe(429);
+    expect(third.headers.get('retry-after')).not.toBeNull();
+    expect((await ask('2001:db8:5:6::1')).status).toBe(200);
+  });
+
+  test('login page requests', async () => {
+    const client = await userClient(t);
+    const open = (ip: string) => t.request(`/oauth2/authorize?${new URLSearchParams({ response_type: 'code', client_id: client.id, redirect_uri: 'https://app.example/callback', scope: 'openid' })}`, { headers: { 'X-Forwarded-For': ip } });
+    expect((await open('2001:db8:9:9::1')).status).toBe(200);
+    expect((await open('2001:db8:9:9::2')).status).toBe(200);
+    expect((await open('2001:db8:9:9::3')).status).toBe(429);
+    expect((await open('2001:db8:9:a::1')).status).toBe(200);
   });
 });

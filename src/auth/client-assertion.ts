@@ -88,6 +88,16 @@ async function verifyWithAny(assertion: string, candidates: joseErrors.JWKSMulti
   throw fail(`client_assertion rejected: ${(last as Error).message}`, last);
 }
 
+/**
+ * `aud` names this server alone (jose checked that one of its values is an accepted audience): an assertion also
+ * addressed to another party could be replayed here by that party (draft-ietf-oauth-rfc7523bis: "The authorization
+ * server MUST reject any JWT that does not contain its issuer identifier as its sole audience value"; SMART Backend
+ * Services names the token endpoint URL, which stays accepted). A one-member array is one value.
+ */
+function checkSoleAudience(claims: JWTPayload): void {
+  if (Array.isArray(claims.aud) && claims.aud.length !== 1) throw fail('aud must name this server alone, not several audiences');
+}
+
 /** Time claims beyond what jose checks: exp at most five minutes ahead, iat not in the future. */
 function checkTimes(claims: JWTPayload, nowS: number): void {
   if (typeof claims.exp !== 'number' || claims.exp > nowS + MAX_LIFETIME_S + SKEW_S) throw fail('exp is more than five minutes ahead');
@@ -97,7 +107,7 @@ function checkTimes(claims: JWTPayload, nowS: number): void {
 
 /**
  * `private_key_jwt` (RFC 7523 2.2 and 3, OIDC Core 9, SMART Backend Services): the assertion's
- * `iss` = `sub` = the client, `aud` one of `audiences`, signed with a registered key under an allowed
+ * `iss` = `sub` = the client, `aud` one of `audiences` and nothing else, signed with a registered key under an allowed
  * asymmetric algorithm, short-lived, and its `jti` never seen before for this client (any process).
  */
 export async function authenticateAssertion(deps: AuthDeps, form: URLSearchParams, audiences: string[]): Promise<Client> {
@@ -115,6 +125,7 @@ export async function authenticateAssertion(deps: AuthDeps, form: URLSearchParam
   if (!client || client.disabled) throw fail('unknown client');
   const payload = await verify(deps, client, assertion, header, audiences);
   const now = deps.clock.now();
+  checkSoleAudience(payload);
   checkTimes(payload, Math.floor(now / 1000));
   if (!(await deps.store.oauth.useJti(client.clientId, payload.jti!, (payload.exp! + SKEW_S) * 1000, now))) {
     throw fail('this client assertion (jti) was already used');

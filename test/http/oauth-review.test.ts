@@ -171,3 +171,39 @@ describe('the token endpoint and login page request limits count an IPv6 /64 as 
     expect((await open('2001:db8:9:a::1')).status).toBe(200);
   });
 });
+
+// An assertion addressed to this server and to another party could be replayed here by that party (the audience
+// injection draft-ietf-oauth-rfc7523bis closes): `aud` must name this server alone.
+describe('a client assertion whose aud names other parties too is refused', () => {
+  let t: TestApp;
+  let id: string;
+  let key: CryptoKey;
+  beforeAll(async () => {
+    t = await createTestApp();
+    const pair = await generateKeyPair('ES256', { extractable: true });
+    key = pair.privateKey;
+    const jwk = { ...(await exportJWK(pair.publicKey)), kid: 'k1', alg: 'ES256' };
+    id = (await createClient(t.store, t.clock, { tenant: 't1', scopes: ['system/*.read'], jwks: { keys: [jwk as never] } })).client.clientId;
+  });
+  afterAll(() => t.close());
+
+  async function withAud(aud: unknown): Promise<Response> {
+    const now = Math.floor(t.clock.now() / 1000);
+    const jwt = await new SignJWT({ iss: id, sub: id, aud: aud as string, exp: now + 240, iat: now, jti: crypto.randomUUID() })
+      .setProtectedHeader({ alg: 'ES256', kid: 'k1', typ: 'JWT' })
+      .sign(key);
+    return post(t, { grant_type: 'client_credentials', client_assertion_type: ASSERTION_TYPE, client_assertion: jwt });
+  }
+
+  test('several audiences, this server among them: invalid_client', async () => {
+    for (const aud of [[`${BASE}/oauth2/token`, 'https://other-as.example'], ['https://other-as.example/token', BASE], [`${BASE}/oauth2/token`, BASE]]) {
+      const res = await withAud(aud);
+      expect(res.status).toBe(400);
+      expect(((await res.json()) as Tokens).error).toBe('invalid_client');
+    }
+  });
+
+  test('one audience, as a string or a one-member array: a token', async () => {
+    for (const aud of [`${BASE}/oauth2/token`, [`${BASE}/oauth2/token`], BASE]) expect((await withAud(aud)).status).toBe(200);
+  });
+});

@@ -116,7 +116,7 @@ describe('JWK Set URLs on loopback, link-local or private addresses are never fe
 // rotating the interface identifier gives a password sprayer (and a token endpoint flooder) a fresh budget
 // with every request. An IPv4-mapped IPv6 address is its IPv4 address.
 for (const target of targets) {
-  describe(`per-IP limits count an IPv6 /64 as one address, on ${target.kind}`, () => {
+  describe(`per-IP sign-in failure limits count one client once (an IPv6 /64, a forwarded port, an IPv4-mapped address), on ${target.kind}`, () => {
     let t: TestApp;
     let client: Awaited<ReturnType<typeof userClient>>;
     const from = (ip: string) => ({ 'X-Forwarded-For': ip });
@@ -136,6 +136,17 @@ for (const target of targets) {
       }
       expect((await signIn(t, { clientId: client.id }, 'alice', PASSWORD, from('2001:db8:77:1:abcd:ef01:2345:6789'))).status).toBe(429);
       expect((await signIn(t, { clientId: client.id }, 'alice', PASSWORD, from('2001:db8:77:2::1'))).status).toBe(303);
+    });
+
+    test('a port the proxy adds to the forwarded address (Azure Application Gateway) is no address of its own', async () => {
+      for (const [n, u] of ['u7', 'u8', 'u9'].entries()) {
+        expect((await signIn(t, { clientId: client.id }, u, 'nope-nope', from(`198.51.100.20:5000${n}`))).status).toBe(200);
+      }
+      expect((await signIn(t, { clientId: client.id }, 'alice', PASSWORD, from('198.51.100.20:61000'))).status).toBe(429);
+      for (const [n, u] of ['u10', 'u11', 'u12'].entries()) {
+        expect((await signIn(t, { clientId: client.id }, u, 'nope-nope', from(`[2001:db8:88:1::${n + 1}]:4430${n}`))).status).toBe(200);
+      }
+      expect((await signIn(t, { clientId: client.id }, 'alice', PASSWORD, from('[2001:db8:88:1::9]:1'))).status).toBe(429);
     });
 
     test('an IPv4-mapped IPv6 address is counted as its IPv4 address', async () => {

@@ -67,7 +67,9 @@ function privateV6(ip: string): boolean {
   const g = v6Groups(ip);
   if (g.length !== 8 || g.some((x) => Number.isNaN(x))) return true;
   const embedded = v4Of(g[6]!, g[7]!);
-  if (g.slice(0, 7).every((x) => x === 0)) return true; // :: and ::1 (and the deprecated IPv4-compatible ::a.b.c.d)
+  // ::/96: ::, ::1 and the deprecated IPv4-compatible ::a.b.c.d (RFC 4291 2.5.5.1), whose last 32 bits are an IPv4
+  // address (::127.0.0.1 is ::7f00:1: the first seven groups are not all zero).
+  if (g.slice(0, 6).every((x) => x === 0)) return true;
   if (g.slice(0, 5).every((x) => x === 0) && g[5] === 0xffff) return privateV4(embedded);
   if (g.slice(0, 4).every((x) => x === 0) && g[4] === 0xffff && g[5] === 0) return privateV4(embedded);
   if (g[0] === 0x64 && g[1] === 0xff9b && g.slice(2, 6).every((x) => x === 0)) return privateV4(embedded);

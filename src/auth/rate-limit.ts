@@ -66,16 +66,31 @@ function ipv6Groups(address: string): number[] {
 }
 
 /**
- * The key an address is rate limited under: an IPv4 address itself (an IPv4-mapped IPv6 one too), an IPv6
- * address its /64. One host is routed a whole /64 (RFC 6177, RFC 7421: the smallest subnet, and SLAAC hands
+ * Whether IPv6 groups `g` carry an IPv4 host's address in their last 32 bits: IPv4-mapped (::ffff:0:0/96),
+ * IPv4-compatible (::/96, deprecated; not :: and ::1 themselves), IPv4-translated (::ffff:0:0:0/96, RFC 2765)
+ * and NAT64 (64:ff9b::/96, and the local-use 64:ff9b:1::/48 of RFC 8215), as endpoint.ts reads them. Behind a
+ * NAT64 or SIIT translator every IPv4 client shares the translator's /96: counted by its /64 they were one.
+ */
+function embedsIPv4(g: number[]): boolean {
+  const zero = (from: number, to: number) => g.slice(from, to).every((x) => x === 0);
+  if (zero(0, 5) && g[5] === 0xffff) return true;
+  if (zero(0, 6)) return g[6] !== 0;
+  if (zero(0, 4) && g[4] === 0xffff && g[5] === 0) return true;
+  return g[0] === 0x64 && g[1] === 0xff9b && (zero(2, 6) || g[2] === 1);
+}
+
+/**
+ * The key an address is rate limited under: an IPv4 address itself (an IPv6 form that carries one too: embedsIPv4),
+ * an IPv6 address its /64. One host is routed a whole /64 (RFC 6177, RFC 7421: the smallest subnet, and SLAAC hands
  * out addresses in it at will), so counting each IPv6 address alone gave one client 2^64 budgets of failed
- * sign-ins and token requests. Anything else (`unknown`) is its own key.
+ * sign-ins and token requests. Anything else (`unknown`) is its own key, as are :: and ::1.
  */
 export function rateLimitKey(ip: string): string {
   const address = ip.replace(/^\[(.*)\]$/, '$1').replace(/%.*$/, '');
   if (isIPv4(address) || !isIPv6(address)) return ip;
   const g = ipv6Groups(address.toLowerCase());
-  if (g.slice(0, 5).every((x) => x === 0) && g[5] === 0xffff) return `${g[6]! >> 8}.${g[6]! & 255}.${g[7]! >> 8}.${g[7]! & 255}`;
+  if (embedsIPv4(g)) return `${g[6]! >> 8}.${g[6]! & 255}.${g[7]! >> 8}.${g[7]! & 255}`;
+  if (g.slice(0, 7).every((x) => x === 0)) return `::${g[7]!.toString(16)}`;
   return `${g.slice(0, 4).map((x) => x.toString(16)).join(':')}::/64`;
 }
 

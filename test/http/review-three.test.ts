@@ -1,7 +1,9 @@
 /**
  * Findings of the adversarial review of the third batch of the day, through `app.request()`, on both
  * databases where a store is involved: IPv4-compatible IPv6 addresses (::a.b.c.d, deprecated) reach an
- * IPv4 host's address and are refused like the other forms as JWK Set URL and Subscription endpoint hosts.
+ * IPv4 host's address and are refused like the other forms as JWK Set URL and Subscription endpoint
+ * hosts; the per-IP limits count an IPv4 client seen through an IPv6 form that carries its address
+ * (IPv4-compatible, IPv4-translated, NAT64) as that address, not as one /64 with every other IPv4 client.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
@@ -9,7 +11,7 @@ import { createClient } from '../../src/auth/admin.ts';
 import { ASSERTION_TYPE } from '../../src/auth/client-assertion.ts';
 import { BASE, createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import { type Json } from '../helpers/fhir.ts';
-import { post } from '../helpers/oauth.ts';
+import { basic, PASSWORD, post, signIn, testUser, userClient } from '../helpers/oauth.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
 const targets = await storeTargets({ main: false });
@@ -75,3 +77,54 @@ for (const target of targets) {
     });
   });
 }
+
+// Behind a NAT64 or SIIT translator, or a dual-stack socket that reports IPv4 clients in an IPv6 form, each
+// IPv4 client's address is in the last 32 bits: counted by the /64, every IPv4 client shared one budget, and
+// one of them could lock every other out of signing in.
+for (const target of targets) {
+  describe(`per-IP sign-in failure limits tell IPv4 clients in IPv6 forms apart, on ${target.kind}`, () => {
+    let t: TestApp;
+    let client: Awaited<ReturnType<typeof userClient>>;
+    const from = (ip: string) => ({ 'X-Forwarded-For': ip });
+
+    beforeAll(async () => {
+      const store = (await target.migrated()).open();
+      await store.migrate();
+      t = await createTestApp({ store, env: { CINDER_LOGIN_FAILURES_IP: '3', CINDER_TRUST_PROXY: 'on' } });
+      client = await userClient(t);
+      await testUser(t);
+    }, 120_000);
+    afterAll(() => t.close());
+
+    for (const [form, of] of [
+      ['NAT64', (v4: string) => `64:ff9b::${v4}`],
+      ['IPv4-compatible', (v4: string) => `::${v4}`],
+      ['IPv4-translated', (v4: string) => `::ffff:0:${v4}`],
+    ] as const) {
+      test(`${form}: one IPv4 client's failures do not refuse another, and count with its plain IPv4 address`, async () => {
+        const [a, b] = form === 'NAT64' ? ['198.51.100.31', '198.51.100.32'] : form === 'IPv4-compatible' ? ['198.51.100.41', '198.51.100.42'] : ['198.51.100.51', '198.51.100.52'];
+        for (const u of ['x1', 'x2', 'x3']) expect((await signIn(t, { clientId: client.id }, `${u}-${form}`, 'nope-nope', from(of(a)))).status).toBe(200);
+        expect((await signIn(t, { clientId: client.id }, 'alice', PASSWORD, from(of(b)))).status).toBe(303);
+        expect((await signIn(t, { clientId: client.id }, 'alice', PASSWORD, from(a))).status).toBe(429);
+      });
+    }
+  });
+}
+
+describe('the token endpoint limit tells IPv4 clients behind a NAT64 translator apart', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp({ env: { CINDER_TOKEN_RATE_LIMIT_IP: '2', CINDER_TRUST_PROXY: 'on' } });
+  });
+  afterAll(() => t.close());
+
+  test('token requests', async () => {
+    const ask = (ip: string) => post(t, { grant_type: 'client_credentials' }, { Authorization: basic(t.admin.client.clientId, t.admin.clientSecret!), 'X-Forwarded-For': ip });
+    expect((await ask('64:ff9b::203.0.113.1')).status).toBe(200);
+    expect((await ask('64:ff9b::203.0.113.1')).status).toBe(200);
+    expect((await ask('203.0.113.1')).status).toBe(429);
+    expect((await ask('64:ff9b::203.0.113.2')).status).toBe(200);
+    // ::1 is no IPv4 client's: its own key, not that of ::a.b.c.d's /64.
+    expect((await ask('::1')).status).toBe(200);
+  });
+});

@@ -45,7 +45,8 @@ export function pausedFor(sub: Json, clientId: string | null): PauseReason | und
   return (['disabled', 'scopes'] as const).find((reason) => sub.error === pausedError(clientId, reason));
 }
 
-const TOPIC_PAUSE_HEAD = 'paused: its topic now selects ';
+/** How a topic pause's `error` begins (JSON escapes none of it: the stored text holds it as it is). */
+export const TOPIC_PAUSE_HEAD = 'paused: its topic now selects ';
 const TOPIC_PAUSE_TAIL = ' resources, which its owner (the token that activated it) may not search; the server sets it back to the status it had once the topic selects only what its owner may search';
 
 /**

@@ -20,7 +20,7 @@ import type { Resource } from '../resource.ts';
 import { compileFilter } from '../search.ts';
 import { matchConditions } from '../search-match.ts';
 import { textIndexOf } from '../text-index.ts';
-import type { Client, Condition, TextEntry } from '../../store/types.ts';
+import type { Client, Condition, ResourceVersion, TextEntry } from '../../store/types.ts';
 import { activateSubscription, DELIVERED_CHANNELS, isActivated, prepareActivation, type Activated, type ActivationReads, type Together } from './activation.ts';
 import { requireAccess } from '../access.ts';
 import { compileCriteria } from './criteria.ts';
@@ -34,7 +34,7 @@ import { endpointUrl, systemResolve, type ResolveHost } from './endpoint.ts';
 import { authorityRevoked, ownerAccess, ownerClient, ownerUser, type OwnerUser, type RestoreAccess } from './owner.ts';
 import { grantReaches, searchesWhatItSelects } from './owner-reach.ts';
 import { showSilenced, type Resumed, type ShowFailure, type Silenced } from './silenced.ts';
-import { statusBefore, topicPausedFor } from './client-authority.ts';
+import { statusBefore, TOPIC_PAUSE_HEAD, topicPausedFor } from './client-authority.ts';
 import type { UserLookup } from '../../auth/user-cache.ts';
 import type { User } from '../../store/types.ts';
 
@@ -148,6 +148,8 @@ export interface WriteHook {
 const ACTIVE_QUERY = new URLSearchParams('status=active,requested');
 /** Those in `error`, among which the server's topic pauses (resumable). */
 const PAUSED_QUERY = new URLSearchParams('status=error');
+/** How many Subscriptions in `error` pausedForTopic reads at a time. */
+const PAUSED_PAGE = 1_000;
 /**
  * The types whose change compiles a tenant's subscriptions again: theirs, the terminology that a
  * criteria's `:in`, `:below` or `:above` (and an owner's scope filter) was expanded from, and Basic, which
@@ -564,33 +566,46 @@ export class SubscriptionHub {
 
   /**
    * The Subscriptions of `tenant` the server paused for their topic (topicPausedError), judged again as the set is
-   * loaded, which a write of a topic (Basic) brings about (the first MAX_ACTIVE in `error`, as the active ones).
+   * loaded, which a write of a topic (Basic) brings about: every one in `error`, PAUSED_PAGE at a time in id order (the
+   * first MAX_ACTIVE alone left those past a tenant's first 1,000 in `error`, failed rest-hooks among them, paused for good),
+   * the rows whose text holds no topic pause not parsed.
    * `resumed`: those whose topic compiles for their owner again (the operator reverted it, or removed the trigger),
    * each with the status it goes back to (statusBefore: only where each pause changed nothing but status and `error`).
    * `renamed`: those whose topic now selects other types their owner may not search than their `error` names.
    */
   private async pausedForTopic(tenant: string, owners: Map<string, string>, topicsOf: () => Promise<Topic[]>): Promise<{ resumed: Resumed[]; renamed: Silenced[] }> {
-    const { fhir, log, restoreAccess } = this.options;
+    const { fhir } = this.options;
     const where = compileFilter('Subscription', PAUSED_QUERY) as Condition[];
-    const rows = await fhir.store.resources.search(tenant, { type: 'Subscription', where, sort: [], count: MAX_ACTIVE });
     const out = { resumed: [] as Resumed[], renamed: [] as Silenced[] };
-    for (const row of rows) {
-      const r = JSON.parse(row.content) as Record<string, unknown> & { channel?: { type?: string } };
-      const owner = owners.get(row.id);
-      const named = topicPausedFor(r);
-      const clientId = owner === undefined ? null : ownerClient(owner);
-      if (owner === undefined || clientId === null || named === undefined || !DELIVERED_CHANNELS.includes(r.channel?.type ?? '') || !isTopicCriteria(r.criteria)) continue;
-      try {
-        await this.compileTopicOf(tenant, await ownerAccess(tenant, owner, restoreAccess), r, await topicsOf());
-        const status = await statusBefore(fhir.store, tenant, row, clientId);
-        if (status !== undefined) out.resumed.push({ id: row.id, owner, status, versionId: row.versionId });
-      } catch (err) {
-        if (!(err instanceof FhirError)) log.warn('a subscription paused for its topic could not be judged', { tenant, subscription: row.id, err });
-        if (!(err instanceof FhirError && err.status === 403)) continue;
-        const types = await this.unsearchedTriggers(tenant, owner, r, await topicsOf()).catch(() => []);
-        if (types.length && types.join(',') !== named.join(',')) out.renamed.push({ id: row.id, owner, clientId, why: 'topic', client: null, types });
-      }
+    for (let after: string | undefined; ;) {
+      const rows = await fhir.store.resources.search(tenant, {
+        type: 'Subscription', where, sort: [], count: PAUSED_PAGE, ...(after === undefined ? {} : { after: { lastUpdated: 0, id: after } }),
+      });
+      for (const row of rows) if (row.content.includes(TOPIC_PAUSE_HEAD)) await this.judgePaused(tenant, owners, topicsOf, row, out);
+      if (rows.length < PAUSED_PAGE) return out;
+      after = rows[rows.length - 1]!.id;
     }
-    return out;
+  }
+
+  /** pausedForTopic's judgement of one Subscription in `error` (`row`), added to `out`. */
+  private async judgePaused(
+    tenant: string, owners: Map<string, string>, topicsOf: () => Promise<Topic[]>, row: ResourceVersion, out: { resumed: Resumed[]; renamed: Silenced[] },
+  ): Promise<void> {
+    const { log, restoreAccess, fhir } = this.options;
+    const r = JSON.parse(row.content) as Record<string, unknown> & { channel?: { type?: string } };
+    const owner = owners.get(row.id);
+    const named = topicPausedFor(r);
+    const clientId = owner === undefined ? null : ownerClient(owner);
+    if (owner === undefined || clientId === null || named === undefined || !DELIVERED_CHANNELS.includes(r.channel?.type ?? '') || !isTopicCriteria(r.criteria)) return;
+    try {
+      await this.compileTopicOf(tenant, await ownerAccess(tenant, owner, restoreAccess), r, await topicsOf());
+      const status = await statusBefore(fhir.store, tenant, row, clientId);
+      if (status !== undefined) out.resumed.push({ id: row.id, owner, status, versionId: row.versionId });
+    } catch (err) {
+      if (!(err instanceof FhirError)) log.warn('a subscription paused for its topic could not be judged', { tenant, subscription: row.id, err });
+      if (!(err instanceof FhirError && err.status === 403)) return;
+      const types = await this.unsearchedTriggers(tenant, owner, r, await topicsOf()).catch(() => []);
+      if (types.length && types.join(',') !== named.join(',')) out.renamed.push({ id: row.id, owner, clientId, why: 'topic', client: null, types });
+    }
   }
 }

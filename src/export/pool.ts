@@ -25,6 +25,8 @@ interface Slot {
   job: string | null;
   /** The job claimed before the thread was started, handed over when it is ready. */
   first: ExportJob | null;
+  /** The thread's end has been dealt with (it crashed or closed), or the pool ends it itself (stop). */
+  gone: boolean;
   stopped: Promise<void>;
 }
 
@@ -34,12 +36,13 @@ interface Slot {
  * the worker runs it on its own connections. A thread is started when there is a job for it and none
  * is idle (up to `size`), not when the server starts: a server without exports to run starts none (each
  * loads the code and opens its own connections, which competed with a fresh server's first requests).
- * A crashed worker's job is handed back, and the next thread starts after a pause growing while they
- * keep crashing; `stop()` asks workers to hand back their jobs at the next page boundary.
+ * A worker that ends however it ends (an error, or a `close` without one: process.exit, the runtime ending it)
+ * has its job handed back and its slot emptied, and the next thread starts after a pause growing while they
+ * keep ending so; `stop()` asks workers to hand back their jobs at the next page boundary.
  */
 export function createExportPool(o: PoolOptions) {
   const processId = `${hostname()}:${process.pid}:${crypto.randomUUID().slice(0, 8)}`;
-  /** By index; a slot is made when its thread is started, and emptied when the thread crashes. */
+  /** By index; a slot is made when its thread is started, and emptied when the thread ends. */
   const slots: (Slot | undefined)[] = [];
   let timer: ReturnType<typeof setInterval> | undefined;
   let claiming = false;
@@ -47,6 +50,8 @@ export function createExportPool(o: PoolOptions) {
   let filling: Promise<void> | undefined;
   let stopping = false;
   let crashes = 0;
+  /** Jobs of ended threads being handed back, which stop() waits for (the store closes after it). */
+  const handing = new Set<Promise<void>>();
   /** No thread is started before this time (performance.now()): the pause after a crash. */
   let startAfter = 0;
 
@@ -97,7 +102,33 @@ export function createExportPool(o: PoolOptions) {
   function spawn(index: number, job: ExportJob): Slot {
     const worker = new Worker(workerUrl('export/worker.ts'));
     let markStopped!: () => void;
-    const slot: Slot = { index, owner: ownerOf(index), worker, ready: false, job: job.id, first: job, stopped: new Promise((r) => (markStopped = r)) };
+    const slot: Slot = { index, owner: ownerOf(index), worker, ready: false, job: job.id, first: job, gone: false, stopped: new Promise((r) => (markStopped = r)) };
+
+    /**
+     * The thread ended on its own (reported once, by its error or, without one, by its close): its slot is emptied
+     * and its job handed back, the next thread waiting a pause. A thread that ended before it was ready never ran
+     * its job: the attempt its claim counted is refunded. One that ended while running it pays the attempt, as
+     * its job may be what ends it (a job that ends every thread is given up after MAX_ATTEMPTS, not retried forever).
+     */
+    function ended(message: string, fields: Record<string, unknown>): void {
+      if (slot.gone) return;
+      slot.gone = true;
+      o.log.error(message, { owner: slot.owner, job: slot.job ?? undefined, ...fields });
+      const held = slot.job;
+      const unrun = slot.first !== null;
+      slot.first = null;
+      slot.job = null;
+      if (slots[index] === slot) slots[index] = undefined;
+      const handed = held ? (unrun ? handBack(held, slot.owner) : o.store.exports.jobs.release(held, slot.owner, o.clock.now())) : Promise.resolve();
+      const settled = handed.catch((err: unknown) => o.log.warn('handing an export job back failed', { job: held, err })).finally(() => {
+        handing.delete(settled);
+        markStopped();
+      });
+      handing.add(settled);
+      // The next thread waits, longer while they keep ending (e.g. one cannot start at all).
+      startAfter = performance.now() + Math.min(30_000, 100 * 2 ** crashes++);
+    }
+
     worker.addEventListener('message', (event: MessageEvent<FromWorker>) => {
       const msg = event.data;
       if (msg.type === 'ready') {
@@ -113,18 +144,11 @@ export function createExportPool(o: PoolOptions) {
       background(o.log, 'export claim failed', fill());
     });
     worker.addEventListener('error', (event) => {
-      o.log.error('export worker crashed', { owner: slot.owner, error: (event as ErrorEvent).message });
-      const held = slot.job;
-      // A thread that failed before it was ready never ran its job.
-      const unrun = slot.first !== null;
-      slot.first = null;
+      ended('export worker crashed', { error: (event as ErrorEvent).message });
       worker.terminate();
-      markStopped();
-      if (slots[index] === slot) slots[index] = undefined;
-      if (held) void (unrun ? handBack(held, slot.owner) : o.store.exports.jobs.release(held, slot.owner, o.clock.now())).catch(() => undefined);
-      // The next thread waits, longer while they keep crashing (e.g. one cannot start at all).
-      startAfter = performance.now() + Math.min(30_000, 100 * 2 ** crashes++);
     });
+    // Bun's Worker emits `close` whenever the thread ends (after `error`, or alone: process.exit in it, the runtime ending it).
+    worker.addEventListener('close', (event) => ended('export worker ended', { code: (event as CloseEvent).code }));
     worker.postMessage({ type: 'init', init: o.init } satisfies ToWorker);
     return slot;
   }
@@ -151,8 +175,12 @@ export function createExportPool(o: PoolOptions) {
         return handBack(job.id, s.owner).catch((err: unknown) => o.log.warn('handing an export job back failed', { job: job.id, err }));
       }));
       for (const s of started()) s.worker.postMessage({ type: 'stop' } satisfies ToWorker);
-      await Promise.race([Promise.all(started().map((s) => s.stopped)), Bun.sleep(timeoutMs)]);
-      for (const s of started()) s.worker.terminate();
+      await Promise.race([Promise.all([...started().map((s) => s.stopped), ...handing]), Bun.sleep(timeoutMs)]);
+      // Ended by the pool: their close is no thread's end to deal with (a job still held is resumed when its lease runs out).
+      for (const s of started()) {
+        s.gone = true;
+        s.worker.terminate();
+      }
     },
     busy: () => started().filter((s) => s.job !== null).length,
   };

@@ -31,12 +31,25 @@ export interface JwksFetcherOptions {
   /** Upper bound on any cache lifetime (seconds). */
   maxMaxAge?: number;
   minRefetchMs?: number;
+  /** No new download for this long after a failed one (ms), doubled at each failure in a row up to `maxBackoffMs`. */
+  backoffMs?: number;
+  maxBackoffMs?: number;
 }
 
 interface Entry {
   jwks: JSONWebKeySet;
   fetchedAt: number;
   expiresAt: number;
+}
+
+/** A URL's downloads: its last good copy, when one was last tried, and the failures since the last success. */
+interface UrlState {
+  good?: Entry;
+  attemptedAt: number;
+  failures: number;
+  /** No download before this time (after a failure). */
+  retryAt: number;
+  lastError?: unknown;
 }
 
 /** Seconds a response may be cached: `no-store`/`no-cache` -> 0, `max-age` (bounded), else the default. */
@@ -121,25 +134,37 @@ async function download(t: Transport, url: string, timeoutMs: number, maxBytes: 
  * Fetches clients' registered JWK Set URLs (SMART Backend Services): never from a loopback, link-local or
  * private address unless allowed (checked on the address connected to), with a timeout, a size limit, no
  * redirects, cached per Cache-Control, concurrent requests for one URL sharing one download. When a
- * download fails, a previously fetched copy is used.
+ * download fails, the last good copy is used, and no new download is tried for a back-off (`backoffMs`,
+ * doubling while they keep failing, up to `maxBackoffMs`): a host that is down or does not answer would
+ * otherwise hold each token request of its clients for the timeout. During the back-off a client without
+ * a good copy is refused at once. A forced refresh (an unknown `kid`) is tried at most once per `minRefetchMs`
+ * after the last download tried, and not during a back-off.
  */
 export function createJwksFetcher(clock: Clock, o: JwksFetcherOptions = {}): JwksFetcher {
   const transport: Transport = { fetch: o.fetch ?? fetch, resolve: o.resolve ?? systemResolve, allowPrivate: o.allowPrivate ?? false };
   const timeoutMs = o.timeoutMs ?? 5000;
   const maxBytes = o.maxBytes ?? 256 * 1024;
   const minRefetchMs = o.minRefetchMs ?? 10_000;
-  const cache = new Map<string, Entry>();
+  const backoffMs = o.backoffMs ?? 2_000;
+  const maxBackoffMs = o.maxBackoffMs ?? 60_000;
+  const states = new Map<string, UrlState>();
   const inflight = new Map<string, Promise<Entry>>();
 
-  async function load(url: string, stale: Entry | undefined): Promise<Entry> {
+  async function load(url: string, state: UrlState): Promise<Entry> {
+    state.attemptedAt = clock.now();
     try {
       const { jwks, cacheControl } = await download(transport, url, timeoutMs, maxBytes);
       const now = clock.now();
-      const entry = { jwks, fetchedAt: now, expiresAt: now + cacheSeconds(cacheControl, o.defaultMaxAge ?? 300, o.maxMaxAge ?? 86400) * 1000 };
-      cache.set(url, entry);
-      return entry;
+      state.good = { jwks, fetchedAt: now, expiresAt: now + cacheSeconds(cacheControl, o.defaultMaxAge ?? 300, o.maxMaxAge ?? 86400) * 1000 };
+      state.failures = 0;
+      state.retryAt = 0;
+      state.lastError = undefined;
+      return state.good;
     } catch (err) {
-      if (stale) return stale;
+      state.retryAt = clock.now() + Math.min(maxBackoffMs, backoffMs * 2 ** state.failures);
+      state.failures++;
+      state.lastError = err;
+      if (state.good) return state.good;
       throw err;
     }
   }
@@ -147,11 +172,19 @@ export function createJwksFetcher(clock: Clock, o: JwksFetcherOptions = {}): Jwk
   return {
     async get(url, refresh = false) {
       const now = clock.now();
-      const hit = cache.get(url);
-      if (hit && (refresh ? now - hit.fetchedAt < minRefetchMs : now < hit.expiresAt)) return hit.jwks;
+      let state = states.get(url);
+      if (!state) states.set(url, (state = { attemptedAt: -Infinity, failures: 0, retryAt: 0 }));
+      const good = state.good;
+      if (good && !refresh && now < good.expiresAt) return good.jwks;
+      if (now < state.retryAt) {
+        if (good) return good.jwks;
+        const wait = Math.ceil((state.retryAt - now) / 1000);
+        throw new JwksFetchError(`the JWK Set at ${url} could not be fetched; not tried again for ${wait} s`, { cause: state.lastError });
+      }
+      if (good && refresh && now - state.attemptedAt < minRefetchMs) return good.jwks;
       let pending = inflight.get(url);
       if (!pending) {
-        pending = load(url, hit).finally(() => inflight.delete(url));
+        pending = load(url, state).finally(() => inflight.delete(url));
         inflight.set(url, pending);
       }
       return (await pending).jwks;

@@ -93,3 +93,101 @@ describe('createJwksFetcher against a real server', () => {
     expect((await f.get(url('/jwks'))).keys[0]!.kid).toBe('k1');
   });
 });
+
+// A host that stops answering (connections accepted, no response): without a back-off every request after the
+// copy expired waited for the timeout; the loopback is allowed here as above.
+describe('createJwksFetcher when the host stops answering', () => {
+  let server: ReturnType<typeof Bun.serve>;
+  let down = false;
+  let requests = 0;
+  const hung: (() => void)[] = [];
+  beforeAll(() => {
+    server = Bun.serve({
+      port: 0,
+      async fetch() {
+        requests++;
+        if (down) await new Promise<void>((r) => hung.push(r));
+        return Response.json({ keys: [{ kty: 'EC', crv: 'P-256', x: 'x', y: 'y', kid: 'k1' }] }, { headers: { 'Cache-Control': 'max-age=60' } });
+      },
+    });
+  });
+  afterAll(() => {
+    for (const r of hung) r();
+    server.stop(true);
+  });
+  const url = (p: string) => `http://127.0.0.1:${server.port}${p}`;
+  /** ms `f.get(...)` took, and what it gave (the kid, or the error's class). */
+  async function timed(get: () => Promise<{ keys: { kid?: string }[] }>): Promise<{ ms: number; got: string }> {
+    const started = performance.now();
+    const got = await get().then((s) => s.keys[0]!.kid!, (err: unknown) => (err as Error).name);
+    return { ms: performance.now() - started, got };
+  }
+
+  test('the last good copy is used at once during a back-off that doubles up to its bound, and the host is tried again after it', async () => {
+    const clock = testClock();
+    const f = createJwksFetcher(clock, { allowPrivate: true, timeoutMs: 300, backoffMs: 2_000, maxBackoffMs: 5_000 });
+    down = false;
+    requests = 0;
+    await f.get(url('/a'));
+    down = true;
+    clock.advance(61_000);
+    // The first request after expiry tries, waits for the timeout, and gets the last good copy.
+    const first = await timed(() => f.get(url('/a')));
+    expect(first.got).toBe('k1');
+    expect(first.ms).toBeGreaterThanOrEqual(250);
+    expect(requests).toBe(2);
+    // During the back-off: the copy at once, and no request to the host (a forced refresh neither).
+    for (const refresh of [false, true, false]) {
+      const next = await timed(() => f.get(url('/a'), refresh));
+      expect(next).toMatchObject({ got: 'k1' });
+      expect(next.ms).toBeLessThan(100);
+    }
+    clock.advance(1_999);
+    await f.get(url('/a'));
+    expect(requests).toBe(2);
+    // After it: tried again, and failing again the back-off doubles (4 s), then stays at its bound (5 s).
+    clock.advance(1);
+    expect((await timed(() => f.get(url('/a')))).ms).toBeGreaterThanOrEqual(250);
+    expect(requests).toBe(3);
+    clock.advance(3_999);
+    await f.get(url('/a'));
+    expect(requests).toBe(3);
+    clock.advance(1);
+    await f.get(url('/a'));
+    expect(requests).toBe(4);
+    clock.advance(4_999);
+    await f.get(url('/a'));
+    expect(requests).toBe(4);
+    clock.advance(1);
+    await f.get(url('/a'));
+    expect(requests).toBe(5);
+    // The host answers again: downloaded after the back-off, and cached as usual from then on.
+    down = false;
+    clock.advance(5_000);
+    expect((await timed(() => f.get(url('/a')))).got).toBe('k1');
+    expect(requests).toBe(6);
+    clock.advance(30_000);
+    await f.get(url('/a'));
+    expect(requests).toBe(6);
+  });
+
+  test('without a good copy: refused at once during the back-off, tried again after it', async () => {
+    const clock = testClock();
+    const f = createJwksFetcher(clock, { allowPrivate: true, timeoutMs: 300, backoffMs: 2_000 });
+    down = true;
+    requests = 0;
+    expect((await timed(() => f.get(url('/b')))).got).toBe('JwksFetchError');
+    expect(requests).toBe(1);
+    for (const refresh of [false, true]) {
+      const next = await timed(() => f.get(url('/b'), refresh));
+      expect(next.got).toBe('JwksFetchError');
+      expect(next.ms).toBeLessThan(100);
+    }
+    await expect(f.get(url('/b'))).rejects.toThrow('not tried again for 2 s');
+    expect(requests).toBe(1);
+    down = false;
+    clock.advance(2_000);
+    expect((await timed(() => f.get(url('/b')))).got).toBe('k1');
+    expect(requests).toBe(2);
+  });
+});

@@ -81,9 +81,11 @@ interface Compiled {
   registered: string | null;
   /**
    * A topic-based Subscription's trigger on this type (topics.ts): `where` holds its filters and owner's
-   * reach, `criteria` their search; `previous`/`current` the trigger's queryCriteria tests.
+   * reach, `criteria` their search; `previous`/`current` the trigger's queryCriteria tests (resolved with the
+   * owner's access too: a reference `:below`/`:above` walks what it may search). `of`: the topic and the
+   * Subscription it was compiled from, to compile it again as a whole when its client's registration changes.
    */
-  topic?: { url: string; trigger: TopicTrigger; previous?: Condition[]; current?: Condition[] };
+  topic?: { url: string; trigger: TopicTrigger; previous?: Condition[]; current?: Condition[]; of: { topic: Topic; subscription: Record<string, unknown> } };
   /** The signed-in user whose authority activated it, if a user's (owner.ts). */
   user: OwnerUser | null;
 }
@@ -388,7 +390,7 @@ export class SubscriptionHub {
         continue;
       }
       if (client?.disabled) continue;
-      const now = (client?.scopes.join(' ') ?? null) === s.registered ? 'notifies' : await this.current(tenant, s);
+      const now = (client?.scopes.join(' ') ?? null) === s.registered ? 'notifies' : await this.current(tenant, active, s);
       if (now === 'notifies') out.add(s);
       // Its client's registration no longer lets it search what it selects: paused for its scopes, as the set's load pauses one.
       else if (now === 'refused' && !silenced.has(s.id)) silenced.set(s.id, { id: s.id, owner: s.owner, clientId: s.clientId!, why: 'scopes', client: null, registered: client?.scopes.join(' ') ?? null });
@@ -411,10 +413,12 @@ export class SubscriptionHub {
   /**
    * Whether subscription `s` of a client may notify now: not while its client is disabled, nor once the user on whose
    * authority it was activated lost it (owner.ts authorityRevoked); and, its client's scopes changed since it was
-   * compiled, compiled again first (in place: the set is this process's latest). `refused` when that compilation is a
-   * 403: the scopes its client now has registered no longer let it search what it selects (a pause to show).
+   * compiled, compiled again first (in place: the set is this process's latest), as the set's load compiles it: a
+   * topic-based one as a whole, each of its entries in `active` (one per trigger) given its filters, reach and
+   * queryCriteria tests compiled with the new access. `refused` when that compilation is a 403: the scopes its client
+   * now has registered no longer let it search what it selects (a pause to show).
    */
-  private async current(tenant: string, s: Compiled): Promise<'notifies' | 'silent' | 'refused'> {
+  private async current(tenant: string, active: ActiveSet, s: Compiled): Promise<'notifies' | 'silent' | 'refused'> {
     const client = await this.options.client(s.clientId!);
     if (client?.disabled) return 'silent';
     if (s.user !== null && authorityRevoked(client, await this.options.user(tenant, s.user.id), s.user)) return 'silent';
@@ -423,13 +427,30 @@ export class SubscriptionHub {
     const { fhir, clock, log, restoreAccess } = this.options;
     try {
       const access = await ownerAccess(tenant, s.owner, restoreAccess);
+      if (s.topic) {
+        const { topic, subscription } = s.topic.of;
+        const triggers = await this.compileTopicWith(tenant, access, subscription, topic);
+        // Its entries are changed once all compiled: a write matching meanwhile sees each as it was or as it is now.
+        const entries = [...active.byType.values()].flat().filter((x) => x.id === s.id && x.topic?.of.topic === topic);
+        for (const x of entries) {
+          const t = triggers.find((c) => c.trigger === x.topic!.trigger)!;
+          Object.assign(x, {
+            access, where: t.where, criteria: t.criteria, registered,
+            topic: { url: x.topic!.url, trigger: t.trigger, of: x.topic!.of, ...(t.previous && { previous: t.previous }), ...(t.current && { current: t.current }) },
+          });
+        }
+        return 'notifies';
+      }
       const c = await compileCriteria(fhir, tenant, access, s.criteria, clock.now());
       Object.assign(s, { access, where: c.where, registered });
       return 'notifies';
     } catch (err) {
       log.warn('an active subscription no longer compiles and notifies nothing', { tenant, subscription: s.id, err });
       if (!(err instanceof FhirError && err.status === 403)) return 'silent';
-      const compiles = (access: Access) => compileCriteria(fhir, tenant, access, s.criteria, clock.now()).then(() => true, () => false);
+      // As the set's load judges one: a topic-based one by its whole topic (its queryCriteria included).
+      const compiles = s.topic
+        ? (access: Access) => searchesWhatItSelects(fhir, tenant, access, s.topic!.of.subscription, clock.now())
+        : (access: Access) => compileCriteria(fhir, tenant, access, s.criteria, clock.now()).then(() => true, () => false);
       return (await this.byRegistration(tenant, s.owner, compiles)) ? 'refused' : 'silent';
     }
   }
@@ -505,7 +526,7 @@ export class SubscriptionHub {
             topicTypes.add(t.trigger.type);
             add({
               id: row.id, type: t.trigger.type, where: t.where, access, owner, criteria: t.criteria, clientId, registered, user: ownerUser(owner),
-              topic: { url: topic.url, trigger: t.trigger, ...(t.previous && { previous: t.previous }), ...(t.current && { current: t.current }) },
+              topic: { url: topic.url, trigger: t.trigger, of: { topic, subscription: r }, ...(t.previous && { previous: t.previous }), ...(t.current && { current: t.current }) },
             });
           }
           continue;
@@ -536,11 +557,15 @@ export class SubscriptionHub {
 
   /** A topic-based Subscription `r` compiled for `access`: its topic (of `topics`) and its triggers' conditions. */
   private async compileTopicOf(tenant: string, access: Access, r: Record<string, unknown>, topics: Topic[]) {
+    const topic = findTopic(topics, topicRequest(r));
+    return { topic, triggers: await this.compileTopicWith(tenant, access, r, topic) };
+  }
+
+  /** The triggers of `topic` compiled for topic-based Subscription `r` and `access`: its filters, reach and queryCriteria tests. */
+  private compileTopicWith(tenant: string, access: Access, r: Record<string, unknown>, topic: Topic) {
     const { fhir, clock } = this.options;
-    const request = topicRequest(r);
-    const topic = findTopic(topics, request);
     const compile = async (criteria: string) => (await compileCriteria(fhir, tenant, access, criteria, clock.now())).where;
-    return { topic, triggers: await compileTopic(fhir, tenant, access, topic, request, clock.now(), compile) };
+    return compileTopic(fhir, tenant, access, topic, topicRequest(r), clock.now(), compile);
   }
 
   /**

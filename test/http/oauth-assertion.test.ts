@@ -40,7 +40,7 @@ let urlId: string;
 beforeEach(async () => {
   const h = jwksHost();
   host = h.host;
-  // The fake host is no address: the address check (oauth-review.test.ts) is lifted here.
+  // The fake host is no address: the address check (oauth-hardening.test.ts) is lifted here.
   t = await createTestApp({ fetch: h.fetchFn, env: { CINDER_JWKS_ALLOW_PRIVATE: 'true' } });
   const scopes = ['system/*.read'];
   inlineId = (await createClient(t.store, t.clock, { tenant: 't1', scopes, jwks: { keys: Object.values(keys).map((k) => k.jwk) } })).client.clientId;

@@ -12,7 +12,7 @@ describe('cacheSeconds', () => {
   });
 });
 
-// The server is on the loopback: these tests allow private addresses (the check: oauth-review.test.ts).
+// The server is on the loopback: these tests allow private addresses (the check: oauth-hardening.test.ts).
 describe('createJwksFetcher against a real server', () => {
   let server: ReturnType<typeof Bun.serve>;
   let hits = 0;

@@ -1,6 +1,8 @@
 /**
- * Findings of an adversarial review of the authorization server, through `app.request()`, on both databases
- * where a store is involved.
+ * The authorization server's defences, through `app.request()`, on both databases where a store is involved:
+ * a used code presented by another client revokes nothing; clients' JWK Set URLs on loopback, link-local or
+ * private addresses are never fetched; per-IP limits count an IPv6 /64, a forwarded address with a port and an
+ * IPv4-mapped address as one client; a client assertion addressed to other parties too is refused.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';

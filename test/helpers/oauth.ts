@@ -4,7 +4,8 @@ import type { NewClientOptions } from '../../src/auth/admin.ts';
 import { s256 } from '../../src/auth/pkce.ts';
 import { randomToken } from '../../src/auth/secrets.ts';
 import { createUser, type NewUserOptions } from '../../src/auth/users.ts';
-import { BASE, type TestApp } from './app.ts';
+import { BASE, createTestApp, type TestApp } from './app.ts';
+import type { StoreTarget } from './stores.ts';
 
 export const FORM = { 'Content-Type': 'application/x-www-form-urlencoded' };
 export const REDIRECT = 'https://app.example/callback';
@@ -119,4 +120,17 @@ export async function getCode(t: TestApp, p: AuthorizeParams): Promise<string> {
 export function redeem(t: TestApp, code: string, c: { id: string; secret: string | null }, extra: Record<string, string> = {}) {
   const body = { grant_type: 'authorization_code', code, redirect_uri: REDIRECT, client_id: c.id, ...extra };
   return post(t, body, c.secret ? { Authorization: basic(c.id, c.secret) } : {});
+}
+
+/**
+ * A test app on a migrated database of `target` whose sign-ins fail at most 3 times per client address, behind a
+ * trusted proxy (the address from X-Forwarded-For), with a user-facing client and the test user: the per-IP limits' tests.
+ */
+export async function ipLimitedApp(target: StoreTarget): Promise<{ t: TestApp; client: Awaited<ReturnType<typeof userClient>> }> {
+  const store = (await target.migrated()).open();
+  await store.migrate();
+  const t = await createTestApp({ store, env: { CINDER_LOGIN_FAILURES_IP: '3', CINDER_TRUST_PROXY: 'on' } });
+  const client = await userClient(t);
+  await testUser(t);
+  return { t, client };
 }

@@ -11,7 +11,7 @@ import { createClient } from '../../src/auth/admin.ts';
 import { ASSERTION_TYPE } from '../../src/auth/client-assertion.ts';
 import { BASE, createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import { type Json } from '../helpers/fhir.ts';
-import { basic, PASSWORD, post, signIn, testUser, userClient } from '../helpers/oauth.ts';
+import { basic, ipLimitedApp, PASSWORD, post, signIn, userClient } from '../helpers/oauth.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
 const targets = await storeTargets({ main: false });
@@ -88,11 +88,7 @@ for (const target of targets) {
     const from = (ip: string) => ({ 'X-Forwarded-For': ip });
 
     beforeAll(async () => {
-      const store = (await target.migrated()).open();
-      await store.migrate();
-      t = await createTestApp({ store, env: { CINDER_LOGIN_FAILURES_IP: '3', CINDER_TRUST_PROXY: 'on' } });
-      client = await userClient(t);
-      await testUser(t);
+      ({ t, client } = await ipLimitedApp(target));
     }, 120_000);
     afterAll(() => t.close());
 

@@ -9,7 +9,7 @@ import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { createClient } from '../../src/auth/admin.ts';
 import { ASSERTION_TYPE } from '../../src/auth/client-assertion.ts';
 import { BASE, createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
-import { basic, getCode, PASSWORD, post, redeem, signIn, testUser, userClient } from '../helpers/oauth.ts';
+import { basic, getCode, ipLimitedApp, PASSWORD, post, redeem, signIn, testUser, userClient } from '../helpers/oauth.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
 const targets = await storeTargets({ main: false });
@@ -124,11 +124,7 @@ for (const target of targets) {
     const from = (ip: string) => ({ 'X-Forwarded-For': ip });
 
     beforeAll(async () => {
-      const store = (await target.migrated()).open();
-      await store.migrate();
-      t = await createTestApp({ store, env: { CINDER_LOGIN_FAILURES_IP: '3', CINDER_TRUST_PROXY: 'on' } });
-      client = await userClient(t);
-      await testUser(t);
+      ({ t, client } = await ipLimitedApp(target));
     }, 120_000);
     afterAll(() => t.close());
 

@@ -108,20 +108,31 @@ export interface WriteResult {
   unchanged: boolean;
 }
 
+/** Attempts of a write whose transaction clashed with a concurrent one (writeTx). */
+const WRITE_ATTEMPTS = 5;
+
 /**
- * Runs `fn` in one store transaction; a clash with a concurrent writer (StoreConflictError) becomes a
- * 409 the client may retry instead of a 500.
+ * Runs `fn` in one store transaction. A clash with a concurrent writer (StoreConflictError: on PostgreSQL,
+ * another transaction created a resource this one found absent, or a deadlock between two that create
+ * several) rolls it back and runs `fn` again, after a random wait that grows, so that it finds the
+ * other's rows and locks them as any update does: requests creating one id at once (update as create)
+ * end as they would one after another, as on SQLite, whose writes are serialised. Every `fn` reads
+ * what it writes over inside the transaction and keeps no state across runs. Past WRITE_ATTEMPTS the
+ * clash is a 409 the client may retry instead of a 500.
  */
 export async function writeTx<T>(deps: FhirDeps, tenant: string, fn: (w: ResourceWriter) => Promise<T>): Promise<T> {
-  try {
-    // The tenant's subscriptions are told of what the transaction writes, in it (hub.ts).
-    const hook = deps.subscriptions && (await deps.subscriptions.hook(tenant));
-    const out = await deps.store.resources.write(tenant, hook ? hook.wrap(fn) : fn);
-    await hook?.committed();
-    return out;
-  } catch (err) {
-    if (err instanceof StoreConflictError) throw new FhirError('conflict', 'A concurrent write changed the same resource; retry the request', { cause: err });
-    throw err;
+  // The tenant's subscriptions are told of what the transaction writes, in it (hub.ts).
+  const hook = deps.subscriptions && (await deps.subscriptions.hook(tenant));
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const out = await deps.store.resources.write(tenant, hook ? hook.wrap(fn) : fn);
+      await hook?.committed();
+      return out;
+    } catch (err) {
+      if (!(err instanceof StoreConflictError)) throw err;
+      if (attempt === WRITE_ATTEMPTS) throw new FhirError('conflict', 'A concurrent write changed the same resource; retry the request', { cause: err });
+    }
+    await Bun.sleep(Math.random() * 2 ** attempt);
   }
 }
 

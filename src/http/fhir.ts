@@ -83,12 +83,16 @@ function request(c: Context<AppEnv>): FhirRequest {
 /**
  * A write's response honouring `Prefer: return=minimal|representation|OperationOutcome`, with the
  * version's ETag and Last-Modified (the current version's, as a read gives them, when the update
- * changed nothing).
+ * changed nothing), its URL in `Content-Location` (RFC 9110 8.7: the resource the answer is of; the
+ * resource a conditional write settled on, and its version, whatever the preference, as HAPI FHIR
+ * answers and its client reads it), and in `Location` for a 201 (FHIR R4 http.html create).
  */
 export function writeResponse(c: Context<AppEnv>, written: WriteResult, status: number, base: string): Response {
   const v = written.version;
   const headers = versionHeaders(v);
-  if (status === 201) headers.Location = `${base}/${v.type}/${v.id}/_history/${v.versionId}`;
+  const url = `${base}/${v.type}/${v.id}/_history/${v.versionId}`;
+  headers['Content-Location'] = url;
+  if (status === 201) headers.Location = url;
   const ret = parsePrefer(c.req.header('prefer')).get('return');
   if (ret === 'minimal') {
     return new Response(null, { status, headers });

@@ -2,7 +2,7 @@
  * `Prefer: return=minimal|representation|OperationOutcome` on every kind of write (FHIR R4
  * http.html#ops): create, update, conditional create and update, PATCH and conditional PATCH (JSON and
  * FHIRPath), Binary writes from native content, delete and conditional delete, and the entries of
- * transaction and batch Bundles. On both databases.
+ * transaction and batch Bundles; and the Content-Location every write answers with. On both databases.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -74,6 +74,22 @@ await eachStore((kind, fresh) => {
         expect(body.resourceType).toBe('OperationOutcome');
         expect(body.issue[0]).toMatchObject({ severity: 'information', code: 'informational' });
         expect(body.issue[0].diagnostics).toContain(`version ${res.headers.get('etag')!.slice(3, -1)} stored`);
+      }
+    });
+
+    test('every preference: Content-Location names the resource and version answered (the one a conditional write settled on)', async () => {
+      let n = 300;
+      for (const [name, write, , type] of writes) {
+        for (const prefer of ['minimal', 'representation', 'OperationOutcome']) {
+          const res = await write({ Prefer: `return=${prefer}` }, n++);
+          const version = res.headers.get('etag')!.slice(3, -1);
+          const location = res.headers.get('content-location');
+          expect({ name, prefer, location }).toEqual({ name, prefer, location: expect.stringMatching(new RegExp(`^${api.base}/${type}/[^/]+/_history/${version}$`)) });
+          if (res.headers.get('location') !== null) expect(res.headers.get('location')).toBe(location);
+          const body = prefer === 'representation' ? ((await res.json()) as Json) : undefined;
+          if (body) expect(location).toBe(`${api.base}/${type}/${body.id}/_history/${body.meta.versionId}`);
+          if (name === 'conditional create, matched' || name.includes('patch')) expect(location).toStartWith(`${api.base}/Patient/read-me/_history/`);
+        }
       }
     });
 

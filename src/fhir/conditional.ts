@@ -247,7 +247,7 @@ export async function conditionalCreate(
   const condition = conditionKey(type, query);
   return exclusively(deps, req.tenant, [condition], async (settle) => {
     const match = await resolveCondition(deps, req, type, query, 'If-None-Exist');
-    if (match) return { version: match, created: false, unchanged: false };
+    if (match) return { version: match, created: false, unchanged: false, matched: true };
     return createResource(deps, req, type, resource, (w) => settle(w, [condition]));
   });
 }

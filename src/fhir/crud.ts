@@ -106,6 +106,8 @@ export interface WriteResult {
   created: boolean;
   /** The update would have stored the current version again (storesSame): nothing was written and `version` is the current one. */
   unchanged: boolean;
+  /** A conditional create's condition matched `version`, the current version of an existing resource: nothing was written. */
+  matched?: true;
 }
 
 /** Attempts of a write whose transaction clashed with a concurrent one (writeTx). */

@@ -20,3 +20,12 @@ export function issue(severity: FhirIssue['severity'], code: string, text: strin
 export function unchangedOutcome(type: string, id: string, versionId: string | number): Record<string, unknown> {
   return operationOutcome([issue('information', 'informational', `${type}/${id} unchanged: the update equals version ${versionId}, so no new version was stored`)]);
 }
+
+/**
+ * The informational outcome of a conditional create whose condition matched `type/id` (FHIR R4 http.html
+ * conditional create: the server ignores the post): nothing was written. `Prefer: return=OperationOutcome`
+ * answers it, for the If-None-Exist header and a Bundle entry's `ifNoneExist` alike.
+ */
+export function matchedOutcome(type: string, id: string, versionId: string | number, condition: string): Record<string, unknown> {
+  return operationOutcome([issue('information', 'informational', `${type}/${id} version ${versionId} matches ${condition}, so nothing was created`)]);
+}

@@ -5,7 +5,7 @@ import { historyJson, searchLinks, searchsetJson } from '../fhir/bundle.ts';
 import { subscriptionEvents, subscriptionStatus, subscriptionWsBindingToken, type WsBindingIssuer } from '../fhir/subscriptions/operations.ts';
 import { conditionalCreate, conditionalDelete, conditionalUpdate } from '../fhir/conditional.ts';
 import { history } from '../fhir/history.ts';
-import { issue, operationOutcome, unchangedOutcome } from '../fhir/outcome.ts';
+import { issue, matchedOutcome, operationOutcome, unchangedOutcome } from '../fhir/outcome.ts';
 import { searchResources, type SearchResult } from '../fhir/search.ts';
 import { everything } from '../fhir/everything.ts';
 import { encounterEverything } from '../fhir/encounter-everything.ts';
@@ -98,7 +98,9 @@ export function writeResponse(c: Context<AppEnv>, written: WriteResult, status: 
     return new Response(null, { status, headers });
   }
   if (ret === 'OperationOutcome') {
-    return fhirJson(written.unchanged ? unchangedOutcome(v.type, v.id, v.versionId) : storedOutcome(v.type, v.id, v.versionId), status, headers);
+    const outcome = written.matched ? matchedOutcome(v.type, v.id, v.versionId, 'If-None-Exist')
+      : written.unchanged ? unchangedOutcome(v.type, v.id, v.versionId) : storedOutcome(v.type, v.id, v.versionId);
+    return fhirJson(outcome, status, headers);
   }
   return fhirJson(v.content, status, headers);
 }
@@ -120,12 +122,16 @@ function withReturnPreference(request: unknown, response: Record<string, any>, r
   if ((ret !== 'minimal' && ret !== 'OperationOutcome') || response.entry === undefined) return response;
   const requested = (request as { entry: { request?: { method?: string } }[] }).entry;
   response.entry.forEach((e: Record<string, any>, i: number) => {
-    if (!WRITE_METHODS.has(String(requested[i]?.request?.method).toUpperCase()) || e.resource === undefined) return;
+    const method = String(requested[i]?.request?.method).toUpperCase();
+    if (!WRITE_METHODS.has(method) || e.resource === undefined) return;
     const r = e.resource;
     delete e.resource;
-    // An update that changed nothing keeps the outcome saying so (unchangedOutcome).
+    // An update that changed nothing keeps the outcome saying so (unchangedOutcome); a POST answered 200 is a
+    // conditional create whose ifNoneExist matched, which wrote nothing.
     if (ret === 'OperationOutcome') {
-      e.response.outcome ??= storedOutcome(r.resourceType, r.id, r.meta?.versionId);
+      e.response.outcome ??= method === 'POST' && String(e.response.status).startsWith('200')
+        ? matchedOutcome(r.resourceType, r.id, r.meta?.versionId, 'request.ifNoneExist')
+        : storedOutcome(r.resourceType, r.id, r.meta?.versionId);
     }
   });
   return response;

@@ -73,7 +73,11 @@ await eachStore((kind, fresh) => {
         const body = (await res.json()) as Json;
         expect(body.resourceType).toBe('OperationOutcome');
         expect(body.issue[0]).toMatchObject({ severity: 'information', code: 'informational' });
-        expect(body.issue[0].diagnostics).toContain(`version ${res.headers.get('etag')!.slice(3, -1)} stored`);
+        const version = res.headers.get('etag')!.slice(3, -1);
+        // A conditional create that matched wrote nothing: its outcome says so.
+        expect({ name, text: body.issue[0].diagnostics }).toEqual({
+          name, text: name === 'conditional create, matched' ? `Patient/read-me version ${version} matches If-None-Exist, so nothing was created` : expect.stringContaining(`version ${version} stored`),
+        });
       }
     });
 
@@ -142,6 +146,19 @@ await eachStore((kind, fresh) => {
         expect(outcome[1]!.response.outcome.issue[0].diagnostics).toBe(`Patient/${type}-o version 1 stored`);
       });
     }
+
+    test('OperationOutcome in a Bundle: a conditional create entry that matched says that it wrote nothing', async () => {
+      for (const type of ['transaction', 'batch']) {
+        const res = await api.post(api.base, bundle(type, [
+          { resource: { resourceType: 'Patient' }, request: { method: 'POST', url: 'Patient', ifNoneExist: '_id=read-me' } },
+          { resource: { resourceType: 'Patient', identifier: [{ system: 'urn:m', value: type }] }, request: { method: 'POST', url: 'Patient', ifNoneExist: `identifier=urn:m|${type}` } },
+        ]), { Prefer: 'return=OperationOutcome' });
+        const out = ((await res.json()) as Json).entry as Json[];
+        expect(out.map((e) => e.response.status)).toEqual(['200 OK', '201 Created']);
+        expect(out[0]!.response.outcome.issue[0].diagnostics).toMatch(/^Patient\/read-me version \d+ matches request\.ifNoneExist, so nothing was created$/);
+        expect(out[1]!.response.outcome.issue[0].diagnostics).toMatch(/^Patient\/[^ ]+ version 1 stored$/);
+      }
+    });
 
     test('batch: a failed entry keeps its error outcome whatever the preference', async () => {
       const res = await api.post(api.base, bundle('batch', [

@@ -115,26 +115,34 @@ const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 /**
  * A transaction or batch response as `Prefer: return=...` asks, entry by entry (FHIR R4 http.html#ops):
  * the written resources (representation, the default), none (minimal), or an informational
- * OperationOutcome in `response.outcome` instead (OperationOutcome). Read entries keep their resources;
- * failed batch entries keep their outcomes. Response entries stand at their request entries' places.
+ * OperationOutcome in `response.outcome` instead (OperationOutcome). Read entries and operations (a batch's
+ * `POST ValueSet/$validate-code`) keep their resources; failed batch entries keep their outcomes. Response
+ * entries stand at their request entries' places.
  */
 function withReturnPreference(request: unknown, response: Record<string, any>, ret: string | undefined): Record<string, any> {
   if ((ret !== 'minimal' && ret !== 'OperationOutcome') || response.entry === undefined) return response;
-  const requested = (request as { entry: { request?: { method?: string } }[] }).entry;
+  const requested = (request as { entry: { request?: { method?: string; url?: unknown; ifNoneExist?: unknown } }[] }).entry;
   response.entry.forEach((e: Record<string, any>, i: number) => {
-    const method = String(requested[i]?.request?.method).toUpperCase();
-    if (!WRITE_METHODS.has(method) || e.resource === undefined) return;
+    const req = requested[i]?.request;
+    const method = String(req?.method).toUpperCase();
+    // An operation's result (`POST CodeSystem/$lookup`) is its answer, not a representation of something written.
+    if (!WRITE_METHODS.has(method) || e.resource === undefined || namesOperation(req?.url)) return;
     const r = e.resource;
     delete e.resource;
-    // An update that changed nothing keeps the outcome saying so (unchangedOutcome); a POST answered 200 is a
-    // conditional create whose ifNoneExist matched, which wrote nothing.
+    // An update that changed nothing keeps the outcome saying so (unchangedOutcome); a conditional create
+    // answered 200 matched its ifNoneExist and wrote nothing.
     if (ret === 'OperationOutcome') {
-      e.response.outcome ??= method === 'POST' && String(e.response.status).startsWith('200')
+      e.response.outcome ??= method === 'POST' && req?.ifNoneExist !== undefined && String(e.response.status).startsWith('200')
         ? matchedOutcome(r.resourceType, r.id, r.meta?.versionId, 'request.ifNoneExist')
         : storedOutcome(r.resourceType, r.id, r.meta?.versionId);
     }
   });
   return response;
+}
+
+/** Whether a Bundle entry's `request.url` names an operation (`$name`, `Type/$name`, `Type/id/$name`, with a query or not). */
+function namesOperation(url: unknown): boolean {
+  return typeof url === 'string' && (url.split('?', 1)[0]!.split('/').pop() ?? '').startsWith('$');
 }
 
 /**

@@ -56,6 +56,22 @@ await eachStore((kind, fresh) => {
       expect(everything!.entry.map((e: Json) => `${e.resource.resourceType}/${e.resource.id}`).sort()).toEqual(['Observation/o1', 'Patient/p1']);
     });
 
+    test('Prefer: return=minimal or OperationOutcome leaves an operation entry its result (it applies to writes)', async () => {
+      for (const prefer of ['minimal', 'OperationOutcome']) {
+        const res = await api.post('', { resourceType: 'Bundle', type: 'batch', entry: [
+          { request: { method: 'POST', url: 'CodeSystem/$lookup' }, resource: { resourceType: 'Parameters', parameter: [{ name: 'system', valueUri: GENDER_CS }, { name: 'code', valueCode: 'other' }] } },
+          { request: { method: 'POST', url: `${t.fhir('t1')}/ValueSet/$validate-code` }, resource: { resourceType: 'Parameters', parameter: [{ name: 'url', valueUri: GENDER_VS }, { name: 'coding', valueCoding: { system: GENDER_CS, code: 'male' } }] } },
+          { resource: { resourceType: 'Patient' }, request: { method: 'POST', url: 'Patient' } },
+        ] }, { Prefer: `return=${prefer}` });
+        const out = ((await res.json()) as Json).entry as Json[];
+        expect(out.map((e) => [e.response.status, e.resource?.resourceType ?? null, e.response.outcome?.issue[0].code ?? null])).toEqual([
+          ['200 OK', 'Parameters', null], ['200 OK', 'Parameters', null], ['201 Created', null, prefer === 'minimal' ? null : 'informational'],
+        ]);
+        expect(param(out[0]!.resource, 'display').valueString).toBe('Other');
+        expect(param(out[1]!.resource, 'result').valueBoolean).toBe(true);
+      }
+    });
+
     test("an operation's error is its entry's, with its OperationOutcome; the token's scopes hold as on the REST API", async () => {
       const res = await bundle('batch', [
         { request: { method: 'GET', url: 'Patient/$no-such-operation' } },

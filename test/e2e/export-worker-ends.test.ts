@@ -20,6 +20,8 @@ afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 /** Each export thread constructed in this process, handed to `onThread` as it is made. */
 let onThread: (w: Worker) => void = () => undefined;
+/** What the pool tells its threads, seen before they get it; `false` keeps the message from the thread. */
+let onMessage: (w: Worker, message: { type: string }) => boolean = () => true;
 const threads: Worker[] = [];
 const RealWorker = globalThis.Worker;
 beforeAll(() => {
@@ -31,6 +33,9 @@ beforeAll(() => {
         onThread(this);
       }
     }
+    override postMessage(message: unknown, options?: unknown): void {
+      if (onMessage(this, message as { type: string })) super.postMessage(message, options as StructuredSerializeOptions);
+    }
   } as typeof Worker;
 });
 afterAll(() => {
@@ -39,22 +44,36 @@ afterAll(() => {
 
 const COUNT = 40;
 
-async function setUp(target: (typeof targets)[number]) {
+async function setUp(target: (typeof targets)[number], settleMs = 0) {
   const db = await target.migrated();
   const t = await createTestApp({ store: db.open() });
   const writer = createBatchWriter({ store: t.store, clock: t.clock }, 't1', DEFAULT_BATCH_LIMITS, () => undefined);
   for (let i = 0; i < COUNT; i++) await writer.addPrepared([writer.prepare(observation(`o${i}`, `p${i % 5}`))]);
   await writer.drain();
   t.clock.advance(60_000);
-  const pool = createExportPool({
+  const newPool = (settle: number) => createExportPool({
     size: 1,
     init: {
-      ...runSettings(t.config), settleMs: 0, databaseUrl: target.kind === 'sqlite' ? 'sqlite:' + db.url : db.url,
+      ...runSettings(t.config), settleMs: settle, databaseUrl: target.kind === 'sqlite' ? 'sqlite:' + db.url : db.url,
       exportStorage: t.config.exportStorage, env: {}, logLevel: 'silent',
     },
     store: t.store, clock: systemClock, log: silentLogger, pollMs: 50,
   });
-  return { t, pool };
+  return { t, pool: newPool(settleMs), newPool };
+}
+
+/**
+ * A settle time that keeps a job in its thread until it is stopped: its transactionTime (the test clock's,
+ * in January 2026) plus this is far past the real time the thread waits for.
+ */
+const FOREVER = 3 * 365 * 86_400_000;
+
+/** Waits until the pool has handed `jobId` to its thread to run. */
+async function awaitRun(ran: () => boolean): Promise<void> {
+  for (let i = 0; i < 3000 && !ran(); i++) await Bun.sleep(10);
+  if (!ran()) throw new Error('the job never reached its thread');
+  // The thread takes the job and waits in its settle loop.
+  await Bun.sleep(200);
 }
 
 /** Waits for the job to complete; returns its attempts and the lines of its manifest's files. */
@@ -111,6 +130,62 @@ for (const target of targets) {
       expect(threads.length).toBe(2);
     } finally {
       onThread = () => undefined;
+      await pool.stop();
+      await t.close();
+    }
+  }, 60_000);
+
+  test(`${target.kind}: a thread that does not stop within stop()'s timeout is ended, and its job handed back with the attempt refunded once it has ended`, async () => {
+    const { t, pool, newPool } = await setUp(target, FOREVER);
+    let ran = false;
+    // The thread never hears the stop: it goes on with its job until the pool ends it.
+    onMessage = (_w, m) => (m.type === 'run' && (ran = true), m.type !== 'stop');
+    try {
+      const token = await t.token();
+      const statusUrl = await kickOff(t, token, '/$export?_type=Observation');
+      const id = statusUrl.split('/').pop()!;
+      pool.start();
+      await awaitRun(() => ran);
+      await pool.stop(300);
+      // Before: still in progress under the ended thread's lease, and its next claim counted a second attempt.
+      const job = (await t.store.exports.jobs.get('t1', id))!;
+      expect({ state: job.state, owner: job.leaseOwner, attempts: job.attempts }).toEqual({ state: 'accepted', owner: null, attempts: 0 });
+      onMessage = () => true;
+      const next = newPool(0);
+      next.start();
+      try {
+        expect(await completed(t, token, statusUrl)).toEqual({ attempts: 1, lines: COUNT });
+      } finally {
+        await next.stop();
+      }
+    } finally {
+      onMessage = () => true;
+      await pool.stop();
+      await t.close();
+    }
+  }, 60_000);
+
+  test(`${target.kind}: a thread that ends on its own while the pool stops is charged nothing: its job is handed back with the attempt refunded`, async () => {
+    const { t, pool } = await setUp(target, FOREVER);
+    let ran = false;
+    // Told to stop, the thread ends (from outside here, as a crash or process.exit in it would) before it hands its job back.
+    onMessage = (w, m) => {
+      if (m.type === 'run') ran = true;
+      if (m.type !== 'stop') return true;
+      setTimeout(() => w.terminate(), 50);
+      return false;
+    };
+    try {
+      const token = await t.token();
+      const id = (await kickOff(t, token, '/$export?_type=Observation')).split('/').pop()!;
+      pool.start();
+      await awaitRun(() => ran);
+      await pool.stop(5_000);
+      // Before: released with the attempt counted, as a thread that ends while running its job is.
+      const job = (await t.store.exports.jobs.get('t1', id))!;
+      expect({ state: job.state, owner: job.leaseOwner, attempts: job.attempts }).toEqual({ state: 'accepted', owner: null, attempts: 0 });
+    } finally {
+      onMessage = () => true;
       await pool.stop();
       await t.close();
     }

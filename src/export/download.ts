@@ -2,7 +2,7 @@ import { FhirError } from '../errors.ts';
 import type { ByteRange } from './sink.ts';
 import type { FileRecord } from './spec.ts';
 import { readPlan, readProgress } from './job-data.ts';
-import { readableData, visibleJob, type StatusDeps, type StatusRequest } from './status.ts';
+import { exportRequest, readableData, visibleJob, type StatusDeps, type StatusRequest } from './status.ts';
 import { mayDownload } from './types-param.ts';
 
 /** How long a started download keeps its files from being collected; renewed while it streams. */
@@ -25,13 +25,14 @@ export interface Download {
  * a token that may still read the file's resource type (under the scope filter it was exported with,
  * if any). Starting the download takes a lease on the files so that garbage collection waits for it.
  */
-export async function openDownload(deps: StatusDeps, req: StatusRequest, id: string, name: string): Promise<Download> {
+export async function openDownload(deps: StatusDeps, request: StatusRequest, id: string, name: string): Promise<Download> {
+  const req = exportRequest(request);
   const job = await visibleJob(deps, req, id);
   if (job.state !== 'completed') throw new FhirError('not-found', `Export job '${id}' has no files yet`);
   const file = readableData(() => readProgress(job)).files.find((f) => f.name === name);
   if (!file) throw new FhirError('not-found', `Export job '${id}' has no file '${name}'`);
   if (file.kind !== 'error' && !mayDownload(req.access, file.subject, readableData(() => readPlan(job)).spec)) {
-    throw new FhirError('forbidden', `The access token's scopes do not allow reading ${file.subject} resources`);
+    throw new FhirError('forbidden', `The access token's scopes do not allow reading and searching ${file.subject} resources, which their export file needs`);
   }
   const download = crypto.randomUUID();
   const lease = (starting: boolean) =>

@@ -8,6 +8,7 @@ import { parseReference } from '../fhir/references.ts';
 import { ID_PATTERN, R4_RESOURCE_TYPES } from '../fhir/resource-types.ts';
 import type { Condition, ExportPatient, ResourceVersion, SearchQuery, Store } from '../store/types.ts';
 import { parseElements } from './elements.ts';
+import { exportAccess } from './export-access.ts';
 import { groupMemberIds, groupPatients, readAsOf, type GroupReadable } from './group.ts';
 import type { ExportInput } from './kickoff-input.ts';
 import { patientBound, requireMember, requireOwnPatient, withinCompartment, type PatientBound } from './patient-bound.ts';
@@ -210,7 +211,8 @@ async function buildSpec(deps: KickoffDeps, req: KickoffRequest, at: number) {
  * Bulk Data 2.0 kick-off: validates the request, persists an accepted job (with the patients of a
  * Patient or Group export) and returns its id. The work happens later in a worker.
  */
-export async function kickOff(deps: KickoffDeps, req: KickoffRequest): Promise<string> {
+export async function kickOff(deps: KickoffDeps, request: KickoffRequest): Promise<string> {
+  const req = { ...request, access: exportAccess(request.access) };
   // A client at its limit is refused before its parameters cost anything (a Group's members, `_typeFilter`'s
   // codes); `create` decides atomically for kick-offs that race past this.
   if ((await deps.store.exports.jobs.activeCount(req.tenant, req.access.clientId)) >= deps.maxJobsPerClient) throw tooMany(deps.maxJobsPerClient);

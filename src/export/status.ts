@@ -5,6 +5,7 @@ import type { ExportJob, WithExports } from '../store/types.ts';
 import { jobPrefix } from './run-job.ts';
 import type { ExportSink } from './sink.ts';
 import type { ExportSpec, FileRecord, Step } from './spec.ts';
+import { exportAccess } from './export-access.ts';
 import { JobDataError, ownerPatientOf, readPlan, readProgress, unreadableReason } from './job-data.ts';
 import { mayDownload } from './types-param.ts';
 
@@ -28,6 +29,11 @@ export type StatusResult =
   | { kind: 'running'; progress: string }
   | { kind: 'completed'; manifest: Record<string, unknown>; expiresAt: number }
   | { kind: 'failed'; reason: string };
+
+/** The request with what its token may export (exportAccess): status, cancel and files are held to it as the kick-off was. */
+export function exportRequest(req: StatusRequest): StatusRequest {
+  return { ...req, access: exportAccess(req.access) };
+}
 
 /** Download URL of a job file (served by the FHIR API with a bearer token). */
 export function fileUrl(fhirBase: string, jobId: string, name: string): string {
@@ -96,7 +102,8 @@ function requireCoverage(access: Access, spec: ExportSpec): void {
  * Bulk Data 2.0 status request: still running, the complete-status manifest, or why the job failed. The
  * job's spec is read once (its `_typeFilter` conditions may run to a megabyte: MAX_TYPE_FILTER_VALUES).
  */
-export async function exportStatus(deps: StatusDeps, req: StatusRequest, id: string): Promise<StatusResult> {
+export async function exportStatus(deps: StatusDeps, request: StatusRequest, id: string): Promise<StatusResult> {
+  const req = exportRequest(request);
   const job = await visibleJob(deps, req, id);
   const { spec, steps } = readableData(() => readPlan(job));
   requireCoverage(req.access, spec);
@@ -120,7 +127,8 @@ export async function exportStatus(deps: StatusDeps, req: StatusRequest, id: str
  * URL, so it needs what a status request there needs (requireCoverage): a token that may not read the
  * job's status may not end the job and remove its files either.
  */
-export async function cancelExport(deps: StatusDeps, req: StatusRequest, id: string): Promise<void> {
+export async function cancelExport(deps: StatusDeps, request: StatusRequest, id: string): Promise<void> {
+  const req = exportRequest(request);
   const job = await visibleJob(deps, req, id);
   requireCoverage(req.access, readableData(() => readPlan(job)).spec);
   const now = deps.clock.now();

@@ -159,7 +159,7 @@ export function selectTypes(level: ExportLevel, requested: string[], associated:
     else {
       refused = true;
       const patient = boundTo(access, type);
-      if (explicit) problem('forbidden', patient === undefined ? `The access token's scopes do not allow reading ${level === 'system' ? 'all ' : ''}${type} resources` : `The access token reads ${type} only in Patient/${patient}'s compartment, which a system export does not cover: use Patient/$export`);
+      if (explicit) problem('forbidden', patient === undefined ? `The access token's scopes do not allow reading and searching ${level === 'system' ? 'all ' : ''}${type} resources, which an export of them needs` : `The access token reads ${type} only in Patient/${patient}'s compartment, which a system export does not cover: use Patient/$export`);
     }
   }
   const chosen = provenanceOf(level, associatedData(associated, lenient, issues), types.includes('Provenance'), explicit, access, problem);

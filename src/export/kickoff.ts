@@ -106,13 +106,13 @@ function readsEveryPatient(access: Access): boolean {
  * Which patients a Patient or Group export covers: stored with the job, or `any` compartment. A token
  * whose `patient/` scopes bind every exported type covers its patient alone (patient-bound.ts).
  */
-async function resolvePatients(deps: KickoffDeps, req: KickoffRequest, at: number, since: number | undefined, issues: FhirIssue[], bound: PatientBound | undefined) {
+async function resolvePatients(deps: KickoffDeps, req: KickoffRequest, at: number, since: number | undefined, issues: FhirIssue[], bound: PatientBound | undefined, groupAccess: Access) {
   const wanted = [...new Set(patientIds(req.input.patients, req.fhirBase))];
   requireOwnPatient(bound, wanted);
   let members: Set<string> | undefined;
   let readable: GroupReadable | undefined;
   if (req.level === 'group') {
-    requireAccess(req.access, 'Group', 'r');
+    requireAccess(groupAccess, 'Group', 'r');
     const read = await readAsOf(deps.store, req.tenant, 'Group', req.groupId!, at);
     if (!read) throw new FhirError('not-found', `Group/${req.groupId} is not known`);
     const match = { exists: async (query: SearchQuery) => (await deps.store.resources.search(req.tenant, query)).length > 0 };
@@ -120,11 +120,11 @@ async function resolvePatients(deps: KickoffDeps, req: KickoffRequest, at: numbe
     // a nested Group is followed only when the token may read it so too.
     const requireReadable = async (v: ResourceVersion) => {
       const resource = JSON.parse(v.content) as Resource;
-      requireCompartment(req.access, resource, req.fhirBase, 'r');
-      await requireFilter(req.access, 'r', resource, v.lastUpdated, match);
+      requireCompartment(groupAccess, resource, req.fhirBase, 'r');
+      await requireFilter(groupAccess, 'r', resource, v.lastUpdated, match);
     };
     await requireReadable(read);
-    const limited = req.access.patientLimit('Group', 'r') !== undefined || req.access.filters?.('Group', 'r') !== undefined;
+    const limited = groupAccess.patientLimit('Group', 'r') !== undefined || groupAccess.filters?.('Group', 'r') !== undefined;
     readable = limited ? (v) => requireReadable(v).then(() => true, (err: unknown) => (err instanceof FhirError && err.category === 'forbidden' ? false : Promise.reject(err))) : undefined;
     const group = await groupPatients(deps.store, req.tenant, req.groupId!, at, req.fhirBase, readsEveryPatient(req.access), readable);
     members = group.patients;
@@ -160,7 +160,7 @@ function binaryContexts(access: Access): string[] | undefined {
 }
 
 /** Builds the job spec from validated parameters (Bulk Data 2.0 kick-off request). */
-async function buildSpec(deps: KickoffDeps, req: KickoffRequest, at: number) {
+async function buildSpec(deps: KickoffDeps, req: KickoffRequest, at: number, groupAccess: Access) {
   const { input, lenient, level } = req;
   checkOutputFormat(input.outputFormat);
   const sinceRaw = single(input.since, '_since');
@@ -201,7 +201,7 @@ async function buildSpec(deps: KickoffDeps, req: KickoffRequest, at: number) {
   if (level === 'system') return { spec, patients: [] as ExportPatient[] };
   spec.groupId = req.groupId;
   if (level === 'patient') delete spec.groupId;
-  const resolved = await resolvePatients(deps, req, at, since, issues, bound);
+  const resolved = await resolvePatients(deps, req, at, since, issues, bound, groupAccess);
   spec.compartment = resolved.compartment;
   spec.joinedSince = resolved.joinedSince;
   return { spec, patients: resolved.patients };
@@ -213,11 +213,13 @@ async function buildSpec(deps: KickoffDeps, req: KickoffRequest, at: number) {
  */
 export async function kickOff(deps: KickoffDeps, request: KickoffRequest): Promise<string> {
   const req = { ...request, access: exportAccess(request.access) };
+  // The Group named (and the nested ones followed) are read by id, as a REST read of them is: read access to them suffices.
+  const groupAccess = request.access;
   // A client at its limit is refused before its parameters cost anything (a Group's members, `_typeFilter`'s
   // codes); `create` decides atomically for kick-offs that race past this.
   if ((await deps.store.exports.jobs.activeCount(req.tenant, req.access.clientId)) >= deps.maxJobsPerClient) throw tooMany(deps.maxJobsPerClient);
   const transactionTime = deps.clock.now();
-  const { spec, patients } = await buildSpec(deps, req, transactionTime);
+  const { spec, patients } = await buildSpec(deps, req, transactionTime, groupAccess);
   const id = crypto.randomUUID();
   const created = await deps.store.exports.jobs.create(
     {

@@ -22,7 +22,9 @@ await eachStore((kind, fresh) => {
       await put(t, observation('o1', 'p1', 'A'));
       await put(t, observation('o2', 'p2', 'B'));
       t.clock.advance(1000);
-      const scopes = ['system/Patient.rs', 'system/Observation.rs', 'system/Patient.r', 'system/Observation.r', 'system/Observation.s?code=http://loinc.org|A'];
+      await put(t, { resourceType: 'Group', id: 'g1', type: 'person', actual: true, member: [{ entity: { reference: 'Patient/p1' } }] });
+      t.clock.advance(1000);
+      const scopes = ['system/Patient.rs', 'system/Observation.rs', 'system/Patient.r', 'system/Observation.r', 'system/Observation.s?code=http://loinc.org|A', 'system/Group.r'];
       const { client, clientSecret } = await createClient(t.store, t.clock, { tenant: 't1', scopes });
       tokenOf = (scope) => t.token(scope, client.clientId, clientSecret!);
     });
@@ -66,6 +68,12 @@ await eachStore((kind, fresh) => {
       expect(search.entry?.map((e) => e.resource.id)).toEqual(['o1']);
       const manifest = await finish(t, token, await kickOff(t, token, '/$export?_type=Observation'));
       expect(refs(await download(t, token, manifest.output))).toEqual(['Observation/o1']);
+    });
+
+    test('the Group of a Group export is read by its id: read access to it suffices, its type exported only with search too', async () => {
+      const token = await tokenOf('system/Group.r system/Patient.rs system/Observation.rs');
+      const manifest = await finish(t, token, await kickOff(t, token, '/Group/g1/$export'));
+      expect(refs(await download(t, token, manifest.output))).toEqual(['Observation/o1', 'Patient/p1']);
     });
   });
 });

@@ -89,8 +89,11 @@ export type GroupReadable = (v: ResourceVersion) => Promise<boolean>;
 /** Patient ids looked up per query. */
 const CHUNK = 500;
 
-/** Which of the Patient `ids` existed at `at`: counted per chunk; a chunk with some missing is looked at closer. */
-async function patientsAsOf(store: Store, tenant: string, ids: string[], at: number): Promise<Set<string>> {
+/**
+ * Which of the Patient `ids` existed at `at`: counted per chunk; a chunk with some missing is looked at closer
+ * (a Group's members, and a Patient export's `patient` parameter).
+ */
+export async function patientsAsOf(store: Store, tenant: string, ids: string[], at: number): Promise<Set<string>> {
   const found = new Set<string>();
   for (let i = 0; i < ids.length; i += CHUNK) {
     const chunk = ids.slice(i, i + CHUNK);

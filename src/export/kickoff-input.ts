@@ -1,4 +1,5 @@
 import { FhirError } from '../errors.ts';
+import { isResourceType } from '../fhir/resource-types.ts';
 
 /** Kick-off parameters as sent, before validation (Bulk Data 2.0 "Query Parameters"). */
 export interface ExportInput {
@@ -49,6 +50,25 @@ export function splitTypeFilters(decoded: string): string[] {
   return decoded.split(/,(?=[A-Z][A-Za-z]+\?)/).map((s) => s.trim()).filter(Boolean);
 }
 
+/**
+ * Decoded `_typeFilter` pieces, split at the literal commas of the query string, put back together where a
+ * comma was within a query's value: a client that left its query unencoded (`Observation?code=A,B`, which
+ * Bulk Data 2.0 asks to be encoded) sent a value's comma as it sends the list's. A piece that starts no
+ * query (no `Type?` before it, nor a resource type alone) continues the one before; before, it was taken
+ * for a query of its own and refused ("'B' is not a resource type").
+ */
+function joinValues(pieces: string[]): string[] {
+  const out: string[] = [];
+  for (const piece of pieces) {
+    const text = piece.trim();
+    // `word?` starts a query even when the word is no type (`observation?code=x`), so that it is still refused by name.
+    const starts = text === '' || /^[A-Za-z][A-Za-z0-9]*\?/.test(text) || isResourceType(text);
+    if (starts || out.length === 0) out.push(piece);
+    else out[out.length - 1] += `,${piece}`;
+  }
+  return out;
+}
+
 function decode(raw: string, name: string): string {
   try {
     return decodeURIComponent(raw.replace(/\+/g, ' '));
@@ -66,7 +86,7 @@ function add(input: ExportInput, name: string, value: string, rawTypeFilter?: st
     case 'includeAssociatedData': input.includeAssociatedData.push(...list(value)); break;
     case 'patient': input.patients.push(value); break;
     case '_typeFilter': {
-      const pieces = rawTypeFilter === undefined ? [value] : rawTypeFilter.split(',').map((p) => decode(p, name));
+      const pieces = rawTypeFilter === undefined ? [value] : joinValues(rawTypeFilter.split(',').map((p) => decode(p, name)));
       input.typeFilters.push(...pieces.flatMap(splitTypeFilters));
       break;
     }

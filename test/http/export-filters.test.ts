@@ -58,6 +58,20 @@ describe('_typeFilter', () => {
     expect(refs(files)).toEqual(['Observation/o1', 'Observation/o2', 'Patient/p2']);
   });
 
+  test('a query sent unencoded keeps the commas of its values: a piece that starts no query continues the one before', async () => {
+    // Before: a 400, "'B' is not a resource type", the value taken for a query of its own.
+    const status = await kickOff(t, token, '/$export?_type=Observation&_typeFilter=Observation?code=A,B');
+    expect(refs(await download(t, token, (await finish(t, token, status)).output))).toEqual(['Observation/o1', 'Observation/o2']);
+    const two = await kickOff(t, token, '/$export?_type=Observation,Patient&_typeFilter=Observation?code=http://loinc.org|A,http://loinc.org|C,Patient?gender=male');
+    expect(refs(await download(t, token, (await finish(t, token, two)).output))).toEqual(['Observation/o1', 'Observation/o3', 'Patient/p2']);
+    // A piece naming a resource type still starts a query, as does an encoded one.
+    for (const [query, named] of [['Observation?code=A,Blood,Nope?x=1', 'Nope'], ['Observation?code=A,observation?code=B', 'observation']]) {
+      const res = await get(`/$export?_type=Observation&_typeFilter=${query}`);
+      expect(res.status).toBe(400);
+      expect(JSON.stringify(await res.json())).toContain(`'${named}' is not a resource type`);
+    }
+  });
+
   test(':in and :not-in expand the ValueSet through the terminology service at kick-off', async () => {
     await put(t, {
       resourceType: 'ValueSet', id: 'ac', status: 'active', url: 'http://example.org/fhir/ValueSet/ac',

@@ -59,6 +59,31 @@ function paramKey(rows: IndexRows, k: SortKey & { by: 'param' }): Key {
   return best;
 }
 
+/**
+ * The values of `sort`'s keys for one resource as the database holds them (SqlBuilder.sortKey): `_id`,
+ * `_lastUpdated`, or a parameter's least value in `rows` (its greatest, descending; a range's high end
+ * then), null for none. Strings as stored, compared in code point order as the key columns are: a
+ * page's last row's place (SearchQuery.afterKeys) for the next page of a sort on parameters.
+ */
+export function sortKeysOf(version: ResourceVersion, rows: () => IndexRows, sort: SortKey[]): (string | number | null)[] {
+  return sort.map((k) => {
+    if (k.by === 'id') return version.id;
+    if (k.by === 'lastUpdated') return version.lastUpdated;
+    const index = rows();
+    const values: (string | number)[] = [];
+    if (k.table === 'search_index') for (const e of index.tokens) if (e.param === k.param && (k.target === undefined || e.system === k.target)) values.push(e.value);
+    if (k.table === 'search_string') for (const e of index.strings) if (e.param === k.param) values.push(e.value);
+    if (k.table === 'search_range') for (const e of index.ranges) if (e.param === k.param) values.push(k.descending ? e.high : e.low);
+    if (k.table === 'search_composite') for (const e of index.composites) if (e.param === k.param) values.push(e.value1);
+    let best: string | number | null = null;
+    for (const v of values) {
+      const c = best === null ? 0 : typeof v === 'string' ? compareText(v, best as string) : v - (best as number);
+      if (best === null || (k.descending ? c > 0 : c < 0)) best = v;
+    }
+    return best;
+  });
+}
+
 /** One ORDER BY term: how to read the key and in which direction, nulls last. */
 interface Term {
   key: (s: Sortable) => Key;

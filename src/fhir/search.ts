@@ -1,5 +1,5 @@
 import { FhirError, type FhirIssue } from '../errors.ts';
-import type { Condition, ResourceVersion, SearchCursor, SearchQuery, TextQuery } from '../store/types.ts';
+import type { Condition, ResourceVersion, SearchCursor, SearchQuery, SortKey, SortPosition, TextQuery } from '../store/types.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import { binaryReachLimited, rowsInReach, vreadResource } from './crud.ts';
 import { requireAccess, type Access } from './access.ts';
@@ -24,6 +24,8 @@ import { hasCoreResources } from './core-layer.ts';
 import { CONTROL_CHARACTER } from './validation/primitives.ts';
 import { TEXT_MAX_QUERY_WORDS } from './text-index.ts';
 import { checkOffset, parseOffset, searchAtOffset } from './search-offset.ts';
+import { sortKeysOf } from './search-order.ts';
+import { boundedValue } from '../store/index-limits.ts';
 
 export const DEFAULT_COUNT = 50;
 export const MAX_COUNT = 1000;
@@ -83,6 +85,11 @@ export interface CompiledSearch {
   self: URLSearchParams;
   /** Where this page starts among the core matches, for sorts paged by offset (core-search.ts). */
   coreOffset?: number;
+  /**
+   * Where this page starts among the matches, for a sort on parameters paged by its keys (SortPosition):
+   * as many as the pages before held, for its `previous` link (an offset, which writes since may shift).
+   */
+  sortedOffset?: number;
   /** The `_cursor` this page was asked with. */
   cursor?: string;
   total: string | null;
@@ -114,7 +121,10 @@ export interface SearchResult {
 }
 
 /** A page's start: a keyset position, or for other sorts an offset (with the core matches' own, see core-search.ts). */
-type Cursor = { kind: 'keyset'; at: SearchCursor } | { kind: 'offset'; offset: number; core?: number };
+type Cursor = { kind: 'keyset'; at: SearchCursor } | { kind: 'offset'; offset: number; core?: number } | { kind: 'sorted'; at: SortPosition; offset: number };
+
+/** A position in a sort on parameters, with the matches before it (the next page's offset, for its `previous` link). */
+export type SortedCursor = SortPosition & { offset: number };
 
 /** Encodes a keyset position (or, for other sorts, an offset) as an opaque `_cursor` value. */
 /** The links of a page asked with a cursor (SearchResult.page). */
@@ -137,15 +147,18 @@ export interface PageLinks {
 function pageLinks(compiled: CompiledSearch): PageLinks {
   const { query } = compiled;
   const page: PageLinks = { cursor: compiled.cursor! };
-  if (query.offset !== undefined && compiled.coreOffset === undefined) {
-    const before = Math.max(0, query.offset - query.count);
+  const at = compiled.sortedOffset ?? (compiled.coreOffset === undefined ? query.offset : undefined);
+  if (at !== undefined) {
+    const before = Math.max(0, at - query.count);
     page.previous = before === 0 ? null : encodeCursor({ offset: before });
   }
   return page;
 }
 
-export function encodeCursor(c: SearchCursor | { offset: number; core?: number }): string {
-  const value = 'offset' in c ? (c.core === undefined ? { o: c.offset } : { o: c.offset, c: c.core }) : [c.lastUpdated, c.id];
+export function encodeCursor(c: SearchCursor | { offset: number; core?: number } | SortedCursor): string {
+  // An open range's end (a key of ±Infinity) is written as a string: JSON has no infinities.
+  const value = 'keys' in c ? { k: c.keys.map((v) => (v === Infinity ? 'inf' : v === -Infinity ? '-inf' : v)), i: c.id, o: c.offset }
+    : 'offset' in c ? (c.core === undefined ? { o: c.offset } : { o: c.offset, c: c.core }) : [c.lastUpdated, c.id];
   return Buffer.from(JSON.stringify(value)).toString('base64url');
 }
 
@@ -157,12 +170,40 @@ function decodeCursor(raw: string): Cursor {
       return { kind: 'keyset', at: { lastUpdated: v[0], id: v[1] } };
     }
     const count = (n: unknown) => Number.isSafeInteger(n) && (n as number) >= 0;
-    if (v && count(v.o) && v.c === undefined) return { kind: 'offset', offset: v.o };
+    if (v && count(v.o) && Array.isArray(v.k) && typeof v.i === 'string' && ID_PATTERN.test(v.i)) {
+      const keys = (v.k as unknown[]).map((x) => (x === 'inf' ? Infinity : x === '-inf' ? -Infinity : x));
+      if (keys.every((x) => x === null || typeof x === 'string' || (typeof x === 'number' && !Number.isNaN(x)))) {
+        return { kind: 'sorted', at: { keys: keys as SortPosition['keys'], id: v.i }, offset: v.o };
+      }
+    }
+    if (v && count(v.o) && v.c === undefined && v.k === undefined) return { kind: 'offset', offset: v.o };
     if (v && count(v.o) && count(v.c)) return { kind: 'offset', offset: v.o, core: v.c };
   } catch {
     // fall through to the error below
   }
   throw new FhirError('invalid', `Invalid _cursor '${raw}'`, { expression: ['_cursor'] });
+}
+
+/** Whether a cursor's keys fit `sort`: one per key, a number (or none) for a range's, a string (or none) for the others'. */
+function fitsSort(at: SortPosition, sort: SortKey[]): boolean {
+  if (keysetSort(sort) !== undefined || at.keys.length !== sort.length) return false;
+  return sort.every((k, i) => {
+    const v = at.keys[i];
+    if (k.by === 'id') return typeof v === 'string';
+    if (k.by === 'lastUpdated') return Number.isSafeInteger(v);
+    return v === null || (k.table === 'search_range' ? typeof v === 'number' : typeof v === 'string');
+  });
+}
+
+/**
+ * The place of `row`, a page's last match, in the page's sort on parameters: the next page's cursor. The
+ * keys are read from the resource's index rows as the store wrote them (under the tenant's base; on
+ * PostgreSQL a long string in its bounded form, as its index holds it).
+ */
+function sortedCursor(deps: FhirDeps, tenant: string, row: ResourceVersion, sort: SortKey[], offset: number): string {
+  const keys = sortKeysOf(row, () => indexEntries(JSON.parse(row.content) as Json, deps.fhirBase?.(tenant)), sort);
+  const stored = deps.store.kind === 'postgres' ? keys.map((v) => (typeof v === 'string' ? boundedValue(v) : v)) : keys;
+  return encodeCursor({ keys: stored, id: row.id, offset });
 }
 
 export function parseCount(raw: string | null): number {
@@ -356,7 +397,10 @@ export function compileSearch(type: string, given: URLSearchParams, strict: bool
   if (cursor !== null) {
     const c = decodeCursor(cursor);
     if (c.kind === 'keyset') query.after = c.at;
-    else query.offset = c.offset;
+    else if (c.kind === 'sorted') {
+      if (!fitsSort(c.at, query.sort)) throw new FhirError('invalid', `Invalid _cursor '${cursor}': it is not a place in this search's order`, { expression: ['_cursor'] });
+      query.afterKeys = c.at;
+    } else query.offset = c.offset;
     if (c.kind === 'offset' && c.core !== undefined) coreOffset = c.core;
   }
   const total = params.get('_total');
@@ -366,6 +410,7 @@ export function compileSearch(type: string, given: URLSearchParams, strict: bool
   const { summary, elements } = parseSubset(params, strict, warnings);
   const compiled: CompiledSearch = { query, pending, warnings, self, total, summary, includes, revincludes };
   if (coreOffset !== undefined) compiled.coreOffset = coreOffset;
+  if (query.afterKeys !== undefined) compiled.sortedOffset = (decodeCursor(cursor!) as { offset: number }).offset;
   if (cursor !== null) compiled.cursor = cursor;
   if (elements !== undefined) compiled.elements = elements;
   return compiled;
@@ -1047,6 +1092,11 @@ async function searchPage(
   const counting = total === 'accurate' || total === 'estimate' ? count() : undefined;
   counting?.catch(() => undefined);
   const keep = keptInReach(deps, req, type, compartment);
+  // A place in a sort on parameters is a cursor of a plain page (below): the core matches and those
+  // kept in reach are paged by offset.
+  if (query.afterKeys !== undefined && (core || keep !== undefined)) {
+    throw new FhirError('invalid', `Invalid _cursor '${compiled.cursor}': it is not a place in this search's order`, { expression: ['_cursor'] });
+  }
   const page: { rows: ResourceVersion[]; offsets(n: number): { store: number; core?: number } } = core
     ? await searchWithCore(deps, req.tenant, { ...query, count: query.count + 1 }, compiled.coreOffset)
     : keep !== undefined
@@ -1057,12 +1107,16 @@ async function searchPage(
   if (rows.length > query.count) {
     const last = result.rows[result.rows.length - 1]!;
     const at = page.offsets(query.count);
+    // A sort on parameters pages on from the last match's keys (SearchQuery.afterKeys): by offset, a
+    // match written or deleted before the place meanwhile made the next page repeat or skip others.
     result.next = keysetSort(query.sort)
       ? encodeCursor({ lastUpdated: last.lastUpdated, id: last.id })
-      : encodeCursor(at.core === undefined ? { offset: at.store } : { offset: at.store, core: at.core });
+      : !core && keep === undefined
+        ? sortedCursor(deps, req.tenant, last, query.sort, (compiled.sortedOffset ?? query.offset ?? 0) + query.count)
+        : encodeCursor(at.core === undefined ? { offset: at.store } : { offset: at.store, core: at.core });
   }
   if (compiled.cursor !== undefined) result.page = pageLinks(compiled);
-  const first = !query.after && !query.offset && !compiled.coreOffset;
+  const first = !query.after && !query.afterKeys && !query.offset && !compiled.coreOffset;
   const counted = await counting;
   if (counted !== undefined) result.total = counted;
   else if (total !== 'none' && first && !result.next) result.total = result.rows.length;

@@ -1716,9 +1716,13 @@ export const SORT_WALK_MAX_ROWS = 25_000;
 async function sortWalk<R>(dialect: Dialect, tenant: string, q: SearchQuery, run: SearchRunner<R>): Promise<R[] | undefined> {
   const first = q.sort[0];
   if (first?.by !== 'param' || keysetSort(q.sort) !== undefined) return undefined;
+  // A page after a place (SearchQuery.afterKeys) is walked from the place's first key: the resources
+  // after it have that key or one further on (or none: the walk cannot reach those, sorted last).
+  const start = q.afterKeys === undefined ? undefined : q.afterKeys.keys[0];
+  if (start === null) return undefined;
   const need = (q.offset ?? 0) + q.count;
   for (let rows = 2 * need + SORT_WALK_FIRST_ROWS; rows <= SORT_WALK_MAX_ROWS;) {
-    const bound = sortBoundSql(dialect, tenant, q.type, first, rows);
+    const bound = sortBoundSql(dialect, tenant, q.type, first, rows, start);
     const keys = (await run.rows(bound.sql, bound.values, 'plain')) as unknown as { k: number; f: SqlValue | null; v: SqlValue | null }[];
     // No key: no resource has the parameter.
     if (keys.length === 0) return undefined;
@@ -1745,12 +1749,13 @@ async function sortWalk<R>(dialect: Dialect, tenant: string, q: SearchQuery, run
  * where it names one), with the range (SortRange) a sort walk reads, the same on every
  * row: `f` the first value of any of them in the sort's order, and `v` the first of their values
  * `rows` index rows in, so that at least `rows` rows are at or before it (null when every key has
- * fewer rows). The database compares the values, as it orders them.
+ * fewer rows). The database compares the values, as it orders them. `start`: the values from it on alone.
  */
-function sortBoundSql(dialect: Dialect, tenant: string, type: string, k: ParamSortKey, rows: number): { sql: string; values: SqlValue[] } {
+function sortBoundSql(dialect: Dialect, tenant: string, type: string, k: ParamSortKey, rows: number, start?: string | number): { sql: string; values: SqlValue[] } {
   const b = new SqlBuilder(dialect, tenant, 'in');
   const col = sortColumn(k);
-  const nth = (offset: number) => `(SELECT s.${col} FROM ${k.table} s WHERE s.k = kk.k ORDER BY s.${col}${k.descending ? ' DESC' : ''} LIMIT 1${offset ? ` OFFSET ${offset}` : ''})`;
+  const from = start === undefined ? '' : ` AND s.${col} ${k.descending ? '<=' : '>='} ${b.v(start)}`;
+  const nth = (offset: number) => `(SELECT s.${col} FROM ${k.table} s WHERE s.k = kk.k${from} ORDER BY s.${col}${k.descending ? ' DESC' : ''} LIMIT 1${offset ? ` OFFSET ${offset}` : ''})`;
   const fn = k.descending ? 'MAX' : 'MIN';
   const sql = `SELECT x.k AS k, ${fn}(x.f) OVER () AS f, ${fn}(x.v) OVER () AS v FROM (SELECT kk.k AS k, ${nth(0)} AS f, ${nth(Math.trunc(rows) - 1)} AS v ` +
     `FROM search_keys kk WHERE kk.tenant = ${b.v(tenant)} AND kk.type = ${b.v(type)} AND kk.param = ${b.v(k.param)}` +
@@ -1939,9 +1944,12 @@ function fromWhere(
   }
   const keyset = keysetSort(q.sort);
   if (withCursor && q.after && keyset) where.push(keysetAfter(b, 'r', keyset, q.after));
+  // A place in a sort on parameters keeps a driven search `alone` (sortedDriven narrows on it).
+  const afterPlace = withCursor && q.afterKeys !== undefined && !keyset;
+  if (afterPlace) where.push(sortedAfter(b, 'r', q));
   if (bounded && keyset) where.push(withinBound(b, q));
   if (ids !== undefined) return { from: b.dialect.byIds!(b, ids, ['resources r', ...b.laterals].join(' '), where.join(' AND ')), where: '1 = 1', alone: false };
-  const alone = driven !== undefined && where.length === base.length && b.laterals.length === 0;
+  const alone = driven !== undefined && where.length === base.length + (afterPlace ? 1 : 0) && b.laterals.length === 0;
   return { from: [from, ...b.laterals].join(' '), where: where.join(' AND '), ...(driven !== undefined && { driven }), alone };
 }
 
@@ -1987,6 +1995,32 @@ function keysetAfter(b: SqlBuilder, a: string, keyset: SortKey, at: SearchCursor
   const op = keyset.descending ? '<' : '>';
   if (keyset.by === 'id') return `${a}.id ${op} ${b.v(at.id)}`;
   return `(${a}.last_updated, ${a}.id) ${op} (${b.v(at.lastUpdated)}, ${b.v(at.id)})`;
+}
+
+/**
+ * Row `a` comes after `q.afterKeys` in a sort on parameters (SearchQuery.afterKeys): its keys, then its
+ * id, compared as the page's ORDER BY compares them (each key in its direction, nulls last; ties by id
+ * ascending unless the sort names `_id`). A key of none (null) is followed only by others of none.
+ */
+function sortedAfter(b: SqlBuilder, a: string, q: SearchQuery): string {
+  const at = q.afterKeys!;
+  const terms: { expr: string; value: string | number | null; descending: boolean; nullable: boolean }[] = q.sort.map((k, i) => ({
+    expr: b.sortKey(k, a, q.type)[0], value: at.keys[i] ?? null, descending: k.descending, nullable: k.by === 'param',
+  }));
+  if (!q.sort.some((k) => k.by === 'id')) terms.push({ expr: `${a}.id`, value: at.id, descending: false, nullable: false });
+  const after = (i: number): string => {
+    const t = terms[i]!;
+    let beyond: string;
+    if (t.value === null) beyond = '1 = 0';
+    else {
+      const past = `${t.expr} ${t.descending ? '<' : '>'} ${b.v(t.value)}`;
+      beyond = t.nullable ? `(${past} OR ${t.expr} IS NULL)` : past;
+    }
+    if (i === terms.length - 1) return beyond;
+    const same = t.value === null ? `${t.expr} IS NULL` : `${t.expr} = ${b.v(t.value)}`;
+    return `(${beyond} OR (${same} AND ${after(i + 1)}))`;
+  };
+  return after(0);
 }
 
 const COLUMNS = 'r.type, r.id, r.version_id, r.last_updated, r.deleted, r.content';
@@ -2065,12 +2099,19 @@ function sortedDriven(b: SqlBuilder, q: SearchQuery, driven: string, where: stri
   const keys: [string, string][] = [['m.k0', order], ...rest];
   const offset = q.offset ?? 0;
   const threshold = `(SELECT t.v FROM t)`;
-  const cmp = q.sort[0]!.descending ? '>=' : '<=';
+  const descending = q.sort[0]!.descending;
+  const cmp = descending ? '>=' : '<=';
+  // After a place (`where` holds sortedAfter): the rows whose first key is at the place's or beyond it
+  // (or none) are read, and the threshold is that of the rows strictly beyond it, so that the rows tied
+  // with the place, before or after it, leave the page's rows within the threshold.
+  const place = q.afterKeys === undefined ? undefined : q.afterKeys.keys[0] ?? null;
+  const beyond = place === undefined ? '' : ` WHERE ${place === null ? '1 = 0' : `m.k0 ${descending ? '<' : '>'} ${b.v(place)}`}`;
+  const from = place === undefined ? '' : ` AND ${place === null ? 'm.k0 IS NULL' : `(m.k0 ${descending ? '<=' : '>='} ${b.v(place)} OR m.k0 IS NULL)`}`;
   const sql =
     `WITH m AS MATERIALIZED (SELECT ${DRIVER_ROW}.res AS pk, ${first} AS k0 FROM ${driven}), ` +
-    `t AS MATERIALIZED (SELECT m.k0 AS v FROM m ORDER BY m.k0${order} LIMIT 1 OFFSET ${b.v(Math.max(0, offset + q.count - 1))}) ` +
+    `t AS MATERIALIZED (SELECT m.k0 AS v FROM m${beyond} ORDER BY m.k0${order} LIMIT 1 OFFSET ${b.v(Math.max(0, offset + q.count - 1))}) ` +
     `SELECT ${COLUMNS} FROM (SELECT m.pk AS pk, ${keys.map(([e], i) => `${e} AS k${i}`).join(', ')} FROM m ${b.dialect.driverJoin} resources r ON r.pk = m.pk ` +
-    `WHERE ${where} AND (${threshold} IS NULL OR m.k0 ${cmp} ${threshold}) ORDER BY ${keys.map(([, o], i) => `k${i}${o}`).join(', ')} LIMIT ${b.v(q.count)}${offset ? ` OFFSET ${b.v(offset)}` : ''}) p ` +
+    `WHERE ${where}${from} AND (${threshold} IS NULL OR m.k0 ${cmp} ${threshold}) ORDER BY ${keys.map(([, o], i) => `k${i}${o}`).join(', ')} LIMIT ${b.v(q.count)}${offset ? ` OFFSET ${b.v(offset)}` : ''}) p ` +
     `${b.dialect.driverJoin} resources r ON r.pk = p.pk ORDER BY ${keys.map(([, o], i) => `p.k${i}${o}`).join(', ')}`;
   return { sql, values: b.values };
 }

@@ -283,6 +283,18 @@ export interface SearchQuery {
   count: number;
   /** Keyset position for a sort on `_id` or `_lastUpdated` alone: rows strictly after this one. */
   after?: SearchCursor;
+  /**
+   * Keyset position for a sort on parameters: rows strictly after the one whose sort keys were `keys`
+   * (one per SortKey of `sort`, as SqlBuilder.sortKey computes them: null for none) and whose id was
+   * `id` (ties by id ascending), so that a resource written or deleted between pages shifts no other.
+   */
+  afterKeys?: SortPosition;
   /** Rows to skip, for other sorts. */
   offset?: number;
+}
+
+/** A row's place in a sort on parameters (SearchQuery.afterKeys). */
+export interface SortPosition {
+  keys: (string | number | null)[];
+  id: string;
 }

@@ -73,6 +73,10 @@ await eachStore((kind, fresh) => {
       t = await createTestApp({ store: await fresh() });
       api = fhirClient(t, await t.token());
       for (let i = 0; i < 24; i++) await api.put200(patient(i));
+      // Keys past the Basic Multilingual Plane: the database orders by code point (U+1F600 after U+FF5A),
+      // where UTF-16 puts a surrogate pair first. sp90's key is its least family, U+FF5A; sp91's follows it.
+      await api.put200({ resourceType: 'Patient', id: 'sp90', name: [{ family: '\u{1F600}' }, { family: '\uFF5A' }] });
+      await api.put200({ resourceType: 'Patient', id: 'sp91', name: [{ family: '\uFF5A\uFF5A' }] });
       for (let i = 0; i < 30; i++) await api.put200(observation(i));
     });
     afterAll(() => t.close());

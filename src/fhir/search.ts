@@ -277,6 +277,73 @@ function sumOver(conditions: PendingCondition[], leaf: (c: PendingCondition) => 
   return n;
 }
 
+/** A search of more than MAX_SEARCH_TESTS tests (a 400 `too-costly`), with its conditions (presentLinks). */
+export class TooManyTests extends FhirError {
+  constructor(message: string, readonly pending: PendingCondition[]) {
+    super('invalid', message, { issueCode: 'too-costly' });
+  }
+}
+
+/**
+ * What the tenant holds that chains and `_has` can reach: the types of which it holds resources, and
+ * the keys (`type|param`) under which resources hold contained ones (`subject:Patient._id` of
+ * Observation). A chain through a reference that may name many types (`focus`, `Reference(Any)`:
+ * every type with the chained parameter) is an alternative per type, each a chain and its contained
+ * twin; those that can match nothing in the tenant's data are left out before the tests are counted.
+ */
+export interface PresentLinks {
+  types: ReadonlySet<string>;
+  contained: ReadonlySet<string>;
+}
+
+/** PresentLinks for the chains and `_has` of `pending` (a search of `type`), read from the store. */
+export async function presentLinks(deps: FhirDeps, tenant: string, pending: PendingCondition[]): Promise<PresentLinks> {
+  const containedTypes = new Set<string>();
+  const walk = (c: PendingCondition): void => {
+    if (c.kind === 'or') {
+      // `<param>:<Type>._id`: the contained resources' type is the key's last step.
+      if (c.contained !== undefined) containedTypes.add(c.contained.slice(c.contained.lastIndexOf(':') + 1, -'._id'.length));
+      c.any.forEach(walk);
+    } else if (c.kind === 'chain' || c.kind === 'has') c.where.forEach(walk);
+    else if (c.kind === 'and') c.all.forEach(walk);
+  };
+  pending.forEach(walk);
+  const [types, keys] = await Promise.all([
+    deps.store.resources.types(tenant),
+    Promise.all([...containedTypes].map((t) => deps.store.resources.containedKeys(tenant, t))),
+  ]);
+  return { types: new Set(types), contained: new Set(keys.flat().map((k) => `${k.type}|${k.param}`)) };
+}
+
+/**
+ * `c`, a condition on resources of `type`, without the alternatives that can match nothing in the
+ * tenant's data (PresentLinks): a chain to a type or a `_has` of a type it holds no resource of, and
+ * the contained twin of a chain where no resource of `type` contains one under its key (as the store's
+ * withoutAbsentKeys leaves them out). A condition left with no alternative matches nothing.
+ */
+function linkedPresent(c: PendingCondition, type: string, present: PresentLinks): PendingCondition {
+  const nothing: PendingCondition = { kind: 'or', any: [] };
+  const none = (x: PendingCondition) => x.kind === 'or' && x.any.length === 0;
+  switch (c.kind) {
+    case 'chain': case 'has': {
+      const target = c.kind === 'chain' ? c.targetType : c.type;
+      if (!present.types.has(target)) return nothing;
+      const where = c.where.map((x) => linkedPresent(x, target, present) as Condition);
+      return where.some(none) ? nothing : { ...c, where };
+    }
+    case 'or': {
+      if (c.contained !== undefined && !present.contained.has(`${type}|${c.contained}`)) return linkedPresent(c.any[0]!, type, present);
+      const any = c.any.map((x) => linkedPresent(x, type, present) as Condition).filter((x) => !none(x));
+      return any.length === 0 ? nothing : { ...c, any };
+    }
+    case 'and': {
+      const all = c.all.map((x) => linkedPresent(x, type, present) as Condition);
+      return all.some(none) ? nothing : { ...c, all };
+    }
+    default: return c;
+  }
+}
+
 /** The tests of `conditions` as MAX_SEARCH_TESTS counts them. */
 export function countTests(conditions: PendingCondition[]): number {
   return sumOver(conditions, () => 1, 1);
@@ -307,7 +374,7 @@ export function countValues(conditions: PendingCondition[]): number {
  * Compiles a FHIR search query string (FHIR R4 search.html). Unknown parameters become warnings, or a
  * 400 when `strict` (`Prefer: handling=strict`); malformed values are always a 400 naming the parameter.
  */
-export function compileSearch(type: string, given: URLSearchParams, strict: boolean, now = Date.now()): CompiledSearch {
+export function compileSearch(type: string, given: URLSearchParams, strict: boolean, now = Date.now(), present?: PresentLinks): CompiledSearch {
   // Wherever the search comes from (a Bundle's GET entry checked before its writes, a conditional reference), as the REST search reads it.
   const params = withoutEmptyResultParams(given);
   requireFewIncludes(params);
@@ -387,9 +454,10 @@ export function compileSearch(type: string, given: URLSearchParams, strict: bool
   if (words > TEXT_MAX_QUERY_WORDS) {
     throw new FhirError('invalid', `The search's _text and _content values hold ${words} words together; at most ${TEXT_MAX_QUERY_WORDS} are supported`, { issueCode: 'too-costly' });
   }
+  if (present !== undefined) pending.splice(0, pending.length, ...pending.map((c) => linkedPresent(c, type, present)));
   const tests = countTests(pending);
   if (tests > MAX_SEARCH_TESTS) {
-    throw new FhirError('invalid', `The search has ${tests} tests (parameters, _filter tests, chained steps); at most ${MAX_SEARCH_TESTS} are supported`, { issueCode: 'too-costly' });
+    throw new TooManyTests(`The search has ${tests} tests (parameters, _filter tests, chained steps); at most ${MAX_SEARCH_TESTS} are supported`, pending);
   }
   if (params.has('_offset')) checkOffset(params, strict);
   const cursor = params.get('_cursor');
@@ -1069,6 +1137,22 @@ async function pageFilled(deps: FhirDeps, req: FhirRequest, query: SearchQuery, 
   return { rows: kept.map((k) => k.row), offsets: (n) => ({ store: (query.offset ?? 0) + kept[n - 1]!.at + 1 }) };
 }
 
+/**
+ * compileSearch, and where the search holds more than MAX_SEARCH_TESTS tests, compiled again without
+ * the chain and `_has` alternatives that can match nothing in the tenant's data (presentLinks): a chain
+ * through a reference to any type (`Observation?focus.status=active`) names every type with the
+ * parameter, of which a tenant holds few.
+ */
+async function compileLinked(deps: FhirDeps, tenant: string, type: string, params: URLSearchParams, strict: boolean): Promise<CompiledSearch> {
+  const now = deps.clock.now();
+  try {
+    return compileSearch(type, params, strict, now);
+  } catch (err) {
+    if (!(err instanceof TooManyTests)) throw err;
+    return compileSearch(type, params, strict, now, await presentLinks(deps, tenant, err.pending));
+  }
+}
+
 /** A page of a type-level search, from its start or its `_cursor` (searchResources). */
 async function searchPage(
   deps: FhirDeps, req: FhirRequest, type: string, params: URLSearchParams, strict: boolean, compartment?: string,
@@ -1077,7 +1161,7 @@ async function searchPage(
   requireAccess(req.access, type, 's');
   const contained = containedMode(params);
   if (contained) return searchContained(deps, req, type, params, strict, contained, compartment);
-  const compiled = compileSearch(type, params, strict, deps.clock.now());
+  const compiled = await compileLinked(deps, req.tenant, type, params, strict);
   const { warnings, self, total } = compiled;
   const query = await storeQuery(deps, req, type, compiled, compartment);
   if (query === undefined) return { rows: [], included: [], total: 0, warnings, self };

@@ -15,7 +15,7 @@ import { hasCoreResources } from './core-layer.ts';
 import { compartmentTypes } from './definitions.ts';
 import { ID_PATTERN, REST_RESOURCE_TYPES, hasEndpoint, isResourceType } from './resource-types.ts';
 import {
-  addIncludes, checkControlModifier, compileSearch, CONTROL, parseCount, parseInclude, possibleInclude, countInReach, queryRows, requiredCount, requireFewIncludes, storeQuery,
+  addIncludes, checkControlModifier, compileLinked, compileSearch, CONTROL, parseCount, parseInclude, possibleInclude, countInReach, queryRows, requiredCount, requireFewIncludes, storeQuery,
   keptInReach, rowsFilled, withoutEmptyResultParams,
   type CompiledSearch, type Include, type SearchResult,
 } from './search.ts';
@@ -159,7 +159,7 @@ async function pageTypes(
   for (const type of types) {
     const runs = held.has(type) || (deps.core !== undefined && hasCoreResources(type));
     if (!runs && first !== undefined) continue;
-    const compiled = compileSearch(type, own, strict, deps.clock.now());
+    const compiled = await compileLinked(deps, req.tenant, type, own, strict);
     first ??= compiled;
     for (const w of compiled.warnings) warnings.set(w.diagnostics ?? JSON.stringify(w), w);
     if (!runs) continue;

@@ -1143,7 +1143,7 @@ async function pageFilled(deps: FhirDeps, req: FhirRequest, query: SearchQuery, 
  * through a reference to any type (`Observation?focus.status=active`) names every type with the
  * parameter, of which a tenant holds few.
  */
-async function compileLinked(deps: FhirDeps, tenant: string, type: string, params: URLSearchParams, strict: boolean): Promise<CompiledSearch> {
+export async function compileLinked(deps: FhirDeps, tenant: string, type: string, params: URLSearchParams, strict: boolean): Promise<CompiledSearch> {
   const now = deps.clock.now();
   try {
     return compileSearch(type, params, strict, now);

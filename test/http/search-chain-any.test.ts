@@ -50,6 +50,17 @@ await eachStore((kind, fresh) => {
       expect(ids(await strict.json()).sort()).toEqual(['o1', 'o3', 'o4']);
     });
 
+    test('the same across types, in _filter, and in a GraphQL connection\'s page and count', async () => {
+      expect(await found('?_type=Observation&focus.status=active')).toEqual(['o1', 'o3', 'o4']);
+      expect(await found(`Observation?_filter=${encodeURIComponent('focus.status eq active')}`)).toEqual(['o1', 'o3', 'o4']);
+      const query = '{ ObservationConnection(_filter: "focus.status eq active", _count: 2) { count edges { resource { id } } } }';
+      const res = await api.post('$graphql', JSON.stringify({ query }), { 'Content-Type': 'application/json' });
+      const body = (await res.json()) as Json;
+      expect({ status: res.status, errors: body.errors }).toEqual({ status: 200, errors: undefined });
+      expect(body.data.ObservationConnection.count).toBe(3);
+      expect(body.data.ObservationConnection.edges).toHaveLength(2);
+    });
+
     test('a chain whose every target in the tenant\'s data fails matches nothing, without a 400', async () => {
       expect(await found('Observation?focus.subject=Patient/p1')).toEqual([]);
       expect(await found('Patient?_has:Observation:patient:focus.code=x')).toEqual([]);

@@ -12,7 +12,7 @@ import { readResource, vreadResource, type FhirDeps, type FhirRequest } from '..
 import { parseReference } from '../references.ts';
 import { checkTypeAndId } from '../resource.ts';
 import { readableVersions } from '../read-many.ts';
-import { compileSearch, countInReach, searchResources, storeQuery } from '../search.ts';
+import { compileLinked, countInReach, searchResources, storeQuery } from '../search.ts';
 import type { ConnectionPage, GraphqlContext, Json } from './schema.ts';
 import { type GraphqlBudget } from './limits.ts';
 
@@ -119,7 +119,7 @@ export function graphqlContext(deps: FhirDeps, req: FhirRequest, budget: Graphql
           if (r.total !== undefined) return r.total;
           const counting = new URLSearchParams([...params].filter(([k]) => !['_count', '_offset', '_cursor', '_sort'].includes(k)));
           requireAccess(req.access, type, 's');
-          const query = await storeQuery(deps, req, type, compileSearch(type, counting, true, deps.clock.now()));
+          const query = await storeQuery(deps, req, type, await compileLinked(deps, req.tenant, type, counting, true));
           return query === undefined ? 0 : countInReach(deps, req, query);
         },
       };

@@ -3,13 +3,15 @@
  * (no sockets), without the drift between runs that makes separate processes hard to compare on a
  * shared machine (both apps see the same heap, cores and moment):
  *
- *   bun bench/inprocess-ab.ts <checkout A> <checkout B> [--rounds N] [--route validate|read]
+ *   bun bench/inprocess-ab.ts <checkout A> <checkout B> [--rounds N] [--route validate|read|pages]
  *
  * Each checkout (a directory such as a git worktree with its dependencies installed) gets its own
  * in-process app on a fresh SQLite file (its `test/helpers/app.ts`), with what the route needs:
  * `validate` an is-a ValueSet over 100,000 generated concepts and 1,000 request bodies as in
- * `bench/http.ts` (about 90% of the codes outside it), `read` one Patient. Then rounds of 2,000
- * requests alternate between the two (A B, B A, ...), the first two rounds discarded as warm-up.
+ * `bench/http.ts` (about 90% of the codes outside it), `read` one Patient, `pages` 6,000 Observations
+ * (three codes, a date each) and the later pages of two sorted searches (`_sort=-date`, and with
+ * `code=`, 20 a page), reached by each checkout's own `next` links. Then rounds of 2,000
+ * requests (200 for `pages`) alternate between the two (A B, B A, ...), the first two rounds discarded as warm-up.
  * Prints the lowest, lower-quartile and median CPU µs per request of each.
  */
 import { parseArgs } from 'node:util';
@@ -19,12 +21,12 @@ const { values, positionals } = parseArgs({
   allowPositionals: true,
   options: { rounds: { type: 'string', default: '30' }, route: { type: 'string', default: 'validate' } },
 });
-if (positionals.length !== 2 || !['validate', 'read'].includes(values.route)) {
-  console.error('usage: bun bench/inprocess-ab.ts <checkout A> <checkout B> [--rounds N] [--route validate|read]');
+if (positionals.length !== 2 || !['validate', 'read', 'pages'].includes(values.route)) {
+  console.error('usage: bun bench/inprocess-ab.ts <checkout A> <checkout B> [--rounds N] [--route validate|read|pages]');
   process.exit(2);
 }
 const rounds = Number(values.rounds);
-const PER_ROUND = 2000;
+const PER_ROUND = values.route === 'pages' ? 200 : 2000;
 const CONCEPTS = 100_000;
 
 interface Side {
@@ -56,6 +58,29 @@ async function side(dir: string): Promise<Side> {
     const url = `${fhir}/ValueSet/$validate-code`;
     // With a Content-Length, as a server request has: the body is read at once, not as a stream.
     request = (i) => new Request(url, { method: 'POST', headers: { ...headers, 'Content-Length': String(bodies[i % 1000]!.length) }, body: bodies[i % 1000] });
+  } else if (values.route === 'pages') {
+    const day = (i: number) => new Date(Date.UTC(2020, 0, 1) + (i * 7_919 % 2_000) * 86_400_000).toISOString().slice(0, 10);
+    for (let batch = 0; batch < 12; batch++) {
+      const entry = Array.from({ length: 500 }, (_, j) => {
+        const i = batch * 500 + j;
+        return { resource: { resourceType: 'Observation', status: 'final', code: { coding: [{ system: 'http://loinc.org', code: `c${i % 3}` }] }, effectiveDateTime: day(i) }, request: { method: 'POST', url: 'Observation' } };
+      });
+      const res: Response = await t.request(fhir, fhirInit(token, 'POST', { resourceType: 'Bundle', type: 'batch', entry }));
+      if (res.status !== 200) throw new Error(`${dir}: batch: ${res.status} ${await res.text()}`);
+    }
+    // Pages 2 to 11 of each search, by the checkout's own links (an offset, or the place of the page before).
+    const urls: string[] = [];
+    for (const query of ['Observation?_sort=-date&_count=20', 'Observation?code=c1&_sort=-date&_count=20']) {
+      let next: string | undefined = `${fhir}/${query}`;
+      for (let page = 1; page <= 11 && next !== undefined; page++) {
+        const res: Response = await t.request(next, { headers });
+        const bundle = (await res.json()) as { link?: { relation: string; url: string }[] };
+        next = bundle.link?.find((l) => l.relation === 'next')?.url;
+        if (next !== undefined && page < 11) urls.push(next);
+      }
+    }
+    if (urls.length !== 20) throw new Error(`${dir}: expected 20 later pages, got ${urls.length}`);
+    request = (i) => new Request(urls[i % urls.length]!, { headers });
   } else {
     await put('Patient/bench', { resourceType: 'Patient', id: 'bench', name: [{ family: 'Bench', given: ['Read'] }], gender: 'female', birthDate: '1970-01-01' });
     const url = `${fhir}/Patient/bench`;

@@ -18,6 +18,7 @@ import { craftToken, type Json } from '../helpers/fhir.ts';
 import { storeTargets } from '../helpers/stores.ts';
 import { testCoreBundle } from '../helpers/terminology-service.ts';
 import { serveWithWebsocket, websocketClient } from '../helpers/websocket.ts';
+import { CHECK_INTERVAL_MS } from '../../src/fhir/subscriptions/hub.ts';
 
 const serve = serveWithWebsocket;
 const client = websocketClient;
@@ -281,7 +282,8 @@ for (const target of targets) {
         t.clock.advance(1);
         await call('POST', 'Encounter', encounter('planned'), other);
         await rounds();
-        expect(await c.drained()).toEqual([]);
+        // Told it was activated again, and unbound: the event is not sent to it.
+        expect(await c.drained()).toEqual([`error ${s.id} was activated again since it was bound: nothing more is sent for it here; ask Subscription/${s.id}/$get-ws-binding-token for another`]);
         c.send(`bind-with-token ${stale}`);
         expect(await c.next()).toStartWith('error');
       } finally {
@@ -317,11 +319,40 @@ for (const target of targets) {
         t.clock.advance(1);
         await call('POST', 'Encounter', encounter('planned'), other);
         await rounds();
-        expect(await c.drained()).toEqual([]);
+        expect(await c.drained()).toEqual([`error ${s.id} was activated again since it was bound: nothing more is sent for it here; ask Subscription/${s.id}/$get-ws-binding-token for another`]);
         c.send(`bind-with-token ${stale}`);
         expect(await c.next()).toStartWith('error');
       } finally {
         c.close();
+      }
+    });
+
+    test('a socket bound with a token is told and unbound promptly once its Subscription is no longer active (off, error, deleted), whichever server wrote it, with no event waiting', async () => {
+      for (const end of ['off', 'error', 'deleted'] as const) {
+        const s = await subscribe(websocketTopicSubscription('id-only', { extension: [{ url: `${BP}backport-heartbeat-period`, valueUnsignedInt: 30 }] }));
+        const c = await client(servers[0]!.url);
+        try {
+          c.send(`bind-with-token ${await bindingToken(s.id as string)}`);
+          expect(param(statusOf(JSON.parse(await c.next()) as Json), 'type')!.valueCode).toBe('handshake');
+          await rounds();
+          const path = `${t.fhir()}/Subscription/${s.id}`;
+          const res = end === 'deleted'
+            ? await second.app.request(path, fhirInit(token, 'DELETE'))
+            : await second.app.request(path, fhirInit(token, 'PUT', { ...s, status: end, ...(end === 'error' && { error: 'broken' }) }));
+          expect(res.status).toBeLessThan(300);
+          t.clock.advance(CHECK_INTERVAL_MS);
+          await rounds();
+          const why = end === 'deleted' ? 'deleted' : `status ${end}`;
+          expect({ end, got: await c.drained() }).toEqual({
+            end, got: [`error ${s.id} is no longer an active topic-based websocket Subscription (${why}): nothing more is sent for it; bind it again with a new binding token (Subscription/${s.id}/$get-ws-binding-token) once it is active`],
+          });
+          // Unbound: no heartbeat, nor a second telling.
+          t.clock.advance(31_000);
+          await rounds();
+          expect(await c.drained()).toEqual([]);
+        } finally {
+          c.close();
+        }
       }
     });
 

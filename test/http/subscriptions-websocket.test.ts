@@ -15,6 +15,7 @@ import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import type { Json } from '../helpers/fhir.ts';
 import { storeTargets } from '../helpers/stores.ts';
 import { MAX_MESSAGE_BYTES, MAX_WAITING } from '../../src/fhir/subscriptions/sockets.ts';
+import { CHECK_INTERVAL_MS } from '../../src/fhir/subscriptions/hub.ts';
 import { testCoreBundle } from '../helpers/terminology-service.ts';
 import { serveWithWebsocket, websocketClient } from '../helpers/websocket.ts';
 
@@ -188,7 +189,7 @@ for (const target of targets) {
       }
     });
 
-    test('a Subscription no longer active (error, off) is pinged nothing more: its sockets are told and unbound; a deleted one is pinged nothing', async () => {
+    test('a Subscription no longer active (error, off, deleted) is pinged nothing more: its sockets are told and unbound', async () => {
       for (const end of ['error', 'off', 'deleted'] as const) {
         const created = (await (await post(t.request, 'Subscription', websocketSubscription)).json()) as Json;
         const c = await client(servers[0]!.url);
@@ -205,8 +206,7 @@ for (const target of targets) {
           await rounds();
           const why = end === 'deleted' ? 'deleted' : `status ${end}`;
           expect({ end, messages: (await c.drained()).sort() }).toEqual({
-            // A deletion drops what waits for it: nothing to ping, nor to tell.
-            end, messages: [...(end === 'deleted' ? [] : [`error ${created.id} is no longer an active websocket Subscription (${why}): no more pings; bind it again once it is active`]), `ping ${sub.id}`].sort(),
+            end, messages: [`error ${created.id} is no longer an active websocket Subscription (${why}): no more pings; bind it again once it is active`, `ping ${sub.id}`].sort(),
           });
           // Unbound from it alone: the other Subscription bound on the socket is pinged still, and it is not told twice.
           t.clock.advance(1);
@@ -216,6 +216,55 @@ for (const target of targets) {
         } finally {
           c.close();
         }
+      }
+    });
+
+    test('a socket bound after the last notification is told and unbound promptly once the Subscription is no longer active (off, error, deleted), whichever server wrote it', async () => {
+      for (const end of ['off', 'error', 'deleted'] as const) {
+        const created = (await (await post(t.request, 'Subscription', websocketSubscription)).json()) as Json;
+        const a = await client(servers[0]!.url);
+        const b = await client(servers[1]!.url);
+        try {
+          a.send(`bind ${created.id}`);
+          b.send(`bind ${created.id}`);
+          expect([await a.next(), await b.next()]).toEqual([`bound ${created.id}`, `bound ${created.id}`]);
+          // The binds are seen; nothing waits for the Subscription.
+          await rounds();
+          expect([await a.drained(), await b.drained()]).toEqual([[], []]);
+          // Written through the second server: the first sees it by the database's change token.
+          const path = `${t.fhir()}/Subscription/${created.id}`;
+          const res = end === 'deleted'
+            ? await second.app.request(path, fhirInit(token, 'DELETE'))
+            : await second.app.request(path, fhirInit(token, 'PUT', { ...created, status: end, ...(end === 'error' && { error: 'broken' }) }));
+          expect(res.status).toBeLessThan(300);
+          t.clock.advance(CHECK_INTERVAL_MS);
+          await rounds();
+          const told = `error ${created.id} is no longer an active websocket Subscription (${end === 'deleted' ? 'deleted' : `status ${end}`}): no more pings; bind it again once it is active`;
+          expect({ end, a: await a.drained(), b: await b.drained() }).toEqual({ end, a: [told], b: [told] });
+          // Unbound: told once.
+          t.clock.advance(CHECK_INTERVAL_MS);
+          expect((await post(t.request, 'Subscription', { ...websocketSubscription, status: 'off' })).status).toBe(201);
+          await rounds();
+          expect([await a.drained(), await b.drained()]).toEqual([[], []]);
+        } finally {
+          a.close();
+          b.close();
+        }
+      }
+    });
+
+    test('a socket bound as a Subscription is turned off (its bind read it active) is told at the next round', async () => {
+      const created = (await (await post(t.request, 'Subscription', websocketSubscription)).json()) as Json;
+      const c = await client(servers[0]!.url);
+      try {
+        c.send(`bind ${created.id}`);
+        expect(await c.next()).toBe(`bound ${created.id}`);
+        // Turned off before any round saw the bind, within the change token's interval: no token moved for this process yet.
+        expect((await t.request(`${t.fhir()}/Subscription/${created.id}`, fhirInit(token, 'PUT', { ...created, status: 'off' }))).status).toBe(200);
+        await rounds();
+        expect(await c.drained()).toEqual([`error ${created.id} is no longer an active websocket Subscription (status off): no more pings; bind it again once it is active`]);
+      } finally {
+        c.close();
       }
     });
 

@@ -3,8 +3,9 @@
  * advertises (extension capabilitystatement-websocket on `rest`: `{fhir_base}/websocket`), sends
  * `bind {id}` for an active websocket Subscription of the tenant, is answered `bound {id}`, and then gets
  * `ping {id}` for each notification recorded for it after it bound, while it is active: once it is not (`error`,
- * `off`, deleted), the next notification recorded before is not pinged, and the socket is told so (`error {id} is no
- * longer an active websocket Subscription ...`) and unbound from it. Notifications are recorded as for
+ * `off`, deleted), what was recorded before is not pinged, and the socket is told so (`error {id} is no longer an
+ * active websocket Subscription ...`) and unbound from it within a round or two of the change, whether or not a
+ * notification waits (bound-status.ts; a topic-based one's sockets likewise). Notifications are recorded as for
  * rest-hook (hub.ts), and not leased: each process reads those of the subscriptions its own sockets are
  * bound to, every delivery round, from a window of the last KEEP_MS (so one committed late on PostgreSQL,
  * after a later-numbered one, is still seen), remembering which it has pinged; they are deleted after
@@ -28,6 +29,7 @@ import type { Clock } from '../../clock.ts';
 import type { Logger } from '../../log.ts';
 import type { Store } from '../../store/types.ts';
 import type { FhirDeps } from '../crud.ts';
+import { BoundStatus, r4EndedMessage, r4Inactive, topicEndedMessage } from './bound-status.ts';
 import type { RestoreAccess } from './owner.ts';
 import { grantReaches } from './owner-reach.ts';
 import type { TopicBinding, TopicRound, TopicSockets } from './topic-sockets.ts';
@@ -103,6 +105,8 @@ export class SubscriptionSockets {
   private purgedAt = -Infinity;
   /** The Subscription versions and owners (by tenant, id, version and owner) whose grant reaches what they select (pingJudgement). */
   private readonly reached = new Set<string>();
+  /** Whether the bound Subscriptions are still what their sockets bound (ended). */
+  private readonly status: BoundStatus;
 
   /**
    * `topics`: the topic-based websocket channel (R5 Backport IG, topic-sockets.ts); without it `bind-with-token`
@@ -110,7 +114,9 @@ export class SubscriptionSockets {
    */
   constructor(private readonly options: {
     store: Store; clock: Clock; log: Logger; limits: SocketLimits; topics?: TopicSockets; grants?: { fhir: FhirDeps; restoreAccess: RestoreAccess };
-  }) {}
+  }) {
+    this.status = new BoundStatus(options);
+  }
 
   /** Open sockets of this process (/metrics `cinder_subscription_websockets`). */
   get size(): number {
@@ -220,6 +226,7 @@ export class SubscriptionSockets {
   private attach(ws: Socket, id: string): void {
     const k = key(ws.data.tenant, id);
     this.sockets.set(k, (this.sockets.get(k) ?? new Set()).add(ws));
+    this.status.bound(ws.data.tenant, id);
   }
 
   /**
@@ -278,6 +285,7 @@ export class SubscriptionSockets {
       this.purgedAt = now;
     }
     for (const [pk, at] of this.pinged) if (at < now - KEEP_MS) this.pinged.delete(pk);
+    await this.ended();
     if (!this.sockets.size) return 0;
     const subscriptions = [...this.sockets.keys()].map((k) => {
       const [tenant, id] = k.split('\u0000') as [string, string];
@@ -305,7 +313,7 @@ export class SubscriptionSockets {
         if (!topic) {
           if (typeof judgement === 'object') {
             this.unbindOne(ws, n.subscriptionId);
-            ws.send(`error ${n.subscriptionId} is no longer an active websocket Subscription (${judgement.inactive}): no more pings; bind it again once it is active`);
+            ws.send(r4EndedMessage(n.subscriptionId, judgement.inactive));
           }
           if (judgement !== 'ping') continue;
           ws.send(`ping ${n.subscriptionId}`);
@@ -337,11 +345,8 @@ export class SubscriptionSockets {
     try {
       const current = await store.resources.read(tenant, 'Subscription', id);
       const sub = current && !current.deleted ? (JSON.parse(current.content) as Record<string, unknown>) : undefined;
-      if (sub === undefined) return { inactive: 'deleted' };
-      const channel = sub.channel as { type?: unknown } | undefined;
-      if (sub.status !== 'active') return { inactive: `status ${String(sub.status)}` };
-      if (channel?.type !== 'websocket') return { inactive: `channel ${String(channel?.type)}` };
-      if (isTopicCriteria(sub.criteria)) return { inactive: 'topic-based now' };
+      const inactive = r4Inactive(sub);
+      if (inactive !== undefined || sub === undefined) return { inactive: inactive ?? 'deleted' };
       if (grants === undefined) return 'ping';
       const owner = await store.subscriptions.owner(tenant, id);
       if (owner === null) return 'ping';
@@ -354,6 +359,29 @@ export class SubscriptionSockets {
     } catch (err) {
       log.warn('a websocket subscription could not be judged; its pings wait for the next round', { tenant, subscription: id, err });
       return 'unjudged';
+    }
+  }
+
+  /**
+   * Tells the sockets bound to a Subscription that is no longer what they bound (an active criteria-based websocket one
+   * for `bind`; an active topic-based one, of the owner it was bound for, for `bind-with-token`) so, and unbinds them
+   * from it (bound-status.ts): whether or not a notification waits for it, within a round of the change being seen.
+   */
+  private async ended(): Promise<void> {
+    const bound = new Map<string, Set<string>>();
+    for (const k of this.sockets.keys()) {
+      const [tenant, id] = k.split('\u0000') as [string, string];
+      bound.set(tenant, (bound.get(tenant) ?? new Set()).add(id));
+    }
+    for (const now of await this.status.changed(bound)) {
+      for (const ws of [...(this.sockets.get(key(now.tenant, now.id)) ?? [])]) {
+        const topic = ws.data.topics.get(now.id);
+        const inactive = topic ? undefined : r4Inactive(now.sub);
+        const message = topic ? topicEndedMessage(now, topic.owner) : inactive === undefined ? undefined : r4EndedMessage(now.id, inactive);
+        if (message === undefined) continue;
+        this.unbindOne(ws, now.id);
+        ws.send(message);
+      }
     }
   }
 

@@ -193,11 +193,11 @@ type Context = Awaited<ReturnType<typeof openContext>>;
 const fhirOf = (ctx: Context, client: Client) => () => cliFhirDeps(ctx.config, ctx.store, ctx.clock, client.tenant);
 
 /**
- * Turns off the Subscriptions `client` activated on its users' authority (user-authority.ts): its disable or delete
- * revoked every sign-in with it, and they rested on those. Their ids.
+ * Turns off the Subscriptions `client` activated on its users' authority (user-authority.ts): its disable revoked every
+ * sign-in with it, and they rested on those (its delete turns off every one of its Subscriptions: turnOffClientSubscriptions). Their ids.
  */
-function usersSubscriptionsOff(ctx: Context, client: Client, what: string): Promise<string[]> {
-  const why = `turned off: the app it was activated with ${what}, which revoked the sign-in on whose authority it was activated; the app activates it again (status requested) with a token of a new sign-in`;
+function usersSubscriptionsOff(ctx: Context, client: Client): Promise<string[]> {
+  const why = `turned off: the app it was activated with was disabled, which revoked the sign-in on whose authority it was activated; the app activates it again (status requested) with a token of a new sign-in`;
   return turnOffUserSubscriptions(ctx.store, ctx.clock, fhirOf(ctx, client), client.tenant, { clientId: client.clientId }, why);
 }
 
@@ -264,7 +264,7 @@ export const clientDisableCommand = lifecycleCommand(
   {
     after: async (ctx, c) => ({
       subscriptions_paused: (await reconciled(ctx, c, registration(c))).subscriptions_paused,
-      subscriptions_off: await usersSubscriptionsOff(ctx, c, 'was disabled'),
+      subscriptions_off: await usersSubscriptionsOff(ctx, c),
     }),
   },
 );
@@ -288,15 +288,14 @@ export const clientEnableCommand = lifecycleCommand(
 /** `cinder client delete <client_id>`. */
 export const clientDeleteCommand = lifecycleCommand(
   'delete', 'Delete an OAuth client for good (its tokens revoked)',
-  'As `client disable`, for good: its secret and keys are forgotten and it cannot be enabled again, and the\n' +
-    'Subscriptions it activated are turned off (status off, `error` saying why; listed as subscriptions_off). The\n' +
-    'record stays (`client show`, `client list`) for the audit trail, and its client_id is never reused.',
+  'As `client disable`, for good: its secret and keys are forgotten and it cannot be enabled again, and every\n' +
+    'Subscription it activated (with its own tokens or its users\' sign-ins) that is not off already, whether active,\n' +
+    'requested, paused or in error, is turned off (status off, `error` naming the deletion; listed as\n' +
+    'subscriptions_off). The record stays (`client show`, `client list`) for the audit trail, and its client_id is\n' +
+    'never reused.',
   ({ store, clock }, id) => deleteClient(store, clock, id),
   {
-    after: async (ctx, c) => {
-      const own = await turnOffClientSubscriptions(ctx.store, ctx.clock, fhirOf(ctx, c), c.tenant, c.clientId, deletedError(c.clientId));
-      return { subscriptions_off: [...own, ...(await usersSubscriptionsOff(ctx, c, 'was deleted'))] };
-    },
+    after: async (ctx, c) => ({ subscriptions_off: await turnOffClientSubscriptions(ctx.store, ctx.clock, fhirOf(ctx, c), c.tenant, c.clientId, deletedError(c.clientId)) }),
   },
 );
 

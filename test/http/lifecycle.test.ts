@@ -12,6 +12,8 @@ import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { ASSERTION_TYPE } from '../../src/auth/client-assertion.ts';
 import { createClient } from '../../src/auth/admin.ts';
 import { disableClient, updateClient } from '../../src/auth/client-lifecycle.ts';
+import { deletedError, topicPausedError } from '../../src/fhir/subscriptions/client-authority.ts';
+import { grantError } from '../../src/fhir/subscriptions/owner-reach.ts';
 import { createTestApp, fhirInit, type TestApp, type TestClock } from '../helpers/app.ts';
 import { createCliEnv } from '../helpers/cli.ts';
 import { craftToken, expectOutcome, fhirClient, type Json } from '../helpers/fhir.ts';
@@ -678,6 +680,37 @@ for (const target of targets) {
         expect(await cinder(['client', 'delete', s.c.id])).toMatchObject({ status: 'deleted', subscriptions_off: [s.id] });
         expect(await s.shown()).toEqual({ status: 'off', error: expect.stringContaining(`the app that activated it (client ${s.c.id}) was deleted`), version: s === other ? '2' : '3' });
       }
+    });
+
+    test("a deleted client's Subscriptions all stop for good, saying so: in error for its grant, its topic or failed deliveries too, its users' as its own; one off stays as it was", async () => {
+      const { c, id: active, admin, owner } = await subscribed('deleted-every');
+      const more = async (status: string, error?: string) => {
+        const created = await owner.create({
+          resourceType: 'Subscription', status: 'requested', reason: status, criteria: 'Patient?family=deleted-every', channel: { type: 'rest-hook', endpoint: 'http://127.0.0.1:9/hook' },
+        });
+        // Written as the server writes them (an error activates nothing: the owner stays the client's).
+        await admin.put200({ ...created, status, ...(error !== undefined && { error }) });
+        return created.id as string;
+      };
+      const grant = await more('error', grantError(c.id));
+      const topic = await more('error', topicPausedError(['Encounter']));
+      const failed = await more('error', 'the last delivery failed: HTTP 500');
+      const off = await more('off');
+      // One the app activated on a user's sign-in, in error for its grant.
+      const usersSub = await more('error', grantError(c.id));
+      await t.store.resources.write('t1', (w) => w.ownSubscription(usersSub, JSON.stringify({ scopes: ['system/*.*'], clientId: c.id, user: { id: 'u-del', readAt: t.clock.now() } }), 'rest-hook'));
+      const versionOf = async (id: string) => ((await (await admin.get(`Subscription/${id}`)).json() as Json).meta as Json).versionId;
+      const offVersion = await versionOf(off);
+
+      const deleted = await cinder(['client', 'delete', c.id]);
+      expect((deleted.subscriptions_off as string[]).sort()).toEqual([active, grant, topic, failed, usersSub].sort());
+      for (const id of [active, grant, topic, failed, usersSub]) {
+        const read = (await (await admin.get(`Subscription/${id}`)).json()) as Json;
+        expect({ id, status: read.status, error: read.error }).toEqual({ id, status: 'off', error: deletedError(c.id) });
+      }
+      expect(await versionOf(off)).toBe(offVersion);
+      // Nothing sets them back: enable is refused for a deleted client.
+      expect((await cli.run(['client', 'enable', c.id, '--json'])).code).not.toBe(0);
     });
 
     test("the server's pause is not forged: a paused Subscription another client rewrote with the pause's words (its endpoint moved) is not set back by enable or update", async () => {

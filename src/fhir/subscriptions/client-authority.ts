@@ -9,7 +9,7 @@
  * status and `error`, however many there were: statusBefore), goes back to the status it had: `active`, or
  * `requested` for a topic rest-hook one still awaiting its handshake (R5's state machine: error to active once the
  * server recovers). Its owner and count stay: the client's authority is its registration. `cinder client delete`
- * turns them `off`, for good. Those it activated on its users' sign-ins rest on its registration as well as on the
+ * turns every one of them `off`, for good, whatever it read (turnOffClientSubscriptions). Those it activated on its users' sign-ins rest on its registration as well as on the
  * sign-in: they are paused and set back for its scopes alike, while its disable and delete, which end every sign-in
  * with it, turn them `off` (user-authority.ts).
  */
@@ -78,10 +78,10 @@ interface Owned {
   owner: string;
 }
 
-/** The Subscriptions `clientId` activated on its own authority in `tenant` (and on its users' sign-ins too, with `users`), in id order. */
-async function ownSubscriptions(store: Store, tenant: string, clientId: string, users = false): Promise<Owned[]> {
+/** The Subscriptions `clientId` activated in `tenant`, on its own authority and on its users' sign-ins, in id order. */
+async function ownSubscriptions(store: Store, tenant: string, clientId: string): Promise<Owned[]> {
   const owned = [...(await store.subscriptions.owners(tenant))]
-    .filter(([, owner]) => ownerClient(owner) === clientId && (users || ownerUser(owner) === null)).sort(([a], [b]) => (a < b ? -1 : 1));
+    .filter(([, owner]) => ownerClient(owner) === clientId).sort(([a], [b]) => (a < b ? -1 : 1));
   const out: Owned[] = [];
   for (const [id, owner] of owned) {
     const current = await store.resources.read(tenant, 'Subscription', id);
@@ -161,7 +161,7 @@ export async function reconcileClientSubscriptions(
   const out = { paused: [] as string[], resumed: [] as string[] };
   let deps: FhirDeps | undefined;
   const now = clock.now();
-  for (const { current, sub, owner } of await ownSubscriptions(store, tenant, clientId, true)) {
+  for (const { current, sub, owner } of await ownSubscriptions(store, tenant, clientId)) {
     if (registration.disabled && ownerUser(owner) !== null) continue;
     const paused = pausedFor(sub, clientId);
     // Paused for its topic (hub.ts), not for the registration: the hub sets it back once the topic compiles for it.
@@ -185,14 +185,16 @@ export async function reconcileClientSubscriptions(
 }
 
 /**
- * Sets `off`, with `why` as its `error`, every Subscription `clientId` activated on its own authority in `tenant` that is
- * active, requested or paused (its deletion: they can never notify again); their ids.
+ * Sets `off`, with `why` as its `error`, every Subscription `clientId` activated in `tenant` (on its own authority or on
+ * its users' sign-ins) that is not `off` already: active, requested, paused (for its registration or its topic) or in
+ * `error` for any other reason (its grant, failed deliveries). Its deletion ends them for good: no `enable` sets one back,
+ * and the app that would activate one again is gone, so none is left reading as if something could. Their ids.
  */
 export async function turnOffClientSubscriptions(store: Store, clock: Clock, fhir: () => FhirDeps, tenant: string, clientId: string, why: string): Promise<string[]> {
   const off: string[] = [];
   let deps: FhirDeps | undefined;
   for (const { current, sub } of await ownSubscriptions(store, tenant, clientId)) {
-    if (sub.status !== 'active' && sub.status !== 'requested' && pausedFor(sub, clientId) === undefined) continue;
+    if (sub.status === 'off') continue;
     if (await writeServerStatus((deps ??= fhir()), clock, tenant, current, sub, 'off', why)) off.push(current.id);
   }
   return off;

@@ -12,7 +12,7 @@ import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { ASSERTION_TYPE } from '../../src/auth/client-assertion.ts';
 import { createClient } from '../../src/auth/admin.ts';
 import { disableClient, updateClient } from '../../src/auth/client-lifecycle.ts';
-import { deletedError, topicPausedError } from '../../src/fhir/subscriptions/client-authority.ts';
+import { deletedError, pausedError, topicPausedError } from '../../src/fhir/subscriptions/client-authority.ts';
 import { grantError } from '../../src/fhir/subscriptions/owner-reach.ts';
 import { createTestApp, fhirInit, type TestApp, type TestClock } from '../helpers/app.ts';
 import { createCliEnv } from '../helpers/cli.ts';
@@ -1095,6 +1095,102 @@ for (const target of targets) {
       : `INSERT INTO revocations (kind, value, revoked_at, expires_at) VALUES ('${kind}', '${clientId}', ${at}, ${at + 90_000_000})
            ON CONFLICT (kind, value) DO UPDATE SET
              revoked_at = GREATEST(revocations.revoked_at, EXCLUDED.revoked_at), expires_at = GREATEST(revocations.expires_at, EXCLUDED.expires_at)`;
+
+    /**
+     * A topic on Patient (`http://example.org/topics/<name>`, Basic/`<name>`) the operator may widen to Encounter, and a
+     * websocket Subscription to it of a backend client registered with `system/Patient.rs system/Observation.rs
+     * system/Subscription.cruds` (its token's scopes, recorded), paused for its topic (widened, and a write in the tenant).
+     */
+    const topicPaused = async (name: string) => {
+      const admin = fhirClient(t, await t.token());
+      const trigger = (resource: string) => ({ url: `${X5}resourceTrigger`, extension: [{ url: 'resource', valueUri: resource }] });
+      const url = `http://example.org/topics/${name}`;
+      const topic = {
+        resourceType: 'Basic', id: name, code: { coding: [{ system: 'http://hl7.org/fhir/fhir-types', code: 'SubscriptionTopic' }] },
+        extension: [{ url: `${X5}url`, valueUri: url }, { url: `${X5}status`, valueCode: 'active' }, trigger('Patient')],
+      };
+      await admin.put200(topic);
+      const c = await backend(['system/Patient.rs', 'system/Observation.rs', 'system/Subscription.cruds']);
+      const owner = fhirClient(t, (await tokenOf(await clientCredentials(c))).access_token);
+      const sub = await owner.create({
+        resourceType: 'Subscription', status: 'requested', reason: name, criteria: url,
+        channel: {
+          type: 'websocket', payload: 'application/fhir+json', _payload: { extension: [{ url: `${BP}backport-payload-content`, valueCode: 'id-only' }] },
+          _type: { extension: [{ url: `${BP}backport-channel-type`, valueCoding: { system: 'http://terminology.hl7.org/CodeSystem/subscription-channel-type', code: 'websocket' } }] },
+        },
+      });
+      expect(sub.status).toBe('active');
+      const id = sub.id as string;
+      const widen = () => admin.put200({ ...topic, extension: [...topic.extension, trigger('Encounter')] });
+      const revert = () => admin.put200(topic);
+      let n = 0;
+      /** A write in the tenant, past the caches: the servers judge the Subscription at it. */
+      const write = async () => {
+        later();
+        await admin.put200({ resourceType: 'Patient', id: `${name}-${n++}` });
+      };
+      await widen();
+      await write();
+      const shown = () => statusOf(admin, id);
+      expect(await shown()).toEqual(['error', topicPausedError(['Encounter']), '2']);
+      return { c, id, shown, widen, revert, write };
+    };
+
+    test('a Subscription paused for its topic whose registration refuses too is named by its registration (by the command and by the servers), then by its topic while that alone refuses, and set back once neither does', async () => {
+      const { c, id, shown, revert, widen, write } = await topicPaused('topic-then-scopes');
+      const narrowed = ['--scope', 'system/Observation.rs', '--scope', 'system/Subscription.cruds'];
+      // Narrowed: the registration refuses Patient, which the token that activated it searched: named for the registration.
+      expect(await cinder(['client', 'update', c.id, ...narrowed])).toMatchObject({ subscriptions_paused: [id], subscriptions_resumed: [] });
+      expect(await shown()).toEqual(['error', pausedError(c.id, 'scopes'), '3']);
+      // The topic as it was: the registration alone refuses, and it still says so.
+      await revert();
+      await write();
+      expect(await shown()).toEqual(['error', pausedError(c.id, 'scopes'), '3']);
+      // Widened again, then the registration too: the topic alone refuses, and it says so; the topic as it was, set back.
+      await widen();
+      expect(await cinder(['client', 'update', c.id, '--scope', 'system/*.*'])).toMatchObject({ subscriptions_paused: [id], subscriptions_resumed: [] });
+      expect(await shown()).toEqual(['error', topicPausedError(['Encounter']), '4']);
+      await revert();
+      await write();
+      expect(await shown()).toEqual(['active', undefined, '5']);
+
+      // Narrowed without the command's pause (lost to a write at that moment): the servers name the registration at the
+      // next write, whether the topic still refuses or not.
+      const again = await topicPaused('topic-then-scopes-servers');
+      await updateClient(t.store, t.clock, again.c.id, { scopes: ['system/Observation.rs', 'system/Subscription.cruds'] });
+      await again.write();
+      expect(await again.shown()).toEqual(['error', pausedError(again.c.id, 'scopes'), '3']);
+      expect(await cinder(['client', 'update', again.c.id, '--scope', 'system/*.*'])).toMatchObject({ subscriptions_paused: [again.id] });
+      expect(await again.shown()).toEqual(['error', topicPausedError(['Encounter']), '4']);
+      await updateClient(t.store, t.clock, again.c.id, { scopes: ['system/Observation.rs', 'system/Subscription.cruds'] });
+      await again.revert();
+      await again.write();
+      expect(await again.shown()).toEqual(['error', pausedError(again.c.id, 'scopes'), '5']);
+    });
+
+    test('a Subscription paused for its topic is paused for its client\'s disable, and named by its topic again once enabled while the topic still refuses', async () => {
+      const { c, id, shown, revert, write } = await topicPaused('topic-then-disabled');
+      expect(await cinder(['client', 'disable', c.id])).toMatchObject({ subscriptions_paused: [id] });
+      expect(await shown()).toEqual(['error', pausedError(c.id, 'disabled'), '3']);
+      expect(await cinder(['client', 'enable', c.id])).toMatchObject({ subscriptions_paused: [id], subscriptions_resumed: [] });
+      expect(await shown()).toEqual(['error', topicPausedError(['Encounter']), '4']);
+      await revert();
+      await write();
+      expect(await shown()).toEqual(['active', undefined, '5']);
+    });
+
+    test('an active Subscription whose topic was widened is paused for its topic by a registration change that does not refuse it, not for the registration', async () => {
+      const { c, id, shown, revert, write } = await topicPaused('topic-active-update');
+      // Set back (the topic as it was), then widened again with no write since: the command finds it active.
+      await revert();
+      await write();
+      expect(await shown()).toEqual(['active', undefined, '3']);
+      const admin = fhirClient(t, await t.token());
+      const basic = (await (await admin.get('Basic/topic-active-update')).json()) as Json;
+      await admin.put200({ ...basic, extension: [...(basic.extension as Json[]), { url: `${X5}resourceTrigger`, extension: [{ url: 'resource', valueUri: 'Encounter' }] }] });
+      expect(await cinder(['client', 'update', c.id, '--scope', 'system/Patient.rs', '--scope', 'system/Subscription.cruds'])).toMatchObject({ subscriptions_paused: [id] });
+      expect(await shown()).toEqual(['error', topicPausedError(['Encounter']), '4']);
+    });
 
     test('rolling upgrade: a revocation an older release writes (no number, or a row revoked again) is still applied by running servers', async () => {
       // The servers have polled past revocations recorded by this release.

@@ -19,7 +19,9 @@ import type { ResourceVersion, Store } from '../../store/types.ts';
 import type { Access } from '../access.ts';
 import type { FhirDeps } from '../crud.ts';
 import { ownerClient, ownerPatient, ownerScopes, ownerUser } from './owner.ts';
-import { grantError, olderGrantLapsed, searchesWhatItSelects } from './owner-reach.ts';
+import { grantError, olderGrantLapsed, searchesWhatItSelects, topicRefusal, unsearchedTriggers } from './owner-reach.ts';
+import { isTopicCriteria } from './topic-subscription.ts';
+import { tenantTopics } from './topics.ts';
 import { writeServerStatus } from './server-status.ts';
 
 type Json = Record<string, unknown>;
@@ -148,6 +150,29 @@ function sameBesidesStatus(a: Json, b: Json): boolean {
 }
 
 /**
+ * What refuses Subscription `sub` of `owner` under `registration` now, if anything: the client disabled; its own grant,
+ * by today's rules (olderGrantLapsed: `error` for good); the registration, where the registered scopes refuse what the
+ * scopes recorded at its activation search, whatever its topic does; a topic-based one's topic alone, widened since to
+ * types the recorded scopes do not search (`topic`, naming them: topicRefusal, as the hub judges it); else the
+ * registration (`scopes`), as before.
+ */
+async function refusal(deps: FhirDeps, tenant: string, registration: Registration, owner: string, sub: Json, now: number): Promise<PauseReason | 'grant' | { topic: string[] } | undefined> {
+  if (registration.disabled) return 'disabled';
+  const registered = await registration.access(owner);
+  if (await searchesWhatItSelects(deps, tenant, registered, sub, now)) return undefined;
+  const scopes = ownerScopes(owner);
+  if (await olderGrantLapsed(deps, tenant, scopes, ownerPatient(owner) ?? undefined, (s) => registration.recorded(owner, s), sub, now)) return 'grant';
+  if (isTopicCriteria(sub.criteria)) {
+    const topics = await tenantTopics(deps, tenant, now);
+    const recorded = await registration.recorded(owner, [...scopes]);
+    const found = await Promise.all([unsearchedTriggers(deps, tenant, recorded, sub, topics, now), unsearchedTriggers(deps, tenant, registered, sub, topics, now)])
+      .then(([byRecorded, byRegistered]) => topicRefusal(byRecorded, byRegistered), () => undefined);
+    if (found?.why === 'topic') return { topic: found.types };
+  }
+  return 'scopes';
+}
+
+/**
  * Brings `clientId`'s own Subscriptions in `tenant`, and those it activated on its users' sign-ins, in line with its
  * registration: an active or requested one it does not allow is paused (`error`, pausedError), a paused one whose
  * reason changed says the new one, and a paused one it allows again is set back to the status it had (without
@@ -164,20 +189,26 @@ export async function reconcileClientSubscriptions(
   for (const { current, sub, owner } of await ownSubscriptions(store, tenant, clientId)) {
     if (registration.disabled && ownerUser(owner) !== null) continue;
     const paused = pausedFor(sub, clientId);
-    // Paused for its topic (hub.ts), not for the registration: the hub sets it back once the topic compiles for it.
-    if (paused === undefined && sub.status !== 'active' && sub.status !== 'requested') continue;
+    // Paused for its topic (hub.ts): named anew by what refuses now, as one paused for the registration is.
+    const topicPaused = topicPausedFor(sub);
+    if (paused === undefined && topicPaused === undefined && sub.status !== 'active' && sub.status !== 'requested') continue;
     deps ??= fhir();
-    const reason: PauseReason | undefined = registration.disabled ? 'disabled' : (await searchesWhatItSelects(deps, tenant, await registration.access(owner), sub, now)) ? undefined : 'scopes';
-    if (reason === 'scopes' && (await olderGrantLapsed(deps, tenant, ownerScopes(owner), ownerPatient(owner) ?? undefined, (scopes) => registration.recorded(owner, scopes), sub, now))) {
+    const reason = await refusal(deps, tenant, registration, owner, sub, now);
+    if (reason === 'grant') {
       // Its own grant reaches none of it by today's rules: `error` for good (owner-reach.ts), not a pause the registration undoes.
       if (await writeServerStatus(deps, clock, tenant, current, sub, 'error', grantError(clientId))) out.paused.push(current.id);
+      continue;
+    }
+    if (typeof reason === 'object') {
+      // Its topic alone refuses: paused for it (the hub sets it back once the topic compiles for it), naming its types.
+      if (topicPaused?.join(',') !== reason.topic.join(',') && (await writeServerStatus(deps, clock, tenant, current, sub, 'error', topicPausedError(reason.topic)))) out.paused.push(current.id);
       continue;
     }
     if (reason !== undefined) {
       if (reason !== paused && (await writeServerStatus(deps, clock, tenant, current, sub, 'error', pausedError(clientId, reason)))) out.paused.push(current.id);
       continue;
     }
-    if (paused === undefined) continue;
+    if (paused === undefined && topicPaused === undefined) continue;
     const status = await statusBefore(store, tenant, current, clientId);
     if (status !== undefined && (await writeServerStatus(deps, clock, tenant, current, sub, status))) out.resumed.push(current.id);
   }

@@ -22,7 +22,6 @@ import { matchConditions } from '../search-match.ts';
 import { textIndexOf } from '../text-index.ts';
 import type { Client, Condition, ResourceVersion, TextEntry } from '../../store/types.ts';
 import { activateSubscription, DELIVERED_CHANNELS, isActivated, prepareActivation, type Activated, type ActivationReads, type Together } from './activation.ts';
-import { requireAccess } from '../access.ts';
 import { compileCriteria } from './criteria.ts';
 import { fhirPathHolds } from './fhirpath-criteria.ts';
 import type { CompiledTopicCriteria } from '../validation/fhirpath-engine.ts';
@@ -32,7 +31,7 @@ import { tenantTopics, type Interaction, type Topic, type TopicTrigger } from '.
 import { indexEntries } from '../indexer.ts';
 import { endpointUrl, systemResolve, type ResolveHost } from './endpoint.ts';
 import { authorityRevoked, ownerAccess, ownerClient, ownerUser, type OwnerUser, type RestoreAccess } from './owner.ts';
-import { grantReaches, searchesWhatItSelects } from './owner-reach.ts';
+import { grantReaches, searchesWhatItSelects, topicRefusal, unsearchedTriggers } from './owner-reach.ts';
 import { showSilenced, type Resumed, type ShowFailure, type Silenced } from './silenced.ts';
 import { statusBefore, TOPIC_PAUSE_HEAD, topicPausedFor } from './client-authority.ts';
 import type { UserLookup } from '../../auth/user-cache.ts';
@@ -448,11 +447,32 @@ export class SubscriptionHub {
       log.warn('an active subscription no longer compiles and notifies nothing', { tenant, subscription: s.id, err });
       if (!(err instanceof FhirError && err.status === 403)) return 'silent';
       // As the set's load judges one: a topic-based one by its whole topic (its queryCriteria included).
-      const compiles = s.topic
-        ? (access: Access) => searchesWhatItSelects(fhir, tenant, access, s.topic!.of.subscription, clock.now())
-        : (access: Access) => compileCriteria(fhir, tenant, access, s.criteria, clock.now()).then(() => true, () => false);
+      if (s.topic) {
+        const { topic, subscription } = s.topic.of;
+        return (await this.refusedBy(tenant, s.owner, subscription, async () => [topic]))?.why === 'scopes' ? 'refused' : 'silent';
+      }
+      const compiles = (access: Access) => compileCriteria(fhir, tenant, access, s.criteria, clock.now()).then(() => true, () => false);
       return (await this.byRegistration(tenant, s.owner, compiles)) ? 'refused' : 'silent';
     }
+  }
+
+  /**
+   * What refuses Subscription `r` of `owner` its search, its compilation for its owner's access (held to its client's
+   * registration) having been a 403 and its grant not lapsed: its client's registration (`scopes`: the pause `cinder
+   * client enable|update` lifts), where the registered scopes refuse what the scopes recorded at its activation search,
+   * whatever its topic does; else a topic-based one's topic (`topic`), widened since to types the recorded scopes do not
+   * search (named); else, when neither is found, the registration all the same where the recorded scopes search the
+   * whole of it (byRegistration: what refuses is then in its queryCriteria), or nothing (undefined).
+   */
+  private async refusedBy(tenant: string, owner: string, r: Record<string, unknown>, topicsOf: () => Promise<Topic[]>): Promise<{ why: 'scopes' } | { why: 'topic'; types: string[] } | undefined> {
+    const { fhir, clock, restoreAccess } = this.options;
+    if (isTopicCriteria(r.criteria)) {
+      const now = clock.now();
+      const unsearched = async (mode?: 'recorded') => unsearchedTriggers(fhir, tenant, await ownerAccess(tenant, owner, restoreAccess, mode), r, await topicsOf(), now);
+      const found = await Promise.all([unsearched('recorded'), unsearched()]).then(([recorded, registered]) => topicRefusal(recorded, registered), () => undefined);
+      if (found !== undefined) return found;
+    }
+    return (await this.byRegistration(tenant, owner, (access) => searchesWhatItSelects(fhir, tenant, access, r, clock.now()))) ? { why: 'scopes' } : undefined;
   }
 
   /**
@@ -539,16 +559,16 @@ export class SubscriptionHub {
         if (!(err instanceof FhirError && err.status === 403 && clientId !== null)) continue;
         // Its own grant no longer reaching what it selects (an older release's, judged by today's rules), whoever's.
         const reaches = await grantReaches(fhir, restoreAccess, tenant, owner, r, clock.now()).catch(() => true);
-        if (!reaches) refused.push({ id: row.id, owner, clientId, why: 'grant', client: null });
-        // A user's as a client's own: its client's registration is its reach too (a user's sign-in ended is `notifying`'s),
-        // paused for it where the registration is what refuses (byRegistration).
-        else if (await this.byRegistration(tenant, owner, (access) => searchesWhatItSelects(fhir, tenant, access, r, clock.now()))) {
-          refused.push({ id: row.id, owner, clientId, why: 'scopes', client: null, registered: await this.registeredScopes(clientId) });
-        } else if (isTopicCriteria(r.criteria)) {
-          // Neither its grant nor its registration: its topic, widened since, selects types its owner may not search.
-          const types = await this.unsearchedTriggers(tenant, owner, r, await topicsOf()).catch(() => []);
-          if (types.length) refused.push({ id: row.id, owner, clientId, why: 'topic', client: null, types });
+        if (!reaches) {
+          refused.push({ id: row.id, owner, clientId, why: 'grant', client: null });
+          continue;
         }
+        // A user's as a client's own: its client's registration is its reach too (a user's sign-in ended is `notifying`'s),
+        // paused for it where the registration refuses (refusedBy); else, topic-based, paused for its topic, widened since
+        // to types its owner may not search.
+        const by = await this.refusedBy(tenant, owner, r, topicsOf);
+        if (by?.why === 'scopes') refused.push({ id: row.id, owner, clientId, why: 'scopes', client: null, registered: await this.registeredScopes(clientId) });
+        else if (by?.why === 'topic') refused.push({ id: row.id, owner, clientId, why: 'topic', client: null, types: by.types });
       }
     }
     const paused = await this.pausedForTopic(tenant, owners, topicsOf);
@@ -566,27 +586,6 @@ export class SubscriptionHub {
     const { fhir, clock } = this.options;
     const compile = async (criteria: string) => (await compileCriteria(fhir, tenant, access, criteria, clock.now())).where;
     return compileTopic(fhir, tenant, access, topic, topicRequest(r), clock.now(), compile);
-  }
-
-  /**
-   * The trigger types of topic-based Subscription `r`'s topic that the scopes recorded for `owner` (by today's rules) may
-   * not search, with its filter: those its topic selects and its owner may not search (topicPausedError names them).
-   */
-  private async unsearchedTriggers(tenant: string, owner: string, r: Record<string, unknown>, topics: Topic[]): Promise<string[]> {
-    const { fhir, clock, restoreAccess } = this.options;
-    const access = await ownerAccess(tenant, owner, restoreAccess, 'recorded');
-    const request = topicRequest(r);
-    const out: string[] = [];
-    for (const trigger of findTopic(topics, request).triggers) {
-      const query = request.filters.get(trigger.type);
-      try {
-        requireAccess(access, trigger.type, 's');
-        await compileCriteria(fhir, tenant, access, query === undefined ? trigger.type : `${trigger.type}?${query}`, clock.now());
-      } catch (err) {
-        if (err instanceof FhirError && err.status === 403 && !out.includes(trigger.type)) out.push(trigger.type);
-      }
-    }
-    return out;
   }
 
   /**
@@ -629,8 +628,11 @@ export class SubscriptionHub {
     } catch (err) {
       if (!(err instanceof FhirError)) log.warn('a subscription paused for its topic could not be judged', { tenant, subscription: row.id, err });
       if (!(err instanceof FhirError && err.status === 403)) return;
-      const types = await this.unsearchedTriggers(tenant, owner, r, await topicsOf()).catch(() => []);
-      if (types.length && types.join(',') !== named.join(',')) out.renamed.push({ id: row.id, owner, clientId, why: 'topic', client: null, types });
+      // Named anew by what refuses now: its registration (narrowed since, whatever the topic does, or the topic as it
+      // was again), or its topic selecting other types than its `error` names.
+      const by = await this.refusedBy(tenant, owner, r, topicsOf);
+      if (by?.why === 'scopes') out.renamed.push({ id: row.id, owner, clientId, why: 'scopes', client: null, registered: await this.registeredScopes(clientId) });
+      else if (by?.why === 'topic' && by.types.join(',') !== named.join(',')) out.renamed.push({ id: row.id, owner, clientId, why: 'topic', client: null, types: by.types });
     }
   }
 }

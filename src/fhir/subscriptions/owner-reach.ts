@@ -17,7 +17,7 @@ import { splitCriteria } from './criteria.ts';
 import { needsPatientContext } from '../../auth/scopes.ts';
 import type { OwnerRecord, RestoreAccess } from './owner.ts';
 import { compileTopic, findTopic, isTopicCriteria, topicRequest } from './topic-subscription.ts';
-import { tenantTopics } from './topics.ts';
+import { tenantTopics, type Topic } from './topics.ts';
 
 type Json = Record<string, unknown>;
 
@@ -81,4 +81,37 @@ export async function grantReaches(deps: FhirDeps, restore: RestoreAccess, tenan
   const record = JSON.parse(owner) as OwnerRecord;
   if ('operator' in record) return true;
   return !(await olderGrantLapsed(deps, tenant, record.scopes, record.patient, (scopes) => restore(tenant, { ...record, scopes }, 'recorded'), sub, now));
+}
+
+/**
+ * The trigger types of topic-based Subscription `sub`'s topic (among `topics`) that `access` may not search with the
+ * Subscription's filter for that type (a 403 compiling it), in the topic's order: those a topic pause names.
+ */
+export async function unsearchedTriggers(deps: FhirDeps, tenant: string, access: Access, sub: Json, topics: Topic[], now: number): Promise<string[]> {
+  const request = topicRequest(sub);
+  const out: string[] = [];
+  for (const trigger of findTopic(topics, request).triggers) {
+    const query = request.filters.get(trigger.type);
+    try {
+      requireAccess(access, trigger.type, 's');
+      const criteria = query === undefined ? trigger.type : `${trigger.type}?${query}`;
+      const { type, query: q } = splitCriteria(criteria);
+      guardLinked(access, compileFilter(type, new URLSearchParams(q), now) as Condition[]);
+    } catch (err) {
+      if (err instanceof FhirError && err.status === 403 && !out.includes(trigger.type)) out.push(trigger.type);
+    }
+  }
+  return out;
+}
+
+/**
+ * What refuses a topic-based Subscription its search, of its registration and its topic, from the trigger types each
+ * access may not search (unsearchedTriggers): `recorded`, by the scopes recorded at its activation (today's rules), and
+ * `registered`, by those held to its client's registration. The registration, where it refuses a type the recorded
+ * scopes search, whatever the topic does (the pause `cinder client enable|update` lifts, then the topic's if it still
+ * refuses); else the topic, widened since to types the recorded scopes do not search, naming them; else neither (undefined).
+ */
+export function topicRefusal(recorded: readonly string[], registered: readonly string[]): { why: 'scopes' } | { why: 'topic'; types: string[] } | undefined {
+  if (registered.some((type) => !recorded.includes(type))) return { why: 'scopes' };
+  return recorded.length ? { why: 'topic', types: [...recorded] } : undefined;
 }

@@ -141,8 +141,9 @@ export async function showSilenced(
       }
       const current = await fhir.store.resources.read(tenant, 'Subscription', s.id);
       const sub = current && !current.deleted ? (JSON.parse(current.content) as Record<string, unknown>) : undefined;
-      // One paused for its topic is paused again when its topic selects other types than its `error` names.
-      const renamed = s.why === 'topic' && sub !== undefined && topicPausedFor(sub) !== undefined;
+      // One paused for its topic is paused again naming what refuses now: other types its topic selects than its `error`
+      // names, or its client's registration (hub.ts refusedBy); or turned off, the sign-in it rests on revoked since.
+      const renamed = (s.why === 'topic' || s.why === 'scopes' || s.why === 'sign-in') && sub !== undefined && topicPausedFor(sub) !== undefined;
       if (!sub || !(isActivated(sub) || renamed) || (await fhir.store.subscriptions.owner(tenant, s.id)) !== s.owner) continue;
       const { status, error } = statusOf(s);
       tried++;

@@ -1,10 +1,12 @@
 /**
  * A Subscription paused for its topic is set back once its topic is as it was, however many other
- * Subscriptions of the tenant are in `error` (through `app.request()`, on both databases).
+ * Subscriptions of the tenant are in `error`, and the set's reloads read only those paused so, not every one in
+ * `error` (through `app.request()`, on both databases).
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createClient } from '../../src/auth/admin.ts';
 import { createBatchWriter, DEFAULT_BATCH_LIMITS } from '../../src/fhir/import/batches.ts';
+import type { ResourceRepo } from '../../src/store/types.ts';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { fhirClient, type Json } from '../helpers/fhir.ts';
 import { storeTargets } from '../helpers/stores.ts';
@@ -20,10 +22,19 @@ const BP = 'http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition/';
 for (const target of targets) {
   describe(`a Subscription paused for its topic behind 1,000 others in error, on ${target.kind}`, () => {
     let t: TestApp;
+    /** Subscription rows the app's searches have read. */
+    let subscriptionRows = 0;
     beforeAll(async () => {
       const store = (await target.migrated()).open();
       await store.migrate();
-      t = await createTestApp({ store, env: { CINDER_SUBSCRIPTION_ALLOW_PRIVATE: 'true' } });
+      const resources: ResourceRepo = Object.create(store.resources);
+      resources.search = async (tenant, query) => {
+        const rows = await store.resources.search(tenant, query);
+        if (query.type === 'Subscription') subscriptionRows += rows.length;
+        return rows;
+      };
+      const counted = new Proxy(store, { get: (target, key) => (key === 'resources' ? resources : Reflect.get(target, key)) });
+      t = await createTestApp({ store: counted, env: { CINDER_SUBSCRIPTION_ALLOW_PRIVATE: 'true' } });
     }, 120_000);
     afterAll(() => t.close());
 
@@ -72,6 +83,16 @@ for (const target of targets) {
       await admin.put200(topic);
       await observation();
       expect(await shown()).toEqual(['active', undefined]);
+
+      // Paused again: each reload of the set (here after a write of a Basic, any Basic) reads the one paused for its
+      // topic among those in error (an indexed search by its words), not the 1,001 failed ones.
+      await admin.put200({ ...topic, extension: [...topic.extension, trigger('Encounter')] });
+      await observation();
+      expect(await shown()).toEqual(['error', 'paused: its topic now selects Encounter ']);
+      await admin.put200({ resourceType: 'Basic', id: 'not-a-topic', code: { text: 'x' } });
+      subscriptionRows = 0;
+      await observation();
+      expect(subscriptionRows).toBeLessThanOrEqual(2);
     }, 120_000);
   });
 }

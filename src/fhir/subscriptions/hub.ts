@@ -147,8 +147,13 @@ export interface WriteHook {
 
 /** Active Subscriptions, and the topic rest-hook ones awaiting their handshake (stored `requested`: activation.ts isActivated). */
 const ACTIVE_QUERY = new URLSearchParams('status=active,requested');
-/** Those in `error`, among which the server's topic pauses (resumable). */
-const PAUSED_QUERY = new URLSearchParams('status=error');
+/**
+ * Those in `error` whose text holds the words of a topic pause (topicPausedError's head, by the full-text index of
+ * `_content`): the server's topic pauses (resumable) among them, found without reading every Subscription in `error`
+ * (failed rest-hooks stay so and pile up: 10,000 of them cost each reload about 33 ms on SQLite and 120-200 ms on
+ * PostgreSQL; now about 1 ms and 5 ms: docs/PERFORMANCE.md, "Forty-seventh session").
+ */
+const pausedQuery = () => new URLSearchParams({ status: 'error', _content: TOPIC_PAUSE_HEAD.replace(/[^A-Za-z]+/g, ' ').trim() });
 /** How many Subscriptions in `error` pausedForTopic reads at a time. */
 const PAUSED_PAGE = 1_000;
 /**
@@ -590,16 +595,18 @@ export class SubscriptionHub {
 
   /**
    * The Subscriptions of `tenant` the server paused for their topic (topicPausedError), judged again as the set is
-   * loaded, which a write of a topic (Basic) brings about: every one in `error`, PAUSED_PAGE at a time in id order (the
-   * first MAX_ACTIVE alone left those past a tenant's first 1,000 in `error`, failed rest-hooks among them, paused for good),
-   * the rows whose text holds no topic pause not parsed.
+   * loaded, which a write of a topic (Basic) brings about: those in `error` whose words are a topic pause's (an indexed
+   * full-text search, pausedQuery: a tenant's failed rest-hooks in `error` are not read), PAUSED_PAGE at a time in id
+   * order (the first MAX_ACTIVE alone left those past a tenant's first 1,000 paused for good), the rows whose text holds
+   * no topic pause (words alike in another order) not parsed.
    * `resumed`: those whose topic compiles for their owner again (the operator reverted it, or removed the trigger),
    * each with the status it goes back to (statusBefore: only where each pause changed nothing but status and `error`).
    * `renamed`: those whose topic now selects other types their owner may not search than their `error` names.
    */
   private async pausedForTopic(tenant: string, owners: Map<string, string>, topicsOf: () => Promise<Topic[]>): Promise<{ resumed: Resumed[]; renamed: Silenced[] }> {
     const { fhir } = this.options;
-    const where = compileFilter('Subscription', PAUSED_QUERY) as Condition[];
+    // Built here, not as the module loads: TOPIC_PAUSE_HEAD's module may not have run yet then (an import cycle through crud.ts).
+    const where = compileFilter('Subscription', pausedQuery()) as Condition[];
     const out = { resumed: [] as Resumed[], renamed: [] as Silenced[] };
     for (let after: string | undefined; ;) {
       const rows = await fhir.store.resources.search(tenant, {

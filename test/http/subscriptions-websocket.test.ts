@@ -59,6 +59,10 @@ for (const target of targets) {
         if (failSubscriptionReads && args[1] === 'Subscription') throw new Error('the database is unreachable');
         return store.resources.read(...args);
       };
+      resources.search = async (...args) => {
+        if (failSubscriptionReads && args[1].type === 'Subscription') throw new Error('the database is unreachable');
+        return store.resources.search(...args);
+      };
       t = await createTestApp({ store: new Proxy(store, { get: (target, key) => (key === 'resources' ? resources : Reflect.get(target, key)) }) });
       const other = db.open();
       const keys = createKeyRing(other, t.clock, MAX_TOKEN_TTL);
@@ -261,6 +265,29 @@ for (const target of targets) {
         expect(await c.next()).toBe(`bound ${created.id}`);
         // Turned off before any round saw the bind, within the change token's interval: no token moved for this process yet.
         expect((await t.request(`${t.fhir()}/Subscription/${created.id}`, fhirInit(token, 'PUT', { ...created, status: 'off' }))).status).toBe(200);
+        await rounds();
+        expect(await c.drained()).toEqual([`error ${created.id} is no longer an active websocket Subscription (status off): no more pings; bind it again once it is active`]);
+      } finally {
+        c.close();
+      }
+    });
+
+    test('a socket whose Subscription could not be read as it was turned off is told at a later round, not never', async () => {
+      const created = (await (await post(t.request, 'Subscription', websocketSubscription)).json()) as Json;
+      const c = await client(servers[0]!.url);
+      try {
+        c.send(`bind ${created.id}`);
+        expect(await c.next()).toBe(`bound ${created.id}`);
+        await rounds();
+        expect((await second.app.request(`${t.fhir()}/Subscription/${created.id}`, fhirInit(token, 'PUT', { ...created, status: 'off' }))).status).toBe(200);
+        t.clock.advance(CHECK_INTERVAL_MS);
+        failSubscriptionReads = true;
+        try {
+          await t.app.subscriptions.runOnce();
+        } finally {
+          failSubscriptionReads = false;
+        }
+        expect(await c.drained()).toEqual([]);
         await rounds();
         expect(await c.drained()).toEqual([`error ${created.id} is no longer an active websocket Subscription (status off): no more pings; bind it again once it is active`]);
       } finally {

@@ -73,6 +73,8 @@ interface TenantWatch {
   seen?: string;
   /** Subscriptions bound since the last check: read at the next whatever the token. */
   fresh: Set<string>;
+  /** Whether its last check failed (logged once until one succeeds: a database away fails every round). */
+  failing?: boolean;
 }
 
 export class BoundStatus {
@@ -108,9 +110,11 @@ export class BoundStatus {
         const read = token === state.seen ? [...fresh].filter((id) => ids.has(id)) : [...ids];
         if (read.length) out.push(...(await this.read(tenant, read)));
         state.seen = token;
+        state.failing = false;
       } catch (err) {
         for (const id of fresh) state.fresh.add(id);
-        this.options.log.warn('the Subscriptions bound on websockets could not be read; read again at the next round', { tenant, err });
+        if (!state.failing) this.options.log.warn('the Subscriptions bound on websockets could not be read; read again at each round until they are', { tenant, err });
+        state.failing = true;
       }
     }
     return out;

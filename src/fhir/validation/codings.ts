@@ -1,5 +1,9 @@
 /**
- * What a Coding and an Attachment say about themselves, checked whatever their element's binding:
+ * What a Coding, an Identifier and an Attachment say about themselves, checked whatever their element's binding:
+ * - a Coding's and an Identifier's system is an absolute URI: it names a code system, or the namespace of
+ *   the identifier's values, for anyone who reads it (R4 Coding.system: "a URI"; references to OIDs and
+ *   UUIDs are `urn:oid:`/`urn:uuid:`), and HL7's validator refuses a local name there ("must be an
+ *   absolute reference, not a local reference"), as Cinder's `$validate-code` does for a Coding;
  * - a Coding whose system is one of R4's own code systems (`http://hl7.org/fhir/...`, content
  *   `complete`, all of version 4.0.1 and case-sensitive) holds one of its codes. R4 fixes those systems'
  *   codes (terminologies.html: a code is "defined by the code system"), and HL7's validator reports any
@@ -30,17 +34,24 @@ const SCHEME = /^[A-Za-z][A-Za-z0-9+.-]*:/;
 
 /** A value R4 defines as an absolute URI, at `path`. */
 export function checkAbsolute(scope: CodingScope, uri: string, path: string): void {
-  if (!SCHEME.test(uri) && uri.charCodeAt(0) !== 0x23) {
+  if (!isAbsolute(uri)) {
     scope.add('value', path, `${JSON.stringify(uri)} is not an absolute URI (it has no scheme, such as http:, https: or urn:), which R4 requires here`);
   }
 }
 
 const VALUE_SET_BASE = 'http://hl7.org/fhir/ValueSet/';
 
-/** A Coding at `path`: its code is one of its system's, when the system is one of R4's own. */
+/**
+ * A Coding at `path`: its system is an absolute URI, and its code is one of its system's, when the
+ * system is one of R4's own.
+ */
 export function checkCoding(scope: CodingScope, coding: Json, path: string): void {
   const { system, code, version } = coding;
   if (typeof system !== 'string') return;
+  if (!isAbsolute(system)) {
+    scope.add('value', `${path}.system`, `The system ${JSON.stringify(system)} is not an absolute URI: a Coding's system names its code system by URL (http://loinc.org, urn:oid:..., urn:uuid:...), not by a local name`);
+    return;
+  }
   if (system.startsWith(VALUE_SET_BASE)) {
     scope.add('code-invalid', `${path}.system`, `The system ${JSON.stringify(system)} is a ValueSet of the specification, not a code system: a Coding's system names the code system that defines its code`);
     return;
@@ -50,6 +61,22 @@ export function checkCoding(scope: CodingScope, coding: Json, path: string): voi
   if (codes !== undefined && !codes.has(code)) {
     scope.add('code-invalid', `${path}.code`, `Unknown code ${JSON.stringify(code)} in the code system ${system} (FHIR R4 ${CORE_CODE_SYSTEM_VERSION})${listed(codes)}`);
   }
+}
+
+/**
+ * An Identifier at `path`: its system is an absolute URI, the namespace of its values (HL7's validator:
+ * "Identifier.system must be an absolute reference, not a local reference").
+ */
+export function checkIdentifier(scope: CodingScope, identifier: Json, path: string): void {
+  const { system } = identifier;
+  if (typeof system === 'string' && !isAbsolute(system)) {
+    scope.add('value', `${path}.system`, `The system ${JSON.stringify(system)} is not an absolute URI: an Identifier's system names the namespace of its values by URL (http://hospital.example.org/mrn, urn:oid:...), not by a local name`);
+  }
+}
+
+/** RFC 3986's absolute URI, or a `#id` fragment (checkAbsolute). */
+function isAbsolute(uri: string): boolean {
+  return SCHEME.test(uri) || uri.charCodeAt(0) === 0x23;
 }
 
 /** The codes, so that a developer can see what was meant, when there are few. */

@@ -15,7 +15,7 @@ import { checkNarrative } from './xhtml.ts';
 import { checkInvariants, type IssueSink } from './invariants.ts';
 import { checkContainedIds, checkReference } from './references.ts';
 import { checkFullUrl } from './full-url.ts';
-import { checkAbsolute, checkAttachment, checkCoding } from './codings.ts';
+import { checkAbsolute, checkAttachment, checkCoding, checkIdentifier } from './codings.ts';
 
 /** How much is checked: everything, the structure only (no bindings, no invariants), or nothing. */
 export type ValidationLevel = 'strict' | 'structural' | 'off';
@@ -334,6 +334,7 @@ function visitValue(walk: Walk, v: unknown, slot: Slot, path: string, literal?: 
   if (walk.level === 'strict') {
     if (slot.element.binding && slot.type === 'CodeableConcept') checkConcept(walk, v, slot.element.binding, path);
     else if (slot.type === 'Coding') checkCoding(walk, v, path);
+    else if (slot.type === 'Identifier') checkIdentifier(walk, v, path);
     else if (slot.type === 'Attachment') checkAttachment(walk, v, path);
     if (model.invariants.length) checkInvariants(walk, model, v, path, walk.resource, walk.rootResource, walk.memo);
   }

@@ -1,0 +1,72 @@
+/**
+ * The systems and URIs a write carries, as HL7's validator judges them: a Coding's or an Identifier's
+ * `system` is an absolute URI (not a local name such as `MRN`). On both databases.
+ */
+import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { countVersions, expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+
+/** `expression code` of each issue of a refused write (422). */
+async function refusedAt(res: Response): Promise<string[]> {
+  const outcome = await expectOutcome(res, 422);
+  return (outcome.issue as Json[]).map((i) => `${i.expression[0]} ${i.code}`).sort();
+}
+
+await eachStore((kind, fresh) => {
+  describe(`systems and URIs on ${kind}`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    beforeEach(async () => {
+      t = await createTestApp({ store: await fresh() });
+      api = fhirClient(t, await t.token());
+    });
+    afterEach(() => t.close());
+
+    test("a Coding's system that is a local name is refused, wherever the Coding is", async () => {
+      const res = await api.post('Patient', {
+        resourceType: 'Patient',
+        meta: { tag: [{ system: 'mytags', code: 'a' }] },
+        maritalStatus: { coding: [{ system: 'marital', code: 'M' }] },
+      });
+      expect(await refusedAt(res)).toEqual(['Patient.maritalStatus.coding[0].system value', 'Patient.meta.tag[0].system value']);
+      expect(await countVersions(t)).toBe(0);
+      const obs = await api.post('Observation', { resourceType: 'Observation', status: 'final', code: { coding: [{ system: 'LOINC', code: '8867-4' }] } });
+      expect(await refusedAt(obs)).toEqual(['Observation.code.coding[0].system value']);
+    });
+
+    test("an Identifier's system that is a local name is refused; absolute systems of every scheme are kept", async () => {
+      const res = await api.post('Patient', { resourceType: 'Patient', identifier: [{ system: 'MRN', value: '12345' }] });
+      const outcome = await expectOutcome(res, 422);
+      expect(outcome.issue[0].expression).toEqual(['Patient.identifier[0].system']);
+      expect(outcome.issue[0].details.text).toContain('"MRN" is not an absolute URI');
+      const good = await api.create({
+        resourceType: 'Patient',
+        identifier: [
+          { system: 'http://hospital.example.org/mrn', value: '1' },
+          { system: 'urn:oid:2.16.840.1.113883.4.1', value: '2' },
+          { system: 'urn:uuid:0c3151bd-1cbf-4d64-b04d-cd9187a4c6e0', value: '3' },
+          { system: 'urn:ietf:rfc:3986', value: 'urn:uuid:0c3151bd-1cbf-4d64-b04d-cd9187a4c6e1' },
+        ],
+        maritalStatus: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v3-MaritalStatus', code: 'M' }] },
+      });
+      expect(good.identifier).toHaveLength(4);
+    });
+
+    test('$validate reports the same problems, and a transaction with one writes nothing', async () => {
+      const v = await api.post('Patient/$validate', { resourceType: 'Patient', identifier: [{ system: 'MRN', value: '1' }] });
+      expect(v.status).toBe(200);
+      const issues = ((await v.json()) as Json).issue as Json[];
+      expect(issues.map((i) => `${i.severity} ${i.expression[0]}`)).toEqual(['error Patient.identifier[0].system']);
+      const tx = await api.post('', {
+        resourceType: 'Bundle', type: 'transaction',
+        entry: [
+          { resource: { resourceType: 'Patient', identifier: [{ system: 'http://example.org/mrn', value: '1' }] }, request: { method: 'POST', url: 'Patient' } },
+          { resource: { resourceType: 'Patient', identifier: [{ system: 'ssn', value: '2' }] }, request: { method: 'POST', url: 'Patient' } },
+        ],
+      });
+      expect(await refusedAt(tx)).toEqual(['Bundle.entry[1].resource.identifier[0].system value']);
+      expect(await countVersions(t)).toBe(0);
+    });
+  });
+});

@@ -1,6 +1,7 @@
 /**
  * The systems and URIs a write carries, as HL7's validator judges them: a Coding's or an Identifier's
- * `system` is an absolute URI (not a local name such as `MRN`). On both databases.
+ * `system` is an absolute URI (not a local name such as `MRN`), and a uri, url or canonical does not
+ * name an OID or UUID as `oid:`/`uuid:` nor hold a `urn:oid:` that is no OID. On both databases.
  */
 import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -51,6 +52,23 @@ await eachStore((kind, fresh) => {
         maritalStatus: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v3-MaritalStatus', code: 'M' }] },
       });
       expect(good.identifier).toHaveLength(4);
+    });
+
+    test('a uri naming an OID or UUID as oid: or uuid:, or a urn:oid: that is no OID, is refused', async () => {
+      const res = await api.post('Patient', {
+        resourceType: 'Patient',
+        identifier: [{ system: 'oid:2.16.840.1.113883.4.1', value: '1' }, { system: 'uuid:0c3151bd-1cbf-4d64-b04d-cd9187a4c6e0', value: '2' }, { system: 'urn:oid:2.16.840.1.abc', value: '3' }],
+        meta: { profile: ['urn:oid:1.2.x'] },
+      });
+      expect(await refusedAt(res)).toEqual([
+        'Patient.identifier[0].system value', 'Patient.identifier[1].system value', 'Patient.identifier[2].system value', 'Patient.meta.profile[0] value',
+      ]);
+      // A canonical's version, and R4's `system|version` in an expansion's uri parameter, follow the OID.
+      const vs = await api.create({
+        resourceType: 'ValueSet', status: 'active', url: 'urn:oid:2.16.840.1.113883.3.1|1.0',
+        expansion: { timestamp: '2024-01-01T00:00:00Z', parameter: [{ name: 'version', valueUri: 'urn:oid:1.2.36.1.2001.1001.101.104.16592|4.0.1' }] },
+      });
+      expect(vs.url).toBe('urn:oid:2.16.840.1.113883.3.1|1.0');
     });
 
     test('$validate reports the same problems, and a transaction with one writes nothing', async () => {

@@ -64,6 +64,23 @@ function checkBase64(v: string): string | undefined {
   return undefined;
 }
 
+/**
+ * A uri, url or canonical: no whitespace (XML Schema's anyURI as FHIR restricts it), and what HL7's
+ * validator also refuses in one: the schemes `oid:` and `uuid:`, which are no URIs of OIDs or UUIDs
+ * (R4 datatypes.html: an OID is `urn:oid:...`, a UUID `urn:uuid:...`), and a `urn:oid:` URI whose OID
+ * does not have the form of R4's oid type (RFC 3001). A `urn:uuid:` URI is not held to R4's uuid form:
+ * transactions name their new resources so, and clients write other text there (`urn:uuid:patient-1`).
+ */
+function checkUri(what: string): (v: string) => string | undefined {
+  return (v) => {
+    if (!URI.test(v)) return `${quote(v)} is not a valid ${what} (no whitespace)`;
+    if (v.startsWith('oid:') || v.startsWith('uuid:')) return `${quote(v)} is not a valid ${what}: write an OID or a UUID as urn:oid:... or urn:uuid:..., not ${v.slice(0, v.indexOf(':') + 1)}...`;
+    // A canonical, and R4's `system|version` in a uri (an expansion's parameters), name a version after `|`.
+    if (v.startsWith('urn:oid:') && !OID.test(v.includes('|') ? v.slice(0, v.indexOf('|')) : v)) return `${quote(v)} is not a valid ${what}: urn:oid: must be followed by an OID (digits separated by dots, starting 0, 1 or 2, such as urn:oid:2.16.840.1.113883.4.1)`;
+    return undefined;
+  };
+}
+
 function dated(re: RegExp, what: string): (v: string) => string | undefined {
   return (v) => (re.test(v) ? badDay(v) : `${quote(v)} is not a valid ${what}`);
 }
@@ -75,9 +92,9 @@ const STRING_RULES: Record<string, (v: string) => string | undefined> = {
   xhtml: (v) => (v.length === 0 ? 'empty strings are not allowed (leave the element out)' : checkCharacters(v)),
   code: pattern(CODE, 'code (no leading, trailing or repeated whitespace)'),
   id: pattern(ID, 'id (1-64 of A-Z a-z 0-9 - .)'),
-  uri: pattern(URI, 'uri (no whitespace)'),
-  url: pattern(URI, 'url (no whitespace)'),
-  canonical: pattern(URI, 'canonical (no whitespace)'),
+  uri: checkUri('uri'),
+  url: checkUri('url'),
+  canonical: checkUri('canonical'),
   oid: pattern(OID, 'oid (urn:oid:...)'),
   uuid: pattern(UUID, 'uuid (urn:uuid: and lower-case hex)'),
   base64Binary: checkBase64,

@@ -7,7 +7,7 @@ import { invalidResource } from '../check.ts';
 import { tableValueSet } from '../model.ts';
 import type { ValidationIssue } from '../validate.ts';
 import type { CompiledProfile } from './compiled.ts';
-import { isBaseDefinition, ProfileRegistry, type Resolved } from './registry.ts';
+import { baseDefinitionOf, isBaseDefinition, ProfileRegistry, type Resolved } from './registry.ts';
 import { checkExtensionSite } from './extension-check.ts';
 import { extensionSites } from './extension-sites.ts';
 import { checkProfile, profileCost, type PendingBinding, type ProfileCost, type ProfileResult } from './run.ts';
@@ -41,7 +41,10 @@ type TenantProfiles = Awaited<ReturnType<ProfileRegistry['cache']>>;
 export class ProfileValidator {
   constructor(readonly registry: ProfileRegistry, readonly membership?: CheckMembership) {}
 
-  /** The problems of `resource` against each of `canonicals` (the base definition of its type is skipped: base validation checks it). */
+  /**
+   * The problems of `resource` against each of `canonicals` (the base definition of its type, and of
+   * Resource and DomainResource, is skipped: base validation checks it; another type's is an error).
+   */
   async issues(tenant: string, resource: Json, canonicals: readonly string[], opts: ProfileCheckOptions): Promise<ValidationIssue[]> {
     const type = String(resource.resourceType);
     const at = opts.at ?? type;
@@ -51,7 +54,14 @@ export class ProfileValidator {
     const scope = opts.scope ?? targetScope(resource);
     for (const [i, canonical] of canonicals.entries()) {
       if (isBaseDefinition(canonical, type) || canonicals.indexOf(canonical) !== i) continue;
+      const base = baseDefinitionOf(canonical, type);
+      if (base === 'met') continue;
       const named = opts.namedAt?.(i) ?? `${at}.meta.profile[${i}]`;
+      // Another type's base definition: known without a lookup, and never met by this type (HL7's validator: the wrong type).
+      if (base !== undefined) {
+        out.push({ severity: 'error', code: 'structure', expression: named, text: `The profile ${canonical} is the base definition of ${base}, not of ${type}` });
+        continue;
+      }
       const found = await this.registry.resolve(cache, tenant, canonical);
       if (found.kind === 'unknown') {
         if (opts.warnings) out.push({ severity: 'warning', code: 'not-supported', expression: named, text: `The profile ${canonical} is not known to Cinder: the resource was not checked against it` });

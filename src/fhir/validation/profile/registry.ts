@@ -6,6 +6,8 @@
  * or a fixed one for the definitions an import read when it started, see definitions.ts).
  */
 import { BoundedCache } from '../../../terminology/compile/bounded-cache.ts';
+import { typeModel } from '../model.ts';
+import { PRIMITIVES } from '../primitives.ts';
 import { compileProfile, ProfileUnusable } from './compile.ts';
 import type { CompiledProfile } from './compiled.ts';
 import { coreProfileFiles } from './core-files.js';
@@ -213,6 +215,28 @@ export class ProfileRegistry {
 export function isBaseDefinition(canonical: string, type: string): boolean {
   // `url` or `url|version`, without splitting the canonical (asked on every write claiming a profile).
   return canonical.startsWith(BASE) && canonical.startsWith(type, BASE.length) && (canonical.length === BASE.length + type.length || canonical[BASE.length + type.length] === '|');
+}
+
+/** Base definitions every resource type specialises: a resource conforms to them as to its own. */
+const RESOURCE_ANCESTORS = new Set(['Resource', 'DomainResource']);
+/** The abstract data types R4 defines beside the table's types. */
+const ELEMENT_ANCESTORS = new Set(['Element', 'BackboneElement']);
+
+/**
+ * What the R4 base definition `canonical` names (`url` or `url|version`) is to a resource of `type`:
+ * `met` when base validation checks it (a base definition `type` specialises, its own aside, which
+ * isBaseDefinition finds first: Resource and DomainResource for a resource), the name of another type
+ * (`Observation` of `http://hl7.org/fhir/StructureDefinition/Observation` for a Patient), which no
+ * resource of `type` can conform to, or undefined when it names no base definition (a profile, an
+ * extension definition, something unknown).
+ */
+export function baseDefinitionOf(canonical: string, type: string): 'met' | string | undefined {
+  if (!canonical.startsWith(BASE)) return undefined;
+  const bar = canonical.indexOf('|');
+  const name = canonical.slice(BASE.length, bar < 0 ? undefined : bar);
+  if (name === type || (RESOURCE_ANCESTORS.has(name) && typeModel(type)?.kind === 'resource')) return 'met';
+  const kind = typeModel(name)?.kind;
+  return kind === 'resource' || kind === 'complex' || PRIMITIVES.has(name) || RESOURCE_ANCESTORS.has(name) || ELEMENT_ANCESTORS.has(name) ? name : undefined;
 }
 
 function compiled(sd: Json): Resolved {

@@ -203,8 +203,10 @@ await eachStore((kind, fresh) => {
       expect(where(info)).toEqual(['Patient.extension[0]', 'Patient.extension[1]', 'Patient.extension[2]']);
       expect(info.map((i) => i.code)).toEqual(['informational', 'informational', 'informational']);
       expect(info[0].details.text).toContain('Unknown extension http://unknown.example/fhir/StructureDefinition/x');
-      // The dose's own context (Observation) is the only error; its relative part names no definition and is not reported.
-      expect(where(errorsOf(outcome))).toEqual(['Patient.extension[3]']);
+      // A relative url at the top names no definition, and is no url of an extension (R4 Extension.url: the
+      // URI of its StructureDefinition): an error at its url. The dose's context (Observation) is the other;
+      // its relative part names no definition and is not reported.
+      expect(where(errorsOf(outcome))).toEqual(['Patient.extension[2].url', 'Patient.extension[3]']);
       const unknown = { url: 'http://unknown.example/fhir/StructureDefinition/x', valueString: 'x' };
       expect((await api.post('Patient', { resourceType: 'Patient', meta: { profile: [PLAIN] }, extension: [unknown] })).status).toBe(201);
       // Unless a profile it claims closes its extensions.

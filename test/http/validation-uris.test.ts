@@ -1,7 +1,8 @@
 /**
  * The systems and URIs a write carries, as HL7's validator judges them: a Coding's or an Identifier's
  * `system` is an absolute URI (not a local name such as `MRN`), and a uri, url or canonical does not
- * name an OID or UUID as `oid:`/`uuid:` nor hold a `urn:oid:` that is no OID. On both databases.
+ * name an OID or UUID as `oid:`/`uuid:` nor hold a `urn:oid:` that is no OID; an extension's url is
+ * absolute, but for the parts of a complex extension. On both databases.
  */
 import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -69,6 +70,17 @@ await eachStore((kind, fresh) => {
         expansion: { timestamp: '2024-01-01T00:00:00Z', parameter: [{ name: 'version', valueUri: 'urn:oid:1.2.36.1.2001.1001.101.104.16592|4.0.1' }] },
       });
       expect(vs.url).toBe('urn:oid:2.16.840.1.113883.3.1|1.0');
+    });
+
+    test("an extension's url that is relative is refused, but for the parts of a complex extension", async () => {
+      const res = await api.post('Patient', {
+        resourceType: 'Patient',
+        extension: [{ url: 'race', valueString: 'x' }, { url: 'http://example.org/fhir/StructureDefinition/complex', extension: [{ url: 'part', valueString: 'y' }] }],
+        birthDate: '1970', _birthDate: { extension: [{ url: 'time', valueDateTime: '1970-01-01T10:00:00Z' }] },
+      });
+      expect(await refusedAt(res)).toEqual(['Patient.birthDate.extension[0].url value', 'Patient.extension[0].url value']);
+      const kept = await api.create({ resourceType: 'Patient', extension: [{ url: 'http://example.org/fhir/StructureDefinition/complex', extension: [{ url: 'part', valueString: 'y' }] }] });
+      expect(kept.extension[0].extension[0].url).toBe('part');
     });
 
     test('$validate reports the same problems, and a transaction with one writes nothing', async () => {

@@ -51,6 +51,8 @@ const MIME_SHORTHANDS = new Set(['xml', 'json', 'ttl']);
 const LANGUAGE = /^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*$/;
 const CURRENCY = /^[A-Z]{3}$/;
 const UCUM_SYSTEM = 'http://unitsofmeasure.org';
+/** RFC 3986's scheme, which an absolute URI starts with. */
+const ABSOLUTE_URL = /^[A-Za-z][A-Za-z0-9+.-]*:/;
 
 type Json = Record<string, unknown>;
 
@@ -328,7 +330,7 @@ function visitValue(walk: Walk, v: unknown, slot: Slot, path: string, literal?: 
   // both to be path-based): HL7's validator takes the snapshot as a scope of its own, and so does Cinder.
   if (slot.type === 'StructureDefinition.snapshot') inIdScope(walk, () => visitObject(walk, v, model, path));
   else visitObject(walk, v, model, path);
-  if (slot.type === 'Extension') checkExtension(walk, v, path);
+  if (slot.type === 'Extension') checkExtension(walk, v, path, slot === NESTED_EXTENSION);
   else if (slot.type === 'Reference') checkReference(walk, v, slot.element, path);
   else if (slot.type === 'Bundle.entry') checkFullUrl(walk, v, path);
   if (walk.level === 'strict') {
@@ -400,12 +402,16 @@ function visitPrimitiveElements(walk: Walk, obj: Json, name: string, slot: Slot,
   }
 }
 
+/** `Extension.extension`: where an extension is part of the extension holding it, and its url may be relative. */
+const NESTED_EXTENSION = typeModel('Extension')!.slots.get('extension')!;
+
 /** The `_name` object of a primitive: its id and extensions (the Element part of every primitive type). */
 const PRIMITIVE_ELEMENT: TypeModel = (() => {
   const extension = typeModel('Extension')!;
   return {
     name: 'Element', kind: 'complex', bounded: [], invariants: [],
-    slots: new Map([['id', extension.slots.get('id')!], ['extension', extension.slots.get('extension')!]]),
+    // A slot of its own: a primitive's extensions are no parts of an extension (NESTED_EXTENSION).
+    slots: new Map([['id', extension.slots.get('id')!], ['extension', { ...NESTED_EXTENSION }]]),
   };
 })();
 
@@ -415,8 +421,15 @@ function visitPrimitiveElement(walk: Walk, v: unknown, path: string, valued: boo
   else walk.add('structure', path, `The id and extensions of a primitive must be a JSON object, not ${describe(v)}`);
 }
 
-/** ext-1: an extension has a value or nested extensions, not both. */
-function checkExtension(walk: Walk, ext: Json, path: string): void {
+/**
+ * ext-1: an extension has a value or nested extensions, not both. At `strict`, an extension that is not
+ * part of another (`part`) names its definition by an absolute URL: only a complex extension's parts
+ * have relative urls (R4 extensibility.html; HL7's validator: "Extension.url must be an absolute URL").
+ */
+function checkExtension(walk: Walk, ext: Json, path: string, part: boolean): void {
+  if (!part && walk.level === 'strict' && typeof ext.url === 'string' && !ABSOLUTE_URL.test(ext.url)) {
+    walk.add('value', `${path}.url`, `The extension url ${JSON.stringify(ext.url)} is not an absolute URL: only the parts of a complex extension (its nested extensions) have relative urls`);
+  }
   let value = false;
   // A primitive value with extensions only (`_valueString`) is a value too.
   for (const key in ext) if (key.startsWith('value') || key.startsWith('_value')) value = true;

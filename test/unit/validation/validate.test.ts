@@ -154,14 +154,14 @@ describe('primitive formats', () => {
 
 describe('primitive extensions', () => {
   test('_name holds id and extensions, aligned with repeating values', () => {
-    expect(found(patient({ _birthDate: { extension: [{ url: 'x', valueString: 'y' }] } }))).toEqual([]);
-    expect(found(patient({ _birthDate: [{ extension: [{ url: 'x', valueString: 'y' }] }] }))).toEqual(['Patient.birthDate structure']);
+    expect(found(patient({ _birthDate: { extension: [{ url: 'http://example.org/x', valueString: 'y' }] } }))).toEqual([]);
+    expect(found(patient({ _birthDate: [{ extension: [{ url: 'http://example.org/x', valueString: 'y' }] }] }))).toEqual(['Patient.birthDate structure']);
     expect(found(patient({ _birthDate: { color: 'red' } }))).toEqual(['Patient.birthDate.color structure']);
     expect(found(patient({ _birthDate: {} }))).toEqual(['Patient.birthDate structure']);
     expect(found(patient({ _foo: { extension: [] } }))).toEqual(['Patient._foo structure']);
     expect(found(patient({ name: [{ given: ['a', 'b'], _given: [null] }] }))).toEqual(['Patient.name[0].given structure']);
     expect(found(patient({ name: [{ given: ['a', null] }] }))).toEqual(['Patient.name[0].given[1] structure']);
-    expect(found(patient({ name: [{ given: ['a', null], _given: [null, { extension: [{ url: 'x', valueCode: 'y' }] }] }] }))).toEqual([]);
+    expect(found(patient({ name: [{ given: ['a', null], _given: [null, { extension: [{ url: 'http://example.org/x', valueCode: 'y' }] }] }] }))).toEqual([]);
     expect(found(patient({ name: [{ given: ['a', null], _given: [null, null] }] }))).toEqual(['Patient.name[0].given[1] structure']);
     // `_given` is written only to carry ids or extensions (json.html): nulls alone, or nothing, are refused.
     expect(found(patient({ name: [{ given: ['a', 'b'], _given: [null, null] }] }))).toEqual(['Patient.name[0]._given structure']);
@@ -208,9 +208,23 @@ describe('primitive extensions', () => {
 
   test('extension shape: url required, a value or extensions but not both (ext-1)', () => {
     expect(found(patient({ extension: [{ valueString: 'x' }] }))).toEqual(['Patient.extension[0].url required']);
-    expect(found(patient({ extension: [{ url: 'x' }] }))).toEqual(['Patient.extension[0] invariant']);
-    expect(found(patient({ extension: [{ url: 'x', valueString: 'a', extension: [{ url: 'y', valueString: 'b' }] }] }))).toEqual(['Patient.extension[0] invariant']);
-    expect(found(patient({ modifierExtension: [{ url: 'x', valueFoo: 1 }] }))).toEqual(['Patient.modifierExtension[0].valueFoo structure']);
+    expect(found(patient({ extension: [{ url: 'http://example.org/x' }] }))).toEqual(['Patient.extension[0] invariant']);
+    expect(found(patient({ extension: [{ url: 'http://example.org/x', valueString: 'a', extension: [{ url: 'y', valueString: 'b' }] }] }))).toEqual(['Patient.extension[0] invariant']);
+    expect(found(patient({ modifierExtension: [{ url: 'http://example.org/x', valueFoo: 1 }] }))).toEqual(['Patient.modifierExtension[0].valueFoo structure']);
+  });
+
+  test("an extension's url is absolute, but for the parts of a complex extension; the structure alone leaves it", () => {
+    const rel = { url: 'x', valueString: 'a' };
+    expect(found(patient({ extension: [rel], modifierExtension: [rel], name: [{ family: 'F', extension: [rel] }] })).sort()).toEqual([
+      'Patient.extension[0].url value', 'Patient.modifierExtension[0].url value', 'Patient.name[0].extension[0].url value',
+    ]);
+    // A primitive's extensions, a complex extension's value's too, are no parts of an extension.
+    expect(found(patient({ birthDate: '1970', _birthDate: { extension: [rel] } }))).toEqual(['Patient.birthDate.extension[0].url value']);
+    expect(found(patient({ extension: [{ url: 'http://example.org/c', extension: [{ url: 'part', valueString: 'a', _valueString: { extension: [rel] } }] }] }))).toEqual([
+      'Patient.extension[0].extension[0].value.ofType(String).extension[0].url value',
+    ]);
+    expect(found(patient({ extension: [{ url: 'urn:uuid:0c3151bd-1cbf-4d64-b04d-cd9187a4c6e0', extension: [{ url: 'part', valueString: 'a' }] }] }))).toEqual([]);
+    expect(found(patient({ extension: [rel] }), 'structural')).toEqual([]);
   });
 });
 

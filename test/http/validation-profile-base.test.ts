@@ -2,7 +2,8 @@
  * A resource claiming the R4 base definition of another type (`meta.profile` naming
  * `http://hl7.org/fhir/StructureDefinition/Observation` on a Patient, or `$validate?profile=` naming it)
  * cannot conform to it, as HL7's validator says (the profile's type is not the resource's); its own
- * type's base definition, and Resource's and DomainResource's, it meets. On both databases.
+ * type's base definition, and Resource's (and DomainResource's, but for Bundle, Binary and Parameters),
+ * it meets. On both databases.
  */
 import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -44,6 +45,10 @@ await eachStore((kind, fresh) => {
       expect(p.meta.profile).toHaveLength(4);
       const v = await api.post('Patient/$validate', { resourceType: 'Patient', meta: { profile: [`${SD}DomainResource`] } });
       expect(issues((await v.json()) as Json)).toEqual(['information undefined: No issues found: the resource is valid FHIR R4']);
+      // A Binary is a Resource, not a DomainResource.
+      expect((await api.create({ resourceType: 'Binary', contentType: 'text/plain', meta: { profile: [`${SD}Resource`] } })).meta.profile).toHaveLength(1);
+      const binary = await api.post('Binary', { resourceType: 'Binary', contentType: 'text/plain', meta: { profile: [`${SD}DomainResource`] } });
+      expect(issues(await expectOutcome(binary, 422))).toEqual([`error Binary.meta.profile[0]: The profile ${SD}DomainResource is the base definition of DomainResource, not of Binary`]);
     });
 
     test('$validate reports it, whether claimed or named by profile, not as a profile Cinder does not know', async () => {

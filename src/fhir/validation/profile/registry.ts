@@ -222,10 +222,17 @@ const RESOURCE_ANCESTORS = new Set(['Resource', 'DomainResource']);
 /** The abstract data types R4 defines beside the table's types. */
 const ELEMENT_ANCESTORS = new Set(['Element', 'BackboneElement']);
 
+/** Whether resource `type` specialises Resource (every resource) or DomainResource (those with `contained`, not Bundle, Binary, Parameters). */
+function specialises(type: string, ancestor: string): boolean {
+  const model = typeModel(type);
+  return model?.kind === 'resource' && (ancestor === 'Resource' || model.slots.has('contained'));
+}
+
 /**
  * What the R4 base definition `canonical` names (`url` or `url|version`) is to a resource of `type`:
  * `met` when base validation checks it (a base definition `type` specialises, its own aside, which
- * isBaseDefinition finds first: Resource and DomainResource for a resource), the name of another type
+ * isBaseDefinition finds first: Resource for a resource, DomainResource for one with narrative and
+ * contained resources), the name of another type
  * (`Observation` of `http://hl7.org/fhir/StructureDefinition/Observation` for a Patient), which no
  * resource of `type` can conform to, or undefined when it names no base definition (a profile, an
  * extension definition, something unknown).
@@ -234,7 +241,7 @@ export function baseDefinitionOf(canonical: string, type: string): 'met' | strin
   if (!canonical.startsWith(BASE)) return undefined;
   const bar = canonical.indexOf('|');
   const name = canonical.slice(BASE.length, bar < 0 ? undefined : bar);
-  if (name === type || (RESOURCE_ANCESTORS.has(name) && typeModel(type)?.kind === 'resource')) return 'met';
+  if (name === type || (RESOURCE_ANCESTORS.has(name) && specialises(type, name))) return 'met';
   const kind = typeModel(name)?.kind;
   return kind === 'resource' || kind === 'complex' || PRIMITIVES.has(name) || RESOURCE_ANCESTORS.has(name) || ELEMENT_ANCESTORS.has(name) ? name : undefined;
 }

@@ -12,6 +12,14 @@ import { type ElementDefinition, r4CodeSystems, r4StructureDefinitions, r4Termin
 export const SD_BASE = 'http://hl7.org/fhir/StructureDefinition/';
 /** The invariants every element or resource inherits, which the validator checks natively. */
 export const NATIVE_INVARIANTS = new Set(['ele-1', 'ext-1', 'dom-2', 'dom-3', 'dom-4', 'dom-5', 'dom-6']);
+const ALL_LANGUAGES = 'http://hl7.org/fhir/ValueSet/all-languages';
+
+/** The maxValueSet extension of a binding (R4 elementdefinition-maxValueSet): the value set its codes may not go beyond. */
+function maxValueSet(binding: ElementDefinition['binding']): string | undefined {
+  const ext = (binding as { extension?: { url: string; valueCanonical?: string }[] } | undefined)?.extension;
+  return ext?.find((e) => e.url === 'http://hl7.org/fhir/StructureDefinition/elementdefinition-maxValueSet')?.valueCanonical?.split('|')[0];
+}
+
 /** Required bindings whose codes no list holds: checked by their syntax. */
 const SYNTAX_VALUE_SETS: Record<string, TableValueSet> = {
   'http://hl7.org/fhir/ValueSet/mimetypes': { syntax: 'mime-type' },
@@ -139,6 +147,11 @@ export async function validationTableFromDefinitions(): Promise<ValidationTable>
       if (/^(An|The) absolute (URI|URL)\b/.test(el.definition ?? '')) element.abs = true;
       if (el.binding?.strength === 'required' && el.binding.valueSet) {
         element.vs = el.binding.valueSet.split('|')[0]!;
+        bound.add(element.vs);
+      } else if (element.t === 'code' && maxValueSet(el.binding) === ALL_LANGUAGES) {
+        // A language's binding is preferred, but its maxValueSet (all-languages) is the limit of what it may
+        // hold (R4 terminologies.html): a code is a BCP 47 tag, checked as a required binding's syntax.
+        element.vs = ALL_LANGUAGES;
         bound.add(element.vs);
       }
       owner.e[name] = element;

@@ -2,7 +2,7 @@
  * The systems and URIs a write carries, as HL7's validator judges them: a Coding's or an Identifier's
  * `system` is an absolute URI (not a local name such as `MRN`), and a uri, url or canonical does not
  * name an OID or UUID as `oid:`/`uuid:` nor hold a `urn:oid:` that is no OID; an extension's url is
- * absolute, but for the parts of a complex extension. On both databases.
+ * absolute, but for the parts of a complex extension; a language code is a BCP 47 tag. On both databases.
  */
 import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -81,6 +81,18 @@ await eachStore((kind, fresh) => {
       expect(await refusedAt(res)).toEqual(['Patient.birthDate.extension[0].url value', 'Patient.extension[0].url value']);
       const kept = await api.create({ resourceType: 'Patient', extension: [{ url: 'http://example.org/fhir/StructureDefinition/complex', extension: [{ url: 'part', valueString: 'y' }] }] });
       expect(kept.extension[0].extension[0].url).toBe('part');
+    });
+
+    test('a language code is a BCP 47 tag, as all-languages, the maxValueSet of its preferred binding, holds it', async () => {
+      const res = await api.post('Patient', { resourceType: 'Patient', language: 'en_US', photo: [{ url: 'http://example.org/p.png', language: 'english!' }] });
+      const outcome = await expectOutcome(res, 422);
+      expect((outcome.issue as Json[]).map((i) => `${i.expression[0]} ${i.code}`).sort()).toEqual(['Patient.language code-invalid', 'Patient.photo[0].language code-invalid']);
+      expect(outcome.issue[0].details.text).toContain('is not a valid language code, so it is not in http://hl7.org/fhir/ValueSet/all-languages');
+      for (const language of ['en', 'en-US', 'zh-Hant-TW', 'de-CH-1901', 'x-klingon', 'i-klingon']) {
+        expect((await api.create({ resourceType: 'Patient', language })).language).toBe(language);
+      }
+      // A CodeableConcept of a language (Patient.communication) may still be text alone.
+      expect((await api.create({ resourceType: 'Patient', communication: [{ language: { text: 'Plattdeutsch' } }] })).communication).toHaveLength(1);
     });
 
     test('$validate reports the same problems, and a transaction with one writes nothing', async () => {

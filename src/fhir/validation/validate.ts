@@ -48,7 +48,8 @@ const RESOURCE_TYPES = new Set(R4_RESOURCE_TYPES);
 const MIME = /^[A-Za-z0-9!#$&^_.+-]+\/[A-Za-z0-9!#$&^_.+-]+(\s*;.*)?$/;
 /** R4 allows `xml`, `json` and `ttl` for a format (CapabilityStatement.format), and its TestScripts use them for content types. */
 const MIME_SHORTHANDS = new Set(['xml', 'json', 'ttl']);
-const LANGUAGE = /^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*$/;
+/** BCP 47's syntax (RFC 5646 2.1): subtags of letters and digits, the first a language, or `x` (private use) or `i` (grandfathered). */
+const LANGUAGE = /^([A-Za-z]{2,8}|[xXiI])(-[A-Za-z0-9]{1,8})*$/;
 const CURRENCY = /^[A-Z]{3}$/;
 const UCUM_SYSTEM = 'http://unitsofmeasure.org';
 /** RFC 3986's scheme, which an absolute URI starts with. */
@@ -443,7 +444,7 @@ function checkCode(walk: Walk, code: string, b: BindingModel, path: string): voi
   if (b.kind === 'codes') {
     if (!b.codes.has(code)) walk.add('code-invalid', path, `${JSON.stringify(code)} is not in the required value set ${b.url}${listCodes(b)}`);
   } else if (b.kind === 'syntax' && !syntaxOk(b.syntax, code)) {
-    walk.add('code-invalid', path, `${JSON.stringify(code)} is not a valid ${b.syntax} (required binding to ${b.url})`);
+    walk.add('code-invalid', path, `${JSON.stringify(code)} is not a valid ${b.syntax} code, so it is not in ${b.url}, the value set R4 holds this element's codes to`);
   }
 }
 

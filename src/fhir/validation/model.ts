@@ -128,6 +128,11 @@ function compileType(name: string, def: TableType): TypeModel {
   return { name, kind: def.kind, slots, bounded, invariants };
 }
 
+/** Whether R4 has a type (resource, data type, data type profile or backbone element) of this name, without remembering a name it has not. */
+export function hasType(name: string): boolean {
+  return Object.hasOwn(table.types, name);
+}
+
 /** The compiled model of a resource, data type or backbone element type; null when R4 has none. */
 export function typeModel(name: string): TypeModel | null {
   let m = types.get(name);

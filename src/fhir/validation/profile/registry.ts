@@ -6,7 +6,7 @@
  * or a fixed one for the definitions an import read when it started, see definitions.ts).
  */
 import { BoundedCache } from '../../../terminology/compile/bounded-cache.ts';
-import { typeModel } from '../model.ts';
+import { hasType, typeModel } from '../model.ts';
 import { PRIMITIVES } from '../primitives.ts';
 import { compileProfile, ProfileUnusable } from './compile.ts';
 import type { CompiledProfile } from './compiled.ts';
@@ -224,7 +224,7 @@ const ELEMENT_ANCESTORS = new Set(['Element', 'BackboneElement']);
 
 /** Whether resource `type` specialises Resource (every resource) or DomainResource (those with `contained`, not Bundle, Binary, Parameters). */
 function specialises(type: string, ancestor: string): boolean {
-  const model = typeModel(type);
+  const model = hasType(type) ? typeModel(type) : null;
   return model?.kind === 'resource' && (ancestor === 'Resource' || model.slots.has('contained'));
 }
 
@@ -242,7 +242,8 @@ export function baseDefinitionOf(canonical: string, type: string): 'met' | strin
   const bar = canonical.indexOf('|');
   const name = canonical.slice(BASE.length, bar < 0 ? undefined : bar);
   if (name === type || (RESOURCE_ANCESTORS.has(name) && specialises(type, name))) return 'met';
-  const kind = typeModel(name)?.kind;
+  // A client names any url: R4's types are looked up, not every name remembered (typeModel caches what it is asked).
+  const kind = hasType(name) ? typeModel(name)?.kind : undefined;
   return kind === 'resource' || kind === 'complex' || PRIMITIVES.has(name) || RESOURCE_ANCESTORS.has(name) || ELEMENT_ANCESTORS.has(name) ? name : undefined;
 }
 

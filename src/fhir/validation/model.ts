@@ -137,8 +137,10 @@ export function hasType(name: string): boolean {
 export function typeModel(name: string): TypeModel | null {
   let m = types.get(name);
   if (m !== undefined) return m;
-  const def = Object.hasOwn(table.types, name) ? table.types[name] : undefined;
-  m = def === undefined ? null : compileType(name, def);
+  // A name R4 has no type of is not remembered: clients name any (a contained resource's resourceType
+  // walked before validation refuses it), and each would stay in the cache for the life of the process.
+  if (!Object.hasOwn(table.types, name)) return null;
+  m = compileType(name, table.types[name]!);
   types.set(name, m);
   return m;
 }

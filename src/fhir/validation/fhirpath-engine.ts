@@ -544,6 +544,8 @@ const UCUM_BASES = new Map<string, [dimension: string, factor: number, prefixabl
   ['%', ['1', 0.01, false]], ['1', ['1', 1, false]],
 ]);
 const ucumScales = new Map<string, [string, number] | null>();
+/** How many units ucumScales remembers: they come from the data (any Range's units), so not without end. */
+const UCUM_SCALES_KEPT = 10_000;
 
 function ucumScale(unit: string): [string, number] | null {
   let scale = ucumScales.get(unit);
@@ -557,7 +559,7 @@ function ucumScale(unit: string): [string, number] | null {
       if (b !== undefined && b[2]) scale = [b[0], b[1] * factor];
     }
   }
-  ucumScales.set(unit, scale);
+  if (ucumScales.size < UCUM_SCALES_KEPT) ucumScales.set(unit, scale);
   return scale;
 }
 

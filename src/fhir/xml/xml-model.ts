@@ -23,12 +23,11 @@ export function xmlTypeModel(type: string): XmlTypeModel | null {
   let m = cache.get(type);
   if (m !== undefined) return m;
   const model = typeModel(type);
-  if (model === null) m = null;
-  else {
-    const elements: ElementModel[] = [];
-    for (const slot of model.slots.values()) if (!elements.includes(slot.element)) elements.push(slot.element);
-    m = { model, elements, order: new Map(elements.map((e, i) => [e, i])), resource: model.kind === 'resource' };
-  }
+  // A name R4 has no type of is not remembered (typeModel's reason: a stored contained resource's type may be anything).
+  if (model === null) return null;
+  const elements: ElementModel[] = [];
+  for (const slot of model.slots.values()) if (!elements.includes(slot.element)) elements.push(slot.element);
+  m = { model, elements, order: new Map(elements.map((e, i) => [e, i])), resource: model.kind === 'resource' };
   cache.set(type, m);
   return m;
 }

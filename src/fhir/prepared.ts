@@ -19,6 +19,8 @@ export interface PreparedVersion {
   tail: string;
   index: IndexRows;
   compartments: string[];
+  /** The 1-based NDJSON line it was read from, when it was (an import reports a line it did not write by it). */
+  line?: number;
 }
 
 /**

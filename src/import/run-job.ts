@@ -166,7 +166,7 @@ async function runInput(deps: ImportRunDeps, job: ImportJob, spec: ImportSpec, d
   let written = false;
   try {
     const importer = createImporter(deps.fhir, {
-      tenant: job.tenant, fhirBase, signal,
+      tenant: job.tenant, fhirBase, signal, auditAppendOnly: true,
       ...(spec.batchSize === undefined ? {} : { batchSize: spec.batchSize }),
       onIssue: (issue) => {
         const issues = lineIssues(issue);

@@ -180,6 +180,34 @@ await eachStore((kind, fresh) => {
       expect((await read('Observation/o2')).status).toBe(200);
     });
 
+    test('a line changing a stored AuditEvent is a failed line (the audit trail is append-only); new ones and equal ones are imported', async () => {
+      const event = (extra: Json = {}) => ({
+        resourceType: 'AuditEvent', type: { system: 'http://dicom.nema.org/resources/ontology/DCM', code: '110100' }, recorded: '2020-01-01T00:00:00Z',
+        agent: [{ requestor: true, who: { display: 'someone' } }], source: { observer: { display: 'a system' } }, outcome: '0', ...extra,
+      });
+      const created = await t.request(`${t.fhir()}/AuditEvent`, fhirInit(token, 'POST', event()));
+      expect(created.status).toBe(201);
+      const id = ((await created.json()) as Json).id as string;
+      // As the REST API refuses it.
+      await expectOutcome(await t.request(`${t.fhir()}/AuditEvent/${id}`, fhirInit(token, 'PUT', event({ id, outcome: '8' }))), 405);
+      const text = line(event({ id, outcome: '8' })) + line(event({ id: 'ae-new' })) + line(event({ id }));
+      const source = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response(text) });
+      try {
+        const body = await done(await accepted(params([['AuditEvent', `http://127.0.0.1:${source.port}/audit.ndjson`]])));
+        expect(body.output[0]).toMatchObject({ count: 2, unchanged: 1 });
+        expect(body.error[0].count).toBe(1);
+        const issues = body.error[0].outcome.issue as Json[];
+        expect(issues).toHaveLength(1);
+        expect(issues[0]).toMatchObject({ severity: 'error', code: 'not-supported', location: ['Line[1]'], expression: ['AuditEvent.id'] });
+        expect(issues[0].diagnostics).toBe(`line 1: AuditEvent/${id} is stored already, and an AuditEvent cannot be updated: the audit trail is append-only`);
+        const stored = (await (await read(`AuditEvent/${id}`)).json()) as Json;
+        expect([stored.meta.versionId, stored.outcome]).toEqual(['1', '0']);
+        expect((await read('AuditEvent/ae-new')).status).toBe(200);
+      } finally {
+        source.stop(true);
+      }
+    });
+
     test('an unreachable, missing or oversized input is its error entry; the other inputs are imported', async () => {
       const body = await done(await accepted(params([
         ['Patient', 'http://127.0.0.1:1/nothing.ndjson'],

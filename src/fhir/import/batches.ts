@@ -2,7 +2,7 @@ import type { ResourceWriter } from '../../store/types.ts';
 import { operatorAccess } from '../access.ts';
 import { putPrepared, shadowedVersionId, type FhirDeps, type PutOptions } from '../crud.ts';
 import { hasCoreResources } from '../core-layer.ts';
-import { prepareVersion, versionToWrite, type PreparedVersion } from '../prepared.ts';
+import { prepareVersion, storesSame, versionToWrite, type PreparedVersion } from '../prepared.ts';
 import { newId, type Resource } from '../resource.ts';
 
 /**
@@ -70,19 +70,47 @@ function overlaps(a: Set<string>, b: Set<string>): boolean {
   return false;
 }
 
+/** What a committed batch held: its resources, those of them unchanged, and those refused (BatchOptions.auditAppendOnly). */
+export interface Committed {
+  resources: number;
+  unchanged: number;
+  refused: PreparedVersion[];
+}
+
+export interface BatchOptions {
+  /**
+   * A stored AuditEvent is not written over (`$import`, which writes for a client: the audit trail is append-only
+   * through the API, crud.ts refuseAuditChange): a version that would change one is refused, not written, and
+   * listed in its batch's `refused`. One equal to it (an input read again) stays unchanged.
+   */
+  auditAppendOnly?: boolean;
+}
+
+/** The AuditEvent that the writes of `v` would change: it exists, live, with other content. */
+async function changesAudit(w: ResourceWriter, v: PreparedVersion): Promise<boolean> {
+  if (v.type !== 'AuditEvent') return false;
+  const current = await w.current(v.type, v.id);
+  return current !== null && !current.deleted && !storesSame(current, v);
+}
+
 /**
  * One group, with operator access: resources that do not exist yet (nor in the core) are created as version 1 in bulk;
  * the others (and any a concurrent writer created meanwhile) get their next version as an update would,
- * or none when they equal their current version. Returns how many were such, unchanged.
+ * or none when they equal their current version (or are refused, `refused`: BatchOptions). Returns how many were unchanged.
  */
-async function writeGroup(w: ResourceWriter, versions: PreparedVersion[], opts: PutOptions): Promise<number> {
+async function writeGroup(w: ResourceWriter, versions: PreparedVersion[], opts: PutOptions, batch: BatchOptions, refused: PreparedVersion[]): Promise<number> {
   // A core CodeSystem or ValueSet id is written as an update would, after the core's version 1 (shadowedVersionId).
   const shadowing = versions.some((v) => hasCoreResources(v.type))
     ? await Promise.all(versions.map(async (v) => hasCoreResources(v.type) && (await shadowedVersionId(opts.core, v.type, v.id)) > 0))
     : versions.map(() => false);
   const fresh = versions.filter((_, i) => !shadowing[i]);
   const inserted = await w.insertNew(fresh.map((v) => versionToWrite(v, 1, opts.now, IMPORT_METHOD)));
-  const rest = [...fresh.filter((_, i) => !inserted[i]), ...versions.filter((_, i) => shadowing[i])];
+  let rest = [...fresh.filter((_, i) => !inserted[i]), ...versions.filter((_, i) => shadowing[i])];
+  if (batch.auditAppendOnly && rest.some((v) => v.type === 'AuditEvent')) {
+    const refuse = await Promise.all(rest.map((v) => changesAudit(w, v)));
+    refused.push(...rest.filter((_, i) => refuse[i]));
+    rest = rest.filter((_, i) => !refuse[i]);
+  }
   // Writes of distinct resources run concurrently, so an adapter can look them up in one round trip.
   const updated = await Promise.all(rest.map((v) => putPrepared(w, v, opts, IMPORT_METHOD)));
   return updated.filter((r) => r.unchanged).length;
@@ -93,22 +121,25 @@ async function writeGroup(w: ResourceWriter, versions: PreparedVersion[], opts: 
  * by id, a server id when there is none; the first transactions smaller, FIRST_BATCH_RESOURCES). Up to
  * IN_FLIGHT batches that touch different resources are written concurrently; a batch sharing a
  * resource with one in flight waits for it, so versions follow input order. `onCommitted` is told how
- * many resources each committed batch held, and how many of them were unchanged (equal to their
- * current version, so that no version was written).
+ * many resources each committed batch held, how many of them were unchanged (equal to their
+ * current version, so that no version was written), and which were refused (`options`).
  */
-export function createBatchWriter(deps: FhirDeps, tenant: string, limits: BatchLimits, onCommitted: (n: number, unchanged: number) => void): BatchWriter {
+export function createBatchWriter(
+  deps: FhirDeps, tenant: string, limits: BatchLimits, onCommitted: (n: number, unchanged: number, refused: PreparedVersion[]) => void, options: BatchOptions = {},
+): BatchWriter {
   let queue: PreparedVersion[] = [];
   let queued = 0;
   let batchResources = Math.min(FIRST_BATCH_RESOURCES, limits.resources);
   const inFlight: { keys: Set<string>; done: Promise<void> }[] = [];
 
-  /** Writes a batch in one transaction; resolves to how many of its resources were unchanged. */
-  function write(batch: Batch): Promise<number> {
+  /** Writes a batch in one transaction; resolves to what it held (the counts of one attempt of the transaction, the one committed). */
+  function write(batch: Batch): Promise<Committed> {
     const opts: PutOptions = { now: deps.clock.now(), access: operatorAccess, ...(deps.core ? { core: deps.core } : {}) };
     return deps.store.resources.write(tenant, async (w) => {
       let unchanged = 0;
-      for (const g of batch.groups) unchanged += await writeGroup(w, g, opts);
-      return unchanged;
+      const refused: PreparedVersion[] = [];
+      for (const g of batch.groups) unchanged += await writeGroup(w, g, opts, options, refused);
+      return { resources: batch.size, unchanged, refused };
     });
   }
 
@@ -129,7 +160,7 @@ export function createBatchWriter(deps: FhirDeps, tenant: string, limits: BatchL
     queued = 0;
     batchResources = Math.min(2 * batchResources, limits.resources);
     while (inFlight.length >= IN_FLIGHT || inFlight.some((f) => overlaps(batch.keys, f.keys))) await settle();
-    const done = write(batch).then((unchanged) => onCommitted(batch.size, unchanged));
+    const done = write(batch).then((c) => onCommitted(c.resources - c.refused.length, c.unchanged, c.refused));
     // Observed by a later flush or drain; this keeps a failure from counting as unhandled meanwhile.
     done.catch(() => undefined);
     inFlight.push({ keys: batch.keys, done });

@@ -1,3 +1,4 @@
+import type { FhirIssue } from '../../errors.ts';
 import { noteValidationLevel, requireProfiles, validationLevel, type FhirDeps } from '../crud.ts';
 import { carryLiterals } from '../exact-json.ts';
 import { createBatchWriter, DEFAULT_BATCH_LIMITS } from './batches.ts';
@@ -19,6 +20,12 @@ function definedOf(place: IssuePlace | undefined): IssuePlace {
   if (place?.reference !== undefined) out.reference = place.reference;
   if (place?.issues !== undefined) out.issues = place.issues;
   return out;
+}
+
+/** Why a line naming a stored AuditEvent with other content is not imported (see ImportOptions.auditAppendOnly). */
+function auditRefusal(id: string): { message: string; issues: FhirIssue[] } {
+  const message = `AuditEvent/${id} is stored already, and an AuditEvent cannot be updated: the audit trail is append-only`;
+  return { message, issues: [{ severity: 'error', code: 'not-supported', details: { text: message }, diagnostics: message, expression: ['AuditEvent.id'] }] };
 }
 
 /**
@@ -53,6 +60,11 @@ export interface ImportOptions {
   onProgress(progress: Readonly<ImportProgress>): void;
   /** Stops reading at the next chunk when aborted (`add` then throws the signal's reason; call `finish` to commit what is queued). */
   signal?: AbortSignal;
+  /**
+   * A line that would change a stored AuditEvent fails instead of being written (BatchOptions.auditAppendOnly):
+   * `$import`, which writes for a client, to whom the audit trail is append-only. `cinder import` is the operator's.
+   */
+  auditAppendOnly?: boolean;
 }
 
 type ImportFormat = 'ndjson' | DocumentFormat;
@@ -105,15 +117,19 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
   const progress: ImportProgress = { imported: 0, unchanged: 0, failed: 0, bytesRead: 0 };
   const report = () => opts.onProgress(progress);
   const limits = { ...DEFAULT_BATCH_LIMITS, resources: opts.batchSize ?? DEFAULT_BATCH_LIMITS.resources };
-  const writer = createBatchWriter(deps, opts.tenant, limits, (n, unchanged) => {
-    progress.imported += n;
-    progress.unchanged += unchanged;
-    report();
-  });
+  // The source being read: a refused line (auditAppendOnly) is told as its batch commits, which holds lines of it or of
+  // the one before; `$import`, the one importer refusing any, reads a single source.
+  let reading = '';
   const fail = (issue: ImportIssue, count = 1) => {
     progress.failed += count;
     opts.onIssue(issue);
   };
+  const writer = createBatchWriter(deps, opts.tenant, limits, (n, unchanged, refused) => {
+    progress.imported += n;
+    progress.unchanged += unchanged;
+    for (const v of refused) fail({ file: reading, ...(v.line !== undefined && { line: v.line }), ...auditRefusal(v.id) });
+    report();
+  }, { auditAppendOnly: opts.auditAppendOnly === true });
   // fullUrl -> Type/id of every Bundle entry written by this run, and the work waiting for some.
   const run = createRunReferences();
   const deferred = createDeferredQueue(run);
@@ -191,6 +207,7 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
       const formats = await Promise.all(sources.map(detectFormat));
       const inputs = sources.map((s, i) => (formats[i] === 'ndjson' ? preparer.queue(s.blob, s.type, s.ids) : -1));
       for (const [i, source] of sources.entries()) {
+        reading = source.name;
         if (inputs[i]! >= 0) await importNdjson(preparer, source, inputs[i]!);
         else await importFile(source, formats[i] as DocumentFormat);
         report();

@@ -64,6 +64,7 @@ export async function addLoose(ctx: LooseContext, item: LooseResource, deferrabl
     const profiled = ctx.profiles?.(item.resource, at);
     if (profiled) await profiled;
     prepared = ctx.writer.prepare(item.resource);
+    if (item.line !== undefined) prepared.line = item.line;
   } catch (err) {
     if (!(err instanceof FhirError)) throw err;
     ctx.fail(err.message, 1, { line: item.line, entry: item.entry, issues: err.issues });

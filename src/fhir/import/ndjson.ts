@@ -69,6 +69,7 @@ export async function* prepareNdjson(blob: Blob, validation: ValidationLevel, ba
           const profiled = profiles?.(resource, text.includes('xtension"') || text.includes('\\u'));
           if (profiled) await profiled;
           const v = prepareVersion(resource, resource.id ?? idOfLine(number, ids), base);
+          v.line = number;
           chunk.versions.push(v);
           chars += v.tail.length;
         }

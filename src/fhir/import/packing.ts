@@ -27,6 +27,8 @@ export interface PackedVersions {
   keyParts: string[];
   /** Per index row, in packing order: the place of its key in `keyTables`. */
   rowKeys: Int32Array;
+  /** Per version: the line it was read from (PreparedVersion.line), 0 for none. */
+  lines: Int32Array;
 }
 
 const SHAPE = INDEX_TABLES.length + 1;
@@ -38,6 +40,7 @@ export function packVersions(versions: PreparedVersion[]): PackedVersions {
   const parts: string[] = [];
   const nums: number[] = [];
   const shape = new Int32Array(versions.length * SHAPE);
+  const lines = Int32Array.from(versions, (v) => v.line ?? 0);
   // Each table's keys by type, param, system and code: nested maps look the row's own strings up, where
   // one map would need a string built and hashed per row.
   const keyIds = INDEX_TABLES.map(() => new Map<string, Map<string, Map<string, Map<string, number>>>>());
@@ -82,12 +85,12 @@ export function packVersions(versions: PreparedVersion[]): PackedVersions {
   parts.forEach((p, i) => (ends[i] = at += p.length));
   return {
     text: parts.join(''), ends, numbers: Float64Array.from(nums), shape,
-    keyTables: Int32Array.from(keyTables), keyParts, rowKeys: Int32Array.from(rowKeys),
+    keyTables: Int32Array.from(keyTables), keyParts, rowKeys: Int32Array.from(rowKeys), lines,
   };
 }
 
 /** Unpacks what packVersions packed; the entries of one key share its SharedKey. */
-export function unpackVersions({ text, ends, numbers, shape, keyTables, keyParts, rowKeys }: PackedVersions): PreparedVersion[] {
+export function unpackVersions({ text, ends, numbers, shape, keyTables, keyParts, rowKeys, lines }: PackedVersions): PreparedVersion[] {
   const keys: SharedKey[] = Array.from(keyTables, (k, i) => ({
     table: INDEX_TABLES[k]!.table, type: keyParts[4 * i]!, param: keyParts[4 * i + 1]!, system: keyParts[4 * i + 2]!, code: keyParts[4 * i + 3]!,
   }));
@@ -100,6 +103,8 @@ export function unpackVersions({ text, ends, numbers, shape, keyTables, keyParts
   for (let i = 0; i < shape.length; i += SHAPE) {
     const index: IndexRows = { tokens: [], strings: [], ranges: [], composites: [] };
     const v: PreparedVersion = { type: next(), id: next(), tail: next(), index, compartments: [] };
+    const line = lines[i / SHAPE]!;
+    if (line > 0) v.line = line;
     INDEX_TABLES.forEach((t, k) => {
       const rows = rowsOf(index, t);
       const [systemField, codeField] = KEY[k]!;

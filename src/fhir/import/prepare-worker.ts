@@ -61,7 +61,7 @@ async function prepare(input: number, blob: Blob, type: string | undefined, ids:
       while (credits === 0) await new Promise<void>((resolve) => (wake = resolve));
       credits--;
       const packed = packVersions(chunk.versions);
-      post({ type: 'chunk', input, packed, urns: chunk.urns, issues: chunk.issues, bytes: chunk.bytes }, [packed.ends.buffer, packed.numbers.buffer, packed.shape.buffer, packed.keyTables.buffer, packed.rowKeys.buffer]);
+      post({ type: 'chunk', input, packed, urns: chunk.urns, issues: chunk.issues, bytes: chunk.bytes }, [packed.ends.buffer, packed.numbers.buffer, packed.shape.buffer, packed.keyTables.buffer, packed.rowKeys.buffer, packed.lines.buffer]);
     }
     post({ type: 'end', input });
   } catch (err) {

@@ -76,7 +76,8 @@ export async function* prepareNdjson(blob: Blob, validation: ValidationLevel, ba
       } catch (err) {
         chunk.issues.push(lineIssue(number, err as Error));
       }
-      if (chunk.versions.length + chunk.urns.length >= CHUNK_RESOURCES || chars >= CHUNK_CHARS) {
+      // Failed lines count too: an input of nothing but bad lines is yielded a chunk at a time, never held whole.
+      if (chunk.versions.length + chunk.urns.length + chunk.issues.length >= CHUNK_RESOURCES || chars >= CHUNK_CHARS) {
         yield chunk;
         chunk = { versions: [], urns: [], issues: [], bytes: 0 };
         chars = 0;

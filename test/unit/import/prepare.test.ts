@@ -180,4 +180,13 @@ describe('prepareNdjson', () => {
     expect(chunks.map((c) => c.versions.length)).toEqual([CHUNK_RESOURCES, CHUNK_RESOURCES, 3]);
     expect(chunks.flatMap((c) => c.versions).map((v) => v.id)).toEqual(Array.from({ length: n }, (_, i) => `x${i}`));
   });
+
+  test(`failed lines count toward a chunk: an input of nothing else comes in chunks of ${CHUNK_RESOURCES}, never held whole`, async () => {
+    const n = CHUNK_RESOURCES * 2 + 3;
+    const lines = Array.from({ length: n }, (_, i) => (i === 1500 ? '{"resourceType":"Basic","id":"ok","code":{"text":"x"}}' : '{not json'));
+    const chunks = await all(blob(lines));
+    expect(chunks.map((c) => c.issues.length + c.versions.length)).toEqual([CHUNK_RESOURCES, CHUNK_RESOURCES, 3]);
+    expect(chunks.flatMap((c) => c.issues).map((i) => i.line)).toEqual(Array.from({ length: n }, (_, i) => i + 1).filter((l) => l !== 1501));
+    expect(chunks[1]!.versions.map((v) => [v.id, v.line])).toEqual([['ok', 1501]]);
+  });
 });

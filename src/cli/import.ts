@@ -1,6 +1,9 @@
 import { statSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
 import type { FhirDeps } from '../fhir/crud.ts';
-import { createImporter, type ImportIssue } from '../fhir/import/importer.ts';
+import { createImporter, type ImportIssue, type ImportSource } from '../fhir/import/importer.ts';
 import { UsageError, type CliIO, type Command } from './command.ts';
 import { openContext } from './context.ts';
 import { createProgress, formatCount } from './progress.ts';
@@ -10,21 +13,49 @@ import { cliFhirDeps } from './fhir-deps.ts';
 /** Error details kept for the --json summary (all of them are printed on stderr as they occur). */
 const MAX_REPORTED = 1000;
 
-function checkFiles(files: string[]): number {
+function checkFiles(files: string[]): void {
   if (files.length === 0) throw new UsageError('expected at least one file');
-  let total = 0;
   for (const f of files) {
-    let size: number;
     try {
-      const st = statSync(f);
-      if (!st.isFile()) throw new Error('not a regular file');
-      size = st.size;
+      if (!statSync(f).isFile()) throw new Error('not a regular file');
     } catch (err) {
       throw new UsageError(`cannot read ${f}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
     }
-    total += size;
   }
-  return total;
+}
+
+/** The format a file's name tells, once a `.gz` is taken off it (the importer's own test, importer.ts detectFormat); undefined: told by its content. */
+function formatOfName(name: string): ImportSource['format'] {
+  if (/\.(ndjson|jsonl)$/i.test(name)) return 'ndjson';
+  if (/\.json$/i.test(name)) return 'json';
+  if (/\.xml$/i.test(name)) return 'xml';
+  return undefined;
+}
+
+/**
+ * The files as import sources: a gzip file (RFC 1952, told by its first two bytes, whatever its name: a Bulk Data
+ * export's `.ndjson.gz`) decompressed, as a stream, to a file in `dir`, read as what its name without `.gz` says.
+ * Messages name the file as given.
+ */
+async function sourcesOf(files: string[], dir: () => Promise<string>): Promise<ImportSource[]> {
+  const out: ImportSource[] = [];
+  for (const [i, f] of files.entries()) {
+    const file = Bun.file(f);
+    const head = await file.slice(0, 2).bytes();
+    if (head.length < 2 || head[0] !== 0x1f || head[1] !== 0x8b) {
+      out.push({ name: f, blob: file });
+      continue;
+    }
+    const path = join(await dir(), `${i}-${basename(f)}`);
+    try {
+      await Bun.write(path, new Response(file.stream().pipeThrough(new DecompressionStream('gzip'))));
+    } catch (err) {
+      throw new UsageError(`cannot decompress ${f}: ${(err as Error).message}`);
+    }
+    const format = formatOfName(f.replace(/\.gz$/i, ''));
+    out.push({ name: f, blob: Bun.file(path), ...(format && { format }) });
+  }
+  return out;
 }
 
 function batchSize(value: unknown): number | undefined {
@@ -57,6 +88,7 @@ export const importCommand: Command = {
     "that Cinder knows, as a REST write is: the tenant's StructureDefinitions as stored when the import starts\n" +
     '(one imported by the run applies from the next run on), and the R4 core profiles; a QuestionnaireResponse is\n' +
     "checked against its Questionnaire (the tenant's as stored when the import starts).\n" +
+    'A gzip file (.ndjson.gz, .json.gz, .xml.gz: told by its first bytes) is decompressed to a temporary file first.\n' +
     'Exit code 1 when any resource failed.\n' +
     'urn:uuid: references resolve across the files of one run: a Bundle (or NDJSON line) referring to an entry\n' +
     'of a Bundle not written yet waits for the end of the run, so the order of the files does not matter;\n' +
@@ -68,30 +100,35 @@ export const importCommand: Command = {
     const tenant = args.values.tenant;
     if (typeof tenant !== 'string') throw new UsageError('--tenant is required');
     const size = batchSize(args.values['batch-size']);
-    const totalBytes = checkFiles(args.positionals);
+    checkFiles(args.positionals);
     const { config, store, clock } = await openContext(io);
+    // Where gzip files are decompressed, made on the first one; removed, with them, once the import ends.
+    let made: Promise<string> | undefined;
+    const dir = () => (made ??= mkdtemp(join(tmpdir(), 'cinder-import-')));
     try {
       if (!(await store.tenants.get(tenant))) throw new UsageError(`tenant '${tenant}' does not exist (create it with: cinder tenant create ${tenant})`);
       const fhirBase = fhirBaseOf(config.baseUrl, tenant);
       const deps = cliFhirDeps(config, store, clock, tenant);
-      return await runImport(io, deps, { tenant, files: args.positionals, size, totalBytes, fhirBase, json: !!args.values.json });
+      const sources = await sourcesOf(args.positionals, dir);
+      return await runImport(io, deps, { tenant, sources, size, fhirBase, json: !!args.values.json });
     } finally {
       await store.close();
+      if (made) await rm(await made, { recursive: true, force: true });
     }
   },
 };
 
 interface ImportJob {
   tenant: string;
-  files: string[];
+  sources: ImportSource[];
   size: number | undefined;
-  totalBytes: number;
   fhirBase: string;
   json: boolean;
 }
 
 async function runImport(io: CliIO, deps: FhirDeps, o: ImportJob): Promise<number> {
-  const progress = createProgress(io, o.totalBytes);
+  // Bytes as read: a gzip file's decompressed ones.
+  const progress = createProgress(io, o.sources.reduce((n, s) => n + s.blob.size, 0));
   const errors: ImportIssue[] = [];
   const importer = createImporter(deps, {
     tenant: o.tenant, fhirBase: o.fhirBase, ...(o.size === undefined ? {} : { batchSize: o.size }),
@@ -104,7 +141,7 @@ async function runImport(io: CliIO, deps: FhirDeps, o: ImportJob): Promise<numbe
     onProgress: (p) => progress.update(p),
   });
   try {
-    await importer.add(o.files.map((file) => ({ name: file, blob: Bun.file(file) })));
+    await importer.add(o.sources);
     await importer.finish();
     // The planner's statistics predate the import (PostgreSQL; autovacuum may be off or not yet run).
     if (importer.progress.imported > importer.progress.unchanged) await deps.store.resources.indexing.analyze();
@@ -115,7 +152,7 @@ async function runImport(io: CliIO, deps: FhirDeps, o: ImportJob): Promise<numbe
   const seconds = progress.elapsedSeconds();
   const rate = seconds > 0 ? Math.round(imported / seconds) : imported;
   if (o.json) {
-    const summary = { tenant: o.tenant, files: o.files.length, imported, unchanged, failed, seconds: Number(seconds.toFixed(3)), resourcesPerSecond: rate, errors };
+    const summary = { tenant: o.tenant, files: o.sources.length, imported, unchanged, failed, seconds: Number(seconds.toFixed(3)), resourcesPerSecond: rate, errors };
     io.stdout(JSON.stringify(summary, null, 2) + '\n');
   } else {
     // Unchanged ones are named when there are some (a run again over the same files).

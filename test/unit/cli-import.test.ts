@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
 import { closeSync, openSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { MAX_LINE_CHARS } from '../../src/fhir/import/lines.ts';
 import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
 import type { Store } from '../../src/store/types.ts';
 import { createCliEnv } from '../helpers/cli.ts';
 import { tokens } from '../store/contract/fixtures.ts';
@@ -141,6 +142,31 @@ describe('cinder import: NDJSON', () => {
     expect(r.stdout).toContain('Imported 2 resources');
     const p = await readJson('Patient', 'a');
     expect([p.gender, p.meta.versionId]).toEqual(['female', '2']);
+  });
+
+  test('a gzip file is decompressed, as a stream, and read as its name without .gz says; a damaged one is a usage error', async () => {
+    const gz = (name: string, content: string) => {
+      const path = join(cli.dir, name);
+      writeFileSync(path, gzipSync(content));
+      return path;
+    };
+    const lines = gz('Patient.ndjson.gz', ndjson({ resourceType: 'Patient', id: 'gz1', gender: 'male' }, '{bad', { resourceType: 'Patient', id: 'gz2' }));
+    // One line of JSON: as `.json` a transaction (not an NDJSON line storing a Bundle).
+    const tx = gz('tx.json.gz', JSON.stringify({
+      resourceType: 'Bundle', type: 'transaction', entry: [{ resource: { resourceType: 'Patient', id: 'gz1', gender: 'female' }, request: { method: 'PUT', url: 'Patient/gz1' } }],
+    }));
+    const r = await cli.run(['import', '--tenant', 't1', lines, tx]);
+    expect(r.code).toBe(1);
+    expect(r.stderr.trim()).toBe(`${lines}:2: malformed JSON: JSON Parse error: Expected '}'`);
+    expect(r.stdout).toContain('Imported 3 resources');
+    expect((await readJson('Patient', 'gz1')).gender).toBe('female');
+    expect((await readJson('Patient', 'gz2')).id).toBe('gz2');
+    expect(await store!.resources.read('t1', 'Bundle', 'tx')).toBeNull();
+    const damaged = join(cli.dir, 'damaged.ndjson.gz');
+    writeFileSync(damaged, gzipSync(ndjson({ resourceType: 'Patient', id: 'gz3' })).subarray(0, 12));
+    const bad = await cli.run(['import', '--tenant', 't1', damaged]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain(`cannot decompress ${damaged}`);
   });
 });
 

@@ -78,7 +78,10 @@ await eachStore((kind, fresh) => {
     const jobId = (url: string) => url.slice(url.lastIndexOf('/') + 1);
 
     beforeAll(async () => {
-      t = await createTestApp({ store: await fresh(), env: { CINDER_IMPORT_ALLOW_PRIVATE: 'true', CINDER_IMPORT_MAX_INPUT_BYTES: '4096', CINDER_EXPORT_LEASE_SECONDS: '2' } });
+      t = await createTestApp({
+        store: await fresh(),
+        env: { CINDER_IMPORT_ALLOW_PRIVATE: 'true', CINDER_IMPORT_MAX_INPUT_BYTES: '4096', CINDER_EXPORT_LEASE_SECONDS: '2', CINDER_SUBSCRIPTION_ALLOW_PRIVATE: 'true' },
+      });
       token = await t.token();
     });
     afterAll(async () => {
@@ -205,6 +208,55 @@ await eachStore((kind, fresh) => {
         expect((await read('AuditEvent/ae-new')).status).toBe(200);
       } finally {
         source.stop(true);
+      }
+    });
+
+    test("a Subscription written over by an import loses its owner: it notifies nothing, under the owner's authority or any", async () => {
+      const got: string[] = [];
+      let text = '';
+      const hooks = Bun.serve({
+        port: 0, hostname: '127.0.0.1',
+        async fetch(req) {
+          const path = new URL(req.url).pathname;
+          if (path === '/subscriptions.ndjson') return new Response(text);
+          got.push(`${path} ${await req.text()}`);
+          return new Response(null);
+        },
+      });
+      const at = (path: string) => `http://127.0.0.1:${hooks.port}${path}`;
+      try {
+        const owner = await t.tokenFor('t1', ['system/*.*']);
+        // May write Subscriptions (and import them), but read no Patient.
+        const importer = await t.tokenFor('t1', ['system/Subscription.cu']);
+        const created = await t.request(`${t.fhir()}/Subscription`, fhirInit(owner, 'POST', {
+          resourceType: 'Subscription', status: 'requested', reason: 'owned', criteria: 'Observation?code=http://loinc.org|1',
+          channel: { type: 'rest-hook', endpoint: at('/owner'), payload: 'application/fhir+json' },
+        }));
+        expect(created.status).toBe(201);
+        const { meta: _meta, ...stored } = (await created.json()) as Json;
+        expect(stored.status).toBe('active');
+        const importOf = async (resource: Json) => {
+          text = line(resource);
+          const url = await accepted(params([['Subscription', at('/subscriptions.ndjson')]]), importer);
+          await t.app.imports.runOnce();
+          const res = await status(url, importer);
+          expect(res.status).toBe(200);
+          return (await res.json()) as Json;
+        };
+        // The same content again writes nothing: it stays its owner's.
+        expect((await importOf(stored)).output[0]).toMatchObject({ count: 1, unchanged: 1 });
+        expect((await t.store.subscriptions.owners('t1')).has(stored.id)).toBe(true);
+        // Other criteria and another endpoint: a new version, without the owner.
+        const body = await importOf({ ...stored, criteria: 'Patient?', channel: { type: 'rest-hook', endpoint: at('/importer'), payload: 'application/fhir+json' } });
+        expect(body.output[0]).toMatchObject({ count: 1, unchanged: 0 });
+        expect((await t.store.subscriptions.owners('t1')).has(stored.id)).toBe(false);
+        t.clock.advance(10_000);
+        expect((await t.request(`${t.fhir()}/Patient/hidden`, fhirInit(owner, 'PUT', { resourceType: 'Patient', id: 'hidden', name: [{ family: 'Hidden' }] }))).status).toBe(201);
+        for (let i = 0; i < 20 && (await t.app.subscriptions.runOnce()) > 0; i++);
+        expect(got).toEqual([]);
+        expect((await t.request(`${t.fhir()}/Patient/hidden`, fhirInit(importer))).status).toBe(403);
+      } finally {
+        hooks.stop(true);
       }
     });
 

@@ -113,6 +113,10 @@ async function writeGroup(w: ResourceWriter, versions: PreparedVersion[], opts: 
   }
   // Writes of distinct resources run concurrently, so an adapter can look them up in one round trip.
   const updated = await Promise.all(rest.map((v) => putPrepared(w, v, opts, IMPORT_METHOD)));
+  // A Subscription an import writes has no owner (it notifies nothing until activated through the API): one it writes
+  // over loses the owner it had, with its delivery state, as a deletion ends them. Kept, that owner's authority would
+  // go on matching the new criteria and sending to the new endpoint, which whoever imported it chose.
+  for (const r of updated) if (r.version.type === 'Subscription' && !r.unchanged) await w.endSubscription(r.version.id);
   return updated.filter((r) => r.unchanged).length;
 }
 

@@ -104,7 +104,7 @@ export const importCommand: Command = {
     const { config, store, clock } = await openContext(io);
     // Where gzip files are decompressed, made on the first one; removed, with them, once the import ends.
     let made: Promise<string> | undefined;
-    const dir = () => (made ??= mkdtemp(join(tmpdir(), 'cinder-import-')));
+    const dir = () => (made ??= mkdtemp(join(tmpdir(), 'cinder-cli-import-')));
     try {
       if (!(await store.tenants.get(tenant))) throw new UsageError(`tenant '${tenant}' does not exist (create it with: cinder tenant create ${tenant})`);
       const fhirBase = fhirBaseOf(config.baseUrl, tenant);

@@ -7,7 +7,7 @@
  * the limit holds for the decompressed bytes. A credential (`storageDetail.credentialHttpBasic`) goes as Basic
  * authorization to the input's origin only: a redirect to another origin is followed without it.
  */
-import { open, rm } from 'node:fs/promises';
+import { open, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { endpointUrl, type ResolveHost } from '../fhir/subscriptions/endpoint.ts';
 import { outboundFetch, RefusedAddress } from '../http/outbound.ts';
@@ -101,6 +101,29 @@ async function* bytesOf(body: ReadableStream<Uint8Array>): AsyncGenerator<Uint8A
   });
   const gzip = head.byteLength >= 2 && head[0] === 0x1f && head[1] === 0x8b;
   yield* gzip ? rest.pipeThrough(new DecompressionStream('gzip') as unknown as ReadableWritablePair<Uint8Array, Uint8Array>) : rest;
+}
+
+/** The start of the name of every download of job `jobId` (downloadName). */
+const downloadPrefix = (jobId: string) => `cinder-import-${jobId}-`;
+
+/**
+ * The name of a download of input `index` of job `jobId`: one of its own per attempt (a random part), so that a job
+ * taken over after a lost lease never shares its file with the process that lost it.
+ */
+export function downloadName(jobId: string, index: number): string {
+  return `${downloadPrefix(jobId)}${index}-${crypto.randomUUID().slice(0, 8)}`;
+}
+
+/**
+ * Removes the downloads of job `jobId` left in `tmpDir` by an attempt whose process ended without removing them (a
+ * crash, a kill: each up to CINDER_IMPORT_MAX_INPUT_BYTES). Called as the job is claimed, when no earlier attempt may
+ * still want them: one that lost its lease stops at its next renewal, and reads a file it holds open even once removed.
+ */
+export async function removeLeftDownloads(tmpDir: string, jobId: string): Promise<number> {
+  const prefix = downloadPrefix(jobId);
+  const names = (await readdir(tmpDir)).filter((name) => name.startsWith(prefix));
+  await Promise.all(names.map((name) => rm(join(tmpDir, name), { force: true })));
+  return names.length;
 }
 
 /** A downloaded input: its file (remove it with `remove`) and size. */

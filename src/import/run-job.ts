@@ -8,7 +8,7 @@ import type { Logger } from '../log.ts';
 import type { Client, ImportJob, Store } from '../store/types.ts';
 import { fhirBaseOf } from '../config.ts';
 import { withRegexAccounts } from '../regex-guard.ts';
-import { downloadInput, InputError, type FetchInputDeps } from './fetch-input.ts';
+import { downloadInput, downloadName, InputError, removeLeftDownloads, type FetchInputDeps } from './fetch-input.ts';
 import { importPrefix, openErrorFile } from './error-file.ts';
 import type { ExportSink } from '../export/sink.ts';
 import { operationOutcome } from '../fhir/outcome.ts';
@@ -152,8 +152,7 @@ async function runInput(deps: ImportRunDeps, job: ImportJob, spec: ImportSpec, d
   const listed = done.reduce((n, r) => n + r.issues.length, 0);
   let file;
   try {
-    // A random part: a job taken over after a lost lease never shares its file with the process that lost it.
-    file = await downloadInput(deps.input, input.url, `cinder-import-${job.id}-${index}-${crypto.randomUUID().slice(0, 8)}`, signal, job.credential ?? undefined);
+    file = await downloadInput(deps.input, input.url, downloadName(job.id, index), signal, job.credential ?? undefined);
   } catch (err) {
     if (!(err instanceof InputError)) throw err;
     // Listed whatever the caps: one per input at most, and the only word on why the input imported nothing.
@@ -221,6 +220,9 @@ async function runJob(deps: ImportRunDeps, job: ImportJob): Promise<ImportOutcom
     await deps.store.imports.fail(job.id, deps.owner, deps.clock.now(), err.message, job.progress);
     return 'failed';
   }
+  // What an attempt whose process died left on this machine's disk (the input it was reading) goes now.
+  const left = await removeLeftDownloads(deps.input.tmpDir, job.id).catch((err: unknown) => (deps.log.warn('import downloads left not removed', { job: job.id, err }), 0));
+  if (left > 0) deps.log.info('import downloads left by an earlier attempt removed', { job: job.id, files: left });
   // Each claim counts an attempt; a stop hands it back and an error this code catches is retried or fails
   // below. A claim past `maxAttempts` therefore follows attempts that ended their process (a crash, a kill,
   // a lease lost): a job that keeps doing that is not tried again.

@@ -1,4 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { createClient } from '../../src/auth/admin.ts';
 import { disableClient, updateClient } from '../../src/auth/client-lifecycle.ts';
@@ -364,10 +367,17 @@ await eachStore((kind, fresh) => {
       expect(await t.store.imports.checkpoint(claimed!.id, 'dead-process', t.clock.now(), 2000, JSON.stringify({ done: [first] }))).toBe(true);
       expect(await t.app.imports.runOnce()).toBe(0);
       expect((await status(url)).status).toBe(202);
+      // The dead process left the input it was reading on disk; another job's download is not this job's to remove.
+      const left = join(tmpdir(), `cinder-import-${claimed!.id}-1-deadbeef.ndjson`);
+      const others = join(tmpdir(), `cinder-import-${crypto.randomUUID()}-1-deadbeef.ndjson`);
+      writeFileSync(left, line(pat('half')));
+      writeFileSync(others, line(pat('other')));
       t.clock.advance(5000);
       const body = await done(url);
       expect(body.output.map((o: Json) => [o.inputUrl, o.count])).toEqual([[files.url('/patients.ndjson'), 3], [files.url('/patients.ndjson.gz'), 2]]);
       expect((await t.store.imports.get('t1', claimed!.id))!.attempts).toBe(2);
+      expect([existsSync(left), existsSync(others)]).toEqual([false, true]);
+      rmSync(others);
     });
 
     test('a job whose process ended while running it three times fails with the reason, not tried a fourth time; a stop hands the attempt back', async () => {

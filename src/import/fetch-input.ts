@@ -106,22 +106,26 @@ async function* bytesOf(body: ReadableStream<Uint8Array>): AsyncGenerator<Uint8A
 /** The start of the name of every download of job `jobId` (downloadName). */
 const downloadPrefix = (jobId: string) => `cinder-import-${jobId}-`;
 
+/** A token of one attempt at a job (random), which the names of its downloads hold (downloadName). */
+export const attemptToken = (): string => crypto.randomUUID().slice(0, 8);
+
 /**
- * The name of a download of input `index` of job `jobId`: one of its own per attempt (a random part), so that a job
- * taken over after a lost lease never shares its file with the process that lost it.
+ * The name of the download of input `index` of job `jobId` by the attempt `attempt` (attemptToken): one of its own
+ * per attempt, so that a job taken over after a lost lease never shares its file with the process that lost it.
  */
-export function downloadName(jobId: string, index: number): string {
-  return `${downloadPrefix(jobId)}${index}-${crypto.randomUUID().slice(0, 8)}`;
+export function downloadName(jobId: string, attempt: string, index: number): string {
+  return `${downloadPrefix(jobId)}${attempt}-${index}`;
 }
 
 /**
- * Removes the downloads of job `jobId` left in `tmpDir` by an attempt whose process ended without removing them (a
- * crash, a kill: each up to CINDER_IMPORT_MAX_INPUT_BYTES). Called as the job is claimed, when no earlier attempt may
- * still want them: one that lost its lease stops at its next renewal, and reads a file it holds open even once removed.
+ * Removes the downloads of job `jobId` left in `tmpDir` by other attempts than `attempt`, whose process ended without
+ * removing them (a crash, a kill: each up to CINDER_IMPORT_MAX_INPUT_BYTES). Run as the job is claimed, beside the
+ * attempt (whose own files it leaves), when no earlier attempt may still want them: one that lost its lease stops at
+ * its next renewal, and reads a file it holds open even once removed.
  */
-export async function removeLeftDownloads(tmpDir: string, jobId: string): Promise<number> {
+export async function removeLeftDownloads(tmpDir: string, jobId: string, attempt: string): Promise<number> {
   const prefix = downloadPrefix(jobId);
-  const names = (await readdir(tmpDir)).filter((name) => name.startsWith(prefix));
+  const names = (await readdir(tmpDir)).filter((name) => name.startsWith(prefix) && !name.startsWith(`${prefix}${attempt}-`));
   await Promise.all(names.map((name) => rm(join(tmpDir, name), { force: true })));
   return names.length;
 }

@@ -8,7 +8,7 @@ import type { Logger } from '../log.ts';
 import type { Client, ImportJob, Store } from '../store/types.ts';
 import { fhirBaseOf } from '../config.ts';
 import { withRegexAccounts } from '../regex-guard.ts';
-import { downloadInput, downloadName, InputError, removeLeftDownloads, type FetchInputDeps } from './fetch-input.ts';
+import { attemptToken, downloadInput, downloadName, InputError, removeLeftDownloads, type FetchInputDeps } from './fetch-input.ts';
 import { importPrefix, openErrorFile } from './error-file.ts';
 import type { ExportSink } from '../export/sink.ts';
 import { operationOutcome } from '../fhir/outcome.ts';
@@ -146,13 +146,13 @@ function holdLease(deps: ImportRunDeps, job: ImportJob, progress: () => ImportPr
 }
 
 /** Fetches one input and imports it as `cinder import` imports an NDJSON file; an input that cannot be fetched is its result's issue. */
-async function runInput(deps: ImportRunDeps, job: ImportJob, spec: ImportSpec, done: InputResult[], result: InputResult, signal: AbortSignal): Promise<void> {
+async function runInput(deps: ImportRunDeps, job: ImportJob, attempt: string, spec: ImportSpec, done: InputResult[], result: InputResult, signal: AbortSignal): Promise<void> {
   const index = done.length;
   const input = spec.inputs[index]!;
   const listed = done.reduce((n, r) => n + r.issues.length, 0);
   let file;
   try {
-    file = await downloadInput(deps.input, input.url, downloadName(job.id, index), signal, job.credential ?? undefined);
+    file = await downloadInput(deps.input, input.url, downloadName(job.id, attempt, index), signal, job.credential ?? undefined);
   } catch (err) {
     if (!(err instanceof InputError)) throw err;
     // Listed whatever the caps: one per input at most, and the only word on why the input imported nothing.
@@ -220,9 +220,13 @@ async function runJob(deps: ImportRunDeps, job: ImportJob): Promise<ImportOutcom
     await deps.store.imports.fail(job.id, deps.owner, deps.clock.now(), err.message, job.progress);
     return 'failed';
   }
-  // What an attempt whose process died left on this machine's disk (the input it was reading) goes now.
-  const left = await removeLeftDownloads(deps.input.tmpDir, job.id).catch((err: unknown) => (deps.log.warn('import downloads left not removed', { job: job.id, err }), 0));
-  if (left > 0) deps.log.info('import downloads left by an earlier attempt removed', { job: job.id, files: left });
+  // What an attempt whose process died left on this machine's disk (the input it was reading) goes, beside this
+  // attempt (awaited as it ends).
+  const attempt = attemptToken();
+  const cleaned = removeLeftDownloads(deps.input.tmpDir, job.id, attempt).then(
+    (files) => void (files > 0 && deps.log.info('import downloads left by an earlier attempt removed', { job: job.id, files })),
+    (err: unknown) => deps.log.warn('import downloads left not removed', { job: job.id, err }),
+  );
   // Each claim counts an attempt; a stop hands it back and an error this code catches is retried or fails
   // below. A claim past `maxAttempts` therefore follows attempts that ended their process (a crash, a kill,
   // a lease lost): a job that keeps doing that is not tried again.
@@ -230,6 +234,7 @@ async function runJob(deps: ImportRunDeps, job: ImportJob): Promise<ImportOutcom
     const reason = `The import's process ended ${job.attempts - 1} times while running it (a crash, a kill, or a lost lease); it is not tried again`;
     deps.log.error('import job given up', { job: job.id, attempts: job.attempts });
     await deps.store.imports.fail(job.id, deps.owner, deps.clock.now(), reason, job.progress);
+    await cleaned;
     return 'failed';
   }
   let current: InputResult | undefined;
@@ -254,7 +259,7 @@ async function runJob(deps: ImportRunDeps, job: ImportJob): Promise<ImportOutcom
       } else {
         stopInput = new AbortController();
         try {
-          await runInput(deps, job, spec, progress.done, current, AbortSignal.any([lease.signal, stopInput.signal]));
+          await runInput(deps, job, attempt, spec, progress.done, current, AbortSignal.any([lease.signal, stopInput.signal]));
         } catch (err) {
           if (!stopInput.signal.aborted || lease.interrupted()) throw err;
           // Stopped: what it committed stays, and its entry says where it stopped (one that ended first stands whole).
@@ -286,5 +291,6 @@ async function runJob(deps: ImportRunDeps, job: ImportJob): Promise<ImportOutcom
     return 'failed';
   } finally {
     lease.end();
+    await cleaned;
   }
 }

@@ -368,8 +368,8 @@ await eachStore((kind, fresh) => {
       expect(await t.app.imports.runOnce()).toBe(0);
       expect((await status(url)).status).toBe(202);
       // The dead process left the input it was reading on disk; another job's download is not this job's to remove.
-      const left = join(tmpdir(), `cinder-import-${claimed!.id}-1-deadbeef.ndjson`);
-      const others = join(tmpdir(), `cinder-import-${crypto.randomUUID()}-1-deadbeef.ndjson`);
+      const left = join(tmpdir(), `cinder-import-${claimed!.id}-deadbeef-1.ndjson`);
+      const others = join(tmpdir(), `cinder-import-${crypto.randomUUID()}-deadbeef-1.ndjson`);
       writeFileSync(left, line(pat('half')));
       writeFileSync(others, line(pat('other')));
       t.clock.advance(5000);

@@ -120,6 +120,24 @@ await eachStore((kind, fresh) => {
       expect(errorsOf(elsewhere)[0].details.text).toContain('element Patient');
     });
 
+    test("structuredefinition-fhir-type on an ElementDefinition's type, where R4's own snapshots carry it, is no error; on another element it is", async () => {
+      const fhirType = (where: Json) => ({
+        resourceType: 'StructureDefinition', url: 'http://cinder.test/StructureDefinition/typed', name: 'Typed', status: 'draft', kind: 'complex-type', abstract: false,
+        type: 'Extension', baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Extension', derivation: 'constraint',
+        snapshot: { element: [{ id: 'Extension', path: 'Extension', min: 0, max: '*' }, { id: 'Extension.id', path: 'Extension.id', min: 0, max: '1', ...where }] },
+      });
+      const ext = [{ url: 'http://hl7.org/fhir/StructureDefinition/structuredefinition-fhir-type', valueUrl: 'string' }];
+      // The extension's errors (the bare StructureDefinition breaks snapshot invariants besides).
+      const typeErrors = (outcome: Json) => errorsOf(outcome).filter((i) => String(i.details?.text).includes('structuredefinition-fhir-type'));
+      // As R4's StructureDefinitions have it (Element.id, Extension.url): HL7's validator accepts it.
+      expect(typeErrors(await validate(fhirType({ type: [{ extension: ext, code: 'http://hl7.org/fhirpath/System.String' }] })))).toEqual([]);
+      // Its R4 context.
+      expect(typeErrors(await validate(fhirType({ type: [{ code: 'http://hl7.org/fhirpath/System.String', _code: { extension: ext } }] })))).toEqual([]);
+      const elsewhere = typeErrors(await validate(fhirType({ extension: ext, type: [{ code: 'http://hl7.org/fhirpath/System.String' }] })));
+      expect(where(elsewhere)).toEqual(['StructureDefinition.snapshot.element[1].extension[0]']);
+      expect(elsewhere[0].details.text).toContain('element ElementDefinition.type.code, element ElementDefinition.type');
+    });
+
     test('a modifier extension must be a modifierExtension, and a regular one must not', async () => {
       const order = (key: string) => ({ resourceType: 'NutritionOrder', status: 'active', intent: 'order', patient: { reference: 'Patient/p' }, dateTime: '2024-01-01', [key]: [{ url: DO_NOT_PERFORM, valueBoolean: true }] });
       expect(errorsOf(await validate(order('modifierExtension')))).toEqual([]);

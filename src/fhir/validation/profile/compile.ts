@@ -78,6 +78,8 @@ function typesAt(elements: Json[], type: string): Map<string, ElementTypes> {
   return out;
 }
 
+const FHIR_TYPE_EXTENSION = 'http://hl7.org/fhir/StructureDefinition/structuredefinition-fhir-type';
+
 /**
  * Where an extension definition may be used (its `context`s with a type R4 defines, a `fhirpath` one
  * compiled, and its `contextInvariant`s) and whether it is a modifier.
@@ -87,6 +89,12 @@ function extensionUse(sd: Json, root: Json): ExtensionUse {
   for (const c of Array.isArray(sd.context) ? (sd.context as Json[]) : []) {
     if (c.type === 'fhirpath' && typeof c.expression === 'string') contexts.push({ type: c.type, ...contextExpression(c.expression, false) });
     else if ((c.type === 'element' || c.type === 'extension') && typeof c.expression === 'string') contexts.push({ type: c.type, expression: c.expression });
+  }
+  // R4 gives structuredefinition-fhir-type the context ElementDefinition.type.code, but R4's own snapshots (and every
+  // tool's after them: the IG Publisher, SUSHI) carry it on ElementDefinition.type, where R4B and R5 define it and HL7's
+  // validator accepts it: a StructureDefinition with a snapshot was an error in $validate.
+  if (sd.url === FHIR_TYPE_EXTENSION && contexts.some((c) => c.type === 'element' && c.expression === 'ElementDefinition.type.code')) {
+    contexts.push({ type: 'element', expression: 'ElementDefinition.type' });
   }
   const invariants = (Array.isArray(sd.contextInvariant) ? (sd.contextInvariant as unknown[]) : []).filter((e): e is string => typeof e === 'string').map((e) => contextExpression(e, true));
   return { modifier: root.isModifier === true, contexts, invariants };

@@ -38,6 +38,34 @@ export interface Access {
   user?: { id: string; readAt: number };
 }
 
+/** Both alternatives' lists ANDed: one of each (ORed alternatives, each ANDed conditions), the same list once. */
+function both(a: Condition[][] | undefined, b: Condition[][] | undefined): Condition[][] | undefined {
+  if (!a || !b) return a ?? b;
+  if (JSON.stringify(a) === JSON.stringify(b)) return a;
+  return a.flatMap((x) => b.map((y) => [...x, ...y]));
+}
+
+/**
+ * What `access` may enumerate: a list that holds every resource of a type meeting a test, unknown ids included
+ * (a Bulk Data export, `$everything`'s compartment, `_revinclude`), is what a search of the type reads, so reading
+ * (`r`) a type here takes both read and search on it (SMART v2 `rs`, as v1 `.read` grants), within the narrower
+ * patient bound and filter of the two. A token that may read resources by id alone (`system/Observation.r`, whose
+ * searches are a 403) would otherwise be told ids it could not have learnt. `focus`, the type of the one resource an
+ * operation is invoked on and reads by its id (`Patient/{id}/$everything`'s Patient), keeps its read access. Other
+ * permissions are as the token has them.
+ */
+export function enumerationAccess(access: Access, focus?: string): Access {
+  const filters = access.filters;
+  const listed = (type: string, perm: Permission) => perm === 'r' && type !== focus;
+  const out: Access = {
+    ...access,
+    can: (type, perm) => access.can(type, perm) && (!listed(type, perm) || access.can(type, 's')),
+    patientLimit: (type, perm) => (listed(type, perm) ? access.patientLimit(type, 'r') ?? access.patientLimit(type, 's') : access.patientLimit(type, perm)),
+  };
+  if (filters) out.filters = (type, perm) => (listed(type, perm) ? both(filters(type, 'r'), filters(type, 's')) : filters(type, perm));
+  return out;
+}
+
 /** Operator access (CLI, workers acting for a verified job): everything in the tenant. */
 export const operatorAccess: Access = { can: () => true, patientLimit: () => undefined, clientId: 'cinder-cli' };
 

@@ -9,13 +9,14 @@
  *
  * The compartment is not indexed as the Patient one is: each type's members are found by the search
  * engine as `{type}?{param}=Encounter/{id}` (the reference index), read by id from the cursor on, at
- * most a page's count at a time, so a page costs one indexed search per type it reaches. Access is a
- * read's: the Encounter must be readable (404 / 410 / 403), each type must be, and a type's SMART v2
- * filter and patient context bound its rows as they bound a search of it.
+ * most a page's count at a time, so a page costs one indexed search per type it reaches. Access: the
+ * Encounter must be readable (404 / 410 / 403); each other type is listed, so it must be readable and
+ * searchable (enumerationAccess), and a type's SMART v2 filters and patient context bound its rows as
+ * they bound a search of it.
  */
 import { FhirError } from '../errors.ts';
 import type { Condition, ResourceVersion, SearchQuery } from '../store/types.ts';
-import { requireAccess } from './access.ts';
+import { enumerationAccess, requireAccess } from './access.ts';
 import type { CapabilityContribution } from './capability.ts';
 import { readResource, type FhirDeps, type FhirRequest } from './crud.ts';
 import { encounterCompartment } from './definitions.ts';
@@ -34,7 +35,10 @@ const TYPES = ['Encounter', ...[...encounterCompartment().keys()].filter((t) => 
 
 export async function encounterEverything(deps: FhirDeps, req: FhirRequest, params: URLSearchParams, strict: boolean, encounterId: string): Promise<EverythingPage> {
   requireAccess(req.access, 'Encounter', 'r');
-  const input = everythingInput(deps, req, params, strict, TYPES);
+  // The compartment's rows are listed, as a search lists them: each type needs read and search (its bound and
+  // filter the narrower of the two); the Encounter itself is read by its id, with read alone.
+  const listed: FhirRequest = { ...req, access: enumerationAccess(req.access, 'Encounter') };
+  const input = everythingInput(deps, listed, params, strict, TYPES);
   if (!ID_PATTERN.test(encounterId)) throw new FhirError('invalid', `Invalid id '${encounterId}'`);
   await readResource(deps, req, 'Encounter', encounterId); // 404 / 410 / 403 as a read would
   const { types, limit, pos } = input;
@@ -46,7 +50,7 @@ export async function encounterEverything(deps: FhirDeps, req: FhirRequest, para
       : encounterCompartment().get(type)!.map((param) => parameterCondition(type, param, `Encounter/${encounterId}`, deps.clock.now()) as Condition);
     if (where.length > 1) where.splice(0, where.length, { kind: 'or', any: [...where] });
     if (input.since) where.push({ kind: 'lastUpdated', tests: [{ op: 'ge', ...input.since }] });
-    where.push(...(guardOf(req, type, undefined) ?? []));
+    where.push(...(guardOf(listed, type, undefined) ?? []));
     const q: SearchQuery = { type, where, sort: [], count: limit + 1 - rows.length };
     if (after !== undefined) q.after = { lastUpdated: 0, id: after };
     rows.push(...(await deps.store.resources.search(req.tenant, q)));

@@ -1,7 +1,8 @@
 /**
  * `Patient/{id}/$everything` and `Patient/$everything` (FHIR R4 Patient operation): the patients, every
  * resource in their compartments, and the resources those refer to, paged across types. `_since`,
- * `_type` and `_count` as R4 defines them; patient-context tokens see only their own patient.
+ * `_type` and `_count` as R4 defines them; patient-context tokens see only their own patient. The rows are
+ * listed, so a type needs read and search to be in them (enumerationAccess); the instance's Patient is read by id.
  * Matches come patient after patient (the one, or every live Patient in id order), each patient's type
  * after type (Patient first, then the compartment's other types in the CompartmentDefinition's order),
  * each type's by id; a page's `_cursor` is the position of its last match (its patient at the type
@@ -11,7 +12,7 @@ import { FhirError, type FhirIssue } from '../errors.ts';
 import type { ResourceVersion } from '../store/types.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import { readResource } from './crud.ts';
-import { requireAccess } from './access.ts';
+import { enumerationAccess, requireAccess } from './access.ts';
 import { compartmentTypes } from './definitions.ts';
 import { everythingRows } from './everything-rows.ts';
 import { dateTest } from './search-compile.ts';
@@ -135,16 +136,20 @@ export async function referenced(deps: FhirDeps, req: FhirRequest, rows: Resourc
 
 export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSearchParams, strict: boolean, patientId?: string): Promise<EverythingPage> {
   requireAccess(req.access, 'Patient', 'r');
-  const input = everythingInput(deps, req, params, strict, ['Patient', ...compartmentTypes().filter((t) => t !== 'Patient')]);
+  // The compartments' rows are listed, as a search lists them: each type needs read and search; the one Patient
+  // of the instance level is read by its id, with read alone. The type level lists the Patients too.
+  const listed: FhirRequest = { ...req, access: enumerationAccess(req.access, patientId === undefined ? undefined : 'Patient') };
+  if (patientId === undefined) requireAccess(listed.access, 'Patient', 's');
+  const input = everythingInput(deps, listed, params, strict, ['Patient', ...compartmentTypes().filter((t) => t !== 'Patient')]);
   const { types, limit, pos } = input;
-  const limited = req.access.patientLimit('Patient', 'r');
+  const limited = listed.access.patientLimit('Patient', 'r');
   if (patientId !== undefined) {
     if (!ID_PATTERN.test(patientId)) throw new FhirError('invalid', `Invalid id '${patientId}'`);
     await readResource(deps, req, 'Patient', patientId); // 404 / 410 / 403 as a read would
   }
   // The patients whose everything this is: one, or (type level) each live patient in id order.
   const patient = patientId ?? limited;
-  const rows = await everythingRows(deps, req, {
+  const rows = await everythingRows(deps, listed, {
     types, count: limit + 1, ...(input.since && { since: input.since }),
     ...(patient !== undefined && { patient }), start: { patient: pos.p, type: pos.t, id: pos.a },
   });

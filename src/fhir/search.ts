@@ -2,7 +2,7 @@ import { FhirError, type FhirIssue } from '../errors.ts';
 import type { Condition, ResourceVersion, SearchCursor, SearchQuery, SortKey, SortPosition, TextQuery } from '../store/types.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import { binaryReachLimited, rowsInReach, vreadResource } from './crud.ts';
-import { requireAccess, type Access } from './access.ts';
+import { enumerationAccess, requireAccess, type Access } from './access.ts';
 import { inPatientCompartment, paramOf, paramsOf, referrersOf, type ParamDefinition } from './definitions.ts';
 import { evaluatePath } from './fhirpath.ts';
 import { indexEntries, referenceValues } from './indexer.ts';
@@ -762,7 +762,10 @@ export async function addIncludes(
     return fresh;
   };
   const visible = (type: string) => req.access.can(type, 'r');
-  const binaries: KeepRows = binaryReachLimited(req.access) ? (rows) => rowsInReach(deps, req, rows) : undefined;
+  // A `_revinclude` lists the resources that refer to the page's, unknown ids included, as a search of their type
+  // would: it reads them with read and search (enumerationAccess), where an `_include` reads the ids a reference names.
+  const listing: FhirRequest = { ...req, access: enumerationAccess(req.access) };
+  const binaries = (on: FhirRequest): KeepRows => (binaryReachLimited(on.access) ? (rows) => rowsInReach(deps, on, rows) : undefined);
   let outOfReach = 0;
   /**
    * Adds the rows of `q` (its count MAX_INCLUDES + 1, sorted by id) that `keep` keeps, and returns those
@@ -791,12 +794,12 @@ export async function addIncludes(
    * when the token's reads of the type are limited to one; a Provenance's, the patient's records' too, as
    * its read finds them (provenance-reach.ts); Binaries whose securityContext the request may read (rowsInReach).
    */
-  const addInReach = async (q: SearchQuery): Promise<ResourceVersion[]> => {
-    const patient = req.access.patientLimit(q.type, 'r');
-    if (patient === undefined || !inPatientCompartment(q.type)) return addAll(q, q.type === 'Binary' ? binaries : undefined);
-    const widened = widenedPatient(req, q.type, 'r');
+  const addInReach = async (q: SearchQuery, on: FhirRequest = req): Promise<ResourceVersion[]> => {
+    const patient = on.access.patientLimit(q.type, 'r');
+    if (patient === undefined || !inPatientCompartment(q.type)) return addAll(q, q.type === 'Binary' ? binaries(on) : undefined);
+    const widened = widenedPatient(on, q.type, 'r');
     if (widened === undefined) return addAll({ ...q, compartment: patient }, undefined);
-    return addAll({ ...q, where: [...(q.where ?? []), reachCondition(req.access, widened)] }, (rows) => provenanceRowsInReach(deps, req, rows, widened));
+    return addAll({ ...q, where: [...(q.where ?? []), reachCondition(on.access, widened)] }, (rows) => provenanceRowsInReach(deps, on, rows, widened));
   };
   let frontier = rows;
   const notCurrent = new Set<string>();
@@ -875,7 +878,7 @@ export async function addIncludes(
     for (const rev of revs) {
       const pairs = rev.param === '*' ? wildcard().filter((p) => rev.source === '*' || p.source === rev.source) : [{ source: rev.source, param: rev.param }];
       for (const { source, param } of pairs) {
-        if (!visible(source)) continue;
+        if (!listing.access.can(source, 'r')) continue;
         const def = paramOf(source, param)!;
         const stored = def.storedAs;
         // Parameters stored as one (`patient` in `subject`'s rows) read that one, for the targets they name;
@@ -891,15 +894,15 @@ export async function addIncludes(
     for (const [source, byColumn] of bySource) {
       // Past MAX_INCLUDES (the warning given) nothing more is added: no more reading.
       if (warnings.length) break;
-      const filter = scopeFilter(req, source, 'r');
+      const filter = scopeFilter(listing, source, 'r');
       const referring = async (columns: [string, { system: string; value: string }[]][]) => {
         const any = columns.filter(([, vs]) => vs.length).map(([param, vs]): Condition => ({ kind: 'token', param, values: vs }));
         if (!any.length) return;
         const q: SearchQuery = { type: source, where: [any.length === 1 ? any[0]! : { kind: 'or', any }], sort: [], count: MAX_INCLUDES + 1 };
         if (filter) q.where!.push(filter);
-        next.push(...(await addInReach(q)));
+        next.push(...(await addInReach(q, listing)));
       };
-      const patient = widenedPatient(req, source, 'r');
+      const patient = widenedPatient(listing, source, 'r');
       if (patient === undefined) {
         await referring([...byColumn].map(([param, vs]) => [param, [...vs.values()]]));
         continue;
@@ -912,7 +915,7 @@ export async function addIncludes(
       if (named.length) {
         const q: SearchQuery = { type: source, where: [{ kind: 'token', param: 'target', values: named }], sort: [], count: MAX_INCLUDES + 1 };
         if (filter) q.where!.push(filter);
-        next.push(...(await addAll(q, (rows) => provenanceRowsInReach(deps, req, rows, patient))));
+        next.push(...(await addAll(q, (rows) => provenanceRowsInReach(deps, listing, rows, patient))));
       }
       await referring([...byColumn].map(([param, vs]) => [param, param === 'target' ? targets.filter(([key]) => !own.has(key)).map(([, v]) => v) : [...vs.values()]]));
     }

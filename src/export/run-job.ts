@@ -105,7 +105,8 @@ async function pauseForOutage(deps: RunDeps, job: ExportJob, log: RunDeps['log']
  * Runs (or resumes) a claimed job to its end: streams every step, checkpointing at file boundaries, then
  * completes it. A cancelled job's files are removed; a stopping worker hands the job back; a database
  * outage pauses it (pauseForOutage); an unexpected error is retried by a later claim until
- * `maxAttempts`, then the job fails with the reason.
+ * `maxAttempts`, then the job fails with a message for the client (what failed, that it may be tried again) and
+ * the cause in the log, under the job's id.
  */
 export async function runJob(deps: RunDeps, job: ExportJob): Promise<RunOutcome> {
   // Each claim counts an attempt; a stop or an outage hands it back and an error caught below is retried or
@@ -145,7 +146,9 @@ export async function runJob(deps: RunDeps, job: ExportJob): Promise<RunOutcome>
       await deps.store.exports.jobs.release(job.id, deps.owner, now);
       return 'retry';
     }
-    const reason = `The export failed after ${job.attempts} attempts: ${err instanceof Error ? err.message : String(err)}`;
+    // The client is told what failed and whether to try again; the cause (a path, a driver's message) is the operator's.
+    log.error('export job failed', { attempts: job.attempts, err });
+    const reason = `The export failed on the server after ${job.attempts} attempts (job ${job.id}), not because of its request: starting it again may succeed. The server's log holds the cause under this job id.`;
     await deps.store.exports.jobs.fail(job.id, deps.owner, now, reason, now + deps.fileTtlMs);
     return 'failed';
   } finally {

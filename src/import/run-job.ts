@@ -190,7 +190,7 @@ async function runInput(deps: ImportRunDeps, job: ImportJob, attempt: string, sp
       // The lines are imported and the first failures listed: a storage that cannot take the file (full, gone)
       // costs the file, not the input (another attempt would import it again for the same end).
       deps.log.warn('import error file not written', { job: job.id, input: index, err });
-      const text = `The error file of this input could not be written to the export storage (${err instanceof Error ? err.message : String(err)}): only the failures listed here are reported`;
+      const text = `The error file of this input could not be written to the export storage (the server's log holds why, under job ${job.id}): only the failures listed here are reported`;
       result.issues.push({ severity: 'warning', code: 'exception', details: { text }, diagnostics: text });
     }
   } finally {
@@ -287,7 +287,11 @@ async function runJob(deps: ImportRunDeps, job: ImportJob): Promise<ImportOutcom
       await deps.store.imports.release(job.id, deps.owner, deps.clock.now());
       return 'released';
     }
-    await deps.store.imports.fail(job.id, deps.owner, deps.clock.now(), `The import failed after ${job.attempts} attempts: ${(err as Error).message}`, encodeProgress(progress));
+    // The client is told what failed and whether to try again; the cause (a path, a driver's message) is the operator's.
+    // An input that could not be fetched is no failure of the job: its entry names it (runInput).
+    deps.log.error('import job failed', { job: job.id, attempts: job.attempts, err });
+    const reason = `The import failed on the server after ${job.attempts} attempts (job ${job.id}), not because of its inputs: what it imported stays imported, and importing them again may succeed. The server's log holds the cause under this job id.`;
+    await deps.store.imports.fail(job.id, deps.owner, deps.clock.now(), reason, encodeProgress(progress));
     return 'failed';
   } finally {
     lease.end();

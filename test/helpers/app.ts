@@ -12,7 +12,7 @@ import type { ResolveHost } from '../../src/fhir/subscriptions/endpoint.ts';
 import { MAX_TOKEN_TTL } from '../../src/auth/tokens.ts';
 import type { Clock } from '../../src/clock.ts';
 import { loadConfig, type Config } from '../../src/config.ts';
-import { silentLogger } from '../../src/log.ts';
+import { silentLogger, type Logger } from '../../src/log.ts';
 import { createSqliteStore } from '../../src/store/sqlite/index.ts';
 import type { Store } from '../../src/store/types.ts';
 import type { CoreBundle } from '../../src/terminology/core/core-bundle.ts';
@@ -59,6 +59,8 @@ export interface TestAppOptions {
   env?: Record<string, string>;
   /** Bulk export storage (default: a directory in the test's data dir). */
   exportSink?: ExportSink;
+  /** Where the app logs (silent by default): a test reads what the operator is told. */
+  log?: Logger;
   /** fetch for outgoing requests (clients' JWK Set URLs). */
   fetch?: typeof fetch;
   /** The FHIR R4 core bundles (default: one shared by every test app of the process). */
@@ -82,7 +84,7 @@ export async function createTestApp(opts: TestAppOptions = {}) {
   await seedKeys(store, clock.now());
   const keys = createKeyRing(store, clock, MAX_TOKEN_TTL);
   await keys.init();
-  const app = createApp({ config, store, keys, clock, log: silentLogger, fetch: opts.fetch, core: opts.core ?? testCoreBundle(), rebuilding: opts.rebuilding, ...(opts.exportSink ? { exportSink: opts.exportSink } : {}), ...(opts.resolveHost ? { resolveHost: opts.resolveHost } : {}) });
+  const app = createApp({ config, store, keys, clock, log: opts.log ?? silentLogger, fetch: opts.fetch, core: opts.core ?? testCoreBundle(), rebuilding: opts.rebuilding, ...(opts.exportSink ? { exportSink: opts.exportSink } : {}), ...(opts.resolveHost ? { resolveHost: opts.resolveHost } : {}) });
   await createTenant(store, clock, 't1');
   const admin = await createClient(store, clock, { tenant: 't1', name: 'admin', scopes: ['system/*.*'] });
 

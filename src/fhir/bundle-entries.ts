@@ -265,7 +265,10 @@ function parseEntry(raw: unknown, index: number, base: string): Entry {
   const { type, id, version, history, query, compartment } = parseUrl(index, request.url as string, base, method);
   const entry: Entry = { index, method, type };
   if (typeof e.fullUrl === 'string') entry.fullUrl = e.fullUrl;
-  if (typeof request.ifMatch === 'string') entry.ifMatch = request.ifMatch;
+  // If-Match conditions a change of the resource it names (http.html, "Managing Resource Contention"): an update,
+  // patch or delete. A create names none (its id is the server's), so a POST entry ignores it, as a REST POST
+  // ignores the header and HAPI FHIR both; it made every such entry a 412, there being no current version.
+  if (typeof request.ifMatch === 'string' && method !== 'POST') entry.ifMatch = request.ifMatch;
   if (method === 'PUT' && typeof request.ifNoneMatch === 'string') entry.ifNoneMatch = request.ifNoneMatch;
   if (method === 'GET') {
     if (id !== undefined) entry.id = id;

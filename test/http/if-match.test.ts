@@ -149,5 +149,20 @@ await eachStore((kind, fresh) => {
       expect((await api.get(`Patient/${a}`)).status).toBe(410);
       expect((await api.get(`Patient/${b}`)).status).toBe(410);
     });
+
+    test('a create names no version for If-Match to hold: POST ignores it, REST and Bundle entries alike (a Bundle entry was a 412)', async () => {
+      const rest = await api.post('Patient', { resourceType: 'Patient', identifier: [{ system: 'urn:post-im', value: 'rest' }] }, { 'If-Match': 'W/"1"' });
+      expect(rest.status).toBe(201);
+      const post = (ifMatch: string, extra: Json = {}) => ({ request: { method: 'POST', url: 'Patient', ifMatch, ...extra }, resource: { resourceType: 'Patient', identifier: [{ system: 'urn:post-im', value: ifMatch }] } });
+      for (const type of ['transaction', 'batch']) {
+        const out = await bundles.ok({ resourceType: 'Bundle', type, entry: [post('W/"1"'), post('*')] });
+        expect(out.entry.map((e: Json) => e.response.status)).toEqual(['201 Created', '201 Created']);
+      }
+      // A conditional create that matches writes nothing, whatever its ifMatch.
+      const matched = await bundles.ok({ resourceType: 'Bundle', type: 'transaction', entry: [post('W/"9"', { ifNoneExist: 'identifier=urn:post-im|rest' })] });
+      expect(matched.entry[0].response.status).toBe('200 OK');
+      // Still a string, as every precondition of an entry.
+      await bundles.nothingWritten({ resourceType: 'Bundle', type: 'transaction', entry: [{ ...post('x'), request: { method: 'POST', url: 'Patient', ifMatch: 1 } }] }, 400);
+    });
   });
 });

@@ -302,7 +302,7 @@ function parseEntry(raw: unknown, index: number, base: string): Entry {
     if (id !== undefined || query) fail(index, `POST request.url must be the resource type, got '${request.url}'`, 'request.url');
     if (typeof request.ifNoneExist === 'string') {
       try {
-        entry.condition = parseCondition(request.ifNoneExist, type, 'ifNoneExist');
+        entry.condition = parseCondition(request.ifNoneExist, type, 'ifNoneExist', undefined, base);
       } catch (err) {
         fail(index, (err as Error).message, 'request.ifNoneExist');
       }

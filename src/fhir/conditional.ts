@@ -27,19 +27,34 @@ function isCriterion(key: string, value: string): boolean {
 }
 
 /**
- * Parses the query of a conditional interaction (`identifier=x`, `?identifier=x` or `Type?identifier=x`),
- * as the `If-None-Exist` header and `Bundle.entry.request.ifNoneExist` carry it (FHIR R4 http 3.1.0.8.1).
+ * Parses the query of a conditional interaction (`identifier=x`, `?identifier=x`, `Type?identifier=x`, or
+ * `{base}/Type?identifier=x` under this server's FHIR base `base`, as HAPI FHIR takes it), as the `If-None-Exist`
+ * header and `Bundle.entry.request.ifNoneExist` carry it (FHIR R4 http 3.1.0.8.1: "[base]/[type]?[search
+ * parameters]"). Another server's base is an error naming it: a condition searches this one.
  * `expression` names the header or element in errors, where the caller does not place them itself.
  */
-export function parseCondition(raw: string, type: string, where: string, expression?: string): URLSearchParams {
+export function parseCondition(raw: string, type: string, where: string, expression?: string, base?: string): URLSearchParams {
   const named = expression === undefined ? undefined : { expression: [expression] };
-  const q = raw.indexOf('?');
-  if (q > 0 && raw.slice(0, q) !== type) {
-    throw new FhirError('invalid', `${where}: condition '${raw}' names type '${raw.slice(0, q)}', expected ${type}`, named);
+  const rel = relativeCondition(raw, where, named, base);
+  const q = rel.indexOf('?');
+  if (q > 0 && rel.slice(0, q) !== type) {
+    throw new FhirError('invalid', `${where}: condition '${raw}' names type '${rel.slice(0, q)}', expected ${type}`, named);
   }
-  const query = strictQuery(q < 0 ? raw : raw.slice(q + 1), expression);
+  const query = strictQuery(q < 0 ? rel : rel.slice(q + 1), expression);
   if (!hasCriteria(query)) throw new FhirError('invalid', `${where}: condition '${raw}' has no search criteria`, named);
   return query;
+}
+
+/** `raw` without this server's FHIR base `base` (`{base}/Type?query`, `{base}?query`); an absolute URL under another base is a 400 naming it. */
+function relativeCondition(raw: string, where: string, named: { expression: string[] } | undefined, base: string | undefined): string {
+  const q = raw.indexOf('?');
+  const path = q < 0 ? raw : raw.slice(0, q);
+  if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(path)) return raw;
+  if (base !== undefined && path === base) return raw.slice(base.length);
+  const namedBase = path.slice(0, path.lastIndexOf('/'));
+  if (base !== undefined && namedBase === base) return raw.slice(base.length + 1);
+  const ours = base === undefined ? '' : ` (this server's is ${base})`;
+  throw new FhirError('invalid', `${where}: condition '${raw}' names another server's base '${namedBase}'${ours}: a condition searches this server`, named);
 }
 
 /** A condition as messages show it: `Type?a=b`, its values decoded (`urn:x|1`, not `urn%3Ax%7C1`). */
@@ -243,7 +258,7 @@ export async function conditionalCreate(
   // Invalid content is refused before the search, whether or not a resource matches.
   const resource = asResource(withoutId(body), type);
   requireValid(resource, validationLevel(deps));
-  const query = parseCondition(ifNoneExist, type, 'If-None-Exist', 'If-None-Exist');
+  const query = parseCondition(ifNoneExist, type, 'If-None-Exist', 'If-None-Exist', deps.fhirBase?.(req.tenant));
   const condition = conditionKey(type, query);
   return exclusively(deps, req.tenant, [condition], async (settle) => {
     const match = await resolveCondition(deps, req, type, query, 'If-None-Exist');

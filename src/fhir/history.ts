@@ -3,7 +3,7 @@ import type { HistoryQuery, ResourceVersion } from '../store/types.ts';
 import { hasCoreResources } from './core-layer.ts';
 import { provenancesInReach } from './provenance-reach.ts';
 import { binaryReachLimited, lastContent, readResource, requireContextReadable, requireReadReach, requireFilter, type FhirDeps, type FhirRequest } from './crud.ts';
-import { requireAccess } from './access.ts';
+import { enumerationAccess, requireAccess } from './access.ts';
 import { splitStoredBinary } from './binary.ts';
 import { queryDateRange } from './dates.ts';
 import { inPatientCompartment } from './definitions.ts';
@@ -45,11 +45,19 @@ function period(param: string, raw: string): { low: number; high: number } {
   return r;
 }
 
+/**
+ * The request a history reads with: instance history reads one resource by its id, with read; type and system
+ * history list every resource of their types, unknown ids included, as a search does, so they read with read
+ * and search (enumerationAccess), within the narrower filter of the two.
+ */
+const historyRequest = (req: FhirRequest, id?: string): FhirRequest => (id ? req : { ...req, access: enumerationAccess(req.access) });
+
 function checkAccess(req: FhirRequest, type?: string, id?: string): void {
   if (type) checkTypeAndId(type, id);
   if (type) requireAccess(req.access, type, 'r');
-  else if (!req.access.can('*', 'r')) throw new FhirError('forbidden', 'System history needs read access to every type');
-  if (!id && req.access.patientLimit(type ?? '*', 'r') !== undefined) {
+  if (type && !id) requireAccess(req.access, type, 's');
+  else if (!type && !(req.access.can('*', 'r') && req.access.can('*', 's'))) throw new FhirError('forbidden', 'System history needs read and search access to every type');
+  if (!id && historyRequest(req).access.patientLimit(type ?? '*', 'r') !== undefined) {
     throw new FhirError('forbidden', 'Patient-context tokens cannot read type or system history');
   }
 }
@@ -202,6 +210,7 @@ export async function history(
   deps: FhirDeps, req: FhirRequest, params: URLSearchParams, type?: string, id?: string,
 ): Promise<HistoryResult> {
   checkAccess(req, type, id);
+  req = historyRequest(req, id);
   const { query, self, atLow } = parseParams(params);
   if (type) query.type = type;
   if (id) query.id = id;

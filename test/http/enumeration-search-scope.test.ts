@@ -17,7 +17,7 @@ await eachStore((kind, fresh) => {
     let t: TestApp;
     const SCOPES = [
       'system/Patient.rs', 'system/Patient.r', 'system/Observation.rs', 'system/Observation.r', 'system/Observation.s?code=http://loinc.org|A',
-      'system/Encounter.r', 'system/Encounter.rs', 'system/Condition.rs', 'system/Practitioner.r',
+      'system/Encounter.r', 'system/Encounter.rs', 'system/Condition.rs', 'system/Practitioner.r', 'system/*.r', 'system/*.rs',
     ];
     const tokenOf = (scope: string) => t.tokenFor('t1', SCOPES, scope);
     beforeAll(async () => {
@@ -93,6 +93,22 @@ await eachStore((kind, fresh) => {
       // The other way, the Patient an Observation names is read by its id: read alone includes it.
       const include = await bundle(await tokenOf('system/Observation.rs system/Patient.r'), '/Observation?_id=oa&_include=Observation:subject');
       expect(include.included).toEqual(['Patient/p1']);
+    });
+
+    test('type and system history list every version of their types: they need search too; instance history is a read', async () => {
+      const readOnly = await tokenOf('system/Observation.r');
+      expect(await refused(readOnly, '/Observation/_history')).toContain('search of Observation');
+      expect(await refused(await tokenOf('system/*.r'), '/_history')).toContain('read and search');
+      const versions = async (token: string, path: string) => {
+        const res = await t.request(t.fhir() + path, fhirInit(token));
+        expect(res.status).toBe(200);
+        return (((await res.json()) as Json).entry as Json[]).map((e) => `${e.resource.resourceType}/${e.resource.id}`).sort();
+      };
+      expect(await versions(readOnly, '/Observation/ob/_history')).toEqual(['Observation/ob']);
+      const filtered = await tokenOf('system/Observation.r system/Observation.s?code=http://loinc.org|A');
+      expect(await versions(filtered, '/Observation/_history')).toEqual(['Observation/o2', 'Observation/oa']);
+      expect(await versions(await tokenOf('system/Observation.rs'), '/Observation/_history')).toEqual(['Observation/o2', 'Observation/oa', 'Observation/ob']);
+      expect((await versions(await tokenOf('system/*.rs'), '/_history')).length).toBe(8);
     });
   });
 });

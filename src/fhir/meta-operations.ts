@@ -16,7 +16,7 @@
  */
 import { FhirError } from '../errors.ts';
 import type { ResourceVersion } from '../store/types.ts';
-import { requireAccess } from './access.ts';
+import { enumerationAccess, requireAccess } from './access.ts';
 import type { CapabilityContribution } from './capability.ts';
 import { binaryReachLimited, readResource, vreadResource, type FhirDeps, type FhirRequest, type WriteResult } from './crud.ts';
 import { patchResource } from './patch.ts';
@@ -73,19 +73,22 @@ export async function instanceMeta(deps: FhirDeps, req: FhirRequest, type: strin
 
 /**
  * `[base]/$meta` and `[type]/$meta`: the tags, security labels and profiles in use on current resources
- * of `type` (every type the token reads without limit, at the system level). A type-level call needs
- * read of every resource of the type: a patient-context or filtered token is refused (403), as the
+ * of `type` (every type the token reads and searches without limit, at the system level). A type-level call
+ * needs read and search of every resource of the type (a token that reads by id alone is refused): a patient-context or filtered token is refused (403), as the
  * index holds no owner of a value and the union would tell what other patients' records carry; at the
  * system level such types are left out. Binary is read in part by a token that may not read every
  * resource a securityContext can name (binaryReachLimited): the same. At most META_IN_USE_CAP of each (then 422: too costly to list).
  */
 export async function metaInUse(deps: FhirDeps, req: FhirRequest, type?: string): Promise<Record<string, unknown>> {
-  const unlimited = (t: string) => req.access.can(t, 'r') && req.access.patientLimit(t, 'r') === undefined && req.access.filters?.(t, 'r') === undefined &&
+  // What every resource of a type carries is told of the type whole, as a search of it lists it: read and search (enumerationAccess).
+  const listed = enumerationAccess(req.access);
+  const unlimited = (t: string) => listed.can(t, 'r') && listed.patientLimit(t, 'r') === undefined && listed.filters?.(t, 'r') === undefined &&
     (t !== 'Binary' || !binaryReachLimited(req.access));
   let types: string[];
   if (type !== undefined) {
     checkTypeAndId(type);
     requireAccess(req.access, type, 'r');
+    requireAccess(req.access, type, 's');
     if (!unlimited(type)) throw new FhirError('forbidden', `$meta on ${type} lists what every ${type} carries: the access token's scopes limit the ${type} resources it reads`);
     types = [type];
   } else {

@@ -28,7 +28,7 @@ await eachStore((kind, fresh) => {
       await put(t, { resourceType: 'Encounter', id: 'e1', status: 'finished', class: { code: 'AMB' }, subject: { reference: 'Patient/p1' } });
       await put(t, { ...observation('oa', 'p1', 'A'), encounter: { reference: 'Encounter/e1' } });
       await put(t, { ...observation('ob', 'p1', 'B'), encounter: { reference: 'Encounter/e1' } });
-      await put(t, observation('o2', 'p2', 'A'));
+      await put(t, { ...observation('o2', 'p2', 'A'), meta: { tag: [{ system: 'urn:tags', code: 'secret-study' }] } });
       await put(t, { resourceType: 'Condition', id: 'c1', subject: { reference: 'Patient/p1' }, encounter: { reference: 'Encounter/e1' } });
     });
     afterAll(() => t.close());
@@ -109,6 +109,21 @@ await eachStore((kind, fresh) => {
       expect(await versions(filtered, '/Observation/_history')).toEqual(['Observation/o2', 'Observation/oa']);
       expect(await versions(await tokenOf('system/Observation.rs'), '/Observation/_history')).toEqual(['Observation/o2', 'Observation/oa', 'Observation/ob']);
       expect((await versions(await tokenOf('system/*.rs'), '/_history')).length).toBe(8);
+    });
+
+    test('type and system $meta tell what every resource of a type carries: they need search too', async () => {
+      const tags = async (token: string, path: string) => {
+        const res = await t.request(t.fhir() + path, fhirInit(token));
+        expect(res.status).toBe(200);
+        const meta = ((await res.json()) as Json).parameter[0].valueMeta as Json;
+        return ((meta.tag ?? []) as Json[]).map((c) => c.code);
+      };
+      expect(await refused(await tokenOf('system/Observation.r'), '/Observation/$meta')).toContain('search of Observation');
+      expect(await tags(await tokenOf('system/*.r'), '/$meta')).toEqual([]);
+      expect(await tags(await tokenOf('system/Observation.rs'), '/Observation/$meta')).toEqual(['secret-study']);
+      expect(await tags(await tokenOf('system/*.rs'), '/$meta')).toEqual(['secret-study']);
+      // The instance's own is a read.
+      expect(await tags(await tokenOf('system/Observation.r'), '/Observation/o2/$meta')).toEqual(['secret-study']);
     });
   });
 });

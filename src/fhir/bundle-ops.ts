@@ -247,7 +247,14 @@ export async function rewriteReferences(deps: FhirDeps, req: FhirRequest, planne
       if (mapped) holder.reference = mapped;
       else if (isUrnReference(ref)) {
         throw new FhirError('invalid', `${at(p.entry)}: reference '${ref}' ${unmatchedUrn(scope)}`, { expression: [element(holder)] });
-      } else if (/^[A-Z][A-Za-z]+\?/.test(ref)) conditional.push({ holder, where: at(p.entry), element: () => element(holder) });
+      } else {
+        // `Type?query`, or under this server's FHIR base (`{base}/Type?query`, as If-None-Exist takes it): searched here.
+        const relative = ref.startsWith(`${base}/`) ? ref.slice(base.length + 1) : ref;
+        if (/^[A-Z][A-Za-z]+\?/.test(relative)) {
+          holder.reference = relative;
+          conditional.push({ holder, where: at(p.entry), element: () => element(holder) });
+        }
+      }
     });
     if (ids.size > 0 || scope) replaceLinks(r, known);
   }

@@ -96,6 +96,14 @@ await eachStore((kind, fresh) => {
       }
     });
 
+    test("a conditional reference under this server's FHIR base is searched here, as If-None-Exist takes it", async () => {
+      const stored = await api.create(patient('abs-1'));
+      const res = await ok(tx([create(undefined, observation(`${t.fhir()}/Patient?identifier=urn:x|abs-1`)), create(U(60), patient('abs-2')), create(undefined, observation(`${t.fhir()}/Patient?identifier=urn:x|abs-2`))]));
+      expect(await subjectOf(res.entry[0].response.location)).toBe(`Patient/${stored.id}`);
+      const [written] = await matching('abs-2');
+      expect(await subjectOf(res.entry[2].response.location)).toBe(`Patient/${written}`);
+    });
+
     test('a fullUrl inside a conditional reference is searched as the resource its entry writes (as in conditions)', async () => {
       const encounter = (value: string) => ({ resourceType: 'Encounter', status: 'finished', class: { code: 'AMB' }, identifier: [{ system: 'urn:enc', value }], subject: { reference: U(20) } });
       // Another Encounter of the same identifier, of another patient: the subject is what tells them apart.

@@ -196,20 +196,62 @@ export async function requireReadReach(deps: FhirDeps, req: FhirRequest, resourc
  * Binary readable through its securityContext. An update or delete may not reach a resource outside
  * them, whatever the new content says.
  */
-export async function requireStoredInReach(deps: FhirDeps, req: FhirRequest, type: string, id: string, perm: 'u' | 'd'): Promise<void> {
+export async function requireStoredInReach(deps: FhirDeps, req: FhirRequest, type: string, id: string, perm: 'u' | 'd'): Promise<Judged> {
   const compartment = req.access.patientLimit(type, perm) !== undefined && inPatientCompartment(type);
   const filtered = req.access.filters?.(type, perm) !== undefined;
-  if (type !== 'Binary' && !compartment && !filtered) return;
+  if (type !== 'Binary' && !compartment && !filtered) return undefined;
   const current = await deps.store.resources.read(req.tenant, type, id);
+  const judged = current?.versionId ?? 0;
   // An update of a deleted resource creates it again, continuing its history: it is held to the
   // content the resource had before its deletion, so that a token cannot take over another patient's
   // record (what refers to it would then name the new content). Nothing is deleted twice.
   const stored = current && (perm === 'u' ? await lastContent(deps, req.tenant, current) : current);
-  if (!stored || stored.deleted) return;
+  if (!stored || stored.deleted) return judged;
   const resource = type === 'Binary' ? splitStoredBinary(stored.content).resource : (JSON.parse(stored.content) as Resource);
   if (type === 'Binary') await requireContextReadable(deps, req, resource);
   else if (compartment) requireCompartment(req.access, resource, deps.fhirBase?.(req.tenant), perm);
   if (filtered) await requireFilter(req.access, perm, resource, stored.lastUpdated, lookups(deps, req.tenant));
+  return judged;
+}
+
+/**
+ * What requireStoredInReach judged: the stored version (0: none) whose reach it read, or undefined when the
+ * token's reach of the type does not depend on what is stored.
+ */
+export type Judged = number | undefined;
+
+/** The stored version changed between requireStoredInReach and the write's transaction (judgedReach): judged again. */
+class ReachRaced extends Error {
+  override name = 'ReachRaced';
+}
+
+/** Attempts of an update or delete whose resource other writes keep changing between its judgement and its write. */
+const REACH_ATTEMPTS = 5;
+
+/**
+ * Inside the write's transaction, the version `judged` (requireStoredInReach) must still be the stored one: the
+ * judgement read the committed state before the transaction, and a resource created or changed since (out of the
+ * token's compartment or filter) was written over or deleted on that judgement. PostgreSQL locks the row here.
+ */
+async function requireJudged(w: ResourceWriter, type: string, id: string, judged: Judged): Promise<void> {
+  if (judged === undefined) return;
+  if (((await w.current(type, id))?.versionId ?? 0) !== judged) throw new ReachRaced();
+}
+
+/**
+ * Runs `write` (an update or delete of `type/id`) after requireStoredInReach, and again from the judgement while
+ * the stored version changed in between (requireJudged), up to REACH_ATTEMPTS, then a 409.
+ */
+async function judgedReach<T>(deps: FhirDeps, req: FhirRequest, type: string, id: string, perm: 'u' | 'd', write: (judged: Judged) => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    const judged = await requireStoredInReach(deps, req, type, id, perm);
+    try {
+      return await write(judged);
+    } catch (err) {
+      if (!(err instanceof ReachRaced)) throw err;
+      if (attempt === REACH_ATTEMPTS) throw new FhirError('conflict', `Other requests kept changing ${type}/${id} while this request wrote it; retry the request`);
+    }
+  }
 }
 
 /**
@@ -511,19 +553,21 @@ export async function updateResource(
   requireValid(resource, validationLevel(deps));
   const profiled = requireProfiles(deps, req.tenant, resource);
   if (profiled) await profiled;
-  await requireStoredInReach(deps, req, type, id, 'u');
-  await requireContextReadable(deps, req, resource);
-  await noteValidationLevel(deps, req.tenant);
-  const opts = putOptions(deps, req, deps.clock.now());
-  await deps.subscriptions?.prepare([resource], opts.activateSubscription);
-  if (pre.ifMatch !== undefined) opts.ifMatch = pre.ifMatch;
-  if (pre.ifNoneMatch !== undefined) opts.ifNoneMatch = pre.ifNoneMatch;
-  if (createOnly) opts.createOnly = true;
-  return writeTx(deps, req.tenant, async (w) => {
-    await settle?.(w);
-    const written = await putVersion(w, resource, id, opts, method);
-    await requireReferences(deps, w, req.tenant, [{ resource, path: type }], referenceReach(deps, req));
-    return written;
+  return judgedReach(deps, req, type, id, 'u', async (judged) => {
+    await requireContextReadable(deps, req, resource);
+    await noteValidationLevel(deps, req.tenant);
+    const opts = putOptions(deps, req, deps.clock.now());
+    await deps.subscriptions?.prepare([resource], opts.activateSubscription);
+    if (pre.ifMatch !== undefined) opts.ifMatch = pre.ifMatch;
+    if (pre.ifNoneMatch !== undefined) opts.ifNoneMatch = pre.ifNoneMatch;
+    if (createOnly) opts.createOnly = true;
+    return writeTx(deps, req.tenant, async (w) => {
+      await settle?.(w);
+      await requireJudged(w, type, id, judged);
+      const written = await putVersion(w, resource, id, opts, method);
+      await requireReferences(deps, w, req.tenant, [{ resource, path: type }], referenceReach(deps, req));
+      return written;
+    });
   });
 }
 
@@ -533,11 +577,14 @@ export async function deleteResource(
 ): Promise<ResourceVersion | null> {
   checkTypeAndId(type, id);
   requireAccess(req.access, type, 'd');
-  await requireStoredInReach(deps, req, type, id, 'd');
-  const now = deps.clock.now();
-  const opts = putOptions(deps, req, now);
-  if (ifMatch !== undefined) opts.ifMatch = ifMatch;
-  return writeTx(deps, req.tenant, (w) => deleteVersion(w, type, id, opts));
+  return judgedReach(deps, req, type, id, 'd', (judged) => {
+    const opts = putOptions(deps, req, deps.clock.now());
+    if (ifMatch !== undefined) opts.ifMatch = ifMatch;
+    return writeTx(deps, req.tenant, async (w) => {
+      await requireJudged(w, type, id, judged);
+      return deleteVersion(w, type, id, opts);
+    });
+  });
 }
 
 /**

@@ -3,7 +3,7 @@ import { FhirError, storeFailureAsFhir } from '../errors.ts';
 import { located, type Entry } from './bundle-entries.ts';
 import { writeConditions, exclusively, type Settle } from './conditional.ts';
 import { requireValid } from './validation/check.ts';
-import { entriesPerAttempt, entryResources, errorEntry, plan, requireEntriesInReach, requireValidPatched, rewriteReferences, settledConditions, writeEntry, writtenBy, type FullUrlScope, type Json } from './bundle-ops.ts';
+import { entriesPerAttempt, entryResources, errorEntry, judgesReach, plan, requireEntriesInReach, requireJudgedEntries, requireValidPatched, rewriteReferences, settledConditions, writeEntry, writtenBy, type FullUrlScope, type Json } from './bundle-ops.ts';
 import { chargeAnswer, readBudget, readEntry, type ReadBudget } from './bundle-reads.ts';
 import { requireNoSiblingUrns } from './bundle-match-urls.ts';
 import { isUrnReference } from './references.ts';
@@ -27,6 +27,7 @@ async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string,
   await deps.subscriptions?.prepare(planned.map(writtenBy), opts.activateSubscription);
   const out = await writeTx(deps, req.tenant, async (w) => {
     await settle(w, settledConditions(planned));
+    await requireJudgedEntries(w, planned);
     // Its own fullUrl, with a version, in its resource (a batch's entries may not refer to each other).
     const versions = await settleVersions(w, pending, opts, (p) => writtenBy(p)!);
     const written = await writeEntry(w, planned[0]!, opts, base);
@@ -97,7 +98,7 @@ export async function batch(deps: FhirDeps, req: FhirRequest, entries: Entry[], 
       }
       requireNoSiblingUrns(entry, fullUrls);
       const conditions = writeConditions([entry]);
-      const attemptOf = entriesPerAttempt([entry], conditions.length > 0);
+      const attemptOf = entriesPerAttempt([entry], conditions.length > 0 || judgesReach(req, [entry]));
       out.push(await exclusively(deps, req.tenant, conditions, (settle, attempt) => one(deps, req, attemptOf(attempt)[0]!, base, settle, budget, scope)));
     } catch (err) {
       const failure = err instanceof FhirError ? err : storeFailureAsFhir(err);

@@ -9,7 +9,7 @@ import { conditionElement, withEntryIds } from './bundle-match-urls.ts';
 import { splitVersion, versionBeforeWrite, type PendingVersion } from './bundle-versions.ts';
 import { cloneExact, parseExact } from './exact-json.ts';
 import { ConditionRaced, conditionKey, heldToMatch, resolveCondition, showCondition, storedMatch } from './conditional.ts';
-import { deleteVersion, putVersion, requireContextReadable, requireStoredInReach, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
+import { deleteVersion, putVersion, reachJudged, requireContextReadable, requireStoredInReach, stillJudged, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
 import { operationOutcome, unchangedOutcome } from './outcome.ts';
 import type { WrittenResource } from './referential-integrity.ts';
 import { isAbsoluteReference, isUrnReference, parseReference, pathTo, replaceLinks, walkReferences } from './references.ts';
@@ -38,6 +38,8 @@ export interface Planned {
   follows?: Planned;
   /** A conditional PUT or DELETE that matched a resource: the version it matched, which its write holds to (heldToMatch). */
   matched?: ResourceVersion;
+  /** A PUT or DELETE whose reach requireStoredInReach judged on the stored version: that version (0: none), which its write holds to (requireJudgedEntries). */
+  judged?: number;
 }
 
 /** The conditions the planned entries' writes settle (Settle), for their transaction to claim first. */
@@ -51,7 +53,7 @@ export function settledConditions(planned: Planned[]): string[] {
  * the resources as they came.
  */
 export function entriesPerAttempt(entries: Entry[], conditional: boolean): (attempt: number) => Entry[] {
-  // A PATCH entry's race runs the Bundle again too (writePatched).
+  // A PATCH entry's race runs the Bundle again too (writePatched), and so does a judged reach's (requireJudgedEntries: `conditional`).
   if (!conditional && !entries.some((e) => e.method === 'PATCH')) return () => entries;
   const pristine = entries.map((e) => (e.resource ? cloneExact(e.resource) : undefined));
   return (attempt) => (attempt === 1 ? entries : entries.map((e, i) => (e.resource ? { ...e, resource: cloneExact(pristine[i]!) } : e)));
@@ -112,13 +114,34 @@ function entryIfNoneMatch(entry: Entry): IfMatch | undefined {
 async function target(deps: FhirDeps, req: FhirRequest, entry: Entry, query: URLSearchParams | undefined, id: string | undefined, deleted: ReadonlySet<string>): Promise<Planned> {
   try {
     const p = await resolveTarget(deps, req, entry, query, id, deleted);
-    if (p.id && (entry.method === 'PUT' || entry.method === 'DELETE')) await requireStoredInReach(deps, req, entry.type, p.id, entry.method === 'PUT' ? 'u' : 'd');
+    if (p.id && (entry.method === 'PUT' || entry.method === 'DELETE')) {
+      const judged = await requireStoredInReach(deps, req, entry.type, p.id, entry.method === 'PUT' ? 'u' : 'd');
+      if (judged !== undefined) p.judged = judged;
+    }
     if (p.id && entry.method === 'PATCH') p.patched = await patchCurrent(deps, req, entry.type, p.id, entry.patch!, entryIfMatch(entry), at(entry));
     return p;
   } catch (err) {
     // A problem of its condition's parameters is that of the element holding them.
     throw err instanceof FhirError ? located(err, at(entry), undefined, entry.condition ? conditionElement(entry) : at(entry)) : err;
   }
+}
+
+/**
+ * In the write's transaction, before its writes: each PUT or DELETE entry whose reach was judged on the stored
+ * version (Planned.judged) still finds that version; one another request created or changed meanwhile (out of the
+ * token's compartment or filter, maybe) makes the Bundle run again from its planning (ConditionRaced: exclusively),
+ * where it is judged again.
+ */
+export async function requireJudgedEntries(w: ResourceWriter, planned: Planned[]): Promise<void> {
+  for (const p of planned) if (p.judged !== undefined && !(await stillJudged(w, p.entry.type, p.id!, p.judged))) throw new ConditionRaced();
+}
+
+/**
+ * Whether a Bundle's PUT or DELETE entries are judged on what is stored (reachJudged): its planning may run again
+ * (requireJudgedEntries), from copies of its resources as they came (entriesPerAttempt).
+ */
+export function judgesReach(req: FhirRequest, entries: Entry[]): boolean {
+  return entries.some((e) => (e.method === 'PUT' || e.method === 'DELETE') && reachJudged(req.access, e.type, e.method === 'PUT' ? 'u' : 'd'));
 }
 
 /** After references are rewritten: each written resource must be within the request's reach (a Binary's securityContext). */

@@ -199,7 +199,7 @@ export async function requireReadReach(deps: FhirDeps, req: FhirRequest, resourc
 export async function requireStoredInReach(deps: FhirDeps, req: FhirRequest, type: string, id: string, perm: 'u' | 'd'): Promise<Judged> {
   const compartment = req.access.patientLimit(type, perm) !== undefined && inPatientCompartment(type);
   const filtered = req.access.filters?.(type, perm) !== undefined;
-  if (type !== 'Binary' && !compartment && !filtered) return undefined;
+  if (!reachJudged(req.access, type, perm)) return undefined;
   const current = await deps.store.resources.read(req.tenant, type, id);
   const judged = current?.versionId ?? 0;
   // An update of a deleted resource creates it again, continuing its history: it is held to the
@@ -220,6 +220,11 @@ export async function requireStoredInReach(deps: FhirDeps, req: FhirRequest, typ
  */
 export type Judged = number | undefined;
 
+/** Whether `access`'s `perm` on `type` depends on what is stored (requireStoredInReach judges it): a compartment, a filter, a Binary. */
+export function reachJudged(access: Access, type: string, perm: 'u' | 'd'): boolean {
+  return type === 'Binary' || (access.patientLimit(type, perm) !== undefined && inPatientCompartment(type)) || access.filters?.(type, perm) !== undefined;
+}
+
 /** The stored version changed between requireStoredInReach and the write's transaction (judgedReach): judged again. */
 class ReachRaced extends Error {
   override name = 'ReachRaced';
@@ -234,8 +239,12 @@ const REACH_ATTEMPTS = 5;
  * token's compartment or filter) was written over or deleted on that judgement. PostgreSQL locks the row here.
  */
 async function requireJudged(w: ResourceWriter, type: string, id: string, judged: Judged): Promise<void> {
-  if (judged === undefined) return;
-  if (((await w.current(type, id))?.versionId ?? 0) !== judged) throw new ReachRaced();
+  if (!(await stillJudged(w, type, id, judged))) throw new ReachRaced();
+}
+
+/** Whether the version `judged` (requireStoredInReach; undefined: nothing judged) is still the stored one, in the write's transaction. */
+export async function stillJudged(w: ResourceWriter, type: string, id: string, judged: Judged): Promise<boolean> {
+  return judged === undefined || ((await w.current(type, id))?.versionId ?? 0) === judged;
 }
 
 /**

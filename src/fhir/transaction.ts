@@ -2,7 +2,7 @@ import { FhirError } from '../errors.ts';
 import { batch, operationEntry, type OperationCall } from './batch.ts';
 import { writeConditions, exclusively, type Settle } from './conditional.ts';
 import { parseBundle, type Entry } from './bundle-entries.ts';
-import { entriesPerAttempt, entryResources, errorEntry, followerEntry, plan, requireEntriesInReach, requireValidPatched, rewriteReferences, settledConditions, writeEntry, writtenBy, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
+import { entriesPerAttempt, entryResources, errorEntry, followerEntry, judgesReach, plan, requireEntriesInReach, requireJudgedEntries, requireValidPatched, rewriteReferences, settledConditions, writeEntry, writtenBy, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
 import { requireVersionsWritten, settleVersions, writtenAnew } from './bundle-versions.ts';
 import { withStaticIds } from './bundle-match-urls.ts';
 import { checkRead, checkReadDeletion, checkReadTarget, readBudget, readEntry } from './bundle-reads.ts';
@@ -75,6 +75,7 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
     // in key order), so that transactions changing the same resources in other orders wait for each
     // other instead of deadlocking (which PostgreSQL ends after a second, one of them a 409).
     await Promise.all(sorted.filter(changesExisting).map((p) => w.current(p.entry.type, p.id!)));
+    await requireJudgedEntries(w, planned);
     const versions = await settleVersions(w, pending, opts, (p) => writtenBy(p)!);
     const anew = (p: Planned) => versions.has(p) && writtenAnew(p, opts.activateSubscription !== undefined);
     for (const p of sorted) if (p.entry.method !== 'GET' && !p.follows) out[p.entry.index] = await writeEntry(w, p, anew(p) ? { ...opts, newVersion: true } : opts, base);
@@ -168,7 +169,7 @@ export async function processBundle(deps: FhirDeps, req: FhirRequest, body: unkn
     // ones do: with the fullUrls of plain updates and patches in them replaced by their ids first.
     withStaticIds(entries, base);
     const conditions = writeConditions(entries);
-    const attemptOf = entriesPerAttempt(entries, conditions.length > 0);
+    const attemptOf = entriesPerAttempt(entries, conditions.length > 0 || judgesReach(req, entries));
     out = await exclusively(deps, req.tenant, conditions, (settle, attempt) => transaction(deps, req, attemptOf(attempt), base, settle, scope, operation));
   } else {
     // The batch's own problems fail it whole; those of an entry's request or fullUrl are that entry's.

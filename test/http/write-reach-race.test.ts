@@ -76,5 +76,32 @@ await eachStore((kind, fresh) => {
       expect(res.status).toBe(403);
       expect(await stored('r4')).toBe('B');
     });
+
+    const bundle = (type: string, entries: unknown[]) => (): Promise<Response> | Response =>
+      t.request(t.fhir(), fhirInit(token, 'POST', { resourceType: 'Bundle', type, entry: entries }));
+    const putEntry = (r: { id: string; [k: string]: unknown }) => ({ resource: r, request: { method: 'PUT', url: `Observation/${r.id}` } });
+
+    test('a transaction\'s and a batch\'s PUT and DELETE entries are judged on what they write over', async () => {
+      const tx = await racing('Observation/b1', bundle('transaction', [putEntry(observation('b1', 'A'))]), () => put(t, observation('b1', 'B')));
+      expect(tx.status).toBe(403);
+      expect(await stored('b1')).toBe('B');
+      const batch = await racing('Observation/b2', bundle('batch', [putEntry(observation('b2', 'A'))]), () => put(t, observation('b2', 'B')));
+      expect(((await batch.json()) as { entry: { response: { status: string } }[] }).entry[0]!.response.status).toStartWith('403');
+      expect(await stored('b2')).toBe('B');
+      await put(t, observation('b3', 'A'));
+      const del = await racing('Observation/b3', bundle('transaction', [{ request: { method: 'DELETE', url: 'Observation/b3' } }]), () => put(t, observation('b3', 'B')));
+      expect(del.status).toBe(403);
+      expect(await stored('b3')).toBe('B');
+      // Judged again on what it then finds: still in the filter, it is written, its references rewritten once.
+      await put(t, observation('b4', 'A'));
+      const ok = await racing('Observation/b4', bundle('transaction', [
+        { fullUrl: 'urn:uuid:4b6b1a0e-0c0e-4f57-9c43-0d1f5e7e9a01', resource: { ...observation('x', 'A'), id: undefined }, request: { method: 'POST', url: 'Observation' } },
+        putEntry({ ...observation('b4', 'A'), derivedFrom: [{ reference: 'urn:uuid:4b6b1a0e-0c0e-4f57-9c43-0d1f5e7e9a01' }] }),
+      ]), () => put(t, { ...observation('b4', 'A'), status: 'preliminary' }));
+      expect(ok.status).toBe(200);
+      const now = (await (await t.request(t.fhir() + '/Observation/b4', fhirInit(await t.token()))).json()) as { derivedFrom: { reference: string }[]; meta: { versionId: string } };
+      expect(now.derivedFrom[0]!.reference).toMatch(/^Observation\/[A-Za-z0-9-]+$/);
+      expect(now.meta.versionId).toBe('3');
+    });
   });
 });

@@ -180,7 +180,7 @@ export async function exclusively<T>(
         return await fn(settleNothing, attempt);
       } catch (err) {
         if (!(err instanceof ConditionRaced)) throw err;
-        if (attempt === ATTEMPTS) throw new FhirError('conflict', 'Other requests kept changing the resources this request patches while it ran; retry the request');
+        if (attempt === ATTEMPTS) throw new FhirError('conflict', 'Other requests kept changing the resources this request writes while it ran; retry the request');
       }
       await raceDelay(attempt);
     }

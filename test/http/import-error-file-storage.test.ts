@@ -65,7 +65,10 @@ await eachStore((kind, fresh) => {
       const issues = body.error[0].outcome.issue as Json[];
       expect(issues[0].location).toEqual(['Line[2]']);
       expect(issues.at(-1)).toMatchObject({ severity: 'warning', code: 'exception' });
-      expect(issues.at(-1)!.details.text).toContain('ENOSPC');
+      // The storage's own error goes to the log; the client is told which job to ask about.
+      expect(issues.at(-1)!.details.text).toContain('could not be written to the export storage');
+      expect(issues.at(-1)!.details.text).toContain(`under job ${url.slice(url.lastIndexOf('/') + 1)}`);
+      expect(issues.at(-1)!.details.text).not.toContain('ENOSPC');
       expect((await t.store.imports.get('t1', url.slice(url.lastIndexOf('/') + 1)))!.attempts).toBe(1);
       for (const id of ['ok1', 'ok2']) expect((await t.request(`${t.fhir()}/Patient/${id}`, fhirInit(token))).status).toBe(200);
     });

@@ -252,7 +252,7 @@ export function createApp(deps: AppDeps): App {
     store, clock, expandCodes, validation: config.validation, core, fhirBase: (tenant) => fhirBaseOf(config.baseUrl, tenant),
     profiles: new ProfileValidator(new ProfileRegistry(storeProfiles(store), { valueSets: (tenant) => valueSetSubset(terminology.service, tenant) }), valueSetMembership(terminology.service)),
     questionnaires: new QuestionnaireValidator(storeQuestionnaires(store), valueSetMembership(terminology.service)),
-    ...(referentialIntegrity ? { referentialIntegrity } : {}),
+    ...(referentialIntegrity ? { referentialIntegrity } : {}), cursors: authDeps.searchCursors,
   };
   // A subscription's owner's access, rebuilt from the scopes recorded at its activation, as a token's is, by today's
   // rules (accessFromScopes), held to what its client still has registered (a refresh is too: stillRegistered), or as recorded.

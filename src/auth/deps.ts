@@ -10,6 +10,7 @@ import { createJwksFetcher, type JwksFetcher } from './jwks-fetch.ts';
 import type { KeyRing } from './keys.ts';
 import { createRateLimits, type RateLimits } from './rate-limit.ts';
 import { createRevocationList, type RevocationList } from './revocation.ts';
+import { createSealer, type Sealer } from './sealed.ts';
 import { createTokenVerifier, type TokenVerifier } from './tokens.ts';
 
 /** What the authorization server's functions need; built once in createApp. */
@@ -28,6 +29,8 @@ export interface AuthDeps {
   limits: RateLimits;
   /** Client records for client authentication, cached for a few seconds. */
   clients: ClientLookup;
+  /** Seals a sorted search's place into its opaque `_cursor` (src/fhir/search.ts sortedCursor): the REST API's and the patient picker's. */
+  searchCursors: Sealer;
   /** Verifies access tokens locally and checks the in-memory revocation list (the FHIR API's check). */
   verifyAccess: TokenVerifier;
   /** The audit trail (CINDER_AUDIT=on): sign-ins and token requests are recorded (src/audit/trail.ts). */
@@ -57,6 +60,7 @@ export function createAuthDeps(i: AuthDepsInput): AuthDeps {
     keySets: createKeySetResolver(),
     limits: createRateLimits(i.config, i.store, i.clock),
     clients: createClientCache(i.store, i.clock),
+    searchCursors: createSealer(i.keys, 'search cursor'),
     verifyAccess: createTokenVerifier(i.keys, i.clock, i.config.baseUrl, revocations),
   };
 }

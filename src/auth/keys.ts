@@ -6,7 +6,7 @@ import { randomToken } from './secrets.ts';
 /** Algorithms Cinder signs with: ES256 for access tokens (fast), RS256 for id_tokens (OIDC's default). */
 export type SigningAlg = 'ES256' | 'RS256';
 
-interface LoadedKey {
+export interface LoadedKey {
   record: SigningKey;
   privateKey: CryptoKey;
   publicKey: CryptoKey;
@@ -24,6 +24,11 @@ export interface KeyRing {
   currentKey(alg: SigningAlg): Promise<LoadedKey>;
   /** Public key for `kid`, reloading from the database once for a kid this process has not seen. */
   verificationKey(kid: string): Promise<CryptoKey | null>;
+  /**
+   * The key `kid` with its private half, while it is published (active, or retired within the longest token
+   * lifetime): reloading from the database once for a kid this process has not seen; null otherwise.
+   */
+  key(kid: string): Promise<LoadedKey | null>;
   /** The published JWK Set (active keys and retired ones still within the longest token lifetime). */
   jwks(): Promise<{ keys: JWK[] }>;
   /** Adds new active keys and retires the old ones (which stay published until their tokens expire). */
@@ -65,7 +70,12 @@ export function createKeyRing(store: Store, clock: Clock, maxTokenTtl: number): 
   async function reload(): Promise<void> {
     lastReload = clock.now();
     const records = await store.keys.list(publishedSince());
-    for (const r of records) if (!loaded.has(r.kid)) loaded.set(r.kid, await load(r));
+    for (const r of records) {
+      // A key loaded before keeps its imported halves and takes the record as it is now (retired since, say).
+      const known = loaded.get(r.kid);
+      if (known) known.record = r;
+      else loaded.set(r.kid, await load(r));
+    }
     active.clear();
     for (const r of records) {
       const alg = r.alg as SigningAlg;
@@ -109,6 +119,12 @@ export function createKeyRing(store: Store, clock: Clock, maxTokenTtl: number): 
     async verificationKey(kid) {
       if (!loaded.has(kid) && clock.now() - lastReload > 1000) await reload();
       return loaded.get(kid)?.publicKey ?? null;
+    },
+    async key(kid) {
+      if (!loaded.has(kid) && clock.now() - lastReload > 1000) await reload();
+      const k = loaded.get(kid);
+      // A process keeps the keys it loaded; one started later reads only those still published: alike in both.
+      return k && (k.record.retiredAt === null || k.record.retiredAt >= publishedSince()) ? k : null;
     },
     async jwks() {
       const records = await store.keys.list(publishedSince());

@@ -120,7 +120,7 @@ export interface PatientPage {
 
 async function search(deps: AuthDeps, clientId: string, user: User, reach: PickerReach, params: URLSearchParams): Promise<{ rows: ResourceVersion[]; next: string | null }> {
   for (const [k, v] of reach.params) params.append(k, v);
-  const fhir: FhirDeps = { store: deps.store, clock: deps.clock, fhirBase: (t) => fhirBaseOf(deps.config.baseUrl, t) };
+  const fhir: FhirDeps = { store: deps.store, clock: deps.clock, fhirBase: (t) => fhirBaseOf(deps.config.baseUrl, t), cursors: deps.searchCursors };
   const result = await searchResources(fhir, { tenant: user.tenant, access: pickerAccess(clientId, reach) }, 'Patient', params, true);
   return { rows: result.rows, next: result.next ?? null };
 }

@@ -1,3 +1,4 @@
+import type { Sealer } from '../auth/sealed.ts';
 import type { Clock } from '../clock.ts';
 import { FhirError } from '../errors.ts';
 import { NO_INDEX_ROWS, StoreConflictError, type CurrentVersion, type ResourceVersion, type ResourceWriter, type Store } from '../store/types.ts';
@@ -59,6 +60,12 @@ export interface FhirDeps {
    * every write records the notifications it gives in its transaction. Absent (`cinder import`): neither.
    */
   subscriptions?: SubscriptionHub;
+  /**
+   * Seals the place a sorted search's next page starts from (the last match's sort keys: names, dates, codes)
+   * into an opaque, tamper-evident `_cursor` bound to the tenant (src/auth/sealed.ts). Absent (the CLI, which
+   * pages no search): such a search pages by offset, which tells nothing of the matches.
+   */
+  cursors?: Sealer;
 }
 
 /** The validation level of `deps`. */

@@ -121,12 +121,11 @@ export interface SearchResult {
 }
 
 /** A page's start: a keyset position, or for other sorts an offset (with the core matches' own, see core-search.ts). */
-type Cursor = { kind: 'keyset'; at: SearchCursor } | { kind: 'offset'; offset: number; core?: number } | { kind: 'sorted'; at: SortPosition; offset: number };
+export type Cursor = { kind: 'keyset'; at: SearchCursor } | { kind: 'offset'; offset: number; core?: number } | { kind: 'sorted'; at: SortPosition; offset: number };
 
 /** A position in a sort on parameters, with the matches before it (the next page's offset, for its `previous` link). */
 export type SortedCursor = SortPosition & { offset: number };
 
-/** Encodes a keyset position (or, for other sorts, an offset) as an opaque `_cursor` value. */
 /** The links of a page asked with a cursor (SearchResult.page). */
 export interface PageLinks {
   /** The page's own cursor (its `self` link's). */
@@ -155,33 +154,71 @@ function pageLinks(compiled: CompiledSearch): PageLinks {
   return page;
 }
 
-export function encodeCursor(c: SearchCursor | { offset: number; core?: number } | SortedCursor): string {
-  // An open range's end (a key of ±Infinity) is written as a string: JSON has no infinities.
-  const value = 'keys' in c ? { k: c.keys.map((v) => (v === Infinity ? 'inf' : v === -Infinity ? '-inf' : v)), i: c.id, o: c.offset }
-    : 'offset' in c ? (c.core === undefined ? { o: c.offset } : { o: c.offset, c: c.core }) : [c.lastUpdated, c.id];
+/**
+ * Encodes a keyset position (`_sort` on `_id` or `_lastUpdated`: a time and an id) or an offset as a `_cursor`
+ * value: base64url JSON, which tells nothing the page does not. A place in a sort on parameters holds the
+ * last match's values, and is sealed instead (sortedCursor).
+ */
+export function encodeCursor(c: SearchCursor | { offset: number; core?: number }): string {
+  const value = 'offset' in c ? (c.core === undefined ? { o: c.offset } : { o: c.offset, c: c.core }) : [c.lastUpdated, c.id];
   return Buffer.from(JSON.stringify(value)).toString('base64url');
 }
 
+const isCount = (n: unknown) => Number.isSafeInteger(n) && (n as number) >= 0;
+
+/** A `_cursor` that does not open (sealedCursor): its text says nothing of what it held, nor echoes it. */
+const unopened = () => new FhirError('invalid',
+  'The _cursor was not given by this server for a search of this tenant, or was given under a signing key since rotated: search again from the first page (without _cursor)',
+  { expression: ['_cursor'] });
+
+/** A keyset position or an offset (encodeCursor); a sealed place (a dot, which no base64url holds) is opened by openCursor. */
 function decodeCursor(raw: string): Cursor {
+  if (raw.includes('.')) throw unopened();
   try {
     const v = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8'));
     // Only what encodeCursor writes, within what the databases take (an offset of 1e300 was a 500).
     if (Array.isArray(v) && v.length === 2 && Number.isSafeInteger(v[0]) && typeof v[1] === 'string' && ID_PATTERN.test(v[1])) {
       return { kind: 'keyset', at: { lastUpdated: v[0], id: v[1] } };
     }
-    const count = (n: unknown) => Number.isSafeInteger(n) && (n as number) >= 0;
-    if (v && count(v.o) && Array.isArray(v.k) && typeof v.i === 'string' && ID_PATTERN.test(v.i)) {
+    if (v && isCount(v.o) && v.c === undefined && v.k === undefined) return { kind: 'offset', offset: v.o };
+    if (v && isCount(v.o) && isCount(v.c)) return { kind: 'offset', offset: v.o, core: v.c };
+  } catch {
+    // fall through to the error below
+  }
+  throw new FhirError('invalid', 'Invalid _cursor: it is none this server gives; search again from the first page (without _cursor)', { expression: ['_cursor'] });
+}
+
+/** The sealed text of a place in a sort on parameters: an open range's end (a key of ±Infinity) as a string, JSON having no infinities. */
+function sortedText(c: SortedCursor): string {
+  return JSON.stringify({ k: c.keys.map((v) => (v === Infinity ? 'inf' : v === -Infinity ? '-inf' : v)), i: c.id, o: c.offset });
+}
+
+/** The place sortedText wrote, or undefined for any other text. */
+function sortedPlace(text: string): Cursor | undefined {
+  try {
+    const v = JSON.parse(text);
+    if (v && isCount(v.o) && Array.isArray(v.k) && typeof v.i === 'string' && ID_PATTERN.test(v.i)) {
       const keys = (v.k as unknown[]).map((x) => (x === 'inf' ? Infinity : x === '-inf' ? -Infinity : x));
       if (keys.every((x) => x === null || typeof x === 'string' || (typeof x === 'number' && !Number.isNaN(x)))) {
         return { kind: 'sorted', at: { keys: keys as SortPosition['keys'], id: v.i }, offset: v.o };
       }
     }
-    if (v && count(v.o) && v.c === undefined && v.k === undefined) return { kind: 'offset', offset: v.o };
-    if (v && count(v.o) && count(v.c)) return { kind: 'offset', offset: v.o, core: v.c };
   } catch {
-    // fall through to the error below
+    // fall through
   }
-  throw new FhirError('invalid', `Invalid _cursor '${raw}'`, { expression: ['_cursor'] });
+  return undefined;
+}
+
+/**
+ * The place in a sort on parameters a sealed `_cursor` holds (sortedCursor), opened with the tenant's binding;
+ * undefined for no `_cursor` or a plain one (compileSearch decodes it). One that does not open is a 400.
+ */
+async function openCursor(deps: FhirDeps, tenant: string, raw: string | null): Promise<Cursor | undefined> {
+  if (raw === null || !raw.includes('.')) return undefined;
+  const text = deps.cursors === undefined ? undefined : await deps.cursors.open(raw, tenant);
+  const place = text === undefined ? undefined : sortedPlace(text);
+  if (place === undefined) throw unopened();
+  return place;
 }
 
 /** Whether a cursor's keys fit `sort`: one per key, a number (or none) for a range's, a string (or none) for the others'. */
@@ -200,10 +237,12 @@ function fitsSort(at: SortPosition, sort: SortKey[]): boolean {
  * keys are read from the resource's index rows as the store wrote them (under the tenant's base; on
  * PostgreSQL a long string in its bounded form, as its index holds it).
  */
-function sortedCursor(deps: FhirDeps, tenant: string, row: ResourceVersion, sort: SortKey[], offset: number): string {
+function sortedCursor(deps: FhirDeps, tenant: string, row: ResourceVersion, sort: SortKey[], offset: number): string | Promise<string> {
+  // The keys are the match's values (PHI: names, birth dates, codes), never to be read in a URL: sealed for the tenant.
+  if (deps.cursors === undefined) return encodeCursor({ offset });
   const keys = sortKeysOf(row, () => indexEntries(JSON.parse(row.content) as Json, deps.fhirBase?.(tenant)), sort);
   const stored = deps.store.kind === 'postgres' ? keys.map((v) => (typeof v === 'string' ? boundedValue(v) : v)) : keys;
-  return encodeCursor({ keys: stored, id: row.id, offset });
+  return deps.cursors.seal(sortedText({ keys: stored, id: row.id, offset }), tenant);
 }
 
 export function parseCount(raw: string | null): number {
@@ -373,8 +412,9 @@ export function countValues(conditions: PendingCondition[]): number {
 /**
  * Compiles a FHIR search query string (FHIR R4 search.html). Unknown parameters become warnings, or a
  * 400 when `strict` (`Prefer: handling=strict`); malformed values are always a 400 naming the parameter.
+ * `opened` is the place a sealed `_cursor` holds (openCursor); a plain one is decoded here.
  */
-export function compileSearch(type: string, given: URLSearchParams, strict: boolean, now = Date.now(), present?: PresentLinks): CompiledSearch {
+export function compileSearch(type: string, given: URLSearchParams, strict: boolean, now = Date.now(), present?: PresentLinks, opened?: Cursor): CompiledSearch {
   // Wherever the search comes from (a Bundle's GET entry checked before its writes, a conditional reference), as the REST search reads it.
   const params = withoutEmptyResultParams(given);
   requireFewIncludes(params);
@@ -462,12 +502,14 @@ export function compileSearch(type: string, given: URLSearchParams, strict: bool
   if (params.has('_offset')) checkOffset(params, strict);
   const cursor = params.get('_cursor');
   let coreOffset: number | undefined;
+  let sortedOffset: number | undefined;
   if (cursor !== null) {
-    const c = decodeCursor(cursor);
+    const c = opened ?? decodeCursor(cursor);
     if (c.kind === 'keyset') query.after = c.at;
     else if (c.kind === 'sorted') {
-      if (!fitsSort(c.at, query.sort)) throw new FhirError('invalid', `Invalid _cursor '${cursor}': it is not a place in this search's order`, { expression: ['_cursor'] });
+      if (!fitsSort(c.at, query.sort)) throw new FhirError('invalid', "Invalid _cursor: it is not a place in this search's order", { expression: ['_cursor'] });
       query.afterKeys = c.at;
+      sortedOffset = c.offset;
     } else query.offset = c.offset;
     if (c.kind === 'offset' && c.core !== undefined) coreOffset = c.core;
   }
@@ -478,7 +520,7 @@ export function compileSearch(type: string, given: URLSearchParams, strict: bool
   const { summary, elements } = parseSubset(params, strict, warnings);
   const compiled: CompiledSearch = { query, pending, warnings, self, total, summary, includes, revincludes };
   if (coreOffset !== undefined) compiled.coreOffset = coreOffset;
-  if (query.afterKeys !== undefined) compiled.sortedOffset = (decodeCursor(cursor!) as { offset: number }).offset;
+  if (sortedOffset !== undefined) compiled.sortedOffset = sortedOffset;
   if (cursor !== null) compiled.cursor = cursor;
   if (elements !== undefined) compiled.elements = elements;
   return compiled;
@@ -1148,11 +1190,12 @@ async function pageFilled(deps: FhirDeps, req: FhirRequest, query: SearchQuery, 
  */
 export async function compileLinked(deps: FhirDeps, tenant: string, type: string, params: URLSearchParams, strict: boolean): Promise<CompiledSearch> {
   const now = deps.clock.now();
+  const opened = await openCursor(deps, tenant, params.get('_cursor'));
   try {
-    return compileSearch(type, params, strict, now);
+    return compileSearch(type, params, strict, now, undefined, opened);
   } catch (err) {
     if (!(err instanceof TooManyTests)) throw err;
-    return compileSearch(type, params, strict, now, await presentLinks(deps, tenant, err.pending));
+    return compileSearch(type, params, strict, now, await presentLinks(deps, tenant, err.pending), opened);
   }
 }
 
@@ -1182,7 +1225,7 @@ async function searchPage(
   // A place in a sort on parameters is a cursor of a plain page (below): the core matches and those
   // kept in reach are paged by offset.
   if (query.afterKeys !== undefined && (core || keep !== undefined)) {
-    throw new FhirError('invalid', `Invalid _cursor '${compiled.cursor}': it is not a place in this search's order`, { expression: ['_cursor'] });
+    throw new FhirError('invalid', "Invalid _cursor: it is not a place in this search's order", { expression: ['_cursor'] });
   }
   const page: { rows: ResourceVersion[]; offsets(n: number): { store: number; core?: number } } = core
     ? await searchWithCore(deps, req.tenant, { ...query, count: query.count + 1 }, compiled.coreOffset)
@@ -1199,7 +1242,7 @@ async function searchPage(
     result.next = keysetSort(query.sort)
       ? encodeCursor({ lastUpdated: last.lastUpdated, id: last.id })
       : !core && keep === undefined
-        ? sortedCursor(deps, req.tenant, last, query.sort, (compiled.sortedOffset ?? query.offset ?? 0) + query.count)
+        ? await sortedCursor(deps, req.tenant, last, query.sort, (compiled.sortedOffset ?? query.offset ?? 0) + query.count)
         : encodeCursor(at.core === undefined ? { offset: at.store } : { offset: at.store, core: at.core });
   }
   if (compiled.cursor !== undefined) result.page = pageLinks(compiled);

@@ -91,7 +91,8 @@ for (const target of targets) {
       const db = await target.migrated();
       const store = db.open();
       await store.migrate();
-      t = await createTestApp({ store });
+      // `$import` from a server on this machine (the test of a Subscription an import writes over).
+      t = await createTestApp({ store, env: { CINDER_IMPORT_ALLOW_PRIVATE: 'true' } });
       const other = db.open();
       const keys = createKeyRing(other, t.clock, MAX_TOKEN_TTL);
       await keys.init();
@@ -353,6 +354,36 @@ for (const target of targets) {
         } finally {
           c.close();
         }
+      }
+    });
+
+    test('a socket bound with a token to a Subscription an import writes over (its content still active, no owner since) is told it is not activated, not that it was activated again', async () => {
+      const s = await subscribe(websocketTopicSubscription('id-only'));
+      const source = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response(JSON.stringify({ ...s, meta: undefined, reason: 'imported' }) + '\n') });
+      const c = await client(servers[0]!.url);
+      try {
+        c.send(`bind-with-token ${await bindingToken(s.id as string)}`);
+        expect(param(statusOf(JSON.parse(await c.next()) as Json), 'type')!.valueCode).toBe('handshake');
+        await rounds();
+        const kickoff = await call('POST', '$import', {
+          resourceType: 'Parameters',
+          parameter: [
+            { name: 'inputFormat', valueCode: 'application/fhir+ndjson' },
+            { name: 'input', part: [{ name: 'type', valueCode: 'Subscription' }, { name: 'url', valueUri: `http://127.0.0.1:${source.port}/subscriptions.ndjson` }] },
+          ],
+        });
+        expect(kickoff.status).toBe(202);
+        await t.app.imports.runOnce();
+        expect((await json(t.request(kickoff.headers.get('content-location')!, fhirInit(token)))).output).toMatchObject([{ count: 1, unchanged: 0 }]);
+        expect((await json(call('GET', `Subscription/${s.id}`))).status).toBe('active');
+        t.clock.advance(CHECK_INTERVAL_MS);
+        await rounds();
+        expect(await c.drained()).toEqual([
+          `error ${s.id} is no longer an active topic-based websocket Subscription (not activated: an import wrote it, and it has no owner until it is written through the API): nothing more is sent for it; bind it again with a new binding token (Subscription/${s.id}/$get-ws-binding-token) once it is active`,
+        ]);
+      } finally {
+        source.stop(true);
+        c.close();
       }
     });
 

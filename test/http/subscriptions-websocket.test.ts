@@ -63,7 +63,11 @@ for (const target of targets) {
         if (failSubscriptionReads && args[1].type === 'Subscription') throw new Error('the database is unreachable');
         return store.resources.search(...args);
       };
-      t = await createTestApp({ store: new Proxy(store, { get: (target, key) => (key === 'resources' ? resources : Reflect.get(target, key)) }) });
+      t = await createTestApp({
+        store: new Proxy(store, { get: (target, key) => (key === 'resources' ? resources : Reflect.get(target, key)) }),
+        // `$import` from a server on this machine (the test of a Subscription an import writes over).
+        env: { CINDER_IMPORT_ALLOW_PRIVATE: 'true' },
+      });
       const other = db.open();
       const keys = createKeyRing(other, t.clock, MAX_TOKEN_TTL);
       await keys.init();
@@ -313,6 +317,51 @@ for (const target of targets) {
         expect(await c.drained()).toEqual([`ping ${sub.id}`]);
       } finally {
         c.close();
+      }
+    });
+
+    test('a Subscription an import writes over, its content still active, has no owner: its sockets are told and unbound, and a bind of it is refused', async () => {
+      const created = (await (await post(t.request, 'Subscription', websocketSubscription)).json()) as Json;
+      expect(created.status).toBe('active');
+      const a = await client(servers[0]!.url);
+      const b = await client(servers[1]!.url);
+      const source = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response(JSON.stringify({ ...created, meta: undefined, reason: 'imported' }) + '\n') });
+      try {
+        a.send(`bind ${created.id}`);
+        b.send(`bind ${created.id}`);
+        expect([await a.next(), await b.next()]).toEqual([`bound ${created.id}`, `bound ${created.id}`]);
+        await rounds();
+        expect([await a.drained(), await b.drained()]).toEqual([[], []]);
+        const kickoff = await post(t.request, '$import', {
+          resourceType: 'Parameters',
+          parameter: [
+            { name: 'inputFormat', valueCode: 'application/fhir+ndjson' },
+            { name: 'input', part: [{ name: 'type', valueCode: 'Subscription' }, { name: 'url', valueUri: `http://127.0.0.1:${source.port}/subscriptions.ndjson` }] },
+          ],
+        });
+        expect(kickoff.status).toBe(202);
+        await t.app.imports.runOnce();
+        const done = (await (await t.request(kickoff.headers.get('content-location')!, fhirInit(token))).json()) as Json;
+        expect(done.output).toMatchObject([{ count: 1, unchanged: 0 }]);
+        const now = (await (await t.request(`${t.fhir()}/Subscription/${created.id}`, fhirInit(token))).json()) as Json;
+        expect([now.status, now.reason]).toEqual(['active', 'imported']);
+        // Seen by both servers (the first wrote it; the second by the database's change token), whether or not a notification waits.
+        t.clock.advance(CHECK_INTERVAL_MS);
+        expect((await post(t.request, 'Observation', observation('1234-5'))).status).toBe(201);
+        await rounds();
+        const told = `error ${created.id} is no longer an active websocket Subscription (not activated: an import wrote it, and it has no owner until it is written through the API): no more pings; bind it again once it is active`;
+        expect({ a: await a.drained(), b: await b.drained() }).toEqual({ a: [told], b: [told] });
+        // A bind of it is refused, as it notifies nothing.
+        a.send(`bind ${created.id}`);
+        expect(await a.next()).toBe(`error ${created.id} is not an active websocket Subscription (not activated: an import wrote it, and it has no owner until it is written through the API)`);
+        t.clock.advance(CHECK_INTERVAL_MS);
+        expect((await post(t.request, 'Observation', observation('1234-5'))).status).toBe(201);
+        await rounds();
+        expect([await a.drained(), await b.drained()]).toEqual([[], []]);
+      } finally {
+        source.stop(true);
+        a.close();
+        b.close();
       }
     });
 

@@ -22,13 +22,23 @@ type Json = Record<string, unknown>;
 /** How many bound Subscriptions one search reads. */
 const READ_PAGE = 1_000;
 
-/** A bound Subscription as read now: its current version (undefined: deleted, or gone) and, for an active topic-based websocket one, its owner's digest. */
+/**
+ * A bound Subscription as read now: its current version (undefined: deleted, or gone) and, for an active websocket one
+ * (criteria- or topic-based), its owner's digest, absent when it has none.
+ */
 export interface BoundNow {
   tenant: string;
   id: string;
   sub: Json | undefined;
   owner?: string;
 }
+
+/**
+ * Why an active websocket Subscription without an owner is none to bind: `$import` (or `cinder import`) stored it,
+ * writing over the version its owner activated (src/fhir/import/batches.ts), and it notifies nothing until it is
+ * activated through the API, whatever its status says (hub.ts).
+ */
+export const UNOWNED = 'not activated: an import wrote it, and it has no owner until it is written through the API';
 
 /**
  * Why an R4 websocket Subscription (`bind {id}`) may no longer be pinged, as its sockets are told; undefined while it is
@@ -43,7 +53,15 @@ export function r4Inactive(sub: Json | undefined): string | undefined {
   return undefined;
 }
 
-/** What a socket bound with `bind {id}` is told once the Subscription is no longer active (`why`: r4Inactive). */
+/**
+ * Why a socket bound with `bind {id}` may no longer be pinged, as read now (`now`, BoundNow): r4Inactive, or UNOWNED for
+ * an active one without an owner; undefined while it is an active criteria-based websocket Subscription with one.
+ */
+export function r4Ended(now: BoundNow): string | undefined {
+  return r4Inactive(now.sub) ?? (now.owner === undefined ? UNOWNED : undefined);
+}
+
+/** What a socket bound with `bind {id}` is told once the Subscription is no longer active (`why`: r4Inactive, r4Ended). */
 export function r4EndedMessage(id: string, why: string): string {
   return `error ${id} is no longer an active websocket Subscription (${why}): no more pings; bind it again once it is active`;
 }
@@ -59,6 +77,7 @@ export function topicEndedMessage(now: BoundNow, boundFor: string): string | und
     : sub.status !== 'active' ? `status ${String(sub.status)}`
     : channel?.type !== 'websocket' ? `channel ${String(channel?.type)}`
     : !isTopicCriteria(sub.criteria) ? 'criteria-based now'
+    : now.owner === undefined ? UNOWNED
     : undefined;
   if (why !== undefined) {
     return `error ${id} is no longer an active topic-based websocket Subscription (${why}): nothing more is sent for it; bind it again with a new binding token (Subscription/${id}/$get-ws-binding-token) once it is active`;
@@ -130,7 +149,7 @@ export class BoundStatus {
     return state;
   }
 
-  /** `ids` of `tenant` as they are now (a deleted one's `sub` undefined), an active topic-based websocket one with its owner. */
+  /** `ids` of `tenant` as they are now (a deleted one's `sub` undefined), an active websocket one with its owner. */
   private async read(tenant: string, ids: string[]): Promise<BoundNow[]> {
     const { store } = this.options;
     const found = new Map<string, Json>();
@@ -141,15 +160,17 @@ export class BoundStatus {
       }
     }
     const out: BoundNow[] = [];
+    // The tenant's owners, read once for all the active ones (one statement, however many are bound).
+    let owners: Promise<Map<string, string>> | undefined;
     for (const id of ids) {
       const sub = found.get(id);
       const channel = sub?.channel as { type?: unknown } | undefined;
-      if (sub?.status !== 'active' || channel?.type !== 'websocket' || !isTopicCriteria(sub.criteria)) {
+      if (sub?.status !== 'active' || channel?.type !== 'websocket') {
         out.push({ tenant, id, sub });
         continue;
       }
-      const owner = await store.subscriptions.owner(tenant, id);
-      out.push({ tenant, id, sub, ...(owner !== null && { owner: ownerDigest(owner) }) });
+      const owner = (await (owners ??= store.subscriptions.owners(tenant))).get(id);
+      out.push({ tenant, id, sub, ...(owner !== undefined && { owner: ownerDigest(owner) }) });
     }
     return out;
   }

@@ -29,7 +29,7 @@ import type { Clock } from '../../clock.ts';
 import type { Logger } from '../../log.ts';
 import type { Store } from '../../store/types.ts';
 import type { FhirDeps } from '../crud.ts';
-import { BoundStatus, r4EndedMessage, r4Inactive, topicEndedMessage } from './bound-status.ts';
+import { BoundStatus, r4Ended, r4EndedMessage, r4Inactive, topicEndedMessage, UNOWNED } from './bound-status.ts';
 import type { RestoreAccess } from './owner.ts';
 import { grantReaches } from './owner-reach.ts';
 import type { TopicBinding, TopicRound, TopicSockets } from './topic-sockets.ts';
@@ -213,6 +213,11 @@ export class SubscriptionSockets {
         ws.send(`error ${id} is topic-based: bind it with "bind-with-token {token}" (Subscription/${id}/$get-ws-binding-token)`);
         return;
       }
+      // One an import stored has no owner, and notifies nothing (hub.ts): there is nothing to bind.
+      if ((await store.subscriptions.owner(ws.data.tenant, id)) === null) {
+        ws.send(`error ${id} is not an active websocket Subscription (${UNOWNED})`);
+        return;
+      }
       ws.data.bound.set(id, clock.now());
       ws.data.topics.delete(id);
       this.attach(ws, id);
@@ -332,12 +337,13 @@ export class SubscriptionSockets {
 
   /**
    * Whether R4 websocket Subscription `id` of `tenant` may be pinged now. Not once it is no longer active (`error`, `off`,
-   * deleted, another channel, topic-based: what was recorded while it was active waits in the window), which the sockets
+   * deleted, another channel, topic-based, or without an owner, an import having written over it: what was recorded while it
+   * was active waits in the window, or was deleted with its owner), which the sockets
    * bound to it are told as a refused bind is (and are unbound: R4 has no message that suspends a binding, and a client
    * that binds again is answered as any bind). Nor once the scopes recorded for its owner, by today's rules, no longer
    * let it search what it selects (owner-reach.ts grantReaches), as topic-sockets.ts judges a topic-based one; what
    * waits may have been recorded by an older release's matching (a rolling upgrade's server). The grant is judged
-   * once per version and owner; one without an owner is pinged as before. An error of the judgement is `unjudged`
+   * once per version and owner. An error of the judgement is `unjudged`
    * (logged): nothing is sent, and the notification is judged again the next round.
    */
   private async pingJudgement(tenant: string, id: string, now: number): Promise<PingJudgement> {
@@ -347,9 +353,9 @@ export class SubscriptionSockets {
       const sub = current && !current.deleted ? (JSON.parse(current.content) as Record<string, unknown>) : undefined;
       const inactive = r4Inactive(sub);
       if (inactive !== undefined || sub === undefined) return { inactive: inactive ?? 'deleted' };
-      if (grants === undefined) return 'ping';
       const owner = await store.subscriptions.owner(tenant, id);
-      if (owner === null) return 'ping';
+      if (owner === null) return { inactive: UNOWNED };
+      if (grants === undefined) return 'ping';
       const k = `${tenant}\u0000${id}\u0000${current!.versionId}\u0000${owner}`;
       if (this.reached.has(k)) return 'ping';
       if (!(await grantReaches(grants.fhir, grants.restoreAccess, tenant, owner, sub, now))) return 'silent';
@@ -376,7 +382,7 @@ export class SubscriptionSockets {
     for (const now of await this.status.changed(bound)) {
       for (const ws of [...(this.sockets.get(key(now.tenant, now.id)) ?? [])]) {
         const topic = ws.data.topics.get(now.id);
-        const inactive = topic ? undefined : r4Inactive(now.sub);
+        const inactive = topic ? undefined : r4Ended(now);
         const message = topic ? topicEndedMessage(now, topic.owner) : inactive === undefined ? undefined : r4EndedMessage(now.id, inactive);
         if (message === undefined) continue;
         this.unbindOne(ws, now.id);

@@ -10,11 +10,13 @@ import { newId } from '../fhir/resource.ts';
 import { prepareVersion, versionToWrite } from '../fhir/prepared.ts';
 import type { Store } from '../store/types.ts';
 import { adminAuditEvent, type AdminEvent } from './event.ts';
+import { atWriteTime } from '../store/write-times.ts';
 
 /** Records `event` in `tenant` (its FHIR base is `event.server`). */
 export async function recordAdminChange(store: Store, clock: Clock, tenant: string, event: Omit<AdminEvent, 'recorded'>): Promise<void> {
-  const now = clock.now();
-  const resource = adminAuditEvent({ ...event, recorded: new Date(now).toISOString() }) as Resource;
-  const version = versionToWrite(prepareVersion(resource, newId(), event.server), 1, now, 'POST');
-  await store.resources.write(tenant, (w) => w.insertNew([version]));
+  await atWriteTime(store, clock, (now) => {
+    const resource = adminAuditEvent({ ...event, recorded: new Date(now).toISOString() }) as Resource;
+    const version = versionToWrite(prepareVersion(resource, newId(), event.server), 1, now, 'POST');
+    return store.resources.write(tenant, (w) => w.insertNew([version]));
+  });
 }

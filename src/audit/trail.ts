@@ -27,6 +27,7 @@ import { pathStart } from '../http/url-path.ts';
 import { requestIp } from '../http/client-ip.ts';
 import { classify, type Classified } from './classify.ts';
 import { authAuditEvent, restAuditEvent, type AuthEvent, type Requestor, type Touched } from './event.ts';
+import { atWriteTime } from '../store/write-times.ts';
 
 /** Flush at least this often (ms; CINDER_AUDIT_FLUSH_MS), or as soon as BATCH events wait. */
 export const FLUSH_MS = 1000;
@@ -232,10 +233,11 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
           if (!(await d.store.tenants.get(tenant))) continue; // a request to no tenant: nowhere to record it
           knownTenants.add(tenant);
         }
-        const now = d.clock.now();
-        const versions = resources.map((r) => versionToWrite(prepareVersion(r, newId(), d.fhirBase(tenant)), 1, now, 'POST'));
-        await d.store.resources.write(tenant, (w) => w.insertNew(versions));
-        counts.written += versions.length;
+        const written = await atWriteTime(d.store, d.clock, (now) => {
+          const versions = resources.map((r) => versionToWrite(prepareVersion(r, newId(), d.fhirBase(tenant)), 1, now, 'POST'));
+          return d.store.resources.write(tenant, (w) => w.insertNew(versions)).then(() => versions.length);
+        });
+        counts.written += written;
       } catch (err) {
         counts.failed += resources.length;
         d.log.error('audit: writing AuditEvents failed', { tenant, events: resources.length, err });

@@ -160,12 +160,12 @@ function binaryContexts(access: Access): string[] | undefined {
 }
 
 /** Builds the job spec from validated parameters (Bulk Data 2.0 kick-off request). */
-async function buildSpec(deps: KickoffDeps, req: KickoffRequest, at: number, groupAccess: Access) {
+async function buildSpec(deps: KickoffDeps, req: KickoffRequest, at: number, now: number, groupAccess: Access) {
   const { input, lenient, level } = req;
   checkOutputFormat(input.outputFormat);
   const sinceRaw = single(input.since, '_since');
   const since = sinceRaw === undefined ? undefined : parseSince(sinceRaw);
-  if (since !== undefined && since > at) throw futureSince(sinceRaw!, at);
+  if (since !== undefined && since > now) throw futureSince(sinceRaw!, now);
   const issues: FhirIssue[] = [];
   for (const name of new Set(input.unknown)) tolerate(lenient, issues, `Parameter '${name}' is not supported by $export`, name);
   // Read as absent, an empty `_type` or `_typeFilter` would export more than a client that meant to name some asked for.
@@ -218,14 +218,17 @@ export async function kickOff(deps: KickoffDeps, request: KickoffRequest): Promi
   // A client at its limit is refused before its parameters cost anything (a Group's members, `_typeFilter`'s
   // codes); `create` decides atomically for kick-offs that race past this.
   if ((await deps.store.exports.jobs.activeCount(req.tenant, req.access.clientId)) >= deps.maxJobsPerClient) throw tooMany(deps.maxJobsPerClient);
-  const transactionTime = deps.clock.now();
-  const { spec, patients } = await buildSpec(deps, req, transactionTime, groupAccess);
+  // Bulk Data 2.0.0: the export holds every resource modified up to and including transactionTime, so it is
+  // the safe time (store/write-times.ts), before which every write has committed, not the clock's now.
+  const now = deps.clock.now();
+  const transactionTime = await deps.store.writeTimes.safeTime(now);
+  const { spec, patients } = await buildSpec(deps, req, transactionTime, now, groupAccess);
   const id = crypto.randomUUID();
   const created = await deps.store.exports.jobs.create(
     {
       id, tenant: req.tenant, clientId: req.access.clientId, request: req.requestUrl, spec: encodeSpec(spec),
-      transactionTime, progress: encodeProgress(initialProgress()), createdAt: transactionTime,
-      ...(req.claim ? { claim: { owner: req.claim.owner, leaseUntil: transactionTime + req.claim.leaseMs } } : {}),
+      transactionTime, progress: encodeProgress(initialProgress()), createdAt: now,
+      ...(req.claim ? { claim: { owner: req.claim.owner, leaseUntil: now + req.claim.leaseMs } } : {}),
     },
     patients,
     deps.maxJobsPerClient,
@@ -235,7 +238,7 @@ export async function kickOff(deps: KickoffDeps, request: KickoffRequest): Promi
 }
 
 /**
- * A `_since` after the kick-off's transactionTime (the SMART Bulk Data Tester's "Rejects _since={future
+ * A `_since` after the server's time at kick-off (the SMART Bulk Data Tester's "Rejects _since={future
  * date}"): nothing in the snapshot can have changed after it, so the export would be empty, and a
  * client whose clock runs ahead would not learn why. A `_since` taken from an earlier manifest's
  * transactionTime (this server's clock) is never later, so that use is untouched.

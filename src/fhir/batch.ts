@@ -10,6 +10,7 @@ import { isUrnReference } from './references.ts';
 import { requireVersionsWritten, settleVersions } from './bundle-versions.ts';
 import { putOptions, referenceReach, requireProfiles, validationLevel, writeTx, type FhirDeps, type FhirRequest } from './crud.ts';
 import { requireReferences } from './referential-integrity.ts';
+import { atWriteTime } from '../store/write-times.ts';
 
 async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string, settle: Settle, budget: ReadBudget, scope?: FullUrlScope): Promise<Json> {
   if (entry.method === 'GET') return readEntry(deps, req, entry, base, budget);
@@ -23,17 +24,19 @@ async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string,
   requireValidPatched(planned, validationLevel(deps));
   for (const p of planned) if (p.patched) await requireProfiles(deps, req.tenant, p.patched.resource, undefined, `Bundle.entry[${p.entry.index}]: the patched ${p.entry.type}`);
   await requireEntriesInReach(deps, req, planned);
-  const opts = putOptions(deps, req, deps.clock.now());
-  await deps.subscriptions?.prepare(planned.map(writtenBy), opts.activateSubscription);
-  const out = await writeTx(deps, req.tenant, async (w) => {
-    await settle(w, settledConditions(planned));
-    await requireJudgedEntries(w, planned);
-    // Its own fullUrl, with a version, in its resource (a batch's entries may not refer to each other).
-    const versions = await settleVersions(w, pending, opts, (p) => writtenBy(p)!);
-    const written = await writeEntry(w, planned[0]!, opts, base);
-    requireVersionsWritten(versions, [written]);
-    await requireReferences(deps, w, req.tenant, entryResources(planned), referenceReach(deps, req));
-    return written;
+  const out = await atWriteTime(deps.store, deps.clock, async (now) => {
+    const opts = putOptions(deps, req, now);
+    await deps.subscriptions?.prepare(planned.map(writtenBy), opts.activateSubscription);
+    return writeTx(deps, req.tenant, async (w) => {
+      await settle(w, settledConditions(planned));
+      await requireJudgedEntries(w, planned);
+      // Its own fullUrl, with a version, in its resource (a batch's entries may not refer to each other).
+      const versions = await settleVersions(w, pending, opts, (p) => writtenBy(p)!);
+      const written = await writeEntry(w, planned[0]!, opts, base);
+      requireVersionsWritten(versions, [written]);
+      await requireReferences(deps, w, req.tenant, entryResources(planned), referenceReach(deps, req));
+      return written;
+    });
   });
   if (scope) for (const [fullUrl, ref] of ids) scope.written(fullUrl, ref);
   return out;

@@ -18,6 +18,7 @@ import { versionNumber } from './resource-types.ts';
 import { compileSearch, searchResources } from './search.ts';
 import { checkSearchTypes, searchTypes } from './search-system.ts';
 import { instanceShape } from './subset.ts';
+import { safeTimeNow } from '../store/write-times.ts';
 
 /**
  * The most characters of stored resources the GET entries of one Bundle answer together, its operation
@@ -158,10 +159,11 @@ async function readOne(deps: FhirDeps, req: FhirRequest, entry: Entry, base: str
   // `_summary` / `_elements` as on the REST read, vread and history.
   const shape = entry.history || entry.id ? instanceShape(entry.query!, false) : undefined;
   if (entry.history) {
+    const at = await safeTimeNow(deps.store, deps.clock);
     const r = await history(deps, req, entry.query!, historyType(entry), entry.id);
     charge(budget, r.rows);
     const links = searchLinks(base, `${entry.type ? `/${entry.type}` : ''}${entry.id ? `/${entry.id}` : ''}/_history`, r.self, r.next, r.page);
-    return { ...responseEntry('200 OK'), resource: parseExact(historyJson(base, r.rows, links, deps.clock.now(), shape)) };
+    return { ...responseEntry('200 OK'), resource: parseExact(historyJson(base, r.rows, links, at, shape)) };
   }
   if (entry.id) {
     const v = entry.version === undefined ? await readResource(deps, req, entry.type, entry.id) : await vreadResource(deps, req, entry.type, entry.id, entry.version);
@@ -170,6 +172,7 @@ async function readOne(deps: FhirDeps, req: FhirRequest, entry: Entry, base: str
     return { ...responseEntry('200 OK', v, base), resource: parseExact(shape ? shape(v.content) : v.content) };
   }
   // The searchset a REST search answers: includes, _summary / _elements, warnings and paging links.
+  const at = await safeTimeNow(deps.store, deps.clock);
   const r = across(entry)
     ? await searchTypes(deps, req, entry.query!, false, entry.compartment)
     : await searchResources(deps, req, entry.type, entry.query!, false, entry.compartment);
@@ -177,5 +180,5 @@ async function readOne(deps: FhirDeps, req: FhirRequest, entry: Entry, base: str
   charge(budget, r.included);
   const links = searchLinks(base, searchPath(entry), r.self, r.next, r.page);
   const extra = { included: r.included, ...(r.shape ? { shape: r.shape } : {}), ...(r.includedShape ? { includedShape: r.includedShape } : {}) };
-  return { ...responseEntry('200 OK'), resource: parseExact(searchsetJson(base, r.rows, links, r.total, r.warnings, deps.clock.now(), extra)) };
+  return { ...responseEntry('200 OK'), resource: parseExact(searchsetJson(base, r.rows, links, r.total, r.warnings, at, extra)) };
 }

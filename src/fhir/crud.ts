@@ -25,6 +25,7 @@ import { isActivated } from './subscriptions/activation.ts';
 import type { ActivateSubscription, SubscriptionHub } from './subscriptions/hub.ts';
 import { isTopicResource, noteTopicWritten, parseTopic } from './subscriptions/topics.ts';
 import type { QuestionnaireValidator } from './validation/questionnaire/validator.ts';
+import { atWriteTime } from '../store/write-times.ts';
 
 export interface FhirDeps {
   store: Store;
@@ -541,13 +542,15 @@ export async function createResource(
   if (profiled) await profiled;
   await requireContextReadable(deps, req, resource);
   await noteValidationLevel(deps, req.tenant);
-  const opts = putOptions(deps, req, deps.clock.now());
-  await deps.subscriptions?.prepare([resource], opts.activateSubscription);
-  return writeTx(deps, req.tenant, async (w) => {
-    await settle?.(w);
-    const written = await putVersion(w, resource, newId(), opts, method);
-    await requireReferences(deps, w, req.tenant, [{ resource, path: type }], referenceReach(deps, req));
-    return written;
+  return atWriteTime(deps.store, deps.clock, async (now) => {
+    const opts = putOptions(deps, req, now);
+    await deps.subscriptions?.prepare([resource], opts.activateSubscription);
+    return writeTx(deps, req.tenant, async (w) => {
+      await settle?.(w);
+      const written = await putVersion(w, resource, newId(), opts, method);
+      await requireReferences(deps, w, req.tenant, [{ resource, path: type }], referenceReach(deps, req));
+      return written;
+    });
   });
 }
 
@@ -572,17 +575,19 @@ export async function updateResource(
   return judgedReach(deps, req, type, id, 'u', async (judged) => {
     await requireContextReadable(deps, req, resource);
     await noteValidationLevel(deps, req.tenant);
-    const opts = putOptions(deps, req, deps.clock.now());
-    await deps.subscriptions?.prepare([resource], opts.activateSubscription);
-    if (pre.ifMatch !== undefined) opts.ifMatch = pre.ifMatch;
-    if (pre.ifNoneMatch !== undefined) opts.ifNoneMatch = pre.ifNoneMatch;
-    if (createOnly) opts.createOnly = true;
-    return writeTx(deps, req.tenant, async (w) => {
-      await settle?.(w);
-      await requireJudged(w, type, id, judged);
-      const written = await putVersion(w, resource, id, opts, method);
-      await requireReferences(deps, w, req.tenant, [{ resource, path: type }], referenceReach(deps, req));
-      return written;
+    return atWriteTime(deps.store, deps.clock, async (now) => {
+      const opts = putOptions(deps, req, now);
+      await deps.subscriptions?.prepare([resource], opts.activateSubscription);
+      if (pre.ifMatch !== undefined) opts.ifMatch = pre.ifMatch;
+      if (pre.ifNoneMatch !== undefined) opts.ifNoneMatch = pre.ifNoneMatch;
+      if (createOnly) opts.createOnly = true;
+      return writeTx(deps, req.tenant, async (w) => {
+        await settle?.(w);
+        await requireJudged(w, type, id, judged);
+        const written = await putVersion(w, resource, id, opts, method);
+        await requireReferences(deps, w, req.tenant, [{ resource, path: type }], referenceReach(deps, req));
+        return written;
+      });
     });
   });
 }
@@ -593,14 +598,14 @@ export async function deleteResource(
 ): Promise<ResourceVersion | null> {
   checkTypeAndId(type, id);
   requireAccess(req.access, type, 'd');
-  return judgedReach(deps, req, type, id, 'd', (judged) => {
-    const opts = putOptions(deps, req, deps.clock.now());
+  return judgedReach(deps, req, type, id, 'd', (judged) => atWriteTime(deps.store, deps.clock, (now) => {
+    const opts = putOptions(deps, req, now);
     if (ifMatch !== undefined) opts.ifMatch = ifMatch;
     return writeTx(deps, req.tenant, async (w) => {
       await requireJudged(w, type, id, judged);
       return deleteVersion(w, type, id, opts);
     });
-  });
+  }));
 }
 
 /**

@@ -14,6 +14,7 @@ import { invalidResource, validationErrors } from './validation/check.ts';
 import type { ValidationIssue } from './validation/validate.ts';
 import { profileCost } from './validation/profile/run.ts';
 import { writtenScope } from './validation/profile/targets.ts';
+import { atWriteTime } from '../store/write-times.ts';
 
 const ORDER: Record<string, number> = { DELETE: 0, POST: 1, PUT: 2, PATCH: 2, GET: 3 };
 
@@ -65,24 +66,26 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
     if (metadata) await operationEntry(metadata.entry, undefined);
   }
   const out: Json[] = new Array(entries.length);
-  const opts = putOptions(deps, req, deps.clock.now());
-  // One unit (FHIR R4 http.html#transaction): a Subscription's `:in` may name a ValueSet the Bundle writes, or deletes.
-  const deleted = planned.flatMap((p) => (p.entry.method === 'DELETE' && p.id !== undefined ? [{ type: p.entry.type, id: p.id }] : []));
-  await deps.subscriptions?.prepare(planned.map(writtenBy), opts.activateSubscription, { deleted });
-  await writeTx(deps, req.tenant, async (w) => {
-    await settle(w, settledConditions(planned));
-    // The resources the entries change are looked up together (PostgreSQL locks them in one statement,
-    // in key order), so that transactions changing the same resources in other orders wait for each
-    // other instead of deadlocking (which PostgreSQL ends after a second, one of them a 409).
-    await Promise.all(sorted.filter(changesExisting).map((p) => w.current(p.entry.type, p.id!)));
-    await requireJudgedEntries(w, planned);
-    const versions = await settleVersions(w, pending, opts, (p) => writtenBy(p)!);
-    const anew = (p: Planned) => versions.has(p) && writtenAnew(p, opts.activateSubscription !== undefined);
-    for (const p of sorted) if (p.entry.method !== 'GET' && !p.follows) out[p.entry.index] = await writeEntry(w, p, anew(p) ? { ...opts, newVersion: true } : opts, base);
-    requireVersionsWritten(versions, out);
-    for (const p of planned) if (p.follows) out[p.entry.index] = followerEntry(out[p.follows.entry.index]!);
-    await requireReferences(deps, w, req.tenant, entryResources(planned), referenceReach(deps, req));
-    for (const p of reads) if (p.entry.capabilities === undefined) await checkReadTarget(w, p.entry, deps.core);
+  await atWriteTime(deps.store, deps.clock, async (now) => {
+    const opts = putOptions(deps, req, now);
+    // One unit (FHIR R4 http.html#transaction): a Subscription's `:in` may name a ValueSet the Bundle writes, or deletes.
+    const deleted = planned.flatMap((p) => (p.entry.method === 'DELETE' && p.id !== undefined ? [{ type: p.entry.type, id: p.id }] : []));
+    await deps.subscriptions?.prepare(planned.map(writtenBy), opts.activateSubscription, { deleted });
+    await writeTx(deps, req.tenant, async (w) => {
+      await settle(w, settledConditions(planned));
+      // The resources the entries change are looked up together (PostgreSQL locks them in one statement,
+      // in key order), so that transactions changing the same resources in other orders wait for each
+      // other instead of deadlocking (which PostgreSQL ends after a second, one of them a 409).
+      await Promise.all(sorted.filter(changesExisting).map((p) => w.current(p.entry.type, p.id!)));
+      await requireJudgedEntries(w, planned);
+      const versions = await settleVersions(w, pending, opts, (p) => writtenBy(p)!);
+      const anew = (p: Planned) => versions.has(p) && writtenAnew(p, opts.activateSubscription !== undefined);
+      for (const p of sorted) if (p.entry.method !== 'GET' && !p.follows) out[p.entry.index] = await writeEntry(w, p, anew(p) ? { ...opts, newVersion: true } : opts, base);
+      requireVersionsWritten(versions, out);
+      for (const p of planned) if (p.follows) out[p.entry.index] = followerEntry(out[p.follows.entry.index]!);
+      await requireReferences(deps, w, req.tenant, entryResources(planned), referenceReach(deps, req));
+      for (const p of reads) if (p.entry.capabilities === undefined) await checkReadTarget(w, p.entry, deps.core);
+    });
   });
   if (scope) for (const [fullUrl, ref] of ids) scope.written(fullUrl, ref);
   const budget = readBudget();

@@ -40,6 +40,7 @@ import { instanceShape, type Shape } from '../fhir/subset.ts';
 import { strictQuery } from '../fhir/query-encoding.ts';
 import { fhirBaseOf, type BodyLimits } from '../config.ts';
 import { binaryRoutes } from './binary.ts';
+import { safeTimeNow } from '../store/write-times.ts';
 
 export interface FhirRouteDeps extends FhirDeps {
   baseUrl: string;
@@ -182,17 +183,26 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     await next();
   });
 
-  /** A search's page as a searchset Bundle, its links below `path` (from the FHIR base). */
-  const searchset = (c: Context<AppEnv>, path: string, r: SearchResult) => {
+  /**
+   * A Bundle's `meta.lastUpdated`: the safe time taken before its read (src/store/write-times.ts), so that a client
+   * polling with `_since` (or `_lastUpdated=ge`) that instant misses no version committed after the read.
+   */
+  const readTime = () => safeTimeNow(deps.store, deps.clock);
+  /** A search's page, read after `at` (readTime), as a searchset Bundle, its links below `path` (from the FHIR base). */
+  const searchset = (c: Context<AppEnv>, path: string, r: SearchResult, at: number) => {
     const base = fhirBase(c, deps.baseUrl);
     const extra = { included: r.included, ...(r.shape ? { shape: r.shape } : {}), ...(r.includedShape ? { includedShape: r.includedShape } : {}) };
-    return fhirJson(searchsetJson(base, r.rows, searchLinks(base, path, r.self, r.next, r.page), r.total, r.warnings, deps.clock.now(), extra));
+    return fhirJson(searchsetJson(base, r.rows, searchLinks(base, path, r.self, r.next, r.page), r.total, r.warnings, at, extra));
   };
-  const search = async (c: Context<AppEnv>, type: string, params: URLSearchParams) =>
-    searchset(c, `/${type}`, await searchResources(deps, request(c), type, params, strict(c)));
+  const search = async (c: Context<AppEnv>, type: string, params: URLSearchParams) => {
+    const at = await readTime();
+    return searchset(c, `/${type}`, await searchResources(deps, request(c), type, params, strict(c)), at);
+  };
   /** `GET [base]?...` and `Patient/{id}/*` (src/fhir/search-system.ts). */
-  const searchAll = async (c: Context<AppEnv>, params: URLSearchParams, compartment?: string) =>
-    searchset(c, compartment === undefined ? '' : `/Patient/${compartment}/*`, await searchTypes(deps, request(c), params, strict(c), compartment));
+  const searchAll = async (c: Context<AppEnv>, params: URLSearchParams, compartment?: string) => {
+    const at = await readTime();
+    return searchset(c, compartment === undefined ? '' : `/Patient/${compartment}/*`, await searchTypes(deps, request(c), params, strict(c), compartment), at);
+  };
   /** A `_search` form (`POST .../_search`), with the URL's own parameters after it. */
   const formParams = async (c: Context<AppEnv>) => {
     const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
@@ -207,16 +217,18 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   const everythingOf = async (c: Context<AppEnv>, id?: string, type = 'Patient') => {
     const base = fhirBase(c, deps.baseUrl);
     const params = c.req.method === 'POST' ? await operationParams(c) : new URL(c.req.url).searchParams;
+    const at = await readTime();
     const r = type === 'Encounter' ? await encounterEverything(deps, request(c), params, strict(c), id!) : await everything(deps, request(c), params, strict(c), id);
     const path = id === undefined ? `/${type}/$everything` : `/${type}/${id}/$everything`;
-    return fhirJson(searchsetJson(base, r.rows, searchLinks(base, path, r.self, r.next, r.page), undefined, r.warnings, deps.clock.now(), { included: r.included }));
+    return fhirJson(searchsetJson(base, r.rows, searchLinks(base, path, r.self, r.next, r.page), undefined, r.warnings, at, { included: r.included }));
   };
   /** `Observation/$lastn` by GET, or by POST with a Parameters body (or none), the URL's parameters after it. */
   const lastnOf = async (c: Context<AppEnv>) => {
     const base = fhirBase(c, deps.baseUrl);
     const params = c.req.method === 'POST' ? await operationParams(c) : new URL(c.req.url).searchParams;
+    const at = await readTime();
     const r = await lastn(deps, request(c), params, strict(c));
-    return fhirJson(searchsetJson(base, r.rows, searchLinks(base, '/Observation/$lastn', r.self), r.rows.length, r.warnings, deps.clock.now()));
+    return fhirJson(searchsetJson(base, r.rows, searchLinks(base, '/Observation/$lastn', r.self), r.rows.length, r.warnings, at));
   };
   /** `Composition/{id}/$document` and `Composition/$document?id=` by GET, or by POST with a Parameters body (or none); 201 with its Location when stored (`persist`). */
   const documentOf = async (c: Context<AppEnv>, id?: string) => {
@@ -245,9 +257,10 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const base = fhirBase(c, deps.baseUrl);
     const params = new URL(c.req.url).searchParams;
     const shape = instanceShape(params, strict(c));
+    const at = await readTime();
     const r = await history(deps, request(c), params, type, id);
     const path = (type ? `/${type}` : '') + (id ? `/${id}` : '') + '/_history';
-    return fhirJson(historyJson(base, r.rows, searchLinks(base, path, r.self, r.next, r.page), deps.clock.now(), shape));
+    return fhirJson(historyJson(base, r.rows, searchLinks(base, path, r.self, r.next, r.page), at, shape));
   };
 
   // `$expunge` (system, type, instance, version: src/fhir/expunge.ts), before the routes that would take it for a type or an id.
@@ -269,9 +282,11 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   // `Patient/$match` (src/fhir/match.ts): POST only, its input a Parameters resource holding a Patient.
   app.post('/Patient/$match', async (c) => {
     const base = fhirBase(c, deps.baseUrl);
-    const r = await matchOperation(deps, request(c), await readFhirBody(c.req.raw, deps.limits.resource));
+    const body = await readFhirBody(c.req.raw, deps.limits.resource);
+    const at = await readTime();
+    const r = await matchOperation(deps, request(c), body);
     const rows = r.rows.map((m) => m.version);
-    return fhirJson(searchsetJson(base, rows, searchLinks(base, '/Patient/$match', new URLSearchParams()), rows.length, r.warnings, deps.clock.now(), {
+    return fhirJson(searchsetJson(base, rows, searchLinks(base, '/Patient/$match', new URLSearchParams()), rows.length, r.warnings, at, {
       matchSearch: (_, i) => matchSearch(r.rows[i]!.match),
     }));
   });
@@ -433,7 +448,8 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     if (type !== 'Patient' || (what !== '*' && !isResourceType(what))) throw new FhirError('not-found', `Unknown path ${type}/${id}/${what}`);
     checkTypeAndId(type, id);
     if (what === '*') return searchAll(c, params, id);
-    return searchset(c, `/Patient/${id}/${what}`, await searchResources(deps, request(c), what, params, strict(c), id));
+    const at = await readTime();
+    return searchset(c, `/Patient/${id}/${what}`, await searchResources(deps, request(c), what, params, strict(c), id), at);
   };
   app.post('/Patient/$everything', (c) => everythingOf(c));
   app.post('/Patient/:id/$everything', (c) => everythingOf(c, c.req.param('id')));

@@ -4,6 +4,7 @@ import { putPrepared, shadowedVersionId, type FhirDeps, type PutOptions } from '
 import { hasCoreResources } from '../core-layer.ts';
 import { prepareVersion, storesSame, versionToWrite, type PreparedVersion } from '../prepared.ts';
 import { newId, type Resource } from '../resource.ts';
+import { atWriteTime } from '../../store/write-times.ts';
 
 /**
  * What the history of a version an NDJSON line, a collection entry or a single document wrote names: a
@@ -138,12 +139,14 @@ export function createBatchWriter(
 
   /** Writes a batch in one transaction; resolves to what it held (the counts of one attempt of the transaction, the one committed). */
   function write(batch: Batch): Promise<Committed> {
-    const opts: PutOptions = { now: deps.clock.now(), access: operatorAccess, ...(deps.core ? { core: deps.core } : {}) };
-    return deps.store.resources.write(tenant, async (w) => {
-      let unchanged = 0;
-      const refused: PreparedVersion[] = [];
-      for (const g of batch.groups) unchanged += await writeGroup(w, g, opts, options, refused);
-      return { resources: batch.size, unchanged, refused };
+    return atWriteTime(deps.store, deps.clock, (now) => {
+      const opts: PutOptions = { now, access: operatorAccess, ...(deps.core ? { core: deps.core } : {}) };
+      return deps.store.resources.write(tenant, async (w) => {
+        let unchanged = 0;
+        const refused: PreparedVersion[] = [];
+        for (const g of batch.groups) unchanged += await writeGroup(w, g, opts, options, refused);
+        return { resources: batch.size, unchanged, refused };
+      });
     });
   }
 

@@ -10,6 +10,7 @@ import type { ResourceVersion } from '../../store/types.ts';
 import { operatorAccess } from '../access.ts';
 import { putOptions, putVersion, writeTx, type FhirDeps } from '../crud.ts';
 import type { Resource } from '../resource.ts';
+import { atWriteTime } from '../../store/write-times.ts';
 
 /**
  * Writes the Subscription's next version with `status` (and `error`), as the server, over the version read
@@ -22,10 +23,12 @@ export async function writeServerStatus(
   const { error: earlier, ...rest } = sub;
   const kept = error ?? (status === 'active' || status === 'requested' ? undefined : earlier);
   const resource = { ...rest, status, ...(kept !== undefined && { error: kept }) } as unknown as Resource;
-  const { activateSubscription: _activation, ...write } = putOptions(fhir, { tenant, access: operatorAccess }, clock.now());
-  const opts = { ...write, ifMatch: [current.versionId] };
   try {
-    await writeTx(fhir, tenant, (w) => putVersion(w, resource, current.id, opts, 'PUT'));
+    await atWriteTime(fhir.store, clock, (now) => {
+      const { activateSubscription: _activation, ...write } = putOptions(fhir, { tenant, access: operatorAccess }, now);
+      const opts = { ...write, ifMatch: [current.versionId] };
+      return writeTx(fhir, tenant, (w) => putVersion(w, resource, current.id, opts, 'PUT'));
+    });
     return true;
   } catch (err) {
     if (err instanceof FhirError && (err.status === 412 || err.status === 409)) return false;

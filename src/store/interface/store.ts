@@ -8,6 +8,7 @@ import type { CounterRepo, OAuthRepo } from './oauth.ts';
 import type { ResourceRepo } from './resources.ts';
 import type { SubscriptionRepo } from './subscriptions.ts';
 import type { SchemaState } from '../schema-state.ts';
+import type { WriteTimes } from '../write-times.ts';
 
 export interface Store {
   readonly kind: 'sqlite' | 'postgres';
@@ -36,4 +37,6 @@ export interface Store {
   readonly expunge: ExpungeRepo;
   /** Export file storage in the database, where the adapter offers it (PostgreSQL). */
   readonly exportFiles?: ExportFileRepo;
+  /** The timestamps of writes in flight and the safe time they allow (src/store/write-times.ts). */
+  readonly writeTimes: WriteTimes;
 }

@@ -1,4 +1,5 @@
 import type { Database } from 'bun:sqlite';
+import { localWriteTimes } from '../write-times.ts';
 import type { Store } from '../types.ts';
 import { createSqliteClients, createSqliteKeys, createSqliteTenants } from './accounts.ts';
 import { createCheckpointer } from './checkpointer.ts';
@@ -50,6 +51,8 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
   let imports: Store['imports'] | undefined;
   const store: Store = {
     kind: 'sqlite',
+    // One process writes a SQLite file at a time as Cinder runs it (serve, or a command): its writes alone.
+    writeTimes: localWriteTimes(),
     async migrate() {
       const applied = runMigrations(writer, sqliteMigrations, Date.now());
       return { applied };

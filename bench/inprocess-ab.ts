@@ -3,14 +3,15 @@
  * (no sockets), without the drift between runs that makes separate processes hard to compare on a
  * shared machine (both apps see the same heap, cores and moment):
  *
- *   bun bench/inprocess-ab.ts <checkout A> <checkout B> [--rounds N] [--route validate|read|pages]
+ *   bun bench/inprocess-ab.ts <checkout A> <checkout B> [--rounds N] [--route validate|read|pages|update]
  *
  * Each checkout (a directory such as a git worktree with its dependencies installed) gets its own
  * in-process app on a fresh SQLite file (its `test/helpers/app.ts`), with what the route needs:
  * `validate` an is-a ValueSet over 100,000 generated concepts and 1,000 request bodies as in
  * `bench/http.ts` (about 90% of the codes outside it), `read` one Patient, `pages` 6,000 Observations
  * (three codes, a date each) and the later pages of two sorted searches (`_sort=-date`, and with
- * `code=`, 20 a page), reached by each checkout's own `next` links. Then rounds of 2,000
+ * `code=`, 20 a page), reached by each checkout's own `next` links, `update` PUTs of 1,000 Patients in turn
+(each a new version). Then rounds of 2,000
  * requests (200 for `pages`) alternate between the two (A B, B A, ...), the first two rounds discarded as warm-up.
  * Prints the lowest, lower-quartile and median CPU µs per request of each.
  */
@@ -21,8 +22,8 @@ const { values, positionals } = parseArgs({
   allowPositionals: true,
   options: { rounds: { type: 'string', default: '30' }, route: { type: 'string', default: 'validate' } },
 });
-if (positionals.length !== 2 || !['validate', 'read', 'pages'].includes(values.route)) {
-  console.error('usage: bun bench/inprocess-ab.ts <checkout A> <checkout B> [--rounds N] [--route validate|read|pages]');
+if (positionals.length !== 2 || !['validate', 'read', 'pages', 'update'].includes(values.route)) {
+  console.error('usage: bun bench/inprocess-ab.ts <checkout A> <checkout B> [--rounds N] [--route validate|read|pages|update]');
   process.exit(2);
 }
 const rounds = Number(values.rounds);
@@ -81,13 +82,16 @@ async function side(dir: string): Promise<Side> {
     }
     if (urls.length !== 20) throw new Error(`${dir}: expected 20 later pages, got ${urls.length}`);
     request = (i) => new Request(urls[i % urls.length]!, { headers });
+  } else if (values.route === 'update') {
+    const body = (i: number) => JSON.stringify({ resourceType: 'Patient', id: `p${i % 1000}`, name: [{ family: `Family${i}`, given: ['Write'] }], gender: 'female', birthDate: '1970-01-01' });
+    request = (i) => new Request(`${fhir}/Patient/p${i % 1000}`, { method: 'PUT', headers, body: body(i) });
   } else {
     await put('Patient/bench', { resourceType: 'Patient', id: 'bench', name: [{ family: 'Bench', given: ['Read'] }], gender: 'female', birthDate: '1970-01-01' });
     const url = `${fhir}/Patient/bench`;
     request = () => new Request(url, { headers });
   }
   const first = await t.app.fetch(request(0));
-  if (first.status !== 200) throw new Error(`${dir}: ${values.route} answered ${first.status}: ${await first.text()}`);
+  if (first.status !== 200 && first.status !== 201) throw new Error(`${dir}: ${values.route} answered ${first.status}: ${await first.text()}`);
   return { dir, fetch: (req) => t.app.fetch(req), request, perRequest: [] };
 }
 

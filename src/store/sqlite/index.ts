@@ -21,6 +21,8 @@ export interface SqliteStoreOptions {
   busyTimeoutMs?: number;
   /** When the full-text words of small transactions move into FTS5 (sqlite/text.ts; for tests). */
   text?: TextMoverOptions;
+  /** How long a write transaction runs before the event loop may turn (default WRITE_SLICE_MS; sqlite/pacer.ts). */
+  writeSliceMs?: number;
 }
 
 const outage = translatingGuard(isSqliteOutage, (err) => `the database cannot serve this request now: ${err instanceof Error ? err.message : String(err)}`);
@@ -84,7 +86,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
     expunge: repo(createSqliteExpunge, []),
     // Prepared statements need the schema, so the repo is built on first use (after migrate()).
     get resources() {
-      return (resources ??= g(createSqliteResources(writer, reader, serial, scanner, checkpointer, options.text)));
+      return (resources ??= g(createSqliteResources(writer, reader, serial, scanner, checkpointer, options.text, options.writeSliceMs)));
     },
     get exports() {
       const db = { writer, reader, serial };

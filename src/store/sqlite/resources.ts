@@ -22,6 +22,7 @@ import { createSqliteKeys, type SqliteKeys } from './search-keys.ts';
 import { createSqliteSnapshot } from './snapshot.ts';
 import { createTextMover, mergeText, type TextMover, type TextMoverOptions } from './text.ts';
 import { createWriter } from './writer.ts';
+import { createPacer, UNPACED, WRITE_SLICE_MS } from './pacer.ts';
 
 /** A resource row as the statements select it. */
 export interface Row {
@@ -83,10 +84,13 @@ const GROUP_LIMIT = 128;
  * the others still commit. One commit writes each page the group dirtied to the WAL once, instead of
  * once per transaction (the index pages that every create touches, the seq counter's page). Search keys
  * the group reads or creates are cached once the COMMIT has succeeded, those of a savepoint rolled back
- * never.
+ * never. With a `sliceMs` budget the group's writes let the event loop turn between slices of that length
+ * (pacer.ts): reads, on the reader connection, go on meanwhile; other writes wait in the writer's queue, so
+ * nothing else runs in the transaction, and it still commits or rolls back whole.
  */
 async function commitGroup(
   writer: Database, keys: SqliteKeys, group: PendingWrite[], checkpointer: Checkpointer | undefined, text: TextMover, search: ResourceRepo['search'],
+  sliceMs: number,
 ): Promise<void> {
   // A promise settles once, so rejecting a whole group also leaves its already failed writes as they are.
   const fail = (writes: PendingWrite[], err: unknown) => writes.forEach((w) => w.reject(err));
@@ -95,15 +99,18 @@ async function commitGroup(
   let textWaiting = 0;
   let bulk = false;
   let txKeys = keys.transaction();
+  const pacer = Number.isFinite(sliceMs) ? createPacer(sliceMs) : UNPACED;
   try {
     for (const write of group) {
+      const turn = pacer.pace();
+      if (turn) await turn;
       // The group's transaction, or a new one after an error ended it (see below). Another process's
       // write lock is waited for without blocking the thread, so reads go on meanwhile.
       if (!writer.inTransaction) await beginImmediate(writer);
       writer.exec('SAVEPOINT write');
       const spKeys = txKeys.savepoint();
       try {
-        const w = createWriter(writer, write.tenant, spKeys.keyOf(write.tenant), (query) => search(write.tenant, query));
+        const w = createWriter(writer, write.tenant, spKeys.keyOf(write.tenant), (query) => search(write.tenant, query), pacer);
         const result = await write.fn(w);
         versions += w.finish();
         writer.exec('RELEASE write');
@@ -150,6 +157,8 @@ async function commitGroup(
  * `writer` is the connection used for writes (serialised); `reader` a second connection whose
  * reads never see another request's uncommitted transaction. With a `checkpointer`, a bulk
  * transaction's commit does not checkpoint the WAL in line but asks the checkpointer thread to.
+ * `writeSliceMs` is the pacer's budget (pacer.ts); writes are not paced where `reader` is `writer` (in
+ * memory), whose reads would see the open transaction.
  */
 
 /**
@@ -211,7 +220,9 @@ function viaStatement(dialect: Dialect, tenant: string, query: CodingPairsQuery,
 
 export function createSqliteResources(
   writer: Database, reader: Database, serial = createMutex(), scanner = reader, checkpointer?: Checkpointer, textOptions?: TextMoverOptions,
+  writeSliceMs = WRITE_SLICE_MS,
 ): ResourceRepo {
+  const sliceMs = reader === writer ? Infinity : writeSliceMs;
   let snapshot: ReturnType<typeof createSqliteSnapshot> | undefined;
   // Words that small transactions leave outside FTS5 are moved in batches (text.ts).
   const text = createTextMover(writer, serial, textOptions);
@@ -290,7 +301,7 @@ export function createSqliteResources(
       const group = pending.splice(0, GROUP_LIMIT);
       if (pending.length) schedule();
       try {
-        await commitGroup(writer, keys, group, checkpointer, text, searchInWrite);
+        await commitGroup(writer, keys, group, checkpointer, text, searchInWrite, sliceMs);
       } catch (err) {
         // commitGroup settles every write itself; should it throw, none is left waiting (a promise settles once).
         for (const w of group) w.reject(err);

@@ -4,6 +4,7 @@ import { CLAIM_KEPT_MS, EVENTS_KEPT, inKeyOrder, StoreConflictError } from '../t
 import { columnsOf, INDEX_TABLES, onlyTables, rowsOf } from '../index-tables.ts';
 import type { KeyOf } from '../search-keys.ts';
 import { textScope } from '../text-scope.ts';
+import { UNPACED, type Pacer } from './pacer.ts';
 import { BULK_TEXT_ROWS, TEXT_MERGE_DUE } from './text.ts';
 
 /** A current row as a writer knows it; `content` only once current() (or a write) has needed it. */
@@ -14,6 +15,12 @@ type IndexedVersion = Omit<VersionToWrite, 'method'>;
 
 /** Index and compartment rows per INSERT statement in bulk creation (4 values a row, mostly). */
 const ROWS_PER_INSERT = 64;
+
+/**
+ * Resources insertNew() inserts between two looks at its pacer (about 0.7 ms of work); a slice then writes
+ * their index, compartment and word rows, about as long again, so a slice lasts up to about twice its budget.
+ */
+const INSERT_STEP = 64;
 
 /**
  * Multi-row `INSERT OR IGNORE INTO table (cols) VALUES (...), (...)` statements (`verb` INSERT for a
@@ -43,9 +50,13 @@ function rowInserter(db: Database, table: string, cols: string[], verb = 'INSERT
  * writer: current rows it has looked up or written are remembered, and `seq` values are counted here
  * and stored once, by finish() before COMMIT. `insertNew()` inserts without a lookup (the unique key
  * finds an existing row) and writes index and compartment rows many per statement. `keyOf` gives
- * each index row its key (search_keys), creating it in this transaction when it is new.
+ * each index row its key (search_keys), creating it in this transaction when it is new. `pacer` lets the
+ * event loop turn between slices of a long transaction (pacer.ts): insertNew() pauses between steps of
+ * INSERT_STEP resources, current() and put() before their statements; the transaction stays open meanwhile.
  */
-export function createWriter(db: Database, tenant: string, keyOf: KeyOf, search: ResourceWriter['search']): ResourceWriter & { finish(): number; textWaiting(): number } {
+export function createWriter(
+  db: Database, tenant: string, keyOf: KeyOf, search: ResourceWriter['search'], pacer: Pacer = UNPACED,
+): ResourceWriter & { finish(): number; textWaiting(): number } {
   const q = {
     locate: db.query<CurrentRow, [string, string, string]>(
       'SELECT pk, version_id, last_updated, deleted FROM resources WHERE tenant = ? AND type = ? AND id = ?',
@@ -166,6 +177,8 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf, search:
 
   return {
     async current(type, id): Promise<CurrentVersion | null> {
+      const turn = pacer.pace();
+      if (turn) await turn;
       const row = lookupContent(type, id);
       return row ? { versionId: row.version_id, lastUpdated: row.last_updated, deleted: row.deleted === 1, content: row.content! } : null;
     },
@@ -191,6 +204,8 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf, search:
     /** Rows this writer left in search_text_recent and search_text_stale. */
     textWaiting: () => textWaiting,
     async put(v: VersionToWrite) {
+      const turn = pacer.pace();
+      if (turn) await turn;
       const existing = lookup(v.type, v.id);
       if (existing && v.versionId <= existing.version_id) {
         // Equal or older version numbers would corrupt history (its key is type/id/version).
@@ -224,22 +239,37 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf, search:
       addText(text, false);
     },
     async insertNew(versions) {
-      const index = newIndexValues();
-      const compartments: Value[] = [];
-      const text: Value[] = [];
-      const inserted = versions.map((v) => {
+      // Whether the words go to FTS5 at once is decided once for the call (by the versions given), not per slice.
+      const bulkText = versions.reduce((n, v) => n + (!v.deleted && v.index.text ? 1 : 0), 0) >= BULK_TEXT_ROWS;
+      const inserted: boolean[] = [];
+      let index = newIndexValues();
+      let compartments: Value[] = [];
+      let text: Value[] = [];
+      // A slice's index, compartment and word rows are written at its end, many per statement.
+      const rows = () => {
+        addIndex(index);
+        addCompartments(compartments);
+        addText(text, bulkText);
+        index = newIndexValues();
+        compartments = [];
+        text = [];
+      };
+      for (const [i, v] of versions.entries()) {
+        if (i > 0 && i % INSERT_STEP === 0 && pacer.due()) {
+          rows();
+          const turn = pacer.pace();
+          if (turn) await turn;
+        }
         const pk = insert(v);
-        if (pk === undefined) return false;
+        inserted.push(pk !== undefined);
+        if (pk === undefined) continue;
         remember(v, pk);
         if (!v.deleted) {
           entryValues(v, pk, index, compartments);
           textValues(v, pk, text);
         }
-        return true;
-      });
-      addIndex(index);
-      addCompartments(compartments);
-      addText(text, text.length / 4 >= BULK_TEXT_ROWS);
+      }
+      rows();
       return inserted;
     },
     async notify(notifications, now) {

@@ -1,0 +1,96 @@
+import { afterEach, expect, test } from 'bun:test';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { openDatabase, tryBeginImmediate } from '../../src/store/sqlite/db.ts';
+import { createSqliteStore } from '../../src/store/sqlite/index.ts';
+import { NO_INDEX_ROWS, type VersionToWrite } from '../../src/store/types.ts';
+
+// A long write transaction on SQLite lets the event loop turn between slices (src/store/sqlite/pacer.ts).
+// What it must keep: reads meanwhile see only what is committed, no other write runs inside it, and it
+// commits or rolls back whole.
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+async function pacedStore() {
+  const dir = mkdtempSync(join(tmpdir(), 'cinder-paced-'));
+  dirs.push(dir);
+  const path = join(dir, 'c.db');
+  // A budget of 0: a turn at every chance.
+  const s = createSqliteStore(path, { writeSliceMs: 0 });
+  await s.migrate();
+  return { s, probe: openDatabase(path) };
+}
+
+const version = (type: string, id: string, versionId = 1): VersionToWrite => ({
+  type, id, versionId, lastUpdated: versionId, deleted: false, content: `{"id":"${id}","v":${versionId}}`,
+  index: { ...NO_INDEX_ROWS, strings: [{ param: 'name', value: id, exact: id }] }, compartments: [], method: 'PUT',
+});
+
+/** Whether a write transaction holds the database's write lock (tried from another connection). */
+function locked(probe: ReturnType<typeof openDatabase>): boolean {
+  if (!tryBeginImmediate(probe)) return true;
+  probe.exec('ROLLBACK');
+  return false;
+}
+
+test('a paced bulk write that fails rolls back whole; reads and writes issued meanwhile see and keep only what is committed', async () => {
+  const { s, probe } = await pacedStore();
+  await s.resources.write('t', (w) => w.put(version('Patient', 'before')));
+  let inside = 0;
+  let open = true;
+  const failing = s.resources.write('t', async (w) => {
+    await w.insertNew(Array.from({ length: 1000 }, (_, i) => version('Observation', `o${i}`)));
+    await w.put(version('Patient', 'before', 2));
+    throw new Error('fails after its rows');
+  });
+  failing.then(() => (open = false), () => (open = false));
+  const during: Promise<unknown>[] = [];
+  while (open) {
+    await new Promise((r) => setImmediate(r));
+    if (!open || !locked(probe)) continue;
+    inside++;
+    // Reads are answered at once, from what is committed.
+    expect(await s.resources.read('t', 'Observation', 'o0')).toBeNull();
+    expect((await s.resources.read('t', 'Patient', 'before'))?.versionId).toBe(1);
+    // Writes wait behind the open transaction: none runs inside it (its rollback would take them along).
+    if (!during.length) during.push(s.resources.write('t', (w) => w.put(version('Patient', 'meanwhile'))), s.tenants.create('t2', 5));
+  }
+  await expect(failing).rejects.toThrow('fails after its rows');
+  await Promise.all(during);
+  expect(inside).toBeGreaterThan(0);
+  expect(await s.resources.read('t', 'Observation', 'o999')).toBeNull();
+  expect((await s.resources.read('t', 'Patient', 'before'))?.versionId).toBe(1);
+  expect(await s.resources.read('t', 'Patient', 'meanwhile')).not.toBeNull();
+  expect(await s.tenants.get('t2')).toEqual({ id: 't2', createdAt: 5 });
+  expect(probe.query<{ n: number }, []>("SELECT count(*) AS n FROM resources WHERE type = 'Observation'").get()!.n).toBe(0);
+  probe.close();
+  await s.close();
+});
+
+test('concurrent updates of one paced transaction all commit, with their index rows and history', async () => {
+  const { s, probe } = await pacedStore();
+  const ids = Array.from({ length: 300 }, (_, i) => `p${i}`);
+  await s.resources.write('t', (w) => w.insertNew(ids.map((id) => version('Patient', id))));
+  let open = true;
+  let inside = 0;
+  const updates = s.resources.write('t', (w) => Promise.all(ids.map(async (id) => {
+    const current = await w.current('Patient', id);
+    await w.put(version('Patient', id, current!.versionId + 1));
+  }))).finally(() => (open = false));
+  while (open) {
+    await new Promise((r) => setImmediate(r));
+    if (open && locked(probe)) inside++;
+  }
+  await updates;
+  expect(inside).toBeGreaterThan(0);
+  for (const id of ids) expect((await s.resources.read('t', 'Patient', id))?.versionId).toBe(2);
+  // Each update replaced its resource's index row (one a resource, none left of version 1).
+  expect(probe.query<{ n: number }, []>('SELECT count(*) AS n FROM search_string').get()!.n).toBe(ids.length);
+  expect((await s.resources.history('t', { type: 'Patient', id: 'p7', count: 10 })).map((v) => v.versionId)).toEqual([2, 1]);
+  probe.close();
+  await s.close();
+});

@@ -51,8 +51,8 @@ function rowInserter(db: Database, table: string, cols: string[], verb = 'INSERT
  * and stored once, by finish() before COMMIT. `insertNew()` inserts without a lookup (the unique key
  * finds an existing row) and writes index and compartment rows many per statement. `keyOf` gives
  * each index row its key (search_keys), creating it in this transaction when it is new. `pacer` lets the
- * event loop turn between slices of a long transaction (pacer.ts): insertNew() pauses between steps of
- * INSERT_STEP resources, current() and put() before their statements; the transaction stays open meanwhile.
+ * event loop turn between slices of a long transaction (pacer.ts): insertNew() asks it every INSERT_STEP
+ * resources, current() and put() before their statements; the transaction stays open meanwhile.
  */
 export function createWriter(
   db: Database, tenant: string, keyOf: KeyOf, search: ResourceWriter['search'], pacer: Pacer = UNPACED,

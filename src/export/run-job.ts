@@ -18,8 +18,8 @@ export interface RunSettings {
   /** Claims of a job that ended in an unexpected error before it is marked failed. */
   maxAttempts: number;
   /**
-   * Waits until transactionTime + settleMs before reading, so that writes stamped at or before
-   * transactionTime but still committing in another process are visible.
+   * Waits until the kick-off's time (createdAt) + settleMs before reading, so that writes stamped at or
+   * before transactionTime but still committing in another process are visible.
    */
   settleMs: number;
 }
@@ -49,7 +49,8 @@ export const jobPrefix = (job: Pick<ExportJob, 'tenant' | 'id'>) => `${job.tenan
 async function settle(deps: RunDeps, job: ExportJob, control: JobControl): Promise<void> {
   for (;;) {
     await control.check();
-    const wait = job.transactionTime + deps.settleMs - deps.clock.now();
+    // From the kick-off's time by the clock (createdAt): transactionTime, the safe time, may be a millisecond past it.
+    const wait = job.createdAt + deps.settleMs - deps.clock.now();
     if (wait <= 0) return;
     await Bun.sleep(Math.min(wait, 200));
   }

@@ -31,6 +31,8 @@ export class InFlightWrites {
   private stale = false;
   /** The latest safe time given out: a write takes a later timestamp. */
   private given = -Infinity;
+  /** The latest timestamp taken (one just after a safe time may be later than the clock). */
+  private latest = -Infinity;
 
   /**
    * A write's timestamp at `now` (the clock's), held until released: `now`, or just after the latest safe
@@ -39,6 +41,7 @@ export class InFlightWrites {
    */
   take(now: number): WriteTime {
     const at = now > this.given ? now : this.given + 1;
+    if (at > this.latest) this.latest = at;
     return { at, release: this.hold(at) };
   }
 
@@ -77,12 +80,15 @@ export class InFlightWrites {
   }
 
   /**
-   * The process's safe time at `now`: one millisecond before the oldest write in flight, else `now`. A
-   * write that has not yet taken its timestamp will take a later one (take), the clock not going back.
+   * The process's safe time at `now`: one millisecond before the oldest write in flight, else `now`, or the
+   * latest timestamp taken where that is later (one taken just after an earlier safe time, within the same
+   * millisecond or under a clock that stands still: it has committed, and a read now must hold it). A write
+   * that has not yet taken its timestamp will take a later one (take), the clock not going back.
    */
   safeTime(now: number): number {
     const oldest = this.oldest();
-    const safe = oldest !== undefined && oldest <= now ? oldest - 1 : now;
+    const top = Math.max(now, this.latest);
+    const safe = oldest !== undefined ? Math.min(oldest - 1, top) : top;
     if (safe > this.given) this.given = safe;
     return safe;
   }

@@ -32,4 +32,21 @@ describe('InFlightWrites', () => {
     expect(later.take(60).at).toBe(61);
     expect(later.take(70).at).toBe(70);
   });
+
+  test('once a write stamped just after a safe time has committed, the next safe time holds it, whatever the clock says', () => {
+    // A clock standing still (or two reads in one millisecond): a kick-off at 100, then a write stamped 101.
+    const w = new InFlightWrites();
+    expect(w.safeTime(100)).toBe(100);
+    const write = w.take(100);
+    expect(write.at).toBe(101);
+    expect(w.safeTime(100)).toBe(100);
+    write.release();
+    expect(w.safeTime(100)).toBe(101);
+    // In flight again: the instant before it.
+    const next = w.take(100);
+    expect(next.at).toBe(102);
+    expect(w.safeTime(100)).toBe(101);
+    next.release();
+    expect(w.safeTime(100)).toBe(102);
+  });
 });

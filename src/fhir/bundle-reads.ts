@@ -160,10 +160,10 @@ async function readOne(deps: FhirDeps, req: FhirRequest, entry: Entry, base: str
   const shape = entry.history || entry.id ? instanceShape(entry.query!, false) : undefined;
   if (entry.history) {
     const at = await safeTimeNow(deps.store, deps.clock);
-    const r = await history(deps, req, entry.query!, historyType(entry), entry.id);
+    const r = await history(deps, req, entry.query!, at, historyType(entry), entry.id);
     charge(budget, r.rows);
     const links = searchLinks(base, `${entry.type ? `/${entry.type}` : ''}${entry.id ? `/${entry.id}` : ''}/_history`, r.self, r.next, r.page);
-    return { ...responseEntry('200 OK'), resource: parseExact(historyJson(base, r.rows, links, at, shape)) };
+    return { ...responseEntry('200 OK'), resource: parseExact(historyJson(base, r.rows, links, r.at, shape)) };
   }
   if (entry.id) {
     const v = entry.version === undefined ? await readResource(deps, req, entry.type, entry.id) : await vreadResource(deps, req, entry.type, entry.id, entry.version);

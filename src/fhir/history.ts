@@ -15,19 +15,34 @@ import { PAGE_READ_IN_REACH, parseCount, type PageLinks } from './search.ts';
 
 export interface HistoryResult {
   rows: ResourceVersion[];
+  /**
+   * The Bundle's `meta.lastUpdated`: every version stamped at or before it had committed when the read began.
+   * A page after the first says the first page's time: it reads on below that page's keyset, so a version
+   * written since (stamped later) is on none of its pages, and a poll `_since` a later time would miss it.
+   */
+  at: number;
   next?: string;
   self: URLSearchParams;
   /** A page after the first: its own cursor, for its `self` link (with a `first` link without it), as search's. */
   page?: PageLinks;
 }
 
-function decodeBefore(raw: string): HistoryCursor {
+/**
+ * A page's cursor: where the previous page ended and `asOf`, the first page's Bundle time (the safe time
+ * before its read, src/store/write-times.ts). Cursors written before `asOf` was carried have none.
+ */
+interface PageCursor {
+  before: HistoryCursor;
+  asOf?: number;
+}
+
+function decodeBefore(raw: string): PageCursor {
   try {
-    const [lastUpdated, type, id, versionId] = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8'));
+    const [lastUpdated, type, id, versionId, asOf] = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8'));
     // Only what encodeBefore writes, within what the databases take (a time of 1e20 or 1.5 was a 500 on PostgreSQL).
     if (Number.isSafeInteger(lastUpdated) && Number.isSafeInteger(versionId) && versionId >= 0 && typeof type === 'string' && isResourceType(type) &&
-      typeof id === 'string' && ID_PATTERN.test(id)) {
-      return { lastUpdated, type, id, versionId };
+      typeof id === 'string' && ID_PATTERN.test(id) && (asOf === undefined || Number.isSafeInteger(asOf))) {
+      return { before: { lastUpdated, type, id, versionId }, ...(asOf !== undefined && { asOf }) };
     }
   } catch {
     // fall through
@@ -35,8 +50,8 @@ function decodeBefore(raw: string): HistoryCursor {
   throw new FhirError('invalid', `Invalid _cursor '${raw}'`, { expression: ['_cursor'] });
 }
 
-function encodeBefore(c: HistoryCursor): string {
-  return Buffer.from(JSON.stringify([c.lastUpdated, c.type, c.id, c.versionId])).toString('base64url');
+function encodeBefore(c: HistoryCursor, asOf: number): string {
+  return Buffer.from(JSON.stringify([c.lastUpdated, c.type, c.id, c.versionId, asOf])).toString('base64url');
 }
 
 function period(param: string, raw: string): { low: number; high: number } {
@@ -80,9 +95,10 @@ function parseParams(params: URLSearchParams) {
     self.set('_at', at);
   }
   const cursor = params.get('_cursor');
-  if (cursor !== null) query.before = decodeBefore(cursor);
+  const page = cursor === null ? undefined : decodeBefore(cursor);
+  if (page) query.before = page.before;
   for (const name of ['_summary', '_elements']) for (const value of params.getAll(name)) self.append(name, value);
-  return { query, self, atLow };
+  return { query, self, atLow, asOf: page?.asOf };
 }
 
 /** Of a batch of versions, those within the token's reach (in their order). */
@@ -204,21 +220,22 @@ export function checkHistory(req: FhirRequest, params: URLSearchParams, type?: s
  * paged by keyset. With a patient-context token only instance history of readable resources is offered.
  * Where some versions are out of the token's reach (instanceFilter, typeFilter), a page reads on past
  * them (reachedPage): it is the page the token would get were they not there, and never links to a page
- * of nothing it may see.
+ * of nothing it may see. `at` is the safe time taken before the read (HistoryResult.at).
  */
 export async function history(
-  deps: FhirDeps, req: FhirRequest, params: URLSearchParams, type?: string, id?: string,
+  deps: FhirDeps, req: FhirRequest, params: URLSearchParams, at: number, type?: string, id?: string,
 ): Promise<HistoryResult> {
   checkAccess(req, type, id);
   req = historyRequest(req, id);
-  const { query, self, atLow } = parseParams(params);
+  const { query, self, atLow, asOf } = parseParams(params);
+  if (asOf !== undefined && asOf < at) at = asOf;
   if (type) query.type = type;
   if (id) query.id = id;
   // Keyset pages: the previous page's cursor is not known, so there is no `previous` link.
   const cursor = params.get('_cursor');
   const page = cursor === null ? {} : { page: { cursor } };
   if (type && id && deps.core !== undefined && hasCoreResources(type) && (await deps.store.resources.read(req.tenant, type, id)) === null) {
-    return { rows: coreHistory(await readResource(deps, req, type, id), query), self, ...page };
+    return { rows: coreHistory(await readResource(deps, req, type, id), query), self, at, ...page };
   }
   // System history needs every type read whole (checkAccess): every version is within its reach.
   const reach = type && id ? await instanceFilter(deps, req, type, id) : type ? typeFilter(deps, req, type) : undefined;
@@ -229,7 +246,7 @@ export async function history(
   const rows = reach
     ? await reachedPage(repo, req.tenant, query, reach, keep, PAGE_READ_IN_REACH, tooCostly)
     : keep ? await keptPage(repo, req.tenant, query, keep) : await historyPage(repo, req.tenant, query);
-  const result: HistoryResult = { rows: rows.rows, self, ...page };
-  if (rows.next) result.next = encodeBefore(rows.next);
+  const result: HistoryResult = { rows: rows.rows, self, at, ...page };
+  if (rows.next) result.next = encodeBefore(rows.next, at);
   return result;
 }

@@ -258,9 +258,9 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const params = new URL(c.req.url).searchParams;
     const shape = instanceShape(params, strict(c));
     const at = await readTime();
-    const r = await history(deps, request(c), params, type, id);
+    const r = await history(deps, request(c), params, at, type, id);
     const path = (type ? `/${type}` : '') + (id ? `/${id}` : '') + '/_history';
-    return fhirJson(historyJson(base, r.rows, searchLinks(base, path, r.self, r.next, r.page), at, shape));
+    return fhirJson(historyJson(base, r.rows, searchLinks(base, path, r.self, r.next, r.page), r.at, shape));
   };
 
   // `$expunge` (system, type, instance, version: src/fhir/expunge.ts), before the routes that would take it for a type or an id.

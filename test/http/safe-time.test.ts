@@ -97,6 +97,28 @@ await eachStore((kind, fresh) => {
       expect(instance.entry.map((e: Json) => e.response.etag)).toEqual(['W/"2"']);
     });
 
+    test("a history read in pages: each page says the first page's time, so a poll since the last page's finds a version written meanwhile", async () => {
+      await api.put200({ resourceType: 'Patient', id: 'p2', gender: 'male' });
+      clock.advance(1000);
+      const first = await api.search('Patient/_history?_count=1');
+      expect(first.entry.map((e: Json) => e.resource.id)).toEqual(['p2']);
+      const next = first.link.find((l: Json) => l.relation === 'next').url as string;
+      // Written after the first page was read, above its keyset: no later page of this read holds it.
+      clock.advance(1000);
+      await api.put200({ resourceType: 'Patient', id: 'p3', gender: 'other' });
+      clock.advance(1000);
+      const last = await api.search(next.slice(next.indexOf('Patient/_history')));
+      expect(last.entry.map((e: Json) => e.resource.id)).toEqual(['p1']);
+      expect(last.meta.lastUpdated).toBe(first.meta.lastUpdated);
+
+      const poll = await api.search(`Patient/_history?_since=${encodeURIComponent(last.meta.lastUpdated)}`);
+      expect(poll.entry.map((e: Json) => e.resource.id)).toContain('p3');
+      // A batch's history entry pages the same way.
+      const batch = await api.post('', { resourceType: 'Bundle', type: 'batch', entry: [{ request: { method: 'GET', url: next.slice(next.indexOf('Patient/_history')) } }] });
+      const entry = (await batch.json()).entry[0].resource;
+      expect(entry.meta.lastUpdated).toBe(first.meta.lastUpdated);
+    });
+
     test('a search polled with _lastUpdated=ge the last Bundle.meta.lastUpdated finds a resource changed after that read', async () => {
       const update = await updateHeld('male');
       const page = await api.search('Patient');

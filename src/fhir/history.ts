@@ -41,7 +41,7 @@ function decodeBefore(raw: string): PageCursor {
     const [lastUpdated, type, id, versionId, asOf] = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8'));
     // Only what encodeBefore writes, within what the databases take (a time of 1e20 or 1.5 was a 500 on PostgreSQL).
     if (Number.isSafeInteger(lastUpdated) && Number.isSafeInteger(versionId) && versionId >= 0 && typeof type === 'string' && isResourceType(type) &&
-      typeof id === 'string' && ID_PATTERN.test(id) && (asOf === undefined || Number.isSafeInteger(asOf))) {
+      typeof id === 'string' && ID_PATTERN.test(id) && (asOf === undefined || (Number.isSafeInteger(asOf) && asOf >= 0))) {
       return { before: { lastUpdated, type, id, versionId }, ...(asOf !== undefined && { asOf }) };
     }
   } catch {

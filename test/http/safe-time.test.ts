@@ -117,6 +117,10 @@ await eachStore((kind, fresh) => {
       const batch = await api.post('', { resourceType: 'Bundle', type: 'batch', entry: [{ request: { method: 'GET', url: next.slice(next.indexOf('Patient/_history')) } }] });
       const entry = (await batch.json()).entry[0].resource;
       expect(entry.meta.lastUpdated).toBe(first.meta.lastUpdated);
+      // A cursor whose time is before any a Date can hold is refused, not a 500.
+      const [lastUpdated, type, id, versionId] = JSON.parse(Buffer.from(new URL(next).searchParams.get('_cursor')!, 'base64url').toString('utf8'));
+      const forged = Buffer.from(JSON.stringify([lastUpdated, type, id, versionId, -9e15])).toString('base64url');
+      expect((await api.get(`Patient/_history?_count=1&_cursor=${forged}`)).status).toBe(400);
     });
 
     test('a search polled with _lastUpdated=ge the last Bundle.meta.lastUpdated finds a resource changed after that read', async () => {

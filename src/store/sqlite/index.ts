@@ -53,7 +53,8 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
   let imports: Store['imports'] | undefined;
   const store: Store = {
     kind: 'sqlite',
-    // One process writes a SQLite file at a time as Cinder runs it (serve, or a command): its writes alone.
+    // This process's writes alone: other processes on the file (CINDER_PROCESSES, a `cinder import` beside the
+    // server) hold their own, unseen here (ARCHITECTURE.md "Safe time": the export's settle wait covers them).
     writeTimes: localWriteTimes(),
     async migrate() {
       const applied = runMigrations(writer, sqliteMigrations, Date.now());

@@ -24,6 +24,7 @@ async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string,
   requireValidPatched(planned, validationLevel(deps));
   for (const p of planned) if (p.patched) await requireProfiles(deps, req.tenant, p.patched.resource, undefined, `Bundle.entry[${p.entry.index}]: the patched ${p.entry.type}`);
   await requireEntriesInReach(deps, req, planned);
+  await deps.subscriptions?.resolveEndpoints(planned.map(writtenBy));
   const out = await atWriteTime(deps.store, deps.clock, async (now) => {
     const opts = putOptions(deps, req, now);
     await deps.subscriptions?.prepare(planned.map(writtenBy), opts.activateSubscription);

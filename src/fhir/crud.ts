@@ -542,6 +542,7 @@ export async function createResource(
   if (profiled) await profiled;
   await requireContextReadable(deps, req, resource);
   await noteValidationLevel(deps, req.tenant);
+  await deps.subscriptions?.resolveEndpoints([resource]);
   return atWriteTime(deps.store, deps.clock, async (now) => {
     const opts = putOptions(deps, req, now);
     await deps.subscriptions?.prepare([resource], opts.activateSubscription);
@@ -575,6 +576,7 @@ export async function updateResource(
   return judgedReach(deps, req, type, id, 'u', async (judged) => {
     await requireContextReadable(deps, req, resource);
     await noteValidationLevel(deps, req.tenant);
+    await deps.subscriptions?.resolveEndpoints([resource]);
     return atWriteTime(deps.store, deps.clock, async (now) => {
       const opts = putOptions(deps, req, now);
       await deps.subscriptions?.prepare([resource], opts.activateSubscription);

@@ -66,6 +66,7 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
     if (metadata) await operationEntry(metadata.entry, undefined);
   }
   const out: Json[] = new Array(entries.length);
+  await deps.subscriptions?.resolveEndpoints(planned.map(writtenBy));
   await atWriteTime(deps.store, deps.clock, async (now) => {
     const opts = putOptions(deps, req, now);
     // One unit (FHIR R4 http.html#transaction): a Subscription's `:in` may name a ValueSet the Bundle writes, or deletes.

@@ -46,10 +46,13 @@ await eachStore((kind, fresh) => {
     let token: string;
     let held: ReturnType<typeof holdingStore>;
     const clock = testClock();
+    /** How a Subscription endpoint's host resolves, when set (else at once, to a public address). */
+    let resolving: ((host: string) => Promise<string[]>) | undefined;
 
     beforeEach(async () => {
       held = holdingStore(await fresh());
-      t = await createTestApp({ store: held.store, clock });
+      resolving = undefined;
+      t = await createTestApp({ store: held.store, clock, resolveHost: (host) => resolving?.(host) ?? Promise.resolve(['93.184.216.34']) });
       token = await t.token();
       api = fhirClient(t, token);
       await api.put200({ resourceType: 'Patient', id: 'p1', gender: 'female' });
@@ -121,6 +124,22 @@ await eachStore((kind, fresh) => {
       const [lastUpdated, type, id, versionId] = JSON.parse(Buffer.from(new URL(next).searchParams.get('_cursor')!, 'base64url').toString('utf8'));
       const forged = Buffer.from(JSON.stringify([lastUpdated, type, id, versionId, -9e15])).toString('base64url');
       expect((await api.get(`Patient/_history?_count=1&_cursor=${forged}`)).status).toBe(400);
+    });
+
+    test("a Subscription write whose endpoint's host is being resolved holds no time: Bundles meanwhile say now", async () => {
+      const { promise: answered, resolve: answer } = Promise.withResolvers<string[]>();
+      const { promise: asked, resolve: ask } = Promise.withResolvers<void>();
+      resolving = () => (ask(), answered);
+      const created = Promise.resolve(api.post('Subscription', {
+        resourceType: 'Subscription', status: 'requested', reason: 'safe time', criteria: 'Patient?gender=male',
+        channel: { type: 'rest-hook', endpoint: 'https://hooks.example.org/notify', payload: 'application/fhir+json' },
+      }));
+      await asked;
+      clock.advance(1000);
+      const page = await api.search('Patient/_history');
+      expect(page.meta.lastUpdated).toBe(new Date(clock.now()).toISOString());
+      answer(['93.184.216.34']);
+      expect((await created).status).toBe(201);
     });
 
     test('a search polled with _lastUpdated=ge the last Bundle.meta.lastUpdated finds a resource changed after that read', async () => {

@@ -192,6 +192,15 @@ export class SubscriptionHub {
    */
   async prepare(resources: readonly (Resource | undefined)[], activation?: ActivateSubscription, together?: Together): Promise<void> {
     await activation?.prepare(resources, together);
+    await this.resolveEndpoints(resources);
+  }
+
+  /**
+   * Resolves the endpoint host names of the rest-hook Subscriptions among `resources` that ask to be active
+   * (prepare). A write does it before it takes its timestamp too (crud.ts): a slow lookup then holds back
+   * no safe time (src/store/write-times.ts), and prepare finds the names resolved.
+   */
+  async resolveEndpoints(resources: readonly (Resource | undefined)[]): Promise<void> {
     const hosts = resources.flatMap((r) => {
       const sub = r as { resourceType?: string; status?: string; channel?: { type?: string; endpoint?: unknown } } | undefined;
       if (sub?.resourceType !== 'Subscription' || (sub.status !== 'requested' && sub.status !== 'active') || sub.channel?.type !== 'rest-hook') return [];

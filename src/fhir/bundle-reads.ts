@@ -15,7 +15,7 @@ import { parseExact } from './exact-json.ts';
 import { checkHistory, history } from './history.ts';
 import { checkRestType, checkTypeAndId } from './resource.ts';
 import { versionNumber } from './resource-types.ts';
-import { compileSearch, searchResources } from './search.ts';
+import { compileSearch, openCursor, searchResources } from './search.ts';
 import { checkSearchTypes, searchTypes } from './search-system.ts';
 import { instanceShape } from './subset.ts';
 import { safeTimeNow } from '../store/write-times.ts';
@@ -57,9 +57,9 @@ export function chargeAnswer(budget: ReadBudget, chars: number): void {
 }
 
 /** Checks a GET entry before anything is written: access, id, search or history parameters. */
-export function checkRead(req: FhirRequest, entry: Entry): void {
+export async function checkRead(deps: FhirDeps, req: FhirRequest, entry: Entry): Promise<void> {
   try {
-    checkOne(req, entry);
+    await checkOne(deps, req, entry);
   } catch (err) {
     throw err instanceof FhirError ? located(err, entryPath(entry), undefined, `${entryPath(entry)}.request.url`) : err;
   }
@@ -83,7 +83,7 @@ export async function checkReadDeletion(deps: FhirDeps, req: FhirRequest, entry:
   }
 }
 
-function checkOne(req: FhirRequest, entry: Entry): void {
+async function checkOne(deps: FhirDeps, req: FhirRequest, entry: Entry): Promise<void> {
   if (entry.compartment !== undefined) checkTypeAndId('Patient', entry.compartment);
   if (entry.history) {
     checkHistory(req, entry.query!, historyType(entry), entry.id);
@@ -97,7 +97,8 @@ function checkOne(req: FhirRequest, entry: Entry): void {
   } else {
     checkRestType(entry.type);
     requireAccess(req.access, entry.type, 's');
-    compileSearch(entry.type, entry.query!, false);
+    // A place in a sort on parameters is sealed: opened for the tenant, as the search after the commit opens it.
+    compileSearch(entry.type, entry.query!, false, deps.clock.now(), undefined, await openCursor(deps, req.tenant, entry.query!.get('_cursor')));
   }
 }
 

@@ -213,7 +213,7 @@ function sortedPlace(text: string): Cursor | undefined {
  * The place in a sort on parameters a sealed `_cursor` holds (sortedCursor), opened with the tenant's binding;
  * undefined for no `_cursor` or a plain one (compileSearch decodes it). One that does not open is a 400.
  */
-async function openCursor(deps: FhirDeps, tenant: string, raw: string | null): Promise<Cursor | undefined> {
+export async function openCursor(deps: FhirDeps, tenant: string, raw: string | null): Promise<Cursor | undefined> {
   if (raw === null || !raw.includes('.')) return undefined;
   const text = deps.cursors === undefined ? undefined : await deps.cursors.open(raw, tenant);
   const place = text === undefined ? undefined : sortedPlace(text);

@@ -58,7 +58,7 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
   // Within a method, FHIR sets no order: Subscriptions come last, so that each finds a topic the Bundle writes by the same method.
   const sorted = [...planned].sort((a, b) => ORDER[a.entry.method]! - ORDER[b.entry.method]! || subscriptionLast(a) - subscriptionLast(b) || a.entry.index - b.entry.index);
   const reads = sorted.filter((p) => p.entry.method === 'GET');
-  for (const p of reads) if (p.entry.capabilities === undefined) checkRead(req, p.entry);
+  for (const p of reads) if (p.entry.capabilities === undefined) await checkRead(deps, req, p.entry);
   for (const p of reads) if (p.entry.capabilities === undefined) await checkReadDeletion(deps, req, p.entry);
   // `metadata` is answered after the commit, as the other reads (its query was checked with the Bundle).
   if (operation === undefined) {

@@ -162,6 +162,22 @@ for (const target of targets) {
       expect(ids(await other.search(theirs))).toEqual(ids(await api.search(mine)));
     });
 
+    test('a Bundle\'s GET entry follows a sealed cursor, in a batch and in a transaction (checked before the writes); another tenant\'s is a 400 there too', async () => {
+      const next = link(await api.search('Patient?_sort=family&_count=3'), 'next')!;
+      const url = next.replace(/^.*\/fhir\/R4\//, '');
+      const expected = ids(await api.search(url));
+      for (const type of ['batch', 'transaction']) {
+        const res = await api.post('', { resourceType: 'Bundle', type, entry: [{ request: { method: 'GET', url } }] });
+        const body = (await res.json()) as Json;
+        expect({ type, status: res.status }).toEqual({ type, status: 200 });
+        expect({ type, status: body.entry[0].response.status }).toEqual({ type, status: '200 OK' });
+        expect(ids(body.entry[0].resource)).toEqual(expected);
+      }
+      const res = await other.post('', { resourceType: 'Bundle', type: 'transaction', entry: [{ request: { method: 'GET', url } }] });
+      const outcome = await expectOutcome(res, 400);
+      expect(outcome.issue[0].diagnostics).toContain('search again');
+    });
+
     test('a second server on the same database follows the first\'s links, and the first the second\'s', async () => {
       const all = ids(await api.search('Patient?_sort=-birthdate,family&_count=100'));
       const seen: string[] = [];

@@ -38,6 +38,8 @@ for (const target of targets) {
     let gate: Promise<void> = Promise.resolve();
     /** While set, a read of a Subscription fails (as a database unreachable for a moment). */
     let failSubscriptionReads = false;
+    /** While set, a search of Subscriptions, once read, waits for `release` (after telling `entered`): a bind can come between its read and its use. */
+    let holdSubscriptionSearch: { entered: () => void; release: Promise<void> } | undefined;
     const post = async (app: (p: string, i: RequestInit) => Response | Promise<Response>, path: string, body: unknown) =>
       (await app(`${t.fhir()}/${path}`, fhirInit(token, 'POST', body))) as Response;
     const rounds = async () => {
@@ -61,7 +63,14 @@ for (const target of targets) {
       };
       resources.search = async (...args) => {
         if (failSubscriptionReads && args[1].type === 'Subscription') throw new Error('the database is unreachable');
-        return store.resources.search(...args);
+        const rows = await store.resources.search(...args);
+        const hold = args[1].type === 'Subscription' ? holdSubscriptionSearch : undefined;
+        if (hold) {
+          holdSubscriptionSearch = undefined;
+          hold.entered();
+          await hold.release;
+        }
+        return rows;
       };
       t = await createTestApp({
         store: new Proxy(store, { get: (target, key) => (key === 'resources' ? resources : Reflect.get(target, key)) }),
@@ -273,6 +282,43 @@ for (const target of targets) {
         expect(await c.drained()).toEqual([`error ${created.id} is no longer an active websocket Subscription (status off): no more pings; bind it again once it is active`]);
       } finally {
         c.close();
+      }
+    });
+
+    test('a socket that binds a Subscription activated again while the round read it off is not told it is off (the read was before its bind)', async () => {
+      const created = (await (await post(t.request, 'Subscription', websocketSubscription)).json()) as Json;
+      const early = await client(servers[0]!.url);
+      const late = await client(servers[0]!.url);
+      try {
+        early.send(`bind ${created.id}`);
+        expect(await early.next()).toBe(`bound ${created.id}`);
+        await rounds();
+        expect((await second.app.request(`${t.fhir()}/Subscription/${created.id}`, fhirInit(token, 'PUT', { ...created, status: 'off' }))).status).toBe(200);
+        t.clock.advance(CHECK_INTERVAL_MS);
+        let entered!: () => void;
+        let release!: () => void;
+        const reading = new Promise<void>((resolve) => (entered = resolve));
+        holdSubscriptionSearch = { entered: () => entered(), release: new Promise<void>((resolve) => (release = resolve)) };
+        const round = t.app.subscriptions.runOnce();
+        await reading;
+        // Read off; before the round tells its sockets, the owner activates it again and another socket binds it.
+        expect((await t.request(`${t.fhir()}/Subscription/${created.id}`, fhirInit(token, 'PUT', { ...created, status: 'requested' }))).status).toBe(200);
+        late.send(`bind ${created.id}`);
+        expect(await late.next()).toBe(`bound ${created.id}`);
+        release();
+        await round;
+        expect(await early.drained()).toEqual([`error ${created.id} is no longer an active websocket Subscription (status off): no more pings; bind it again once it is active`]);
+        t.clock.advance(CHECK_INTERVAL_MS);
+        await rounds();
+        expect(await late.drained()).toEqual([]);
+        // It is still bound: pinged for what is recorded now.
+        expect((await post(t.request, 'Observation', observation('1234-5'))).status).toBe(201);
+        await rounds();
+        expect(await late.drained()).toEqual([`ping ${created.id}`]);
+      } finally {
+        holdSubscriptionSearch = undefined;
+        early.close();
+        late.close();
       }
     });
 

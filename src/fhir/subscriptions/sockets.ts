@@ -78,6 +78,12 @@ type PingJudgement = 'ping' | 'silent' | 'unjudged' | { inactive: string };
 
 const key = (tenant: string, id: string) => `${tenant}\u0000${id}`;
 
+/**
+ * A socket's binding of Subscription `id`, compared by identity: its topic binding (a new one each `bind-with-token`), or
+ * the time of its `bind` (a bind again within the same millisecond is taken for the same one); undefined once unbound.
+ */
+const bindingOf = (ws: Socket, id: string): unknown => ws.data.topics.get(id) ?? ws.data.bound.get(id);
+
 export interface SocketLimits {
   /** The most sockets of this process. */
   maxConnections: number;
@@ -375,12 +381,17 @@ export class SubscriptionSockets {
    */
   private async ended(): Promise<void> {
     const bound = new Map<string, Set<string>>();
-    for (const k of this.sockets.keys()) {
+    // Each socket's binding as it is before the read: one bound (or bound again) while the read is under way is judged
+    // at the next round, on a read after its bind's (this one may show the Subscription before its activation).
+    const before = new Map<string, Map<Socket, unknown>>();
+    for (const [k, sockets] of this.sockets) {
       const [tenant, id] = k.split('\u0000') as [string, string];
       bound.set(tenant, (bound.get(tenant) ?? new Set()).add(id));
+      before.set(k, new Map([...sockets].map((ws) => [ws, bindingOf(ws, id)])));
     }
     for (const now of await this.status.changed(bound)) {
-      for (const ws of [...(this.sockets.get(key(now.tenant, now.id)) ?? [])]) {
+      for (const [ws, binding] of before.get(key(now.tenant, now.id)) ?? []) {
+        if (bindingOf(ws, now.id) !== binding) continue;
         const topic = ws.data.topics.get(now.id);
         const inactive = topic ? undefined : r4Ended(now);
         const message = topic ? topicEndedMessage(now, topic.owner) : inactive === undefined ? undefined : r4EndedMessage(now.id, inactive);

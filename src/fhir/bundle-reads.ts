@@ -98,7 +98,7 @@ async function checkOne(deps: FhirDeps, req: FhirRequest, entry: Entry): Promise
     checkRestType(entry.type);
     requireAccess(req.access, entry.type, 's');
     // A place in a sort on parameters is sealed: opened for the tenant, as the search after the commit opens it.
-    compileSearch(entry.type, entry.query!, false, deps.clock.now(), undefined, await openCursor(deps, req.tenant, entry.query!.get('_cursor')));
+    compileSearch(entry.type, entry.query!, false, deps.clock.now(), undefined, await openCursor(deps, req, entry.type, entry.query!.get('_cursor')));
   }
 }
 

@@ -159,7 +159,7 @@ async function pageTypes(
   for (const type of types) {
     const runs = held.has(type) || (deps.core !== undefined && hasCoreResources(type));
     if (!runs && first !== undefined) continue;
-    const compiled = await compileLinked(deps, req.tenant, type, own, strict);
+    const compiled = await compileLinked(deps, req, type, own, strict);
     first ??= compiled;
     for (const w of compiled.warnings) warnings.set(w.diagnostics ?? JSON.stringify(w), w);
     if (!runs) continue;

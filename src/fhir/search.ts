@@ -168,7 +168,7 @@ const isCount = (n: unknown) => Number.isSafeInteger(n) && (n as number) >= 0;
 
 /** A `_cursor` that does not open (sealedCursor): its text says nothing of what it held, nor echoes it. */
 const unopened = () => new FhirError('invalid',
-  'The _cursor was not given by this server for a search of this tenant, or was given under a signing key since rotated: search again from the first page (without _cursor)',
+  'The _cursor was not given by this server for a search of this type by this client (its tenant, user and patient), or was given under a signing key since rotated: search again from the first page (without _cursor)',
   { expression: ['_cursor'] });
 
 /** A keyset position or an offset (encodeCursor); a sealed place (a dot, which no base64url holds) is opened by openCursor. */
@@ -210,12 +210,22 @@ function sortedPlace(text: string): Cursor | undefined {
 }
 
 /**
- * The place in a sort on parameters a sealed `_cursor` holds (sortedCursor), opened with the tenant's binding;
+ * What a sealed `_cursor` is bound to (authenticated with it): the tenant, the type searched and who searched it (the
+ * client, the signed-in user, the patient in context). The place it holds is a match's values: opened in a search
+ * of another type, or by another caller over resources of its own choosing, the page it starts would tell where
+ * those values fall among known ones (written at will, a bisection recovers them).
+ */
+function cursorContext(req: FhirRequest, type: string): string {
+  return JSON.stringify([req.tenant, type, req.access.clientId, req.access.user?.id ?? null, req.access.patient ?? null]);
+}
+
+/**
+ * The place in a sort on parameters a sealed `_cursor` holds (sortedCursor), opened with its binding (cursorContext);
  * undefined for no `_cursor` or a plain one (compileSearch decodes it). One that does not open is a 400.
  */
-export async function openCursor(deps: FhirDeps, tenant: string, raw: string | null): Promise<Cursor | undefined> {
+export async function openCursor(deps: FhirDeps, req: FhirRequest, type: string, raw: string | null): Promise<Cursor | undefined> {
   if (raw === null || !raw.includes('.')) return undefined;
-  const text = deps.cursors === undefined ? undefined : await deps.cursors.open(raw, tenant);
+  const text = deps.cursors === undefined ? undefined : await deps.cursors.open(raw, cursorContext(req, type));
   const place = text === undefined ? undefined : sortedPlace(text);
   if (place === undefined) throw unopened();
   return place;
@@ -237,12 +247,12 @@ function fitsSort(at: SortPosition, sort: SortKey[]): boolean {
  * keys are read from the resource's index rows as the store wrote them (under the tenant's base; on
  * PostgreSQL a long string in its bounded form, as its index holds it).
  */
-function sortedCursor(deps: FhirDeps, tenant: string, row: ResourceVersion, sort: SortKey[], offset: number): string | Promise<string> {
-  // The keys are the match's values (PHI: names, birth dates, codes), never to be read in a URL: sealed for the tenant.
+function sortedCursor(deps: FhirDeps, req: FhirRequest, type: string, row: ResourceVersion, sort: SortKey[], offset: number): string | Promise<string> {
+  // The keys are the match's values (PHI: names, birth dates, codes), never to be read in a URL: sealed for this search's type and caller.
   if (deps.cursors === undefined) return encodeCursor({ offset });
-  const keys = sortKeysOf(row, () => indexEntries(JSON.parse(row.content) as Json, deps.fhirBase?.(tenant)), sort);
+  const keys = sortKeysOf(row, () => indexEntries(JSON.parse(row.content) as Json, deps.fhirBase?.(req.tenant)), sort);
   const stored = deps.store.kind === 'postgres' ? keys.map((v) => (typeof v === 'string' ? boundedValue(v) : v)) : keys;
-  return deps.cursors.seal(sortedText({ keys: stored, id: row.id, offset }), tenant);
+  return deps.cursors.seal(sortedText({ keys: stored, id: row.id, offset }), cursorContext(req, type));
 }
 
 export function parseCount(raw: string | null): number {
@@ -1188,9 +1198,10 @@ async function pageFilled(deps: FhirDeps, req: FhirRequest, query: SearchQuery, 
  * through a reference to any type (`Observation?focus.status=active`) names every type with the
  * parameter, of which a tenant holds few.
  */
-export async function compileLinked(deps: FhirDeps, tenant: string, type: string, params: URLSearchParams, strict: boolean): Promise<CompiledSearch> {
+export async function compileLinked(deps: FhirDeps, req: FhirRequest, type: string, params: URLSearchParams, strict: boolean): Promise<CompiledSearch> {
+  const tenant = req.tenant;
   const now = deps.clock.now();
-  const opened = await openCursor(deps, tenant, params.get('_cursor'));
+  const opened = await openCursor(deps, req, type, params.get('_cursor'));
   try {
     return compileSearch(type, params, strict, now, undefined, opened);
   } catch (err) {
@@ -1207,7 +1218,7 @@ async function searchPage(
   requireAccess(req.access, type, 's');
   const contained = containedMode(params);
   if (contained) return searchContained(deps, req, type, params, strict, contained, compartment);
-  const compiled = await compileLinked(deps, req.tenant, type, params, strict);
+  const compiled = await compileLinked(deps, req, type, params, strict);
   const { warnings, self, total } = compiled;
   const query = await storeQuery(deps, req, type, compiled, compartment);
   if (query === undefined) return { rows: [], included: [], total: 0, warnings, self };
@@ -1242,7 +1253,7 @@ async function searchPage(
     result.next = keysetSort(query.sort)
       ? encodeCursor({ lastUpdated: last.lastUpdated, id: last.id })
       : !core && keep === undefined
-        ? await sortedCursor(deps, req.tenant, last, query.sort, (compiled.sortedOffset ?? query.offset ?? 0) + query.count)
+        ? await sortedCursor(deps, req, type, last, query.sort, (compiled.sortedOffset ?? query.offset ?? 0) + query.count)
         : encodeCursor(at.core === undefined ? { offset: at.store } : { offset: at.store, core: at.core });
   }
   if (compiled.cursor !== undefined) result.page = pageLinks(compiled);

@@ -1,7 +1,7 @@
 /**
  * The `_cursor` of a sort on parameters (the place of a page's last match: its family name, birth date,
  * code) is sealed (AES-256-GCM, a key derived from the signing keys in the database) and bound to its
- * tenant: a `next` link holds none of the page's values however it is decoded; an altered cursor, another
+ * tenant, its type and its client: a `next` link holds none of the page's values however it is decoded; an altered cursor, another
  * tenant's, a forged plain one, or one sealed under a key no longer published is a 400 naming `_cursor`
  * that says to search again and echoes nothing; a second server on the same database follows the first's
  * links. On both databases.
@@ -160,6 +160,20 @@ for (const target of targets) {
       // t2's own link to the same place pages on.
       const theirs = link(await other.search('Patient?_sort=family&_count=3'), 'next')!;
       expect(ids(await other.search(theirs))).toEqual(ids(await api.search(mine)));
+    });
+
+    test('a cursor opens only in a search of its type by its client: another client of the tenant, or a search of another type whose keys it fits, is a 400; the client\'s next token follows it', async () => {
+      const next = link(await api.search('Patient?_sort=family&_count=3'), 'next')!;
+      const cursor = encodeURIComponent(cursorOf(next));
+      const expected = ids(await api.search(next));
+      // The same scopes, another client: the page it would start tells where the sealed name falls among names it can write.
+      const stranger = fhirClient(t, await t.tokenFor('t1', ['system/*.*']));
+      for (const [client, query] of [[stranger, 'Patient?_sort=family&_count=3'], [api, 'Observation?_sort=code&_count=3']] as const) {
+        const outcome = await expectOutcome(await client.get(`${query}&_cursor=${cursor}`), 400);
+        expect({ query, expression: outcome.issue[0].expression }).toEqual({ query, expression: ['_cursor'] });
+        expect(outcome.issue[0].diagnostics).toContain('search again');
+      }
+      expect(ids(await fhirClient(t, await t.token()).search(next))).toEqual(expected);
     });
 
     test('a Bundle\'s GET entry follows a sealed cursor, in a batch and in a transaction (checked before the writes); another tenant\'s is a 400 there too', async () => {

@@ -119,7 +119,7 @@ export function graphqlContext(deps: FhirDeps, req: FhirRequest, budget: Graphql
           if (r.total !== undefined) return r.total;
           const counting = new URLSearchParams([...params].filter(([k]) => !['_count', '_offset', '_cursor', '_sort'].includes(k)));
           requireAccess(req.access, type, 's');
-          const query = await storeQuery(deps, req, type, await compileLinked(deps, req.tenant, type, counting, true));
+          const query = await storeQuery(deps, req, type, await compileLinked(deps, req, type, counting, true));
           return query === undefined ? 0 : countInReach(deps, req, query);
         },
       };

@@ -351,7 +351,7 @@ for (const target of targets) {
       await off(mine);
     });
 
-    test("$events names to its caller only the resources it may read: another patient's events are counted, their focus left out", async () => {
+    test("$events names to its caller only the resources it may read and search: another patient's events are counted, their focus left out", async () => {
       const s = await subscribe(topicSubscription(hook.url, CHANGES, 'id-only'));
       const mine = await json(call('POST', 'Encounter', encounter('planned', 'pa')));
       const theirs = await json(call('POST', 'Encounter', encounter('planned', 'pb')));
@@ -363,6 +363,15 @@ for (const target of targets) {
         const parts = (status.parameter as Json[]).filter((x) => x.name === 'notification-event').map((x) => (x.part as Json[]).map((p) => p.name === 'focus' ? (p.valueReference as Json).reference : p.name));
         expect(parts).toEqual([['event-number', 'timestamp', `${t.fhir()}/Encounter/${mine.id}`], ['event-number', 'timestamp'], ['event-number', 'timestamp']]);
         expect((events.entry as Json[]).slice(1).map((x) => x.fullUrl)).toEqual([`${t.fhir()}/Encounter/${mine.id}`]);
+      }
+      // A token that reads Encounters by id but may not search them is told of none: the events list them, as a search would.
+      const readOnly = await craftToken(t, 'user/Encounter.r user/Subscription.rs');
+      for (const content of ['id-only', 'full-resource']) {
+        const events = await json(call('GET', `Subscription/${s.id}/$events?content=${content}`, undefined, readOnly));
+        const status = (events.entry as Json[])[0]!.resource as Json;
+        const parts = (status.parameter as Json[]).filter((x) => x.name === 'notification-event').map((x) => (x.part as Json[]).map((p) => p.name));
+        expect({ content, parts }).toEqual({ content, parts: [['event-number', 'timestamp'], ['event-number', 'timestamp'], ['event-number', 'timestamp']] });
+        expect((events.entry as Json[]).length).toBe(1);
       }
       // Its owner is told of all three.
       const all = await json(call('GET', `Subscription/${s.id}/$events`));

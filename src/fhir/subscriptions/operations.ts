@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { FhirError } from '../../errors.ts';
 import type { CapabilityContribution } from '../capability.ts';
 import type { ResourceVersion } from '../../store/types.ts';
+import { enumerationAccess } from '../access.ts';
 import { readResource, vreadResource, type FhirDeps, type FhirRequest } from '../crud.ts';
 import { MAX_COUNT, searchResources } from '../search.ts';
 import { notificationBundle, statusParameters, type NotifiedEvent } from './notification.ts';
@@ -67,7 +68,7 @@ function eventNumber(params: URLSearchParams, name: string): number | undefined 
  * (default: the last MAX_EVENTS up to the latest; at most MAX_EVENTS, the earliest first), as a `history`
  * Bundle led by a SubscriptionStatus of type `query-event`, with `content` (default: the Subscription's
  * payload content). An event's focus is named only when the caller may read the version it was about (for a
- * deletion, the one deleted): the events were matched with the owner's reach, and any reader of the Subscription
+ * deletion, the one deleted) and search its type, as a list of them: the events were matched with the owner's reach, and any reader of the Subscription
  * may ask; one it may not read (or gone) is sent with its number and time alone, as with `empty`. A full-resource
  * focus is that version.
  */
@@ -90,6 +91,10 @@ export async function subscriptionEvents(deps: FhirDeps, req: FhirRequest, base:
   const from = since ?? Math.max(1, until - MAX_EVENTS + 1);
   const kept = from > until ? [] : await deps.store.subscriptions.eventLog(req.tenant, id, from, until, MAX_EVENTS);
   const events: NotifiedEvent[] = [];
+  // The events list the resources of their types that changed, as a search of them would: a focus is named only with
+  // read and search on its type (enumerationAccess), within the narrower of their bounds; with read alone
+  // (`user/Encounter.r`), every Encounter the owner's reach matched was named to a token that may not search one.
+  const listed: FhirRequest = { ...req, access: enumerationAccess(req.access) };
   // A full-resource event carries what its topic's notificationShape includes for it, as a delivery does, but
   // read as the caller (a search: what it may not read is left out), not as the owner.
   let shapes: Promise<Map<string, [string, string][]>> | undefined;
@@ -101,7 +106,7 @@ export async function subscriptionEvents(deps: FhirDeps, req: FhirRequest, base:
       const version = e.event === 'delete' ? e.versionId - 1 : e.versionId;
       try {
         if (version < 1) throw new FhirError('not-found', `${e.type}/${e.id} has no version before its deletion`);
-        const read = await vreadResource(deps, req, e.type, e.id, String(version));
+        const read = await vreadResource(deps, listed, e.type, e.id, String(version));
         if (content === 'full-resource' && e.event !== 'delete') {
           event.resource = JSON.parse(read.content) as Json;
           const include = await includesOf(e.type);

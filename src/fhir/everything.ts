@@ -68,7 +68,7 @@ function decode(raw: string | null): Position {
   } catch {
     // fall through
   }
-  throw new FhirError('invalid', `Invalid _cursor '${raw}'`, { expression: ['_cursor'] });
+  throw new FhirError('invalid', 'Invalid _cursor: it is none this server gives; search again from the first page (without _cursor)', { expression: ['_cursor'] });
 }
 
 export const encodePosition = (p: Position) => Buffer.from(JSON.stringify(p)).toString('base64url');

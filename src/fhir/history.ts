@@ -47,7 +47,7 @@ function decodeBefore(raw: string): PageCursor {
   } catch {
     // fall through
   }
-  throw new FhirError('invalid', `Invalid _cursor '${raw}'`, { expression: ['_cursor'] });
+  throw new FhirError('invalid', 'Invalid _cursor: it is none this server gives; search again from the first page (without _cursor)', { expression: ['_cursor'] });
 }
 
 function encodeBefore(c: HistoryCursor, asOf: number): string {

@@ -41,7 +41,7 @@ function decodePosition(raw: string, types: number): Position {
   } catch {
     // fall through
   }
-  throw new FhirError('invalid', `Invalid _cursor '${raw}'`, { expression: ['_cursor'] });
+  throw new FhirError('invalid', 'Invalid _cursor: it is none this server gives; search again from the first page (without _cursor)', { expression: ['_cursor'] });
 }
 
 const encodePosition = (p: Position) => Buffer.from(JSON.stringify(p)).toString('base64url');
@@ -311,7 +311,7 @@ export async function pageAcross(
   if (summary === 'count' || limit === 0) return { ...result, total: (await countAll(requiredCount))! };
   const cursor = params.get('_cursor');
   const at = cursor === null ? undefined : decodePosition(cursor, types.length);
-  if (at !== undefined && (at.u === undefined) !== (sort === undefined)) throw new FhirError('invalid', `Invalid _cursor '${cursor}' for this sort`, { expression: ['_cursor'] });
+  if (at !== undefined && (at.u === undefined) !== (sort === undefined)) throw new FhirError('invalid', "Invalid _cursor: it is not a place in this search's order", { expression: ['_cursor'] });
   const index = new Map(types.map((t, i) => [t, i]));
   // Binaries whose securityContext the request may not read, and Provenance the index found by a target
   // naming a version outside a patient's token's reach, are read past (keptInReach, rowsFilled), so that

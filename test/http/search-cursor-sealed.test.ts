@@ -176,6 +176,17 @@ for (const target of targets) {
       expect(ids(await fhirClient(t, await t.token()).search(next))).toEqual(expected);
     });
 
+    test('history, $everything and searches across types refuse a _cursor they did not give with a 400 naming it, echoing none of it', async () => {
+      const forged = `forged${'Zq'.repeat(600)}`;
+      const byId = Buffer.from(JSON.stringify({ t: 0, i: 'x', u: 1 })).toString('base64url');
+      for (const path of [`_history?_cursor=${forged}`, `Patient/_history?_cursor=${forged}`, `Patient/sealp1/$everything?_cursor=${forged}`, `?_type=Patient&_cursor=${forged}`, `?_type=Patient&_cursor=${byId}`]) {
+        const outcome = await expectOutcome(await api.get(path), 400);
+        expect({ path, expression: outcome.issue[0].expression }).toEqual({ path, expression: ['_cursor'] });
+        const text = JSON.stringify(outcome);
+        expect({ path, echoed: [forged, byId].filter((v) => text.includes(v)) }).toEqual({ path, echoed: [] });
+      }
+    });
+
     test('a Bundle\'s GET entry follows a sealed cursor, in a batch and in a transaction (checked before the writes); another tenant\'s is a 400 there too', async () => {
       const next = link(await api.search('Patient?_sort=family&_count=3'), 'next')!;
       const url = next.replace(/^.*\/fhir\/R4\//, '');

@@ -6,8 +6,9 @@
  * deleted, after its last notification was told nothing and stayed bound. The bound Subscriptions of a tenant are read
  * again when its Subscriptions changed, by the store's change token of Subscription (any process's write, read at
  * most every CHECK_INTERVAL_MS, as the hub reads it), and those bound since the last check are read at the next
- * whatever the token (a write may have come between the bind's read and the socket's binding): one search by ids per
- * 1,000 bound Subscriptions of a tenant whose Subscriptions changed, nothing while none did.
+ * whatever the token (a write may have come between the bind's read and the socket's binding): one search by ids, and one
+ * read of the active ones' owners by ids, per 1,000 bound Subscriptions of a tenant whose Subscriptions changed, nothing
+ * while none did.
  */
 import type { Clock } from '../../clock.ts';
 import type { Logger } from '../../log.ts';
@@ -159,19 +160,18 @@ export class BoundStatus {
         found.set(row.id, JSON.parse(row.content) as Json);
       }
     }
-    const out: BoundNow[] = [];
-    // The tenant's owners, read once for all the active ones (one statement, however many are bound).
-    let owners: Promise<Map<string, string>> | undefined;
-    for (const id of ids) {
-      const sub = found.get(id);
-      const channel = sub?.channel as { type?: unknown } | undefined;
-      if (sub?.status !== 'active' || channel?.type !== 'websocket') {
-        out.push({ tenant, id, sub });
-        continue;
-      }
-      const owner = (await (owners ??= store.subscriptions.owners(tenant))).get(id);
-      out.push({ tenant, id, sub, ...(owner !== undefined && { owner: ownerDigest(owner) }) });
+    const active = (sub: Json | undefined) => sub?.status === 'active' && (sub.channel as { type?: unknown } | undefined)?.type === 'websocket';
+    // The owners of the active ones, read by their ids (one statement per page): the tenant's every owner was read,
+    // however few were bound, at each change of any of its Subscriptions.
+    const live = ids.filter((id) => active(found.get(id)));
+    const owners = new Map<string, string>();
+    for (let i = 0; i < live.length; i += READ_PAGE) {
+      for (const [id, owner] of await store.subscriptions.ownersOf(tenant, live.slice(i, i + READ_PAGE))) owners.set(id, owner);
     }
-    return out;
+    return ids.map((id) => {
+      const sub = found.get(id);
+      const owner = active(sub) ? owners.get(id) : undefined;
+      return { tenant, id, sub, ...(owner !== undefined && { owner: ownerDigest(owner) }) };
+    });
   }
 }

@@ -89,6 +89,8 @@ export interface RecentNotification extends PendingNotification {
 export interface SubscriptionRepo {
   /** The owner recorded for each of the tenant's subscriptions that has one, by id. */
   owners(tenant: string): Promise<Map<string, string>>;
+  /** The owners recorded for those of `ids` (of `tenant`) that have one, by id: one statement, by the key, whatever the tenant holds. */
+  ownersOf(tenant: string, ids: readonly string[]): Promise<Map<string, string>>;
   /** The owner recorded for subscription `id` of `tenant`, or null when it has none (one lookup by the key). */
   owner(tenant: string, id: string): Promise<string | null>;
   /**

@@ -28,6 +28,11 @@ export function createPostgresSubscriptions(sql: Pg): SubscriptionRepo {
       const rows = await sql<{ id: string; owner: string }[]>`SELECT id, owner FROM subscription_state WHERE tenant = ${tenant}`;
       return new Map(rows.map((r) => [r.id, r.owner]));
     },
+    async ownersOf(tenant, ids) {
+      if (ids.length === 0) return new Map();
+      const rows = await sql<{ id: string; owner: string }[]>`SELECT id, owner FROM subscription_state WHERE tenant = ${tenant} AND id = ANY(${[...ids]}::text[])`;
+      return new Map(rows.map((r) => [r.id, r.owner]));
+    },
     async owner(tenant, id) {
       const [row] = await sql<{ owner: string }[]>`SELECT owner FROM subscription_state WHERE tenant = ${tenant} AND id = ${id}`;
       return row?.owner ?? null;

@@ -28,6 +28,13 @@ export function createSqliteSubscriptions(db: Database): SubscriptionRepo {
       const rows = db.query<{ id: string; owner: string }, [string]>('SELECT id, owner FROM subscription_state WHERE tenant = ?').all(tenant);
       return new Map(rows.map((r) => [r.id, r.owner]));
     },
+    async ownersOf(tenant, ids) {
+      if (ids.length === 0) return new Map();
+      const rows = db
+        .query<{ id: string; owner: string }, [string, string]>('SELECT id, owner FROM subscription_state WHERE tenant = ? AND id IN (SELECT value FROM json_each(?))')
+        .all(tenant, JSON.stringify(ids));
+      return new Map(rows.map((r) => [r.id, r.owner]));
+    },
     async owner(tenant, id) {
       return db.query<{ owner: string }, [string, string]>('SELECT owner FROM subscription_state WHERE tenant = ? AND id = ?').get(tenant, id)?.owner ?? null;
     },

@@ -3,7 +3,7 @@ import type { Store } from '../../../src/store/types.ts';
 import { uniqueTenant, version } from './fixtures.ts';
 
 /**
- * SubscriptionRepo.owner: one Subscription's recorded owner, as owners() lists it, by one lookup; pendingBatch: what waits
+ * SubscriptionRepo.owner: one Subscription's recorded owner, as owners() lists it, by one lookup (ownersOf: those of some ids); pendingBatch: what waits
  * with the Subscription's version and owner as they stand.
  */
 export function subscriptionOwnersContract(store: () => Store) {
@@ -27,6 +27,21 @@ export function subscriptionOwnersContract(store: () => Store) {
       expect(await s.subscriptions.owner(other, 's3')).toBe(b);
       await s.resources.write(t, (w) => w.ownSubscription('s1', b, 'websocket', undefined, true));
       expect(await s.subscriptions.owner(t, 's1')).toBe(b);
+    });
+
+    test('ownersOf answers the owners of the ids asked, as owners() lists them, and none of another id or tenant', async () => {
+      const s = store();
+      const t = uniqueTenant();
+      const other = uniqueTenant();
+      const a = JSON.stringify({ scopes: ['user/*.rs'], clientId: 'app-a' });
+      await s.resources.write(t, async (w) => {
+        for (let i = 0; i < 5; i++) await w.ownSubscription(`s${i}`, `${a}${i}`, 'websocket');
+      });
+      await s.resources.write(other, (w) => w.ownSubscription('s1', 'theirs', 'websocket'));
+      const owners = await s.subscriptions.owners(t);
+      expect(await s.subscriptions.ownersOf(t, ['s1', 's3', 'none', "s'4"])).toEqual(new Map([['s1', owners.get('s1')!], ['s3', owners.get('s3')!]]));
+      expect(await s.subscriptions.ownersOf(t, [])).toEqual(new Map());
+      expect(await s.subscriptions.ownersOf(other, ['s1', 's2'])).toEqual(new Map([['s1', 'theirs']]));
     });
 
     test('pendingBatch reads what waits, oldest first, with the Subscription\'s current version and owner; nulls where there is none', async () => {

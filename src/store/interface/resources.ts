@@ -300,6 +300,8 @@ export interface ResourceRepo extends CompartmentReads {
   write<T>(tenant: string, fn: (w: ResourceWriter) => Promise<T>): Promise<T>;
   /** A value that changes whenever any resource of these types changes in this tenant (any process). */
   changeToken(tenant: string, types: string[]): Promise<string>;
+  /** changeToken of each of `tenants` (at most 1,000), read together in one statement. */
+  changeTokens(tenants: readonly string[], types: string[]): Promise<Map<string, string>>;
   /** One keyset page of resources of one type as they were at `query.at` (bulk export). */
   snapshot(tenant: string, query: SnapshotQuery): Promise<SnapshotPage>;
   readonly indexing: IndexMaintenance;

@@ -333,6 +333,15 @@ export function createPostgresResources(sql: Pg, keys: KeysConnection, genericSq
         WHERE tenant = ${tenant} AND type = ANY(${types}::text[])`;
       return `${row!.s}:${row!.n}`;
     },
+    async changeTokens(tenants, types) {
+      if (tenants.length === 0) return new Map();
+      const rows = await sql<{ tenant: string; s: string; n: number }[]>`
+        SELECT t.tenant, COALESCE(sum(r.seq), 0)::text AS s, count(r.seq)::int AS n
+        FROM unnest(${[...tenants]}::text[]) AS t(tenant)
+        LEFT JOIN resources r ON r.tenant = t.tenant AND r.type = ANY(${types}::text[])
+        GROUP BY t.tenant`;
+      return new Map(rows.map((r) => [r.tenant, `${r.s}:${r.n}`]));
+    },
     snapshot,
   };
 }

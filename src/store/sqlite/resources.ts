@@ -388,6 +388,18 @@ export function createSqliteResources(
         .get(tenant, ...types)!;
       return `${row.s ?? 0}:${row.n}`;
     },
+    async changeTokens(tenants, types) {
+      const marks = types.map(() => '?').join(', ');
+      // Grouped by tenant, each tenant's rows read through the (tenant, type, ...) index as changeToken reads them.
+      const rows = reader
+        .query<{ tenant: string; s: number | null; n: number }, string[]>(
+          `SELECT t.value AS tenant, (SELECT MAX(seq) FROM resources WHERE tenant = t.value AND type IN (${marks})) AS s,
+             (SELECT COUNT(*) FROM resources WHERE tenant = t.value AND type IN (${marks})) AS n
+           FROM json_each(?) t`,
+        )
+        .all(...types, ...types, JSON.stringify(tenants));
+      return new Map(rows.map((r) => [r.tenant, `${r.s ?? 0}:${r.n}`]));
+    },
     snapshot(tenant, query) {
       return (snapshot ??= createSqliteSnapshot(scanner))(tenant, query);
     },

@@ -138,6 +138,25 @@ export function writesContract(store: () => Store) {
       expect(await s.resources.changeToken(t, ['Patient'])).not.toBe(await s.resources.changeToken(uniqueTenant(), ['Patient']));
     });
 
+    test('changeTokens reads the changeToken of each tenant asked, one with nothing held too, in one call', async () => {
+      const s = store();
+      const [a, b, empty] = [uniqueTenant(), uniqueTenant(), uniqueTenant()];
+      await save(s, a, 'Subscription', 's1');
+      await save(s, a, 'Subscription', 's2');
+      await save(s, a, 'Patient', 'p');
+      await save(s, b, 'Subscription', 's1', { deleted: true });
+      const tokens = await s.resources.changeTokens([a, b, empty], ['Subscription']);
+      expect(tokens).toEqual(new Map([
+        [a, await s.resources.changeToken(a, ['Subscription'])],
+        [b, await s.resources.changeToken(b, ['Subscription'])],
+        [empty, await s.resources.changeToken(empty, ['Subscription'])],
+      ]));
+      await save(s, b, 'Subscription', 's1');
+      const after = await s.resources.changeTokens([a, b], ['Subscription']);
+      expect([after.get(a) === tokens.get(a), after.get(b) === tokens.get(b)]).toEqual([true, false]);
+      expect(await s.resources.changeTokens([], ['Subscription'])).toEqual(new Map());
+    });
+
     test('transactions issued together succeed or fail each on its own', async () => {
       const s = store();
       const t = uniqueTenant();

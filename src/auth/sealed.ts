@@ -13,7 +13,7 @@ import type { KeyRing, LoadedKey } from './keys.ts';
  * only with its plaintext, which GCM allows (what repeats then is the whole value, telling only that equality).
  */
 export interface Sealer {
-  /** `plaintext` sealed, bound to `context` (authenticated, not encrypted: a tenant). */
+  /** `plaintext` sealed, bound to `context` (authenticated, not encrypted: a search cursor's tenant, type and caller). */
   seal(plaintext: string, context: string): Promise<string>;
   /**
    * The plaintext of a value this server sealed with `context`, or undefined for any other (altered, sealed

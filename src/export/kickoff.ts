@@ -222,7 +222,7 @@ export async function kickOff(deps: KickoffDeps, request: KickoffRequest): Promi
   // Bulk Data 2.0.0: the export holds every resource modified up to and including transactionTime, so it is
   // the safe time (store/write-times.ts), before which every write has committed, not the clock's now.
   const now = deps.clock.now();
-  const transactionTime = await deps.store.writeTimes.safeTime(now);
+  const transactionTime = deps.store.writeTimes.safeTime(now);
   const { spec, patients } = await buildSpec(deps, req, transactionTime, now, groupAccess);
   const id = crypto.randomUUID();
   const created = await deps.store.exports.jobs.create(

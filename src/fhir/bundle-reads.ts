@@ -160,7 +160,7 @@ async function readOne(deps: FhirDeps, req: FhirRequest, entry: Entry, base: str
   // `_summary` / `_elements` as on the REST read, vread and history.
   const shape = entry.history || entry.id ? instanceShape(entry.query!, false) : undefined;
   if (entry.history) {
-    const at = await safeTimeNow(deps.store, deps.clock);
+    const at = safeTimeNow(deps.store, deps.clock);
     const r = await history(deps, req, entry.query!, at, historyType(entry), entry.id);
     charge(budget, r.rows);
     const links = searchLinks(base, `${entry.type ? `/${entry.type}` : ''}${entry.id ? `/${entry.id}` : ''}/_history`, r.self, r.next, r.page);
@@ -173,7 +173,7 @@ async function readOne(deps: FhirDeps, req: FhirRequest, entry: Entry, base: str
     return { ...responseEntry('200 OK', v, base), resource: parseExact(shape ? shape(v.content) : v.content) };
   }
   // The searchset a REST search answers: includes, _summary / _elements, warnings and paging links.
-  const at = await safeTimeNow(deps.store, deps.clock);
+  const at = safeTimeNow(deps.store, deps.clock);
   const r = across(entry)
     ? await searchTypes(deps, req, entry.query!, false, entry.compartment)
     : await searchResources(deps, req, entry.type, entry.query!, false, entry.compartment);

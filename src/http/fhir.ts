@@ -195,12 +195,12 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     return fhirJson(searchsetJson(base, r.rows, searchLinks(base, path, r.self, r.next, r.page), r.total, r.warnings, at, extra));
   };
   const search = async (c: Context<AppEnv>, type: string, params: URLSearchParams) => {
-    const at = await readTime();
+    const at = readTime();
     return searchset(c, `/${type}`, await searchResources(deps, request(c), type, params, strict(c)), at);
   };
   /** `GET [base]?...` and `Patient/{id}/*` (src/fhir/search-system.ts). */
   const searchAll = async (c: Context<AppEnv>, params: URLSearchParams, compartment?: string) => {
-    const at = await readTime();
+    const at = readTime();
     return searchset(c, compartment === undefined ? '' : `/Patient/${compartment}/*`, await searchTypes(deps, request(c), params, strict(c), compartment), at);
   };
   /** A `_search` form (`POST .../_search`), with the URL's own parameters after it. */
@@ -217,7 +217,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   const everythingOf = async (c: Context<AppEnv>, id?: string, type = 'Patient') => {
     const base = fhirBase(c, deps.baseUrl);
     const params = c.req.method === 'POST' ? await operationParams(c) : new URL(c.req.url).searchParams;
-    const at = await readTime();
+    const at = readTime();
     const r = type === 'Encounter' ? await encounterEverything(deps, request(c), params, strict(c), id!) : await everything(deps, request(c), params, strict(c), id);
     const path = id === undefined ? `/${type}/$everything` : `/${type}/${id}/$everything`;
     return fhirJson(searchsetJson(base, r.rows, searchLinks(base, path, r.self, r.next, r.page), undefined, r.warnings, at, { included: r.included }));
@@ -226,7 +226,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   const lastnOf = async (c: Context<AppEnv>) => {
     const base = fhirBase(c, deps.baseUrl);
     const params = c.req.method === 'POST' ? await operationParams(c) : new URL(c.req.url).searchParams;
-    const at = await readTime();
+    const at = readTime();
     const r = await lastn(deps, request(c), params, strict(c));
     return fhirJson(searchsetJson(base, r.rows, searchLinks(base, '/Observation/$lastn', r.self), r.rows.length, r.warnings, at));
   };
@@ -257,7 +257,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const base = fhirBase(c, deps.baseUrl);
     const params = new URL(c.req.url).searchParams;
     const shape = instanceShape(params, strict(c));
-    const at = await readTime();
+    const at = readTime();
     const r = await history(deps, request(c), params, at, type, id);
     const path = (type ? `/${type}` : '') + (id ? `/${id}` : '') + '/_history';
     return fhirJson(historyJson(base, r.rows, searchLinks(base, path, r.self, r.next, r.page), r.at, shape));
@@ -283,7 +283,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   app.post('/Patient/$match', async (c) => {
     const base = fhirBase(c, deps.baseUrl);
     const body = await readFhirBody(c.req.raw, deps.limits.resource);
-    const at = await readTime();
+    const at = readTime();
     const r = await matchOperation(deps, request(c), body);
     const rows = r.rows.map((m) => m.version);
     return fhirJson(searchsetJson(base, rows, searchLinks(base, '/Patient/$match', new URLSearchParams()), rows.length, r.warnings, at, {
@@ -448,7 +448,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     if (type !== 'Patient' || (what !== '*' && !isResourceType(what))) throw new FhirError('not-found', `Unknown path ${type}/${id}/${what}`);
     checkTypeAndId(type, id);
     if (what === '*') return searchAll(c, params, id);
-    const at = await readTime();
+    const at = readTime();
     return searchset(c, `/Patient/${id}/${what}`, await searchResources(deps, request(c), what, params, strict(c), id), at);
   };
   app.post('/Patient/$everything', (c) => everythingOf(c));

@@ -23,7 +23,7 @@ export interface WriteTime {
 }
 
 /** This process's writes in flight, by timestamp: O(1) to take and release one, lock-free. */
-export class InFlightWrites {
+export class InFlightWrites implements WriteTimes {
   /** How many writes hold each timestamp. */
   private readonly held = new Map<number, number>();
   /** The smallest key of `held`, or Infinity; recomputed lazily after its last holder left (`stale`). */
@@ -94,7 +94,7 @@ export class InFlightWrites {
   }
 }
 
-/** What the store offers for write timestamps (Store.writeTimes). */
+/** What the store offers for write timestamps (Store.writeTimes): this process's writes (an InFlightWrites). */
 export interface WriteTimes {
   /**
    * A write's timestamp from `now` (the clock's, read just before this call), held in flight until its
@@ -102,24 +102,11 @@ export interface WriteTimes {
    */
   take(now: number): WriteTime;
   /**
-   * Pending while this process cannot yet write (PostgreSQL: until other processes can see its writes in
-   * flight); undefined once it can. A write awaits it before taking its timestamp.
+   * The safe time at `now` (this process's clock): every version this process stamped at or before it has
+   * committed, so a read started after this call sees them all (other processes' writes are not held here:
+   * ARCHITECTURE.md "Safe time").
    */
-  readonly ready: Promise<void> | undefined;
-  /**
-   * The safe time at `now` (this process's clock): every version stamped at or before it, by any process
-   * sharing the database, has committed, so a read started after this call sees them all.
-   */
-  safeTime(now: number): number | Promise<number>;
-}
-
-/** WriteTimes of a store no other process writes (each process on its own): this process's writes alone. */
-export function localWriteTimes(inFlight = new InFlightWrites()): WriteTimes {
-  return {
-    take: (now) => inFlight.take(now),
-    ready: undefined,
-    safeTime: (now) => inFlight.safeTime(now),
-  };
+  safeTime(now: number): number;
 }
 
 /**
@@ -127,7 +114,6 @@ export function localWriteTimes(inFlight = new InFlightWrites()): WriteTimes {
  * settled: `fn` gives it to every version it stamps and returns once its transaction committed or failed.
  */
 export async function atWriteTime<T>(store: { readonly writeTimes: WriteTimes }, clock: Clock, fn: (now: number) => Promise<T>): Promise<T> {
-  if (store.writeTimes.ready) await store.writeTimes.ready;
   const { at, release } = store.writeTimes.take(clock.now());
   try {
     return await fn(at);
@@ -140,6 +126,6 @@ export async function atWriteTime<T>(store: { readonly writeTimes: WriteTimes },
  * The safe time now: what a read that is about to start may promise to hold everything up to (a history or
  * search Bundle's `meta.lastUpdated`, so that polling `_since` it misses nothing).
  */
-export function safeTimeNow(store: { readonly writeTimes: WriteTimes }, clock: Clock): number | Promise<number> {
+export function safeTimeNow(store: { readonly writeTimes: WriteTimes }, clock: Clock): number {
   return store.writeTimes.safeTime(clock.now());
 }

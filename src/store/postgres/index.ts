@@ -1,5 +1,5 @@
 import type { Store } from '../types.ts';
-import { localWriteTimes } from '../write-times.ts';
+import { InFlightWrites } from '../write-times.ts';
 import { createPostgresClients, createPostgresKeys, createPostgresTenants } from './accounts.ts';
 import { appliedMigrations, connect, connectForKeys, connectGeneric, isPostgresOutage, isPostgresTimeout, isPostgresUnholdable, runMigrations } from './db.ts';
 import { circuitGuard, guarded } from '../unavailable.ts';
@@ -40,7 +40,7 @@ export function createPostgresStore(url: string, options: PostgresStoreOptions =
   const files = createPostgresExportFiles(sql);
   return {
     kind: 'postgres',
-    writeTimes: localWriteTimes(),
+    writeTimes: new InFlightWrites(),
     async migrate() {
       return { applied: await runMigrations(sql, postgresMigrations, Date.now()) };
     },

@@ -1,5 +1,5 @@
 import type { Database } from 'bun:sqlite';
-import { localWriteTimes } from '../write-times.ts';
+import { InFlightWrites } from '../write-times.ts';
 import type { Store } from '../types.ts';
 import { createSqliteClients, createSqliteKeys, createSqliteTenants } from './accounts.ts';
 import { createCheckpointer } from './checkpointer.ts';
@@ -55,7 +55,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
     kind: 'sqlite',
     // This process's writes alone: other processes on the file (CINDER_PROCESSES, a `cinder import` beside the
     // server) hold their own, unseen here (ARCHITECTURE.md "Safe time": the export's settle wait covers them).
-    writeTimes: localWriteTimes(),
+    writeTimes: new InFlightWrites(),
     async migrate() {
       const applied = runMigrations(writer, sqliteMigrations, Date.now());
       return { applied };

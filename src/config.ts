@@ -1,5 +1,6 @@
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
+import { connectTimeoutFromUrl, poolSizeFromUrl } from './store/postgres/url-options.ts';
 
 /** `*`, `none`, or origins (`scheme://host[:port]`, nothing after) separated by commas. */
 function validCorsOrigins(v: string): boolean {
@@ -190,10 +191,11 @@ export class ConfigError extends Error {
  */
 export function loadConfig(env: Record<string, string | undefined>, flags: Record<string, string> = {}): Config {
   const raw: Record<string, string | undefined> = {};
-  for (const key of CONFIG_KEYS) raw[key] = flags[key] ?? env[envName(key)];
-  raw.port ??= env.PORT;
-  raw.databaseUrl ??= env.DATABASE_URL;
-  for (const key of CONFIG_KEYS) if (raw[key] === '') raw[key] = undefined;
+  // An empty value is no value: it leaves the default, and the container platform's PORT and DATABASE_URL.
+  const given = (v: string | undefined) => (v === '' ? undefined : v);
+  for (const key of CONFIG_KEYS) raw[key] = given(flags[key]) ?? given(env[envName(key)]);
+  raw.port ??= given(env.PORT);
+  raw.databaseUrl ??= given(env.DATABASE_URL);
   const result = schema.safeParse(raw);
   if (!result.success) {
     const issue = result.error.issues[0]!;
@@ -204,6 +206,15 @@ export function loadConfig(env: Record<string, string | undefined>, flags: Recor
   const dataDir = resolve(c.dataDir);
   const databaseUrl = c.databaseUrl ?? 'sqlite:' + join(dataDir, 'cinder.db');
   const onPostgres = /^postgres(ql)?:\/\//i.test(databaseUrl);
+  if (onPostgres) {
+    // The pool's options in the URL's query, checked here so that a bad one stops every command as any bad setting does.
+    try {
+      poolSizeFromUrl(databaseUrl);
+      connectTimeoutFromUrl(databaseUrl);
+    } catch (err) {
+      throw new ConfigError(`invalid CINDER_DATABASE_URL (--database-url): ${(err as Error).message}`);
+    }
+  }
   if (c.exportStorage === 'postgres' && !onPostgres) {
     throw new ConfigError('invalid CINDER_EXPORT_STORAGE (--export-storage): postgres keeps export files in a PostgreSQL database; CINDER_DATABASE_URL is not one');
   }

@@ -2,6 +2,7 @@ import postgres from 'postgres';
 import { StoreConflictError } from '../types.ts';
 import type { PgMigration } from './migrations.ts';
 import { transaction } from './transaction.ts';
+import { connectTimeoutFromUrl, MAX_POOL_SIZE, poolSizeFromUrl } from './url-options.ts';
 
 export interface PostgresStoreOptions {
   /** Connection pool size; default 10 (or `?max=N` in the URL). */
@@ -51,7 +52,7 @@ export function connect(url: string, options: PostgresStoreOptions = {}): Pg {
 
 function poolSizes(url: string, options: PostgresStoreOptions): { main: number; generic: number } {
   const max = options.max ?? poolSizeFromUrl(url) ?? 10;
-  if (!Number.isInteger(max) || max < 1 || max > 1000) throw new RangeError(`invalid Postgres pool size ${max}`);
+  if (!Number.isInteger(max) || max < 1 || max > MAX_POOL_SIZE) throw new RangeError(`invalid Postgres pool size ${max}`);
   const generic = Math.max(1, Math.floor(max / 3));
   return { main: Math.max(1, max - generic), generic };
 }
@@ -93,18 +94,6 @@ function open(url: string, o: { max: number; application_name: string; idle_time
   });
 }
 
-/**
- * The URL's `connect_timeout` in seconds (0: none). postgres.js would take a negative one as a timeout
- * at once (no connection ever made) and any other non-number as none (a start-up failing for ever left
- * its query waiting): both are refused at construction, as a bad pool size is.
- */
-function connectTimeoutFromUrl(url: string): number | undefined {
-  const m = /[?&]connect_timeout=([^&#]*)/.exec(url);
-  if (!m) return undefined;
-  if (!/^\d+(\.\d+)?$/.test(m[1]!)) throw new RangeError(`invalid connect_timeout '${m[1]}' in the database URL: expected seconds, 0 for none`);
-  return Number(m[1]);
-}
-
 /** Driver and socket error codes of a connection that could not be made or was lost. */
 const CONNECTION_ERRORS = new Set([
   'ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN',
@@ -143,11 +132,6 @@ type PgTypes = { int8: number };
 export type Pg = postgres.Sql<PgTypes>;
 /** The transaction-scoped handle `sql.begin` (through `transaction`) passes to its callback. */
 export type PgTx = postgres.TransactionSql<PgTypes>;
-
-function poolSizeFromUrl(url: string): number | undefined {
-  const m = /[?&]max=([^&]*)/.exec(url);
-  return m ? Number(m[1]) : undefined;
-}
 
 /** Process-independent key for the migration lock (any constant; "cinder" in ASCII). */
 const MIGRATION_LOCK = 0x63696e646572;

@@ -1,0 +1,85 @@
+/**
+ * The configuration as README's Configuration section states it, through the command line: an empty
+ * variable is no value, so an empty CINDER_PORT or CINDER_DATABASE_URL (an env file's `CINDER_PORT=`)
+ * leaves the PORT and DATABASE_URL a container platform sets; and the pool options of a PostgreSQL URL
+ * (`?max=N`, `?connect_timeout=N`) are values checked at start, a bad one stopping every command with
+ * exit 2 and a line naming CINDER_DATABASE_URL, before any connection is tried.
+ */
+import { describe, expect, test } from 'bun:test';
+import { join } from 'node:path';
+import { createCliEnv } from '../helpers/cli.ts';
+
+/** A port nothing listens on (one just closed). */
+async function closedPort(): Promise<number> {
+  const probe = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response('x') });
+  const port = probe.port!;
+  await probe.stop(true);
+  return port;
+}
+
+describe('an empty CINDER_PORT or CINDER_DATABASE_URL leaves PORT and DATABASE_URL', () => {
+  test('healthcheck (as serve) takes PORT when CINDER_PORT is empty', async () => {
+    const port = await closedPort();
+    const cli = createCliEnv({ CINDER_PORT: '', PORT: String(port) });
+    try {
+      const r = await cli.run(['healthcheck', '--timeout', '2000']);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toStartWith(`cinder healthcheck: http://127.0.0.1:${port}/healthz: `);
+    } finally {
+      cli.close();
+    }
+  });
+
+  test('migrate and check take DATABASE_URL when CINDER_DATABASE_URL is empty', async () => {
+    const cli = createCliEnv();
+    try {
+      const path = join(cli.dir, 'platform.db');
+      Object.assign(cli.env, { CINDER_DATABASE_URL: '', DATABASE_URL: `sqlite:${path}` });
+      expect((await cli.run(['migrate', '--json'])).code).toBe(0);
+      const r = await cli.run(['check', '--json']);
+      expect(r.code).toBe(0);
+      expect(JSON.parse(r.stdout).database).toBe(path);
+      expect(await Bun.file(join(cli.env.CINDER_DATA_DIR, 'cinder.db')).exists()).toBe(false);
+    } finally {
+      cli.close();
+    }
+  });
+});
+
+describe('a bad pool option in a PostgreSQL URL stops a command as a bad setting does', () => {
+  // Port 9 (discard): were a connection tried, the command would fail otherwise, after a timeout.
+  const cases: [string, string][] = [
+    ['max=lots', "invalid Postgres pool size 'lots'"],
+    ['max=0', "invalid Postgres pool size '0'"],
+    ['max=', "invalid Postgres pool size ''"],
+    ['max=1e1', "invalid Postgres pool size '1e1'"],
+    ['max=1001', "invalid Postgres pool size '1001'"],
+    ['connect_timeout=5s', "invalid connect_timeout '5s'"],
+    ['max=4&connect_timeout=-1', "invalid connect_timeout '-1'"],
+  ];
+  for (const [query, message] of cases) {
+    test(`?${query}: exit 2, naming CINDER_DATABASE_URL`, async () => {
+      const cli = createCliEnv({ CINDER_DATABASE_URL: `postgres://postgres@127.0.0.1:9/nowhere?${query}` });
+      try {
+        for (const argv of [['check', '--json'], ['migrate']]) {
+          const r = await cli.run(argv);
+          expect(r).toEqual({ code: 2, stdout: '', stderr: expect.stringContaining(`cinder: invalid CINDER_DATABASE_URL (--database-url): ${message} in the database URL`) });
+        }
+      } finally {
+        cli.close();
+      }
+    });
+  }
+
+  test('whole numbers in range are taken (no connection is made until a command needs one)', async () => {
+    const port = await closedPort();
+    const cli = createCliEnv({ PORT: String(port), DATABASE_URL: 'postgres://postgres@127.0.0.1:9/nowhere?max=1000&connect_timeout=2.5' });
+    try {
+      const r = await cli.run(['healthcheck', '--timeout', '2000']);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toStartWith(`cinder healthcheck: http://127.0.0.1:${port}/healthz: `);
+    } finally {
+      cli.close();
+    }
+  });
+});

@@ -10,9 +10,15 @@
  */
 import { hostAddresses, type ResolveHost } from '../fhir/subscriptions/endpoint.ts';
 
-/** A request refused before any connection: why (the host's address is private, or it does not resolve). */
+/**
+ * A request refused before any connection: why (the host's address is private, or it does not resolve).
+ * `unresolved`: the name has no address, which no ALLOW_PRIVATE setting changes, so its message names none.
+ */
 export class RefusedAddress extends Error {
   override name = 'RefusedAddress';
+  constructor(message: string, readonly unresolved = false) {
+    super(message);
+  }
 }
 
 export interface OutboundDeps {
@@ -46,7 +52,7 @@ function settle<T>(work: Promise<T>, signal: AbortSignal | null | undefined): Pr
 export async function outboundFetch(deps: OutboundDeps, url: URL, init: OutboundInit = {}): Promise<Response> {
   const found = await settle(hostAddresses(url, deps.resolve, deps.allowPrivate), init.signal);
   if ('refused' in found) throw new RefusedAddress(found.refused);
-  if ('unresolved' in found) throw new RefusedAddress(`its host ${url.hostname} does not resolve`);
+  if ('unresolved' in found) throw new RefusedAddress(`its host ${url.hostname} does not resolve`, true);
   const address = found.addresses[0]!;
   const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
   if (address === host) return deps.fetch(url, init);

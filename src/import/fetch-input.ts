@@ -50,7 +50,7 @@ async function fetchChecked(deps: FetchInputDeps, url: URL, signal: AbortSignal,
     return await outboundFetch(deps, url, { headers, redirect: 'manual', signal });
   } catch (err) {
     if (!(err instanceof RefusedAddress)) throw err;
-    throw new InputError(`${url.href} is refused: ${err.message}${deps.allowPrivate ? '' : ' (CINDER_IMPORT_ALLOW_PRIVATE=true allows it)'}`);
+    throw new InputError(`${url.href} is refused: ${err.message}${deps.allowPrivate || err.unresolved ? '' : ' (CINDER_IMPORT_ALLOW_PRIVATE=true allows it)'}`);
   }
 }
 

@@ -592,6 +592,7 @@ await eachStore((kind, fresh) => describe(`$import input addresses (${kind})`, (
       lookups.set(host, (lookups.get(host) ?? 0) + 1);
       const answers = rebinding.get(host);
       if (answers) return [answers.length > 1 ? answers.shift()! : answers[0]!];
+      if (host.endsWith('.invalid')) throw new Error(`getaddrinfo ENOTFOUND ${host}`);
       return host === 'inside.example' ? ['10.1.2.3'] : ['93.184.215.14'];
     };
     const fetch = async (input: string | URL | Request, init?: RequestInit) => {
@@ -639,6 +640,13 @@ await eachStore((kind, fresh) => describe(`$import input addresses (${kind})`, (
     rebinding.set('rebind.example', ['93.184.215.14', '127.0.0.1']);
     expect(await imported('http://rebind.example/p.ndjson')).toEqual({ counts: [0], errors: [
       'http://rebind.example/p.ndjson is refused: its host rebind.example resolves to 127.0.0.1, which is a loopback, link-local or private address (CINDER_IMPORT_ALLOW_PRIVATE=true allows it)',
+    ] });
+    expect(sent).toEqual([]);
+  });
+
+  test('an input whose name does not resolve is accepted, then its error says so, naming no setting (none would help)', async () => {
+    expect(await imported('http://nowhere.invalid/p.ndjson')).toEqual({ counts: [0], errors: [
+      'http://nowhere.invalid/p.ndjson is refused: its host nowhere.invalid does not resolve',
     ] });
     expect(sent).toEqual([]);
   });

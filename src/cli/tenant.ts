@@ -25,7 +25,7 @@ export const tenantCreateCommand: Command = {
       // This command cannot know the address or port a server listens on: fhir_base is CINDER_BASE_URL's.
       if (baseUrlIsDefault(io.env)) {
         io.stderr(`note: fhir_base is built from CINDER_BASE_URL, which is not set here, so it is the default ${config.baseUrl} ` +
-          `(its port is CINDER_PORT's or 8080, not a running server's); set CINDER_BASE_URL as the server has it.\n`);
+          `(its port is CINDER_PORT's, else PORT's, else 8080, not a running server's); set CINDER_BASE_URL as the server has it.\n`);
       }
       return 0;
     } finally {

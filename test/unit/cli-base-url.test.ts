@@ -105,6 +105,17 @@ describe('cinder tenant create', () => {
     }
   });
 
+  test('without CINDER_PORT the default\'s port is PORT\'s, as serve\'s is, and the note says so', async () => {
+    const cli = createCliEnv({ PORT: '9091' });
+    try {
+      const r = await cli.run(['tenant', 'create', 'acme']);
+      expect(r.stdout).toBe('tenant: acme\nfhir_base: http://localhost:9091/tenants/acme/fhir/R4\n');
+      expect(r.stderr).toContain("so it is the default http://localhost:9091 (its port is CINDER_PORT's, else PORT's, else 8080, not a running server's)");
+    } finally {
+      cli.close();
+    }
+  });
+
   test('--help says where fhir_base comes from', async () => {
     const cli = createCliEnv();
     try {

@@ -29,7 +29,8 @@ USER 65532:65532
 WORKDIR /data
 VOLUME ["/data"]
 EXPOSE 8080
-# The binary checks itself (distroless has no curl): GET http://127.0.0.1:<port>/healthz, the port serve listens on: $CINDER_PORT, else $PORT, else 8080.
+# The binary checks itself (distroless has no curl): GET http://127.0.0.1:<port>/healthz, the port serve listens on: $CINDER_PORT, else $PORT, else 8080
+# (at $CINDER_HOST instead when it names one address).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=15s --retries=3 CMD ["/usr/local/bin/cinder", "healthcheck"]
 # SIGTERM (docker stop) drains in-flight requests and exits 0.
 STOPSIGNAL SIGTERM

@@ -36,6 +36,18 @@ test('exits 1 when nothing listens, or the URL does not answer 200', async () =>
   expect(notFound).toEqual({ code: 1, stderr: `cinder healthcheck: http://127.0.0.1:${server.port}/nothing-here answered 404\n` });
 });
 
+test('a server listening on one address (CINDER_HOST) is checked there, not on 127.0.0.1', async () => {
+  const one = Bun.serve({ port: 0, hostname: '127.0.0.2', fetch: t.app.fetch });
+  try {
+    expect(await healthcheck([], { CINDER_HOST: '127.0.0.2', CINDER_PORT: String(one.port) })).toEqual({ code: 0, stderr: '' });
+    // Every address (the image's 0.0.0.0, or ::) is reached on the loopback.
+    expect(await healthcheck([], { CINDER_HOST: '0.0.0.0', CINDER_PORT: String(server.port) })).toEqual({ code: 0, stderr: '' });
+    expect(await healthcheck([], { CINDER_HOST: '::', CINDER_PORT: String(server.port) })).toEqual({ code: 0, stderr: '' });
+  } finally {
+    await one.stop(true);
+  }
+});
+
 test('a bad --url or --timeout is a usage error', async () => {
   expect((await healthcheck(['--url', 'not a url'])).code).toBe(2);
   expect((await healthcheck(['--timeout', '-5'])).code).toBe(2);

@@ -50,6 +50,8 @@ async function keySet(deps: AuthDeps, client: Client, header: ProtectedHeaderPar
   try {
     return await deps.jwks.get(client.jwksUrl, refresh);
   } catch (err) {
+    // The client is told only that its keys could not be fetched; the operator, why (refused address, DNS, HTTP status).
+    deps.log.warn('client JWK Set could not be fetched', { tenant: client.tenant, clientId: client.clientId, url: client.jwksUrl, err });
     throw fail('the client JWK Set could not be fetched', err);
   }
 }

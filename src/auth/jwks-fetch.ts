@@ -108,7 +108,11 @@ async function download(t: Transport, url: string, timeoutMs: number, maxBytes: 
   try {
     res = await request(t, url, { signal: AbortSignal.timeout(timeoutMs), redirect: 'error', headers: { Accept: 'application/json' } });
   } catch (err) {
-    if (err instanceof RefusedAddress) throw new JwksFetchError(`the JWK Set at ${url} is refused: ${err.message} (CINDER_JWKS_ALLOW_PRIVATE=true allows it)`, { cause: err });
+    if (err instanceof RefusedAddress) {
+      // A name without an address is not helped by allowing private ones.
+      const hint = err.unresolved ? '' : ' (CINDER_JWKS_ALLOW_PRIVATE=true allows it)';
+      throw new JwksFetchError(`the JWK Set at ${url} is refused: ${err.message}${hint}`, { cause: err });
+    }
     throw new JwksFetchError(`fetching the JWK Set at ${url} failed`, { cause: err });
   }
   if (res.status !== 200) throw new JwksFetchError(`the JWK Set at ${url} answered HTTP ${res.status}`);

@@ -2,6 +2,9 @@ import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import { connectTimeoutFromUrl, poolSizeFromUrl } from './store/postgres/url-options.ts';
 
+/** The most HTTP server processes CINDER_PROCESSES may start (`auto` included). */
+const MAX_PROCESSES = 64;
+
 /** `*`, `none`, or origins (`scheme://host[:port]`, nothing after) separated by commas. */
 function validCorsOrigins(v: string): boolean {
   if (v === '*' || v === 'none') return true;
@@ -100,7 +103,7 @@ const schema = z.object({
   /** `on`: take the client IP from the last `X-Forwarded-For` entry (one trusted reverse proxy). */
   trustProxy: z.enum(['on', 'off']).default('off'),
   /** HTTP server processes sharing the port (SO_REUSEPORT): a number, or `auto` for one per CPU. */
-  processes: z.union([z.literal('auto'), whole(1, 64)]).default(1),
+  processes: z.union([z.literal('auto'), whole(1, MAX_PROCESSES)]).default(1),
   /**
    * Seconds `serve` waits after SIGTERM for requests in flight (and the other drain steps); then it
    * closes what is left and exits with status 1.
@@ -226,7 +229,8 @@ export function loadConfig(env: Record<string, string | undefined>, flags: Recor
   return Object.freeze({
     ...c,
     dataDir,
-    processes: c.processes === 'auto' ? navigator.hardwareConcurrency : c.processes,
+    // `auto` is one per CPU, at most the 64 a number may ask for (a 128-core host is not 128 SQLite writers' worth of work).
+    processes: c.processes === 'auto' ? Math.min(MAX_PROCESSES, navigator.hardwareConcurrency) : c.processes,
     baseUrl: (c.baseUrl ?? `http://localhost:${c.port}`).replace(/\/+$/, ''),
     databaseUrl,
     exportStorage,

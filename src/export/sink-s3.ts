@@ -6,13 +6,15 @@ const PART_SIZE = 8 * 1024 * 1024;
 
 /** The standard S3_* variables, falling back to AWS_* ones (as Bun documents for S3Client). */
 export function s3OptionsFromEnv(env: Record<string, string | undefined>): S3Options {
-  const pick = (name: string) => env[`S3_${name}`] ?? env[`AWS_${name}`];
+  // An empty variable is unset: it leaves the AWS_* fallback (as an empty CINDER_* leaves its default).
+  const given = (v: string | undefined) => (v === '' ? undefined : v);
+  const pick = (name: string) => given(env[`S3_${name}`]) ?? given(env[`AWS_${name}`]);
   const options: S3Options = {};
   const accessKeyId = pick('ACCESS_KEY_ID');
   const secretAccessKey = pick('SECRET_ACCESS_KEY');
   const sessionToken = pick('SESSION_TOKEN');
-  const region = pick('REGION') ?? env.AWS_DEFAULT_REGION;
-  const endpoint = pick('ENDPOINT') ?? env.AWS_ENDPOINT_URL_S3 ?? env.AWS_ENDPOINT_URL;
+  const region = pick('REGION') ?? given(env.AWS_DEFAULT_REGION);
+  const endpoint = pick('ENDPOINT') ?? given(env.AWS_ENDPOINT_URL_S3) ?? given(env.AWS_ENDPOINT_URL);
   if (accessKeyId) options.accessKeyId = accessKeyId;
   if (secretAccessKey) options.secretAccessKey = secretAccessKey;
   if (sessionToken) options.sessionToken = sessionToken;

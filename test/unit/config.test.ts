@@ -16,11 +16,19 @@ test('numbers are whole numbers in decimal digits: no hex, exponent or fraction'
   expect(() => loadConfig({ CINDER_PORT: '70000' })).toThrow(/^invalid CINDER_PORT \(--port\): .*65535/);
 });
 
-test('CINDER_PROCESSES: a count from 1 to 64, or auto for one per CPU', () => {
+test('CINDER_PROCESSES: a count from 1 to 64, or auto for one per CPU up to 64', () => {
   expect(loadConfig({}).processes).toBe(1);
   expect(loadConfig({ CINDER_PROCESSES: '3' }).processes).toBe(3);
   expect(loadConfig({}, { processes: '2' }).processes).toBe(2);
   expect(loadConfig({ CINDER_PROCESSES: 'auto' }).processes).toBe(navigator.hardwareConcurrency);
+  const cpus = Object.getOwnPropertyDescriptor(navigator, 'hardwareConcurrency');
+  try {
+    Object.defineProperty(navigator, 'hardwareConcurrency', { value: 128, configurable: true });
+    expect(loadConfig({ CINDER_PROCESSES: 'auto' }).processes).toBe(64);
+  } finally {
+    if (cpus) Object.defineProperty(navigator, 'hardwareConcurrency', cpus);
+    else delete (navigator as { hardwareConcurrency?: number }).hardwareConcurrency;
+  }
   for (const bad of ['0', '65', '1.5', 'many']) expect(() => loadConfig({ CINDER_PROCESSES: bad })).toThrow(/^invalid CINDER_PROCESSES \(--processes\)/);
 });
 

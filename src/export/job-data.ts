@@ -86,6 +86,8 @@ const specV2 = specBase.extend({
   // mayExport), as it refused their kick-offs, and shows the job to every token of its client.
   bound: z.object({ patient: z.string(), types: z.array(z.string()) }).optional(),
   ownerPatient: z.string().optional(),
+  // Optional: a release that does not know it shows the job to every token of its client and patient.
+  ownerUser: z.string().optional(),
   // Optional: a release that does not know it exports every Binary, as releases before it did.
   binaryContexts: z.array(z.string()).optional(),
   steps: z.array(step).min(1),
@@ -214,16 +216,20 @@ export function readProgress(job: Pick<ExportJob, 'progress'>, steps?: Step[]): 
 }
 
 /**
- * The patient a job belongs to beside its client (ExportSpec.ownerPatient), read alone so that the
- * job's owner is known whatever else its data holds; undefined for a job of no patient.
+ * The patient and the signed-in user a job belongs to beside its client (ExportSpec.ownerPatient and
+ * ownerUser), read alone so that the job's owners are known whatever else its data holds.
  */
-export function ownerPatientOf(job: Pick<ExportJob, 'spec'>): string | undefined {
+export function ownersOf(job: Pick<ExportJob, 'spec'>): { patient?: string; user?: string } {
+  let spec: { ownerPatient?: unknown; ownerUser?: unknown } | null;
   try {
-    const owner = (JSON.parse(job.spec) as { ownerPatient?: unknown } | null)?.ownerPatient;
-    return typeof owner === 'string' ? owner : undefined;
+    spec = JSON.parse(job.spec) as typeof spec;
   } catch {
-    return undefined;
+    return {};
   }
+  const owners: { patient?: string; user?: string } = {};
+  if (typeof spec?.ownerPatient === 'string') owners.patient = spec.ownerPatient;
+  if (typeof spec?.ownerUser === 'string') owners.user = spec.ownerUser;
+  return owners;
 }
 
 /** What a failed job's status says when its data cannot be read. */

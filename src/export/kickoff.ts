@@ -190,6 +190,7 @@ async function buildSpec(deps: KickoffDeps, req: KickoffRequest, at: number, now
   if (Object.keys(scoped).length) spec.scopeFilters = scoped;
   if (bound) spec.bound = { patient: bound.patient, types: bound.types };
   if (req.access.patient !== undefined) spec.ownerPatient = req.access.patient;
+  if (req.access.user !== undefined) spec.ownerUser = req.access.user.id;
   const contexts = selection.types.includes('Binary') ? binaryContexts(req.access) : undefined;
   if (contexts) spec.binaryContexts = contexts;
   if (selection.provenance === 'compartment') {

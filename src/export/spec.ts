@@ -58,6 +58,12 @@ export interface ExportSpec {
    */
   ownerPatient?: string;
   /**
+   * The signed-in user of the kick-off token (Access.user), when it came from a sign-in: the job belongs to
+   * its client, patient and this user, so that one app's users never see, download or cancel each other's
+   * exports. Absent: a client's own authority (Backend Services), whose jobs no user's token sees.
+   */
+  ownerUser?: string;
+  /**
    * With Binary exported by a token that may not read every type, or reads some through a SMART v2
    * filter: the types a Binary's `securityContext` may name for the Binary to be exported (those the
    * token reads unfiltered), as a read of it requires (requireContextReadable in src/fhir/crud.ts); a

@@ -6,7 +6,7 @@ import { jobPrefix } from './run-job.ts';
 import type { ExportSink } from './sink.ts';
 import type { ExportSpec, FileRecord, Step } from './spec.ts';
 import { exportAccess } from './export-access.ts';
-import { JobDataError, ownerPatientOf, readPlan, readProgress, unreadableReason } from './job-data.ts';
+import { JobDataError, ownersOf, readPlan, readProgress, unreadableReason } from './job-data.ts';
 import { mayDownload } from './types-param.ts';
 
 export interface StatusDeps {
@@ -41,13 +41,16 @@ export function fileUrl(fhirBase: string, jobId: string, name: string): string {
 }
 
 /**
- * The job behind a status URL, if the caller may see it: same tenant, same client and same patient in
- * context (none, or the one the kick-off token named), not cancelled, files not expired. Anyone else
- * gets the same 404 as for an unknown job and learns nothing.
+ * The job behind a status URL, if the caller may see it: same tenant, same client, same patient in
+ * context and same signed-in user (none, or the ones the kick-off token named), not cancelled, files not
+ * expired. Anyone else gets the same 404 as for an unknown job and learns nothing.
  */
 export async function visibleJob(deps: StatusDeps, req: StatusRequest, id: string): Promise<ExportJob> {
   const job = await deps.store.exports.jobs.get(req.tenant, id);
-  if (!job || job.clientId !== req.access.clientId || ownerPatientOf(job) !== req.access.patient) throw new FhirError('not-found', `No export job '${id}'`);
+  const owners = job && ownersOf(job);
+  if (!job || job.clientId !== req.access.clientId || owners!.patient !== req.access.patient || owners!.user !== req.access.user?.id) {
+    throw new FhirError('not-found', `No export job '${id}'`);
+  }
   if (job.state === 'cancelled') throw new FhirError('not-found', `Export job '${id}' was cancelled`);
   if (job.purged || (job.expiresAt !== null && job.expiresAt <= deps.clock.now())) {
     throw new FhirError('not-found', `The files of export job '${id}' have expired`);

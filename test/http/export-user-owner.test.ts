@@ -1,0 +1,62 @@
+/**
+ * An export started with a signed-in user's token belongs to its client and that user: another user of the
+ * same app neither sees its status, downloads its files nor cancels it, and neither does the client's own
+ * authority (a token of no user); the user who started it does. On both databases.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { signAccessToken } from '../../src/auth/tokens.ts';
+import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
+import { eachStore, finish, kickOff, patient, put } from '../helpers/export.ts';
+import { PASSWORD, redeem, signIn, testUser, userClient } from '../helpers/oauth.ts';
+
+await eachStore((kind, fresh) => {
+  describe(`export jobs of signed-in users (${kind})`, () => {
+    let t: TestApp;
+    let client: Awaited<ReturnType<typeof userClient>>;
+    const REQUESTED = { clientId: '', scope: 'openid user/*.rs' };
+
+    /** A user token of the client for `username` (signed in through the login page, the code redeemed). */
+    async function userToken(username: string): Promise<string> {
+      const res = await signIn(t, { ...REQUESTED, clientId: client.id }, username, PASSWORD);
+      const code = new URL(res.headers.get('location')!).searchParams.get('code')!;
+      const token = await redeem(t, code, client);
+      expect(token.status).toBe(200);
+      return ((await token.json()) as { access_token: string }).access_token;
+    }
+
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      client = await userClient(t, { scopes: ['user/*.rs'] });
+      await testUser(t, { username: 'alice', fhirUser: 'Practitioner/a' });
+      await testUser(t, { username: 'bob', fhirUser: 'Practitioner/b', email: 'bob@example.org' });
+      await put(t, patient('p1'));
+    });
+    afterAll(() => t.close());
+
+    test("another user's token of the same app, and the app's own, neither see, download nor cancel the job", async () => {
+      const alice = await userToken('alice');
+      const bob = await userToken('bob');
+      // The client's own authority: a token of its client_id with no user behind it.
+      const own = (await signAccessToken(t.keys, t.clock, t.config.baseUrl, { sub: client.id, aud: t.fhir('t1'), client_id: client.id, scope: 'user/*.rs', tenant: 't1' }, 300)).token;
+      const status = await kickOff(t, alice, '/Patient/$export?_type=Patient');
+      const manifest = await finish(t, alice, status);
+      const file = manifest.output[0]!.url;
+      for (const other of [bob, own]) {
+        expect((await t.request(status, fhirInit(other))).status).toBe(404);
+        expect((await t.request(file, fhirInit(other))).status).toBe(404);
+        expect((await t.request(status, fhirInit(other, 'DELETE'))).status).toBe(404);
+      }
+      // Alice still has it, whole; a second sign-in of hers (a new token) too.
+      expect((await t.request(file, fhirInit(alice))).status).toBe(200);
+      expect((await t.request(status, fhirInit(await userToken('alice')))).status).toBe(200);
+      expect((await t.request(status, fhirInit(alice, 'DELETE'))).status).toBe(202);
+    });
+
+    test("a job of the client's own authority is not a user's", async () => {
+      const own = (await signAccessToken(t.keys, t.clock, t.config.baseUrl, { sub: client.id, aud: t.fhir('t1'), client_id: client.id, scope: 'user/*.rs', tenant: 't1' }, 300)).token;
+      const status = await kickOff(t, own, '/Patient/$export?_type=Patient');
+      expect((await t.request(status, fhirInit(await userToken('alice')))).status).toBe(404);
+      expect((await t.request(status, fhirInit(own))).status).toBeOneOf([200, 202]);
+    });
+  });
+});

@@ -11,12 +11,17 @@ type Json = Record<string, unknown>;
 
 /** The walk's state these checks need. */
 export interface ReferenceScope {
-  add(code: 'structure' | 'value', expression: string, text: string): void;
+  add(code: 'structure' | 'value', expression: string, text: string, severity?: 'error' | 'warning'): void;
   /** The resource being walked, and the one that contains it (itself unless it is contained). */
   readonly resource: Json;
   readonly rootResource: Json;
   /** A cache of the walk's: each `contained` array by id, made when a `#id` reference first needs it. */
   readonly containedById: Map<unknown[], Map<string, Json>>;
+  /**
+   * Whether the walk is in a Bundle entry that has a fullUrl (the nearest entry, for a Bundle inside an
+   * entry's resource), against which relative references are resolved.
+   */
+  readonly inEntryWithFullUrl: boolean;
 }
 
 const RESOURCE_TYPES: ReadonlySet<string> = new Set(R4_RESOURCE_TYPES);
@@ -59,8 +64,46 @@ function known(type: unknown, contained?: string): { type: string; contained?: s
   return typeof type === 'string' && RESOURCE_TYPES.has(type) ? { type, contained } : undefined;
 }
 
-/** A Reference's target types: allowed by the element, and `type` consistent with `reference`. */
+/** Whitespace as Java's `\S` (HL7's validator's test of a reference): space, tab, LF, VT, FF, CR. */
+const WHITESPACE = /[ \t\n\x0B\f\r]/;
+/** A URI with a scheme (`http:`, `urn:`, `https:`...): no relative reference. */
+const ABSOLUTE = /^[A-Za-z][A-Za-z0-9+.-]*:/;
+/** R4's id (datatypes.html#id). */
+const ID = /^[A-Za-z0-9\-.]{1,64}$/;
+
+/**
+ * The reference's text as references.html writes a literal reference. HL7's validator refuses one with
+ * whitespace (REFERENCE_REF_INVALID_REF, an error wherever it is), and warns about a relative reference
+ * that is not `Type/id` or `Type/id/_history/vid` of a known type with valid ids (REFERENCE_REF_SUSPICIOUS,
+ * the warning it gives when REST references are taken as they read, as a server does): `Patient/`,
+ * `/Patient/1`, `Patient/1/_history`, `Foo/1`. In a Bundle entry with a fullUrl, where a relative
+ * reference is resolved against it, one of other than 1 or 3 slashes is an error (REFERENCE_REF_FORMAT2).
+ * A `#id`, an absolute URI (`urn:uuid:`, `http:`...) and a conditional reference `Type?query` to a known
+ * type (transactions resolve them; HL7's validator allows them there, REFERENCE_REF_FORMAT1) are left alone.
+ */
+function checkReferenceText(scope: ReferenceScope, reference: string, path: string): void {
+  const at = `${path}.reference`;
+  if (WHITESPACE.test(reference)) {
+    scope.add('value', at, `The reference ${JSON.stringify(reference)} is not a valid reference: a reference holds no whitespace`);
+    return;
+  }
+  if (reference.charCodeAt(0) === 35 || ABSOLUTE.test(reference)) return;
+  const conditional = CONDITIONAL_TYPE.exec(reference);
+  if (conditional !== null && RESOURCE_TYPES.has(conditional[1]!)) return;
+  const parts = reference.split('/');
+  const restful = RESOURCE_TYPES.has(parts[0]!) && ID.test(parts[1] ?? '') && (parts.length === 2 || (parts.length === 4 && parts[2] === '_history' && ID.test(parts[3]!)));
+  if (restful) return;
+  if (scope.inEntryWithFullUrl && parts.length !== 2 && parts.length !== 4) {
+    scope.add('value', at, `The reference ${JSON.stringify(reference)} is not a valid relative reference: relative references must be of the form [ResourceType]/[id] (or [ResourceType]/[id]/_history/[vid])`);
+    return;
+  }
+  const why = !RESOURCE_TYPES.has(parts[0]!) && parts.length >= 2 && parts[0] !== '' ? `${JSON.stringify(parts[0])} is no R4 resource type` : 'a relative reference is [ResourceType]/[id] or [ResourceType]/[id]/_history/[vid]';
+  scope.add('structure', at, `The syntax of the reference ${JSON.stringify(reference)} looks incorrect, and it should be checked: ${why}`, 'warning');
+}
+
+/** A Reference's text, its target types: allowed by the element, and `type` consistent with `reference`. */
 export function checkReference(scope: ReferenceScope, ref: Json, element: ElementModel, path: string): void {
+  if (typeof ref.reference === 'string' && ref.reference.length > 0) checkReferenceText(scope, ref.reference, path);
   const targets = element.targets;
   const named = typeof ref.reference === 'string' ? referencedType(scope, ref.reference) : undefined;
   if (named !== undefined && targets !== undefined && !targets.has(named.type)) {

@@ -71,6 +71,8 @@ class Walk implements IssueSink {
   readonly memo = new Map<object, unknown>();
   /** Each `contained` array met, by id (ReferenceScope.containedById). */
   readonly containedById = new Map<unknown[], Map<string, Json>>();
+  /** ReferenceScope.inEntryWithFullUrl. */
+  inEntryWithFullUrl = false;
 
   constructor(root: Json, readonly level: 'strict' | 'structural', readonly entryResources = true) {
     this.resource = root;
@@ -330,7 +332,13 @@ function visitValue(walk: Walk, v: unknown, slot: Slot, path: string, literal?: 
   // A StructureDefinition repeats its differential's ElementDefinition ids in its snapshot (R4 requires
   // both to be path-based): HL7's validator takes the snapshot as a scope of its own, and so does Cinder.
   if (slot.type === 'StructureDefinition.snapshot') inIdScope(walk, () => visitObject(walk, v, model, path));
-  else visitObject(walk, v, model, path);
+  else if (slot.type === 'Bundle.entry') {
+    // Relative references in the entry's resource are resolved against its fullUrl (references.ts).
+    const outer = walk.inEntryWithFullUrl;
+    walk.inEntryWithFullUrl = typeof v.fullUrl === 'string';
+    visitObject(walk, v, model, path);
+    walk.inEntryWithFullUrl = outer;
+  } else visitObject(walk, v, model, path);
   if (slot.type === 'Extension') checkExtension(walk, v, path, slot === NESTED_EXTENSION);
   else if (slot.type === 'Reference') checkReference(walk, v, slot.element, path);
   else if (slot.type === 'Bundle.entry') checkFullUrl(walk, v, path);

@@ -149,7 +149,8 @@ await eachStore((kind, fresh) => {
 
     test('a required binding of a core profile is decided by the terminology; a patch and a conditional update are checked too', async () => {
       const vitals = bloodPressure({ meta: { profile: ['http://hl7.org/fhir/StructureDefinition/vitalsigns'] } });
-      vitals.component[0].valueQuantity.code = 'furlongs';
+      // A UCUM unit (base validation refuses a code that is none, such as `furlongs`), but no unit of vital signs.
+      vitals.component[0].valueQuantity.code = 'km';
       const outcome = await expectOutcome(await api.post('Observation', vitals), 422);
       expect(where(outcome)).toEqual(['Observation.component[0].value.ofType(Quantity)']);
       expect(outcome.issue[0].details.text).toContain('http://hl7.org/fhir/ValueSet/ucum-vitals-common');

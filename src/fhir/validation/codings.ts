@@ -21,6 +21,7 @@
  *   code system's URL with the valueset-system extension, a later convention).
  */
 import { coreCodeSystem, CORE_CODE_SYSTEM_VERSION } from './model.ts';
+import { ucumCodeProblem } from '../ucum-syntax.ts';
 
 type Json = Record<string, unknown>;
 
@@ -56,11 +57,47 @@ export function checkCoding(scope: CodingScope, coding: Json, path: string): voi
     scope.add('code-invalid', `${path}.system`, `The system ${JSON.stringify(system)} is a ValueSet of the specification, not a code system: a Coding's system names the code system that defines its code`);
     return;
   }
+  if (system === UCUM && typeof code === 'string') {
+    checkUnit(scope, code, `${path}.code`);
+    return;
+  }
   if (typeof code !== 'string' || (version !== undefined && version !== CORE_CODE_SYSTEM_VERSION)) return;
   const codes = coreCodeSystem(system);
   if (codes !== undefined && !codes.has(code)) {
     scope.add('code-invalid', `${path}.code`, `Unknown code ${JSON.stringify(code)} in the code system ${system} (FHIR R4 ${CORE_CODE_SYSTEM_VERSION})${listed(codes)}`);
   }
+}
+
+const UCUM = 'http://unitsofmeasure.org';
+
+/** A Quantity (or Age, Duration...) at `path`: a UCUM `code` is a UCUM unit. */
+export function checkQuantity(scope: CodingScope, quantity: Json, path: string): void {
+  if (quantity.system === UCUM && typeof quantity.code === 'string') checkUnit(scope, quantity.code, `${path}.code`);
+}
+
+/** What is wrong with UCUM codes met, by code (most resources repeat a few units; bounded). */
+const unitProblems = new Map<string, string | null>();
+const MAX_REMEMBERED_UNITS = 4096;
+
+/** undefined when `code` is a UCUM unit code, or why not (memoised). */
+export function unitProblem(code: string): string | undefined {
+  let problem = unitProblems.get(code);
+  if (problem === undefined) {
+    problem = ucumCodeProblem(code) ?? null;
+    if (unitProblems.size >= MAX_REMEMBERED_UNITS) unitProblems.clear();
+    if (code.length <= 256) unitProblems.set(code, problem);
+  }
+  return problem ?? undefined;
+}
+
+/**
+ * A code of UCUM (http://unitsofmeasure.org) at `path` is a UCUM unit: valid syntax of the essence's
+ * atoms and prefixes (ucum-syntax.ts). HL7's validator reports another as an unknown code of the code
+ * system, an error (with the UCUM library's reason as information); so does Cinder, with the reason.
+ */
+function checkUnit(scope: CodingScope, code: string, path: string): void {
+  const problem = unitProblem(code);
+  if (problem !== undefined) scope.add('code-invalid', path, `Unknown code ${JSON.stringify(code)} in the code system ${UCUM}: it is no UCUM unit (${problem})`);
 }
 
 /**

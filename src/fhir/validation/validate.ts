@@ -15,7 +15,7 @@ import { checkNarrative } from './xhtml.ts';
 import { checkInvariants, type IssueSink } from './invariants.ts';
 import { checkContainedIds, checkReference } from './references.ts';
 import { checkFullUrl } from './full-url.ts';
-import { checkAbsolute, checkAttachment, checkCoding, checkIdentifier } from './codings.ts';
+import { checkAbsolute, checkAttachment, checkCoding, checkIdentifier, checkQuantity, unitProblem } from './codings.ts';
 
 /** How much is checked: everything, the structure only (no bindings, no invariants), or nothing. */
 export type ValidationLevel = 'strict' | 'structural' | 'off';
@@ -52,6 +52,8 @@ const MIME_SHORTHANDS = new Set(['xml', 'json', 'ttl']);
 const LANGUAGE = /^([A-Za-z]{2,8}|[xXiI])(-[A-Za-z0-9]{1,8})*$/;
 const CURRENCY = /^[A-Z]{3}$/;
 const UCUM_SYSTEM = 'http://unitsofmeasure.org';
+/** Quantity and the types and profiles of it R4 uses, whose UCUM code is a unit (codings.ts checkQuantity). */
+const QUANTITIES: ReadonlySet<string> = new Set(['Quantity', 'Age', 'Count', 'Distance', 'Duration', 'SimpleQuantity', 'MoneyQuantity']);
 /** RFC 3986's scheme, which an absolute URI starts with. */
 const ABSOLUTE_URL = /^[A-Za-z][A-Za-z0-9+.-]*:/;
 
@@ -347,6 +349,7 @@ function visitValue(walk: Walk, v: unknown, slot: Slot, path: string, literal?: 
     else if (slot.type === 'Coding') checkCoding(walk, v, path);
     else if (slot.type === 'Identifier') checkIdentifier(walk, v, path);
     else if (slot.type === 'Attachment') checkAttachment(walk, v, path);
+    else if (QUANTITIES.has(slot.type)) checkQuantity(walk, v, path);
     if (model.invariants.length) checkInvariants(walk, model, v, path, walk.resource, walk.rootResource, walk.memo);
   }
 }
@@ -359,10 +362,34 @@ function visitPrimitive(walk: Walk, v: unknown, slot: Slot, path: string, litera
     return;
   }
   if (slot.type === 'xhtml') for (const p of checkNarrative(v as string)) walk.add(p.rule === 'xml' ? 'value' : 'invariant', path, p.text);
-  else if (walk.level === 'strict') {
+  else if (slot.type === 'string' || slot.type === 'markdown') checkWhitespace(walk, v as string, slot.type, path);
+  if (slot.type !== 'xhtml' && walk.level === 'strict') {
     if (slot.element.binding && slot.type === 'code') checkCode(walk, v as string, slot.element.binding, path);
     else if (slot.element.absolute) checkAbsolute(walk, v as string, path);
   }
+}
+
+/**
+ * A string "SHOULD NOT" be whitespace alone, nor start or end with whitespace (R4 datatypes.html#string:
+ * "strings SHOULD always contain non-whitespace content"; HL7's validator warns about both,
+ * TYPE_SPECIFIC_CHECKS_DT_STRING_WS_ALL and _WS). A markdown is warned about when it is whitespace alone
+ * (TYPE_SPECIFIC_CHECKS_DT_PRIMITIVE_WS): its leading spaces are indentation. Warnings, as in the
+ * reference: the value is valid. The other types' patterns refuse whitespace where they do (primitives.ts).
+ */
+function checkWhitespace(walk: Walk, v: string, type: 'string' | 'markdown', path: string): void {
+  if (v.length === 0) return;
+  const first = isWhitespace(v.charCodeAt(0));
+  if (!first && (type === 'markdown' || !isWhitespace(v.charCodeAt(v.length - 1)))) return;
+  let all = first;
+  for (let i = 1; all && i < v.length; i++) all = isWhitespace(v.charCodeAt(i));
+  if (all) walk.add('value', path, `${type === 'string' ? 'A string' : 'A markdown'} should not be whitespace alone: leave the element out, or give it content`, 'warning');
+  else if (type === 'string') walk.add('value', path, `A string should not start or end with whitespace: ${JSON.stringify(v.length > 60 ? v.slice(0, 57) + '...' : v)}`, 'warning');
+}
+
+/** Unicode's whitespace (the characters of White_Space), as HL7's validator counts it (Utilities.isWhitespace). */
+function isWhitespace(c: number): boolean {
+  if (c < 0x80) return c === 0x20 || (c >= 0x09 && c <= 0x0d);
+  return c === 0x85 || c === 0xa0 || c === 0x1680 || (c >= 0x2000 && c <= 0x200a) || c === 0x2028 || c === 0x2029 || c === 0x202f || c === 0x205f || c === 0x3000;
 }
 
 function jsonKind(primitive: string): 'boolean' | 'number' | 'string' {
@@ -471,7 +498,7 @@ function syntaxOk(syntax: 'mime-type' | 'ucum' | 'language' | 'currency', code: 
     case 'currency':
       return CURRENCY.test(code);
     case 'ucum':
-      return !/\s/.test(code);
+      return unitProblem(code) === undefined;
   }
 }
 

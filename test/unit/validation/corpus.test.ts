@@ -50,6 +50,30 @@ const KNOWN_DEFECTS: Record<string, string[]> = {
   'DeviceUseStatement-example.json': ['DeviceUseStatement.reasonReference[].reference'],
   'MedicationRequest-medrx0301.json': ['MedicationRequest.dispenseRequest.performer.reference'],
   'DeviceMetric-example.json': ['DeviceMetric.parent.reference'],
+  // Quantities whose system is UCUM but whose code is no UCUM unit (HL7's validator reports them too):
+  // `ea`, `TAB`, `tbl`, `drop` are no units of UCUM (its annotations `{tbl}`, `{drop}` are), `mcg` is `ug`,
+  // `mEq` is `meq`, `hr` is `h`, `month` is `mo`.
+  'Bundle-father.json': ['Bundle.entry[].resource.dosageInstruction[].doseAndRate[].dose.ofType(Quantity).code'], // "tbl"
+  'Claim-760151.json': ['Claim.item[].quantity.code'], // "TAB"
+  'Claim-760152.json': ['Claim.item[].quantity.code'], // "TAB"
+  'MedicationDispense-meddisp0309.json': ['MedicationDispense.dosageInstruction[].doseAndRate[].dose.ofType(Quantity).code'], // "drop"
+  'MedicationDispense-meddisp0313.json': ['MedicationDispense.contained[].ingredient[].strength.numerator.code', 'MedicationDispense.dosageInstruction[].doseAndRate[].dose.ofType(Quantity).code'], // "mEq"
+  'MedicationDispense-meddisp0318.json': ['MedicationDispense.dosageInstruction[].doseAndRate[].dose.ofType(Quantity).code'], // "mcg"
+  'MedicationDispense-meddisp0324.json': ['MedicationDispense.dosageInstruction[].doseAndRate[].dose.ofType(Quantity).code'], // "ea"
+  'MedicationDispense-meddisp0327.json': ['MedicationDispense.dosageInstruction[].doseAndRate[].dose.ofType(Quantity).code'], // "ea"
+  'MedicationDispense-meddisp0328.json': ['MedicationDispense.dosageInstruction[].doseAndRate[].dose.ofType(Quantity).code'], // "ea"
+  'MedicationDispense-meddisp0329.json': ['MedicationDispense.dosageInstruction[].doseAndRate[].dose.ofType(Quantity).code'], // "ea"
+  'MedicationRequest-medrx0304.json': ['MedicationRequest.dosageInstruction[].doseAndRate[].dose.ofType(Quantity).code'], // "drop"
+  'MedicationRequest-medrx0314.json': ['MedicationRequest.dosageInstruction[].doseAndRate[].dose.ofType(Quantity).code'], // "mcg"
+  'MedicationRequest-medrx0319.json': ['MedicationRequest.dosageInstruction[].doseAndRate[].rate.ofType(Quantity).code'], // "ml/hr"
+  'MedicationRequest-medrx0322.json': ['MedicationRequest.contained[].ingredient[].strength.numerator.code', 'MedicationRequest.dosageInstruction[].doseAndRate[].dose.ofType(Quantity).code'], // "mEq"
+  'MedicationRequest-medrx0325.json': ['MedicationRequest.dosageInstruction[].doseAndRate[].dose.ofType(Quantity).code'], // "ea"
+  'MedicationRequest-medrx0326.json': ['MedicationRequest.dosageInstruction[].doseAndRate[].dose.ofType(Quantity).code'], // "ea"
+  'MedicationRequest-medrx0328.json': ['MedicationRequest.dosageInstruction[].doseAndRate[].dose.ofType(Quantity).code'], // "ea"
+  'MedicationRequest-medrx0329.json': ['MedicationRequest.dosageInstruction[].doseAndRate[].dose.ofType(Quantity).code'], // "ea"
+  'MedicationRequest-medrx0334.json': ['MedicationRequest.dosageInstruction[].doseAndRate[].dose.ofType(Quantity).code'], // "ea"
+  'MedicationRequest-medrx0335.json': ['MedicationRequest.dosageInstruction[].doseAndRate[].dose.ofType(Quantity).code'], // "ea"
+  'VisionPrescription-33124.json': ['VisionPrescription.lensSpecification[].duration.code'], // "month"
 };
 
 const EXAMPLES = new URL('../../../node_modules/hl7.fhir.r4.examples/', import.meta.url);

@@ -19,10 +19,10 @@ async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string,
   // Validated with its references rewritten, as a transaction's entries are.
   if (entry.resource) {
     requireValid(entry.resource, validationLevel(deps), `Bundle.entry[${entry.index}].resource`);
-    await requireProfiles(deps, req.tenant, entry.resource, `Bundle.entry[${entry.index}].resource`);
+    await requireProfiles(deps, req.tenant, entry.resource, `Bundle.entry[${entry.index}].resource`, undefined, req.access);
   }
   requireValidPatched(planned, validationLevel(deps));
-  for (const p of planned) if (p.patched) await requireProfiles(deps, req.tenant, p.patched.resource, undefined, `Bundle.entry[${p.entry.index}]: the patched ${p.entry.type}`);
+  for (const p of planned) if (p.patched) await requireProfiles(deps, req.tenant, p.patched.resource, undefined, `Bundle.entry[${p.entry.index}]: the patched ${p.entry.type}`, req.access);
   await requireEntriesInReach(deps, req, planned);
   await deps.subscriptions?.resolveEndpoints(planned.map(writtenBy));
   const out = await atWriteTime(deps.store, deps.clock, async (now) => {

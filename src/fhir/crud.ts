@@ -82,10 +82,10 @@ export function validationLevel(deps: FhirDeps): ValidationLevel {
  * for a resource where none is claimed and that answers no Questionnaire, so that such a write costs
  * nothing more (not even an await).
  */
-export function requireProfiles(deps: FhirDeps, tenant: string, resource: Resource, at?: string, what?: string): Promise<void> | undefined {
+export function requireProfiles(deps: FhirDeps, tenant: string, resource: Resource, at?: string, what?: string, access?: Access): Promise<void> | undefined {
   if (validationLevel(deps) !== 'strict') return undefined;
   const json = resource as Record<string, unknown>;
-  const answered = deps.questionnaires?.issues(tenant, json, at === undefined ? { warnings: false } : { warnings: false, at });
+  const answered = deps.questionnaires?.issues(tenant, json, { warnings: false, ...(at !== undefined && { at }), ...(access !== undefined && { access }) });
   if (answered === undefined) return deps.profiles?.requireValid(tenant, json, at, what);
   // One 422 listing the profiles' problems and the Questionnaire's together.
   return Promise.all([deps.profiles?.writeIssues(tenant, json, at), answered]).then(([profiled, answers]) => {
@@ -538,7 +538,7 @@ export async function createResource(
   const resource = asResource(withoutId(body), type);
   requireAccess(req.access, type, 'c');
   requireValid(resource, validationLevel(deps));
-  const profiled = requireProfiles(deps, req.tenant, resource);
+  const profiled = requireProfiles(deps, req.tenant, resource, undefined, undefined, req.access);
   if (profiled) await profiled;
   await requireContextReadable(deps, req, resource);
   await noteValidationLevel(deps, req.tenant);
@@ -571,7 +571,7 @@ export async function updateResource(
     throw new FhirError('invalid', `Resource id '${resource.id}' does not match the URL id '${id}'`, { expression: ['id'] });
   }
   requireValid(resource, validationLevel(deps));
-  const profiled = requireProfiles(deps, req.tenant, resource);
+  const profiled = requireProfiles(deps, req.tenant, resource, undefined, undefined, req.access);
   if (profiled) await profiled;
   return judgedReach(deps, req, type, id, 'u', async (judged) => {
     await requireContextReadable(deps, req, resource);

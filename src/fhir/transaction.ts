@@ -140,12 +140,12 @@ async function requireProfiledEntries(deps: FhirDeps, req: FhirRequest, entries:
     if (!e.resource) continue;
     const at = `Bundle.entry[${e.index}].resource`;
     errors.push(...((await deps.profiles?.writeIssues(req.tenant, e.resource, at, true, cost, held)) ?? []));
-    errors.push(...((await deps.questionnaires?.issues(req.tenant, e.resource, { warnings: false, at })) ?? []));
+    errors.push(...((await deps.questionnaires?.issues(req.tenant, e.resource, { warnings: false, at, access: req.access })) ?? []));
   }
   for (const p of planned) {
     if (!p.patched) continue;
     errors.push(...((await deps.profiles?.writeIssues(req.tenant, p.patched.resource, undefined, true, cost, held)) ?? []));
-    errors.push(...((await deps.questionnaires?.issues(req.tenant, p.patched.resource, { warnings: false })) ?? []));
+    errors.push(...((await deps.questionnaires?.issues(req.tenant, p.patched.resource, { warnings: false, access: req.access })) ?? []));
   }
   if (errors.length > 0) throw invalidResource(errors, 'The transaction (nothing was written)');
 }

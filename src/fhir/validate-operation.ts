@@ -90,7 +90,7 @@ export async function validateOperation(
   }
   issues.push(...outcomeIssues(validateResource(resource, 'strict')));
   issues.push(...outcomeIssues(await profileIssues(deps, req.tenant, resource, args.profile)));
-  issues.push(...outcomeIssues((await deps.questionnaires?.issues(req.tenant, resource as Json, { warnings: true })) ?? []));
+  issues.push(...outcomeIssues((await deps.questionnaires?.issues(req.tenant, resource as Json, { warnings: true, access: req.access })) ?? []));
   return outcome(issues);
 }
 

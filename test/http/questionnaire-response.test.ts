@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, fhirInit, secondServer, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
 import { storeTargets } from '../helpers/stores.ts';
-import { expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { countVersions, craftToken, expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
 
 const URL = 'http://example.org/Questionnaire/intake';
 const OPS = 'http://example.org/Questionnaire/enable-when';
@@ -286,6 +286,47 @@ await eachStore((kind, fresh) => {
       expect(errorAt(await validate(r))).toEqual([]);
       const bad = { ...withItem('weight', { linkId: 'weight', ...a({ valueString: 'heavy' }) }), questionnaire: '#q', contained: r.contained };
       expect(errorAt(await validate(bad))).toEqual(['QuestionnaireResponse.item[4].answer[0]']);
+    });
+
+    test("a token that may not read Questionnaires: the response is still checked, but nothing of the Questionnaire is told", async () => {
+      // Its own Questionnaire (the tests before may have versioned intake's).
+      const PRIVATE = 'http://example.org/Questionnaire/private';
+      await api.create({ ...intake(), url: PRIVATE });
+      // A wrong answer to an item whose options, value set and maxLength the messages would otherwise quote.
+      const bad: Json = { ...withItem('colour', { linkId: 'colour', ...a({ valueCoding: { system: COLOURS, code: 'green' } }) }), questionnaire: PRIVATE };
+      (bad.item as Json[])[1] = { linkId: 'name', ...a({ valueString: 'Bartholomew Jones' }) };
+      const blind = fhirClient(t, await craftToken(t, 'system/QuestionnaireResponse.cruds'));
+      const told = (outcome: Json) => JSON.stringify(outcome);
+      const validated = (await (await blind.post('QuestionnaireResponse/$validate', bad)).json()) as Json;
+      expect(errorsOf(validated)).toEqual([expect.objectContaining({ code: 'value', expression: ['QuestionnaireResponse.questionnaire'] })]);
+      expect(errorsOf(validated)[0].details.text).toContain('the access token may not read Questionnaires');
+      for (const secret of ['red', 'blue', 'maxLength', "'colour'", "'name'", 'answerOption']) expect(told(validated)).not.toContain(secret);
+      const before = await countVersions(t);
+      const refused = await expectOutcome(await blind.post('QuestionnaireResponse', bad), 422);
+      expect(issues(refused).map((i) => i.expression[0])).toEqual(['QuestionnaireResponse.questionnaire']);
+      for (const secret of ['red', 'blue', 'maxLength', "'colour'", "'name'"]) expect(told(refused)).not.toContain(secret);
+      const transaction = { resourceType: 'Bundle', type: 'transaction', entry: [{ resource: bad, request: { method: 'POST', url: 'QuestionnaireResponse' } }] };
+      const refusedEntry = await expectOutcome(await blind.post('', transaction), 422);
+      expect(issues(refusedEntry).map((i) => i.expression[0])).toEqual(['Bundle.entry[0].resource.questionnaire']);
+      expect(told(refusedEntry)).not.toContain("'colour'");
+      expect(await countVersions(t)).toBe(before);
+      // A required item left out is not named either; warnings (which quote the Questionnaire too) are not given.
+      const missing = (await (await blind.post('QuestionnaireResponse/$validate', { ...withItem('name'), questionnaire: PRIVATE })).json()) as Json;
+      expect(told(missing)).not.toContain("'name'");
+      expect(issues(missing).filter((i) => i.severity === 'warning')).toEqual([]);
+      // A valid response is written as for any token.
+      expect((await blind.post('QuestionnaireResponse', goodResponse(PRIVATE))).status).toBe(201);
+      // A token that reads them is told the problems; a contained Questionnaire is the response's own, and told.
+      const reader = fhirClient(t, await craftToken(t, 'system/QuestionnaireResponse.cruds system/Questionnaire.rs'));
+      const detailed = (await (await reader.post('QuestionnaireResponse/$validate', bad)).json()) as Json;
+      expect(errorAt(detailed)).toEqual(['QuestionnaireResponse.item[10].answer[0]', 'QuestionnaireResponse.item[1].answer[0]']);
+      const own = { ...bad, questionnaire: '#q', contained: [{ ...intake(), id: 'q', url: undefined }] };
+      expect(errorAt((await (await blind.post('QuestionnaireResponse/$validate', own)).json()) as Json)).toEqual(['QuestionnaireResponse.item[10].answer[0]', 'QuestionnaireResponse.item[1].answer[0]']);
+      // Read without search (the Questionnaire is found by its url), or under a scope filter: not told.
+      const readOnly = fhirClient(t, await craftToken(t, 'system/QuestionnaireResponse.cruds system/Questionnaire.r'));
+      expect(errorAt((await (await readOnly.post('QuestionnaireResponse/$validate', bad)).json()) as Json)).toEqual(['QuestionnaireResponse.questionnaire']);
+      const filtered = fhirClient(t, await craftToken(t, 'system/QuestionnaireResponse.cruds system/Questionnaire.rs?status=active'));
+      expect(errorAt((await (await filtered.post('QuestionnaireResponse/$validate', bad)).json()) as Json)).toEqual(['QuestionnaireResponse.questionnaire']);
     });
 
     test('a response of 100,000 items is refused with one clear error (more than 10,000), not checked item by item', async () => {

@@ -7,6 +7,7 @@
  * terminology (the profile validator's CheckMembership), undecidable membership being a warning.
  */
 import { BoundedCache } from '../../../terminology/compile/bounded-cache.ts';
+import type { Access } from '../../access.ts';
 import { invalidResource } from '../check.ts';
 import type { CheckMembership, Membership } from '../profile/profile-check.ts';
 import type { ValidationIssue } from '../validate.ts';
@@ -30,6 +31,34 @@ export interface ResponseCheckOptions {
   warnings: boolean;
   /** The FHIRPath of the response (`Bundle.entry[2].resource`); its type by default. */
   at?: string;
+  /**
+   * The access of the request the check is for (absent: the operator's, which reads everything). A
+   * response is checked against its Questionnaire whatever the token may read, but what the problems
+   * would tell of a Questionnaire the token may not read (its items, their types, options, value sets,
+   * patterns, limits) is not told: see `withheld`.
+   */
+  access?: Access;
+}
+
+/**
+ * Whether `access` may read the tenant's Questionnaires as the check finds them: by canonical url, a
+ * search (`s`) as well as a read (`r`), neither narrowed by a SMART v2 scope filter (a filtered scope is
+ * taken as not reading: which Questionnaires a filter admits is not judged here). A patient-context scope
+ * reads a Questionnaire as a system scope does: it is in no patient's compartment.
+ */
+export function readsQuestionnaires(access: Access): boolean {
+  return access.can('Questionnaire', 'r') && access.can('Questionnaire', 's') && access.filters?.('Questionnaire', 'r') === undefined && access.filters?.('Questionnaire', 's') === undefined;
+}
+
+/**
+ * The problems of a response against a Questionnaire the request may not read, told without its content:
+ * one error when there is any (a write is still refused, as it would be for a token that reads it), not
+ * saying how many or where, and nothing for warnings alone (they would quote it too). That the response
+ * is not valid against the Questionnaire is all a client learns, as much as a write of it would tell.
+ */
+function withheld(issues: ValidationIssue[], canonical: string, at: string): ValidationIssue[] {
+  if (!issues.some((i) => i.severity === 'error')) return [];
+  return [{ severity: 'error', code: 'value', expression: `${at}.questionnaire`, text: `The response does not conform to its Questionnaire ${canonical}; the access token may not read Questionnaires, so the problems (how many, and where) are not listed` }];
 }
 
 export class QuestionnaireValidator {
@@ -44,28 +73,30 @@ export class QuestionnaireValidator {
   issues(tenant: string, resource: Json, opts: ResponseCheckOptions): Promise<ValidationIssue[]> | undefined {
     const responses = responsesIn(resource, opts.at ?? String(resource.resourceType), resource);
     if (responses.length === 0) return undefined;
-    return this.checkAll(tenant, responses, opts.warnings);
+    return this.checkAll(tenant, responses, opts.warnings, opts.access === undefined || readsQuestionnaires(opts.access));
   }
 
-  private async checkAll(tenant: string, responses: Response[], warnings: boolean): Promise<ValidationIssue[]> {
+  private async checkAll(tenant: string, responses: Response[], warnings: boolean, reads: boolean): Promise<ValidationIssue[]> {
     const cache = await this.cache(tenant);
     const out: ValidationIssue[] = [];
-    for (const r of responses) out.push(...(await this.check(tenant, cache, r, warnings)));
+    for (const r of responses) out.push(...(await this.check(tenant, cache, r, warnings, reads)));
     return out;
   }
 
   /** Throws a 422 (`what` is not valid) when the response has an error against its Questionnaire; undefined at once when there is nothing to check. */
-  requireValid(tenant: string, resource: Json, at?: string, what = at ?? String(resource.resourceType)): Promise<void> | undefined {
-    return this.issues(tenant, resource, at === undefined ? { warnings: false } : { warnings: false, at })?.then((errors) => {
+  requireValid(tenant: string, resource: Json, at?: string, what = at ?? String(resource.resourceType), access?: Access): Promise<void> | undefined {
+    return this.issues(tenant, resource, { warnings: false, ...(at !== undefined && { at }), ...(access !== undefined && { access }) })?.then((errors) => {
       if (errors.length > 0) throw invalidResource(errors, what);
     });
   }
 
-  private async check(tenant: string, cache: TenantCache, response: Response, warnings: boolean): Promise<ValidationIssue[]> {
+  /** `reads`: whether the request may read the tenant's Questionnaires (a contained one it holds itself). */
+  private async check(tenant: string, cache: TenantCache, response: Response, warnings: boolean, reads: boolean): Promise<ValidationIssue[]> {
     const { resource: qr, at, root } = response;
     const canonical = qr.questionnaire as string;
     // `#id`: contained in the response, or (a contained response) beside it in the resource holding it.
-    const q = canonical.startsWith('#') ? (contained(qr, canonical.slice(1)) ?? contained(root, canonical.slice(1))) : await this.resolve(tenant, cache, canonical);
+    const local = canonical.startsWith('#');
+    const q = local ? (contained(qr, canonical.slice(1)) ?? contained(root, canonical.slice(1))) : await this.resolve(tenant, cache, canonical);
     if (q === undefined) {
       return warnings ? [{ severity: 'warning', code: 'not-supported', expression: `${at}.questionnaire`, text: `The Questionnaire ${canonical} is not known here: the response was not checked against it` }] : [];
     }
@@ -77,10 +108,11 @@ export class QuestionnaireValidator {
       const key = `${p.valueSet}\0${p.coding.system ?? ''}\0${p.coding.code}`;
       let verdict = verdicts.get(key);
       if (verdict === undefined) verdicts.set(key, (verdict = this.membershipOf(tenant, p)));
-      const issue = this.issueOf(p, await verdict, warnings);
+      // The errors alone are needed when they are withheld.
+      const issue = this.issueOf(p, await verdict, warnings && (local || reads));
       if (issue) out.push(issue);
     }
-    return out;
+    return local || reads ? out : withheld(out, canonical, at);
   }
 
   /** The tenant's cache, dropped when its Questionnaires changed (one read of the change token). */

@@ -62,6 +62,7 @@ await eachStore((kind, fresh) => {
         observation({ reference: 'Group/a.b-c' }),
         observation({ identifier: { system: 'http://example.org/mrn', value: '12345' } }),
         observation({ reference: 'Patient?identifier=http://example.org/mrn|12345' }),
+        observation({ reference: 'Patient?identifier=http://example.org/name-key|Ann Lee' }),
         // Provenance.target and List.entry.item are Reference(Any): every resource type.
         { resourceType: 'Provenance', target: [{ reference: 'Medication/1' }, { reference: 'Basic/x' }], recorded: '2024-01-01T00:00:00Z', agent: [{ who: { reference: 'Practitioner/1' } }] },
       ];
@@ -90,7 +91,7 @@ await eachStore((kind, fresh) => {
     });
 
     test("a transaction's urn:uuid and conditional references are validated as written, then resolved", async () => {
-      await api.create({ resourceType: 'Patient', identifier: [{ system: 'http://example.org/mrn', value: '7' }] });
+      await api.create({ resourceType: 'Patient', identifier: [{ system: 'http://example.org/mrn', value: '7' }, { system: 'http://example.org/name-key', value: 'Ann Lee' }] });
       const uuid = 'urn:uuid:61ebe359-bfdc-4613-8bf2-c5e300945f0a';
       const res = await api.post('', {
         resourceType: 'Bundle', type: 'transaction',
@@ -98,16 +99,19 @@ await eachStore((kind, fresh) => {
           { fullUrl: uuid, resource: { resourceType: 'Patient', name: [{ family: 'Chalmers' }] }, request: { method: 'POST', url: 'Patient' } },
           { resource: observation({ reference: uuid }), request: { method: 'POST', url: 'Observation' } },
           { resource: observation({ reference: 'Patient?identifier=http://example.org/mrn|7' }), request: { method: 'POST', url: 'Observation' } },
+          // A conditional reference is a search: its value may hold a space, as a query's may (not a reference's text).
+          { resource: observation({ reference: 'Patient?identifier=http://example.org/name-key|Ann Lee' }), request: { method: 'POST', url: 'Observation' } },
         ],
       });
       expect(res.status).toBe(200);
       const body = (await res.json()) as Json;
       // Each location as `Type/id`.
-      const [patient, first, second] = (body.entry as Json[]).map((e) => /([A-Za-z]+\/[^/]+)\/_history\/[^/]+$/.exec(e.response.location as string)![1]!);
+      const [patient, first, second, third] = (body.entry as Json[]).map((e) => /([A-Za-z]+\/[^/]+)\/_history\/[^/]+$/.exec(e.response.location as string)![1]!);
       expect(patient).toMatch(/^Patient\//);
       const read = async (location: string) => (await (await api.get(location)).json()) as Json;
       expect((await read(first!)).subject.reference).toBe(patient!);
       expect((await read(second!)).subject.reference).toMatch(/^Patient\/[A-Za-z0-9\-.]+$/);
+      expect((await read(third!)).subject.reference).toBe((await read(second!)).subject.reference);
     });
   });
 });

@@ -83,13 +83,14 @@ const ID = /^[A-Za-z0-9\-.]{1,64}$/;
  */
 function checkReferenceText(scope: ReferenceScope, reference: string, path: string): void {
   const at = `${path}.reference`;
+  // A conditional reference is a search, resolved before it is stored: its values may hold spaces, as a query's may.
+  const conditional = CONDITIONAL_TYPE.exec(reference);
+  if (conditional !== null && RESOURCE_TYPES.has(conditional[1]!)) return;
   if (WHITESPACE.test(reference)) {
     scope.add('value', at, `The reference ${JSON.stringify(reference)} is not a valid reference: a reference holds no whitespace`);
     return;
   }
   if (reference.charCodeAt(0) === 35 || ABSOLUTE.test(reference)) return;
-  const conditional = CONDITIONAL_TYPE.exec(reference);
-  if (conditional !== null && RESOURCE_TYPES.has(conditional[1]!)) return;
   const parts = reference.split('/');
   const restful = RESOURCE_TYPES.has(parts[0]!) && ID.test(parts[1] ?? '') && (parts.length === 2 || (parts.length === 4 && parts[2] === '_history' && ID.test(parts[3]!)));
   if (restful) return;

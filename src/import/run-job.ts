@@ -166,6 +166,11 @@ async function runInput(deps: ImportRunDeps, job: ImportJob, attempt: string, sp
   try {
     const importer = createImporter(deps.fhir, {
       tenant: job.tenant, fhirBase, signal, auditAppendOnly: true,
+      // Each batch commits only while this claim still holds the job: one that lost it (it stalled past its lease and
+      // another runner claimed the job, or the job was cancelled) rolls back and the input stops, whatever its timer knows.
+      fence: async (w) => {
+        if (!(await w.holdImportLease(job.id, deps.owner, deps.clock.now(), deps.leaseMs))) throw new Interrupted('lost');
+      },
       ...(spec.batchSize === undefined ? {} : { batchSize: spec.batchSize }),
       onIssue: (issue) => {
         const issues = lineIssues(issue);
@@ -276,6 +281,8 @@ async function runJob(deps: ImportRunDeps, job: ImportJob): Promise<ImportOutcom
     if (!ok) await lease.renew(false).catch(() => undefined);
     return ok ? 'completed' : (lease.interrupted()?.outcome ?? 'lost');
   } catch (err) {
+    // A batch the lease fence rolled back (runInput): the job is someone else's, or cancelled, which the lease tells.
+    if (err instanceof Interrupted && !lease.interrupted()) await lease.renew(false).catch(() => undefined);
     const why = lease.interrupted() ?? (err instanceof Interrupted ? err : undefined);
     if (why) {
       if (why.outcome === 'released') await deps.store.imports.release(job.id, deps.owner, deps.clock.now(), true);

@@ -115,7 +115,9 @@ export function createImportRunner(o: ImportRunnerOptions) {
     async runOnce(): Promise<number> {
       if (stopping.signal.aborted) stopping = new AbortController();
       let n = 0;
-      while (await runOne(`${processId}/once`)) n++;
+      // An owner per claim: it is the claim's fencing token (ResourceWriter.holdImportLease), which a claim of the same
+      // job by this process after its lease ran out must not share.
+      while (await runOne(`${processId}/o${slot++}`)) n++;
       return n;
     },
     busy: () => running.size,

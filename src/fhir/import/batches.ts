@@ -85,6 +85,11 @@ export interface BatchOptions {
    * listed in its batch's `refused`. One equal to it (an input read again) stays unchanged.
    */
   auditAppendOnly?: boolean;
+  /**
+   * Run last in each batch's transaction (`$import`: the job's lease, ResourceWriter.holdImportLease); what it throws
+   * rolls the batch back, and the writer then writes nothing more: every later batch, and drain, throw it too.
+   */
+  fence?: (w: ResourceWriter) => Promise<void>;
 }
 
 /** The AuditEvent that the writes of `v` would change: it exists, live, with other content. */
@@ -136,6 +141,8 @@ export function createBatchWriter(
   let queued = 0;
   let batchResources = Math.min(FIRST_BATCH_RESOURCES, limits.resources);
   const inFlight: { keys: Set<string>; done: Promise<void> }[] = [];
+  /** What the fence threw: the writer may write nothing more. */
+  let fenced: { err: unknown } | undefined;
 
   /** Writes a batch in one transaction; resolves to what it held (the counts of one attempt of the transaction, the one committed). */
   function write(batch: Batch): Promise<Committed> {
@@ -145,6 +152,14 @@ export function createBatchWriter(
         let unchanged = 0;
         const refused: PreparedVersion[] = [];
         for (const g of batch.groups) unchanged += await writeGroup(w, g, opts, options, refused);
+        if (options.fence) {
+          try {
+            await options.fence(w);
+          } catch (err) {
+            fenced ??= { err };
+            throw err;
+          }
+        }
         return { resources: batch.size, unchanged, refused };
       });
     });
@@ -161,6 +176,7 @@ export function createBatchWriter(
   }
 
   async function flush(): Promise<void> {
+    if (fenced) throw fenced.err;
     if (!queue.length) return;
     const batch = group(queue);
     queue = [];

@@ -1,7 +1,7 @@
 import type { FhirIssue } from '../../errors.ts';
 import { noteValidationLevel, requireProfiles, validationLevel, type FhirDeps } from '../crud.ts';
 import { carryLiterals } from '../exact-json.ts';
-import { createBatchWriter, DEFAULT_BATCH_LIMITS } from './batches.ts';
+import { createBatchWriter, DEFAULT_BATCH_LIMITS, type BatchOptions } from './batches.ts';
 import { createDeferredQueue } from './deferred.ts';
 import { importDocument, parseResource, type DocumentContext, type DocumentFormat } from './document.ts';
 import { addLoose, type IssuePlace, type LooseContext } from './loose.ts';
@@ -65,6 +65,8 @@ export interface ImportOptions {
    * `$import`, which writes for a client, to whom the audit trail is append-only. `cinder import` is the operator's.
    */
   auditAppendOnly?: boolean;
+  /** Run last in each batch's transaction; what it throws rolls the batch back and stops the import (BatchOptions.fence). */
+  fence?: BatchOptions['fence'];
 }
 
 type ImportFormat = 'ndjson' | DocumentFormat;
@@ -129,7 +131,7 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
     progress.unchanged += unchanged;
     for (const v of refused) fail({ file: reading, ...(v.line !== undefined && { line: v.line }), ...auditRefusal(v.id) });
     report();
-  }, { auditAppendOnly: opts.auditAppendOnly === true });
+  }, { auditAppendOnly: opts.auditAppendOnly === true, ...(opts.fence && { fence: opts.fence }) });
   // fullUrl -> Type/id of every Bundle entry written by this run, and the work waiting for some.
   const run = createRunReferences();
   const deferred = createDeferredQueue(run);

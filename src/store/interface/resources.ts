@@ -157,6 +157,15 @@ export interface ResourceWriter {
    * Subscription (its events numbered from 1, none of the deleted one's in $events). Its versions stay.
    */
   endSubscription(id: string): Promise<void>;
+  /**
+   * The lease fence of an `$import` batch (src/import/run-job.ts): renews import job `job`'s lease to `now + leaseMs`
+   * in this transaction when it is still in progress under `owner` (the claim's token, ImportJobRepo.claim), and
+   * tells whether it was. False when another runner claimed the job after the lease ran out, or it was cancelled:
+   * the caller then rolls back, so that a runner that lost its job commits nothing more of it. On PostgreSQL the
+   * job's row stays locked until the commit (a claim skips it meanwhile, and sees the renewed lease after it): called
+   * last in the transaction, it holds the lock no longer than the commit.
+   */
+  holdImportLease(job: string, owner: string, now: number, leaseMs: number): Promise<boolean>;
 }
 
 /** A current row as the reindexer reads it. */

@@ -226,6 +226,9 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
     subscriptionOwned: mapped('subscription', async (id) => (await tx`SELECT 1 FROM subscription_state WHERE tenant = ${tenant} AND id = ${id}`).length > 0),
     handshakeWaiting: mapped('subscription', async (id) =>
       (await tx`SELECT 1 FROM subscription_notifications WHERE tenant = ${tenant} AND subscription_id = ${id} AND event = 'handshake' LIMIT 1`).length > 0),
+    holdImportLease: mapped('import lease', async (job, owner, now, leaseMs) =>
+      (await tx`UPDATE import_jobs SET lease_until = ${now + leaseMs}, updated_at = ${now}
+        WHERE id = ${job} AND state = 'in-progress' AND lease_owner = ${owner}`).count > 0),
     claim: mapped('claim', async (claims, now) => {
       for (const { key, seen } of inKeyOrder(claims)) {
         // Under READ COMMITTED both statements wait for a transaction holding the row and then see its

@@ -313,6 +313,11 @@ export function createWriter(
     async handshakeWaiting(id) {
       return db.query("SELECT 1 FROM subscription_notifications WHERE tenant = ? AND subscription_id = ? AND event = 'handshake' LIMIT 1").get(tenant, id) !== null;
     },
+    async holdImportLease(job, owner, now, leaseMs) {
+      return db
+        .query("UPDATE import_jobs SET lease_until = ?, updated_at = ? WHERE id = ? AND state = 'in-progress' AND lease_owner = ?")
+        .run(now + leaseMs, now, job, owner).changes > 0;
+    },
     async endSubscription(id) {
       for (const table of ['subscription_notifications', 'subscription_events']) db.query(`DELETE FROM ${table} WHERE tenant = ? AND subscription_id = ?`).run(tenant, id);
       db.query('DELETE FROM subscription_state WHERE tenant = ? AND id = ?').run(tenant, id);

@@ -30,6 +30,18 @@ export class InputError extends Error {
   override name = 'InputError';
 }
 
+/**
+ * The server could not keep an input's download on its own disk (its temporary directory full, unwritable, failing):
+ * the server's failure, never the input's. It fails the job's attempt (run-job.ts: retried, then failed with a
+ * reason that names no path); the cause, with the path, is the operator's, in the log.
+ */
+export class SpoolError extends Error {
+  override name = 'SpoolError';
+  constructor(path: string, cause: unknown) {
+    super(`the download of an input could not be written to ${path}: ${(cause as Error)?.message ?? String(cause)}`, { cause });
+  }
+}
+
 const MAX_REDIRECTS = 5;
 
 /** `raw` as an http(s) URL a request may go to (its address is checked by the request itself). */
@@ -139,14 +151,16 @@ export interface Downloaded {
 
 /**
  * Downloads `raw` to a file under `deps.tmpDir` named after `name`. Throws InputError when it cannot be
- * fetched, is larger than `maxBytes` or takes longer than `timeoutMs`; rethrows `signal`'s abort. `credential`
- * (`user:password`) is sent as Basic authorization to `raw`'s origin (see get).
+ * fetched, is larger than `maxBytes` or takes longer than `timeoutMs`, and SpoolError when the file cannot be
+ * written (the server's disk, not the input); rethrows `signal`'s abort. `credential` (`user:password`) is sent
+ * as Basic authorization to `raw`'s origin (see get).
  */
 export async function downloadInput(deps: FetchInputDeps, raw: string, name: string, signal: AbortSignal, credential?: string): Promise<Downloaded> {
   const path = join(deps.tmpDir, `${name}.ndjson`);
   const remove = () => rm(path, { force: true });
   const timeout = AbortSignal.timeout(deps.timeoutMs);
-  const file = await open(path, 'w');
+  const spooled = <T>(write: Promise<T>) => write.catch((err: unknown) => Promise.reject(new SpoolError(path, err)));
+  const file = await spooled(open(path, 'w'));
   let bytes = 0;
   try {
     const res = await get(deps, raw, AbortSignal.any([signal, timeout]), credential);
@@ -159,15 +173,18 @@ export async function downloadInput(deps: FetchInputDeps, raw: string, name: str
       for await (const chunk of bytesOf(res.body)) {
         bytes += chunk.byteLength;
         if (bytes > deps.maxBytes) throw new InputError(`${raw} holds more than the ${deps.maxBytes} bytes an input may hold (CINDER_IMPORT_MAX_INPUT_BYTES)`);
-        await file.write(chunk);
+        await spooled(file.write(chunk));
       }
     }
+    // A write the disk failed late (a full or remote file system) is told by the close: the file is not imported half.
+    await spooled(file.close());
     return { path, bytes, remove };
   } catch (err) {
     await file.close().catch(() => undefined);
-    await remove();
+    // A file that cannot be removed either (the same failing disk) is only disk: the first error is the one told.
+    await remove().catch(() => undefined);
     if (signal.aborted) throw signal.reason;
-    if (err instanceof InputError) throw err;
+    if (err instanceof InputError || err instanceof SpoolError) throw err;
     if (timeout.aborted) throw new InputError(`GET ${raw} did not finish within ${deps.timeoutMs / 1000} s (CINDER_IMPORT_FETCH_TIMEOUT)`);
     const cause = (err as Error).message ?? String(err);
     throw new InputError(`GET ${raw} failed: ${cause}`);

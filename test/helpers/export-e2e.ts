@@ -40,9 +40,11 @@ export interface Server {
 /**
  * Starts `bun src/main.ts serve` with `env` and waits until /healthz answers. Processes that share a
  * database share one public base URL (`baseUrl`, default this process's own), as behind a load balancer.
+ * `prelude`, shell commands run before the server in its shell (resource limits: `ulimit -f`), starts it through `sh`.
  */
-export async function startServer(env: Record<string, string>, port: number, baseUrl = `http://127.0.0.1:${port}`): Promise<Server> {
-  const proc = Bun.spawn(['bun', 'src/main.ts', 'serve'], {
+export async function startServer(env: Record<string, string>, port: number, baseUrl = `http://127.0.0.1:${port}`, prelude?: string): Promise<Server> {
+  const command = prelude === undefined ? ['bun', 'src/main.ts', 'serve'] : ['sh', '-c', `${prelude}; exec bun src/main.ts serve`];
+  const proc = Bun.spawn(command, {
     cwd: ROOT, env: { ...process.env, ...env, CINDER_PORT: String(port), CINDER_HOST: '127.0.0.1', CINDER_BASE_URL: baseUrl },
     stdout: 'pipe', stderr: 'pipe',
   });

@@ -4,9 +4,12 @@
  * while `GET /healthz` is sent every `--every` ms (one at a time: the next leaves `--every` ms after the last
  * was sent, or at once when it took longer). Prints the import's duration (kick-off to the status's 200) and
  * the latencies of the health checks sent meanwhile (p50, p99, longest): the longest is the longest time the
- * server's event loop did not answer, within a few ms. `--runs` repeats it, each on a fresh server.
+ * server's event loop did not answer, within a few ms. `--runs` repeats it, each on a fresh server. With
+ * `--update`, the file is imported once unmeasured, and what is measured is the import of the same Observations
+ * with another value each: every line an update (a version written over its current one, in the batches'
+ * concurrent updates), as a data set loaded again after a change is.
  *
- *   bun bench/import-stall.ts [--observations N] [--every MS] [--runs N] [--env K=V]... [--json]
+ *   bun bench/import-stall.ts [--observations N] [--every MS] [--runs N] [--update] [--env K=V]... [--json]
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -20,6 +23,7 @@ const { values } = parseArgs({
     observations: { type: 'string', default: '50000' },
     every: { type: 'string', default: '10' },
     runs: { type: 'string', default: '1' },
+    update: { type: 'boolean', default: false },
     env: { type: 'string', multiple: true, default: [] },
     json: { type: 'boolean', default: false },
   },
@@ -30,7 +34,7 @@ const every = Number(values.every);
 const extraEnv = Object.fromEntries(values.env.map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
 
 /** An Observation of about 600 bytes, as a lab result is: coded, with a subject, a time and a quantity. */
-function observation(i: number): string {
+function observation(i: number, shift = 0): string {
   return JSON.stringify({
     resourceType: 'Observation', id: `o${i}`, status: 'final',
     category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'laboratory', display: 'Laboratory' }] }],
@@ -38,7 +42,7 @@ function observation(i: number): string {
     subject: { reference: `Patient/p${i % 1000}` },
     effectiveDateTime: new Date(Date.UTC(2020, 0, 1) + i * 60_000).toISOString(),
     issued: new Date(Date.UTC(2020, 0, 1) + i * 60_000 + 3_600_000).toISOString(),
-    valueQuantity: { value: 70 + (i % 60), unit: 'mg/dL', system: 'http://unitsofmeasure.org', code: 'mg/dL' },
+    valueQuantity: { value: 70 + ((i + shift) % 60), unit: 'mg/dL', system: 'http://unitsofmeasure.org', code: 'mg/dL' },
   });
 }
 
@@ -51,7 +55,9 @@ function percentile(xs: number[], p: number): number {
 const work = mkdtempSync(join(tmpdir(), 'cinder-bench-stall-'));
 const file = join(work, 'observations.ndjson');
 writeFileSync(file, Array.from({ length: count }, (_, i) => observation(i)).join('\n') + '\n');
-const files = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response(Bun.file(file)) });
+const updated = join(work, 'updated.ndjson');
+if (values.update) writeFileSync(updated, Array.from({ length: count }, (_, i) => observation(i, 1)).join('\n') + '\n');
+const files = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: (req) => new Response(Bun.file(new URL(req.url).pathname === '/updated.ndjson' ? updated : file)) });
 
 interface Run {
   run: number;
@@ -62,21 +68,40 @@ interface Run {
   maxMs: number;
 }
 
+/** Polls an import's status until it is done; its resources counted, and those unchanged. */
+async function imported(status: string, headers: Record<string, string>): Promise<{ count: number; unchanged: number }> {
+  for (;;) {
+    await Bun.sleep(100);
+    const res = await fetch(status, { headers });
+    if (res.status === 202) {
+      await res.arrayBuffer();
+      continue;
+    }
+    if (res.status !== 200) throw new Error(`status: ${res.status} ${await res.text()}`);
+    const result = (await res.json()) as { output: { count: number; unchanged: number }[] };
+    return { count: result.output.reduce((n, o) => n + o.count, 0), unchanged: result.output.reduce((n, o) => n + o.unchanged, 0) };
+  }
+}
+
 async function once(run: number): Promise<Run> {
   const server = await startServer({ CINDER_IMPORT_ALLOW_PRIVATE: 'true', CINDER_VALIDATION: 'off', ...extraEnv });
   try {
     const headers = { Authorization: `Bearer ${await adminToken(server)}`, 'Content-Type': 'application/fhir+json', Prefer: 'respond-async' };
-    const body = {
+    const body = (path: string) => ({
       resourceType: 'Parameters',
       parameter: [
         { name: 'inputFormat', valueCode: 'application/fhir+ndjson' },
-        { name: 'input', part: [{ name: 'type', valueCode: 'Observation' }, { name: 'url', valueUri: `http://127.0.0.1:${files.port}/observations.ndjson` }] },
+        { name: 'input', part: [{ name: 'type', valueCode: 'Observation' }, { name: 'url', valueUri: `http://127.0.0.1:${files.port}${path}` }] },
       ],
+    });
+    const kickOff = async (path: string) => {
+      const kick = await fetch(`${server.fhir}/$import`, { method: 'POST', headers, body: JSON.stringify(body(path)) });
+      if (kick.status !== 202) throw new Error(`kick-off: ${kick.status} ${await kick.text()}`);
+      return kick.headers.get('content-location')!;
     };
+    if (values.update) await imported(await kickOff('/observations.ndjson'), headers);
     const started = performance.now();
-    const kick = await fetch(`${server.fhir}/$import`, { method: 'POST', headers, body: JSON.stringify(body) });
-    if (kick.status !== 202) throw new Error(`kick-off: ${kick.status} ${await kick.text()}`);
-    const status = kick.headers.get('content-location')!;
+    const status = await kickOff(values.update ? '/updated.ndjson' : '/observations.ndjson');
     let importing = true;
     const latencies: number[] = [];
     const checks = (async () => {
@@ -89,23 +114,12 @@ async function once(run: number): Promise<Run> {
         if (took < every) await Bun.sleep(every - took);
       }
     })();
-    let imported = 0;
-    for (;;) {
-      await Bun.sleep(100);
-      const res = await fetch(status, { headers });
-      if (res.status === 202) {
-        await res.arrayBuffer();
-        continue;
-      }
-      if (res.status !== 200) throw new Error(`status: ${res.status} ${await res.text()}`);
-      const result = (await res.json()) as { output: { count: number }[] };
-      imported = result.output.reduce((n, o) => n + o.count, 0);
-      break;
-    }
+    const result = await imported(status, headers);
     const importSeconds = (performance.now() - started) / 1000;
     importing = false;
     await checks;
-    if (imported !== count) throw new Error(`imported ${imported} of ${count}`);
+    if (result.count !== count) throw new Error(`imported ${result.count} of ${count}`);
+    if (values.update && result.unchanged !== 0) throw new Error(`${result.unchanged} of ${count} unchanged: not every line was an update`);
     return {
       run, importSeconds: Number(importSeconds.toFixed(2)), checks: latencies.length,
       p50Ms: Number(percentile(latencies, 50).toFixed(1)), p99Ms: Number(percentile(latencies, 99).toFixed(1)),

@@ -15,12 +15,12 @@ afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-async function pacedStore() {
+/** A store whose writes are paced with `budgetMs` (by default 0: a turn at every chance). */
+async function pacedStore(budgetMs = 0) {
   const dir = mkdtempSync(join(tmpdir(), 'cinder-paced-'));
   dirs.push(dir);
   const path = join(dir, 'c.db');
-  // A budget of 0: a turn at every chance.
-  const s = createSqliteStore(path, { writeSliceMs: 0 });
+  const s = createSqliteStore(path, { writeSliceMs: budgetMs });
   await s.migrate();
   return { s, probe: openDatabase(path) };
 }
@@ -91,6 +91,66 @@ test('concurrent updates of one paced transaction all commit, with their index r
   // Each update replaced its resource's index row (one a resource, none left of version 1).
   expect(probe.query<{ n: number }, []>('SELECT count(*) AS n FROM search_string').get()!.n).toBe(ids.length);
   expect((await s.resources.history('t', { type: 'Patient', id: 'p7', count: 10 })).map((v) => v.versionId)).toEqual([2, 1]);
+  probe.close();
+  await s.close();
+});
+
+test('concurrent writes of one paced transaction keep to the slice: each goes on only after the one before has worked', async () => {
+  // An `$import` batch updates its resources concurrently (Promise.all). Let on all at once at a turn, every waiter
+  // passed the budget check before any had run its statements, and the whole batch ran in one slice (seconds).
+  const budgetMs = 2;
+  const { s, probe } = await pacedStore(budgetMs);
+  const ids = Array.from({ length: 1000 }, (_, i) => `p${i}`);
+  await s.resources.write('t', (w) => w.insertNew(ids.map((id) => version('Patient', id))));
+  let turns = 0;
+  let open = true;
+  const ticking = (async () => {
+    while (open) {
+      await new Promise((r) => setImmediate(r));
+      turns++;
+    }
+  })();
+  // The event-loop turn each update ran in.
+  const ranIn = new Set<number>();
+  await s.resources.write('t', (w) => Promise.all(ids.map(async (id) => {
+    const current = await w.current('Patient', id);
+    await w.put(version('Patient', id, current!.versionId + 1));
+    ranIn.add(turns);
+  })));
+  open = false;
+  await ticking;
+  // 1,000 updates are far more than a slice of 2 ms: they ran over many turns (all in one or two before).
+  expect(ranIn.size).toBeGreaterThan(10);
+  for (const id of ids) expect((await s.resources.read('t', 'Patient', id))?.versionId).toBe(2);
+  probe.close();
+  await s.close();
+});
+
+test('a reindex transaction (replaceIndex) is paced too: the event loop turns while it rewrites the index rows, which it rewrites whole', async () => {
+  // `serve` reindexes beside its requests; a batch's rows were rewritten in one stretch of the thread.
+  const { s, probe } = await pacedStore();
+  const ids = Array.from({ length: 1000 }, (_, i) => `p${i}`);
+  await s.resources.write('t', (w) => w.insertNew(ids.map((id) => version('Patient', id))));
+  let turns = 0;
+  let open = true;
+  const ticking = (async () => {
+    while (open) {
+      await new Promise((r) => setImmediate(r));
+      turns++;
+    }
+  })();
+  let during = 0;
+  await s.resources.write('t', async (w) => {
+    const before = turns;
+    await w.replaceIndex(ids.map((id) => ({ type: 'Patient', id, index: { ...NO_INDEX_ROWS, strings: [{ param: 'name', value: `${id}-new`, exact: `${id}-new` }] }, compartments: [] })));
+    during = turns - before;
+  });
+  open = false;
+  await ticking;
+  // A turn every 64 resources at a budget of 0.
+  expect(during).toBeGreaterThanOrEqual(10);
+  expect(probe.query<{ n: number }, []>("SELECT count(*) AS n FROM search_string WHERE value LIKE '%-new'").get()!.n).toBe(ids.length);
+  expect(probe.query<{ n: number }, []>('SELECT count(*) AS n FROM search_string').get()!.n).toBe(ids.length);
   probe.close();
   await s.close();
 });

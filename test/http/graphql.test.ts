@@ -163,6 +163,19 @@ await eachStore((kind, fresh) => {
       });
     });
 
+    test('a decimal answers as it was stored: its precision and digits kept (datatypes.html), in lists, contained resources and Connections too', async () => {
+      // Written as text: a JavaScript literal would already have lost them.
+      const body = '{"resourceType":"Observation","id":"dec","status":"final","code":{"text":"x"},"valueQuantity":{"value":12345678901234567890.50,"unit":"g"},'
+        + '"referenceRange":[{"low":{"value":1.50}},{"low":{"value":0.000000000000000000000000010}}],'
+        + '"contained":[{"resourceType":"Observation","id":"in","status":"final","code":{"text":"y"},"valueQuantity":{"value":98.60}}],"hasMember":[{"reference":"#in"}]}';
+      expect((await api.put('Observation/dec', body)).status).toBe(201);
+      const r = await api.post('$graphql', JSON.stringify({ query: '{ Observation(id: "dec") { valueQuantity { v: value } referenceRange { low { value } } hasMember { resource { ... on Observation { valueQuantity { value } } } } } ObservationConnection(_id: "dec") { edges { score resource { valueQuantity { value } } } } }' }), { 'Content-Type': 'application/json' });
+      expect(r.status).toBe(200);
+      expect(await r.text()).toBe('{"data":{"Observation":{"valueQuantity":{"v":12345678901234567890.50},"referenceRange":[{"low":{"value":1.50}},{"low":{"value":0.000000000000000000000000010}}],'
+        + '"hasMember":[{"resource":{"valueQuantity":{"value":98.60}}}]},"ObservationConnection":{"edges":[{"score":null,"resource":{"valueQuantity":{"value":12345678901234567890.50}}}]}}}');
+      expect(await data('{ Observation(id: "o1") { valueQuantity { value } } }')).toEqual({ Observation: { valueQuantity: { value: 61 } } });
+    });
+
     test("a list's references are read together, one query per type and level, not one read each", async () => {
       const repo = t.store.resources;
       const counts = { read: 0, search: 0 };

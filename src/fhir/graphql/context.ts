@@ -7,6 +7,7 @@
  */
 import { FhirError } from '../../errors.ts';
 import type { ResourceVersion } from '../../store/types.ts';
+import { parseExact } from '../exact-json.ts';
 import { requireAccess } from '../access.ts';
 import { readResource, vreadResource, type FhirDeps, type FhirRequest } from '../crud.ts';
 import { parseReference } from '../references.ts';
@@ -22,7 +23,8 @@ const ROOT = Symbol('root');
 /** Parses a stored version's JSON and marks every object in it with its resource (ROOT), charging the budget. */
 function resourceOf(v: ResourceVersion, budget: GraphqlBudget): Json {
   budget.charge(v.content.length);
-  const root = JSON.parse(v.content) as Json;
+  // Its decimals' literals recorded: a decimal answers as it was stored (schema.ts FLOAT).
+  const root = parseExact(v.content) as Json;
   const mark = (node: unknown): void => {
     if (Array.isArray(node)) node.forEach(mark);
     else if (node !== null && typeof node === 'object') {

@@ -187,7 +187,8 @@ export function applyFhirDirectives(doc: DocumentNode, op: OperationDefinitionNo
         delete value[key];
         const many = Array.isArray(child);
         for (const item of many ? (child as unknown[]) : [child]) {
-          if (item === null || typeof item !== 'object') continue;
+          // A leaf's value (a decimal answers as raw JSON, an object) has no fields to flatten.
+          if (item === null || typeof item !== 'object' || (JSON as unknown as { isRawJSON(v: unknown): boolean }).isRawJSON(item)) continue;
           for (const [k, v] of Object.entries(item as Obj)) if (v !== null && v !== undefined) put(value, k, v, many);
         }
       } else if (suffix) {

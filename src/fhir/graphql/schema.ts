@@ -10,12 +10,13 @@
  * read goes through the request's GraphqlContext.
  */
 import {
-  GraphQLBoolean, GraphQLEnumType, GraphQLFloat, GraphQLID, GraphQLInt, GraphQLList, GraphQLNonNull, GraphQLObjectType, GraphQLSchema,
-  GraphQLString, GraphQLUnionType, specifiedDirectives, type GraphQLFieldConfig, type GraphQLFieldConfigArgumentMap, type GraphQLFieldConfigMap, type GraphQLOutputType,
+  GraphQLBoolean, GraphQLEnumType, GraphQLFloat, GraphQLID, GraphQLInt, GraphQLList, GraphQLNonNull, GraphQLObjectType, GraphQLScalarType, GraphQLSchema,
+  GraphQLString, GraphQLUnionType, specifiedDirectives, type GraphQLFieldConfig, type GraphQLFieldResolver, type GraphQLFieldConfigArgumentMap, type GraphQLFieldConfigMap, type GraphQLOutputType,
 } from 'graphql';
 import rawTable from '../validation/r4-table.json' with { type: 'json' };
 import type { ValidationTable } from '../validation/table.ts';
 import { isDomainResource, paramsOf, referrersOf } from '../definitions.ts';
+import { literalOf } from '../exact-json.ts';
 import { REST_RESOURCE_TYPES } from '../resource-types.ts';
 import { FHIR_DIRECTIVES } from './directives.ts';
 
@@ -53,8 +54,38 @@ export function argName(param: string): string {
   return param.replace(/-/g, '_');
 }
 
+const rawJSON = (JSON as unknown as { rawJSON(text: string): object }).rawJSON;
+const isRawJSON = (JSON as unknown as { isRawJSON(v: unknown): boolean }).isRawJSON;
+
+/**
+ * graphql.html's Float, which a FHIR decimal is, written as it was stored: a decimal keeps its precision
+ * (datatypes.html: `1.50` is not `1.5`, `12345678901234567890.5` is not a double). Its fields resolve to
+ * the stored literal (decimalResolver); serialize hands it to the answer's JSON as it is, and any other
+ * value as GraphQL's Float does. It stands in for Float throughout the schema (one type of a name).
+ */
+const FLOAT = new GraphQLScalarType({
+  name: 'Float',
+  description: GraphQLFloat.description,
+  specifiedByURL: GraphQLFloat.specifiedByURL,
+  serialize: (v) => (isRawJSON(v) ? v : GraphQLFloat.serialize(v)),
+  parseValue: (v) => GraphQLFloat.parseValue(v),
+  parseLiteral: (node, variables) => GraphQLFloat.parseLiteral(node, variables),
+});
+
+/** The stored literal of a number held at `holder[key]` (exact-json.ts), as raw JSON; else the number. */
+const exactNumber = (holder: unknown, key: string | number, v: unknown): unknown => {
+  const literal = typeof v === 'number' ? literalOf(holder, key) : undefined;
+  return literal === undefined || !Object.is(Number(literal), v) ? v : rawJSON(literal);
+};
+
+/** A decimal element's resolver: its value (each item of a list) with the literal it was stored with. */
+const decimalResolver: GraphQLFieldResolver<Json, GraphqlContext> = (source, _args, _ctx, info) => {
+  const v = source[info.fieldName];
+  return Array.isArray(v) ? v.map((item, i) => exactNumber(v, i, item)) : exactNumber(source, info.fieldName, v);
+};
+
 const SCALARS: Record<string, GraphQLOutputType> = {
-  boolean: GraphQLBoolean, integer: GraphQLInt, positiveInt: GraphQLInt, unsignedInt: GraphQLInt, decimal: GraphQLFloat, id: GraphQLID,
+  boolean: GraphQLBoolean, integer: GraphQLInt, positiveInt: GraphQLInt, unsignedInt: GraphQLInt, decimal: FLOAT, id: GraphQLID,
 };
 const PRIMITIVES = new Set(['base64Binary', 'boolean', 'canonical', 'code', 'date', 'dateTime', 'decimal', 'id', 'instant', 'integer', 'markdown', 'oid',
   'positiveInt', 'string', 'time', 'unsignedInt', 'uri', 'url', 'uuid', 'xhtml']);
@@ -196,7 +227,7 @@ export class FhirGraphqlSchema {
       name: `${type}ConnectionEdge`,
       fields: () => ({
         mode: { type: GraphQLString, resolve: () => 'match' },
-        score: { type: GraphQLFloat, resolve: () => null },
+        score: { type: FLOAT, resolve: () => null },
         resource: { type: this.object(type), resolve: (e: Json) => e },
       }),
     });
@@ -241,7 +272,7 @@ export class FhirGraphqlSchema {
       for (const t of types) {
         const json = Array.isArray(e.t) ? element + capital(t) : element;
         const base = this.elementOutput(t);
-        fields[json] = { type: many ? new GraphQLList(base) : base };
+        fields[json] = { type: many ? new GraphQLList(base) : base, ...(t === 'decimal' ? { resolve: decimalResolver } : {}) };
         if (PRIMITIVES.has(t) && !e.bare) fields[`_${json}`] = { type: many ? new GraphQLList(this.elementType) : this.elementType };
       }
     }

@@ -15,6 +15,7 @@
  *   current version (409 otherwise): stored versions are never rewritten.
  */
 import { FhirError } from '../errors.ts';
+import { carryLiterals } from './exact-json.ts';
 import type { ResourceVersion } from '../store/types.ts';
 import { enumerationAccess, requireAccess } from './access.ts';
 import type { CapabilityContribution } from './capability.ts';
@@ -174,8 +175,8 @@ export function changedMeta(current: Resource, input: MetaSets, mode: 'add' | 'd
   }
   // R4 JSON has no empty arrays (json.html); a meta left with nothing goes (the write sets versionId and lastUpdated).
   for (const name of ['profile', 'security', 'tag']) if ((meta[name] as unknown[]).length === 0) delete meta[name];
-  const out: Resource = { ...current, meta };
-  return out;
+  // The copy keeps the literals of the resource's own numbers (a decimal's `1.50`: exact-json.ts).
+  return carryLiterals(current, { ...current, meta } as Resource);
 }
 
 /**

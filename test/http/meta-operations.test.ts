@@ -74,6 +74,18 @@ await eachStore((kind, fresh) => {
       expect(again).toEqual(meta);
     });
 
+    test('$meta-add and $meta-delete keep the rest of the resource as stored: a decimal keeps its precision', async () => {
+      // Written as text: a JavaScript literal would already have lost it.
+      const text = '{"resourceType":"Observation","id":"dec","status":"final","code":{"text":"x"},"valueQuantity":{"value":1.50,"unit":"g"},"referenceRange":[{"low":{"value":12345678901234567890.50}}]}';
+      expect((await api.put('Observation/dec', text)).status).toBe(201);
+      for (const op of ['$meta-add', '$meta-delete']) {
+        expect((await api.post(`Observation/dec/${op}`, metaParams({ tag: [{ system: TAGS, code: 'd' }] }))).status).toBe(200);
+        const stored = await (await api.get('Observation/dec')).text();
+        expect(stored).toContain('"valueQuantity":{"value":1.50,"unit":"g"}');
+        expect(stored).toContain('"low":{"value":12345678901234567890.50}');
+      }
+    });
+
     test('$meta-delete removes by system and code (display and version ignored); absent ones are no error', async () => {
       await api.put200({ resourceType: 'Patient', id: 'm3', meta: { tag: [{ system: TAGS, code: 'k' }, { system: TAGS, code: 'gone', display: 'G' }], security: [{ system: SEC, code: 'N' }] } });
       const meta = await ok(await api.post('Patient/m3/$meta-delete', metaParams({ tag: [{ system: TAGS, code: 'gone', display: 'whatever', version: '9' }, { system: TAGS, code: 'never' }], security: [{ system: SEC, code: 'N' }] })));

@@ -222,6 +222,28 @@ await eachStore((kind, fresh) => {
       expect(body).toEqual(v2);
     });
 
+    test('decimals in the diff as they were stored (value, previousValue, inserted items), and applied by PATCH give the to-version exactly', async () => {
+      // Written as text: a JavaScript literal would already have lost the digits.
+      const obs = (value: string, low: string) => `{"resourceType":"Observation","id":"dec","status":"final","code":{"text":"x"},"valueQuantity":{"value":${value}},"referenceRange":[${low}]}`;
+      const from = obs('1.50', '{"low":{"value":12345678901234567890.50}}');
+      const to = obs('2.50', '{"low":{"value":0.10}},{"high":{"value":1.0}}');
+      expect((await api.put('Observation/dec', from)).status).toBe(201);
+      expect((await api.put('Observation/dec', to)).status).toBe(200);
+      const res = await api.get('Observation/dec/$diff');
+      expect(res.status).toBe(200);
+      const text = await res.text();
+      expect(text).toContain('{"name":"previousValue","valueDecimal":1.50},{"name":"value","valueDecimal":2.50}');
+      expect(text).toContain('{"name":"previousValue","valueDecimal":12345678901234567890.50},{"name":"value","valueDecimal":0.10}');
+      expect(text).toContain('{"name":"value","valueDecimal":1.0}');
+      // A change of precision alone is a change, and says so.
+      expect((await api.put('Observation/dec', obs('2.5', '{"low":{"value":0.10}},{"high":{"value":1.0}}'))).status).toBe(200);
+      expect(await (await api.get('Observation/dec/$diff')).text()).toContain('{"name":"previousValue","valueDecimal":2.50},{"name":"value","valueDecimal":2.5}');
+      expect((await api.put('Observation/dec', from)).status).toBe(200);
+      const patched = await api.call('PATCH', 'Observation/dec', text, { 'Content-Type': 'application/fhir+json' });
+      expect(patched.status).toBe(200);
+      expect((await patched.text()).replace(/"meta":\{[^}]*\},/, '')).toBe(to);
+    });
+
     test('a primitive with extensions and no value on the resource (_birthDate, _active alone): added, removed and changed, both ways, applied by PATCH', async () => {
       const absent = (code: string) => ({ extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/data-absent-reason', valueCode: code }] });
       const versions: Json[] = [

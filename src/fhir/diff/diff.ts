@@ -15,7 +15,7 @@
  * holding it.
  */
 import { FhirError } from '../../errors.ts';
-import { cloneExact, literalOf, setLiteral } from '../exact-json.ts';
+import { carryLiterals, cloneExact, literalOf, refreshLiterals, setLiteral } from '../exact-json.ts';
 import { typeModel, type Slot } from '../validation/model.ts';
 import { Hashes, itemIds, type Item } from './item-ids.ts';
 import { align, MAX_ALIGN_CELLS, type AlignBudget } from './list-align.ts';
@@ -116,6 +116,9 @@ function hasHole(values: unknown[], exts: unknown[]): boolean {
   return values.some((v, i) => v === null && !isObject(exts[i]));
 }
 
+/** A part named `name` with `fields` (valueFields'), keeping the literal of a decimal among them (a spread alone drops it). */
+const named = (name: string, fields: Part): Part => carryLiterals(fields, { name, ...fields });
+
 /** The part fields (value[x], `resource`, or nested parts) carrying `value` of element `key` of a `type`. */
 export function valueFields(type: string | undefined, key: string, value: unknown, ext: unknown, literal?: string): Part {
   if (value === null || value === undefined) throw new Unreachable();
@@ -141,8 +144,8 @@ function nestedParts(type: string, value: Json): Part[] {
     const list = listOf(value, key);
     if (list !== undefined) {
       const { values, exts } = list;
-      values.forEach((item, i) => parts.push({ name, ...nestedValue(type, key, item, exts[i], literalOf(values, i)) }));
-    } else parts.push({ name, ...nestedValue(type, key, value[key], value['_' + key], literalOf(value, key)) });
+      values.forEach((item, i) => parts.push(named(name, nestedValue(type, key, item, exts[i], literalOf(values, i)))));
+    } else parts.push(named(name, nestedValue(type, key, value[key], value['_' + key], literalOf(value, key))));
   }
   return parts;
 }
@@ -208,20 +211,20 @@ class Ops {
   }
 }
 
-function replace(path: string, type: string | undefined, key: string, holder: Json | unknown[], at: string | number, before: unknown, value: unknown, ext: unknown, previousKey: string): Part {
-  const parts = [code('type', 'replace'), str('path', path), { name: 'value', ...nestedValue(type, key, value, ext, literalOf(holder, at)) }];
+function replace(path: string, type: string | undefined, key: string, holder: Json | unknown[], at: string | number, before: unknown, value: unknown, ext: unknown, previousKey: string, previousLiteral: string | undefined): Part {
+  const parts = [code('type', 'replace'), str('path', path), named('value', nestedValue(type, key, value, ext, literalOf(holder, at)))];
   try {
-    parts.splice(2, 0, { name: 'previousValue', ...valueFields(type, previousKey, before, undefined) });
+    parts.splice(2, 0, named('previousValue', valueFields(type, previousKey, before, undefined, previousLiteral)));
   } catch (err) {
     if (!(err instanceof Unreachable)) throw err;
   }
   return operation(parts);
 }
 
-function remove(path: string, type: string | undefined, key: string, before: unknown): Part {
+function remove(path: string, type: string | undefined, key: string, before: unknown, literal: string | undefined): Part {
   const parts: Part[] = [code('type', 'delete'), str('path', path)];
   try {
-    parts.push({ name: 'previousValue', ...valueFields(type, key, before, undefined) });
+    parts.push(named('previousValue', valueFields(type, key, before, undefined, literal)));
   } catch (err) {
     if (!(err instanceof Unreachable)) throw err;
   }
@@ -251,11 +254,11 @@ function add(ops: Ops, path: string, at: string, type: string | undefined, name:
     const { values, exts } = list;
     if (hasHole(values, exts)) throw new Unreachable();
     values.forEach((item, i) => {
-      ops.addition(operation([code('type', 'insert'), str('path', at), { name: 'index', valueInteger: i }, { name: 'value', ...nestedValue(type, key, item, exts[i], literalOf(values, i)) }]));
+      ops.addition(operation([code('type', 'insert'), str('path', at), { name: 'index', valueInteger: i }, named('value', nestedValue(type, key, item, exts[i], literalOf(values, i)))]));
     });
   } else {
     // A primitive with extensions and no value is added as its `_value[x]` alone.
-    ops.addition(operation([code('type', 'add'), str('path', path), str('name', name), { name: 'value', ...nestedValue(type, key, v, ext, literalOf(b, key)) }]));
+    ops.addition(operation([code('type', 'add'), str('path', path), str('name', name), named('value', nestedValue(type, key, v, ext, literalOf(b, key)))]));
   }
 }
 
@@ -265,9 +268,9 @@ function removeAll(ops: Ops, at: string, type: string | undefined, a: Json, key:
   if (list !== undefined) {
     const { values, exts } = list;
     if (hasHole(values, exts)) throw new Unreachable();
-    for (let i = values.length - 1; i >= 0; i--) ops.deletion(remove(`${at}[${i}]`, type, key, values[i]));
+    for (let i = values.length - 1; i >= 0; i--) ops.deletion(remove(`${at}[${i}]`, type, key, values[i], literalOf(values, i)));
   } else if (v === null) throw new Unreachable();
-  else ops.deletion(remove(at, type, key, v));
+  else ops.deletion(remove(at, type, key, v, literalOf(a, key)));
 }
 
 function compareElement(ops: Ops, path: string, name: string, type: string | undefined, a: Json, ak: string, b: Json, bk: string): void {
@@ -288,7 +291,7 @@ function compareElement(ops: Ops, path: string, name: string, type: string | und
     return compareBare(ops, path, name, type, ak, ae, b, bk, bv, be);
   }
   if (ak !== bk) {
-    ops.change(replace(at, type, bk, b, bk, av, bv, be, ak));
+    ops.change(replace(at, type, bk, b, bk, av, bv, be, ak, literalOf(a, ak)));
     return;
   }
   compareValue(ops, at, type, ak, a, ak, av, ae, b, bv, be);
@@ -302,7 +305,7 @@ function compareElement(ops: Ops, path: string, name: string, type: string | und
  */
 function compareBare(ops: Ops, path: string, name: string, type: string | undefined, ak: string, ae: unknown, b: Json, bk: string, bv: unknown, be: unknown): void {
   if (bv !== undefined && ak === bk && same(ae, be) && !Array.isArray(bv)) {
-    ops.change(operation([code('type', 'add'), str('path', path), str('name', name), { name: 'value', ...valueFields(type, bk, bv, undefined, literalOf(b, bk)) }]));
+    ops.change(operation([code('type', 'add'), str('path', path), str('name', name), named('value', valueFields(type, bk, bv, undefined, literalOf(b, bk)))]));
     return;
   }
   const value = nestedValue(type, bk, bv, be, literalOf(b, bk));
@@ -325,10 +328,10 @@ function compareList(ops: Ops, at: string, type: string | undefined, key: string
   for (const step of steps) {
     if (step.kind === 'insert') {
       const { j, index } = step;
-      ops.addition(operation([code('type', 'insert'), str('path', at), { name: 'index', valueInteger: index }, { name: 'value', ...nestedValue(type, key, bv[j], be[j] ?? undefined, literalOf(bv, j)) }]));
+      ops.addition(operation([code('type', 'insert'), str('path', at), { name: 'index', valueInteger: index }, named('value', nestedValue(type, key, bv[j], be[j] ?? undefined, literalOf(bv, j)))]));
     } else if (step.kind === 'move') {
       ops.addition(operation([code('type', 'move'), str('path', at), { name: 'source', valueInteger: step.source }, { name: 'destination', valueInteger: step.destination }]));
-    } else ops.deletion(remove(`${at}[${step.index}]`, type, key, av[step.i]));
+    } else ops.deletion(remove(`${at}[${step.index}]`, type, key, av[step.i], literalOf(av, step.i)));
   }
 }
 
@@ -355,7 +358,7 @@ function compareValue(
       }
     }
   } else if (av === bv && literalOf(aHolder, aAt) === literalOf(bHolder, bAt) && same(ae ?? null, be ?? null)) return;
-  ops.change(replace(at, type, key, bHolder, bAt, av, bv, be, key));
+  ops.change(replace(at, type, key, bHolder, bAt, av, bv, be, key, literalOf(aHolder, aAt)));
 }
 
 /**
@@ -373,5 +376,9 @@ export function diffResources(from: Json, to: Json, options: DiffOptions = {}): 
     throw new FhirError('unprocessable', `The difference between these versions holds a change to an element of ${type} that a FHIRPath Patch cannot address (an item of a list of primitives directly on the resource that is null and has no id or extension)`);
   }
   const parameter = ops.all();
-  return parameter.length === 0 ? { resourceType: 'Parameters' } : { resourceType: 'Parameters', parameter };
+  if (parameter.length === 0) return { resourceType: 'Parameters' };
+  const out = { resourceType: 'Parameters', parameter };
+  // The parts hold decimals' literals (`1.50`, valueFields); the holders above them are marked so that stringifyExact writes them.
+  refreshLiterals(out);
+  return out;
 }

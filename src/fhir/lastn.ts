@@ -4,7 +4,7 @@
  * meet the request's other Observation search parameters, as one searchset Bundle.
  *
  * - The request names its subjects by `patient` (`id` or `Patient/id`) or `subject` (`Type/id`), a
- *   comma-separated list of them, or, for a token bound to one patient, none (that patient); and a
+ *   comma-separated list of at most MAX_SUBJECTS of them, or, for a token bound to one patient, none (that patient); and a
  *   `category` and/or a code parameter (`code`, `combo-code`, `code-value-*`), as R4 requires. `max`
  *   is 1 to MAX_PER_CODE. Search's result parameters (`_sort`, `_count`, `_include`...) are not taken:
  *   ignored with a warning, or a 400 under `Prefer: handling=strict`.
@@ -48,6 +48,12 @@ export const MAX_PER_CODE = 1000;
 export const MAX_GROUPS = 1000;
 /** Most Observations one call returns (groups times `max` over the subjects); more is a 422. */
 export const MAX_RESULTS = 10_000;
+/**
+ * Most subjects of one call: each costs its index reads (some tens of milliseconds on PostgreSQL) even
+ * when it has no Observation, and so no group, and a POSTed list of them is bounded only by the body's
+ * size (16 MB: some two million subjects); more is a 422.
+ */
+export const MAX_SUBJECTS = 100;
 
 /** The code parameters one of which (or `category`) R4 requires. */
 const CODE_PARAMS = new Set(['category', 'code', 'combo-code', 'code-value-concept', 'code-value-date', 'code-value-quantity', 'code-value-string']);
@@ -85,8 +91,12 @@ function subjectsOf(req: FhirRequest, params: URLSearchParams): string[] {
     throw new FhirError('invalid', '$lastn takes one patient or subject parameter (without modifiers or chains): a comma-separated list of subjects', { expression: [keys[0]!] });
   }
   const key = keys[0]!;
+  const listed = params.get(key)!.split(',');
+  if (listed.length > MAX_SUBJECTS) {
+    throw new FhirError('unprocessable', `$lastn reads at most ${MAX_SUBJECTS} subjects a call, not ${listed.length}: ask for them in several calls`, { issueCode: 'too-costly', expression: [key] });
+  }
   // A subject named twice is read once.
-  return [...new Set(params.get(key)!.split(',').map((raw) => {
+  return [...new Set(listed.map((raw) => {
     const v = raw.trim();
     const [type, id] = v.includes('/') ? v.split('/', 2) as [string, string] : ['Patient', v];
     if ((key === 'patient' && type !== 'Patient') || (key === 'subject' && !v.includes('/')) || !isResourceType(type) || !ID_PATTERN.test(id)) {

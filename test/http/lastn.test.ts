@@ -153,6 +153,24 @@ await eachStore((kind, fresh) => {
       }
     }, 60_000);
 
+    test('bounds: at most 100 subjects a call, refused before reading any (each costs index reads, with Observations or without)', async () => {
+      const resources = t.store.resources;
+      const codingPairs = resources.codingPairs.bind(resources);
+      let reads = 0;
+      resources.codingPairs = (...args: Parameters<typeof codingPairs>) => (reads++, codingPairs(...args));
+      try {
+        // By POST, a list of subjects is bounded only by the body's size.
+        const body = { resourceType: 'Parameters', parameter: [{ name: 'patient', valueString: Array.from({ length: 101 }, (_, i) => `s${i}`).join(',') }, { name: 'category', valueString: 'vital-signs' }] };
+        const outcome = await expectOutcome(await api.post('Observation/$lastn', body), 422, 'too-costly');
+        expect(outcome.issue[0].expression).toEqual(['patient']);
+        expect(reads).toBe(0);
+        await expectOutcome(await api.get(`Observation/$lastn?subject=${Array.from({ length: 101 }, (_, i) => `Group/g${i}`).join(',')}&category=vital-signs`), 422, 'too-costly');
+        expect(reads).toBe(0);
+      } finally {
+        resources.codingPairs = codingPairs;
+      }
+    });
+
     test('errors: no subject, no category or code, a bad max or subject; search\'s result parameters', async () => {
       expect((await expectOutcome(await api.get('Observation/$lastn?category=laboratory'), 400)).issue[0].expression).toEqual(['patient']);
       expect((await expectOutcome(await api.get('Observation/$lastn?patient=p1'), 400)).issue[0].expression).toEqual(['category']);

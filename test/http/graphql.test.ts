@@ -307,6 +307,26 @@ await eachStore((kind, fresh) => {
       await expectOutcome(await api.call('DELETE', '$graphql'), 405);
     });
 
+    test('limits: an answer that selects one value over and over (aliases, fragments) is refused past 64 Mi characters, not built', async () => {
+      const big = 'x'.repeat(40 * 1024);
+      await api.put200({
+        resourceType: 'Patient', id: 'wide', name: [{ family: 'Wide', given: [big] }],
+        text: { status: 'generated', div: `<div xmlns="http://www.w3.org/1999/xhtml"><p>${big}</p></div>` },
+      });
+      // 19 aliases of a fragment of 99 aliases: 1,881 uses of a 40 KB value (some 75 MB) from a query of about 1 KB.
+      const uses = (field: string, on: string, leaf: string) =>
+        `{ Patient(id: "wide") { ${Array.from({ length: 19 }, (_, i) => `t${i}: ${field} { ...F }`).join(' ')} } } fragment F on ${on} { ${Array.from({ length: 99 }, (_, i) => `v${i}: ${leaf}`).join(' ')} }`;
+      for (const query of [uses('text', 'Narrative', 'div'), uses('name', 'HumanName', 'given')]) {
+        const r = await gql(query);
+        expect(r.status).toBe(200);
+        expect(JSON.stringify(r.body).length).toBeLessThan(1000);
+        expect(r.body).toEqual({ data: null, errors: [{ message: expect.stringContaining('would answer more than 67108864 characters'), extensions: { status: 400, code: 'too-costly' } }] });
+      }
+      // A few uses are answered.
+      const few = await data('{ Patient(id: "wide") { a: text { div } b: text { div } name { given } } }');
+      expect(((few.Patient as Json).b as Json).div).toContain(big);
+    });
+
     test('limits: depth, fields (aliases and fragments counted), query size, resources read', async () => {
       let nested = 'id';
       for (let i = 0; i < 13; i++) nested = `contained { ... on Patient { ${nested} } }`;

@@ -126,6 +126,7 @@ export function graphqlContext(deps: FhirDeps, req: FhirRequest, budget: Graphql
         },
       };
     },
+    answer: (key, value) => budget.answer(key, value),
     async resolve(ref, { optional, type }) {
       const reference = ref.reference;
       if (typeof reference !== 'string') return null;

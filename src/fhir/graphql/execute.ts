@@ -5,7 +5,7 @@
  * status and issue code in `extensions`. Mutations and subscriptions are refused.
  */
 import {
-  execute, getNullableType, GraphQLError, isListType, isTypeSubTypeOf, Kind, parse, specifiedRules, typeFromAST, validate, VariablesInAllowedPositionRule,
+  defaultFieldResolver, execute, getNullableType, GraphQLError, isListType, isTypeSubTypeOf, Kind, parse, specifiedRules, typeFromAST, validate, VariablesInAllowedPositionRule,
   type ASTVisitor, type DocumentNode, type ExecutionResult, type FragmentDefinitionNode, type GraphQLInputType, type GraphQLSchema,
   type OperationDefinitionNode, type SelectionSetNode, type ValidationContext, type VariableNode,
 } from 'graphql';
@@ -15,7 +15,7 @@ import { graphqlContext } from './context.ts';
 import { applyFhirDirectives, sliceSourceResolver, usesFhirDirectives } from './directives.ts';
 import { introspections, type IntrospectionRunner } from './introspection.ts';
 import { GraphqlBudget, MAX_QUERY_CHARS, MAX_QUERY_TOKENS, shapeProblem } from './limits.ts';
-import type { FhirGraphqlSchema, Json } from './schema.ts';
+import type { FhirGraphqlSchema, GraphqlContext, Json } from './schema.ts';
 
 /** A GraphQL request (GraphQL over HTTP): its document, variables and the operation to run. */
 export interface GraphqlRequest {
@@ -166,17 +166,26 @@ export async function runGraphql(deps: FhirDeps, req: FhirRequest, schemas: Fhir
 }
 
 async function run(deps: FhirDeps, req: FhirRequest, schema: GraphQLSchema, doc: DocumentNode, request: GraphqlRequest, focus?: GraphqlFocus): Promise<GraphqlAnswer> {
-  const context = graphqlContext(deps, req, new GraphqlBudget());
+  const budget = new GraphqlBudget();
+  const context = graphqlContext(deps, req, budget);
   // The focus is read as a REST read reads it: its 403, 404 or 410 refuses the request (FhirError, an OperationOutcome).
   const root: Json | undefined = focus ? await context.read(focus.type, focus.id) : undefined;
   // graphql.html's directives reshape the answer afterwards; `@slice` reads the raw elements it slices, kept as they resolve.
   const directives = usesFhirDirectives(doc);
   const sliceSources = new Map<string, unknown>();
+  const resolveField = directives ? sliceSourceResolver(sliceSources) : defaultFieldResolver;
   const result: ExecutionResult = await execute({
     schema, document: doc, rootValue: root, contextValue: context,
     variableValues: request.variables ?? null, operationName: request.operationName ?? null,
-    ...(directives ? { fieldResolver: sliceSourceResolver(sliceSources) } : {}),
+    // Each field is counted in the answer with its value (the fields with resolvers of their own count themselves: schema.ts `charged`).
+    fieldResolver: (source, args, ctx: GraphqlContext, info) => {
+      const value: unknown = resolveField(source, args, ctx, info);
+      return ctx.answer(info.path.key, value) ? value : null;
+    },
   });
+  // An answer past its limit is refused whole: its fields past the limit resolved to null, and it is not the data asked for.
+  const exceeded = budget.exceeded;
+  if (exceeded) return { data: null, errors: [{ message: exceeded.message, extensions: { status: exceeded.status, code: 'too-costly' } }] };
   const answer: GraphqlAnswer = { data: (result.data as Record<string, unknown> | null | undefined) ?? null };
   const errors = (result.errors ?? []).map(rendered);
   if (answer.data && directives) {

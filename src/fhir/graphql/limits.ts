@@ -19,12 +19,19 @@ export const MAX_FIELDS = 2_000;
 /** The most resources one request reads, and searches it runs. */
 export const MAX_RESOURCES = 10_000;
 export const MAX_SEARCHES = 200;
+/**
+ * The most characters of an answer (its field names and values as counted by GraphqlBudget.answer), twice
+ * what a request may read: aliases and fragments select one value many times over, and a query of 1.3 KB
+ * that selected a 200 KB narrative 1,881 times answered 385 MB (a 16 MB one would pass any string's length).
+ */
+export const MAX_ANSWER_CHARS = 2 * MAX_BUNDLE_READ_CHARS;
 
 /** What is left for one request to read (GraphqlBudget), spent as it runs; past it a 400 `too-costly` (a GraphQL error). */
 export class GraphqlBudget {
   private chars = MAX_BUNDLE_READ_CHARS;
   private resources = MAX_RESOURCES;
   private searches = MAX_SEARCHES;
+  private answerChars = MAX_ANSWER_CHARS;
 
   charge(chars: number): void {
     this.chars -= chars;
@@ -39,6 +46,31 @@ export class GraphqlBudget {
   search(): void {
     if (--this.searches < 0) throw costly(`ran more than ${MAX_SEARCHES} searches`);
   }
+
+  /**
+   * Counts a field of the answer, its name and `value` (a string by its length, a list by its strings',
+   * anything else a few characters: the fields of its objects count themselves); false once the answer is past MAX_ANSWER_CHARS, when the field resolves to null (so
+   * nothing below it is resolved) and the request answers `exceeded` alone.
+   */
+  answer(key: string | number, value: unknown): boolean {
+    if (this.answerChars < 0) return false;
+    this.answerChars -= String(key).length + 4 + answerChars(value);
+    return this.answerChars >= 0;
+  }
+
+  /** The error of an answer past MAX_ANSWER_CHARS, if it is. */
+  get exceeded(): FhirError | undefined {
+    return this.answerChars < 0 ? costly(`would answer more than ${MAX_ANSWER_CHARS} characters (aliases and fragments select a value once per use)`) : undefined;
+  }
+}
+
+/** The characters a field's value adds to the answer, but for what its own fields add: a string's, a list's strings'. */
+function answerChars(value: unknown): number {
+  if (typeof value === 'string') return value.length;
+  if (!Array.isArray(value)) return 4;
+  let n = 2;
+  for (const item of value) n += (typeof item === 'string' ? item.length : 0) + 4;
+  return n;
 }
 
 const costly = (what: string) => new FhirError('invalid', `The query ${what}; ask for less in one request`, { issueCode: 'too-costly' });

@@ -47,6 +47,17 @@ export interface GraphqlContext {
   connection(type: string, params: URLSearchParams): Promise<ConnectionPage>;
   /** The resource a Reference names (graphql.html "Resource References"); null when there is none to resolve. */
   resolve(reference: Json, options: { optional: boolean; type?: string }): Promise<Json | null>;
+  /** Counts a field of the answer (limits.ts GraphqlBudget.answer); false past the limit, when the field answers null. */
+  answer(key: string | number, value: unknown): boolean;
+}
+
+/**
+ * A field's resolver that counts the field in the answer first (GraphqlContext.answer) and answers null,
+ * resolving nothing, once the answer is past its limit; the fields without a resolver of their own are
+ * counted by execute.ts's field resolver, with their values.
+ */
+function charged<S, A>(resolve: (source: S, args: A, ctx: GraphqlContext) => unknown): GraphQLFieldResolver<S, GraphqlContext, A> {
+  return (source, args, ctx, info) => (ctx.answer(info.path.key, undefined) ? resolve(source, args, ctx) : null);
 }
 
 /** The JSON names that are search parameter names in GraphQL (`address-city` is `address_city`: graphql.html). */
@@ -79,7 +90,8 @@ const exactNumber = (holder: unknown, key: string | number, v: unknown): unknown
 };
 
 /** A decimal element's resolver: its value (each item of a list) with the literal it was stored with. */
-const decimalResolver: GraphQLFieldResolver<Json, GraphqlContext> = (source, _args, _ctx, info) => {
+const decimalResolver: GraphQLFieldResolver<Json, GraphqlContext> = (source, _args, ctx, info) => {
+  if (!ctx.answer(info.path.key, undefined)) return null;
   const v = source[info.fieldName];
   return Array.isArray(v) ? v.map((item, i) => exactNumber(v, i, item)) : exactNumber(source, info.fieldName, v);
 };
@@ -194,17 +206,17 @@ export class FhirGraphqlSchema {
           fields[type] = {
             type: this.object(type),
             args: { id: { type: new GraphQLNonNull(GraphQLID) } },
-            resolve: (_s, args: { id: string }, ctx) => ctx.read(type, args.id),
+            resolve: charged((_s, args: { id: string }, ctx) => ctx.read(type, args.id)),
           };
           fields[`${type}List`] = {
             type: new GraphQLList(this.object(type)),
             args: this.args(type, false),
-            resolve: (_s, args: Record<string, unknown>, ctx) => ctx.search(type, searchParams(type, args)),
+            resolve: charged((_s, args: Record<string, unknown>, ctx) => ctx.search(type, searchParams(type, args))),
           };
           fields[`${type}Connection`] = {
             type: this.connection(type),
             args: this.args(type, true),
-            resolve: (_s, args: Record<string, unknown>, ctx) => ctx.connection(type, searchParams(type, args)),
+            resolve: charged((_s, args: Record<string, unknown>, ctx) => ctx.connection(type, searchParams(type, args))),
           };
         }
         return fields;
@@ -226,22 +238,22 @@ export class FhirGraphqlSchema {
     const edge = new GraphQLObjectType({
       name: `${type}ConnectionEdge`,
       fields: () => ({
-        mode: { type: GraphQLString, resolve: () => 'match' },
-        score: { type: FLOAT, resolve: () => null },
-        resource: { type: this.object(type), resolve: (e: Json) => e },
+        mode: { type: GraphQLString, resolve: charged(() => 'match') },
+        score: { type: FLOAT, resolve: charged(() => null) },
+        resource: { type: this.object(type), resolve: charged((e: Json) => e) },
       }),
     });
     c = new GraphQLObjectType({
       name: `${type}Connection`,
       fields: {
-        count: { type: GraphQLInt, resolve: (p: ConnectionPage) => p.count() },
-        offset: { type: GraphQLInt, resolve: (p: ConnectionPage) => p.offset ?? null },
-        pagesize: { type: GraphQLInt, resolve: (p: ConnectionPage) => p.pageSize },
-        first: { type: GraphQLString, resolve: () => null },
-        previous: { type: GraphQLString, resolve: (p: ConnectionPage) => p.previous ?? null },
-        next: { type: GraphQLString, resolve: (p: ConnectionPage) => p.next ?? null },
-        last: { type: GraphQLString, resolve: () => null },
-        edges: { type: new GraphQLList(edge), resolve: (p: ConnectionPage) => p.rows },
+        count: { type: GraphQLInt, resolve: charged((p: ConnectionPage) => p.count()) },
+        offset: { type: GraphQLInt, resolve: charged((p: ConnectionPage) => p.offset ?? null) },
+        pagesize: { type: GraphQLInt, resolve: charged((p: ConnectionPage) => p.pageSize) },
+        first: { type: GraphQLString, resolve: charged(() => null) },
+        previous: { type: GraphQLString, resolve: charged((p: ConnectionPage) => p.previous ?? null) },
+        next: { type: GraphQLString, resolve: charged((p: ConnectionPage) => p.next ?? null) },
+        last: { type: GraphQLString, resolve: charged(() => null) },
+        edges: { type: new GraphQLList(edge), resolve: charged((p: ConnectionPage) => p.rows) },
       },
     });
     this.connections.set(type, c);
@@ -265,7 +277,7 @@ export class FhirGraphqlSchema {
   private fields(name: string): GraphQLFieldConfigMap<Json, GraphqlContext> {
     const def = table.types[name]!;
     const fields: GraphQLFieldConfigMap<Json, GraphqlContext> = {};
-    if (def.kind === 'resource') fields.resourceType = { type: GraphQLString, resolve: () => name };
+    if (def.kind === 'resource') fields.resourceType = { type: GraphQLString, resolve: charged(() => name) };
     for (const [element, e] of Object.entries(def.e)) {
       const types = Array.isArray(e.t) ? e.t : [e.t];
       const many = e.max === '*';
@@ -293,8 +305,8 @@ export class FhirGraphqlSchema {
       type: this.resourceUnion,
       description: 'The resource this reference names; `type`: only one of that type; `optional`: null rather than an error when it cannot be read',
       args: { optional: { type: GraphQLBoolean }, type: { type: GraphQLString } },
-      resolve: (ref, args: { optional?: boolean | null; type?: string | null }, ctx) =>
-        ctx.resolve(ref, { optional: args.optional === true, ...(args.type ? { type: args.type } : {}) }),
+      resolve: charged((ref: Json, args: { optional?: boolean | null; type?: string | null }, ctx) =>
+        ctx.resolve(ref, { optional: args.optional === true, ...(args.type ? { type: args.type } : {}) })),
     };
   }
 
@@ -314,11 +326,11 @@ export class FhirGraphqlSchema {
         type: new GraphQLList(this.object(source)),
         description: `The ${source} resources that refer to this one through the search parameter _reference`,
         args: { _reference: { type: new GraphQLNonNull(this.referenceEnum(source)) }, ...REVERSE_ARGS },
-        resolve: (focus, args: Record<string, unknown>, ctx) => {
+        resolve: charged((focus: Json, args: Record<string, unknown>, ctx) => {
           const params = searchParams(source, args);
           params.append(String(args._reference), `${target}/${String(focus.id)}`);
           return ctx.search(source, params);
-        },
+        }),
       };
     }
     return fields;

@@ -163,6 +163,21 @@ await eachStore((kind, fresh) => {
       });
     });
 
+    test("a resource within a resource (a Bundle's entry) resolves its #id references among its own contained resources", async () => {
+      await api.put200({
+        resourceType: 'Bundle', id: 'held', type: 'collection', entry: [{
+          fullUrl: 'urn:uuid:4f3b7a1e-1c9b-4a53-9f1e-0d6a8f3b2c11',
+          resource: {
+            resourceType: 'Observation', status: 'final', code: { text: 'x' }, subject: { reference: '#c1' },
+            contained: [{ resourceType: 'Patient', id: 'c1', name: [{ family: 'Held' }] }, { resourceType: 'Observation', id: 'c2', status: 'final', code: { text: 'y' }, subject: { reference: '#c1' } }],
+            hasMember: [{ reference: '#c2' }],
+          },
+        }],
+      });
+      const d = await data('{ Bundle(id: "held") { entry { resource { ... on Observation { subject { resource { ... on Patient { name { family } } } } contained { ... on Observation { subject { resource { ... on Patient { id } } } } } } } } } }');
+      expect(d).toEqual({ Bundle: { entry: [{ resource: { subject: { resource: { name: [{ family: 'Held' }] } }, contained: [{}, { subject: { resource: { id: 'c1' } } }] } }] } });
+    });
+
     test('a decimal answers as it was stored: its precision and digits kept (datatypes.html), in lists, contained resources and Connections too', async () => {
       // Written as text: a JavaScript literal would already have lost them.
       const body = '{"resourceType":"Observation","id":"dec","status":"final","code":{"text":"x"},"valueQuantity":{"value":12345678901234567890.50,"unit":"g"},'

@@ -20,20 +20,25 @@ import { type GraphqlBudget } from './limits.ts';
 /** The resource a nested element belongs to (its `contained` resolve `#id` references). */
 const ROOT = Symbol('root');
 
-/** Parses a stored version's JSON and marks every object in it with its resource (ROOT), charging the budget. */
+/**
+ * Parses a stored version's JSON and marks every object in it with its resource (ROOT), charging the
+ * budget. A resource within it (a Bundle's entry, a Parameters' part), but for a contained one, is the
+ * resource of what it holds: its `#id` references name its own contained resources.
+ */
 function resourceOf(v: ResourceVersion, budget: GraphqlBudget): Json {
   budget.charge(v.content.length);
   // Its decimals' literals recorded: a decimal answers as it was stored (schema.ts FLOAT).
-  const root = parseExact(v.content) as Json;
-  const mark = (node: unknown): void => {
-    if (Array.isArray(node)) node.forEach(mark);
+  const top = parseExact(v.content) as Json;
+  const mark = (node: unknown, root: Json, key: string): void => {
+    if (Array.isArray(node)) node.forEach((item) => mark(item, root, key));
     else if (node !== null && typeof node === 'object') {
+      if (key !== 'contained' && typeof (node as Json).resourceType === 'string') root = node as Json;
       Object.defineProperty(node, ROOT, { value: root, enumerable: false });
-      for (const value of Object.values(node)) mark(value);
+      for (const [k, value] of Object.entries(node)) mark(value, root, k);
     }
   };
-  mark(root);
-  return root;
+  mark(top, top, '');
+  return top;
 }
 
 interface Pending {

@@ -48,14 +48,21 @@ function valueText(item: Record<string, unknown>, i: number): [string, string] {
   const values = Object.entries(item).filter(([k]) => k.startsWith('value'));
   if (typeof name !== 'string' || values.length !== 1) throw bad(at, `${at} must have a name and one value`);
   const [key, value] = values[0]!;
-  if (key === 'valueCoding' && value !== null && typeof value === 'object') {
-    const c = value as { system?: unknown; code?: unknown };
-    if (typeof c.code !== 'string') throw bad(name, `${at}: a coding needs a code`);
-    return [name, `${typeof c.system === 'string' ? c.system : ''}|${c.code}`];
+  // A Coding or a Period is an object whose members are strings: another value is refused, never read as a code or dropped.
+  const members = (names: string[]) => {
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) throw bad(`${at}.${key}`, `${at}.${key} must be a ${key.slice(5)}`);
+    const m = value as Record<string, unknown>;
+    for (const n of names) if (m[n] !== undefined && typeof m[n] !== 'string') throw bad(`${at}.${key}.${n}`, `${at}.${key}.${n} must be a string`);
+    return m as Record<string, string | undefined>;
+  };
+  if (key === 'valueCoding') {
+    const c = members(['system', 'code']);
+    if (c.code === undefined) throw bad(name, `${at}: a coding needs a code`);
+    return [name, `${c.system ?? ''}|${c.code}`];
   }
-  if (key === 'valuePeriod' && value !== null && typeof value === 'object') {
-    const p = value as { start?: unknown; end?: unknown };
-    return [name, `${typeof p.start === 'string' ? p.start : ''},${typeof p.end === 'string' ? p.end : ''}`];
+  if (key === 'valuePeriod') {
+    const p = members(['start', 'end']);
+    return [name, `${p.start ?? ''},${p.end ?? ''}`];
   }
   if (!['string', 'number', 'boolean'].includes(typeof value)) throw bad(at, `${at} must have a primitive value, a Coding or a Period`);
   return [name, String(value)];

@@ -184,6 +184,19 @@ await eachStore((kind, fresh) => {
       }
       expect((await expectOutcome(await api.post('Observation/$stats', { resourceType: 'Parameters', parameter: [{ name: 'coding', valueCoding: { system: LOINC } }] }), 400)).issue[0].expression).toEqual(['coding']);
       await expectOutcome(await api.post('Observation/$stats', { resourceType: 'Patient' }), 400);
+      // A Coding or a Period that is not one is refused, naming it: never read as a code, nor a member dropped (a coding of any system).
+      const posted = (value: Json) => api.post('Observation/$stats', { resourceType: 'Parameters', parameter: [
+        { name: 'subject', valueString: 'Patient/p1' }, { name: 'statistic', valueCode: 'count' }, { name: 'code', valueString: '2339-0' }, value,
+      ] });
+      for (const [value, expression] of [
+        [{ name: 'coding', valueCoding: 2339 }, 'Parameters.parameter[3].valueCoding'],
+        [{ name: 'coding', valueCoding: [{ code: '2339-0' }] }, 'Parameters.parameter[3].valueCoding'],
+        [{ name: 'coding', valueCoding: { system: 5, code: '2339-0' } }, 'Parameters.parameter[3].valueCoding.system'],
+        [{ name: 'period', valuePeriod: '2026' }, 'Parameters.parameter[3].valuePeriod'],
+        [{ name: 'period', valuePeriod: { start: '2026', end: 2027 } }, 'Parameters.parameter[3].valuePeriod.end'],
+      ] as [Json, string][]) {
+        expect({ value, expression: (await expectOutcome(await posted(value), 400)).issue[0].expression }).toEqual({ value, expression: [expression] });
+      }
     });
 
     test('access is a search\'s: scopes, patient context', async () => {

@@ -27,7 +27,7 @@ import type { ResourceVersion } from '../store/types.ts';
 import { requireAccess } from './access.ts';
 import type { CapabilityContribution } from './capability.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
-import { parseExact, stringifyExact } from './exact-json.ts';
+import { parseExact, refreshLiterals, stringifyExact } from './exact-json.ts';
 import { compileSearch, storeQuery } from './search.ts';
 import { groupsOf, memberKeys, type Observation, type Quantity, type StatsGroup } from './stats-groups.ts';
 import { statsInput, type StatsInput } from './stats-input.ts';
@@ -129,5 +129,8 @@ export async function observationStats(deps: FhirDeps, req: FhirRequest, params:
     const included = input.limit === undefined ? all : all.slice(0, input.limit);
     for (const o of included) parameter.push({ name: 'source', resource: o });
   }
-  return stringifyExact({ resourceType: 'Parameters', parameter });
+  const out = { resourceType: 'Parameters', parameter };
+  // The sources' literals are marked up to the Parameters, which stringifyExact looks for there.
+  if (input.include) refreshLiterals(out);
+  return stringifyExact(out);
 }

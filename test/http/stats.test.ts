@@ -145,6 +145,13 @@ await eachStore((kind, fresh) => {
       expect((all.parameter as Json[]).filter((x) => x.name === 'source').length).toBe(6);
       const without = await api.search('Observation/$stats?subject=Patient/p1&code=2339-0&statistic=count&limit=0');
       expect((without.parameter as Json[]).filter((x) => x.name === 'source')).toEqual([]);
+      // A source is answered as it is stored: its decimals as written (a JavaScript literal would already have lost them).
+      const text = '{"resourceType":"Observation","id":"exact","status":"final","code":{"coding":[{"system":"http://example.org/exact","code":"e"}]},"subject":{"reference":"Patient/p1"},"effectiveDateTime":"2026-03-01","valueQuantity":{"value":2.50,"unit":"mg"},"referenceRange":[{"low":{"value":12345678901234567890.50}}]}';
+      expect((await api.put('Observation/exact', text)).status).toBe(201);
+      const exact = await api.get('Observation/$stats?subject=Patient/p1&coding=http://example.org/exact|e&statistic=count&include=true');
+      expect(exact.status).toBe(200);
+      const answer = await exact.text();
+      expect(answer).toContain('"valueQuantity":{"value":2.50,"unit":"mg"},"referenceRange":[{"low":{"value":12345678901234567890.50}}]');
     });
 
     test('values of several units are refused, naming them', async () => {

@@ -116,6 +116,12 @@ await eachStore((kind, fresh) => {
         const json = await post(q);
         expect({ status: json.status, type: json.type }).toEqual({ status: 200, type: 'application/json; charset=utf-8' });
       }
+      // An operation the document does not hold (operationName) cannot run either: no data, a 400.
+      for (const [query, operationName] of [['{ Patient(id: "p1") { id } }', 'Nope'], ['query A { __typename } query B { __typename }', undefined]] as [string, string | undefined][]) {
+        const res = await api.post('$graphql', JSON.stringify({ query, operationName }), { 'Content-Type': 'application/json', Accept: GR });
+        const body = (await res.json()) as Json;
+        expect({ status: res.status, data: body.data, errors: body.errors.length }).toEqual({ status: 400, data: undefined, errors: 1 });
+      }
       // By GET too, and by preference (q).
       const get = await api.get(`$graphql?query=${encodeURIComponent('{ Patient(id: "p1") { id } }')}`, { Accept: `${GR}, application/json;q=0.9` });
       expect({ status: get.status, type: get.headers.get('content-type') }).toEqual({ status: 200, type: `${GR}; charset=utf-8` });

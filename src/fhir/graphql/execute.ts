@@ -186,7 +186,9 @@ async function run(deps: FhirDeps, req: FhirRequest, schema: GraphQLSchema, doc:
   // An answer past its limit is refused whole: its fields past the limit resolved to null, and it is not the data asked for.
   const exceeded = budget.exceeded;
   if (exceeded) return { data: null, errors: [{ message: exceeded.message, extensions: { status: exceeded.status, code: 'too-costly' } }] };
-  const answer: GraphqlAnswer = { data: (result.data as Record<string, unknown> | null | undefined) ?? null };
+  // No data at all: the operation could not run (one the document does not hold, or several without operationName), a request error.
+  if (result.data === undefined) return { errors: (result.errors ?? []).map(rendered) };
+  const answer: GraphqlAnswer = { data: result.data as Record<string, unknown> | null };
   const errors = (result.errors ?? []).map(rendered);
   if (answer.data && directives) {
     const op = chosenOperation(doc, request.operationName);

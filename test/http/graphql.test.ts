@@ -228,6 +228,9 @@ await eachStore((kind, fresh) => {
     });
 
     test("graphql.html's directives: @first, @singleton, @flatten, @slice", async () => {
+      // @flatten on a value (no fields to put in its parent) is an error naming it; the value is kept, not dropped.
+      const leaf = await gql('{ Patient(id: "p1") { id @flatten gender } }');
+      expect(leaf.body).toEqual({ data: { Patient: { id: 'p1', gender: 'female' } }, errors: [{ message: '@flatten applies to an element with fields: id is a value', path: ['Patient', 'id'] }] });
       expect(await data('{ Patient(id: "p1") { name @first { family } id } }')).toEqual({ Patient: { name: { family: 'Smith' }, id: 'p1' } });
       expect(await data('{ Patient(id: "p1") { name @flatten { family given } } o: Observation(id: "o0") { subject @flatten { reference } } }')).toEqual({
         Patient: { family: ['Smith'], given: ['Ann'] }, o: { reference: 'Patient/p1' },

@@ -183,7 +183,13 @@ export function applyFhirDirectives(doc: DocumentNode, op: OperationDefinitionNo
         if (has(f, 'singleton') && child.length > 1) errors.push({ message: `@singleton: ${key} holds ${child.length} items`, path: at });
         child = child[0] ?? null;
       }
-      if (has(f, 'flatten')) {
+      // A value (no fields of its own) has nothing to flatten: an error naming it, the value left in place (it was dropped).
+      let flatten = has(f, 'flatten');
+      if (flatten && f.selectionSet === undefined) {
+        errors.push({ message: `@flatten applies to an element with fields: ${key} is a value`, path: at });
+        flatten = false;
+      }
+      if (flatten) {
         delete value[key];
         const many = Array.isArray(child);
         for (const item of many ? (child as unknown[]) : [child]) {

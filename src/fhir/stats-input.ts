@@ -5,7 +5,7 @@
  *
  * - `subject` (`Type/id`, or its URL under the tenant's base) or `patient` (`id` or `Patient/id`), one.
  * - The codes: `code` (one or more, or comma-separated) with an optional `system` (without one, a code of
- *   any system), and/or `coding` (a Coding; by GET `system|code`). At least one.
+ *   any system), and/or `coding` (a Coding; by GET `system|code`). At least one, at most MAX_CODES.
  * - `duration` (hours before now, a positive decimal) or `period` (a Period; by GET `start,end`, either
  *   side may be empty), not both.
  * - `statistic` (one or more, or comma-separated): StatisticsCode codes; `include`, `limit`.
@@ -36,6 +36,13 @@ export interface StatsInput {
 
 /** The StatisticsCode codes $stats answers, in R4's order; `regression` is not one (stats.ts). */
 export const STATISTICS = [...Object.keys(NUMERIC_STATISTICS).slice(0, 4), 'total-count', ...Object.keys(NUMERIC_STATISTICS).slice(4)];
+
+/**
+ * Most distinct codes of one call: they are searched together (stats.ts, `combo-code`: two search values
+ * each, beside the subject, the status and a period's two, of a search's 1,000), and more was refused as
+ * a search's count of values, naming no parameter.
+ */
+export const MAX_CODES = 498;
 
 const NAMES = ['subject', 'patient', 'code', 'system', 'coding', 'duration', 'period', 'statistic', 'include', 'limit'];
 
@@ -120,7 +127,11 @@ function codesOf(params: URLSearchParams): StatsCode[] {
   }
   if (codes.length === 0) throw new FhirError('required', '$stats needs the codes it computes statistics of: code (with system) or coding', { expression: ['code'] });
   const seen = new Set<string>();
-  return codes.filter((c) => !seen.has(`${c.system ?? ''}|${c.code}`) && seen.add(`${c.system ?? ''}|${c.code}`));
+  const distinct = codes.filter((c) => !seen.has(`${c.system ?? ''}|${c.code}`) && seen.add(`${c.system ?? ''}|${c.code}`));
+  if (distinct.length > MAX_CODES) {
+    throw new FhirError('invalid', `$stats takes at most ${MAX_CODES} codes a call, not ${distinct.length}: ask for them in several calls`, { issueCode: 'too-costly', expression: ['code'] });
+  }
+  return distinct;
 }
 
 function periodOf(params: URLSearchParams, now: number): StatsInput['period'] {

@@ -181,7 +181,10 @@ await eachStore((kind, fresh) => {
         [`${q}&period=ge2026,`, 400, 'period'],
         [`${q}&include=yes`, 400, 'include'],
         [`${q}&include=true&limit=0`, 400, 'limit'],
+        // More codes than one search takes: named, before any search (498 of them are answered, with a period too).
+        [`subject=Patient/p1&statistic=count&code=${Array.from({ length: 500 }, (_, i) => `c${i}`).join(',')}`, 400, 'code'],
       ];
+      expect((await api.get(`Observation/$stats?subject=Patient/p1&statistic=count&period=2026-01-01,2026-12-31&code=${Array.from({ length: 498 }, (_, i) => `c${i}`).join(',')}`)).status).toBe(200);
       // A parameter $stats does not take is ignored, or a 400 naming it under strict handling.
       expect((await api.get(`Observation/$stats?${q}&_count=5`)).status).toBe(200);
       expect((await expectOutcome(await api.get(`Observation/$stats?${q}&_count=5`, { prefer: 'handling=strict' }), 400)).issue[0].expression).toEqual(['_count']);

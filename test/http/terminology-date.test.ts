@@ -120,7 +120,7 @@ describe('date: $expand, CodeSystem/$validate-code and $lookup', () => {
     expect(outcome(await getOperation(t, token, 'CodeSystem/$validate-code', { url: ANIMALS, code: 'wolf', date: '2021' })).result).toBe(true);
     expect(outcome(await getOperation(t, token, 'CodeSystem/$validate-code', { url: ANIMALS, code: 'wolf' })).result).toBe(false);
     const unknown = await getOperation(t, token, 'CodeSystem/$validate-code', { url: ANIMALS, code: 'wolf', date: '2019' });
-    expect(errorIssue(unknown, 400).text).toBe(`CodeSystem '${ANIMALS}' could not be found as of 2019`);
+    expect(outcome(unknown)).toEqual({ result: false, message: `A definition for CodeSystem '${ANIMALS}' as of 2019 could not be found, so the code cannot be validated` });
     const lookup = await getOperation(t, token, 'CodeSystem/$lookup', { system: ANIMALS, code: 'wolf', date: '2022-02-02' });
     expect(lookup.status).toBe(200);
     expect(lookup.body.parameter?.find((p) => p.name === 'version')?.valueString).toBe('1.0.0');

@@ -48,10 +48,12 @@ describe('CodeSystem/$validate-code', () => {
     expect(abstract.result).toBe(false);
   });
 
-  test('GET form; an unknown CodeSystem is a 400; a missing code is a 400', async () => {
+  test('GET form; an unknown CodeSystem answers false; a missing code is a 400', async () => {
     expect(outcome(await getOperation(t, token, 'CodeSystem/$validate-code', { url: 'http://cinder.test/CodeSystem/animals-ci', code: 'cAt' })).result).toBe(true);
     const unknown = await getOperation(t, token, 'CodeSystem/$validate-code', { url: 'http://cinder.test/CodeSystem/none', code: 'x' });
-    expect(errorIssue(unknown, 400).text).toBe("CodeSystem 'http://cinder.test/CodeSystem/none' could not be found");
+    expect(outcome(unknown)).toEqual({
+      result: false, message: "A definition for CodeSystem 'http://cinder.test/CodeSystem/none' could not be found, so the code cannot be validated",
+    });
     expect(errorIssue(await getOperation(t, token, 'CodeSystem/$validate-code', { url: ANIMALS }), 400).code).toBe('invalid');
   });
 });

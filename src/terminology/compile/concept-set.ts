@@ -113,7 +113,7 @@ export class CompiledConceptSet {
     const version = this.version !== undefined && coding.version !== undefined && isVersionPattern(this.version) ? coding.version : (this.version ?? coding.version);
     const cs = loaded.get(system, version);
     if (cs === undefined) return new NotLoaded(system, version);
-    if (cs === null || cs.content === 'not-present') return this.checkUnverifiable(coding, cs, systemLabel(system, version, loaded.asOf));
+    if (cs === null || cs.content === 'not-present') return this.checkUnverifiable(coding, cs, systemLabel(system, version, loaded.asOf), version);
     const entry = cs.find(coding.code);
     if (entry === undefined) return this.checkUnknownCode(coding, cs);
     const listed = this.listed(entry.code, cs);
@@ -135,9 +135,13 @@ export class CompiledConceptSet {
   }
 
   /** No concepts to check against: only an enumerated concept list can still decide. */
-  private checkUnverifiable(coding: CodingToCheck, cs: CodeSystemIndex | null, label: string): Membership {
+  private checkUnverifiable(coding: CodingToCheck, cs: CodeSystemIndex | null, label: string, version: string | undefined): Membership {
     const why = cs === null ? `CodeSystem ${label} is unknown` : `CodeSystem ${label} has content 'not-present'`;
-    if (this.concepts === undefined) return nonMember(txIssue('error', 'not-found', 'not-found', `${why}, so the code '${coding.code}' cannot be validated`));
+    if (this.concepts === undefined) {
+      const issue = txIssue('error', 'not-found', 'not-found', `${why}, so the code '${coding.code}' cannot be validated`);
+      // The answer is caused by a code system the server does not have (x-caused-by-unknown-system).
+      return nonMember(cs === null ? { ...issue, unknownSystem: version === undefined ? coding.system : `${coding.system}|${version}` } : issue);
+    }
     const listed = this.concepts.get(coding.code);
     if (listed === undefined) return nonMember();
     const note = txIssue('warning', 'not-found', 'not-found', `${why}; the code '${coding.code}' is listed by the value set but could not be verified`);

@@ -15,6 +15,8 @@ export interface TxIssue {
   readonly text: string;
   /** For a version mismatch (`vs-invalid`): the code system version the value set uses. */
   readonly usesVersion?: string;
+  /** For a code system the server does not have (`not-found`): its canonical, `url` or `url|version`. */
+  readonly unknownSystem?: string;
 }
 
 export type TxIssueType =

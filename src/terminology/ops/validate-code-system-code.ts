@@ -2,7 +2,7 @@ import { CodeSystemIndex } from '../compile/code-system-index.ts';
 import { CompiledConceptSet } from '../compile/concept-set.ts';
 import { type CodeSystemLookup, systemLabel, txIssue } from '../compile/membership.ts';
 import type { TerminologyContext } from '../context.ts';
-import { canonicalNotFound, invalid } from '../errors.ts';
+import { invalid } from '../errors.ts';
 import type { codeSystemValidateCodeParams } from '../input/operations.ts';
 import type { OperationInput } from '../input/parameters.ts';
 import { type CheckedCoding, type ValidationSubject, validationSubject } from '../input/subject.ts';
@@ -73,11 +73,13 @@ export async function validateCodeSystemCode(
   input: CodeSystemValidateCodeInput,
   deps: { readonly terminology: TerminologyContext },
 ): Promise<ValidationResult> {
-  const cs = await resolveCodeSystem(input.target, deps.terminology.at(input.date));
+  const { subject } = input;
+  const ctx = deps.terminology.at(input.date);
+  const cs = await resolveCodeSystem(input.target, ctx);
+  if (subject.kind === 'unusable') return unusable(subject.why, subject.path);
+  if (cs === null) return unknownCodeSystem(input.target as CodeSystemTarget & { kind: 'url' }, subject, ctx);
   const lookup: CodeSystemLookup = { codeSystem: () => cs };
   const whole = new CompiledConceptSet({ system: cs.url, where: `CodeSystem '${cs.url}'` });
-  const { subject } = input;
-  if (subject.kind === 'unusable') return unusable(subject.why, subject.path);
   const codings = subject.kind === 'coding' ? [subject.coding] : subject.codings;
   const issues: LocatedIssue[] = [];
   let display: string | undefined;
@@ -110,10 +112,22 @@ export async function validateCodeSystemCode(
   return { result: false, ...(display === undefined ? {} : { display }), issues };
 }
 
-async function resolveCodeSystem(target: CodeSystemTarget, ctx: TerminologyContext): Promise<CodeSystemIndex> {
+/** The CodeSystem the operation validates against; null when the one `url` names is not known. */
+async function resolveCodeSystem(target: CodeSystemTarget, ctx: TerminologyContext): Promise<CodeSystemIndex | null> {
   if (target.kind === 'instance') return target.index;
   if (target.kind === 'inline') return new CodeSystemIndex(target.resource);
-  const cs = await ctx.codeSystem(target.url, target.version);
-  if (cs === null) throw canonicalNotFound('CodeSystem', target.url, target.version, ctx.asOf);
-  return cs;
+  return ctx.codeSystem(target.url, target.version);
+}
+
+/**
+ * A code system (or version) the server does not have: the code cannot be validated, so the answer is
+ * false, naming the system in `x-caused-by-unknown-system`, as the reference servers answer (a client
+ * such as HL7's validator then reports an unknown code system, not an invalid code).
+ */
+function unknownCodeSystem(target: CodeSystemTarget & { kind: 'url' }, subject: ValidationSubject, ctx: TerminologyContext): ValidationResult {
+  const label = systemLabel(target.url, target.version, ctx.asOf);
+  const text = `A definition for CodeSystem ${label} could not be found, so the code cannot be validated`;
+  const path = subject.kind === 'coding' ? subject.path.replace(/code$/, 'system') : 'CodeableConcept.coding';
+  const canonical = target.version === undefined ? target.url : `${target.url}|${target.version}`;
+  return { result: false, issues: [{ ...txIssue('error', 'not-found', 'not-found', text), expression: path }], causedByUnknownSystems: [canonical] };
 }

@@ -257,7 +257,26 @@ function notInValueSet(
   const located: LocatedIssue[] = [];
   for (const i of issues) located.push({ ...i, expression: path });
   for (const i of reasons) located.push({ ...i, expression: path });
-  return display === undefined ? { result: false, issues: located } : { result: false, display, issues: located };
+  const unknown = unknownSystems(coding, reasons, systems, mismatch?.usesVersion, isValueSet);
+  return { result: false, ...(display === undefined ? {} : { display }), issues: located, ...unknown };
+}
+
+/**
+ * The code systems (`url` or `url|version`) the server does not have that a false answer rests on, as
+ * the reference servers name them (HL7 tx ecosystem requirements): `x-caused-by-unknown-system` when
+ * the value set needs one to decide (a system it includes, a version it pins, the coding's version),
+ * `x-unknown-system` when only the coding's system is unknown and the value set does not use it.
+ * A client (HL7's validator) tells from them "could not be checked" apart from "not valid".
+ */
+function unknownSystems(
+  coding: CheckedCoding, reasons: readonly TxIssue[], systems: CodedSystems, usesVersion: string | undefined, isValueSet: boolean,
+): Pick<ValidationResult, 'causedByUnknownSystems' | 'unknownSystems'> {
+  const caused = new Set<string>();
+  for (const r of reasons) if (r.unknownSystem !== undefined) caused.add(r.unknownSystem);
+  if (systems.coded === null && coding.version !== undefined && systems.latest !== null) caused.add(`${coding.system}|${coding.version}`);
+  if (usesVersion !== undefined && systems.used === null) caused.add(`${coding.system}|${usesVersion}`);
+  if (caused.size > 0) return { causedByUnknownSystems: [...caused] };
+  return systems.latest === null && !isValueSet ? { unknownSystems: [coding.system] } : {};
 }
 
 /**
@@ -290,10 +309,18 @@ async function validateConcept(
   if (valid === undefined) {
     const none = txIssue('error', 'code-invalid', 'not-in-vs', `None of the codings of the CodeableConcept is in the value set ${vs.label}`);
     const issues = outcomes.flatMap(perCoding);
-    return { result: false, ...displayOf(outcomes), issues: [...(issues.some((i) => i.type === 'this-code-not-in-vs') ? [none] : []), ...issues, ...unknown] };
+    const systems = mergedUnknownSystems(outcomes);
+    return { result: false, ...displayOf(outcomes), issues: [...(issues.some((i) => i.type === 'this-code-not-in-vs') ? [none] : []), ...issues, ...unknown], ...systems };
   }
   const others = outcomes.filter((o) => o !== valid).flatMap(perCoding);
   return { result: unknown.length === 0, ...(valid.display === undefined ? {} : { display: valid.display }), issues: [...valid.issues, ...others, ...unknown] };
+}
+
+/** The unknown code systems of the codings' answers, each once (unknownSystems). */
+function mergedUnknownSystems(outcomes: readonly ValidationResult[]): Pick<ValidationResult, 'causedByUnknownSystems' | 'unknownSystems'> {
+  const caused = [...new Set(outcomes.flatMap((o) => o.causedByUnknownSystems ?? []))];
+  const unknown = [...new Set(outcomes.flatMap((o) => o.unknownSystems ?? []))];
+  return { ...(caused.length > 0 ? { causedByUnknownSystems: caused } : {}), ...(unknown.length > 0 ? { unknownSystems: unknown } : {}) };
 }
 
 function displayOf(outcomes: ValidationResult[]): { display?: string } {

@@ -17,6 +17,10 @@ export interface ValidationResult {
   readonly display?: string;
   /** Why the result is false, and warnings: one `message` of their texts, and the `issues` OperationOutcome. */
   readonly issues: readonly LocatedIssue[];
+  /** The code systems (`url` or `url|version`) the server does not have that caused a false answer: `x-caused-by-unknown-system`. */
+  readonly causedByUnknownSystems?: readonly string[];
+  /** The coding's code system, unknown, when the value set does not use it: `x-unknown-system`. */
+  readonly unknownSystems?: readonly string[];
 }
 
 /** The system of the `issues` details codings (HL7's terminology issue types, as tx.fhir.org and Ontoserver send them). */
@@ -60,6 +64,8 @@ function render(r: ValidationResult): string {
     }
     json += ']}}';
   }
+  for (const c of r.causedByUnknownSystems ?? []) json += `,{"name":"x-caused-by-unknown-system","valueCanonical":${jsonString(c)}}`;
+  for (const c of r.unknownSystems ?? []) json += `,{"name":"x-unknown-system","valueCanonical":${jsonString(c)}}`;
   return `${json}]}`;
 }
 

@@ -53,13 +53,13 @@ describe('CodeSystem $validate-code', () => {
     expect(cc.issues.map((i) => i.text).join()).toContain("Unknown code 'nope'");
   });
 
-  test('fragment code systems answer true with a warning; unknown CodeSystem is a 400', async () => {
+  test('fragment code systems answer true with a warning; an unknown CodeSystem answers false, caused by it', async () => {
     const blue = await validate([{ name: 'url', valueUri: 'http://cinder.test/CodeSystem/colors' }, { name: 'code', valueCode: 'blue' }]);
     expect(blue.result).toBe(true);
     expect(blue.issues.map((i) => i.text).join()).toContain('may still be valid');
-    const e = await rejected(validate([{ name: 'url', valueUri: 'urn:nothing' }, { name: 'code', valueCode: 'x' }]));
-    expect(e.category).toBe('invalid');
-    expect(e.message).toContain("CodeSystem 'urn:nothing' could not be found");
+    const unknown = await validate([{ name: 'url', valueUri: 'urn:nothing' }, { name: 'code', valueCode: 'x' }]);
+    expect(unknown).toMatchObject({ result: false, causedByUnknownSystems: ['urn:nothing'] });
+    expect(unknown.issues.map((i) => i.text)).toEqual(["A definition for CodeSystem 'urn:nothing' could not be found, so the code cannot be validated"]);
   });
 
   test('inline codeSystem', async () => {

@@ -103,8 +103,10 @@ await eachStore((kind, fresh) => {
       const expansion = (await (await api.get(`ValueSet/$expand?url=${VS}`)).json()) as Json;
       expect(expansion.expansion.contains.find((c: Json) => c.code === 'A')).toMatchObject({ system: PIPED[0] });
       expect(await result(await api.get(`ValueSet/$validate-code?url=${VS}&system=${X}&code=A`))).toBe(true);
-      // As a canonical, `|2.1` is a version: the url form cannot name it, as the listing could not.
-      await expectOutcome(await api.get(`CodeSystem/$validate-code?url=${X}&code=A`), 400);
+      // As a canonical, `|2.1` is a version: the url form cannot name it, as the listing could not (an unknown version).
+      const canonical = (await (await api.get(`CodeSystem/$validate-code?url=${X}&code=A`)).json()) as Json;
+      expect(canonical.parameter.find((p: Json) => p.name === 'result')?.valueBoolean).toBe(false);
+      expect(canonical.parameter.find((p: Json) => p.name === 'x-caused-by-unknown-system')?.valueCanonical).toBe(PIPED[0]);
       expect((await api.get(`CodeSystem/$lookup?system=http://terminology.hl7.org/CodeSystem/v2-0006&version=2.1&code=A`)).status).toBe(404);
     });
 

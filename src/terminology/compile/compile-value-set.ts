@@ -27,6 +27,7 @@ export async function compileValueSet(
   vs: ValueSet,
   resolver: ImportResolver,
   stack: readonly string[] = [],
+  container?: ContainedValueSets,
 ): Promise<CompiledValueSet> {
   const key = valueSetKey(vs);
   if (stack.includes(key)) {
@@ -40,14 +41,11 @@ export async function compileValueSet(
     const expansion = vs.expansion?.contains !== undefined ? new ExpansionIndex(vs.expansion.contains) : undefined;
     return new CompiledValueSet({ resource: vs, includes: [], excludes: [], expansion });
   }
-  // `#id` imports name a ValueSet contained in this one.
+  // `#id` imports name a ValueSet contained in this one, or, in a contained one, another of its container's.
+  const scope = container ?? new ContainedValueSets(vs.contained);
   const local: ImportResolver = {
-    async importValueSet(canonical, importStack) {
-      if (!canonical.startsWith('#')) return resolver.importValueSet(canonical, importStack);
-      const raw = vs.contained?.find((r) => r.resourceType === 'ValueSet' && r.id === canonical.slice(1));
-      if (raw === undefined) return null;
-      // Named by its reference when it has no url of its own, so that import cycles are told apart from it.
-      return compileValueSet(parseValueSet({ url: canonical, ...raw }, `contained ValueSet '${canonical}'`), resolver, importStack);
+    importValueSet(canonical, importStack) {
+      return canonical.startsWith('#') ? scope.compile(canonical, resolver, importStack) : resolver.importValueSet(canonical, importStack);
     },
   };
   const includes: CompiledConceptSet[] = [];
@@ -59,6 +57,29 @@ export async function compileValueSet(
     excludes.push(await compileConceptSet(set, `${label} compose.exclude[${i}]`, local, inner));
   }
   return new CompiledValueSet({ resource: vs, includes, excludes });
+}
+
+/**
+ * The contained resources of the ValueSet being compiled, which its `#id` imports and those of its
+ * contained ValueSets name (contained resources are all the container's: FHIR R4 references.html#contained).
+ * Each is compiled once per compilation of the container, so that contained ValueSets importing one
+ * another many times (a diamond of imports) cost their number, not the number of paths through them.
+ */
+class ContainedValueSets {
+  private readonly compiled = new Map<string, CompiledValueSet | null>();
+
+  constructor(private readonly contained: ValueSet['contained']) {}
+
+  async compile(canonical: string, resolver: ImportResolver, stack: readonly string[]): Promise<CompiledValueSet | null> {
+    const done = this.compiled.get(canonical);
+    if (done !== undefined) return done;
+    const raw = this.contained?.find((r) => r.resourceType === 'ValueSet' && r.id === canonical.slice(1));
+    // Named by its reference when it has no url of its own, so that import cycles are told apart from it.
+    // Kept once compiled, not while it is: an import cycle meets the stack (a 400) before it could wait on itself.
+    const compiled = raw === undefined ? null : await compileValueSet(parseValueSet({ url: canonical, ...raw }, `contained ValueSet '${canonical}'`), resolver, stack, this);
+    this.compiled.set(canonical, compiled);
+    return compiled;
+  }
 }
 
 async function compileConceptSet(

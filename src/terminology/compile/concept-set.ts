@@ -11,6 +11,7 @@ import { type CheckedFilter, type ConceptPredicate, compileFilter } from './filt
 import {
   type Checked,
   checkLoading,
+  importedOnce,
   type CodeSystemLookup,
   type CodingToCheck,
   type LoadedCodeSystems,
@@ -95,7 +96,8 @@ export class CompiledConceptSet {
     }
     for (const imported of this.imports) {
       if (imported.compiled === null) return nonMember(txIssue('error', 'not-found', 'not-found', `The imported ValueSet '${imported.canonical}' could not be found`));
-      const m = imported.compiled.checkLoaded(coding, loaded);
+      const vs = imported.compiled;
+      const m = importedOnce(loaded, vs, coding, () => vs.checkLoaded(coding, loaded));
       if (m instanceof NotLoaded || !m.member) return m;
       found = found === undefined ? m : withWarnings(found, m.warnings);
     }

@@ -138,6 +138,26 @@ async function loadAndCheck(check: (loaded: LoadedCodeSystems) => Checked, loade
   }
 }
 
+/** The imported value sets one membership check has decided, by the CodeSystems it sees (one Loading per check). */
+const decidedImports = new WeakMap<LoadedCodeSystems, Map<object, { readonly coding: CodingToCheck; readonly found: Membership }>>();
+
+/**
+ * The membership of `coding` in an imported value set (`key`), decided once per check: value sets that
+ * import one another along many paths (A's two includes import B, B's two import C, ...) are each
+ * tested once, not once per path, which would double the work with every level of imports.
+ */
+export function importedOnce(loaded: LoadedCodeSystems, key: object, coding: CodingToCheck, check: () => Checked): Checked {
+  let decided = decidedImports.get(loaded);
+  const known = decided?.get(key);
+  if (known !== undefined && known.coding === coding) return known.found;
+  const found = check();
+  if (!(found instanceof NotLoaded)) {
+    if (decided === undefined) decidedImports.set(loaded, (decided = new Map()));
+    decided.set(key, { coding, found });
+  }
+  return found;
+}
+
 export function nonMember(...reasons: TxIssue[]): NonMember {
   return { member: false, reasons };
 }

@@ -154,9 +154,13 @@ function compareTranslate(expected: Json, actual: Json): string[] {
   return out;
 }
 
-/** The input parameters FHIR R4 defines for each operation: a test that sends others is not R4-applicable. */
+/**
+ * The input parameters FHIR R4 defines for each operation: a test that sends others is not R4-applicable.
+ * And on $validate-code the code system versions R4 defines for $expand (`system-version`, ...), which
+ * the reference servers and Cinder take there too.
+ */
 const R4_PARAMETERS: Record<string, Set<string>> = {
-  'validate-code': new Set(['url', 'context', 'valueSet', 'valueSetVersion', 'code', 'system', 'systemVersion', 'display', 'coding', 'codeableConcept', 'date', 'abstract', 'displayLanguage']),
+  'validate-code': new Set(['url', 'context', 'valueSet', 'valueSetVersion', 'code', 'system', 'systemVersion', 'display', 'coding', 'codeableConcept', 'date', 'abstract', 'displayLanguage', 'system-version', 'check-system-version', 'force-system-version']),
   'cs-validate-code': new Set(['url', 'codeSystem', 'code', 'version', 'display', 'coding', 'codeableConcept', 'date', 'abstract', 'displayLanguage']),
   lookup: new Set(['code', 'system', 'version', 'coding', 'date', 'displayLanguage', 'property']),
   expand: new Set([

@@ -104,15 +104,46 @@ export class CompiledConceptSet {
     return found ?? nonMember();
   }
 
-  /** The system selection, against the CodeSystem version pinned here, else the coding's, else the latest. */
+  /**
+   * The system selection, against the CodeSystem version pinned here, else the coding's, else the latest.
+   * The request's code system versions apply as the reference servers apply them: `force-system-version`
+   * replaces the pin, `system-version` (and `check-system-version`) pins an include that does not pin
+   * one, and a pinned version that does not match `check-system-version` makes the code invalid
+   * (`version-error`), whatever else is said of it.
+   */
   private checkSystem(coding: CodingToCheck, loaded: LoadedCodeSystems): Checked {
     const system = coding.system;
-    if (this.version !== undefined && coding.version !== undefined && !matchesVersion(this.version, coding.version)) {
-      const mismatch = txIssue('error', 'invalid', 'vs-invalid', `The value set uses version '${this.version}' of '${system}', not version '${coding.version}'`);
-      return nonMember({ ...mismatch, usesVersion: this.version });
+    const rules = loaded.versions;
+    const pinned = rules === undefined ? this.version : (rules.forces.get(system) ?? this.version ?? rules.defaults.get(system) ?? rules.checks.get(system));
+    const check = rules === undefined || rules.forces.has(system) || this.version === undefined ? undefined : rules.checks.get(system);
+    let refused: TxIssue | undefined;
+    if (check !== undefined) {
+      // The version the pin resolves to (a pattern takes the coding's version when it matches); one the server does not have is not checked.
+      const version = this.versionFor(coding, pinned);
+      const used = loaded.get(system, version);
+      if (used === undefined) return new NotLoaded(system, version);
+      const resolved = used?.version;
+      if (resolved !== undefined && !matchesVersion(check, resolved)) {
+        refused = txIssue('error', 'exception', 'version-error', `The version '${resolved}' is not allowed for system '${system}': required to be '${check}' by a version-check parameter`);
+      }
     }
-    // A pinned pattern (`1.x`) takes the coding's version when it matches, else the latest matching one.
-    const version = this.version !== undefined && coding.version !== undefined && isVersionPattern(this.version) ? coding.version : (this.version ?? coding.version);
+    if (pinned !== undefined && coding.version !== undefined && !matchesVersion(pinned, coding.version)) {
+      const mismatch = txIssue('error', 'invalid', 'vs-invalid', `The value set uses version '${pinned}' of '${system}', not version '${coding.version}'`);
+      return refused === undefined ? nonMember({ ...mismatch, usesVersion: pinned }) : nonMember({ ...mismatch, usesVersion: pinned }, refused);
+    }
+    const found = this.checkPinned(coding, loaded, pinned);
+    if (refused === undefined || found instanceof NotLoaded) return found;
+    return found.member ? nonMember(refused) : nonMember(...found.reasons, refused);
+  }
+
+  /** The version to look a coding up in: a pinned pattern (`1.x`) takes the coding's version when it matches, else the latest matching one. */
+  private versionFor(coding: CodingToCheck, pinned: string | undefined): string | undefined {
+    return pinned !== undefined && coding.version !== undefined && isVersionPattern(pinned) && matchesVersion(pinned, coding.version) ? coding.version : (pinned ?? coding.version);
+  }
+
+  private checkPinned(coding: CodingToCheck, loaded: LoadedCodeSystems, pinned: string | undefined): Checked {
+    const system = coding.system;
+    const version = this.versionFor(coding, pinned);
     const cs = loaded.get(system, version);
     if (cs === undefined) return new NotLoaded(system, version);
     if (cs === null || cs.content === 'not-present') return this.checkUnverifiable(coding, cs, systemLabel(system, version, loaded.asOf), version);

@@ -1,6 +1,7 @@
 import type { SyncOrAsync } from '../../sync-or-async.ts';
 import type { Designation } from '../model/datatypes.ts';
 import type { DatePeriod } from '../model/date-time.ts';
+import type { SystemVersions } from '../ops/system-versions.ts';
 import type { CodeSystemIndex, ConceptEntry } from './code-system-index.ts';
 
 /**
@@ -10,7 +11,7 @@ import type { CodeSystemIndex, ConceptEntry } from './code-system-index.ts';
  */
 export interface TxIssue {
   readonly severity: 'error' | 'warning' | 'information';
-  readonly code: 'code-invalid' | 'invalid' | 'not-found' | 'business-rule' | 'processing' | 'too-costly';
+  readonly code: 'code-invalid' | 'invalid' | 'not-found' | 'business-rule' | 'processing' | 'too-costly' | 'exception';
   readonly type: TxIssueType;
   readonly text: string;
   /** For a version mismatch (`vs-invalid`): the code system version the value set uses. */
@@ -21,7 +22,7 @@ export interface TxIssue {
 
 export type TxIssueType =
   | 'not-in-vs' | 'this-code-not-in-vs' | 'invalid-code' | 'invalid-display' | 'display-comment' | 'not-found' | 'vs-invalid'
-  | 'code-comment' | 'status-check' | 'code-rule' | 'invalid-data';
+  | 'code-comment' | 'status-check' | 'code-rule' | 'invalid-data' | 'version-error';
 
 export function txIssue(severity: TxIssue['severity'], code: TxIssue['code'], type: TxIssueType, text: string): TxIssue {
   return { severity, code, type, text };
@@ -74,6 +75,12 @@ export interface CodeSystemLookup {
   codeSystem(url: string, version?: string): SyncOrAsync<CodeSystemIndex | null>;
   /** The date versions are chosen at (R4 `date` input), for messages; undefined: now. */
   readonly asOf?: DatePeriod | undefined;
+  /**
+   * The code system versions the request asks for (`system-version`, `check-system-version`,
+   * `force-system-version`), which membership applies to each include (CompiledConceptSet); undefined:
+   * none, or the lookup applies them itself (withSystemVersions, for $expand).
+   */
+  readonly versions?: SystemVersions | undefined;
 }
 
 /** CodeSystems as a synchronous check sees them. */
@@ -82,6 +89,8 @@ export interface LoadedCodeSystems {
   get(url: string, version: string | undefined): CodeSystemIndex | null | undefined;
   /** As CodeSystemLookup.asOf. */
   readonly asOf: DatePeriod | undefined;
+  /** As CodeSystemLookup.versions. */
+  readonly versions?: SystemVersions | undefined;
 }
 
 /** A synchronous check could not decide: it needs this CodeSystem, which is not loaded yet. */
@@ -113,9 +122,11 @@ class Loading implements LoadedCodeSystems {
   /** What this call asked the lookup for and had to wait for (none in the steady state). */
   fetched: Map<string, SyncOrAsync<CodeSystemIndex | null>> | undefined;
   readonly asOf: DatePeriod | undefined;
+  readonly versions: SystemVersions | undefined;
 
   constructor(readonly lookup: CodeSystemLookup) {
     this.asOf = lookup.asOf;
+    this.versions = lookup.versions;
   }
 
   get(url: string, version: string | undefined): CodeSystemIndex | null | undefined {

@@ -14,6 +14,10 @@ export const valueSetValidateCodeParams = new OperationParameters('ValueSet/$val
   abstract: { kind: P.boolean },
   date: { kind: P.dateTime },
   displayLanguage: { kind: P.language },
+  // Not R4's (its $expand has them): the HL7 reference servers take them here too, as its validator sends them.
+  'system-version': { kind: P.uri, repeats: true },
+  'check-system-version': { kind: P.uri, repeats: true },
+  'force-system-version': { kind: P.uri, repeats: true },
 });
 
 /** Inputs of CodeSystem/$validate-code (FHIR R4 CodeSystem-validate-code). */

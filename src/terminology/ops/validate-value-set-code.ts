@@ -1,7 +1,7 @@
 import type { CodeSystemIndex } from '../compile/code-system-index.ts';
 import type { CompiledValueSet } from '../compile/compiled-value-set.ts';
 import { RegexTooCostly } from '../compile/filters.ts';
-import { type Membership, systemLabel, type TxIssue, txIssue, unknownCode } from '../compile/membership.ts';
+import { type CodeSystemLookup, type Membership, systemLabel, type TxIssue, txIssue, unknownCode } from '../compile/membership.ts';
 import type { TerminologyContext } from '../context.ts';
 import type { OperationInput } from '../input/parameters.ts';
 import type { valueSetValidateCodeParams } from '../input/operations.ts';
@@ -13,6 +13,7 @@ import { expansionParameter } from '../model/value-set.ts';
 import { invalid } from '../errors.ts';
 import { isLanguageList } from '../input/parameters.ts';
 import { resolveValueSet } from './resolve-value-set.ts';
+import { type SystemVersions, systemVersions } from './system-versions.ts';
 import { requireSupplements } from './supplements.ts';
 import { BoundedCache } from '../compile/bounded-cache.ts';
 import { then, type SyncOrAsync } from '../../sync-or-async.ts';
@@ -26,6 +27,8 @@ export interface ValueSetValidateCodeInput {
   readonly date?: DatePeriod;
   /** The language of the output `display` (R4 `displayLanguage`). */
   readonly displayLanguage?: string;
+  /** `system-version`, `check-system-version` and `force-system-version` (as $expand's), applied to each include. */
+  readonly systemVersions?: SystemVersions;
 }
 
 type RawInput = OperationInput<(typeof valueSetValidateCodeParams)['spec']>;
@@ -39,7 +42,8 @@ export function valueSetValidateCodeInput(raw: RawInput, instanceId?: string, ac
   const subject = validationSubject({ ...raw, systemParam: 'system', version: raw.systemVersion });
   const { abstract, date } = raw;
   const displayLanguage = raw.displayLanguage ?? (acceptLanguage !== undefined && isLanguageList(acceptLanguage) ? acceptLanguage : undefined);
-  return { target: valueSetTarget(raw, instanceId), subject, abstract, date, displayLanguage };
+  const versions = systemVersions(raw);
+  return { target: valueSetTarget(raw, instanceId), subject, abstract, date, displayLanguage, ...(versions === undefined ? {} : { systemVersions: versions }) };
 }
 
 /**
@@ -77,7 +81,7 @@ const ANSWERS = new BoundedCache<string, ValidationResult>(10_000);
 /** ANSWERS' key of a coding checked against `vs`; undefined when its answer is not kept. */
 function answerKey(vs: CompiledValueSet, input: ValueSetValidateCodeInput): string | undefined {
   const { subject } = input;
-  if (subject.kind !== 'coding' || input.target.kind === 'inline') return undefined;
+  if (subject.kind !== 'coding' || input.target.kind === 'inline' || input.systemVersions !== undefined) return undefined;
   const { system, version, code, display } = subject.coding;
   // Each text with its length, so that no two inputs make one key whatever characters they hold.
   return `${vs.serial} ${subject.path} ${input.abstract} ${field(system)}${field(version)}${field(code)}${field(display)}${field(input.displayLanguage)}`;
@@ -105,7 +109,9 @@ function answer(vs: CompiledValueSet, supplements: readonly CodeSystemIndex[], i
   const displayLanguage = input.displayLanguage ?? expansionParameter(vs.resource, 'displayLanguage') ?? vs.resource.language;
   const finish: Finish = { abstract: input.abstract, displayLanguage, supplements };
   const codings = subject.kind === 'coding' ? [subject.coding] : subject.codings;
-  const r = subject.kind === 'coding' ? validateCoding(vs, subject.coding, subject.path, finish, ctx) : validateConcept(vs, subject.codings, finish, ctx);
+  // Membership applies the request's code system versions; the other lookups (displays, status) are the context's.
+  const lookup: CodeSystemLookup = input.systemVersions === undefined ? ctx : { codeSystem: (url, version) => ctx.codeSystem(url, version), asOf: ctx.asOf, versions: input.systemVersions };
+  const r = subject.kind === 'coding' ? validateCoding(vs, subject.coding, subject.path, finish, ctx, lookup) : validateConcept(vs, subject.codings, finish, ctx, lookup);
   return r instanceof Promise ? r.then((v) => withStatusChecks(v, vs, codings, ctx)) : withStatusChecks(r, vs, codings, ctx);
 }
 
@@ -160,10 +166,10 @@ function located(r: ValidationResult, path: string): ValidationResult {
   return r.issues.length === 0 ? r : { ...r, issues: locate(r.issues, path) };
 }
 
-function validateCoding(vs: CompiledValueSet, coding: CheckedCoding, path: string, finish: Finish, ctx: TerminologyContext): SyncOrAsync<ValidationResult> {
+function validateCoding(vs: CompiledValueSet, coding: CheckedCoding, path: string, finish: Finish, ctx: TerminologyContext, lookup: CodeSystemLookup = ctx): SyncOrAsync<ValidationResult> {
   let m: SyncOrAsync<Membership>;
   try {
-    m = vs.check(coding, ctx);
+    m = vs.check(coding, lookup);
   } catch (e) {
     return regexRefused(e, vs, coding, path);
   }
@@ -242,7 +248,7 @@ function notInValueSet(
   }
   // A value set that could not be evaluated (an import or a code system version is missing, or it pins
   // another version) says so, not that the code is outside it.
-  const undecided = reasons.some((r) => r.severity === 'error' && (r.code === 'not-found' || r.type === 'vs-invalid'));
+  const undecided = reasons.some((r) => r.severity === 'error' && (r.code === 'not-found' || r.type === 'vs-invalid' || r.type === 'version-error'));
   if (!undecided) {
     issues.unshift(txIssue('error', 'code-invalid', 'not-in-vs', `The code '${coding.code}' from system '${coding.system}' is not in the value set ${vs.label}`));
     if (cs === null) {
@@ -289,6 +295,7 @@ async function validateConcept(
   codings: readonly Coding[],
   finish: Finish,
   ctx: TerminologyContext,
+  lookup: CodeSystemLookup,
 ): Promise<ValidationResult> {
   const outcomes: ValidationResult[] = [];
   const unknown: LocatedIssue[] = [];
@@ -299,7 +306,7 @@ async function validateConcept(
       continue;
     }
     const coding = { system: c.system, version: c.version, code: c.code, display: c.display };
-    outcomes.push(await validateCoding(vs, coding, `${path}.code`, finish, ctx));
+    outcomes.push(await validateCoding(vs, coding, `${path}.code`, finish, ctx, lookup));
     const cs = await ctx.codeSystem(c.system, c.version);
     if (cs !== null && cs.content === 'complete' && cs.find(c.code) === undefined) unknown.push({ ...unknownCode(c.code, cs), expression: `${path}.code` });
   }

@@ -43,6 +43,24 @@ await eachStore((kind, fresh) => {
     });
     afterAll(() => t.close());
 
+    test('an exclude naming a ValueSet the server does not have: $expand and :in refuse, $validate-code cannot say', async () => {
+      const missing = 'http://cinder.test/ValueSet/imports-not-here';
+      await putResource(t, token, {
+        resourceType: 'ValueSet', id: 'imports-exclude-missing', url: `${LEVEL}exclude-missing`, status: 'active',
+        compose: { include: [{ system: CS }], exclude: [{ valueSet: [missing] }] },
+      });
+      const expanded = await postOperation(t, token, 'ValueSet/$expand', [{ name: 'url', valueUri: `${LEVEL}exclude-missing` }]);
+      expect(errorIssue(expanded, 400).text).toBe(
+        `ValueSet '${LEVEL}exclude-missing' compose.exclude[0]: the imported ValueSet '${missing}' could not be found, so the expansion would hold codes it excludes`,
+      );
+      const search = await t.request(`${t.fhir()}/Observation?code:in=${encodeURIComponent(`${LEVEL}exclude-missing`)}`, { headers: { Authorization: `Bearer ${token}` } });
+      expect(search.status).toBe(400);
+      const r = await postOperation(t, token, 'ValueSet/$validate-code', [{ name: 'url', valueUri: `${LEVEL}exclude-missing` }, { name: 'system', valueUri: CS }, { name: 'code', valueCode: 'a' }]);
+      expect(outcome(r)).toMatchObject({
+        result: false, message: `The ValueSet '${missing}' named by ValueSet '${LEVEL}exclude-missing' compose.exclude[0] could not be found, so whether it excludes the code 'a' is unknown`,
+      });
+    });
+
     test('a contained ValueSet imports another contained ValueSet of the same container', async () => {
       const vs = inline([
         { resourceType: 'ValueSet', id: 'x', status: 'active', compose: { include: [{ valueSet: ['#y'] }] } },

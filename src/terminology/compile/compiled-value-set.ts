@@ -15,7 +15,6 @@ import {
   NotLoaded,
   type TxIssue,
   txIssue,
-  withWarnings,
 } from './membership.ts';
 
 let compilations = 0;
@@ -54,7 +53,6 @@ export class CompiledValueSet {
   readonly inactiveAllowed: boolean;
   /** Systems that several includes name in different versions ("overload"): a code may be in more than one. */
   private readonly overloaded: ReadonlySet<string>;
-  private readonly excludeWarnings: readonly TxIssue[];
 
   constructor(parts: CompiledValueSetParts) {
     this.resource = parts.resource;
@@ -67,9 +65,6 @@ export class CompiledValueSet {
     const versions = new Map<string, Set<string | undefined>>();
     for (const set of parts.includes) if (set.system !== undefined) (versions.get(set.system) ?? versions.set(set.system, new Set()).get(set.system)!).add(set.version);
     this.overloaded = new Set([...versions].filter(([, v]) => v.size > 1).map(([system]) => system));
-    this.excludeWarnings = parts.excludes.flatMap((set) =>
-      set.missingImports().map((c) => txIssue('warning', 'not-found', 'not-found', `The ValueSet '${c}' named by ${set.where} could not be found, so it excluded nothing`)),
-    );
   }
 
   /** Membership of one coding: at once when the CodeSystems it needs are loaded, else as a promise (see checkLoading). */
@@ -122,10 +117,15 @@ export class CompiledValueSet {
     }
     for (const set of this.excludes) {
       if (set.system !== undefined && set.system !== coding.system) continue;
+      // An exclude that names a ValueSet the server does not have may exclude the code: whether the code is in is unknown.
+      const missing = set.missingImports()[0];
+      if (missing !== undefined) {
+        return nonMember(txIssue('error', 'not-found', 'not-found', `The ValueSet '${missing}' named by ${set.where} could not be found, so whether it excludes the code '${coding.code}' is unknown`));
+      }
       const m = set.checkLoaded(coding, loaded);
       if (m instanceof NotLoaded) return m;
       if (m.member) return nonMember(txIssue('information', 'code-invalid', 'this-code-not-in-vs', `The code '${coding.code}' is excluded from ${this.label} by ${set.where}`));
     }
-    return withWarnings(hit, this.excludeWarnings);
+    return hit;
   }
 }

@@ -142,6 +142,8 @@ function coveredBy(set: CompiledConceptSet, listed: ReadonlySet<string>): boolea
 async function excluded(vs: CompiledValueSet, entry: ExpansionEntry, lookup: CodeSystemLookup, budget: EnumerationBudget | undefined, limit: number): Promise<boolean> {
   for (const set of vs.excludes) {
     if (set.system !== undefined && set.system !== entry.system) continue;
+    const missing = set.missingImports()[0];
+    if (missing !== undefined) throw invalid(`${set.where}: the imported ValueSet '${missing}' could not be found, so the expansion would hold codes it excludes`);
     spend(budget, setCost(set), limit);
     const diff = set.version !== undefined && set.system !== undefined && !vs.includes.some((i) => i.system === set.system && i.version === set.version);
     const coding = diff ? { system: entry.system, code: entry.code } : entry;

@@ -146,6 +146,16 @@ describe('ValueSet/{id} with url or valueSetVersion given too', () => {
     ]);
     expect(errorIssue(inline, 400).text).toContain("an inline 'valueSet' cannot be given with a ValueSet id");
   });
+
+  test('at type level, a url|version and a valueSetVersion that disagree are a 400 (not the one or the other)', async () => {
+    const base = { system: ANIMALS, code: 'dog' };
+    expect(outcome(await getOperation(t, token, 'ValueSet/$validate-code', { ...base, url: `${VS}versioned|1`, valueSetVersion: '1' })).result).toBe(true);
+    for (const path of ['ValueSet/$validate-code', 'ValueSet/$expand']) {
+      const r = await getOperation(t, token, path, { ...base, url: `${VS}versioned|1`, valueSetVersion: '2' });
+      expect(errorIssue(r, 400).text).toBe("'valueSetVersion' is '2', but 'url' names version '1'");
+      expect((r.body.issue as unknown as { expression: string[] }[])[0]!.expression).toEqual(['valueSetVersion']);
+    }
+  });
 });
 
 describe('CapabilityStatement', () => {

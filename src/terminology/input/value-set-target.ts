@@ -15,12 +15,16 @@ export interface TargetInputs {
 }
 
 /**
- * Interface rule 1: at type level the ValueSet comes from `url` (`url|version` accepted) or an
+ * Interface rule 1: at type level the ValueSet comes from `url` (`url|version` accepted, which a
+ * `valueSetVersion` given too must agree with) or an
  * inline `valueSet`; at instance level (`ValueSet/{id}/$...`) the stored resource is used, and a
  * `url` or `valueSetVersion` given as well must be its own (checked by resolveValueSet).
  */
 export function valueSetTarget(i: TargetInputs, instanceId?: string): ValueSetTarget {
   const canonical = i.url === undefined ? undefined : splitCanonical(i.url);
+  if (canonical?.version !== undefined && i.valueSetVersion !== undefined && canonical.version !== i.valueSetVersion) {
+    throw invalid(`'valueSetVersion' is '${i.valueSetVersion}', but 'url' names version '${canonical.version}'`, ['valueSetVersion']);
+  }
   const version = i.valueSetVersion ?? canonical?.version;
   if (instanceId !== undefined) {
     if (i.valueSet !== undefined) throw invalid("an inline 'valueSet' cannot be given with a ValueSet id in the path", ['valueSet']);

@@ -86,7 +86,7 @@ export class CachedTerminology {
   }
 
   /** The tenant's terminology as of `asOf` (the current one when undefined). */
-  view(asOf?: DatePeriod): TerminologyContext & ImportResolver {
+  view(asOf?: DatePeriod): TerminologyView {
     return new TerminologyView(this, asOf);
   }
 
@@ -193,6 +193,10 @@ class TerminologyView implements TerminologyContext, ImportResolver {
 
   importValueSet(canonical: string, stack: readonly string[]): Pending<CompiledValueSet> {
     return this.cache.importValueSet(canonical, stack, this.asOf);
+  }
+
+  asOfDate(date: DatePeriod): TerminologyView {
+    return this.cache.view(date);
   }
 
   at(date: DatePeriod | undefined): TerminologyContext {

@@ -1,4 +1,6 @@
 import { invalid } from '../errors.ts';
+import { type DatePeriod, parseDateTime } from '../model/date-time.ts';
+import type { CodeSystemLookup } from './membership.ts';
 import { parseValueSet, type ConceptSet, type ValueSet } from '../model/value-set.ts';
 import { CompiledConceptSet, type ImportedValueSet } from './concept-set.ts';
 import { CompiledValueSet } from './compiled-value-set.ts';
@@ -12,6 +14,11 @@ export interface ImportResolver {
    * none is found. `stack` names the ValueSets being compiled, to detect import cycles.
    */
   importValueSet(canonical: string, stack: readonly string[]): Promise<CompiledValueSet | null>;
+  /**
+   * The same terminology as it was at `date`, with its code systems (for `compose.lockedDate`);
+   * absent where no dated terminology is at hand (then a lockedDate changes nothing).
+   */
+  asOfDate?(date: DatePeriod): ImportResolver & CodeSystemLookup;
 }
 
 /** The key of a ValueSet on the compile stack: its canonical URL and version. */
@@ -41,6 +48,12 @@ export async function compileValueSet(
     const expansion = vs.expansion?.contains !== undefined ? new ExpansionIndex(vs.expansion.contains) : undefined;
     return new CompiledValueSet({ resource: vs, includes: [], excludes: [], expansion });
   }
+  // compose.lockedDate (R4): the code systems and value sets the compose does not pin a version of are
+  // the versions in effect at that date: imports are resolved then, and each include and exclude of a
+  // code system is pinned to its version of that date (none in effect then: left to the request's).
+  const locked = compose.lockedDate === undefined ? undefined : lockedDate(compose.lockedDate, label);
+  const dated = locked === undefined ? undefined : resolver.asOfDate?.(locked);
+  if (dated !== undefined) resolver = dated;
   // `#id` imports name a ValueSet contained in this one, or, in a contained one, another of its container's.
   const scope = container ?? new ContainedValueSets(vs.contained);
   const local: ImportResolver = {
@@ -48,13 +61,18 @@ export async function compileValueSet(
       return canonical.startsWith('#') ? scope.compile(canonical, resolver, importStack) : resolver.importValueSet(canonical, importStack);
     },
   };
+  const pinned = async (set: ConceptSet): Promise<ConceptSet> => {
+    if (dated === undefined || set.system === undefined || set.version !== undefined) return set;
+    const version = (await dated.codeSystem(set.system))?.version;
+    return version === undefined ? set : { ...set, version };
+  };
   const includes: CompiledConceptSet[] = [];
   for (const [i, set] of compose.include.entries()) {
-    includes.push(await compileConceptSet(set, `${label} compose.include[${i}]`, local, inner));
+    includes.push(await compileConceptSet(await pinned(set), `${label} compose.include[${i}]`, local, inner));
   }
   const excludes: CompiledConceptSet[] = [];
   for (const [i, set] of (compose.exclude ?? []).entries()) {
-    excludes.push(await compileConceptSet(set, `${label} compose.exclude[${i}]`, local, inner));
+    excludes.push(await compileConceptSet(await pinned(set), `${label} compose.exclude[${i}]`, local, inner));
   }
   return new CompiledValueSet({ resource: vs, includes, excludes });
 }
@@ -80,6 +98,12 @@ class ContainedValueSets {
     this.compiled.set(canonical, compiled);
     return compiled;
   }
+}
+
+function lockedDate(text: string, label: string): DatePeriod {
+  const date = parseDateTime(text);
+  if (date === null) throw invalid(`${label} compose.lockedDate '${text}' is not a FHIR date`, [`${label} compose.lockedDate`]);
+  return date;
 }
 
 async function compileConceptSet(

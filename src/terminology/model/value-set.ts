@@ -56,6 +56,8 @@ export const ValueSetSchema = z.object({
       /** Read for `valueset-expansion-parameter` alone (expansionParameter). */
       extension: z.array(z.record(z.string(), z.unknown())).optional(),
       inactive: z.boolean().optional(),
+      /** The date that chooses the versions of the code systems and value sets it does not pin (compileValueSet). */
+      lockedDate: z.string().optional(),
       include: z.array(ConceptSetSchema).min(1),
       exclude: z.array(ConceptSetSchema).optional(),
     })

@@ -2,7 +2,8 @@
  * ValueSet/$validate-code with `system-version`, `check-system-version` and `force-system-version`
  * (R4 defines them on $expand; the HL7 reference servers take them on $validate-code too, and HL7's
  * validator sends them): a default version for includes that pin none, a check of the version an
- * include pins (`version-error`), and a version that replaces the pin. On both databases.
+ * include pins (`version-error`), and a version that replaces the pin; and $expand's `exclude-system`.
+ * On both databases.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -68,6 +69,23 @@ await eachStore((kind, fresh) => {
       expect(outcome(await validate('wildcard', 'one', checked, '1.0.0'))).toEqual({ result: true, display: 'one (1.0.0)' });
       expect(issueTypes(await validate('wildcard', 'one', checked))).toEqual(['version-error']);
       expect(outcome(await validate('any', 'one', checked))).toEqual({ result: true, display: 'one (1.0.0)' });
+    });
+
+    test('$expand exclude-system leaves out a code system, or one version of it, and is echoed', async () => {
+      const both = { resourceType: 'ValueSet', status: 'active', compose: { include: [{ system: CS, version: '1.0.0' }, { system: CS, version: '1.2.0' }] } };
+      const expand = async (excluded: string[]) => {
+        const r = await postOperation(t, token, 'ValueSet/$expand', [{ name: 'valueSet', resource: both }, ...excluded.map((valueUri) => ({ name: 'exclude-system', valueUri }))]);
+        expect(r.status).toBe(200);
+        const e = r.body.expansion as { contains?: { code: string; version: string }[]; parameter?: Param[] };
+        return { codes: (e.contains ?? []).map((c) => `${c.code}@${c.version}`), parameter: e.parameter ?? [] };
+      };
+      expect((await expand([])).codes).toEqual(['one@1.0.0', 'one@1.2.0', 'two@1.2.0']);
+      const version = await expand([`${CS}|1.0.0`]);
+      expect(version.codes).toEqual(['one@1.2.0', 'two@1.2.0']);
+      expect(version.parameter).toContainEqual({ name: 'exclude-system', valueUri: `${CS}|1.0.0` });
+      expect((await expand([`${CS}|1.x`])).codes).toEqual([]);
+      expect((await expand([CS])).codes).toEqual([]);
+      expect((await expand(['http://cinder.test/CodeSystem/other'])).codes).toHaveLength(3);
     });
 
     test('a canonical without a version is a 400 naming the parameter', async () => {

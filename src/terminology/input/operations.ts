@@ -77,6 +77,7 @@ export const expandParams = new OperationParameters('ValueSet/$expand', {
   displayLanguage: { kind: P.language },
   includeDesignations: { kind: P.boolean },
   excludeNested: { kind: P.boolean },
+  'exclude-system': { kind: P.uri, repeats: true },
   'system-version': { kind: P.uri, repeats: true },
   'check-system-version': { kind: P.uri, repeats: true },
   'force-system-version': { kind: P.uri, repeats: true },

@@ -12,6 +12,7 @@ import { displayIn } from './display-language.ts';
 import { resolveValueSet } from './resolve-value-set.ts';
 import { requireSupplements } from './supplements.ts';
 import { type SystemVersions, systemVersions, withSystemVersions } from './system-versions.ts';
+import { matchesVersion, splitCanonical } from '../version.ts';
 
 export interface ExpandInput {
   readonly target: ValueSetTarget;
@@ -28,6 +29,8 @@ export interface ExpandInput {
   readonly includeDesignations?: boolean;
   /** R4 `excludeNested`: the expansion is always flat, so it is only echoed. */
   readonly excludeNested?: boolean;
+  /** R4 `exclude-system`: code systems (`url`, or `url|version`, a version pattern too) whose codes are left out. */
+  readonly excludeSystems?: readonly string[];
   /** R4 `system-version`, `check-system-version` and `force-system-version`. */
   readonly systemVersions?: SystemVersions;
   /** The three as given, to echo in the expansion's parameters. */
@@ -78,11 +81,13 @@ interface ExpansionContainsOut {
 /** Reads the $expand inputs; `count`/`offset` are validated as non-negative integers at the edge. */
 export function expandInput(raw: OperationInput<(typeof expandParams)['spec']>, instanceId?: string): ExpandInput {
   const { filter, count, offset, activeOnly, date, displayLanguage, includeDesignations, excludeNested } = raw;
+  const excludeSystems = raw['exclude-system'];
   const versionNames = ['system-version', 'check-system-version', 'force-system-version'] as const;
   const systemVersionInputs = versionNames.flatMap((name) => (raw[name] ?? []).map((valueUri) => ({ name, valueUri })));
   const versions = systemVersions(raw);
   return {
     target: valueSetTarget(raw, instanceId), filter, count, offset, activeOnly, date, displayLanguage, includeDesignations, excludeNested,
+    ...(excludeSystems === undefined || excludeSystems.length === 0 ? {} : { excludeSystems }),
     ...(versions === undefined ? {} : { systemVersions: versions, systemVersionInputs }),
   };
 }
@@ -109,6 +114,7 @@ export async function expandValueSet(asked: ExpandInput, deps: ExpandDeps): Prom
     throw tooCostly(`count ${input.count} is larger than the expansion limit of ${limit} codes`);
   }
   const text = input.filter?.toLowerCase();
+  const excludedSystem = systemExclusion(input.excludeSystems);
   const seen = new Set<string>();
   const used = new Set<string>();
   const contains: ExpansionContainsOut[] = [];
@@ -119,7 +125,7 @@ export async function expandValueSet(asked: ExpandInput, deps: ExpandDeps): Prom
     for await (const found of enumerateValueSet(vs, withSystemVersions(terminology, input.systemVersions), { left: ENUMERATION_WORK_LIMIT })) {
       const key = `${found.system}|${found.version ?? ''}|${found.code}`;
       const e = inLanguage(found, input.displayLanguage);
-      if (seen.has(key) || (input.activeOnly === true && e.inactive) || !matches(e, text)) continue;
+      if (seen.has(key) || (input.activeOnly === true && e.inactive) || excludedSystem(found) || !matches(e, text)) continue;
       seen.add(key);
       used.add(found.version === undefined ? found.system : `${found.system}|${found.version}`);
       if (total >= offset && (input.count === undefined || contains.length < input.count)) contains.push(contained(e, input.includeDesignations === true));
@@ -158,6 +164,13 @@ function inLanguage(e: ExpansionEntry, language: string | undefined): ExpansionE
   return { ...e, display: displayIn(e.concept.definition, e.concept.language, language) };
 }
 
+/** Whether an entry's code system (and version) is one `exclude-system` names. */
+function systemExclusion(canonicals: readonly string[] | undefined): (e: ExpansionEntry) => boolean {
+  if (canonicals === undefined) return () => false;
+  const excluded = canonicals.map((c) => splitCanonical(c));
+  return (e) => excluded.some(({ url, version }) => url === e.system && (version === undefined || (e.version !== undefined && matchesVersion(version, e.version))));
+}
+
 function matches(e: ExpansionEntry, text: string | undefined): boolean {
   if (text === undefined || text === '') return true;
   return e.code.toLowerCase().includes(text) || (e.display?.toLowerCase().includes(text) ?? false);
@@ -186,6 +199,7 @@ function expansionParameters(input: ExpandInput): ExpansionParameter[] {
   if (input.displayLanguage !== undefined) out.push({ name: 'displayLanguage', valueCode: input.displayLanguage });
   if (input.includeDesignations !== undefined) out.push({ name: 'includeDesignations', valueBoolean: input.includeDesignations });
   if (input.excludeNested !== undefined) out.push({ name: 'excludeNested', valueBoolean: input.excludeNested });
+  for (const c of input.excludeSystems ?? []) out.push({ name: 'exclude-system', valueUri: c });
   out.push(...(input.systemVersionInputs ?? []));
   return out;
 }

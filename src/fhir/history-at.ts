@@ -49,8 +49,11 @@ export async function keptPage(repo: ResourceRepo, tenant: string, query: Histor
 
 /**
  * The versions of `_at` history (FHIR R4 http 3.1.0.11): those current at some point in [low, high).
- * The store gives the versions written before `high` (`query.at`); those replaced by a later version at
- * or before `low` are dropped. Version ids are consecutive, so the replacement of v is v + 1.
+ * The store gives the versions written before `high` (`query.at`). A version is current from its own
+ * time until the next version's: one replaced at or before `low` is dropped. A deletion is no version
+ * current at any time (the resource is gone until it is written again): it is kept only when it was made
+ * within the period, where it ends the currency of the version before it; one made before `low` is dropped.
+ * Version ids are consecutive, so the replacement of v is v + 1.
  */
 export function currentSince(repo: ResourceRepo, tenant: string, low: number): (v: ResourceVersion) => Promise<boolean> {
   const seen = new Map<string, number>();
@@ -61,6 +64,7 @@ export function currentSince(repo: ResourceRepo, tenant: string, low: number): (
   };
   return async (v) => {
     seen.set(`${v.type}/${v.id}/${v.versionId}`, v.lastUpdated);
+    if (v.deleted) return v.lastUpdated >= low;
     const replaced = await replacedAt(v);
     return replaced === undefined || replaced > low;
   };

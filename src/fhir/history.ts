@@ -60,6 +60,39 @@ function period(param: string, raw: string): { low: number; high: number } {
   return r;
 }
 
+/** The periods an `_at` value with each prefix names, of its date's [low, high) (search 3.1.1.5.9, as `_lastUpdated`'s). */
+const AT_PREFIXES: Partial<Record<string, (r: { low: number; high: number }) => { low: number; high: number }>> = {
+  eq: (r) => r,
+  ge: (r) => ({ low: r.low, high: Infinity }),
+  gt: (r) => ({ low: r.high, high: Infinity }),
+  le: (r) => ({ low: -Infinity, high: r.high }),
+  lt: (r) => ({ low: -Infinity, high: r.low }),
+};
+
+/**
+ * The period of history's `_at` (FHIR R4 http 3.1.0.11, "see Search notes on date searching"): a date
+ * denotes the period its precision implies (`2026-02-03` the whole day, an instant its millisecond); a
+ * prefix eq, ge, gt, le or lt opens it as search's date prefixes do (`ge2026-02-03`: from that day on;
+ * `lt2026-02-03`: everything before it); several `_at` are the period all of them name (HAPI FHIR takes
+ * `_at=ge…&_at=le…` as one range). `ne`, `sa`, `eb` and `ap` name no one period and are a 400.
+ */
+function atPeriod(values: string[]): { low: number; high: number } {
+  let low = -Infinity;
+  let high = Infinity;
+  for (const raw of values) {
+    const prefix = /^[a-z]{2}/.test(raw) ? raw.slice(0, 2) : undefined;
+    const open = AT_PREFIXES[prefix ?? 'eq'];
+    const range = open ? queryDateRange(prefix ? raw.slice(2) : raw) : null;
+    if (!open || !range) {
+      throw new FhirError('invalid', `Invalid _at '${raw}': expected a FHIR instant, dateTime or date, with an optional prefix eq, ge, gt, le or lt`, { expression: ['_at'] });
+    }
+    const r = open(range);
+    low = Math.max(low, r.low);
+    high = Math.min(high, r.high);
+  }
+  return { low, high };
+}
+
 /**
  * The request a history reads with: instance history reads one resource by its id, with read; type and system
  * history list every resource of their types, unknown ids included, as a search does, so they read with read
@@ -86,13 +119,15 @@ function parseParams(params: URLSearchParams) {
   if (count !== null) self.set('_count', String(query.count));
   const since = params.get('_since');
   if (since !== null) (query.since = period('_since', since).low), self.set('_since', since);
-  const at = params.get('_at');
+  const ats = params.getAll('_at');
   let atLow: number | undefined;
-  if (at !== null) {
-    const range = period('_at', at);
-    query.at = range.high - 1;
-    atLow = range.low;
-    self.set('_at', at);
+  if (ats.length > 0) {
+    const range = atPeriod(ats);
+    // `_at=lt2026&_at=gt2027`: a period of no time, in which no version was current.
+    if (range.low >= range.high) query.count = 0;
+    if (range.high !== Infinity) query.at = range.high - 1;
+    if (range.low !== -Infinity) atLow = range.low;
+    for (const at of ats) self.append('_at', at);
   }
   const cursor = params.get('_cursor');
   const page = cursor === null ? undefined : decodeBefore(cursor);

@@ -17,6 +17,7 @@ import { checkRestType, checkTypeAndId } from './resource.ts';
 import { versionNumber } from './resource-types.ts';
 import { compileSearch, openCursor, searchResources } from './search.ts';
 import { checkSearchTypes, searchTypes } from './search-system.ts';
+import { ownCursor, pagedAt } from './search-time.ts';
 import { instanceShape } from './subset.ts';
 import { safeTimeNow } from '../store/write-times.ts';
 
@@ -93,12 +94,13 @@ async function checkOne(deps: FhirDeps, req: FhirRequest, entry: Entry): Promise
     requireAccess(req.access, entry.type, 'r');
     instanceShape(entry.query!, false);
   } else if (across(entry)) {
-    checkSearchTypes(req, entry.query!, entry.compartment);
+    checkSearchTypes(req, ownCursor(entry.query!).own, entry.compartment);
   } else {
     checkRestType(entry.type);
     requireAccess(req.access, entry.type, 's');
     // A place in a sort on parameters is sealed: opened for the tenant, as the search after the commit opens it.
-    compileSearch(entry.type, entry.query!, false, deps.clock.now(), undefined, await openCursor(deps, req, entry.type, entry.query!.get('_cursor')));
+    const { own } = ownCursor(entry.query!);
+    compileSearch(entry.type, own, false, deps.clock.now(), undefined, await openCursor(deps, req, entry.type, own.get('_cursor')));
   }
 }
 
@@ -173,13 +175,12 @@ async function readOne(deps: FhirDeps, req: FhirRequest, entry: Entry, base: str
     return { ...responseEntry('200 OK', v, base), resource: parseExact(shape ? shape(v.content) : v.content) };
   }
   // The searchset a REST search answers: includes, _summary / _elements, warnings and paging links.
-  const at = safeTimeNow(deps.store, deps.clock);
-  const r = across(entry)
-    ? await searchTypes(deps, req, entry.query!, false, entry.compartment)
-    : await searchResources(deps, req, entry.type, entry.query!, false, entry.compartment);
+  const r = await pagedAt(entry.query!, safeTimeNow(deps.store, deps.clock), (query) => (across(entry)
+    ? searchTypes(deps, req, query, false, entry.compartment)
+    : searchResources(deps, req, entry.type, query, false, entry.compartment)));
   charge(budget, r.rows);
   charge(budget, r.included);
   const links = searchLinks(base, searchPath(entry), r.self, r.next, r.page);
   const extra = { included: r.included, ...(r.shape ? { shape: r.shape } : {}), ...(r.includedShape ? { includedShape: r.includedShape } : {}) };
-  return { ...responseEntry('200 OK'), resource: parseExact(searchsetJson(base, r.rows, links, r.total, r.warnings, at, extra)) };
+  return { ...responseEntry('200 OK'), resource: parseExact(searchsetJson(base, r.rows, links, r.total, r.warnings, r.at, extra)) };
 }

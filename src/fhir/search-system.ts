@@ -353,6 +353,8 @@ export async function pageAcross(
   }
   const rows = kept.map((x) => x.row);
   result.rows = rows;
+  // A page after the first links itself with its cursor, and the first page, as a type's search does.
+  if (cursor !== null) result.page = { cursor };
   const counted = total === 'accurate' || total === 'estimate' ? await countAll() : undefined;
   if (counted !== undefined) result.total = counted;
   else if (total !== 'none' && at === undefined && !result.next) result.total = rows.length;

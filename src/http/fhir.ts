@@ -18,6 +18,7 @@ import { statsParams } from '../fhir/stats-input.ts';
 import { preferredId, versions } from '../fhir/naming-system.ts';
 import { changeMeta, instanceMeta, metaInUse, metaParameters } from '../fhir/meta-operations.ts';
 import { searchTypes } from '../fhir/search-system.ts';
+import { pagedAt } from '../fhir/search-time.ts';
 import { isResourceType } from '../fhir/resource-types.ts';
 import { processBundle } from '../fhir/transaction.ts';
 import type { OperationCall } from '../fhir/batch.ts';
@@ -188,20 +189,20 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
    * polling with `_since` (or `_lastUpdated=ge`) that instant misses no version committed after the read.
    */
   const readTime = () => safeTimeNow(deps.store, deps.clock);
-  /** A search's page, read after `at` (readTime), as a searchset Bundle, its links below `path` (from the FHIR base). */
+  /** A search's page, read after `at` (readTime, or the first page's: pagedAt), as a searchset Bundle, its links below `path` (from the FHIR base). */
   const searchset = (c: Context<AppEnv>, path: string, r: SearchResult, at: number) => {
     const base = fhirBase(c, deps.baseUrl);
     const extra = { included: r.included, ...(r.shape ? { shape: r.shape } : {}), ...(r.includedShape ? { includedShape: r.includedShape } : {}) };
     return fhirJson(searchsetJson(base, r.rows, searchLinks(base, path, r.self, r.next, r.page), r.total, r.warnings, at, extra));
   };
   const search = async (c: Context<AppEnv>, type: string, params: URLSearchParams) => {
-    const at = readTime();
-    return searchset(c, `/${type}`, await searchResources(deps, request(c), type, params, strict(c)), at);
+    const r = await pagedAt(params, readTime(), (p) => searchResources(deps, request(c), type, p, strict(c)));
+    return searchset(c, `/${type}`, r, r.at);
   };
   /** `GET [base]?...` and `Patient/{id}/*` (src/fhir/search-system.ts). */
   const searchAll = async (c: Context<AppEnv>, params: URLSearchParams, compartment?: string) => {
-    const at = readTime();
-    return searchset(c, compartment === undefined ? '' : `/Patient/${compartment}/*`, await searchTypes(deps, request(c), params, strict(c), compartment), at);
+    const r = await pagedAt(params, readTime(), (p) => searchTypes(deps, request(c), p, strict(c), compartment));
+    return searchset(c, compartment === undefined ? '' : `/Patient/${compartment}/*`, r, r.at);
   };
   /** A `_search` form (`POST .../_search`), with the URL's own parameters after it. */
   const formParams = async (c: Context<AppEnv>) => {
@@ -217,10 +218,9 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   const everythingOf = async (c: Context<AppEnv>, id?: string, type = 'Patient') => {
     const base = fhirBase(c, deps.baseUrl);
     const params = c.req.method === 'POST' ? await operationParams(c) : new URL(c.req.url).searchParams;
-    const at = readTime();
-    const r = type === 'Encounter' ? await encounterEverything(deps, request(c), params, strict(c), id!) : await everything(deps, request(c), params, strict(c), id);
+    const r = await pagedAt(params, readTime(), (p) => (type === 'Encounter' ? encounterEverything(deps, request(c), p, strict(c), id!) : everything(deps, request(c), p, strict(c), id)));
     const path = id === undefined ? `/${type}/$everything` : `/${type}/${id}/$everything`;
-    return fhirJson(searchsetJson(base, r.rows, searchLinks(base, path, r.self, r.next, r.page), undefined, r.warnings, at, { included: r.included }));
+    return fhirJson(searchsetJson(base, r.rows, searchLinks(base, path, r.self, r.next, r.page), undefined, r.warnings, r.at, { included: r.included }));
   };
   /** `Observation/$lastn` by GET, or by POST with a Parameters body (or none), the URL's parameters after it. */
   const lastnOf = async (c: Context<AppEnv>) => {
@@ -448,8 +448,8 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     if (type !== 'Patient' || (what !== '*' && !isResourceType(what))) throw new FhirError('not-found', `Unknown path ${type}/${id}/${what}`);
     checkTypeAndId(type, id);
     if (what === '*') return searchAll(c, params, id);
-    const at = readTime();
-    return searchset(c, `/Patient/${id}/${what}`, await searchResources(deps, request(c), what, params, strict(c), id), at);
+    const r = await pagedAt(params, readTime(), (p) => searchResources(deps, request(c), what, p, strict(c), id));
+    return searchset(c, `/Patient/${id}/${what}`, r, r.at);
   };
   app.post('/Patient/$everything', (c) => everythingOf(c));
   app.post('/Patient/:id/$everything', (c) => everythingOf(c, c.req.param('id')));

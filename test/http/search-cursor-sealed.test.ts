@@ -65,7 +65,8 @@ function valuesOf(bundle: Json): string[] {
   return out;
 }
 
-const cursorOf = (url: string) => new URL(url).searchParams.get('_cursor')!;
+/** A link's sealed cursor, without the first page's time after its `~` (src/fhir/search-time.ts), which is outside the seal. */
+const cursorOf = (url: string) => new URL(url).searchParams.get('_cursor')!.split('~')[0]!;
 
 for (const target of targets) {
   describe(`sealed cursors of sorts on parameters, on ${target.kind}`, () => {

@@ -200,6 +200,16 @@ export function canonicalParam(param: string): string {
   return `${param}:canonical`;
 }
 
+/**
+ * The parameter whose rows order `_sort` on quantity parameter `param`: one row a value (not its human
+ * unit's too), its range in its canonical UCUM unit where it has one (src/fhir/ucum.ts: 500 mg as 0.5 g,
+ * before 1 g), else as written (a unit without a canonical form, none, or another system). Apart from
+ * `param`'s own, as canonicalParam's, so that no search condition sees them.
+ */
+export function sortParam(param: string): string {
+  return `${param}:sort`;
+}
+
 /** A UCUM quantity's unit code and range in its canonical unit; undefined for other units. */
 export function canonicalQuantity(system: string, code: string, low: number, high: number): { code: string; low: number; high: number } | undefined {
   const unit = system === UCUM_SYSTEM ? canonicalUnit(code) : undefined;
@@ -324,6 +334,12 @@ function simpleRows(def: ParamDefinition, value: unknown, targetType: string | u
         rows.ranges.push({ param, ...q });
         const c = canonicalQuantity(q.system, q.code, q.low, q.high);
         if (c) rows.ranges.push({ param: canonicalParam(param), system: UCUM_SYSTEM, ...c });
+      }
+      // The value's own row comes first (a second, under its human unit, follows it).
+      const own = qs[0];
+      if (def.type === 'quantity' && own !== undefined) {
+        const { low, high } = canonicalQuantity(own.system, own.code, own.low, own.high) ?? own;
+        rows.ranges.push({ param: sortParam(param), system: '', code: '', low, high });
       }
       return;
     }

@@ -1,8 +1,8 @@
 import { FhirError } from '../errors.ts';
-import type { Condition, NumberTest, SearchQuery } from '../store/interface/search.ts';
+import type { Condition, NumberTest, SearchQuery, SortKey } from '../store/interface/search.ts';
 import type { IndexTable, Store } from '../store/types.ts';
 import { paramsOf } from './definitions.ts';
-import { canonicalParam, compartmentsOf, storedIndex } from './indexer.ts';
+import { canonicalParam, compartmentsOf, sortParam, storedIndex } from './indexer.ts';
 import { R4_RESOURCE_TYPES } from './resource-types.ts';
 import { UCUM_SYSTEM } from './ucum.ts';
 
@@ -30,9 +30,12 @@ import { UCUM_SYSTEM } from './ucum.ts';
  * last millisecond of its minute, where it had no row (dates.ts dateRange); model 14 a Quantity with a
  * comparator as the range it bounds (`<5` below 5, `>5` above), where it was the value alone (indexer.ts
  * quantityValues); model 15 a string's `exact` form composed (NFC), where it was the text as written, so
- * that `:exact` finds canonically equivalent text however it is encoded (indexer.ts exactString).
+ * that `:exact` finds canonically equivalent text however it is encoded (indexer.ts exactString); model 16
+ * a row a quantity under its parameter's sort key, its value in its canonical UCUM unit where it has one,
+ * which `_sort` on a quantity parameter reads (indexer.ts sortParam), where the sort read the values as
+ * written whatever their unit.
  */
-export const INDEX_MODEL = 15;
+export const INDEX_MODEL = 16;
 
 /**
  * What each model changed. `touches`: a test of a stored resource's JSON, true for every resource whose
@@ -50,6 +53,8 @@ interface ModelChange {
   reads?: (c: Condition) => boolean;
   /** Whether it changes compartments: a compartment search (or a patient-context token's) reads them. */
   compartments?: true;
+  /** The sort keys that read the rows it changed (a sort is no condition: `reads` names none of them). */
+  sorts?: (k: SortKey) => boolean;
 }
 
 const MODEL_CHANGES: Record<number, ModelChange | undefined> = {
@@ -149,6 +154,15 @@ const MODEL_CHANGES: Record<number, ModelChange | undefined> = {
     tables: ['search_string'],
     reads: (c) => c.kind === 'string' && c.values.some((v) => v.match === 'exact'),
   },
+  // A quantity (a number `"value":`, a Quantity's or a Range end's), now with a row a value under its
+  // parameter's sort key (indexer.ts sortParam: its value in its canonical UCUM unit, else as written):
+  // range rows. `_sort` on a quantity parameter reads them; no condition does.
+  16: {
+    touches: (content) => NUMBER_VALUE.test(content),
+    tables: ['search_range'],
+    reads: () => false,
+    sorts: (k) => k.by === 'param' && k.param.endsWith(SORT_SUFFIX),
+  },
 };
 
 /**
@@ -229,6 +243,9 @@ const SHORT_FRACTION = /"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{1,2}(?:Z|[+-]\d
 const FOLDED = /[\u00b5\u00df\u0131\u0149\u017f\u03a3\u03c2\u03d0\u03d1\u03d5\u03d6\u03f0\u03f1\u03f5\u0587\u1c80-\u1c88\u1e9a\u1e9b\u1e9e\ufb00-\ufb06\ufb13-\ufb17]/;
 const FOLDED_ESCAPE = /\\u(?:00b5|00df|0131|0149|017f|03a3|03c2|03d[0156]|03f[015]|0587|1c8[0-8]|1e9[abe]|fb0[0-6]|fb1[3-7])/i;
 const CANONICAL_SUFFIX = canonicalParam('');
+const SORT_SUFFIX = sortParam('');
+// A number value: a Quantity's (Age, Duration, Money, SimpleQuantity), a Range end's.
+const NUMBER_VALUE = /"value"\s*:\s*-?\d/;
 const POSITION = /"position"\s*:\s*\{/;
 const TYPE_OBJECT = /"type"\s*:\s*\{/;
 const TEXT_FIELD = /"text"\s*:/;
@@ -368,12 +385,15 @@ function anyCondition(conditions: readonly Condition[], test: (c: Condition) => 
  */
 export function readsRowsBeingRebuilt(model: number, query: SearchQuery): boolean {
   const reads: ((c: Condition) => boolean)[] = [];
+  const sorts: ((k: SortKey) => boolean)[] = [];
   for (let m = model + 1; m <= INDEX_MODEL; m++) {
     const test = MODEL_CHANGES[m]?.reads;
     if (!test || (MODEL_CHANGES[m]!.compartments && query.compartment !== undefined)) return true;
     reads.push(test);
+    const sort = MODEL_CHANGES[m]!.sorts;
+    if (sort) sorts.push(sort);
   }
-  return anyCondition(query.where ?? [], (c) => reads.some((r) => r(c)));
+  return anyCondition(query.where ?? [], (c) => reads.some((r) => r(c))) || query.sort.some((k) => sorts.some((s) => s(k)));
 }
 
 /** A search of compartment rows alone, as CompartmentReads reads them (readsRowsBeingRebuilt). */

@@ -7,7 +7,7 @@ import { FhirError } from '../errors.ts';
 import type { CompositePart, CompositeTest, Comparator, Condition, DateTest, IndexTable, NumberTest, SortKey, TokenValue } from '../store/types.ts';
 import { queryDateRange } from './dates.ts';
 import { isDomainResource, paramOf, paramsOf, type ParamDefinition, type ParamType } from './definitions.ts';
-import { canonicalParam, containedIdParam, containedPrefix, exactString, normalizeString, soundex } from './indexer.ts';
+import { canonicalParam, containedIdParam, containedPrefix, exactString, normalizeString, sortParam, soundex } from './indexer.ts';
 import { foldAscii, readsOwnRows } from '../store/search-sql.ts';
 import { MAX_PREFIX_SEARCH_BYTES } from '../store/index-limits.ts';
 import { canonicalUnit, UCUM_SYSTEM } from './ucum.ts';
@@ -1073,7 +1073,9 @@ export function parseSort(type: string, raw: string | null): SortKey[] {
     if (def.type === 'composite' || def.type === 'special') {
       throw new FhirError('not-supported', `Cannot sort by the ${def.type} parameter '${code}'`, { expression: ['_sort'] });
     }
-    const key: SortKey = { by: 'param', table: tableOf(def.type), param: def.storedAs?.param ?? def.code, descending };
+    const stored = def.storedAs?.param ?? def.code;
+    // A quantity orders by its value in its canonical UCUM unit where it has one (indexer.ts sortParam).
+    const key: SortKey = { by: 'param', table: tableOf(def.type), param: def.type === 'quantity' ? sortParam(stored) : stored, descending };
     if (def.type === 'date' && oneValue(def)) key.oneRow = true;
     return def.storedAs?.target === undefined ? key : { ...key, target: def.storedAs.target };
   });

@@ -177,11 +177,15 @@ describe('touchedSince', () => {
     expect(tablesSince(11)).toEqual(['search_range', 'search_composite', 'search_string']);
     expect(tablesSince(12)).toEqual(['search_range', 'search_composite', 'search_string']);
     expect(tablesSince(13)).toEqual(['search_range', 'search_composite', 'search_string']);
-    expect(tablesSince(14)).toEqual(['search_string']);
+    expect(tablesSince(14)).toEqual(['search_string', 'search_range']);
+    // Model 16: range rows (a quantity's sort rows).
+    expect(tablesSince(15)).toEqual(['search_range']);
     // Model 14: resources holding a Quantity with a comparator.
     const since13 = touchedSince(13);
     expect(since13('{"resourceType":"Observation","valueQuantity":{"value":5,"comparator":"<","unit":"mg"}}')).toBe(true);
-    expect(since13('{"resourceType":"Observation","valueQuantity":{"value":5,"unit":"mg"},"note":[{"text":"comparator"}]}')).toBe(false);
+    expect(since13('{"resourceType":"Observation","valueCodeableConcept":{"text":"x"},"note":[{"text":"comparator"}]}')).toBe(false);
+    // (A quantity without a comparator is rebuilt too from model 15: model 16 gave every number value a sort row.)
+    expect(since13('{"resourceType":"Observation","valueQuantity":{"value":5,"unit":"mg"},"note":[{"text":"comparator"}]}')).toBe(true);
     // Model 13: resources holding a dateTime or instant at a leap second.
     const since12 = touchedSince(12);
     expect(since12('{"resourceType":"Observation","effectiveDateTime":"2016-12-31T23:59:60Z"}')).toBe(true);
@@ -211,7 +215,13 @@ describe('touchedSince', () => {
     expect(touchedSince(6)('{"resourceType":"Observation","contained":[{"resourceType":"Patient","id":"p"}],"subject":{"reference":"#p"}}')).toBe(false);
     expect(touchedSince(6)('{"resourceType":"AuditEvent","agent":[{"who":{"reference":"Patient/p"}}]}')).toBe(false);
     expect(touchedSince(4)('{"valueQuantity":{"value":1,"system":"http://unitsofmeasure.org","code":"mg"}}')).toBe(true);
-    expect(touchedSince(4)('{"valueQuantity":{"value":1,"unit":"mg"}}')).toBe(false);
+    // (A number value without UCUM is rebuilt too from model 4: model 16 gave it a sort row.)
+    expect(touchedSince(4)('{"valueQuantity":{"value":1,"unit":"mg"}}')).toBe(true);
+    expect(touchedSince(4)('{"valueString":"1 mg"}')).toBe(false);
+    // Model 16: resources holding a number value, a Quantity's or a Range end's.
+    expect(touchedSince(15)('{"valueQuantity":{"value": 0.5,"unit":"mg"}}')).toBe(true);
+    expect(touchedSince(15)('{"valueRange":{"low":{"value":-1}}}')).toBe(true);
+    expect(touchedSince(15)('{"valueString":"1 mg","identifier":[{"value":"12"}]}')).toBe(false);
   });
 });
 

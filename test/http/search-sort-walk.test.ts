@@ -2,8 +2,8 @@
  * Searches sorted on a parameter that no condition drives are read by walking the sort key's index in
  * order (search-sql.ts sortWalk), on both databases: the pages must be exactly those of the sort's
  * definition (a resource's least value ascending, its greatest descending, ties by id, resources
- * without a value last), whatever the ties at the walk's bound, the rows a resource has, the units a
- * quantity's keys split the rows into, the offset, and conditions that make the walk read further or
+ * without a value last), whatever the ties at the walk's bound, the rows a resource has, the units of a
+ * quantity (ordered by its value in its canonical UCUM unit), the offset, and conditions that make the walk read further or
  * give way. The expected orders are computed from the data's own arithmetic; on a generated data set,
  * every sortable parameter of every type is compared with the search that computes every resource's key.
  */
@@ -70,7 +70,9 @@ function ordered(is: number[], key: (i: number) => number | undefined, descendin
 // A dateTime to the second is the range of that second: its start ascending, its end descending.
 const dateUp = (i: number) => (dated(i) ? start(i) : undefined);
 const dateDown = (i: number) => (dated(i) ? (period(i) ? end(i) : start(i)) + 1000 : undefined);
-const quantity = (i: number) => (valued(i) ? value(i) : undefined);
+/** A quantity's key: its value in grams, its canonical unit (kg, g, [lb_av]: UNITS). */
+const GRAMS = [1000, 1, 453.59237];
+const quantity = (i: number) => (valued(i) ? value(i) * GRAMS[i % 3]! : undefined);
 
 const GENERATED = [...generatePatients({ patients: 8, seed: 'sort-walk' })] as Json[];
 const SORTABLE = new Set(['token', 'string', 'reference', 'uri', 'quantity', 'date', 'number']);
@@ -117,7 +119,7 @@ for (const target of targets) {
       expect(await page('Observation?_sort=-date,-_id&_count=12', 7)).toEqual(ordered(all, dateDown, true, true).slice(7, 19));
     });
 
-    test('a quantity whose rows are split among units (keys): the least and greatest values first', async () => {
+    test('a quantity in three units: by its value in its canonical unit, the least and greatest first', async () => {
       for (const count of [5, 40]) {
         expect(await page(`Observation?_sort=value-quantity&_count=${count}`)).toEqual(ordered(all, quantity, false).slice(0, count));
         expect(await page(`Observation?_sort=-value-quantity&_count=${count}`)).toEqual(ordered(all, quantity, true).slice(0, count));

@@ -195,8 +195,8 @@ for (const target of targets) {
       await t.store.resources.indexing.setState({ model: 4, after: 0 });
       expect(await ids(`value-quantity=0.0054|${UCUM}|g`)).toEqual([]);
       const run = await reindex(t.store);
-      // Every Observation names UCUM but two (one without a system, one of another system).
-      expect(run).toMatchObject({ ran: true, rebuilt: FIXED.length + MASSES.length - 2 });
+      // Every Observation: each holds a number value (model 16's sort rows), not only those naming UCUM.
+      expect(run).toMatchObject({ ran: true, rebuilt: FIXED.length + MASSES.length });
       expect(await t.store.resources.indexing.state()).toEqual({ model: INDEX_MODEL, after: 0 });
       expect(await ids(`value-quantity=0.0054|${UCUM}|g`)).toEqual(['g-0.0054', 'mg-5.4', 'ug-5400']);
       // Only the range and composite rows were rebuilt: the tokens, words and compartments are as they were.

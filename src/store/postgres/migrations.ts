@@ -683,4 +683,16 @@ ALTER TABLE users ADD COLUMN tokens_revoked_at BIGINT;
 ALTER TABLE clients ADD COLUMN tokens_revoked_at BIGINT;
 `,
   },
+  {
+    version: 41,
+    name: 'quantity_sort',
+    sql: `
+-- Index model 16 (src/fhir/reindex.ts): a quantity has a row a value under its parameter's sort key
+-- (\`value-quantity:sort\`, src/fhir/indexer.ts sortParam), its value in its canonical UCUM unit where it has
+-- one, which \`_sort\` on a quantity parameter reads (500 mg before 1 g). A database holding resources gets
+-- them from the reindex that \`cinder serve\` runs at start (only the resources holding a number value are
+-- rebuilt, their range rows); an empty one follows model 16 already.
+UPDATE index_state SET value = 16 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
+`,
+  },
 ];

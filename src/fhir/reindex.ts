@@ -5,6 +5,7 @@ import { paramsOf } from './definitions.ts';
 import { canonicalParam, compartmentsOf, sortParam, storedIndex } from './indexer.ts';
 import { R4_RESOURCE_TYPES } from './resource-types.ts';
 import { UCUM_SYSTEM } from './ucum.ts';
+import { reachesContactPoints } from './contact-points.ts';
 
 /**
  * The index model this release writes: which search parameters get rows and in what form. A database
@@ -33,9 +34,10 @@ import { UCUM_SYSTEM } from './ucum.ts';
  * that `:exact` finds canonically equivalent text however it is encoded (indexer.ts exactString); model 16
  * a row a quantity under its parameter's sort key, its value in its canonical UCUM unit where it has one,
  * which `_sort` on a quantity parameter reads (indexer.ts sortParam), where the sort read the values as
- * written whatever their unit.
+ * written whatever their unit; model 17 an email address lower-cased in its ContactPoint's token rows
+ * (contact-points.ts emailKey), which token searches on a ContactPoint parameter compare lower-cased.
  */
-export const INDEX_MODEL = 16;
+export const INDEX_MODEL = 17;
 
 /**
  * What each model changed. `touches`: a test of a stored resource's JSON, true for every resource whose
@@ -163,6 +165,14 @@ const MODEL_CHANGES: Record<number, ModelChange | undefined> = {
     reads: () => false,
     sorts: (k) => k.by === 'param' && k.param.endsWith(SORT_SUFFIX),
   },
+  // A ContactPoint that is an email address (`"system":"email"`), now lower-cased in its token rows
+  // (contact-points.ts emailKey). Token conditions on a ContactPoint parameter (`email`, `telecom`, in a
+  // chain too) read them.
+  17: {
+    touches: (content) => EMAIL_SYSTEM.test(content),
+    tables: ['search_index'],
+    reads: (c) => c.kind === 'token' && contactPointParams().has(c.param.slice(c.param.lastIndexOf('.') + 1)),
+  },
 };
 
 /**
@@ -231,6 +241,12 @@ function restrictedTypes(): string[] {
   return (restricted ??= R4_RESOURCE_TYPES.filter((t) => paramsOf(t).some((d) =>
     d.type === 'reference' && !d.storedAs && !d.unionOf && !d.andOf && d.paths.some((p) => p.targetType !== undefined))));
 }
+let contactPoints: Set<string> | undefined;
+/** The codes of the token parameters over ContactPoints, of every type (`email`, `phone`, `telecom`; model 17). */
+function contactPointParams(): Set<string> {
+  return (contactPoints ??= new Set(R4_RESOURCE_TYPES.flatMap((t) => paramsOf(t).filter(reachesContactPoints).map((d) => d.code))));
+}
+const EMAIL_SYSTEM = /"system"\s*:\s*"email"/;
 const CONTAINED = /"contained"\s*:\s*\[/;
 const ABSOLUTE_REFERENCE = /"reference"\s*:\s*"[A-Za-z][A-Za-z0-9+.-]*:(?!uuid:|oid:)/;
 const BUNDLE = /"resourceType"\s*:\s*"Bundle"/;

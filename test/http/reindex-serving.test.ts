@@ -184,11 +184,17 @@ describe('readsRowsBeingRebuilt', () => {
   const near: Condition = { kind: 'near', param: 'near', points: [{ latitude: 1, longitude: 2, km: 3 }] };
 
   test('names the conditions each later model changed the rows of', () => {
-    expect(INDEX_MODEL).toBe(16);
+    expect(INDEX_MODEL).toBe(17);
+    // Model 17: email addresses lower-cased in token rows: token conditions on contact point parameters alone.
+    const email17: Condition = { kind: 'token', param: 'email', values: [{ value: 'a@b.c' }] };
+    expect(readsRowsBeingRebuilt(16, query(email17))).toBe(true);
+    expect(readsRowsBeingRebuilt(16, query({ kind: 'chain', param: 'subject', targetType: 'Patient', where: [{ ...email17, param: 'telecom' }] }))).toBe(true);
+    expect(readsRowsBeingRebuilt(16, query(plain, canonical, tokenText, near, text, { kind: 'token', param: 'code', values: [{ value: '1-8' }] }))).toBe(false);
     // Model 16: a quantity's sort rows: a sort on a quantity parameter alone, no condition.
     const byQuantity = { ...query(plain, canonical, tokenText, near, text), sort: [{ by: 'param' as const, table: 'search_range' as const, param: 'value-quantity:sort', descending: true }] };
     expect(readsRowsBeingRebuilt(15, byQuantity)).toBe(true);
     expect(readsRowsBeingRebuilt(15, query(plain, canonical, tokenText, near, text))).toBe(false);
+    expect(readsRowsBeingRebuilt(15, query(email17))).toBe(true);
     // Model 15: the `exact` column of string rows (composed, NFC): `:exact` alone, in a chain too.
     const exact15: Condition = { kind: 'string', param: 'family', values: [{ value: 'Zo\u00e9', match: 'exact' }] };
     expect(readsRowsBeingRebuilt(14, query(exact15))).toBe(true);

@@ -174,12 +174,13 @@ describe('touchedSince', () => {
     // model 11 token rows, model 12 range and composite rows; model 15 string rows.
     expect(tablesSince(9)).toEqual(['search_index', 'search_string', 'search_composite', 'search_range']);
     expect(tablesSince(10)).toEqual(['search_index', 'search_range', 'search_composite', 'search_string']);
-    expect(tablesSince(11)).toEqual(['search_range', 'search_composite', 'search_string']);
-    expect(tablesSince(12)).toEqual(['search_range', 'search_composite', 'search_string']);
-    expect(tablesSince(13)).toEqual(['search_range', 'search_composite', 'search_string']);
-    expect(tablesSince(14)).toEqual(['search_string', 'search_range']);
-    // Model 16: range rows (a quantity's sort rows).
-    expect(tablesSince(15)).toEqual(['search_range']);
+    expect(tablesSince(11)).toEqual(['search_range', 'search_composite', 'search_string', 'search_index']);
+    expect(tablesSince(12)).toEqual(['search_range', 'search_composite', 'search_string', 'search_index']);
+    expect(tablesSince(13)).toEqual(['search_range', 'search_composite', 'search_string', 'search_index']);
+    expect(tablesSince(14)).toEqual(['search_string', 'search_range', 'search_index']);
+    // Model 16: range rows (a quantity's sort rows); model 17 token rows (an email address lower-cased).
+    expect(tablesSince(15)).toEqual(['search_range', 'search_index']);
+    expect(tablesSince(16)).toEqual(['search_index']);
     // Model 14: resources holding a Quantity with a comparator.
     const since13 = touchedSince(13);
     expect(since13('{"resourceType":"Observation","valueQuantity":{"value":5,"comparator":"<","unit":"mg"}}')).toBe(true);

@@ -695,4 +695,15 @@ ALTER TABLE clients ADD COLUMN tokens_revoked_at BIGINT;
 UPDATE index_state SET value = 16 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
 `,
   },
+  {
+    version: 42,
+    name: 'email_case',
+    sql: `
+-- Index model 17 (src/fhir/reindex.ts): an email address (a ContactPoint whose system is \`email\`) is
+-- lower-cased in its token rows, as searches on \`email\` and \`telecom\` compare it (src/fhir/contact-points.ts).
+-- A database holding resources gets it from the reindex that \`cinder serve\` runs at start (only the resources
+-- holding an email address are rebuilt, their token rows); an empty one follows model 17 already.
+UPDATE index_state SET value = 17 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
+`,
+  },
 ];

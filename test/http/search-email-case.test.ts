@@ -1,0 +1,96 @@
+/**
+ * Email addresses are token values compared without case (src/fhir/contact-points.ts emailKey), on both
+ * databases, in SQL and in the in-memory matcher: `email`, and `telecom` by an email or a value of any
+ * system, in a chain too; other ContactPoints (a URL, a phone) keep their case. A database indexed by
+ * model 16, whose rows held an address as written, reindexed.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { storedIndex } from '../../src/fhir/indexer.ts';
+import { INDEX_MODEL, readsRowsBeingRebuilt, reindex, touchedSince } from '../../src/fhir/reindex.ts';
+import type { Condition } from '../../src/store/types.ts';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { expectBothWays, fhirClient, searchIds, type FhirClient, type Json } from '../helpers/fhir.ts';
+
+const patient = (id: string, ...telecom: Json[]): Json => ({ resourceType: 'Patient', id, ...(telecom.length ? { telecom } : {}) });
+const DATA: Json[] = [
+  patient('alice', { system: 'email', value: 'alice@example.org' }),
+  patient('bob', { system: 'email', value: 'Bob.Smith@Example.ORG', use: 'work' }, { system: 'phone', value: '555-0100' }),
+  patient('site', { system: 'url', value: 'https://Example.org/Bob' }),
+  patient('none'),
+];
+const IDS = DATA.map((r) => r.id as string);
+const email = encodeURIComponent('email|');
+
+/** Query, and the Patients it finds. */
+const CASES: [string, string[]][] = [
+  ['email=Alice@Example.org', ['alice']],
+  ['email=alice@example.org', ['alice']],
+  ['email=bob.smith@example.org', ['bob']],
+  ['email=BOB.SMITH@EXAMPLE.ORG', ['bob']],
+  ['email=Bob.Smith@Example.ORG,ALICE@example.org', ['alice', 'bob']],
+  ['email=bob@example.org', []],
+  [`telecom=${email}ALICE@EXAMPLE.ORG`, ['alice']],
+  ['telecom=Bob.Smith@example.org', ['bob']],
+  [`telecom=${encodeURIComponent('|')}bob.smith@EXAMPLE.org`, ['bob']],
+  ['email:not=ALICE@example.org', ['bob', 'none', 'site']],
+  // A URL keeps its case; a phone is as written.
+  ['telecom=https://Example.org/Bob', ['site']],
+  ['telecom=https://example.org/bob', []],
+  ['phone=555-0100', ['bob']],
+];
+
+await eachStore((kind, fresh) => {
+  describe(`email tokens without case (${kind})`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      api = fhirClient(t, await t.token());
+      for (const r of DATA) await api.put200(r);
+      await api.put200({ resourceType: 'Observation', id: 'obs-bob', status: 'final', code: { text: 'x' }, subject: { reference: 'Patient/bob' } });
+    });
+    afterAll(() => t.close());
+
+    test('email and telecom find an address whatever its case, in SQL and in memory; other contact points keep theirs', async () => {
+      for (const [query, expected] of CASES) await expectBothWays(t, api, 'Patient', query, IDS, expected);
+      expect(await searchIds(api, 'Observation?subject:Patient.email=BOB.smith@example.ORG')).toEqual(['obs-bob']);
+      expect(await searchIds(api, 'Observation?patient.telecom=bob.smith@example.org')).toEqual(['obs-bob']);
+      expect(await searchIds(api, `Patient?_filter=${encodeURIComponent('email eq "ALICE@example.org" or telecom eq "email|BOB.SMITH@example.org"')}`)).toEqual(['alice', 'bob']);
+    });
+
+    test('a database indexed by model 16 is reindexed from its resources holding an email address', async () => {
+      const page = await t.store.resources.indexing.page(0, 1000);
+      // As model 16 wrote them: the address as written.
+      await t.store.resources.write('t1', (w) => w.replaceIndex(page.map((r) => {
+        const resource = JSON.parse(r.content) as Json;
+        const index = storedIndex(resource);
+        const written = new Map<string, string>((resource.telecom ?? []).map((c: Json) => [c.value.toLowerCase(), c.value]));
+        index.tokens = index.tokens.map((e) => (e.system === 'email' ? { ...e, value: written.get(e.value) ?? e.value } : e));
+        return { type: r.type, id: r.id, versionId: r.versionId, index, compartments: [] };
+      }), ['search_index']));
+      await t.store.resources.indexing.setState({ model: 16, after: 0 });
+      expect(await searchIds(api, 'Patient?email=bob.smith@example.org')).toEqual([]);
+
+      const run = await reindex(t.store);
+      // alice and bob; not the URL, the Patient without a telecom nor the Observation.
+      expect(run).toEqual({ ran: true, done: page.length, rebuilt: 2 });
+      expect(await t.store.resources.indexing.state()).toEqual({ model: INDEX_MODEL, after: 0 });
+      for (const [query, expected] of CASES) expect({ query, found: await searchIds(api, `Patient?${query}`) }).toEqual({ query, found: expected });
+    });
+  });
+});
+
+describe('model 17', () => {
+  test('touches the resources holding an email address; token conditions on contact points read its rows', () => {
+    const since16 = touchedSince(16);
+    expect(since16('{"resourceType":"Patient","telecom":[{"system" : "email","value":"a@b.c"}]}')).toBe(true);
+    expect(since16('{"resourceType":"Patient","telecom":[{"system":"phone","value":"1"}]}')).toBe(false);
+    const query = (c: Condition) => ({ type: 'Patient', where: [c], sort: [], count: 10 });
+    expect(readsRowsBeingRebuilt(16, query({ kind: 'token', param: 'email', values: [{ value: 'a@b.c' }] }))).toBe(true);
+    expect(readsRowsBeingRebuilt(16, query({ kind: 'token', param: 'telecom', values: [{ system: 'phone', value: '1' }] }))).toBe(true);
+    expect(readsRowsBeingRebuilt(16, query({ kind: 'chain', param: 'general-practitioner', targetType: 'Practitioner', where: [{ kind: 'token', param: 'email', values: [{ value: 'a' }] }] }))).toBe(true);
+    expect(readsRowsBeingRebuilt(16, query({ kind: 'token', param: 'identifier', values: [{ value: 'a' }] }))).toBe(false);
+  });
+});

@@ -15,18 +15,16 @@ export function reachesContactPoints(def: ParamDefinition): boolean {
   return out;
 }
 
-/** The `system` of a ContactPoint that is an email address (R4 contact-point-system). */
-export const EMAIL = 'email';
-
 /**
- * An email address as its token rows hold it and searches compare it: lower-cased (full Unicode lower
- * case), so that `email=Alice@Example.org` finds `alice@example.org`. RFC 5321 2.4 makes the domain
- * case-insensitive and lets a mailbox's local part be case-sensitive, but "exploiting the case
- * sensitivity of mailbox local-parts impedes interoperability and is discouraged"; mail providers treat
- * it as case-insensitive, and so does Medplum (every ContactPoint token value lower-cased). R4 search.html
- * (token): matching "is case-sensitive unless the underlying semantics for the context indicate that
- * the token should be interpreted case-insensitively", which an email address's do.
+ * A ContactPoint's value as its token rows hold it and searches compare it: lower-cased (full Unicode
+ * lower case), so that `email=Alice@Example.org` finds `alice@example.org`. R4 search.html (token): a match
+ * "is case sensitive unless the underlying semantics for the context indicate that the token should be
+ * interpreted case-insensitively", and "if the underlying data type is string then the search is not case
+ * sensitive": ContactPoint.value is a string, and the server may give ContactPoints "special handling".
+ * An email address's domain is case-insensitive, and RFC 5321 2.4 discourages relying on its local part's
+ * case; a phone number has none to speak of. Medplum lower-cases every ContactPoint value alike; HAPI FHIR
+ * compares them as written (its issue 6361, open).
  */
-export function emailKey(value: string): string {
+export function contactKey(value: string): string {
   return value.toLowerCase();
 }

@@ -1,5 +1,5 @@
 import type { CompositeEntry, IndexEntry, IndexRows, RangeEntry, StringEntry } from '../store/types.ts';
-import { EMAIL, emailKey, reachesContactPoints } from './contact-points.ts';
+import { contactKey, reachesContactPoints } from './contact-points.ts';
 import { dateRange } from './dates.ts';
 import { compartmentPaths, paramsOf, type ParamDefinition, type ParamType } from './definitions.ts';
 import { evaluatePath, type CompiledPath } from './fhirpath.ts';
@@ -278,8 +278,8 @@ function simpleRows(def: ParamDefinition, value: unknown, targetType: string | u
       } else {
         const tokens: { system: string; value: string }[] = [];
         tokenValues(value, tokens);
-        // An email address, lower-cased as searches compare it (contact-points.ts emailKey).
-        if (reachesContactPoints(def)) for (const t of tokens) if (t.system === EMAIL) t.value = emailKey(t.value);
+        // A ContactPoint's value, lower-cased as searches compare it (contact-points.ts contactKey).
+        if (reachesContactPoints(def)) for (const t of tokens) t.value = contactKey(t.value);
         // An Identifier's `:text` is its type's text (search.html, token `:text`), carried by its rows.
         const typeText = v !== null && typeof v === 'object' ? str((v.type as Json | undefined)?.text) : undefined;
         const display = joinDisplays([typeText]);

@@ -34,8 +34,8 @@ import { reachesContactPoints } from './contact-points.ts';
  * that `:exact` finds canonically equivalent text however it is encoded (indexer.ts exactString); model 16
  * a row a quantity under its parameter's sort key, its value in its canonical UCUM unit where it has one,
  * which `_sort` on a quantity parameter reads (indexer.ts sortParam), where the sort read the values as
- * written whatever their unit; model 17 an email address lower-cased in its ContactPoint's token rows
- * (contact-points.ts emailKey), which token searches on a ContactPoint parameter compare lower-cased.
+ * written whatever their unit; model 17 a ContactPoint's value lower-cased in its token rows
+ * (contact-points.ts contactKey), which token searches on a ContactPoint parameter compare lower-cased.
  */
 export const INDEX_MODEL = 17;
 
@@ -165,11 +165,11 @@ const MODEL_CHANGES: Record<number, ModelChange | undefined> = {
     reads: () => false,
     sorts: (k) => k.by === 'param' && k.param.endsWith(SORT_SUFFIX),
   },
-  // A ContactPoint that is an email address (`"system":"email"`), now lower-cased in its token rows
-  // (contact-points.ts emailKey). Token conditions on a ContactPoint parameter (`email`, `telecom`, in a
-  // chain too) read them.
+  // A ContactPoint (every parameter over ContactPoints reads them from a `"telecom":` or `"contact":`
+  // element), now lower-cased in its token rows (contact-points.ts contactKey). Token conditions on a
+  // ContactPoint parameter (`email`, `phone`, `telecom`, in a chain too) read them.
   17: {
-    touches: (content) => EMAIL_SYSTEM.test(content),
+    touches: (content) => CONTACT_POINT.test(content),
     tables: ['search_index'],
     reads: (c) => c.kind === 'token' && contactPointParams().has(c.param.slice(c.param.lastIndexOf('.') + 1)),
   },
@@ -246,7 +246,7 @@ let contactPoints: Set<string> | undefined;
 function contactPointParams(): Set<string> {
   return (contactPoints ??= new Set(R4_RESOURCE_TYPES.flatMap((t) => paramsOf(t).filter(reachesContactPoints).map((d) => d.code))));
 }
-const EMAIL_SYSTEM = /"system"\s*:\s*"email"/;
+const CONTACT_POINT = /"(?:telecom|contact)"\s*:/;
 const CONTAINED = /"contained"\s*:\s*\[/;
 const ABSOLUTE_REFERENCE = /"reference"\s*:\s*"[A-Za-z][A-Za-z0-9+.-]*:(?!uuid:|oid:)/;
 const BUNDLE = /"resourceType"\s*:\s*"Bundle"/;

@@ -7,7 +7,7 @@ import { FhirError } from '../errors.ts';
 import type { CompositePart, CompositeTest, Comparator, Condition, DateTest, IndexTable, NumberTest, SortKey, TokenValue } from '../store/types.ts';
 import { queryDateRange } from './dates.ts';
 import { isDomainResource, paramOf, paramsOf, type ParamDefinition, type ParamType } from './definitions.ts';
-import { EMAIL, emailKey, reachesContactPoints } from './contact-points.ts';
+import { contactKey, reachesContactPoints } from './contact-points.ts';
 import { canonicalParam, containedIdParam, containedPrefix, exactString, normalizeString, sortParam, soundex } from './indexer.ts';
 import { foldAscii, readsOwnRows } from '../store/search-sql.ts';
 import { MAX_PREFIX_SEARCH_BYTES } from '../store/index-limits.ts';
@@ -238,23 +238,16 @@ function codeBindings(def: ParamDefinition): CodesBinding[] {
  * `phone`, `email`): a value without a system (`|555-1234`) matches the ContactPoint's value whatever its
  * `system`. R4's token table gives a ContactPoint no system (search.html: its code is ContactPoint.value,
  * and `|code` "no system"), while its rows carry `ContactPoint.system` (`phone`, `email`) as theirs, as
- * HAPI FHIR indexes it, so that `telecom=phone|555-1234` finds it too (an extension kept). An email
- * address is compared lower-cased (contact-points.ts emailKey): `email|` values are, and a value of any
- * system also matches the email rows by its lower-cased form (`telecom=Alice@Example.org`).
+ * HAPI FHIR indexes it, so that `telecom=phone|555-1234` finds it too (an extension kept). The value is
+ * compared lower-cased, as the rows hold it (contact-points.ts contactKey): `email=Alice@Example.org`.
  */
 function contactPointValues(def: ParamDefinition, values: TokenValue[]): TokenValue[] {
   if (!reachesContactPoints(def)) return values;
-  const out: TokenValue[] = [];
-  for (const v of values) {
-    if (v.value === undefined) out.push(v);
-    else if (v.system === EMAIL) out.push({ system: EMAIL, value: emailKey(v.value) });
-    else {
-      out.push(v.system === '' ? { value: v.value } : v);
-      const folded = emailKey(v.value);
-      if ((v.system === '' || v.system === undefined) && folded !== v.value) out.push({ system: EMAIL, value: folded });
-    }
-  }
-  return out;
+  return values.map((v) => {
+    if (v.value === undefined) return v;
+    const value = contactKey(v.value);
+    return v.system === '' || v.system === undefined ? { value } : { system: v.system, value };
+  });
 }
 
 const IDENTIFIERS = new Map<ParamDefinition, boolean>();

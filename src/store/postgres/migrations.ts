@@ -699,10 +699,11 @@ UPDATE index_state SET value = 16 WHERE name = 'model' AND NOT EXISTS (SELECT 1 
     version: 42,
     name: 'email_case',
     sql: `
--- Index model 17 (src/fhir/reindex.ts): an email address (a ContactPoint whose system is \`email\`) is
--- lower-cased in its token rows, as searches on \`email\` and \`telecom\` compare it (src/fhir/contact-points.ts).
--- A database holding resources gets it from the reindex that \`cinder serve\` runs at start (only the resources
--- holding an email address are rebuilt, their token rows); an empty one follows model 17 already.
+-- Index model 17 (src/fhir/reindex.ts): a ContactPoint's value (an email address, a phone number) is
+-- lower-cased in its token rows, as searches on \`email\`, \`phone\` and \`telecom\` compare it
+-- (src/fhir/contact-points.ts). A database holding resources gets it from the reindex that \`cinder serve\`
+-- runs at start (only the resources holding a \`telecom\` or \`contact\` element are rebuilt, their token
+-- rows); an empty one follows model 17 already.
 UPDATE index_state SET value = 17 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
 `,
   },

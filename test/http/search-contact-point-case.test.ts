@@ -1,8 +1,9 @@
 /**
- * Email addresses are token values compared without case (src/fhir/contact-points.ts emailKey), on both
- * databases, in SQL and in the in-memory matcher: `email`, and `telecom` by an email or a value of any
- * system, in a chain too; other ContactPoints (a URL, a phone) keep their case. A database indexed by
- * model 16, whose rows held an address as written, reindexed.
+ * A ContactPoint's value (an email address above all) is a token value compared without case
+ * (src/fhir/contact-points.ts contactKey; R4 search.html: a token over a string "is not case sensitive"),
+ * on both databases, in SQL and in the in-memory matcher: `email`, `phone` and `telecom`, with a system or
+ * without, in a chain and `_filter` too; other tokens keep their case. A database indexed by model 16,
+ * whose rows held the values as written, reindexed.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { storedIndex } from '../../src/fhir/indexer.ts';
@@ -14,9 +15,9 @@ import { expectBothWays, fhirClient, searchIds, type FhirClient, type Json } fro
 
 const patient = (id: string, ...telecom: Json[]): Json => ({ resourceType: 'Patient', id, ...(telecom.length ? { telecom } : {}) });
 const DATA: Json[] = [
-  patient('alice', { system: 'email', value: 'alice@example.org' }),
+  { ...patient('alice', { system: 'email', value: 'alice@example.org' }), identifier: [{ value: 'abc' }] },
   patient('bob', { system: 'email', value: 'Bob.Smith@Example.ORG', use: 'work' }, { system: 'phone', value: '555-0100' }),
-  patient('site', { system: 'url', value: 'https://Example.org/Bob' }),
+  patient('site', { system: 'url', value: 'https://Example.org/Bob' }, { system: 'phone', value: '1-800-FLOWERS' }),
   patient('none'),
 ];
 const IDS = DATA.map((r) => r.id as string);
@@ -34,14 +35,20 @@ const CASES: [string, string[]][] = [
   ['telecom=Bob.Smith@example.org', ['bob']],
   [`telecom=${encodeURIComponent('|')}bob.smith@EXAMPLE.org`, ['bob']],
   ['email:not=ALICE@example.org', ['bob', 'none', 'site']],
-  // A URL keeps its case; a phone is as written.
+  // Every ContactPoint alike.
   ['telecom=https://Example.org/Bob', ['site']],
-  ['telecom=https://example.org/bob', []],
+  ['telecom=https://example.org/bob', ['site']],
   ['phone=555-0100', ['bob']],
+  ['phone=1-800-Flowers', ['site']],
+  [`telecom=${encodeURIComponent('phone|1-800-flowers')}`, ['site']],
+  ['telecom=email%7C1-800-flowers', []],
+  // An identifier is no ContactPoint: its case counts.
+  ['identifier=ABC', []],
+  ['identifier=abc', ['alice']],
 ];
 
 await eachStore((kind, fresh) => {
-  describe(`email tokens without case (${kind})`, () => {
+  describe(`contact point tokens without case (${kind})`, () => {
     let t: TestApp;
     let api: FhirClient;
 
@@ -53,7 +60,7 @@ await eachStore((kind, fresh) => {
     });
     afterAll(() => t.close());
 
-    test('email and telecom find an address whatever its case, in SQL and in memory; other contact points keep theirs', async () => {
+    test('email, phone and telecom find a value whatever its case, in SQL and in memory', async () => {
       for (const [query, expected] of CASES) await expectBothWays(t, api, 'Patient', query, IDS, expected);
       expect(await searchIds(api, 'Observation?subject:Patient.email=BOB.smith@example.ORG')).toEqual(['obs-bob']);
       expect(await searchIds(api, 'Observation?patient.telecom=bob.smith@example.org')).toEqual(['obs-bob']);
@@ -67,15 +74,15 @@ await eachStore((kind, fresh) => {
         const resource = JSON.parse(r.content) as Json;
         const index = storedIndex(resource);
         const written = new Map<string, string>((resource.telecom ?? []).map((c: Json) => [c.value.toLowerCase(), c.value]));
-        index.tokens = index.tokens.map((e) => (e.system === 'email' ? { ...e, value: written.get(e.value) ?? e.value } : e));
+        index.tokens = index.tokens.map((e) => (['email', 'phone', 'telecom'].includes(e.param) ? { ...e, value: written.get(e.value) ?? e.value } : e));
         return { type: r.type, id: r.id, versionId: r.versionId, index, compartments: [] };
       }), ['search_index']));
       await t.store.resources.indexing.setState({ model: 16, after: 0 });
       expect(await searchIds(api, 'Patient?email=bob.smith@example.org')).toEqual([]);
 
       const run = await reindex(t.store);
-      // alice and bob; not the URL, the Patient without a telecom nor the Observation.
-      expect(run).toEqual({ ran: true, done: page.length, rebuilt: 2 });
+      // alice, bob and site; not the Patient without a telecom nor the Observation.
+      expect(run).toEqual({ ran: true, done: page.length, rebuilt: 3 });
       expect(await t.store.resources.indexing.state()).toEqual({ model: INDEX_MODEL, after: 0 });
       for (const [query, expected] of CASES) expect({ query, found: await searchIds(api, `Patient?${query}`) }).toEqual({ query, found: expected });
     });
@@ -83,10 +90,11 @@ await eachStore((kind, fresh) => {
 });
 
 describe('model 17', () => {
-  test('touches the resources holding an email address; token conditions on contact points read its rows', () => {
+  test('touches the resources holding a telecom or contact element; token conditions on contact points read its rows', () => {
     const since16 = touchedSince(16);
     expect(since16('{"resourceType":"Patient","telecom":[{"system" : "email","value":"a@b.c"}]}')).toBe(true);
-    expect(since16('{"resourceType":"Patient","telecom":[{"system":"phone","value":"1"}]}')).toBe(false);
+    expect(since16('{"resourceType":"Subscription","contact" :[{"value":"A"}]}')).toBe(true);
+    expect(since16('{"resourceType":"Patient","name":[{"text":"telecom"}],"identifier":[{"system":"email","value":"x"}]}')).toBe(false);
     const query = (c: Condition) => ({ type: 'Patient', where: [c], sort: [], count: 10 });
     expect(readsRowsBeingRebuilt(16, query({ kind: 'token', param: 'email', values: [{ value: 'a@b.c' }] }))).toBe(true);
     expect(readsRowsBeingRebuilt(16, query({ kind: 'token', param: 'telecom', values: [{ system: 'phone', value: '1' }] }))).toBe(true);

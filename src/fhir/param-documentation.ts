@@ -3,12 +3,15 @@
  * `CapabilityStatement.rest.resource.searchParam.documentation`): what its values mean where Cinder
  * reads more than R4 says, and the modifiers it takes, each of which works with some value of it.
  */
+import { reachesContactPoints } from './contact-points.ts';
 import type { ParamDefinition } from './definitions.ts';
 import { NEAR_DOC } from './near.ts';
 import { REST_RESOURCE_TYPES } from './resource-types.ts';
 import { hierarchyParam, MODIFIERS, namedTargets, referenceTargets, tokenModifiers } from './search-compile.ts';
 
-const QUANTITY_DOC = 'A value in a UCUM unit (number|http://unitsofmeasure.org|code) also finds amounts stored in any commensurable UCUM unit (5.4 mg finds 5400 ug).';
+const QUANTITY_DOC = 'A value in a UCUM unit (number|http://unitsofmeasure.org|code) also finds amounts stored in any commensurable UCUM unit (5.4 mg finds 5400 ug); _sort orders by the value in its canonical UCUM unit where it has one (500 mg before 1 g), else as written.';
+
+const CONTACT_POINT_DOC = 'A ContactPoint value is compared without case (Alice@Example.org finds alice@example.org).';
 
 const CANONICAL_BELOW = 'canonical URLs alone (`url`: every version; `url|version`: it and the versions below it)';
 
@@ -45,6 +48,8 @@ function referenceDoc(def: ParamDefinition): { text: string; modifiers: string[]
 export function paramDocumentation(def: ParamDefinition): string {
   const reference = def.type === 'reference' ? referenceDoc(def) : undefined;
   const modifiers = ['missing', ...(reference?.modifiers ?? (def.type === 'token' ? tokenModifiers(def) : MODIFIERS[def.type]))];
-  const notes = [def.code === 'near' ? NEAR_DOC : '', def.type === 'quantity' ? QUANTITY_DOC : '', reference?.text ?? ''].filter(Boolean);
+  const notes = [
+    def.code === 'near' ? NEAR_DOC : '', def.type === 'quantity' ? QUANTITY_DOC : '', reachesContactPoints(def) ? CONTACT_POINT_DOC : '', reference?.text ?? '',
+  ].filter(Boolean);
   return `${notes.map((n) => `${n} `).join('')}Modifiers: ${modifiers.map((m) => `:${m}`).join(', ')}`;
 }

@@ -63,6 +63,11 @@ await eachStore((kind, fresh) => {
     test('email, phone and telecom find a value whatever its case, in SQL and in memory', async () => {
       for (const [query, expected] of CASES) await expectBothWays(t, api, 'Patient', query, IDS, expected);
       expect(await searchIds(api, 'Observation?subject:Patient.email=BOB.smith@example.ORG')).toEqual(['obs-bob']);
+      // The CapabilityStatement says so, of the ContactPoint parameters alone.
+      const statement = (await (await api.get('metadata')).json()) as Json;
+      const params = statement.rest[0].resource.find((r: Json) => r.type === 'Patient').searchParam as Json[];
+      for (const name of ['email', 'phone', 'telecom']) expect(params.find((p) => p.name === name)!.documentation).toContain('compared without case');
+      expect(params.find((p) => p.name === 'identifier')!.documentation).not.toContain('without case');
       expect(await searchIds(api, 'Observation?patient.telecom=bob.smith@example.org')).toEqual(['obs-bob']);
       expect(await searchIds(api, `Patient?_filter=${encodeURIComponent('email eq "ALICE@example.org" or telecom eq "email|BOB.SMITH@example.org"')}`)).toEqual(['alice', 'bob']);
     });

@@ -65,6 +65,10 @@ await eachStore((kind, fresh) => {
       }
       // With a condition that drives the search, and a second key.
       expect(ids(await api.search('Observation?code=2345-7&_sort=value-quantity,_id&_count=100'))).toEqual(ASCENDING);
+      // The CapabilityStatement says so.
+      const statement = (await (await api.get('metadata')).json()) as Json;
+      const observation = statement.rest[0].resource.find((r: Json) => r.type === 'Observation');
+      expect(observation.searchParam.find((p: Json) => p.name === 'value-quantity').documentation).toContain('_sort orders by the value in its canonical UCUM unit');
       // A search by value still reads the values as before: 1 g and more.
       expect(ids(await api.search(`Observation?value-quantity=ge1%7C${encodeURIComponent(UCUM)}%7Cg&_sort=value-quantity`))).toEqual(['g1', 'kg0002']);
     });

@@ -48,6 +48,8 @@ await eachStore((kind, fresh) => {
       for (let next = link(page, 'next'); next !== undefined; next = link(page, 'next')) {
         page = await api.search(below(next));
         expect({ query, pages, time: page.meta.lastUpdated }).toEqual({ query, pages, time });
+        // A later page links the first page (without a cursor), across types too.
+        expect({ query, first: new URL(link(page, 'first')!).searchParams.has('_cursor') }).toEqual({ query, first: false });
         // Its self link, read again later, is the same page at the same time.
         clock.advance(1000);
         const again = await api.search(below(link(page, 'self')!));

@@ -24,13 +24,13 @@ const DATA: Json[] = [
   observation('kg0002', { value: 0.002, system: UCUM, code: 'kg' }),
   observation('mg750', { value: 750, system: UCUM, code: 'mg' }),
   observation('ug900000', { value: 900000, system: UCUM, code: 'ug' }),
-  // No canonical form: no system (its unit is no UCUM code it may be read as), a unit outside UCUM's atoms.
+  // No canonical form: no system (its unit is no UCUM code it may be read as), a UCUM unit search does not convert.
   observation('plain3', { value: 3, unit: 'mg' }),
-  observation('widgets04', { value: 0.4, system: UCUM, code: '[widget]' }),
+  observation('widgets04', { value: 0.4, system: UCUM, code: '[HPF]' }),
   observation('none'),
 ];
 
-/** Ascending: 0.4 [widget] as written; 0.5, 0.75, 0.9, 1 and 2 g; 3 as written; none last. */
+/** Ascending: 0.4 [HPF] as written (a UCUM unit of no canonical form); 0.5, 0.75, 0.9, 1 and 2 g; 3 as written; none last. */
 const ASCENDING = ['widgets04', 'mg500', 'mg750', 'ug900000', 'g1', 'kg0002', 'plain3', 'none'];
 const DESCENDING = ['plain3', 'kg0002', 'g1', 'ug900000', 'mg750', 'mg500', 'widgets04', 'none'];
 

@@ -167,11 +167,13 @@ const MODEL_CHANGES: Record<number, ModelChange | undefined> = {
   },
   // A ContactPoint (every parameter over ContactPoints reads them from a `"telecom":` or `"contact":`
   // element), now lower-cased in its token rows (contact-points.ts contactKey). Token conditions on a
-  // ContactPoint parameter (`email`, `phone`, `telecom`, in a chain too) read them.
+  // ContactPoint parameter (`email`, `phone`, `telecom`, in a chain too) read them, and so does `_sort`
+  // on one, which orders by them (rows as written and lower-cased mixed: `Bob@` before `alice@`).
   17: {
     touches: (content) => CONTACT_POINT.test(content),
     tables: ['search_index'],
     reads: (c) => c.kind === 'token' && contactPointParams().has(c.param.slice(c.param.lastIndexOf('.') + 1)),
+    sorts: (k) => k.by === 'param' && k.table === 'search_index' && contactPointParams().has(k.param),
   },
 };
 

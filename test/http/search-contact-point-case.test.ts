@@ -91,6 +91,24 @@ await eachStore((kind, fresh) => {
       expect(await t.store.resources.indexing.state()).toEqual({ model: INDEX_MODEL, after: 0 });
       for (const [query, expected] of CASES) expect({ query, found: await searchIds(api, `Patient?${query}`) }).toEqual({ query, found: expected });
     });
+
+    test('while a reindex from model 16 runs beside the server, a sort on a contact point parameter waits as a search by one does', async () => {
+      // Rows as written and lower-cased side by side would order `Bob.Smith@` before `alice@`, and a row
+      // rewritten between two pages would move across the sealed cursor.
+      const beside = await createTestApp({ store: await fresh(), rebuilding: () => ({ from: 16, examined: 1 }) });
+      try {
+        const client = fhirClient(beside, await beside.token());
+        for (const r of DATA) await client.put200(r);
+        for (const sort of ['email', '-email', 'telecom', 'phone', 'family,-telecom']) {
+          const res = await client.get(`Patient?_sort=${sort}`);
+          expect({ sort, status: res.status, retryAfter: res.headers.get('Retry-After') }).toEqual({ sort, status: 503, retryAfter: '30' });
+        }
+        // Sorts on other parameters read no rows being rebuilt.
+        for (const sort of ['family', '-_lastUpdated', 'identifier']) expect({ sort, status: (await client.get(`Patient?_sort=${sort}`)).status }).toEqual({ sort, status: 200 });
+      } finally {
+        await beside.close();
+      }
+    });
   });
 });
 
@@ -105,5 +123,10 @@ describe('model 17', () => {
     expect(readsRowsBeingRebuilt(16, query({ kind: 'token', param: 'telecom', values: [{ system: 'phone', value: '1' }] }))).toBe(true);
     expect(readsRowsBeingRebuilt(16, query({ kind: 'chain', param: 'general-practitioner', targetType: 'Practitioner', where: [{ kind: 'token', param: 'email', values: [{ value: 'a' }] }] }))).toBe(true);
     expect(readsRowsBeingRebuilt(16, query({ kind: 'token', param: 'identifier', values: [{ value: 'a' }] }))).toBe(false);
+    // A sort on one orders by them; one on another token parameter does not.
+    const sorted = (param: string) => ({ type: 'Patient', where: [], sort: [{ by: 'param' as const, table: 'search_index' as const, param, descending: false }], count: 10 });
+    expect(readsRowsBeingRebuilt(16, sorted('email'))).toBe(true);
+    expect(readsRowsBeingRebuilt(15, sorted('telecom'))).toBe(true);
+    expect(readsRowsBeingRebuilt(16, sorted('identifier'))).toBe(false);
   });
 });

@@ -103,6 +103,7 @@ const MODEL_CHANGES: Record<number, ModelChange | undefined> = {
     touches: (content) => TIMING_EVENTS.test(content) || SHORT_FRACTION.test(content),
     tables: ['search_range'],
     reads: readsDateRows,
+    sorts: sortsOnRanges,
   },
   // Text holding a character that full case folding changes (`ß`, `ﬁ`, `ı`, `ſ`, `µ`, a Greek sigma...),
   // now folded: the normalised values of string rows, of a token's `:text` display and of a composite's
@@ -111,6 +112,8 @@ const MODEL_CHANGES: Record<number, ModelChange | undefined> = {
     touches: (content) => FOLDED.test(content) || FOLDED_ESCAPE.test(content),
     tables: ['search_index', 'search_string', 'search_composite'],
     reads: readsFoldedRows,
+    // A string sort orders by the normalised values.
+    sorts: (k) => k.by === 'param' && k.table === 'search_string',
   },
   // A token row's `display`, which `:text` searches, now every text of its value apart: a CodeableConcept's
   // text with a Coding's display, or two texts of one value (a repeated Coding, two CodeableConcepts or
@@ -139,6 +142,7 @@ const MODEL_CHANGES: Record<number, ModelChange | undefined> = {
     touches: (content) => LEAP_SECOND.test(content),
     tables: ['search_range'],
     reads: readsDateRows,
+    sorts: sortsOnRanges,
   },
   // A Quantity with a comparator (`"comparator":"<"`), now the range it bounds, open at one end: range
   // rows (and their canonical UCUM rows), and composite rows of a quantity component. Number and
@@ -176,6 +180,14 @@ const MODEL_CHANGES: Record<number, ModelChange | undefined> = {
     sorts: (k) => k.by === 'param' && k.table === 'search_index' && contactPointParams().has(k.param),
   },
 };
+
+/**
+ * A sort on range rows: a date sort orders by the rows models 9 and 13 rebuild. The key does not say
+ * whether its parameter is a date or a number, so number sorts wait too (only during such a reindex).
+ */
+function sortsOnRanges(k: SortKey): boolean {
+  return k.by === 'param' && k.table === 'search_range';
+}
 
 /**
  * Whether stored JSON holds text that is not in Unicode's composed form (NFC), written as itself or as

@@ -130,3 +130,16 @@ describe('model 17', () => {
     expect(readsRowsBeingRebuilt(16, sorted('identifier'))).toBe(false);
   });
 });
+
+describe('older models', () => {
+  test('a date sort waits while models 9 and 13 rebuild date rows, a string sort while model 10 rebuilds folded text', () => {
+    const sorted = (table: 'search_range' | 'search_string' | 'search_index', param: string) =>
+      ({ type: 'Observation', where: [], sort: [{ by: 'param' as const, table, param, descending: true }], count: 10 });
+    expect(readsRowsBeingRebuilt(8, sorted('search_range', 'date'))).toBe(true);
+    expect(readsRowsBeingRebuilt(12, sorted('search_range', 'date'))).toBe(true);
+    expect(readsRowsBeingRebuilt(9, sorted('search_string', 'code-text'))).toBe(true);
+    expect(readsRowsBeingRebuilt(13, sorted('search_range', 'date'))).toBe(false);
+    expect(readsRowsBeingRebuilt(12, sorted('search_index', 'status'))).toBe(false);
+    expect(readsRowsBeingRebuilt(12, { type: 'Observation', where: [], sort: [{ by: 'lastUpdated' as const, descending: true }], count: 10 })).toBe(false);
+  });
+});

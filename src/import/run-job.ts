@@ -1,6 +1,7 @@
 import type { Clock } from '../clock.ts';
 import { accessFromScopes } from '../auth/scopes.ts';
 import { FhirError, type FhirIssue } from '../errors.ts';
+import type { Access } from '../fhir/access.ts';
 import type { FhirDeps } from '../fhir/crud.ts';
 import { createImporter, type ImportIssue } from '../fhir/import/importer.ts';
 import { lineIds } from '../fhir/import/line-ids.ts';
@@ -146,7 +147,9 @@ function holdLease(deps: ImportRunDeps, job: ImportJob, progress: () => ImportPr
 }
 
 /** Fetches one input and imports it as `cinder import` imports an NDJSON file; an input that cannot be fetched is its result's issue. */
-async function runInput(deps: ImportRunDeps, job: ImportJob, attempt: string, spec: ImportSpec, done: InputResult[], result: InputResult, signal: AbortSignal): Promise<void> {
+async function runInput(
+  deps: ImportRunDeps, job: ImportJob, attempt: string, spec: ImportSpec, done: InputResult[], result: InputResult, signal: AbortSignal, access: Access,
+): Promise<void> {
   const index = done.length;
   const input = spec.inputs[index]!;
   const listed = done.reduce((n, r) => n + r.issues.length, 0);
@@ -165,7 +168,7 @@ async function runInput(deps: ImportRunDeps, job: ImportJob, attempt: string, sp
   let written = false;
   try {
     const importer = createImporter(deps.fhir, {
-      tenant: job.tenant, fhirBase, signal, auditAppendOnly: true,
+      tenant: job.tenant, fhirBase, signal, auditAppendOnly: true, access,
       // Each batch commits only while this claim still holds the job: one that lost it (it stalled past its lease and
       // another runner claimed the job, or the job was cancelled) rolls back and the input stops, whatever its timer knows.
       fence: async (w) => {
@@ -249,7 +252,10 @@ async function runJob(deps: ImportRunDeps, job: ImportJob): Promise<ImportOutcom
   const snapshot = (): ImportProgress => ({
     done: progress.done, ...(current && { current: { imported: current.imported, failed: current.failed } }), ...(refused.size > 0 && { refused: [...refused] }),
   });
+  // What the issues may tell the client: its registered scopes as last read (none for a client no longer known).
+  let access = accessFromScopes([], job.clientId);
   const lease = holdLease(deps, job, snapshot, (client) => {
+    access = accessFromScopes(client.scopes, client.clientId);
     for (const type of refusedTypes(client, spec.inputs.map((i) => i.type))) refused.add(type);
     if (current && refused.has(current.type)) stopInput?.abort();
   });
@@ -264,7 +270,7 @@ async function runJob(deps: ImportRunDeps, job: ImportJob): Promise<ImportOutcom
       } else {
         stopInput = new AbortController();
         try {
-          await runInput(deps, job, attempt, spec, progress.done, current, AbortSignal.any([lease.signal, stopInput.signal]));
+          await runInput(deps, job, attempt, spec, progress.done, current, AbortSignal.any([lease.signal, stopInput.signal]), access);
         } catch (err) {
           if (!stopInput.signal.aborted || lease.interrupted()) throw err;
           // Stopped: what it committed stays, and its entry says where it stopped (one that ended first stands whole).

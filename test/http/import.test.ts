@@ -31,6 +31,11 @@ function inputServer() {
     '/big-stream.ndjson': () => new Response(new ReadableStream({ pull: (c) => { c.enqueue(new TextEncoder().encode(line(pat('x', { name: [{ family: 'y'.repeat(500) }] })))); } })),
     '/big.ndjson.gz': () => new Response(gzipSync(line(pat('z', { name: [{ family: 'z'.repeat(8000) }] })))),
     '/bad.ndjson': () => new Response('{\n'.repeat(1005)),
+    // A response breaking its Questionnaire (hidden-questionnaire below): an answer longer than maxLength, a wrong option, a required item left out.
+    '/responses.ndjson': () => new Response(line({
+      resourceType: 'QuestionnaireResponse', id: 'qr-bad', status: 'completed', questionnaire: 'http://example.org/Questionnaire/hidden',
+      item: [{ linkId: 'secret-name', answer: [{ valueString: 'far too long for it' }] }, { linkId: 'secret-colour', answer: [{ valueCoding: { system: 'urn:colours', code: 'green' } }] }],
+    })),
     '/slow.ndjson': () => new Response(new ReadableStream({
       async start(c) {
         c.enqueue(new TextEncoder().encode(line(pat('s1'))));
@@ -534,6 +539,43 @@ await eachStore((kind, fresh) => {
         refusal(2, 'no longer allow it to create and update Patient (narrowed after the import was requested): the input was not imported'),
       ]);
       expect((await read('Patient/big0')).status).toBe(404);
+    });
+
+    test("a client that may not read Questionnaires imports a response: its errors tell nothing of the Questionnaire, as a REST write's would not", async () => {
+      const hidden = {
+        resourceType: 'Questionnaire', url: 'http://example.org/Questionnaire/hidden', status: 'active',
+        item: [
+          { linkId: 'secret-name', type: 'string', maxLength: 5 },
+          { linkId: 'secret-colour', type: 'choice', answerOption: [{ valueCoding: { system: 'urn:colours', code: 'mauve-secret' } }] },
+          { linkId: 'secret-required', type: 'boolean', required: true },
+        ],
+      };
+      expect((await t.request(`${t.fhir()}/Questionnaire`, fhirInit(token, 'POST', hidden))).status).toBe(201);
+      const input: [string, string][] = [['QuestionnaireResponse', files.url('/responses.ndjson')]];
+      const blind = await createClient(t.store, t.clock, { tenant: 't1', name: 'blind importer', scopes: ['system/QuestionnaireResponse.cruds'] });
+      const blindToken = await t.token(undefined, blind.client.clientId, blind.clientSecret!);
+      const outcomeOf = async (tok: string) => {
+        const url = await accepted(params(input), tok);
+        await t.app.imports.runOnce();
+        const res = await status(url, tok);
+        expect(res.status).toBe(200);
+        const body = (await res.json()) as Json;
+        expect(body.output).toEqual([{ type: 'QuestionnaireResponse', inputUrl: input[0]![1], count: 0, unchanged: 0 }]);
+        expect(body.error).toHaveLength(1);
+        const file = await (await t.request(body.error[0].url, fhirInit(tok))).text();
+        return { inline: JSON.stringify(body.error[0].outcome), file };
+      };
+      const withheld = await outcomeOf(blindToken);
+      // Still refused, with the one error a REST write by this client gets; no linkId, option, limit or count.
+      expect(withheld.inline).toContain('the access token may not read Questionnaires');
+      for (const told of [withheld.inline, withheld.file]) {
+        for (const secret of ['secret-name', 'secret-colour', 'secret-required', 'mauve-secret', 'maxLength', 'answerOption']) expect(told).not.toContain(secret);
+      }
+      expect((await read('QuestionnaireResponse/qr-bad')).status).toBe(404);
+      // A client that reads Questionnaires is told the problems.
+      const reader = await createClient(t.store, t.clock, { tenant: 't1', name: 'reading importer', scopes: ['system/QuestionnaireResponse.cruds', 'system/Questionnaire.rs'] });
+      const told = await outcomeOf(await t.token(undefined, reader.client.clientId, reader.clientSecret!));
+      expect(told.inline).toContain('secret-name');
     });
 
     test('a malformed request is a 400 naming the parameter', async () => {

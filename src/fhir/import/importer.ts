@@ -1,5 +1,6 @@
 import type { FhirIssue } from '../../errors.ts';
 import { noteValidationLevel, requireProfiles, validationLevel, type FhirDeps } from '../crud.ts';
+import type { Access } from '../access.ts';
 import { carryLiterals } from '../exact-json.ts';
 import { createBatchWriter, DEFAULT_BATCH_LIMITS, type BatchOptions } from './batches.ts';
 import { createDeferredQueue } from './deferred.ts';
@@ -67,6 +68,11 @@ export interface ImportOptions {
   auditAppendOnly?: boolean;
   /** Run last in each batch's transaction; what it throws rolls the batch back and stops the import (BatchOptions.fence). */
   fence?: BatchOptions['fence'];
+  /**
+   * The access whose reach the import's issues keep to (`$import`: the job's client's registered scopes): a
+   * QuestionnaireResponse's problems name nothing of a Questionnaire it may not read. Absent: the operator's.
+   */
+  access?: Access;
 }
 
 type ImportFormat = 'ndjson' | DocumentFormat;
@@ -140,7 +146,7 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
   let preparer: Preparer | undefined;
   const looseContext = (source: ImportSource): LooseContext => ({
     writer, run, validation: validationLevel(deps),
-    profiles: (resource, at) => requireProfiles(fhir, opts.tenant, resource, at),
+    profiles: (resource, at) => requireProfiles(fhir, opts.tenant, resource, at, undefined, opts.access),
     defer: deferred.defer,
     fail: (message, count, place) => fail({ file: source.name, ...definedOf(place), message }, count),
   });
@@ -152,7 +158,7 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
   async function start(): Promise<Preparer> {
     if (preparer) return preparer;
     await noteValidationLevel(deps, opts.tenant);
-    const profiles = await importProfiles(deps, opts.tenant);
+    const profiles = await importProfiles(deps, opts.tenant, opts.access);
     if (profiles) fhir = { ...deps, profiles: profiles.validator, ...(profiles.questionnaires ? { questionnaires: profiles.questionnaires } : {}) };
     return (preparer = createPreparer(ahead, validationLevel(deps), deps.fhirBase?.(opts.tenant), profiles));
   }

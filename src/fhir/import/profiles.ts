@@ -12,7 +12,8 @@ import { validationLevel, type FhirDeps } from '../crud.ts';
 import { ProfileValidator, type CheckMembership, type Membership } from '../validation/profile/profile-check.ts';
 import { ProfileRegistry } from '../validation/profile/registry.ts';
 import { readDefinitions, snapshotProfiles } from '../validation/profile/definitions.ts';
-import { QuestionnaireValidator } from '../validation/questionnaire/validator.ts';
+import { QuestionnaireValidator, readsQuestionnaires } from '../validation/questionnaire/validator.ts';
+import { operatorAccess, type Access } from '../access.ts';
 import { readQuestionnaires, snapshotQuestionnaires } from '../validation/questionnaire/source.ts';
 
 type Json = Record<string, unknown>;
@@ -26,6 +27,11 @@ export interface WorkerProfiles {
   terminology: boolean;
   /** The tenant's Questionnaires at the start of the import; absent: responses are not checked against them. */
   questionnaires?: Json[];
+  /**
+   * Whether the import's client may read Questionnaires (readsQuestionnaires): a response's problems are told in
+   * full only then, as to a REST write (ResponseCheckOptions.reads).
+   */
+  readsQuestionnaires: boolean;
 }
 
 export interface ImportProfiles {
@@ -38,7 +44,7 @@ export interface ImportProfiles {
 }
 
 /** The profiles an import into `tenant` checks; undefined when none are (no validator wired, or below `strict`). */
-export async function importProfiles(deps: FhirDeps, tenant: string): Promise<ImportProfiles | undefined> {
+export async function importProfiles(deps: FhirDeps, tenant: string, access: Access = operatorAccess): Promise<ImportProfiles | undefined> {
   if (deps.profiles === undefined || validationLevel(deps) !== 'strict') return undefined;
   const definitions = await readDefinitions(deps.store, tenant, deps.clock.now());
   const membership = deps.profiles.membership;
@@ -46,7 +52,7 @@ export async function importProfiles(deps: FhirDeps, tenant: string): Promise<Im
   return {
     validator: new ProfileValidator(new ProfileRegistry(snapshotProfiles(definitions)), membership),
     ...(questionnaires ? { questionnaires: new QuestionnaireValidator(snapshotQuestionnaires(questionnaires), membership) } : {}),
-    worker: { tenant, definitions, terminology: membership !== undefined, ...(questionnaires ? { questionnaires } : {}) },
+    worker: { tenant, definitions, terminology: membership !== undefined, ...(questionnaires ? { questionnaires } : {}), readsQuestionnaires: readsQuestionnaires(access) },
     ...(membership ? { membership } : {}),
   };
 }
@@ -83,7 +89,7 @@ export function workerCheck(p: WorkerProfiles, ask: (url: string, coding: { syst
     }
   };
   return (resource, extensions) => {
-    const answered = responses?.requireValid(p.tenant, resource);
+    const answered = responses?.requireValid(p.tenant, resource, undefined, undefined, { reads: p.readsQuestionnaires });
     const profiled = profileCheck(resource, extensions);
     if (answered === undefined) return profiled;
     return Promise.all([profiled, answered]).then(() => undefined);

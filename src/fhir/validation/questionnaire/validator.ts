@@ -38,6 +38,11 @@ export interface ResponseCheckOptions {
    * patterns, limits) is not told: see `withheld`.
    */
   access?: Access;
+  /**
+   * Whether the request may read the tenant's Questionnaires, for a check that has no Access to ask (an import's
+   * preparation thread, given readsQuestionnaires of the job's client): wins over `access`.
+   */
+  reads?: boolean;
 }
 
 /**
@@ -73,7 +78,7 @@ export class QuestionnaireValidator {
   issues(tenant: string, resource: Json, opts: ResponseCheckOptions): Promise<ValidationIssue[]> | undefined {
     const responses = responsesIn(resource, opts.at ?? String(resource.resourceType), resource);
     if (responses.length === 0) return undefined;
-    return this.checkAll(tenant, responses, opts.warnings, opts.access === undefined || readsQuestionnaires(opts.access));
+    return this.checkAll(tenant, responses, opts.warnings, opts.reads ?? (opts.access === undefined || readsQuestionnaires(opts.access)));
   }
 
   private async checkAll(tenant: string, responses: Response[], warnings: boolean, reads: boolean): Promise<ValidationIssue[]> {
@@ -84,8 +89,8 @@ export class QuestionnaireValidator {
   }
 
   /** Throws a 422 (`what` is not valid) when the response has an error against its Questionnaire; undefined at once when there is nothing to check. */
-  requireValid(tenant: string, resource: Json, at?: string, what = at ?? String(resource.resourceType), access?: Access): Promise<void> | undefined {
-    return this.issues(tenant, resource, { warnings: false, ...(at !== undefined && { at }), ...(access !== undefined && { access }) })?.then((errors) => {
+  requireValid(tenant: string, resource: Json, at?: string, what = at ?? String(resource.resourceType), reach: Pick<ResponseCheckOptions, 'access' | 'reads'> = {}): Promise<void> | undefined {
+    return this.issues(tenant, resource, { ...reach, warnings: false, ...(at !== undefined && { at }) })?.then((errors) => {
       if (errors.length > 0) throw invalidResource(errors, what);
     });
   }

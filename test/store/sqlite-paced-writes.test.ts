@@ -71,6 +71,31 @@ test('a paced bulk write that fails rolls back whole; reads and writes issued me
   await s.close();
 });
 
+test('a paced transaction whose concurrent writes reject part-way writes none of them, nor do its writes still waiting after the rollback', async () => {
+  const { s, probe } = await pacedStore();
+  const ids = Array.from({ length: 300 }, (_, i) => `p${i}`);
+  // Promise.all rejects at the first failure while the other writes wait on the pacer: they must not go on writing
+  // on the connection once the savepoint is rolled back (in autocommit, or inside the next transaction).
+  const failing = s.resources.write('t', (w) => Promise.all(ids.map(async (id, i) => {
+    if (i === 5) {
+      await w.current('Patient', id);
+      throw new Error('one write fails');
+    }
+    await w.put(version('Patient', id));
+  })));
+  await expect(failing).rejects.toThrow('one write fails');
+  const next = s.resources.write('t', (w) => w.put(version('Patient', 'next')));
+  await next;
+  for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+  await Bun.sleep(50);
+  const count = (sql: string) => probe.query<{ n: number }, []>(sql).get()!.n;
+  expect(count("SELECT count(*) AS n FROM resources WHERE type = 'Patient'")).toBe(1);
+  expect(await s.resources.read('t', 'Patient', 'p299')).toBeNull();
+  expect((await s.resources.read('t', 'Patient', 'next'))?.versionId).toBe(1);
+  probe.close();
+  await s.close();
+});
+
 test('concurrent updates of one paced transaction all commit, with their index rows and history', async () => {
   const { s, probe } = await pacedStore();
   const ids = Array.from({ length: 300 }, (_, i) => `p${i}`);

@@ -111,7 +111,8 @@ async function commitGroup(
       const spKeys = txKeys.savepoint();
       try {
         const w = createWriter(writer, write.tenant, spKeys.keyOf(write.tenant), (query) => search(write.tenant, query), pacer);
-        const result = await write.fn(w);
+        // Once the function settles its writer is closed: a write it left running (Promise.all, another rejected) writes nothing more.
+        const result = await write.fn(w).finally(() => w.close());
         versions += w.finish();
         writer.exec('RELEASE write');
         textWaiting += w.textWaiting();

@@ -56,7 +56,12 @@ function rowInserter(db: Database, table: string, cols: string[], verb = 'INSERT
  */
 export function createWriter(
   db: Database, tenant: string, keyOf: KeyOf, search: ResourceWriter['search'], pacer: Pacer = UNPACED,
-): ResourceWriter & { finish(): number; textWaiting(): number } {
+): ResourceWriter & { finish(): number; textWaiting(): number; close(): void } {
+  // Closed once the transaction's function has settled (close()): a call still under way then (one of the writes it ran
+  // with Promise.all, waiting on the pacer, after another rejected) would otherwise go on writing on this connection after
+  // the savepoint was rolled back, in autocommit or inside the next transaction.
+  let closed = false;
+  const ended = () => new Error('The transaction this writer belongs to has ended: nothing more is written through it');
   const q = {
     locate: db.query<CurrentRow, [string, string, string]>(
       'SELECT pk, version_id, last_updated, deleted FROM resources WHERE tenant = ? AND type = ? AND id = ?',
@@ -159,6 +164,7 @@ export function createWriter(
     rows();
     const turn = pacer.pace();
     if (turn) await turn;
+    if (closed) throw ended();
   }
 
   async function replaceTables(items: Parameters<ResourceWriter['replaceIndex']>[0], tables: readonly IndexTable[]): Promise<void> {
@@ -192,10 +198,11 @@ export function createWriter(
     for (const p of v.compartments) compartments.push(pk, tenant, p, v.type);
   }
 
-  return {
+  const writer: ResourceWriter & { finish(): number; textWaiting(): number } = {
     async current(type, id): Promise<CurrentVersion | null> {
       const turn = pacer.pace();
       if (turn) await turn;
+      if (closed) throw ended();
       const row = lookupContent(type, id);
       return row ? { versionId: row.version_id, lastUpdated: row.last_updated, deleted: row.deleted === 1, content: row.content! } : null;
     },
@@ -223,6 +230,7 @@ export function createWriter(
     async put(v: VersionToWrite) {
       const turn = pacer.pace();
       if (turn) await turn;
+      if (closed) throw ended();
       const existing = lookup(v.type, v.id);
       if (existing && v.versionId <= existing.version_id) {
         // Equal or older version numbers would corrupt history (its key is type/id/version).
@@ -276,6 +284,7 @@ export function createWriter(
           rows();
           const turn = pacer.pace();
           if (turn) await turn;
+          if (closed) throw ended();
         }
         const pk = insert(v);
         inserted.push(pk !== undefined);
@@ -385,4 +394,14 @@ export function createWriter(
       db.exec(`INSERT OR REPLACE INTO index_state (name, value) VALUES ('${TEXT_MERGE_DUE}', 1)`);
     },
   };
+  // Every call but finish() and textWaiting() (commitGroup's, after the function) is refused once closed.
+  const guarded = { ...writer, close: () => void (closed = true) };
+  for (const [name, fn] of Object.entries(writer)) {
+    if (typeof fn !== 'function' || name === 'finish' || name === 'textWaiting') continue;
+    (guarded as Record<string, unknown>)[name] = (...args: unknown[]) => {
+      if (closed) return Promise.reject(ended());
+      return (fn as (...a: unknown[]) => unknown)(...args);
+    };
+  }
+  return guarded;
 }

@@ -14,9 +14,29 @@ const ATOMS: ReadonlySet<string> = new Set([...table.metric, ...table.nonMetric]
 /** Longest first, so that `da` is tried before `d`. */
 const PREFIXES: readonly string[] = [...table.prefixes].sort((a, b) => b.length - a.length);
 
-/** A unit with its exponent: an atom or prefixed atom, then an optional signed integer. */
-const WITH_EXPONENT = /^(.+?)([+-]?[0-9]+)$/;
 const DIGITS = /^[0-9]+$/;
+
+/**
+ * The unit before the exponent of `symbol` (a unit, then a signed integer: `m2`, `s-1`, `10*3`), or undefined
+ * when it ends in no digit: the exponent is every digit it ends with, and the sign before them, the unit what
+ * is before (one character at least). A scan from the end: a regular expression doing the same split
+ * (`^(.+?)([+-]?[0-9]+)$`) tried every prefix, quadratic in a long code of digits.
+ */
+function unitBeforeExponent(symbol: string): string | undefined {
+  let at = symbol.length;
+  while (at > 1 && isDigit(symbol.charCodeAt(at - 1))) at--;
+  if (at === symbol.length || !isDigit(symbol.charCodeAt(at))) return undefined;
+  const sign = symbol[at - 1];
+  if ((sign === '+' || sign === '-') && at > 1) at--;
+  return symbol.slice(0, at);
+}
+
+const isDigit = (c: number) => c >= 48 && c <= 57;
+
+/** `text` quoted for a message, its middle left out when long (a code may be as long as a request). */
+export function quoted(text: string, max = 60): string {
+  return `'${text.length > max ? `${text.slice(0, max - 3)}...` : text}'`;
+}
 
 /** Parentheses nest no deeper than this (each level is a call: a code of 100,000 `(` is no stack overflow). */
 const MAX_DEPTH = 64;
@@ -108,9 +128,9 @@ class Parser {
   private simpleUnit(symbol: string, at: number): void {
     if (DIGITS.test(symbol)) return;
     if (isUnit(symbol)) return;
-    const m = WITH_EXPONENT.exec(symbol);
-    if (m !== null && isUnit(m[1]!)) return;
-    this.fail(`The unit '${symbol}' is unknown`, at);
+    const unit = unitBeforeExponent(symbol);
+    if (unit !== undefined && isUnit(unit)) return;
+    this.fail(`The unit ${quoted(symbol)} is unknown`, at);
   }
 
   /** `{...}`: printable ASCII without braces. */

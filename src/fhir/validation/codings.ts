@@ -97,7 +97,9 @@ export function unitProblem(code: string): string | undefined {
  */
 function checkUnit(scope: CodingScope, code: string, path: string): void {
   const problem = unitProblem(code);
-  if (problem !== undefined) scope.add('code-invalid', path, `Unknown code ${JSON.stringify(code)} in the code system ${UCUM}: it is no UCUM unit (${problem})`);
+  // A long code (as long as the request may be) is quoted shortened.
+  const shown = code.length > 60 ? `${code.slice(0, 57)}...` : code;
+  if (problem !== undefined) scope.add('code-invalid', path, `Unknown code ${JSON.stringify(shown)} in the code system ${UCUM}: it is no UCUM unit (${problem})`);
 }
 
 /**

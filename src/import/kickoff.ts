@@ -63,7 +63,7 @@ export async function kickOffImport(deps: ImportKickoffDeps, req: ImportKickoffR
   const now = deps.clock.now();
   const created = await deps.store.imports.create(
     {
-      id, tenant: req.tenant, clientId: req.access.clientId, request: req.requestUrl, spec: encodeSpec(spec), progress: encodeProgress({ done: [] }), createdAt: now,
+      id, tenant: req.tenant, clientId: req.access.clientId, request: req.requestUrl, spec: encodeSpec(req.access.user === undefined ? spec : { ...spec, ownerUser: req.access.user.id }), progress: encodeProgress({ done: [] }), createdAt: now,
       ...(credential === undefined ? {} : { credential }),
     },
     deps.maxJobsPerClient,

@@ -14,6 +14,12 @@ export interface ImportSpec {
   inputSource?: string;
   /** `storageDetail.maxBatchResourceCount`: resources per write transaction. */
   batchSize?: number;
+  /**
+   * The signed-in user of the kick-off token (Access.user), when it came from a sign-in: the job belongs to its
+   * client and this user, so that one app's users never see, read the errors of or cancel each other's imports (as
+   * ExportSpec.ownerUser). Absent: a client's own authority, whose jobs no user's token sees.
+   */
+  ownerUser?: string;
 }
 
 /** What became of one input. */

@@ -38,7 +38,8 @@ function readable<T>(read: () => T): T {
 }
 
 /**
- * The job behind a status URL, if the caller may see it: same tenant and client, not cancelled, and a token
+ * The job behind a status URL, if the caller may see it: same tenant, client and signed-in user (none, or the one
+ * the kick-off token named: ImportSpec.ownerUser), not cancelled, and a token
  * that may still import what it imports (requireImportAccess), but for the types the job stopped importing as its
  * client's registered scopes were narrowed (ImportProgress.refused): a token of the narrowed client sees why.
  * Anyone else gets the 404 of an unknown job.
@@ -46,8 +47,9 @@ function readable<T>(read: () => T): T {
 async function visibleJob(deps: ImportStatusDeps, req: ImportStatusRequest, id: string): Promise<{ job: ImportJob; spec: ImportSpec; progress: ImportProgress }> {
   const job = await deps.store.imports.get(req.tenant, id);
   if (!job || job.clientId !== req.access.clientId) throw new FhirError('not-found', `No import job '${id}'`);
-  if (job.state === 'cancelled') throw new FhirError('not-found', `Import job '${id}' was cancelled`);
   const spec = readable(() => readSpec(job));
+  if ((typeof spec.ownerUser === 'string' ? spec.ownerUser : undefined) !== req.access.user?.id) throw new FhirError('not-found', `No import job '${id}'`);
+  if (job.state === 'cancelled') throw new FhirError('not-found', `Import job '${id}' was cancelled`);
   const progress = readable(() => readProgress(job));
   const refused = new Set(progress.refused);
   requireImportAccess(req.access, spec.inputs.map((i) => i.type).filter((type) => !refused.has(type)));

@@ -1,5 +1,5 @@
 /**
- * Fetching an `$import` input: an http(s) GET without the caller's token, streamed to a temporary file
+ * Fetching an `$import` input: an http(s) GET without the caller's token, streamed to a file in the import spool
  * (never held in memory) with its size and time bounded. Redirects are followed by hand, each hop checked
  * as the first (a public host must not redirect the server to a private one), and each is sent to the
  * address its host resolved to when checked (src/http/outbound.ts: no DNS rebinding). A gzip file (by its magic
@@ -21,8 +21,8 @@ export interface FetchInputDeps {
   maxBytes: number;
   /** CINDER_IMPORT_FETCH_TIMEOUT: the longest one input's download may take. */
   timeoutMs: number;
-  /** Where the downloaded input is kept while it is imported. */
-  tmpDir: string;
+  /** Where the downloaded input is kept while it is imported: this runner's directory in the spool (spool.ts). */
+  spoolDir: string;
 }
 
 /** An input that could not be fetched: reported in its result, the job goes on with the next input. */
@@ -31,7 +31,7 @@ export class InputError extends Error {
 }
 
 /**
- * The server could not keep an input's download on its own disk (its temporary directory full, unwritable, failing):
+ * The server could not keep an input's download on its own disk (the import spool full, unwritable, failing):
  * the server's failure, never the input's. It fails the job's attempt (run-job.ts: retried, then failed with a
  * reason that names no path); the cause, with the path, is the operator's, in the log.
  */
@@ -130,16 +130,24 @@ export function downloadName(jobId: string, attempt: string, index: number): str
 }
 
 /**
- * Removes the downloads of job `jobId` left in `tmpDir` by other attempts than `attempt`, whose process ended without
- * removing them (a crash, a kill: each up to CINDER_IMPORT_MAX_INPUT_BYTES). Run as the job is claimed, beside the
- * attempt (whose own files it leaves), when no earlier attempt may still want them: one that lost its lease stops at
- * its next renewal, and reads a file it holds open even once removed.
+ * Removes the downloads of job `jobId` left in the spool `spoolRoot` (any runner's directory of it, spool.ts) by other
+ * attempts than `attempt`, whose process ended without removing them (a crash, a kill: each up to
+ * CINDER_IMPORT_MAX_INPUT_BYTES). Run as the job is claimed, beside the attempt (whose own files it leaves), when no
+ * earlier attempt may still want them: one that lost its lease stops at its next renewal, and reads a file it holds
+ * open even once removed.
  */
-export async function removeLeftDownloads(tmpDir: string, jobId: string, attempt: string): Promise<number> {
+export async function removeLeftDownloads(spoolRoot: string, jobId: string, attempt: string): Promise<number> {
   const prefix = downloadPrefix(jobId);
-  const names = (await readdir(tmpDir)).filter((name) => name.startsWith(prefix) && !name.startsWith(`${prefix}${attempt}-`));
-  await Promise.all(names.map((name) => rm(join(tmpDir, name), { force: true })));
-  return names.length;
+  let removed = 0;
+  for (const entry of await readdir(spoolRoot, { withFileTypes: true })) {
+    if (!entry.isDirectory()) continue;
+    const dir = join(spoolRoot, entry.name);
+    // A runner's directory removed meanwhile (its runner stopped, or was found ended) holds nothing more.
+    const names = (await readdir(dir).catch(() => [] as string[])).filter((name) => name.startsWith(prefix) && !name.startsWith(`${prefix}${attempt}-`));
+    await Promise.all(names.map((name) => rm(join(dir, name), { force: true })));
+    removed += names.length;
+  }
+  return removed;
 }
 
 /** A downloaded input: its file (remove it with `remove`) and size. */
@@ -150,17 +158,17 @@ export interface Downloaded {
 }
 
 /**
- * Downloads `raw` to a file under `deps.tmpDir` named after `name`. Throws InputError when it cannot be
+ * Downloads `raw` to a file under `deps.spoolDir` (readable by the server's user only) named after `name`. Throws InputError when it cannot be
  * fetched, is larger than `maxBytes` or takes longer than `timeoutMs`, and SpoolError when the file cannot be
  * written (the server's disk, not the input); rethrows `signal`'s abort. `credential` (`user:password`) is sent
  * as Basic authorization to `raw`'s origin (see get).
  */
 export async function downloadInput(deps: FetchInputDeps, raw: string, name: string, signal: AbortSignal, credential?: string): Promise<Downloaded> {
-  const path = join(deps.tmpDir, `${name}.ndjson`);
+  const path = join(deps.spoolDir, `${name}.ndjson`);
   const remove = () => rm(path, { force: true });
   const timeout = AbortSignal.timeout(deps.timeoutMs);
   const spooled = <T>(write: Promise<T>) => write.catch((err: unknown) => Promise.reject(new SpoolError(path, err)));
-  const file = await spooled(open(path, 'w'));
+  const file = await spooled(open(path, 'w', 0o600));
   let bytes = 0;
   try {
     const res = await get(deps, raw, AbortSignal.any([signal, timeout]), credential);

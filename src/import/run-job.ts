@@ -24,6 +24,8 @@ export interface ImportRunDeps {
   log: Logger;
   baseUrl: string;
   input: FetchInputDeps;
+  /** The import spool (spool.ts), whose runners' directories may hold the downloads of the job's earlier attempts. */
+  spoolRoot: string;
   /** The export storage, where each input's error file is written (error-file.ts). */
   sink: Pick<ExportSink, 'open'>;
   leaseMs: number;
@@ -231,7 +233,7 @@ async function runJob(deps: ImportRunDeps, job: ImportJob): Promise<ImportOutcom
   // What an attempt whose process died left on this machine's disk (the input it was reading) goes, beside this
   // attempt (awaited as it ends).
   const attempt = attemptToken();
-  const cleaned = removeLeftDownloads(deps.input.tmpDir, job.id, attempt).then(
+  const cleaned = removeLeftDownloads(deps.spoolRoot, job.id, attempt).then(
     (files) => void (files > 0 && deps.log.info('import downloads left by an earlier attempt removed', { job: job.id, files })),
     (err: unknown) => deps.log.warn('import downloads left not removed', { job: job.id, err }),
   );

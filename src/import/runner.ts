@@ -1,4 +1,4 @@
-import { hostname, tmpdir } from 'node:os';
+import { hostname } from 'node:os';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import type { FhirDeps } from '../fhir/crud.ts';
@@ -8,6 +8,8 @@ import { StoreUnavailableError, type Store } from '../store/types.ts';
 import { runImportJob, type ImportOutcome, type ImportRunDeps } from './run-job.ts';
 import { importPrefix } from './error-file.ts';
 import type { ExportSink } from '../export/sink.ts';
+import { openSpool, SPOOL_DIR, type Spool } from './spool.ts';
+import { join } from 'node:path';
 
 /** Claims of a job that ended in an unexpected error before it is marked failed (as export's). */
 export const MAX_ATTEMPTS = 3;
@@ -45,13 +47,29 @@ export function createImportRunner(o: ImportRunnerOptions) {
   let claiming = false;
   let cleaned = 0;
   let slot = 0;
+  let spool: Promise<Spool> | undefined;
 
-  const deps = (owner: string): ImportRunDeps => ({
+  /** This runner's spool directory (spool.ts), prepared once, as the first job is claimed or the runner starts; tried again after a failure. */
+  function spoolOf(): Promise<Spool> {
+    spool ??= openSpool(o.config.dataDir).then(
+      (s) => {
+        if (s.removed > 0) log.info('import spool: the directories of ended processes removed', { spool: s.root, removed: s.removed });
+        return s;
+      },
+      (err: unknown) => {
+        spool = undefined;
+        throw err;
+      },
+    );
+    return spool;
+  }
+
+  const deps = (owner: string, s: Spool): ImportRunDeps => ({
     fhir: o.fhir, store: o.store, clock: o.clock, log, sink: o.sink, baseUrl: o.config.baseUrl, owner, signal: stopping.signal,
-    leaseMs: o.config.exportLeaseSeconds * 1000, maxAttempts: MAX_ATTEMPTS, ...(o.client ? { client: o.client } : {}),
+    leaseMs: o.config.exportLeaseSeconds * 1000, maxAttempts: MAX_ATTEMPTS, spoolRoot: s.root, ...(o.client ? { client: o.client } : {}),
     input: {
       fetch: o.fetch ?? fetch, resolve: o.resolve ?? systemResolve, allowPrivate: o.config.importAllowPrivate === 'true',
-      maxBytes: o.config.importMaxInputBytes, timeoutMs: o.config.importFetchTimeout * 1000, tmpDir: tmpdir(),
+      maxBytes: o.config.importMaxInputBytes, timeoutMs: o.config.importFetchTimeout * 1000, spoolDir: s.dir,
     },
   });
 
@@ -64,10 +82,11 @@ export function createImportRunner(o: ImportRunnerOptions) {
 
   /** Claims one job for `owner` and runs it; false when none was claimable, or the job was handed back as the runner stops. */
   async function runOne(owner: string): Promise<boolean> {
+    const s = await spoolOf();
     const job = await o.store.imports.claim(owner, o.clock.now(), o.config.exportLeaseSeconds * 1000);
     if (!job) return false;
     log.info('import job claimed', { job: job.id, owner, attempt: job.attempts });
-    const outcome = await runImportJob(deps(owner), job);
+    const outcome = await runImportJob(deps(owner, s), job);
     log.info('import job ended', { job: job.id, outcome });
     return !(outcome === 'released' && stopping.signal.aborted);
   }
@@ -80,12 +99,20 @@ export function createImportRunner(o: ImportRunnerOptions) {
         cleaned = o.clock.now();
         await removeEnded(cleaned - RESULT_RETENTION_MS);
       }
+      let s: Spool;
+      try {
+        s = await spoolOf();
+      } catch (err) {
+        // No job is claimed that could not be downloaded; the next poll tries again.
+        log.error('import spool not usable: no import job is claimed', { spool: join(o.config.dataDir, SPOOL_DIR), err });
+        return;
+      }
       while (running.size < o.config.importJobs && !stopping.signal.aborted) {
         const owner = `${processId}/i${slot++}`;
         const job = await o.store.imports.claim(owner, o.clock.now(), o.config.exportLeaseSeconds * 1000);
         if (!job) break;
         log.info('import job claimed', { job: job.id, owner, attempt: job.attempts });
-        const run = runImportJob(deps(owner), job)
+        const run = runImportJob(deps(owner, s), job)
           .then((outcome) => (log.info('import job ended', { job: job.id, outcome }), outcome))
           .catch((err: unknown) => (log.error('import job crashed', { job: job.id, err }), 'released' as const))
           .finally(() => running.delete(owner));
@@ -103,7 +130,11 @@ export function createImportRunner(o: ImportRunnerOptions) {
     /** Starts claiming jobs (CINDER_IMPORT_JOBS of them at a time; none when 0). */
     start(): void {
       if (stopping.signal.aborted) stopping = new AbortController();
-      if (o.config.importJobs > 0) timer = setInterval(() => void fill(), POLL_MS);
+      if (o.config.importJobs > 0) {
+        // The spool is prepared now, so that what ended processes left goes at start, not at the first import.
+        spoolOf().catch((err: unknown) => log.error('import spool not usable: no import job is claimed', { spool: join(o.config.dataDir, SPOOL_DIR), err }));
+        timer = setInterval(() => void fill(), POLL_MS);
+      }
     },
     /** Stops claiming and hands the running jobs back at their next chunk (another process, or this one after a restart, resumes them). */
     async stop(): Promise<void> {

@@ -5,7 +5,7 @@
  * then failed with a reason naming no path, the cause is in the server's log, and no download is left behind.
  */
 import { expect, test } from 'bun:test';
-import { mkdirSync, readdirSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { createClient, createTenant } from '../../src/auth/admin.ts';
 import { systemClock } from '../../src/clock.ts';
@@ -29,8 +29,8 @@ const INPUT = (() => {
 for (const target of targets) {
   test(`${target.kind}: a download the server's own disk refuses fails the job on the server, not the input, and says so without paths`, async () => {
     const dir = tempDir('cinder-import-spool-');
-    const spool = join(dir, 'spool');
-    mkdirSync(spool);
+    // The downloads' directory: the data directory's (src/import/spool.ts), not TMPDIR.
+    const spool = join(dir, 'data', 'import-spool');
     const db = await target.migrated();
     const url = target.kind === 'sqlite' ? 'sqlite:' + db.url : db.url;
     const store = db.open();
@@ -38,7 +38,7 @@ for (const target of targets) {
     await createTenant(store, systemClock, 't1');
     const { client, clientSecret } = await createClient(store, systemClock, { tenant: 't1', scopes: ['system/*.*'] });
     const files = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response(INPUT) });
-    const env = { CINDER_DATA_DIR: join(dir, 'data'), CINDER_DATABASE_URL: url, CINDER_IMPORT_ALLOW_PRIVATE: 'true', CINDER_LOG_LEVEL: 'error', TMPDIR: spool };
+    const env = { CINDER_DATA_DIR: join(dir, 'data'), CINDER_DATABASE_URL: url, CINDER_IMPORT_ALLOW_PRIVATE: 'true', CINDER_LOG_LEVEL: 'error' };
     try {
       // SIGXFSZ ignored, so that a write past the limit fails with EFBIG instead of ending the process.
       const server = await startServer(env, freePort(), undefined, `trap '' XFSZ; ulimit -f ${LIMIT_BLOCKS}`);
@@ -71,7 +71,7 @@ for (const target of targets) {
       // The operator's log holds the cause under the job's id; the spool holds no download.
       expect(server.log()).toContain('EFBIG');
       expect(server.log()).toContain(id);
-      expect(readdirSync(spool)).toEqual([]);
+      expect(readdirSync(spool).flatMap((runner) => readdirSync(join(spool, runner)))).toEqual([]);
       server.proc.kill('SIGTERM');
       await server.proc.exited;
     } finally {

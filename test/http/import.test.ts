@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { existsSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { createClient } from '../../src/auth/admin.ts';
@@ -372,9 +371,12 @@ await eachStore((kind, fresh) => {
       expect(await t.store.imports.checkpoint(claimed!.id, 'dead-process', t.clock.now(), 2000, JSON.stringify({ done: [first] }))).toBe(true);
       expect(await t.app.imports.runOnce()).toBe(0);
       expect((await status(url)).status).toBe(202);
-      // The dead process left the input it was reading on disk; another job's download is not this job's to remove.
-      const left = join(tmpdir(), `cinder-import-${claimed!.id}-deadbeef-1.ndjson`);
-      const others = join(tmpdir(), `cinder-import-${crypto.randomUUID()}-deadbeef-1.ndjson`);
+      // The dead process left the input it was reading in its spool directory (one of another host on a shared data
+      // volume, which no start here removes); another job's download is not this job's to remove.
+      const deadRunner = join(t.dir, 'import-spool', 'another.host-1-deadbeef');
+      mkdirSync(deadRunner, { recursive: true });
+      const left = join(deadRunner, `cinder-import-${claimed!.id}-deadbeef-1.ndjson`);
+      const others = join(deadRunner, `cinder-import-${crypto.randomUUID()}-deadbeef-1.ndjson`);
       writeFileSync(left, line(pat('half')));
       writeFileSync(others, line(pat('other')));
       t.clock.advance(5000);

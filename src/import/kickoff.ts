@@ -42,15 +42,54 @@ export function requireImportAccess(access: Access, types: Iterable<string>): vo
   }
 }
 
-/** Refuses an input whose host is, or resolves to, a private address (as a Subscription endpoint is refused). */
+/** Hosts the kick-off resolves at once. */
+export const RESOLVE_CONCURRENCY = 16;
+/**
+ * How long the kick-off spends resolving its inputs' hosts in all (each resolution is also bounded, endpoint.ts): a
+ * host not resolved by then is accepted as one that does not resolve is, and checked when the job fetches it.
+ */
+export const RESOLVE_DEADLINE_MS = 5_000;
+
+/**
+ * Refuses an input whose host is, or resolves to, a private address (as a Subscription endpoint is refused): the
+ * first such input in order is named. Each distinct host is resolved once, RESOLVE_CONCURRENCY at a time, within
+ * RESOLVE_DEADLINE_MS in all, so that a slow resolver costs a kick-off of 1,000 inputs seconds, not inputs × timeout.
+ * A host that does not resolve now (or not within the deadline) is told when the job fetches it, where every fetch
+ * is checked again.
+ */
 async function requirePublic(deps: ImportKickoffDeps, spec: ImportSpec): Promise<void> {
   if (deps.allowPrivate) return;
-  for (const [i, input] of spec.inputs.entries()) {
-    // A host that does not resolve now is told when the job fetches it.
-    const why = await privateEndpoint(new URL(input.url), deps.resolve);
-    if (why !== undefined) {
-      throw new FhirError('invalid', `input[${i}].url is refused: ${why} (CINDER_IMPORT_ALLOW_PRIVATE=true allows it)`, { expression: [`input[${i}].url`] });
+  // Each distinct host (its addresses, and so the answer, are the same whatever the URL's scheme, port or path) and
+  // the first input naming it, in the inputs' order.
+  const firstOf = new Map<string, { index: number; url: URL }>();
+  for (const [index, input] of spec.inputs.entries()) {
+    const url = new URL(input.url);
+    if (!firstOf.has(url.hostname)) firstOf.set(url.hostname, { index, url });
+  }
+  const hosts = [...firstOf.values()];
+  let refused: { index: number; why: string } | undefined;
+  let next = 0;
+  let expired = false;
+  const worker = async () => {
+    while (!expired && next < hosts.length) {
+      const { index, url } = hosts[next++]!;
+      // A refusal of an earlier input already decides the answer.
+      if (refused && refused.index < index) return;
+      const why = await privateEndpoint(url, deps.resolve);
+      if (why !== undefined && (!refused || index < refused.index)) refused = { index, why };
     }
+  };
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const deadline = new Promise<void>((resolve) => (timer = setTimeout(() => resolve(void (expired = true)), RESOLVE_DEADLINE_MS)));
+  try {
+    await Promise.race([Promise.all(Array.from({ length: Math.min(RESOLVE_CONCURRENCY, hosts.length) }, worker)), deadline]);
+  } finally {
+    clearTimeout(timer);
+    expired = true;
+  }
+  if (refused) {
+    const { index: i, why } = refused;
+    throw new FhirError('invalid', `input[${i}].url is refused: ${why} (CINDER_IMPORT_ALLOW_PRIVATE=true allows it)`, { expression: [`input[${i}].url`] });
   }
 }
 

@@ -225,8 +225,8 @@ export function createSqliteResources(
 ): ResourceRepo {
   const sliceMs = reader === writer ? Infinity : writeSliceMs;
   let snapshot: ReturnType<typeof createSqliteSnapshot> | undefined;
-  // Words that small transactions leave outside FTS5 are moved in batches (text.ts).
-  const text = createTextMover(writer, serial, textOptions);
+  // Words that small transactions leave outside FTS5 are moved in batches (text.ts), paced as writes are.
+  const text = createTextMover(writer, serial, textOptions, sliceMs);
   const keys = createSqliteKeys(writer);
   // Searches compare index rows with the keys the writers have committed, found without a subquery.
   const dialect: Dialect = { ...SQLITE, knownKey: keys.known(reader) };

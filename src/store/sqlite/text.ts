@@ -1,5 +1,6 @@
 import type { Database } from 'bun:sqlite';
 import { tryBeginImmediate, type createMutex } from './db.ts';
+import { createPacer, UNPACED, type Pacer } from './pacer.ts';
 
 /**
  * Full-text words on SQLite. FTS5 writes a segment and rewrites its structure record on every
@@ -42,22 +43,59 @@ export interface TextMoverOptions {
   moveAfterMs?: number;
 }
 
+/**
+ * Rows moved per statement. A move after a large import batch has tens of thousands (each updated resource's
+ * FTS5 row is stale): as four statements over all of them it held the thread 120-260 ms per statement. Cut
+ * into statements of this many rows (by `res`, the tables' primary key) with the pacer between them, the event
+ * loop turns every slice, as during any paced write.
+ */
+export const MOVE_CHUNK_ROWS = 500;
+
 export interface TextMover {
   /** `n` rows were committed to recent or stale. */
   noted(n: number): void;
 }
 
 /**
- * Moves recent and stale rows into FTS5 (see above), through the writer connection's queue. A move
- * that finds the database busy is tried again after `moveAfterMs`, and one that fails (the database
- * gone) is left for the next; the rows stay searchable where they are.
+ * Moves recent and stale rows into FTS5 (see above), through the writer connection's queue, in one transaction
+ * of statements of MOVE_CHUNK_ROWS rows, letting the event loop turn between them once a slice of `sliceMs` is
+ * spent (pacer.ts; Infinity, for a writer that reads share, never: it must not be read mid-transaction). A move
+ * that finds the database busy is tried again after `moveAfterMs`, and one that fails (the database gone) is
+ * left for the next; the rows stay searchable where they are.
  */
-export function createTextMover(writer: Database, serial: ReturnType<typeof createMutex>, options: TextMoverOptions = {}): TextMover {
+export function createTextMover(writer: Database, serial: ReturnType<typeof createMutex>, options: TextMoverOptions = {}, sliceMs = Infinity): TextMover {
   const moveAt = options.moveAt ?? 1000;
   const moveAfterMs = options.moveAfterMs ?? 1000;
   let waiting = 0;
   let timer: ReturnType<typeof setTimeout> | undefined;
   let queued = false;
+  // Prepared at the first move (a store opened before the migration that creates the tables has none yet).
+  let sql: ReturnType<typeof statements> | undefined;
+  function statements() {
+    const last = (table: string) => writer.query<{ res: number }, [number]>(`SELECT res FROM ${table} ORDER BY res LIMIT 1 OFFSET ?`);
+    return {
+      lastStale: last('search_text_stale'),
+      lastRecent: last('search_text_recent'),
+      dropStale: writer.query<never, [number]>('DELETE FROM search_text WHERE rowid IN (SELECT res FROM search_text_stale WHERE res <= ?)'),
+      clearStale: writer.query<never, [number]>('DELETE FROM search_text_stale WHERE res <= ?'),
+      addRecent: writer.query<never, [number]>('INSERT INTO search_text (rowid, narrative, content, scope) SELECT res, narrative, content, scope FROM search_text_recent WHERE res <= ?'),
+      clearRecent: writer.query<never, [number]>('DELETE FROM search_text_recent WHERE res <= ?'),
+    };
+  }
+
+  /**
+   * Runs `chunk` with the bound of each MOVE_CHUNK_ROWS rows of `last`'s table in turn (the rest at the end), pacing
+   * between them.
+   */
+  async function inChunks(pacer: Pacer, last: { get(offset: number): { res: number } | null }, chunk: (upTo: number) => void): Promise<void> {
+    for (;;) {
+      const bound = last.get(MOVE_CHUNK_ROWS - 1)?.res;
+      chunk(bound ?? Number.MAX_SAFE_INTEGER);
+      if (bound === undefined) return;
+      const turn = pacer.pace();
+      if (turn) await turn;
+    }
+  }
 
   function move(): void {
     if (timer) clearTimeout(timer);
@@ -70,10 +108,19 @@ export function createTextMover(writer: Database, serial: ReturnType<typeof crea
         // The lock is taken only if free at once (waiting for it in SQLite's busy handler would block
         // the thread); busy, the move is tried again after moveAfterMs, the rows searchable where they are.
         if (!tryBeginImmediate(writer)) return later();
-        writer.exec('DELETE FROM search_text WHERE rowid IN (SELECT res FROM search_text_stale)');
-        writer.exec('DELETE FROM search_text_stale');
-        writer.exec('INSERT INTO search_text (rowid, narrative, content, scope) SELECT res, narrative, content, scope FROM search_text_recent');
-        writer.exec('DELETE FROM search_text_recent');
+        sql ??= statements();
+        const q = sql;
+        const pacer = Number.isFinite(sliceMs) ? createPacer(sliceMs) : UNPACED;
+        // Every stale FTS5 row goes before any recent row comes in: a resource in both has its new words under
+        // the same rowid as its old ones.
+        await inChunks(pacer, q.lastStale, (upTo) => {
+          q.dropStale.run(upTo);
+          q.clearStale.run(upTo);
+        });
+        await inChunks(pacer, q.lastRecent, (upTo) => {
+          q.addRecent.run(upTo);
+          q.clearRecent.run(upTo);
+        });
         writer.exec('COMMIT');
         waiting = 0;
       } catch {

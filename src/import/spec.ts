@@ -77,8 +77,18 @@ export function readSpec(job: ImportJob): ImportSpec {
   return spec;
 }
 
-export function readProgress(job: ImportJob): ImportProgress {
+export const encodeCounts = (c: NonNullable<ImportProgress['current']>): string => JSON.stringify({ imported: c.imported, failed: c.failed });
+
+/**
+ * A job's progress, with the running input's counts as last renewed (ImportJob.counts, stored apart from the
+ * progress so that a renewal does not rewrite its issues) over any the progress holds (a release before them wrote them there).
+ */
+export function readProgress(job: Pick<ImportJob, 'progress' | 'counts'>): ImportProgress {
   const p = parse<ImportProgress>(job.progress, 'progress');
   if (!Array.isArray(p?.done)) throw new ImportDataError("the import job's progress is not readable");
+  if (job.counts) {
+    const c = parse<{ imported?: unknown; failed?: unknown }>(job.counts, 'progress');
+    if (typeof c?.imported === 'number' && typeof c.failed === 'number') p.current = { imported: c.imported, failed: c.failed };
+  }
   return p;
 }

@@ -26,6 +26,11 @@ export interface ImportJob {
   credential: string | null;
   /** Results so far as JSON text (owned by src/import). */
   progress: string;
+  /**
+   * The running input's counts as JSON text (owned by src/import), renewed with the lease apart from `progress`
+   * (whose issues make it large); null when no input runs.
+   */
+  counts: string | null;
   /** Why a failed job failed. */
   error: string | null;
   completedAt: number | null;
@@ -43,8 +48,11 @@ export interface ImportJobRepo {
   get(tenant: string, id: string): Promise<ImportJob | null>;
   /** Claims the oldest accepted job, or an in-progress one whose lease ran out: in-progress, leased to `owner` until `now + leaseMs`, attempts + 1. */
   claim(owner: string, now: number, leaseMs: number): Promise<ImportJob | null>;
-  /** Renews the lease and stores `progress` when given; false when the job is no longer in progress under `owner`. */
-  checkpoint(id: string, owner: string, now: number, leaseMs: number, progress?: string): Promise<boolean>;
+  /**
+   * Renews the lease and stores `progress` when given (the running input's `counts` then cleared, unless given too),
+   * or else `counts` when given; false when the job is no longer in progress under `owner`.
+   */
+  checkpoint(id: string, owner: string, now: number, leaseMs: number, progress?: string, counts?: string): Promise<boolean>;
   /** in-progress -> completed (under `owner`), the credential wiped; false when the lease was lost or the job cancelled. */
   complete(id: string, owner: string, now: number, progress: string): Promise<boolean>;
   /** in-progress -> failed (under `owner`), the credential wiped. */

@@ -29,27 +29,29 @@ export function createPostgresImportJobs(sql: Pg): ImportJobRepo {
     },
     async claim(owner, now, leaseMs) {
       const [r] = await sql<ImportJobRow[]>`
-        UPDATE import_jobs SET state = 'in-progress', lease_owner = ${owner}, lease_until = ${now + leaseMs}, attempts = attempts + 1, updated_at = ${now}
+        UPDATE import_jobs SET state = 'in-progress', lease_owner = ${owner}, lease_until = ${now + leaseMs}, attempts = attempts + 1, counts = NULL, updated_at = ${now}
         WHERE id = (
           SELECT id FROM import_jobs WHERE state = 'accepted' OR (state = 'in-progress' AND lease_until < ${now})
           ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
         RETURNING *`;
       return r ? toImportJob(r) : null;
     },
-    async checkpoint(id, owner, now, leaseMs, progress) {
-      const set = progress === undefined ? sql`` : sql`, progress = ${progress}`;
+    async checkpoint(id, owner, now, leaseMs, progress, counts) {
+      const set = progress !== undefined
+        ? sql`, progress = ${progress}, counts = ${counts ?? null}`
+        : counts !== undefined ? sql`, counts = ${counts}` : sql``;
       const r = await sql`UPDATE import_jobs SET lease_until = ${now + leaseMs}, updated_at = ${now} ${set} WHERE ${inProgressBy(id, owner)}`;
       return r.count > 0;
     },
     async complete(id, owner, now, progress) {
       const r = await sql`
-        UPDATE import_jobs SET state = 'completed', credential = NULL, progress = ${progress}, completed_at = ${now}, updated_at = ${now}, lease_owner = NULL, lease_until = NULL
+        UPDATE import_jobs SET state = 'completed', credential = NULL, counts = NULL, progress = ${progress}, completed_at = ${now}, updated_at = ${now}, lease_owner = NULL, lease_until = NULL
         WHERE ${inProgressBy(id, owner)}`;
       return r.count > 0;
     },
     async fail(id, owner, now, error, progress) {
       const r = await sql`
-        UPDATE import_jobs SET state = 'failed', credential = NULL, error = ${error}, progress = ${progress}, completed_at = ${now}, updated_at = ${now},
+        UPDATE import_jobs SET state = 'failed', credential = NULL, counts = NULL, error = ${error}, progress = ${progress}, completed_at = ${now}, updated_at = ${now},
           lease_owner = NULL, lease_until = NULL
         WHERE ${inProgressBy(id, owner)}`;
       return r.count > 0;

@@ -14,6 +14,7 @@ export interface ImportJobRow {
   lease_until: number | string | null;
   attempts: number;
   progress: string;
+  counts?: string | null;
   credential: string | null;
   error: string | null;
   completed_at: number | string | null;
@@ -26,6 +27,6 @@ export function toImportJob(r: ImportJobRow): ImportJob {
   return {
     id: r.id, tenant: r.tenant, clientId: r.client_id, state: r.state, request: r.request, spec: r.spec,
     createdAt: Number(r.created_at), updatedAt: Number(r.updated_at), leaseOwner: r.lease_owner, leaseUntil: num(r.lease_until),
-    attempts: r.attempts, credential: r.credential ?? null, progress: r.progress, error: r.error, completedAt: num(r.completed_at),
+    attempts: r.attempts, credential: r.credential ?? null, progress: r.progress, counts: r.counts ?? null, error: r.error, completedAt: num(r.completed_at),
   };
 }

@@ -35,23 +35,25 @@ export function createSqliteImportJobs({ writer, reader, serial }: SqliteExportD
         if (!pick) return null;
         const r = writer
           .query<ImportJobRow, [string, number, number, string]>(
-            "UPDATE import_jobs SET state = 'in-progress', lease_owner = ?, lease_until = ?, attempts = attempts + 1, updated_at = ? WHERE id = ? RETURNING *",
+            "UPDATE import_jobs SET state = 'in-progress', lease_owner = ?, lease_until = ?, attempts = attempts + 1, counts = NULL, updated_at = ? WHERE id = ? RETURNING *",
           )
           .get(owner, now + leaseMs, now, pick.id)!;
         return toImportJob(r);
       });
     },
-    checkpoint(id, owner, now, leaseMs, progress) {
-      return w(() =>
-        progress === undefined
-          ? changed(`UPDATE import_jobs SET lease_until = ?, updated_at = ? WHERE ${IN_PROGRESS_BY}`, now + leaseMs, now, id, owner)
-          : changed(`UPDATE import_jobs SET lease_until = ?, updated_at = ?, progress = ? WHERE ${IN_PROGRESS_BY}`, now + leaseMs, now, progress, id, owner),
-      );
+    checkpoint(id, owner, now, leaseMs, progress, counts) {
+      return w(() => {
+        if (progress !== undefined) {
+          return changed(`UPDATE import_jobs SET lease_until = ?, updated_at = ?, progress = ?, counts = ? WHERE ${IN_PROGRESS_BY}`, now + leaseMs, now, progress, counts ?? null, id, owner);
+        }
+        if (counts !== undefined) return changed(`UPDATE import_jobs SET lease_until = ?, updated_at = ?, counts = ? WHERE ${IN_PROGRESS_BY}`, now + leaseMs, now, counts, id, owner);
+        return changed(`UPDATE import_jobs SET lease_until = ?, updated_at = ? WHERE ${IN_PROGRESS_BY}`, now + leaseMs, now, id, owner);
+      });
     },
     complete(id, owner, now, progress) {
       return w(() =>
         changed(
-          `UPDATE import_jobs SET state = 'completed', credential = NULL, progress = ?, completed_at = ?, updated_at = ?, lease_owner = NULL, lease_until = NULL WHERE ${IN_PROGRESS_BY}`,
+          `UPDATE import_jobs SET state = 'completed', credential = NULL, counts = NULL, progress = ?, completed_at = ?, updated_at = ?, lease_owner = NULL, lease_until = NULL WHERE ${IN_PROGRESS_BY}`,
           progress, now, now, id, owner,
         ),
       );
@@ -59,7 +61,7 @@ export function createSqliteImportJobs({ writer, reader, serial }: SqliteExportD
     fail(id, owner, now, error, progress) {
       return w(() =>
         changed(
-          `UPDATE import_jobs SET state = 'failed', credential = NULL, error = ?, progress = ?, completed_at = ?, updated_at = ?, lease_owner = NULL, lease_until = NULL WHERE ${IN_PROGRESS_BY}`,
+          `UPDATE import_jobs SET state = 'failed', credential = NULL, counts = NULL, error = ?, progress = ?, completed_at = ?, updated_at = ?, lease_owner = NULL, lease_until = NULL WHERE ${IN_PROGRESS_BY}`,
           error, progress, now, now, id, owner,
         ),
       );

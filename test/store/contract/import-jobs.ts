@@ -23,6 +23,32 @@ export function importJobsContract(store: () => Store) {
       expect(await s.imports.cancel(t, `${t}-e`, 2_000)).toBe('accepted');
     });
 
+    test("a renewal stores the running input's counts apart from the progress; stored progress, a claim and the job's end clear them", async () => {
+      const s = store();
+      const t = uniqueTenant();
+      await s.imports.create(job(t, `${t}-n`), 5);
+      const owner = (await s.imports.claim('owner-n', 30_000, 1_000))!.leaseOwner!;
+      expect((await s.imports.get(t, `${t}-n`))!.counts).toBeNull();
+      expect(await s.imports.checkpoint(`${t}-n`, owner, 30_100, 1_000, '{"done":[1]}')).toBe(true);
+      // The counts alone: the progress stays as stored.
+      expect(await s.imports.checkpoint(`${t}-n`, owner, 30_200, 1_000, undefined, '{"imported":5,"failed":1}')).toBe(true);
+      expect(await s.imports.get(t, `${t}-n`)).toMatchObject({ progress: '{"done":[1]}', counts: '{"imported":5,"failed":1}', leaseUntil: 31_200 });
+      // A lease alone keeps both.
+      expect(await s.imports.checkpoint(`${t}-n`, owner, 30_300, 1_000)).toBe(true);
+      expect(await s.imports.get(t, `${t}-n`)).toMatchObject({ progress: '{"done":[1]}', counts: '{"imported":5,"failed":1}' });
+      // The progress as an input ends: the counts were that input's.
+      expect(await s.imports.checkpoint(`${t}-n`, owner, 30_400, 1_000, '{"done":[1,2]}')).toBe(true);
+      expect(await s.imports.get(t, `${t}-n`)).toMatchObject({ progress: '{"done":[1,2]}', counts: null });
+      expect(await s.imports.checkpoint(`${t}-n`, owner, 30_500, 1_000, '{"done":[1,2]}', '{"imported":1,"failed":0}')).toBe(true);
+      expect((await s.imports.get(t, `${t}-n`))!.counts).toBe('{"imported":1,"failed":0}');
+      // Another claim (the lease ran out) reads its input again: no counts of the attempt before.
+      const again = await s.imports.claim('owner-m', 40_000, 1_000);
+      expect(again).toMatchObject({ id: `${t}-n`, counts: null });
+      expect(await s.imports.checkpoint(`${t}-n`, 'owner-m', 40_100, 1_000, undefined, '{"imported":2,"failed":0}')).toBe(true);
+      expect(await s.imports.complete(`${t}-n`, 'owner-m', 40_200, '{"done":[1,2,3]}')).toBe(true);
+      expect(await s.imports.get(t, `${t}-n`)).toMatchObject({ state: 'completed', progress: '{"done":[1,2,3]}', counts: null });
+    });
+
     test('a claim leases the oldest job; another claim waits for the lease to run out; the old owner then can no longer write', async () => {
       const s = store();
       const t = uniqueTenant();

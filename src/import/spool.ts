@@ -13,7 +13,11 @@ import { join } from 'node:path';
 
 export const SPOOL_DIR = 'import-spool';
 
-/** The runners' directories made by this process that are still in use (a leftover of this pid is from an earlier process). */
+/**
+ * The runners' directories made by this process that are still in use (a leftover of this pid is from an earlier
+ * process). Process-wide on purpose, unlike the app's state: the directories are named by the pid, which every app
+ * of one process (tests run several) shares, so no app may take another's live directory for a dead run's.
+ */
 const ours = new Set<string>();
 
 /** This host's name as a directory name's first part (no `-`, which separates the parts). */

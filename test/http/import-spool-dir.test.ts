@@ -121,9 +121,11 @@ await eachStore((kind, fresh) => {
         mkdirSync(ended, { recursive: true });
         writeFileSync(join(ended, 'cinder-import-old-job-abcd1234-0.ndjson'), line('left'));
         other.app.imports.start();
-        for (let i = 0; i < 100 && existsSync(ended); i++) await Bun.sleep(20);
+        // The leftovers are removed first, then the runner's own directory is made: wait for both.
+        const own = () => readdirSync(spool).filter((d) => d.startsWith(`${host}-${process.pid}-`));
+        for (let i = 0; i < 100 && (existsSync(ended) || own().length === 0); i++) await Bun.sleep(20);
         expect(existsSync(ended)).toBe(false);
-        expect(readdirSync(spool).filter((d) => d.startsWith(`${host}-${process.pid}-`))).toHaveLength(1);
+        expect(own()).toHaveLength(1);
       } finally {
         await other.app.imports.stop();
         await other.close();

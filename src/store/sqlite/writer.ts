@@ -185,6 +185,30 @@ export function createWriter(
     rows();
   }
 
+  /**
+   * The index, compartment and word rows of a slice of versions (`add`), written many per statement by `flush`
+   * (at the slice's end, and before the pacer lets the event loop turn); `bulkText`: the words go to FTS5 at once.
+   */
+  function sliceRows(bulkText: boolean) {
+    let index = newIndexValues();
+    let compartments: Value[] = [];
+    let text: Value[] = [];
+    return {
+      add(v: IndexedVersion, pk: number): void {
+        entryValues(v, pk, index, compartments);
+        textValues(v, pk, text);
+      },
+      flush(): void {
+        addIndex(index);
+        addCompartments(compartments);
+        addText(text, bulkText);
+        index = newIndexValues();
+        compartments = [];
+        text = [];
+      },
+    };
+  }
+
   /** Flat index and compartment row values of `v` stored under `pk`. */
   function entryValues(v: IndexedVersion, pk: number, index: Value[][], compartments: Value[]): void {
     INDEX_TABLES.forEach((t, i) => {
@@ -267,21 +291,11 @@ export function createWriter(
       // Whether the words go to FTS5 at once is decided once for the call (by the versions given), not per slice.
       const bulkText = versions.reduce((n, v) => n + (!v.deleted && v.index.text ? 1 : 0), 0) >= BULK_TEXT_ROWS;
       const inserted: boolean[] = [];
-      let index = newIndexValues();
-      let compartments: Value[] = [];
-      let text: Value[] = [];
       // A slice's index, compartment and word rows are written at its end, many per statement.
-      const rows = () => {
-        addIndex(index);
-        addCompartments(compartments);
-        addText(text, bulkText);
-        index = newIndexValues();
-        compartments = [];
-        text = [];
-      };
+      const rows = sliceRows(bulkText);
       for (const [i, v] of versions.entries()) {
         if (i > 0 && i % INSERT_STEP === 0 && pacer.due()) {
-          rows();
+          rows.flush();
           const turn = pacer.pace();
           if (turn) await turn;
           if (closed) throw ended();
@@ -290,12 +304,9 @@ export function createWriter(
         inserted.push(pk !== undefined);
         if (pk === undefined) continue;
         remember(v, pk);
-        if (!v.deleted) {
-          entryValues(v, pk, index, compartments);
-          textValues(v, pk, text);
-        }
+        if (!v.deleted) rows.add(v, pk);
       }
-      rows();
+      rows.flush();
       return inserted;
     },
     async notify(notifications, now) {
@@ -367,29 +378,18 @@ export function createWriter(
       // again and again: about 40% of a reindex. The merge is left to one `optimize` after the run
       // (indexing.analyze), which index_state marks as due; 10 is FTS5's default.
       db.exec("INSERT INTO search_text (search_text, rank) VALUES ('deletemerge', 0)");
-      let index = newIndexValues();
-      let compartments: Value[] = [];
-      let text: Value[] = [];
-      const rows = () => {
-        addIndex(index);
-        addCompartments(compartments);
-        addText(text, true);
-        index = newIndexValues();
-        compartments = [];
-        text = [];
-      };
+      const rows = sliceRows(true);
       for (const [i, item] of items.entries()) {
-        await paceItems(i, rows);
+        await paceItems(i, rows.flush);
         const row = lookup(item.type, item.id);
         if (!row || row.deleted || (item.versionId !== undefined && row.version_id !== item.versionId)) continue;
         clearIndex(row.pk);
         clearText(row.pk, true);
         q.clearCompartments.run(row.pk);
         const v = { ...item, versionId: row.version_id, lastUpdated: row.last_updated, deleted: false, content: '' };
-        entryValues(v, row.pk, index, compartments);
-        textValues(v, row.pk, text);
+        rows.add(v, row.pk);
       }
-      rows();
+      rows.flush();
       db.exec("INSERT INTO search_text (search_text, rank) VALUES ('deletemerge', 10)");
       db.exec(`INSERT OR REPLACE INTO index_state (name, value) VALUES ('${TEXT_MERGE_DUE}', 1)`);
     },

@@ -397,6 +397,17 @@ function needsLiterals(value: unknown): boolean {
   return Array.isArray(entry) && entry.some((e) => holdsLiterals(e) || holdsLiterals((e as { resource?: unknown } | null)?.resource));
 }
 
+/**
+ * For a reader that builds values itself (FHIR XML, src/fhir/xml/from-xml.ts) rather than through
+ * parseExact: records `literal` as the text of the number at `holder[key]`, or, without them, marks
+ * `holder` as one whose descendants hold literals. For new values only, that no copy shares yet; the
+ * reader marks every holder on the way up, as recordLiterals does.
+ */
+export function recordLiteral(holder: object, key?: string | number, literal?: string): void {
+  const own = literalsOf(holder);
+  if (key !== undefined && literal !== undefined) own.set(String(key), literal);
+}
+
 /** The replacer: a number with its recorded literal, when that literal still reads as the number held. */
 function restore(this: Holder, key: string, value: unknown): unknown {
   if (typeof value !== 'number') return value;

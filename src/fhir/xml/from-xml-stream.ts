@@ -1,4 +1,5 @@
 import { FhirError } from '../../errors.ts';
+import { literalOf, stringifyExact } from '../exact-json.ts';
 import { MAX_JSON_DEPTH } from '../../terminology/model/depth.ts';
 import { complex, jsonValue, readResource, readXml, type XmlSource } from './from-xml.ts';
 import { FHIR_NS } from './xml-model.ts';
@@ -48,9 +49,9 @@ export function streamFhirXml(opts: XmlSource = {}): FhirXmlStream {
     if (child.ns !== FHIR_NS || child.local !== 'entry') return false;
     const index = count++;
     // The Bundle's elements before its first entry (its id, meta, type): checked, so that nothing is read from a Bundle that is not one.
-    if (index === 0) bundle = jsonValue(JSON.stringify(readResource({ ...root!, children: root!.children.slice(0, -1) }, reader.slice, '')), what) as Obj;
+    if (index === 0) bundle = jsonValue(stringifyExact(readResource({ ...root!, children: root!.children.slice(0, -1) }, reader.slice, '')), what) as Obj;
     try {
-      found.push({ index, json: JSON.stringify(complex(child, 'Bundle.entry', reader.slice, `Bundle.entry[${index}]`)) });
+      found.push({ index, json: stringifyExact(complex(child, 'Bundle.entry', reader.slice, `Bundle.entry[${index}]`)) });
     } catch (err) {
       if (!(err instanceof FhirError)) throw err;
       found.push({ index, error: err });
@@ -86,7 +87,7 @@ export function streamFhirXml(opts: XmlSource = {}): FhirXmlStream {
       // The entries' places hold empty elements: their JSON texts go there instead, keys in the order read.
       const members: string[] = [];
       for (const [key, v] of Object.entries(value)) {
-        if (key !== 'entry') members.push(`${JSON.stringify(key)}:${JSON.stringify(v)}`);
+        if (key !== 'entry') members.push(`${JSON.stringify(key)}:${literalOf(value, key) ?? stringifyExact(v)}`);
         else if (entries.length > 0) members.push(`"entry":[${entries.join(',')}]`);
       }
       return jsonValue(`{${members.join(',')}}`, what);

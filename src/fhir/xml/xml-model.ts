@@ -1,4 +1,4 @@
-import { typeModel, type ElementModel, type TypeModel } from '../validation/model.ts';
+import { typeModel, type ElementModel, type Slot, type TypeModel } from '../validation/model.ts';
 
 /** The FHIR namespace every FHIR XML element is in (R4 xml.html). */
 export const FHIR_NS = 'http://hl7.org/fhir';
@@ -14,6 +14,15 @@ export interface XmlTypeModel {
   order: ReadonlyMap<ElementModel, number>;
   /** Whether the type is a resource (whose `id` is an element; a data type's is an attribute). */
   resource: boolean;
+  /** What reading an element named so finds, by its name: its slot, its element's place in `elements`, and whether XML writes it as an attribute. */
+  named: ReadonlyMap<string, NamedSlot>;
+}
+
+/** An element name of a type as the XML reader meets it (one lookup a child element). */
+export interface NamedSlot {
+  slot: Slot;
+  place: number;
+  attribute: boolean;
 }
 
 const cache = new Map<string, XmlTypeModel | null>();
@@ -27,7 +36,10 @@ export function xmlTypeModel(type: string): XmlTypeModel | null {
   if (model === null) return null;
   const elements: ElementModel[] = [];
   for (const slot of model.slots.values()) if (!elements.includes(slot.element)) elements.push(slot.element);
-  m = { model, elements, order: new Map(elements.map((e, i) => [e, i])), resource: model.kind === 'resource' };
+  const order = new Map(elements.map((e, i) => [e, i]));
+  const named = new Map<string, NamedSlot>();
+  m = { model, elements, order, resource: model.kind === 'resource', named };
+  for (const [name, slot] of model.slots) named.set(name, { slot, place: order.get(slot.element)!, attribute: isAttributeElement(m, slot.element, type) });
   cache.set(type, m);
   return m;
 }

@@ -66,14 +66,20 @@ export class XmlEncodingError extends XmlSyntaxError {
   }
 }
 
-const NAME = /[A-Za-z_\u00C0-\uFFFF][A-Za-z0-9_.\-\u00B7\u00C0-\uFFFF]*(?::[A-Za-z_\u00C0-\uFFFF][A-Za-z0-9_.\-\u00B7\u00C0-\uFFFF]*)?/y;
-const SPACE = /[ \t\r\n]*/y;
+/** A character that may start a name (part): `[A-Za-z_]` and U+00C0 on (code units, surrogates too). */
+const isNameStart = (c: number): boolean => (c >= 97 && c <= 122) || (c >= 65 && c <= 90) || c === 95 || (c >= 0xc0 && c <= 0xffff);
+/** A character that may follow in a name (part): a start character, `[0-9.-]` and U+00B7. */
+const isNameChar = (c: number): boolean => (c >= 97 && c <= 122) || (c >= 65 && c <= 90) || (c >= 45 && c <= 57 && c !== 47) || c === 95 || c === 0xb7 || (c >= 0xc0 && c <= 0xffff);
+/** XML's white space (section 2.3): space, tab, CR, LF. */
+const isSpace = (c: number): boolean => c === 32 || c === 10 || c === 9 || c === 13;
 const PREDEFINED: Readonly<Record<string, string>> = { lt: '<', gt: '>', amp: '&', quot: '"', apos: "'" };
 /** Characters XML 1.0 does not allow in a document (section 2.2), even as a character reference. */
 const NOT_XML_CHAR = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]/;
 
 /** The children of every empty element (`<a/>`); frozen, as nothing is ever added to them. */
 const NO_CHILDREN = Object.freeze([]) as unknown as XmlNode[];
+/** The attributes of every element without any; frozen too. */
+const NO_ATTRIBUTES = Object.freeze([]) as unknown as XmlAttribute[];
 
 interface Open {
   element: XmlElement;
@@ -111,6 +117,8 @@ export interface XmlReader {
   end(last?: string): XmlElement;
   /** The text between two offsets (an element's `start` and `end`) while it is kept (see XmlReaderOptions.stream). */
   slice(start: number, end: number): string;
+  /** How deep the elements read so far nest (1: the root alone). */
+  readonly depth: number;
 }
 
 /**
@@ -205,26 +213,47 @@ export function createXmlReader(opts: XmlReaderOptions): XmlReader {
   };
   let root: XmlElement | undefined;
   let detach: DetachChild | undefined;
+  let deepest = 0;
 
-  // One string per distinct name: a large document repeats a few hundred names a million times.
-  const names = new Map<string, string>();
+  // One string per distinct name: a large document repeats a few hundred names a million times. Found by
+  // a hash of its characters taken while scanning, and compared in place, so a known name costs no copy.
+  const names = new Map<number, string>();
+  // Names whose hash an earlier name has (rare): by their text.
+  const collided = new Map<string, string>();
+  // Where the colon of the name name() read last is (its offset in the name), or -1.
+  let colon = -1;
+  /** A name (with at most one colon between two parts) at `i`, scanned by character (the NAME of XML 1.0 as FHIR uses it). */
   const name = (): string => {
-    NAME.lastIndex = i;
-    const m = NAME.exec(text);
-    if (!m) fail('A name was expected', i);
-    i = NAME.lastIndex;
-    const found = m![0];
-    const known = names.get(found);
-    if (known !== undefined) return known;
-    names.set(found, found);
+    const from = i;
+    const n = text.length;
+    let j = i;
+    let c = j < n ? text.charCodeAt(j) : 0;
+    if (!isNameStart(c)) fail('A name was expected', i);
+    let hash = c;
+    for (j++; j < n && isNameChar((c = text.charCodeAt(j))); j++) hash = (Math.imul(hash, 31) + c) | 0;
+    colon = -1;
+    if (j + 1 < n && text.charCodeAt(j) === 58 && isNameStart(text.charCodeAt(j + 1))) {
+      colon = j - from;
+      hash = (Math.imul(hash, 31) + 58) | 0;
+      for (j++; j < n && isNameChar((c = text.charCodeAt(j))); j++) hash = (Math.imul(hash, 31) + c) | 0;
+    }
+    i = j;
+    const known = names.get(hash);
+    if (known !== undefined && known.length === j - from && text.startsWith(known, from)) return known;
+    const found = text.slice(from, j);
+    if (known === undefined) {
+      names.set(hash, found);
+      return found;
+    }
+    const other = collided.get(found);
+    if (other !== undefined) return other;
+    collided.set(found, found);
     return found;
   };
   const space = (): boolean => {
-    SPACE.lastIndex = i;
-    SPACE.exec(text);
-    const moved = SPACE.lastIndex > i;
-    i = SPACE.lastIndex;
-    return moved;
+    const from = i;
+    while (i < text.length && isSpace(text.charCodeAt(i))) i++;
+    return i > from;
   };
   const expect = (s: string): void => {
     if (!text.startsWith(s, i)) fail(`'${s}' was expected`, i);
@@ -286,80 +315,128 @@ export function createXmlReader(opts: XmlReaderOptions): XmlReader {
     completed(open!.element);
   };
 
+  // The start tag being read: its attributes' names, values and offsets (reused from tag to tag), and whether a name has a prefix.
+  const attrNames: string[] = [];
+  const attrValues: string[] = [];
+  const attrAts: number[] = [];
+  const attrColons: boolean[] = [];
+  const inScope = (prefix: string): string | undefined => {
+    const values = bindings.get(prefix);
+    return values === undefined ? undefined : values[values.length - 1];
+  };
+  const declare = (declared: string[] | undefined, prefix: string, value: string): string[] => {
+    let values = bindings.get(prefix);
+    if (values === undefined) bindings.set(prefix, (values = []));
+    values.push(value);
+    if (declared === undefined) return [prefix];
+    declared.push(prefix);
+    return declared;
+  };
+  /** A prefixed name's namespace, as declared where it is. */
+  const prefixed = (q: string, at: number): string => {
+    const prefix = q.slice(0, q.indexOf(':'));
+    const ns = inScope(prefix);
+    if (ns === undefined) fail(`Prefix '${prefix}' is not declared`, at);
+    return ns!;
+  };
+
+  // Whether the attribute value attributeValue read last holds a reference or white space other than spaces.
+  let plain = true;
+  /** An attribute's value as written, from the quote at `i` (moved past its closing quote); `plain` tells whether unescape has work. */
+  const attributeValue = (attr: string): string => {
+    const quote = text.charCodeAt(i);
+    if (quote !== 34 && quote !== 39) fail(`The value of attribute '${attr}' must be quoted`, i);
+    const close = text.indexOf(quote === 34 ? '"' : "'", i + 1);
+    if (close < 0) fail(`Unterminated value of attribute '${attr}'`, i);
+    plain = true;
+    for (let j = i + 1; j < close; j++) {
+      const c = text.charCodeAt(j);
+      if (c === 60) fail(`'<' may not appear in the value of attribute '${attr}'`, i);
+      if (c === 38 || c === 9 || c === 10 || c === 13) plain = false;
+    }
+    const value = text.slice(i + 1, close);
+    i = close + 1;
+    return value;
+  };
+
+  /** Whether one of the first `count` attributes of the tag is named `attr`. */
+  const given = (attr: string, count: number): boolean => {
+    for (let k = 0; k < count; k++) if (attrNames[k] === attr) return true;
+    return false;
+  };
+
   /** A start tag at `i`. */
   const startTag = (): void => {
     const start = i;
     i += 1;
     if (stack.length === 0 && root !== undefined) fail('A second root element', start);
     if (stack.length >= maxDepth) fail(`Elements nest deeper than ${maxDepth} levels`, start);
+    if (stack.length >= deepest) deepest = stack.length + 1;
     const qname = name();
-    const raw: [string, string, number][] = [];
+    const qnameColon = colon >= 0;
+    let count = 0;
     let seen: Set<string> | undefined;
     let selfClosing = false;
+    let declares = false;
     for (;;) {
       const spaced = space();
-      if (text.startsWith('/>', i)) {
+      const c = text.charCodeAt(i);
+      if (c === 47 && text.charCodeAt(i + 1) === 62) {
         i += 2;
         selfClosing = true;
         break;
       }
-      if (text[i] === '>') {
+      if (c === 62) {
         i += 1;
         break;
       }
       if (!spaced) fail(`Malformed start tag '<${qname}'`, i);
       const at = i;
       const attr = name();
+      const attrColon = colon >= 0;
       space();
       expect('=');
       space();
-      const quote = text[i];
-      if (quote !== '"' && quote !== "'") fail(`The value of attribute '${attr}' must be quoted`, i);
-      const close = text.indexOf(quote!, i + 1);
-      if (close < 0) fail(`Unterminated value of attribute '${attr}'`, i);
-      const value = text.slice(i + 1, close);
-      if (value.includes('<')) fail(`'<' may not appear in the value of attribute '${attr}'`, i);
-      if (seen !== undefined ? seen.has(attr) : raw.some(([n]) => n === attr)) fail(`Attribute '${attr}' is given twice`, at);
-      raw.push([attr, unescape(value, i, true), at]);
+      const valueAt = i;
+      const written = attributeValue(attr);
+      if (seen !== undefined ? seen.has(attr) : given(attr, count)) fail(`Attribute '${attr}' is given twice`, at);
+      const value = plain ? written : unescape(written, valueAt, true);
+      if (attr === 'xmlns' || (attrColon && attr.startsWith('xmlns:'))) declares = true;
+      attrNames[count] = attr;
+      attrValues[count] = value;
+      attrAts[count] = at;
+      attrColons[count] = attrColon;
+      count++;
       if (seen !== undefined) seen.add(attr);
-      else if (raw.length > FEW_ATTRIBUTES) seen = new Set(raw.map(([n]) => n));
-      i = close + 1;
+      else if (count > FEW_ATTRIBUTES) seen = new Set(attrNames.slice(0, count));
     }
     let declared: string[] | undefined;
     let declaresDefault: string | undefined;
-    const declare = (prefix: string, value: string): void => {
-      let values = bindings.get(prefix);
-      if (values === undefined) bindings.set(prefix, (values = []));
-      values.push(value);
-      (declared ??= []).push(prefix);
-    };
-    for (const [attr, value] of raw) {
-      if (attr === 'xmlns') {
-        declaresDefault = value;
-        declare('', value);
-      } else if (attr.startsWith('xmlns:')) {
-        if (value === '') fail(`Prefix '${attr.slice(6)}' may not be undeclared`, start);
-        declare(attr.slice(6), value);
+    if (declares) {
+      for (let k = 0; k < count; k++) {
+        const attr = attrNames[k]!;
+        if (attr === 'xmlns') {
+          declaresDefault = attrValues[k]!;
+          declared = declare(declared, '', declaresDefault);
+        } else if (attrColons[k] && attr.startsWith('xmlns:')) {
+          if (attrValues[k] === '') fail(`Prefix '${attr.slice(6)}' may not be undeclared`, start);
+          declared = declare(declared, attr.slice(6), attrValues[k]!);
+        }
       }
     }
-    const inScope = (prefix: string): string | undefined => {
-      const values = bindings.get(prefix);
-      return values === undefined ? undefined : values[values.length - 1];
-    };
-    const resolve = (q: string, attribute: boolean, at: number): [string, string] => {
-      const colon = q.indexOf(':');
-      if (colon < 0) return [q, attribute ? '' : (inScope('') ?? '')];
-      const prefix = q.slice(0, colon);
-      const ns = inScope(prefix);
-      if (ns === undefined) fail(`Prefix '${prefix}' is not declared`, at);
-      return [q.slice(colon + 1), ns!];
-    };
-    const [local, ns] = resolve(qname, false, start);
-    const attributes: XmlAttribute[] = [];
-    for (const [attr, value, at] of raw) {
-      if (attr === 'xmlns' || attr.startsWith('xmlns:')) continue;
-      const [aLocal, aNs] = resolve(attr, true, at);
-      attributes.push({ qname: attr, local: aLocal, ns: aNs, value });
+    const local = qnameColon ? qname.slice(qname.indexOf(':') + 1) : qname;
+    const ns = qnameColon ? prefixed(qname, start) : (inScope('') ?? '');
+    let attributes: XmlAttribute[] = NO_ATTRIBUTES;
+    if (count > (declared?.length ?? 0)) {
+      attributes = [];
+      for (let k = 0; k < count; k++) {
+        const attr = attrNames[k]!;
+        if (!attrColons[k]) {
+          if (attr !== 'xmlns') attributes.push({ qname: attr, local: attr, ns: '', value: attrValues[k]! });
+        } else if (!attr.startsWith('xmlns:')) {
+          attributes.push({ qname: attr, local: attr.slice(attr.indexOf(':') + 1), ns: prefixed(attr, attrAts[k]!), value: attrValues[k]! });
+        }
+      }
     }
     // An empty element (most of FHIR XML: `<status value="final"/>`) gets no children: one shared empty list.
     const element: XmlElement = { kind: 'element', qname, local, ns, attributes, declaresDefault, children: selfClosing ? NO_CHILDREN : [], start: base + start, end: base + i };
@@ -383,14 +460,27 @@ export function createXmlReader(opts: XmlReaderOptions): XmlReader {
       const lt = text.indexOf('<', i);
       if (lt !== i) {
         if (lt < 0 && !final) return;
-        const raw = text.slice(i, lt < 0 ? text.length : lt);
-        if (raw.includes(']]>')) fail("']]>' may not appear in text", i);
-        addText(unescape(raw, i, false), false);
+        const stop = lt < 0 ? text.length : lt;
+        // White space alone (a pretty-printed document's indentation) is told by its characters, without a copy.
+        let j = i;
+        while (j < stop && isSpace(text.charCodeAt(j))) j++;
+        if (j < stop || (!dropSpace && stack.length > 0)) {
+          const raw = text.slice(i, stop);
+          if (j < stop && raw.includes(']]>')) fail("']]>' may not appear in text", i);
+          addText(j < stop ? unescape(raw, i, false) : raw, false);
+        }
         if (lt < 0) break;
         i = lt;
       }
       if (!final && text.length - i < LONGEST_OPENING) return;
-      if (text.startsWith('<!--', i)) {
+      const next = text.charCodeAt(i + 1);
+      if (next !== 33 && next !== 63 && next !== 47) {
+        if (!final && tagEnd(text, i + 1) < 0) return;
+        startTag();
+      } else if (next === 47) {
+        if (!final && text.indexOf('>', i) < 0) return;
+        endTag();
+      } else if (text.startsWith('<!--', i)) {
         const end = text.indexOf('-->', i + 4);
         if (end < 0 && !final) return;
         if (end < 0) fail('Unterminated comment', i);
@@ -407,20 +497,14 @@ export function createXmlReader(opts: XmlReaderOptions): XmlReader {
         fail('A document type declaration (DOCTYPE) is not allowed: FHIR XML has no DTD, and Cinder expands no entities', i);
       } else if (text.startsWith('<!', i)) {
         fail("Markup declarations ('<!') are not allowed", i);
-      } else if (text.startsWith('<?', i)) {
-        // A processing instruction (a stylesheet, say): nothing of FHIR content; skipped.
+      } else {
+        // '<?': a processing instruction (a stylesheet, say): nothing of FHIR content; skipped.
         const target = text.slice(i + 2, i + 5);
         if (target.toLowerCase() === 'xml' && /[\s?]/.test(text[i + 5] ?? '')) fail('The XML declaration must come first', i);
         const end = text.indexOf('?>', i + 2);
         if (end < 0 && !final) return;
         if (end < 0) fail('Unterminated processing instruction', i);
         i = end + 2;
-      } else if (text.startsWith('</', i)) {
-        if (!final && text.indexOf('>', i) < 0) return;
-        endTag();
-      } else {
-        if (!final && tagEnd(text, i + 1) < 0) return;
-        startTag();
       }
     }
   };
@@ -476,6 +560,9 @@ export function createXmlReader(opts: XmlReaderOptions): XmlReader {
     slice(start, end) {
       if (start < base) throw new RangeError(`The text at offset ${start} is no longer kept (the reader let go of what precedes ${base})`);
       return text.slice(start - base, end - base);
+    },
+    get depth() {
+      return deepest;
     },
   };
 }

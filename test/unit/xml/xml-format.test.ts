@@ -8,6 +8,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { FhirError } from '../../../src/errors.ts';
 import { parseExact, parseLiterally, stringifyExact } from '../../../src/fhir/exact-json.ts';
 import { parseFhirXml } from '../../../src/fhir/xml/from-xml.ts';
+import { streamFhirXml } from '../../../src/fhir/xml/from-xml-stream.ts';
 import { toFhirXml } from '../../../src/fhir/xml/to-xml.ts';
 
 const EXAMPLES = new URL('../../../node_modules/hl7.fhir.r4.examples/', import.meta.url);
@@ -91,6 +92,35 @@ describe('the XML form', () => {
     expect(xml).toContain('<value value="98.60"/>');
     expect(stringifyExact(parseFhirXml(xml))).toContain('"value":98.60');
     expect(stringifyExact(parseFhirXml(`<Basic ${NS}><extension url="http://e/d"><valueDecimal value="1.500e2"/></extension><code><text value="t"/></code></Basic>`))).toContain('"valueDecimal":1.500e2');
+  });
+
+  test('numbers keep their literals in repeating elements, primitives\' extensions, nested resources and streamed entries', () => {
+    const obs = `<Observation><status value="final"/><code><text value="t"/></code><valueQuantity><value value="98.60"/></valueQuantity><component><code><text value="c"/></code><valueQuantity><value value="1.0e0"/></valueQuantity></component></Observation>`;
+    const claim = `<ClaimResponse><item><itemSequence value="1"/><noteNumber value="2"/><noteNumber value="-0"/></item></ClaimResponse>`;
+    const patient = `<Patient ${NS}><contained>${obs}</contained><contained>${claim}</contained><name><given value="a"/><given value="b"><extension url="http://e/d"><valueDecimal value="0.010"/></extension></given></name></Patient>`;
+    const literals = ['"value":98.60', '"value":1.0e0', '"noteNumber":[2,-0]', '"_given":[null,{"extension":[{"url":"http://e/d","valueDecimal":0.010}]}]'];
+    const read = stringifyExact(parseFhirXml(patient));
+    for (const literal of literals) expect(read).toContain(literal);
+    // The same numbers in a Bundle, whole and streamed (the entries as JSON text, as `cinder import` takes them).
+    const bundle = `<Bundle ${NS}><type value="collection"/><total value="-0"/><entry><resource>${patient.replace(` ${NS}`, '')}</resource></entry></Bundle>`;
+    const whole = stringifyExact(parseFhirXml(bundle));
+    for (const literal of [...literals, '"total":-0']) expect(whole).toContain(literal);
+    const stream = streamFhirXml();
+    const entries = [...stream.push(bundle), ...stream.end()].map((e) => e.json!);
+    for (const literal of literals) expect(entries[0]).toContain(literal);
+    expect(stringifyExact(stream.document(entries))).toBe(whole);
+    // Numbers String writes back as read record nothing.
+    expect(stringifyExact(parseFhirXml(`<Observation ${NS}><status value="final"/><code><text value="t"/></code><valueQuantity><value value="98.6"/></valueQuantity></Observation>`))).toContain('"value":98.6}');
+  });
+
+  test('a document whose JSON form nests deeper than the bound is refused, though its elements nest less', () => {
+    // 600 nested items: 601 elements deep, but each item is an array and an object in JSON (1,201 levels).
+    const deep = `<Questionnaire ${NS}><status value="draft"/>${'<item>'.repeat(600)}${'</item>'.repeat(600)}</Questionnaire>`;
+    expect(refusal(deep).message).toBe('The request body nests deeper than 1000 levels');
+    const fits = `<Questionnaire ${NS}><status value="draft"/>${'<item>'.repeat(400)}${'</item>'.repeat(400)}</Questionnaire>`;
+    let depth = 0;
+    for (let item = (parseFhirXml(fits) as { item?: unknown[] }).item; item !== undefined; item = (item[0] as { item?: unknown[] }).item) depth++;
+    expect(depth).toBe(400);
   });
 
   test('resources nest in contained, Bundle.entry.resource and Parameters.parameter.resource, named by their type', () => {

@@ -145,7 +145,7 @@ function readContent(out: Obj, el: XmlElement, type: string, text: Slice, path: 
       if (items !== undefined) {
         // Two arrays in step, null where an item has no value or no extensions (json.html); emptied ones dropped below.
         items.push(value);
-        const exts = (out[`_${name}`] ??= []) as unknown[];
+        const exts = (out[found!.underscored] ??= []) as unknown[];
         exts.push(ext);
         inStep = true;
         if (literal !== undefined) {
@@ -162,7 +162,7 @@ function readContent(out: Obj, el: XmlElement, type: string, text: Slice, path: 
           recordLiteral(out, name, literal);
           literals = true;
         }
-        if (ext !== null) out[`_${name}`] = ext;
+        if (ext !== null) out[found!.underscored] = ext;
         if (held) literals = true;
       }
     } else {

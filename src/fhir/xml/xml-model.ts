@@ -23,6 +23,8 @@ export interface NamedSlot {
   slot: Slot;
   place: number;
   attribute: boolean;
+  /** `_name`: the JSON member of a primitive's id and extensions. */
+  underscored: string;
 }
 
 const cache = new Map<string, XmlTypeModel | null>();
@@ -39,7 +41,7 @@ export function xmlTypeModel(type: string): XmlTypeModel | null {
   const order = new Map(elements.map((e, i) => [e, i]));
   const named = new Map<string, NamedSlot>();
   m = { model, elements, order, resource: model.kind === 'resource', named };
-  for (const [name, slot] of model.slots) named.set(name, { slot, place: order.get(slot.element)!, attribute: isAttributeElement(m, slot.element, type) });
+  for (const [name, slot] of model.slots) named.set(name, { slot, place: order.get(slot.element)!, attribute: isAttributeElement(m, slot.element, type), underscored: `_${name}` });
   cache.set(type, m);
   return m;
 }

@@ -208,8 +208,13 @@ export function createXmlReader(opts: XmlReaderOptions): XmlReader {
   // The namespaces in scope: each prefix's declarations, innermost last, pushed by the element declaring
   // one and popped when it closes (so that a declaring element costs its own declarations, not a copy of all).
   const bindings = new Map<string, string[]>([['xml', [XML_NS]]]);
+  // The default namespace in scope (the last of bindings' ""), kept beside them: every unprefixed element asks for it.
+  let defaultNs: string | undefined;
   const undeclare = (declared: string[] | undefined): void => {
-    if (declared !== undefined) for (const prefix of declared) bindings.get(prefix)!.pop();
+    if (declared === undefined) return;
+    for (const prefix of declared) bindings.get(prefix)!.pop();
+    const defaults = bindings.get('');
+    defaultNs = defaults === undefined ? undefined : defaults[defaults.length - 1];
   };
   let root: XmlElement | undefined;
   let detach: DetachChild | undefined;
@@ -328,6 +333,7 @@ export function createXmlReader(opts: XmlReaderOptions): XmlReader {
     let values = bindings.get(prefix);
     if (values === undefined) bindings.set(prefix, (values = []));
     values.push(value);
+    if (prefix === '') defaultNs = value;
     if (declared === undefined) return [prefix];
     declared.push(prefix);
     return declared;
@@ -425,9 +431,12 @@ export function createXmlReader(opts: XmlReaderOptions): XmlReader {
       }
     }
     const local = qnameColon ? qname.slice(qname.indexOf(':') + 1) : qname;
-    const ns = qnameColon ? prefixed(qname, start) : (inScope('') ?? '');
+    const ns = qnameColon ? prefixed(qname, start) : (defaultNs ?? '');
     let attributes: XmlAttribute[] = NO_ATTRIBUTES;
-    if (count > (declared?.length ?? 0)) {
+    if (count === 1 && !declares && !attrColons[0]) {
+      // One plain attribute (`value`: most of FHIR XML's elements).
+      attributes = [{ qname: attrNames[0]!, local: attrNames[0]!, ns: '', value: attrValues[0]! }];
+    } else if (count > (declared?.length ?? 0)) {
       attributes = [];
       for (let k = 0; k < count; k++) {
         const attr = attrNames[k]!;

@@ -111,7 +111,7 @@ function readContent(out: Obj, el: XmlElement, type: string, text: Slice, path: 
   }
   let last = -1;
   let lastName = '';
-  // Whether a repeating primitive was read (its `_name` array may then be all nulls: dropped below).
+  // Whether an item of a repeating primitive has no value (its array may then be all nulls: dropped below).
   let inStep = false;
   // Whether a number here or below keeps its literal.
   let literals = false;
@@ -143,17 +143,19 @@ function readContent(out: Obj, el: XmlElement, type: string, text: Slice, path: 
     } else if (slot.primitive) {
       const [value, ext, literal] = readPrimitive(child, slot.type, text, path, name, index);
       if (items !== undefined) {
-        // Two arrays in step, null where an item has no value or no extensions (json.html); emptied ones dropped below.
+        // Two arrays in step, null where an item has no value or no extensions (json.html): `_name` made at
+        // the first item with extensions (its nulls before it filled in), `name` dropped below if all null.
         items.push(value);
-        const exts = (out[found!.underscored] ??= []) as unknown[];
-        exts.push(ext);
-        inStep = true;
+        if (value === null) inStep = true;
+        let exts = out[found!.underscored] as unknown[] | undefined;
+        if (ext !== null && exts === undefined) out[found!.underscored] = exts = new Array<unknown>(items.length - 1).fill(null);
+        exts?.push(ext);
         if (literal !== undefined) {
           recordLiteral(items, items.length - 1, literal);
           literals = true;
         }
         if (held) {
-          recordLiteral(exts);
+          recordLiteral(exts!);
           literals = true;
         }
       } else {

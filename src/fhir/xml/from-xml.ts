@@ -4,7 +4,7 @@ import { recordLiteral, stringifyExact } from '../exact-json.ts';
 import { parseBounded } from '../resource.ts';
 import { isResourceType } from '../resource-types.ts';
 import { FHIR_NS, NUMBER_TYPES, XHTML_NS, xmlTypeModel } from './xml-model.ts';
-import { createXmlReader, XmlEncodingError, XmlSyntaxError, type XmlAttribute, type XmlElement } from './xml-parse.ts';
+import { createXmlReader, isXmlSpace, XmlEncodingError, XmlSyntaxError, type XmlAttribute, type XmlElement } from './xml-parse.ts';
 
 /** XML Schema instance attributes (`xsi:schemaLocation`) carry nothing of the content: ignored. */
 const XSI_NS = 'http://www.w3.org/2001/XMLSchema-instance';
@@ -117,7 +117,7 @@ function readContent(out: Obj, el: XmlElement, type: string, text: Slice, path: 
   let literals = false;
   for (const child of el.children) {
     if (child.kind === 'text') {
-      if (child.cdata || child.text.trim() !== '') refuse(`Text is not allowed in ${path}: FHIR XML puts values in 'value' attributes`, path);
+      if (child.cdata || !isXmlSpace(child.text)) refuse(`Text is not allowed in ${path}: FHIR XML puts values in 'value' attributes`, path);
       continue;
     }
     const name = child.local;
@@ -201,7 +201,7 @@ function resourceIn(el: XmlElement, text: Slice, path: Path): Obj {
   for (const a of el.attributes) if (a.ns !== XSI_NS) refuse(`Attribute '${a.qname}' is not allowed on ${path}`, path);
   for (const child of el.children) {
     if (child.kind === 'text') {
-      if (child.cdata || child.text.trim() !== '') refuse(`Text is not allowed in ${path}`, path);
+      if (child.cdata || !isXmlSpace(child.text)) refuse(`Text is not allowed in ${path}`, path);
     } else if (found !== undefined) refuse(`${path} holds more than one resource`, path);
     else found = child;
   }
@@ -238,7 +238,7 @@ function readPrimitive(el: XmlElement, type: string, text: Slice, parent: Path, 
   let extHeld = false;
   for (const child of el.children) {
     if (child.kind === 'text') {
-      if (child.cdata || child.text.trim() !== '') refuse(`Text is not allowed in ${path}: a primitive's value goes in its 'value' attribute`, path);
+      if (child.cdata || !isXmlSpace(child.text)) refuse(`Text is not allowed in ${path}: a primitive's value goes in its 'value' attribute`, path);
       continue;
     }
     const at = new Loc(path, 'extension', extensions?.length ?? 0);

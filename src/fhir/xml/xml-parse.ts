@@ -72,6 +72,15 @@ const isNameStart = (c: number): boolean => (c >= 97 && c <= 122) || (c >= 65 &&
 const isNameChar = (c: number): boolean => (c >= 97 && c <= 122) || (c >= 65 && c <= 90) || (c >= 45 && c <= 57 && c !== 47) || c === 95 || c === 0xb7 || (c >= 0xc0 && c <= 0xffff);
 /** XML's white space (section 2.3): space, tab, CR, LF. */
 const isSpace = (c: number): boolean => c === 32 || c === 10 || c === 9 || c === 13;
+
+/**
+ * Whether `text` is XML white space alone (space, tab, CR, LF; XML 1.0 section 2.3). Not `trim()`, which
+ * also takes U+00A0, U+FEFF, U+2028 and the like: to XML those are character data, content like any other.
+ */
+export function isXmlSpace(text: string): boolean {
+  for (let j = 0; j < text.length; j++) if (!isSpace(text.charCodeAt(j))) return false;
+  return true;
+}
 const PREDEFINED: Readonly<Record<string, string>> = { lt: '<', gt: '>', amp: '&', quot: '"', apos: "'" };
 /** Characters XML 1.0 does not allow in a document (section 2.2), even as a character reference. */
 const NOT_XML_CHAR = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]/;
@@ -267,10 +276,10 @@ export function createXmlReader(opts: XmlReaderOptions): XmlReader {
   const addText = (t: string, cdata: boolean): void => {
     const top = stack[stack.length - 1];
     if (top === undefined) {
-      if (cdata || t.trim() !== '') fail('Text outside the root element', i);
+      if (cdata || !isXmlSpace(t)) fail('Text outside the root element', i);
       return;
     }
-    if (dropSpace && !cdata && t.trim() === '') return;
+    if (dropSpace && !cdata && isXmlSpace(t)) return;
     top.element.children.push({ kind: 'text', text: t, cdata });
   };
   /** A child of the root has completed: a streamed document may let it go. */

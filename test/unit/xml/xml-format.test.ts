@@ -113,6 +113,17 @@ describe('the XML form', () => {
     expect(stringifyExact(parseFhirXml(`<Observation ${NS}><status value="final"/><code><text value="t"/></code><valueQuantity><value value="98.6"/></valueQuantity></Observation>`))).toContain('"value":98.6}');
   });
 
+  test('only XML white space (space, tab, CR, LF) goes unread between elements: a no-break space is text, refused', () => {
+    const spaced = parseFhirXml(`\n<Patient ${NS}>\r\n\t <active value="true"/> <name><given value="A"/>\n</name></Patient>\n`);
+    expect(spaced).toEqual({ resourceType: 'Patient', active: true, name: [{ given: ['A'] }] });
+    for (const c of ['\u00a0', '\ufeff', '\u2028', '\u3000']) {
+      expect(refusal(`<Patient ${NS}>${c}<active value="true"/></Patient>`)).toEqual({ message: "Text is not allowed in Patient: FHIR XML puts values in 'value' attributes", expression: ['Patient'] });
+      expect(refusal(`<Patient ${NS}><name>${c}<given value="A"/></name></Patient>`).expression).toEqual(['Patient.name[0]']);
+      expect(refusal(`<Patient ${NS}><birthDate value="2000-01-01">${c}</birthDate></Patient>`).expression).toEqual(['Patient.birthDate']);
+      expect(refusal(`<Patient ${NS}/>${c}`).message).toContain('Text outside the root element');
+    }
+  });
+
   test('a document whose JSON form nests deeper than the bound is refused, though its elements nest less', () => {
     // 600 nested items: 601 elements deep, but each item is an array and an object in JSON (1,201 levels).
     const deep = `<Questionnaire ${NS}><status value="draft"/>${'<item>'.repeat(600)}${'</item>'.repeat(600)}</Questionnaire>`;

@@ -8,7 +8,7 @@ import { StoreUnavailableError, type Store } from '../store/types.ts';
 import { runImportJob, type ImportOutcome, type ImportRunDeps } from './run-job.ts';
 import { importPrefix } from './error-file.ts';
 import type { ExportSink } from '../export/sink.ts';
-import { openSpool, SPOOL_DIR, type Spool } from './spool.ts';
+import { openSpool, SPOOL_DIR, sweepSpool, SWEEP_MS, type Spool } from './spool.ts';
 import { join } from 'node:path';
 
 /** Claims of a job that ended in an unexpected error before it is marked failed (as export's). */
@@ -46,6 +46,8 @@ export function createImportRunner(o: ImportRunnerOptions) {
   let timer: ReturnType<typeof setInterval> | undefined;
   let claiming = false;
   let cleaned = 0;
+  /** When the spool was last swept of ended runners' directories (openSpool sweeps it first). */
+  let swept = 0;
   let slot = 0;
   let spool: Promise<Spool> | undefined;
 
@@ -106,6 +108,13 @@ export function createImportRunner(o: ImportRunnerOptions) {
         // No job is claimed that could not be downloaded; the next poll tries again.
         log.error('import spool not usable: no import job is claimed', { spool: join(o.config.dataDir, SPOOL_DIR), err });
         return;
+      }
+      if (swept === 0) swept = o.clock.now();
+      else if (o.clock.now() - swept > SWEEP_MS) {
+        // A runner that ended just before this one started was still fresh then (spool.ts STALE_MS): its directory goes now.
+        swept = o.clock.now();
+        const removed = await sweepSpool(s.root).catch((err: unknown) => (log.warn('import spool not swept', { spool: s.root, err }), 0));
+        if (removed > 0) log.info('import spool: the directories of ended processes removed', { spool: s.root, removed });
       }
       while (running.size < o.config.importJobs && !stopping.signal.aborted) {
         const owner = `${processId}/i${slot++}`;

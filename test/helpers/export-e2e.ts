@@ -41,9 +41,10 @@ export interface Server {
  * Starts `bun src/main.ts serve` with `env` and waits until /healthz answers. Processes that share a
  * database share one public base URL (`baseUrl`, default this process's own), as behind a load balancer.
  * `prelude`, shell commands run before the server in its shell (resource limits: `ulimit -f`), starts it through `sh`.
+ * `wrap`, a command the server runs under (`unshare --pid ...`: a container's pid namespace of its own).
  */
-export async function startServer(env: Record<string, string>, port: number, baseUrl = `http://127.0.0.1:${port}`, prelude?: string): Promise<Server> {
-  const command = prelude === undefined ? ['bun', 'src/main.ts', 'serve'] : ['sh', '-c', `${prelude}; exec bun src/main.ts serve`];
+export async function startServer(env: Record<string, string>, port: number, baseUrl = `http://127.0.0.1:${port}`, prelude?: string, wrap: string[] = []): Promise<Server> {
+  const command = [...wrap, ...(prelude === undefined ? ['bun', 'src/main.ts', 'serve'] : ['sh', '-c', `${prelude}; exec bun src/main.ts serve`])];
   const proc = Bun.spawn(command, {
     cwd: ROOT, env: { ...process.env, ...env, CINDER_PORT: String(port), CINDER_HOST: '127.0.0.1', CINDER_BASE_URL: baseUrl },
     stdout: 'pipe', stderr: 'pipe',

@@ -1,16 +1,21 @@
 /**
  * `$import` downloads its inputs into `<CINDER_DATA_DIR>/import-spool`, not the system's temporary directory (often
  * tmpfs in a container): into a directory of the runner's own, readable by the server's user only, and the first job
- * removes what ended processes of this host left there (and nothing of another host's). On both databases.
+ * removes what ended processes of this host left there (and nothing of another host's, nor a live neighbour's whose pid
+ * this process cannot see: a container of its own on a shared volume). On both databases.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
 
 const host = hostname().replace(/[^A-Za-z0-9.]/g, '_') || 'host';
+/** An hour ago: a runner's directory untouched this long is an ended one's if its pid says so (spool.ts STALE_MS: 5 minutes). */
+const HOUR_AGO = () => Date.now() - 3600_000;
+/** A minute ago: within a live runner's heartbeat (spool.ts HEARTBEAT_MS). */
+const MINUTE_AGO = () => Date.now() - 60_000;
 const line = (id: string) => JSON.stringify({ resourceType: 'Patient', id }) + '\n';
 
 /** Serves one line, then holds the rest of the body until `release()`. */
@@ -60,19 +65,25 @@ await eachStore((kind, fresh) => {
       await t.close();
     });
 
-    test("downloads go to the data directory's spool, the server's user's only; an ended process's leftovers go, another host's stay", async () => {
+    test("downloads go to the data directory's spool, the server's user's only; an ended process's leftovers go, another host's and a live neighbour's stay", async () => {
       const spool = join(t.dir, 'import-spool');
       // An older spool open to all, what two ended processes of this host left (one of them an earlier process of
       // this very pid, as in a container whose server is always pid 1), and another host's runner on a shared volume.
       mkdirSync(spool, { mode: 0o755 });
-      const plant = (dir: string) => {
+      const plant = (dir: string, touched: number) => {
         mkdirSync(join(spool, dir));
         writeFileSync(join(spool, dir, 'cinder-import-old-job-abcd1234-0.ndjson'), line('left'));
+        utimesSync(join(spool, dir), new Date(touched), new Date(touched));
       };
       const ended = `${host}-${await deadPid()}-dead0001`;
       const earlier = `${host}-${process.pid}-dead0002`;
       const elsewhere = `another.host-${process.pid}-live0003`;
-      for (const dir of [ended, earlier, elsewhere]) plant(dir);
+      for (const dir of [ended, earlier, elsewhere]) plant(dir, HOUR_AGO());
+      // Live runners of containers that share this volume and host name, each in a pid namespace of its own (this
+      // process sees none of their pids; one is pid 1 there as this one may be here): their heartbeat is recent.
+      const neighbour = `${host}-${await deadPid()}-live0004`;
+      const neighbourSamePid = `${host}-${process.pid}-live0005`;
+      for (const dir of [neighbour, neighbourSamePid]) plant(dir, MINUTE_AGO());
 
       files.rearm();
       const kick = await t.request(`${t.fhir()}/$import`, fhirInit(token, 'POST', {
@@ -89,7 +100,7 @@ await eachStore((kind, fresh) => {
       let download: string | undefined;
       for (let i = 0; i < 200 && download === undefined; i++) {
         await Bun.sleep(25);
-        for (const dir of readdirSync(spool).filter((d) => d.startsWith(ownPrefix) && d !== earlier)) {
+        for (const dir of readdirSync(spool).filter((d) => d.startsWith(ownPrefix) && d !== earlier && d !== neighbourSamePid)) {
           const name = readdirSync(join(spool, dir)).find((f) => f.includes(job));
           if (name) download = join(spool, dir, name);
         }
@@ -103,6 +114,8 @@ await eachStore((kind, fresh) => {
       expect(existsSync(join(spool, ended))).toBe(false);
       expect(existsSync(join(spool, earlier))).toBe(false);
       expect(readdirSync(join(spool, elsewhere))).toHaveLength(1);
+      expect(readdirSync(join(spool, neighbour))).toHaveLength(1);
+      expect(readdirSync(join(spool, neighbourSamePid))).toHaveLength(1);
 
       files.release();
       expect(await ran).toBe(1);
@@ -120,11 +133,39 @@ await eachStore((kind, fresh) => {
         const ended = join(spool, `${host}-${await deadPid()}-dead0004`);
         mkdirSync(ended, { recursive: true });
         writeFileSync(join(ended, 'cinder-import-old-job-abcd1234-0.ndjson'), line('left'));
+        utimesSync(ended, new Date(HOUR_AGO()), new Date(HOUR_AGO()));
         other.app.imports.start();
         // The leftovers are removed first, then the runner's own directory is made: wait for both.
         const own = () => readdirSync(spool).filter((d) => d.startsWith(`${host}-${process.pid}-`));
         for (let i = 0; i < 100 && (existsSync(ended) || own().length === 0); i++) await Bun.sleep(20);
         expect(existsSync(ended)).toBe(false);
+        expect(own()).toHaveLength(1);
+      } finally {
+        await other.app.imports.stop();
+        await other.close();
+      }
+    });
+
+    test('a directory of a process that ended just before the start is kept while fresh, and removed by a later sweep', async () => {
+      const other = await createTestApp({ store: await fresh(), env: { CINDER_IMPORT_ALLOW_PRIVATE: 'true' } });
+      try {
+        const spool = join(other.dir, 'import-spool');
+        const recent = join(spool, `${host}-${await deadPid()}-dead0006`);
+        mkdirSync(recent, { recursive: true });
+        writeFileSync(join(recent, 'cinder-import-old-job-abcd1234-0.ndjson'), line('left'));
+        utimesSync(recent, new Date(MINUTE_AGO()), new Date(MINUTE_AGO()));
+        other.app.imports.start();
+        const own = () => readdirSync(spool).filter((d) => d.startsWith(`${host}-${process.pid}-`));
+        for (let i = 0; i < 100 && own().length === 0; i++) await Bun.sleep(20);
+        expect(own()).toHaveLength(1);
+        // Touched a minute ago: its pid may be one this process cannot see (another container's), so it stays for now.
+        await Bun.sleep(600);
+        expect(existsSync(recent)).toBe(true);
+        // Untouched since: the sweep after the next ten minutes removes it.
+        utimesSync(recent, new Date(HOUR_AGO()), new Date(HOUR_AGO()));
+        other.clock.advance(11 * 60_000);
+        for (let i = 0; i < 100 && existsSync(recent); i++) await Bun.sleep(20);
+        expect(existsSync(recent)).toBe(false);
         expect(own()).toHaveLength(1);
       } finally {
         await other.app.imports.stop();

@@ -17,6 +17,8 @@ export const MAX_ATTEMPTS = 3;
 export const RESULT_RETENTION_MS = 7 * 24 * 3600 * 1000;
 const POLL_MS = 500;
 const CLEANUP_EVERY_MS = 10 * 60 * 1000;
+/** How often a spool that stays unusable is logged again (it is tried at every poll: twice a second). */
+export const SPOOL_FAILURE_LOG_MS = 10 * 60 * 1000;
 
 export interface ImportRunnerOptions {
   config: Config;
@@ -50,11 +52,30 @@ export function createImportRunner(o: ImportRunnerOptions) {
   let swept = 0;
   let slot = 0;
   let spool: Promise<Spool> | undefined;
+  /** While the spool is unusable: when that was last logged, and the tries since. */
+  let spoolFailing: { loggedAt: number; tries: number } | undefined;
+
+  /**
+   * Tells the operator that the spool is unusable, so that no job is claimed (each poll tries again): at once, then
+   * every SPOOL_FAILURE_LOG_MS while it lasts (a read-only or full data directory would otherwise log twice a second).
+   */
+  function spoolFailed(err: unknown): void {
+    const now = o.clock.now();
+    if (spoolFailing && now - spoolFailing.loggedAt < SPOOL_FAILURE_LOG_MS) {
+      spoolFailing.tries++;
+      return;
+    }
+    const tries = spoolFailing ? spoolFailing.tries + 1 : 1;
+    spoolFailing = { loggedAt: now, tries: 0 };
+    log.error('import spool not usable: no import job is claimed until it is (tried again every poll)', { spool: join(o.config.dataDir, SPOOL_DIR), tries, err });
+  }
 
   /** This runner's spool directory (spool.ts), prepared once, as the first job is claimed or the runner starts; tried again after a failure. */
   function spoolOf(): Promise<Spool> {
     spool ??= openSpool(o.config.dataDir).then(
       (s) => {
+        if (spoolFailing) log.info('import spool usable again: import jobs are claimed', { spool: s.root });
+        spoolFailing = undefined;
         if (s.removed > 0) log.info('import spool: the directories of ended processes removed', { spool: s.root, removed: s.removed });
         return s;
       },
@@ -106,7 +127,7 @@ export function createImportRunner(o: ImportRunnerOptions) {
         s = await spoolOf();
       } catch (err) {
         // No job is claimed that could not be downloaded; the next poll tries again.
-        log.error('import spool not usable: no import job is claimed', { spool: join(o.config.dataDir, SPOOL_DIR), err });
+        spoolFailed(err);
         return;
       }
       if (swept === 0) swept = o.clock.now();
@@ -141,7 +162,7 @@ export function createImportRunner(o: ImportRunnerOptions) {
       if (stopping.signal.aborted) stopping = new AbortController();
       if (o.config.importJobs > 0) {
         // The spool is prepared now, so that what ended processes left goes at start, not at the first import.
-        spoolOf().catch((err: unknown) => log.error('import spool not usable: no import job is claimed', { spool: join(o.config.dataDir, SPOOL_DIR), err }));
+        spoolOf().catch(spoolFailed);
         timer = setInterval(() => void fill(), POLL_MS);
       }
     },

@@ -5,11 +5,12 @@
  * this process cannot see: a container of its own on a shared volume). On both databases.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { existsSync, mkdirSync, readdirSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
+import { createLogger } from '../../src/log.ts';
 
 const host = hostname().replace(/[^A-Za-z0-9.]/g, '_') || 'host';
 /** An hour ago: a runner's directory untouched this long is an ended one's if its pid says so (spool.ts STALE_MS: 5 minutes). */
@@ -167,6 +168,51 @@ await eachStore((kind, fresh) => {
         for (let i = 0; i < 100 && existsSync(recent); i++) await Bun.sleep(20);
         expect(existsSync(recent)).toBe(false);
         expect(own()).toHaveLength(1);
+      } finally {
+        await other.app.imports.stop();
+        await other.close();
+      }
+    });
+
+    test('a spool that cannot be made is logged once while it lasts, no job is claimed meanwhile, and jobs run once it can', async () => {
+      const lines: { level: string; msg: string; tries?: number }[] = [];
+      const log = createLogger('info', {}, (l) => lines.push(JSON.parse(l)));
+      const other = await createTestApp({ store: await fresh(), log, env: { CINDER_IMPORT_ALLOW_PRIVATE: 'true' } });
+      try {
+        // What stands where the spool should be (a file: as a read-only or full data directory, mkdir fails).
+        const spool = join(other.dir, 'import-spool');
+        writeFileSync(spool, 'not a directory');
+        let token = await other.token();
+        files.rearm();
+        files.release();
+        const kick = await other.request(`${other.fhir()}/$import`, fhirInit(token, 'POST', {
+          resourceType: 'Parameters',
+          parameter: [{ name: 'input', part: [{ name: 'type', valueCode: 'Patient' }, { name: 'url', valueUri: files.url }] }],
+        }));
+        expect(kick.status).toBe(202);
+        const status = kick.headers.get('content-location')!;
+        other.app.imports.start();
+        // Four polls of the runner (every 500 ms), each trying the spool again.
+        await Bun.sleep(2200);
+        const failures = () => lines.filter((l) => l.level === 'error' && l.msg.startsWith('import spool not usable'));
+        expect(failures()).toHaveLength(1);
+        expect((await other.request(status, fhirInit(token))).status).toBe(202);
+        // Told again after ten minutes, with the tries since.
+        other.clock.advance(10 * 60_000 + 1);
+        for (let i = 0; i < 50 && failures().length < 2; i++) await Bun.sleep(20);
+        expect(failures()).toHaveLength(2);
+        expect(failures()[1]!.tries).toBeGreaterThan(1);
+        // Usable again: the job runs.
+        rmSync(spool);
+        token = await other.token();
+        let res = await other.request(status, fhirInit(token));
+        for (let i = 0; i < 100 && res.status === 202; i++) {
+          await Bun.sleep(50);
+          res = await other.request(status, fhirInit(token));
+        }
+        expect(res.status).toBe(200);
+        expect(lines.some((l) => l.msg.startsWith('import spool usable again'))).toBe(true);
+        expect(failures()).toHaveLength(2);
       } finally {
         await other.app.imports.stop();
         await other.close();

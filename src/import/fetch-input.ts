@@ -11,6 +11,7 @@ import { open, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { endpointUrl, type ResolveHost } from '../fhir/subscriptions/endpoint.ts';
 import { outboundFetch, RefusedAddress } from '../http/outbound.ts';
+import { remakeSpoolDir } from './spool.ts';
 
 export interface FetchInputDeps {
   fetch: typeof fetch;
@@ -168,7 +169,14 @@ export async function downloadInput(deps: FetchInputDeps, raw: string, name: str
   const remove = () => rm(path, { force: true });
   const timeout = AbortSignal.timeout(deps.timeoutMs);
   const spooled = <T>(write: Promise<T>) => write.catch((err: unknown) => Promise.reject(new SpoolError(path, err)));
-  const file = await spooled(open(path, 'w', 0o600));
+  // The runner's directory removed while the server runs (an operator freeing disk, a neighbour of an older release
+  // taking it for an ended one's): made again, rather than failing every import till a restart.
+  const opened = open(path, 'w', 0o600).catch(async (err: unknown) => {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    await remakeSpoolDir(deps.spoolDir);
+    return open(path, 'w', 0o600);
+  });
+  const file = await spooled(opened);
   let bytes = 0;
   try {
     const res = await get(deps, raw, AbortSignal.any([signal, timeout]), credential);

@@ -15,7 +15,7 @@
  */
 import { hostname } from 'node:os';
 import { chmod, mkdir, readdir, rm, stat, utimes } from 'node:fs/promises';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 
 export const SPOOL_DIR = 'import-spool';
 /** How often a live runner touches its directory (its modification time). */
@@ -125,4 +125,14 @@ export async function openSpool(dataDir: string): Promise<Spool> {
   // Kept for the process's life (empty between inputs: each download is removed once imported); a runner of this
   // host removes it once this process has ended and its heartbeat is STALE_MS old.
   return { root, dir, removed };
+}
+
+/**
+ * Makes a runner's directory `dir` (Spool.dir) again after it was removed while its runner lives (an operator freeing
+ * disk, a neighbour of an older release taking it for an ended runner's), mode 0700 as openSpool made it, and keeps it
+ * touched again (its heartbeat stopped when it went).
+ */
+export async function remakeSpoolDir(dir: string): Promise<void> {
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  keepAlive(basename(dir), dir);
 }

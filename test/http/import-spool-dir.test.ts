@@ -218,5 +218,33 @@ await eachStore((kind, fresh) => {
         await other.close();
       }
     });
+
+    test("a runner's directory removed while the server runs (an operator freeing disk) is made again by the next download", async () => {
+      const other = await createTestApp({ store: await fresh(), env: { CINDER_IMPORT_ALLOW_PRIVATE: 'true' } });
+      try {
+        const token = await other.token();
+        const spool = join(other.dir, 'import-spool');
+        const importOne = async () => {
+          files.rearm();
+          files.release();
+          const kick = await other.request(`${other.fhir()}/$import`, fhirInit(token, 'POST', {
+            resourceType: 'Parameters',
+            parameter: [{ name: 'input', part: [{ name: 'type', valueCode: 'Patient' }, { name: 'url', valueUri: files.url }] }],
+          }));
+          expect(kick.status).toBe(202);
+          expect(await other.app.imports.runOnce()).toBe(1);
+          return other.request(kick.headers.get('content-location')!, fhirInit(token));
+        };
+        expect((await importOne()).status).toBe(200);
+        rmSync(spool, { recursive: true, force: true });
+        const res = await importOne();
+        expect(res.status).toBe(200);
+        expect(((await res.json()) as { output: { count: number }[] }).output[0]!.count).toBe(2);
+        expect(statSync(spool).mode & 0o777).toBe(0o700);
+        for (const dir of readdirSync(spool)) expect(statSync(join(spool, dir)).mode & 0o777).toBe(0o700);
+      } finally {
+        await other.close();
+      }
+    });
   });
 });

@@ -155,6 +155,25 @@ await eachStore((kind, fresh) => {
       expect(more.filter((id: string) => ids.includes(id))).toEqual([]);
     });
 
+    test("{Type}Connection: the page after the first has a `previous` cursor that gives the first page", async () => {
+      for (let i = 0; i < 12; i++) await api.put200({ resourceType: 'Patient', id: `pg${i}`, name: [{ family: 'Pageling' }], birthDate: `19${50 + ((i * 7) % 12)}-01-01` });
+      const q = 'query P($c: String) { PatientConnection(family: "Pageling", _count: 5, _sort: "birthdate", _cursor: $c) { previous next edges { resource { id birthDate } } } }';
+      const at = async (c?: string) => (await data(q, c === undefined ? {} : { c })).PatientConnection as Json;
+      const ids = (p: Json) => p.edges.map((e: Json) => e.resource.id as string);
+      const first = await at();
+      expect(first.previous).toBeNull();
+      const second = await at(first.next);
+      expect(typeof second.previous).toBe('string');
+      const third = await at(second.next);
+      expect(typeof third.previous).toBe('string');
+      // Back from the second page is the first page; back from the third, the second.
+      expect(ids(await at(second.previous))).toEqual(ids(first));
+      expect(ids(await at(third.previous))).toEqual(ids(second));
+      expect([...ids(first), ...ids(second), ...ids(third)]).toHaveLength(12);
+      expect(first.edges.map((e: Json) => e.resource.birthDate)).toEqual(['1950-01-01', '1951-01-01', '1952-01-01', '1953-01-01', '1954-01-01']);
+      expect(third.next).toBeNull();
+    });
+
     test('a Reference resolves its resource, of a type asked for, contained ones too', async () => {
       const d = await data('{ Observation(id: "o0") { subject { reference resource { ... on Patient { id name { family } } } } performer { p: resource(type: "Patient") { ... on Patient { id } } d: resource(type: "Practitioner") { ... on Practitioner { name { family } } } } } c: Observation(id: "contained") { subject { resource { ... on Patient { name { family } } } } } }');
       expect(d).toEqual({

@@ -13,7 +13,7 @@ import { readResource, vreadResource, type FhirDeps, type FhirRequest } from '..
 import { parseReference } from '../references.ts';
 import { checkTypeAndId } from '../resource.ts';
 import { readableVersions } from '../read-many.ts';
-import { compileLinked, countInReach, searchResources, storeQuery } from '../search.ts';
+import { compileLinked, countInReach, encodeCursor, searchResources, storeQuery } from '../search.ts';
 import type { ConnectionPage, GraphqlContext, Json } from './schema.ts';
 import { type GraphqlBudget } from './limits.ts';
 
@@ -119,9 +119,13 @@ export function graphqlContext(deps: FhirDeps, req: FhirRequest, budget: Graphql
       const r = await page(type, params);
       // A page asked by `_cursor` is at a position, not at a known offset.
       const offset = params.has('_cursor') ? undefined : Number(params.get('_offset') ?? 0);
+      // The previous page's cursor; for the page after the first (which REST links without a cursor, a
+      // Connection having only cursors), the cursor of offset 0, which starts the search from its first match.
+      const before = r.page?.previous;
+      const previous = before === null ? encodeCursor({ offset: 0 }) : before;
       return {
         type, rows: r.rows.map((v) => resourceOf(v, budget)), pageSize: r.rows.length, ...(offset === undefined ? {} : { offset }),
-        ...(r.next ? { next: r.next } : {}), ...(typeof r.page?.previous === 'string' ? { previous: r.page.previous } : {}),
+        ...(r.next ? { next: r.next } : {}), ...(previous === undefined ? {} : { previous }),
         count: async () => {
           if (r.total !== undefined) return r.total;
           const counting = new URLSearchParams([...params].filter(([k]) => !['_count', '_offset', '_cursor', '_sort'].includes(k)));

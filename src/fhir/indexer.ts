@@ -211,6 +211,11 @@ export function sortParam(param: string): string {
   return `${param}:sort`;
 }
 
+/** Whether `param` is one whose rows order `_sort` (sortParam). */
+function isSortParam(param: string): boolean {
+  return param.endsWith(':sort');
+}
+
 /** A UCUM quantity's unit code and range in its canonical unit; undefined for other units. */
 export function canonicalQuantity(system: string, code: string, low: number, high: number): { code: string; low: number; high: number } | undefined {
   const unit = system === UCUM_SYSTEM ? canonicalUnit(code) : undefined;
@@ -448,7 +453,7 @@ const CONTAINED_LEVELS = 4;
  * to a contained resource (of the type its path names, if any): a row of the reference as written (type and
  * `#id`, which no chain, `_include` nor `_revinclude` takes for a resource id, while `:missing` counts
  * it); that resource's own rows, each under its parameter prefixed (containedPrefix); and a row of its
- * local id (containedIdParam). Its own references to other contained resources are followed the same
+ * local id (containedIdParam); not its sort rows (sortParam), which only `_sort` reads. Its own references to other contained resources are followed the same
  * way, under the longer prefix. A resource a parameter holds inline (a Bundle's `composition` and
  * `message`: its first entry's resource) is searched the same way, its `#id` references resolved
  * among its own contained resources.
@@ -478,7 +483,8 @@ function containedRows(resource: Json, rows: IndexRows, base: string | undefined
           const own = ownEntries(target, base);
           for (const e of own.tokens) rows.tokens.push({ ...e, param: inner + e.param });
           for (const e of own.strings) rows.strings.push({ ...e, param: inner + e.param });
-          for (const e of own.ranges) rows.ranges.push({ ...e, param: inner + e.param });
+          // Not the rows `_sort` reads (sortParam): no search sorts by a contained resource's values (`_contained` refuses `_sort`).
+          for (const e of own.ranges) if (!isSortParam(e.param)) rows.ranges.push({ ...e, param: inner + e.param });
           for (const e of own.composites) rows.composites.push({ ...e, param: inner + e.param });
           if (level + 1 < CONTAINED_LEVELS) {
             if (inline) visit(target, containedByRef(target), inner, level + 1, new Set());

@@ -17,7 +17,7 @@ import type { Condition, SearchQuery } from '../../src/store/types.ts';
 import type { TestApp } from '../helpers/app.ts';
 import { download, finish, kickOff, refs } from '../helpers/export.ts';
 import { expectOutcome, fhirClient, matchesOfAllPages, type FhirClient, type Json } from '../helpers/fhir.ts';
-import { appOnFresh } from '../helpers/search-runner.ts';
+import { appOnFresh, statementRunner } from '../helpers/search-runner.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
 const targets = await storeTargets({ main: false });
@@ -330,6 +330,55 @@ for (const target of targets) {
       expect(await ids('AuditEvent?patient.name=quill')).toEqual(['ae1']);
       expect(await ids('EpisodeOfCare?care-manager.name=quill')).toEqual(['eoc1']);
     });
+  });
+}
+
+for (const target of targets) {
+  describe(`a contained quantity's rows on ${target.kind}`, () => {
+    const UCUM = 'http://unitsofmeasure.org';
+    const contained = (id: string, value: number, unit: string): Json =>
+      observation(id, { valueQuantity: { value, unit, system: UCUM, code: unit } });
+
+    test('are searched with _contained and through chains, but hold no rows for _sort (only its own sort rows are kept)', async () => {
+      const { t, api, url } = await appOnFresh(target);
+      try {
+        await api.put200({ resourceType: 'DiagnosticReport', id: 'dr1', status: 'final', code, contained: [contained('q', 5.4, 'mg')], result: [{ reference: '#q' }] });
+        await api.put200(observation('own', { valueQuantity: { value: 7, unit: 'mg', system: UCUM, code: 'mg' } }));
+        // A document Bundle: its Composition, indexed inline, holds an Observation it refers to.
+        await api.put200({
+          resourceType: 'Bundle', id: 'doc', type: 'document', timestamp: '2024-01-01T00:00:00Z', identifier: { system: 'urn:x', value: 'doc' },
+          entry: [{
+            fullUrl: 'urn:uuid:6a1f8d1e-9a3b-4c5d-8e7f-0a1b2c3d4e5f',
+            resource: {
+              resourceType: 'Composition', status: 'final', type: code, date: '2024-01-01', title: 'Doc', author: [{ display: 'A' }],
+              contained: [contained('cq', 2, 'g')], section: [{ title: 'S', entry: [{ reference: '#cq' }] }],
+            },
+          }],
+        });
+        const runner = await statementRunner(target.kind, url);
+        try {
+          const rows = (await runner.runner.rows('SELECT k.type, k.param FROM search_range r JOIN search_keys k ON k.k = r.k', [])) as { type: string; param: string }[];
+          const params = rows.map((r) => `${r.type} ${r.param}`);
+          // The contained Observations' quantities are indexed under their prefixes, without their sort rows.
+          expect(params).toContain('DiagnosticReport result:Observation.value-quantity');
+          expect(params).toContain('Bundle composition:Composition.entry:Observation.value-quantity');
+          expect(params.filter((p) => p.includes('.') && p.endsWith(':sort'))).toEqual([]);
+          // A stored resource keeps its own.
+          expect(params).toContain('Observation value-quantity:sort');
+        } finally {
+          await runner.close();
+        }
+        const found = async (query: string) => ((await api.search(query)).entry ?? []).map((e: Json) => `${e.resource.resourceType}/${e.resource.id}`).sort();
+        expect(await found(`Observation?value-quantity=5.4|${UCUM}|mg&_contained=true`)).toEqual(['DiagnosticReport/dr1']);
+        expect(await found(`Observation?value-quantity=5400|${UCUM}|ug&_contained=true`)).toEqual(['DiagnosticReport/dr1']);
+        expect(await found('Observation?value-quantity=gt5&_contained=both')).toEqual(['DiagnosticReport/dr1', 'Observation/own']);
+        expect(await found(`DiagnosticReport?result.value-quantity=lt6|${UCUM}|mg`)).toEqual(['DiagnosticReport/dr1']);
+        expect(await found(`Bundle?composition.entry:Observation.value-quantity=2000|${UCUM}|mg`)).toEqual(['Bundle/doc']);
+        await expectOutcome(await api.get('Observation?_sort=value-quantity&_contained=true'), 400);
+      } finally {
+        await t.close();
+      }
+    }, 60_000);
   });
 }
 

@@ -18,7 +18,7 @@ async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string,
   const pending = await rewriteReferences(deps, req, planned, ids, base, scope);
   // Validated with its references rewritten, as a transaction's entries are.
   if (entry.resource) {
-    requireValid(entry.resource, validationLevel(deps), `Bundle.entry[${entry.index}].resource`);
+    requireValid(entry.resource, validationLevel(deps), `Bundle.entry[${entry.index}].resource`, entry.fullUrl !== undefined);
     await requireProfiles(deps, req.tenant, entry.resource, `Bundle.entry[${entry.index}].resource`, undefined, req.access);
   }
   requireValidPatched(planned, validationLevel(deps));

@@ -112,10 +112,13 @@ function changesExisting(p: Planned): boolean {
   return p.id !== undefined && !p.existing && !p.follows && (p.entry.method === 'PUT' || p.entry.method === 'PATCH' || p.entry.method === 'DELETE');
 }
 
-/** Every entry's resource must be valid; the 422 lists the problems of all of them, each under its entry. */
+/**
+ * Every entry's resource must be valid, one with a fullUrl as in a Bundle `$validate` checks (its relative
+ * references of the REST shape); the 422 lists the problems of all of them, each under its entry.
+ */
 function requireValidEntries(deps: FhirDeps, entries: Entry[]): void {
   const level = validationLevel(deps);
-  const errors = entries.flatMap((e) => (e.resource ? validationErrors(e.resource, level, `Bundle.entry[${e.index}].resource`) : []));
+  const errors = entries.flatMap((e) => (e.resource ? validationErrors(e.resource, level, `Bundle.entry[${e.index}].resource`, e.fullUrl !== undefined) : []));
   if (errors.length > 0) throw invalidResource(errors, 'The transaction (nothing was written)');
 }
 

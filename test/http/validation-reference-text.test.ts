@@ -83,6 +83,41 @@ await eachStore((kind, fresh) => {
       expect((await api.post('Bundle', collection('http://example.org/fhir/Observation/o1', 'Patient/1'))).status).toBe(201);
     });
 
+    test('a transaction or batch entry with a fullUrl is held to the same shapes: other than 1 or 3 slashes is refused, naming the entry', async () => {
+      const uuid = (n: number) => `urn:uuid:7d1c2a3b-4e5f-4a6b-8c7d-9e0f1a2b3c${String(n).padStart(2, '0')}`;
+      const bundle = (type: string, entries: [string | undefined, string][]): Json => ({
+        resourceType: 'Bundle', type,
+        entry: entries.map(([fullUrl, ref]) => ({ ...(fullUrl ? { fullUrl } : {}), resource: observation({ reference: ref }), request: { method: 'POST', url: 'Observation' } })),
+      });
+      for (const ref of ['/Patient/1', 'Patient/1/_history', 'Patient//1/x/y']) {
+        const before = await countVersions(t);
+        // A transaction: refused whole, naming the entry's reference, nothing written.
+        const outcome = await expectOutcome(await api.post('', bundle('transaction', [[uuid(1), 'Patient/1'], [uuid(2), ref]])), 422);
+        const errors = (outcome.issue as Json[]).filter((i) => i.severity === 'error');
+        expect(errors.map((i) => i.expression[0])).toEqual(['Bundle.entry[1].resource.subject.reference']);
+        expect(errors[0]!.details.text).toContain('is not a valid relative reference');
+        expect(await countVersions(t)).toBe(before);
+        // A batch: that entry is refused, the other written.
+        const res = await api.post('', bundle('batch', [[uuid(3), 'Patient/1'], [uuid(4), ref]]));
+        expect(res.status).toBe(200);
+        const answers = ((await res.json()) as Json).entry as Json[];
+        expect(answers.map((e) => String(e.response.status).slice(0, 3))).toEqual(['201', '422']);
+        expect((answers[1]!.response.outcome.issue as Json[]).filter((i) => i.severity === 'error').map((i) => i.expression[0])).toEqual(['Bundle.entry[1].resource.subject.reference']);
+        expect(await countVersions(t)).toBe(before + 1);
+      }
+    });
+
+    test('a transaction or batch entry without a fullUrl keeps such a reference as sent (a warning, as outside a Bundle)', async () => {
+      for (const type of ['transaction', 'batch']) {
+        const res = await api.post('', { resourceType: 'Bundle', type, entry: [{ resource: observation({ reference: '/Patient/1' }), request: { method: 'POST', url: 'Observation' } }] });
+        expect(res.status).toBe(200);
+        const [answer] = ((await res.json()) as Json).entry as Json[];
+        expect(String(answer!.response.status)).toStartWith('201');
+        const stored = (await (await api.get(String(answer!.response.location))).json()) as Json;
+        expect(stored.subject).toEqual({ reference: '/Patient/1' });
+      }
+    });
+
     test('a reference to a type the element does not allow stays refused, relative or absolute', async () => {
       for (const ref of ['Medication/1', 'http://example.org/fhir/Medication/1']) {
         const outcome = await expectOutcome(await api.post('Observation', observation({ reference: ref })), 422);

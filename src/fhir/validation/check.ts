@@ -10,6 +10,8 @@ import { validateResource, type ValidationIssue, type ValidationLevel } from './
 
 /** Resources already found valid (a conditional create checks before its search, then writes the same object). */
 const valid = new WeakSet<object>();
+/** Those found valid as a Bundle entry's with a fullUrl, which holds more to be checked (ValidateOptions.inEntryWithFullUrl): valid anywhere. */
+const validInEntry = new WeakSet<object>();
 
 /** The OperationOutcome issues of validation issues. */
 export function outcomeIssues(issues: readonly ValidationIssue[]): FhirIssue[] {
@@ -28,16 +30,22 @@ export function invalidResource(issues: readonly ValidationIssue[], what: string
  * The error issues of `resource` at `level`, located under `at`; at `off`, only of characters no FHIR
  * value holds and FHIR XML cannot carry (characters.ts), which no level stores.
  */
-export function validationErrors(resource: Resource, level: ValidationLevel, at?: string): ValidationIssue[] {
-  if (valid.has(resource)) return [];
+export function validationErrors(resource: Resource, level: ValidationLevel, at?: string, inEntryWithFullUrl = false): ValidationIssue[] {
+  if ((inEntryWithFullUrl ? validInEntry : valid).has(resource)) return [];
   if (level === 'off') return characterIssues(resource, at);
-  const errors = validateResource(resource, level, at).filter((i) => i.severity === 'error');
-  if (errors.length === 0) valid.add(resource);
+  const errors = validateResource(resource, level, at, { inEntryWithFullUrl }).filter((i) => i.severity === 'error');
+  if (errors.length === 0) {
+    valid.add(resource);
+    if (inEntryWithFullUrl) validInEntry.add(resource);
+  }
   return errors;
 }
 
-/** Throws a 422 unless `resource` is valid at `level`. */
-export function requireValid(resource: Resource, level: ValidationLevel, at?: string): void {
-  const errors = validationErrors(resource, level, at);
+/**
+ * Throws a 422 unless `resource` is valid at `level`; `inEntryWithFullUrl`: it is the resource of a
+ * Bundle entry with a fullUrl (a transaction's or batch's), checked as `$validate` of the Bundle checks it.
+ */
+export function requireValid(resource: Resource, level: ValidationLevel, at?: string, inEntryWithFullUrl = false): void {
+  const errors = validationErrors(resource, level, at, inEntryWithFullUrl);
   if (errors.length > 0) throw invalidResource(errors, at ?? resource.resourceType);
 }

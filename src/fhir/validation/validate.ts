@@ -39,6 +39,11 @@ export interface ValidateOptions {
    * invariants still see them), for a transaction or batch whose entries' resources are validated apart.
    */
   entryResources?: boolean;
+  /**
+   * Whether the resource is a Bundle entry's that has a fullUrl (a transaction's or batch's, validated
+   * apart from its Bundle): its relative references are held to the shape they have there (references.ts).
+   */
+  inEntryWithFullUrl?: boolean;
 }
 
 /** More issues than this about one resource are summarised in one last issue. */
@@ -96,6 +101,7 @@ function isObject(v: unknown): v is Json {
  */
 export function validateResource(resource: Json, level: 'strict' | 'structural', at?: string, options: ValidateOptions = {}): ValidationIssue[] {
   const walk = new Walk(resource, level, options.entryResources ?? true);
+  walk.inEntryWithFullUrl = options.inEntryWithFullUrl ?? false;
   visitResource(walk, resource, at ?? String(resource.resourceType), false);
   return capped(walk.issues);
 }

@@ -147,7 +147,8 @@ function pageLinks(compiled: CompiledSearch): PageLinks {
   const { query } = compiled;
   const page: PageLinks = { cursor: compiled.cursor! };
   const at = compiled.sortedOffset ?? (compiled.coreOffset === undefined ? query.offset : undefined);
-  if (at !== undefined) {
+  // The first page itself (a cursor of offset 0, as a GraphQL Connection's `previous` gives) has none.
+  if (at !== undefined && at > 0) {
     const before = Math.max(0, at - query.count);
     page.previous = before === 0 ? null : encodeCursor({ offset: before });
   }

@@ -166,12 +166,23 @@ await eachStore((kind, fresh) => {
       expect(typeof second.previous).toBe('string');
       const third = await at(second.next);
       expect(typeof third.previous).toBe('string');
-      // Back from the second page is the first page; back from the third, the second.
-      expect(ids(await at(second.previous))).toEqual(ids(first));
+      // Back from the second page is the first page (itself with no previous); back from the third, the second.
+      const again = await at(second.previous);
+      expect(ids(again)).toEqual(ids(first));
+      expect(again.previous).toBeNull();
       expect(ids(await at(third.previous))).toEqual(ids(second));
       expect([...ids(first), ...ids(second), ...ids(third)]).toHaveLength(12);
       expect(first.edges.map((e: Json) => e.resource.birthDate)).toEqual(['1950-01-01', '1951-01-01', '1952-01-01', '1953-01-01', '1954-01-01']);
       expect(third.next).toBeNull();
+      // A page asked by `_offset`: its previous is the page `_count` before, or the first page, as a cursor.
+      const byOffset = 'query P($o: Int, $s: String) { PatientConnection(family: "Pageling", _count: 5, _sort: $s, _offset: $o) { previous edges { resource { id } } } }';
+      const atOffset = async (o: number, s = 'birthdate') => (await data(byOffset, { o, s })).PatientConnection as Json;
+      expect(ids(await at((await atOffset(5)).previous))).toEqual(ids(first));
+      expect(ids(await at((await atOffset(7)).previous))).toEqual(ids(await atOffset(2)));
+      // In id order pages go by the last row's id, not by offset: only the first page is known before one.
+      const idOrder = 'query P($c: String) { PatientConnection(family: "Pageling", _count: 5, _sort: "_id", _cursor: $c) { previous edges { resource { id } } } }';
+      expect(ids(await data(idOrder, { c: (await atOffset(3, '_id')).previous }).then((d) => d.PatientConnection as Json))).toEqual(ids(await atOffset(0, '_id')));
+      expect((await atOffset(7, '_id')).previous).toBeNull();
     });
 
     test('a Reference resolves its resource, of a type asked for, contained ones too', async () => {

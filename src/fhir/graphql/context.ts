@@ -14,6 +14,8 @@ import { parseReference } from '../references.ts';
 import { checkTypeAndId } from '../resource.ts';
 import { readableVersions } from '../read-many.ts';
 import { compileLinked, countInReach, encodeCursor, searchResources, storeQuery } from '../search.ts';
+import { parseSort } from '../search-compile.ts';
+import { keysetSort } from '../../store/search-sql.ts';
 import type { ConnectionPage, GraphqlContext, Json } from './schema.ts';
 import { type GraphqlBudget } from './limits.ts';
 
@@ -119,9 +121,13 @@ export function graphqlContext(deps: FhirDeps, req: FhirRequest, budget: Graphql
       const r = await page(type, params);
       // A page asked by `_cursor` is at a position, not at a known offset.
       const offset = params.has('_cursor') ? undefined : Number(params.get('_offset') ?? 0);
-      // The previous page's cursor; for the page after the first (which REST links without a cursor, a
-      // Connection having only cursors), the cursor of offset 0, which starts the search from its first match.
-      const before = r.page?.previous;
+      // The previous page's cursor. REST links the first page without a cursor, and a page before one asked
+      // by `_offset` with `_offset`: a Connection has only cursors, so these are cursors of their offsets
+      // (0 for the first page), passed as `_cursor` without `_offset` as `next` is. A search in id or
+      // `_lastUpdated` order pages by the last row's keys, not by offset: only its first page is known.
+      const byOffset = r.page?.offset?.previous;
+      const keyset = keysetSort(parseSort(type, params.get('_sort'))) !== undefined;
+      const before = byOffset === undefined ? r.page?.previous : byOffset === null ? null : keyset ? undefined : encodeCursor({ offset: byOffset });
       const previous = before === null ? encodeCursor({ offset: 0 }) : before;
       return {
         type, rows: r.rows.map((v) => resourceOf(v, budget)), pageSize: r.rows.length, ...(offset === undefined ? {} : { offset }),

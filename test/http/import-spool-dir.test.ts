@@ -49,6 +49,18 @@ async function deadPid(): Promise<number> {
   return proc.pid;
 }
 
+/** Plants in `spool` the directory `dir` of a runner, holding a download, last touched at `touched`; its path. */
+function plant(spool: string, dir: string, touched: number): string {
+  const path = join(spool, dir);
+  mkdirSync(path, { recursive: true });
+  writeFileSync(join(path, 'cinder-import-old-job-abcd1234-0.ndjson'), line('left'));
+  utimesSync(path, new Date(touched), new Date(touched));
+  return path;
+}
+
+/** The directories in `spool` of this process's runners. */
+const ownDirs = (spool: string) => readdirSync(spool).filter((d) => d.startsWith(`${host}-${process.pid}-`));
+
 const files = heldInput();
 afterAll(() => files.stop());
 
@@ -71,20 +83,15 @@ await eachStore((kind, fresh) => {
       // An older spool open to all, what two ended processes of this host left (one of them an earlier process of
       // this very pid, as in a container whose server is always pid 1), and another host's runner on a shared volume.
       mkdirSync(spool, { mode: 0o755 });
-      const plant = (dir: string, touched: number) => {
-        mkdirSync(join(spool, dir));
-        writeFileSync(join(spool, dir, 'cinder-import-old-job-abcd1234-0.ndjson'), line('left'));
-        utimesSync(join(spool, dir), new Date(touched), new Date(touched));
-      };
       const ended = `${host}-${await deadPid()}-dead0001`;
       const earlier = `${host}-${process.pid}-dead0002`;
       const elsewhere = `another.host-${process.pid}-live0003`;
-      for (const dir of [ended, earlier, elsewhere]) plant(dir, HOUR_AGO());
+      for (const dir of [ended, earlier, elsewhere]) plant(spool, dir, HOUR_AGO());
       // Live runners of containers that share this volume and host name, each in a pid namespace of its own (this
       // process sees none of their pids; one is pid 1 there as this one may be here): their heartbeat is recent.
       const neighbour = `${host}-${await deadPid()}-live0004`;
       const neighbourSamePid = `${host}-${process.pid}-live0005`;
-      for (const dir of [neighbour, neighbourSamePid]) plant(dir, MINUTE_AGO());
+      for (const dir of [neighbour, neighbourSamePid]) plant(spool, dir, MINUTE_AGO());
 
       files.rearm();
       const kick = await t.request(`${t.fhir()}/$import`, fhirInit(token, 'POST', {
@@ -131,13 +138,10 @@ await eachStore((kind, fresh) => {
       const other = await createTestApp({ store: await fresh(), env: { CINDER_IMPORT_ALLOW_PRIVATE: 'true' } });
       try {
         const spool = join(other.dir, 'import-spool');
-        const ended = join(spool, `${host}-${await deadPid()}-dead0004`);
-        mkdirSync(ended, { recursive: true });
-        writeFileSync(join(ended, 'cinder-import-old-job-abcd1234-0.ndjson'), line('left'));
-        utimesSync(ended, new Date(HOUR_AGO()), new Date(HOUR_AGO()));
+        const ended = plant(spool, `${host}-${await deadPid()}-dead0004`, HOUR_AGO());
         other.app.imports.start();
         // The leftovers are removed first, then the runner's own directory is made: wait for both.
-        const own = () => readdirSync(spool).filter((d) => d.startsWith(`${host}-${process.pid}-`));
+        const own = () => ownDirs(spool);
         for (let i = 0; i < 100 && (existsSync(ended) || own().length === 0); i++) await Bun.sleep(20);
         expect(existsSync(ended)).toBe(false);
         expect(own()).toHaveLength(1);
@@ -151,12 +155,9 @@ await eachStore((kind, fresh) => {
       const other = await createTestApp({ store: await fresh(), env: { CINDER_IMPORT_ALLOW_PRIVATE: 'true' } });
       try {
         const spool = join(other.dir, 'import-spool');
-        const recent = join(spool, `${host}-${await deadPid()}-dead0006`);
-        mkdirSync(recent, { recursive: true });
-        writeFileSync(join(recent, 'cinder-import-old-job-abcd1234-0.ndjson'), line('left'));
-        utimesSync(recent, new Date(MINUTE_AGO()), new Date(MINUTE_AGO()));
+        const recent = plant(spool, `${host}-${await deadPid()}-dead0006`, MINUTE_AGO());
         other.app.imports.start();
-        const own = () => readdirSync(spool).filter((d) => d.startsWith(`${host}-${process.pid}-`));
+        const own = () => ownDirs(spool);
         for (let i = 0; i < 100 && own().length === 0; i++) await Bun.sleep(20);
         expect(own()).toHaveLength(1);
         // Touched a minute ago: its pid may be one this process cannot see (another container's), so it stays for now.

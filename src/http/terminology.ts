@@ -24,6 +24,7 @@ import { codeSystemValidateCodeInput, validateCodeSystemCode } from '../terminol
 import { validateValueSetCode, valueSetValidateCodeInput } from '../terminology/ops/validate-value-set-code.ts';
 import { validationParametersJson } from '../terminology/ops/validation-result.ts';
 import type { CodeSystemIndex } from '../terminology/compile/code-system-index.ts';
+import { withoutTenantCodeSystems } from '../terminology/code-system-reach.ts';
 import type { TerminologyContext } from '../terminology/context.ts';
 import type { Terminology } from '../terminology/create.ts';
 import { then, type SyncOrAsync } from '../sync-or-async.ts';
@@ -124,7 +125,7 @@ export function terminologyRoutes(deps: TerminologyRouteDeps): Hono<AppEnv> {
   };
   const expand = async (c: Context<AppEnv>) => {
     const input = expandInput(await inputs(c, expandParams), c.req.param('id'));
-    const terminology = await context(c, 'ValueSet');
+    const terminology = valueSetReach(deps.terminology, c.get('tenant'), c.get('access'), await context(c, 'ValueSet'));
     const now = () => new Date(deps.clock.now());
     return fhirJson(await expandValueSet(input, { terminology, now, newId: () => crypto.randomUUID(), maxExpansionSize: deps.maxExpansionSize }));
   };
@@ -164,7 +165,8 @@ function validateValueSetResponse(
   const input = valueSetValidateCodeInput(raw, id, acceptLanguage ?? undefined);
   requireWholeRead(access, 'ValueSet');
   // Awaited only when something must be read: the steady state takes no turn of the event loop here.
-  const result = then(terminology.service.context(tenant), (context) => validateValueSetCode(input, { terminology: context }));
+  const result = then(terminology.service.context(tenant), (context) =>
+    validateValueSetCode(input, { terminology: valueSetReach(terminology, tenant, access, context) }));
   return then(result, (r) => fhirJson(validationParametersJson(r)));
 }
 
@@ -182,6 +184,16 @@ function requireWholeRead(access: Access, type: TerminologyType): void {
   if (access.filters?.(type, 'r') !== undefined) {
     throw new FhirError('forbidden', `The access token reads ${type} only through a scope filter, which terminology operations cannot apply: they need read access to every ${type}`);
   }
+}
+
+/**
+ * The terminology a ValueSet operation reads: the tenant's own CodeSystems only for a token that reads every
+ * CodeSystem (withoutTenantCodeSystems); R4 core's for any token that reads ValueSets. The steady state of a token
+ * that reads CodeSystems is untouched.
+ */
+function valueSetReach(terminology: Terminology, tenant: string, access: Access, context: TerminologyContext): TerminologyContext {
+  if (access.can('CodeSystem', 'r') && access.filters?.('CodeSystem', 'r') === undefined) return context;
+  return withoutTenantCodeSystems(context, (url) => terminology.service.ownsCodeSystem(tenant, url));
 }
 
 /** The stored CodeSystem at instance level (`CodeSystem/{id}/$...`, 404 when unknown). */

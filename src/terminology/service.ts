@@ -58,6 +58,11 @@ export class TerminologyService {
     return cached.view();
   }
 
+  /** Whether the tenant stores a CodeSystem of this canonical url itself (any version), rather than R4 core alone having one. */
+  async ownsCodeSystem(tenant: string, url: string): Promise<boolean> {
+    return (await this.options.sourceFor(tenant).codeSystem(url)) !== null;
+  }
+
   /** The tenant's ConceptMaps ($translate), rebuilt when its ConceptMap change token moves. */
   conceptMaps(tenant: string): CachedConceptMaps {
     let cached = this.maps.get(tenant);

@@ -1,0 +1,69 @@
+/**
+ * A ValueSet operation reads the tenant's own CodeSystems only for a token that reads CodeSystems
+ * (src/terminology/code-system-reach.ts): a token with ValueSet read and no (or only filtered) CodeSystem read
+ * listed a tenant CodeSystem's codes and displays by expanding an inline ValueSet of it, or one it stored itself,
+ * and asked `$validate-code` whether a code is in it. R4 core's code systems stay open to it. Both stores.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { craftToken } from '../helpers/fhir.ts';
+import { errorIssue, outcome, postOperation, putResource } from '../helpers/terminology-http.ts';
+
+const SECRET = 'http://cinder.test/CodeSystem/secret-diagnoses';
+const codeSystem = {
+  resourceType: 'CodeSystem', id: 'secret', url: SECRET, status: 'active', content: 'complete',
+  concept: [{ code: 'x1', display: 'Confidential condition one' }, { code: 'x2', display: 'Confidential condition two' }],
+};
+const inline = (system: string) => ({ name: 'valueSet', resource: { resourceType: 'ValueSet', status: 'active', compose: { include: [{ system }] } } });
+const stored = { resourceType: 'ValueSet', id: 'of-secret', url: 'http://cinder.test/ValueSet/of-secret', status: 'active', compose: { include: [{ system: SECRET }] } };
+const GENDER = 'http://hl7.org/fhir/administrative-gender';
+
+await eachStore((kind, fresh) => {
+  describe(`ValueSet operations and the tenant's CodeSystems (${kind})`, () => {
+    let t: TestApp;
+    let admin: string;
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      admin = await craftToken(t, 'system/*.*');
+      await putResource(t, admin, codeSystem);
+      await putResource(t, admin, stored);
+    });
+    afterAll(() => t.close());
+
+    test('without CodeSystem read, an expansion or a $validate-code that needs a tenant CodeSystem is a 403 naming it', async () => {
+      for (const scope of ['system/ValueSet.rs', 'system/ValueSet.rs system/CodeSystem.rs?url=http://cinder.test/other', 'user/ValueSet.rs system/CodeSystem.s']) {
+        const token = await craftToken(t, scope);
+        const answers = [
+          await postOperation(t, token, 'ValueSet/$expand', [inline(SECRET)]),
+          await postOperation(t, token, 'ValueSet/of-secret/$expand', []),
+          await postOperation(t, token, 'ValueSet/$expand', [{ name: 'url', valueUri: stored.url }]),
+          await postOperation(t, token, 'ValueSet/$validate-code', [inline(SECRET), { name: 'system', valueUri: SECRET }, { name: 'code', valueCode: 'x1' }]),
+          await postOperation(t, token, 'ValueSet/of-secret/$validate-code', [{ name: 'system', valueUri: SECRET }, { name: 'code', valueCode: 'x2' }]),
+          // A core ValueSet asked about a code of the tenant's system: its not-in message would read the CodeSystem.
+          await postOperation(t, token, 'ValueSet/$validate-code', [inline(GENDER), { name: 'system', valueUri: SECRET }, { name: 'code', valueCode: 'x1' }]),
+        ];
+        for (const [i, r] of answers.entries()) {
+          expect({ scope, i, status: r.status, text: errorIssue(r, 403).text }).toEqual({
+            scope, i, status: 403, text: `The access token's scopes do not allow read of CodeSystem, and this operation needs the tenant's CodeSystem ${SECRET}`,
+          });
+          expect(JSON.stringify(r.body)).not.toContain('Confidential');
+        }
+        // R4 core's code systems are no tenant's record: answered.
+        const core = await postOperation(t, token, 'ValueSet/$expand', [inline(GENDER)]);
+        expect(core.status).toBe(200);
+        expect((core.body.expansion as { total: number }).total).toBe(4);
+        expect(outcome(await postOperation(t, token, 'ValueSet/$validate-code', [inline(GENDER), { name: 'system', valueUri: GENDER }, { name: 'code', valueCode: 'male' }])).result).toBe(true);
+      }
+    });
+
+    test('with CodeSystem read, the same operations are answered', async () => {
+      const token = await craftToken(t, 'system/ValueSet.rs system/CodeSystem.rs');
+      const expanded = await postOperation(t, token, 'ValueSet/$expand', [inline(SECRET)]);
+      expect(expanded.status).toBe(200);
+      expect((expanded.body.expansion as { contains: { code: string }[] }).contains.map((c) => c.code)).toEqual(['x1', 'x2']);
+      expect((await postOperation(t, token, 'ValueSet/of-secret/$expand', [])).status).toBe(200);
+      expect(outcome(await postOperation(t, token, 'ValueSet/of-secret/$validate-code', [{ name: 'system', valueUri: SECRET }, { name: 'code', valueCode: 'x2' }])).result).toBe(true);
+    });
+  });
+});

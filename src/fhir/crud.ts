@@ -19,7 +19,7 @@ import { requireIfMatch, requireIfNoneMatch, type IfMatch, type UpdatePreconditi
 export type { UpdatePreconditions } from './if-match.ts';
 import { invalidResource, requireValid } from './validation/check.ts';
 import type { ValidationLevel } from './validation/validate.ts';
-import type { ProfileValidator } from './validation/profile/profile-check.ts';
+import { readsProfiles, type ProfileValidator } from './validation/profile/profile-check.ts';
 import type { WrittenTerminology } from '../terminology/written-source.ts';
 import { isActivated } from './subscriptions/activation.ts';
 import type { ActivateSubscription, SubscriptionHub } from './subscriptions/hub.ts';
@@ -86,9 +86,10 @@ export function requireProfiles(deps: FhirDeps, tenant: string, resource: Resour
   if (validationLevel(deps) !== 'strict') return undefined;
   const json = resource as Record<string, unknown>;
   const answered = deps.questionnaires?.issues(tenant, json, { warnings: false, ...(at !== undefined && { at }), ...(access !== undefined && { access }) });
-  if (answered === undefined) return deps.profiles?.requireValid(tenant, json, at, what);
+  const reads = access === undefined || readsProfiles(access);
+  if (answered === undefined) return deps.profiles?.requireValid(tenant, json, at, what, true, reads);
   // One 422 listing the profiles' problems and the Questionnaire's together.
-  return Promise.all([deps.profiles?.writeIssues(tenant, json, at), answered]).then(([profiled, answers]) => {
+  return Promise.all([deps.profiles?.writeIssues(tenant, json, at, true, undefined, undefined, reads), answered]).then(([profiled, answers]) => {
     const errors = [...(profiled ?? []), ...answers];
     if (errors.length > 0) throw invalidResource(errors, what ?? at ?? resource.resourceType);
   });

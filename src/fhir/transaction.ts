@@ -13,6 +13,7 @@ import { newId, type Resource } from './resource.ts';
 import { invalidResource, validationErrors } from './validation/check.ts';
 import type { ValidationIssue } from './validation/validate.ts';
 import { profileCost } from './validation/profile/run.ts';
+import { readsProfiles } from './validation/profile/profile-check.ts';
 import { writtenScope } from './validation/profile/targets.ts';
 import { atWriteTime } from '../store/write-times.ts';
 
@@ -139,15 +140,16 @@ async function requireProfiledEntries(deps: FhirDeps, req: FhirRequest, entries:
     if (r !== undefined && p.id !== undefined) written.set(`${r.resourceType}/${p.id}`, r as Json);
   }
   const held = writtenScope(written);
+  const reads = readsProfiles(req.access);
   for (const e of entries) {
     if (!e.resource) continue;
     const at = `Bundle.entry[${e.index}].resource`;
-    errors.push(...((await deps.profiles?.writeIssues(req.tenant, e.resource, at, true, cost, held)) ?? []));
+    errors.push(...((await deps.profiles?.writeIssues(req.tenant, e.resource, at, true, cost, held, reads)) ?? []));
     errors.push(...((await deps.questionnaires?.issues(req.tenant, e.resource, { warnings: false, at, access: req.access })) ?? []));
   }
   for (const p of planned) {
     if (!p.patched) continue;
-    errors.push(...((await deps.profiles?.writeIssues(req.tenant, p.patched.resource, undefined, true, cost, held)) ?? []));
+    errors.push(...((await deps.profiles?.writeIssues(req.tenant, p.patched.resource, undefined, true, cost, held, reads)) ?? []));
     errors.push(...((await deps.questionnaires?.issues(req.tenant, p.patched.resource, { warnings: false, access: req.access })) ?? []));
   }
   if (errors.length > 0) throw invalidResource(errors, 'The transaction (nothing was written)');

@@ -14,7 +14,7 @@ import { asResource, checkTypeAndId, type Resource } from './resource.ts';
 import { REST_RESOURCE_TYPES } from './resource-types.ts';
 import { outcomeIssues } from './validation/check.ts';
 import { validateResource, type ValidationIssue } from './validation/validate.ts';
-import { distinctIssues } from './validation/profile/profile-check.ts';
+import { distinctIssues, readsProfiles } from './validation/profile/profile-check.ts';
 import { profileCost } from './validation/profile/run.ts';
 
 type Json = Record<string, unknown>;
@@ -89,7 +89,7 @@ export async function validateOperation(
     else if (id !== undefined && resource.id !== id) issues.push(issue('error', 'invalid', `Resource id '${resource.id}' does not match the URL id '${id}'`, [`${type}.id`]));
   }
   issues.push(...outcomeIssues(validateResource(resource, 'strict')));
-  issues.push(...outcomeIssues(await profileIssues(deps, req.tenant, resource, args.profile)));
+  issues.push(...outcomeIssues(await profileIssues(deps, req.tenant, resource, args.profile, readsProfiles(req.access))));
   issues.push(...outcomeIssues((await deps.questionnaires?.issues(req.tenant, resource as Json, { warnings: true, access: req.access })) ?? []));
   return outcome(issues);
 }
@@ -100,7 +100,7 @@ export async function validateOperation(
  * R4 lets a resource claim profiles a server has never seen), the profiles its contained resources and a
  * document's or collection's entries claim, and its extensions against their definitions, warnings included.
  */
-async function profileIssues(deps: FhirDeps, tenant: string, resource: Resource, profile: string | undefined): Promise<ValidationIssue[]> {
+async function profileIssues(deps: FhirDeps, tenant: string, resource: Resource, profile: string | undefined, reads: boolean): Promise<ValidationIssue[]> {
   const out: ValidationIssue[] = [];
   const json = resource as Json;
   if (profile !== undefined && deps.profiles === undefined && profile.split('|')[0] !== BASE_PROFILE + resource.resourceType) {
@@ -109,16 +109,16 @@ async function profileIssues(deps: FhirDeps, tenant: string, resource: Resource,
   if (deps.profiles === undefined) return out;
   const cost = profileCost();
   if (profile !== undefined) {
-    const named = await deps.profiles.issues(tenant, json, [profile], { warnings: true, namedAt: () => 'profile', cost });
+    const named = await deps.profiles.issues(tenant, json, [profile], { warnings: true, namedAt: () => 'profile', cost, reads });
     for (const i of named) out.push(i.code === 'not-supported' && i.expression === 'profile' && i.severity === 'warning' ? { ...i, severity: 'error', text: `The profile ${profile} is not known to Cinder, so the resource cannot be validated against it` } : i);
   }
   const claimed = (json.meta as Json | undefined)?.profile;
   if (Array.isArray(claimed)) {
     const urls = claimed.filter((c): c is string => typeof c === 'string' && c !== profile);
-    out.push(...(await deps.profiles.issues(tenant, json, urls, { warnings: true, namedAt: (i) => `${resource.resourceType}.meta.profile[${claimed.indexOf(urls[i])}]`, cost })));
+    out.push(...(await deps.profiles.issues(tenant, json, urls, { warnings: true, namedAt: (i) => `${resource.resourceType}.meta.profile[${claimed.indexOf(urls[i])}]`, cost, reads })));
   }
-  out.push(...(await deps.profiles.nestedIssues(tenant, json, { warnings: true, cost })));
-  out.push(...(await deps.profiles.extensionIssues(tenant, json, { warnings: true, cost })));
+  out.push(...(await deps.profiles.nestedIssues(tenant, json, { warnings: true, cost, reads })));
+  out.push(...(await deps.profiles.extensionIssues(tenant, json, { warnings: true, cost, reads })));
   return distinctIssues(out);
 }
 

@@ -35,6 +35,8 @@ function inputServer() {
       resourceType: 'QuestionnaireResponse', id: 'qr-bad', status: 'completed', questionnaire: 'http://example.org/Questionnaire/hidden',
       item: [{ linkId: 'secret-name', answer: [{ valueString: 'far too long for it' }] }, { linkId: 'secret-colour', answer: [{ valueCoding: { system: 'urn:colours', code: 'green' } }] }],
     })),
+    // A Patient breaking the tenant's profile (hidden-profile below): its invariant and its cardinality.
+    '/profiled.ndjson': () => new Response(line(pat('pr-bad', { meta: { profile: ['http://example.org/fhir/StructureDefinition/hidden-profile'] }, gender: 'male' }))),
     '/slow.ndjson': () => new Response(new ReadableStream({
       async start(c) {
         c.enqueue(new TextEncoder().encode(line(pat('s1'))));
@@ -578,6 +580,34 @@ await eachStore((kind, fresh) => {
       const reader = await createClient(t.store, t.clock, { tenant: 't1', name: 'reading importer', scopes: ['system/QuestionnaireResponse.cruds', 'system/Questionnaire.rs'] });
       const told = await outcomeOf(await t.token(undefined, reader.client.clientId, reader.clientSecret!));
       expect(told.inline).toContain('secret-name');
+    });
+
+    test('a client that may not read StructureDefinitions imports a resource claiming a tenant profile: its errors tell nothing of the profile', async () => {
+      const url = 'http://example.org/fhir/StructureDefinition/hidden-profile';
+      const el = (path: string, min: number, extra: Json = {}) => ({ id: path, path, short: path, definition: path, min, max: '*', base: { path, min: 0, max: '*' }, ...extra });
+      const hidden = {
+        resourceType: 'StructureDefinition', url, name: 'HiddenProfile', status: 'active', kind: 'resource', abstract: false, type: 'Patient',
+        baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Patient', derivation: 'constraint', fhirVersion: '4.0.1',
+        snapshot: { element: [el('Patient', 0, { constraint: [{ key: 'hid-1', severity: 'error', human: 'secret-rule-text', expression: "gender = 'other'" }] }), el('Patient.name', 3)] },
+      };
+      expect((await t.request(`${t.fhir()}/StructureDefinition`, fhirInit(token, 'POST', hidden))).status).toBe(201);
+      const input: [string, string][] = [['Patient', files.url('/profiled.ndjson')]];
+      const outcomeOf = async (scopes: string[]) => {
+        const client = await createClient(t.store, t.clock, { tenant: 't1', name: 'profiled importer', scopes });
+        const tok = await t.token(undefined, client.client.clientId, client.clientSecret!);
+        const statusUrl = await accepted(params(input), tok);
+        await t.app.imports.runOnce();
+        const body = (await (await status(statusUrl, tok)).json()) as Json;
+        expect(body.output).toEqual([{ type: 'Patient', inputUrl: input[0]![1], count: 0, unchanged: 0 }]);
+        const file = await (await t.request(body.error[0].url, fhirInit(tok))).text();
+        return JSON.stringify(body.error[0].outcome) + file;
+      };
+      const withheld = await outcomeOf(['system/Patient.cruds']);
+      expect(withheld).toContain('the access token may not read StructureDefinitions');
+      for (const secret of ['secret-rule-text', 'hid-1', 'at least 3', 'Patient.name']) expect({ secret, told: withheld.includes(secret) }).toEqual({ secret, told: false });
+      expect((await read('Patient/pr-bad')).status).toBe(404);
+      const told = await outcomeOf(['system/Patient.cruds', 'system/StructureDefinition.rs']);
+      expect(told).toContain('secret-rule-text');
     });
 
     test('a malformed request is a 400 naming the parameter', async () => {

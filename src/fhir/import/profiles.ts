@@ -9,7 +9,7 @@
  * Questionnaires as stored when the import starts, read and handed over the same way.
  */
 import { validationLevel, type FhirDeps } from '../crud.ts';
-import { ProfileValidator, type CheckMembership, type Membership } from '../validation/profile/profile-check.ts';
+import { ProfileValidator, readsProfiles, type CheckMembership, type Membership } from '../validation/profile/profile-check.ts';
 import { ProfileRegistry } from '../validation/profile/registry.ts';
 import { readDefinitions, snapshotProfiles } from '../validation/profile/definitions.ts';
 import { QuestionnaireValidator, readsQuestionnaires } from '../validation/questionnaire/validator.ts';
@@ -32,6 +32,8 @@ export interface WorkerProfiles {
    * full only then, as to a REST write (ResponseCheckOptions.reads).
    */
   readsQuestionnaires: boolean;
+  /** Whether the import's client may read StructureDefinitions (readsProfiles), as `readsQuestionnaires` for profiles. */
+  readsProfiles: boolean;
 }
 
 export interface ImportProfiles {
@@ -52,7 +54,7 @@ export async function importProfiles(deps: FhirDeps, tenant: string, access: Acc
   return {
     validator: new ProfileValidator(new ProfileRegistry(snapshotProfiles(definitions)), membership),
     ...(questionnaires ? { questionnaires: new QuestionnaireValidator(snapshotQuestionnaires(questionnaires), membership) } : {}),
-    worker: { tenant, definitions, terminology: membership !== undefined, ...(questionnaires ? { questionnaires } : {}), readsQuestionnaires: readsQuestionnaires(access) },
+    worker: { tenant, definitions, terminology: membership !== undefined, ...(questionnaires ? { questionnaires } : {}), readsQuestionnaires: readsQuestionnaires(access), readsProfiles: readsProfiles(access) },
     ...(membership ? { membership } : {}),
   };
 }
@@ -99,7 +101,7 @@ export function workerCheck(p: WorkerProfiles, ask: (url: string, coding: { syst
     const claimed = (resource.meta as Json | undefined)?.profile;
     const canonicals = Array.isArray(claimed) ? claimed.filter((c): c is string => typeof c === 'string') : [];
     if (!extensions && canonicals.length > 0 && resource.contained === undefined && resource.resourceType !== 'Bundle' && canonicals.every((c) => unknown.has(c))) return undefined;
-    const checked = validator.requireValid(p.tenant, resource, undefined, undefined, extensions);
+    const checked = validator.requireValid(p.tenant, resource, undefined, undefined, extensions, p.readsProfiles);
     if (canonicals.every((c) => learnt.has(c))) return checked;
     return Promise.all([checked, learn(canonicals)]).then(() => undefined);
   }

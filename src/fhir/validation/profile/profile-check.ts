@@ -12,6 +12,7 @@ import { checkExtensionSite } from './extension-check.ts';
 import { extensionSites } from './extension-sites.ts';
 import { checkProfile, profileCost, type PendingBinding, type ProfileCost, type ProfileResult } from './run.ts';
 import { targetScope, type TargetScope } from './targets.ts';
+import type { Access } from '../../access.ts';
 
 type Json = Record<string, unknown>;
 
@@ -34,6 +35,34 @@ export interface ProfileCheckOptions {
   cache?: TenantProfiles;
   /** Where its references resolve (the resource validated as a whole, targets.ts); the resource's own by default. */
   scope?: TargetScope;
+  /**
+   * Whether the request may read the tenant's StructureDefinitions (readsProfiles; true by default: the operator).
+   * When not, the problems against a profile or extension definition the tenant stores itself are withheld (withheld).
+   */
+  reads?: boolean;
+}
+
+/**
+ * Whether `access` may read the tenant's StructureDefinitions as validation finds them: by canonical url, a search
+ * (`s`) as well as a read (`r`), neither narrowed by a SMART v2 scope filter (as readsQuestionnaires judges
+ * Questionnaires). A patient-context scope reads a StructureDefinition as a system scope does: it is in no
+ * patient's compartment.
+ */
+export function readsProfiles(access: Access): boolean {
+  return access.can('StructureDefinition', 'r') && access.can('StructureDefinition', 's')
+    && access.filters?.('StructureDefinition', 'r') === undefined && access.filters?.('StructureDefinition', 's') === undefined;
+}
+
+/**
+ * The problems against a profile (or extension definition) of the tenant's that the request may not read, told
+ * without its content: one error when there is any (a write is still refused, as it would be for a token that reads
+ * it), at `where` (the `meta.profile` that claims it, the extension), not saying how many or where within, and
+ * nothing for warnings alone. Its invariants' text, fixed and pattern values, cardinalities, slices and value sets
+ * were quoted to a token that may not read the StructureDefinition.
+ */
+function withheld(issues: readonly ValidationIssue[], what: string, where: string): ValidationIssue[] {
+  if (!issues.some((i) => i.severity === 'error')) return [];
+  return [{ severity: 'error', code: 'structure', expression: where, text: `The resource does not conform to ${what}; the access token may not read StructureDefinitions, so the problems (how many, and where) are not listed` }];
 }
 
 type TenantProfiles = Awaited<ReturnType<ProfileRegistry['cache']>>;
@@ -71,18 +100,29 @@ export class ProfileValidator {
         out.push({ severity: 'error', code: 'not-supported', expression: named, text: found.reason });
         continue;
       }
-      const profile = found.profile;
-      if (profile.type !== type) {
-        out.push({ severity: 'error', code: 'structure', expression: named, text: `The profile ${profile.label} constrains ${profile.type}, not ${type}` });
-        continue;
-      }
-      const extensions = new Map<string, CompiledProfile>();
-      await this.loadExtensions(cache, tenant, profile, extensions);
-      const result = checkProfile(resource, profile, (url) => extensions.get(url), at, cost, scope);
-      await this.collect(out, tenant, result, opts.warnings);
-      if (opts.warnings) for (const u of profile.unsupported) out.push({ severity: 'warning', code: 'not-supported', expression: named, text: `${profile.label}: ${u}` });
+      const hidden = opts.reads === false && found.own === true;
+      const into: ValidationIssue[] = hidden ? [] : out;
+      await this.checkAgainst(into, tenant, resource, found.profile, named, { ...opts, warnings: opts.warnings && !hidden }, cache, cost, scope);
+      if (hidden) out.push(...withheld(into, `the profile ${canonical}`, named));
     }
     return out;
+  }
+
+  /** The problems of `resource` against one found profile, into `out`. */
+  private async checkAgainst(
+    out: ValidationIssue[], tenant: string, resource: Json, profile: CompiledProfile, named: string, opts: ProfileCheckOptions,
+    cache: TenantProfiles, cost: ProfileCost, scope: TargetScope,
+  ): Promise<void> {
+    const type = String(resource.resourceType);
+    if (profile.type !== type) {
+      out.push({ severity: 'error', code: 'structure', expression: named, text: `The profile ${profile.label} constrains ${profile.type}, not ${type}` });
+      return;
+    }
+    const extensions = new Map<string, CompiledProfile>();
+    await this.loadExtensions(cache, tenant, profile, extensions);
+    const result = checkProfile(resource, profile, (url) => extensions.get(url), opts.at ?? type, cost, scope);
+    await this.collect(out, tenant, result, opts.warnings);
+    if (opts.warnings) for (const u of profile.unsupported) out.push({ severity: 'warning', code: 'not-supported', expression: named, text: `${profile.label}: ${u}` });
   }
 
   /**
@@ -93,7 +133,7 @@ export class ProfileValidator {
    * R4 lets a server accept extensions it does not know. `context: false` leaves out where each is used
    * and its context invariants (a write's choice, see writeIssues).
    */
-  async extensionIssues(tenant: string, resource: Json, opts: { warnings: boolean; at?: string; context?: boolean; cost?: ProfileCost }): Promise<ValidationIssue[]> {
+  async extensionIssues(tenant: string, resource: Json, opts: { warnings: boolean; at?: string; context?: boolean; cost?: ProfileCost; reads?: boolean }): Promise<ValidationIssue[]> {
     const sites = extensionSites(resource, opts.at);
     if (sites.length === 0) return [];
     const out: ValidationIssue[] = [];
@@ -119,7 +159,10 @@ export class ProfileValidator {
         continue;
       }
       await this.loadExtensions(cache, tenant, found.profile, extensions);
-      await this.collect(out, tenant, checkExtensionSite(site, found.profile, (u) => extensions.get(u), opts.context !== false, cost, memo), opts.warnings);
+      const hidden = opts.reads === false && found.own === true;
+      const into: ValidationIssue[] = hidden ? [] : out;
+      await this.collect(into, tenant, checkExtensionSite(site, found.profile, (u) => extensions.get(u), opts.context !== false, cost, memo), opts.warnings && !hidden);
+      if (hidden) out.push(...withheld(into, `the definition of the extension ${url}`, site.path));
     }
     return out;
   }
@@ -134,15 +177,15 @@ export class ProfileValidator {
    * that looks for them is skipped. `held`: where its references resolve (a transaction's entries,
    * targets.ts writtenScope); the resource's own contained resources and entries by default.
    */
-  writeIssues(tenant: string, resource: Json, at?: string, extensions = true, cost = profileCost(), held?: TargetScope): Promise<ValidationIssue[]> | undefined {
+  writeIssues(tenant: string, resource: Json, at?: string, extensions = true, cost = profileCost(), held?: TargetScope, reads = true): Promise<ValidationIssue[]> | undefined {
     const claimed = claimedProfiles(resource);
     const inner = innerResources(resource, at ?? String(resource.resourceType)).filter((r) => claimedProfiles(r.resource).length > 0);
     if (claimed.length === 0 && inner.length === 0) return undefined;
     const scope = held ?? targetScope(resource);
-    const opts = at === undefined ? { warnings: false, cost } : { warnings: false, at, cost };
+    const opts = at === undefined ? { warnings: false, cost, reads } : { warnings: false, at, cost, reads };
     return Promise.all([
       claimed.length === 0 ? [] : this.issues(tenant, resource, claimed, { ...opts, scope }),
-      this.innerIssues(tenant, inner, false, cost, scope),
+      this.innerIssues(tenant, inner, false, cost, scope, reads),
       extensions ? this.extensionIssues(tenant, resource, { ...opts, context: false }) : [],
     ]).then(([a, b, c]) => distinctIssues([...a, ...b, ...c]));
   }
@@ -151,23 +194,23 @@ export class ProfileValidator {
    * The problems of the resources inside `resource` (contained ones, and the entries of a document or
    * collection Bundle) against the profiles each claims in its own `meta.profile`; `at` is the FHIRPath of `resource`.
    */
-  nestedIssues(tenant: string, resource: Json, opts: { warnings: boolean; at?: string; cost?: ProfileCost }): Promise<ValidationIssue[]> {
+  nestedIssues(tenant: string, resource: Json, opts: { warnings: boolean; at?: string; cost?: ProfileCost; reads?: boolean }): Promise<ValidationIssue[]> {
     const inner = innerResources(resource, opts.at ?? String(resource.resourceType)).filter((r) => claimedProfiles(r.resource).length > 0);
-    return this.innerIssues(tenant, inner, opts.warnings, opts.cost ?? profileCost(), targetScope(resource));
+    return this.innerIssues(tenant, inner, opts.warnings, opts.cost ?? profileCost(), targetScope(resource), opts.reads ?? true);
   }
 
-  private async innerIssues(tenant: string, inner: InnerResource[], warnings: boolean, cost: ProfileCost, scope: TargetScope): Promise<ValidationIssue[]> {
+  private async innerIssues(tenant: string, inner: InnerResource[], warnings: boolean, cost: ProfileCost, scope: TargetScope, reads: boolean): Promise<ValidationIssue[]> {
     const out: ValidationIssue[] = [];
     if (inner.length === 0) return out;
     // One read of the change token for all of them (10,000 entries of a collection: 10,000 reads).
     const cache = await this.registry.cache(tenant);
-    for (const r of inner) out.push(...(await this.issues(tenant, r.resource, claimedProfiles(r.resource), { warnings, at: r.at, cost, cache, scope })));
+    for (const r of inner) out.push(...(await this.issues(tenant, r.resource, claimedProfiles(r.resource), { warnings, at: r.at, cost, cache, scope, reads })));
     return out;
   }
 
   /** Throws a 422 (`what` is not valid) when writeIssues finds an error; undefined at once when there is nothing to check. */
-  requireValid(tenant: string, resource: Json, at?: string, what = at ?? String(resource.resourceType), extensions = true): Promise<void> | undefined {
-    return this.writeIssues(tenant, resource, at, extensions)?.then((errors) => {
+  requireValid(tenant: string, resource: Json, at?: string, what = at ?? String(resource.resourceType), extensions = true, reads = true): Promise<void> | undefined {
+    return this.writeIssues(tenant, resource, at, extensions, undefined, undefined, reads)?.then((errors) => {
       if (errors.length > 0) throw invalidResource(errors, what);
     });
   }

@@ -219,7 +219,8 @@ export async function kickOff(deps: KickoffDeps, request: KickoffRequest): Promi
   const groupAccess = request.access;
   // A client at its limit is refused before its parameters cost anything (a Group's members, `_typeFilter`'s
   // codes); `create` decides atomically for kick-offs that race past this.
-  if ((await deps.store.exports.jobs.activeCount(req.tenant, req.access.clientId)) >= deps.maxJobsPerClient) throw tooMany(deps.maxJobsPerClient);
+  const ownerUser = req.access.user?.id;
+  if ((await deps.store.exports.jobs.activeCount(req.tenant, req.access.clientId, ownerUser)) >= deps.maxJobsPerClient) throw tooMany(deps.maxJobsPerClient, ownerUser);
   // Bulk Data 2.0.0: the export holds every resource modified up to and including transactionTime, so it is
   // the safe time (store/write-times.ts), before which every write has committed, not the clock's now.
   const now = deps.clock.now();
@@ -229,13 +230,13 @@ export async function kickOff(deps: KickoffDeps, request: KickoffRequest): Promi
   const created = await deps.store.exports.jobs.create(
     {
       id, tenant: req.tenant, clientId: req.access.clientId, request: req.requestUrl, spec: encodeSpec(spec),
-      transactionTime, progress: encodeProgress(initialProgress()), createdAt: now,
+      transactionTime, progress: encodeProgress(initialProgress()), createdAt: now, ...(ownerUser === undefined ? {} : { ownerUser }),
       ...(req.claim ? { claim: { owner: req.claim.owner, leaseUntil: now + req.claim.leaseMs } } : {}),
     },
     patients,
     deps.maxJobsPerClient,
   );
-  if (!created) throw tooMany(deps.maxJobsPerClient);
+  if (!created) throw tooMany(deps.maxJobsPerClient, ownerUser);
   return id;
 }
 
@@ -251,7 +252,11 @@ function futureSince(raw: string, at: number): FhirError {
   });
 }
 
-/** Bulk Data 2.0: a server that holds a client to its running exports "SHOULD respond with a 429 ... and a Retry-After header". */
-function tooMany(max: number): FhirError {
-  return new FhirError('too-many', `This client already has ${max} export(s) in progress; wait for one to finish or cancel it`, { headers: { 'Retry-After': '30' } });
+/**
+ * Bulk Data 2.0: a server that holds a client to its running exports "SHOULD respond with a 429 ... and a Retry-After
+ * header". The limit is the owner's: a signed-in user's with this client, or the client's own (no user).
+ */
+function tooMany(max: number, user: string | undefined): FhirError {
+  const who = user === undefined ? 'This client' : 'This user of this client';
+  return new FhirError('too-many', `${who} already has ${max} export(s) in progress; wait for one to finish or cancel it`, { headers: { 'Retry-After': '30' } });
 }

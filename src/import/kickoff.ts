@@ -104,11 +104,14 @@ export async function kickOffImport(deps: ImportKickoffDeps, req: ImportKickoffR
     {
       id, tenant: req.tenant, clientId: req.access.clientId, request: req.requestUrl, spec: encodeSpec(req.access.user === undefined ? spec : { ...spec, ownerUser: req.access.user.id }), progress: encodeProgress({ done: [] }), createdAt: now,
       ...(credential === undefined ? {} : { credential }),
+      ...(req.access.user === undefined ? {} : { ownerUser: req.access.user.id }),
     },
     deps.maxJobsPerClient,
   );
   if (!created) {
-    throw new FhirError('too-many', `This client already has ${deps.maxJobsPerClient} import(s) in progress; wait for one to finish or cancel it`, { headers: { 'Retry-After': '30' } });
+    // The limit is the owner's: a signed-in user's with this client, or the client's own (no user).
+    const who = req.access.user === undefined ? 'This client' : 'This user of this client';
+    throw new FhirError('too-many', `${who} already has ${deps.maxJobsPerClient} import(s) in progress; wait for one to finish or cancel it`, { headers: { 'Retry-After': '30' } });
   }
   return id;
 }

@@ -33,6 +33,8 @@ export interface ExportJob {
 
 export type NewExportJob = Pick<ExportJob, 'id' | 'tenant' | 'clientId' | 'request' | 'spec' | 'transactionTime' | 'progress'> & {
   createdAt: number;
+  /** The signed-in user the job runs for (absent: the client's own authority): with the client, whose limit it counts in. */
+  ownerUser?: string;
   /** Creates the job already claimed (in-progress, first attempt) by this owner until `leaseUntil`. */
   claim?: { owner: string; leaseUntil: number };
 };
@@ -46,12 +48,13 @@ export interface ExportPatient {
 /** An export job's lifecycle: kick-off, status reads, claims and leases, its end states. */
 export interface ExportJobRepo {
   /**
-   * Persists an accepted job and its patients, unless the client already has `maxActive` accepted or
-   * in-progress jobs (checked and inserted atomically); returns false then.
+   * Persists an accepted job and its patients, unless its owner (the client and `ownerUser`, or the client's own
+   * authority without one) already has `maxActive` accepted or in-progress jobs (checked and inserted atomically);
+   * returns false then. One user of an app cannot fill the limit for its other users.
    */
   create(job: NewExportJob, patients: ExportPatient[], maxActive: number): Promise<boolean>;
-  /** The client's accepted and in-progress jobs (a kick-off over the limit is refused before any work; `create` decides). */
-  activeCount(tenant: string, clientId: string): Promise<number>;
+  /** The owner's accepted and in-progress jobs (a kick-off over the limit is refused before any work; `create` decides). */
+  activeCount(tenant: string, clientId: string, ownerUser?: string): Promise<number>;
   get(tenant: string, id: string): Promise<ExportJob | null>;
   /**
    * Claims one job (the oldest accepted one, or an in-progress one whose lease ran out; only `id` when

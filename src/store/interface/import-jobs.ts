@@ -36,14 +36,21 @@ export interface ImportJob {
   completedAt: number | null;
 }
 
-export type NewImportJob = Pick<ImportJob, 'id' | 'tenant' | 'clientId' | 'request' | 'spec' | 'progress' | 'createdAt'> & { credential?: string };
+export type NewImportJob = Pick<ImportJob, 'id' | 'tenant' | 'clientId' | 'request' | 'spec' | 'progress' | 'createdAt'> & {
+  credential?: string;
+  /** The signed-in user the job runs for (absent: the client's own authority): with the client, whose limit it counts in. */
+  ownerUser?: string;
+};
 
 /**
  * An import job's lifecycle, claimed with a lease as export jobs are (ExportJobRepo): several processes
  * sharing a database never run one job twice, and a job whose runner died is claimed again.
  */
 export interface ImportJobRepo {
-  /** Persists an accepted job unless the client already has `maxActive` accepted or in-progress ones (atomically); false then. */
+  /**
+   * Persists an accepted job unless its owner (the client and `ownerUser`, or the client's own authority without one)
+   * already has `maxActive` accepted or in-progress ones (atomically); false then.
+   */
   create(job: NewImportJob, maxActive: number): Promise<boolean>;
   get(tenant: string, id: string): Promise<ImportJob | null>;
   /** Claims the oldest accepted job, or an in-progress one whose lease ran out: in-progress, leased to `owner` until `now + leaseMs`, attempts + 1. */

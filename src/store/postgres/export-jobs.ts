@@ -24,13 +24,14 @@ export function createPostgresExportJobs(sql: Pg): ExportJobRepo {
         await tx`SELECT pg_advisory_xact_lock(hashtextextended(${job.tenant + '/' + job.clientId}, 0))`;
         const [active] = await tx<{ n: number }[]>`
           SELECT count(*)::int AS n FROM export_jobs
-          WHERE tenant = ${job.tenant} AND client_id = ${job.clientId} AND state IN ('accepted', 'in-progress')`;
+          WHERE tenant = ${job.tenant} AND client_id = ${job.clientId} AND owner_user IS NOT DISTINCT FROM ${job.ownerUser ?? null}::text
+            AND state IN ('accepted', 'in-progress')`;
         if (active!.n >= maxActive) return false;
         const claim = job.claim;
         await tx`
-          INSERT INTO export_jobs (id, tenant, client_id, state, request, spec, transaction_time, created_at, updated_at, progress, lease_owner, lease_until, attempts)
+          INSERT INTO export_jobs (id, tenant, client_id, state, request, spec, transaction_time, created_at, updated_at, progress, lease_owner, lease_until, attempts, owner_user)
           VALUES (${job.id}, ${job.tenant}, ${job.clientId}, ${claim ? 'in-progress' : 'accepted'}, ${job.request}, ${job.spec}, ${job.transactionTime},
-                  ${job.createdAt}, ${job.createdAt}, ${job.progress}, ${claim?.owner ?? null}, ${claim?.leaseUntil ?? null}, ${claim ? 1 : 0})`;
+                  ${job.createdAt}, ${job.createdAt}, ${job.progress}, ${claim?.owner ?? null}, ${claim?.leaseUntil ?? null}, ${claim ? 1 : 0}, ${job.ownerUser ?? null})`;
         if (patients.length) {
           await tx`
             INSERT INTO export_patients (job_id, patient, joined)
@@ -40,9 +41,10 @@ export function createPostgresExportJobs(sql: Pg): ExportJobRepo {
         return true;
       });
     },
-    async activeCount(tenant, clientId) {
+    async activeCount(tenant, clientId, ownerUser) {
       const [r] = await sql<{ n: number }[]>`
-        SELECT count(*)::int AS n FROM export_jobs WHERE tenant = ${tenant} AND client_id = ${clientId} AND state IN ('accepted', 'in-progress')`;
+        SELECT count(*)::int AS n FROM export_jobs
+        WHERE tenant = ${tenant} AND client_id = ${clientId} AND owner_user IS NOT DISTINCT FROM ${ownerUser ?? null}::text AND state IN ('accepted', 'in-progress')`;
       return r!.n;
     },
     async get(tenant, id) {

@@ -15,11 +15,14 @@ export function createPostgresImportJobs(sql: Pg): ImportJobRepo {
         // One creator per client at a time, so the count and the insert are atomic.
         await tx`SELECT pg_advisory_xact_lock(hashtextextended(${'import/' + job.tenant + '/' + job.clientId}, 0))`;
         const [active] = await tx<{ n: number }[]>`
-          SELECT count(*)::int AS n FROM import_jobs WHERE tenant = ${job.tenant} AND client_id = ${job.clientId} AND state IN ('accepted', 'in-progress')`;
+          SELECT count(*)::int AS n FROM import_jobs
+          WHERE tenant = ${job.tenant} AND client_id = ${job.clientId} AND owner_user IS NOT DISTINCT FROM ${job.ownerUser ?? null}::text
+            AND state IN ('accepted', 'in-progress')`;
         if (active!.n >= maxActive) return false;
         await tx`
-          INSERT INTO import_jobs (id, tenant, client_id, state, request, spec, created_at, updated_at, progress, credential, attempts)
-          VALUES (${job.id}, ${job.tenant}, ${job.clientId}, 'accepted', ${job.request}, ${job.spec}, ${job.createdAt}, ${job.createdAt}, ${job.progress}, ${job.credential ?? null}, 0)`;
+          INSERT INTO import_jobs (id, tenant, client_id, state, request, spec, created_at, updated_at, progress, credential, attempts, owner_user)
+          VALUES (${job.id}, ${job.tenant}, ${job.clientId}, 'accepted', ${job.request}, ${job.spec}, ${job.createdAt}, ${job.createdAt}, ${job.progress},
+                  ${job.credential ?? null}, 0, ${job.ownerUser ?? null})`;
         return true;
       });
     },

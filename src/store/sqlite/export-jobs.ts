@@ -26,8 +26,8 @@ function writes({ writer, serial }: SqliteExportDb) {
   };
 }
 
-/** A client's accepted and in-progress jobs (the per-client limit). */
-const ACTIVE_JOBS = "SELECT COUNT(*) AS n FROM export_jobs WHERE tenant = ? AND client_id = ? AND state IN ('accepted', 'in-progress')";
+/** An owner's (a client and a user, or the client's own authority: null) accepted and in-progress jobs (the limit). */
+const ACTIVE_JOBS = "SELECT COUNT(*) AS n FROM export_jobs WHERE tenant = ? AND client_id = ? AND owner_user IS ? AND state IN ('accepted', 'in-progress')";
 
 /** Export job lifecycle on SQLite. */
 export function createSqliteExportJobs(db: SqliteExportDb): ExportJobRepo {
@@ -36,24 +36,24 @@ export function createSqliteExportJobs(db: SqliteExportDb): ExportJobRepo {
   return {
     create(job, patients, maxActive) {
       return w(() => {
-        const active = writer.query<{ n: number }, [string, string]>(ACTIVE_JOBS).get(job.tenant, job.clientId)!.n;
+        const active = writer.query<{ n: number }, [string, string, string | null]>(ACTIVE_JOBS).get(job.tenant, job.clientId, job.ownerUser ?? null)!.n;
         if (active >= maxActive) return false;
         writer
           .query(
             `INSERT INTO export_jobs (id, tenant, client_id, state, request, spec, transaction_time, created_at, updated_at, progress,
-               lease_owner, lease_until, attempts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+               lease_owner, lease_until, attempts, owner_user) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
           )
           .run(
             job.id, job.tenant, job.clientId, job.claim ? 'in-progress' : 'accepted', job.request, job.spec, job.transactionTime,
-            job.createdAt, job.createdAt, job.progress, job.claim?.owner ?? null, job.claim?.leaseUntil ?? null, job.claim ? 1 : 0,
+            job.createdAt, job.createdAt, job.progress, job.claim?.owner ?? null, job.claim?.leaseUntil ?? null, job.claim ? 1 : 0, job.ownerUser ?? null,
           );
         const add = writer.query('INSERT OR IGNORE INTO export_patients (job_id, patient, joined) VALUES (?, ?, ?)');
         for (const p of patients) add.run(job.id, p.id, p.joined ? 1 : 0);
         return true;
       });
     },
-    async activeCount(tenant, clientId) {
-      return reader.query<{ n: number }, [string, string]>(ACTIVE_JOBS).get(tenant, clientId)!.n;
+    async activeCount(tenant, clientId, ownerUser) {
+      return reader.query<{ n: number }, [string, string, string | null]>(ACTIVE_JOBS).get(tenant, clientId, ownerUser ?? null)!.n;
     },
     async get(tenant, id) {
       const r = reader.query<JobRow, [string, string]>('SELECT * FROM export_jobs WHERE tenant = ? AND id = ?').get(tenant, id);

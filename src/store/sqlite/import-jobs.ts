@@ -4,7 +4,8 @@ import type { SqliteExportDb } from './export-jobs.ts';
 import { writeTransaction } from './db.ts';
 
 const IN_PROGRESS_BY = "state = 'in-progress' AND id = ? AND lease_owner = ?";
-const ACTIVE_JOBS = "SELECT COUNT(*) AS n FROM import_jobs WHERE tenant = ? AND client_id = ? AND state IN ('accepted', 'in-progress')";
+/** An owner's (a client and a user, or the client's own authority: null) accepted and in-progress jobs (the limit). */
+const ACTIVE_JOBS = "SELECT COUNT(*) AS n FROM import_jobs WHERE tenant = ? AND client_id = ? AND owner_user IS ? AND state IN ('accepted', 'in-progress')";
 
 /** Import job lifecycle on SQLite: writes through the writer's queue, reads on the reader (as export jobs). */
 export function createSqliteImportJobs({ writer, reader, serial }: SqliteExportDb): ImportJobRepo {
@@ -13,11 +14,11 @@ export function createSqliteImportJobs({ writer, reader, serial }: SqliteExportD
   return {
     create(job, maxActive) {
       return w(() => {
-        if (writer.query<{ n: number }, [string, string]>(ACTIVE_JOBS).get(job.tenant, job.clientId)!.n >= maxActive) return false;
+        if (writer.query<{ n: number }, [string, string, string | null]>(ACTIVE_JOBS).get(job.tenant, job.clientId, job.ownerUser ?? null)!.n >= maxActive) return false;
         writer
-          .query(`INSERT INTO import_jobs (id, tenant, client_id, state, request, spec, created_at, updated_at, progress, credential, attempts)
-                  VALUES (?, ?, ?, 'accepted', ?, ?, ?, ?, ?, ?, 0)`)
-          .run(job.id, job.tenant, job.clientId, job.request, job.spec, job.createdAt, job.createdAt, job.progress, job.credential ?? null);
+          .query(`INSERT INTO import_jobs (id, tenant, client_id, state, request, spec, created_at, updated_at, progress, credential, attempts, owner_user)
+                  VALUES (?, ?, ?, 'accepted', ?, ?, ?, ?, ?, ?, 0, ?)`)
+          .run(job.id, job.tenant, job.clientId, job.request, job.spec, job.createdAt, job.createdAt, job.progress, job.credential ?? null, job.ownerUser ?? null);
         return true;
       });
     },

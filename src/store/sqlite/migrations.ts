@@ -676,4 +676,20 @@ UPDATE index_state SET value = 17 WHERE name = 'model' AND NOT EXISTS (SELECT 1 
 ALTER TABLE import_jobs ADD COLUMN counts TEXT;
 `,
   },
+  {
+    version: 41,
+    name: 'job_owner_user',
+    sql: `
+-- The signed-in user a bulk export or import job runs for (its spec's ownerUser; null: the client's own authority, a
+-- client_credentials token), so the limit of running jobs (CINDER_EXPORT_MAX_JOBS_PER_CLIENT,
+-- CINDER_IMPORT_MAX_JOBS_PER_CLIENT) counts per client and user: one user of an app filled it for every other user.
+-- The jobs already waiting or running get theirs from their spec.
+ALTER TABLE export_jobs ADD COLUMN owner_user TEXT;
+ALTER TABLE import_jobs ADD COLUMN owner_user TEXT;
+UPDATE export_jobs SET owner_user = json_extract(spec, '$.ownerUser')
+  WHERE state IN ('accepted', 'in-progress') AND json_valid(spec) AND json_type(spec, '$.ownerUser') = 'text';
+UPDATE import_jobs SET owner_user = json_extract(spec, '$.ownerUser')
+  WHERE state IN ('accepted', 'in-progress') AND json_valid(spec) AND json_type(spec, '$.ownerUser') = 'text';
+`,
+  },
 ];

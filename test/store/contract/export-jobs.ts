@@ -27,6 +27,21 @@ export function exportJobsContract(target: StoreTarget) {
       expect(await store.exports.jobs.get('t2', 'd')).toBeNull();
     });
 
+    test("the limit counts per owner: a client's user (ownerUser) apart from its other users and from its own authority", async () => {
+      const of = (id: string, ownerUser?: string) => ({ ...job(id, 1), ...(ownerUser === undefined ? {} : { ownerUser }) });
+      expect(await store.exports.jobs.create(of('a1', 'alice'), [], 1)).toBe(true);
+      expect(await store.exports.jobs.create(of('a2', 'alice'), [], 1)).toBe(false);
+      expect(await store.exports.jobs.create(of('b1', 'bob'), [], 1)).toBe(true);
+      expect(await store.exports.jobs.create(of('o1'), [], 1)).toBe(true);
+      expect(await store.exports.jobs.create(of('o2'), [], 1)).toBe(false);
+      expect([
+        await store.exports.jobs.activeCount('t1', 'c1', 'alice'), await store.exports.jobs.activeCount('t1', 'c1', 'bob'),
+        await store.exports.jobs.activeCount('t1', 'c1'), await store.exports.jobs.activeCount('t1', 'c1', 'carol'),
+      ]).toEqual([1, 1, 1, 0]);
+      expect(await store.exports.jobs.cancel('t1', 'a1', 2)).toBe('accepted');
+      expect(await store.exports.jobs.create(of('a3', 'alice'), [], 1)).toBe(true);
+    });
+
     test('claim: oldest first, leased, attempts counted; an expired lease can be taken over', async () => {
       await store.exports.jobs.create(job('a', 1), [], 9);
       await store.exports.jobs.create(job('b', 2), [], 9);

@@ -23,6 +23,17 @@ export function importJobsContract(store: () => Store) {
       expect(await s.imports.cancel(t, `${t}-e`, 2_000)).toBe('accepted');
     });
 
+    test("the limit counts per owner: a client's user (ownerUser) apart from its other users and from its own authority", async () => {
+      const s = store();
+      const t = uniqueTenant();
+      expect(await s.imports.create(job(t, `${t}-a1`, { ownerUser: 'alice' }), 1)).toBe(true);
+      expect(await s.imports.create(job(t, `${t}-a2`, { ownerUser: 'alice' }), 1)).toBe(false);
+      expect(await s.imports.create(job(t, `${t}-b1`, { ownerUser: 'bob' }), 1)).toBe(true);
+      expect(await s.imports.create(job(t, `${t}-o1`), 1)).toBe(true);
+      expect(await s.imports.create(job(t, `${t}-o2`), 1)).toBe(false);
+      for (const id of ['a1', 'b1', 'o1']) expect(await s.imports.cancel(t, `${t}-${id}`, 2_000)).toBe('accepted');
+    });
+
     test("a renewal stores the running input's counts apart from the progress; stored progress, a claim and the job's end clear them", async () => {
       const s = store();
       const t = uniqueTenant();

@@ -65,6 +65,25 @@ export function migrationContract(target: StoreTarget) {
       expect(ids(await s.resources.search('t', q('AllergyIntolerance', 'patient')))).toEqual(['a1']);
     });
 
+    test("the job owner migration gives the waiting and running jobs their spec's user, and the others none", async () => {
+      const db = await target.fresh();
+      const version = migrationVersion(target.kind, 'job_owner_user');
+      await migrateUpTo(target.kind, db.url, version - 1);
+      const statements: [string, string[]][] = [];
+      const spec = (user?: string) => JSON.stringify({ version: 1, types: [], ...(user === undefined ? {} : { ownerUser: user }) });
+      for (const [id, state, s] of [['e1', 'accepted', spec('alice')], ['e2', 'in-progress', spec('alice')], ['e3', 'completed', spec('alice')], ['e4', 'accepted', spec()], ['e5', 'accepted', '{not json "ownerUser":']]) {
+        statements.push([`INSERT INTO export_jobs (id, tenant, client_id, state, request, spec, transaction_time, created_at, updated_at, progress) VALUES ($1, 't1', 'c1', $2, 'r', $3, 1, 1, 1, '{}')`, [id!, state!, s!]]);
+      }
+      statements.push([`INSERT INTO import_jobs (id, tenant, client_id, state, request, spec, created_at, updated_at, progress) VALUES ('i1', 't1', 'c1', 'accepted', 'r', $1, 1, 1, '{}')`, [spec('alice')]]);
+      await rawStatements(target.kind, db.url, statements);
+      const s = db.open();
+      expect((await s.migrate()).applied[0]).toBe(`${version}_job_owner_user`);
+      expect([await s.exports.jobs.activeCount('t1', 'c1', 'alice'), await s.exports.jobs.activeCount('t1', 'c1')]).toEqual([2, 2]);
+      const next = { tenant: 't1', clientId: 'c1', request: 'r', spec: '{}', progress: '{}', createdAt: 2 };
+      expect(await s.imports.create({ ...next, id: 'i2', ownerUser: 'alice' }, 1)).toBe(false);
+      expect(await s.imports.create({ ...next, id: 'i3' }, 1)).toBe(true);
+    });
+
     test('the validation debt migration marks the tenants that hold resources, and only those', async () => {
       const db = await target.fresh();
       const version = migrationVersion(target.kind, 'validation_debt');

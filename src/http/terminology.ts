@@ -132,7 +132,8 @@ export function terminologyRoutes(deps: TerminologyRouteDeps): Hono<AppEnv> {
 
   const translation = async (c: Context<AppEnv>) => {
     const input = translateInput(await inputs(c, translateParams), c.req.param('id'));
-    const terminology = await context(c, 'ConceptMap');
+    // A concept's display from a code system of the tenant's is left out for a token that does not read CodeSystems.
+    const terminology = valueSetReach(deps.terminology, c.get('tenant'), c.get('access'), await context(c, 'ConceptMap'), true);
     return fhirJson(await translate(input, { terminology, maps: deps.terminology.service.conceptMaps(c.get('tenant')) }));
   };
 
@@ -191,9 +192,9 @@ function requireWholeRead(access: Access, type: TerminologyType): void {
  * CodeSystem (withoutTenantCodeSystems); R4 core's for any token that reads ValueSets. The steady state of a token
  * that reads CodeSystems is untouched.
  */
-function valueSetReach(terminology: Terminology, tenant: string, access: Access, context: TerminologyContext): TerminologyContext {
+function valueSetReach(terminology: Terminology, tenant: string, access: Access, context: TerminologyContext, absent = false): TerminologyContext {
   if (access.can('CodeSystem', 'r') && access.filters?.('CodeSystem', 'r') === undefined) return context;
-  return withoutTenantCodeSystems(context, (url) => terminology.service.ownsCodeSystem(tenant, url));
+  return withoutTenantCodeSystems(context, (url) => terminology.service.ownsCodeSystem(tenant, url), absent);
 }
 
 /** The stored CodeSystem at instance level (`CodeSystem/{id}/$...`, 404 when unknown). */

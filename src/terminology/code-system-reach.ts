@@ -10,24 +10,26 @@ import type { CompiledValueSet } from './compile/compiled-value-set.ts';
  * 403 naming it, while R4 core's code systems (shared by every tenant, no one's record) are read as before. A
  * ValueSet, inline or stored, names any code system it likes, so without this a token that reads ValueSets and
  * not CodeSystems listed a tenant CodeSystem's codes, displays and designations by expanding a ValueSet of it.
- * Each url is asked once per request.
+ * Each url is asked once per request. `absent`: such a code system is answered as unknown instead of a 403, for an
+ * operation that reads it only to add a display (`$translate`'s concepts).
  */
-export function withoutTenantCodeSystems(ctx: TerminologyContext, owns: (url: string) => Promise<boolean>): TerminologyContext {
+export function withoutTenantCodeSystems(ctx: TerminologyContext, owns: (url: string) => Promise<boolean>, absent = false): TerminologyContext {
   const asked = new Map<string, Promise<boolean>>();
   const owned = (url: string) => {
     let p = asked.get(url);
     if (p === undefined) asked.set(url, (p = owns(url)));
     return p;
   };
-  return guarded(ctx, owned);
+  return guarded(ctx, owned, absent);
 }
 
-function guarded(ctx: TerminologyContext, owned: (url: string) => Promise<boolean>): TerminologyContext {
+function guarded(ctx: TerminologyContext, owned: (url: string) => Promise<boolean>, absent: boolean): TerminologyContext {
   return {
     asOf: ctx.asOf,
     ...(ctx.versions === undefined ? {} : { versions: ctx.versions }),
     codeSystem: (url: string, version?: string) =>
       owned(url).then((own) => {
+        if (own && absent) return null;
         if (own) throw unreadable(url);
         return ctx.codeSystem(url, version);
       }),
@@ -35,7 +37,7 @@ function guarded(ctx: TerminologyContext, owned: (url: string) => Promise<boolea
     valueSet: (url: string, version?: string) => ctx.valueSet(url, version),
     valueSetById: (id: string): Promise<CompiledValueSet | null> => ctx.valueSetById(id),
     compile: (vs: ValueSet) => ctx.compile(vs),
-    at: (date: DatePeriod | undefined) => (date === ctx.asOf ? guarded(ctx, owned) : guarded(ctx.at(date), owned)),
+    at: (date: DatePeriod | undefined) => guarded(date === ctx.asOf ? ctx : ctx.at(date), owned, absent),
   };
 }
 

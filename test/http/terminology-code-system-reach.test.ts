@@ -18,6 +18,17 @@ const codeSystem = {
 const inline = (system: string) => ({ name: 'valueSet', resource: { resourceType: 'ValueSet', status: 'active', compose: { include: [{ system }] } } });
 const stored = { resourceType: 'ValueSet', id: 'of-secret', url: 'http://cinder.test/ValueSet/of-secret', status: 'active', compose: { include: [{ system: SECRET }] } };
 const GENDER = 'http://hl7.org/fhir/administrative-gender';
+/** A map to the tenant's code system that gives no display of its own: `$translate` adds the code system's. */
+const conceptMap = {
+  resourceType: 'ConceptMap', id: 'to-secret', url: 'http://cinder.test/ConceptMap/to-secret', status: 'active',
+  group: [{ source: GENDER, target: SECRET, element: [{ code: 'male', target: [{ code: 'x1', equivalence: 'equivalent' }] }] }],
+};
+const translated = async (t: TestApp, token: string) => {
+  const r = await postOperation(t, token, 'ConceptMap/$translate', [{ name: 'url', valueUri: conceptMap.url }, { name: 'system', valueUri: GENDER }, { name: 'code', valueCode: 'male' }]);
+  expect(r.status).toBe(200);
+  const match = r.body.parameter!.find((p) => p.name === 'match') as unknown as { part: { name: string; valueCoding?: Record<string, unknown> }[] };
+  return match.part.find((p) => p.name === 'concept')!.valueCoding;
+};
 
 await eachStore((kind, fresh) => {
   describe(`ValueSet operations and the tenant's CodeSystems (${kind})`, () => {
@@ -28,6 +39,7 @@ await eachStore((kind, fresh) => {
       admin = await craftToken(t, 'system/*.*');
       await putResource(t, admin, codeSystem);
       await putResource(t, admin, stored);
+      await putResource(t, admin, conceptMap);
     });
     afterAll(() => t.close());
 
@@ -55,6 +67,11 @@ await eachStore((kind, fresh) => {
         expect((core.body.expansion as { total: number }).total).toBe(4);
         expect(outcome(await postOperation(t, token, 'ValueSet/$validate-code', [inline(GENDER), { name: 'system', valueUri: GENDER }, { name: 'code', valueCode: 'male' }])).result).toBe(true);
       }
+    });
+
+    test("$translate leaves out a concept's display from the tenant's CodeSystem for a token that does not read CodeSystems", async () => {
+      expect(await translated(t, await craftToken(t, 'system/ConceptMap.rs'))).toEqual({ system: SECRET, code: 'x1' });
+      expect(await translated(t, await craftToken(t, 'system/ConceptMap.rs system/CodeSystem.rs'))).toEqual({ system: SECRET, code: 'x1', display: 'Confidential condition one' });
     });
 
     test('with CodeSystem read, the same operations are answered', async () => {

@@ -31,6 +31,13 @@ const extension = {
     el('Extension.value[x]', 1, '1', { type: [{ code: 'string' }], patternString: 'SECRET-PATTERN' }),
   ] },
 };
+/** A profile whose differential cannot give a snapshot (a max above the base's): unusable, for a reason naming its element. */
+const BROKEN = 'http://example.org/fhir/StructureDefinition/broken-patient';
+const broken = {
+  resourceType: 'StructureDefinition', id: 'broken-patient', url: BROKEN, name: 'BrokenPatient', status: 'active', kind: 'resource', abstract: false,
+  type: 'Patient', baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Patient', derivation: 'constraint', fhirVersion: '4.0.1',
+  differential: { element: [{ id: 'Patient.birthDate', path: 'Patient.birthDate', max: '2' }] },
+};
 const breaking = { resourceType: 'Patient', meta: { profile: [PROFILE] }, gender: 'male', name: [{ family: 'Doe' }] };
 const badExtension = { resourceType: 'Patient', extension: [{ url: EXTENSION, valueString: 'abc' }] };
 const SECRETS = ['SECRET-HUMAN', 'sec-1', 'female', 'at least 2', 'maritalStatus', 'SECRET-PATTERN', 'pattern'];
@@ -46,6 +53,7 @@ await eachStore((kind, fresh) => {
       const admin = fhirClient(t, await craftToken(t, 'system/*.*'));
       await admin.put200(profile);
       await admin.put200(extension);
+      await admin.put200(broken);
       blind = fhirClient(t, await craftToken(t, 'system/Patient.cruds system/StructureDefinition.r'));
       reader = fhirClient(t, await craftToken(t, 'system/Patient.cruds system/StructureDefinition.rs'));
     });
@@ -97,6 +105,15 @@ await eachStore((kind, fresh) => {
       const contained = (await (await blind.post('Patient/$validate', { resourceType: 'Patient', contained: [{ ...breaking, id: 'c' }] })).json()) as Json;
       expect(contained.issue.filter((i: Json) => i.severity === 'error' && i.expression[0] !== 'Patient.contained[0]').map((i: Json) => i.expression)).toEqual([['Patient.contained[0].meta.profile[0]']]);
       for (const o of [named, claimed, contained]) noSecrets(o);
+    });
+
+    test("why a tenant's profile is unusable is told only to a token that reads StructureDefinitions", async () => {
+      const claim = { resourceType: 'Patient', meta: { profile: [BROKEN] } };
+      const hidden = await expectOutcome(await blind.post('Patient', claim), 422);
+      expect(hidden.issue.map((i: Json) => [i.code, i.expression, i.diagnostics])).toEqual([
+        ['not-supported', ['Patient.meta.profile[0]'], `The profile ${BROKEN} cannot be used; the access token may not read StructureDefinitions, so why is not told`],
+      ]);
+      expect(JSON.stringify(await expectOutcome(await reader.post('Patient', claim), 422))).toContain('birthDate');
     });
 
     test('a token that reads StructureDefinitions is told every problem; R4 core profiles are told to anyone', async () => {

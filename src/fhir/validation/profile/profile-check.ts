@@ -97,7 +97,9 @@ export class ProfileValidator {
         continue;
       }
       if (found.kind === 'unusable') {
-        out.push({ severity: 'error', code: 'not-supported', expression: named, text: found.reason });
+        // Why a tenant's profile is unusable names its elements (its differential's problems).
+        const reason = opts.reads === false && found.own === true ? `The profile ${canonical} cannot be used; the access token may not read StructureDefinitions, so why is not told` : found.reason;
+        out.push({ severity: 'error', code: 'not-supported', expression: named, text: reason });
         continue;
       }
       const hidden = opts.reads === false && found.own === true;
@@ -155,7 +157,7 @@ export class ProfileValidator {
       }
       const found = await (definitions.get(url) ?? this.registry.resolve(cache, tenant, url));
       if (found.kind !== 'profile' || found.profile.extension === undefined) {
-        if (opts.warnings) out.push(unresolvedExtension(site.path, url, found));
+        if (opts.warnings && !(opts.reads === false && found.kind === 'unusable' && found.own === true)) out.push(unresolvedExtension(site.path, url, found));
         continue;
       }
       await this.loadExtensions(cache, tenant, found.profile, extensions);

@@ -23,8 +23,8 @@ const DATA_TYPE_PROFILES = new Set(['http://hl7.org/fhir/StructureDefinition/Sim
 
 type Json = Record<string, unknown>;
 
-/** A profile as found: compiled, found but unusable (why), or not known. */
-export type Resolved = { kind: 'profile'; profile: CompiledProfile; /** The tenant's own StructureDefinition, not R4 core's. */ own?: true } | { kind: 'unusable'; reason: string } | { kind: 'unknown' };
+/** A profile as found (`own`: the tenant's StructureDefinition, not R4 core's): compiled, found but unusable (why), or not known. */
+export type Resolved = { kind: 'profile'; profile: CompiledProfile; own?: true } | { kind: 'unusable'; reason: string; own?: true } | { kind: 'unknown' };
 
 /** The types whose change drops a tenant's compiled profiles. */
 export const PROFILE_TYPES = ['StructureDefinition', 'ValueSet', 'CodeSystem'];
@@ -160,7 +160,7 @@ export class ProfileRegistry {
 
   private async load(tenant: string, canonical: string): Promise<Resolved> {
     const own = await this.source.find(tenant, canonical);
-    if (own !== undefined) return this.compiledOwn(tenant, own).then((r) => (r.kind === 'profile' ? { ...r, own: true } : r));
+    if (own !== undefined) return this.compiledOwn(tenant, own).then((r): Resolved => (r.kind === 'unknown' ? r : { ...r, own: true }));
     const url = canonical.split('|')[0]!;
     const version = canonical.includes('|') ? canonical.slice(canonical.indexOf('|') + 1) : undefined;
     return this.notStored(url, version);

@@ -22,8 +22,18 @@ export interface KeyRing {
    * minute, so a rotation by another process (`cinder keys rotate`) takes effect everywhere.
    */
   currentKey(alg: SigningAlg): Promise<LoadedKey>;
-  /** Public key for `kid`, reloading from the database once for a kid this process has not seen. */
-  verificationKey(kid: string): Promise<CryptoKey | null>;
+  /**
+   * The key `kid` to verify with, while it is published (active, or retired within the longest token lifetime),
+   * reloading from the database once for a kid this process has not seen; null otherwise. A key retired longer
+   * ago signed nothing still valid, so nothing it signs is taken (a leaked key is rotated out in every process,
+   * not only in those started since).
+   */
+  verificationKey(kid: string): Promise<LoadedKey | null>;
+  /**
+   * Whether a key `verificationKey` gave is still published, as this process last read the keys (at most
+   * KEY_RELOAD_MS ago while it verifies or signs): what it verified before is not taken once its key is not.
+   */
+  isPublished(key: LoadedKey): boolean;
   /**
    * The key `kid` with its private half, while it is published (active, or retired within the longest token
    * lifetime): reloading from the database once for a kid this process has not seen; null otherwise.
@@ -39,6 +49,18 @@ const ALGS: SigningAlg[] = ['ES256', 'RS256'];
 
 /** How often a process re-reads the active keys; retired keys stay published this much longer. */
 export const KEY_RELOAD_MS = 60_000;
+
+/** How far the clocks of processes sharing the database may disagree about when something was signed. */
+export const SIGNING_SKEW_MS = 60_000;
+
+/**
+ * Whether this server may have signed with `key` at `atMs` (epoch ms, a JWT's `iat`): while it was active, or
+ * until every process had reloaded the keys after its retirement (KEY_RELOAD_MS, with SIGNING_SKEW_MS between
+ * their clocks). A statement dated later was not signed here: it was forged with a key retired for a leak.
+ */
+export function mayHaveSigned(key: SigningKey, atMs: number): boolean {
+  return key.retiredAt === null || atMs <= key.retiredAt + KEY_RELOAD_MS + SIGNING_SKEW_MS;
+}
 
 async function newKey(alg: SigningAlg, now: number): Promise<SigningKey> {
   const { privateKey, publicKey } = await generateKeyPair(alg, { extractable: true });
@@ -93,6 +115,26 @@ export function createKeyRing(store: Store, clock: Clock, maxTokenTtl: number): 
     return kids;
   }
 
+  /** Reads the keys again, once for every caller meanwhile. */
+  function reloadShared(): Promise<void> {
+    reloading ??= reload().finally(() => (reloading = null));
+    return reloading;
+  }
+
+  const isPublished = (k: LoadedKey) => k.record.retiredAt === null || k.record.retiredAt >= publishedSince();
+
+  /**
+   * The key `kid` while it is published: loaded once when unseen, and its record read again when the last read is
+   * older than KEY_RELOAD_MS (a retirement by another process). A process keeps the keys it loaded, one started
+   * later reads only those still published: alike in both.
+   */
+  async function published(kid: string): Promise<LoadedKey | null> {
+    const now = clock.now();
+    if ((!loaded.has(kid) && now - lastReload > 1000) || now - lastReload > KEY_RELOAD_MS || now < lastReload) await reloadShared();
+    const k = loaded.get(kid);
+    return k && isPublished(k) ? k : null;
+  }
+
   function signingKey(alg: SigningAlg): LoadedKey {
     const k = active.get(alg);
     if (!k) throw new Error(`no active ${alg} signing key; KeyRing.init() was not called`);
@@ -110,22 +152,12 @@ export function createKeyRing(store: Store, clock: Clock, maxTokenTtl: number): 
     },
     signingKey,
     async currentKey(alg) {
-      if (clock.now() - lastReload > KEY_RELOAD_MS || clock.now() < lastReload) {
-        reloading ??= reload().finally(() => (reloading = null));
-        await reloading;
-      }
+      if (clock.now() - lastReload > KEY_RELOAD_MS || clock.now() < lastReload) await reloadShared();
       return signingKey(alg);
     },
-    async verificationKey(kid) {
-      if (!loaded.has(kid) && clock.now() - lastReload > 1000) await reload();
-      return loaded.get(kid)?.publicKey ?? null;
-    },
-    async key(kid) {
-      if (!loaded.has(kid) && clock.now() - lastReload > 1000) await reload();
-      const k = loaded.get(kid);
-      // A process keeps the keys it loaded; one started later reads only those still published: alike in both.
-      return k && (k.record.retiredAt === null || k.record.retiredAt >= publishedSince()) ? k : null;
-    },
+    verificationKey: published,
+    isPublished,
+    key: published,
     async jwks() {
       const records = await store.keys.list(publishedSince());
       return { keys: records.map((r) => r.publicJwk) };

@@ -1,5 +1,6 @@
 import { decodeProtectedHeader, jwtVerify, SignJWT, type JWTPayload } from 'jose';
 import type { AuthDeps } from './deps.ts';
+import { mayHaveSigned, SIGNING_SKEW_MS } from './keys.ts';
 
 /**
  * A short-lived statement the server signs for itself and reads back later (a login ticket, an EHR
@@ -47,13 +48,18 @@ export async function verifyServerJws(
   }
   const key = kid ? await deps.keys.verificationKey(kid) : null;
   if (!key) throw refuse('unknown-key');
+  let payload: JWTPayload;
   try {
-    const { payload } = await jwtVerify(value, key, {
+    ({ payload } = await jwtVerify(value, key.publicKey, {
       issuer: deps.config.baseUrl, audience: audience(deps), algorithms: ['ES256'], typ: kind.typ, currentDate: new Date(deps.clock.now()),
-      requiredClaims: ['exp', ...required], clockTolerance: graceS,
-    });
-    return payload;
+      requiredClaims: ['exp', 'iat', ...required], clockTolerance: graceS,
+    }));
   } catch (err) {
     throw refuse('invalid', err);
   }
+  // The lifetime and dates this server gives a statement of this kind (issuedHere in tokens.ts): only one forged with
+  // a leaked key has others, after the rotation that retired the key or living beyond it.
+  const { iat, exp } = payload as { iat: number; exp: number };
+  if (exp - iat > kind.ttl || iat * 1000 > deps.clock.now() + SIGNING_SKEW_MS || !mayHaveSigned(key.record, iat * 1000)) throw refuse('invalid');
+  return payload;
 }

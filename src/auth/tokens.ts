@@ -1,9 +1,9 @@
 import { decodeProtectedHeader, errors as joseErrors, jwtVerify, SignJWT, type JWTPayload } from 'jose';
 import { createHash } from 'node:crypto';
 import type { Clock } from '../clock.ts';
-import type { FhirContextItem } from '../store/types.ts';
+import type { FhirContextItem, SigningKey } from '../store/types.ts';
 import type { SyncOrAsync } from '../sync-or-async.ts';
-import type { KeyRing } from './keys.ts';
+import { mayHaveSigned, SIGNING_SKEW_MS, type KeyRing, type LoadedKey } from './keys.ts';
 import { randomToken } from './secrets.ts';
 
 /** Longest lifetime any Cinder token may have (per-client overrides included); bounds key publication. */
@@ -109,7 +109,22 @@ export interface RevocationCheck {
   isRevoked(token: VerifiedToken): SyncOrAsync<boolean>;
 }
 
-async function verifySignature(keys: KeyRing, clock: Clock, issuer: string, token: string): Promise<VerifiedToken> {
+/**
+ * Whether a token with a good signature is dated as this server dates its tokens: issued no later than now
+ * (SIGNING_SKEW_MS between processes' clocks) and while its key could sign (mayHaveSigned). Only a token forged
+ * with a leaked key, after the rotation that retired it, is dated otherwise.
+ */
+function issuedHere(iat: number, key: SigningKey, now: number): boolean {
+  return iat * 1000 <= now + SIGNING_SKEW_MS && mayHaveSigned(key, iat * 1000);
+}
+
+/** A verified token and the key that signed it. */
+interface Verified {
+  token: VerifiedToken;
+  key: LoadedKey;
+}
+
+async function verifySignature(keys: KeyRing, clock: Clock, issuer: string, token: string): Promise<Verified> {
   let kid: string | undefined;
   try {
     kid = decodeProtectedHeader(token).kid;
@@ -120,15 +135,16 @@ async function verifySignature(keys: KeyRing, clock: Clock, issuer: string, toke
   if (!key) throw new InvalidTokenError('the access token was not signed by this server');
   let payload: JWTPayload;
   try {
-    ({ payload } = await jwtVerify(token, key, {
-      issuer, algorithms: ['ES256'], typ: 'at+jwt', currentDate: new Date(clock.now()), requiredClaims: ['exp', 'sub', 'jti'],
+    ({ payload } = await jwtVerify(token, key.publicKey, {
+      issuer, algorithms: ['ES256'], typ: 'at+jwt', currentDate: new Date(clock.now()), requiredClaims: ['exp', 'iat', 'sub', 'jti'],
     }));
   } catch (err) {
     const msg = err instanceof joseErrors.JWTExpired ? 'the access token has expired' : 'the access token is invalid';
     throw new InvalidTokenError(msg, { cause: err });
   }
+  if (!issuedHere(payload.iat!, key.record, clock.now())) throw new InvalidTokenError('the access token is invalid');
   if (typeof payload.tenant !== 'string' || typeof payload.scope !== 'string') throw new InvalidTokenError('the access token lacks tenant or scope');
-  return payload as unknown as VerifiedToken;
+  return { token: payload as unknown as VerifiedToken, key };
 }
 
 /**
@@ -138,28 +154,33 @@ async function verifySignature(keys: KeyRing, clock: Clock, issuer: string, toke
  * at once, without a promise; a refusal known at once is thrown at once.
  */
 export function createTokenVerifier(keys: KeyRing, clock: Clock, issuer: string, revocations: RevocationCheck | null = null, cacheSize = 50_000) {
-  const cache = new Map<string, VerifiedToken>();
+  const cache = new Map<string, Verified>();
   const notRevoked = (verified: VerifiedToken): SyncOrAsync<VerifiedToken> => {
     if (revocations === null) return verified;
     const revoked = revocations.isRevoked(verified);
     return revoked instanceof Promise ? revoked.then((r) => refuseRevoked(r, verified)) : refuseRevoked(revoked, verified);
   };
   return function verify(token: string): SyncOrAsync<VerifiedToken> {
-    const verified = cache.get(token);
-    if (verified === undefined) {
+    const cached = cache.get(token);
+    if (cached === undefined) {
       // Checked before anything else, and only here: a token in the cache passed it when it came in.
       if (!B64TOKEN.test(token)) throw new MalformedTokenError('the access token is not a bearer token (RFC 6750 b64token)');
       return verifySignature(keys, clock, issuer, token).then((v) => {
         if (cache.size >= cacheSize) cache.clear();
         cache.set(token, v);
-        return notRevoked(v);
+        return notRevoked(v.token);
       });
     }
-    if (verified.exp * 1000 <= clock.now()) {
+    if (cached.token.exp * 1000 <= clock.now()) {
       cache.delete(token);
       throw new InvalidTokenError('the access token has expired');
     }
-    return notRevoked(verified);
+    // A key retired and no longer published (a leak rotated out) signed nothing still taken, whenever it was verified.
+    if (!keys.isPublished(cached.key)) {
+      cache.delete(token);
+      throw new InvalidTokenError('the access token was not signed by this server');
+    }
+    return notRevoked(cached.token);
   };
 }
 

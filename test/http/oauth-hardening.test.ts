@@ -5,11 +5,12 @@
  * IPv4-mapped address as one client; a client assertion addressed to other parties too is refused.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { exportJWK, generateKeyPair, SignJWT } from 'jose';
+import { decodeJwt, decodeProtectedHeader, exportJWK, generateKeyPair, importJWK, SignJWT, type JWTPayload } from 'jose';
 import { createClient } from '../../src/auth/admin.ts';
 import { ASSERTION_TYPE } from '../../src/auth/client-assertion.ts';
+import { MAX_TOKEN_TTL } from '../../src/auth/tokens.ts';
 import { BASE, createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
-import { basic, getCode, ipLimitedApp, PASSWORD, post, redeem, signIn, testUser, userClient } from '../helpers/oauth.ts';
+import { authorizeQuery, basic, getCode, ipLimitedApp, PASSWORD, post, redeem, REDIRECT, signIn, testUser, userClient } from '../helpers/oauth.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
 const targets = await storeTargets({ main: false });
@@ -51,6 +52,67 @@ for (const target of targets) {
       // The code's own client replaying it still revokes the grant.
       expect((await redeem(t, code, victim)).status).toBe(400);
       expect((await t.request(`${t.fhir('t1')}/Patient`, fhirInit(issued.access_token))).status).toBe(401);
+    });
+  });
+}
+
+// `cinder keys rotate` is what an operator does when a signing key leaks (a backup, a database dump read). A process
+// kept every key it had loaded and took whatever it signed, dated any time: a token forged with the old key after the
+// rotation, or one verified before expiring years on, was taken by every running process for as long as it ran (and a
+// launch or a login ticket the same), though the JWK Set no longer listed the key.
+for (const target of targets) {
+  describe(`tokens forged with a retired signing key, on ${target.kind}`, () => {
+    let t: TestApp;
+    let issued: string;
+    let claims: JWTPayload;
+    let kid: string;
+    let leaked: CryptoKey;
+
+    beforeAll(async () => {
+      const store = (await target.migrated()).open();
+      await store.migrate();
+      t = await createTestApp({ store });
+      issued = await t.token();
+      claims = decodeJwt(issued);
+      kid = decodeProtectedHeader(issued).kid!;
+      leaked = (await importJWK((await t.store.keys.list(0)).find((k) => k.kid === kid)!.privateJwk, 'ES256')) as CryptoKey;
+      await t.keys.rotate();
+    }, 120_000);
+    afterAll(() => t.close());
+
+    const nowS = () => Math.floor(t.clock.now() / 1000);
+    const forge = (times: { iat: number; exp: number }, typ = 'at+jwt', payload: JWTPayload = claims) =>
+      new SignJWT({ ...payload, ...times, jti: crypto.randomUUID() }).setProtectedHeader({ alg: 'ES256', kid, typ }).sign(leaked);
+    const readWith = async (token: string) => (await t.request(`${t.fhir('t1')}/Patient`, fhirInit(token))).status;
+
+    let lasting: string;
+
+    test('while the old key is published, what it signed before the rotation is taken; a token dated after it is not', async () => {
+      t.clock.advance(3 * 60_000 + 30_000);
+      expect(await readWith(issued)).toBe(200);
+      const at = Number(claims.iat);
+      lasting = await forge({ iat: at, exp: at + 10 * 365 * 86400 });
+      expect(await readWith(lasting)).toBe(200);
+      expect(await readWith(await forge({ iat: nowS(), exp: nowS() + 3600 }))).toBe(401);
+      expect(await readWith(await forge({ iat: nowS() + 86400, exp: nowS() + 2 * 86400 }))).toBe(401);
+    });
+
+    test('once the old key is no longer published, nothing it signed is taken: tokens verified before too, nor a launch at the login page', async () => {
+      t.clock.advance((MAX_TOKEN_TTL + 3600) * 1000);
+      const kids = ((await (await t.request('/oauth2/jwks')).json()) as { keys: { kid: string }[] }).keys.map((k) => k.kid);
+      expect(kids).not.toContain(kid);
+      const at = Number(claims.iat);
+      expect(await readWith(lasting)).toBe(401);
+      expect(await readWith(await forge({ iat: at + 30, exp: nowS() + 600 }))).toBe(401);
+      const c = await userClient(t);
+      const launch = await new SignJWT({ tenant: 't1', patient: 'p1', jti: crypto.randomUUID() })
+        .setProtectedHeader({ alg: 'ES256', kid, typ: 'cinder-launch+jwt' }).setIssuer(BASE).setAudience(`${BASE}/oauth2/authorize`)
+        .setIssuedAt(nowS() - 60).setExpirationTime(nowS() + 200).sign(leaked);
+      const page = await t.request(`/oauth2/authorize?${authorizeQuery({ clientId: c.id, scope: 'launch openid patient/*.read', extra: { launch } })}`);
+      expect(page.status).toBe(303);
+      const location = new URL(page.headers.get('location')!);
+      expect(`${location.origin}${location.pathname}`).toBe(REDIRECT);
+      expect(location.searchParams.get('error')).toBe('invalid_request');
     });
   });
 }

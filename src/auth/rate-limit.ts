@@ -46,7 +46,7 @@ export function perMinute(config: Config, clock: Clock, limit: number): Limiter 
 export interface RateLimits {
   /** Token, revocation and introspection requests per IP (before client authentication), keyed by rateLimitKey. */
   tokenIp: Limiter;
-  /** The same per authenticated client. */
+  /** The same per authenticated client (a public one per client and IP), keyed by clientLimitKey. */
   tokenClient: Limiter;
   /** Login page requests per IP, keyed by rateLimitKey. */
   loginIp: Limiter;
@@ -92,6 +92,16 @@ export function rateLimitKey(ip: string): string {
   if (embedsIPv4(g)) return `${g[6]! >> 8}.${g[6]! & 255}.${g[7]! >> 8}.${g[7]! & 255}`;
   if (g.slice(0, 7).every((x) => x === 0)) return `::${g[7]!.toString(16)}`;
   return `${g.slice(0, 4).map((x) => x.toString(16)).join(':')}::/64`;
+}
+
+/**
+ * The key a client's token, revocation and introspection requests are counted under (`tokenClient`): its id, and
+ * for a public client (`method` none) its id and the address (rateLimitKey). A public client authenticates by naming
+ * itself, and its id is no secret (it is in the app's pages), so counted by id alone one address sending bogus
+ * requests naming it spent the budget of every user of the app.
+ */
+export function clientLimitKey(clientId: string, method: string, ip: string | undefined): string {
+  return method === 'none' ? `${clientId} ${rateLimitKey(ip ?? 'unknown')}` : clientId;
 }
 
 /** Throws the 429 `OAuthError` of a refused hit. */

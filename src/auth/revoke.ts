@@ -2,7 +2,7 @@ import { OAuthError } from '../errors.ts';
 import { authenticateClient, type AuthenticatedClient, type TokenRequest } from './client-auth.ts';
 import type { AuthDeps } from './deps.ts';
 import { revokeGrant } from './issue.ts';
-import { enforce } from './rate-limit.ts';
+import { clientLimitKey, enforce } from './rate-limit.ts';
 import { sha256Hex } from './secrets.ts';
 import { assertionAudiences, rejectDuplicates } from './token-endpoint.ts';
 
@@ -10,7 +10,7 @@ import { assertionAudiences, rejectDuplicates } from './token-endpoint.ts';
 export async function tokenEndpointCall(deps: AuthDeps, req: TokenRequest, path: string): Promise<{ client: AuthenticatedClient; token: string }> {
   const base = deps.config.baseUrl;
   const client = await authenticateClient(deps, req, assertionAudiences(base, `${base}${path}`));
-  enforce(deps.limits.tokenClient, client.client.clientId);
+  enforce(deps.limits.tokenClient, clientLimitKey(client.client.clientId, client.method, req.ip));
   rejectDuplicates(req.form);
   const token = req.form.get('token');
   if (!token) throw new OAuthError('invalid_request', 'token is required');

@@ -4,7 +4,7 @@ import { authenticateClient, mayHoldRefreshTokens, type AuthenticatedClient, typ
 import { tokenEndpoint, type AuthDeps } from './deps.ts';
 import { grants } from './grants/index.ts';
 import type { Grant, TokenResponse } from './grants/types.ts';
-import { enforce } from './rate-limit.ts';
+import { clientLimitKey, enforce } from './rate-limit.ts';
 
 /** RFC 6749 3.2: parameters must not be included more than once. */
 export function rejectDuplicates(form: URLSearchParams): void {
@@ -80,7 +80,7 @@ export async function handleTokenRequest(deps: AuthDeps, req: TokenRequest): Pro
 
 /** The pipeline's steps after client authentication. */
 function grantFor(deps: AuthDeps, client: AuthenticatedClient, req: TokenRequest): Promise<TokenResponse> {
-  enforce(deps.limits.tokenClient, client.client.clientId);
+  enforce(deps.limits.tokenClient, clientLimitKey(client.client.clientId, client.method, req.ip));
   rejectDuplicates(req.form);
   const grant = supportedGrant(req.form);
   allowedGrant(grant, client);

@@ -10,7 +10,7 @@ import { createClient } from '../../src/auth/admin.ts';
 import { ASSERTION_TYPE } from '../../src/auth/client-assertion.ts';
 import { MAX_TOKEN_TTL } from '../../src/auth/tokens.ts';
 import { BASE, createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
-import { authorizeQuery, basic, getCode, ipLimitedApp, PASSWORD, post, redeem, REDIRECT, signIn, testUser, userClient } from '../helpers/oauth.ts';
+import { authorizeQuery, basic, getCode, ipLimitedApp, PASSWORD, pkce, post, redeem, REDIRECT, signIn, testUser, userClient } from '../helpers/oauth.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
 const targets = await storeTargets({ main: false });
@@ -240,6 +240,41 @@ describe('the token endpoint and login page request limits count an IPv6 /64 as 
     expect((await open('2001:db8:9:9::2')).status).toBe(200);
     expect((await open('2001:db8:9:9::3')).status).toBe(429);
     expect((await open('2001:db8:9:a::1')).status).toBe(200);
+  });
+});
+
+// A public client authenticates by naming itself, and its id is public (it is in the app's own pages): counted per
+// client alone, anyone could spend its budget (600 requests a minute by default, a quarter of one address's) with
+// bogus requests naming it, and every user of the app was refused a token. A public client is counted per client and
+// address; a confidential one, which the bogus requests cannot authenticate as, per client still.
+describe("one address cannot spend a public client's token request budget for every user of the app", () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp({ env: { CINDER_TOKEN_RATE_LIMIT_CLIENT: '3', CINDER_TRUST_PROXY: 'on' } });
+    await testUser(t);
+  });
+  afterAll(() => t.close());
+
+  test("bogus requests naming a public client from one address leave the app's users their tokens", async () => {
+    const app = await userClient(t, { secret: false, grants: ['authorization_code'] });
+    const { verifier, challenge } = pkce();
+    const code = await getCode(t, { clientId: app.id, challenge });
+    const from = (ip: string) => ({ 'X-Forwarded-For': ip });
+    const bogus = { grant_type: 'authorization_code', client_id: app.id, code: 'made-up', redirect_uri: REDIRECT, code_verifier: verifier };
+    for (const path of ['/oauth2/token', '/oauth2/token', '/oauth2/revoke']) {
+      const body = path === '/oauth2/token' ? bogus : { client_id: app.id, token: 'made-up' };
+      expect((await post(t, body, from('198.51.100.7'), path)).status).toBeLessThan(429);
+    }
+    expect((await post(t, bogus, from('198.51.100.7'))).status).toBe(429);
+    expect((await post(t, bogus, from('198.51.100.7'), '/oauth2/introspect')).status).toBe(429);
+    const res = await post(t, { grant_type: 'authorization_code', client_id: app.id, code, redirect_uri: REDIRECT, code_verifier: verifier }, from('203.0.113.5'));
+    expect(res.status).toBe(200);
+  });
+
+  test('a confidential client is counted across addresses', async () => {
+    const ask = (ip: string) => post(t, { grant_type: 'client_credentials' }, { Authorization: basic(t.admin.client.clientId, t.admin.clientSecret!), ...{ 'X-Forwarded-For': ip } });
+    for (const n of [1, 2, 3]) expect((await ask(`192.0.2.${n}`)).status).toBe(200);
+    expect((await ask('192.0.2.4')).status).toBe(429);
   });
 });
 

@@ -53,6 +53,28 @@ for (const target of targets) {
       expect((await redeem(t, code, victim)).status).toBe(400);
       expect((await t.request(`${t.fhir('t1')}/Patient`, fhirInit(issued.access_token))).status).toBe(401);
     });
+
+    // A native or browser app is a public client: its id is known to all, and PKCE is what keeps a code intercepted on
+    // its way to the app's redirect (another app registered for its scheme, a log) from being redeemed. Replaying that
+    // code after the app redeemed it gave the interceptor no token, but revoked the user's session with the app, at will.
+    test("a used code presented for its public client without the code's PKCE verifier revokes nothing; with it, the grant", async () => {
+      const app = await userClient(t, { secret: false, grants: ['authorization_code'] });
+      const { verifier, challenge } = pkce();
+      const code = await getCode(t, { clientId: app.id, challenge, scope: 'openid user/*.read' });
+      const issued = (await (await redeem(t, code, app, { code_verifier: verifier })).json()) as Tokens;
+      const reads = async () => (await t.request(`${t.fhir('t1')}/Patient`, fhirInit(issued.access_token))).status;
+      expect(await reads()).toBe(200);
+
+      for (const extra of [{}, { code_verifier: pkce().verifier }] as Record<string, string>[]) {
+        const res = await redeem(t, code, app, extra);
+        expect(res.status).toBe(400);
+        expect(((await res.json()) as Tokens).error).toBe('invalid_grant');
+        expect(await reads()).toBe(200);
+      }
+      // The app itself (or whoever holds its verifier, and so may have had its tokens) replaying it revokes the grant.
+      expect((await redeem(t, code, app, { code_verifier: verifier })).status).toBe(400);
+      expect(await reads()).toBe(401);
+    });
   });
 }
 

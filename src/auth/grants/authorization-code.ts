@@ -1,7 +1,7 @@
 import { OAuthError } from '../../errors.ts';
 import type { AuthCode } from '../../store/types.ts';
 import { OFFLINE_SCOPES } from '../claims.ts';
-import { mayHoldRefreshTokens } from '../client-auth.ts';
+import { mayHoldRefreshTokens, type AuthenticatedClient, type AuthMethod } from '../client-auth.ts';
 import type { AuthDeps } from '../deps.ts';
 import { grantContext } from '../grant-context.ts';
 import { checkReadableScopes, grantUser, issueUserTokens, revokeGrant, stillRegistered } from '../issue.ts';
@@ -27,17 +27,35 @@ function checkPkce(code: AuthCode, verifier: string | null): void {
 }
 
 /**
- * Redeems the code with one conditional UPDATE; a replay by its client revokes everything issued from it (RFC
- * 9700 4.4). A used code presented by another client is a client mismatch (RFC 6749 4.1.3), as an unused one is:
- * anyone who read a used code (a log, a Referer) could otherwise end its user's grant through any client,
- * a public one needing no secret.
+ * Whether the request presenting a used code proves it comes from the party the code was issued to: a client
+ * that authenticated (a secret, a key), or, for a public one (which authenticates by naming itself), the PKCE
+ * verifier of the code's challenge. Whoever only read the code (intercepted on its way to a native app's
+ * redirect, in a log, a browser's history) proves neither: PKCE gave them no token, so there is nothing of theirs
+ * to revoke, and revoking would only end the user's session with the app.
  */
-async function redeem(deps: AuthDeps, value: string, clientId: string): Promise<AuthCode> {
+function provesOwnership(code: AuthCode, method: AuthMethod, verifier: string | null): boolean {
+  if (method !== 'none') return true;
+  return code.codeChallenge !== null && verifier !== null && verifierMatches(verifier, code.codeChallenge);
+}
+
+/**
+ * Redeems the code with one conditional UPDATE; a replay by its client revokes everything issued from it (RFC
+ * 9700 4.4) when the request proves it is that client's (provesOwnership). A used code presented by another client
+ * is a client mismatch (RFC 6749 4.1.3), as an unused one is: anyone who read a used code (a log, a Referer) could
+ * otherwise end its user's grant through any client, a public one needing no secret; so too through its own
+ * public client without its verifier.
+ */
+async function redeem(deps: AuthDeps, value: string, { client, method }: AuthenticatedClient, verifier: string | null): Promise<AuthCode> {
+  const clientId = client.clientId;
   const r = await deps.store.oauth.redeemCode(sha256Hex(value), clientId, deps.clock.now());
   if (r.status === 'redeemed') return r.code;
   if (r.status === 'replayed' && r.code.clientId === clientId) {
-    await revokeGrant(deps, r.code.grantId);
-    deps.log.warn('authorization code replayed; its grant is revoked', { clientId, grantId: r.code.grantId });
+    if (provesOwnership(r.code, method, verifier)) {
+      await revokeGrant(deps, r.code.grantId);
+      deps.log.warn('authorization code replayed; its grant is revoked', { clientId, grantId: r.code.grantId });
+    } else {
+      deps.log.warn('authorization code replayed without its PKCE verifier; its grant is kept', { clientId, grantId: r.code.grantId });
+    }
     throw new OAuthError('invalid_grant', 'the authorization code was already used');
   }
   throw new OAuthError('invalid_grant', 'the authorization code is unknown, expired or was issued to another client');
@@ -51,12 +69,13 @@ async function redeem(deps: AuthDeps, value: string, clientId: string): Promise<
 export const authorizationCode: Grant = {
   grantType: 'authorization_code',
   parameters: ['code', 'redirect_uri', 'code_verifier'],
-  async handle(deps, { client }, form) {
+  async handle(deps, authenticated, form) {
+    const { client } = authenticated;
     const value = required(form, 'code');
     const redirectUri = required(form, 'redirect_uri');
     const verifier = form.get('code_verifier');
     if (verifier !== null && !CODE_VERIFIER.test(verifier)) throw new OAuthError('invalid_request', 'code_verifier must be 43-128 characters of [A-Za-z0-9._~-]');
-    const code = await redeem(deps, value, client.clientId);
+    const code = await redeem(deps, value, authenticated, verifier);
     if (code.redirectUri !== redirectUri) throw new OAuthError('invalid_grant', 'redirect_uri differs from the one of the authorization request');
     checkPkce(code, verifier);
     // A sign-in that a revocation of the client's tokens came at or after (a disable, even one undone; a secret

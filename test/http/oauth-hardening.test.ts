@@ -75,6 +75,32 @@ for (const target of targets) {
       expect((await redeem(t, code, app, { code_verifier: verifier })).status).toBe(400);
       expect(await reads()).toBe(401);
     });
+
+    // The interceptor may also be first. A request that does not match the code (no verifier, another one, another
+    // redirect URI) used the code up, and the app's own redemption then failed as a replay: its user could not sign in.
+    test('a request without the code\'s verifier or redirect URI leaves the code to its client', async () => {
+      const app = await userClient(t, { secret: false, grants: ['authorization_code'], redirectUris: [REDIRECT, 'https://app.example/other'] });
+      const { verifier, challenge } = pkce();
+      const code = await getCode(t, { clientId: app.id, challenge });
+      for (const extra of [{}, { code_verifier: pkce().verifier }, { code_verifier: verifier, redirect_uri: 'https://app.example/other' }] as Record<string, string>[]) {
+        const res = await redeem(t, code, app, extra);
+        expect(res.status).toBe(400);
+        expect(((await res.json()) as Tokens).error).toBe('invalid_grant');
+      }
+      const res = await redeem(t, code, app, { code_verifier: verifier });
+      expect(res.status).toBe(200);
+      const issued = (await res.json()) as Tokens;
+      expect((await t.request(`${t.fhir('t1')}/Patient`, fhirInit(issued.access_token))).status).toBe(200);
+      // Used now, it is a replay for anyone, which revokes nothing without the verifier.
+      expect((await redeem(t, code, app)).status).toBe(400);
+      expect((await t.request(`${t.fhir('t1')}/Patient`, fhirInit(issued.access_token))).status).toBe(200);
+
+      // A confidential client's code requested without PKCE is kept from a verifier it never had (a downgrade) alike.
+      const confidential = await userClient(t);
+      const plain = await getCode(t, { clientId: confidential.id });
+      expect((await redeem(t, plain, confidential, { code_verifier: verifier })).status).toBe(400);
+      expect((await redeem(t, plain, confidential)).status).toBe(200);
+    });
   });
 }
 

@@ -5,7 +5,7 @@ import { mayHoldRefreshTokens, type AuthenticatedClient, type AuthMethod } from 
 import type { AuthDeps } from '../deps.ts';
 import { grantContext } from '../grant-context.ts';
 import { checkReadableScopes, grantUser, issueUserTokens, revokeGrant, stillRegistered } from '../issue.ts';
-import { CODE_VERIFIER, verifierMatches } from '../pkce.ts';
+import { CODE_VERIFIER, s256, verifierMatches } from '../pkce.ts';
 import { splitScopes } from '../scopes.ts';
 import { randomToken, sha256Hex } from '../secrets.ts';
 import type { Grant } from './types.ts';
@@ -39,16 +39,24 @@ function provesOwnership(code: AuthCode, method: AuthMethod, verifier: string | 
 }
 
 /**
- * Redeems the code with one conditional UPDATE; a replay by its client revokes everything issued from it (RFC
- * 9700 4.4) when the request proves it is that client's (provesOwnership). A used code presented by another client
- * is a client mismatch (RFC 6749 4.1.3), as an unused one is: anyone who read a used code (a log, a Referer) could
- * otherwise end its user's grant through any client, a public one needing no secret; so too through its own
- * public client without its verifier.
+ * Redeems the code with one conditional UPDATE that also requires the request's redirect URI and PKCE verifier to
+ * match it (as node-oidc-provider checks them before consuming): a request that does not match is refused and leaves
+ * the code unused, so whoever intercepted a code without its verifier cannot use it up before its client does. A
+ * replay by its client revokes everything issued from it (RFC 9700 4.4) when the request proves it is that client's
+ * (provesOwnership). A used code presented by another client is a client mismatch (RFC 6749 4.1.3), as an unused one
+ * is: anyone who read a used code (a log, a Referer) could otherwise end its user's grant through any client, a
+ * public one needing no secret; so too through its own public client without its verifier.
  */
-async function redeem(deps: AuthDeps, value: string, { client, method }: AuthenticatedClient, verifier: string | null): Promise<AuthCode> {
+async function redeem(deps: AuthDeps, value: string, { client, method }: AuthenticatedClient, redirectUri: string, verifier: string | null): Promise<AuthCode> {
   const clientId = client.clientId;
-  const r = await deps.store.oauth.redeemCode(sha256Hex(value), clientId, deps.clock.now());
+  const proof = { redirectUri, challenge: verifier === null ? null : s256(verifier) };
+  const r = await deps.store.oauth.redeemCode(sha256Hex(value), clientId, deps.clock.now(), proof);
   if (r.status === 'redeemed') return r.code;
+  if (r.status === 'refused') {
+    if (r.code.redirectUri !== redirectUri) throw new OAuthError('invalid_grant', 'redirect_uri differs from the one of the authorization request');
+    checkPkce(r.code, verifier);
+    throw new OAuthError('invalid_grant', 'the code_verifier does not match the code');
+  }
   if (r.status === 'replayed' && r.code.clientId === clientId) {
     if (provesOwnership(r.code, method, verifier)) {
       await revokeGrant(deps, r.code.grantId);
@@ -75,9 +83,8 @@ export const authorizationCode: Grant = {
     const redirectUri = required(form, 'redirect_uri');
     const verifier = form.get('code_verifier');
     if (verifier !== null && !CODE_VERIFIER.test(verifier)) throw new OAuthError('invalid_request', 'code_verifier must be 43-128 characters of [A-Za-z0-9._~-]');
-    const code = await redeem(deps, value, authenticated, verifier);
-    if (code.redirectUri !== redirectUri) throw new OAuthError('invalid_grant', 'redirect_uri differs from the one of the authorization request');
-    checkPkce(code, verifier);
+    // The redirect URI and the verifier were matched by the redemption itself (redeem).
+    const code = await redeem(deps, value, authenticated, redirectUri, verifier);
     // A sign-in that a revocation of the client's tokens came at or after (a disable, even one undone; a secret
     // rotated for a leak; keys or scopes taken away) gives none: the code is the promise of an access token.
     if (await deps.store.oauth.isRevoked({ client: { id: client.clientId, readAt: code.authTime } })) {

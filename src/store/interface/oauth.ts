@@ -104,19 +104,31 @@ export interface RevocationQuery {
   user?: { id: string; readAt: number };
 }
 
-/** Result of redeeming a code: redeemed now, already redeemed (a replay), or unusable. */
+/**
+ * Result of redeeming a code: redeemed now, already redeemed (a replay), unusable, or (with a proof) refused: an
+ * unused, unexpired code of this client whose redirect URI or PKCE challenge the request does not match, left unused.
+ */
 export type CodeRedemption =
   | { status: 'redeemed'; code: AuthCode }
   | { status: 'replayed'; code: AuthCode }
+  | { status: 'refused'; code: AuthCode }
   | { status: 'invalid' };
+
+/** What a token request proves of a code (RFC 6749 4.1.3, RFC 7636 4.6): its redirect URI, and the S256 of its verifier or null. */
+export interface CodeProof {
+  redirectUri: string;
+  challenge: string | null;
+}
 
 export interface OAuthRepo {
   createCode(code: AuthCode): Promise<void>;
   /**
-   * Consumes the code with one conditional UPDATE (unconsumed, unexpired, issued to `clientId`), so of
-   * N concurrent redemptions exactly one succeeds. Reports a replay when the code was already consumed.
+   * Consumes the code with one conditional UPDATE (unconsumed, unexpired, issued to `clientId`, and matching `proof`
+   * when given: its redirect URI, and its challenge, null for none), so of N concurrent redemptions exactly one
+   * succeeds. Reports a replay when the code was already consumed; one the proof does not match is refused and stays
+   * unused, so whoever intercepted a code without its verifier cannot use it up before its client.
    */
-  redeemCode(codeHash: string, clientId: string, now: number): Promise<CodeRedemption>;
+  redeemCode(codeHash: string, clientId: string, now: number, proof?: CodeProof): Promise<CodeRedemption>;
   createRefreshToken(token: RefreshToken): Promise<void>;
   getRefreshToken(tokenHash: string): Promise<RefreshToken | null>;
   /**

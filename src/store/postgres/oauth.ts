@@ -1,6 +1,6 @@
 import { PRINCIPAL_REVOCATIONS, type CounterRepo, type OAuthRepo, type Revocation } from '../types.ts';
 import { REFRESH_COLUMN } from '../rows/oauth.ts';
-import { CODE_RETENTION_MS, codeRow, lastSeq, refreshRow, toCode, toRefresh, toRevocation } from '../rows/oauth.ts';
+import { CODE_RETENTION_MS, codeRow, lastSeq, refreshRow, toCode, toRefresh, toRevocation, unredeemed } from '../rows/oauth.ts';
 import type { CodeRow, RefreshRow, RevocationRow } from '../rows/oauth.ts';
 import type { Pg } from './db.ts';
 import { transaction } from './transaction.ts';
@@ -15,15 +15,15 @@ export function createPostgresOAuth(sql: Pg): OAuthRepo {
     async createCode(c) {
       await sql`INSERT INTO auth_codes ${sql(codeRow(c))}`;
     },
-    async redeemCode(codeHash, clientId, now) {
+    async redeemCode(codeHash, clientId, now, proof) {
+      const proven = proof ? sql`AND redirect_uri = ${proof.redirectUri} AND code_challenge IS NOT DISTINCT FROM ${proof.challenge}::text` : sql``;
       const [won] = await sql<CodeRow[]>`
         UPDATE auth_codes SET consumed_at = ${now}
-        WHERE code_hash = ${codeHash} AND client_id = ${clientId} AND consumed_at IS NULL AND expires_at > ${now}
+        WHERE code_hash = ${codeHash} AND client_id = ${clientId} AND consumed_at IS NULL AND expires_at > ${now} ${proven}
         RETURNING *`;
       if (won) return { status: 'redeemed', code: toCode(won) };
       const [row] = await sql<CodeRow[]>`SELECT * FROM auth_codes WHERE code_hash = ${codeHash}`;
-      if (row && row.consumed_at !== null) return { status: 'replayed', code: toCode(row) };
-      return { status: 'invalid' };
+      return unredeemed(row, clientId, now);
     },
     async createRefreshToken(t) {
       await sql`INSERT INTO refresh_tokens ${sql(refreshRow(t))}`;

@@ -1,4 +1,4 @@
-import type { AuthCode, FhirContextItem, RefreshToken, Revocation } from '../types.ts';
+import type { AuthCode, CodeRedemption, FhirContextItem, RefreshToken, Revocation } from '../types.ts';
 
 /** Used codes are kept this long after expiry, so a late replay is still detected (RFC 9700 4.4). */
 export const CODE_RETENTION_MS = 24 * 3600 * 1000;
@@ -70,6 +70,17 @@ export function toCode(r: CodeRow): AuthCode {
     expiresAt: r.expires_at, consumedAt: r.consumed_at, patient: r.patient ?? null, encounter: r.encounter ?? null,
     fhirContext: fromJson(r.fhir_context), needPatientBanner: Boolean(r.need_patient_banner),
   };
+}
+
+/**
+ * What a code's row says when the conditional UPDATE redeemed nothing: a replay when it was consumed; refused when it
+ * is unused, unexpired and of `clientId` (the request's proof did not match it); otherwise invalid. Both adapters alike.
+ */
+export function unredeemed(row: CodeRow | null | undefined, clientId: string, now: number): CodeRedemption {
+  if (!row) return { status: 'invalid' };
+  if (row.consumed_at !== null) return { status: 'replayed', code: toCode(row) };
+  if (row.client_id === clientId && Number(row.expires_at) > now) return { status: 'refused', code: toCode(row) };
+  return { status: 'invalid' };
 }
 
 /** Maps an AuthCode to its `auth_codes` row. */

@@ -1,7 +1,7 @@
 import type { Database } from 'bun:sqlite';
 import { PRINCIPAL_REVOCATIONS, type CounterRepo, type OAuthRepo, type Revocation } from '../types.ts';
 import { REFRESH_COLUMN } from '../rows/oauth.ts';
-import { CODE_RETENTION_MS, codeRow, lastSeq, refreshRow, toCode, toRefresh, toRevocation } from '../rows/oauth.ts';
+import { CODE_RETENTION_MS, codeRow, lastSeq, refreshRow, toCode, toRefresh, toRevocation, unredeemed } from '../rows/oauth.ts';
 import type { CodeRow, RefreshRow, RevocationRow } from '../rows/oauth.ts';
 
 /** Codes, refresh tokens, revocations and client-assertion jtis on SQLite (migrations 2, 19, 20, 24 and revocation_sequence). */
@@ -30,16 +30,23 @@ export function createSqliteOAuth(db: Database): OAuthRepo {
            $auth_time, $expires_at, $consumed_at, $patient, $encounter, $fhir_context, $need_patient_banner)`,
       ).run(codeRow(c));
     },
-    async redeemCode(codeHash, clientId, now) {
-      const won = db
-        .query<CodeRow, [number, string, string, number]>(
-          'UPDATE auth_codes SET consumed_at = ? WHERE code_hash = ? AND client_id = ? AND consumed_at IS NULL AND expires_at > ? RETURNING *',
-        )
-        .get(now, codeHash, clientId, now);
+    async redeemCode(codeHash, clientId, now, proof) {
+      // `IS` compares NULL as a value: a code requested without PKCE matches only a request without a verifier.
+      const won = proof
+        ? db
+          .query<CodeRow, [number, string, string, number, string, string | null]>(
+            `UPDATE auth_codes SET consumed_at = ? WHERE code_hash = ? AND client_id = ? AND consumed_at IS NULL AND expires_at > ?
+               AND redirect_uri = ? AND code_challenge IS ? RETURNING *`,
+          )
+          .get(now, codeHash, clientId, now, proof.redirectUri, proof.challenge)
+        : db
+          .query<CodeRow, [number, string, string, number]>(
+            'UPDATE auth_codes SET consumed_at = ? WHERE code_hash = ? AND client_id = ? AND consumed_at IS NULL AND expires_at > ? RETURNING *',
+          )
+          .get(now, codeHash, clientId, now);
       if (won) return { status: 'redeemed', code: toCode(won) };
       const row = db.query<CodeRow, [string]>('SELECT * FROM auth_codes WHERE code_hash = ?').get(codeHash);
-      if (row && row.consumed_at !== null) return { status: 'replayed', code: toCode(row) };
-      return { status: 'invalid' };
+      return unredeemed(row, clientId, now);
     },
     async createRefreshToken(t) {
       db.query(

@@ -82,6 +82,23 @@ export function oauthContract(store: () => Store) {
       expect((await s.oauth.redeemCode(c.codeHash, 'c1', 60_999)).status).toBe('redeemed');
     });
 
+    test("with a proof, a request not matching the code's redirect URI or challenge is refused and leaves it unused", async () => {
+      const s = store();
+      const c = code({ codeChallenge: 'x'.repeat(43) });
+      await s.oauth.createCode(c);
+      for (const proof of [{ redirectUri: c.redirectUri, challenge: null }, { redirectUri: c.redirectUri, challenge: 'y'.repeat(43) }, { redirectUri: 'https://other.example/cb', challenge: c.codeChallenge }]) {
+        expect(await s.oauth.redeemCode(c.codeHash, 'c1', 2000, proof)).toEqual({ status: 'refused', code: c });
+      }
+      expect(await s.oauth.redeemCode(c.codeHash, 'c2', 2000, { redirectUri: c.redirectUri, challenge: c.codeChallenge })).toEqual({ status: 'invalid' });
+      expect(await s.oauth.redeemCode(c.codeHash, 'c1', 2000, { redirectUri: c.redirectUri, challenge: c.codeChallenge })).toEqual({ status: 'redeemed', code: { ...c, consumedAt: 2000 } });
+      expect((await s.oauth.redeemCode(c.codeHash, 'c1', 3000, { redirectUri: c.redirectUri, challenge: null })).status).toBe('replayed');
+      // A code requested without PKCE matches a request without a verifier only.
+      const plain = code();
+      await s.oauth.createCode(plain);
+      expect((await s.oauth.redeemCode(plain.codeHash, 'c1', 2000, { redirectUri: plain.redirectUri, challenge: 'y'.repeat(43) })).status).toBe('refused');
+      expect((await s.oauth.redeemCode(plain.codeHash, 'c1', 2000, { redirectUri: plain.redirectUri, challenge: null })).status).toBe('redeemed');
+    });
+
     test('the chosen patient in context is kept, and null stays null', async () => {
       const s = store();
       const chosen = code({ patient: 'pat-7' });

@@ -99,6 +99,8 @@ export type OAuthErrorCode =
   | 'server_error'
   | 'temporarily_unavailable'
   | 'login_required'
+  | 'request_not_supported'
+  | 'request_uri_not_supported'
   | 'slow_down'
   | 'not_found';
 

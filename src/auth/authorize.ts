@@ -92,7 +92,9 @@ type Fail = (description: string, code?: OAuthErrorCode) => never;
 /** The request's shape: no repeats, no request objects, `response_type=code`, query mode, bounded lengths. */
 function checkShape(client: Client, q: URLSearchParams, fail: Fail): void {
   for (const name of AUTHORIZE_PARAMS) if (q.getAll(name).length > 1) fail(`parameter '${name}' is repeated`);
-  if (q.has('request') || q.has('request_uri')) fail('request objects are not supported');
+  // OIDC Core 3.1.2.6 names the errors of a request object a server does not take.
+  if (q.has('request')) fail('request objects are not supported (the request parameter)', 'request_not_supported');
+  if (q.has('request_uri')) fail('request objects are not supported (the request_uri parameter)', 'request_uri_not_supported');
   const responseType = q.get('response_type');
   if (!responseType) fail('response_type is required');
   if (responseType !== 'code') fail(`response_type '${responseType}' is not supported: use code`, 'unsupported_response_type');

@@ -148,8 +148,9 @@ async function verifySignature(keys: KeyRing, clock: Clock, issuer: string, toke
 }
 
 /**
- * Verifies access tokens locally (no database read) and remembers verified ones until they expire,
- * so a token is checked cryptographically once per process. `revocations` is asked on every use.
+ * Verifies access tokens locally (no database read but the signing keys', at most once a KEY_RELOAD_MS) and
+ * remembers verified ones until they expire, or their key is no longer published (KeyRing.isPublished), so a
+ * token is checked cryptographically once per process. `revocations` is asked on every use.
  * The steady state (a token verified before, unexpired, and revocations read recently) is answered
  * at once, without a promise; a refusal known at once is thrown at once.
  */

@@ -130,7 +130,12 @@ export function createKeyRing(store: Store, clock: Clock, maxTokenTtl: number): 
    */
   async function published(kid: string): Promise<LoadedKey | null> {
     const now = clock.now();
-    if ((!loaded.has(kid) && now - lastReload > 1000) || now - lastReload > KEY_RELOAD_MS || now < lastReload) await reloadShared();
+    if (!loaded.has(kid) && now - lastReload > 1000) await reloadShared();
+    else if (loaded.has(kid) && (now - lastReload > KEY_RELOAD_MS || now < lastReload)) {
+      // A key already loaded is judged by its record as last read when the database cannot be read now (an outage):
+      // what needs no database (a token verified for a terminology request) goes on; a call past the next interval reads again.
+      await reloadShared().catch(() => undefined);
+    }
     const k = loaded.get(kid);
     return k && isPublished(k) ? k : null;
   }

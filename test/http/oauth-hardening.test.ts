@@ -165,6 +165,24 @@ for (const target of targets) {
   });
 }
 
+// Verifying reads the signing keys again once a reload interval (for a retirement by another process); a process
+// that cannot read them then (the database unreachable a moment) goes on with the keys it has, as before it read them.
+test('a token of a known key verifies while the keys cannot be read again', async () => {
+  const t = await createTestApp();
+  try {
+    const issued = await t.token();
+    const list = t.store.keys.list.bind(t.store.keys);
+    t.store.keys.list = async () => {
+      throw new Error('the database is unreachable');
+    };
+    t.clock.advance(2 * 60_000);
+    expect((await t.request(`${t.fhir('t1')}/Patient`, fhirInit(issued))).status).toBe(200);
+    t.store.keys.list = list;
+  } finally {
+    await t.close();
+  }
+});
+
 // A client's JWK Set URL is fetched by the server (private_key_jwt): the host named in it, or the DNS its owner
 // answers, must not point Cinder at the cloud metadata address or the internal network (SSRF), and the address
 // checked must be the one connected to (no second resolution for a rebinding DNS server to answer differently).

@@ -165,7 +165,10 @@ function grantedScopes(client: Client, q: URLSearchParams, launch: LaunchContext
  * client or a redirect URI not registered exactly throws AuthorizePageError (never redirect); anything
  * else throws AuthorizeRedirectError. `stage`: see launchOf.
  */
-export async function validateAuthorizationRequest(deps: AuthDeps, q: URLSearchParams, stage: RequestStage = 'request'): Promise<AuthorizationRequest> {
+export async function validateAuthorizationRequest(deps: AuthDeps, sent: URLSearchParams, stage: RequestStage = 'request'): Promise<AuthorizationRequest> {
+  // RFC 6749 3.1: "Parameters sent without a value MUST be treated as if they were omitted from the request"
+  // (an empty `state` is not echoed, an empty `nonce` is no nonce in the ID token).
+  const q = new URLSearchParams([...sent].filter(([, v]) => v !== ''));
   const { client, redirectUri } = await clientAndRedirect(deps, q);
   const state = q.get('state');
   const fail: Fail = (d, code = 'invalid_request') => {

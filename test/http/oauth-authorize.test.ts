@@ -174,6 +174,23 @@ describe('request validation', () => {
     expect((await page(authorizeQuery({ clientId: c.id, aud: null, scope: 'openid profile fhirUser offline_access' }))).status).toBe(200);
   });
 
+  test('a parameter sent without a value is as if omitted (RFC 6749 3.1): an empty state is not echoed, an empty challenge is none', async () => {
+    const q = authorizeQuery({ clientId: c.id, extra: { state: '', nonce: '' } });
+    const html = await (await page(q)).text();
+    expect(hiddenFields(html)).not.toHaveProperty('state');
+    expect(hiddenFields(html)).not.toHaveProperty('nonce');
+    const ok = redirectParams(await signIn(t, { clientId: c.id, extra: { state: '' } }));
+    expect(ok.get('code')).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(ok.has('state')).toBe(false);
+    const bad = redirectParams(await page(authorizeQuery({ clientId: c.id, extra: { state: '', response_type: 'token' } })));
+    expect(bad.get('error')).toBe('unsupported_response_type');
+    expect(bad.has('state')).toBe(false);
+    const pub = await userClient(t, { secret: false, grants: ['authorization_code'] });
+    const empty = redirectParams(await page(authorizeQuery({ clientId: pub.id, extra: { code_challenge: '', code_challenge_method: 'S256' } })));
+    expect(empty.get('error')).toBe('invalid_request');
+    expect(empty.get('error_description')).toBe('code_challenge_method without code_challenge');
+  });
+
   test('a repeated parameter -> invalid_request redirect', async () => {
     const params = redirectParams(await page(authorizeQuery({ clientId: c.id }) + '&scope=openid'));
     expect(params.get('error')).toBe('invalid_request');

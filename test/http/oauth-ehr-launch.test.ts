@@ -385,7 +385,6 @@ for (const target of targets) {
         `${h}.${Buffer.from(JSON.stringify({ ...payload, patient: 'p-bob' })).toString('base64url')}.${s}`,
         `${h}.${p}.${s.slice(0, -4)}AAAA`,
         'not-a-launch',
-        '',
       ];
       for (const value of tampered) {
         const back = redirectParams(await t.request(`/oauth2/authorize?${authorizeQuery(params(value))}`));
@@ -393,6 +392,8 @@ for (const target of targets) {
         expect(back.get('error_description')).toMatch(/^the launch parameter /);
         expect(back.get('state')).toBe('st-1');
       }
+      // An empty launch is no launch (RFC 6749 3.1): the login page of a standalone launch.
+      expect((await t.request(`/oauth2/authorize?${authorizeQuery(params(''))}`)).status).toBe(200);
       // Another tenant's launch (the same patient id in t2) with this tenant's client.
       const t2Launch = await launchFor({ patient: 'p-ann' }, await t.tokenFor('t2', ['system/*.rs']));
       const foreign = redirectParams(await t.request(`/oauth2/authorize?${authorizeQuery(params(t2Launch))}`));

@@ -66,6 +66,14 @@ function rawParameters(): RawSearchParameter[] {
   return (raw ??= entries(searchParameterBundle));
 }
 
+let coreByUrl: Map<string, { type: ParamType; base: readonly string[] }> | undefined;
+
+/** The type and bases of the R4 core SearchParameter whose canonical URL is `url` (without a version). */
+export function coreSearchParameter(url: string): { type: ParamType; base: readonly string[] } | undefined {
+  coreByUrl ??= new Map(rawParameters().map((sp) => [sp.url, { type: sp.type, base: sp.base }]));
+  return coreByUrl.get(url);
+}
+
 /** `DomainResource` parameters apply to every type but these (FHIR R4 resource hierarchy). */
 const NOT_DOMAIN = new Set(['Binary', 'Bundle', 'Parameters']);
 

@@ -1,7 +1,7 @@
 /**
  * A Bundle entry's fullUrl "SHALL NOT disagree with the id in the resource" (FHIR R4 Bundle.entry.fullUrl):
  * a fullUrl that is a RESTful URL, absolute or relative, names the resource's type and id, in every kind
- * of Bundle. A `urn:uuid:`, a URL of another shape, or an entry whose resource has no id (a create's
+ * of Bundle; outside a transaction or batch it is absolute (R4: "The Absolute URL for the resource"). A `urn:uuid:`, a URL of another shape, or an entry whose resource has no id (a create's
  * temporary fullUrl) has nothing to disagree with; a versioned fullUrl is bdl-8's.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
@@ -34,11 +34,15 @@ describe('a Bundle stored as a resource (here a collection)', () => {
       { fullUrl: `${BASE}/Patient/5`, resource: patient('5') },
     );
     const refused = await expectOutcome(await api.post('Bundle', others), 422);
-    expect((refused.issue as Json[]).map((i) => i.expression[0])).toEqual(['Bundle.entry[0].fullUrl', 'Bundle.entry[1].fullUrl']);
+    // Patient/3 disagrees with Patient/4, and is relative besides (outside a transaction or batch a fullUrl is absolute).
+    expect((refused.issue as Json[]).map((i) => i.expression[0])).toEqual(['Bundle.entry[0].fullUrl', 'Bundle.entry[1].fullUrl', 'Bundle.entry[1].fullUrl']);
+    const relative = await expectOutcome(await api.post('Bundle', collection({ fullUrl: 'Patient/2', resource: patient('2') })), 422);
+    expect(issues(relative)).toEqual([
+      'Bundle.entry[0].fullUrl: The fullUrl "Patient/2" is not an absolute URL: an entry\'s fullUrl is the resource\'s absolute URL, or a urn:uuid: or urn:oid:, outside a transaction or batch',
+    ]);
     // One that agrees, is no RESTful URL, or has no id to disagree with is stored.
     const res = await api.post('Bundle', collection(
       { fullUrl: `${BASE}/Patient/1`, resource: patient('1') },
-      { fullUrl: 'Patient/2', resource: patient('2') },
       { fullUrl: 'urn:uuid:0c3c9e3e-6e5b-4d0a-8f2a-1c2d3e4f5a6b', resource: patient('3') },
       { fullUrl: 'http://example.org/patients/77', resource: patient('4') },
       { fullUrl: `${BASE}/Patient/6`, resource: patient() },

@@ -18,7 +18,10 @@
  *   ConceptMap group's source and target) has a scheme (RFC 3986 4.3), or is a `#id` fragment naming a
  *   contained resource: R4's own example ValueSet `example-hierarchical` includes the system `#hacked`,
  *   its contained CodeSystem (HL7's validator now refuses that for an include's system and asks for the
- *   code system's URL with the valueset-system extension, a later convention).
+ *   code system's URL with the valueset-system extension, a later convention); one that is a `urn:uuid:` holds a
+ *   UUID (RFC 4122), as HL7's validator requires ("UUIDs must be valid and lowercase"); one in capitals is a
+ *   warning, as R4's own CapabilityStatement and TerminologyCapabilities examples write theirs. Transactions' temporary ids, often no UUIDs, are fullUrls and references, which are not held
+ *   to it.
  */
 import { coreCodeSystem, CORE_CODE_SYSTEM_VERSION } from './model.ts';
 import { ucumCodeProblem } from '../ucum-syntax.ts';
@@ -27,7 +30,7 @@ type Json = Record<string, unknown>;
 
 /** The walk's state these checks need. */
 export interface CodingScope {
-  add(code: 'code-invalid' | 'value', expression: string, text: string): void;
+  add(code: 'code-invalid' | 'value', expression: string, text: string, severity?: 'error' | 'warning'): void;
 }
 
 /** RFC 3986's scheme, which an absolute URI starts with. */
@@ -37,8 +40,15 @@ const SCHEME = /^[A-Za-z][A-Za-z0-9+.-]*:/;
 export function checkAbsolute(scope: CodingScope, uri: string, path: string): void {
   if (!isAbsolute(uri)) {
     scope.add('value', path, `${JSON.stringify(uri)} is not an absolute URI (it has no scheme, such as http:, https: or urn:), which R4 requires here`);
+  } else if (uri.startsWith('urn:uuid:') && !UUID.test(uri.slice(9))) {
+    const uuid = uri.slice(9);
+    if (!UUID.test(uuid.toLowerCase())) scope.add('value', path, `${JSON.stringify(uri)} is no UUID URI: a UUID is 32 hexadecimal digits in groups of 8-4-4-4-12 (RFC 4122)`);
+    else scope.add('value', path, `${JSON.stringify(uri)} should write its UUID in lowercase, as R4's uuid type does (urn:uuid:${uuid.toLowerCase()})`, 'warning');
   }
 }
+
+/** R4's `uuid` after `urn:uuid:` (datatypes.html: RFC 4122, lowercase). */
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 const VALUE_SET_BASE = 'http://hl7.org/fhir/ValueSet/';
 
@@ -61,6 +71,11 @@ export function checkCoding(scope: CodingScope, coding: Json, path: string): voi
     checkUnit(scope, code, `${path}.code`);
     return;
   }
+  if (system === SNOMED_CT && typeof code === 'string') {
+    const problem = sctidProblem(code);
+    if (problem !== undefined) scope.add('code-invalid', `${path}.code`, `Unknown code ${JSON.stringify(code)} in the code system ${SNOMED_CT}: ${problem}`);
+    return;
+  }
   if (typeof code !== 'string' || (version !== undefined && version !== CORE_CODE_SYSTEM_VERSION)) return;
   const codes = coreCodeSystem(system);
   if (codes !== undefined && !codes.has(code)) {
@@ -69,6 +84,30 @@ export function checkCoding(scope: CodingScope, coding: Json, path: string): voi
 }
 
 const UCUM = 'http://unitsofmeasure.org';
+export const SNOMED_CT = 'http://snomed.info/sct';
+
+/** Verhoeff's multiplication and permutation tables, by which an SCTID's last digit checks the others. */
+const VERHOEFF_D = ['0123456789', '1234067895', '2340178956', '3401289567', '4012395678', '5987604321', '6598710432', '7659821043', '8765932104', '9876543210'].map((r) => [...r].map(Number));
+const VERHOEFF_P = ['0123456789', '1576283094', '5803796142', '8916043527', '9453126870', '4286573901', '2793806415', '7046913258'].map((r) => [...r].map(Number));
+
+/** Characters of SNOMED CT's compositional grammar beyond an SCTID: a code holding one is an expression, not judged. */
+const EXPRESSION = /[\s:=|+{}(),<>^!*#"]/;
+
+/**
+ * undefined when `code` can be a SNOMED CT concept: an SCTID (SNOMED CT's identifier specification: 6 to
+ * 18 digits, no leading zero, a concept's partition `00` or `10` before its Verhoeff check digit), or an
+ * expression of the compositional grammar (`71341001:272741003=7771000`), which is not parsed here. Else why
+ * not: HL7's validator reports such a code as unknown to SNOMED CT, and no edition can hold it.
+ */
+export function sctidProblem(code: string): string | undefined {
+  if (EXPRESSION.test(code)) return undefined;
+  if (!/^[1-9][0-9]{5,17}$/.test(code)) return 'a SNOMED CT concept id is 6 to 18 digits, not starting with 0';
+  const partition = code.slice(-3, -1);
+  if (partition !== '00' && partition !== '10') return `its partition identifier '${partition}' is not a concept's (00 or 10): it identifies a description, a relationship or another component`;
+  let check = 0;
+  for (let i = 0; i < code.length; i++) check = VERHOEFF_D[check]![VERHOEFF_P[i % 8]![code.charCodeAt(code.length - 1 - i) - 48]!]!;
+  return check === 0 ? undefined : 'its check digit is wrong (Verhoeff)';
+}
 
 /** A Quantity (or Age, Duration...) at `path`: a UCUM `code` is a UCUM unit. */
 export function checkQuantity(scope: CodingScope, quantity: Json, path: string): void {

@@ -4,7 +4,8 @@
  * extensions, element ids unique within a resource, the inherited invariants checked natively (ele-1, ext-1, dom-2..dom-5; the narrative's
  * XML and txt-1/txt-2 in xhtml.ts; Reference targets and contained ids in references.ts; a Bundle
  * entry's fullUrl against its resource in full-url.ts), required
- * bindings, the codes of R4's own code systems and Attachment sizes (codings.ts), and the types' own invariants through the compiled FHIRPath engine. One walk collects
+ * bindings, the codes of R4's own code systems, SNOMED CT's concept ids and Attachment sizes (codings.ts), the rules of
+ * single types that R4 states outside its invariants (conformance.ts), and the types' own invariants through the compiled FHIRPath engine. One walk collects
  * every problem found.
  */
 import { literalOf } from '../exact-json.ts';
@@ -15,6 +16,7 @@ import { checkNarrative } from './xhtml.ts';
 import { checkInvariants, type IssueSink } from './invariants.ts';
 import { checkContainedIds, checkReference } from './references.ts';
 import { checkFullUrl } from './full-url.ts';
+import { checkConformance } from './conformance.ts';
 import { checkAbsolute, checkAttachment, checkCoding, checkIdentifier, checkQuantity, unitProblem } from './codings.ts';
 
 /** How much is checked: everything, the structure only (no bindings, no invariants), or nothing. */
@@ -130,7 +132,10 @@ function visitResource(walk: Walk, r: Json, path: string, contained: boolean): v
   if (!contained) walk.rootResource = r;
   // Each resource, a contained one too, is a scope of element ids of its own, as HL7's validator has it.
   inIdScope(walk, () => visitObject(walk, r, model, path));
-  if (walk.level === 'strict') checkInvariants(walk, model, r, path, walk.resource, walk.rootResource, walk.memo);
+  if (walk.level === 'strict') {
+    checkInvariants(walk, model, r, path, walk.resource, walk.rootResource, walk.memo);
+    checkConformance(walk, r, path);
+  }
   walk.resource = outer;
   walk.rootResource = outerRoot;
   if (contained) checkContained(walk, r, path);

@@ -41,6 +41,13 @@ const KNOWN_DEFECTS: Record<string, string[]> = {
   'Bundle-10bb101f-a121-4264-a920-67be9cb82c74.json': ['Bundle.entry[].fullUrl'],
   'Bundle-3a0707d3-549e-4467-b8b8-5a2ab3800efe.json': ['Bundle.entry[].fullUrl'],
   'Bundle-lri-example.json': ['Bundle.entry[].fullUrl'],
+  // Two properties with the code 'Laterality' (a concept's property names its definition by code).
+  'CodeSystem-snomedct.json': ['CodeSystem.property[].code'],
+  'Bundle-valuesets.json': ['Bundle.entry[].resource.property[].code'],
+  // SNOMED CT codes that can be no concept's: `T-15460` (a SNOMED RT code, no SCTID), and an SCTID whose
+  // partition (11) is a description's (HL7's validator reports both as unknown codes).
+  'ImagingStudy-example-xr.json': ['ImagingStudy.series[].bodySite.code'],
+  'NutritionOrder-enteralcontinuous.json': ['NutritionOrder.enteralFormula.baseFormulaType.coding[].code'],
   // Logical models that are not abstract and have no baseDefinition (sdf-4).
   ...Object.fromEntries(['Definition', 'Event', 'FiveWs', 'Request'].map((id) => [`StructureDefinition-${id}.json`, ['StructureDefinition']])),
   // A placeholder `urn:oid:X.Y.Z` for a value set's canonical: no OID.

@@ -1,5 +1,5 @@
 /**
- * Rules R4 states outside its invariants, as HL7's validator checks them (its test cases vs-bad-code,
+ * Rules R4 states outside its invariants, as HL7's validator checks them (its test cases vs-bad-code, vs-bad-props,
  * obs-temp-code2, cs-bad-props, supplement-2, bundle-id-2..4, sp-diff-type, sp-diff-base, capstmt):
  * SNOMED CT concept ids, a CodeSystem's supplements and properties, a Bundle's absolute fullUrls
  * (bundle-duplicate-id), paging links, search results and a document's references
@@ -61,9 +61,15 @@ await eachStore((kind, fresh) => {
       for (const code of ['276885007', '35901911000001104', '71341001:272741003=7771000']) expect((await api.post('Observation', observation(code))).status).toBe(201);
     });
 
-    test("a ValueSet's SNOMED CT include lists concept ids", async () => {
+    test("a ValueSet's SNOMED CT include lists concept ids, and filters on the concept name concept ids", async () => {
       const vs = { resourceType: 'ValueSet', status: 'active', compose: { include: [{ system: SCT, concept: [{ code: '1' }, { code: '276885007' }] }, { system: 'http://example.org/cs', concept: [{ code: '1' }] }] } };
       expect(await refused(vs)).toEqual(['code-invalid ValueSet.compose.include[0].concept[0].code']);
+      // A filter on the concept names concepts; a refinement (ECL, other properties) is not judged.
+      const filtered = (filter: Json[]): Json => ({ resourceType: 'ValueSet', status: 'active', compose: { include: [{ system: SCT, filter }] } });
+      expect(await refused(filtered([
+        { property: 'concept', op: 'is-a', value: 'something' }, { property: 'concept', op: 'in', value: '276885007, 12' }, { property: 'concept', op: 'descendent-of', value: '276885007' },
+      ]))).toEqual(['code-invalid ValueSet.compose.include[0].filter[0].value', 'code-invalid ValueSet.compose.include[0].filter[1].value']);
+      expect(await validated(api, filtered([{ property: 'constraint', op: '=', value: '<< 276885007' }, { property: 'concept', op: 'regex', value: '27.*' }, { property: '116676008', op: '=', value: '72704001' }]))).toEqual([]);
     });
 
     test("a canonical resource's urn:uuid url holds a UUID; capitals are a warning; a transaction's temporary fullUrls are not held to it", async () => {

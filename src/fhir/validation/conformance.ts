@@ -7,7 +7,8 @@
  *   distinct URIs (a warning), a URI of R4's concept-properties has that property's type, and each
  *   concept's property value is of the type its property declares (R4 CodeSystem.property.type: "The type of the property
  *   value"); a property no `CodeSystem.property` declares is a warning;
- * - ValueSet: a concept listed in an include or exclude of SNOMED CT is an SCTID (or an expression);
+ * - ValueSet: a concept listed in an include or exclude of SNOMED CT, and the value of a filter on its
+ *   `concept` (`is-a`, `descendent-of`, `=`, `in`...), is an SCTID (or an expression);
  * - Bundle: an entry's `fullUrl` is absolute (R4 Bundle.entry.fullUrl: "The Absolute URL for the resource"),
  *   but in a transaction or batch, where Cinder resolves one relative to its FHIR base; the paging links
  *   (`self`, `first`, `previous`, `next`, `last`) each at most once (each names one page of a search's
@@ -111,6 +112,9 @@ function checkConcepts(scope: ConformanceScope, concepts: unknown, path: string,
   });
 }
 
+/** The filter operators whose value names a concept (or, `in`/`not-in`, a list of them). */
+const CONCEPT_OPS = new Set(['=', 'is-a', 'descendent-of', 'is-not-a', 'generalizes', 'in', 'not-in']);
+
 function checkValueSet(scope: ConformanceScope, vs: Json, path: string): void {
   const compose = vs.compose;
   if (!isObject(compose)) return;
@@ -121,6 +125,17 @@ function checkValueSet(scope: ConformanceScope, vs: Json, path: string): void {
         if (!isObject(c) || typeof c.code !== 'string') return;
         const problem = sctidProblem(c.code);
         if (problem !== undefined) scope.add('code-invalid', `${path}.compose.${part}[${i}].concept[${j}].code`, `Unknown code ${JSON.stringify(c.code)} in the code system ${SNOMED_CT}: ${problem}`);
+      });
+      // A filter on the concept itself names concepts (SNOMED CT's implicit `concept` property; `in` and `not-in` a list).
+      items(inc.filter).forEach((f, j) => {
+        if (!isObject(f) || f.property !== 'concept' || typeof f.value !== 'string' || typeof f.op !== 'string' || !CONCEPT_OPS.has(f.op)) return;
+        for (const code of f.op === 'in' || f.op === 'not-in' ? f.value.split(',').map((c) => c.trim()) : [f.value]) {
+          const problem = sctidProblem(code);
+          if (problem !== undefined) {
+            scope.add('code-invalid', `${path}.compose.${part}[${i}].filter[${j}].value`, `The value of a filter on SNOMED CT's concept must name concepts, and ${JSON.stringify(code)} cannot: ${problem}`);
+            break;
+          }
+        }
       });
     });
   }

@@ -13,7 +13,7 @@
  * them is not audited; reading them through the API is.
  */
 import type { Clock } from '../clock.ts';
-import { parseFhirXml } from '../fhir/xml/from-xml.ts';
+import { parseFhirXmlPaced } from '../fhir/xml/from-xml-paced.ts';
 import { background, type Logger } from '../log.ts';
 import type { Metrics } from '../http/metrics.ts';
 import type { Store } from '../store/types.ts';
@@ -389,10 +389,13 @@ function queryPatients(c: Classified, base: string): string[] {
   return out;
 }
 
-/** A transaction's request or response Bundle from its text, FHIR JSON or FHIR XML (src/http/xml-format.ts); undefined when it is neither. */
-function bundleOf(text: string): Json | undefined {
+/**
+ * A transaction's request or response Bundle from its text, FHIR JSON or FHIR XML (src/http/xml-format.ts,
+ * read in slices that let the event loop turn, as the request's body was); undefined when it is neither.
+ */
+async function bundleOf(text: string): Promise<Json | undefined> {
   try {
-    return (text.trimStart().startsWith('<') ? parseFhirXml(text) : JSON.parse(text)) as Json;
+    return (text.trimStart().startsWith('<') ? await parseFhirXmlPaced(text) : JSON.parse(text)) as Json;
   } catch {
     return undefined;
   }

@@ -1,7 +1,7 @@
 import { FhirError } from '../errors.ts';
 import { firstNonAscii, isAsciiLabel } from '../fhir/charset.ts';
 import { parseJson } from '../fhir/resource.ts';
-import { parseFhirXml } from '../fhir/xml/from-xml.ts';
+import { parseFhirXmlPaced } from '../fhir/xml/from-xml-paced.ts';
 import { R4_VERSION, XML_TYPES } from './fhir-response.ts';
 
 const FHIR_BODY_TYPES = ['application/fhir+json', 'application/json', 'application/json+fhir', 'application/fhir+xml', 'application/xml+fhir'];
@@ -155,10 +155,11 @@ export function isXmlBodyType(header: string | undefined): boolean {
 
 /**
  * A resource body's text as its JSON value: FHIR XML (src/fhir/xml/from-xml.ts) by its Content-Type, else
- * FHIR JSON; a 400 naming what is malformed either way.
+ * FHIR JSON; a 400 naming what is malformed either way. XML is read in slices that let the event loop turn
+ * (parseFhirXmlPaced), so that a large XML Bundle does not hold every other request of the process.
  */
-export function parseFhirText(text: string, contentType: string | undefined): unknown {
-  return isXmlBodyType(contentType) ? parseFhirXml(text) : parseJson(text);
+function parseFhirText(text: string, contentType: string | undefined): unknown {
+  return isXmlBodyType(contentType) ? parseFhirXmlPaced(text) : parseJson(text);
 }
 
 /** Checks the media type (415 otherwise) and parses the FHIR JSON or XML body (400 when malformed). */

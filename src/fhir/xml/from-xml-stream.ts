@@ -1,5 +1,5 @@
 import { FhirError } from '../../errors.ts';
-import { literalOf, stringifyExact } from '../exact-json.ts';
+import { holdsLiterals, literalOf, recordLiteral, stringifyExact } from '../exact-json.ts';
 import { MAX_JSON_DEPTH } from '../../terminology/model/depth.ts';
 import { complex, jsonValue, readResource, readXml, type XmlSource } from './from-xml.ts';
 import { FHIR_NS } from './xml-model.ts';
@@ -12,6 +12,8 @@ export interface StreamedEntry {
   index: number;
   /** The entry as the JSON form Cinder stores (JSON text; numbers as written). */
   json?: string;
+  /** The entry as that JSON value, instead of its text, for a stream asked for values (`values`). */
+  value?: Obj;
   /** Its 400 (`expression` names the element: `Bundle.entry[3].resource.nickname`). */
   error?: FhirError;
 }
@@ -32,6 +34,13 @@ export interface FhirXmlStream {
    * texts of StreamedEntry, in order; none: no `entry`). Throws the 400 of what is not FHIR XML in it.
    */
   document(entries: readonly string[]): unknown;
+  /** document() for a stream asked for values: its `entry` the values given, none parsed again. */
+  documentOf(entries: readonly Obj[]): unknown;
+}
+
+/** Options of streamFhirXml: where the text comes from, and whether entries are handed over as values rather than JSON text. */
+export interface XmlStreamOptions extends XmlSource {
+  values?: boolean;
 }
 
 /**
@@ -39,7 +48,7 @@ export interface FhirXmlStream {
  * each completes (as JSON text, or as its error), so that reading costs the largest entry, not the
  * document (R4 xml.html; `cinder import` of a large Bundle). A document of another type is kept whole.
  */
-export function streamFhirXml(opts: XmlSource = {}): FhirXmlStream {
+export function streamFhirXml(opts: XmlStreamOptions = {}): FhirXmlStream {
   const what = opts.what ?? 'The request body';
   let found: StreamedEntry[] = [];
   let count = 0;
@@ -51,7 +60,8 @@ export function streamFhirXml(opts: XmlSource = {}): FhirXmlStream {
     // The Bundle's elements before its first entry (its id, meta, type): checked, so that nothing is read from a Bundle that is not one.
     if (index === 0) bundle = jsonValue(stringifyExact(readResource({ ...root!, children: root!.children.slice(0, -1) }, reader.slice, '')), what) as Obj;
     try {
-      found.push({ index, json: stringifyExact(complex(child, 'Bundle.entry', reader.slice, `Bundle.entry[${index}]`)) });
+      const entry = complex(child, 'Bundle.entry', reader.slice, `Bundle.entry[${index}]`);
+      found.push(opts.values ? { index, value: entry } : { index, json: stringifyExact(entry) });
     } catch (err) {
       if (!(err instanceof FhirError)) throw err;
       found.push({ index, error: err });
@@ -91,6 +101,21 @@ export function streamFhirXml(opts: XmlSource = {}): FhirXmlStream {
         else if (entries.length > 0) members.push(`"entry":[${entries.join(',')}]`);
       }
       return jsonValue(`{${members.join(',')}}`, what);
+    },
+    documentOf(entries) {
+      if (ended === undefined) throw new Error('documentOf() before end()');
+      const value = readResource(ended, reader.slice, '');
+      // The entries' places hold empty elements: the values go there instead, the key where it was read.
+      if (entries.length > 0) {
+        const list = [...entries];
+        value.entry = list;
+        if (list.some(holdsLiterals)) {
+          recordLiteral(list);
+          recordLiteral(value);
+        }
+      } else delete value.entry;
+      // As parseFhirXml: each element nests its value at most two levels below its parent's.
+      return 2 * reader.depth - 1 <= MAX_JSON_DEPTH ? value : jsonValue(stringifyExact(value), what);
     },
   };
 }

@@ -15,16 +15,19 @@ import { pathOf } from './url-path.ts';
 /** Methods a preflight may ask for. */
 const ALLOW_METHODS = 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS';
 
-/** Request headers a page may send (beyond the CORS-safelisted ones). */
+/**
+ * Request headers a page may send (beyond the CORS-safelisted ones). `Range` and `If-Range` resume a bulk
+ * export download (`Range` is safelisted only for a single range of the simple form, and not by every browser).
+ */
 const ALLOW_HEADERS = [
   'Authorization', 'Content-Type', 'Content-Encoding', 'Accept', 'Accept-Language', 'Prefer', 'If-Match', 'If-None-Match',
-  'If-None-Exist', 'If-Modified-Since', 'X-Request-Id', 'X-Security-Context',
+  'If-None-Exist', 'If-Modified-Since', 'X-Request-Id', 'X-Security-Context', 'Range', 'If-Range',
 ].join(', ');
 
-/** Response headers a page may read (beyond the CORS-safelisted ones). */
+/** Response headers a page may read (beyond the CORS-safelisted ones); `Content-Range` and `Accept-Ranges` of a download. */
 const EXPOSE_HEADERS = [
   'Location', 'Content-Location', 'ETag', 'Last-Modified', 'X-Progress', 'Retry-After', 'X-Request-Id', 'WWW-Authenticate',
-  'X-Security-Context', 'Allow', 'Accept-Patch',
+  'X-Security-Context', 'Allow', 'Accept-Patch', 'Content-Range', 'Accept-Ranges',
 ].join(', ');
 
 /** How long a browser may cache a preflight's answer, in seconds. */

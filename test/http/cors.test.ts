@@ -220,6 +220,12 @@ await eachStore((kind, fresh) => {
       const file = expectCors('download', await t.request(manifest.output[0]!.url, { headers: auth }));
       expect(file.status).toBe(200);
       expect(await file.text()).toContain('"resourceType":"Patient"');
+      // A download resumed from a page: the preflight allows Range and If-Range, and the page reads where the part lies.
+      const resume = await preflight(t, manifest.output[0]!.url, APP, 'GET', 'authorization, range, if-range');
+      expect(listed(resume.headers.get('access-control-allow-headers'))).toEqual(expect.arrayContaining(['authorization', 'range', 'if-range']));
+      const part = expectCors('range', await t.request(manifest.output[0]!.url, { headers: { ...auth, Range: 'bytes=2-', 'If-Range': file.headers.get('etag')! } }));
+      expect([part.status, part.headers.get('content-range'), part.headers.get('accept-ranges')]).toEqual([206, expect.stringMatching(/^bytes 2-\d+\/\d+$/), 'bytes']);
+      expect(listed(part.headers.get('access-control-expose-headers'))).toEqual(expect.arrayContaining(['content-range', 'accept-ranges']));
       expectCors('download without a token', await t.request(manifest.output[0]!.url, { headers: { Origin: APP } }));
       const cancelled = expectCors('cancel', await t.request(statusUrl, { method: 'DELETE', headers: auth }));
       expect(cancelled.status).toBe(202);

@@ -17,6 +17,7 @@ import { parseIfMatch, parseIfNoneMatch, requireIfMatch, VersionConflict, type I
 import { patchCurrent, patchRace, type Patched } from './patch.ts';
 import { newId, type Resource } from './resource.ts';
 import { invalidResource, validationErrors } from './validation/check.ts';
+import { pacedTurns } from './turns.ts';
 import type { ValidationLevel } from './validation/validate.ts';
 
 export type Json = Record<string, unknown>;
@@ -146,9 +147,11 @@ export function judgesReach(req: FhirRequest, entries: Entry[]): boolean {
 
 /** After references are rewritten: each written resource must be within the request's reach (a Binary's securityContext). */
 export async function requireEntriesInReach(deps: FhirDeps, req: FhirRequest, planned: Planned[]): Promise<void> {
+  const pace = pacedTurns();
   for (const p of planned) {
     const r = writtenBy(p);
     if (r) await requireContextReadable(deps, req, r);
+    await pace();
   }
 }
 
@@ -178,9 +181,12 @@ export async function plan(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
   const deleted = new Map<string, Set<string>>();
   const deletes = (e: Entry, id: string | undefined) => id !== undefined && e.method === 'DELETE' && deleted.set(e.type, (deleted.get(e.type) ?? new Set()).add(id));
   for (const [e, id] of preset) deletes(e, id);
+  // Entry by entry, letting other requests run every few ms (most entries' targets need no query: a loop of settled awaits).
+  const pace = pacedTurns();
   while (left.length > 0) {
     const later: Entry[] = [];
     for (const entry of left) {
+      await pace();
       const query = entry.condition && withEntryIds(entry.condition, lookup, waiting);
       if (entry.condition && !query) {
         later.push(entry);
@@ -243,7 +249,9 @@ export async function rewriteReferences(deps: FhirDeps, req: FhirRequest, planne
   const conditional: ConditionalReference[] = [];
   const pending: PendingVersion[] = [];
   const owners = new Map(planned.flatMap((p) => (p.entry.fullUrl && ids.has(p.entry.fullUrl) ? [[p.entry.fullUrl, p.follows ?? p] as const] : [])));
+  const pace = pacedTurns();
   for (const p of planned) {
+    await pace();
     const r = writtenBy(p);
     if (!r) continue;
     const against = entryBase(p.entry.fullUrl) ?? base;

@@ -158,7 +158,7 @@ describe('the event loop while an XML body is read', () => {
     expect(res.status).toBe(400);
     expect(((await res.json()) as Json).issue[0].expression).toEqual(['Bundle.entry[11999].resource.nickname']);
     // Read at once, the body (7 MB) held the loop for most of the request (0.6-1.6 s, 84-100% of it on two busy
-    // cores); read in slices, it lets the loop turn after each 10 ms of reading (XML_BUDGET_MS), leaving the
+    // cores); read in slices, it lets the loop turn after each 10 ms of reading (WORK_SLICE_MS, src/fhir/turns.ts), leaving the
     // collector's pauses (13-19%).
     expect({ took: took > 200, hold: hold < took / 2 }).toEqual({ took: true, hold: true });
   });

@@ -1,20 +1,15 @@
 import type { FhirError } from '../../errors.ts';
+import { nextTurn, pacedTurns, WORK_SLICE_MS } from '../turns.ts';
 import { parseFhirXml, type XmlSource } from './from-xml.ts';
 import { streamFhirXml, type StreamedEntry } from './from-xml-stream.ts';
 
 /** How much text is read between two looks at the clock (UTF-16 code units). */
 export const XML_SLICE = 64 * 1024;
 
-/** How long reading XML runs before it lets the event loop turn, in ms (as a SQLite write: `WRITE_SLICE_MS`). */
-export const XML_BUDGET_MS = 10;
-
-/** A later turn of the event loop: setImmediate runs after pending I/O, so requests that arrived meanwhile are served. */
-const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
-
 export interface PacedXml {
   /** Text read per look at the clock (XML_SLICE). */
   slice?: number;
-  /** Time read before a turn (XML_BUDGET_MS). */
+  /** Time read before a turn (WORK_SLICE_MS). */
   budgetMs?: number;
   /** The turn awaited (a macrotask by default). */
   turn?: () => Promise<void>;
@@ -30,7 +25,7 @@ export interface PacedXml {
  * or less is read in one call, as before.
  */
 export async function parseFhirXmlPaced(source: string, opts: XmlSource = {}, pacing: PacedXml = {}): Promise<unknown> {
-  const { slice = XML_SLICE, budgetMs = XML_BUDGET_MS, turn = nextTurn } = pacing;
+  const { slice = XML_SLICE, budgetMs = WORK_SLICE_MS, turn = nextTurn } = pacing;
   if (source.length <= slice) return parseFhirXml(source, opts);
   const stream = streamFhirXml({ ...opts, values: true });
   const entries: Record<string, unknown>[] = [];
@@ -42,17 +37,14 @@ export async function parseFhirXmlPaced(source: string, opts: XmlSource = {}, pa
       else if (refused === undefined) entries.push(e.value!);
     }
   };
-  let since = performance.now();
+  const pace = pacedTurns(budgetMs, turn);
   for (let at = 0; at < source.length; ) {
     let end = Math.min(at + slice, source.length);
     // A surrogate pair stays in one slice.
     if (end < source.length && isHighSurrogate(source.charCodeAt(end - 1))) end++;
     keep(stream.push(source.slice(at, end)));
     at = end;
-    if (performance.now() - since >= budgetMs) {
-      await turn();
-      since = performance.now();
-    }
+    await pace();
   }
   keep(stream.end());
   if (refused) throw refused;

@@ -126,6 +126,15 @@ await eachStore((kind, fresh) => {
       expect([res.status, ((await res.json()) as Json).issue[0].diagnostics]).toEqual([400, expected]);
     });
 
+    test("a List many slices long keeps its own entries (List.entry is no Bundle's entry)", async () => {
+      const items = Array.from({ length: 2000 }, (_, i) => `<entry><flag><text value="f${i}"/></flag><item><reference value="Patient/p${i}"/></item></entry>`).join('');
+      const xml = `<List ${NS}><status value="current"/><mode value="working"/>${items}</List>`;
+      expect(xml.length).toBeGreaterThan(2 * XML_SLICE);
+      const res = await post('/List', xml);
+      const created = (await res.json()) as Json;
+      expect([res.status, created.entry?.length, created.entry?.[1999]]).toEqual([201, 2000, { flag: { text: 'f1999' }, item: { reference: 'Patient/p1999' } }]);
+    });
+
     test('a resource other than a Bundle, many slices long, is read whole as before', async () => {
       const div = `<div xmlns="http://www.w3.org/1999/xhtml">${'<p>Ann &amp; <b>Lee</b></p>\n'.repeat(12_000)}</div>`;
       const xml = `<Patient ${NS}><text><status value="generated"/>${div}</text><name><family value="Lee"/><given value="Ann \u{1F600}"/></name></Patient>`;

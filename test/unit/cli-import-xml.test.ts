@@ -86,6 +86,15 @@ for (const target of targets) {
       expect((await store.resources.history('t1', { type: 'Patient', id: subject.slice(8), count: 5 })).map((v) => v.method)).toEqual(['POST']);
     });
 
+    test("a List's own entries are its content: imported with it (List.entry is no Bundle's entry)", async () => {
+      const items = Array.from({ length: 3 }, (_, i) => `<entry><flag><text value="f${i}"/></flag><item><reference value="Patient/p${i}"/></item></entry>`).join('');
+      const list = file('list.xml', `<List ${FHIR}><id value="xml-list"/><status value="current"/><mode value="working"/>${items}</List>`);
+      const r = await cli.run(['import', '--tenant', 't1', '--json', list]);
+      expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: '' });
+      const stored = (await read('List', 'xml-list'))!;
+      expect(stored.entry).toEqual([0, 1, 2].map((i) => ({ flag: { text: `f${i}` }, item: { reference: `Patient/p${i}` } })));
+    });
+
     test('an XML collection Bundle is unpacked; an XML batch keeps its good entries', async () => {
       const [org, enc] = ['organization-example-hl7pay.xml', 'encounter-example.xml'].map(example);
       const collection = file('collection.xml', bundle('collection', [

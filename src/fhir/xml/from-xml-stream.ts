@@ -53,6 +53,8 @@ export function streamFhirXml(opts: XmlStreamOptions = {}): FhirXmlStream {
   let found: StreamedEntry[] = [];
   let count = 0;
   let root: XmlElement | undefined;
+  // Whether the root is a Bundle, whose entries are handed over: another resource's own `entry` (List.entry) is its content, read whole.
+  let streamed = false;
   let bundle: Obj | undefined;
   const take = (child: XmlElement): boolean => {
     if (child.ns !== FHIR_NS || child.local !== 'entry') return false;
@@ -71,7 +73,7 @@ export function streamFhirXml(opts: XmlStreamOptions = {}): FhirXmlStream {
   const reader = createXmlReader({
     maxDepth: MAX_JSON_DEPTH,
     dropSpace: true,
-    stream: (el) => ((root = el).ns === FHIR_NS && el.local === 'Bundle' ? take : undefined),
+    stream: (el) => ((streamed = (root = el).ns === FHIR_NS && el.local === 'Bundle') ? take : undefined),
   });
   const handOver = (): StreamedEntry[] => {
     const out = found;
@@ -94,6 +96,8 @@ export function streamFhirXml(opts: XmlStreamOptions = {}): FhirXmlStream {
     document(entries) {
       if (ended === undefined) throw new Error('document() before end()');
       const value = readResource(ended, reader.slice, '');
+      // Not a Bundle: read whole, its own `entry` (List.entry) with the rest.
+      if (!streamed) return jsonValue(stringifyExact(value), what);
       // The entries' places hold empty elements: their JSON texts go there instead, keys in the order read.
       const members: string[] = [];
       for (const [key, v] of Object.entries(value)) {
@@ -105,15 +109,16 @@ export function streamFhirXml(opts: XmlStreamOptions = {}): FhirXmlStream {
     documentOf(entries) {
       if (ended === undefined) throw new Error('documentOf() before end()');
       const value = readResource(ended, reader.slice, '');
-      // The entries' places hold empty elements: the values go there instead, the key where it was read.
-      if (entries.length > 0) {
+      // The entries' places hold empty elements: the values go there instead, the key where it was read. Not a
+      // Bundle: read whole, its own `entry` (List.entry) with the rest.
+      if (streamed && entries.length > 0) {
         const list = [...entries];
         value.entry = list;
         if (list.some(holdsLiterals)) {
           recordLiteral(list);
           recordLiteral(value);
         }
-      } else delete value.entry;
+      } else if (streamed) delete value.entry;
       // As parseFhirXml: each element nests its value at most two levels below its parent's.
       return 2 * reader.depth - 1 <= MAX_JSON_DEPTH ? value : jsonValue(stringifyExact(value), what);
     },

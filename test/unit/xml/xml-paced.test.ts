@@ -63,6 +63,18 @@ describe('FHIR XML read in slices', () => {
     }
   });
 
+  test("a List's own entries, and a Bundle within a Parameters, are read whole as the whole text reads them", async () => {
+    const texts = [
+      `<List ${NS}><status value="current"/><mode value="working"/>${'<entry><item><reference value="Patient/a"/></item></entry>'.repeat(5)}</List>`,
+      `<Parameters ${NS}><parameter><name value="b"/><resource>${bundle([entry(0), entry(1)])}</resource></parameter></Parameters>`,
+    ];
+    for (const text of texts) {
+      const expected = await outcome(() => parseFhirXml(text));
+      expect(expected).toContain('"entry":[');
+      for (const slice of [1, 13]) expect(await outcome(() => parseFhirXmlPaced(text, {}, { slice, budgetMs: 0, ...noTurn }))).toBe(expected);
+    }
+  });
+
   test('the loop turns once the budget is spent, and not for a text of one slice', async () => {
     const text = bundle(Array.from({ length: 50 }, (_, i) => entry(i)));
     let turns = 0;

@@ -12,6 +12,10 @@ import { lookups } from './core-search.ts';
 import { checkTypeAndId, type Resource } from './resource.ts';
 import { hasEndpoint, ID_PATTERN, isResourceType } from './resource-types.ts';
 import { PAGE_READ_IN_REACH, parseCount, type PageLinks } from './search.ts';
+import { unknownParameters } from './operation-params.ts';
+
+/** The parameters history reads (`_format` and `_pretty` are every interaction's). */
+const HISTORY_PARAMETERS = ['_count', '_since', '_at', '_cursor', '_summary', '_elements'];
 
 export interface HistoryResult {
   rows: ResourceVersion[];
@@ -258,9 +262,12 @@ export function checkHistory(req: FhirRequest, params: URLSearchParams, type?: s
  * of nothing it may see. `at` is the safe time taken before the read (HistoryResult.at).
  */
 export async function history(
-  deps: FhirDeps, req: FhirRequest, params: URLSearchParams, at: number, type?: string, id?: string,
+  deps: FhirDeps, req: FhirRequest, params: URLSearchParams, at: number, type?: string, id?: string, strict = false,
 ): Promise<HistoryResult> {
   checkAccess(req, type, id);
+  // What history takes (http.html 3.1.0.11, less `_list`, which it does not support); the others are ignored, and
+  // each is a 400 under `Prefer: handling=strict`, as a search's are.
+  unknownParameters(params, HISTORY_PARAMETERS, 'history', strict);
   req = historyRequest(req, id);
   const { query, self, atLow, asOf } = parseParams(params);
   if (asOf !== undefined && asOf < at) at = asOf;

@@ -258,7 +258,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const params = new URL(c.req.url).searchParams;
     const shape = instanceShape(params, strict(c));
     const at = readTime();
-    const r = await history(deps, request(c), params, at, type, id);
+    const r = await history(deps, request(c), params, at, type, id, strict(c));
     const path = (type ? `/${type}` : '') + (id ? `/${id}` : '') + '/_history';
     return fhirJson(historyJson(base, r.rows, searchLinks(base, path, r.self, r.next, r.page), r.at, shape));
   };

@@ -217,4 +217,19 @@ describe('_since and _at', () => {
     expect(next.searchParams.get('_since')).toBe('2026-02-02');
     expect(next.searchParams.get('_cursor')).toBeTruthy();
   });
+
+  test('a parameter history does not take (_list, _sort, a search parameter) is ignored, and a 400 naming it under handling=strict', async () => {
+    for (const path of ['Patient/hp1/_history?_list=l1', 'Patient/_history?_sort=_lastUpdated', '_history?name=x&_count=1']) {
+      const lenient = await api.get(path);
+      expect({ path, status: lenient.status }).toEqual({ path, status: 200 });
+      const name = new URL(`${base}/${path}`).searchParams.keys().next().value!;
+      expect(link((await lenient.json()) as Json, 'self')).not.toContain(`${name}=`);
+      const outcome = await expectOutcome(await api.get(path, { Prefer: 'handling=strict' }), 400, 'not-supported');
+      expect({ path, expression: outcome.issue[0].expression, text: outcome.issue[0].diagnostics }).toEqual({ path, expression: [name], text: `'${name}' is not a parameter of history` });
+    }
+    // What history takes passes under handling=strict, its next page included.
+    const first = await api.get('Patient/_history?_count=1&_since=2026-02-01&_elements=active&_format=json&_pretty=true', { Prefer: 'handling=strict' });
+    expect(first.status).toBe(200);
+    expect((await api.get(link((await first.json()) as Json, 'next')!, { Prefer: 'handling=strict' })).status).toBe(200);
+  });
 });

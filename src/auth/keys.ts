@@ -1,6 +1,7 @@
 import { exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from 'jose';
 import type { Clock } from '../clock.ts';
 import type { SigningKey, Store } from '../store/types.ts';
+import type { SyncOrAsync } from '../sync-or-async.ts';
 import { randomToken } from './secrets.ts';
 
 /** Algorithms Cinder signs with: ES256 for access tokens (fast), RS256 for id_tokens (OIDC's default). */
@@ -30,10 +31,11 @@ export interface KeyRing {
    */
   verificationKey(kid: string): Promise<LoadedKey | null>;
   /**
-   * Whether a key `verificationKey` gave is still published, as this process last read the keys (at most
-   * KEY_RELOAD_MS ago while it verifies or signs): what it verified before is not taken once its key is not.
+   * Whether a key `verificationKey` gave is still published: as this process last read the keys, read again first
+   * when that is older than KEY_RELOAD_MS (a retirement by another process), so what it verified before is not taken
+   * once its key is not. At once in the steady state; with the keys as last read when they cannot be read again.
    */
-  isPublished(key: LoadedKey): boolean;
+  isPublished(key: LoadedKey): SyncOrAsync<boolean>;
   /**
    * The key `kid` with its private half, while it is published (active, or retired within the longest token
    * lifetime): reloading from the database once for a kid this process has not seen; null otherwise.
@@ -89,9 +91,13 @@ export function createKeyRing(store: Store, clock: Clock, maxTokenTtl: number): 
   let lastReload = 0;
   let reloading: Promise<void> | null = null;
 
-  async function reload(): Promise<void> {
+  async function reload(): Promise<SigningKey[]> {
     lastReload = clock.now();
     const records = await store.keys.list(publishedSince());
+    const listed = new Set(records.map((r) => r.kid));
+    // A key loaded before and no longer listed was retired (by another process, maybe while this one read nothing)
+    // longer ago than it stays published: forgotten, so nothing it signs is taken (isPublished, published).
+    for (const kid of loaded.keys()) if (!listed.has(kid)) loaded.delete(kid);
     for (const r of records) {
       // A key loaded before keeps its imported halves and takes the record as it is now (retired since, say).
       const known = loaded.get(r.kid);
@@ -103,6 +109,7 @@ export function createKeyRing(store: Store, clock: Clock, maxTokenTtl: number): 
       const alg = r.alg as SigningAlg;
       if (r.retiredAt === null && !active.has(alg)) active.set(alg, loaded.get(r.kid)!);
     }
+    return records;
   }
 
   async function addKeys(algs: SigningAlg[]): Promise<string[]> {
@@ -117,11 +124,21 @@ export function createKeyRing(store: Store, clock: Clock, maxTokenTtl: number): 
 
   /** Reads the keys again, once for every caller meanwhile. */
   function reloadShared(): Promise<void> {
-    reloading ??= reload().finally(() => (reloading = null));
+    reloading ??= reload().then(() => undefined).finally(() => (reloading = null));
     return reloading;
   }
 
-  const isPublished = (k: LoadedKey) => k.record.retiredAt === null || k.record.retiredAt >= publishedSince();
+  /** Whether the keys as last read are older than KEY_RELOAD_MS (or the clock went back). */
+  const stale = (now: number) => now - lastReload > KEY_RELOAD_MS || now < lastReload;
+
+  /** Whether `k`, as last read, is published: still listed (reload) and active or retired within the publication. */
+  const publishedNow = (k: LoadedKey) => loaded.get(k.record.kid) === k && (k.record.retiredAt === null || k.record.retiredAt >= publishedSince());
+
+  function isPublished(k: LoadedKey): SyncOrAsync<boolean> {
+    if (!stale(clock.now())) return publishedNow(k);
+    // As in published: the keys as last read when they cannot be read now (an outage).
+    return reloadShared().catch(() => undefined).then(() => publishedNow(k));
+  }
 
   /**
    * The key `kid` while it is published: loaded once when unseen, and its record read again when the last read is
@@ -131,13 +148,13 @@ export function createKeyRing(store: Store, clock: Clock, maxTokenTtl: number): 
   async function published(kid: string): Promise<LoadedKey | null> {
     const now = clock.now();
     if (!loaded.has(kid) && now - lastReload > 1000) await reloadShared();
-    else if (loaded.has(kid) && (now - lastReload > KEY_RELOAD_MS || now < lastReload)) {
+    else if (loaded.has(kid) && stale(now)) {
       // A key already loaded is judged by its record as last read when the database cannot be read now (an outage):
       // what needs no database (a token verified for a terminology request) goes on; a call past the next interval reads again.
       await reloadShared().catch(() => undefined);
     }
     const k = loaded.get(kid);
-    return k && isPublished(k) ? k : null;
+    return k && publishedNow(k) ? k : null;
   }
 
   function signingKey(alg: SigningAlg): LoadedKey {
@@ -157,7 +174,7 @@ export function createKeyRing(store: Store, clock: Clock, maxTokenTtl: number): 
     },
     signingKey,
     async currentKey(alg) {
-      if (clock.now() - lastReload > KEY_RELOAD_MS || clock.now() < lastReload) await reloadShared();
+      if (stale(clock.now())) await reloadShared();
       return signingKey(alg);
     },
     verificationKey: published,
@@ -168,8 +185,9 @@ export function createKeyRing(store: Store, clock: Clock, maxTokenTtl: number): 
       return { keys: records.map((r) => r.publicJwk) };
     },
     async rotate() {
-      await reload();
-      const old = [...active.values()].map((k) => k.record.kid);
+      // Every key not yet retired, not only the one of each algorithm signing now: two processes' first start, or two
+      // rotations, at once leave two, and the one left out stayed trusted for good.
+      const old = (await reload()).filter((r) => r.retiredAt === null).map((r) => r.kid);
       const kids = await addKeys(ALGS);
       await store.keys.retire(old, clock.now());
       await reload();

@@ -177,12 +177,17 @@ export function createTokenVerifier(keys: KeyRing, clock: Clock, issuer: string,
       throw new InvalidTokenError('the access token has expired');
     }
     // A key retired and no longer published (a leak rotated out) signed nothing still taken, whenever it was verified.
-    if (!keys.isPublished(cached.key)) {
+    const published = keys.isPublished(cached.key);
+    return published instanceof Promise ? published.then((p) => stillSigned(token, cached, p)) : stillSigned(token, cached, published);
+  };
+
+  function stillSigned(token: string, cached: Verified, published: boolean): SyncOrAsync<VerifiedToken> {
+    if (!published) {
       cache.delete(token);
       throw new InvalidTokenError('the access token was not signed by this server');
     }
     return notRevoked(cached.token);
-  };
+  }
 }
 
 function refuseRevoked(revoked: boolean, verified: VerifiedToken): VerifiedToken {

@@ -25,6 +25,7 @@ export function withoutTenantCodeSystems(ctx: TerminologyContext, owns: (url: st
 
 function guarded(ctx: TerminologyContext, owned: (url: string) => Promise<boolean>, absent: boolean): TerminologyContext {
   return {
+    reach: absent ? 'tenant code systems absent' : 'tenant code systems refused',
     asOf: ctx.asOf,
     ...(ctx.versions === undefined ? {} : { versions: ctx.versions }),
     codeSystem: (url: string, version?: string) =>

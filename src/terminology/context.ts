@@ -13,6 +13,12 @@ import type { SyncOrAsync } from '../sync-or-async.ts';
 
 /** What the terminology operations need: cached, compiled CodeSystems and ValueSets of a tenant. */
 export interface TerminologyContext extends CodeSystemLookup {
+  /**
+   * What of the tenant's terminology this context may read, when not all of it (code-system-reach.ts): an answer
+   * computed through it is kept apart from those computed with the whole, so that no answer it would refuse is
+   * given from what another request was told (validate-value-set-code.ts's ANSWERS). Undefined: all of it.
+   */
+  readonly reach?: string;
   /** The compiled ValueSet (null: there is none): at once when it is loaded, else as a promise. */
   valueSet(url: string, version?: string): SyncOrAsync<CompiledValueSet | null>;
   valueSetById(id: string): Promise<CompiledValueSet | null>;

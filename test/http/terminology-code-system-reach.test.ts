@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
 import { craftToken } from '../helpers/fhir.ts';
-import { errorIssue, outcome, postOperation, putResource } from '../helpers/terminology-http.ts';
+import { errorIssue, getOperation, outcome, postOperation, putResource } from '../helpers/terminology-http.ts';
 
 const SECRET = 'http://cinder.test/CodeSystem/secret-diagnoses';
 const codeSystem = {
@@ -67,6 +67,26 @@ await eachStore((kind, fresh) => {
         expect((core.body.expansion as { total: number }).total).toBe(4);
         expect(outcome(await postOperation(t, token, 'ValueSet/$validate-code', [inline(GENDER), { name: 'system', valueUri: GENDER }, { name: 'code', valueCode: 'male' }])).result).toBe(true);
       }
+    });
+
+    // Answers about a stored ValueSet's codes are kept in memory (validate-value-set-code.ts): one given to a token that
+    // reads CodeSystems was given again, display and all, to one that does not.
+    test('a $validate-code answered to a token that reads CodeSystems is refused to one that does not, asked the same after it', async () => {
+      const reader = await craftToken(t, 'system/ValueSet.rs system/CodeSystem.rs');
+      const blind = await craftToken(t, 'system/ValueSet.rs');
+      const ask = (token: string) => postOperation(t, token, 'ValueSet/of-secret/$validate-code', [{ name: 'system', valueUri: SECRET }, { name: 'code', valueCode: 'x1' }]);
+      const askGet = (token: string) => getOperation(t, token, 'ValueSet/$validate-code', { url: stored.url, system: SECRET, code: 'x2', display: 'Confidential condition two' });
+      expect(outcome(await ask(reader))).toEqual({ result: true, display: 'Confidential condition one' });
+      expect(outcome(await askGet(reader)).result).toBe(true);
+      for (const r of [await ask(blind), await askGet(blind)]) {
+        expect(errorIssue(r, 403).text).toBe(`The access token's scopes do not allow read of CodeSystem, and this operation needs the tenant's CodeSystem ${SECRET}`);
+        expect(JSON.stringify(r.body)).not.toContain('Confidential');
+      }
+      // R4 core's code systems are answered to it, from memory or not.
+      const gender = (token: string) => postOperation(t, token, 'ValueSet/$validate-code', [{ name: 'url', valueUri: 'http://hl7.org/fhir/ValueSet/administrative-gender' }, { name: 'system', valueUri: GENDER }, { name: 'code', valueCode: 'male' }]);
+      expect(outcome(await gender(reader))).toEqual({ result: true, display: 'Male' });
+      expect(outcome(await gender(blind))).toEqual({ result: true, display: 'Male' });
+      expect(outcome(await gender(blind))).toEqual({ result: true, display: 'Male' });
     });
 
     test("$translate leaves out a concept's display from the tenant's CodeSystem for a token that does not read CodeSystems", async () => {

@@ -78,19 +78,22 @@ function validateIn(vs: CompiledValueSet, input: ValueSetValidateCodeInput, ctx:
  */
 const ANSWERS = new BoundedCache<string, ValidationResult>(10_000);
 
-/** ANSWERS' key of a coding checked against `vs`; undefined when its answer is not kept. */
-function answerKey(vs: CompiledValueSet, input: ValueSetValidateCodeInput): string | undefined {
+/**
+ * ANSWERS' key of a coding checked against `vs` through `ctx`; undefined when its answer is not kept. Under the
+ * context's reach: a request that may not read the tenant's CodeSystems is refused what one that may was answered.
+ */
+function answerKey(vs: CompiledValueSet, input: ValueSetValidateCodeInput, ctx: TerminologyContext): string | undefined {
   const { subject } = input;
   if (subject.kind !== 'coding' || input.target.kind === 'inline' || input.systemVersions !== undefined) return undefined;
   const { system, version, code, display } = subject.coding;
   // Each text with its length, so that no two inputs make one key whatever characters they hold.
-  return `${vs.serial} ${subject.path} ${input.abstract} ${field(system)}${field(version)}${field(code)}${field(display)}${field(input.displayLanguage)}`;
+  return `${vs.serial} ${field(ctx.reach)}${subject.path} ${input.abstract} ${field(system)}${field(version)}${field(code)}${field(display)}${field(input.displayLanguage)}`;
 }
 
 const field = (s: string | undefined): string => (s === undefined ? '-' : `${s.length}:${s}`);
 
 function validateWith(vs: CompiledValueSet, supplements: readonly CodeSystemIndex[], input: ValueSetValidateCodeInput, ctx: TerminologyContext): SyncOrAsync<ValidationResult> {
-  const key = answerKey(vs, input);
+  const key = answerKey(vs, input, ctx);
   if (key === undefined) return answer(vs, supplements, input, ctx);
   const known = ANSWERS.get(key);
   if (known !== undefined) return known;

@@ -101,6 +101,22 @@ for (const target of targets) {
       expect((await redeem(t, plain, confidential, { code_verifier: verifier })).status).toBe(400);
       expect((await redeem(t, plain, confidential)).status).toBe(200);
     });
+
+    // The interceptor racing the app: requests without the verifier sent at the same time as the app's own. Exactly the
+    // app's is redeemed, whichever the database takes first; the others are refused (unused or already used: no
+    // verifier, so nothing is revoked), and its tokens stay good.
+    test("requests without the code's verifier sent at once with its client's redeem nothing and revoke nothing", async () => {
+      const app = await userClient(t, { secret: false, grants: ['authorization_code'] });
+      for (let round = 0; round < 5; round++) {
+        const { verifier, challenge } = pkce();
+        const code = await getCode(t, { clientId: app.id, challenge });
+        const wrong = [{}, { code_verifier: pkce().verifier }, { code_verifier: pkce().verifier }] as Record<string, string>[];
+        const answers = await Promise.all([...wrong.map((extra) => redeem(t, code, app, extra)), redeem(t, code, app, { code_verifier: verifier })]);
+        expect(answers.map((r) => r.status)).toEqual([400, 400, 400, 200]);
+        const issued = (await answers[3]!.json()) as Tokens;
+        expect((await t.request(`${t.fhir('t1')}/Patient`, fhirInit(issued.access_token))).status).toBe(200);
+      }
+    });
   });
 }
 

@@ -84,6 +84,26 @@ export function migrationContract(target: StoreTarget) {
       expect(await s.imports.create({ ...next, id: 'i3' }, 1)).toBe(true);
     });
 
+    // PostgreSQL finds the user in the spec's text (a pattern), SQLite through JSON: a text inside the spec (a
+    // `_typeFilter` value, quoted with escapes) that reads like the member is no owner on either.
+    test("the job owner migration takes the spec's own ownerUser, not a text in it that quotes one", async () => {
+      const db = await target.fresh();
+      const version = migrationVersion(target.kind, 'job_owner_user');
+      await migrateUpTo(target.kind, db.url, version - 1);
+      const quoting = { Patient: [[{ name: 'name', value: '"ownerUser":"mallory"' }]] };
+      const specs: [string, string][] = [
+        ['e1', JSON.stringify({ version: 1, types: ['Patient'], filters: quoting })],
+        ['e2', JSON.stringify({ version: 1, types: ['Patient'], filters: quoting, ownerUser: 'alice' })],
+      ];
+      await rawStatements(target.kind, db.url, specs.map(([id, spec]) => [
+        `INSERT INTO export_jobs (id, tenant, client_id, state, request, spec, transaction_time, created_at, updated_at, progress) VALUES ($1, 't1', 'c1', 'accepted', 'r', $2, 1, 1, 1, '{}')`, [id, spec],
+      ]));
+      const s = db.open();
+      expect((await s.migrate()).applied[0]).toBe(`${version}_job_owner_user`);
+      const counts = async () => [await s.exports.jobs.activeCount('t1', 'c1'), await s.exports.jobs.activeCount('t1', 'c1', 'alice'), await s.exports.jobs.activeCount('t1', 'c1', 'mallory')];
+      expect(await counts()).toEqual([1, 1, 0]);
+    });
+
     test('the validation debt migration marks the tenants that hold resources, and only those', async () => {
       const db = await target.fresh();
       const version = migrationVersion(target.kind, 'validation_debt');

@@ -89,9 +89,12 @@ function checkPkceParams(client: Client, challenge: string | null, method: strin
 
 type Fail = (description: string, code?: OAuthErrorCode) => never;
 
-/** The request's shape: no repeats, no request objects, `response_type=code`, query mode, bounded lengths. */
-function checkShape(client: Client, q: URLSearchParams, fail: Fail): void {
-  for (const name of AUTHORIZE_PARAMS) if (q.getAll(name).length > 1) fail(`parameter '${name}' is repeated`);
+/**
+ * The request's shape: no repeats (among the parameters as `sent`: one sent twice, once without a value, is still
+ * repeated, RFC 6749 3.1), no request objects, `response_type=code`, query mode, bounded lengths.
+ */
+function checkShape(client: Client, q: URLSearchParams, sent: URLSearchParams, fail: Fail): void {
+  for (const name of AUTHORIZE_PARAMS) if (sent.getAll(name).length > 1) fail(`parameter '${name}' is repeated`);
   // OIDC Core 3.1.2.6 names the errors of a request object a server does not take.
   if (q.has('request')) fail('request objects are not supported (the request parameter)', 'request_not_supported');
   if (q.has('request_uri')) fail('request objects are not supported (the request_uri parameter)', 'request_uri_not_supported');
@@ -174,7 +177,7 @@ export async function validateAuthorizationRequest(deps: AuthDeps, sent: URLSear
   const fail: Fail = (d, code = 'invalid_request') => {
     throw new AuthorizeRedirectError(code, d, redirectUri, state);
   };
-  checkShape(client, q, fail);
+  checkShape(client, q, sent, fail);
   checkPkceParams(client, q.get('code_challenge'), q.get('code_challenge_method'), fail);
   checkAudienceAndPrompt(deps, client, q, fail);
   const launch = await launchOf(deps, client, q, stage, fail);

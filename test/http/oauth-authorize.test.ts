@@ -196,6 +196,16 @@ describe('request validation', () => {
     expect(params.get('error')).toBe('invalid_request');
   });
 
+  // RFC 6749 3.1: parameters "MUST NOT be included more than once"; one of them sent without a value is as if omitted
+  // only when it is the one sent.
+  test('a parameter sent twice, once without a value, is repeated', async () => {
+    for (const name of ['state', 'scope', 'redirect_uri', 'client_id']) {
+      const q = authorizeQuery({ clientId: c.id, extra: { state: 'abc' } });
+      const params = redirectParams(await page(`${name}=&${q}`));
+      expect({ name, error: params.get('error'), description: params.get('error_description') }).toEqual({ name, error: 'invalid_request', description: `parameter '${name}' is repeated` });
+    }
+  });
+
   test('public clients must use PKCE', async () => {
     const pub = await userClient(t, { secret: false, grants: ['authorization_code'] });
     const params = redirectParams(await page(authorizeQuery({ clientId: pub.id })));

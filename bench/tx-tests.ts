@@ -4,7 +4,7 @@
  * servers' expected ones:
  *
  *   bun bench/tx-tests.ts <tests-dir> [--suite NAME]... [--op validate-code,cs-validate-code,lookup,expand,translate]
- *                         [--verbose] [--json]
+ *                         [--strict] [--verbose] [--json]
  *
  * For each suite of `test-cases.json` that applies to every server (mode `general`, or none), a fresh
  * app and tenant get the suite's code systems and value sets (R5 JSON read as R4: elements R4 does not
@@ -20,21 +20,26 @@
  * designations named; expand the set of codes and `total`; translate `result` and the set of matches (concept
  * system and code, with the equivalence where the test gives one for R4). Tests of other operations (batch,
  * compare, metadata) and of other modes are counted as not run.
+ *
+ * `--strict` compares instead the whole answer as HL7's own harness does (bench/tx-strict.ts: no element
+ * the expected answer lacks, every element it has unless marked optional, templates for ids, times and
+ * wording), against the expected answer less the elements R4 does not define.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { typeModel } from '../src/fhir/validation/model.ts';
+import { compareStrict, scrub } from './tx-strict.ts';
 import { createTestApp, fhirInit, type TestApp } from '../test/helpers/app.ts';
 
 type Json = Record<string, any>;
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
-  options: { suite: { type: 'string', multiple: true }, op: { type: 'string' }, verbose: { type: 'boolean' }, json: { type: 'boolean' } },
+  options: { suite: { type: 'string', multiple: true }, op: { type: 'string' }, verbose: { type: 'boolean' }, json: { type: 'boolean' }, strict: { type: 'boolean' } },
 });
 const dir = positionals[0];
-if (!dir) throw new Error('usage: bun bench/tx-tests.ts <tests-dir> [--suite NAME]... [--op LIST] [--verbose] [--json]');
+if (!dir) throw new Error('usage: bun bench/tx-tests.ts <tests-dir> [--suite NAME]... [--op LIST] [--strict] [--verbose] [--json]');
 const ops = new Set((values.op ?? 'validate-code,cs-validate-code,lookup,expand,translate').split(','));
 // Some files start with a byte order mark.
 const read = (file: string): Json => JSON.parse(readFileSync(join(dir, file), 'utf8').replace(/^\uFEFF/, ''));
@@ -49,7 +54,8 @@ function toR4(value: unknown, type: string): unknown {
   if (!model) return value;
   const out: Json = {};
   for (const [key, child] of Object.entries(v)) {
-    if (key === 'resourceType') out[key] = child;
+    // The comparison's own markers (`$optional$`, ...) stay.
+    if (key === 'resourceType' || key.startsWith('$')) out[key] = child;
     else if (model.slots.has(key)) out[key] = toR4(child, model.slots.get(key)!.type);
     else if (key.startsWith('_') && model.slots.get(key.slice(1))?.primitive) out[key] = child;
   }
@@ -239,7 +245,13 @@ async function runSuite(suite: Json): Promise<Outcome[]> {
       // suite's catastrophic patterns, which "servers have the option to succeed, or to refuse").
       const refusalAllowed = typeof t.response2 === 'string' && read(t.response2).resourceType === 'OperationOutcome';
       if (refusalAllowed && res.status >= 400 && res.status < 500) diffs = [];
-      else if (expected.resourceType === 'OperationOutcome') {
+      else if (values.strict) {
+        const want = t['http-code'] ?? (expected.resourceType === 'OperationOutcome' ? '4xx' : '2xx');
+        const other = typeof t.response2 === 'string' ? (toR4(read(t.response2), 'Resource') as Json) : undefined;
+        const d = compareStrict(toR4(expected, 'Resource'), scrub(actual, request));
+        diffs = String(res.status)[0] !== want[0] ? [`status ${res.status} (expected ${want})`] : [];
+        if (d.length && !(other && !compareStrict(other, scrub(actual, request)).length)) diffs.push(...d);
+      } else if (expected.resourceType === 'OperationOutcome') {
         const want = t['http-code'] ?? '4xx';
         diffs = String(res.status)[0] === want[0] ? [] : [`status ${res.status} (expected ${want}): ${JSON.stringify(actual).slice(0, 160)}`];
       } else if (res.status >= 300) {
@@ -299,5 +311,16 @@ else {
   }
   console.log(`\nNot run: ${[...notRun].map(([why, n]) => `${n} (${why})`).join(', ')}`);
   if (values.verbose) for (const r of all.filter((x) => x.status !== 'pass')) console.log(`${r.status === 'fail' ? 'FAIL' : 'SKIP'} ${r.suite} ${r.test} [${r.operation}]: ${r.why}`);
+  if (values.strict) {
+    // The kinds of difference (the path, without values), with the number of failing tests that show each.
+    const kinds = new Map<string, number>();
+    for (const r of all.filter((x) => x.status === 'fail')) {
+      for (const k of new Set(r.why!.split('; ').map((d) => d.replace(/ \(.*$|: .*$/s, '')))) kinds.set(k, (kinds.get(k) ?? 0) + 1);
+    }
+    const versionOnly = all.filter((x) => x.status === 'fail' && x.why!.split('; ').every((d) => d.startsWith('.expansion.contains[].version')));
+    console.log(`\n${versionOnly.length} of the failing expansions differ only in giving \`contains.version\` where the reference servers leave it out (one version of the system in the expansion).`);
+    console.log('\nDifferences by kind (failing tests):');
+    for (const [k, n] of [...kinds].sort((a, b) => b[1] - a[1])) console.log(`${String(n).padStart(4)}  ${k}`);
+  }
 }
 process.exit(0);

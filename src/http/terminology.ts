@@ -124,7 +124,7 @@ export function terminologyRoutes(deps: TerminologyRouteDeps): Hono<AppEnv> {
     return fhirJson(await findMatches(findMatchesInput(raw, await instance(c, terminology)), { terminology }));
   };
   const expand = async (c: Context<AppEnv>) => {
-    const input = expandInput(await inputs(c, expandParams), c.req.param('id'));
+    const input = expandInput(await inputs(c, expandParams), c.req.param('id'), c.req.header('Accept-Language'));
     const terminology = valueSetReach(deps.terminology, c.get('tenant'), c.get('access'), await context(c, 'ValueSet'));
     const now = () => new Date(deps.clock.now());
     return fhirJson(await expandValueSet(input, { terminology, now, newId: () => crypto.randomUUID(), maxExpansionSize: deps.maxExpansionSize }));

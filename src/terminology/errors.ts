@@ -19,6 +19,11 @@ export function notFound(message: string): FhirError {
   return new FhirError('not-found', message);
 }
 
+/** What a request depends on (a code system version a value set names) is not on the server: 400 `not-found`. */
+export function missingDependency(message: string): FhirError {
+  return new FhirError('invalid', message, { issueCode: 'not-found' });
+}
+
 export function tooCostly(message: string): FhirError {
   return new FhirError('invalid', message, { issueCode: 'too-costly' });
 }

@@ -1,4 +1,4 @@
-import { invalid } from '../errors.ts';
+import { invalid, missingDependency } from '../errors.ts';
 import type { ConceptDefinition } from '../model/code-system.ts';
 import type { CodeSystemIndex, ConceptEntry } from './code-system-index.ts';
 import type { CompiledConceptSet } from './concept-set.ts';
@@ -180,7 +180,11 @@ async function* systemCandidates(set: CompiledConceptSet, system: string, lookup
   const cs = await lookup.codeSystem(system, set.version);
   const listed = set.conceptList();
   if (cs === null || cs.content === 'not-present') {
-    if (listed === undefined) throw invalid(`${set.where}: CodeSystem ${systemLabel(system, set.version, lookup.asOf)} is not available, so it cannot be expanded`);
+    if (listed === undefined) {
+      // Unknown (or known without its codes): `not-found` when the server has no such code system (version), as the reference servers answer.
+      const text = `${set.where}: CodeSystem ${systemLabel(system, set.version, lookup.asOf)} is not available, so it cannot be expanded`;
+      throw cs === null ? missingDependency(text) : invalid(text);
+    }
     for (const c of listed) yield { system, version: set.version, code: c.code, display: c.display, abstract: false, inactive: false };
     return;
   }

@@ -76,6 +76,7 @@ export const expandParams = new OperationParameters('ValueSet/$expand', {
   date: { kind: P.dateTime },
   displayLanguage: { kind: P.language },
   includeDesignations: { kind: P.boolean },
+  designation: { kind: P.string, repeats: true },
   excludeNested: { kind: P.boolean },
   'exclude-system': { kind: P.uri, repeats: true },
   'system-version': { kind: P.uri, repeats: true },

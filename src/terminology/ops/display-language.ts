@@ -66,6 +66,35 @@ export function displayIn(definition: ConceptDefinition, systemLanguage: string 
   return best?.value ?? definition.display;
 }
 
+/**
+ * The concept's designations, led by its display in the CodeSystem's language when it states one (as
+ * the reference servers list it; not repeated when a designation already says the same).
+ */
+export function designationsWithDisplay(definition: ConceptDefinition, language: string | undefined): readonly Designation[] {
+  const own = definition.designation ?? [];
+  const { display } = definition;
+  if (display === undefined || language === undefined || own.some((d) => d.language === language && d.value === display)) return own;
+  return [{ language, use: PREFERRED_FOR_LANGUAGE, value: display }, ...own];
+}
+const PREFERRED_FOR_LANGUAGE = { system: 'http://terminology.hl7.org/CodeSystem/hl7TermMaintInfra', code: 'preferredForLanguage', display: 'Preferred For Language' };
+
+/**
+ * Whether a designation is one a `designation` input of $expand asks for (R4: "a token that specifies
+ * a system+code that is either a use or a language"): `urn:ietf:bcp:47|de` a language (that tag
+ * exactly, as the reference servers match it: not `de-CH`), any other `system|code` a use, a bare code
+ * a use of any system.
+ */
+export function designationWanted(d: Designation, tokens: readonly string[]): boolean {
+  return tokens.some((token) => {
+    const bar = token.lastIndexOf('|');
+    const system = bar === -1 ? undefined : token.slice(0, bar);
+    const code = token.slice(bar + 1);
+    if (system === BCP_47) return d.language !== undefined && d.language.toLowerCase() === code.toLowerCase();
+    return d.use !== undefined && d.use.code === code && (system === undefined || d.use.system === system);
+  });
+}
+const BCP_47 = 'urn:ietf:bcp:47';
+
 /** 0 when the tags are equal, 1 when they share the primary language or `wanted` is `*`, else undefined (RFC 5646, case-insensitive). */
 function languageMatch(tag: string, wanted: string): number | undefined {
   if (wanted === '*') return 1;

@@ -1,3 +1,6 @@
+import type { CodeSystemIndex } from '../compile/code-system-index.ts';
+import type { CompiledValueSet } from '../compile/compiled-value-set.ts';
+import type { CodeSystemLookup } from '../compile/membership.ts';
 import { ENUMERATION_WORK_LIMIT, type ExpansionEntry, enumerateValueSet, WorkLimitReached } from '../compile/enumerate.ts';
 import type { TerminologyContext } from '../context.ts';
 import { tooCostly } from '../errors.ts';
@@ -8,7 +11,8 @@ import type { DatePeriod } from '../model/date-time.ts';
 import type { Designation } from '../model/datatypes.ts';
 import { expansionParameter } from '../model/value-set.ts';
 import type { ParametersParameter } from '../model/parameters.ts';
-import { displayIn } from './display-language.ts';
+import { designationsWithDisplay, designationWanted, displayIn } from './display-language.ts';
+import { isLanguageList } from '../input/parameters.ts';
 import { resolveValueSet } from './resolve-value-set.ts';
 import { requireSupplements } from './supplements.ts';
 import { type SystemVersions, systemVersions, withSystemVersions } from './system-versions.ts';
@@ -27,6 +31,8 @@ export interface ExpandInput {
   readonly displayLanguage?: string;
   /** Whether each code carries its designations (R4 `includeDesignations`). */
   readonly includeDesignations?: boolean;
+  /** R4 `designation`: the languages (`urn:ietf:bcp:47|de`) or uses (`system|code`) of the designations listed; given, they are listed. */
+  readonly designations?: readonly string[];
   /** R4 `excludeNested`: the expansion is always flat, so it is only echoed. */
   readonly excludeNested?: boolean;
   /** R4 `exclude-system`: code systems (`url`, or `url|version`, a version pattern too) whose codes are left out. */
@@ -56,12 +62,16 @@ export interface ExpandedValueSet {
   readonly name?: string;
   readonly title?: string;
   readonly status?: string;
+  readonly experimental?: boolean;
+  readonly date?: string;
+  readonly language?: string;
   readonly expansion: {
     readonly identifier: string;
     readonly timestamp: string;
     /** Absent when counting every code would cost more than the enumeration's budget (the page is full without it). */
     readonly total?: number;
-    readonly offset: number;
+    /** Present when the request gives an `offset` (R4: "if paging is being used"; without one the page starts at 0). */
+    readonly offset?: number;
     /** Absent when empty, as are `contains` (R4 json.html: arrays are never empty). */
     readonly parameter?: readonly ExpansionParameter[];
     readonly contains?: readonly ExpansionContainsOut[];
@@ -78,15 +88,21 @@ interface ExpansionContainsOut {
   readonly designation?: readonly Designation[];
 }
 
-/** Reads the $expand inputs; `count`/`offset` are validated as non-negative integers at the edge. */
-export function expandInput(raw: OperationInput<(typeof expandParams)['spec']>, instanceId?: string): ExpandInput {
-  const { filter, count, offset, activeOnly, date, displayLanguage, includeDesignations, excludeNested } = raw;
+/**
+ * Reads the $expand inputs; `count`/`offset` are validated as non-negative integers at the edge.
+ * `acceptLanguage`, the request's header, stands for `displayLanguage` when that is not given
+ * (ignored when malformed), as on $validate-code.
+ */
+export function expandInput(raw: OperationInput<(typeof expandParams)['spec']>, instanceId?: string, acceptLanguage?: string): ExpandInput {
+  const { filter, count, offset, activeOnly, date, includeDesignations, excludeNested } = raw;
+  const displayLanguage = raw.displayLanguage ?? (acceptLanguage !== undefined && isLanguageList(acceptLanguage) ? acceptLanguage : undefined);
+  const designations = raw.designation === undefined || raw.designation.length === 0 ? {} : { designations: raw.designation };
   const excludeSystems = raw['exclude-system'];
   const versionNames = ['system-version', 'check-system-version', 'force-system-version'] as const;
   const systemVersionInputs = versionNames.flatMap((name) => (raw[name] ?? []).map((valueUri) => ({ name, valueUri })));
   const versions = systemVersions(raw);
   return {
-    target: valueSetTarget(raw, instanceId), filter, count, offset, activeOnly, date, displayLanguage, includeDesignations, excludeNested,
+    target: valueSetTarget(raw, instanceId), filter, count, offset, activeOnly, date, displayLanguage, includeDesignations, excludeNested, ...designations,
     ...(excludeSystems === undefined || excludeSystems.length === 0 ? {} : { excludeSystems }),
     ...(versions === undefined ? {} : { systemVersions: versions, systemVersionInputs }),
   };
@@ -116,19 +132,21 @@ export async function expandValueSet(asked: ExpandInput, deps: ExpandDeps): Prom
   const text = input.filter?.toLowerCase();
   const excludedSystem = systemExclusion(input.excludeSystems);
   const seen = new Set<string>();
+  // Every code system (version) the expansion drew on, whether or not a code of it is in the page or passed the filters.
   const used = new Set<string>();
+  const lookup = recording(withSystemVersions(terminology, input.systemVersions), used);
   const contains: ExpansionContainsOut[] = [];
   let total = 0;
   // The total is left out when counting it would cost more than the enumeration's budget and the page is full without it.
   let counted = true;
   try {
-    for await (const found of enumerateValueSet(vs, withSystemVersions(terminology, input.systemVersions), { left: ENUMERATION_WORK_LIMIT })) {
+    for await (const found of enumerateValueSet(vs, lookup, { left: ENUMERATION_WORK_LIMIT })) {
       const key = `${found.system}|${found.version ?? ''}|${found.code}`;
       const e = inLanguage(found, input.displayLanguage);
       if (seen.has(key) || (input.activeOnly === true && e.inactive) || excludedSystem(found) || !matches(e, text)) continue;
       seen.add(key);
       used.add(found.version === undefined ? found.system : `${found.system}|${found.version}`);
-      if (total >= offset && (input.count === undefined || contains.length < input.count)) contains.push(contained(e, input.includeDesignations === true));
+      if (total >= offset && (input.count === undefined || contains.length < input.count)) contains.push(contained(e, input));
       total++;
       if (input.count === undefined && contains.length > limit) {
         throw tooCostly(`The expansion of ${vs.label} has more than ${limit} codes; use 'count' and 'offset' to page, or 'filter'`);
@@ -141,22 +159,71 @@ export async function expandValueSet(asked: ExpandInput, deps: ExpandDeps): Prom
     }
     counted = false;
   }
-  const { id, url, version, name, title, status } = vs.resource;
-  const parameter = [...expansionParameters(input), ...[...used].map((valueUri) => ({ name: 'used-codesystem', valueUri }))];
+  const parameter = [
+    ...expansionParameters(input),
+    ...[...used].map((valueUri) => ({ name: 'used-codesystem', valueUri })),
+    ...[...usedValueSets(vs)].map((valueUri) => ({ name: 'used-valueset', valueUri })),
+  ];
   return {
     resourceType: 'ValueSet',
-    ...{ id, url, version, name, title, status },
+    ...definitionFields(vs.resource),
     expansion: {
       identifier: `urn:uuid:${deps.newId()}`,
       timestamp: deps.now().toISOString(),
       ...(counted ? { total } : {}),
-      offset,
+      ...(input.offset === undefined ? {} : { offset }),
       // "JSON objects and arrays are never empty" (R4 json.html): an expansion of no codes has no `contains`.
       ...(parameter.length > 0 ? { parameter } : {}),
       ...(contains.length > 0 ? { contains } : {}),
     },
   };
 }
+
+/** A lookup that adds each code system it finds (`url`, or `url|version`) to `used`. */
+function recording(lookup: CodeSystemLookup, used: Set<string>): CodeSystemLookup {
+  const note = (cs: CodeSystemIndex | null): CodeSystemIndex | null => {
+    if (cs !== null) used.add(cs.version === undefined ? cs.url : `${cs.url}|${cs.version}`);
+    return cs;
+  };
+  return {
+    codeSystem: (url, version) => {
+      const found = lookup.codeSystem(url, version);
+      return found instanceof Promise ? found.then(note) : note(found);
+    },
+    asOf: lookup.asOf,
+    versions: lookup.versions,
+  };
+}
+
+/**
+ * The value sets the expansion imported (`url|version`), at any depth, in includes and excludes:
+ * `used-valueset`. Contained ones (`#id`) are part of the value set itself and not listed, as the
+ * reference servers answer.
+ */
+function usedValueSets(vs: CompiledValueSet, out = new Set<string>()): Set<string> {
+  for (const set of [...vs.includes, ...vs.excludes]) {
+    for (const imported of set.imports) {
+      const { compiled } = imported;
+      const url = compiled?.resource.url;
+      if (compiled === null || url === undefined || imported.canonical.startsWith('#')) continue;
+      const canonical = compiled.resource.version === undefined ? url : `${url}|${compiled.resource.version}`;
+      if (out.has(canonical)) continue;
+      out.add(canonical);
+      usedValueSets(compiled, out);
+    }
+  }
+  return out;
+}
+
+/** The value set's own elements an expansion repeats (those the engine keeps of it), absent ones left out. */
+function definitionFields(vs: ExpandDefinition): Partial<ExpandDefinition> {
+  const out: Partial<Record<keyof ExpandDefinition, unknown>> = {};
+  for (const key of DEFINITION_FIELDS) if (vs[key] !== undefined) out[key] = vs[key];
+  return out as Partial<ExpandDefinition>;
+}
+
+const DEFINITION_FIELDS = ['id', 'language', 'url', 'version', 'name', 'title', 'status', 'experimental', 'date'] as const;
+type ExpandDefinition = Pick<ExpandedValueSet, (typeof DEFINITION_FIELDS)[number]>;
 
 /** The entry with its display in `language` when its concept has a designation in it. */
 function inLanguage(e: ExpansionEntry, language: string | undefined): ExpansionEntry {
@@ -176,8 +243,8 @@ function matches(e: ExpansionEntry, text: string | undefined): boolean {
   return e.code.toLowerCase().includes(text) || (e.display?.toLowerCase().includes(text) ?? false);
 }
 
-function contained(e: ExpansionEntry, designations: boolean): ExpansionContainsOut {
-  const designation = designations ? e.concept?.definition.designation : undefined;
+function contained(e: ExpansionEntry, input: ExpandInput): ExpansionContainsOut {
+  const designation = input.includeDesignations === true || input.designations !== undefined ? designationsOf(e, input.designations) : undefined;
   return {
     system: e.system,
     ...(e.version === undefined ? {} : { version: e.version }),
@@ -189,6 +256,19 @@ function contained(e: ExpansionEntry, designations: boolean): ExpansionContainsO
   };
 }
 
+/**
+ * An entry's designations, as the reference servers list them: the concept's own; when the display is
+ * another language's (`displayLanguage`), not the designation it was taken from, and the concept's own
+ * display in the code system's language instead. Only those `designation` asks for when it is given.
+ */
+function designationsOf(e: ExpansionEntry, wanted: readonly string[] | undefined): readonly Designation[] | undefined {
+  if (e.concept === undefined) return undefined;
+  const { definition, language } = e.concept;
+  const own = definition.designation ?? [];
+  const all = e.display === definition.display ? own : designationsWithDisplay({ ...definition, designation: own.filter((d) => d.value !== e.display) }, language);
+  return wanted === undefined ? all : all.filter((d) => designationWanted(d, wanted));
+}
+
 function expansionParameters(input: ExpandInput): ExpansionParameter[] {
   const out: ExpansionParameter[] = [];
   if (input.filter !== undefined) out.push({ name: 'filter', valueString: input.filter });
@@ -198,6 +278,7 @@ function expansionParameters(input: ExpandInput): ExpansionParameter[] {
   if (input.date !== undefined) out.push({ name: 'date', valueDateTime: input.date.text });
   if (input.displayLanguage !== undefined) out.push({ name: 'displayLanguage', valueCode: input.displayLanguage });
   if (input.includeDesignations !== undefined) out.push({ name: 'includeDesignations', valueBoolean: input.includeDesignations });
+  for (const d of input.designations ?? []) out.push({ name: 'designation', valueString: d });
   if (input.excludeNested !== undefined) out.push({ name: 'excludeNested', valueBoolean: input.excludeNested });
   for (const c of input.excludeSystems ?? []) out.push({ name: 'exclude-system', valueUri: c });
   out.push(...(input.systemVersionInputs ?? []));

@@ -8,7 +8,7 @@ import type { ConceptDefinition, ConceptProperty } from '../model/code-system.ts
 import type { Designation } from '../model/datatypes.ts';
 import type { DatePeriod } from '../model/date-time.ts';
 import type { Parameters, ParametersParameter } from '../model/parameters.ts';
-import { displayIn } from './display-language.ts';
+import { designationsWithDisplay, displayIn } from './display-language.ts';
 import { checkSameCodeSystem, type CodeSystemTarget, targetCodeSystem } from './resolve-code-system.ts';
 
 export interface LookupInput {
@@ -49,7 +49,8 @@ export function lookupInput(raw: RawInput, instance?: CodeSystemIndex): LookupIn
 /**
  * CodeSystem/$lookup (FHIR R4 CodeSystem-lookup): name, version, display (in `displayLanguage`
  * when the concept has a designation in it), designations and properties of a concept, with
- * `parent` and `child` from the resolved hierarchy. An unknown CodeSystem or code is a 404.
+ * `parent` and `child` from the resolved hierarchy; and, as HL7's reference servers add,
+ * the `system`, the `code` and whether it is `abstract`. An unknown CodeSystem or code is a 404.
  */
 export async function lookupCode(input: LookupInput, deps: { readonly terminology: TerminologyContext }): Promise<Parameters> {
   const cs = await targetCodeSystem(input.target, deps.terminology.at(input.date));
@@ -60,14 +61,16 @@ export async function lookupCode(input: LookupInput, deps: { readonly terminolog
   if (entry === undefined) throw notFound(unknownCode(input.code, cs).text);
   // No `property` input: the defaults; `*`: every property (as the reference servers read it).
   const wanted = (name: string): boolean => input.properties.length === 0 || input.properties.includes('*') || input.properties.includes(name);
-  const parameter: ParametersParameter[] = [{ name: 'name', valueString: cs.name ?? cs.url }];
+  const parameter: ParametersParameter[] = [{ name: 'name', valueString: cs.name ?? cs.url }, { name: 'system', valueUri: cs.url }];
   if (cs.version !== undefined) parameter.push({ name: 'version', valueString: cs.version });
+  // The concept's code as the CodeSystem has it (a case-insensitive one may be asked in another case), and whether it is abstract.
+  parameter.push({ name: 'code', valueCode: entry.code }, { name: 'abstract', valueBoolean: entry.abstract });
   const display = displayIn(entry.definition, cs.language, input.displayLanguage);
   if (display !== undefined) parameter.push({ name: 'display', valueString: display });
   if (entry.definition.definition !== undefined && wanted('definition')) {
     parameter.push({ name: 'definition', valueString: entry.definition.definition });
   }
-  for (const d of designations(entry.definition, cs.language)) {
+  for (const d of designationsWithDisplay(entry.definition, cs.language)) {
     const part: ParametersParameter[] = [];
     if (d.language !== undefined) part.push({ name: 'language', valueCode: d.language });
     if (d.use !== undefined) part.push({ name: 'use', valueCoding: d.use });
@@ -77,18 +80,6 @@ export async function lookupCode(input: LookupInput, deps: { readonly terminolog
   parameter.push(...conceptProperties(cs, entry).filter((p) => wanted(p.code)).map(propertyParameter));
   return { resourceType: 'Parameters', parameter };
 }
-
-/**
- * The concept's designations, led by its display in the CodeSystem's language when it states one (as
- * the reference servers list it; not repeated when a designation already says the same).
- */
-function designations(definition: ConceptDefinition, language: string | undefined): readonly Designation[] {
-  const own = definition.designation ?? [];
-  const { display } = definition;
-  if (display === undefined || language === undefined || own.some((d) => d.language === language && d.value === display)) return own;
-  return [{ language, use: PREFERRED_FOR_LANGUAGE, value: display }, ...own];
-}
-const PREFERRED_FOR_LANGUAGE = { system: 'http://terminology.hl7.org/CodeSystem/hl7TermMaintInfra', code: 'preferredForLanguage', display: 'Preferred For Language' };
 
 /** The concept's own properties, with parent/child links and `inactive` taken from the index. */
 export function conceptProperties(cs: CodeSystemIndex, entry: ConceptEntry): ConceptProperty[] {

@@ -67,7 +67,9 @@ function instanceTarget(raw: RawInput, cs: CodeSystemIndex): CodeSystemTarget {
 
 /**
  * CodeSystem/$validate-code (FHIR R4 CodeSystem-validate-code): whether a code is defined by
- * the CodeSystem, with the same display, abstract, inactive and fragment rules as ValueSets.
+ * the CodeSystem, with the same display, abstract, inactive and fragment rules as ValueSets. A single
+ * code or coding is echoed in the answer with the CodeSystem's url and version (`code`, `system`,
+ * `version`), as HL7's reference servers answer.
  */
 export async function validateCodeSystemCode(
   input: CodeSystemValidateCodeInput,
@@ -78,6 +80,7 @@ export async function validateCodeSystemCode(
   const cs = await resolveCodeSystem(input.target, ctx);
   if (subject.kind === 'unusable') return unusable(subject.why, subject.path);
   if (cs === null) return unknownCodeSystem(input.target as CodeSystemTarget & { kind: 'url' }, subject, ctx);
+  const echoed = subject.kind === 'coding' ? { coding: { code: subject.coding.code, system: cs.url, version: cs.version } } : {};
   const lookup: CodeSystemLookup = { codeSystem: () => cs };
   const whole = new CompiledConceptSet({ system: cs.url, where: `CodeSystem '${cs.url}'` });
   const codings = subject.kind === 'coding' ? [subject.coding] : subject.codings;
@@ -105,11 +108,11 @@ export async function validateCodeSystemCode(
       continue;
     }
     const outcome = finishMember(m, coding, input);
-    if (outcome.result) return { ...outcome, issues: [...locate(outcome.issues, path), ...issues] };
+    if (outcome.result) return { ...outcome, ...echoed, issues: [...locate(outcome.issues, path), ...issues] };
     issues.push(...locate(outcome.issues, path));
     display ??= outcome.display;
   }
-  return { result: false, ...(display === undefined ? {} : { display }), issues };
+  return { result: false, ...(display === undefined ? {} : { display }), ...echoed, issues };
 }
 
 /** The CodeSystem the operation validates against; null when the one `url` names is not known. */

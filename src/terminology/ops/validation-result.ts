@@ -21,6 +21,8 @@ export interface ValidationResult {
   readonly causedByUnknownSystems?: readonly string[];
   /** The coding's code system, unknown, when the value set does not use it: `x-unknown-system`. */
   readonly unknownSystems?: readonly string[];
+  /** The coding validated, as HL7's reference servers (and R5) echo it: `code`, `system`, `version`. */
+  readonly coding?: { readonly code: string; readonly system: string; readonly version?: string | undefined };
 }
 
 /** The system of the `issues` details codings (HL7's terminology issue types, as tx.fhir.org and Ontoserver send them). */
@@ -54,6 +56,10 @@ function render(r: ValidationResult): string {
   const texts = issues.map((i) => jsonString(i.text));
   if (issues.length > 0) json += `,{"name":"message","valueString":${issues.length === 1 ? texts[0] : jsonString([...new Set(issues.map((i) => i.text))].join('; '))}}`;
   if (r.display !== undefined) json += `,{"name":"display","valueString":${jsonString(r.display)}}`;
+  if (r.coding !== undefined) {
+    json += `,{"name":"code","valueCode":${jsonString(r.coding.code)}},{"name":"system","valueUri":${jsonString(r.coding.system)}}`;
+    if (r.coding.version !== undefined) json += `,{"name":"version","valueString":${jsonString(r.coding.version)}}`;
+  }
   if (issues.length > 0) {
     json += ',{"name":"issues","resource":{"resourceType":"OperationOutcome","issue":[';
     for (let n = 0; n < issues.length; n++) {

@@ -29,7 +29,9 @@ const properties = (p: Parameters): string[] =>
 
 describe('CodeSystem $validate-code', () => {
   test('code with url, versions, display and abstract rules', async () => {
-    expect(await validate([{ name: 'url', valueUri: ANIMALS }, { name: 'code', valueCode: 'cat' }])).toEqual({ result: true, display: 'Cat', issues: [] });
+    expect(await validate([{ name: 'url', valueUri: ANIMALS }, { name: 'code', valueCode: 'cat' }])).toEqual({
+      result: true, display: 'Cat', coding: { code: 'cat', system: ANIMALS, version: '2.0.0' }, issues: [],
+    });
     expect((await validate([{ name: 'url', valueUri: ANIMALS }, { name: 'code', valueCode: 'wolf' }])).result).toBe(false);
     expect((await validate([{ name: 'url', valueUri: ANIMALS }, { name: 'version', valueString: '1.0.0' }, { name: 'code', valueCode: 'wolf' }])).result).toBe(true);
     expect((await validate([{ name: 'url', valueUri: `${ANIMALS}|1.0.0` }, { name: 'code', valueCode: 'wolf' }])).result).toBe(true);
@@ -67,7 +69,7 @@ describe('CodeSystem $validate-code', () => {
       { name: 'codeSystem', resource: { resourceType: 'CodeSystem', url: 'urn:inline', content: 'complete', concept: [{ code: 'a', display: 'A' }] } },
       { name: 'code', valueCode: 'a' },
     ]);
-    expect(r).toEqual({ result: true, display: 'A', issues: [] });
+    expect(r).toEqual({ result: true, display: 'A', coding: { code: 'a', system: 'urn:inline', version: undefined }, issues: [] });
   });
 });
 

@@ -24,7 +24,9 @@ describe('ValueSet $expand', () => {
   test('expands filters in CodeSystem order with total, flags and metadata', async () => {
     const vs = await expand({ url: `${VS}mammals` });
     expect(codes(vs)).toEqual(['mammal', 'dog', 'cat', 'whale', 'mammoth', 'platypus']);
-    expect(vs.expansion).toMatchObject({ identifier: 'urn:uuid:fixed-id', timestamp: '2025-01-02T03:04:05.000Z', total: 6, offset: 0 });
+    expect(vs.expansion).toMatchObject({ identifier: 'urn:uuid:fixed-id', timestamp: '2025-01-02T03:04:05.000Z', total: 6 });
+    // No `offset` asked for: none given (R4: present "if paging is being used").
+    expect(vs.expansion.offset).toBeUndefined();
     expect(vs.url).toBe(`${VS}mammals`);
     expect(vs.expansion.contains![4]).toEqual({ system: 'http://cinder.test/CodeSystem/animals', version: '2.0.0', code: 'mammoth', display: 'Mammoth', inactive: true });
     expect((await expand({ url: `${VS}dog-ancestors` })).expansion.contains![0]).toMatchObject({ code: 'animal', abstract: true });

@@ -1,0 +1,167 @@
+/**
+ * `$expand`, `$lookup` and `CodeSystem/$validate-code` answered as HL7's reference terminology servers
+ * answer the terminology ecosystem tests (`HL7/fhir-tx-ecosystem-ig`, compared whole by
+ * `bench/tx-tests.ts --strict`): the expanded ValueSet keeps its metadata, `offset` only when asked,
+ * designations around a translated display, the `designation` input, `Accept-Language`, the code
+ * systems and value sets an expansion used, a missing code system version as `not-found`; `$lookup`'s
+ * `system`, `code` and `abstract`; `$validate-code`'s echo of the coding. On both databases.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { errorIssue, type OperationResponse, type Param, postOperation, putResource } from '../helpers/terminology-http.ts';
+
+const CS = 'http://cinder.test/CodeSystem/eco-colours';
+const VS = 'http://cinder.test/ValueSet/eco-';
+const USE = 'http://cinder.test/CodeSystem/eco-uses';
+const PREFERRED = { system: 'http://terminology.hl7.org/CodeSystem/hl7TermMaintInfra', code: 'preferredForLanguage', display: 'Preferred For Language' };
+
+const codeSystem = {
+  resourceType: 'CodeSystem', id: 'eco-colours', url: CS, version: '1.0.0', name: 'EcoColours', status: 'active', content: 'complete', language: 'en',
+  concept: [
+    {
+      code: 'warm', display: 'Warm colours', property: [{ code: 'notSelectable', valueBoolean: true }],
+      concept: [
+        { code: 'red', display: 'Red', designation: [{ language: 'de', value: 'Rot' }, { language: 'es', value: 'Rojo' }, { language: 'de-CH', value: 'Rot (CH)' }] },
+        { code: 'orange', display: 'Orange', designation: [{ language: 'en', use: { system: USE, code: 'short' }, value: 'Org' }] },
+      ],
+    },
+    { code: 'blue', display: 'Blue' },
+  ],
+  property: [{ code: 'notSelectable', uri: 'http://hl7.org/fhir/concept-properties#notSelectable', type: 'boolean' }],
+};
+const all = {
+  resourceType: 'ValueSet', id: 'eco-all', url: `${VS}all`, version: '2.1.0', name: 'EcoAll', status: 'active', experimental: false, date: '2026-03-01',
+  language: 'en', compose: { include: [{ system: CS }] },
+};
+const imported = {
+  resourceType: 'ValueSet', id: 'eco-imports', url: `${VS}imports`, version: '3.0.0', status: 'active',
+  contained: [{ resourceType: 'ValueSet', id: 'blue', status: 'active', compose: { include: [{ system: CS, concept: [{ code: 'blue' }] }] } }],
+  compose: { include: [{ valueSet: [`${VS}all|2.1.0`, '#blue'] }] },
+};
+const noneLeft = {
+  resourceType: 'ValueSet', id: 'eco-none-left', url: `${VS}none-left`, status: 'active',
+  compose: { include: [{ system: CS }], exclude: [{ system: CS }] },
+};
+const missingVersion = {
+  resourceType: 'ValueSet', id: 'eco-missing-version', url: `${VS}missing-version`, status: 'active', compose: { include: [{ system: CS, version: '9.9.9' }] },
+};
+
+type Contains = { system?: string; version?: string; code: string; display?: string; designation?: { language?: string; use?: unknown; value: string }[] };
+const expansion = (r: OperationResponse) => r.body.expansion as { offset?: number; total?: number; parameter?: Param[]; contains?: Contains[] };
+const entry = (r: OperationResponse, code: string) => expansion(r).contains?.find((c) => c.code === code);
+const params = (r: OperationResponse, name: string) => (expansion(r).parameter ?? []).filter((p) => p.name === name).map((p) => p.valueUri ?? p.valueCode ?? p.valueString);
+const value = (r: OperationResponse, name: string) => {
+  const p = r.body.parameter?.find((x) => x.name === name);
+  return p === undefined ? undefined : Object.entries(p).find(([k]) => k.startsWith('value'))?.[1];
+};
+
+await eachStore((kind, fresh) => {
+  describe(`terminology answers as the reference servers give them (${kind})`, () => {
+    let t: TestApp;
+    let token: string;
+    const expand = (parameter: Param[]) => postOperation(t, token, 'ValueSet/$expand', parameter);
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      token = await t.token();
+      for (const r of [codeSystem, all, imported, noneLeft, missingVersion]) await putResource(t, token, r);
+    });
+    afterAll(() => t.close());
+
+    test('$expand keeps the value set metadata and gives `offset` only when the request pages by it', async () => {
+      const r = await expand([{ name: 'url', valueUri: `${VS}all` }]);
+      expect(r.status).toBe(200);
+      expect(r.body).toMatchObject({ resourceType: 'ValueSet', id: 'eco-all', url: `${VS}all`, version: '2.1.0', name: 'EcoAll', status: 'active', experimental: false, date: '2026-03-01', language: 'en' });
+      expect(expansion(r).total).toBe(4);
+      expect(expansion(r)).not.toHaveProperty('offset');
+      const counted = await expand([{ name: 'url', valueUri: `${VS}all` }, { name: 'count', valueInteger: 1 }]);
+      expect(expansion(counted)).not.toHaveProperty('offset');
+      expect(expansion(counted).contains?.map((c) => c.code)).toEqual(['warm']);
+      const paged = await expand([{ name: 'url', valueUri: `${VS}all` }, { name: 'offset', valueInteger: 2 }, { name: 'count', valueInteger: 1 }]);
+      expect(expansion(paged)).toMatchObject({ offset: 2, total: 4 });
+      expect(expansion(paged).contains?.map((c) => c.code)).toEqual(['orange']);
+    });
+
+    test('with a translated display, the designations hold the code system display and not the one shown', async () => {
+      const r = await expand([{ name: 'url', valueUri: `${VS}all` }, { name: 'displayLanguage', valueCode: 'de' }, { name: 'includeDesignations', valueBoolean: true }]);
+      expect(r.status).toBe(200);
+      expect(entry(r, 'red')).toMatchObject({ display: 'Rot' });
+      expect(entry(r, 'red')?.designation).toEqual([
+        { language: 'en', use: PREFERRED, value: 'Red' },
+        { language: 'es', value: 'Rojo' },
+        { language: 'de-CH', value: 'Rot (CH)' },
+      ]);
+      // No German display: the code system's own is shown and is not repeated as a designation.
+      expect(entry(r, 'orange')).toEqual({ system: CS, version: '1.0.0', code: 'orange', display: 'Orange', designation: [{ language: 'en', use: { system: USE, code: 'short' }, value: 'Org' }] });
+      const plain = await expand([{ name: 'url', valueUri: `${VS}all` }, { name: 'includeDesignations', valueBoolean: true }]);
+      expect(entry(plain, 'red')).toMatchObject({ display: 'Red' });
+      expect(entry(plain, 'red')?.designation).toEqual(codeSystem.concept[0]!.concept![0]!.designation);
+    });
+
+    test('`designation` lists only the designations of that language (exactly) or use, and is echoed', async () => {
+      const r = await expand([{ name: 'url', valueUri: `${VS}all` }, { name: 'designation', valueString: 'urn:ietf:bcp:47|de' }, { name: 'designation', valueString: `${USE}|short` }]);
+      expect(r.status).toBe(200);
+      expect(entry(r, 'red')?.designation).toEqual([{ language: 'de', value: 'Rot' }]);
+      expect(entry(r, 'orange')?.designation).toEqual([{ language: 'en', use: { system: USE, code: 'short' }, value: 'Org' }]);
+      expect(entry(r, 'blue')).not.toHaveProperty('designation');
+      expect(params(r, 'designation')).toEqual(['urn:ietf:bcp:47|de', `${USE}|short`]);
+      const tc = await t.request(`${t.fhir('t1')}/metadata?mode=terminology`);
+      expect(((await tc.json()) as { expansion: { parameter: Param[] } }).expansion.parameter.map((p) => p.name)).toContain('designation');
+    });
+
+    test('Accept-Language stands for displayLanguage and is echoed; the parameter wins over it', async () => {
+      const body = (parameter: Param[]) => ({ resourceType: 'Parameters', parameter });
+      const res = await t.request(`${t.fhir('t1')}/ValueSet/$expand`, fhirInit(token, 'POST', body([{ name: 'url', valueUri: `${VS}all` }]), { 'Accept-Language': 'es' }));
+      const r: OperationResponse = { status: res.status, body: (await res.json()) as OperationResponse['body'] };
+      expect(r.status).toBe(200);
+      expect(entry(r, 'red')?.display).toBe('Rojo');
+      expect(params(r, 'displayLanguage')).toEqual(['es']);
+      const both = await t.request(`${t.fhir('t1')}/ValueSet/$expand`, fhirInit(token, 'POST', body([{ name: 'url', valueUri: `${VS}all` }, { name: 'displayLanguage', valueCode: 'de' }]), { 'Accept-Language': 'es' }));
+      const b: OperationResponse = { status: both.status, body: (await both.json()) as OperationResponse['body'] };
+      expect(entry(b, 'red')?.display).toBe('Rot');
+      expect(params(b, 'displayLanguage')).toEqual(['de']);
+    });
+
+    test('used-codesystem names the code systems drawn on even when no code of them is left; used-valueset the imported value sets', async () => {
+      const none = await expand([{ name: 'url', valueUri: `${VS}none-left` }]);
+      expect(none.status).toBe(200);
+      expect(expansion(none)).toMatchObject({ total: 0 });
+      expect(params(none, 'used-codesystem')).toEqual([`${CS}|1.0.0`]);
+      const filtered = await expand([{ name: 'url', valueUri: `${VS}all` }, { name: 'filter', valueString: 'no such colour' }]);
+      expect(params(filtered, 'used-codesystem')).toEqual([`${CS}|1.0.0`]);
+      const r = await expand([{ name: 'url', valueUri: `${VS}imports` }]);
+      expect(r.status).toBe(200);
+      // The contained value set is part of this one: not listed.
+      expect(params(r, 'used-valueset')).toEqual([`${VS}all|2.1.0`]);
+      expect(params(r, 'used-codesystem')).toEqual([`${CS}|1.0.0`]);
+    });
+
+    test('a code system version the server does not have is a 400 not-found', async () => {
+      const r = await expand([{ name: 'url', valueUri: `${VS}missing-version` }]);
+      expect(errorIssue(r, 400)).toEqual({
+        severity: 'error', code: 'not-found',
+        text: `ValueSet '${VS}missing-version' compose.include[0]: CodeSystem '${CS}' version '9.9.9' is not available, so it cannot be expanded`,
+      });
+    });
+
+    test('$lookup gives the system, the code as the code system has it, and whether it is abstract', async () => {
+      const warm = await postOperation(t, token, 'CodeSystem/$lookup', [{ name: 'system', valueUri: CS }, { name: 'code', valueCode: 'warm' }]);
+      expect(warm.status).toBe(200);
+      expect([value(warm, 'system'), value(warm, 'code'), value(warm, 'abstract'), value(warm, 'version'), value(warm, 'display')]).toEqual([CS, 'warm', true, '1.0.0', 'Warm colours']);
+      const red = await postOperation(t, token, 'CodeSystem/$lookup', [{ name: 'coding', valueCoding: { system: CS, code: 'red' } }]);
+      expect([value(red, 'code'), value(red, 'abstract')]).toEqual(['red', false]);
+    });
+
+    test('CodeSystem/$validate-code echoes the code with the system and version it was checked against', async () => {
+      const good = await postOperation(t, token, 'CodeSystem/$validate-code', [{ name: 'url', valueUri: CS }, { name: 'code', valueCode: 'red' }]);
+      expect(good.status).toBe(200);
+      expect([value(good, 'result'), value(good, 'code'), value(good, 'system'), value(good, 'version'), value(good, 'display')]).toEqual([true, 'red', CS, '1.0.0', 'Red']);
+      const bad = await postOperation(t, token, 'CodeSystem/$validate-code', [{ name: 'coding', valueCoding: { system: CS, code: 'purple' } }]);
+      expect([value(bad, 'result'), value(bad, 'code'), value(bad, 'system'), value(bad, 'version')]).toEqual([false, 'purple', CS, '1.0.0']);
+      // A CodeableConcept has codes of its own, not one to echo.
+      const cc = await postOperation(t, token, 'CodeSystem/$validate-code', [{ name: 'url', valueUri: CS }, { name: 'codeableConcept', valueCodeableConcept: { coding: [{ system: CS, code: 'red' }] } }]);
+      expect(value(cc, 'result')).toBe(true);
+      expect(cc.body.parameter?.map((p) => p.name)).not.toContain('code');
+    });
+  });
+});

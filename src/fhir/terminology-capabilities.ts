@@ -134,7 +134,7 @@ export async function terminologyCapabilitiesJson(o: TerminologyCapabilitiesOpti
     lockedDate: false,
     ...(codeSystem.length ? { codeSystem } : {}),
     expansion: {
-      hierarchical: false,
+      hierarchical: true,
       paging: true,
       incomplete: false,
       parameter: ['url', 'valueSetVersion', 'valueSet', 'filter', 'count', 'offset', 'activeOnly', 'date', 'displayLanguage', 'includeDesignations', 'designation', 'excludeNested', 'exclude-system', 'system-version', 'check-system-version', 'force-system-version']

@@ -3,7 +3,8 @@
  * answer the terminology ecosystem tests (`HL7/fhir-tx-ecosystem-ig`, compared whole by
  * `bench/tx-tests.ts --strict`): the expanded ValueSet keeps its metadata, `offset` only when asked,
  * designations around a translated display, the `designation` input, `Accept-Language`, the code
- * systems and value sets an expansion used, a missing code system version as `not-found`; `$lookup`'s
+ * systems and value sets an expansion used, `excludeNested` false as a hierarchy, a missing code system
+ * version as `not-found`; `$lookup`'s
  * `system`, `code` and `abstract`; `$validate-code`'s echo of the coding. On both databases.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
@@ -43,14 +44,17 @@ const noneLeft = {
   resourceType: 'ValueSet', id: 'eco-none-left', url: `${VS}none-left`, status: 'active',
   compose: { include: [{ system: CS }], exclude: [{ system: CS }] },
 };
+const enumerated = {
+  resourceType: 'ValueSet', id: 'eco-enumerated', url: `${VS}enumerated`, status: 'active', compose: { include: [{ system: CS, concept: [{ code: 'warm' }, { code: 'red' }] }] },
+};
 const missingVersion = {
   resourceType: 'ValueSet', id: 'eco-missing-version', url: `${VS}missing-version`, status: 'active', compose: { include: [{ system: CS, version: '9.9.9' }] },
 };
 
-type Contains = { system?: string; version?: string; code: string; display?: string; designation?: { language?: string; use?: unknown; value: string }[] };
+type Contains = { system?: string; version?: string; code: string; display?: string; contains?: Contains[]; designation?: { language?: string; use?: unknown; value: string }[] };
 const expansion = (r: OperationResponse) => r.body.expansion as { offset?: number; total?: number; parameter?: Param[]; contains?: Contains[] };
 const entry = (r: OperationResponse, code: string) => expansion(r).contains?.find((c) => c.code === code);
-const params = (r: OperationResponse, name: string) => (expansion(r).parameter ?? []).filter((p) => p.name === name).map((p) => p.valueUri ?? p.valueCode ?? p.valueString);
+const params = (r: OperationResponse, name: string) => (expansion(r).parameter ?? []).filter((p) => p.name === name).map((p) => p.valueUri ?? p.valueCode ?? p.valueString ?? p.valueBoolean);
 const value = (r: OperationResponse, name: string) => {
   const p = r.body.parameter?.find((x) => x.name === name);
   return p === undefined ? undefined : Object.entries(p).find(([k]) => k.startsWith('value'))?.[1];
@@ -64,7 +68,7 @@ await eachStore((kind, fresh) => {
     beforeAll(async () => {
       t = await createTestApp({ store: await fresh() });
       token = await t.token();
-      for (const r of [codeSystem, all, imported, noneLeft, missingVersion]) await putResource(t, token, r);
+      for (const r of [codeSystem, all, imported, noneLeft, enumerated, missingVersion]) await putResource(t, token, r);
     });
     afterAll(() => t.close());
 
@@ -134,6 +138,27 @@ await eachStore((kind, fresh) => {
       // The contained value set is part of this one: not listed.
       expect(params(r, 'used-valueset')).toEqual([`${VS}all|2.1.0`]);
       expect(params(r, 'used-codesystem')).toEqual([`${CS}|1.0.0`]);
+    });
+
+    test('excludeNested false nests codes under their nearest ancestor in the expansion, unless paged or enumerated', async () => {
+      const shape = (cs: Contains[] | undefined): unknown[] => (cs ?? []).map((c) => (c.contains === undefined ? c.code : { [c.code]: shape(c.contains) }));
+      const url = { name: 'url', valueUri: `${VS}all` };
+      const tree = await expand([url, { name: 'excludeNested', valueBoolean: false }]);
+      expect(tree.status).toBe(200);
+      expect(shape(expansion(tree).contains)).toEqual([{ warm: ['red', 'orange'] }, 'blue']);
+      expect(expansion(tree).total).toBe(4);
+      expect(params(tree, 'excludeNested')).toEqual([false]);
+      expect(entry(tree, 'warm')).toMatchObject({ abstract: true, contains: [{ code: 'red', display: 'Red' }, { code: 'orange', display: 'Orange' }] });
+      // A filter keeping a child but not its parent leaves the child at the top.
+      const filtered = await expand([url, { name: 'excludeNested', valueBoolean: false }, { name: 'filter', valueString: 'e' }]);
+      expect(shape(expansion(filtered).contains)).toEqual(['red', 'orange', 'blue']);
+      expect(shape(expansion(await expand([url])).contains)).toEqual(['warm', 'red', 'orange', 'blue']);
+      expect(shape(expansion(await expand([url, { name: 'excludeNested', valueBoolean: true }])).contains)).toEqual(['warm', 'red', 'orange', 'blue']);
+      expect(shape(expansion(await expand([url, { name: 'excludeNested', valueBoolean: false }, { name: 'count', valueInteger: 3 }])).contains)).toEqual(['warm', 'red', 'orange']);
+      const listed = await expand([{ name: 'url', valueUri: `${VS}enumerated` }, { name: 'excludeNested', valueBoolean: false }]);
+      expect(shape(expansion(listed).contains)).toEqual(['warm', 'red']);
+      const tc = await t.request(`${t.fhir('t1')}/metadata?mode=terminology`);
+      expect(((await tc.json()) as { expansion: { hierarchical: boolean } }).expansion.hierarchical).toBe(true);
     });
 
     test('a code system version the server does not have is a 400 not-found', async () => {

@@ -12,6 +12,7 @@ import type { Designation } from '../model/datatypes.ts';
 import { expansionParameter } from '../model/value-set.ts';
 import type { ParametersParameter } from '../model/parameters.ts';
 import { designationsWithDisplay, designationWanted, displayIn } from './display-language.ts';
+import { nestContains } from './expansion-tree.ts';
 import { isLanguageList } from '../input/parameters.ts';
 import { resolveValueSet } from './resolve-value-set.ts';
 import { requireSupplements } from './supplements.ts';
@@ -33,7 +34,11 @@ export interface ExpandInput {
   readonly includeDesignations?: boolean;
   /** R4 `designation`: the languages (`urn:ietf:bcp:47|de`) or uses (`system|code`) of the designations listed; given, they are listed. */
   readonly designations?: readonly string[];
-  /** R4 `excludeNested`: the expansion is always flat, so it is only echoed. */
+  /**
+   * R4 `excludeNested`: false nests each code under its nearest ancestor in the expansion, unless the
+   * request pages (`count`, `offset`) or the value set lists its codes; otherwise, and by default, the
+   * expansion is flat. Echoed.
+   */
   readonly excludeNested?: boolean;
   /** R4 `exclude-system`: code systems (`url`, or `url|version`, a version pattern too) whose codes are left out. */
   readonly excludeSystems?: readonly string[];
@@ -86,6 +91,7 @@ interface ExpansionContainsOut {
   readonly abstract?: true;
   readonly inactive?: true;
   readonly designation?: readonly Designation[];
+  readonly contains?: readonly ExpansionContainsOut[];
 }
 
 /**
@@ -159,6 +165,10 @@ export async function expandValueSet(asked: ExpandInput, deps: ExpandDeps): Prom
     }
     counted = false;
   }
+  // Nested only when asked (R4 leaves the default to the server; HAPI FHIR and Medplum answer flat) and not paged.
+  // A value set that lists its codes keeps its own flat order, as the reference servers answer.
+  const nested = input.excludeNested === false && input.count === undefined && input.offset === undefined && vs.expansion === undefined
+    && vs.includes.every((set) => set.conceptList() === undefined);
   const parameter = [
     ...expansionParameters(input),
     ...[...used].map((valueUri) => ({ name: 'used-codesystem', valueUri })),
@@ -174,7 +184,7 @@ export async function expandValueSet(asked: ExpandInput, deps: ExpandDeps): Prom
       ...(input.offset === undefined ? {} : { offset }),
       // "JSON objects and arrays are never empty" (R4 json.html): an expansion of no codes has no `contains`.
       ...(parameter.length > 0 ? { parameter } : {}),
-      ...(contains.length > 0 ? { contains } : {}),
+      ...(contains.length > 0 ? { contains: nested ? await nestContains(contains, lookup) : contains } : {}),
     },
   };
 }

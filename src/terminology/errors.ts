@@ -19,9 +19,9 @@ export function notFound(message: string): FhirError {
   return new FhirError('not-found', message);
 }
 
-/** What a request depends on (a code system version a value set names) is not on the server: 400 `not-found`. */
-export function missingDependency(message: string): FhirError {
-  return new FhirError('invalid', message, { issueCode: 'not-found' });
+/** What a request depends on (a code system version or a supplement a value set names) is not on the server: 400 `not-found`. */
+export function missingDependency(message: string, expression: readonly string[] = []): FhirError {
+  return new FhirError('invalid', message, { issueCode: 'not-found', ...(expression.length > 0 ? { expression: [...expression] } : {}) });
 }
 
 export function tooCostly(message: string): FhirError {

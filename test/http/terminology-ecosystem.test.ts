@@ -3,8 +3,8 @@
  * answer the terminology ecosystem tests (`HL7/fhir-tx-ecosystem-ig`, compared whole by
  * `bench/tx-tests.ts --strict`): the expanded ValueSet keeps its metadata, `offset` only when asked,
  * designations around a translated display, the `designation` input, `Accept-Language`, the code
- * systems and value sets an expansion used, `excludeNested` false as a hierarchy, a missing code system
- * version as `not-found`; `$lookup`'s
+ * systems, value sets and supplements an expansion used (and the supplements' designations),
+ * `excludeNested` false as a hierarchy, a missing code system version or supplement as `not-found`; `$lookup`'s
  * `system`, `code` and `abstract`; `$validate-code`'s echo of the coding. On both databases.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
@@ -47,6 +47,19 @@ const noneLeft = {
 const enumerated = {
   resourceType: 'ValueSet', id: 'eco-enumerated', url: `${VS}enumerated`, status: 'active', compose: { include: [{ system: CS, concept: [{ code: 'warm' }, { code: 'red' }] }] },
 };
+const SUPPLEMENT = 'http://cinder.test/CodeSystem/eco-colours-nl';
+const supplement = {
+  resourceType: 'CodeSystem', id: 'eco-colours-nl', url: SUPPLEMENT, version: '0.2.0', status: 'active', content: 'supplement', supplements: CS, language: 'nl',
+  concept: [{ code: 'red', display: 'Rood' }, { code: 'blue', designation: [{ language: 'fr', value: 'Bleu' }] }],
+};
+const supplemented = {
+  resourceType: 'ValueSet', id: 'eco-supplemented', url: `${VS}supplemented`, status: 'active',
+  extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/valueset-supplement', valueCanonical: `${SUPPLEMENT}|0.2.0` }], compose: { include: [{ system: CS }] },
+};
+const missingSupplement = {
+  resourceType: 'ValueSet', id: 'eco-missing-supplement', url: `${VS}missing-supplement`, status: 'active',
+  extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/valueset-supplement', valueCanonical: 'http://cinder.test/CodeSystem/eco-nothing' }], compose: { include: [{ system: CS }] },
+};
 const missingVersion = {
   resourceType: 'ValueSet', id: 'eco-missing-version', url: `${VS}missing-version`, status: 'active', compose: { include: [{ system: CS, version: '9.9.9' }] },
 };
@@ -68,7 +81,7 @@ await eachStore((kind, fresh) => {
     beforeAll(async () => {
       t = await createTestApp({ store: await fresh() });
       token = await t.token();
-      for (const r of [codeSystem, all, imported, noneLeft, enumerated, missingVersion]) await putResource(t, token, r);
+      for (const r of [codeSystem, supplement, all, imported, noneLeft, enumerated, supplemented, missingSupplement, missingVersion]) await putResource(t, token, r);
     });
     afterAll(() => t.close());
 
@@ -159,6 +172,20 @@ await eachStore((kind, fresh) => {
       expect(shape(expansion(listed).contains)).toEqual(['warm', 'red']);
       const tc = await t.request(`${t.fhir('t1')}/metadata?mode=terminology`);
       expect(((await tc.json()) as { expansion: { hierarchical: boolean } }).expansion.hierarchical).toBe(true);
+    });
+
+    test("a value set's supplements add designations to its expansion and are named in used-supplement", async () => {
+      const r = await expand([{ name: 'url', valueUri: `${VS}supplemented` }, { name: 'includeDesignations', valueBoolean: true }]);
+      expect(r.status).toBe(200);
+      expect(entry(r, 'red')?.designation).toEqual([...codeSystem.concept[0]!.concept![0]!.designation, { language: 'nl', value: 'Rood' }]);
+      expect(entry(r, 'blue')?.designation).toEqual([{ language: 'fr', value: 'Bleu' }]);
+      expect(params(r, 'used-supplement')).toEqual([`${SUPPLEMENT}|0.2.0`]);
+      const dutch = await expand([{ name: 'url', valueUri: `${VS}supplemented` }, { name: 'displayLanguage', valueCode: 'nl' }]);
+      expect(entry(dutch, 'red')?.display).toBe('Rood');
+      // Without the value set naming it, a supplement is not applied.
+      expect(params(await expand([{ name: 'url', valueUri: `${VS}all` }]), 'used-supplement')).toEqual([]);
+      const missing = await expand([{ name: 'url', valueUri: `${VS}missing-supplement` }]);
+      expect(errorIssue(missing, 400)).toMatchObject({ code: 'not-found', text: `The supplement 'http://cinder.test/CodeSystem/eco-nothing' that '${VS}missing-supplement' names could not be found` });
     });
 
     test('a code system version the server does not have is a 400 not-found', async () => {

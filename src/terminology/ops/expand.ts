@@ -15,7 +15,7 @@ import { designationsWithDisplay, designationWanted, displayIn } from './display
 import { nestContains } from './expansion-tree.ts';
 import { isLanguageList } from '../input/parameters.ts';
 import { resolveValueSet } from './resolve-value-set.ts';
-import { requireSupplements } from './supplements.ts';
+import { requireSupplements, supplementDesignations } from './supplements.ts';
 import { type SystemVersions, systemVersions, withSystemVersions } from './system-versions.ts';
 import { matchesVersion, splitCanonical } from '../version.ts';
 
@@ -129,7 +129,7 @@ export async function expandValueSet(asked: ExpandInput, deps: ExpandDeps): Prom
   const vs = await resolveValueSet(asked.target, terminology);
   // The value set's own `displayLanguage` (a compose expansion parameter) when the request gives none.
   const input: ExpandInput = { ...asked, displayLanguage: asked.displayLanguage ?? expansionParameter(vs.resource, 'displayLanguage') };
-  await requireSupplements(vs, terminology);
+  const supplements = await requireSupplements(vs, terminology);
   const offset = input.offset ?? 0;
   const limit = deps.maxExpansionSize;
   if (input.count !== undefined && input.count > limit) {
@@ -148,7 +148,7 @@ export async function expandValueSet(asked: ExpandInput, deps: ExpandDeps): Prom
   try {
     for await (const found of enumerateValueSet(vs, lookup, { left: ENUMERATION_WORK_LIMIT })) {
       const key = `${found.system}|${found.version ?? ''}|${found.code}`;
-      const e = inLanguage(found, input.displayLanguage);
+      const e = inLanguage(supplemented(found, supplements), input.displayLanguage);
       if (seen.has(key) || (input.activeOnly === true && e.inactive) || excludedSystem(found) || !matches(e, text)) continue;
       seen.add(key);
       used.add(found.version === undefined ? found.system : `${found.system}|${found.version}`);
@@ -173,6 +173,7 @@ export async function expandValueSet(asked: ExpandInput, deps: ExpandDeps): Prom
     ...expansionParameters(input),
     ...[...used].map((valueUri) => ({ name: 'used-codesystem', valueUri })),
     ...[...usedValueSets(vs)].map((valueUri) => ({ name: 'used-valueset', valueUri })),
+    ...supplements.map((cs) => ({ name: 'used-supplement', valueUri: cs.version === undefined ? cs.url : `${cs.url}|${cs.version}` })),
   ];
   return {
     resourceType: 'ValueSet',
@@ -234,6 +235,18 @@ function definitionFields(vs: ExpandDefinition): Partial<ExpandDefinition> {
 
 const DEFINITION_FIELDS = ['id', 'language', 'url', 'version', 'name', 'title', 'status', 'experimental', 'date'] as const;
 type ExpandDefinition = Pick<ExpandedValueSet, (typeof DEFINITION_FIELDS)[number]>;
+
+/**
+ * The entry with the designations the value set's supplements (`valueset-supplement`) add to its
+ * concept, as its own: listed with `includeDesignations`, and displays in a language (as on `$validate-code`).
+ */
+function supplemented(e: ExpansionEntry, supplements: readonly CodeSystemIndex[]): ExpansionEntry {
+  if (supplements.length === 0 || e.concept === undefined) return e;
+  const extra = supplementDesignations(supplements, e.system, e.code);
+  if (extra.length === 0) return e;
+  const { definition } = e.concept;
+  return { ...e, concept: { ...e.concept, definition: { ...definition, designation: [...(definition.designation ?? []), ...extra] } } };
+}
 
 /** The entry with its display in `language` when its concept has a designation in it. */
 function inLanguage(e: ExpansionEntry, language: string | undefined): ExpansionEntry {

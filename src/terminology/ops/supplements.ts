@@ -1,7 +1,7 @@
 import type { CodeSystemIndex } from '../compile/code-system-index.ts';
 import type { CompiledValueSet } from '../compile/compiled-value-set.ts';
 import type { TerminologyContext } from '../context.ts';
-import { invalid } from '../errors.ts';
+import { invalid, missingDependency } from '../errors.ts';
 import type { Designation } from '../model/datatypes.ts';
 import { all, then, type SyncOrAsync } from '../../sync-or-async.ts';
 import { splitCanonical } from '../version.ts';
@@ -16,8 +16,8 @@ function namedSupplements(vs: CompiledValueSet): { url: string; version?: string
 
 /**
  * The supplements a ValueSet names, loaded: at once when they are loaded, else as a promise. A ValueSet
- * that names a supplement the server does not have cannot be used (a 400, as the reference servers
- * answer), nor can a code system that is not a supplement be named as one.
+ * that names a supplement the server does not have cannot be used (a 400 `not-found`, as the reference
+ * servers answer), nor can a code system that is not a supplement be named as one (a 400 `invalid`).
  */
 export function requireSupplements(vs: CompiledValueSet, ctx: TerminologyContext): SyncOrAsync<readonly CodeSystemIndex[]> {
   if (vs.resource.extension === undefined) return NONE;
@@ -27,7 +27,7 @@ export function requireSupplements(vs: CompiledValueSet, ctx: TerminologyContext
     found.map((cs, i) => {
       const { url, version } = named[i]!;
       const name = version === undefined ? url : `${url}|${version}`;
-      if (cs === null) throw invalid(`The supplement '${name}' that ${vs.label} names could not be found`, ['url']);
+      if (cs === null) throw missingDependency(`The supplement '${name}' that ${vs.label} names could not be found`, ['url']);
       if (cs.content !== 'supplement') throw invalid(`'${name}', named as a supplement by ${vs.label}, is not a supplement (its content is '${cs.content}')`, ['url']);
       return cs;
     }),

@@ -45,7 +45,8 @@ const noneLeft = {
   compose: { include: [{ system: CS }], exclude: [{ system: CS }] },
 };
 const enumerated = {
-  resourceType: 'ValueSet', id: 'eco-enumerated', url: `${VS}enumerated`, status: 'active', compose: { include: [{ system: CS, concept: [{ code: 'warm' }, { code: 'red' }] }] },
+  resourceType: 'ValueSet', id: 'eco-enumerated', url: `${VS}enumerated`, status: 'active',
+  compose: { include: [{ system: CS, concept: [{ code: 'warm' }, { code: 'red', designation: [{ language: 'it', value: 'Rosso' }] }] }] },
 };
 const SUPPLEMENT = 'http://cinder.test/CodeSystem/eco-colours-nl';
 const supplement = {
@@ -172,6 +173,15 @@ await eachStore((kind, fresh) => {
       expect(shape(expansion(listed).contains)).toEqual(['warm', 'red']);
       const tc = await t.request(`${t.fhir('t1')}/metadata?mode=terminology`);
       expect(((await tc.json()) as { expansion: { hierarchical: boolean } }).expansion.hierarchical).toBe(true);
+    });
+
+    test("the designations a value set's include gives a concept join the code system's", async () => {
+      const r = await expand([{ name: 'url', valueUri: `${VS}enumerated` }, { name: 'includeDesignations', valueBoolean: true }]);
+      expect(r.status).toBe(200);
+      expect(entry(r, 'red')?.designation).toEqual([...codeSystem.concept[0]!.concept![0]!.designation, { language: 'it', value: 'Rosso' }]);
+      const italian = await expand([{ name: 'url', valueUri: `${VS}enumerated` }, { name: 'displayLanguage', valueCode: 'it' }]);
+      expect(entry(italian, 'red')?.display).toBe('Rosso');
+      expect(entry(await expand([{ name: 'url', valueUri: `${VS}all` }, { name: 'displayLanguage', valueCode: 'it' }]), 'red')?.display).toBe('Red');
     });
 
     test("a value set's supplements add designations to its expansion and are named in used-supplement", async () => {

@@ -1,5 +1,6 @@
 import { invalid, missingDependency } from '../errors.ts';
 import type { ConceptDefinition } from '../model/code-system.ts';
+import type { Designation } from '../model/datatypes.ts';
 import type { CodeSystemIndex, ConceptEntry } from './code-system-index.ts';
 import type { CompiledConceptSet } from './concept-set.ts';
 import type { CompiledValueSet } from './compiled-value-set.ts';
@@ -192,7 +193,7 @@ async function* systemCandidates(set: CompiledConceptSet, system: string, lookup
     for (const c of listed) {
       const e = cs.find(c.code);
       // A listed code missing from a fragment or example CodeSystem is not proof of absence.
-      if (e !== undefined) yield entryOf(system, cs, e);
+      if (e !== undefined) yield entryOf(system, cs, e, c.designation);
       else if (cs.content !== 'complete') yield { system, version: cs.version, code: c.code, display: c.display, abstract: false, inactive: false };
     }
     return;
@@ -203,8 +204,13 @@ async function* systemCandidates(set: CompiledConceptSet, system: string, lookup
   }
 }
 
-function entryOf(system: string, cs: CodeSystemIndex, e: ConceptEntry): ExpansionEntry {
-  const { definition } = e;
+/**
+ * The expansion entry of a concept; `designations` are those the value set's include gives the concept
+ * (R4 `compose.include.concept.designation`: "additional representations for this concept when used in
+ * this value set"), listed after the code system's.
+ */
+function entryOf(system: string, cs: CodeSystemIndex, e: ConceptEntry, designations?: readonly Designation[]): ExpansionEntry {
+  const definition = designations === undefined || designations.length === 0 ? e.definition : { ...e.definition, designation: [...(e.definition.designation ?? []), ...designations] };
   const concept = { definition, language: cs.language };
   return { system, version: cs.version, code: e.code, display: definition.display, abstract: e.abstract, inactive: e.inactive, concept };
 }

@@ -93,8 +93,8 @@ describe('answers kept per coding', () => {
       const asCoding = await postOperation(t, token, 'ValueSet/$validate-code', [
         { name: 'url', valueUri: `${VS}mammals` }, { name: 'coding', valueCoding: { system: ANIMALS, code: 'dog', display: 'Cat' } },
       ]);
-      expect(expressions(asCode)).toEqual(['code']);
-      expect(expressions(asCoding)).toEqual(['Coding.code']);
+      expect(expressions(asCode)).toEqual(['display']);
+      expect(expressions(asCoding)).toEqual(['Coding.display']);
     }
   });
 

@@ -214,12 +214,19 @@ await eachStore((kind, fresh) => {
       expect([value(red, 'code'), value(red, 'abstract')]).toEqual(['red', false]);
     });
 
-    test('CodeSystem/$validate-code echoes the code with the system and version it was checked against', async () => {
+    test('CodeSystem/$validate-code echoes the code with the system and version it was checked against; display findings are at the display', async () => {
       const good = await postOperation(t, token, 'CodeSystem/$validate-code', [{ name: 'url', valueUri: CS }, { name: 'code', valueCode: 'red' }]);
       expect(good.status).toBe(200);
       expect([value(good, 'result'), value(good, 'code'), value(good, 'system'), value(good, 'version'), value(good, 'display')]).toEqual([true, 'red', CS, '1.0.0', 'Red']);
       const bad = await postOperation(t, token, 'CodeSystem/$validate-code', [{ name: 'coding', valueCoding: { system: CS, code: 'purple' } }]);
       expect([value(bad, 'result'), value(bad, 'code'), value(bad, 'system'), value(bad, 'version')]).toEqual([false, 'purple', CS, '1.0.0']);
+      // A wrong display is located at the display given, not at the code.
+      const where = (r: OperationResponse) => ((r.body.parameter?.find((p) => p.name === 'issues')?.resource as { issue: { expression: string[] }[] }).issue).map((i) => i.expression[0]);
+      expect(where(await postOperation(t, token, 'CodeSystem/$validate-code', [{ name: 'url', valueUri: CS }, { name: 'code', valueCode: 'red' }, { name: 'display', valueString: 'Blue' }]))).toEqual(['display']);
+      expect(where(await postOperation(t, token, 'CodeSystem/$validate-code', [{ name: 'coding', valueCoding: { system: CS, code: 'red', display: 'Blue' } }]))).toEqual(['Coding.display']);
+      expect(where(await postOperation(t, token, 'ValueSet/$validate-code', [
+        { name: 'url', valueUri: `${VS}all` }, { name: 'codeableConcept', valueCodeableConcept: { coding: [{ system: CS, code: 'red', display: 'Blue' }] } },
+      ]))).toEqual(['CodeableConcept.coding[0].display']);
       // A CodeableConcept has codes of its own, not one to echo.
       const cc = await postOperation(t, token, 'CodeSystem/$validate-code', [{ name: 'url', valueUri: CS }, { name: 'codeableConcept', valueCodeableConcept: { coding: [{ system: CS, code: 'red' }] } }]);
       expect(value(cc, 'result')).toBe(true);

@@ -43,7 +43,8 @@ describe('issues', () => {
     expect(kinds(unknown.body)).toEqual(['error code-invalid not-in-vs Coding.code', 'error code-invalid invalid-code Coding.code']);
     const display = await validate([{ name: 'url', valueUri: `${VS}mammals` }, { name: 'coding', valueCoding: { system: ANIMALS, code: 'cat', display: 'Kitty' } }]);
     expect(outcome(display)).toMatchObject({ result: false, display: 'Cat' });
-    expect(kinds(display.body)).toEqual(['error invalid invalid-display Coding.code']);
+    // A finding about the display is located at the display, as the reference servers locate it.
+    expect(kinds(display.body)).toEqual(['error invalid invalid-display Coding.display']);
   });
 
   test('a valid code has no issues and no message', async () => {
@@ -222,7 +223,7 @@ describe('languages, status and systems', () => {
     expect(kinds((await cs([{ name: 'code', valueCode: 'gone' }])).body)).toEqual(['warning business-rule status-check code']);
     const renamed = await cs([{ name: 'code', valueCode: 'renamed' }, { name: 'display', valueString: 'Old name' }]);
     expect(outcome(renamed)).toMatchObject({ result: true, display: 'New name' });
-    expect(kinds(renamed.body)).toEqual(['warning invalid display-comment code']);
+    expect(kinds(renamed.body)).toEqual(['warning invalid display-comment display']);
     const active = await postOperation(t, token, 'ValueSet/$expand', [
       { name: 'valueSet', resource: { resourceType: 'ValueSet', compose: { include: [{ system: LIFE }] } } }, { name: 'activeOnly', valueBoolean: true },
     ]);

@@ -28,10 +28,17 @@ export interface ValidationResult {
 /** The system of the `issues` details codings (HL7's terminology issue types, as tx.fhir.org and Ontoserver send them). */
 const TX_ISSUE_TYPE = 'http://hl7.org/fhir/tools/CodeSystem/tx-issue-type';
 
-/** `issues` located at `expression`, unless they are already located. */
+/**
+ * `issues` located at `expression` (the input element of the code), unless they are already located;
+ * a finding about the display at the display beside it (`display`, `Coding.display`,
+ * `CodeableConcept.coding[1].display`), as the reference servers locate it.
+ */
 export function locate(issues: readonly TxIssue[], expression: string | undefined): LocatedIssue[] {
-  return issues.map((i) => ('expression' in i || expression === undefined ? i : { ...i, expression }));
+  return issues.map((i) => ('expression' in i || expression === undefined ? i : { ...i, expression: aboutDisplay(i) ? displayBeside(expression) : expression }));
 }
+
+const aboutDisplay = (i: TxIssue) => i.type === 'invalid-display' || i.type === 'display-comment';
+const displayBeside = (codePath: string) => (codePath.endsWith('code') ? `${codePath.slice(0, -'code'.length)}display` : codePath);
 
 /**
  * Renders a validation result as the $validate-code output Parameters, as JSON text: `result`, `message`

@@ -137,7 +137,7 @@ export async function terminologyCapabilitiesJson(o: TerminologyCapabilitiesOpti
       hierarchical: true,
       paging: true,
       incomplete: false,
-      parameter: ['url', 'valueSetVersion', 'valueSet', 'filter', 'count', 'offset', 'activeOnly', 'date', 'displayLanguage', 'includeDesignations', 'designation', 'excludeNested', 'exclude-system', 'system-version', 'check-system-version', 'force-system-version']
+      parameter: ['url', 'valueSetVersion', 'valueSet', 'filter', 'count', 'offset', 'activeOnly', 'date', 'displayLanguage', 'includeDesignations', 'designation', 'excludeNested', 'excludeNotForUI', 'exclude-system', 'system-version', 'check-system-version', 'force-system-version']
         .map((name) => ({ name })),
       textFilter: `\`filter\`: a case-insensitive substring of a code or its display. An expansion of more than ${o.maxExpansionSize} codes needs \`count\` (and \`offset\` to page).`,
     },

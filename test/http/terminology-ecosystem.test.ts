@@ -198,6 +198,20 @@ await eachStore((kind, fresh) => {
       expect(errorIssue(missing, 400)).toMatchObject({ code: 'not-found', text: `The supplement 'http://cinder.test/CodeSystem/eco-nothing' that '${VS}missing-supplement' names could not be found` });
     });
 
+    test('excludeNotForUI true leaves out the abstract codes that only group others', async () => {
+      const shape = (cs: Contains[] | undefined): unknown[] => (cs ?? []).map((c) => (c.contains === undefined ? c.code : { [c.code]: shape(c.contains) }));
+      const r = await expand([{ name: 'url', valueUri: `${VS}all` }, { name: 'excludeNotForUI', valueBoolean: true }]);
+      expect(r.status).toBe(200);
+      expect(shape(expansion(r).contains)).toEqual(['red', 'orange', 'blue']);
+      expect(expansion(r).total).toBe(3);
+      expect(params(r, 'excludeNotForUI')).toEqual([true]);
+      const nested = await expand([{ name: 'url', valueUri: `${VS}all` }, { name: 'excludeNotForUI', valueBoolean: true }, { name: 'excludeNested', valueBoolean: false }]);
+      expect(shape(expansion(nested).contains)).toEqual(['red', 'orange', 'blue']);
+      expect(shape(expansion(await expand([{ name: 'url', valueUri: `${VS}all` }, { name: 'excludeNotForUI', valueBoolean: false }])).contains)).toEqual(['warm', 'red', 'orange', 'blue']);
+      const tc = await t.request(`${t.fhir('t1')}/metadata?mode=terminology`);
+      expect(((await tc.json()) as { expansion: { parameter: Param[] } }).expansion.parameter.map((p) => p.name)).toContain('excludeNotForUI');
+    });
+
     test('a code system version the server does not have is a 400 not-found', async () => {
       const r = await expand([{ name: 'url', valueUri: `${VS}missing-version` }]);
       expect(errorIssue(r, 400)).toEqual({

@@ -78,6 +78,7 @@ export const expandParams = new OperationParameters('ValueSet/$expand', {
   includeDesignations: { kind: P.boolean },
   designation: { kind: P.string, repeats: true },
   excludeNested: { kind: P.boolean },
+  excludeNotForUI: { kind: P.boolean },
   'exclude-system': { kind: P.uri, repeats: true },
   'system-version': { kind: P.uri, repeats: true },
   'check-system-version': { kind: P.uri, repeats: true },

@@ -40,6 +40,8 @@ export interface ExpandInput {
    * expansion is flat. Echoed.
    */
   readonly excludeNested?: boolean;
+  /** R4 `excludeNotForUI`: true leaves out the codes not to be chosen (abstract, `notSelectable`), which serve only to group others. */
+  readonly excludeNotForUI?: boolean;
   /** R4 `exclude-system`: code systems (`url`, or `url|version`, a version pattern too) whose codes are left out. */
   readonly excludeSystems?: readonly string[];
   /** R4 `system-version`, `check-system-version` and `force-system-version`. */
@@ -100,7 +102,7 @@ interface ExpansionContainsOut {
  * (ignored when malformed), as on $validate-code.
  */
 export function expandInput(raw: OperationInput<(typeof expandParams)['spec']>, instanceId?: string, acceptLanguage?: string): ExpandInput {
-  const { filter, count, offset, activeOnly, date, includeDesignations, excludeNested } = raw;
+  const { filter, count, offset, activeOnly, date, includeDesignations, excludeNested, excludeNotForUI } = raw;
   const displayLanguage = raw.displayLanguage ?? (acceptLanguage !== undefined && isLanguageList(acceptLanguage) ? acceptLanguage : undefined);
   const designations = raw.designation === undefined || raw.designation.length === 0 ? {} : { designations: raw.designation };
   const excludeSystems = raw['exclude-system'];
@@ -108,7 +110,7 @@ export function expandInput(raw: OperationInput<(typeof expandParams)['spec']>, 
   const systemVersionInputs = versionNames.flatMap((name) => (raw[name] ?? []).map((valueUri) => ({ name, valueUri })));
   const versions = systemVersions(raw);
   return {
-    target: valueSetTarget(raw, instanceId), filter, count, offset, activeOnly, date, displayLanguage, includeDesignations, excludeNested, ...designations,
+    target: valueSetTarget(raw, instanceId), filter, count, offset, activeOnly, date, displayLanguage, includeDesignations, excludeNested, excludeNotForUI, ...designations,
     ...(excludeSystems === undefined || excludeSystems.length === 0 ? {} : { excludeSystems }),
     ...(versions === undefined ? {} : { systemVersions: versions, systemVersionInputs }),
   };
@@ -117,7 +119,7 @@ export function expandInput(raw: OperationInput<(typeof expandParams)['spec']>, 
 /**
  * ValueSet/$expand (FHIR R4 ValueSet-expand) with `filter`, `count`, `offset`, `activeOnly`,
  * `date` (the ValueSet and CodeSystem versions in effect then), `displayLanguage`,
- * `includeDesignations` and the code system versions of `system-version`, `check-system-version` and
+ * `includeDesignations`, `designation`, `excludeNested`, `excludeNotForUI` and the code system versions of `system-version`, `check-system-version` and
  * `force-system-version`. The expansion's parameters echo the inputs and name each code system
  * version used (`used-codesystem`). The total is computed unless that would take more than the
  * enumeration's work budget (ENUMERATION_WORK_LIMIT) after the page is full: then it is left out, as R4
@@ -149,7 +151,7 @@ export async function expandValueSet(asked: ExpandInput, deps: ExpandDeps): Prom
     for await (const found of enumerateValueSet(vs, lookup, { left: ENUMERATION_WORK_LIMIT })) {
       const key = `${found.system}|${found.version ?? ''}|${found.code}`;
       const e = inLanguage(supplemented(found, supplements), input.displayLanguage);
-      if (seen.has(key) || (input.activeOnly === true && e.inactive) || excludedSystem(found) || !matches(e, text)) continue;
+      if (seen.has(key) || (input.activeOnly === true && e.inactive) || (input.excludeNotForUI === true && e.abstract) || excludedSystem(found) || !matches(e, text)) continue;
       seen.add(key);
       used.add(found.version === undefined ? found.system : `${found.system}|${found.version}`);
       if (total >= offset && (input.count === undefined || contains.length < input.count)) contains.push(contained(e, input));
@@ -303,6 +305,7 @@ function expansionParameters(input: ExpandInput): ExpansionParameter[] {
   if (input.includeDesignations !== undefined) out.push({ name: 'includeDesignations', valueBoolean: input.includeDesignations });
   for (const d of input.designations ?? []) out.push({ name: 'designation', valueString: d });
   if (input.excludeNested !== undefined) out.push({ name: 'excludeNested', valueBoolean: input.excludeNested });
+  if (input.excludeNotForUI !== undefined) out.push({ name: 'excludeNotForUI', valueBoolean: input.excludeNotForUI });
   for (const c of input.excludeSystems ?? []) out.push({ name: 'exclude-system', valueUri: c });
   out.push(...(input.systemVersionInputs ?? []));
   return out;

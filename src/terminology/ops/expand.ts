@@ -1,6 +1,3 @@
-import type { CodeSystemIndex } from '../compile/code-system-index.ts';
-import type { CompiledValueSet } from '../compile/compiled-value-set.ts';
-import type { CodeSystemLookup } from '../compile/membership.ts';
 import { ENUMERATION_WORK_LIMIT, type ExpansionEntry, enumerateValueSet, WorkLimitReached } from '../compile/enumerate.ts';
 import type { TerminologyContext } from '../context.ts';
 import { tooCostly } from '../errors.ts';
@@ -11,11 +8,12 @@ import type { DatePeriod } from '../model/date-time.ts';
 import type { Designation } from '../model/datatypes.ts';
 import { expansionParameter } from '../model/value-set.ts';
 import type { ParametersParameter } from '../model/parameters.ts';
-import { designationsWithDisplay, designationWanted, displayIn } from './display-language.ts';
+import { displayIn } from './display-language.ts';
+import { designationsOf, recording, supplemented, usedValueSets } from './expansion-parts.ts';
 import { nestContains } from './expansion-tree.ts';
 import { isLanguageList } from '../input/parameters.ts';
 import { resolveValueSet } from './resolve-value-set.ts';
-import { requireSupplements, supplementDesignations } from './supplements.ts';
+import { requireSupplements } from './supplements.ts';
 import { type SystemVersions, systemVersions, withSystemVersions } from './system-versions.ts';
 import { matchesVersion, splitCanonical } from '../version.ts';
 
@@ -119,9 +117,10 @@ export function expandInput(raw: OperationInput<(typeof expandParams)['spec']>, 
 /**
  * ValueSet/$expand (FHIR R4 ValueSet-expand) with `filter`, `count`, `offset`, `activeOnly`,
  * `date` (the ValueSet and CodeSystem versions in effect then), `displayLanguage`,
- * `includeDesignations`, `designation`, `excludeNested`, `excludeNotForUI` and the code system versions of `system-version`, `check-system-version` and
- * `force-system-version`. The expansion's parameters echo the inputs and name each code system
- * version used (`used-codesystem`). The total is computed unless that would take more than the
+ * `includeDesignations`, `designation`, `excludeNested`, `excludeNotForUI` and the code system
+ * versions of `system-version`, `check-system-version` and `force-system-version`. The expansion's
+ * parameters echo the inputs and name the code system versions, value sets and supplements used
+ * (expansion-parts.ts). The total is computed unless that would take more than the
  * enumeration's work budget (ENUMERATION_WORK_LIMIT) after the page is full: then it is left out, as R4
  * allows (`expansion.total` 0..1); a page the budget cannot fill, or a page larger than
  * `maxExpansionSize`, is refused (too-costly) instead of building an unbounded response.
@@ -192,42 +191,6 @@ export async function expandValueSet(asked: ExpandInput, deps: ExpandDeps): Prom
   };
 }
 
-/** A lookup that adds each code system it finds (`url`, or `url|version`) to `used`. */
-function recording(lookup: CodeSystemLookup, used: Set<string>): CodeSystemLookup {
-  const note = (cs: CodeSystemIndex | null): CodeSystemIndex | null => {
-    if (cs !== null) used.add(cs.version === undefined ? cs.url : `${cs.url}|${cs.version}`);
-    return cs;
-  };
-  return {
-    codeSystem: (url, version) => {
-      const found = lookup.codeSystem(url, version);
-      return found instanceof Promise ? found.then(note) : note(found);
-    },
-    asOf: lookup.asOf,
-    versions: lookup.versions,
-  };
-}
-
-/**
- * The value sets the expansion imported (`url|version`), at any depth, in includes and excludes:
- * `used-valueset`. Contained ones (`#id`) are part of the value set itself and not listed, as the
- * reference servers answer.
- */
-function usedValueSets(vs: CompiledValueSet, out = new Set<string>()): Set<string> {
-  for (const set of [...vs.includes, ...vs.excludes]) {
-    for (const imported of set.imports) {
-      const { compiled } = imported;
-      const url = compiled?.resource.url;
-      if (compiled === null || url === undefined || imported.canonical.startsWith('#')) continue;
-      const canonical = compiled.resource.version === undefined ? url : `${url}|${compiled.resource.version}`;
-      if (out.has(canonical)) continue;
-      out.add(canonical);
-      usedValueSets(compiled, out);
-    }
-  }
-  return out;
-}
-
 /** The value set's own elements an expansion repeats (those the engine keeps of it), absent ones left out. */
 function definitionFields(vs: ExpandDefinition): Partial<ExpandDefinition> {
   const out: Partial<Record<keyof ExpandDefinition, unknown>> = {};
@@ -237,18 +200,6 @@ function definitionFields(vs: ExpandDefinition): Partial<ExpandDefinition> {
 
 const DEFINITION_FIELDS = ['id', 'language', 'url', 'version', 'name', 'title', 'status', 'experimental', 'date'] as const;
 type ExpandDefinition = Pick<ExpandedValueSet, (typeof DEFINITION_FIELDS)[number]>;
-
-/**
- * The entry with the designations the value set's supplements (`valueset-supplement`) add to its
- * concept, as its own: listed with `includeDesignations`, and displays in a language (as on `$validate-code`).
- */
-function supplemented(e: ExpansionEntry, supplements: readonly CodeSystemIndex[]): ExpansionEntry {
-  if (supplements.length === 0 || e.concept === undefined) return e;
-  const extra = supplementDesignations(supplements, e.system, e.code);
-  if (extra.length === 0) return e;
-  const { definition } = e.concept;
-  return { ...e, concept: { ...e.concept, definition: { ...definition, designation: [...(definition.designation ?? []), ...extra] } } };
-}
 
 /** The entry with its display in `language` when its concept has a designation in it. */
 function inLanguage(e: ExpansionEntry, language: string | undefined): ExpansionEntry {
@@ -279,19 +230,6 @@ function contained(e: ExpansionEntry, input: ExpandInput): ExpansionContainsOut 
     ...(e.inactive ? { inactive: true } : {}),
     ...(designation === undefined || designation.length === 0 ? {} : { designation }),
   };
-}
-
-/**
- * An entry's designations, as the reference servers list them: the concept's own; when the display is
- * another language's (`displayLanguage`), not the designation it was taken from, and the concept's own
- * display in the code system's language instead. Only those `designation` asks for when it is given.
- */
-function designationsOf(e: ExpansionEntry, wanted: readonly string[] | undefined): readonly Designation[] | undefined {
-  if (e.concept === undefined) return undefined;
-  const { definition, language } = e.concept;
-  const own = definition.designation ?? [];
-  const all = e.display === definition.display ? own : designationsWithDisplay({ ...definition, designation: own.filter((d) => d.value !== e.display) }, language);
-  return wanted === undefined ? all : all.filter((d) => designationWanted(d, wanted));
 }
 
 function expansionParameters(input: ExpandInput): ExpansionParameter[] {

@@ -1,0 +1,74 @@
+import type { CodeSystemIndex } from '../compile/code-system-index.ts';
+import type { CompiledValueSet } from '../compile/compiled-value-set.ts';
+import type { ExpansionEntry } from '../compile/enumerate.ts';
+import type { CodeSystemLookup } from '../compile/membership.ts';
+import type { Designation } from '../model/datatypes.ts';
+import { designationsWithDisplay, designationWanted } from './display-language.ts';
+import { supplementDesignations } from './supplements.ts';
+
+/*
+ * What an $expand answer says beside its codes, as HL7's reference servers say it: the code systems,
+ * value sets and supplements it used (`used-codesystem`, `used-valueset`, `used-supplement`) and each
+ * code's designations.
+ */
+
+/** A lookup that adds each code system it finds (`url`, or `url|version`) to `used`. */
+export function recording(lookup: CodeSystemLookup, used: Set<string>): CodeSystemLookup {
+  const note = (cs: CodeSystemIndex | null): CodeSystemIndex | null => {
+    if (cs !== null) used.add(cs.version === undefined ? cs.url : `${cs.url}|${cs.version}`);
+    return cs;
+  };
+  return {
+    codeSystem: (url, version) => {
+      const found = lookup.codeSystem(url, version);
+      return found instanceof Promise ? found.then(note) : note(found);
+    },
+    asOf: lookup.asOf,
+    versions: lookup.versions,
+  };
+}
+
+/**
+ * The value sets the expansion imported (`url|version`), at any depth, in includes and excludes:
+ * `used-valueset`. Contained ones (`#id`) are part of the value set itself and not listed, as the
+ * reference servers answer.
+ */
+export function usedValueSets(vs: CompiledValueSet, out = new Set<string>()): Set<string> {
+  for (const set of [...vs.includes, ...vs.excludes]) {
+    for (const imported of set.imports) {
+      const { compiled } = imported;
+      const url = compiled?.resource.url;
+      if (compiled === null || url === undefined || imported.canonical.startsWith('#')) continue;
+      const canonical = compiled.resource.version === undefined ? url : `${url}|${compiled.resource.version}`;
+      if (out.has(canonical)) continue;
+      out.add(canonical);
+      usedValueSets(compiled, out);
+    }
+  }
+  return out;
+}
+
+/**
+ * The entry with the designations the value set's supplements (`valueset-supplement`) add to its
+ * concept, as its own: listed with `includeDesignations`, and displays in a language (as on `$validate-code`).
+ */
+export function supplemented(e: ExpansionEntry, supplements: readonly CodeSystemIndex[]): ExpansionEntry {
+  if (supplements.length === 0 || e.concept === undefined) return e;
+  const extra = supplementDesignations(supplements, e.system, e.code);
+  if (extra.length === 0) return e;
+  const { definition } = e.concept;
+  return { ...e, concept: { ...e.concept, definition: { ...definition, designation: [...(definition.designation ?? []), ...extra] } } };
+}
+
+/**
+ * An entry's designations, as the reference servers list them: the concept's own; when the display is
+ * another language's (`displayLanguage`), not the designation it was taken from, and the concept's own
+ * display in the code system's language instead. Only those `designation` asks for when it is given.
+ */
+export function designationsOf(e: ExpansionEntry, wanted: readonly string[] | undefined): readonly Designation[] | undefined {
+  if (e.concept === undefined) return undefined;
+  const { definition, language } = e.concept;
+  const own = definition.designation ?? [];
+  const all = e.display === definition.display ? own : designationsWithDisplay({ ...definition, designation: own.filter((d) => d.value !== e.display) }, language);
+  return wanted === undefined ? all : all.filter((d) => designationWanted(d, wanted));
+}

@@ -123,6 +123,11 @@ await eachStore((kind, fresh) => {
       expect(entry(r, 'orange')?.designation).toEqual([{ language: 'en', use: { system: USE, code: 'short' }, value: 'Org' }]);
       expect(entry(r, 'blue')).not.toHaveProperty('designation');
       expect(params(r, 'designation')).toEqual(['urn:ietf:bcp:47|de', `${USE}|short`]);
+      const query = new URLSearchParams([['url', `${VS}all`], ['designation', 'urn:ietf:bcp:47|es'], ['designation', 'urn:ietf:bcp:47|de-CH']]);
+      const got = await t.request(`${t.fhir('t1')}/ValueSet/$expand?${query}`, fhirInit(token));
+      const g: OperationResponse = { status: got.status, body: (await got.json()) as OperationResponse['body'] };
+      expect(g.status).toBe(200);
+      expect(entry(g, 'red')?.designation).toEqual([{ language: 'es', value: 'Rojo' }, { language: 'de-CH', value: 'Rot (CH)' }]);
       const tc = await t.request(`${t.fhir('t1')}/metadata?mode=terminology`);
       expect(((await tc.json()) as { expansion: { parameter: Param[] } }).expansion.parameter.map((p) => p.name)).toContain('designation');
     });

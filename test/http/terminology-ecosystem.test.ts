@@ -17,13 +17,15 @@ const VS = 'http://cinder.test/ValueSet/eco-';
 const USE = 'http://cinder.test/CodeSystem/eco-uses';
 const PREFERRED = { system: 'http://terminology.hl7.org/CodeSystem/hl7TermMaintInfra', code: 'preferredForLanguage', display: 'Preferred For Language' };
 
+/** An extension on a designation: an expansion repeats it whole. */
+const NOTE = { url: 'http://cinder.test/StructureDefinition/designation-note', valueString: 'as printed on the chart' };
 const codeSystem = {
   resourceType: 'CodeSystem', id: 'eco-colours', url: CS, version: '1.0.0', name: 'EcoColours', status: 'active', content: 'complete', language: 'en',
   concept: [
     {
       code: 'warm', display: 'Warm colours', property: [{ code: 'notSelectable', valueBoolean: true }],
       concept: [
-        { code: 'red', display: 'Red', designation: [{ language: 'de', value: 'Rot' }, { language: 'es', value: 'Rojo' }, { language: 'de-CH', value: 'Rot (CH)' }] },
+        { code: 'red', display: 'Red', designation: [{ language: 'de', value: 'Rot' }, { language: 'es', value: 'Rojo', extension: [NOTE] }, { language: 'de-CH', value: 'Rot (CH)' }] },
         { code: 'orange', display: 'Orange', designation: [{ language: 'en', use: { system: USE, code: 'short' }, value: 'Org' }] },
       ],
     },
@@ -65,7 +67,7 @@ const missingVersion = {
   resourceType: 'ValueSet', id: 'eco-missing-version', url: `${VS}missing-version`, status: 'active', compose: { include: [{ system: CS, version: '9.9.9' }] },
 };
 
-type Contains = { system?: string; version?: string; code: string; display?: string; contains?: Contains[]; designation?: { language?: string; use?: unknown; value: string }[] };
+type Contains = { system?: string; version?: string; code: string; display?: string; contains?: Contains[]; designation?: { language?: string; use?: unknown; value: string; extension?: unknown[] }[] };
 const expansion = (r: OperationResponse) => r.body.expansion as { offset?: number; total?: number; parameter?: Param[]; contains?: Contains[] };
 const entry = (r: OperationResponse, code: string) => expansion(r).contains?.find((c) => c.code === code);
 const params = (r: OperationResponse, name: string) => (expansion(r).parameter ?? []).filter((p) => p.name === name).map((p) => p.valueUri ?? p.valueCode ?? p.valueString ?? p.valueBoolean);
@@ -106,7 +108,7 @@ await eachStore((kind, fresh) => {
       expect(entry(r, 'red')).toMatchObject({ display: 'Rot' });
       expect(entry(r, 'red')?.designation).toEqual([
         { language: 'en', use: PREFERRED, value: 'Red' },
-        { language: 'es', value: 'Rojo' },
+        { language: 'es', value: 'Rojo', extension: [NOTE] },
         { language: 'de-CH', value: 'Rot (CH)' },
       ]);
       // No German display: the code system's own is shown and is not repeated as a designation.
@@ -127,7 +129,7 @@ await eachStore((kind, fresh) => {
       const got = await t.request(`${t.fhir('t1')}/ValueSet/$expand?${query}`, fhirInit(token));
       const g: OperationResponse = { status: got.status, body: (await got.json()) as OperationResponse['body'] };
       expect(g.status).toBe(200);
-      expect(entry(g, 'red')?.designation).toEqual([{ language: 'es', value: 'Rojo' }, { language: 'de-CH', value: 'Rot (CH)' }]);
+      expect(entry(g, 'red')?.designation).toEqual([{ language: 'es', value: 'Rojo', extension: [NOTE] }, { language: 'de-CH', value: 'Rot (CH)' }]);
       const tc = await t.request(`${t.fhir('t1')}/metadata?mode=terminology`);
       expect(((await tc.json()) as { expansion: { parameter: Param[] } }).expansion.parameter.map((p) => p.name)).toContain('designation');
     });

@@ -22,7 +22,9 @@ export type CodeableConcept = z.infer<typeof CodeableConceptSchema>;
  * (valueCode) and `valueset-deprecated` (valueBoolean, or the code `true` as R5 content writes it).
  */
 export const StatusExtensionsSchema = z
-  .array(z.object({ url: z.string(), valueCode: z.string().optional().catch(undefined), valueBoolean: z.boolean().optional().catch(undefined) }))
+  // Loose: an extension keeps its other members (`valueId`, nested `extension`), so that one repeated in an
+  // output (a designation's in an expansion) is the whole extension, never a url without its value.
+  .array(z.looseObject({ url: z.string(), valueCode: z.string().optional().catch(undefined), valueBoolean: z.boolean().optional().catch(undefined) }))
   .optional()
   .catch(undefined);
 export type StatusExtensions = z.infer<typeof StatusExtensionsSchema>;

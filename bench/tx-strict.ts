@@ -3,9 +3,11 @@
  * `TxTesterScrubbers`, `CompareUtilities`), for `bench/tx-tests.ts --strict`. Every element of the
  * answer must be one the expected answer has, and every element the expected answer has must be in the
  * answer unless it is marked optional (`$optional$` on an object, `$optional-properties$` naming
- * members); arrays are compared without regard to order (the harness sorts both sides), `$count-arrays$`
- * compares only their lengths; string templates: `$$` (anything), `$instant$`, `$uuid$`, `$id$`,
- * `$version$` within a value (the server's FHIR version, 4.0.1),
+ * members, `*` all of them, and an array whose items are all marked may be absent); `$optional$` as
+ * the harness reads it for an R4 server (isOptional); arrays are compared without regard to order (the
+ * harness sorts both sides), `$count-arrays$` compares only their lengths; string templates: `$$`
+ * (anything), `$instant$`, `$date$`, `$uuid$`, `$id$`, `$string$`, `$url$`, `$token$`, `$semver$`,
+ * `$version$` (the server's FHIR version, 4.0.1, also within a value),
  * `$choice:a|b$`, `$fragments:a|b$` and `$external:n:a|b$` (without the harness's per-server strings:
  * the fragments, case-insensitive).
  *
@@ -73,7 +75,21 @@ export function scrub(answer: Json, request: Json): Json {
   return out;
 }
 
-const isOptional = (v: unknown) => v !== null && typeof v === 'object' && !Array.isArray(v) && '$optional$' in (v as Json);
+/**
+ * Whether an expected item may be absent, as the harness reads `$optional$` for an R4 server outside its
+ * special modes: `true`; `!mode` (optional unless that mode is on); `warning:...`; `version:4`. Not
+ * `false`, nor a mode the run does not have (`version:5`: only an R5 server may leave it out).
+ */
+const R4_MODES = new Set(['version:4']);
+function isOptional(v: unknown): boolean {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return false;
+  const flag = (v as Json)['$optional$'];
+  if (typeof flag === 'boolean') return flag;
+  if (typeof flag !== 'string') return false;
+  return flag.startsWith('!') || flag.startsWith('warning:') || R4_MODES.has(flag);
+}
+/** An expected array whose items are all marked `$optional$` (whatever its value) may be absent altogether. */
+const allMarked = (v: unknown) => Array.isArray(v) && v.every((x) => x === null || typeof x !== 'object' || '$optional$' in (x as Json));
 const CONTROL = new Set(['$optional$', '$optional-properties$', '$count-arrays$', 'fhir_comments']);
 
 function matchesString(actual: string, expected: string): boolean {
@@ -92,6 +108,12 @@ function matchesString(actual: string, expected: string): boolean {
     case 'instant': return /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/.test(actual);
     case 'uuid': return /^urn:uuid:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(actual);
     case 'id': return /^[A-Za-z0-9\-.]{1,64}$/.test(actual);
+    case 'date': return /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2}))?$/.test(actual);
+    case 'string': return actual === actual.trim();
+    case 'url': return /^(https?:\/\/|www\.)\S*$/.test(actual);
+    case 'token': return /^[0-9a-zA-Z_][0-9a-zA-Z_.\-]*$/.test(actual);
+    case 'semver': return /^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$/.test(actual);
+    case 'version': return actual === '4.0.1';
     default: return actual === expected;
   }
 }
@@ -115,7 +137,7 @@ export function compareStrict(expected: unknown, actual: unknown, path = '', cou
       if (!(key in e)) out.push(`${path}.${key}: not expected (${JSON.stringify(value).slice(0, 120)})`);
       else out.push(...compareStrict(e[key], value, `${path}.${key}`, countOnlys.has(key)));
     }
-    for (const key of Object.keys(e)) if (!CONTROL.has(key) && !optionalNames.has(key) && !(key in a)) out.push(`${path}.${key}: missing (expected ${JSON.stringify(e[key]).slice(0, 120)})`);
+    for (const key of Object.keys(e)) if (!CONTROL.has(key) && !optionalNames.has(key) && !optionalNames.has('*') && !(key in a) && !allMarked(e[key])) out.push(`${path}.${key}: missing (expected ${JSON.stringify(e[key]).slice(0, 120)})`);
     return out;
   }
   if (typeof expected === 'string' && typeof actual === 'string') return matchesString(actual, expected) ? [] : [`${path}: ${JSON.stringify(actual).slice(0, 160)} (expected ${JSON.stringify(expected).slice(0, 160)})`];

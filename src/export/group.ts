@@ -109,6 +109,34 @@ export async function patientsAsOf(store: Store, tenant: string, ids: string[], 
   return found;
 }
 
+/**
+ * Which of the Patient `ids` (none of which existed at `at`) were deleted after `since`, at or before `at`:
+ * a `_since` export reports their deletion, and those of their compartments, in its `deleted` files
+ * (Bulk Data 2.0), as it does for a Patient export. One read per id: only the absent ones are asked.
+ */
+async function deletedSince(store: Store, tenant: string, ids: string[], since: number, at: number): Promise<Set<string>> {
+  const out = new Set<string>();
+  for (const id of ids) {
+    const current = await store.resources.read(tenant, 'Patient', id);
+    if (!current) continue;
+    const v = current.lastUpdated <= at ? current : (await store.resources.history(tenant, { type: 'Patient', id, at, count: 1 }))[0];
+    if (v?.deleted && v.lastUpdated > since) out.add(id);
+  }
+  return out;
+}
+
+/**
+ * The Patients of `ids` an export names: those that existed at `at` (patientsAsOf) and, with `_since`,
+ * those deleted since then, whose deletion the export reports (without them a client kept a Patient
+ * deleted since its last export, and its compartment's deletions, for good).
+ */
+export async function patientsKnown(store: Store, tenant: string, ids: string[], at: number, since: number | undefined): Promise<Set<string>> {
+  const found = await patientsAsOf(store, tenant, ids, at);
+  if (since === undefined || found.size === ids.length) return found;
+  for (const id of await deletedSince(store, tenant, ids.filter((i) => !found.has(i)), since, at)) found.add(id);
+  return found;
+}
+
 /** At most this many member issues per export; the rest are counted in one more. */
 export const MAX_MEMBER_ISSUES = 1000;
 
@@ -126,11 +154,12 @@ export interface GroupPatients {
  * does not resolve to a Patient stored at `at` are left out, each reported (Bulk Data 2.0 asks
  * problems to be reported in the manifest's `error` files rather than silently dropped).
  */
-export async function groupPatients(store: Store, tenant: string, id: string, at: number, base: string | undefined, checkPatients = true, readable?: GroupReadable): Promise<GroupPatients> {
+export async function groupPatients(store: Store, tenant: string, id: string, at: number, base: string | undefined, checkPatients = true, readable?: GroupReadable, since?: number): Promise<GroupPatients> {
   const { named, issues } = await walk(store, tenant, id, at, base, readable);
   // Unchecked (for a token that may not be told which Patients exist): every Patient named is a member.
   if (!checkPatients) return { patients: new Set(named.keys()), issues: bounded(issues, id) };
-  const patients = await patientsAsOf(store, tenant, [...named.keys()], at);
+  // With `_since`, a member deleted since then stays one: its deletion is reported (patientsKnown).
+  const patients = await patientsKnown(store, tenant, [...named.keys()], at, since);
   for (const [pid, places] of named) {
     if (!patients.has(pid)) for (const where of places) issues.push(memberIssue(where, 'not-found', 'refers to a Patient that does not exist'));
   }

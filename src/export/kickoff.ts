@@ -9,7 +9,7 @@ import { ID_PATTERN, R4_RESOURCE_TYPES } from '../fhir/resource-types.ts';
 import type { Condition, ExportPatient, ResourceVersion, SearchQuery, Store } from '../store/types.ts';
 import { parseElements } from './elements.ts';
 import { exportAccess } from './export-access.ts';
-import { groupMemberIds, groupPatients, patientsAsOf, readAsOf, type GroupReadable } from './group.ts';
+import { groupMemberIds, groupPatients, patientsKnown, readAsOf, type GroupReadable } from './group.ts';
 import type { ExportInput } from './kickoff-input.ts';
 import { patientBound, requireMember, requireOwnPatient, withinCompartment, type PatientBound } from './patient-bound.ts';
 import { parseSince } from './since.ts';
@@ -126,7 +126,7 @@ async function resolvePatients(deps: KickoffDeps, req: KickoffRequest, at: numbe
     await requireReadable(read);
     const limited = groupAccess.patientLimit('Group', 'r') !== undefined || groupAccess.filters?.('Group', 'r') !== undefined;
     readable = limited ? (v) => requireReadable(v).then(() => true, (err: unknown) => (err instanceof FhirError && err.category === 'forbidden' ? false : Promise.reject(err))) : undefined;
-    const group = await groupPatients(deps.store, req.tenant, req.groupId!, at, req.fhirBase, readsEveryPatient(req.access), readable);
+    const group = await groupPatients(deps.store, req.tenant, req.groupId!, at, req.fhirBase, readsEveryPatient(req.access), readable, since);
     members = group.patients;
     requireMember(bound, members, req.groupId!);
     // Members that resolve to no Patient go to the manifest's error file, unless `patient` (or the token) picks others.
@@ -136,8 +136,9 @@ async function resolvePatients(deps: KickoffDeps, req: KickoffRequest, at: numbe
   if (!wanted.length && bound?.whole) chosen = [bound.patient];
   if (wanted.length) {
     chosen = [];
-    // Those that existed at transactionTime, a chunk of ids at a time (a read each held the request for seconds).
-    const existing = members ?? (readsEveryPatient(req.access) ? await patientsAsOf(deps.store, req.tenant, wanted, at) : undefined);
+    // Those that existed at transactionTime (or, with `_since`, were deleted since: their deletion is reported),
+    // a chunk of ids at a time (a read each held the request for seconds).
+    const existing = members ?? (readsEveryPatient(req.access) ? await patientsKnown(deps.store, req.tenant, wanted, at, since) : undefined);
     for (const id of wanted) {
       if (!existing || existing.has(id)) chosen.push(id);
       else tolerate(req.lenient, issues, members ? `Patient/${id} is not a member of Group/${req.groupId}` : `Patient/${id} is not known`, 'patient');

@@ -167,6 +167,23 @@ await eachStore((kind, fresh) => {
         // p3 joined (through g2) after _since: all of its compartment, whatever the time; of p1 only what changed.
         expect(refs(files)).toEqual([...withGroups('p3'), 'Group/g2', 'Observation/obs-p1-new'].sort());
       });
+      test('with _since, a member Patient deleted since then has its deletion and its compartment\'s in the deleted files; one deleted before is an error', async () => {
+        await remove(t, 'Observation', 'obs-p1');
+        await remove(t, 'Patient', 'p1');
+        clock.advance(60_000);
+        const since = new Date(t.clock.now()).toISOString();
+        clock.advance(1000);
+        await remove(t, 'Encounter', 'enc-p2');
+        await remove(t, 'Patient', 'p2');
+        clock.advance(1000);
+        const manifest = await finish(t, token, await kickOff(t, token, `/Group/g1/$export?_since=${since}`));
+        expect(manifest.output).toEqual([]);
+        const deleted = (await download(t, token, manifest.deleted!)).Bundle!.map((b) => (b.entry as { request: { url: string } }[])[0]!.request.url);
+        expect(deleted.sort()).toEqual(['Encounter/enc-p2', 'Patient/p2']);
+        const errors = JSON.stringify(await download(t, token, manifest.error));
+        expect(errors).toContain("'Patient/p1' refers to a Patient that does not exist");
+        expect(errors).not.toContain('Patient/p2');
+      });
     });
 
     describe(`Patient export (${kind})`, () => {
@@ -187,6 +204,25 @@ await eachStore((kind, fresh) => {
         const manifest = await finish(t, token, lenient.headers.get('content-location')!);
         expect(refs(await download(t, token, manifest.output))).toEqual(withGroups('p4'));
         expect(JSON.stringify(await download(t, token, manifest.error))).toContain('ghost');
+      });
+
+      test('with _since, patient may name a Patient deleted since then (its deletion is reported); one deleted before is not known', async () => {
+        await remove(t, 'Patient', 'p3');
+        clock.advance(60_000);
+        const since = new Date(t.clock.now()).toISOString();
+        clock.advance(1000);
+        await remove(t, 'Observation', 'obs-p4');
+        await remove(t, 'Patient', 'p4');
+        clock.advance(1000);
+        const params = (ids: string[]) => ({ resourceType: 'Parameters', parameter: [{ name: '_since', valueInstant: since }, ...ids.map((id) => ({ name: 'patient', valueReference: { reference: `Patient/${id}` } }))] });
+        const res = await t.request(t.fhir() + '/Patient/$export', fhirInit(token, 'POST', params(['p4'])));
+        expect(res.status).toBe(202);
+        const manifest = await finish(t, token, res.headers.get('content-location')!);
+        const deleted = (await download(t, token, manifest.deleted!)).Bundle!.map((b) => (b.entry as { request: { url: string } }[])[0]!.request.url);
+        expect(deleted.sort()).toEqual(['Observation/obs-p4', 'Patient/p4']);
+        const before = await t.request(t.fhir() + '/Patient/$export', fhirInit(token, 'POST', params(['p3'])));
+        expect(before.status).toBe(400);
+        expect(await before.text()).toContain('Patient/p3 is not known');
       });
 
       test('whether a patient exists is told only to a token that reads every Patient: to another, an unknown one is exported as named', async () => {

@@ -1,5 +1,5 @@
 import { FhirError } from '../errors.ts';
-import type { ByteRange } from './sink.ts';
+import type { ByteRange, ExportSink } from './sink.ts';
 import type { FileRecord } from './spec.ts';
 import { readPlan, readProgress } from './job-data.ts';
 import { exportRequest, readableData, visibleJob, type StatusDeps, type StatusRequest } from './status.ts';
@@ -20,6 +20,22 @@ export interface Download {
   release(): Promise<void>;
 }
 
+/** Seconds a client is asked to wait when the export storage could not be reached. */
+const STORAGE_RETRY_AFTER = '5';
+
+/**
+ * The stored size of a file, null when it is not stored; a storage that cannot tell (S3 unreachable or
+ * answering 5xx, a disk error) is a 503 with Retry-After, not the 410 of a file removed for good, which
+ * tells a client to start its export again.
+ */
+export async function storedSize(sink: Pick<ExportSink, 'size'>, key: string): Promise<number | null> {
+  try {
+    return await sink.size(key);
+  } catch (err) {
+    throw new FhirError('unavailable', 'The export storage could not be reached; retry shortly', { headers: { 'Retry-After': STORAGE_RETRY_AFTER }, cause: err });
+  }
+}
+
 /**
  * Bulk Data 2.0 output file request: the file of a completed job, for the client that started it, with
  * a token that may still read the file's resource type (under the scope filter it was exported with,
@@ -38,7 +54,11 @@ export async function openDownload(deps: StatusDeps, request: StatusRequest, id:
   const lease = (starting: boolean) =>
     deps.store.exports.downloads.holdFiles(req.tenant, id, download, deps.clock.now(), deps.clock.now() + DOWNLOAD_LEASE_MS, starting);
   if (!(await lease(true))) throw new FhirError('not-found', `The files of export job '${id}' have expired`);
-  if ((await deps.sink.size(file.key)) === null) {
+  const stored = await storedSize(deps.sink, file.key).catch(async (err: unknown) => {
+    await deps.store.exports.downloads.releaseFiles(id, download);
+    throw err;
+  });
+  if (stored === null) {
     await deps.store.exports.downloads.releaseFiles(id, download);
     throw new FhirError('gone', `The file '${name}' of export job '${id}' is no longer in the export storage (removed, or kept on another server's disk); start a new export`);
   }

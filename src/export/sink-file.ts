@@ -35,8 +35,10 @@ export function createFileSink(dir: string): ExportSink {
     async size(key) {
       try {
         return statSync(pathOf(key)).size;
-      } catch {
-        return null;
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code === 'ENOENT' || code === 'ENOTDIR') return null;
+        throw err;
       }
     },
     read(key, range?: ByteRange) {

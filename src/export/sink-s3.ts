@@ -91,8 +91,10 @@ export function createS3Sink(options: S3Options, prefix: string): ExportSink {
     async size(key) {
       try {
         return (await client.file(keyOf(key)).stat()).size;
-      } catch {
-        return null;
+      } catch (err) {
+        // Only a missing key is a missing file: an unreachable or failing S3 is not (ExportSink.size throws).
+        if ((err as { code?: unknown } | null)?.code === 'NoSuchKey') return null;
+        throw err;
       }
     },
     read(key, range?: ByteRange) {

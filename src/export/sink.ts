@@ -22,7 +22,7 @@ export interface ByteRange {
 export interface ExportSink {
   readonly kind: 'file' | 'postgres' | 's3';
   open(key: string): SinkWriter;
-  /** Size in bytes, or null when the file does not exist. */
+  /** Size in bytes, or null when the file does not exist; throws when the storage cannot tell (unreachable, failing). */
   size(key: string): Promise<number | null>;
   read(key: string, range?: ByteRange): ReadableStream<Uint8Array>;
   /** Removes every file under `prefix` (a `tenant/job` path). */

@@ -4,7 +4,7 @@ import type { Access } from '../fhir/access.ts';
 import { operationOutcome } from '../fhir/outcome.ts';
 import type { ImportJob, Store } from '../store/types.ts';
 import { fhirBaseOf } from '../config.ts';
-import type { Download } from '../export/download.ts';
+import { storedSize, type Download } from '../export/download.ts';
 import type { ExportSink } from '../export/sink.ts';
 import { requireImportAccess } from './kickoff.ts';
 import { ImportDataError, readProgress, readSpec, type ImportProgress, type ImportSpec, type InputResult } from './spec.ts';
@@ -118,7 +118,7 @@ export async function openImportErrors(deps: ImportStatusDeps, req: ImportStatus
   if (job.state !== 'completed') throw new FhirError('not-found', `Import job '${id}' has no error files until it completes`);
   const file = readable(() => readProgress(job)).done[index]?.errors;
   if (!file) throw new FhirError('not-found', `Input ${index} of import job '${id}' has no error file`);
-  if ((await deps.sink.size(file.key)) === null) {
+  if ((await storedSize(deps.sink, file.key)) === null) {
     throw new FhirError('gone', `The error file of input ${index} of import job '${id}' is no longer in the export storage (removed, or kept on another server's disk)`);
   }
   return {

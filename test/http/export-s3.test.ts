@@ -130,4 +130,43 @@ describe('S3 export storage', () => {
       proxy.stop(true);
     }
   });
+  test('a file whose stat S3 fails (5xx, or S3 unreachable) is a 503 with Retry-After, not the 410 of a missing key', async () => {
+    const upstream = new URL(s3.env.S3_ENDPOINT);
+    let failing = false;
+    const proxy = Bun.serve({
+      port: 0, hostname: '127.0.0.1',
+      async fetch(req) {
+        if (failing) return new Response('<Error><Code>SlowDown</Code><Message>try again</Message></Error>', { status: 503, headers: { 'Content-Type': 'application/xml' } });
+        const url = new URL(req.url);
+        url.host = upstream.host;
+        const headers = new Headers(req.headers);
+        headers.set('host', upstream.host);
+        return fetch(url, { method: req.method, headers, body: req.body, redirect: 'manual' });
+      },
+    });
+    const sink = openSink(STORAGE, { ...s3.env, S3_ENDPOINT: `http://127.0.0.1:${proxy.port}` });
+    const t = await createTestApp({ clock: testClock(), exportSink: sink, env: { CINDER_EXPORT_STORAGE: STORAGE } });
+    try {
+      const token = await t.token();
+      await put(t, patient('p1'));
+      const status = await kickOff(t, token, '/$export?_type=Patient');
+      const url = (await finish(t, token, status, { sink })).output[0]!.url;
+      failing = true;
+      const down = await t.request(url, fhirInit(token));
+      expect(down.status).toBe(503);
+      expect(down.headers.get('retry-after')).toBe('5');
+      failing = false;
+      expect((await t.request(url, fhirInit(token))).status).toBe(200);
+      proxy.stop(true);
+      expect((await t.request(url, fhirInit(token))).status).toBe(503);
+      // A key that is not in the bucket is a file removed for good.
+      const jobId = status.split('/').pop()!;
+      await client.delete(`bulk/v1/t1/${jobId}/a1/Patient-1.ndjson`);
+      const direct = openSink(STORAGE, s3.env);
+      expect(await direct.size(`t1/${jobId}/a1/Patient-1.ndjson`)).toBeNull();
+    } finally {
+      proxy.stop(true);
+      await t.close();
+    }
+  });
 });

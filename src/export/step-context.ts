@@ -63,7 +63,10 @@ const joinLines = (texts: string[]) => (texts.length ? encoder.encode(texts.join
 export function toChunk(ctx: StepContext, type: string, page: Pick<SelectedPage, 'lines' | 'count' | 'rows'>, next: number | string | null): Chunk {
   const kept = ctx.spec.elements?.[type];
   const live = page.rows.filter((r) => !r.deleted).map((r) => r.content);
-  const deleted = page.rows.filter((r) => r.deleted).map((r) => deletionBundle(type, r));
+  let deletions = page.rows.filter((r) => r.deleted);
+  // A Binary out of reach is not told deleted either (its type history leaves it out): judged by its last live version.
+  if (type === 'Binary' && ctx.spec.binaryContexts) deletions = deletions.filter((r) => inContextReach(ctx.spec.binaryContexts!, [r.content], ctx.spec.fhirBase).length > 0);
+  const deleted = deletions.map((r) => deletionBundle(type, r));
   let texts = ctx.validate ? validOnly(ctx, type, [...splitLines(page.lines), ...live]) : undefined;
   if (type === 'Binary' && ctx.spec.binaryContexts) texts = inContextReach(ctx.spec.binaryContexts, texts ?? [...splitLines(page.lines), ...live], ctx.spec.fhirBase);
   // Relative Attachment urls made absolute (Bulk Data 2.0, Attachments); a page holding none goes out as it is.

@@ -4,8 +4,8 @@
  * filter, does not get that Binary in its files. On both databases.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { createTestApp, type TestApp } from '../helpers/app.ts';
-import { download, eachStore, finish, kickOff, observation, patient, put } from '../helpers/export.ts';
+import { createTestApp, testClock, type TestApp } from '../helpers/app.ts';
+import { download, eachStore, finish, kickOff, observation, patient, put, remove } from '../helpers/export.ts';
 import { craftToken, fhirClient } from '../helpers/fhir.ts';
 
 const binary = (id: string, context?: string) => ({
@@ -48,6 +48,29 @@ await eachStore((kind, fresh) => {
       expect(ids).toEqual(['elsewhere', 'free']);
       // A read checks the stored Patient against the filter, which the export does not.
       expect(readable).toEqual(['elsewhere', 'free', 'of-p1']);
+    });
+    test("with _since, a deleted Binary whose context the token may not read is not in the deleted files (its type history leaves it out too)", async () => {
+      const clock = testClock();
+      const other = await createTestApp({ clock, store: await fresh() });
+      try {
+        await put(other, patient('p1'));
+        for (const b of [binary('gone-free'), binary('gone-of-p1', 'Patient/p1')]) await put(other, b);
+        clock.advance(1000);
+        const since = new Date(clock.now()).toISOString();
+        clock.advance(1000);
+        for (const id of ['gone-free', 'gone-of-p1']) await remove(other, 'Binary', id);
+        clock.advance(1000);
+        const deletedIds = async (scope: string) => {
+          const token = await craftToken(other, scope);
+          const manifest = await finish(other, token, await kickOff(other, token, `/$export?_type=Binary&_since=${since}`));
+          const bundles = (await download(other, token, manifest.deleted!)).Bundle ?? [];
+          return bundles.map((b) => (b.entry as { request: { url: string } }[])[0]!.request.url).sort();
+        };
+        expect(await deletedIds('system/Binary.rs')).toEqual(['Binary/gone-free']);
+        expect(await deletedIds('system/Binary.rs system/Patient.rs')).toEqual(['Binary/gone-free', 'Binary/gone-of-p1']);
+      } finally {
+        await other.close();
+      }
     });
   });
 });

@@ -9,7 +9,7 @@ import { ID_PATTERN, R4_RESOURCE_TYPES } from '../fhir/resource-types.ts';
 import type { Condition, ExportPatient, ResourceVersion, SearchQuery, Store } from '../store/types.ts';
 import { parseElements } from './elements.ts';
 import { exportAccess } from './export-access.ts';
-import { groupMemberIds, groupPatients, patientsKnown, readAsOf, type GroupReadable } from './group.ts';
+import { groupMemberIds, groupPatients, patientsAsOf, patientsKnown, readAsOf, type GroupReadable } from './group.ts';
 import type { ExportInput } from './kickoff-input.ts';
 import { patientBound, requireMember, requireOwnPatient, withinCompartment, type PatientBound } from './patient-bound.ts';
 import { parseSince } from './since.ts';
@@ -145,9 +145,20 @@ async function resolvePatients(deps: KickoffDeps, req: KickoffRequest, at: numbe
     }
   }
   if (!chosen) return { compartment: 'any' as const, patients: [] as ExportPatient[], joinedSince: false };
-  const before = since !== undefined && req.level === 'group' ? await groupMemberIds(deps.store, req.tenant, req.groupId!, since, req.fhirBase, readable) : undefined;
+  const before = since !== undefined && req.level === 'group' ? await membersAt(deps, req, since, readable) : undefined;
   const patients = chosen.map((id): ExportPatient => ({ id, joined: before !== undefined && !before.has(id) }));
   return { compartment: 'job' as const, patients, joinedSince: before !== undefined };
+}
+
+/**
+ * The members a Group export at `since` held (an earlier export's, whose transactionTime the client sends
+ * as `_since`): those named then and, for a token told which Patients exist, whose Patient existed then.
+ * A member whose Patient came after was left out of that export (an error line), so it joined since and
+ * comes with all its data: its records written before its Patient were never exported otherwise.
+ */
+async function membersAt(deps: KickoffDeps, req: KickoffRequest, since: number, readable: GroupReadable | undefined): Promise<Set<string>> {
+  const named = await groupMemberIds(deps.store, req.tenant, req.groupId!, since, req.fhirBase, readable);
+  return readsEveryPatient(req.access) ? patientsAsOf(deps.store, req.tenant, [...named], since) : named;
 }
 
 /**

@@ -167,6 +167,20 @@ await eachStore((kind, fresh) => {
         // p3 joined (through g2) after _since: all of its compartment, whatever the time; of p1 only what changed.
         expect(refs(files)).toEqual([...withGroups('p3'), 'Group/g2', 'Observation/obs-p1-new'].sort());
       });
+      test('with _since, a member whose Patient was created since then joined: its records written before come too', async () => {
+        await put(t, observation('obs-late', 'late'));
+        await put(t, { resourceType: 'Group', id: 'g5', type: 'person', actual: true, member: [member('p1'), member('late')] });
+        clock.advance(1000);
+        const first = await finish(t, token, await kickOff(t, token, '/Group/g5/$export?_type=Patient,Observation'));
+        expect(refs(await download(t, token, first.output))).toEqual(['Observation/obs-p1', 'Patient/p1']);
+        expect(JSON.stringify(await download(t, token, first.error))).toContain("'Patient/late' refers to a Patient that does not exist");
+        clock.advance(1000);
+        await put(t, patient('late'));
+        clock.advance(1000);
+        const second = await finish(t, token, await kickOff(t, token, `/Group/g5/$export?_type=Patient,Observation&_since=${first.transactionTime}`));
+        expect(refs(await download(t, token, second.output))).toEqual(['Observation/obs-late', 'Patient/late']);
+      });
+
       test('with _since, a member Patient deleted since then has its deletion and its compartment\'s in the deleted files; one deleted before is an error', async () => {
         await remove(t, 'Observation', 'obs-p1');
         await remove(t, 'Patient', 'p1');

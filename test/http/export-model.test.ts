@@ -80,7 +80,10 @@ function expected(job: Job, history: Map<string, Version[]>, at: number, since: 
   if (job.level === 'group') {
     // A patient's token exports its own compartment, its patient a member (or the kick-off was a 403).
     if (!job.bound) patients = new Set([...membersAt(at)].filter(known));
-    if (job.since) joined = new Set([...patients!].filter((p) => !membersAt(since).has(p)));
+    // Members at `_since` (the earlier export's): those whose Patient existed then, for a token told which exist.
+    const existed = (p: string) => { const v = asOf(history.get(`Patient/${p}`)!, since); return v !== undefined && !v.deleted; };
+    const before = new Set([...membersAt(since)].filter((p) => job.bound || existed(p)));
+    if (job.since) joined = new Set([...patients!].filter((p) => !before.has(p)));
   }
   const selected = (r: Res) => (!patients || patientsOf(r).some((p) => patients!.has(p))) && !(job.filtered && r.resourceType === 'Observation' && r.code.coding[0].code !== 'A');
   const output: string[] = [];

@@ -126,6 +126,30 @@ await eachStore((kind, fresh) => {
       expect([res.status, ((await res.json()) as Json).issue[0].diagnostics]).toEqual([400, expected]);
     });
 
+    test("of several problems in a long body, the 400 is the whole text's first: a Bundle's element out of order before an entry not FHIR XML, malformed XML after the Bundle's own", async () => {
+      const messageOf = (xml: string) => {
+        try {
+          parseFhirXml(xml);
+        } catch (err) {
+          return { diagnostics: (err as Error).message, expression: (err as { issues: Json[] }).issues[0]!.expression };
+        }
+        throw new Error('read');
+      };
+      const body = toFhirXml(transaction(300) as never, false);
+      const link = body.replace('<entry><fullUrl value="urn:uuid:00000000-0000-4000-8000-000000000250"/>', '<link><relation value="self"/><url value="http://x.org"/></link>$&')
+        .replace('<note><text value="note 260:', '<nickname value="Jim"/><note><text value="note 260:');
+      const malformed = body.replace('<type value="transaction"/>', '<type value="transaction"/><nonsense/>').replace(/<\/Bundle>$/, '<open></Bundle>');
+      for (const [xml, expected] of [[link, { diagnostics: "Element 'link' in Bundle is out of order: R4 defines it before 'entry'", expression: ['Bundle.link'] }], [malformed, undefined]] as const) {
+        expect(xml.length).toBeGreaterThan(4 * XML_SLICE);
+        const whole = messageOf(xml);
+        if (expected) expect(whole).toEqual(expected);
+        else expect(whole.diagnostics).toContain("does not match '<open>'");
+        const res = await post('', xml);
+        const issue = ((await res.json()) as Json).issue[0];
+        expect([res.status, issue.diagnostics, issue.expression]).toEqual([400, whole.diagnostics, whole.expression]);
+      }
+    });
+
     test("a List many slices long keeps its own entries (List.entry is no Bundle's entry)", async () => {
       const items = Array.from({ length: 2000 }, (_, i) => `<entry><flag><text value="f${i}"/></flag><item><reference value="Patient/p${i}"/></item></entry>`).join('');
       const xml = `<List ${NS}><status value="current"/><mode value="working"/>${items}</List>`;

@@ -1,4 +1,3 @@
-import type { FhirError } from '../../errors.ts';
 import { nextTurn, pacedTurns, WORK_SLICE_MS } from '../turns.ts';
 import { parseFhirXml, type XmlSource } from './from-xml.ts';
 import { streamFhirXml, type StreamedEntry } from './from-xml-stream.ts';
@@ -29,11 +28,12 @@ export async function parseFhirXmlPaced(source: string, opts: XmlSource = {}, pa
   if (source.length <= slice) return parseFhirXml(source, opts);
   const stream = streamFhirXml({ ...opts, values: true });
   const entries: Record<string, unknown>[] = [];
-  // The first entry that is not FHIR XML: what parseFhirXml reports, once the document is known to be well-formed.
-  let refused: FhirError | undefined;
+  // The first entry that is not FHIR XML: what parseFhirXml reports, once the document is known to be
+  // well-formed and the Bundle's own elements before that entry are (parseFhirXml reads in document order).
+  let refused: StreamedEntry | undefined;
   const keep = (found: StreamedEntry[]) => {
     for (const e of found) {
-      if (e.error) refused ??= e.error;
+      if (e.error) refused ??= e;
       else if (refused === undefined) entries.push(e.value!);
     }
   };
@@ -47,7 +47,10 @@ export async function parseFhirXmlPaced(source: string, opts: XmlSource = {}, pa
     await pace();
   }
   keep(stream.end());
-  if (refused) throw refused;
+  if (refused) {
+    stream.requireHeadOf(refused.index);
+    throw refused.error;
+  }
   return stream.documentOf(entries);
 }
 

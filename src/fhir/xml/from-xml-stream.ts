@@ -36,9 +36,20 @@ export interface FhirXmlStream {
   document(entries: readonly string[]): unknown;
   /** document() for a stream asked for values: its `entry` the values given, none parsed again. */
   documentOf(entries: readonly Obj[]): unknown;
+  /**
+   * After `end`: throws the 400 that reading the whole text meets before the content of entry `index`, if
+   * any: of the Bundle's own elements up to that entry's place (an unknown one, one out of order, the entry
+   * itself after `signature`), as parseFhirXml reads them in document order.
+   */
+  requireHeadOf(index: number): void;
 }
 
-/** Options of streamFhirXml: where the text comes from, and whether entries are handed over as values rather than JSON text. */
+/**
+ * Options of streamFhirXml: where the text comes from, and whether entries are handed over as values rather
+ * than JSON text. A stream asked for values is read to its end before any error is told (parseFhirXmlPaced):
+ * the Bundle's own elements before its first entry are checked then (requireHeadOf), not as the entry
+ * completes, so that a body malformed further on is refused as malformed, as parseFhirXml refuses it.
+ */
 export interface XmlStreamOptions extends XmlSource {
   values?: boolean;
 }
@@ -60,7 +71,7 @@ export function streamFhirXml(opts: XmlStreamOptions = {}): FhirXmlStream {
     if (child.ns !== FHIR_NS || child.local !== 'entry') return false;
     const index = count++;
     // The Bundle's elements before its first entry (its id, meta, type): checked, so that nothing is read from a Bundle that is not one.
-    if (index === 0) bundle = jsonValue(stringifyExact(readResource({ ...root!, children: root!.children.slice(0, -1) }, reader.slice, '')), what) as Obj;
+    if (index === 0 && !opts.values) bundle = jsonValue(stringifyExact(readResource({ ...root!, children: root!.children.slice(0, -1) }, reader.slice, '')), what) as Obj;
     try {
       const entry = complex(child, 'Bundle.entry', reader.slice, `Bundle.entry[${index}]`);
       found.push(opts.values ? { index, value: entry } : { index, json: stringifyExact(entry) });
@@ -121,6 +132,14 @@ export function streamFhirXml(opts: XmlStreamOptions = {}): FhirXmlStream {
       } else if (streamed) delete value.entry;
       // As parseFhirXml: each element nests its value at most two levels below its parent's.
       return 2 * reader.depth - 1 <= MAX_JSON_DEPTH ? value : jsonValue(stringifyExact(value), what);
+    },
+    requireHeadOf(index) {
+      if (ended === undefined) throw new Error('requireHeadOf() before end()');
+      if (!streamed) return;
+      // The root's children up to entry `index`, which holds an empty element in its place (as each entry before it).
+      let seen = -1;
+      const head = ended.children.findIndex((c) => c.kind === 'element' && c.ns === FHIR_NS && c.local === 'entry' && ++seen === index);
+      readResource({ ...ended, children: ended.children.slice(0, head + 1) }, reader.slice, '');
     },
   };
 }

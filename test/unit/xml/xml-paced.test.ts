@@ -63,6 +63,22 @@ describe('FHIR XML read in slices', () => {
     }
   });
 
+  test("of several problems, the one told is the whole text's first: the Bundle's own elements before an entry, malformed XML after them", async () => {
+    const texts = [
+      // Bundle.link after an entry is out of order; the entry after it is not FHIR XML.
+      bundle([entry(0), '<link><relation value="self"/><url value="http://x.org"/></link>', entry(1, '<nickname value="x"/>')]),
+      // An entry after the Bundle's signature is out of order, and not FHIR XML besides.
+      bundle([entry(0)], `<signature><type><code value="x"/></type><when value="2020-01-01T00:00:00Z"/><who><display value="x"/></who></signature>${entry(1, '<nickname value="x"/>').replace('<Observation>', `<Observation ${NS}>`)}`),
+      // The Bundle's own element before its first entry is unknown, and the document is not well-formed further on.
+      bundle([entry(0), entry(1)]).replace('<type value="collection"/>', '<type value="collection"/><nonsense/>').replace('</Bundle>', '<open></Bundle>'),
+    ];
+    for (const text of texts) {
+      const expected = await outcome(() => parseFhirXml(text));
+      expect(expected.startsWith('{')).toBe(false);
+      for (const slice of [1, 9, 64]) expect({ text, got: await outcome(() => parseFhirXmlPaced(text, {}, { slice, budgetMs: 0, ...noTurn })) }).toEqual({ text, got: expected });
+    }
+  });
+
   test("a List's own entries, and a Bundle within a Parameters, are read whole as the whole text reads them", async () => {
     const texts = [
       `<List ${NS}><status value="current"/><mode value="working"/>${'<entry><item><reference value="Patient/a"/></item></entry>'.repeat(5)}</List>`,

@@ -58,3 +58,55 @@ await eachStore((kind, fresh) => {
     });
   });
 });
+
+await eachStore((kind, fresh) => {
+  describe(`a write by another request between a transaction's validation and its commit (${kind})`, () => {
+    let t: TestApp;
+    let token: string;
+    // Run when the transaction resolves its Subscription's endpoint host: after its entries are planned,
+    // rewritten and validated (the steps a large Bundle paces, letting other requests run), before its commit.
+    let meanwhile: (() => Promise<unknown>) | undefined;
+    beforeAll(async () => {
+      const resolveHost = async () => {
+        const write = meanwhile;
+        meanwhile = undefined;
+        if (write) await write();
+        return ['198.51.100.1'];
+      };
+      t = await createTestApp({ store: await fresh(), resolveHost });
+      token = await t.token();
+    });
+    afterAll(() => t.close());
+
+    /** A Subscription entry whose endpoint (a host of its own: hosts resolved are remembered) the transaction resolves before its commit. */
+    const hook = (host: string): Json => ({
+      resource: { resourceType: 'Subscription', status: 'requested', reason: 'r', criteria: 'Observation?status=final', channel: { type: 'rest-hook', endpoint: `https://${host}.example/notify`, payload: 'application/fhir+json' } },
+      request: { method: 'POST', url: 'Subscription' },
+    });
+    const send = (entry: Json[]) => t.request(t.fhir(), fhirInit(token, 'POST', { resourceType: 'Bundle', type: 'transaction', entry }));
+    const put = (id: string, body: Json) => t.request(`${t.fhir()}/Patient/${id}`, fhirInit(token, 'PUT', { resourceType: 'Patient', id, ...body }));
+    const read = async (ref: string) => (await t.request(`${t.fhir()}/${ref}`, fhirInit(token))).json() as Promise<Json>;
+
+    test('its update held to a version is a 412 and writes nothing; its patch applies to what the other request wrote', async () => {
+      expect((await put('held-a', { name: [{ family: 'Lee' }] })).status).toBe(201);
+      expect((await put('held-b', { name: [{ family: 'Kim' }] })).status).toBe(201);
+      const patch = { resource: { resourceType: 'Parameters', parameter: [{ name: 'operation', part: [{ name: 'type', valueCode: 'add' }, { name: 'path', valueString: 'Patient' }, { name: 'name', valueString: 'birthDate' }, { name: 'value', valueDate: '1970-01-01' }] }] }, request: { method: 'PATCH', url: 'Patient/held-a' } };
+      const update = { resource: { resourceType: 'Patient', id: 'held-b', name: [{ family: 'FromBundle' }] }, request: { method: 'PUT', url: 'Patient/held-b', ifMatch: 'W/"1"' } };
+      const statuses: number[] = [];
+      meanwhile = async () => {
+        for (const [id, body] of [['held-a', { name: [{ family: 'Lee' }], gender: 'female' }], ['held-b', { name: [{ family: 'Kim' }], gender: 'male' }]] as const) statuses.push((await put(id, body)).status);
+      };
+      const res = await send([patch, update, hook('update-held')]);
+      expect(statuses).toEqual([200, 200]);
+      expect([res.status, ((await res.json()) as Json).issue[0].expression]).toEqual([412, ['Bundle.entry[1]']]);
+      const [a, b] = [await read('Patient/held-a'), await read('Patient/held-b')];
+      expect([a.gender, a.birthDate, b.gender, b.name[0].family]).toEqual(['female', undefined, 'male', 'Kim']);
+      // The patch alone: planned on version 2, which another request replaces before the commit; planned again on version 3.
+      meanwhile = async () => statuses.push((await put('held-a', { name: [{ family: 'Lee' }], gender: 'other' })).status);
+      const patched = await send([patch, hook('patch-held')]);
+      expect([patched.status, statuses]).toEqual([200, [200, 200, 200]]);
+      const now = await read('Patient/held-a');
+      expect([now.meta.versionId, now.gender, now.birthDate]).toEqual(['4', 'other', '1970-01-01']);
+    });
+  });
+});

@@ -29,6 +29,11 @@ export interface Planned {
   id?: string;
   /** POST matched by ifNoneExist: nothing is written. */
   existing?: ResourceVersion;
+  /**
+   * `existing` is a stored version (storedMatch), which the Bundle's references to the entry were pointed at:
+   * it must still be current when the Bundle commits (requireExistingCurrent), as a conditional update holds to its match.
+   */
+  holdsExisting?: boolean;
   /** PATCH: the patch applied to the current version, written in its place. */
   patched?: Patched;
   /** A conditional POST or PUT whose condition matched nothing: the condition (conditionKey) its write settles. */
@@ -80,6 +85,7 @@ async function resolveTarget(deps: FhirDeps, req: FhirRequest, entry: Entry, que
   if (!match && (entry.method === 'POST' || entry.method === 'PUT')) p.settles = conditionKey(entry.type, entry.condition);
   if (entry.method === 'POST') {
     if (match) p.existing = match;
+    if (match && (await storedMatch(deps, req, entry.type, match))) p.holdsExisting = true;
     p.id = match?.id ?? newId();
   } else if (entry.method === 'PUT') {
     const bodyId = entry.resource!.id;
@@ -399,6 +405,18 @@ async function writeOne(w: ResourceWriter, p: Planned, opts: PutOptions, base: s
   return writePlain(w, p, ifMatch === undefined ? opts : { ...opts, ifMatch }, base);
 }
 
+/**
+ * A conditional create's match (FHIR R4 http.html 3.1.0.8.1: nothing is written, and the Bundle's references
+ * to the entry name the match) is current as its search found it: a delete or update by another request
+ * between that search and the commit (a large Bundle's steps let other requests run) makes the Bundle run
+ * again from its planning (ConditionRaced: exclusively), whose search then finds what is there, instead of
+ * committing references to a deleted resource and answering 200 for it.
+ */
+async function requireExistingCurrent(w: ResourceWriter, match: ResourceVersion): Promise<void> {
+  const now = await w.current(match.type, match.id);
+  if (now === null || now.deleted || now.versionId !== match.versionId) throw new ConditionRaced();
+}
+
 /** Performs a POST, PUT or DELETE entry with `o` (its If-Match among them). */
 async function writePlain(w: ResourceWriter, p: Planned, opts: PutOptions, base: string): Promise<Json> {
   const { entry } = p;
@@ -414,7 +432,10 @@ async function writePlain(w: ResourceWriter, p: Planned, opts: PutOptions, base:
     // As a REST delete: nothing to delete is a success (FHIR R4 http 3.1.0.7).
     return responseEntry('204 No Content');
   }
-  if (p.existing) return { ...responseEntry('200 OK', p.existing, base), resource: parseExact(p.existing.content) };
+  if (p.existing) {
+    if (p.holdsExisting) await requireExistingCurrent(w, p.existing);
+    return { ...responseEntry('200 OK', p.existing, base), resource: parseExact(p.existing.content) };
+  }
   const { version, created, unchanged } = await putVersion(w, entry.resource!, p.id!, o, entry.method === 'POST' ? 'POST' : 'PUT');
   const response = unchanged ? unchangedEntry(version, base) : responseEntry(created ? '201 Created' : '200 OK', version, base);
   return { ...response, resource: parseExact(version.content) };

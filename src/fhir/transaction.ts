@@ -79,7 +79,8 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
       // The resources the entries change are looked up together (PostgreSQL locks them in one statement,
       // in key order), so that transactions changing the same resources in other orders wait for each
       // other instead of deadlocking (which PostgreSQL ends after a second, one of them a 409).
-      await Promise.all(sorted.filter(changesExisting).map((p) => w.current(p.entry.type, p.id!)));
+      // The matches of conditional creates, which their writes hold to (requireExistingCurrent), are among them.
+      await Promise.all(sorted.filter((p) => changesExisting(p) || p.holdsExisting === true).map((p) => w.current(p.entry.type, p.id!)));
       await requireJudgedEntries(w, planned);
       const versions = await settleVersions(w, pending, opts, (p) => writtenBy(p)!);
       const anew = (p: Planned) => versions.has(p) && writtenAnew(p, opts.activateSubscription !== undefined);

@@ -108,5 +108,25 @@ await eachStore((kind, fresh) => {
       const now = await read('Patient/held-a');
       expect([now.meta.versionId, now.gender, now.birthDate]).toEqual(['4', 'other', '1970-01-01']);
     });
+
+    test("its conditional create's match, deleted meanwhile, is searched again: the Bundle creates, and its entries refer to what it created", async () => {
+      const identifier = [{ system: 'http://example.org/mrn', value: 'held-create' }];
+      expect((await put('held-c', { identifier })).status).toBe(201);
+      let deleted = 0;
+      meanwhile = async () => (deleted = (await t.request(`${t.fhir()}/Patient/held-c`, fhirInit(token, 'DELETE'))).status);
+      const res = await send([
+        { fullUrl: 'urn:uuid:00000000-0000-4000-8000-00000000000c', resource: { resourceType: 'Patient', identifier }, request: { method: 'POST', url: 'Patient', ifNoneExist: 'identifier=http://example.org/mrn|held-create' } },
+        { resource: { resourceType: 'Observation', status: 'final', code: { text: 'x' }, subject: { reference: 'urn:uuid:00000000-0000-4000-8000-00000000000c' } }, request: { method: 'POST', url: 'Observation' } },
+        hook('create-held'),
+      ]);
+      expect([deleted, res.status]).toEqual([200, 200]);
+      const answer = (await res.json()) as Json;
+      // Not 200 for Patient/held-c, deleted before the commit, with an Observation naming it.
+      expect(answer.entry[0].response.status).toBe('201 Created');
+      const created = `Patient/${answer.entry[0].resource.id}`;
+      expect(created).not.toBe('Patient/held-c');
+      expect(answer.entry[1].resource.subject).toEqual({ reference: created });
+      expect((await read(created)).identifier).toEqual(identifier);
+    });
   });
 });

@@ -521,6 +521,10 @@ export function compileSearch(type: string, given: URLSearchParams, strict: bool
       if (!fitsSort(c.at, query.sort)) throw new FhirError('invalid', "Invalid _cursor: it is not a place in this search's order", { expression: ['_cursor'] });
       query.afterKeys = c.at;
       sortedOffset = c.offset;
+    } else if (keysetSort(query.sort) !== undefined && (c.offset > 0 || (c.core ?? 0) > 0)) {
+      // Pages in `_id` or `_lastUpdated` order go on from the last row's keys, never from an offset (the
+      // store reads none in that order): skipped silently, the first page came back for any later one.
+      throw new FhirError('invalid', "Invalid _cursor: this search pages by its last row's keys (its order is _id or _lastUpdated), not by an offset", { expression: ['_cursor'] });
     } else query.offset = c.offset;
     if (c.kind === 'offset' && c.core !== undefined) coreOffset = c.core;
   }

@@ -277,6 +277,9 @@ function simpleRows(def: ParamDefinition, value: unknown, targetType: string | u
           tokenValues(c, t);
           const display = joinDisplays([text, str(c?.display)]);
           for (const x of t) rows.tokens.push(display ? { param, system: x.system, value: x.value, display } : { param, system: x.system, value: x.value });
+          // A Coding's display without a code, so without a token row to carry it: `:text` searches Coding.display (search.html).
+          const own = str(c?.display);
+          if (!t.length && own !== undefined) rows.strings.push({ param: `${param}:text`, value: normalizeString(own), exact: exactString(own) });
         }
         // Text without a coding to carry it.
         if (text !== undefined && !codings.some((c) => typeof c?.code === 'string')) rows.strings.push({ param: `${param}:text`, value: normalizeString(text), exact: exactString(text) });

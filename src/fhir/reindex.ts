@@ -35,9 +35,11 @@ import { reachesContactPoints } from './contact-points.ts';
  * a row a quantity under its parameter's sort key, its value in its canonical UCUM unit where it has one,
  * which `_sort` on a quantity parameter reads (indexer.ts sortParam), where the sort read the values as
  * written whatever their unit; model 17 a ContactPoint's value lower-cased in its token rows
- * (contact-points.ts contactKey), which token searches on a ContactPoint parameter compare lower-cased.
+ * (contact-points.ts contactKey), which token searches on a ContactPoint parameter compare lower-cased;
+ * model 18 a Coding's display without a code as a string row of the parameter's `:text`, which token
+ * `:text` finds (indexer.ts simpleRows), where it had no row at all.
  */
-export const INDEX_MODEL = 17;
+export const INDEX_MODEL = 18;
 
 /**
  * What each model changed. `touches`: a test of a stored resource's JSON, true for every resource whose
@@ -178,6 +180,13 @@ const MODEL_CHANGES: Record<number, ModelChange | undefined> = {
     tables: ['search_index'],
     reads: (c) => c.kind === 'token' && contactPointParams().has(c.param.slice(c.param.lastIndexOf('.') + 1)),
     sorts: (k) => k.by === 'param' && k.table === 'search_index' && contactPointParams().has(k.param),
+  },
+  // A Coding's display without a code (only a resource with a `"display":"..."` can have one), now a
+  // string row of its parameter's `:text`: string rows. Token `:text` and `:missing` read them.
+  18: {
+    touches: (content) => DISPLAY_FIELD.test(content),
+    tables: ['search_string'],
+    reads: (c) => (c.kind === 'string' && c.param.endsWith(':text')) || (c.kind === 'missing' && c.params.some((p) => p.endsWith(':text'))),
   },
 };
 

@@ -503,14 +503,26 @@ function sameParam(conditions: Condition[]): Condition {
   }
 }
 
+/**
+ * `:missing` on the rows of `params` of `def`'s type. A token's value is also a text without a code (a
+ * CodeableConcept of text alone, a Coding's display, an Identifier's type text without a value): its
+ * string row of `:text`, which `:text` finds, is a value too (a value is what the parameter's searches find).
+ */
+function missingRows(def: ParamDefinition, params: string[], missing: boolean): Condition {
+  const rows: Condition = { kind: 'missing', table: tableOf(def.type), params, missing };
+  if (def.type !== 'token') return rows;
+  const texts: Condition = { kind: 'missing', table: 'search_string', params: params.map((p) => `${p}:text`), missing };
+  return missing ? { kind: 'and', all: [rows, texts] } : { kind: 'or', any: [rows, texts] };
+}
+
 /** `:missing` on a parameter kept as others ANDed: missing when any of them is. */
 function missingCondition(def: ParamDefinition, missing: boolean): Condition {
   if (def.unionOf) {
     const members = def.unionOf.map((code) => missingCondition(paramOf(def.base, code)!, missing));
     return missing ? { kind: 'and', all: members } : { kind: 'or', any: members };
   }
-  if (!def.andOf) return { kind: 'missing', table: tableOf(def.type), params: [def.code], missing };
-  const members = def.andOf.map((code): Condition => ({ kind: 'missing', table: tableOf(paramOf(def.base, code)!.type), params: [code], missing }));
+  if (!def.andOf) return missingRows(def, [def.code], missing);
+  const members = def.andOf.map((code): Condition => missingRows(paramOf(def.base, code)!, [code], missing));
   return missing ? { kind: 'or', any: members } : { kind: 'and', all: members };
 }
 
@@ -549,7 +561,7 @@ function simpleCondition(def: ParamDefinition, modifier: string | undefined, raw
       return { kind: 'missing', table: 'search_index', params: [param], missing: raw === 'true', systems: [target], urls: [urlNamingPattern(target)] };
     }
     if (def.type === 'composite') return missingCondition(def, raw === 'true');
-    return { kind: 'missing', table: tableOf(def.type), params: missingParams(def), missing: raw === 'true' };
+    return missingRows(def, missingParams(def), raw === 'true');
   }
   const unsupported = () => new FhirError('invalid', `Unknown modifier ':${modifier}' for the ${def.type} parameter '${def.code}'`, { expression: [name] });
   // Read where each modifier has been checked: an empty value (EmptyValue) is ignored, a bad modifier is not.

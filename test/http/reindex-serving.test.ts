@@ -184,7 +184,15 @@ describe('readsRowsBeingRebuilt', () => {
   const near: Condition = { kind: 'near', param: 'near', points: [{ latitude: 1, longitude: 2, km: 3 }] };
 
   test('names the conditions each later model changed the rows of', () => {
-    expect(INDEX_MODEL).toBe(17);
+    expect(INDEX_MODEL).toBe(18);
+    // Model 18: a Coding's display without a code as a string row of `:text`: token `:text` (its string
+    // half) and a token's `:missing` (which counts those rows), in a chain too.
+    const text18: Condition = { kind: 'string', param: 'code:text', values: [{ value: 'headache', match: 'contains' }] };
+    const missing18: Condition = { kind: 'missing', table: 'search_string', params: ['code:text'], missing: true };
+    expect(readsRowsBeingRebuilt(17, query(text18))).toBe(true);
+    expect(readsRowsBeingRebuilt(17, query(missing18))).toBe(true);
+    expect(readsRowsBeingRebuilt(17, query({ kind: 'chain', param: 'subject', targetType: 'Patient', where: [text18] }))).toBe(true);
+    expect(readsRowsBeingRebuilt(17, query(plain, canonical, tokenText, near, text, { kind: 'string', param: 'family', values: [{ value: 'x', match: 'prefix' }] }))).toBe(false);
     // Model 17: email addresses lower-cased in token rows: token conditions on contact point parameters alone.
     const email17: Condition = { kind: 'token', param: 'email', values: [{ value: 'a@b.c' }] };
     expect(readsRowsBeingRebuilt(16, query(email17))).toBe(true);

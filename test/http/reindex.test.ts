@@ -178,9 +178,15 @@ describe('touchedSince', () => {
     expect(tablesSince(12)).toEqual(['search_range', 'search_composite', 'search_string', 'search_index']);
     expect(tablesSince(13)).toEqual(['search_range', 'search_composite', 'search_string', 'search_index']);
     expect(tablesSince(14)).toEqual(['search_string', 'search_range', 'search_index']);
-    // Model 16: range rows (a quantity's sort rows); model 17 token rows (an email address lower-cased).
-    expect(tablesSince(15)).toEqual(['search_range', 'search_index']);
-    expect(tablesSince(16)).toEqual(['search_index']);
+    // Model 16: range rows (a quantity's sort rows); model 17 token rows (an email address lower-cased);
+    // model 18 string rows (a Coding's display without a code).
+    expect(tablesSince(15)).toEqual(['search_range', 'search_index', 'search_string']);
+    expect(tablesSince(16)).toEqual(['search_index', 'search_string']);
+    expect(tablesSince(17)).toEqual(['search_string']);
+    // Model 18: resources holding a display (a Coding's; those with a code too, which the test cannot tell apart).
+    const since17 = touchedSince(17);
+    expect(since17('{"resourceType":"Condition","code":{"coding":[{"display":"Headache"}]}}')).toBe(true);
+    expect(since17('{"resourceType":"Condition","code":{"text":"Headache"},"subject":{"reference":"Patient/1"}}')).toBe(false);
     // Model 14: resources holding a Quantity with a comparator.
     const since13 = touchedSince(13);
     expect(since13('{"resourceType":"Observation","valueQuantity":{"value":5,"comparator":"<","unit":"mg"}}')).toBe(true);

@@ -1,6 +1,8 @@
 /**
  * Search defects found in review (issue #14), on both databases: an offset `_cursor` on a search that
- * pages by its last row's keys (`_id`, `_lastUpdated`) is a 400 naming `_cursor`, not the first page again.
+ * pages by its last row's keys (`_id`, `_lastUpdated`) is a 400 naming `_cursor`, not the first page again;
+ * token `:text` finds a Coding's display that has no code (search.html: Coding.display), and a token's
+ * `:missing` agrees with `:text`: a text without a code is a value.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -18,6 +20,23 @@ await eachStore((kind, fresh) => {
       t = await createTestApp({ store: await fresh() });
       api = fhirClient(t, await t.token());
       for (let i = 0; i < 8; i++) await api.put200({ resourceType: 'Practitioner', id: `rv-pr${i}`, active: true });
+      const condition = (id: string, code?: Json, contained?: Json[]): Json => ({
+        resourceType: 'Condition', id, subject: { reference: 'Patient/rv-p1' }, ...(code ? { code } : {}), ...(contained ? { contained } : {}),
+      });
+      await api.put200({ resourceType: 'Patient', id: 'rv-p1' });
+      await api.put200(condition('rv-c1', { coding: [{ display: 'Tension headache' }] }));
+      await api.put200(condition('rv-c2', { coding: [{ system: 'urn:rv', display: 'Migraine' }, { system: 'urn:rv', code: 'A', display: 'Aura' }] }));
+      await api.put200(condition('rv-c3', { text: 'Headache, unspecified' }));
+      await api.put200(condition('rv-c4', { coding: [{ system: 'urn:rv', code: 'B' }] }));
+      await api.put200(condition('rv-c5'));
+      // An Encounter's `class` is a Coding: its display without a code.
+      await api.put200({ resourceType: 'Encounter', id: 'rv-e1', status: 'finished', class: { system: 'urn:rv', display: 'Home visit' } });
+      await api.put200({ resourceType: 'Encounter', id: 'rv-e2', status: 'finished', class: { system: 'urn:rv', code: 'AMB' } });
+      // A Procedure whose reason is a contained Condition coded by display alone.
+      await api.put200({
+        resourceType: 'Procedure', id: 'rv-pc1', status: 'completed', subject: { reference: 'Patient/rv-p1' }, reasonReference: [{ reference: '#c' }],
+        contained: [{ resourceType: 'Condition', id: 'c', subject: { reference: 'Patient/rv-p1' }, code: { coding: [{ display: 'Back pain' }] } }],
+      });
     });
     afterAll(() => t.close());
 
@@ -35,5 +54,27 @@ await eachStore((kind, fresh) => {
       expect(ids(await api.search(`Practitioner?_count=3&_cursor=${cursorOf({ o: 0 })}`))).toEqual(['rv-pr0', 'rv-pr1', 'rv-pr2']);
       expect(ids(await api.search(`Practitioner?_count=3&_sort=active,_id&_cursor=${cursorOf({ o: 5 })}`))).toEqual(['rv-pr5', 'rv-pr6', 'rv-pr7']);
     });
+
+    const found = async (query: string) => ids(await api.search(query)).sort();
+
+    test('token :text finds a Coding\'s display that has no code, as it finds one that has', async () => {
+      expect(await found('Condition?code:text=headache')).toEqual(['rv-c1', 'rv-c3']);
+      expect(await found('Condition?code:text=migraine')).toEqual(['rv-c2']);
+      expect(await found('Condition?code:text=aura')).toEqual(['rv-c2']);
+      expect(await found('Encounter?class:text=home')).toEqual(['rv-e1']);
+      // In a chain and `_has`, and inside a contained resource.
+      expect(await found('Patient?_has:Condition:subject:code:text=migraine')).toEqual(['rv-p1']);
+      expect(await found('Procedure?reason-reference:Condition.code:text=back pain')).toEqual(['rv-pc1']);
+    });
+
+    test('a token\'s :missing counts a text without a code as a value, as :text finds it', async () => {
+      expect(await found('Condition?code:missing=true')).toEqual(['rv-c5']);
+      expect(await found('Condition?code:missing=false')).toEqual(['rv-c1', 'rv-c2', 'rv-c3', 'rv-c4']);
+      expect(await found('Encounter?class:missing=true')).toEqual([]);
+      expect(await found('Condition?_filter=code pr false')).toEqual(['rv-c5']);
+      expect(await found('Condition?_filter=code pr true')).toEqual(['rv-c1', 'rv-c2', 'rv-c3', 'rv-c4']);
+      expect(await found('Procedure?reason-reference:Condition.code:missing=false')).toEqual(['rv-pc1']);
+    });
   });
 });
+

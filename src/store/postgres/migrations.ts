@@ -734,4 +734,15 @@ UPDATE import_jobs SET owner_user = substring(spec from '"ownerUser":"([^"\\\\]*
   WHERE state IN ('accepted', 'in-progress');
 `,
   },
+  {
+    version: 45,
+    name: 'coding_display_text',
+    sql: `
+-- Index model 18 (src/fhir/reindex.ts): a Coding's display without a code is a string row of its parameter's
+-- \`:text\` (src/fhir/indexer.ts), which token \`:text\` finds (search.html: Coding.display) and \`:missing\`
+-- counts. A database holding resources gets them from the reindex that \`cinder serve\` runs at start (only
+-- the resources holding a \`display\` are rebuilt, their string rows); an empty one follows model 18 already.
+UPDATE index_state SET value = 18 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
+`,
+  },
 ];

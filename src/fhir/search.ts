@@ -31,8 +31,12 @@ export const DEFAULT_COUNT = 50;
 export const MAX_COUNT = 1000;
 /** At most this many resources are added by `_include` and `_revinclude` to one page. */
 export const MAX_INCLUDES = 1000;
-/** `:iterate` follows includes this many rounds at most. */
-export const MAX_ITERATIONS = 3;
+/**
+ * `:iterate` follows includes until a round adds nothing (search.html: "iterate until no more"), this many
+ * rounds past the first at most; each adds one included resource at least, of MAX_INCLUDES. Past it, a
+ * warning says that resources further along may be left out (a hierarchy deeper than that).
+ */
+export const MAX_ITERATIONS = 100;
 /**
  * The most `_include` and `_revinclude` parameters one search takes (`Type:*` and `*` name many
  * references at once): each is followed from every resource of a page, at every round.
@@ -977,6 +981,10 @@ export async function addIncludes(
       await referring([...byColumn].map(([param, vs]) => [param, param === 'target' ? targets.filter(([key]) => !own.has(key)).map(([, v]) => v) : [...vs.values()]]));
     }
     frontier = next;
+  }
+  const iterated = compiled.includes.some((i) => i.iterate) ? '_include:iterate' : compiled.revincludes.some((i) => i.iterate) ? '_revinclude:iterate' : undefined;
+  if (iterated && frontier.length && !warnings.length) {
+    warnings.push(issue('warning', 'too-costly', `${iterated} was followed ${MAX_ITERATIONS} rounds past the first: resources further along may be left out`, [iterated]));
   }
   return { included, warnings };
 }

@@ -2,7 +2,8 @@
  * Search defects found in review (issue #14), on both databases: an offset `_cursor` on a search that
  * pages by its last row's keys (`_id`, `_lastUpdated`) is a 400 naming `_cursor`, not the first page again;
  * token `:text` finds a Coding's display that has no code (search.html: Coding.display), and a token's
- * `:missing` agrees with `:text`: a text without a code is a value.
+ * `:missing` agrees with `:text`: a text without a code is a value; `:iterate` follows a hierarchy to its
+ * end (it stopped three rounds past the first, silently), and says so where it stops.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -74,6 +75,27 @@ await eachStore((kind, fresh) => {
       expect(await found('Condition?_filter=code pr false')).toEqual(['rv-c5']);
       expect(await found('Condition?_filter=code pr true')).toEqual(['rv-c1', 'rv-c2', 'rv-c3', 'rv-c4']);
       expect(await found('Procedure?reason-reference:Condition.code:missing=false')).toEqual(['rv-pc1']);
+    });
+
+    test(':iterate follows a hierarchy to its end, both ways, and warns where it stops (100 rounds past the first)', async () => {
+      const org = (i: number, last: number): Json => ({ resourceType: 'Organization', id: `rv-o${i}`, name: `Level ${i}`, ...(i < last ? { partOf: { reference: `Organization/rv-o${i + 1}` } } : {}) });
+      for (let i = 1; i <= 8; i++) await api.put200(org(i, 8));
+      const included = async (query: string) => {
+        const bundle = await api.search(query);
+        const entries = (bundle.entry ?? []) as Json[];
+        return {
+          ids: entries.filter((e) => e.search.mode === 'include').map((e) => e.resource.id),
+          warnings: entries.filter((e) => e.search.mode === 'outcome').flatMap((e) => e.resource.issue.map((i: Json) => i.diagnostics)),
+        };
+      };
+      const down = ['rv-o2', 'rv-o3', 'rv-o4', 'rv-o5', 'rv-o6', 'rv-o7', 'rv-o8'];
+      expect(await included('Organization?_id=rv-o1&_include:iterate=Organization:partof')).toEqual({ ids: down, warnings: [] });
+      expect(await included('Organization?_id=rv-o8&_revinclude:iterate=Organization:partof')).toEqual({ ids: [...down].reverse().slice(1).concat('rv-o1'), warnings: [] });
+      // A chain longer than the rounds: the first 101 levels past the match, and the warning.
+      for (let i = 1; i <= 104; i++) await api.put200({ ...org(i, 104), id: `rv-d${i}`, ...(i < 104 ? { partOf: { reference: `Organization/rv-d${i + 1}` } } : {}) });
+      const deep = await included('Organization?_id=rv-d1&_include:iterate=Organization:partof');
+      expect(deep.ids).toEqual(Array.from({ length: 101 }, (_, i) => `rv-d${i + 2}`));
+      expect(deep.warnings).toEqual(['_include:iterate was followed 100 rounds past the first: resources further along may be left out']);
     });
   });
 });

@@ -19,6 +19,11 @@ export interface Dialect {
   /** How a planned search (SearchPlan) probes each row, and joins its driver's rows to resources. */
   probe: Exclude<Correlation, 'in'>;
   driverJoin: string;
+  /**
+   * The join of a driver's row (its resource's key `pk`) to its resource, `resources r`, each read by that key
+   * whatever the plan (sortedDriven, whose conditions on `r` hold correlated subqueries).
+   */
+  resourceOf(pk: string): string;
   /** The FROM item, aliased `alias` with the column `res`, of a driver's resource rows (`select`: SELECT DISTINCT ... res). */
   driven(select: string, alias: string): string;
   /** As `driven`, with the columns `res` and `key` (`select`: SELECT DISTINCT ... res, ... key): a driver carrying the sort key (carriedKey). */
@@ -189,6 +194,8 @@ export const textArray = (values: string[]): string => `{${values.map((v) => `"$
 
 export const SQLITE: Dialect = {
   live: (a) => `${a}.deleted = 0`, placeholder: (n) => `?${n}`, probe: 'exists', driverJoin: 'CROSS JOIN',
+  // CROSS JOIN keeps the driver first: each row's resource is read by its key.
+  resourceOf: (pk) => `CROSS JOIN resources r ON r.pk = ${pk}`,
   // With the connections' 64 MB page cache: probes of rows in id order are random reads, 2 to 7 µs;
   // a set rejects a row on its key, 0.2 µs; a driver's rows come in key order, and the probes of
   // their neighbours share pages.
@@ -214,6 +221,11 @@ export const SQLITE: Dialect = {
 
 export const POSTGRES: Dialect = {
   live: (a) => `NOT ${a}.deleted`, placeholder: (n) => `$${n}`, probe: 'lateral', driverJoin: 'JOIN',
+  // Each row's resource by its key, in a lateral subquery the LIMIT keeps from being flattened: as a join, a
+  // plan without statistics (a new database, a bulk import not yet analyzed) read the type's rows by (tenant,
+  // type) for each of the driver's and tested the conditions on each pair: a later page of `Observation?
+  // _sort=status` took 0.6-4.6 s among 389 Observations (its first key tested 83,425 times), 5-25 ms analyzed.
+  resourceOf: (pk) => `CROSS JOIN LATERAL (SELECT * FROM resources r WHERE r.pk = ${pk} LIMIT 1) r`,
   // A set is read whole and its resources joined, in place of reading the type in order; a driver
   // row is joined with its resource row before the other conditions' probes.
   // A set intersected with a driver's rows is hashed with them (0.38 µs a row, measured from 19,379 to
@@ -2110,7 +2122,7 @@ function sortedDriven(b: SqlBuilder, q: SearchQuery, driven: string, where: stri
   const sql =
     `WITH m AS MATERIALIZED (SELECT ${DRIVER_ROW}.res AS pk, ${first} AS k0 FROM ${driven}), ` +
     `t AS MATERIALIZED (SELECT m.k0 AS v FROM m${beyond} ORDER BY m.k0${order} LIMIT 1 OFFSET ${b.v(Math.max(0, offset + q.count - 1))}) ` +
-    `SELECT ${COLUMNS} FROM (SELECT m.pk AS pk, ${keys.map(([e], i) => `${e} AS k${i}`).join(', ')} FROM m ${b.dialect.driverJoin} resources r ON r.pk = m.pk ` +
+    `SELECT ${COLUMNS} FROM (SELECT m.pk AS pk, ${keys.map(([e], i) => `${e} AS k${i}`).join(', ')} FROM m ${b.dialect.resourceOf('m.pk')} ` +
     `WHERE ${where}${from} AND (${threshold} IS NULL OR m.k0 ${cmp} ${threshold}) ORDER BY ${keys.map(([, o], i) => `k${i}${o}`).join(', ')} LIMIT ${b.v(q.count)}${offset ? ` OFFSET ${b.v(offset)}` : ''}) p ` +
     `${b.dialect.driverJoin} resources r ON r.pk = p.pk ORDER BY ${keys.map(([, o], i) => `p.k${i}${o}`).join(', ')}`;
   return { sql, values: b.values };

@@ -147,6 +147,17 @@ await eachStore((kind, fresh) => {
       expect(params(b, 'displayLanguage')).toEqual(['de']);
     });
 
+    test('an Accept-Language list spaced as HTTP allows is echoed as a valid code, and the expansion is valid FHIR', async () => {
+      const res = await t.request(`${t.fhir('t1')}/ValueSet/$expand?url=${encodeURIComponent(`${VS}all`)}&includeDesignations=true`, fhirInit(token, 'GET', undefined, { 'Accept-Language': 'fr,  es;q=0.9,\tde;q=0.8' }));
+      const r: OperationResponse = { status: res.status, body: (await res.json()) as OperationResponse['body'] };
+      expect(r.status).toBe(200);
+      expect(entry(r, 'red')?.display).toBe('Rojo');
+      expect(params(r, 'displayLanguage')).toEqual(['fr, es;q=0.9, de;q=0.8']);
+      const checked = await t.request(`${t.fhir('t1')}/ValueSet/$validate`, fhirInit(token, 'POST', r.body));
+      const outcome = (await checked.json()) as { issue: { severity: string; diagnostics?: string }[] };
+      expect(outcome.issue.filter((i) => i.severity === 'error')).toEqual([]);
+    });
+
     test('used-codesystem names the code systems drawn on even when no code of them is left; used-valueset the imported value sets', async () => {
       const none = await expand([{ name: 'url', valueUri: `${VS}none-left` }]);
       expect(none.status).toBe(200);

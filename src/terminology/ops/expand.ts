@@ -239,7 +239,8 @@ function expansionParameters(input: ExpandInput): ExpansionParameter[] {
   if (input.offset !== undefined) out.push({ name: 'offset', valueInteger: input.offset });
   if (input.activeOnly !== undefined) out.push({ name: 'activeOnly', valueBoolean: input.activeOnly });
   if (input.date !== undefined) out.push({ name: 'date', valueDateTime: input.date.text });
-  if (input.displayLanguage !== undefined) out.push({ name: 'displayLanguage', valueCode: input.displayLanguage });
+  // As a `code` (no whitespace but single spaces): an Accept-Language header may space its list with several, or tabs.
+  if (input.displayLanguage !== undefined) out.push({ name: 'displayLanguage', valueCode: input.displayLanguage.trim().replace(/\s+/g, ' ') });
   if (input.includeDesignations !== undefined) out.push({ name: 'includeDesignations', valueBoolean: input.includeDesignations });
   for (const d of input.designations ?? []) out.push({ name: 'designation', valueString: d });
   if (input.excludeNested !== undefined) out.push({ name: 'excludeNested', valueBoolean: input.excludeNested });

@@ -10,7 +10,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
-import { errorIssue, type OperationResponse, type Param, postOperation, putResource } from '../helpers/terminology-http.ts';
+import { errorIssue, getOperation, type OperationResponse, type Param, postOperation, putResource } from '../helpers/terminology-http.ts';
 
 const CS = 'http://cinder.test/CodeSystem/eco-colours';
 const VS = 'http://cinder.test/ValueSet/eco-';
@@ -259,6 +259,10 @@ await eachStore((kind, fresh) => {
       expect(where(await postOperation(t, token, 'ValueSet/$validate-code', [
         { name: 'url', valueUri: `${VS}all` }, { name: 'codeableConcept', valueCodeableConcept: { coding: [{ system: CS, code: 'red', display: 'Blue' }] } },
       ]))).toEqual(['CodeableConcept.coding[0].display']);
+      // A code that is not a FHIR code (here a leading space, as a GET may carry it) is not echoed: the answer stays valid FHIR.
+      const spaced = await getOperation(t, token, 'CodeSystem/$validate-code', { url: CS, code: ' red' });
+      expect(value(spaced, 'result')).toBe(false);
+      expect([value(spaced, 'code'), value(spaced, 'system')]).toEqual([undefined, undefined]);
       // A CodeableConcept has codes of its own, not one to echo.
       const cc = await postOperation(t, token, 'CodeSystem/$validate-code', [{ name: 'url', valueUri: CS }, { name: 'codeableConcept', valueCodeableConcept: { coding: [{ system: CS, code: 'red' }] } }]);
       expect(value(cc, 'result')).toBe(true);

@@ -9,6 +9,7 @@ import { type CheckedCoding, type ValidationSubject, validationSubject } from '.
 import type { CodeSystem } from '../model/code-system.ts';
 import type { DatePeriod } from '../model/date-time.ts';
 import { splitCanonical } from '../version.ts';
+import { checkPrimitive } from '../../fhir/validation/primitives.ts';
 import { checkSameCodeSystem } from './resolve-code-system.ts';
 import { finishMember, type LocatedIssue, locate, type ValidationResult } from './validation-result.ts';
 import { unusable } from './validate-value-set-code.ts';
@@ -80,7 +81,8 @@ export async function validateCodeSystemCode(
   const cs = await resolveCodeSystem(input.target, ctx);
   if (subject.kind === 'unusable') return unusable(subject.why, subject.path);
   if (cs === null) return unknownCodeSystem(input.target as CodeSystemTarget & { kind: 'url' }, subject, ctx);
-  const echoed = subject.kind === 'coding' ? { coding: { code: subject.coding.code, system: cs.url, version: cs.version } } : {};
+  // A code that is not a FHIR `code` (leading, trailing or repeated whitespace) is not echoed: the answer would be invalid FHIR.
+  const echoed = subject.kind === 'coding' && checkPrimitive('code', subject.coding.code) === undefined ? { coding: { code: subject.coding.code, system: cs.url, version: cs.version } } : {};
   const lookup: CodeSystemLookup = { codeSystem: () => cs };
   const whole = new CompiledConceptSet({ system: cs.url, where: `CodeSystem '${cs.url}'` });
   const codings = subject.kind === 'coding' ? [subject.coding] : subject.codings;

@@ -59,6 +59,9 @@ const supplemented = {
   resourceType: 'ValueSet', id: 'eco-supplemented', url: `${VS}supplemented`, status: 'active',
   extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/valueset-supplement', valueCanonical: `${SUPPLEMENT}|0.2.0` }], compose: { include: [{ system: CS }] },
 };
+const supplementIncluded = {
+  resourceType: 'ValueSet', id: 'eco-supplement-included', url: `${VS}supplement-included`, status: 'active', compose: { include: [{ system: SUPPLEMENT }] },
+};
 const missingSupplement = {
   resourceType: 'ValueSet', id: 'eco-missing-supplement', url: `${VS}missing-supplement`, status: 'active',
   extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/valueset-supplement', valueCanonical: 'http://cinder.test/CodeSystem/eco-nothing' }], compose: { include: [{ system: CS }] },
@@ -84,7 +87,7 @@ await eachStore((kind, fresh) => {
     beforeAll(async () => {
       t = await createTestApp({ store: await fresh() });
       token = await t.token();
-      for (const r of [codeSystem, supplement, all, imported, noneLeft, enumerated, supplemented, missingSupplement, missingVersion]) await putResource(t, token, r);
+      for (const r of [codeSystem, supplement, all, imported, noneLeft, enumerated, supplemented, supplementIncluded, missingSupplement, missingVersion]) await putResource(t, token, r);
     });
     afterAll(() => t.close());
 
@@ -214,6 +217,19 @@ await eachStore((kind, fresh) => {
       expect(params(await expand([{ name: 'url', valueUri: `${VS}all` }]), 'used-supplement')).toEqual([]);
       const missing = await expand([{ name: 'url', valueUri: `${VS}missing-supplement` }]);
       expect(errorIssue(missing, 400)).toMatchObject({ code: 'not-found', text: `The supplement 'http://cinder.test/CodeSystem/eco-nothing' that '${VS}missing-supplement' names could not be found` });
+    });
+
+    test('a supplement included as if it were a code system has no codes: $expand is a 400, $validate-code false', async () => {
+      const r = await expand([{ name: 'url', valueUri: `${VS}supplement-included` }]);
+      expect(errorIssue(r, 400)).toMatchObject({
+        code: 'invalid',
+        text: `ValueSet '${VS}supplement-included' compose.include[0]: CodeSystem '${SUPPLEMENT}' version '0.2.0' is a supplement, so it cannot be expanded; include the code system it supplements ('${CS}')`,
+      });
+      const v = await postOperation(t, token, 'ValueSet/$validate-code', [{ name: 'url', valueUri: `${VS}supplement-included` }, { name: 'coding', valueCoding: { system: SUPPLEMENT, code: 'red' } }]);
+      expect(value(v, 'result')).toBe(false);
+      expect(String(value(v, 'message'))).toContain(`CodeSystem '${SUPPLEMENT}' version '0.2.0' is a supplement, so it cannot be used as a value in Coding.system`);
+      // The code system it supplements still expands, with the supplement's designations where a value set names it.
+      expect((await expand([{ name: 'url', valueUri: `${VS}supplemented` }])).status).toBe(200);
     });
 
     test('excludeNotForUI true leaves out the abstract codes that only group others', async () => {

@@ -189,6 +189,10 @@ async function* systemCandidates(set: CompiledConceptSet, system: string, lookup
     for (const c of listed) yield { system, version: set.version, code: c.code, display: c.display, abstract: false, inactive: false };
     return;
   }
+  if (cs.content === 'supplement') {
+    // A supplement adds designations and properties to another code system's codes: it has no codes of its own to include.
+    throw invalid(`${set.where}: CodeSystem ${systemLabel(system, cs.version)} is a supplement, so it cannot be expanded; include the code system it supplements ('${cs.resource.supplements}')`);
+  }
   if (listed !== undefined) {
     for (const c of listed) {
       const e = cs.find(c.code);

@@ -109,7 +109,8 @@ async function run(ctx: Context, io: CliIO, tenant: string, jobId: string, owner
   for (const type of readPlan(job).spec.types) total += await ctx.store.resources.count(tenant, { type, where: [], sort: [], count: 0 });
   const bar = progressBar(io, total);
   const outcome = await runJob({
-    ...runSettings(ctx.config), settleMs: 0, store: ctx.store, sink: createFileSink(out), clock: ctx.clock, log: ctx.log, owner,
+    // Into a local directory, with a person waiting: a storage error is reported at once, not waited out.
+    ...runSettings(ctx.config), settleMs: 0, storageWaitMs: 0, store: ctx.store, sink: createFileSink(out), clock: ctx.clock, log: ctx.log, owner,
     keyPrefix: () => '', onProgress: (n, label) => bar(n, label),
   }, job);
   const after = (await ctx.store.exports.jobs.get(tenant, jobId))!;

@@ -7,6 +7,7 @@ import type { JobProgress } from './spec.ts';
 import { encodeProgress, JobDataError, readPlan, readProgress, unreadableReason } from './job-data.ts';
 import type { StepContext } from './step-context.ts';
 import { runStep } from './steps.ts';
+import { awaitStorage, storageUnreachable } from './storage-outage.ts';
 
 /** The plain settings a job runner takes from the configuration (workers get them as data). */
 export interface RunSettings {
@@ -17,6 +18,11 @@ export interface RunSettings {
   pageSize: number;
   /** Claims of a job that ended in an unexpected error before it is marked failed. */
   maxAttempts: number;
+  /**
+   * How long a job whose export storage cannot be reached waits for it before the failure counts as an
+   * attempt (pauseForStorage).
+   */
+  storageWaitMs: number;
   /**
    * Waits until the kick-off's time (createdAt) + settleMs before reading, so that writes stamped at or
    * before transactionTime but still committing in another process are visible.
@@ -102,10 +108,29 @@ async function pauseForOutage(deps: RunDeps, job: ExportJob, log: RunDeps['log']
   }
 }
 
+/** A key no job writes, whose size tells whether the export storage answers at all. */
+const probeKey = (job: ExportJob) => `${jobPrefix(job)}/storage-probe`;
+
+/**
+ * The export storage could not be reached when the attempt failed (an S3 outage, a disk that cannot be
+ * read): not the job's fault either. Wait for the storage (up to `storageWaitMs`), then hand the job back
+ * with this attempt refunded, so that the next claim resumes it from its last checkpoint instead of a
+ * burst of immediate retries failing it; a worker told to stop hands it back at once. Undefined when the
+ * storage stays away that long: the failure then counts as an attempt.
+ */
+async function pauseForStorage(deps: RunDeps, job: ExportJob, log: RunDeps['log'], cause: unknown): Promise<RunOutcome | undefined> {
+  log.warn('export paused: the export storage cannot be reached', { err: cause });
+  const state = await awaitStorage(deps.sink, probeKey(job), OUTAGE_POLL_MS, deps.storageWaitMs, deps.signal);
+  if (state === 'gave-up') return undefined;
+  await deps.store.exports.jobs.release(job.id, deps.owner, deps.clock.now(), { refundAttempt: true });
+  if (state === 'back') log.info('export handed back after the storage outage');
+  return state === 'back' ? 'paused' : 'stopped';
+}
+
 /**
  * Runs (or resumes) a claimed job to its end: streams every step, checkpointing at file boundaries, then
  * completes it. A cancelled job's files are removed; a stopping worker hands the job back; a database
- * outage pauses it (pauseForOutage); an unexpected error is retried by a later claim until
+ * outage pauses it (pauseForOutage), as does an export storage that cannot be reached (pauseForStorage); an unexpected error is retried by a later claim until
  * `maxAttempts`, then the job fails with a message for the client (what failed, that it may be tried again) and
  * the cause in the log, under the job's id.
  */
@@ -141,6 +166,10 @@ export async function runJob(deps: RunDeps, job: ExportJob): Promise<RunOutcome>
       log.error('export job data unreadable', { reason: err.message });
       await deps.store.exports.jobs.fail(job.id, deps.owner, now, unreadableReason(err), now + deps.fileTtlMs);
       return 'failed';
+    }
+    if (deps.storageWaitMs > 0 && (await storageUnreachable(deps.sink, probeKey(job)))) {
+      const paused = await pauseForStorage(deps, job, log, err);
+      if (paused !== undefined) return paused;
     }
     log.error('export attempt failed', { err });
     if (job.attempts < deps.maxAttempts) {

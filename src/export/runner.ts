@@ -8,6 +8,8 @@ import { runJob, type RunDeps, type RunOutcome, type RunSettings } from './run-j
 export const PAGE_SIZE = 2000;
 /** Claims of a job that ended in an unexpected error before it is marked failed. */
 export const MAX_ATTEMPTS = 3;
+/** See RunSettings.storageWaitMs: an S3 outage of a few minutes does not fail the exports it interrupts. */
+export const STORAGE_WAIT_MS = 10 * 60_000;
 /** See RunDeps.settleMs. */
 export const SETTLE_MS = 1000;
 
@@ -19,6 +21,7 @@ export function runSettings(config: Config): RunSettings {
     fileTtlMs: config.exportFileTtl * 1000,
     pageSize: PAGE_SIZE,
     maxAttempts: MAX_ATTEMPTS,
+    storageWaitMs: STORAGE_WAIT_MS,
     settleMs: SETTLE_MS,
   };
 }

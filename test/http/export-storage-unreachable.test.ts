@@ -2,7 +2,9 @@
  * A download (an export file, an `$import` error file) while the export storage cannot tell whether the file
  * is there (S3 unreachable or answering 5xx, a disk error): a 503 `transient` with Retry-After, and the
  * file once the storage answers again; never the 410 of a file removed for good, which tells a client to
- * start its export again. A file that is not stored is still a 410. On both databases.
+ * start its export again. A file that is not stored is still a 410. A job whose storage cannot be reached
+ * while it writes waits for it and resumes (its attempt refunded), rather than failing after a burst of
+ * retries. On both databases.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -10,16 +12,21 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openSink, type ExportSink } from '../../src/export/sink.ts';
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
-import { eachStore, finish, kickOff, patient, put } from '../helpers/export.ts';
+import { eachStore, finish, kickOff, patient, put, runExports } from '../helpers/export.ts';
 
-/** A file sink whose `size` fails while `down` is set, as an unreachable storage's does. */
+/** A file sink whose `size`, and the writes of the files it opens, fail while `down` is set, as an unreachable storage's do. */
 function flakySink(dir: string): ExportSink & { down: boolean } {
   const sink = openSink(`file:${dir}`, {});
+  const refused = () => Promise.reject(new Error('ECONNREFUSED 127.0.0.1:9000'));
   const flaky = {
     ...sink,
     kind: sink.kind,
     down: false,
-    size: (key: string) => (flaky.down ? Promise.reject(new Error('ECONNREFUSED 127.0.0.1:9000')) : sink.size(key)),
+    size: (key: string) => (flaky.down ? refused() : sink.size(key)),
+    open: (key: string) => {
+      const w = sink.open(key);
+      return { write: (c: string | Uint8Array) => (flaky.down ? refused() : w.write(c)), close: () => (flaky.down ? refused() : w.close()), abort: () => w.abort() };
+    },
   };
   return flaky;
 }
@@ -64,6 +71,28 @@ await eachStore((kind, fresh) => {
       expect(await res.text()).toContain('"id":"p1"');
       rmSync(dir, { recursive: true, force: true });
       expect((await t.request(url, fhirInit(token))).status).toBe(410);
+    });
+
+    test('a job whose storage cannot be reached waits for it and resumes, not failed; one that stays away counts its attempts', async () => {
+      const status = await kickOff(t, token, '/$export?_type=Patient');
+      sink.down = true;
+      setTimeout(() => (sink.down = false), 1200);
+      // Handed back with its attempt refunded once the storage answers, then completed by the next claim.
+      expect(await runExports(t, {}, sink)).toEqual(['paused', 'completed']);
+      const manifest = (await (await t.request(status, fhirInit(token))).json()) as { output: { url: string; count: number }[] };
+      expect(manifest.output.map((o) => o.count)).toEqual([1]);
+      const res = await t.request(manifest.output[0]!.url, fhirInit(token));
+      expect(res.status).toBe(200);
+      expect(await res.text()).toContain('"id":"p1"');
+      // A storage away longer than the wait: the failures count, and the job fails as before.
+      const gone = await kickOff(t, token, '/$export?_type=Patient');
+      sink.down = true;
+      try {
+        expect(await runExports(t, { storageWaitMs: 50 }, sink)).toEqual(['retry', 'retry', 'failed']);
+      } finally {
+        sink.down = false;
+      }
+      expect((await t.request(gone, fhirInit(token))).status).toBe(500);
     });
 
     test("an $import input's error file is a 503 with Retry-After, then downloads", async () => {

@@ -116,7 +116,7 @@ const probeKey = (job: ExportJob) => `${jobPrefix(job)}/storage-probe`;
  * read): not the job's fault either. Wait for the storage (up to `storageWaitMs`), then hand the job back
  * with this attempt refunded, so that the next claim resumes it from its last checkpoint instead of a
  * burst of immediate retries failing it; a worker told to stop hands it back at once. Undefined when the
- * storage stays away that long: the failure then counts as an attempt.
+ * storage stays away that long: the job then fails, as another attempt would only wait as long again.
  */
 async function pauseForStorage(deps: RunDeps, job: ExportJob, log: RunDeps['log'], cause: unknown): Promise<RunOutcome | undefined> {
   log.warn('export paused: the export storage cannot be reached', { err: cause });
@@ -167,12 +167,15 @@ export async function runJob(deps: RunDeps, job: ExportJob): Promise<RunOutcome>
       await deps.store.exports.jobs.fail(job.id, deps.owner, now, unreadableReason(err), now + deps.fileTtlMs);
       return 'failed';
     }
+    // A storage waited for in vain is not tried again at once: another attempt would wait as long (a bucket that is not there).
+    let waited = false;
     if (deps.storageWaitMs > 0 && (await storageUnreachable(deps.sink, probeKey(job)))) {
       const paused = await pauseForStorage(deps, job, log, err);
       if (paused !== undefined) return paused;
+      waited = true;
     }
     log.error('export attempt failed', { err });
-    if (job.attempts < deps.maxAttempts) {
+    if (job.attempts < deps.maxAttempts && !waited) {
       await deps.store.exports.jobs.release(job.id, deps.owner, now);
       return 'retry';
     }

@@ -7,30 +7,8 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
+import { tailHold } from '../helpers/loop.ts';
 import type { Json } from '../helpers/fhir.ts';
-
-/**
- * What `work` answers, how long it took, and how long before its answer the event loop last turned (a chain
- * of setImmediate callbacks, one per turn), in ms: work that holds the loop to its end has a tail of most of
- * its time, work that lets it turn every few ms one of a few ms.
- */
-async function tailHold<T>(work: () => T | Promise<T>): Promise<{ result: T; took: number; tail: number }> {
-  const started = performance.now();
-  let last = started;
-  let running = true;
-  const beat = () => {
-    last = performance.now();
-    if (running) setImmediate(beat);
-  };
-  setImmediate(beat);
-  try {
-    const result = await work();
-    const now = performance.now();
-    return { result, took: now - started, tail: now - last };
-  } finally {
-    running = false;
-  }
-}
 
 /** An Observation with many components: its validation costs far more than its entry's shell or its JSON text. */
 function observation(i: number, status = 'final'): Json {

@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
+import { tailHold } from '../helpers/loop.ts';
 import type { Json } from '../helpers/fhir.ts';
 import { parseFhirXml } from '../../src/fhir/xml/from-xml.ts';
 import { XML_SLICE } from '../../src/fhir/xml/from-xml-paced.ts';
@@ -31,29 +32,6 @@ function observation(i: number): Json {
 }
 
 const transaction = (n: number): Json => ({ resourceType: 'Bundle', type: 'transaction', entry: Array.from({ length: n }, (_, i) => observation(i)) });
-
-/**
- * What `work` answers, how long it took, and how long before its answer the event loop last turned (a chain
- * of setImmediate callbacks, one per turn), in ms: work that holds the loop to its end has a tail of most of
- * its time, work that lets it turn every few ms one of a few ms.
- */
-async function tailHold<T>(work: () => T | Promise<T>): Promise<{ result: T; took: number; tail: number }> {
-  const started = performance.now();
-  let last = started;
-  let running = true;
-  const beat = () => {
-    last = performance.now();
-    if (running) setImmediate(beat);
-  };
-  setImmediate(beat);
-  try {
-    const result = await work();
-    const now = performance.now();
-    return { result, took: now - started, tail: now - last };
-  } finally {
-    running = false;
-  }
-}
 
 await eachStore((kind, fresh) => {
   describe(`XML bodies read in slices (${kind})`, () => {

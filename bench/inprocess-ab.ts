@@ -3,7 +3,7 @@
  * (no sockets), without the drift between runs that makes separate processes hard to compare on a
  * shared machine (both apps see the same heap, cores and moment):
  *
- *   bun bench/inprocess-ab.ts <checkout A> <checkout B> [--rounds N] [--route validate|read|pages|update]
+ *   bun bench/inprocess-ab.ts <checkout A> <checkout B> [--rounds N] [--route validate|read|pages|update|transaction]
  *
  * Each checkout (a directory such as a git worktree with its dependencies installed) gets its own
  * in-process app on a fresh SQLite file (its `test/helpers/app.ts`), with what the route needs:
@@ -11,7 +11,7 @@
  * `bench/http.ts` (about 90% of the codes outside it), `read` one Patient, `pages` 6,000 Observations
  * (three codes, a date each) and the later pages of two sorted searches (`_sort=-date`, and with
  * `code=`, 20 a page), reached by each checkout's own `next` links, `update` PUTs of 1,000 Patients in turn
-(each a new version). Then rounds of 2,000
+(each a new version), `transaction` transactions of 10 such PUTs each. Then rounds of 2,000
  * requests (200 for `pages`) alternate between the two (A B, B A, ...), the first two rounds discarded as warm-up.
  * Prints the lowest, lower-quartile and median CPU µs per request of each.
  */
@@ -22,12 +22,12 @@ const { values, positionals } = parseArgs({
   allowPositionals: true,
   options: { rounds: { type: 'string', default: '30' }, route: { type: 'string', default: 'validate' } },
 });
-if (positionals.length !== 2 || !['validate', 'read', 'pages', 'update'].includes(values.route)) {
-  console.error('usage: bun bench/inprocess-ab.ts <checkout A> <checkout B> [--rounds N] [--route validate|read|pages|update]');
+if (positionals.length !== 2 || !['validate', 'read', 'pages', 'update', 'transaction'].includes(values.route)) {
+  console.error('usage: bun bench/inprocess-ab.ts <checkout A> <checkout B> [--rounds N] [--route validate|read|pages|update|transaction]');
   process.exit(2);
 }
 const rounds = Number(values.rounds);
-const PER_ROUND = values.route === 'pages' ? 200 : 2000;
+const PER_ROUND = values.route === 'pages' || values.route === 'transaction' ? 200 : 2000;
 const CONCEPTS = 100_000;
 
 interface Side {
@@ -85,6 +85,13 @@ async function side(dir: string): Promise<Side> {
   } else if (values.route === 'update') {
     const body = (i: number) => JSON.stringify({ resourceType: 'Patient', id: `p${i % 1000}`, name: [{ family: `Family${i}`, given: ['Write'] }], gender: 'female', birthDate: '1970-01-01' });
     request = (i) => new Request(`${fhir}/Patient/p${i % 1000}`, { method: 'PUT', headers, body: body(i) });
+  } else if (values.route === 'transaction') {
+    const entry = (i: number, k: number) => ({
+      resource: { resourceType: 'Patient', id: `t${k}`, name: [{ family: `Family${i}`, given: ['Write'] }], gender: 'female', birthDate: '1970-01-01' },
+      request: { method: 'PUT', url: `Patient/t${k}` },
+    });
+    const body = (i: number) => JSON.stringify({ resourceType: 'Bundle', type: 'transaction', entry: Array.from({ length: 10 }, (_, k) => entry(i, (i % 100) * 10 + k)) });
+    request = (i) => new Request(fhir, { method: 'POST', headers, body: body(i) });
   } else {
     await put('Patient/bench', { resourceType: 'Patient', id: 'bench', name: [{ family: 'Bench', given: ['Read'] }], gender: 'female', birthDate: '1970-01-01' });
     const url = `${fhir}/Patient/bench`;

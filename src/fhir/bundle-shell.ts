@@ -3,7 +3,7 @@
  * requests and invariants), apart from its entries' resources, which are validated as they are written.
  */
 import type { Resource } from './resource.ts';
-import { validateResource, type ValidationIssue, type ValidationLevel } from './validation/validate.ts';
+import { capped, validateResource, type ValidationIssue, type ValidationLevel } from './validation/validate.ts';
 
 type Json = Record<string, unknown>;
 
@@ -60,14 +60,98 @@ export function shellErrors(bundle: Resource, level: ValidationLevel): Validatio
   if (level === 'off') return [];
   // No entries, as an empty array (which R4 JSON forbids), is taken as none.
   const shell = Array.isArray(bundle.entry) && bundle.entry.length === 0 ? withoutEntry(bundle) : bundle;
-  const issues = validateResource(shell, level, undefined, { entryResources: false }).filter((i) => i.severity === 'error');
+  return located(validateResource(shell, level, undefined, { entryResources: false }), shell);
+}
+
+/** The errors of `issues`, each invariant over all entries at the entries that break it. */
+function located(issues: ValidationIssue[], shell: Resource): ValidationIssue[] {
   const entries = Array.isArray(shell.entry) ? (shell.entry as Json[]) : [];
-  return issues.flatMap((issue) => {
+  return issues.filter((i) => i.severity === 'error').flatMap((issue) => {
     const culprits = issue.expression === 'Bundle' && issue.invariant !== undefined ? OVER_ENTRIES[issue.invariant]?.(shell.type, entries) : undefined;
     // Should the rule and the validator ever disagree, the issue stays the Bundle's.
     if (culprits === undefined || culprits.length === 0) return [issue];
     return culprits.map(([index, element]) => ({ ...issue, expression: `Bundle.entry[${index}].${element}` }));
   });
+}
+
+/** How many entries are validated between two looks at the clock (about 2 ms of strict validation). */
+export const SHELL_CHUNK = 1000;
+
+/**
+ * shellErrors with turns of the event loop every WORK_SLICE_MS (`pace`): the same issues in the same order.
+ * A Bundle of more than SHELL_CHUNK entries is validated a chunk of entries at a time (90,000 entries held
+ * the loop about 0.5 s, most of it in the invariants over all entries). Each chunk stands in the Bundle for
+ * all its entries; the Bundle's own issues, and where its entries' and its invariants' issues fall among
+ * them, come from one more validation of it with two entries that break each invariant over entries
+ * (bdl-2, -3, -4, -7): each of those is kept if a chunk breaks it, bdl-7 also if two chunks share a fullUrl.
+ * Element ids, unique across a resource, would be checked per chunk only: entries that have any are
+ * validated whole, at once, as shellErrors does.
+ */
+export async function pacedShellErrors(bundle: Resource, level: ValidationLevel, pace: () => Promise<void> | undefined): Promise<ValidationIssue[]> {
+  const entries = bundle.entry;
+  if (level === 'off' || !Array.isArray(entries) || entries.length <= SHELL_CHUNK || (bundle.type !== 'transaction' && bundle.type !== 'batch')) {
+    return shellErrors(bundle, level);
+  }
+  const options = { entryResources: false, uncapped: true };
+  const fromEntries: ValidationIssue[] = [];
+  const broken = new Set<string>();
+  const fullUrls = new Set<string>();
+  for (let at = 0; at < entries.length; at += SHELL_CHUNK) {
+    const chunk = entries.slice(at, at + SHELL_CHUNK) as unknown[];
+    if (chunk.some((e) => holdsElementIds(e))) return shellErrors(bundle, level);
+    for (const issue of validateResource({ ...bundle, entry: chunk }, level, undefined, options)) {
+      const index = ENTRY.exec(issue.expression)?.[1];
+      if (index !== undefined) fromEntries.push({ ...issue, expression: `Bundle.entry[${at + Number(index)}]${issue.expression.slice(index.length + 14)}` });
+      else if (issue.expression === 'Bundle' && issue.invariant !== undefined && issue.invariant in OVER_ENTRIES) broken.add(issue.invariant);
+    }
+    if (level === 'strict' && repeatsFullUrl(chunk, fullUrls)) broken.add('bdl-7');
+    await pace();
+  }
+  // The Bundle's own issues, with the sample entries' block where the entries' issues go and every invariant over entries broken.
+  const frame = validateResource({ ...bundle, entry: SAMPLE }, level, undefined, options);
+  const block = frame.findIndex((i) => ENTRY.test(i.expression));
+  if (block < 0) return shellErrors(bundle, level);
+  const own = (list: ValidationIssue[]) => list.filter((i) => !ENTRY.test(i.expression) && !(i.expression === 'Bundle' && i.invariant !== undefined && i.invariant in OVER_ENTRIES && !broken.has(i.invariant)));
+  const all = [...own(frame.slice(0, block)), ...fromEntries, ...own(frame.slice(block))];
+  return located(capped(all), bundle);
+}
+
+/** `Bundle.entry[i]` at the start of an expression (14 characters besides the index). */
+const ENTRY = /^Bundle\.entry\[(\d+)\]/;
+
+/**
+ * Two entries that break bdl-2 (a search), bdl-3 (no request), bdl-4 (a response) and bdl-7 (one fullUrl) in
+ * a transaction or batch, each with an element unknown at every level (where the entries' issues go).
+ */
+const SAMPLE = [0, 1].map(() => ({ fullUrl: 'urn:uuid:00000000-0000-4000-8000-000000000000', search: { mode: 'match' }, response: { status: '200' }, sample: true }));
+
+/**
+ * Whether an entry shares `fullUrl & resource.meta.versionId` (bdl-7's FHIRPath: a missing version
+ * concatenates as empty) with another of `entries` or one `seen` before (to which they are added).
+ */
+function repeatsFullUrl(entries: unknown[], seen: Set<string>): boolean {
+  for (const e of entries) {
+    if (e === null || typeof e !== 'object' || Array.isArray(e)) continue;
+    const { fullUrl, resource } = e as Json;
+    if (fullUrl === undefined || fullUrl === null) continue;
+    const version = ((resource as Json | undefined)?.meta as Json | undefined)?.versionId;
+    const key = String(fullUrl) + (typeof version === 'string' ? version : '');
+    if (seen.has(key)) return true;
+    seen.add(key);
+  }
+  return false;
+}
+
+/** Whether an entry, its resource left out, has an element id anywhere (`id`, a string, in an object). */
+function holdsElementIds(value: unknown, top = true): boolean {
+  if (value === null || typeof value !== 'object') return false;
+  if (Array.isArray(value)) return value.some((v) => holdsElementIds(v, false));
+  for (const key in value) {
+    if (top && key === 'resource') continue;
+    const v = (value as Json)[key];
+    if ((key === 'id' && typeof v === 'string') || holdsElementIds(v, false)) return true;
+  }
+  return false;
 }
 
 function withoutEntry(bundle: Resource): Resource {

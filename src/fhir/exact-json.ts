@@ -46,7 +46,7 @@ export interface JsonScan {
 }
 
 /** The index of the quote that closes the string opened at `start`: the first one after an even number of backslashes (-1: none). */
-function stringEnd(text: string, start: number): number {
+export function stringEnd(text: string, start: number): number {
   let end = text.indexOf('"', start + 1);
   while (end > 0 && text.charCodeAt(end - 1) === 92) {
     let k = end - 2;
@@ -83,32 +83,72 @@ const rewritten = (literal: string) => String(+literal) !== literal;
  * on, so a huge object costs linear time. Names are compared as written, which is exact for names without
  * escapes; should any name hold one (`"\\u0069d"` is `id`), the text is checked again by the names as
  * JSON.parse reads them (duplicateDecoded), which no FHIR JSON needs. The check is inline, not a method
- * per name: calls cost three times as much (ARCHITECTURE.md, Request bodies).
+ * per name: calls cost three times as much (ARCHITECTURE.md, Request bodies). A scan may also be read in
+ * slices (startScan, scanTo, scanResult): the same answer.
  */
 export function scanJson(text: string, keys = false): JsonScan {
-  let depth = 0;
-  let deepest = 0;
-  let literals = false;
-  // Names (keys): positions of the open objects' names, where each level's begin, its Set once large.
-  // The stacks are kept between scans (a scan runs to its end without yielding), grown as a text needs.
-  let starts = keys ? NAME_STARTS : EMPTY;
-  let lengths = keys ? NAME_LENGTHS : EMPTY;
-  let firsts = keys ? LEVEL_FIRSTS : EMPTY;
-  // The Sets of the open objects with many names, by level (few texts have any: never read while empty).
-  const sets = new Map<number, Set<string>>();
-  let named = 0;
-  let found = -1;
-  let escaped = false;
-  let backslash = keys ? text.indexOf('\\') : -1;
-  let stringStart = -1;
-  let stringClose = -1;
-  const n = text.length;
-  for (let i = 0; i < n; i++) {
+  const scan = startScan(keys, false);
+  scanTo(text, scan, text.length);
+  return scanResult(text, scan);
+}
+
+/**
+ * Where scanJson is in a text, between two calls of scanTo: a scan read in slices (src/fhir/json-paced.ts)
+ * lets the event loop turn between them. A scan of its own (`own`) has stacks of its own, as a paused scan
+ * must: the shared ones (NAME_STARTS...) are another scan's as soon as the loop turns.
+ */
+export interface ScanState {
+  readonly keys: boolean;
+  readonly own: boolean;
+  /** The index of the next character to read (at least the text's length once the scan is done). */
+  at: number;
+  depth: number;
+  deepest: number;
+  literals: boolean;
+  starts: Int32Array<ArrayBuffer>;
+  lengths: Int32Array<ArrayBuffer>;
+  firsts: Int32Array<ArrayBuffer>;
+  /** The Sets of the open objects with many names, by level (few texts have any: never read while empty). */
+  sets: Map<number, Set<string>>;
+  named: number;
+  found: number;
+  escaped: boolean;
+  /** -2: not looked for yet (the first slice looks). */
+  backslash: number;
+  stringStart: number;
+  stringClose: number;
+}
+
+/** A scan at the start of a text; `own`: with stacks of its own, for a scan that pauses. */
+export function startScan(keys: boolean, own: boolean): ScanState {
+  const stacks = !keys ? [EMPTY, EMPTY, EMPTY] : own ? [new Int32Array(256), new Int32Array(256), new Int32Array(64)] : [NAME_STARTS, NAME_LENGTHS, LEVEL_FIRSTS];
+  return {
+    keys, own, at: 0, depth: 0, deepest: 0, literals: false, starts: stacks[0]!, lengths: stacks[1]!, firsts: stacks[2]!,
+    sets: new Map(), named: 0, found: -1, escaped: false, backslash: -2, stringStart: -1, stringClose: -1,
+  };
+}
+
+/**
+ * Reads `text` from where `s` is to about `limit` (a string or number that crosses it is read whole);
+ * returns whether the text is read to its end.
+ */
+export function scanTo(text: string, s: ScanState, limit: number): boolean {
+  // The hot loop works on locals, written back once at the end of the slice.
+  const keys = s.keys;
+  let { depth, deepest, literals, starts, lengths, firsts, named, found, escaped, backslash, stringStart, stringClose } = s;
+  const sets = s.sets;
+  if (backslash === -2) backslash = keys ? text.indexOf('\\') : -1;
+  const n = Math.min(limit, text.length);
+  let i = s.at;
+  for (; i < n; i++) {
     const c = text.charCodeAt(i);
     if (c === 34) {
       stringStart = i;
       i = stringClose = stringEnd(text, i);
-      if (i < 0) break;
+      if (i < 0) {
+        i = text.length;
+        break;
+      }
     } else if (c > 44) {
       // Below 45: whitespace and `,`. Outside strings `-` and digits start numbers, and nothing else holds them.
       if (c <= 57) {
@@ -163,13 +203,31 @@ export function scanJson(text: string, keys = false): JsonScan {
       }
     }
   }
-  const duplicate = escaped ? duplicateDecoded(text) : found;
-  if (keys) {
-    NAME_STARTS = starts;
-    NAME_LENGTHS = lengths;
-    LEVEL_FIRSTS = firsts;
+  s.at = i;
+  s.depth = depth;
+  s.deepest = deepest;
+  s.literals = literals;
+  s.starts = starts;
+  s.lengths = lengths;
+  s.firsts = firsts;
+  s.named = named;
+  s.found = found;
+  s.escaped = escaped;
+  s.backslash = backslash;
+  s.stringStart = stringStart;
+  s.stringClose = stringClose;
+  return i >= text.length;
+}
+
+/** What a scan read to the end of `text` found; a shared scan hands its stacks, grown perhaps, to the next. */
+export function scanResult(text: string, s: ScanState): JsonScan {
+  const duplicate = s.escaped ? duplicateDecoded(text) : s.found;
+  if (s.keys && !s.own) {
+    NAME_STARTS = s.starts;
+    NAME_LENGTHS = s.lengths;
+    LEVEL_FIRSTS = s.firsts;
   }
-  return { depth: deepest, literals, duplicate };
+  return { depth: s.deepest, literals: s.literals, duplicate };
 }
 
 /** An object's names are compared one by one up to this many; from it on, through a Set of them. */
@@ -299,7 +357,7 @@ function literalsOf(holder: Holder): Map<string, string> {
  * value held reads as it, and once any is recorded a number written as String writes it forgets what an
  * earlier one of its key recorded.
  */
-function recordLiterals(text: string, root: Holder): void {
+export function recordLiterals(text: string, root: Holder): void {
   // Per level (0: the root's container): whether an array, its current item or the current key's quotes, and the container once looked up.
   const arrays: boolean[] = [];
   const items: number[] = [];

@@ -1,6 +1,6 @@
 import { FhirError } from '../errors.ts';
 import { MAX_JSON_DEPTH } from '../terminology/model/depth.ts';
-import { carryLiterals, memberPath, parseExact, scanJson, stringifyExact } from './exact-json.ts';
+import { carryLiterals, type JsonScan, memberPath, parseExact, scanJson, stringifyExact } from './exact-json.ts';
 import { hasEndpoint, ID_PATTERN, isResourceType } from './resource-types.ts';
 
 export type Resource = Record<string, unknown> & { resourceType: string; id?: string; meta?: Record<string, unknown> };
@@ -16,10 +16,10 @@ export function tooDeep(what: string): FhirError {
  * `what` (`The request body`). R4 resources nest a few dozen levels (a CodeSystem's concept hierarchy
  * more); every walk over a resource (validation, indexing, FHIRPath, patch) recurses once per level, and
  * the bound keeps a hostile body far from the end of the stack. One scan of the text (scanJson) finds
- * both its depth and whether its numbers need recording.
+ * both its depth and whether its numbers need recording (`scan`: that of the text with its names, when the
+ * caller has it).
  */
-export function parseBounded(text: string, what: string, malformed: (err: Error) => FhirError): unknown {
-  const scan = scanJson(text, true);
+export function parseBounded(text: string, what: string, malformed: (err: Error) => FhirError, scan: JsonScan = scanJson(text, true)): unknown {
   const deep = scan.depth > MAX_JSON_DEPTH;
   let value: unknown;
   try {
@@ -42,8 +42,13 @@ function repeatedName(what: string, text: string, at: number, value: unknown): F
 }
 
 /** Parses a request body as JSON (parseBounded), or throws a 400 OperationOutcome saying where it is malformed. */
-export function parseJson(text: string): unknown {
-  return parseBounded(text, 'The request body', (err) => new FhirError('structure', `Request body is not valid JSON: ${err.message}`, { cause: err }));
+export function parseJson(text: string, scan?: JsonScan): unknown {
+  return parseBounded(text, 'The request body', malformedBody, scan);
+}
+
+/** The 400 for a request body that JSON.parse refuses, with its message. */
+function malformedBody(err: Error): FhirError {
+  return new FhirError('structure', `Request body is not valid JSON: ${err.message}`, { cause: err });
 }
 
 /**

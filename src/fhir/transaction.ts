@@ -8,7 +8,7 @@ import { withStaticIds } from './bundle-match-urls.ts';
 import { checkRead, checkReadDeletion, checkReadTarget, readBudget, readEntry } from './bundle-reads.ts';
 import { noteValidationLevel, putOptions, referenceReach, validationLevel, writeTx, type FhirDeps, type FhirRequest } from './crud.ts';
 import { requireReferences } from './referential-integrity.ts';
-import { shellErrors } from './bundle-shell.ts';
+import { pacedShellErrors } from './bundle-shell.ts';
 import { newId, type Resource } from './resource.ts';
 import { pacedTurns } from './turns.ts';
 import { invalidResource, validationErrors } from './validation/check.ts';
@@ -168,8 +168,10 @@ async function requireProfiledEntries(deps: FhirDeps, req: FhirRequest, entries:
  * `scope` resolves references to fullUrls of other Bundles and learns this one's (`cinder import`).
  */
 export async function processBundle(deps: FhirDeps, req: FhirRequest, body: unknown, base: string, scope?: FullUrlScope, operation?: OperationCall): Promise<Json> {
-  const { type, entries, invalid } = parseBundle(body, base);
-  const shell = shellErrors(body as Resource, validationLevel(deps));
+  // One pace for the Bundle's steps before its entries' own (src/fhir/turns.ts).
+  const pace = pacedTurns();
+  const { type, entries, invalid } = await parseBundle(body, base, pace);
+  const shell = await pacedShellErrors(body as Resource, validationLevel(deps), pace);
   await noteValidationLevel(deps, req.tenant);
   let out: Json[];
   if (type === 'transaction') {

@@ -1,6 +1,7 @@
 import { FhirError } from '../errors.ts';
 import { firstNonAscii, isAsciiLabel } from '../fhir/charset.ts';
-import { parseJson } from '../fhir/resource.ts';
+import { parseJsonPaced } from '../fhir/json-paced.ts';
+import { pacedTurns } from '../fhir/turns.ts';
 import { parseFhirXmlPaced } from '../fhir/xml/from-xml-paced.ts';
 import { R4_VERSION, XML_TYPES } from './fhir-response.ts';
 
@@ -83,13 +84,22 @@ function decoded(body: ReadableStream<Uint8Array>, codings: string[]): ReadableS
 }
 
 /**
- * Feeds the body's chunks, decoded from its content codings, to `each` as they arrive; 413 (and the
- * rest left unread) once they pass `limit`, which so bounds the decoded size; 400 for a body that is
- * not in the coding it names.
+ * The most bytes handed to a reader of the body at once (a larger chunk is handed on in parts of this size):
+ * 768 KiB, a multiple of 3, so that base64 encodes each part of a large chunk whole, with no bytes carried.
+ */
+const BODY_PIECE = 3 * 256 * 1024;
+
+/**
+ * Feeds the body's chunks, decoded from its content codings, to `each` as they arrive, in parts of at most
+ * BODY_PIECE bytes, letting the event loop turn every WORK_SLICE_MS between them (src/fhir/turns.ts: a body
+ * already received is read without waiting, and decoding or encoding 48 MiB held the process); 413 (and the
+ * rest left unread) once they pass `limit`, which so bounds the decoded size; 400 for a body that is not in
+ * the coding it names.
  */
 async function eachChunk(req: Request, limit: number, codings: string[], each: (chunk: Uint8Array) => void): Promise<void> {
   if (!req.body) return;
   const reader = (codings.length === 0 ? req.body : decoded(req.body, codings)).getReader();
+  const pace = pacedTurns();
   let size = 0;
   for (;;) {
     const { done, value } = await reader.read().catch((err: unknown) => {
@@ -102,27 +112,31 @@ async function eachChunk(req: Request, limit: number, codings: string[], each: (
       await reader.cancel();
       throw new FhirError('too-large', `Request body exceeds the limit of ${limit} bytes${codings.length === 0 ? '' : ' once decoded'}`);
     }
-    each(value);
+    for (let at = 0; at < value.byteLength; at += BODY_PIECE) {
+      each(value.byteLength <= BODY_PIECE ? value : value.subarray(at, at + BODY_PIECE));
+      const turn = pace();
+      if (turn) await turn;
+    }
   }
 }
-
-/** UTF-8 decoding as fetch's `text()` does it (WHATWG Encoding, "UTF-8 decode"): one leading BOM dropped. */
-const UTF8 = new TextDecoder('utf-8', { ignoreBOM: false });
 
 /**
  * Reads at most `limit` bytes of the request body as text (decoded from a gzip or deflate
  * Content-Encoding: the limit is the decoded size's); 413 beyond that, 415 for another coding. A
  * leading byte order mark is dropped, however the body is framed (RFC 8259 8.1 lets a JSON parser
- * ignore it; Windows tools write it).
+ * ignore it; Windows tools write it). UTF-8 is decoded as fetch's `text()` decodes it (WHATWG Encoding,
+ * "UTF-8 decode"), a part at a time as eachChunk hands them on (a streaming decoder: the same text).
  */
 export async function readLimited(req: Request, limit: number): Promise<string> {
   const codings = contentCodings(req);
-  // With a declared length within the limit the server frames the body: read it natively, without
+  // With a declared length within the limit the server frames the body: a small one is read natively, without
   // materialising `req.body` as a stream (which costs more than the read itself).
-  if (codings.length === 0 && declaredWithin(req, limit)) return req.text();
-  const chunks: Uint8Array[] = [];
-  await eachChunk(req, limit, codings, (chunk) => chunks.push(chunk));
-  return UTF8.decode(Buffer.concat(chunks));
+  if (codings.length === 0 && declaredWithin(req, limit) && Number(req.headers.get('content-length')) <= BODY_PIECE) return req.text();
+  const utf8 = new TextDecoder('utf-8', { ignoreBOM: false });
+  const parts: string[] = [];
+  await eachChunk(req, limit, codings, (chunk) => parts.push(utf8.decode(chunk, { stream: true })));
+  parts.push(utf8.decode());
+  return parts.join('');
 }
 
 /**
@@ -155,11 +169,11 @@ export function isXmlBodyType(header: string | undefined): boolean {
 
 /**
  * A resource body's text as its JSON value: FHIR XML (src/fhir/xml/from-xml.ts) by its Content-Type, else
- * FHIR JSON; a 400 naming what is malformed either way. XML is read in slices that let the event loop turn
- * (parseFhirXmlPaced), so that a large XML Bundle does not hold every other request of the process.
+ * FHIR JSON; a 400 naming what is malformed either way. Either is read in slices that let the event loop turn
+ * (parseFhirXmlPaced, parseJsonPaced), so that a large Bundle does not hold every other request of the process.
  */
 function parseFhirText(text: string, contentType: string | undefined): unknown {
-  return isXmlBodyType(contentType) ? parseFhirXmlPaced(text) : parseJson(text);
+  return isXmlBodyType(contentType) ? parseFhirXmlPaced(text) : parseJsonPaced(text);
 }
 
 /** Checks the media type (415 otherwise) and parses the FHIR JSON or XML body (400 when malformed). */

@@ -233,9 +233,9 @@ describe('the write paths carry literals through their copies', () => {
     expect(tail).toBe('},"status":"completed","content":{"contentType":"video/mp4"},"duration":12.50,"extension":[{"url":"u","valueDecimal":5.50}]}');
   });
 
-  test('the attempts of a conditional transaction after the first start from copies that keep the literals', () => {
+  test('the attempts of a conditional transaction after the first start from copies that keep the literals', async () => {
     const bundle = parseJson('{"resourceType":"Bundle","type":"transaction","entry":[{"resource":{"resourceType":"Observation","status":"final","code":{"text":"t"},"valueQuantity":{"value":98.60}},"request":{"method":"POST","url":"Observation","ifNoneExist":"identifier=a|b"}}]}');
-    const { entries } = parseBundle(bundle, 'http://h/fhir');
+    const { entries } = await parseBundle(bundle, 'http://h/fhir');
     const second = entriesPerAttempt(entries, true)(2)[0]!.resource!;
     expect(second).not.toBe(entries[0]!.resource);
     expect(stringifyExact(second)).toContain('"valueQuantity":{"value":98.60}');

@@ -46,6 +46,8 @@ export interface ValidateOptions {
    * apart from its Bundle): its relative references are held to the shape they have there (references.ts).
    */
   inEntryWithFullUrl?: boolean;
+  /** Every issue, not capped at MAX_ISSUES: for a caller that validates a Bundle in parts and caps the whole (capped). */
+  uncapped?: boolean;
 }
 
 /** More issues than this about one resource are summarised in one last issue. */
@@ -105,11 +107,11 @@ export function validateResource(resource: Json, level: 'strict' | 'structural',
   const walk = new Walk(resource, level, options.entryResources ?? true);
   walk.inEntryWithFullUrl = options.inEntryWithFullUrl ?? false;
   visitResource(walk, resource, at ?? String(resource.resourceType), false);
-  return capped(walk.issues);
+  return options.uncapped ? walk.issues : capped(walk.issues);
 }
 
 /** At most MAX_ISSUES issues, errors first, and one more saying how many were left out. */
-function capped(issues: ValidationIssue[]): ValidationIssue[] {
+export function capped(issues: ValidationIssue[]): ValidationIssue[] {
   if (issues.length <= MAX_ISSUES) return issues;
   const errors = issues.filter((i) => i.severity === 'error');
   const kept = [...errors, ...issues.filter((i) => i.severity !== 'error')].slice(0, MAX_ISSUES);

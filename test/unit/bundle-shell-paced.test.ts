@@ -1,0 +1,92 @@
+/**
+ * A large transaction or batch Bundle's own problems found a chunk of entries at a time with turns of the
+ * event loop (pacedShellErrors, src/fhir/bundle-shell.ts): the same issues, in the same order, as one
+ * validation of the whole (shellErrors), whatever breaks where: entries, the invariants over entries (bdl-7
+ * across chunks too), the Bundle's own elements before and after `entry`, element ids, more than MAX_ISSUES.
+ */
+import { describe, expect, test } from 'bun:test';
+import { pacedShellErrors, SHELL_CHUNK, shellErrors } from '../../src/fhir/bundle-shell.ts';
+import type { Resource } from '../../src/fhir/resource.ts';
+
+type Json = Record<string, unknown>;
+const n = SHELL_CHUNK * 3 + 7;
+
+function entry(i: number): Json {
+  return {
+    fullUrl: `urn:uuid:00000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
+    resource: { resourceType: 'Patient', name: [{ family: `P${i}` }] },
+    request: { method: 'POST', url: 'Patient' },
+  };
+}
+
+/** A transaction (or `type`) of n entries, each changed by `change` (which may break it), around `extra` members. */
+function bundle(change: (e: Json, i: number) => void = () => {}, extra: Json = {}, type = 'transaction'): Resource {
+  const entries = Array.from({ length: n }, (_, i) => {
+    const e = entry(i);
+    change(e, i);
+    return e;
+  });
+  return { resourceType: 'Bundle', type, ...extra, entry: entries } as unknown as Resource;
+}
+
+const CASES: Record<string, () => Resource> = {
+  valid: () => bundle(),
+  'a batch': () => bundle(() => {}, {}, 'batch'),
+  'bad entries in several chunks': () => bundle((e, i) => {
+    if (i % 997 === 3) (e.request as Json).method = 'FETCH';
+    if (i === n - 1) e.bogus = 1;
+  }),
+  'bdl-7 across chunks and within one': () => bundle((e, i) => {
+    if (i === n - 2) e.fullUrl = entry(5).fullUrl;
+    if (i === 12) e.fullUrl = entry(11).fullUrl;
+  }),
+  'bdl-7 only across chunks': () => bundle((e, i) => {
+    if (i === SHELL_CHUNK + 1) e.fullUrl = entry(0).fullUrl;
+  }),
+  'one fullUrl, different versions across chunks': () => bundle((e, i) => {
+    if (i === SHELL_CHUNK * 2) {
+      e.fullUrl = entry(1).fullUrl;
+      (e.resource as Json).meta = { versionId: '2' };
+    }
+  }),
+  'bdl-2, bdl-3 and bdl-4 in the last chunk': () => bundle((e, i) => {
+    if (i === n - 3) e.search = { mode: 'match' };
+    if (i === n - 2) delete e.request;
+    if (i === n - 1) e.response = { status: '200' };
+  }),
+  "the Bundle's own elements before and after entry": () => {
+    const b = bundle((e, i) => {
+      if (i === 2000) (e.request as Json).url = 7;
+    }, { meta: { lastUpdated: 'yesterday' }, total: 3 }) as Json;
+    return { ...b, link: [{ relation: 'next', url: 'a' }, { relation: 'next', url: 'b' }], unknownAfter: true } as unknown as Resource;
+  },
+  'element ids in two chunks': () => bundle((e, i) => {
+    if (i === 1 || i === SHELL_CHUNK + 1) (e.request as Json).id = 'r';
+  }),
+  'more than MAX_ISSUES errors': () => bundle((e, i) => {
+    if (i % 20 === 0) e.bogus = i;
+  }),
+};
+
+describe('pacedShellErrors', () => {
+  for (const [name, make] of Object.entries(CASES)) {
+    for (const level of ['strict', 'structural'] as const) {
+      test(`${name} (${level}): the issues of one validation of the whole, in its order`, async () => {
+        const b = make();
+        const want = shellErrors(b, level);
+        let turns = 0;
+        const got = await pacedShellErrors(b, level, () => {
+          turns++;
+          return Promise.resolve();
+        });
+        expect(got).toEqual(want);
+        if (name !== 'element ids in two chunks') expect(turns).toBe(Math.ceil(n / SHELL_CHUNK));
+      });
+    }
+  }
+
+  test('some cases are not valid (the comparison sees issues)', () => {
+    expect(shellErrors(CASES['bdl-7 only across chunks']!(), 'strict').map((i) => i.expression)).toEqual([`Bundle.entry[${SHELL_CHUNK + 1}].fullUrl`]);
+    expect(shellErrors(CASES["the Bundle's own elements before and after entry"]!(), 'strict').length).toBeGreaterThan(3);
+  });
+});

@@ -1,0 +1,93 @@
+/**
+ * A request body's JSON read in slices with turns of the event loop (src/fhir/json-paced.ts): the same value,
+ * the same literals of numbers (and marks of the holders above them), and the same 400s as parseJson reads at
+ * once, on texts split at every few characters; a scan read in slices answers as scanJson does.
+ */
+import { describe, expect, test } from 'bun:test';
+import { readdirSync, readFileSync } from 'node:fs';
+import { holdsLiterals, literalOf, scanJson, scanResult, scanTo, startScan, stringifyExact } from '../../src/fhir/exact-json.ts';
+import { parseJsonPaced } from '../../src/fhir/json-paced.ts';
+import { parseJson } from '../../src/fhir/resource.ts';
+
+/** A turn that costs nothing and a budget that is always spent: every slice and piece is followed by a turn. */
+const pacing = (slice: number) => ({ slice, budgetMs: -1, turn: async () => {} });
+
+/** What a read gives: its value's text with literals, where literals and marks are, or its error's status and message. */
+async function outcome(read: () => unknown): Promise<unknown> {
+  try {
+    const value = await read();
+    return { text: stringifyExact(value), marks: marks(value, '') };
+  } catch (err) {
+    const e = err as { status?: number; message: string; issues?: unknown };
+    return { status: e.status, message: e.message, issues: e.issues };
+  }
+}
+
+/** Every holder of literals (or of holders of them) and every recorded literal, by path. */
+function marks(value: unknown, path: string): string[] {
+  if (value === null || typeof value !== 'object') return [];
+  const out = holdsLiterals(value) ? [path || '/'] : [];
+  for (const key of Object.keys(value)) {
+    const literal = literalOf(value, key);
+    if (literal !== undefined) out.push(`${path}/${key}=${literal}`);
+    out.push(...marks((value as Record<string, unknown>)[key], `${path}/${key}`));
+  }
+  return out;
+}
+
+const bundle = (entries: string) => `{"resourceType":"Bundle","type":"transaction","total":1.0,"entry":${entries},"meta":{"lastUpdated":"2020-01-01T00:00:00Z"}}`;
+const patient = (i: number, extra = '') => `{"fullUrl":"urn:uuid:${i}","resource":{"resourceType":"Patient","name":[{"family":"a\\"b,]}"}]${extra}},"request":{"method":"POST","url":"Patient"}}`;
+
+const TEXTS: Record<string, string> = {
+  'entries without literals': bundle(`[${[1, 2, 3].map((i) => patient(i)).join(',')}]`),
+  'literals in entries and around them': bundle(`[ ${patient(1, ',"x":98.60')} , ${patient(2)},${patient(3, ',"y":[1e2,2,-0]')} ]`),
+  'numbers and other values as items': bundle('[1.50, 2, null, "s", [3.0], {"a":-0}]'),
+  'an empty entry array': bundle('[ ]'),
+  'an entry that is not an array': '{"resourceType":"Bundle","entry":{"a":1.0},"x":"' + 'y'.repeat(200) + '"}',
+  'a member named entry deeper only': '{"resourceType":"Bundle","meta":{"entry":[1,2]},"x":"' + 'y'.repeat(200) + '"}',
+  'malformed in an entry': bundle(`[${patient(1)},{"a":1,},${patient(2)}]`),
+  'malformed around the entries': bundle(`[${patient(1)},${patient(2)}]`).replace('"type"', '"type" "x"'),
+  'a trailing comma in the entries': bundle(`[${patient(1)},${patient(2)},]`),
+  'mismatched brackets': bundle(`[${patient(1)},{"a":[1}]]`),
+  'a name given twice in an entry': bundle(`[${patient(1)},{"a":1,"a":2},${patient(2)}]`),
+  'a name given twice, escaped': bundle(`[${patient(1)},{"id":1,"\\u0069d":2}]`),
+  'an unterminated string': bundle(`[${patient(1)},{"a":"b}]}`),
+  'nested too deep': bundle(`[${'['.repeat(1200)}${']'.repeat(1200)}]`),
+  'entry given twice': `{"resourceType":"Bundle","entry":[${patient(1)}],"entry":[${patient(2)}]}`,
+};
+
+describe('parseJsonPaced', () => {
+  for (const [name, text] of Object.entries(TEXTS)) {
+    test(`${name}: as parseJson reads it, however the text is sliced`, async () => {
+      const want = await outcome(() => parseJson(text));
+      for (const slice of [1, 7, 64, text.length - 1]) expect(await outcome(() => parseJsonPaced(text, pacing(slice)))).toEqual(want);
+    });
+  }
+
+  test('a text of one slice or less is read without a promise', () => {
+    expect(parseJsonPaced('{"resourceType":"Patient"}') instanceof Promise).toBe(false);
+    expect(parseJsonPaced(TEXTS['entries without literals']!, pacing(16)) instanceof Promise).toBe(true);
+  });
+
+  test('every R4 example Bundle reads the same in slices (value, literals and marks)', async () => {
+    const dir = new URL('../../node_modules/hl7.fhir.r4.examples/', import.meta.url);
+    const files = readdirSync(dir).filter((f) => f.startsWith('Bundle-') && f.endsWith('.json'));
+    expect(files.length).toBeGreaterThan(10);
+    for (const f of files) {
+      const text = readFileSync(new URL(f, dir), 'utf8');
+      expect({ f, got: await outcome(() => parseJsonPaced(text, pacing(4099))) }).toEqual({ f, got: await outcome(() => parseJson(text)) });
+    }
+  });
+});
+
+describe('a scan read in slices', () => {
+  test('answers as scanJson does', () => {
+    for (const text of Object.values(TEXTS)) {
+      for (const slice of [1, 5, 33]) {
+        const state = startScan(true, true);
+        while (!scanTo(text, state, state.at + slice));
+        expect(scanResult(text, state)).toEqual(scanJson(text, true));
+      }
+    }
+  });
+});

@@ -35,7 +35,7 @@ export interface Entry {
   ifMatch?: string;
   /**
    * `request.ifNoneMatch`: on a GET read or vread, ETags (FHIR R4 http 3.1.0.11: the entry answers 304
-   * when one is current); on a PUT, `*` or ETags it must not write over (RFC 9110 13.1.2, as the header).
+   * when one is current); on a PUT, PATCH or DELETE, `*` or ETags it must not write over (RFC 9110 13.1.2, as the header).
    */
   ifNoneMatch?: string;
   /** GET read or vread: `request.ifModifiedSince` (an instant) as epoch milliseconds. */
@@ -270,7 +270,8 @@ function parseEntry(raw: unknown, index: number, base: string): Entry {
   // patch or delete. A create names none (its id is the server's), so a POST entry ignores it, as a REST POST
   // ignores the header and HAPI FHIR both; it made every such entry a 412, there being no current version.
   if (typeof request.ifMatch === 'string' && method !== 'POST') entry.ifMatch = request.ifMatch;
-  if (method === 'PUT' && typeof request.ifNoneMatch === 'string') entry.ifNoneMatch = request.ifNoneMatch;
+  // If-None-Match conditions any write of a named resource (RFC 9110 13.1.2): an update, patch or delete; a create's id is new.
+  if (method !== 'POST' && method !== 'GET' && typeof request.ifNoneMatch === 'string') entry.ifNoneMatch = request.ifNoneMatch;
   if (method === 'GET') {
     if (id !== undefined) entry.id = id;
     if (version !== undefined) entry.version = version;

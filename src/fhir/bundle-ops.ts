@@ -112,7 +112,7 @@ function entryIfMatch(entry: Entry): IfMatch | undefined {
   return entry.ifMatch ? parseIfMatch(entry.ifMatch, `${at(entry)}: ifMatch`, `${at(entry)}.request.ifMatch`) : undefined;
 }
 
-/** A PUT entry's `request.ifNoneMatch`, the value of an If-None-Match header: `*` or entity tags, as in REST. */
+/** A PUT, PATCH or DELETE entry's `request.ifNoneMatch`, the value of an If-None-Match header: `*` or entity tags, as in REST. */
 function entryIfNoneMatch(entry: Entry): IfMatch | undefined {
   return entry.ifNoneMatch ? parseIfNoneMatch(entry.ifNoneMatch, `${at(entry)}: ifNoneMatch`, `${at(entry)}.request.ifNoneMatch`) : undefined;
 }
@@ -125,7 +125,7 @@ async function target(deps: FhirDeps, req: FhirRequest, entry: Entry, query: URL
       const judged = await requireStoredInReach(deps, req, entry.type, p.id, entry.method === 'PUT' ? 'u' : 'd');
       if (judged !== undefined) p.judged = judged;
     }
-    if (p.id && entry.method === 'PATCH') p.patched = await patchCurrent(deps, req, entry.type, p.id, entry.patch!, entryIfMatch(entry), at(entry));
+    if (p.id && entry.method === 'PATCH') p.patched = await patchCurrent(deps, req, entry.type, p.id, entry.patch!, entryIfMatch(entry), at(entry), entryIfNoneMatch(entry));
     return p;
   } catch (err) {
     // A problem of its condition's parameters is that of the element holding them.
@@ -399,7 +399,7 @@ export async function writeEntry(w: ResourceWriter, p: Planned, opts: PutOptions
 async function writeOne(w: ResourceWriter, p: Planned, opts: PutOptions, base: string): Promise<Json> {
   const { entry } = p;
   const ifMatch = entryIfMatch(entry);
-  if (entry.method === 'PUT' && entry.ifNoneMatch !== undefined) opts = { ...opts, ifNoneMatch: entryIfNoneMatch(entry) };
+  if ((entry.method === 'PUT' || entry.method === 'DELETE') && entry.ifNoneMatch !== undefined) opts = { ...opts, ifNoneMatch: entryIfNoneMatch(entry) };
   if (p.patched) return writePatched(w, p, p.patched, { ...opts, ...(p.patched.base !== undefined ? { ifMatch: [p.patched.base] } : {}) }, base, ifMatch);
   if (p.matched) return heldToMatch(p.matched, ifMatch, `${entry.type}/${p.matched.id}`, (held) => writePlain(w, p, { ...opts, ifMatch: held }, base));
   return writePlain(w, p, ifMatch === undefined ? opts : { ...opts, ifMatch }, base);

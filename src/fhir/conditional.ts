@@ -310,7 +310,7 @@ export async function conditionalUpdate(
  * runs beside the condition's other writes as they run beside each other (exclusively).
  */
 export async function conditionalDelete(
-  deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, ifMatch?: IfMatch,
+  deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, ifMatch?: IfMatch, ifNoneMatch?: IfMatch,
 ): Promise<{ id: string; version: ResourceVersion | null } | null> {
   checkTypeAndId(type);
   requireCriteria(query, 'Conditional delete');
@@ -320,6 +320,6 @@ export async function conditionalDelete(
       requireIfMatch(ifMatch, `${type}?${query}`, null);
       return null;
     }
-    return { id: match.id, version: await writeToMatch(deps, req, type, match, ifMatch, (held) => deleteResource(deps, req, type, match.id, held)) };
+    return { id: match.id, version: await writeToMatch(deps, req, type, match, ifMatch, (held) => deleteResource(deps, req, type, match.id, held, ifNoneMatch)) };
   });
 }

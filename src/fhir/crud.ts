@@ -476,6 +476,7 @@ export async function deleteVersion(w: ResourceWriter, type: string, id: string,
   const current = await w.current(type, id);
   const exists = current !== null && !current.deleted;
   requireIfMatch(opts.ifMatch, `${type}/${id}`, current);
+  requireIfNoneMatch(opts.ifNoneMatch, `${type}/${id}`, current);
   if (current === null) await refuseCoreDelete(opts.core, type, id);
   if (!exists) return null;
   const versionId = current.versionId + 1;
@@ -597,13 +598,14 @@ export async function updateResource(
 
 /** FHIR R4 delete (3.1.0.7): idempotent; returns the deletion version, or null when nothing existed. */
 export async function deleteResource(
-  deps: FhirDeps, req: FhirRequest, type: string, id: string, ifMatch?: IfMatch,
+  deps: FhirDeps, req: FhirRequest, type: string, id: string, ifMatch?: IfMatch, ifNoneMatch?: IfMatch,
 ): Promise<ResourceVersion | null> {
   checkTypeAndId(type, id);
   requireAccess(req.access, type, 'd');
   return judgedReach(deps, req, type, id, 'd', (judged) => atWriteTime(deps.store, deps.clock, (now) => {
     const opts = putOptions(deps, req, now);
     if (ifMatch !== undefined) opts.ifMatch = ifMatch;
+    if (ifNoneMatch !== undefined) opts.ifNoneMatch = ifNoneMatch;
     return writeTx(deps, req.tenant, async (w) => {
       await requireJudged(w, type, id, judged);
       return deleteVersion(w, type, id, opts);

@@ -2,8 +2,8 @@
  * `If-Match` (RFC 9110 13.1.1) on FHIR writes (R4 http.html "Managing Resource Contention"): `*`, or a
  * list of entity tags, `W/"<versionId>"` as Cinder's ETags are (the weak prefix is accepted, as FHIR
  * clients send the ETag they were given). The same value in a Bundle entry's `request.ifMatch`.
- * `If-None-Match` (13.1.2) on an update, and a PUT entry's `request.ifNoneMatch`: the same syntax,
- * the opposite condition.
+ * `If-None-Match` (13.1.2) on an update, patch or delete, and a PUT, PATCH or DELETE entry's
+ * `request.ifNoneMatch`: the same syntax, the opposite condition.
  */
 import { FhirError } from '../errors.ts';
 import { versionNumber } from './resource-types.ts';
@@ -43,12 +43,12 @@ export function parseIfMatch(value: string | undefined, what = 'If-Match header'
   return versions;
 }
 
-/** Parses `If-None-Match` on a write (or a PUT entry's `request.ifNoneMatch`), as parseIfMatch. */
+/** Parses `If-None-Match` on a write (or a write entry's `request.ifNoneMatch`), as parseIfMatch. */
 export function parseIfNoneMatch(value: string | undefined, what = 'If-None-Match header', expression = 'If-None-Match'): IfMatch | undefined {
   return parseIfMatch(value, what, expression);
 }
 
-/** The preconditions of an update (RFC 9110 13.1): If-Match and If-None-Match, each `*` or versions. */
+/** The preconditions of an update, patch or delete (RFC 9110 13.1): If-Match and If-None-Match, each `*` or versions. */
 export interface UpdatePreconditions {
   ifMatch?: IfMatch | undefined;
   ifNoneMatch?: IfMatch | undefined;

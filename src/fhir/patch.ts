@@ -12,7 +12,7 @@ import { requireAccess } from './access.ts';
 import { applyFhirPathPatch, parseFhirPathPatch, type FhirPathPatchOperation } from './patch/fhirpath-patch.ts';
 import { applyJsonPatch, parseJsonPatch, type JsonPatchOperation } from './patch/json-patch.ts';
 import type { Store } from '../store/types.ts';
-import { requireIfMatch, type IfMatch } from './if-match.ts';
+import { requireIfMatch, requireIfNoneMatch, type IfMatch } from './if-match.ts';
 import { asResource, checkTypeAndId, parseJson, type Resource } from './resource.ts';
 import { parseExact, refreshLiterals } from './exact-json.ts';
 import { parseFhirXml } from './xml/from-xml.ts';
@@ -120,17 +120,18 @@ export interface Patched {
 
 /**
  * Reads `type/id` as a read does (read permission, 404/410, compartment and scope filters), checks
- * If-Match (412) and update permission, and applies `patch` (FHIR R4 http 3.1.0.6). `at` prefixes the
+ * If-Match and If-None-Match (412) and update permission, and applies `patch` (FHIR R4 http 3.1.0.6). `at` prefixes the
  * errors of a Bundle entry.
  */
 export async function patchCurrent(
-  deps: FhirDeps, req: FhirRequest, type: string, id: string, patch: PatchDocument | Change, ifMatch?: IfMatch, at?: string,
+  deps: FhirDeps, req: FhirRequest, type: string, id: string, patch: PatchDocument | Change, ifMatch?: IfMatch, at?: string, ifNoneMatch?: IfMatch,
 ): Promise<Patched> {
   requireAccess(req.access, type, 'u');
   const current = await readResource(deps, req, type, id);
   // The stored version must meet the token's update filters too, whatever the patch makes of it.
   if (req.access.filters?.(type, 'u')) await requireFilter(req.access, 'u', JSON.parse(current.content) as Resource, current.lastUpdated, lookups(deps, req.tenant));
   requireIfMatch(ifMatch, `${type}/${id}`, current);
+  requireIfNoneMatch(ifNoneMatch, `${type}/${id}`, current);
   let resource: Resource;
   try {
     const content = parseExact(current.content) as Resource;
@@ -199,13 +200,13 @@ async function afterOthers<T>(store: Store, key: string, fn: () => Promise<T>): 
  * checked again on each attempt, so a version it named that is no longer current is its 412.
  */
 export async function patchResource(
-  deps: FhirDeps, req: FhirRequest, type: string, id: string, patch: PatchDocument | Change, ifMatch?: IfMatch,
+  deps: FhirDeps, req: FhirRequest, type: string, id: string, patch: PatchDocument | Change, ifMatch?: IfMatch, ifNoneMatch?: IfMatch,
 ): Promise<WriteResult> {
   if (id.startsWith('$')) throw new FhirError('not-found', `Operation ${id} is not supported on ${type}`);
   checkTypeAndId(type, id);
   return afterOthers(deps.store, `${req.tenant} ${type}/${id}`, async () => {
     for (let attempt = 1; ; attempt++) {
-      const { resource, base } = await patchCurrent(deps, req, type, id, patch, ifMatch);
+      const { resource, base } = await patchCurrent(deps, req, type, id, patch, ifMatch, undefined, ifNoneMatch);
       try {
         return await updateResource(deps, req, type, id, resource, base === undefined ? {} : { ifMatch: [base] }, undefined, false, 'PATCH');
       } catch (err) {
@@ -222,14 +223,14 @@ export async function patchResource(
  * searched for again, as conditional updates and deletes are, rather than patched as it is now.
  */
 export async function conditionalPatch(
-  deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, patch: PatchDocument, ifMatch?: IfMatch,
+  deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, patch: PatchDocument, ifMatch?: IfMatch, ifNoneMatch?: IfMatch,
 ): Promise<WriteResult> {
   checkTypeAndId(type);
   if (!hasCriteria(query)) throw new FhirError('invalid', 'Conditional patch needs search criteria in the URL (e.g. ?identifier=...)');
   return exclusively(deps, req.tenant, [conditionKey(type, query)], async () => {
     const match = await resolveCondition(deps, req, type, query, 'Conditional patch');
     if (!match) throw new FhirError('not-found', `Conditional patch: no ${type} matches '${query}'`);
-    return writeToMatch(deps, req, type, match, ifMatch, (held) => patchResource(deps, req, type, match.id, patch, held));
+    return writeToMatch(deps, req, type, match, ifMatch, (held) => patchResource(deps, req, type, match.id, patch, held, ifNoneMatch));
   });
 }
 

@@ -411,22 +411,24 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     return parsePatch(type, text);
   };
   app.patch(INSTANCE_ROUTE, async (c) => {
-    const ifMatch = parseIfMatch(c.req.header('if-match'));
+    const { ifMatch, ifNoneMatch } = updatePreconditions((name) => c.req.header(name));
     const { type, id } = c.req.param();
-    return writeResponse(c, await patchResource(deps, request(c), type, id, await patchBody(c), ifMatch), 200, fhirBase(c, deps.baseUrl));
+    return writeResponse(c, await patchResource(deps, request(c), type, id, await patchBody(c), ifMatch, ifNoneMatch), 200, fhirBase(c, deps.baseUrl));
   });
   app.patch('/:type', async (c) => {
-    const ifMatch = parseIfMatch(c.req.header('if-match'));
+    const { ifMatch, ifNoneMatch } = updatePreconditions((name) => c.req.header(name));
     const query = new URL(c.req.url).searchParams;
-    return writeResponse(c, await conditionalPatch(deps, request(c), c.req.param('type'), query, await patchBody(c), ifMatch), 200, fhirBase(c, deps.baseUrl));
+    return writeResponse(c, await conditionalPatch(deps, request(c), c.req.param('type'), query, await patchBody(c), ifMatch, ifNoneMatch), 200, fhirBase(c, deps.baseUrl));
   });
   app.delete(INSTANCE_ROUTE, async (c) => {
     const { type, id } = c.req.param();
-    return deleteResponse(c, type, id, await deleteResource(deps, request(c), type, id, parseIfMatch(c.req.header('if-match'))));
+    const { ifMatch, ifNoneMatch } = updatePreconditions((name) => c.req.header(name));
+    return deleteResponse(c, type, id, await deleteResource(deps, request(c), type, id, ifMatch, ifNoneMatch));
   });
   app.delete('/:type', async (c) => {
     const type = c.req.param('type');
-    const r = await conditionalDelete(deps, request(c), type, new URL(c.req.url).searchParams, parseIfMatch(c.req.header('if-match')));
+    const { ifMatch, ifNoneMatch } = updatePreconditions((name) => c.req.header(name));
+    const r = await conditionalDelete(deps, request(c), type, new URL(c.req.url).searchParams, ifMatch, ifNoneMatch);
     return r ? deleteResponse(c, type, r.id, r.version) : deleteResponse(c, type, undefined, null);
   });
   app.get('/:type/:id/_history', (c) => historyOf(c, c.req.param('type'), c.req.param('id')));

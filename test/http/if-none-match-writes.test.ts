@@ -2,7 +2,9 @@
  * `If-None-Match` on updates (RFC 9110 13.1.2): `*` means "only if there is no current representation",
  * so a PUT over an existing resource is 412 and a PUT of a new or deleted one creates (R5's
  * create-on-update); a list of ETags is 412 when one names the current version. REST PUT, conditional
- * PUT, native Binary and a PUT entry's `request.ifNoneMatch`, on both databases.
+ * PUT, native Binary and a PUT entry's `request.ifNoneMatch`, on both databases. RFC 9110 13.1.2 has an
+ * origin server evaluate it on any method: PATCH and DELETE (REST, conditional, and a PATCH or DELETE
+ * entry's `request.ifNoneMatch`) are 412 by the same rule.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -107,6 +109,73 @@ await eachStore((kind, fresh) => {
       await refused(() => api.put('ValueSet/observation-status', vs, { 'If-Match': '*' }), 412);
       expect((await api.put('ValueSet/observation-status', vs, { 'If-None-Match': '*' })).status).toBe(201);
       await refused(() => api.put('ValueSet/observation-status', { ...vs, status: 'active' }, { 'If-None-Match': '*' }), 412);
+    });
+
+    const jsonPatch = (ops: Json[]) => JSON.stringify(ops);
+    const patchHeaders = (ifNoneMatch: string) => ({ 'Content-Type': 'application/json-patch+json', 'If-None-Match': ifNoneMatch });
+    const setGender = jsonPatch([{ op: 'add', path: '/gender', value: 'male' }]);
+
+    test('PATCH: 412 with * over an existing resource or an ETag naming the current version; patched otherwise; malformed is 400', async () => {
+      const id = await patient(2);
+      for (const header of ['*', 'W/"2"', '"2"', 'W/"1", W/"2"']) {
+        const issue = await refused(() => api.call('PATCH', `Patient/${id}`, setGender, patchHeaders(header)), 412);
+        expect(issue.diagnostics).toContain(`Patient/${id}`);
+      }
+      const patched = await api.call('PATCH', `Patient/${id}`, setGender, patchHeaders('W/"1"'));
+      expect([patched.status, patched.headers.get('etag')]).toEqual([200, 'W/"3"']);
+      const issue = await refused(() => api.call('PATCH', `Patient/${id}`, setGender, patchHeaders('W/3')), 400);
+      expect(issue.expression).toEqual(['If-None-Match']);
+      // A patch of a missing resource stays a 404 (RFC 9110 13.2.1: a request that fails without its preconditions ignores them).
+      expect((await api.call('PATCH', 'Patient/inm-none', setGender, patchHeaders('*'))).status).toBe(404);
+    });
+
+    test('conditional PATCH: 412 when the match\'s current version is named', async () => {
+      const id = await patient();
+      await refused(() => api.call('PATCH', `Patient?identifier=urn:inm|${id}`, setGender, patchHeaders('W/"1"')), 412);
+      await refused(() => api.call('PATCH', `Patient?identifier=urn:inm|${id}`, setGender, patchHeaders('*')), 412);
+      expect((await api.call('PATCH', `Patient?identifier=urn:inm|${id}`, setGender, patchHeaders('W/"5"'))).status).toBe(200);
+    });
+
+    test('DELETE: 412 with * or the current ETag, and the resource stays; deleted otherwise, and * over nothing deletes nothing', async () => {
+      const id = await patient();
+      for (const header of ['*', 'W/"1"']) await refused(() => api.del(`Patient/${id}`, { 'If-None-Match': header }), 412);
+      expect((await api.get(`Patient/${id}`)).status).toBe(200);
+      expect((await api.del(`Patient/${id}`, { 'If-None-Match': 'W/"7"' })).status).toBe(200);
+      expect((await api.get(`Patient/${id}`)).status).toBe(410);
+      // Deleted: no current version, so * holds (and there is nothing to delete).
+      expect((await api.del(`Patient/${id}`, { 'If-None-Match': '*' })).status).toBeLessThan(300);
+      expect((await api.del('Patient/inm-never', { 'If-None-Match': '*' })).status).toBeLessThan(300);
+      const issue = await refused(() => api.del(`Patient/${id}`, { 'If-None-Match': '*, W/"1"' }), 400);
+      expect(issue.expression).toEqual(['If-None-Match']);
+    });
+
+    test('conditional DELETE: 412 when the match\'s current version is named, deleted otherwise', async () => {
+      const id = await patient();
+      await refused(() => api.del(`Patient?identifier=urn:inm|${id}`, { 'If-None-Match': '*' }), 412);
+      expect((await api.get(`Patient/${id}`)).status).toBe(200);
+      expect((await api.del(`Patient?identifier=urn:inm|${id}`, { 'If-None-Match': 'W/"2"' })).status).toBeLessThan(300);
+      expect((await api.get(`Patient/${id}`)).status).toBe(410);
+    });
+
+    test('PATCH and DELETE entries\' request.ifNoneMatch: a transaction writes nothing when one fails, a batch answers that entry', async () => {
+      const a = await patient();
+      const b = await patient();
+      const patchEntry = (id: string, ifNoneMatch: string) => ({
+        resource: { resourceType: 'Binary', contentType: 'application/json-patch+json', data: Buffer.from(setGender).toString('base64') },
+        request: { method: 'PATCH', url: `Patient/${id}`, ifNoneMatch },
+      });
+      const deleteEntry = (id: string, ifNoneMatch: string) => ({ request: { method: 'DELETE', url: `Patient/${id}`, ifNoneMatch } });
+      const failed = await bundles.nothingWritten({ resourceType: 'Bundle', type: 'transaction', entry: [patchEntry(a, 'W/"9"'), deleteEntry(b, '*')] }, 412);
+      expect(failed.issue[0].expression).toEqual(['Bundle.entry[1]']);
+      const failedPatch = await bundles.nothingWritten({ resourceType: 'Bundle', type: 'transaction', entry: [deleteEntry(b, 'W/"9"'), patchEntry(a, 'W/"1"')] }, 412);
+      expect(failedPatch.issue[0].diagnostics).toContain(`Patient/${a}`);
+      const batch = await bundles.ok({
+        resourceType: 'Bundle', type: 'batch',
+        entry: [patchEntry(a, '*'), deleteEntry(b, 'W/"1"'), patchEntry(a, 'W/"9"'), deleteEntry(b, 'W/1')],
+      });
+      expect(batch.entry.map((e: Json) => e.response.status)).toEqual(['412 Precondition Failed', '412 Precondition Failed', '200 OK', '400 Bad Request']);
+      expect(batch.entry[3].response.outcome.issue[0].expression).toEqual(['Bundle.entry[3].request.ifNoneMatch']);
+      expect([await version(a), await version(b)]).toEqual(['2', '1']);
     });
 
     test('GET keeps answering If-None-Match with 304', async () => {

@@ -1,5 +1,5 @@
 import { MAX_JSON_DEPTH } from '../terminology/model/depth.ts';
-import { holdsLiterals, recordLiteral, recordLiterals, scanResult, scanTo, startScan, stringEnd, type JsonScan } from './exact-json.ts';
+import { holdsLiterals, literalOf, recordLiteral, recordLiterals, scanResult, scanTo, startScan, stringEnd, type JsonScan } from './exact-json.ts';
 import { parseJson } from './resource.ts';
 import { nextTurn, pacedTurns, WORK_SLICE_MS } from './turns.ts';
 
@@ -19,8 +19,8 @@ export interface PacedJson {
  * A request body's JSON as parseJson reads it (the same value, numbers' literals and 400s), read with turns
  * of the event loop every `budgetMs`: a 49 MiB transaction took about 0.9 s of one thread in its scan and
  * JSON.parse, which held every other request of the process. The text is scanned in slices (scanJson's
- * resumable form, with stacks of its own), then a Bundle's `entry` items are found and parsed one by one,
- * the Bundle around them apart; its value is what JSON.parse of the whole gives (the pieces, joined by the
+ * resumable form, with stacks of its own), then a Bundle's `entry` items are found and parsed a slice's
+ * worth at a time, the Bundle around them apart; its value is what JSON.parse of the whole gives (the pieces, joined by the
  * commas between them, are that text). Text that is not a Bundle with an `entry` array, text nested too
  * deep or giving a name twice, and a piece that JSON.parse refuses are read by parseJson whole, so that
  * the 400s keep their words: a large malformed body holds the loop for its JSON.parse, as before. Text of
@@ -38,7 +38,7 @@ async function parseSliced(text: string, pacing: PacedJson): Promise<unknown> {
   const scan = scanResult(text, state);
   if (scan.depth > MAX_JSON_DEPTH || scan.duplicate >= 0) return parseJson(text, scan);
   const found = await entrySpans(text, slice, pace);
-  const value = found && (await parsePieces(text, found, scan, pace));
+  const value = found && (await parsePieces(text, found, scan, slice, pace));
   return value === undefined ? parseJson(text, scan) : value;
 }
 
@@ -98,11 +98,11 @@ function spansTo(text: string, s: SpanState, limit: number): boolean {
 }
 
 /**
- * The value of `text` from its pieces: the object with an empty `entry`, then each item into it, their
- * literals recorded as parseExact records them (and the holders around them marked); undefined should
- * JSON.parse refuse a piece.
+ * The value of `text` from its pieces: the object with an empty `entry`, then its items a group at a time
+ * (the items within about `slice` characters, parsed as one array), their literals recorded as parseExact
+ * records them (and the holders above them marked); undefined should JSON.parse refuse a piece.
  */
-async function parsePieces(text: string, { open, close, spans }: EntrySpans, scan: JsonScan, pace: () => Promise<void> | undefined): Promise<unknown> {
+async function parsePieces(text: string, { open, close, spans }: EntrySpans, scan: JsonScan, slice: number, pace: () => Promise<void> | undefined): Promise<unknown> {
   const outer = text.slice(0, open + 1) + text.slice(close);
   let root: unknown;
   try {
@@ -115,21 +115,29 @@ async function parsePieces(text: string, { open, close, spans }: EntrySpans, sca
   if (scan.literals) recordLiterals(outer, root as object);
   // `[]` (or blanks between the brackets): no items.
   if (spans.length === 2 && text.slice(spans[0], spans[1]).trim() === '') return root;
-  for (let k = 0; k < spans.length; k += 2) {
-    const piece = text.slice(spans[k], spans[k + 1]);
-    let item: unknown;
+  for (let k = 0; k < spans.length; ) {
+    // Items k to m (exclusive), their text with the commas between them.
+    let m = k + 2;
+    while (m < spans.length && spans[m + 1]! - spans[k]! <= slice) m += 2;
+    const piece = `[${text.slice(spans[k], spans[m - 1])}]`;
+    let items: unknown[];
     try {
-      item = JSON.parse(piece);
+      items = JSON.parse(piece) as unknown[];
     } catch {
       return undefined;
     }
+    // A piece is items joined by commas, so JSON.parse gives one value per item (an item that is not one fails above).
+    if (items.length !== (m - k) / 2) return undefined;
     if (scan.literals) {
-      const literal = typeof item === 'number' ? piece.trim() : undefined;
-      if (literal !== undefined && String(item) !== literal) recordLiteral(entry, entry.length, literal);
-      else if (item !== null && typeof item === 'object') recordLiterals(piece, item);
-      if (literal !== undefined ? holdsLiterals(entry) : holdsLiterals(item)) markHolders(entry, root as object);
+      recordLiterals(piece, items);
+      for (let j = 0; j < items.length; j++) {
+        const literal = typeof items[j] === 'number' ? literalOf(items, j) : undefined;
+        if (literal !== undefined) recordLiteral(entry, entry.length + j, literal);
+      }
+      if (holdsLiterals(items)) markHolders(entry, root as object);
     }
-    entry.push(item);
+    for (const item of items) entry.push(item);
+    k = m;
     await pace();
   }
   return root;

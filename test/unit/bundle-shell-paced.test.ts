@@ -60,6 +60,14 @@ const CASES: Record<string, () => Resource> = {
     }, { meta: { lastUpdated: 'yesterday' }, total: 3 }) as Json;
     return { ...b, link: [{ relation: 'next', url: 'a' }, { relation: 'next', url: 'b' }], unknownAfter: true } as unknown as Resource;
   },
+  'everything at once: own elements around entry, entries, invariants across chunks, a link given twice': () => {
+    const b = bundle((e, i) => {
+      if (i === 2000) (e.request as Json).url = 7;
+      if (i === n - 1) e.search = { mode: 'match' };
+      if (i === SHELL_CHUNK * 3) e.fullUrl = entry(2).fullUrl;
+    }, { meta: { lastUpdated: 'yesterday' }, total: 3 }) as Json;
+    return { ...b, link: [{ relation: 'next', url: 'a' }, { relation: 'next', url: 'b' }], unknownAfter: true } as unknown as Resource;
+  },
   'element ids in two chunks': () => bundle((e, i) => {
     if (i === 1 || i === SHELL_CHUNK + 1) (e.request as Json).id = 'r';
   }),

@@ -129,7 +129,7 @@ async function target(deps: FhirDeps, req: FhirRequest, entry: Entry, query: URL
     return p;
   } catch (err) {
     // A problem of its condition's parameters is that of the element holding them.
-    throw err instanceof FhirError ? located(err, at(entry), undefined, entry.condition ? conditionElement(entry) : at(entry)) : err;
+    throw err instanceof FhirError ? entryError(err, entry, undefined, entry.condition ? conditionElement(entry) : at(entry)) : err;
   }
 }
 
@@ -392,8 +392,14 @@ export async function writeEntry(w: ResourceWriter, p: Planned, opts: PutOptions
   try {
     return await writeOne(w, p, opts, base);
   } catch (err) {
-    throw err instanceof FhirError ? located(err, at(p.entry), `${at(p.entry)}.resource`) : err;
+    throw err instanceof FhirError ? entryError(err, p.entry, `${at(p.entry)}.resource`) : err;
   }
+}
+
+/** An entry's error placed in it (located); an If-Match that does not hold (VersionConflict) is its `request.ifMatch`'s. */
+function entryError(err: FhirError, entry: Entry, resource?: string, element?: string): FhirError {
+  if (err instanceof VersionConflict && entry.ifMatch !== undefined) return located(err, `${at(entry)}.request.ifMatch`);
+  return located(err, at(entry), resource, element);
 }
 
 async function writeOne(w: ResourceWriter, p: Planned, opts: PutOptions, base: string): Promise<Json> {

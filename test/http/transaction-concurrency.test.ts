@@ -98,7 +98,7 @@ await eachStore((kind, fresh) => {
       };
       const res = await send([patch, update, hook('update-held')]);
       expect(statuses).toEqual([200, 200]);
-      expect([res.status, ((await res.json()) as Json).issue[0].expression]).toEqual([412, ['Bundle.entry[1]']]);
+      expect([res.status, ((await res.json()) as Json).issue[0].expression]).toEqual([412, ['Bundle.entry[1].request.ifMatch']]);
       const [a, b] = [await read('Patient/held-a'), await read('Patient/held-b')];
       expect([a.gender, a.birthDate, b.gender, b.name[0].family]).toEqual(['female', undefined, 'male', 'Kim']);
       // The patch alone: planned on version 2, which another request replaces before the commit; planned again on version 3.

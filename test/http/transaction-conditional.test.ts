@@ -196,7 +196,11 @@ await eachStore((kind, fresh) => {
       let outcome = await nothingWritten(tx([update(undefined, 'Patient/loc-1', { resourceType: 'Patient', id: 'loc-1' }), { request: { method: 'DELETE', url: 'Patient/loc-1' } }]), 400);
       expect(outcome.issue[0].expression).toEqual(['Bundle.entry[1]']);
       outcome = await nothingWritten(tx([create(undefined, patient('loc')), { ...update(undefined, 'Patient/loc-1', { resourceType: 'Patient', id: 'loc-1', active: true }), request: { method: 'PUT', url: 'Patient/loc-1', ifMatch: 'W/"4"' } }]), 412);
-      expect(outcome.issue[0].expression).toEqual(['Bundle.entry[1]']);
+      expect(outcome.issue[0].expression).toEqual(['Bundle.entry[1].request.ifMatch']);
+      // A patch's If-Match, judged as it is planned, names its element too.
+      const patch = { resourceType: 'Parameters', parameter: [{ name: 'operation', part: [{ name: 'type', valueCode: 'add' }, { name: 'path', valueString: 'Patient' }, { name: 'name', valueString: 'active' }, { name: 'value', valueBoolean: true }] }] };
+      outcome = await nothingWritten(tx([create(undefined, patient('loc')), { resource: patch, request: { method: 'PATCH', url: 'Patient/loc-1', ifMatch: 'W/"4"' } }]), 412);
+      expect(outcome.issue[0].expression).toEqual(['Bundle.entry[1].request.ifMatch']);
       outcome = await nothingWritten(tx([create(undefined, { ...observation('Patient/loc-1'), performer: [{ reference: 'Foo?x=1' }] })]), 400);
       expect(outcome.issue[0].expression).toEqual(['Bundle.entry[0].resource.performer[0]']);
       await api.create(patient('loc-2'));
@@ -206,7 +210,7 @@ await eachStore((kind, fresh) => {
       expect(outcome.issue[0].diagnostics).toContain("'Patient?identifier=urn:x|loc-2'");
       const batch = await ok(tx([{ ...update(undefined, 'Patient/loc-1', { resourceType: 'Patient', id: 'loc-1' }), request: { method: 'PUT', url: 'Patient/loc-1', ifMatch: 'W/"4"' } }], 'batch'));
       expect(batch.entry[0].response.status).toBe('412 Precondition Failed');
-      expect(batch.entry[0].response.outcome.issue[0].expression).toEqual(['Bundle.entry[0]']);
+      expect(batch.entry[0].response.outcome.issue[0].expression).toEqual(['Bundle.entry[0].request.ifMatch']);
     });
 
   });

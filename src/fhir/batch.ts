@@ -3,7 +3,7 @@ import { FhirError, storeFailureAsFhir } from '../errors.ts';
 import { located, type Entry } from './bundle-entries.ts';
 import { writeConditions, exclusively, type Settle } from './conditional.ts';
 import { requireValid } from './validation/check.ts';
-import { entriesPerAttempt, entryResources, errorEntry, judgesReach, plan, requireEntriesInReach, requireJudgedEntries, requireValidPatched, rewriteReferences, settledConditions, writeEntry, writtenBy, type FullUrlScope, type Json } from './bundle-ops.ts';
+import { entriesPerAttempt, entryResources, errorEntry, hasConditionalReferences, judgesReach, plan, requireEntriesInReach, requireJudgedEntries, requireValidPatched, rewriteReferences, settledConditions, writeEntry, writtenBy, type FullUrlScope, type Json } from './bundle-ops.ts';
 import { chargeAnswer, readBudget, readEntry, type ReadBudget } from './bundle-reads.ts';
 import { requireNoSiblingUrns } from './bundle-match-urls.ts';
 import { isUrnReference } from './references.ts';
@@ -11,11 +11,14 @@ import { requireVersionsWritten, settleVersions } from './bundle-versions.ts';
 import { putOptions, referenceReach, requireProfiles, validationLevel, writeTx, type FhirDeps, type FhirRequest } from './crud.ts';
 import { requireReferences } from './referential-integrity.ts';
 import { atWriteTime } from '../store/write-times.ts';
+import { HeldSearches } from './bundle-held-searches.ts';
 
 async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string, settle: Settle, budget: ReadBudget, scope?: FullUrlScope): Promise<Json> {
   if (entry.method === 'GET') return readEntry(deps, req, entry, base, budget);
-  const { planned, ids } = await plan(deps, req, [entry], base, scope?.get.bind(scope));
-  const pending = await rewriteReferences(deps, req, planned, ids, base, scope);
+  // As a transaction's: the searches its condition and conditional references were resolved by are searched again at the commit.
+  const held = new HeldSearches(deps, req);
+  const { planned, ids } = await plan(deps, req, [entry], base, scope?.get.bind(scope), held);
+  const pending = await rewriteReferences(deps, req, planned, ids, base, scope, held);
   // Validated with its references rewritten, as a transaction's entries are.
   if (entry.resource) {
     requireValid(entry.resource, validationLevel(deps), `Bundle.entry[${entry.index}].resource`, entry.fullUrl !== undefined);
@@ -30,6 +33,8 @@ async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string,
     await deps.subscriptions?.prepare(planned.map(writtenBy), opts.activateSubscription);
     return writeTx(deps, req.tenant, async (w) => {
       await settle(w, settledConditions(planned));
+      await Promise.all(held.targets().map((k) => w.current(k.type, k.id)));
+      await held.requireUnchanged(w);
       await requireJudgedEntries(w, planned);
       // Its own fullUrl, with a version, in its resource (a batch's entries may not refer to each other).
       const versions = await settleVersions(w, pending, opts, (p) => writtenBy(p)!);
@@ -102,7 +107,7 @@ export async function batch(deps: FhirDeps, req: FhirRequest, entries: Entry[], 
       }
       requireNoSiblingUrns(entry, fullUrls);
       const conditions = writeConditions([entry]);
-      const attemptOf = entriesPerAttempt([entry], conditions.length > 0 || judgesReach(req, [entry]));
+      const attemptOf = entriesPerAttempt([entry], conditions.length > 0 || judgesReach(req, [entry]) || hasConditionalReferences([entry]));
       out.push(await exclusively(deps, req.tenant, conditions, (settle, attempt) => one(deps, req, attemptOf(attempt)[0]!, base, settle, budget, scope)));
     } catch (err) {
       const failure = err instanceof FhirError ? err : storeFailureAsFhir(err);

@@ -8,7 +8,7 @@ import { FhirError } from '../errors.ts';
 import type { Condition, IndexRows } from '../store/types.ts';
 import { entryPath, located, type Entry } from './bundle-entries.ts';
 import type { Planned } from './bundle-ops.ts';
-import { conditionKey, conditionMatches, parseCondition, showCondition } from './conditional.ts';
+import { conditionKey, conditionSearch, parseCondition, showCondition } from './conditional.ts';
 import { lookups } from './core-search.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import type { Resource } from './resource.ts';
@@ -17,6 +17,7 @@ import { withEntryIds } from './bundle-match-urls.ts';
 import { compileSearch, MAX_COUNT, storeQuery } from './search.ts';
 import { matchConditions, type MatchContext } from './search-match.ts';
 import { indexEntries } from './indexer.ts';
+import type { HeldSearches } from './bundle-held-searches.ts';
 
 /**
  * The entries that share another entry's write (follower → leader). Of the `ifNoneExist` POSTs and
@@ -92,9 +93,10 @@ export class UnmatchedConditionalReference extends FhirError {
  * by its `Type/id`; none or several are 412. References of one condition are resolved once. A value
  * naming an entry's fullUrl (`Observation?subject=urn:uuid:X`: `lookup` gives its `Type/id`) is searched
  * as that resource, as the entries' own conditions are (bundle-match-urls.ts; HAPI FHIR does the same).
+ * A transaction's searches are recorded in `held`, to be searched again at its commit (HeldSearches).
  */
 export async function resolveConditionalReferences(
-  deps: FhirDeps, req: FhirRequest, refs: ConditionalReference[], writes: TransactionWrite[], lookup: (fullUrl: string) => string | undefined,
+  deps: FhirDeps, req: FhirRequest, refs: ConditionalReference[], writes: TransactionWrite[], lookup: (fullUrl: string) => string | undefined, held?: HeldSearches,
 ): Promise<void> {
   const found = new Map<string, string>();
   const writtenResources = new WrittenResources(writes, lookups(deps, req.tenant));
@@ -108,7 +110,7 @@ export async function resolveConditionalReferences(
       const query = withEntryIds(parseCondition(written, type, ref.where), lookup, () => false)!;
       const key = conditionKey(type, query);
       let target = found.get(key);
-      if (target === undefined) found.set(key, (target = await resolveOne(deps, req, type, query, ref, writtenResources)));
+      if (target === undefined) found.set(key, (target = await resolveOne(deps, req, type, query, ref, writtenResources, held)));
       ref.holder.reference = target;
     } catch (err) {
       throw err instanceof FhirError ? located(err, ref.element()) : err;
@@ -116,9 +118,13 @@ export async function resolveConditionalReferences(
   }
 }
 
-async function resolveOne(deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, ref: ConditionalReference, written: WrittenResources): Promise<string> {
+async function resolveOne(deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, ref: ConditionalReference, written: WrittenResources, held: HeldSearches | undefined): Promise<string> {
   const replaced = written.replaced(type);
-  const stored = await conditionMatches(deps, req, type, query, ref.where, Math.min(2 + replaced.size, MAX_COUNT));
+  const count = Math.min(2 + replaced.size, MAX_COUNT);
+  const found = await conditionSearch(deps, req, type, query, ref.where, count);
+  // Searched again at the commit (HeldSearches): a target deleted or a second match created meanwhile runs the Bundle again.
+  held?.add(type, query, ref.where, count, found);
+  const stored = found.rows;
   const ids = new Set(stored.filter((v) => !replaced.has(v.id)).map((v) => v.id));
   for (const id of await writtenMatches(deps, req, type, query, written)) ids.add(id);
   const shown = `${ref.where}: conditional reference '${showCondition(type, query)}'`;

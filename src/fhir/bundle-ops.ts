@@ -18,6 +18,7 @@ import { patchCurrent, patchRace, type Patched } from './patch.ts';
 import { newId, type Resource } from './resource.ts';
 import { invalidResource, validationErrors } from './validation/check.ts';
 import { pacedTurns } from './turns.ts';
+import type { HeldSearches } from './bundle-held-searches.ts';
 import type { ValidationLevel } from './validation/validate.ts';
 
 export type Json = Record<string, unknown>;
@@ -56,7 +57,8 @@ export function settledConditions(planned: Planned[]): string[] {
 /**
  * The entries for each attempt of a conditional write (exclusively): rewriteReferences writes the
  * references of the entries' resources in place, so an attempt after the first starts from copies of
- * the resources as they came.
+ * the resources as they came. `conditional`: the Bundle may run again (its conditional entries and
+ * references are searched again at its commit, or its reach is judged on what is stored).
  */
 export function entriesPerAttempt(entries: Entry[], conditional: boolean): (attempt: number) => Entry[] {
   // A PATCH entry's race runs the Bundle again too (writePatched), and so does a judged reach's (requireJudgedEntries: `conditional`).
@@ -68,10 +70,25 @@ export function entriesPerAttempt(entries: Entry[], conditional: boolean): (atte
 const at = entryPath;
 
 /**
+ * Whether an entry's resource holds a conditional reference (`Type?query`, or one under a base): its searches are
+ * held to its commit (HeldSearches), so the Bundle may run again (entriesPerAttempt).
+ */
+export function hasConditionalReferences(entries: Entry[]): boolean {
+  let found = false;
+  for (const e of entries) {
+    if (e.resource) walkReferences(e.resource, (holder) => (found ||= holder.reference.includes('?')));
+    if (found) return true;
+  }
+  return false;
+}
+
+/**
  * An entry's target: its id (`id`, known before: a create's new one, the URL's), or what its condition
  * `query` (with the entries' fullUrls replaced by their ids: bundle-match-urls.ts) matches.
  */
-async function resolveTarget(deps: FhirDeps, req: FhirRequest, entry: Entry, query: URLSearchParams | undefined, id: string | undefined, deleted: ReadonlySet<string>): Promise<Planned> {
+async function resolveTarget(
+  deps: FhirDeps, req: FhirRequest, entry: Entry, query: URLSearchParams | undefined, id: string | undefined, deleted: ReadonlySet<string>, held: HeldSearches | undefined,
+): Promise<Planned> {
   const p: Planned = { entry };
   // A conditional create is a create, whether or not a resource matches (as in REST).
   if (entry.method === 'POST') requireAccess(req.access, entry.type, 'c');
@@ -81,7 +98,7 @@ async function resolveTarget(deps: FhirDeps, req: FhirRequest, entry: Entry, que
   }
   // A conditional create runs after the transaction's deletes (http.html 3.1.0.11.2): what they delete
   // matches nothing. The targets of updates and patches, matched by content, are left to checkTargets.
-  const match = await resolveCondition(deps, req, entry.type, query, at(entry), entry.method === 'POST' ? deleted : undefined);
+  const match = await resolveCondition(deps, req, entry.type, query, at(entry), entry.method === 'POST' ? deleted : undefined, held);
   if (!match && (entry.method === 'POST' || entry.method === 'PUT')) p.settles = conditionKey(entry.type, entry.condition);
   if (entry.method === 'POST') {
     if (match) p.existing = match;
@@ -117,10 +134,15 @@ function entryIfNoneMatch(entry: Entry): IfMatch | undefined {
   return entry.ifNoneMatch ? parseIfNoneMatch(entry.ifNoneMatch, `${at(entry)}: ifNoneMatch`, `${at(entry)}.request.ifNoneMatch`) : undefined;
 }
 
-/** Resolves an entry's target; a PUT or DELETE may not reach outside the token's compartment or scope filters (requireStoredInReach). */
-async function target(deps: FhirDeps, req: FhirRequest, entry: Entry, query: URLSearchParams | undefined, id: string | undefined, deleted: ReadonlySet<string>): Promise<Planned> {
+/**
+ * Resolves an entry's target; a PUT or DELETE may not reach outside the token's compartment or scope filters (requireStoredInReach).
+ * A transaction's condition searches are recorded in `held`, to be searched again at its commit.
+ */
+async function target(
+  deps: FhirDeps, req: FhirRequest, entry: Entry, query: URLSearchParams | undefined, id: string | undefined, deleted: ReadonlySet<string>, held: HeldSearches | undefined,
+): Promise<Planned> {
   try {
-    const p = await resolveTarget(deps, req, entry, query, id, deleted);
+    const p = await resolveTarget(deps, req, entry, query, id, deleted, held);
     if (p.id && (entry.method === 'PUT' || entry.method === 'DELETE')) {
       const judged = await requireStoredInReach(deps, req, entry.type, p.id, entry.method === 'PUT' ? 'u' : 'd');
       if (judged !== undefined) p.judged = judged;
@@ -167,9 +189,12 @@ export async function requireEntriesInReach(deps: FhirDeps, req: FhirRequest, pl
  * their fullUrls map to its resource. A condition naming entries' fullUrls is searched with their ids
  * (withEntryIds, `known` answering those outside the Bundle): the ids of creates and of updates, patches
  * and deletes by id are known first; a condition naming a conditional entry's fullUrl is searched once
- * that entry's own condition is resolved, and one in a cycle of such is a 400.
+ * that entry's own condition is resolved, and one in a cycle of such is a 400. A transaction's condition
+ * searches are recorded in `held`, to be searched again at its commit.
  */
-export async function plan(deps: FhirDeps, req: FhirRequest, entries: Entry[], base: string, known?: (url: string) => string | undefined): Promise<{ planned: Planned[]; ids: Map<string, string> }> {
+export async function plan(
+  deps: FhirDeps, req: FhirRequest, entries: Entry[], base: string, known?: (url: string) => string | undefined, held?: HeldSearches,
+): Promise<{ planned: Planned[]; ids: Map<string, string> }> {
   const leaders = sharedWrites(entries);
   const byEntry = new Map<Entry, Planned>();
   const preset = new Map(entries.flatMap((e) => (e.condition || e.method === 'GET' ? [] : [[e, e.id ?? newId()] as const])));
@@ -198,7 +223,7 @@ export async function plan(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
         later.push(entry);
         continue;
       }
-      const p = await target(deps, req, entry, query, preset.get(entry), deleted.get(entry.type) ?? new Set());
+      const p = await target(deps, req, entry, query, preset.get(entry), deleted.get(entry.type) ?? new Set(), held);
       byEntry.set(entry, p);
       if (entry.condition) deletes(entry, p.id);
       for (const e of [entry, ...(followers.get(entry) ?? [])]) {
@@ -249,8 +274,11 @@ export function unmatchedUrn(scope: FullUrlScope | undefined): string {
  * conditional references, against the store and the resources the entries write (bundle-conditional.ts).
  * A version-specific reference to a fullUrl names the version the transaction leaves its entry's resource
  * at (bundle-versions.ts); those to updates and patches are returned, to be settled in the store transaction.
+ * A transaction's conditional reference searches are recorded in `held`, to be searched again at its commit.
  */
-export async function rewriteReferences(deps: FhirDeps, req: FhirRequest, planned: Planned[], ids: Map<string, string>, base: string, scope?: FullUrlScope): Promise<PendingVersion[]> {
+export async function rewriteReferences(
+  deps: FhirDeps, req: FhirRequest, planned: Planned[], ids: Map<string, string>, base: string, scope?: FullUrlScope, held?: HeldSearches,
+): Promise<PendingVersion[]> {
   const known = (url: string) => ids.get(url) ?? scope?.get(url);
   const conditional: ConditionalReference[] = [];
   const pending: PendingVersion[] = [];
@@ -299,7 +327,7 @@ export async function rewriteReferences(deps: FhirDeps, req: FhirRequest, planne
   if (conditional.length > 0) {
     // A fullUrl in a conditional reference's values (`Observation?subject=urn:uuid:X`) is searched as its entry's `Type/id`.
     const lookup = (item: string) => known(item) ?? ids.get(`${base}/${item}`);
-    await resolveConditionalReferences(deps, req, conditional, transactionWrites(planned), lookup);
+    await resolveConditionalReferences(deps, req, conditional, transactionWrites(planned), lookup, held);
   }
   return pending;
 }

@@ -1,10 +1,11 @@
 import { requireAccess } from './access.ts';
 import { FhirError } from '../errors.ts';
 import { createHash } from 'node:crypto';
-import type { ResourceVersion, ResourceWriter } from '../store/types.ts';
+import type { ResourceVersion, ResourceWriter, SearchQuery } from '../store/types.ts';
 import { createResource, deleteResource, updateResource, validationLevel, type FhirDeps, type FhirRequest, type UpdatePreconditions, type WriteResult } from './crud.ts';
 import { carryLiterals } from './exact-json.ts';
 import { asResource, checkTypeAndId, withoutId } from './resource.ts';
+import type { HeldSearches } from './bundle-held-searches.ts';
 import { requireIfMatch, VersionConflict, type IfMatch } from './if-match.ts';
 import { requireValid } from './validation/check.ts';
 import { CONTROL, searchResources } from './search.ts';
@@ -69,22 +70,33 @@ export function showCondition(type: string, query: URLSearchParams): string {
 export async function conditionMatches(
   deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, where: string, count = 2,
 ): Promise<ResourceVersion[]> {
+  return (await conditionSearch(deps, req, type, query, where, count)).rows;
+}
+
+/** conditionMatches, with the store query it ran (none: the token sees none of the type), which a transaction searches again at its commit (HeldSearches). */
+export async function conditionSearch(
+  deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, where: string, count: number,
+): Promise<{ rows: ResourceVersion[]; query: SearchQuery | undefined }> {
   const params = new URLSearchParams(query);
   if (containedMode(params)) throw new FhirError('invalid', `${where}: condition '${showCondition(type, query)}' cannot use _contained (it selects one ${type})`, { expression: ['_contained'] });
   params.set('_count', String(count));
   // A result parameter selects nothing: a condition's matches are all of them, whatever `_offset` skips.
   params.delete('_offset');
-  return (await searchResources(deps, req, type, params, true)).rows;
+  const { rows, query: ran } = await searchResources(deps, req, type, params, true);
+  return { rows, query: ran };
 }
 
 /**
  * Resolves a conditional query to at most one current resource (conditionMatches); two or more matches
- * are 412. The ids in `excluded` (a transaction deletes them) match nothing.
+ * are 412. The ids in `excluded` (a transaction deletes them) match nothing. A transaction's search is
+ * recorded in `held`, to be searched again at its commit (HeldSearches).
  */
 export async function resolveCondition(
-  deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, where: string, excluded: ReadonlySet<string> = new Set(),
+  deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, where: string, excluded: ReadonlySet<string> = new Set(), held?: HeldSearches,
 ): Promise<ResourceVersion | undefined> {
-  const rows = (await conditionMatches(deps, req, type, query, where, 2 + excluded.size)).filter((v) => !excluded.has(v.id));
+  const found = await conditionSearch(deps, req, type, query, where, 2 + excluded.size);
+  held?.add(type, query, where, 2 + excluded.size, found);
+  const rows = found.rows.filter((v) => !excluded.has(v.id));
   if (rows.length > 1) throw new FhirError('precondition', `${where}: condition '${showCondition(type, query)}' matches more than one resource`);
   return rows[0];
 }

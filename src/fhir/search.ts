@@ -122,6 +122,8 @@ export interface SearchResult {
   shape?: Shape;
   /** Rewrites each included resource's JSON: `_summary`, and `_elements` by its type-prefixed names alone (includedSubset). */
   includedShape?: Shape;
+  /** The store query the page's matches were read by (none when the token sees none of the type), for a transaction to search again (HeldSearches). */
+  query?: SearchQuery;
 }
 
 /** A page's start: a keyset position, or for other sorts an offset (with the core matches' own, see core-search.ts). */
@@ -1257,7 +1259,7 @@ async function searchPage(
       ? await pageFilled(deps, req, query, keep)
       : { rows: await repo.search(req.tenant, { ...query, count: query.count + 1 }), offsets: (n) => ({ store: (query.offset ?? 0) + n }) };
   const rows = page.rows;
-  const result: SearchResult = { rows: rows.slice(0, query.count), included: [], warnings, self };
+  const result: SearchResult = { rows: rows.slice(0, query.count), included: [], warnings, self, query };
   if (rows.length > query.count) {
     const last = result.rows[result.rows.length - 1]!;
     const at = page.offsets(query.count);

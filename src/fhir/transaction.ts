@@ -2,7 +2,7 @@ import { FhirError } from '../errors.ts';
 import { batch, operationEntry, type OperationCall } from './batch.ts';
 import { writeConditions, exclusively, type Settle } from './conditional.ts';
 import { parseBundle, type Entry } from './bundle-entries.ts';
-import { entriesPerAttempt, entryResources, errorEntry, followerEntry, judgesReach, plan, requireEntriesInReach, requireJudgedEntries, requireValidPatched, rewriteReferences, settledConditions, writeEntry, writtenBy, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
+import { entriesPerAttempt, entryResources, errorEntry, followerEntry, hasConditionalReferences, judgesReach, plan, requireEntriesInReach, requireJudgedEntries, requireValidPatched, rewriteReferences, settledConditions, writeEntry, writtenBy, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
 import { requireVersionsWritten, settleVersions, writtenAnew } from './bundle-versions.ts';
 import { withStaticIds } from './bundle-match-urls.ts';
 import { checkRead, checkReadDeletion, checkReadTarget, readBudget, readEntry } from './bundle-reads.ts';
@@ -17,6 +17,7 @@ import { profileCost } from './validation/profile/run.ts';
 import { readsProfiles } from './validation/profile/profile-check.ts';
 import { writtenScope } from './validation/profile/targets.ts';
 import { atWriteTime } from '../store/write-times.ts';
+import { HeldSearches } from './bundle-held-searches.ts';
 
 const ORDER: Record<string, number> = { DELETE: 0, POST: 1, PUT: 2, PATCH: 2, GET: 3 };
 
@@ -48,9 +49,11 @@ function checkTargets(planned: Planned[]): void {
  * writes) and read after it, so a failing GET cannot leave the writes half-reported.
  */
 async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], base: string, settle: Settle, scope?: FullUrlScope, operation?: OperationCall): Promise<Json[]> {
-  const { planned, ids } = await plan(deps, req, entries, base, scope?.get.bind(scope));
+  // The searches its conditional entries and references were resolved by, searched again at the commit.
+  const held = new HeldSearches(deps, req);
+  const { planned, ids } = await plan(deps, req, entries, base, scope?.get.bind(scope), held);
   checkTargets(planned);
-  const pending = await rewriteReferences(deps, req, planned, ids, base, scope);
+  const pending = await rewriteReferences(deps, req, planned, ids, base, scope, held);
   // Validated as written, with the references rewritten: a reference's target type is checked on the
   // type its entry has (an Observation's subject naming a Medication entry's fullUrl is refused).
   await requireValidEntries(deps, entries);
@@ -79,8 +82,11 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
       // The resources the entries change are looked up together (PostgreSQL locks them in one statement,
       // in key order), so that transactions changing the same resources in other orders wait for each
       // other instead of deadlocking (which PostgreSQL ends after a second, one of them a 409).
-      // The matches of conditional creates, which their writes hold to (requireExistingCurrent), are among them.
-      await Promise.all(sorted.filter((p) => changesExisting(p) || p.holdsExisting === true).map((p) => w.current(p.entry.type, p.id!)));
+      // The matches of conditional creates, which their writes hold to (requireExistingCurrent), are among them,
+      // and so are the resources its conditions and conditional references found (held), searched again then.
+      const locked = [...sorted.filter((p) => changesExisting(p) || p.holdsExisting === true).map((p) => ({ type: p.entry.type, id: p.id! })), ...held.targets()];
+      await Promise.all(locked.map((k) => w.current(k.type, k.id)));
+      await held.requireUnchanged(w);
       await requireJudgedEntries(w, planned);
       const versions = await settleVersions(w, pending, opts, (p) => writtenBy(p)!);
       const anew = (p: Planned) => versions.has(p) && writtenAnew(p, opts.activateSubscription !== undefined);
@@ -188,7 +194,7 @@ export async function processBundle(deps: FhirDeps, req: FhirRequest, body: unkn
     // ones do: with the fullUrls of plain updates and patches in them replaced by their ids first.
     withStaticIds(entries, base);
     const conditions = writeConditions(entries);
-    const attemptOf = entriesPerAttempt(entries, conditions.length > 0 || judgesReach(req, entries));
+    const attemptOf = entriesPerAttempt(entries, conditions.length > 0 || judgesReach(req, entries) || hasConditionalReferences(entries));
     out = await exclusively(deps, req.tenant, conditions, (settle, attempt) => transaction(deps, req, attemptOf(attempt), base, settle, scope, operation));
   } else {
     // The batch's own problems fail it whole; those of an entry's request or fullUrl are that entry's.

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
-import type { Json } from '../helpers/fhir.ts';
+import { craftToken, type Json } from '../helpers/fhir.ts';
 
 await eachStore((kind, fresh) => {
   describe(`concurrent transactions (${kind})`, () => {
@@ -127,6 +127,140 @@ await eachStore((kind, fresh) => {
       expect(created).not.toBe('Patient/held-c');
       expect(answer.entry[1].resource.subject).toEqual({ reference: created });
       expect((await read(created)).identifier).toEqual(identifier);
+    });
+
+    const observation = (subject: string): Json => ({ resource: { resourceType: 'Observation', status: 'final', code: { text: 'x' }, subject: { reference: subject } }, request: { method: 'POST', url: 'Observation' } });
+    const mrn = (value: string) => ({ identifier: [{ system: 'http://example.org/mrn', value }] });
+    const matching = async (value: string) => ((await (await t.request(`${t.fhir()}/Patient?identifier=http://example.org/mrn|${value}`, fhirInit(token))).json()) as Json).entry?.map((e: Json) => e.resource.id).sort() ?? [];
+    const observations = async (subject: string) => ((await (await t.request(`${t.fhir()}/Observation?subject=${subject}`, fhirInit(token))).json()) as Json).entry?.length ?? 0;
+
+    test("its conditional reference's target, deleted meanwhile, is searched again: 412, nothing written (it was 200, naming the deleted Patient)", async () => {
+      expect((await put('ref-r', mrn('ref-r'))).status).toBe(201);
+      let deleted = 0;
+      meanwhile = async () => (deleted = (await t.request(`${t.fhir()}/Patient/ref-r`, fhirInit(token, 'DELETE'))).status);
+      const res = await send([observation('Patient?identifier=http://example.org/mrn|ref-r'), hook('ref-deleted')]);
+      expect([deleted, res.status]).toEqual([200, 412]);
+      const outcome = (await res.json()) as Json;
+      expect(outcome.issue[0].expression).toEqual(['Bundle.entry[0].resource.subject']);
+      expect(outcome.issue[0].diagnostics).toContain('matches nothing');
+      expect(await observations('Patient/ref-r')).toBe(0);
+    });
+
+    test('its conditional reference, whose condition another request makes match a second resource meanwhile, is a 412 (it stayed on the first)', async () => {
+      expect((await put('ref-s1', mrn('ref-s'))).status).toBe(201);
+      let created = 0;
+      meanwhile = async () => (created = (await put('ref-s2', mrn('ref-s'))).status);
+      const res = await send([observation('Patient?identifier=http://example.org/mrn|ref-s'), hook('ref-second')]);
+      expect([created, res.status]).toEqual([201, 412]);
+      const outcome = (await res.json()) as Json;
+      expect(outcome.issue[0].expression).toEqual(['Bundle.entry[0].resource.subject']);
+      expect(outcome.issue[0].diagnostics).toContain('matches more than one resource');
+      expect(await observations('Patient/ref-s1')).toBe(0);
+    });
+
+    test('its conditional reference, whose target another request replaces meanwhile by another of the condition, names the new one', async () => {
+      expect((await put('ref-o', mrn('ref-n'))).status).toBe(201);
+      const statuses: number[] = [];
+      meanwhile = async () => {
+        statuses.push((await put('ref-o', { identifier: [{ system: 'http://example.org/mrn', value: 'ref-moved' }] })).status);
+        statuses.push((await put('ref-n', mrn('ref-n'))).status);
+      };
+      const res = await send([observation('Patient?identifier=http://example.org/mrn|ref-n'), hook('ref-new')]);
+      expect([statuses, res.status]).toEqual([[200, 201], 200]);
+      const answer = (await res.json()) as Json;
+      expect(answer.entry[0].resource.subject).toEqual({ reference: 'Patient/ref-n' });
+      expect(await observations('Patient/ref-o')).toBe(0);
+    });
+
+    test("of its conditional references searched again together, one whose target another request changes to match another's condition too is a 412", async () => {
+      for (const id of ['two-a', 'two-b', 'two-c']) expect((await put(id, mrn(id))).status).toBe(201);
+      let updated = 0;
+      meanwhile = async () => (updated = (await put('two-b', { identifier: [...mrn('two-b').identifier, ...mrn('two-a').identifier] })).status);
+      const res = await send([...['two-a', 'two-b', 'two-c'].map((id) => observation(`Patient?identifier=http://example.org/mrn|${id}`)), hook('refs-together')]);
+      expect([updated, res.status]).toEqual([200, 412]);
+      const outcome = (await res.json()) as Json;
+      expect([outcome.issue[0].expression, outcome.issue[0].diagnostics]).toEqual([['Bundle.entry[0].resource.subject'], expect.stringContaining('matches more than one resource')]);
+    });
+
+    test('of its conditional references through a chain, one that another request makes match a second Patient by changing an Organization (no Patient changed) is a 412', async () => {
+      const organization = (id: string, values: string[]) => t.request(`${t.fhir()}/Organization/${id}`, fhirInit(token, 'PUT', { resourceType: 'Organization', id, identifier: values.map((value) => ({ system: 'http://example.org/org', value })) }));
+      for (const id of ['chain-x', 'chain-y']) {
+        expect((await organization(id, [id])).status).toBe(201);
+        expect((await put(`${id}-p`, { managingOrganization: { reference: `Organization/${id}` } })).status).toBe(201);
+      }
+      let changed = 0;
+      meanwhile = async () => (changed = (await organization('chain-x', ['chain-x', 'chain-y'])).status);
+      const res = await send([...['chain-x', 'chain-y'].map((id) => observation(`Patient?organization.identifier=http://example.org/org|${id}`)), hook('chain-changed')]);
+      expect([changed, res.status]).toEqual([200, 412]);
+      const outcome = (await res.json()) as Json;
+      expect([outcome.issue[0].expression, outcome.issue[0].diagnostics]).toEqual([['Bundle.entry[1].resource.subject'], expect.stringContaining('matches more than one resource')]);
+      expect(await observations('Patient/chain-y-p')).toBe(0);
+    });
+
+    test("a conditional reference to a Binary, whose matches a token's reach keeps by their securityContext, is searched again as planned: unchanged it commits, deleted meanwhile it is a 412", async () => {
+      const binary = (id: string) => t.request(`${t.fhir()}/Binary/${id}`, fhirInit(token, 'PUT', { resourceType: 'Binary', id, contentType: 'text/plain', data: 'aGk=' }));
+      expect((await binary('reach-b')).status).toBe(201);
+      // Its scopes leave out types (Patient...) whose records a Binary's securityContext may name: its Binary matches are kept in reach by reads of their own.
+      const limited = await craftToken(t, 'system/Observation.crs system/Subscription.c system/Binary.rs');
+      const focused = { resource: { resourceType: 'Observation', status: 'final', code: { text: 'x' }, focus: [{ reference: 'Binary?_id=reach-b' }] }, request: { method: 'POST', url: 'Observation' } };
+      const sendAs = (entry: Json[]) => t.request(t.fhir(), fhirInit(limited, 'POST', { resourceType: 'Bundle', type: 'transaction', entry }));
+      const kept = await sendAs([focused, hook('reach-kept')]);
+      expect(kept.status).toBe(200);
+      expect(((await kept.json()) as Json).entry[0].resource.focus).toEqual([{ reference: 'Binary/reach-b' }]);
+      let deleted = 0;
+      meanwhile = async () => (deleted = (await t.request(`${t.fhir()}/Binary/reach-b`, fhirInit(token, 'DELETE'))).status);
+      const res = await sendAs([focused, hook('reach-deleted')]);
+      expect([deleted, res.status]).toEqual([200, 412]);
+      expect(((await res.json()) as Json).issue[0].expression).toEqual(['Bundle.entry[0].resource.focus[0]']);
+    });
+
+    test('its conditional update, delete and patch, whose condition another request makes match a second resource meanwhile, are 412s (they wrote the first)', async () => {
+      const patch = { resourceType: 'Parameters', parameter: [{ name: 'operation', part: [{ name: 'type', valueCode: 'add' }, { name: 'path', valueString: 'Patient' }, { name: 'name', valueString: 'birthDate' }, { name: 'value', valueDate: '1970-01-01' }] }] };
+      const cases: [string, Json][] = [
+        ['PUT', { resource: { resourceType: 'Patient', ...mrn('cond-put'), gender: 'other' }, request: { method: 'PUT', url: 'Patient?identifier=http://example.org/mrn|cond-put' } }],
+        ['DELETE', { request: { method: 'DELETE', url: 'Patient?identifier=http://example.org/mrn|cond-delete' } }],
+        ['PATCH', { resource: patch, request: { method: 'PATCH', url: 'Patient?identifier=http://example.org/mrn|cond-patch' } }],
+      ];
+      for (const [method, entry] of cases) {
+        const value = `cond-${method.toLowerCase()}`;
+        expect((await put(`${value}-1`, mrn(value))).status).toBe(201);
+        let created = 0;
+        meanwhile = async () => (created = (await put(`${value}-2`, mrn(value))).status);
+        const res = await send([entry, hook(`second-${value}`)]);
+        expect([method, created, res.status]).toEqual([method, 201, 412]);
+        expect(((await res.json()) as Json).issue[0].diagnostics).toContain('matches more than one resource');
+        const first = await read(`Patient/${value}-1`);
+        expect([method, first.meta.versionId, first.gender, first.birthDate]).toEqual([method, '1', undefined, undefined]);
+      }
+    });
+
+    test('its conditional create that matched nothing, whose condition another request makes match meanwhile, finds that resource (it created a second)', async () => {
+      let created = 0;
+      meanwhile = async () => (created = (await put('late-match', mrn('late-match'))).status);
+      const res = await send([
+        { fullUrl: 'urn:uuid:00000000-0000-4000-8000-00000000000d', resource: { resourceType: 'Patient', ...mrn('late-match') }, request: { method: 'POST', url: 'Patient', ifNoneExist: 'identifier=http://example.org/mrn|late-match' } },
+        observation('urn:uuid:00000000-0000-4000-8000-00000000000d'),
+        hook('create-late'),
+      ]);
+      expect([created, res.status]).toEqual([201, 200]);
+      const answer = (await res.json()) as Json;
+      expect([answer.entry[0].response.status, answer.entry[1].resource.subject]).toEqual(['200 OK', { reference: 'Patient/late-match' }]);
+      expect(await matching('late-match')).toEqual(['late-match']);
+    });
+
+    test("a batch entry's conditional reference, whose target another request deletes meanwhile, is that entry's 412", async () => {
+      expect((await put('batch-r', mrn('batch-r'))).status).toBe(201);
+      meanwhile = async () => t.request(`${t.fhir()}/Patient/batch-r`, fhirInit(token, 'DELETE'));
+      // The entry's own endpoint is resolved between its planning and its commit: a Subscription naming the Patient in an extension.
+      const subscription = hook('batch-deleted');
+      const named = { url: 'http://example.org/fhir/StructureDefinition/patient', valueReference: { reference: 'Patient?identifier=http://example.org/mrn|batch-r' } };
+      subscription.resource = { ...(subscription.resource as Json), extension: [named] };
+      const res = await t.request(t.fhir(), fhirInit(token, 'POST', { resourceType: 'Bundle', type: 'batch', entry: [subscription] }));
+      expect(res.status).toBe(200);
+      const answer = (await res.json()) as Json;
+      expect([answer.entry[0].response.status, answer.entry[0].response.outcome?.issue[0].expression]).toEqual(['412 Precondition Failed', ['Bundle.entry[0].resource.extension[0].valueReference']]);
+      const subscriptions = ((await (await t.request(`${t.fhir()}/Subscription?_count=100`, fhirInit(token))).json()) as Json).entry ?? [];
+      expect(subscriptions.filter((e: Json) => e.resource.extension !== undefined)).toEqual([]);
     });
   });
 });

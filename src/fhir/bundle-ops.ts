@@ -477,15 +477,16 @@ async function writePlain(w: ResourceWriter, p: Planned, opts: PutOptions, base:
 
 /**
  * Writes a PATCH entry's result against the version it patched. A write in between is the client's 412
- * when its ifMatch named a version; otherwise the Bundle is planned and patched again on the new version
- * (ConditionRaced: exclusively runs it again, as REST PATCH reads and applies again), then 409.
+ * when its ifMatch named a version; otherwise (none, or `*`, which any current version meets) the Bundle is
+ * planned and patched again on the new version (ConditionRaced: exclusively runs it again, as REST PATCH reads
+ * and applies again), then 409.
  */
 async function writePatched(w: ResourceWriter, p: Planned, patched: Patched, opts: PutOptions, base: string, clientIfMatch: IfMatch | undefined): Promise<Json> {
   try {
     const { version, unchanged } = await putVersion(w, patched.resource, p.id!, opts, 'PATCH');
     return { ...(unchanged ? unchangedEntry(version, base) : responseEntry('200 OK', version, base)), resource: parseExact(version.content) };
   } catch (err) {
-    if (clientIfMatch === undefined && err instanceof VersionConflict) throw new ConditionRaced();
+    if ((clientIfMatch === undefined || clientIfMatch === '*') && err instanceof VersionConflict) throw new ConditionRaced();
     throw patchRace(err, p.entry.type, p.id!, clientIfMatch);
   }
 }

@@ -109,6 +109,17 @@ await eachStore((kind, fresh) => {
       expect([now.meta.versionId, now.gender, now.birthDate]).toEqual(['4', 'other', '1970-01-01']);
     });
 
+    test('its patch with If-Match * (any current version) is planned again on the version another request wrote meanwhile (it was a 412)', async () => {
+      expect((await put('held-star', { name: [{ family: 'Lee' }] })).status).toBe(201);
+      const patch = { resource: { resourceType: 'Parameters', parameter: [{ name: 'operation', part: [{ name: 'type', valueCode: 'add' }, { name: 'path', valueString: 'Patient' }, { name: 'name', valueString: 'birthDate' }, { name: 'value', valueDate: '1970-01-01' }] }] }, request: { method: 'PATCH', url: 'Patient/held-star', ifMatch: '*' } };
+      let written = 0;
+      meanwhile = async () => (written = (await put('held-star', { name: [{ family: 'Lee' }], gender: 'other' })).status);
+      const res = await send([patch, hook('patch-star')]);
+      expect([written, res.status]).toEqual([200, 200]);
+      const now = await read('Patient/held-star');
+      expect([now.meta.versionId, now.gender, now.birthDate]).toEqual(['3', 'other', '1970-01-01']);
+    });
+
     test("its conditional create's match, deleted meanwhile, is searched again: the Bundle creates, and its entries refer to what it created", async () => {
       const identifier = [{ system: 'http://example.org/mrn', value: 'held-create' }];
       expect((await put('held-c', { identifier })).status).toBe(201);

@@ -4,6 +4,7 @@ import { entryPatch, underEntry, type PatchDocument } from './patch.ts';
 import { asResource, noEndpoint, withoutId, type Resource } from './resource.ts';
 import { strictQuery } from './query-encoding.ts';
 import { hasEndpoint, ID_PATTERN, isResourceType } from './resource-types.ts';
+import { COMPARTMENT_TYPES, isCompartmentType, type Compartment } from './compartments.ts';
 import { instanceShape } from './subset.ts';
 import { metadataMode } from './terminology-capabilities.ts';
 import { pacedTurns } from './turns.ts';
@@ -26,8 +27,8 @@ export interface Entry {
   condition?: URLSearchParams;
   /** GET search or read query string. */
   query?: URLSearchParams;
-  /** GET `Patient/{id}/{type}` or `Patient/{id}/*`: a compartment search, in the compartment of Patient `id`. */
-  compartment?: string;
+  /** GET `{Compartment}/{id}/{type}` or `{Compartment}/{id}/*`: a compartment search (src/fhir/compartments.ts). */
+  compartment?: Compartment;
   fullUrl?: string;
   resource?: Resource;
   /** PATCH: the patch its resource holds (a Parameters, or a Binary holding a JSON Patch). */
@@ -99,7 +100,7 @@ interface ParsedUrl {
   version?: string;
   history?: boolean;
   query?: URLSearchParams;
-  compartment?: string;
+  compartment?: Compartment;
 }
 
 /** A `request.url` relative to the FHIR base `base`: as written, without the base (the base itself, with a query, being `?query`) or a leading `/`. */
@@ -109,13 +110,13 @@ function relativeUrl(url: string, base: string): string {
   return url.startsWith('/') ? url.slice(1) : url;
 }
 
-/** `Patient/{id}/{type}` and `Patient/{id}/*`, and what else has three segments but history (a 404, as on the REST API). */
+/** `{Compartment}/{id}/{type}` and `{Compartment}/{id}/*`, and what else has three segments but history (a 404, as on the REST API). */
 const COMPARTMENT = /^([^/]*)\/([^/]*)\/([^/]*)$/;
 
 /**
  * The GETs of the REST API beyond one type (FHIR R4 search.html, http.html): a search across types (the
- * FHIR base with a query), system history (`_history`), a compartment search (`Patient/{id}/{type}`,
- * `Patient/{id}/*`); undefined for any other path. Another compartment or type is a 404, as on REST.
+ * FHIR base with a query), system history (`_history`), a compartment search (`{Compartment}/{id}/{type}`,
+ * `{Compartment}/{id}/*`, of the five R4 compartments); undefined for any other path. Another type is a 404, as on REST.
  */
 function beyondType(index: number, url: string, path: string, query: URLSearchParams | undefined): ParsedUrl | undefined {
   const q = query === undefined ? {} : { query };
@@ -124,13 +125,13 @@ function beyondType(index: number, url: string, path: string, query: URLSearchPa
   const m = COMPARTMENT.exec(path);
   if (!m || m[3] === '_history') return undefined;
   const [, type, id, what] = m as unknown as [string, string, string, string];
-  if (type !== 'Patient' || (what !== '*' && !isResourceType(what))) {
-    throw new FhirError('not-found', `Bundle.entry[${index}]: unknown path '${path}' (a compartment search is Patient/{id}/{type} or Patient/{id}/*)`, {
+  if (!isCompartmentType(type) || (what !== '*' && !isResourceType(what))) {
+    throw new FhirError('not-found', `Bundle.entry[${index}]: unknown path '${path}' (a compartment search is {Compartment}/{id}/{type} or {Compartment}/{id}/*, of ${COMPARTMENT_TYPES.join(', ')})`, {
       expression: [`Bundle.entry[${index}].request.url`],
     });
   }
   if (!ID_PATTERN.test(id)) fail(index, `request.url '${url}' has an invalid id`, 'request.url');
-  return { type: what, compartment: id, ...q };
+  return { type: what, compartment: { type, id }, ...q };
 }
 
 /** `Type`, `Type/_history`, `Type/id`, `Type/id/_history`, `Type/id/_history/vid`. */

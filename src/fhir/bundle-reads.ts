@@ -85,7 +85,7 @@ export async function checkReadDeletion(deps: FhirDeps, req: FhirRequest, entry:
 }
 
 async function checkOne(deps: FhirDeps, req: FhirRequest, entry: Entry): Promise<void> {
-  if (entry.compartment !== undefined) checkTypeAndId('Patient', entry.compartment);
+  if (entry.compartment !== undefined) checkTypeAndId(entry.compartment.type, entry.compartment.id);
   if (entry.history) {
     checkHistory(req, entry.query!, historyType(entry), entry.id);
     instanceShape(entry.query!, false);
@@ -104,14 +104,14 @@ async function checkOne(deps: FhirDeps, req: FhirRequest, entry: Entry): Promise
   }
 }
 
-/** A search across types: of the system (`?_type=...`) or of a compartment's types (`Patient/{id}/*`). */
+/** A search across types: of the system (`?_type=...`) or of a compartment's types (`{Compartment}/{id}/*`). */
 const across = (entry: Entry) => entry.type === '' || entry.type === '*';
 
 /** The type whose history an entry reads: none for system history. */
 const historyType = (entry: Entry) => (entry.type === '' ? undefined : entry.type);
 
 /** Where a search entry's links go, below the FHIR base, as the REST API's links for the same search. */
-const searchPath = (entry: Entry) => (entry.compartment === undefined ? (entry.type === '' ? '' : `/${entry.type}`) : `/Patient/${entry.compartment}/${entry.type}`);
+const searchPath = (entry: Entry) => (entry.compartment === undefined ? (entry.type === '' ? '' : `/${entry.type}`) : `/${entry.compartment.type}/${entry.compartment.id}/${entry.type}`);
 
 /**
  * Inside a transaction, after its writes: a GET by id must find its resource (a current one for a

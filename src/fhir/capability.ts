@@ -6,6 +6,7 @@ import { REST_RESOURCE_TYPES } from './resource-types.ts';
 import { namedTargets } from './search-compile.ts';
 import type { Shape } from './subset.ts';
 import type { SupportedProfiles } from './validation/profile/supported.ts';
+import { COMPARTMENT_TYPES } from './compartments.ts';
 
 /** An operation a feature adds to the CapabilityStatement. */
 export interface OperationDecl {
@@ -437,8 +438,8 @@ export function capabilityStatement(o: CapabilityOptions, entries?: string): Rec
         ...(o.websocket !== undefined && { extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/capabilitystatement-websocket', valueUri: o.websocket }] }),
         resource: entries ?? resourceEntries(ops, tenantValues(o.subscriptionTopics, o.supportedProfiles)),
         interaction: [{ code: 'transaction' }, { code: 'batch' }, { code: 'search-system' }, { code: 'history-system' }],
-        // Compartment search (`Patient/{id}/Observation`, `Patient/{id}/*`) in the Patient compartment alone.
-        compartment: ['http://hl7.org/fhir/CompartmentDefinition/patient'],
+        // Compartment search (`Patient/{id}/Observation`, `Encounter/{id}/*`) in the five R4 compartments (src/fhir/compartments.ts).
+        compartment: COMPARTMENT_TYPES.map((t) => `http://hl7.org/fhir/CompartmentDefinition/${t[0]!.toLowerCase()}${t.slice(1)}`),
         searchParam: systemSearchParams(),
         ...(systemOps.length ? { operation: systemOps } : {}),
       },

@@ -383,6 +383,11 @@ function prefixes(name: string, values: string[], suffix = ''): string[] {
   return values.map((v) => v + suffix);
 }
 
+/** The condition that reference parameter `def` refers to `type`/`id` (a compartment's membership, src/fhir/compartments.ts). */
+export function referenceTo(def: ParamDefinition, type: string, id: string): Condition {
+  return storedReference(def, [{ system: type, value: id }]);
+}
+
 /** The condition on a reference parameter kept in another's rows (ParamDefinition.storedAs). */
 function storedReference(def: ParamDefinition, values: TokenValue[], not?: boolean): Condition {
   if (!def.storedAs) return not ? { kind: 'token', param: def.code, values, not, reference: true } : { kind: 'token', param: def.code, values, reference: true };

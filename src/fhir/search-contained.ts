@@ -24,6 +24,7 @@ import { onContainedRows } from './search-compile.ts';
 import { matchConditions } from './search-match.ts';
 import { compileSearch, guardLinked, queryRows, resolveConditions, scopedQuery, scopeFilter, type SearchResult } from './search.ts';
 import { pageAcross, type TypeSearch } from './search-system.ts';
+import { membership, patientOf, type Compartment } from './compartments.ts';
 
 type Json = Record<string, unknown>;
 
@@ -89,7 +90,7 @@ function whereOf(alternatives: Condition[][]): Condition[] {
  * `_sort`, `_include` and `_revinclude` are not supported with it (a 400).
  */
 export async function searchContained(
-  deps: FhirDeps, req: FhirRequest, type: string, params: URLSearchParams, strict: boolean, mode: ContainedMode, compartment?: string,
+  deps: FhirDeps, req: FhirRequest, type: string, params: URLSearchParams, strict: boolean, mode: ContainedMode, within?: Compartment,
 ): Promise<SearchResult> {
   requireAccess(req.access, type, 's');
   const own = new URLSearchParams();
@@ -118,7 +119,9 @@ export async function searchContained(
   const types = [...alternatives.keys()].sort((a, b) => (a === type ? -1 : b === type ? 1 : a < b ? -1 : a > b ? 1 : 0));
   const searches: TypeSearch[] = [];
   for (const t of types) {
-    const query = scopedQuery(req, t, { type: t, where: whereOf(alternatives.get(t)!), sort: [], count: compiled.query.count }, compartment);
+    // In a compartment other than a Patient's, the container is a member of it (compartments.ts).
+    const where = within === undefined || within.type === 'Patient' ? whereOf(alternatives.get(t)!) : [membership(within, t), ...whereOf(alternatives.get(t)!)];
+    const query = scopedQuery(req, t, { type: t, where, sort: [], count: compiled.query.count }, patientOf(within));
     if (query !== undefined) searches.push({ type: t, query });
   }
   const result = await pageAcross(deps, req, params, types, searches, {

@@ -12,11 +12,11 @@ import type { ResourceVersion, SearchCursor, SearchQuery } from '../store/types.
 import { requireAccess } from './access.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import { hasCoreResources } from './core-layer.ts';
-import { compartmentTypes } from './definitions.ts';
+import { compartmentMembers, patientOf, type Compartment } from './compartments.ts';
 import { ID_PATTERN, REST_RESOURCE_TYPES, hasEndpoint, isResourceType } from './resource-types.ts';
 import {
   addIncludes, checkControlModifier, compileLinked, compileSearch, CONTROL, parseCount, parseInclude, possibleInclude, countInReach, queryRows, requiredCount, requireFewIncludes, storeQuery,
-  keptInReach, rowsFilled, withoutEmptyResultParams,
+  keptInReach, rowsFilled, withinCompartment, withoutEmptyResultParams,
   type CompiledSearch, type Include, type SearchResult,
 } from './search.ts';
 import { isSearchParam } from './search-compile.ts';
@@ -135,18 +135,18 @@ export interface TypeSearch {
 }
 
 /**
- * Searches `types` (undefined: every type the token may search; `compartment`: the Patient compartment's
- * types, `Patient/{id}/*`) with one query string, as one paged result.
+ * Searches `types` (undefined: every type the token may search; `compartment`: its member types,
+ * `{type}/{id}/*`) with one query string, as one paged result.
  */
 export async function searchTypes(
-  deps: FhirDeps, req: FhirRequest, given: URLSearchParams, strict: boolean, compartment?: string,
+  deps: FhirDeps, req: FhirRequest, given: URLSearchParams, strict: boolean, compartment?: Compartment,
 ): Promise<SearchResult> {
   return searchAtOffset(withoutEmptyResultParams(given), strict, (params) => pageTypes(deps, req, params, strict, compartment));
 }
 
 /** A page of a search across types, from its start or its `_cursor` (searchTypes). */
 async function pageTypes(
-  deps: FhirDeps, req: FhirRequest, params: URLSearchParams, strict: boolean, compartment?: string,
+  deps: FhirDeps, req: FhirRequest, params: URLSearchParams, strict: boolean, compartment?: Compartment,
 ): Promise<SearchResult> {
   const { types, own, sort, limit, includes, revincludes, ignored, taken } = prepareAcross(req, params, strict, compartment);
   // Each type the tenant holds resources of (or the core has some: CodeSystem, ValueSet) is searched
@@ -163,7 +163,7 @@ async function pageTypes(
     first ??= compiled;
     for (const w of compiled.warnings) warnings.set(w.diagnostics ?? JSON.stringify(w), w);
     if (!runs) continue;
-    const query = await storeQuery(deps, req, type, compiled, compartment);
+    const query = await storeQuery(deps, req, type, withinCompartment(compiled, compartment), patientOf(compartment));
     if (query !== undefined) searches.push({ type, query });
   }
   const { summary, elements } = first!;
@@ -177,7 +177,7 @@ async function pageTypes(
  * Every type searched is compiled (searchTypes compiles those the tenant holds, which a transaction may
  * still change).
  */
-export function checkSearchTypes(req: FhirRequest, given: URLSearchParams, compartment?: string, now = Date.now()): void {
+export function checkSearchTypes(req: FhirRequest, given: URLSearchParams, compartment?: Compartment, now = Date.now()): void {
   const params = withoutEmptyResultParams(given);
   const { types, own } = prepareAcross(req, params, false, compartment);
   const cursor = params.get('_cursor');
@@ -186,9 +186,9 @@ export function checkSearchTypes(req: FhirRequest, given: URLSearchParams, compa
 }
 
 /** The parts of a search across types read from its parameters alone: its types, own parameters, order, count and includes. */
-function prepareAcross(req: FhirRequest, params: URLSearchParams, strict: boolean, compartment?: string) {
+function prepareAcross(req: FhirRequest, params: URLSearchParams, strict: boolean, compartment?: Compartment) {
   if (containedMode(params)) throw new FhirError('not-supported', '_contained searches one type (GET [base]/[type]?_contained=true)', { expression: ['_contained'] });
-  const types = typesOf(req, compartment === undefined ? REST_RESOURCE_TYPES : compartmentTypes(), params.get('_type'));
+  const types = typesOf(req, compartment === undefined ? REST_RESOURCE_TYPES : [...compartmentMembers(compartment.type).keys()], params.get('_type'));
   checkOffset(params, strict);
   const own = new URLSearchParams();
   for (const [key, value] of params) {

@@ -13,6 +13,7 @@ import { foreignInclude, ignoredInclude, reachingRevinclude } from './revinclude
 import { hasPending, hierarchyParam, parameterCondition, parseSort, referenceTargets, UnknownParameterError, type CodeSet, type HierarchyCondition, type PendingCondition } from './search-compile.ts';
 import { canonicalCondition, isCanonicalType } from './search-canonical.ts';
 import { containedMode, searchContained } from './search-contained.ts';
+import { membership, patientOf, type Compartment } from './compartments.ts';
 import { filterCondition } from './search-filter.ts';
 import { EmptyValue, MAX_SEARCH_VALUES } from './search-values.ts';
 import { ID_PATTERN, isResourceType } from './resource-types.ts';
@@ -1130,11 +1131,15 @@ export function withoutEmptyResultParams(params: URLSearchParams): URLSearchPara
   return params;
 }
 
-/** Runs a type-level search with paging; patient-context tokens see only their compartment. */
+/**
+ * Runs a type-level search with paging, or a compartment search (`compartment`: `{type}/{id}/{type}`,
+ * src/fhir/compartments.ts); patient-context tokens see only their compartment.
+ */
 export async function searchResources(
-  deps: FhirDeps, req: FhirRequest, type: string, given: URLSearchParams, strict: boolean, compartment?: string,
+  deps: FhirDeps, req: FhirRequest, type: string, given: URLSearchParams, strict: boolean, within?: Compartment,
 ): Promise<SearchResult> {
-  return searchAtOffset(withoutEmptyResultParams(given), strict, (params) => searchPage(deps, req, type, params, strict, compartment), (params, offset) => {
+  const compartment = patientOf(within);
+  return searchAtOffset(withoutEmptyResultParams(given), strict, (params) => searchPage(deps, req, type, params, strict, within), (params, offset) => {
     // Paged by offset (a sort on a parameter), the page's cursor is the offset itself, unless the core
     // resources are merged in (their cursor holds two offsets) or contained resources are searched, or
     // some matches may be out of reach (keptInReach): walked, counting those within.
@@ -1225,15 +1230,22 @@ export async function compileLinked(deps: FhirDeps, req: FhirRequest, type: stri
   }
 }
 
+/** `compiled` bound to the members of `within` when it is not a Patient's compartment (whose index the store query names). */
+export function withinCompartment(compiled: CompiledSearch, within: Compartment | undefined): CompiledSearch {
+  if (within !== undefined && within.type !== 'Patient') compiled.pending.push(membership(within, compiled.query.type));
+  return compiled;
+}
+
 /** A page of a type-level search, from its start or its `_cursor` (searchResources). */
 async function searchPage(
-  deps: FhirDeps, req: FhirRequest, type: string, params: URLSearchParams, strict: boolean, compartment?: string,
+  deps: FhirDeps, req: FhirRequest, type: string, params: URLSearchParams, strict: boolean, within?: Compartment,
 ): Promise<SearchResult> {
   checkRestType(type);
   requireAccess(req.access, type, 's');
   const contained = containedMode(params);
-  if (contained) return searchContained(deps, req, type, params, strict, contained, compartment);
-  const compiled = await compileLinked(deps, req, type, params, strict);
+  if (contained) return searchContained(deps, req, type, params, strict, contained, within);
+  const compartment = patientOf(within);
+  const compiled = withinCompartment(await compileLinked(deps, req, type, params, strict), within);
   const { warnings, self, total } = compiled;
   const query = await storeQuery(deps, req, type, compiled, compartment);
   if (query === undefined) return { rows: [], included: [], total: 0, warnings, self };

@@ -18,6 +18,7 @@ import { statsParams } from '../fhir/stats-input.ts';
 import { preferredId, versions } from '../fhir/naming-system.ts';
 import { changeMeta, instanceMeta, metaInUse, metaParameters } from '../fhir/meta-operations.ts';
 import { searchTypes } from '../fhir/search-system.ts';
+import { isCompartmentType, type Compartment } from '../fhir/compartments.ts';
 import { pagedAt } from '../fhir/search-time.ts';
 import { isResourceType } from '../fhir/resource-types.ts';
 import { processBundle } from '../fhir/transaction.ts';
@@ -199,10 +200,10 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const r = await pagedAt(params, readTime(), (p) => searchResources(deps, request(c), type, p, strict(c)));
     return searchset(c, `/${type}`, r, r.at);
   };
-  /** `GET [base]?...` and `Patient/{id}/*` (src/fhir/search-system.ts). */
-  const searchAll = async (c: Context<AppEnv>, params: URLSearchParams, compartment?: string) => {
+  /** `GET [base]?...` and `{Compartment}/{id}/*` (src/fhir/search-system.ts). */
+  const searchAll = async (c: Context<AppEnv>, params: URLSearchParams, compartment?: Compartment) => {
     const r = await pagedAt(params, readTime(), (p) => searchTypes(deps, request(c), p, strict(c), compartment));
-    return searchset(c, compartment === undefined ? '' : `/Patient/${compartment}/*`, r, r.at);
+    return searchset(c, compartment === undefined ? '' : `/${compartment.type}/${compartment.id}/*`, r, r.at);
   };
   /** A `_search` form (`POST .../_search`), with the URL's own parameters after it. */
   const formParams = async (c: Context<AppEnv>) => {
@@ -444,14 +445,14 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   };
   app.post('/:type/$validate', (c) => validate(c));
   app.on(['GET', 'POST'], '/:type/:id/$validate', (c) => validate(c, c.req.param('id')));
-  /** Compartment search: `Patient/{id}/{type}` or `Patient/{id}/*`. */
+  /** Compartment search: `{Compartment}/{id}/{type}` or `{Compartment}/{id}/*`, in the five R4 compartments (src/fhir/compartments.ts). */
   const compartmentSearch = async (c: Context<AppEnv>, params: URLSearchParams) => {
     const { type, id, what } = c.req.param() as { type: string; id: string; what: string };
-    if (type !== 'Patient' || (what !== '*' && !isResourceType(what))) throw new FhirError('not-found', `Unknown path ${type}/${id}/${what}`);
+    if (!isCompartmentType(type) || (what !== '*' && !isResourceType(what))) throw new FhirError('not-found', `Unknown path ${type}/${id}/${what}`);
     checkTypeAndId(type, id);
-    if (what === '*') return searchAll(c, params, id);
-    const r = await pagedAt(params, readTime(), (p) => searchResources(deps, request(c), what, p, strict(c), id));
-    return searchset(c, `/Patient/${id}/${what}`, r, r.at);
+    if (what === '*') return searchAll(c, params, { type, id });
+    const r = await pagedAt(params, readTime(), (p) => searchResources(deps, request(c), what, p, strict(c), { type, id }));
+    return searchset(c, `/${type}/${id}/${what}`, r, r.at);
   };
   app.post('/Patient/$everything', (c) => everythingOf(c));
   app.post('/Patient/:id/$everything', (c) => everythingOf(c, c.req.param('id')));
@@ -467,7 +468,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   app.post('/Subscription/:id/$get-ws-binding-token', (c) => bindingTokenOf(c, c.req.param('id')));
   notAllowed(app);
   app.post('/:type/:id/:what/_search', async (c) => compartmentSearch(c, await formParams(c)));
-  // Compartment search (`Patient/{id}/{type}?...`, `Patient/{id}/*?...`), `Patient/{id}/$everything` and `Encounter/{id}/$everything`; after `_history`, which this also matches.
+  // Compartment search (`{Compartment}/{id}/{type}?...`, `{Compartment}/{id}/*?...`), `Patient/{id}/$everything` and `Encounter/{id}/$everything`; after `_history`, which this also matches.
   app.get('/:type/:id/:what', async (c) => {
     const { type, id, what } = c.req.param();
     if ((type === 'Patient' || type === 'Encounter') && what === '$everything') return everythingOf(c, id, type);

@@ -121,18 +121,18 @@ describe('GET /metadata', () => {
     expect(paramsOf('CodeSystem')).toEqual(expect.arrayContaining(['url', 'version']));
   });
 
-  test('declares the Patient compartment, the one compartment searched', async () => {
-    expect(statement.rest[0].compartment).toEqual(['http://hl7.org/fhir/CompartmentDefinition/patient']);
+  test('declares the five R4 compartments, each searched', async () => {
+    expect(statement.rest[0].compartment).toEqual(['patient', 'encounter', 'relatedPerson', 'practitioner', 'device'].map((c) => `http://hl7.org/fhir/CompartmentDefinition/${c}`));
     await api.put200({ resourceType: 'Patient', id: 'cmp' });
     await api.put200({ resourceType: 'Encounter', id: 'cmp', status: 'finished', class: { code: 'AMB' }, subject: { reference: 'Patient/cmp' } });
     await api.put200({ resourceType: 'Observation', id: 'cmp', status: 'final', code: { text: 'x' }, subject: { reference: 'Patient/cmp' }, encounter: { reference: 'Encounter/cmp' } });
-    for (const path of ['Patient/cmp/Observation', 'Patient/cmp/*']) {
+    for (const path of ['Patient/cmp/Observation', 'Patient/cmp/*', 'Encounter/cmp/Observation', 'Encounter/cmp/*']) {
       const res = await api.get(path, { Prefer: 'handling=strict' });
       expect(res.status).toBe(200);
       expect(((await res.json()) as Json).entry.map((e: Json) => `${e.resource.resourceType}/${e.resource.id}`)).toContain('Observation/cmp');
     }
-    // Other compartments (Encounter, Practitioner, RelatedPerson, Device) are not searched.
-    await expectOutcome(await api.get('Encounter/cmp/Observation'), 404);
+    // A type with no compartment is no path.
+    await expectOutcome(await api.get('Observation/cmp/Patient'), 404);
   });
 
   test('declares each format it serves, each taken by Accept, _format and Content-Type', async () => {

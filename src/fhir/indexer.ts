@@ -104,7 +104,12 @@ export function tokenValues(value: unknown, out: { system: string; value: string
     return;
   }
   const code = str(v.code) ?? str(v.value);
-  if (code !== undefined) out.push({ system: str(v.system) ?? '', value: code });
+  const system = str(v.system);
+  if (code !== undefined) out.push({ system: system ?? '', value: code });
+  // A system without a code or value (a Coding naming its system alone, an Identifier without its value):
+  // a row of the system with an empty value, which `[system]|` ("any code in the system") finds, as HAPI
+  // FHIR and Medplum index it; `:missing` and `:not` read it as any row.
+  else if (system) out.push({ system, value: '' });
 }
 
 /** Parts of a HumanName or Address searched by a string parameter; a plain string is itself. */

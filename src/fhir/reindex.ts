@@ -37,9 +37,11 @@ import { reachesContactPoints } from './contact-points.ts';
  * written whatever their unit; model 17 a ContactPoint's value lower-cased in its token rows
  * (contact-points.ts contactKey), which token searches on a ContactPoint parameter compare lower-cased;
  * model 18 a Coding's display without a code as a string row of the parameter's `:text`, which token
- * `:text` finds (indexer.ts simpleRows), where it had no row at all.
+ * `:text` finds (indexer.ts simpleRows), where it had no row at all; model 19 a Coding, Identifier or
+ * ContactPoint with a system but no code or value as a token row of its system with an empty value, which
+ * `[system]|` finds (indexer.ts tokenValues), where it had none.
  */
-export const INDEX_MODEL = 18;
+export const INDEX_MODEL = 19;
 
 /**
  * What each model changed. `touches`: a test of a stored resource's JSON, true for every resource whose
@@ -188,7 +190,30 @@ const MODEL_CHANGES: Record<number, ModelChange | undefined> = {
     tables: ['search_string'],
     reads: (c) => (c.kind === 'string' && c.param.endsWith(':text')) || (c.kind === 'missing' && c.params.some((p) => p.endsWith(':text'))),
   },
+  // A Coding, Identifier or ContactPoint with a system but no code or value, now a token row of its system
+  // (a composite's first component too), which carries its display, where model 18 wrote the display as a
+  // string row of `:text`. Token conditions on a system alone (`[system]|`, `:not` of one, in a chain
+  // too) or `_filter`'s `ne`, `:text`, composites on a system alone and `:missing` read them, and so does
+  // `_sort` on a token parameter (an empty code, first ascending).
+  19: {
+    touches: (content) => SYSTEM_FIELD.test(content) && holdsSystemAlone(JSON.parse(content)),
+    tables: ['search_index', 'search_string', 'search_composite'],
+    reads: (c) => (c.kind === 'token' && (c.unequal === true || c.values.some((v) => v.value === undefined)))
+      || c.kind === 'token-text' || (c.kind === 'string' && c.param.endsWith(':text'))
+      || (c.kind === 'composite' && c.tests.some((t) => t.value1 === undefined))
+      || (c.kind === 'missing' && (c.table === 'search_index' || c.table === 'search_composite' || c.params.some((p) => p.endsWith(':text')))),
+    sorts: (k) => k.by === 'param' && (k.table === 'search_index' || k.table === 'search_composite'),
+  },
 };
+
+/** Whether `node` holds an object with a `system` but neither a `code` nor a `value` string (indexer.ts tokenValues), at any depth. */
+function holdsSystemAlone(node: unknown): boolean {
+  if (node === null || typeof node !== 'object') return false;
+  if (Array.isArray(node)) return node.some(holdsSystemAlone);
+  const o = node as Record<string, unknown>;
+  if (typeof o.system === 'string' && o.system !== '' && typeof o.code !== 'string' && typeof o.value !== 'string') return true;
+  return Object.values(o).some(holdsSystemAlone);
+}
 
 /**
  * A sort on range rows: a date sort orders by the rows models 9 and 13 rebuild. The key does not say
@@ -289,6 +314,7 @@ const POSITION = /"position"\s*:\s*\{/;
 const TYPE_OBJECT = /"type"\s*:\s*\{/;
 const TEXT_FIELD = /"text"\s*:/;
 const DISPLAY_FIELD = /"display"\s*:\s*"/;
+const SYSTEM_FIELD = /"system"\s*:\s*"/;
 const TEXT_STRING = /"text"\s*:\s*"/;
 const RANGE_END = /"(?:low|high)"\s*:\s*\{/;
 const UNIT_FIELD = /"unit"\s*:\s*"/;

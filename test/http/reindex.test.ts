@@ -177,12 +177,14 @@ describe('touchedSince', () => {
     expect(tablesSince(11)).toEqual(['search_range', 'search_composite', 'search_string', 'search_index']);
     expect(tablesSince(12)).toEqual(['search_range', 'search_composite', 'search_string', 'search_index']);
     expect(tablesSince(13)).toEqual(['search_range', 'search_composite', 'search_string', 'search_index']);
-    expect(tablesSince(14)).toEqual(['search_string', 'search_range', 'search_index']);
+    expect(tablesSince(14)).toEqual(['search_string', 'search_range', 'search_index', 'search_composite']);
     // Model 16: range rows (a quantity's sort rows); model 17 token rows (an email address lower-cased);
-    // model 18 string rows (a Coding's display without a code).
-    expect(tablesSince(15)).toEqual(['search_range', 'search_index', 'search_string']);
-    expect(tablesSince(16)).toEqual(['search_index', 'search_string']);
-    expect(tablesSince(17)).toEqual(['search_string']);
+    // model 18 string rows (a Coding's display without a code); model 19 token, string and composite rows
+    // (a system without a code).
+    expect(tablesSince(15)).toEqual(['search_range', 'search_index', 'search_string', 'search_composite']);
+    expect(tablesSince(16)).toEqual(['search_index', 'search_string', 'search_composite']);
+    expect(tablesSince(17)).toEqual(['search_string', 'search_index', 'search_composite']);
+    expect(tablesSince(18)).toEqual(['search_index', 'search_string', 'search_composite']);
     // Model 18: resources holding a display (a Coding's; those with a code too, which the test cannot tell apart).
     const since17 = touchedSince(17);
     expect(since17('{"resourceType":"Condition","code":{"coding":[{"display":"Headache"}]}}')).toBe(true);

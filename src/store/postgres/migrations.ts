@@ -745,4 +745,16 @@ UPDATE import_jobs SET owner_user = substring(spec from '"ownerUser":"([^"\\\\]*
 UPDATE index_state SET value = 18 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
 `,
   },
+  {
+    version: 46,
+    name: 'token_system_alone',
+    sql: `
+-- Index model 19 (src/fhir/reindex.ts): a Coding, Identifier or ContactPoint with a system but no code or
+-- value is a token row of its system with an empty value (src/fhir/indexer.ts tokenValues), which
+-- \`[system]|\` finds (search.html: any code in the system). A database holding resources gets them from the
+-- reindex that \`cinder serve\` runs at start (only the resources holding such a system are rebuilt, their
+-- token, string and composite rows); an empty one follows model 19 already.
+UPDATE index_state SET value = 19 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
+`,
+  },
 ];

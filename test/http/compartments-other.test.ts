@@ -72,6 +72,10 @@ await eachStore((kind, fresh) => {
       const included = await api.search('Encounter/e1/Observation?_include=Observation:performer&_total=accurate');
       expect(included.total).toBe(3);
       expect(keys(included, 'include')).toEqual(['Practitioner/pr1', 'RelatedPerson/rp1']);
+      const revincluded = await api.search('Practitioner/pr1/Encounter?_revinclude=Observation:encounter');
+      expect(keys(revincluded, 'include')).toEqual(['Observation/o1', 'Observation/o2', 'Observation/o3', 'Observation/o6']);
+      expect((await api.search('Practitioner/pr1/*?_summary=count')).total).toBe(5);
+      expect((await api.search('Encounter/e1/Observation?_sort=-_id')).entry.map((e: Json) => e.resource.id)).toEqual(['o6', 'o2', 'o1']);
       const first = await api.search('Practitioner/pr1/Observation?_count=1');
       expect(link(first, 'self')).toContain('/Practitioner/pr1/Observation?');
       expect(link(first, 'next')).toContain('/Practitioner/pr1/Observation?');
@@ -98,6 +102,11 @@ await eachStore((kind, fresh) => {
       const [a, b] = ((await batch.json()) as Json).entry as Json[];
       expect(keys(a!.resource)).toEqual(['Encounter/e1', 'Encounter/e2']);
       expect(keys(b!.resource)).toEqual(['Observation/o4', 'Observation/o5']);
+      const transaction = await api.post('', { resourceType: 'Bundle', type: 'transaction', entry: [{ request: { method: 'GET', url: 'Encounter/e1/Condition' } }] });
+      expect(transaction.status).toBe(200);
+      expect(keys(((await transaction.json()) as Json).entry[0].resource)).toEqual(['Condition/c1']);
+      const unknown = await expectOutcome(await api.post('', { resourceType: 'Bundle', type: 'transaction', entry: [{ request: { method: 'GET', url: 'Procedure/x/Observation' } }] }), 404);
+      expect(unknown.issue[0].expression).toEqual(['Bundle.entry[0].request.url']);
       // What is no compartment stays a 404.
       await expectOutcome(await api.get('Observation/o1/Patient'), 404);
     });

@@ -87,7 +87,8 @@ export function classify(method: string, path: string, search: string): Classifi
     if (d !== undefined && Number.isInteger(v) && v > 0) return plain('vread', { type, target: { ...target, versionId: v }, ...patientOf(b) });
     return query('history', { type, target, ...patientOf(b) });
   }
-  // A compartment search: `Patient/{id}/Observation`, `Patient/{id}/*`.
-  if (TYPE.test(c) || c === '*') return query('search', { type: c === '*' ? undefined : c, ...patientOf(b) });
+  // A compartment search: `Patient/{id}/Observation`, `Patient/{id}/*`; another compartment's focal resource
+  // (`Encounter/{id}/Observation`) is named as what the search reached through, with its patients.
+  if (TYPE.test(c) || c === '*') return query('search', { type: c === '*' ? undefined : c, ...(type === 'Patient' ? patientOf(b) : { target }) });
   return undefined;
 }

@@ -105,6 +105,23 @@ for (const target of targets) {
       }
     });
 
+    test("a compartment search names the compartment's focal resource and its patient: Encounter/{id}/Observation as Patient/{id}/Observation", async () => {
+      const { t, api } = await open(target, 'on');
+      try {
+        await api.put('Patient/p1', { resourceType: 'Patient', id: 'p1' });
+        await api.put('Encounter/e1', { resourceType: 'Encounter', id: 'e1', status: 'finished', class: { system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'AMB' }, subject: { reference: 'Patient/p1' } });
+        expect((await api.get('Encounter/e1/Observation')).status).toBe(200);
+        expect((await api.get('Patient/p1/Observation')).status).toBe(200);
+        const searches = (await events(t, api)).filter((e) => subtypeOf(e) === 'search' && queryOf(e)?.includes('/Observation'));
+        expect(searches.map((e) => [queryOf(e), whats(e), patientsOf(e)])).toEqual([
+          ['GET /tenants/t1/fhir/R4/Encounter/e1/Observation', ['Encounter/e1'], ['Patient/p1']],
+          ['GET /tenants/t1/fhir/R4/Patient/p1/Observation', [], ['Patient/p1']],
+        ]);
+      } finally {
+        await t.close();
+      }
+    });
+
     test('operations are audited: $export kick-off and $graphql', async () => {
       const { t, api } = await open(target, 'on');
       try {

@@ -115,6 +115,8 @@ export interface AppDeps {
   rebuilding?: () => Rebuilding | undefined;
   /** Direct dispatch of the hot routes (src/http/hot-routes.ts); default on. Off only to compare both paths in tests. */
   hotRoutes?: boolean;
+  /** How long an `$import` job waits for an export storage or spool that cannot be reached (STORAGE_WAIT_MS by default). */
+  importStorageWaitMs?: number;
   /** How the host names of Subscription endpoints, `$import` inputs and clients' JWK Set URLs resolve (their address check); the system resolver by default. */
   resolveHost?: ResolveHost;
 }
@@ -294,7 +296,7 @@ export function createApp(deps: AppDeps): App {
     Object.fromEntries(Object.entries(subscriptions.counts).map(([result, n]) => [`result=${result}`, n])),
   );
   // `$import` writes as `cinder import` does (no Subscription notifications, no referential integrity check).
-  const imports = createImportRunner({ config, fhir: fhirDeps, store, clock, log, sink: exportSink, client, ...(deps.fetch ? { fetch: deps.fetch } : {}), ...(deps.resolveHost ? { resolve: deps.resolveHost } : {}) });
+  const imports = createImportRunner({ config, fhir: fhirDeps, store, clock, log, sink: exportSink, client, ...(deps.importStorageWaitMs === undefined ? {} : { storageWaitMs: deps.importStorageWaitMs }), ...(deps.fetch ? { fetch: deps.fetch } : {}), ...(deps.resolveHost ? { resolve: deps.resolveHost } : {}) });
   metrics.gauge('cinder_subscription_notifications_waiting', 'Subscription notifications recorded and not yet delivered.', async () => ({ '': await store.subscriptions.waiting() }));
   // `$graphql` before the resource routes, which would take `/$graphql` for a type.
   fhir.route('/', graphqlRoutes({ fhir: fhirDeps, maxBodyBytes: limits.resource }));

@@ -7,7 +7,7 @@ import type { JobProgress } from './spec.ts';
 import { encodeProgress, JobDataError, readPlan, readProgress, unreadableReason } from './job-data.ts';
 import type { StepContext } from './step-context.ts';
 import { runStep } from './steps.ts';
-import { awaitStorage, storageUnreachable } from './storage-outage.ts';
+import { awaitDatabase, awaitStorage, OUTAGE_POLL_MS, storageAnswers, storageUnreachable } from './storage-outage.ts';
 
 /** The plain settings a job runner takes from the configuration (workers get them as data). */
 export interface RunSettings {
@@ -46,9 +46,6 @@ export interface RunDeps extends RunSettings {
 }
 
 export type RunOutcome = 'completed' | 'failed' | 'cancelled' | 'lost' | 'stopped' | 'retry' | 'paused';
-
-/** Pause between attempts to hand a job back while the database is unavailable. */
-const OUTAGE_POLL_MS = 500;
 
 export const jobPrefix = (job: Pick<ExportJob, 'tenant' | 'id'>) => `${job.tenant}/${job.id}`;
 
@@ -95,17 +92,10 @@ async function interrupted(deps: RunDeps, job: ExportJob, err: JobInterrupted): 
  */
 async function pauseForOutage(deps: RunDeps, job: ExportJob, log: RunDeps['log'], cause: StoreUnavailableError): Promise<RunOutcome> {
   log.warn('export paused: the database is unavailable', { reason: cause.message });
-  for (;;) {
-    if (deps.signal?.aborted) return 'stopped';
-    await Bun.sleep(OUTAGE_POLL_MS);
-    try {
-      await deps.store.exports.jobs.release(job.id, deps.owner, deps.clock.now(), { refundAttempt: true });
-      log.info('export handed back after the database outage');
-      return 'paused';
-    } catch (err) {
-      if (!(err instanceof StoreUnavailableError)) throw err;
-    }
-  }
+  const handBack = () => deps.store.exports.jobs.release(job.id, deps.owner, deps.clock.now(), { refundAttempt: true });
+  if ((await awaitDatabase(handBack, OUTAGE_POLL_MS, deps.signal)) === 'stopped') return 'stopped';
+  log.info('export handed back after the database outage');
+  return 'paused';
 }
 
 /** A key no job writes, whose size tells whether the export storage answers at all. */
@@ -120,7 +110,7 @@ const probeKey = (job: ExportJob) => `${jobPrefix(job)}/storage-probe`;
  */
 async function pauseForStorage(deps: RunDeps, job: ExportJob, log: RunDeps['log'], cause: unknown): Promise<RunOutcome | undefined> {
   log.warn('export paused: the export storage cannot be reached', { err: cause });
-  const state = await awaitStorage(deps.sink, probeKey(job), OUTAGE_POLL_MS, deps.storageWaitMs, deps.signal);
+  const state = await awaitStorage(storageAnswers(deps.sink, probeKey(job)), OUTAGE_POLL_MS, deps.storageWaitMs, deps.signal);
   if (state === 'gave-up') return undefined;
   await deps.store.exports.jobs.release(job.id, deps.owner, deps.clock.now(), { refundAttempt: true });
   if (state === 'back') log.info('export handed back after the storage outage');

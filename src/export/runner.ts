@@ -1,5 +1,6 @@
 import type { Config } from '../config.ts';
 import { runJob, type RunDeps, type RunOutcome, type RunSettings } from './run-job.ts';
+import { STORAGE_WAIT_MS } from './storage-outage.ts';
 
 /**
  * Rows per snapshot page: 2,000 halves the round trips of 1,000 (a 1M-resource export from PostgreSQL
@@ -8,8 +9,6 @@ import { runJob, type RunDeps, type RunOutcome, type RunSettings } from './run-j
 export const PAGE_SIZE = 2000;
 /** Claims of a job that ended in an unexpected error before it is marked failed. */
 export const MAX_ATTEMPTS = 3;
-/** See RunSettings.storageWaitMs: an S3 outage of a few minutes does not fail the exports it interrupts. */
-export const STORAGE_WAIT_MS = 10 * 60_000;
 /** See RunDeps.settleMs. */
 export const SETTLE_MS = 1000;
 

@@ -15,7 +15,7 @@ export interface ErrorFileRecord {
 }
 
 export interface ErrorFile {
-  /** Appends one line (written in order behind the ones before; a write error is thrown by `finish`). */
+  /** Appends one line (written in order behind the ones before; an error opening or writing the file is thrown by `finish`). */
   add(outcome: Record<string, unknown>): void;
   /** Waits for the lines, closes the file and returns it; undefined when no line was added. */
   finish(): Promise<ErrorFileRecord | undefined>;
@@ -33,16 +33,24 @@ export function openErrorFile(sink: Pick<ExportSink, 'open'>, key: string): Erro
     add(outcome) {
       const text = JSON.stringify(outcome) + '\n';
       bytes += Buffer.byteLength(text);
-      const w = (writer ??= sink.open(key));
+      if (failed !== undefined) return;
+      try {
+        // A storage that cannot open the file (a file sink's directory on a failing disk throws at once) fails it as a write would.
+        writer ??= sink.open(key);
+      } catch (err) {
+        failed = err;
+        return;
+      }
+      const w = writer;
       chain = chain.then(() => (failed === undefined ? w.write(text) : undefined)).catch((err: unknown) => void (failed ??= err));
     },
     async finish() {
       await chain;
-      if (!writer) return undefined;
       if (failed !== undefined) {
-        await writer.abort().catch(() => undefined);
+        await writer?.abort().catch(() => undefined);
         throw failed;
       }
+      if (!writer) return undefined;
       await writer.close();
       return { key, bytes };
     },

@@ -6,10 +6,11 @@ import type { FhirDeps } from '../fhir/crud.ts';
 import { createImporter, type ImportIssue } from '../fhir/import/importer.ts';
 import { lineIds } from '../fhir/import/line-ids.ts';
 import type { Logger } from '../log.ts';
-import type { Client, ImportJob, Store } from '../store/types.ts';
+import { StoreUnavailableError, type Client, type ImportJob, type Store } from '../store/types.ts';
 import { fhirBaseOf } from '../config.ts';
 import { withRegexAccounts } from '../regex-guard.ts';
-import { attemptToken, downloadInput, downloadName, InputError, removeLeftDownloads, type FetchInputDeps } from './fetch-input.ts';
+import { attemptToken, downloadInput, downloadName, InputError, removeLeftDownloads, SpoolError, type FetchInputDeps } from './fetch-input.ts';
+import { awaitErrorStorage, awaitSpool, pauseForOutage, StorageBack, type AttemptState } from './job-outage.ts';
 import { importPrefix, openErrorFile } from './error-file.ts';
 import type { ExportSink } from '../export/sink.ts';
 import { operationOutcome } from '../fhir/outcome.ts';
@@ -27,7 +28,9 @@ export interface ImportRunDeps {
   /** The import spool (spool.ts), whose runners' directories may hold the downloads of the job's earlier attempts. */
   spoolRoot: string;
   /** The export storage, where each input's error file is written (error-file.ts). */
-  sink: Pick<ExportSink, 'open'>;
+  sink: Pick<ExportSink, 'open' | 'size'>;
+  /** How long a job whose export storage or spool cannot be reached waits for it (STORAGE_WAIT_MS; 0: not at all). */
+  storageWaitMs: number;
   leaseMs: number;
   /** Claims of a job that ended in an unexpected error before it is marked failed. */
   maxAttempts: number;
@@ -43,7 +46,8 @@ export interface ImportRunDeps {
   client?: (clientId: string) => Promise<Client | null>;
 }
 
-export type ImportOutcome = 'completed' | 'failed' | 'cancelled' | 'lost' | 'released';
+/** `paused`: handed back after an outage (of the database, the export storage or the spool) with its attempt refunded (job-outage.ts). */
+export type ImportOutcome = 'completed' | 'failed' | 'cancelled' | 'lost' | 'released' | 'paused';
 
 /** Why a job stops before its end. */
 class Interrupted extends Error {
@@ -167,7 +171,8 @@ function holdLease(deps: ImportRunDeps, job: ImportJob, progress: () => ImportPr
 
 /** Fetches one input and imports it as `cinder import` imports an NDJSON file; an input that cannot be fetched is its result's issue. */
 async function runInput(
-  deps: ImportRunDeps, job: ImportJob, attempt: string, spec: ImportSpec, done: InputResult[], result: InputResult, signal: AbortSignal, access: Access,
+  deps: ImportRunDeps, job: ImportJob, attempt: string, state: AttemptState, spec: ImportSpec, done: InputResult[], result: InputResult,
+  signal: AbortSignal, access: Access,
 ): Promise<void> {
   const index = done.length;
   const input = spec.inputs[index]!;
@@ -214,8 +219,9 @@ async function runInput(
       const record = await errors.finish();
       if (record) result.errors = record;
     } catch (err) {
-      // The lines are imported and the first failures listed: a storage that cannot take the file (full, gone)
-      // costs the file, not the input (another attempt would import it again for the same end).
+      // The lines are imported and the first failures listed: a storage that cannot take the file (full, or away
+      // longer than the wait) costs the file, not the input (another attempt would import it again for the same end).
+      await awaitErrorStorage(deps, job, state, signal, err);
       deps.log.warn('import error file not written', { job: job.id, input: index, err });
       const text = `The error file of this input could not be written to the export storage (the server's log holds why, under job ${job.id}): only the failures listed here are reported`;
       result.issues.push({ severity: 'warning', code: 'exception', details: { text }, diagnostics: text });
@@ -229,7 +235,8 @@ async function runInput(
 /**
  * Runs an import job under its lease: each input in turn (fetched, then imported as `cinder import` does),
  * its result stored once it is done. A job claimed again (its process stopped or died) starts at the
- * first input not done. An unexpected error hands the job back for another attempt, up to `maxAttempts`.
+ * first input not done. An outage of the database or the export storage hands the job back with its attempt refunded
+ * once they answer (pauseForOutage); an unexpected error hands it back for another attempt, up to `maxAttempts`.
  */
 export function runImportJob(deps: ImportRunDeps, job: ImportJob): Promise<ImportOutcome> {
   // With the tenant's regex accounts, as its requests are (src/regex-guard.ts).
@@ -250,6 +257,7 @@ async function runJob(deps: ImportRunDeps, job: ImportJob): Promise<ImportOutcom
   // What an attempt whose process died left on this machine's disk (the input it was reading) goes, beside this
   // attempt (awaited as it ends).
   const attempt = attemptToken();
+  const state: AttemptState = { storageGone: false };
   const cleaned = removeLeftDownloads(deps.spoolRoot, job.id, attempt).then(
     (files) => void (files > 0 && deps.log.info('import downloads left by an earlier attempt removed', { job: job.id, files })),
     (err: unknown) => deps.log.warn('import downloads left not removed', { job: job.id, err }),
@@ -289,7 +297,7 @@ async function runJob(deps: ImportRunDeps, job: ImportJob): Promise<ImportOutcom
       } else {
         stopInput = new AbortController();
         try {
-          await runInput(deps, job, attempt, spec, progress.done, current, AbortSignal.any([lease.signal, stopInput.signal]), access);
+          await runInput(deps, job, attempt, state, spec, progress.done, current, AbortSignal.any([lease.signal, stopInput.signal]), access);
         } catch (err) {
           if (!stopInput.signal.aborted || lease.interrupted()) throw err;
           // Stopped: what it committed stays, and its entry says where it stopped (one that ended first stands whole).
@@ -308,14 +316,18 @@ async function runJob(deps: ImportRunDeps, job: ImportJob): Promise<ImportOutcom
   } catch (err) {
     // A batch the lease fence rolled back (runInput): the job is someone else's, or cancelled, which the lease tells.
     if (err instanceof Interrupted && !lease.interrupted()) await lease.renew(false).catch(() => undefined);
+    // A spool waited for in vain is not tried again at once: another attempt would wait as long.
+    const spool = err instanceof SpoolError ? await awaitSpool(deps, job, lease.signal, err) : 'answers';
+    if (spool === 'back') return await pauseForOutage(deps, job, new StorageBack(err));
     const why = lease.interrupted() ?? (err instanceof Interrupted ? err : undefined);
     if (why) {
       if (why.outcome === 'released') await deps.store.imports.release(job.id, deps.owner, deps.clock.now(), true);
       deps.log.info('import job interrupted', { job: job.id, outcome: why.outcome, input: progress.done.length });
       return why.outcome;
     }
+    if (err instanceof StorageBack || err instanceof StoreUnavailableError) return await pauseForOutage(deps, job, err);
     deps.log.error('import job attempt failed', { job: job.id, attempt: job.attempts, err });
-    if (job.attempts < deps.maxAttempts) {
+    if (job.attempts < deps.maxAttempts && spool !== 'gave-up') {
       await deps.store.imports.release(job.id, deps.owner, deps.clock.now());
       return 'released';
     }

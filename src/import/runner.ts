@@ -8,6 +8,7 @@ import { StoreUnavailableError, type Store } from '../store/types.ts';
 import { runImportJob, type ImportOutcome, type ImportRunDeps } from './run-job.ts';
 import { importPrefix } from './error-file.ts';
 import type { ExportSink } from '../export/sink.ts';
+import { STORAGE_WAIT_MS } from '../export/storage-outage.ts';
 import { openSpool, SPOOL_DIR, sweepSpool, SWEEP_MS, type Spool } from './spool.ts';
 import { join } from 'node:path';
 
@@ -27,7 +28,9 @@ export interface ImportRunnerOptions {
   clock: Clock;
   log: Logger;
   /** The export storage, which holds the inputs' error files (removed with their job). */
-  sink: Pick<ExportSink, 'open' | 'removePrefix'>;
+  sink: Pick<ExportSink, 'open' | 'removePrefix' | 'size'>;
+  /** How long a job whose export storage or spool cannot be reached waits for it (ImportRunDeps.storageWaitMs); STORAGE_WAIT_MS by default. */
+  storageWaitMs?: number;
   fetch?: typeof fetch;
   resolve?: ResolveHost;
   /** The client that started a job (ImportRunDeps.client). */
@@ -88,7 +91,7 @@ export function createImportRunner(o: ImportRunnerOptions) {
   }
 
   const deps = (owner: string, s: Spool): ImportRunDeps => ({
-    fhir: o.fhir, store: o.store, clock: o.clock, log, sink: o.sink, baseUrl: o.config.baseUrl, owner, signal: stopping.signal,
+    fhir: o.fhir, store: o.store, clock: o.clock, log, sink: o.sink, storageWaitMs: o.storageWaitMs ?? STORAGE_WAIT_MS, baseUrl: o.config.baseUrl, owner, signal: stopping.signal,
     leaseMs: o.config.exportLeaseSeconds * 1000, maxAttempts: MAX_ATTEMPTS, spoolRoot: s.root, ...(o.client ? { client: o.client } : {}),
     input: {
       fetch: o.fetch ?? fetch, resolve: o.resolve ?? systemResolve, allowPrivate: o.config.importAllowPrivate === 'true',

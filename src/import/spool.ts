@@ -136,3 +136,16 @@ export async function remakeSpoolDir(dir: string): Promise<void> {
   await mkdir(dir, { recursive: true, mode: 0o700 });
   keepAlive(basename(dir), dir);
 }
+
+/**
+ * Whether the spool `root` (Spool.root) answers: a directory that can be looked at. One that cannot (a failing or
+ * unmounted disk, a network file system away) is an outage a job waits for; a full or read-only one answers, and a
+ * download it failed is the attempt's.
+ */
+export async function spoolReachable(root: string): Promise<boolean> {
+  try {
+    return (await stat(root)).isDirectory();
+  } catch {
+    return false;
+  }
+}

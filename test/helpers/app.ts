@@ -69,6 +69,8 @@ export interface TestAppOptions {
   rebuilding?: () => Rebuilding | undefined;
   /** How Subscription endpoints' hosts resolve (AppDeps.resolveHost). */
   resolveHost?: ResolveHost;
+  /** How long an `$import` job waits for an unreachable export storage or spool (AppDeps.importStorageWaitMs). */
+  importStorageWaitMs?: number;
 }
 
 /**
@@ -84,7 +86,7 @@ export async function createTestApp(opts: TestAppOptions = {}) {
   await seedKeys(store, clock.now());
   const keys = createKeyRing(store, clock, MAX_TOKEN_TTL);
   await keys.init();
-  const app = createApp({ config, store, keys, clock, log: opts.log ?? silentLogger, fetch: opts.fetch, core: opts.core ?? testCoreBundle(), rebuilding: opts.rebuilding, ...(opts.exportSink ? { exportSink: opts.exportSink } : {}), ...(opts.resolveHost ? { resolveHost: opts.resolveHost } : {}) });
+  const app = createApp({ config, store, keys, clock, log: opts.log ?? silentLogger, fetch: opts.fetch, core: opts.core ?? testCoreBundle(), rebuilding: opts.rebuilding, ...(opts.exportSink ? { exportSink: opts.exportSink } : {}), ...(opts.resolveHost ? { resolveHost: opts.resolveHost } : {}), ...(opts.importStorageWaitMs === undefined ? {} : { importStorageWaitMs: opts.importStorageWaitMs }) });
   await createTenant(store, clock, 't1');
   const admin = await createClient(store, clock, { tenant: 't1', name: 'admin', scopes: ['system/*.*'] });
 

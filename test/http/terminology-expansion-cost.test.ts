@@ -107,3 +107,51 @@ await eachStore((kind, fresh) => {
     });
   });
 });
+
+/**
+ * Nesting (`excludeNested` false) finds each code's nearest ancestor in the expansion once per concept
+ * of the code system, not once per code and ancestor: under a chain of 50,000 concepts, 10,000 codes
+ * cost 60,000 steps, where walking each code's ancestors cost 5×10⁸ (minutes, outside any budget).
+ */
+const CHAIN = 'http://example.org/cs/chain';
+const LINKS = 50_000;
+const LEAVES = 9_999; // with the top of the chain, the most one expansion may hold (maxExpansionSize)
+
+await eachStore((kind, fresh) => {
+  describe(`expansion nesting cost (${kind})`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      api = fhirClient(t, await t.token());
+      const parent = (code: string) => ({ property: [{ code: 'parent', valueCode: code }] });
+      await api.put200({
+        resourceType: 'CodeSystem', id: 'chain', url: CHAIN, status: 'active', content: 'complete',
+        property: [{ code: 'parent', uri: 'http://hl7.org/fhir/concept-properties#parent', type: 'code' }],
+        concept: [
+          // The top of the chain matches the filter too: every leaf nests under it, 50,000 levels up.
+          { code: 'link0', display: 'leaf holder' },
+          ...Array.from({ length: LINKS - 1 }, (_, i) => ({ code: `link${i + 1}`, ...parent(`link${i}`) })),
+          ...Array.from({ length: LEAVES }, (_, i) => ({ code: `leaf${i}`, ...parent(`link${LINKS - 1}`) })),
+        ],
+      });
+      await api.put200({ resourceType: 'ValueSet', id: 'chain', url: vsUrl('chain'), status: 'active', compose: { include: [{ system: CHAIN }] } });
+    }, 120_000);
+    afterAll(() => t.close());
+
+    test('codes at the foot of a long chain nest under their nearest ancestor at the cost of one walk up the chain', async () => {
+      const started = performance.now();
+      const res = await api.get(`ValueSet/$expand?url=${encodeURIComponent(vsUrl('chain'))}&filter=leaf&excludeNested=false`);
+      const elapsed = performance.now() - started;
+      expect(res.status).toBe(200);
+      const body = (await res.json()) as Json;
+      expect(body.expansion.total).toBe(LEAVES + 1);
+      expect(body.expansion.contains.map((c: Json) => c.code)).toEqual(['link0']);
+      const below = body.expansion.contains[0].contains.map((c: Json) => c.code);
+      expect(below).toEqual(Array.from({ length: LEAVES }, (_, i) => `leaf${i}`));
+      // Walking every leaf's ancestors took minutes; one walk takes milliseconds (generous for a loaded machine).
+      expect(elapsed).toBeLessThan(15_000);
+    }, 60_000);
+  });
+});

@@ -124,10 +124,12 @@ export function terminologyRoutes(deps: TerminologyRouteDeps): Hono<AppEnv> {
     return fhirJson(await findMatches(findMatchesInput(raw, await instance(c, terminology)), { terminology }));
   };
   const expand = async (c: Context<AppEnv>) => {
-    const input = expandInput(await inputs(c, expandParams), c.req.param('id'), c.req.header('Accept-Language'));
+    const raw = await inputs(c, expandParams);
+    const input = expandInput(raw, c.req.param('id'), c.req.header('Accept-Language'));
     const terminology = valueSetReach(deps.terminology, c.get('tenant'), c.get('access'), await context(c, 'ValueSet'));
     const now = () => new Date(deps.clock.now());
-    return fhirJson(await expandValueSet(input, { terminology, now, newId: () => crypto.randomUUID(), maxExpansionSize: deps.maxExpansionSize }));
+    const res = fhirJson(await expandValueSet(input, { terminology, now, newId: () => crypto.randomUUID(), maxExpansionSize: deps.maxExpansionSize }));
+    return varyByLanguage(res, raw.displayLanguage);
   };
 
   const translation = async (c: Context<AppEnv>) => {
@@ -168,7 +170,17 @@ function validateValueSetResponse(
   // Awaited only when something must be read: the steady state takes no turn of the event loop here.
   const result = then(terminology.service.context(tenant), (context) =>
     validateValueSetCode(input, { terminology: valueSetReach(terminology, tenant, access, context) }));
-  return then(result, (r) => fhirJson(validationParametersJson(r)));
+  return then(result, (r) => varyByLanguage(fhirJson(validationParametersJson(r)), raw.displayLanguage));
+}
+
+/**
+ * `res` with `Vary: Accept-Language` when the answer was read in the request's Accept-Language (no
+ * `displayLanguage` input), so that a cache keeps the answers in different languages apart (RFC 9110
+ * 12.5.5); with it the header played no part.
+ */
+function varyByLanguage(res: Response, displayLanguage: string | undefined): Response {
+  if (displayLanguage === undefined) res.headers.append('Vary', 'Accept-Language');
+  return res;
 }
 
 /**

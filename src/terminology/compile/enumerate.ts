@@ -1,6 +1,7 @@
 import { invalid, missingDependency } from '../errors.ts';
 import type { ConceptDefinition } from '../model/code-system.ts';
 import type { Designation } from '../model/datatypes.ts';
+import type { ConceptReference } from '../model/value-set.ts';
 import type { CodeSystemIndex, ConceptEntry } from './code-system-index.ts';
 import type { CompiledConceptSet } from './concept-set.ts';
 import type { CompiledValueSet } from './compiled-value-set.ts';
@@ -186,7 +187,7 @@ async function* systemCandidates(set: CompiledConceptSet, system: string, lookup
       const text = `${set.where}: CodeSystem ${systemLabel(system, set.version, lookup.asOf)} is not available, so it cannot be expanded`;
       throw cs === null ? missingDependency(text) : invalid(text);
     }
-    for (const c of listed) yield { system, version: set.version, code: c.code, display: c.display, abstract: false, inactive: false };
+    for (const c of listed) yield listedEntry(system, set.version, undefined, c);
     return;
   }
   if (cs.content === 'supplement') {
@@ -198,7 +199,7 @@ async function* systemCandidates(set: CompiledConceptSet, system: string, lookup
       const e = cs.find(c.code);
       // A listed code missing from a fragment or example CodeSystem is not proof of absence.
       if (e !== undefined) yield entryOf(system, cs, e, c.designation);
-      else if (cs.content !== 'complete') yield { system, version: cs.version, code: c.code, display: c.display, abstract: false, inactive: false };
+      else if (cs.content !== 'complete') yield listedEntry(system, cs.version, cs.language, c);
     }
     return;
   }
@@ -206,6 +207,15 @@ async function* systemCandidates(set: CompiledConceptSet, system: string, lookup
   for (const e of cs.entries()) {
     if (predicates.every((p) => p(e))) yield entryOf(system, cs, e);
   }
+}
+
+/**
+ * The expansion entry of a code the include lists that its code system does not hold (unknown, or a
+ * fragment without it): the include's display and designations are all there is of the concept.
+ */
+function listedEntry(system: string, version: string | undefined, language: string | undefined, c: ConceptReference): ExpansionEntry {
+  const definition: ConceptDefinition = { code: c.code, ...(c.display === undefined ? {} : { display: c.display }), ...(c.designation === undefined ? {} : { designation: c.designation }) };
+  return { system, version, code: c.code, display: c.display, abstract: false, inactive: false, concept: { definition, language } };
 }
 
 /**

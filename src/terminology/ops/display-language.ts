@@ -40,21 +40,27 @@ export function inLanguages(tag: string | undefined, languages: readonly string[
  * language, or without `language`, it is the concept's display.
  */
 export function displayIn(definition: ConceptDefinition, systemLanguage: string | undefined, language: string | undefined): string | undefined {
-  if (language === undefined) return definition.display;
+  return chosenDisplay(definition, systemLanguage, language).value;
+}
+
+/** displayIn()'s display and the designation of `definition` it is taken from (`from`; undefined for the concept's own display, or none). */
+export function chosenDisplay(definition: ConceptDefinition, systemLanguage: string | undefined, language: string | undefined): { value: string | undefined; from?: Designation } {
+  const own = { value: definition.display };
+  if (language === undefined) return own;
   const languages = languagesOf(language);
   if (languages.length !== 1 || languages[0] !== language) {
     for (const l of languages) {
-      const d = displayIn(definition, systemLanguage, l);
-      if (d !== definition.display || inLanguages(systemLanguage, [l])) return d;
+      const d = chosenDisplay(definition, systemLanguage, l);
+      if (d.value !== definition.display || inLanguages(systemLanguage, [l])) return d;
     }
     // `*;q=0`: no display rather than one in a language not asked for (unless the system's is unknown).
-    return othersRefused(language) && systemLanguage !== undefined ? undefined : definition.display;
+    return othersRefused(language) && systemLanguage !== undefined ? { value: undefined } : own;
   }
-  if (language === '*') return definition.display;
-  const own: Designation[] = definition.display === undefined ? [] : [{ language: systemLanguage, value: definition.display }];
+  if (language === '*') return own;
+  const display: Designation[] = definition.display === undefined ? [] : [{ language: systemLanguage, value: definition.display }];
   let best: Designation | undefined;
   let bestRank = Number.POSITIVE_INFINITY;
-  for (const d of [...own, ...(definition.designation ?? [])]) {
+  for (const d of [...display, ...(definition.designation ?? [])]) {
     const match = d.language === undefined ? undefined : languageMatch(d.language, language);
     if (match === undefined) continue;
     const rank = match * 2 + (isDisplayUse(d) ? 0 : 1);
@@ -63,7 +69,7 @@ export function displayIn(definition: ConceptDefinition, systemLanguage: string 
       bestRank = rank;
     }
   }
-  return best?.value ?? definition.display;
+  return best === undefined || best === display[0] ? own : { value: best.value, from: best };
 }
 
 /**

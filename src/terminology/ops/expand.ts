@@ -1,6 +1,6 @@
 import { ENUMERATION_WORK_LIMIT, type ExpansionEntry, enumerateValueSet, WorkLimitReached } from '../compile/enumerate.ts';
 import type { TerminologyContext } from '../context.ts';
-import { tooCostly } from '../errors.ts';
+import { missingDependency, tooCostly } from '../errors.ts';
 import type { expandParams } from '../input/operations.ts';
 import type { OperationInput } from '../input/parameters.ts';
 import { type ValueSetTarget, valueSetTarget } from '../input/value-set-target.ts';
@@ -8,12 +8,12 @@ import type { DatePeriod } from '../model/date-time.ts';
 import type { Designation } from '../model/datatypes.ts';
 import { expansionParameter } from '../model/value-set.ts';
 import type { ParametersParameter } from '../model/parameters.ts';
-import { displayIn } from './display-language.ts';
+import { chosenDisplay } from './display-language.ts';
 import { designationsOf, recording, supplemented, usedValueSets } from './expansion-parts.ts';
 import { nestContains } from './expansion-tree.ts';
 import { isLanguageList } from '../input/parameters.ts';
 import { resolveValueSet } from './resolve-value-set.ts';
-import { requireSupplements } from './supplements.ts';
+import { requireSupplements, unusedSupplements } from './supplements.ts';
 import { type SystemVersions, systemVersions, withSystemVersions } from './system-versions.ts';
 import { matchesVersion, splitCanonical } from '../version.ts';
 
@@ -166,6 +166,12 @@ export async function expandValueSet(asked: ExpandInput, deps: ExpandDeps): Prom
     }
     counted = false;
   }
+  // Only once every include was read: a page answered without its total may not have looked at all of them.
+  const unused = counted && vs.expansion === undefined ? unusedSupplements(supplements, used) : [];
+  if (unused.length > 0) {
+    const names = unused.map((cs) => `'${cs.version === undefined ? cs.url : `${cs.url}|${cs.version}`}' (of '${cs.resource.supplements}')`).join(', ');
+    throw missingDependency(`The expansion of ${vs.label} uses no code system version that the supplement${unused.length > 1 ? 's' : ''} ${names} it names supplement${unused.length > 1 ? '' : 's'}`, ['url']);
+  }
   // Nested only when asked (R4 leaves the default to the server; HAPI FHIR and Medplum answer flat) and not paged.
   // A value set that lists its codes keeps its own flat order, as the reference servers answer.
   const nested = input.excludeNested === false && input.count === undefined && input.offset === undefined && vs.expansion === undefined
@@ -201,10 +207,14 @@ function definitionFields(vs: ExpandDefinition): Partial<ExpandDefinition> {
 const DEFINITION_FIELDS = ['id', 'language', 'url', 'version', 'name', 'title', 'status', 'experimental', 'date'] as const;
 type ExpandDefinition = Pick<ExpandedValueSet, (typeof DEFINITION_FIELDS)[number]>;
 
+/** An entry as shown: its display in the language asked for, taken from designation `from` when it is one. */
+type Shown = ExpansionEntry & { readonly from?: Designation };
+
 /** The entry with its display in `language` when its concept has a designation in it. */
-function inLanguage(e: ExpansionEntry, language: string | undefined): ExpansionEntry {
+function inLanguage(e: ExpansionEntry, language: string | undefined): Shown {
   if (language === undefined || e.concept === undefined) return e;
-  return { ...e, display: displayIn(e.concept.definition, e.concept.language, language) };
+  const { value, from } = chosenDisplay(e.concept.definition, e.concept.language, language);
+  return { ...e, display: value, ...(from === undefined ? {} : { from }) };
 }
 
 /** Whether an entry's code system (and version) is one `exclude-system` names. */
@@ -219,8 +229,8 @@ function matches(e: ExpansionEntry, text: string | undefined): boolean {
   return e.code.toLowerCase().includes(text) || (e.display?.toLowerCase().includes(text) ?? false);
 }
 
-function contained(e: ExpansionEntry, input: ExpandInput): ExpansionContainsOut {
-  const designation = input.includeDesignations === true || input.designations !== undefined ? designationsOf(e, input.designations) : undefined;
+function contained(e: Shown, input: ExpandInput): ExpansionContainsOut {
+  const designation = input.includeDesignations === true || input.designations !== undefined ? designationsOf(e, input.designations, e.from) : undefined;
   return {
     system: e.system,
     ...(e.version === undefined ? {} : { version: e.version }),

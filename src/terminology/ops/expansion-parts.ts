@@ -54,7 +54,7 @@ export function usedValueSets(vs: CompiledValueSet, out = new Set<string>()): Se
  */
 export function supplemented(e: ExpansionEntry, supplements: readonly CodeSystemIndex[]): ExpansionEntry {
   if (supplements.length === 0 || e.concept === undefined) return e;
-  const extra = supplementDesignations(supplements, e.system, e.code);
+  const extra = supplementDesignations(supplements, e.system, e.version, e.code);
   if (extra.length === 0) return e;
   const { definition } = e.concept;
   return { ...e, concept: { ...e.concept, definition: { ...definition, designation: [...(definition.designation ?? []), ...extra] } } };
@@ -62,13 +62,14 @@ export function supplemented(e: ExpansionEntry, supplements: readonly CodeSystem
 
 /**
  * An entry's designations, as the reference servers list them: the concept's own; when the display is
- * another language's (`displayLanguage`), not the designation it was taken from, and the concept's own
- * display in the code system's language instead. Only those `designation` asks for when it is given.
+ * another language's (`displayLanguage`), not the designation it was taken from (`from`; others of the
+ * same text, in other languages or uses, stay), and the concept's own display in the code system's
+ * language instead. Only those `designation` asks for when it is given.
  */
-export function designationsOf(e: ExpansionEntry, wanted: readonly string[] | undefined): readonly Designation[] | undefined {
+export function designationsOf(e: ExpansionEntry, wanted: readonly string[] | undefined, from?: Designation): readonly Designation[] | undefined {
   if (e.concept === undefined) return undefined;
   const { definition, language } = e.concept;
   const own = definition.designation ?? [];
-  const all = e.display === definition.display ? own : designationsWithDisplay({ ...definition, designation: own.filter((d) => d.value !== e.display) }, language);
+  const all = e.display === definition.display ? own : designationsWithDisplay({ ...definition, designation: own.filter((d) => d !== from) }, language);
   return wanted === undefined ? all : all.filter((d) => designationWanted(d, wanted));
 }

@@ -4,31 +4,58 @@ import type { TerminologyContext } from '../context.ts';
 import { invalid, missingDependency } from '../errors.ts';
 import type { Designation } from '../model/datatypes.ts';
 import { all, then, type SyncOrAsync } from '../../sync-or-async.ts';
-import { splitCanonical } from '../version.ts';
+import { matchesVersion, splitCanonical } from '../version.ts';
 
 const VALUESET_SUPPLEMENT = 'http://hl7.org/fhir/StructureDefinition/valueset-supplement';
 const NONE: readonly CodeSystemIndex[] = [];
 
-/** The supplements a ValueSet names (`valueset-supplement` extensions) as url and version. */
-function namedSupplements(vs: CompiledValueSet): { url: string; version?: string }[] {
-  return (vs.resource.extension ?? []).filter((e) => e.url === VALUESET_SUPPLEMENT && e.valueCanonical !== undefined).map((e) => splitCanonical(e.valueCanonical!));
+/**
+ * The supplements a ValueSet names (`valueset-supplement` extensions) as url and version, with those the
+ * ValueSets it imports name, at any depth: the reference servers expand an imported ValueSet with its
+ * own supplements applied, so its codes keep their designations in the importing expansion.
+ */
+function namedSupplements(vs: CompiledValueSet): readonly NamedSupplement[] {
+  let named = NAMED.get(vs);
+  if (named === undefined) NAMED.set(vs, (named = collectSupplements(vs, [], new Set())));
+  return named;
+}
+
+interface NamedSupplement {
+  readonly url: string;
+  readonly version?: string;
+  /** The ValueSet that names it, for messages. */
+  readonly by: string;
+}
+
+/** Per compiled ValueSet (dropped with it): ValueSet/$validate-code is a hot route. */
+const NAMED = new WeakMap<CompiledValueSet, readonly NamedSupplement[]>();
+
+function collectSupplements(vs: CompiledValueSet, out: NamedSupplement[], seen: Set<CompiledValueSet>): NamedSupplement[] {
+  if (seen.has(vs)) return out;
+  seen.add(vs);
+  for (const e of vs.resource.extension ?? []) {
+    if (e.url !== VALUESET_SUPPLEMENT || e.valueCanonical === undefined) continue;
+    const named = splitCanonical(e.valueCanonical);
+    if (!out.some((o) => o.url === named.url && o.version === named.version)) out.push({ ...named, by: vs.label });
+  }
+  for (const set of vs.includes) for (const i of set.imports) if (i.compiled !== null) collectSupplements(i.compiled, out, seen);
+  return out;
 }
 
 /**
- * The supplements a ValueSet names, loaded: at once when they are loaded, else as a promise. A ValueSet
+ * The supplements a ValueSet names (and the ValueSets it includes by import), loaded: at once when they are loaded, else as a promise. A ValueSet
  * that names a supplement the server does not have cannot be used (a 400 `not-found`, as the reference
  * servers answer), nor can a code system that is not a supplement be named as one (a 400 `invalid`).
  */
 export function requireSupplements(vs: CompiledValueSet, ctx: TerminologyContext): SyncOrAsync<readonly CodeSystemIndex[]> {
-  if (vs.resource.extension === undefined) return NONE;
   const named = namedSupplements(vs);
   if (named.length === 0) return NONE;
   return then(all(named.map(({ url, version }) => ctx.codeSystem(url, version))), (found) =>
     found.map((cs, i) => {
-      const { url, version } = named[i]!;
+      const { url, version, by } = named[i]!;
       const name = version === undefined ? url : `${url}|${version}`;
-      if (cs === null) throw missingDependency(`The supplement '${name}' that ${vs.label} names could not be found`, ['url']);
-      if (cs.content !== 'supplement') throw invalid(`'${name}', named as a supplement by ${vs.label}, is not a supplement (its content is '${cs.content}')`, ['url']);
+      if (cs === null) throw missingDependency(`The supplement '${name}' that ${by} names could not be found`, ['url']);
+      if (cs.content !== 'supplement') throw invalid(`'${name}', named as a supplement by ${by}, is not a supplement (its content is '${cs.content}')`, ['url']);
       return cs;
     }),
   );
@@ -36,16 +63,37 @@ export function requireSupplements(vs: CompiledValueSet, ctx: TerminologyContext
 
 /**
  * The designations the given supplements add to a concept of `system` (their display too, in the
- * supplement's language), for display checks and displays in a language.
+ * supplement's language), for display checks and displays in a language. A supplement of one version
+ * of a code system (`supplements: url|version`) applies to the codes of that version only, as the
+ * reference servers apply it; `version` is the code's code system version (undefined: not known).
  */
-export function supplementDesignations(supplements: readonly CodeSystemIndex[] | undefined, system: string, code: string): Designation[] {
+export function supplementDesignations(supplements: readonly CodeSystemIndex[] | undefined, system: string, version: string | undefined, code: string): Designation[] {
   const out: Designation[] = [];
   for (const s of supplements ?? []) {
-    if (s.resource.supplements === undefined || s.resource.supplements.split('|')[0] !== system) continue;
+    if (!supplementsVersion(s, system, version)) continue;
     const d = s.find(code)?.definition;
     if (d === undefined) continue;
     if (d.display !== undefined) out.push({ language: s.language, value: d.display });
     out.push(...(d.designation ?? []));
   }
   return out;
+}
+
+/**
+ * The supplements of `supplements` that apply to none of the code systems an expansion used (`url` or
+ * `url|version`, as `used-codesystem` names them): a ValueSet that needs a supplement of a code system
+ * version it does not draw on cannot be expanded as its author meant, which the reference servers answer
+ * with a 400 `not-found` (VALUESET_SUPPLEMENT_MISSING).
+ */
+export function unusedSupplements(supplements: readonly CodeSystemIndex[], used: Iterable<string>): CodeSystemIndex[] {
+  const systems = [...used].map((u) => splitCanonical(u));
+  return supplements.filter((s) => !systems.some(({ url, version }) => supplementsVersion(s, url, version)));
+}
+
+/** Whether supplement `s` supplements `system` in `version` (any version, when its `supplements` names none). */
+function supplementsVersion(s: CodeSystemIndex, system: string, version: string | undefined): boolean {
+  if (s.resource.supplements === undefined) return false;
+  const target = splitCanonical(s.resource.supplements);
+  if (target.url !== system) return false;
+  return target.version === undefined || (version !== undefined && matchesVersion(target.version, version));
 }

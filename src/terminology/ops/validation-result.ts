@@ -167,7 +167,7 @@ export function finishMember(m: Member, coding: CheckedCoding, finish: Finish): 
   } else if (m.entry?.deprecated === true) {
     issues.push(txIssue('warning', 'business-rule', 'code-comment', `The concept ${label} is deprecated and its use should be reviewed`));
   }
-  const extra = supplementDesignations(finish.supplements, m.system, m.code);
+  const extra = supplementDesignations(finish.supplements, m.system, m.cs?.version, m.code);
   const own = m.entry?.definition;
   const definition = own === undefined || extra.length === 0 ? own : { ...own, designation: [...(own.designation ?? []), ...extra] };
   if (coding.display !== undefined) {

@@ -106,7 +106,11 @@ function subjectsOf(req: FhirRequest, params: URLSearchParams): string[] {
   }))];
 }
 
-/** The groups of codings (each sorted, by system then code) that these pairs join, in order of their first coding. */
+/**
+ * The groups of codings (each sorted, by system then code) that these pairs join, in order of their first coding.
+ * A coding of a system without a code (its token row has an empty value: indexer.ts tokenValues) is no code: it
+ * forms and joins no group (as a group's search, `system|` would find every code of the system).
+ */
 export function groupsOf(pairs: CodingPair[]): string[][] {
   const parent = new Map<string, string>();
   const find = (x: string): string => {
@@ -117,8 +121,9 @@ export function groupsOf(pairs: CodingPair[]): string[][] {
   };
   const key = (system: string, value: string) => `${escaped(system)}|${escaped(value)}`;
   for (const p of pairs) {
-    const a = key(p.system1, p.value1);
-    const b = key(p.system2, p.value2);
+    if (p.value1 === '' && p.value2 === '') continue;
+    const a = p.value1 === '' ? key(p.system2, p.value2) : key(p.system1, p.value1);
+    const b = p.value2 === '' ? a : key(p.system2, p.value2);
     if (!parent.has(a)) parent.set(a, a);
     if (!parent.has(b)) parent.set(b, b);
     const [ra, rb] = [find(a), find(b)];

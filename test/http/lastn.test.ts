@@ -184,6 +184,18 @@ await eachStore((kind, fresh) => {
       expect((await expectOutcome(await api.get('Observation/$lastn?patient=p1&category=laboratory&bogus=1', { Prefer: 'handling=strict' }), 400)).issue[0].expression).toEqual(['bogus']);
     });
 
+    test('a coding of a system without a code is no code: it forms no group and joins none (`system|` finds every code of the system)', async () => {
+      await api.put200({ resourceType: 'Patient', id: 'p5' });
+      await obs('sys-k', [], '2020-01-01', { subject: 'p5', extra: { code: { coding: [{ system: 'urn:cs', code: 'k' }] } } });
+      // Joins k's group alone: urn:cs2 has no code.
+      await obs('sys-kk', [], '2019-01-01', { subject: 'p5', extra: { code: { coding: [{ system: 'urn:cs', code: 'k' }, { system: 'urn:cs2', display: 'Other' }] } } });
+      // No coding with a code: a code of text alone, grouped by its text.
+      await obs('sys-t', [], '2021-01-01', { subject: 'p5', extra: { code: { coding: [{ system: 'urn:cs' }], text: 'T' } } });
+      expect(matches(await lastn('patient=p5&category=laboratory&max=3'))).toEqual(['sys-k', 'sys-kk', 'sys-t']);
+      expect(matches(await lastn('patient=p5&category=laboratory'))).toEqual(['sys-k', 'sys-t']);
+      expect(matches(await lastn('patient=p5&code=urn:cs|&max=3'))).toEqual(['sys-k', 'sys-kk', 'sys-t']);
+    });
+
     test('access: a search\'s; a patient-context token defaults to its patient and reads no other', async () => {
       const own = fhirClient(t, await craftToken(t, 'patient/Observation.rs', { patient: 'p2' }));
       expect(matches(await lastn('category=laboratory', own))).toEqual(['a-p2']);

@@ -101,7 +101,8 @@ export async function metaInUse(deps: FhirDeps, req: FhirRequest, type?: string)
   const security = new Map<string, Coding>();
   const profiles = new Set<string>();
   for (const r of rows) {
-    const coding: Coding = { ...(r.system ? { system: r.system } : {}), code: r.value };
+    // A tag of a system alone (index model 19: a row of its system with an empty value) is listed as its system.
+    const coding: Coding = { ...(r.system ? { system: r.system } : {}), ...(r.value !== '' && { code: r.value }) };
     if (r.param === '_profile') profiles.add(r.value);
     else (r.param === '_tag' ? tags : security).set(`${r.system}|${r.value}`, coding);
   }

@@ -173,6 +173,11 @@ await eachStore((kind, fresh) => {
       expect(await ok(await other.get('$meta'))).toEqual({ tag: [{ system: TAGS, code: 'other-tenant' }] });
     });
 
+    test('type-level $meta lists a tag or security label of a system alone as its system (no empty code), on both databases alike', async () => {
+      await api.put200({ resourceType: 'Device', id: 'sys-alone', meta: { tag: [{ system: 'urn:alone' }, { system: 'urn:alone', code: 'a' }], security: [{ system: SEC }] } });
+      expect(await ok(await api.get('Device/$meta'))).toEqual({ security: [{ system: SEC }], tag: [{ system: 'urn:alone' }, { system: 'urn:alone', code: 'a' }] });
+    });
+
     test('access: read for $meta, update for the changes; scope filters, patient context', async () => {
       await api.put200({ resourceType: 'Patient', id: 'pa' });
       await api.put200({ resourceType: 'Patient', id: 'pb', gender: 'male' });

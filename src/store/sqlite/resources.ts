@@ -281,6 +281,7 @@ export function createSqliteResources(
       "SELECT k, param, system FROM search_keys WHERE tenant = ? AND type IN (SELECT value FROM json_each(?)) AND param IN (SELECT value FROM json_each(?)) AND code = ''",
     ),
     // The next value after `value` under key `k`, by the (k, value) index: one probe.
+    firstValue: reader.query<{ value: string }, [number]>('SELECT value FROM search_index WHERE k = ? ORDER BY value LIMIT 1'),
     nextValue: reader.query<{ value: string }, [number, string]>('SELECT value FROM search_index WHERE k = ? AND value > ? ORDER BY value LIMIT 1'),
     containedKeys: reader.query<{ type: string; param: string }, [string, string]>(
       "SELECT DISTINCT type, param FROM search_keys WHERE tenant = ? AND system = '' AND param LIKE ?",
@@ -345,9 +346,9 @@ export function createSqliteResources(
     async metaInUse(tenant, types, cap) {
       const out: MetaValue[] = [];
       for (const key of q.metaKeys.all(tenant, JSON.stringify(types), JSON.stringify(META_PARAMS))) {
-        // '' is below every value: the first probe finds the smallest.
+        // The first probe finds the smallest value ('', a tag of a system alone, too), each next one the value after it.
         let n = 0;
-        for (let row = q.nextValue.get(key.k, ''); row && n < cap; row = q.nextValue.get(key.k, row.value), n++) out.push({ param: key.param, system: key.system, value: row.value });
+        for (let row = q.firstValue.get(key.k); row && n < cap; row = q.nextValue.get(key.k, row.value), n++) out.push({ param: key.param, system: key.system, value: row.value });
       }
       return out;
     },

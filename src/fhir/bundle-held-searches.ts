@@ -104,7 +104,14 @@ function sameRows(rows: readonly ResourceVersion[], found: ReadonlyMap<string, n
  */
 async function requireGroupUnchanged(w: ResourceWriter, group: Held[]): Promise<void> {
   const found = new Map<string, number>();
-  for (const h of group) for (const [id, version] of h.found) found.set(id, version);
+  for (const h of group) {
+    for (const [id, version] of h.found) {
+      // Found at two versions (written between two of the planning's searches): the earlier search's answer may
+      // no longer hold, which the union, finding the later version, cannot tell.
+      if ((found.get(id) ?? version) !== version) throw new ConditionRaced();
+      found.set(id, version);
+    }
+  }
   const first = group[0]!.query!;
   const query: SearchQuery = { type: first.type, where: anyOf(group.map((h) => h.query!.where ?? [])), sort: [], count: found.size + 1, ...(first.compartment === undefined ? {} : { compartment: first.compartment }) };
   if (!sameRows(await w.search(query), found, true)) throw new ConditionRaced();

@@ -120,6 +120,22 @@ await eachStore((kind, fresh) => {
       expect([now.meta.versionId, now.gender, now.birthDate]).toEqual(['3', 'other', '1970-01-01']);
     });
 
+    test('its patch planned again refers to what this attempt creates: a urn:uuid in the patch names the Patient written, not the first attempt\'s id', async () => {
+      const obs = (gender: string) => t.request(`${t.fhir()}/Observation/patch-urn`, fhirInit(token, 'PUT', { resourceType: 'Observation', id: 'patch-urn', status: 'final', code: { text: gender } }));
+      expect((await obs('a')).status).toBe(201);
+      const urn = 'urn:uuid:00000000-0000-4000-8000-0000000000e1';
+      const patch = { resource: { resourceType: 'Parameters', parameter: [{ name: 'operation', part: [{ name: 'type', valueCode: 'add' }, { name: 'path', valueString: 'Observation' }, { name: 'name', valueString: 'subject' }, { name: 'value', valueReference: { reference: urn } }] }] }, request: { method: 'PATCH', url: 'Observation/patch-urn' } };
+      let written = 0;
+      meanwhile = async () => (written = (await obs('b')).status);
+      const res = await send([{ fullUrl: urn, resource: { resourceType: 'Patient', name: [{ family: 'Urn' }] }, request: { method: 'POST', url: 'Patient' } }, patch, hook('patch-urn')]);
+      expect([written, res.status]).toEqual([200, 200]);
+      const answer = (await res.json()) as Json;
+      const created = `Patient/${answer.entry[0].resource.id}`;
+      const now = await read('Observation/patch-urn');
+      expect([now.code.text, now.subject]).toEqual(['b', { reference: created }]);
+      expect((await read(created)).name).toEqual([{ family: 'Urn' }]);
+    });
+
     test("its conditional create's match, deleted meanwhile, is searched again: the Bundle creates, and its entries refer to what it created", async () => {
       const identifier = [{ system: 'http://example.org/mrn', value: 'held-create' }];
       expect((await put('held-c', { identifier })).status).toBe(201);
@@ -191,6 +207,28 @@ await eachStore((kind, fresh) => {
       expect([updated, res.status]).toEqual([200, 412]);
       const outcome = (await res.json()) as Json;
       expect([outcome.issue[0].expression, outcome.issue[0].diagnostics]).toEqual([['Bundle.entry[0].resource.subject'], expect.stringContaining('matches more than one resource')]);
+    });
+
+    test("of its conditional references searched again together, one whose target another request moves to the other's condition between their searches is a 412 (it was 200, naming a Patient its condition no longer matches)", async () => {
+      expect((await put('ver-p', mrn('ver-a'))).status).toBe(201);
+      const resources = t.store.resources;
+      const search = resources.search;
+      let moved = 0;
+      // Between the planning's two searches: ver-p leaves the first condition for the second's.
+      resources.search = async (tenant, query) => {
+        const rows = await search.call(resources, tenant, query);
+        if (moved === 0 && JSON.stringify(query.where).includes('"ver-a"')) moved = (await put('ver-p', mrn('ver-b'))).status;
+        return rows;
+      };
+      try {
+        const res = await send(['ver-a', 'ver-b'].map((id) => observation(`Patient?identifier=http://example.org/mrn|${id}`)));
+        expect([moved, res.status]).toEqual([200, 412]);
+        const outcome = (await res.json()) as Json;
+        expect([outcome.issue[0].expression, outcome.issue[0].diagnostics]).toEqual([['Bundle.entry[0].resource.subject'], expect.stringContaining('matches nothing')]);
+      } finally {
+        resources.search = search;
+      }
+      expect(await observations('Patient/ver-p')).toBe(0);
     });
 
     test('of its conditional references through a chain, one that another request makes match a second Patient by changing an Organization (no Patient changed) is a 412', async () => {

@@ -477,7 +477,8 @@ async function writePlain(w: ResourceWriter, p: Planned, opts: PutOptions, base:
 
 /**
  * Writes a PATCH entry's result against the version it patched. A write in between is the client's 412
- * when its ifMatch named a version; otherwise (none, or `*`, which any current version meets) the Bundle is
+ * when its ifMatch named no later version; otherwise (none, `*`, which any current version meets, or a list naming a
+ * later version) the Bundle is
  * planned and patched again on the new version (ConditionRaced: exclusively runs it again, as REST PATCH reads
  * and applies again), then 409.
  */
@@ -486,7 +487,10 @@ async function writePatched(w: ResourceWriter, p: Planned, patched: Patched, opt
     const { version, unchanged } = await putVersion(w, patched.resource, p.id!, opts, 'PATCH');
     return { ...(unchanged ? unchangedEntry(version, base) : responseEntry('200 OK', version, base)), resource: parseExact(version.content) };
   } catch (err) {
-    if ((clientIfMatch === undefined || clientIfMatch === '*') && err instanceof VersionConflict) throw new ConditionRaced();
+    // A list naming a later version than the one patched may hold on the version written meanwhile: planned again, its
+    // If-Match is checked on that version (a 412 then when it does not hold), as a REST PATCH's is on each attempt.
+    const mayHold = clientIfMatch === undefined || clientIfMatch === '*' || clientIfMatch.some((v) => patched.base === undefined || v > patched.base);
+    if (mayHold && err instanceof VersionConflict) throw new ConditionRaced();
     throw patchRace(err, p.entry.type, p.id!, clientIfMatch);
   }
 }

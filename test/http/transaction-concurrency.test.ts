@@ -120,6 +120,22 @@ await eachStore((kind, fresh) => {
       expect([now.meta.versionId, now.gender, now.birthDate]).toEqual(['3', 'other', '1970-01-01']);
     });
 
+    test('its patch with an If-Match list naming the version another request wrote meanwhile is planned again on it, as a REST PATCH is (it was a 412)', async () => {
+      expect((await put('held-list', { name: [{ family: 'Lee' }] })).status).toBe(201);
+      const patch = (ifMatch: string) => ({ resource: { resourceType: 'Parameters', parameter: [{ name: 'operation', part: [{ name: 'type', valueCode: 'add' }, { name: 'path', valueString: 'Patient' }, { name: 'name', valueString: 'telecom' }, { name: 'value', valueContactPoint: { system: 'phone', value: '555' } }] }] }, request: { method: 'PATCH', url: 'Patient/held-list', ifMatch } });
+      const statuses: number[] = [];
+      meanwhile = async () => statuses.push((await put('held-list', { name: [{ family: 'Lee' }], gender: 'other' })).status);
+      const res = await send([patch('W/"1", W/"2"'), hook('patch-list')]);
+      expect([statuses, res.status]).toEqual([[200], 200]);
+      const now = await read('Patient/held-list');
+      expect([now.meta.versionId, now.gender, now.telecom]).toEqual(['3', 'other', [{ system: 'phone', value: '555' }]]);
+      // A list that the new version does not meet stays the client's 412, naming its ifMatch, and writes nothing.
+      meanwhile = async () => statuses.push((await put('held-list', { name: [{ family: 'Lee' }], gender: 'male' })).status);
+      const stale = await send([patch('W/"3", W/"1"'), hook('patch-list-stale')]);
+      expect([statuses, stale.status, ((await stale.json()) as Json).issue[0].expression]).toEqual([[200, 200], 412, ['Bundle.entry[0].request.ifMatch']]);
+      expect((await read('Patient/held-list')).meta.versionId).toBe('4');
+    });
+
     test('its patch planned again refers to what this attempt creates: a urn:uuid in the patch names the Patient written, not the first attempt\'s id', async () => {
       const obs = (gender: string) => t.request(`${t.fhir()}/Observation/patch-urn`, fhirInit(token, 'PUT', { resourceType: 'Observation', id: 'patch-urn', status: 'final', code: { text: gender } }));
       expect((await obs('a')).status).toBe(201);

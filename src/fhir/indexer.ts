@@ -277,17 +277,20 @@ function simpleRows(def: ParamDefinition, value: unknown, targetType: string | u
         // A CodeableConcept's codings, or a Coding: each row carries the text `:text` searches.
         const text = typeof v.text === 'string' ? v.text : undefined;
         const codings = Array.isArray(v.coding) ? (v.coding as Json[]) : [v];
+        const coded = codings.some((c) => typeof c?.code === 'string');
         for (const c of codings) {
           const t: { system: string; value: string }[] = [];
           tokenValues(c, t);
           const display = joinDisplays([text, str(c?.display)]);
           for (const x of t) rows.tokens.push(display ? { param, system: x.system, value: x.value, display } : { param, system: x.system, value: x.value });
-          // A Coding's display without a code, so without a token row to carry it: `:text` searches Coding.display (search.html).
+          // The display of a concept without a coded coding: `:text` searches Coding.display (search.html), and
+          // `$lastn` groups such a code by its text (codeTexts reads the string rows, which only codes of text alone
+          // have: a coded concept's displays are its token rows', a system alone's included).
           const own = str(c?.display);
-          if (!t.length && own !== undefined) rows.strings.push({ param: `${param}:text`, value: normalizeString(own), exact: exactString(own) });
+          if (!coded && own !== undefined) rows.strings.push({ param: `${param}:text`, value: normalizeString(own), exact: exactString(own) });
         }
         // Text without a coding to carry it.
-        if (text !== undefined && !codings.some((c) => typeof c?.code === 'string')) rows.strings.push({ param: `${param}:text`, value: normalizeString(text), exact: exactString(text) });
+        if (text !== undefined && !coded) rows.strings.push({ param: `${param}:text`, value: normalizeString(text), exact: exactString(text) });
       } else {
         const tokens: { system: string; value: string }[] = [];
         tokenValues(value, tokens);

@@ -191,8 +191,8 @@ const MODEL_CHANGES: Record<number, ModelChange | undefined> = {
     reads: (c) => (c.kind === 'string' && c.param.endsWith(':text')) || (c.kind === 'missing' && c.params.some((p) => p.endsWith(':text'))),
   },
   // A Coding, Identifier or ContactPoint with a system but no code or value, now a token row of its system
-  // (a composite's first component too), which carries its display, where model 18 wrote the display as a
-  // string row of `:text`. Token conditions on a system alone (`[system]|`, `:not` of one, in a chain
+  // (a composite's first component too), which carries its display (model 18's string row of `:text` is written
+  // still for the displays of a concept without a coded coding: `$lastn` groups such a code by it). Token conditions on a system alone (`[system]|`, `:not` of one, in a chain
   // too) or `_filter`'s `ne`, `:text`, composites on a system alone and `:missing` read them, and so does
   // `_sort` on a token parameter (an empty code, first ascending).
   19: {

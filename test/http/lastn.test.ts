@@ -194,6 +194,12 @@ await eachStore((kind, fresh) => {
       expect(matches(await lastn('patient=p5&category=laboratory&max=3'))).toEqual(['sys-k', 'sys-kk', 'sys-t']);
       expect(matches(await lastn('patient=p5&category=laboratory'))).toEqual(['sys-k', 'sys-t']);
       expect(matches(await lastn('patient=p5&code=urn:cs|&max=3'))).toEqual(['sys-k', 'sys-kk', 'sys-t']);
+      // No code and no text: grouped by its coding's display (after the coded groups), as a coding of a display alone.
+      await obs('sys-d', [], '2022-01-01', { subject: 'p5', extra: { code: { coding: [{ system: 'urn:cs3', display: 'Lumbago' }] } } });
+      expect(matches(await lastn('patient=p5&category=laboratory'))).toEqual(['sys-k', 'sys-d', 'sys-t']);
+      // A display of neither code nor system beside a coded coding is no text group of its own.
+      await obs('sys-kd', [], '2018-01-01', { subject: 'p5', extra: { code: { coding: [{ system: 'urn:cs', code: 'k' }, { display: 'Aside' }] } } });
+      expect(matches(await lastn('patient=p5&category=laboratory&max=4'))).toEqual(['sys-k', 'sys-kk', 'sys-kd', 'sys-d', 'sys-t']);
     });
 
     test('access: a search\'s; a patient-context token defaults to its patient and reads no other', async () => {

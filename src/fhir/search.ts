@@ -35,7 +35,7 @@ export const MAX_INCLUDES = 1000;
 /**
  * `:iterate` follows includes until a round adds nothing (search.html: "iterate until no more"), this many
  * rounds past the first at most; each adds one included resource at least, of MAX_INCLUDES. Past it, a
- * warning says that resources further along may be left out (a hierarchy deeper than that).
+ * warning says that resources further along may be left out, when one more round (read, not added) finds some.
  */
 export const MAX_ITERATIONS = 100;
 /**
@@ -867,7 +867,13 @@ export async function addIncludes(
   };
   let frontier = rows;
   const notCurrent = new Set<string>();
-  for (let round = 0; round <= MAX_ITERATIONS && frontier.length; round++) {
+  const iterated = compiled.includes.some((i) => i.iterate) ? '_include:iterate' : compiled.revincludes.some((i) => i.iterate) ? '_revinclude:iterate' : undefined;
+  for (let round = 0; round <= MAX_ITERATIONS + 1 && frontier.length; round++) {
+    // The round past the last is read only to tell whether resources are left out (the warning), and adds none:
+    // a hierarchy that ends at the last round has nothing further along, and no warning.
+    const probe = round > MAX_ITERATIONS;
+    const kept = included.length;
+    const warned = warnings.length;
     const incs = compiled.includes.filter((i) => round === 0 || i.iterate);
     const revs = compiled.revincludes.filter((i) => round === 0 || i.iterate);
     const next: ResourceVersion[] = [];
@@ -983,11 +989,14 @@ export async function addIncludes(
       }
       await referring([...byColumn].map(([param, vs]) => [param, param === 'target' ? targets.filter(([key]) => !own.has(key)).map(([, v]) => v) : [...vs.values()]]));
     }
+    if (probe) {
+      const more = included.length > kept || warnings.length > warned;
+      included.length = kept;
+      warnings.length = warned;
+      if (more && iterated) warnings.push(issue('warning', 'too-costly', `${iterated} was followed ${MAX_ITERATIONS} rounds past the first: resources further along may be left out`, [iterated]));
+      break;
+    }
     frontier = next;
-  }
-  const iterated = compiled.includes.some((i) => i.iterate) ? '_include:iterate' : compiled.revincludes.some((i) => i.iterate) ? '_revinclude:iterate' : undefined;
-  if (iterated && frontier.length && !warnings.length) {
-    warnings.push(issue('warning', 'too-costly', `${iterated} was followed ${MAX_ITERATIONS} rounds past the first: resources further along may be left out`, [iterated]));
   }
   return { included, warnings };
 }

@@ -96,6 +96,16 @@ await eachStore((kind, fresh) => {
       const deep = await included('Organization?_id=rv-d1&_include:iterate=Organization:partof');
       expect(deep.ids).toEqual(Array.from({ length: 101 }, (_, i) => `rv-d${i + 2}`));
       expect(deep.warnings).toEqual(['_include:iterate was followed 100 rounds past the first: resources further along may be left out']);
+      const up = await included('Organization?_id=rv-d104&_revinclude:iterate=Organization:partof');
+      expect(up.ids).toEqual(Array.from({ length: 101 }, (_, i) => `rv-d${103 - i}`));
+      expect(up.warnings).toEqual(['_revinclude:iterate was followed 100 rounds past the first: resources further along may be left out']);
+      // A hierarchy that ends at the last round: all of it, and no warning (nothing is left out).
+      for (let i = 1; i <= 102; i++) await api.put200({ ...org(i, 102), id: `rv-x${i}`, ...(i < 102 ? { partOf: { reference: `Organization/rv-x${i + 1}` } } : {}) });
+      const whole = Array.from({ length: 101 }, (_, i) => `rv-x${i + 2}`);
+      expect(await included('Organization?_id=rv-x1&_include:iterate=Organization:partof')).toEqual({ ids: whole, warnings: [] });
+      expect(await included('Organization?_id=rv-x102&_revinclude:iterate=Organization:partof')).toEqual({ ids: Array.from({ length: 101 }, (_, i) => `rv-x${101 - i}`), warnings: [] });
+      // Both ways at once, from the middle: each way ends within the rounds.
+      expect((await included('Organization?_id=rv-x50&_include:iterate=Organization:partof&_revinclude:iterate=Organization:partof')).warnings).toEqual([]);
     });
   });
 });

@@ -156,6 +156,54 @@ await eachStore((kind, fresh) => {
       }
     });
 
+    test('from model 17 on resources of every kind: token :text and :missing wait, other searches answer, and after it a Coding\'s display without a code is found, writes made meanwhile too', async () => {
+      let rebuilding: Rebuilding | undefined;
+      const t = await createTestApp({ store: await fresh(), rebuilding: () => rebuilding });
+      try {
+        const api = fhirClient(t, await t.token());
+        await api.put200({ resourceType: 'Patient', id: 'p1', name: [{ family: 'Chalmers' }] });
+        const codes = [{ coding: [{ display: 'Back pain' }] }, { coding: [{ system: 'urn:rv', code: 'A', display: 'Aura' }] }, { text: 'Back pain, low' }, undefined];
+        const condition = (i: number, code = codes[i % 4]): Json => ({ resourceType: 'Condition', id: `c${i}`, subject: { reference: 'Patient/p1' }, ...(code ? { code } : {}) });
+        for (let i = 0; i < 40; i++) await api.put200(condition(i));
+        await api.put200(observation('o1', 5.4));
+        // The rows as model 17 wrote them: no string row for a Coding's display without a code.
+        const stripped = (r: Json): Json => (Array.isArray(r.code?.coding) ? { ...r, code: { ...r.code, coding: r.code.coding.filter((c: Json) => c.code !== undefined) } } : r);
+        const page = await t.store.resources.indexing.page(0, 1_000);
+        await t.store.resources.write('t1', (w) => w.replaceIndex(page.map((r) => ({ type: r.type, id: r.id, versionId: r.versionId, index: storedIndex(stripped(JSON.parse(r.content))), compartments: [] })), ['search_string']));
+        await t.store.resources.indexing.setState({ model: 17, after: 0 });
+        rebuilding = { from: 17, examined: 0 };
+        const ids = async (q: string) => ((await api.search(q)).entry ?? []).map((e: Json) => e.resource.id).sort();
+        const tens = (r: number) => Array.from({ length: 10 }, (_, i) => `c${4 * i + r}`).sort();
+        let writes = 0;
+        const run = await reindex(t.store, {
+          batch: 10,
+          pause: {
+            everyMs: 0,
+            wait: async () => {
+              if (writes >= 4) return;
+              for (const q of ['Condition?code:text=back', 'Condition?code:missing=true', `Condition?_filter=${encodeURIComponent('code pr false')}`]) expect((await api.get(q)).status).toBe(503);
+              expect(await ids('Condition?code=urn:rv|A')).toEqual(tens(1));
+              expect(await ids('Patient?family=chalmers')).toEqual(['p1']);
+              // c3 (no code) is given a display without a code, c0 loses its: their rows follow the write.
+              if (writes === 2) await api.put200(condition(3, { coding: [{ display: 'Back pain again' }] }));
+              if (writes === 3) await api.put200(condition(0, { text: 'Headache' }));
+              writes++;
+            },
+          },
+        });
+        expect(run).toMatchObject({ ran: true, done: 42 });
+        expect(writes).toBe(4);
+        rebuilding = undefined;
+        expect(await t.store.resources.indexing.state()).toEqual({ model: INDEX_MODEL, after: 0 });
+        expect(await ids('Condition?code:text=back')).toEqual([...tens(0).filter((id) => id !== 'c0'), ...tens(2), 'c3'].sort());
+        expect(await ids('Condition?code:text=headache')).toEqual(['c0']);
+        expect(await ids('Condition?code:missing=true')).toEqual(tens(3).filter((id) => id !== 'c3'));
+        expect(await ids('Condition?code:missing=false')).toHaveLength(31);
+      } finally {
+        await t.close();
+      }
+    });
+
     test('from model 0 (rows of every parameter changed): every search waits, reads and writes do not', async () => {
       const t = await createTestApp({ store: await fresh(), rebuilding: () => ({ from: 0, examined: 0 }) });
       try {

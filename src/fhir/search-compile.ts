@@ -291,7 +291,9 @@ export function tokenComparison(def: ParamDefinition, raw: string, unequal: bool
   const values = contactPointValues(def, withImpliedSystems(def, [folded], true));
   const on = (param: string): Condition => (unequal ? { kind: 'token', param, values, fold: true, unequal } : { kind: 'token', param, values, fold: true });
   // A folded parameter's values are its members' together: one of them has a row, or an unequal one.
-  return def.unionOf ? { kind: 'or', any: def.unionOf.map(on) } : on(def.code);
+  const coded = def.unionOf ? { kind: 'or', any: def.unionOf.map(on) } satisfies Condition : on(def.code);
+  // A text without a code (its string row of `:text`) is a value too (missingRows), and never equal to a token: unequal.
+  return unequal ? { kind: 'or', any: [coded, { kind: 'missing', table: 'search_string', params: storedParams(def).map((p) => `${p}:text`), missing: false }] } : coded;
 }
 
 function tokenOf(param: string, raw: string): TokenValue {

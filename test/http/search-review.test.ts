@@ -77,6 +77,18 @@ await eachStore((kind, fresh) => {
       expect(await found('Procedure?reason-reference:Condition.code:missing=false')).toEqual(['rv-pc1']);
     });
 
+    test('_filter ne on a token finds a text without a code, a value unequal to any token, as pr true counts it', async () => {
+      const filter = (type: string, f: string) => found(`${type}?_filter=${encodeURIComponent(f)}`);
+      // rv-c2 is coded A, and also has a display without a code: an item unequal to A.
+      expect(await filter('Condition', 'code ne urn:rv|A')).toEqual(['rv-c1', 'rv-c2', 'rv-c3', 'rv-c4']);
+      expect(await filter('Condition', 'code ne urn:rv|B')).toEqual(['rv-c1', 'rv-c2', 'rv-c3']);
+      expect(await filter('Condition', 'code eq urn:rv|B')).toEqual(['rv-c4']);
+      // Every resource with a value has one equal or one unequal: `pr true` is that union.
+      expect(await filter('Condition', 'code eq urn:rv|B or code ne urn:rv|B')).toEqual(await filter('Condition', 'code pr true'));
+      expect(await filter('Encounter', 'class ne urn:rv|AMB')).toEqual(['rv-e1']);
+      expect(await filter('Procedure', 'reason-reference.code ne urn:rv|A')).toEqual(['rv-pc1']);
+    });
+
     test(':iterate follows a hierarchy to its end, both ways, and warns where it stops (100 rounds past the first)', async () => {
       const org = (i: number, last: number): Json => ({ resourceType: 'Organization', id: `rv-o${i}`, name: `Level ${i}`, ...(i < last ? { partOf: { reference: `Organization/rv-o${i + 1}` } } : {}) });
       for (let i = 1; i <= 8; i++) await api.put200(org(i, 8));

@@ -83,6 +83,9 @@ describe.skipIf(!bin)('PostgreSQL stopped under load', () => {
     await Bun.sleep(1000);
     const downAt = performance.now();
     await cluster.stopImmediate();
+    // The server is down from here (pg_ctl waited for it): on a loaded machine the stop itself can take
+    // longer than the margin a request started before it may still be answered in.
+    const stoppedAt = performance.now();
     phase = 'down';
     await Bun.sleep(1500);
 
@@ -127,7 +130,7 @@ describe.skipIf(!bin)('PostgreSQL stopped under load', () => {
       expect(a.issueCode).toBe('transient');
       expect(a.at).toBeGreaterThan(downAt - MAX_LATENCY_MS);
     }
-    expect(answers.filter((a) => a.status === 201 && a.at > downAt + 200 && a.at < upAt)).toEqual([]);
+    expect(answers.filter((a) => a.status === 201 && a.at > Math.max(downAt + 200, stoppedAt) && a.at < upAt)).toEqual([]);
 
     // Recovery by itself within a few seconds of the database coming back.
     expect(recoveredAt).toBeGreaterThan(0);

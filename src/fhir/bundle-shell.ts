@@ -133,9 +133,10 @@ function repeatsFullUrl(entries: unknown[], seen: Set<string>): boolean {
   for (const e of entries) {
     if (e === null || typeof e !== 'object' || Array.isArray(e)) continue;
     const { fullUrl, resource } = e as Json;
-    if (fullUrl === undefined || fullUrl === null) continue;
+    // A fullUrl that is not a JSON string is no uri to bdl-7's FHIRPath (it is refused for its type alone).
+    if (typeof fullUrl !== 'string') continue;
     const version = ((resource as Json | undefined)?.meta as Json | undefined)?.versionId;
-    const key = String(fullUrl) + (typeof version === 'string' ? version : '');
+    const key = fullUrl + (typeof version === 'string' ? version : '');
     if (seen.has(key)) return true;
     seen.add(key);
   }

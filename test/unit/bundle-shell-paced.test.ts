@@ -49,6 +49,10 @@ const CASES: Record<string, () => Resource> = {
       (e.resource as Json).meta = { versionId: '2' };
     }
   }),
+  'a fullUrl that is not a string, the same in two chunks (bdl-7 reads no string there)': () => bundle((e, i) => {
+    if (i === 3 || i === SHELL_CHUNK + 3) e.fullUrl = 5;
+    if (i === 4 || i === SHELL_CHUNK * 2 + 4) e.fullUrl = { value: 'urn:uuid:x' };
+  }),
   'bdl-2, bdl-3 and bdl-4 in the last chunk': () => bundle((e, i) => {
     if (i === n - 3) e.search = { mode: 'match' };
     if (i === n - 2) delete e.request;

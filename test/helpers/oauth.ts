@@ -3,6 +3,7 @@ import { createClient } from '../../src/auth/admin.ts';
 import type { NewClientOptions } from '../../src/auth/admin.ts';
 import { s256 } from '../../src/auth/pkce.ts';
 import { randomToken } from '../../src/auth/secrets.ts';
+import { signAccessToken } from '../../src/auth/tokens.ts';
 import { createUser, type NewUserOptions } from '../../src/auth/users.ts';
 import { BASE, createTestApp, type TestApp } from './app.ts';
 import type { StoreTarget } from './stores.ts';
@@ -120,6 +121,20 @@ export async function getCode(t: TestApp, p: AuthorizeParams): Promise<string> {
 export function redeem(t: TestApp, code: string, c: { id: string; secret: string | null }, extra: Record<string, string> = {}) {
   const body = { grant_type: 'authorization_code', code, redirect_uri: REDIRECT, client_id: c.id, ...extra };
   return post(t, body, c.secret ? { Authorization: basic(c.id, c.secret) } : {});
+}
+
+/** The access token `username` gets by signing in to client `c` (the code flow, `scope` asked) and redeeming the code. */
+export async function signedInToken(t: TestApp, c: { id: string; secret: string | null }, scope: string, username: string): Promise<string> {
+  const res = await signIn(t, { clientId: c.id, scope }, username, PASSWORD);
+  const code = new URL(res.headers.get('location')!).searchParams.get('code')!;
+  const token = await redeem(t, code, c);
+  expect(token.status).toBe(200);
+  return ((await token.json()) as { access_token: string }).access_token;
+}
+
+/** An access token of client `clientId`'s own authority (no user) in tenant t1, as client_credentials would give it. */
+export async function clientOwnToken(t: TestApp, clientId: string, scope: string): Promise<string> {
+  return (await signAccessToken(t.keys, t.clock, t.config.baseUrl, { sub: clientId, aud: t.fhir('t1'), client_id: clientId, scope, tenant: 't1' }, 300)).token;
 }
 
 /**

@@ -4,25 +4,18 @@
  * authority (a token of no user); the user who started it does. On both databases.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { signAccessToken } from '../../src/auth/tokens.ts';
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import { eachStore, finish, kickOff, patient, put } from '../helpers/export.ts';
-import { PASSWORD, redeem, signIn, testUser, userClient } from '../helpers/oauth.ts';
+import { clientOwnToken, signedInToken, testUser, userClient } from '../helpers/oauth.ts';
 
 await eachStore((kind, fresh) => {
   describe(`export jobs of signed-in users (${kind})`, () => {
     let t: TestApp;
     let client: Awaited<ReturnType<typeof userClient>>;
-    const REQUESTED = { clientId: '', scope: 'openid user/*.rs' };
+    const REQUESTED = 'openid user/*.rs';
 
     /** A user token of the client for `username` (signed in through the login page, the code redeemed). */
-    async function userToken(username: string): Promise<string> {
-      const res = await signIn(t, { ...REQUESTED, clientId: client.id }, username, PASSWORD);
-      const code = new URL(res.headers.get('location')!).searchParams.get('code')!;
-      const token = await redeem(t, code, client);
-      expect(token.status).toBe(200);
-      return ((await token.json()) as { access_token: string }).access_token;
-    }
+    const userToken = (username: string) => signedInToken(t, client, REQUESTED, username);
 
     beforeAll(async () => {
       t = await createTestApp({ store: await fresh() });
@@ -37,7 +30,7 @@ await eachStore((kind, fresh) => {
       const alice = await userToken('alice');
       const bob = await userToken('bob');
       // The client's own authority: a token of its client_id with no user behind it.
-      const own = (await signAccessToken(t.keys, t.clock, t.config.baseUrl, { sub: client.id, aud: t.fhir('t1'), client_id: client.id, scope: 'user/*.rs', tenant: 't1' }, 300)).token;
+      const own = await clientOwnToken(t, client.id, 'user/*.rs');
       const status = await kickOff(t, alice, '/Patient/$export?_type=Patient');
       const manifest = await finish(t, alice, status);
       const file = manifest.output[0]!.url;
@@ -53,7 +46,7 @@ await eachStore((kind, fresh) => {
     });
 
     test("a job of the client's own authority is not a user's", async () => {
-      const own = (await signAccessToken(t.keys, t.clock, t.config.baseUrl, { sub: client.id, aud: t.fhir('t1'), client_id: client.id, scope: 'user/*.rs', tenant: 't1' }, 300)).token;
+      const own = await clientOwnToken(t, client.id, 'user/*.rs');
       const status = await kickOff(t, own, '/Patient/$export?_type=Patient');
       expect((await t.request(status, fhirInit(await userToken('alice')))).status).toBe(404);
       expect((await t.request(status, fhirInit(own))).status).toBeOneOf([200, 202]);

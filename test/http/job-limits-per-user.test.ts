@@ -5,11 +5,10 @@
  * own authority, still start theirs. On both databases.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { signAccessToken } from '../../src/auth/tokens.ts';
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
 import { expectOutcome } from '../helpers/fhir.ts';
-import { PASSWORD, redeem, signIn, testUser, userClient } from '../helpers/oauth.ts';
+import { clientOwnToken, signedInToken, testUser, userClient } from '../helpers/oauth.ts';
 
 const SCOPE = 'user/*.cruds';
 
@@ -26,14 +25,8 @@ await eachStore((kind, fresh) => {
       ],
     };
 
-    async function userToken(username: string): Promise<string> {
-      const res = await signIn(t, { clientId: client.id, scope: `openid ${SCOPE}` }, username, PASSWORD);
-      const code = new URL(res.headers.get('location')!).searchParams.get('code')!;
-      const token = await redeem(t, code, client);
-      expect(token.status).toBe(200);
-      return ((await token.json()) as { access_token: string }).access_token;
-    }
-    const ownToken = async () => (await signAccessToken(t.keys, t.clock, t.config.baseUrl, { sub: client.id, aud: t.fhir('t1'), client_id: client.id, scope: SCOPE, tenant: 't1' }, 300)).token;
+    const userToken = (username: string) => signedInToken(t, client, `openid ${SCOPE}`, username);
+    const ownToken = () => clientOwnToken(t, client.id, SCOPE);
     const exportKick = (token: string) => t.request(`${t.fhir()}/Patient/$export`, fhirInit(token, 'GET', undefined, { Accept: 'application/fhir+json', Prefer: 'respond-async' }));
     const importKick = (token: string) => t.request(`${t.fhir()}/$import`, fhirInit(token, 'POST', importParams));
 

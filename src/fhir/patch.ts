@@ -191,13 +191,24 @@ async function afterOthers<T>(store: Store, key: string, fn: () => Promise<T>): 
 }
 
 /**
+ * The answer of a REST patch that lost its last race: the client's If-Match judged on the version that won it,
+ * a 412 when it no longer holds (the resource deleted, or a version the list does not name), as the next
+ * attempt would have judged it; otherwise (none, `*`, a list naming the new version) the precondition held
+ * throughout and only contention stopped the patch: 409, as an update or a Bundle's PATCH entry answers then.
+ */
+async function racesLost(deps: FhirDeps, req: FhirRequest, type: string, id: string, ifMatch: IfMatch | undefined, err: unknown): Promise<unknown> {
+  if (ifMatch !== undefined) requireIfMatch(ifMatch, `${type}/${id}`, await deps.store.resources.read(req.tenant, type, id));
+  return patchRace(err, type, id, undefined);
+}
+
+/**
  * FHIR R4 patch (3.1.0.6) of `type/id`: needs read and update permission; 404/410 like a read; If-Match
  * is 412 when it does not hold. The result is written by updateResource against the version patched,
  * never over a write that came in between. A patch is defined on the current version, as a PUT
  * replaces it, so it is not refused for such a write: patches of one resource run one after another in
  * this process, and one that still meets another write (another process's, a PUT) is read and applied
  * again to the new current version, up to PATCH_ATTEMPTS times, then 409. The client's If-Match is
- * checked again on each attempt, so a version it named that is no longer current is its 412.
+ * checked again on each attempt, so a version it named that is no longer current is its 412 (racesLost).
  */
 export async function patchResource(
   deps: FhirDeps, req: FhirRequest, type: string, id: string, patch: PatchDocument | Change, ifMatch?: IfMatch, ifNoneMatch?: IfMatch,
@@ -210,7 +221,8 @@ export async function patchResource(
       try {
         return await updateResource(deps, req, type, id, resource, base === undefined ? {} : { ifMatch: [base] }, undefined, false, 'PATCH');
       } catch (err) {
-        if (!isRace(err) || attempt === PATCH_ATTEMPTS) throw patchRace(err, type, id, ifMatch);
+        if (!isRace(err)) throw err;
+        if (attempt === PATCH_ATTEMPTS) throw await racesLost(deps, req, type, id, ifMatch, err);
       }
       await retryDelay(attempt);
     }

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, fhirInit, secondServer, type TestApp } from '../helpers/app.ts';
 import type { Json } from '../helpers/fhir.ts';
 import { storeTargets } from '../helpers/stores.ts';
+import type { Store } from '../../src/store/types.ts';
 
 const JSON_PATCH = { 'Content-Type': 'application/json-patch+json' };
 const targets = await storeTargets({ main: false });
@@ -75,6 +76,76 @@ for (const target of targets) {
       const answers = await Promise.all(['A', 'B', 'C', 'D'].map((g, i) => addGiven(i % 2, `Patient/${id}`, g, { 'If-Match': 'W/"1"' })));
       expect(answers.map((r) => r.status).sort()).toEqual([200, 412, 412, 412]);
       expect((await read(id)).meta.versionId).toBe('2');
+    });
+  });
+}
+
+/**
+ * A REST patch that keeps losing its race (another write lands between its read and its write on every
+ * attempt, run deterministically from the store's read) stops after PATCH_ATTEMPTS: 409 when the client's
+ * If-Match still holds on the version that won (`*`, or a list naming it), as without If-Match and as an
+ * update (which locks the row, so `*` never fails it) or a transaction's PATCH entry answers; 412 only when
+ * it no longer holds.
+ */
+for (const target of targets) {
+  describe(`a PATCH that loses every race (${target.kind})`, () => {
+    let t: TestApp;
+    let token: string;
+    /** Writes of the resource to run, one right after each read of it by id. */
+    let racing: { id: string; left: number } | undefined;
+    let n = 0;
+
+    beforeAll(async () => {
+      const store = (await target.migrated()).open();
+      const resources: Store['resources'] = Object.create(store.resources);
+      resources.read = async (tenant, type, id) => {
+        const row = await store.resources.read(tenant, type, id);
+        if (racing?.id === id && racing.left > 0) {
+          racing.left--;
+          const res = await t.request(`${t.fhir()}/Patient/${id}`, fhirInit(token, 'PUT', body(id, `2000-01-${String(10 + racing.left).padStart(2, '0')}`)));
+          expect(res.status).toBe(200);
+        }
+        return row;
+      };
+      t = await createTestApp({ store: Object.create(store, { resources: { value: resources } }) as Store });
+      token = await t.token();
+    });
+    afterAll(() => t.close());
+
+    const body = (id: string, birthDate: string) => ({ resourceType: 'Patient', id, birthDate });
+    async function patient(): Promise<string> {
+      const id = `lost${++n}`;
+      expect((await t.request(`${t.fhir()}/Patient/${id}`, fhirInit(token, 'PUT', body(id, '2000-01-01')))).status).toBe(201);
+      return id;
+    }
+    const setGender = (id: string, headers: Record<string, string>) => t.request(`${t.fhir()}/Patient/${id}`,
+      fhirInit(token, 'PATCH', JSON.stringify([{ op: 'add', path: '/gender', value: 'female' }]), { ...JSON_PATCH, ...headers }));
+    /** Patches `id` with a write racing each of its 5 attempts; returns the status, the outcome's code and the version then current. */
+    async function lost(headers: Record<string, string>): Promise<[number, string, string]> {
+      const id = await patient();
+      racing = { id, left: 5 };
+      const res = await setGender(id, headers);
+      racing = undefined;
+      const stored = (await (await t.request(`${t.fhir()}/Patient/${id}`, fhirInit(token))).json()) as Json;
+      expect(stored.gender).toBeUndefined();
+      return [res.status, ((await res.json()) as Json).issue[0].code, stored.meta.versionId];
+    }
+
+    test('If-Match: * held on every version: 409, as without If-Match', async () => {
+      expect(await lost({ 'If-Match': '*' })).toEqual([409, 'conflict', '6']);
+      expect(await lost({})).toEqual([409, 'conflict', '6']);
+    });
+
+    test('a list naming the version that won the last race: 409; a list it no longer names: 412', async () => {
+      expect(await lost({ 'If-Match': 'W/"1", W/"2", W/"3", W/"4", W/"5", W/"6"' })).toEqual([409, 'conflict', '6']);
+      expect(await lost({ 'If-Match': 'W/"1", W/"2", W/"3", W/"4", W/"5"' })).toEqual([412, 'conflict', '6']);
+    });
+
+    test('one race lost, the next attempt patches the version that won it', async () => {
+      const id = await patient();
+      racing = { id, left: 1 };
+      const res = await setGender(id, { 'If-Match': '*' });
+      expect([res.status, ((await res.json()) as Json).meta.versionId]).toEqual([200, '3']);
     });
   });
 }

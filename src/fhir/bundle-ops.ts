@@ -13,7 +13,7 @@ import { deleteVersion, putVersion, reachJudged, requireContextReadable, require
 import { operationOutcome, unchangedOutcome } from './outcome.ts';
 import type { WrittenResource } from './referential-integrity.ts';
 import { isAbsoluteReference, isUrnReference, parseReference, pathTo, replaceLinks, walkReferences } from './references.ts';
-import { parseIfMatch, parseIfNoneMatch, requireIfMatch, VersionConflict, type IfMatch } from './if-match.ts';
+import { NoneMatchFailed, parseIfMatch, parseIfNoneMatch, requireIfMatch, VersionConflict, type IfMatch } from './if-match.ts';
 import { patchCurrent, patchRace, type Patched } from './patch.ts';
 import { newId, type Resource } from './resource.ts';
 import { invalidResource, validationErrors } from './validation/check.ts';
@@ -424,9 +424,13 @@ export async function writeEntry(w: ResourceWriter, p: Planned, opts: PutOptions
   }
 }
 
-/** An entry's error placed in it (located); an If-Match that does not hold (VersionConflict) is its `request.ifMatch`'s. */
+/**
+ * An entry's error placed in it (located); an If-Match that does not hold (VersionConflict) is its `request.ifMatch`'s,
+ * an If-None-Match that does not (NoneMatchFailed) its `request.ifNoneMatch`'s.
+ */
 function entryError(err: FhirError, entry: Entry, resource?: string, element?: string): FhirError {
   if (err instanceof VersionConflict && entry.ifMatch !== undefined) return located(err, `${at(entry)}.request.ifMatch`);
+  if (err instanceof NoneMatchFailed && entry.ifNoneMatch !== undefined) return located(err, `${at(entry)}.request.ifNoneMatch`);
   return located(err, at(entry), resource, element);
 }
 

@@ -84,14 +84,25 @@ export class VersionConflict extends FhirError {
 }
 
 /**
- * Throws a 412 unless `If-None-Match` `m` is absent or holds (RFC 9110 13.1.2): `*` holds when the
- * resource has no current version (none, or deleted), a list of tags when none names the current version.
- * Not a VersionConflict: no write of Cinder's own sets it, so it is never retried.
+ * The 412 of an If-None-Match that does not hold (requireIfNoneMatch), told apart so that a Bundle entry's
+ * is placed at its `request.ifNoneMatch`. Not a VersionConflict: no write of Cinder's own sets it, so it is
+ * never retried.
+ */
+export class NoneMatchFailed extends FhirError {
+  override name = 'NoneMatchFailed';
+  constructor(message: string) {
+    super('precondition', message);
+  }
+}
+
+/**
+ * Throws a 412 (NoneMatchFailed) unless `If-None-Match` `m` is absent or holds (RFC 9110 13.1.2): `*` holds
+ * when the resource has no current version (none, or deleted), a list of tags when none names the current version.
  */
 export function requireIfNoneMatch(m: IfMatch | undefined, target: string, current: { versionId: number; deleted: boolean } | null): void {
   if (m === undefined || current === null || current.deleted) return;
-  if (m === '*') throw new FhirError('precondition', `If-None-Match: * forbids writing over ${target}, which exists (version ${current.versionId})`);
-  if (m.includes(current.versionId)) throw new FhirError('precondition', `If-None-Match names version ${current.versionId}, the current version of ${target}`);
+  if (m === '*') throw new NoneMatchFailed(`If-None-Match: * forbids writing over ${target}, which exists (version ${current.versionId})`);
+  if (m.includes(current.versionId)) throw new NoneMatchFailed(`If-None-Match names version ${current.versionId}, the current version of ${target}`);
 }
 
 /** Throws ifMatchFailed unless `m` is absent or holds. */

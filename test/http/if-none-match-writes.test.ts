@@ -92,7 +92,7 @@ await eachStore((kind, fresh) => {
       const a = await patient();
       const put = (id: string, ifNoneMatch: string) => ({ resource: body(id, { active: true }), request: { method: 'PUT', url: `Patient/${id}`, ifNoneMatch } });
       const failed = await bundles.nothingWritten({ resourceType: 'Bundle', type: 'transaction', entry: [put('inm-tx', '*'), put(a, '*')] }, 412);
-      expect(failed.issue[0].expression).toEqual(['Bundle.entry[1]']);
+      expect(failed.issue[0].expression).toEqual(['Bundle.entry[1].request.ifNoneMatch']);
       const ok = await bundles.ok({ resourceType: 'Bundle', type: 'transaction', entry: [put('inm-tx', '*'), put(a, 'W/"7"')] });
       expect(ok.entry.map((e: Json) => e.response.status)).toEqual(['201 Created', '200 OK']);
       const batch = await bundles.ok({
@@ -100,7 +100,7 @@ await eachStore((kind, fresh) => {
         entry: [put(a, '*'), put(a, 'W/"2"'), put('inm-batch', '*'), put(a, 'W/2'), { resource: body(a), request: { method: 'PUT', url: `Patient?identifier=urn:inm|${a}`, ifNoneMatch: '*' } }],
       });
       expect(batch.entry.map((e: Json) => e.response.status)).toEqual(['412 Precondition Failed', '412 Precondition Failed', '201 Created', '400 Bad Request', '412 Precondition Failed']);
-      expect(batch.entry[3].response.outcome.issue[0].expression).toEqual(['Bundle.entry[3].request.ifNoneMatch']);
+      expect(batch.entry.map((e: Json) => e.response.outcome?.issue[0].expression)).toEqual([0, 1, undefined, 3, 4].map((i) => i === undefined ? undefined : [`Bundle.entry[${i}].request.ifNoneMatch`]));
       expect(await version(a)).toBe('2');
     });
 
@@ -166,15 +166,16 @@ await eachStore((kind, fresh) => {
       });
       const deleteEntry = (id: string, ifNoneMatch: string) => ({ request: { method: 'DELETE', url: `Patient/${id}`, ifNoneMatch } });
       const failed = await bundles.nothingWritten({ resourceType: 'Bundle', type: 'transaction', entry: [patchEntry(a, 'W/"9"'), deleteEntry(b, '*')] }, 412);
-      expect(failed.issue[0].expression).toEqual(['Bundle.entry[1]']);
+      expect(failed.issue[0].expression).toEqual(['Bundle.entry[1].request.ifNoneMatch']);
       const failedPatch = await bundles.nothingWritten({ resourceType: 'Bundle', type: 'transaction', entry: [deleteEntry(b, 'W/"9"'), patchEntry(a, 'W/"1"')] }, 412);
       expect(failedPatch.issue[0].diagnostics).toContain(`Patient/${a}`);
+      expect(failedPatch.issue[0].expression).toEqual(['Bundle.entry[1].request.ifNoneMatch']);
       const batch = await bundles.ok({
         resourceType: 'Bundle', type: 'batch',
         entry: [patchEntry(a, '*'), deleteEntry(b, 'W/"1"'), patchEntry(a, 'W/"9"'), deleteEntry(b, 'W/1')],
       });
       expect(batch.entry.map((e: Json) => e.response.status)).toEqual(['412 Precondition Failed', '412 Precondition Failed', '200 OK', '400 Bad Request']);
-      expect(batch.entry[3].response.outcome.issue[0].expression).toEqual(['Bundle.entry[3].request.ifNoneMatch']);
+      expect(batch.entry.map((e: Json) => e.response.outcome?.issue[0].expression)).toEqual([0, 1, undefined, 3].map((i) => i === undefined ? undefined : [`Bundle.entry[${i}].request.ifNoneMatch`]));
       expect([await version(a), await version(b)]).toEqual(['2', '1']);
     });
 

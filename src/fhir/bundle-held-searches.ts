@@ -13,7 +13,8 @@ import { withImpliedDrivers } from '../store/search-sql.ts';
 import { ConditionRaced, conditionMatches } from './conditional.ts';
 import { findResources, searchesCore } from './core-search.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
-import { keptInReach } from './search.ts';
+import { walksHierarchy } from './search-compile.ts';
+import { compileLinked, compileSearch, keptInReach, storeQuery, TooManyTests } from './search.ts';
 
 /** One search as the planning ran it (conditionMatches), and what it found. */
 interface Held {
@@ -28,6 +29,12 @@ interface Held {
   query: SearchQuery | undefined;
   /** Its matches are kept in reach by reads outside the store's index (keptInReach): searched again as the planning searched them. */
   reached: boolean;
+  /**
+   * It walks a reference hierarchy (`location:below=Location/ward`: walksHierarchy), which `query` holds as the ids the
+   * planning's walk reached: walked again through the writer, since a resource moved into or out of the hierarchy meanwhile
+   * changes what it matches while no resource the search found changed.
+   */
+  walks: boolean;
   /** The resources found: id → versionId. */
   found: Map<string, number>;
 }
@@ -44,7 +51,8 @@ export class HeldSearches {
   /** Records that conditionSearch(`type`, `condition`, `where`, `count`) found `rows` by the store query `query`. */
   add(type: string, condition: URLSearchParams, where: string, count: number, { rows, query }: { rows: readonly ResourceVersion[]; query: SearchQuery | undefined }): void {
     const reached = keptInReach(this.deps, this.req, type) !== undefined;
-    this.held.push({ type, condition, where, count, query, reached, found: new Map(rows.map((v) => [v.id, v.versionId])) });
+    const walks = query !== undefined && !reached && walking(type, condition, this.deps.clock.now());
+    this.held.push({ type, condition, where, count, query, reached, walks, found: new Map(rows.map((v) => [v.id, v.versionId])) });
   }
 
   /** The resources the searches found, locked with the ones the entries change, so that none goes before the commit unseen. */
@@ -78,7 +86,7 @@ export class HeldSearches {
    */
   private together(h: Held): string | undefined {
     const q = h.query;
-    if (h.reached || q === undefined || h.found.size >= h.count || searchesCore(this.deps, q) || (q.where ?? []).some(linked)) return undefined;
+    if (h.reached || h.walks || q === undefined || h.found.size >= h.count || searchesCore(this.deps, q) || (q.where ?? []).some(linked)) return undefined;
     return `${q.type}\u0000${q.compartment ?? ''}`;
   }
 
@@ -86,7 +94,31 @@ export class HeldSearches {
     // Matches kept in reach by reads of their own (a Binary's securityContext, a Provenance's targets): as planned.
     if (h.reached) return conditionMatches(this.deps, this.req, h.type, h.condition, h.where, h.count);
     if (h.query === undefined) return [];
-    return findResources(this.deps, this.req.tenant, { ...h.query, count: h.count }, { search: (q) => w.search(q), present: (type, ids) => w.present(type, ids) });
+    const reads = { search: (q: SearchQuery) => w.search(q), present: (type: string, ids: string[]) => w.present(type, ids) };
+    const query = h.walks ? await this.walked(h, reads.search) : h.query;
+    return query === undefined ? [] : findResources(this.deps, this.req.tenant, { ...query, count: h.count }, reads);
+  }
+
+  /** `h`'s store query completed again as the planning completed it, its hierarchies walked by `search` (the writer's). */
+  private async walked(h: Held, search: (q: SearchQuery) => Promise<ResourceVersion[]>): Promise<SearchQuery | undefined> {
+    const params = new URLSearchParams(h.condition);
+    params.delete('_offset');
+    return storeQuery(this.deps, this.req, h.type, await compileLinked(this.deps, this.req, h.type, params, true), undefined, search);
+  }
+}
+
+/**
+ * Whether `condition` walks a reference hierarchy (walksHierarchy): compiled again only when a parameter may (a
+ * `:below` or `:above` modifier, `_filter`'s `ss` and `sb`), which a condition by identifier never has.
+ */
+function walking(type: string, condition: URLSearchParams, now: number): boolean {
+  if (![...condition.keys()].some((k) => k.endsWith(':below') || k.endsWith(':above') || k === '_filter')) return false;
+  try {
+    return compileSearch(type, condition, true, now).pending.some(walksHierarchy);
+  } catch (err) {
+    // Compiled at first with every chain alternative, which the planning's search then narrowed (compileLinked).
+    if (err instanceof TooManyTests) return err.pending.some(walksHierarchy);
+    throw err;
   }
 }
 

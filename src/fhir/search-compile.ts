@@ -1004,6 +1004,18 @@ export function hasPending(c: PendingCondition): boolean {
   }
 }
 
+/** Whether a condition walks a reference hierarchy (`:below` / `:above`: HierarchyCondition) at any depth, as hasPending looks. */
+export function walksHierarchy(c: PendingCondition): boolean {
+  switch (c.kind) {
+    case 'hierarchy': return true;
+    case 'and': return c.all.some(walksHierarchy);
+    case 'or': return c.any.some(walksHierarchy);
+    case 'not': return walksHierarchy(c.condition);
+    case 'chain': case 'has': return c.where.some(walksHierarchy);
+    default: return false;
+  }
+}
+
 /**
  * Marks the pending conditions inside `c` (ValueSet, hierarchy) as part of the parameter `key` (a
  * chain, `_has`, `_filter`), which their errors then name; the outermost parameter marks last, so its

@@ -569,6 +569,8 @@ export interface ResolveDeps {
   expandCodes?: FhirDeps['expandCodes'];
   fhirBase?: FhirDeps['fhirBase'];
   store?: FhirDeps['store'];
+  /** How a hierarchy is walked in the store: through a write's writer inside its transaction (StoredReads), else the pool. */
+  search?: (query: SearchQuery) => Promise<ResourceVersion[]>;
   access?: Access;
 }
 
@@ -700,7 +702,8 @@ async function resolveHierarchy(deps: ResolveDeps, tenant: string, c: HierarchyC
     const condition: Condition = c.direction === 'below'
       ? { kind: 'token', param: via, values: frontier.map((id) => ({ system: c.target, value: id })), reference: true }
       : { kind: 'id', ids: frontier };
-    const rows = await deps.store.resources.search(tenant, { type: c.target, where: filter ? [condition, filter] : [condition], sort: [], count: MAX_SEARCH_VALUES + 1, ...bound });
+    const step: SearchQuery = { type: c.target, where: filter ? [condition, filter] : [condition], sort: [], count: MAX_SEARCH_VALUES + 1, ...bound };
+    const rows = await (deps.search ? deps.search(step) : deps.store.resources.search(tenant, step));
     const next = c.direction === 'below'
       ? rows.map((r) => r.id)
       : rows.flatMap((r) => indexEntries(JSON.parse(r.content) as Json, deps.fhirBase?.(tenant)).tokens.filter((e) => e.param === via && e.system === c.target).map((e) => e.value));
@@ -1045,10 +1048,14 @@ export function guardLinked(access: Access, conditions: Condition[]): Condition[
  * Completes a compiled search of `type` for the store: its pending conditions resolved, chains and
  * `_has` guarded, the token's scope filter and patient compartment applied (or `compartment`, a
  * compartment search's). Undefined when the token can see none of it (another patient's compartment).
+ * `search`: how a hierarchy is walked (ResolveDeps.search), by default on the pool.
  */
-export async function storeQuery(deps: FhirDeps, req: FhirRequest, type: string, compiled: CompiledSearch, compartment?: string): Promise<SearchQuery | undefined> {
+export async function storeQuery(
+  deps: FhirDeps, req: FhirRequest, type: string, compiled: CompiledSearch, compartment?: string, search?: ResolveDeps['search'],
+): Promise<SearchQuery | undefined> {
   const query = compiled.query;
-  query.where = guardLinked(req.access, await resolveConditions({ expandCodes: deps.expandCodes, fhirBase: deps.fhirBase, store: deps.store, access: req.access }, req.tenant, compiled.pending));
+  const resolve: ResolveDeps = { expandCodes: deps.expandCodes, fhirBase: deps.fhirBase, store: deps.store, access: req.access, ...(search ? { search } : {}) };
+  query.where = guardLinked(req.access, await resolveConditions(resolve, req.tenant, compiled.pending));
   // A search of Provenance by a patient's token finds the Provenance of the patient's records too (provenance-reach.ts).
   const patient = widenedPatient(req, type, 's', compartment);
   return scopedQuery(req, type, query, compartment, patient === undefined ? undefined : reachCondition(req.access, patient));

@@ -313,6 +313,57 @@ await eachStore((kind, fresh) => {
       expect(await matching('late-match')).toEqual(['late-match']);
     });
 
+    /** A resource written by id (PUT), `Type/id`'s status. */
+    const write = async (resource: Json) => (await t.request(`${t.fhir()}/${resource.resourceType}/${resource.id}`, fhirInit(token, 'PUT', resource))).status;
+    const location = (id: string, parent?: string) => write({ resourceType: 'Location', id, name: id, ...(parent ? { partOf: { reference: `Location/${parent}` } } : {}) });
+    const encounter = (id: string, at: string) => ({
+      resourceType: 'Encounter', ...(id ? { id } : {}), status: 'in-progress', class: { system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'IMP' },
+      location: [{ location: { reference: `Location/${at}` } }],
+    });
+    const below = async (ward: string) =>
+      (((await read(`Encounter?location:below=Location/${ward}&_count=10`)).entry ?? []) as Json[]).map((e) => e.resource.id as string).sort();
+
+    test('its conditional create by a hierarchy (:below), to which another request adds a room and a match in it meanwhile, finds that match (it created a second)', async () => {
+      expect([await location('ward-g'), await location('room-g1', 'ward-g')]).toEqual([201, 201]);
+      const statuses: number[] = [];
+      // The Encounter is in a room the planning's walk of the ward never reached.
+      meanwhile = async () => statuses.push(await location('room-g2', 'ward-g'), await write(encounter('enc-g2', 'room-g2')));
+      const res = await send([
+        { resource: encounter('', 'room-g1'), request: { method: 'POST', url: 'Encounter', ifNoneExist: 'location:below=Location/ward-g&status=in-progress' } },
+        hook('below-grown'),
+      ]);
+      expect([statuses, res.status]).toEqual([[201, 201], 200]);
+      const answer = (await res.json()) as Json;
+      expect([answer.entry[0].response.status, answer.entry[0].response.location]).toEqual(['200 OK', expect.stringContaining('Encounter/enc-g2/_history/1')]);
+      expect(await below('ward-g')).toEqual(['enc-g2']);
+    });
+
+    test('its conditional reference by a hierarchy (:below), whose match another request moves out of it meanwhile (the room, not the match, changed), is a 412 (it was 200)', async () => {
+      expect([await location('ward-s'), await location('room-s1', 'ward-s'), await write(encounter('enc-s1', 'room-s1'))]).toEqual([201, 201, 201]);
+      let moved = 0;
+      meanwhile = async () => (moved = await location('room-s1'));
+      const res = await send([
+        { resource: { resourceType: 'Observation', status: 'final', code: { text: 'moved' }, encounter: { reference: 'Encounter?location:below=Location/ward-s' } }, request: { method: 'POST', url: 'Observation' } },
+        hook('below-shrunk'),
+      ]);
+      expect([moved, res.status]).toEqual([200, 412]);
+      const outcome = (await res.json()) as Json;
+      expect([outcome.issue[0].expression, outcome.issue[0].diagnostics]).toEqual([['Bundle.entry[0].resource.encounter'], expect.stringContaining('matches nothing')]);
+      expect(await below('ward-s')).toEqual([]);
+      expect((await read('Observation?encounter=Encounter/enc-s1')).entry).toBeUndefined();
+    });
+
+    test('its conditional reference by a hierarchy, nothing changed meanwhile but another ward, commits as planned', async () => {
+      expect([await location('ward-u'), await location('room-u1', 'ward-u'), await write(encounter('enc-u1', 'room-u1'))]).toEqual([201, 201, 201]);
+      meanwhile = async () => location('ward-other');
+      const res = await send([
+        { resource: { resourceType: 'Observation', status: 'final', code: { text: 'kept' }, encounter: { reference: 'Encounter?location:below=Location/ward-u' } }, request: { method: 'POST', url: 'Observation' } },
+        hook('below-kept'),
+      ]);
+      expect(res.status).toBe(200);
+      expect(((await res.json()) as Json).entry[0].resource.encounter).toEqual({ reference: 'Encounter/enc-u1' });
+    });
+
     test("a batch entry's conditional reference, whose target another request deletes meanwhile, is that entry's 412", async () => {
       expect((await put('batch-r', mrn('batch-r'))).status).toBe(201);
       meanwhile = async () => t.request(`${t.fhir()}/Patient/batch-r`, fhirInit(token, 'DELETE'));

@@ -191,13 +191,13 @@ async function afterOthers<T>(store: Store, key: string, fn: () => Promise<T>): 
 }
 
 /**
- * The answer of a REST patch that lost its last race: the client's If-Match judged on the version that won it,
- * a 412 when it no longer holds (the resource deleted, or a version the list does not name), as the next
- * attempt would have judged it; otherwise (none, `*`, a list naming the new version) the precondition held
- * throughout and only contention stopped the patch: 409, as an update or a Bundle's PATCH entry answers then.
+ * The answer of a REST patch that lost its last race, judged on the version that won it as the next attempt would
+ * have judged it: 410 when that deleted the resource, 412 when the client's If-Match no longer holds (a list not
+ * naming it); otherwise (none, `*`, a list naming it) the precondition held throughout and only contention stopped
+ * the patch: 409, as an update or a Bundle's PATCH entry answers then.
  */
 async function racesLost(deps: FhirDeps, req: FhirRequest, type: string, id: string, ifMatch: IfMatch | undefined, err: unknown): Promise<unknown> {
-  if (ifMatch !== undefined) requireIfMatch(ifMatch, `${type}/${id}`, await deps.store.resources.read(req.tenant, type, id));
+  requireIfMatch(ifMatch, `${type}/${id}`, await readResource(deps, req, type, id));
   return patchRace(err, type, id, undefined);
 }
 

@@ -92,7 +92,7 @@ for (const target of targets) {
     let t: TestApp;
     let token: string;
     /** Writes of the resource to run, one right after each read of it by id. */
-    let racing: { id: string; left: number } | undefined;
+    let racing: { id: string; left: number; deleteLast?: boolean } | undefined;
     let n = 0;
 
     beforeAll(async () => {
@@ -102,7 +102,9 @@ for (const target of targets) {
         const row = await store.resources.read(tenant, type, id);
         if (racing?.id === id && racing.left > 0) {
           racing.left--;
-          const res = await t.request(`${t.fhir()}/Patient/${id}`, fhirInit(token, 'PUT', body(id, `2000-01-${String(10 + racing.left).padStart(2, '0')}`)));
+          const res = racing.left === 0 && racing.deleteLast
+            ? await t.request(`${t.fhir()}/Patient/${id}`, fhirInit(token, 'DELETE'))
+            : await t.request(`${t.fhir()}/Patient/${id}`, fhirInit(token, 'PUT', body(id, `2000-01-${String(10 + racing.left).padStart(2, '0')}`)));
           expect(res.status).toBe(200);
         }
         return row;
@@ -121,24 +123,29 @@ for (const target of targets) {
     const setGender = (id: string, headers: Record<string, string>) => t.request(`${t.fhir()}/Patient/${id}`,
       fhirInit(token, 'PATCH', JSON.stringify([{ op: 'add', path: '/gender', value: 'female' }]), { ...JSON_PATCH, ...headers }));
     /** Patches `id` with a write racing each of its 5 attempts; returns the status, the outcome's code and the version then current. */
-    async function lost(headers: Record<string, string>): Promise<[number, string, string]> {
+    async function lost(headers: Record<string, string>, deleteLast = false): Promise<[number, string, string]> {
       const id = await patient();
-      racing = { id, left: 5 };
+      racing = { id, left: 5, deleteLast };
       const res = await setGender(id, headers);
       racing = undefined;
-      const stored = (await (await t.request(`${t.fhir()}/Patient/${id}`, fhirInit(token))).json()) as Json;
-      expect(stored.gender).toBeUndefined();
-      return [res.status, ((await res.json()) as Json).issue[0].code, stored.meta.versionId];
+      const history = (await (await t.request(`${t.fhir()}/Patient/${id}/_history`, fhirInit(token))).json()) as Json;
+      expect(history.entry.some((e: Json) => e.resource?.gender !== undefined)).toBe(false);
+      return [res.status, ((await res.json()) as Json).issue[0].code, history.entry[0].response?.etag ?? history.entry[0].resource.meta.versionId];
     }
 
     test('If-Match: * held on every version: 409, as without If-Match', async () => {
-      expect(await lost({ 'If-Match': '*' })).toEqual([409, 'conflict', '6']);
-      expect(await lost({})).toEqual([409, 'conflict', '6']);
+      expect(await lost({ 'If-Match': '*' })).toEqual([409, 'conflict', 'W/"6"']);
+      expect(await lost({})).toEqual([409, 'conflict', 'W/"6"']);
     });
 
     test('a list naming the version that won the last race: 409; a list it no longer names: 412', async () => {
-      expect(await lost({ 'If-Match': 'W/"1", W/"2", W/"3", W/"4", W/"5", W/"6"' })).toEqual([409, 'conflict', '6']);
-      expect(await lost({ 'If-Match': 'W/"1", W/"2", W/"3", W/"4", W/"5"' })).toEqual([412, 'conflict', '6']);
+      expect(await lost({ 'If-Match': 'W/"1", W/"2", W/"3", W/"4", W/"5", W/"6"' })).toEqual([409, 'conflict', 'W/"6"']);
+      expect(await lost({ 'If-Match': 'W/"1", W/"2", W/"3", W/"4", W/"5"' })).toEqual([412, 'conflict', 'W/"6"']);
+    });
+
+    test('the last race lost to a delete: 410, as the next attempt would find it, with If-Match: * or without', async () => {
+      expect(await lost({ 'If-Match': '*' }, true)).toEqual([410, 'deleted', 'W/"6"']);
+      expect(await lost({}, true)).toEqual([410, 'deleted', 'W/"6"']);
     });
 
     test('one race lost, the next attempt patches the version that won it', async () => {

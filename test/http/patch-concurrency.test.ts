@@ -104,7 +104,7 @@ for (const target of targets) {
           racing.left--;
           const res = racing.left === 0 && racing.deleteLast
             ? await t.request(`${t.fhir()}/Patient/${id}`, fhirInit(token, 'DELETE'))
-            : await t.request(`${t.fhir()}/Patient/${id}`, fhirInit(token, 'PUT', body(id, `2000-01-${String(10 + racing.left).padStart(2, '0')}`)));
+            : await t.request(`${t.fhir()}/Patient/${id}`, fhirInit(token, 'PUT', { ...body(id, '2000-01-01'), multipleBirthInteger: racing.left }));
           expect(res.status).toBe(200);
         }
         return row;
@@ -146,6 +146,24 @@ for (const target of targets) {
     test('the last race lost to a delete: 410, as the next attempt would find it, with If-Match: * or without', async () => {
       expect(await lost({ 'If-Match': '*' }, true)).toEqual([410, 'deleted', 'W/"6"']);
       expect(await lost({}, true)).toEqual([410, 'deleted', 'W/"6"']);
+    });
+
+    test("a transaction's and a batch's PATCH entry with ifMatch * that lose every race: 409, as REST PATCH", async () => {
+      for (const type of ['transaction', 'batch']) {
+        const id = await patient();
+        // More writes than the Bundle's attempts: each attempt's plan reads the Patient and loses to the next.
+        racing = { id, left: 50 };
+        const entry = {
+          resource: { resourceType: 'Binary', contentType: 'application/json-patch+json', data: Buffer.from(JSON.stringify([{ op: 'add', path: '/gender', value: 'female' }])).toString('base64') },
+          request: { method: 'PATCH', url: `Patient/${id}`, ifMatch: '*' },
+        };
+        const res = await t.request(t.fhir(), fhirInit(token, 'POST', { resourceType: 'Bundle', type, entry: [entry] }));
+        racing = undefined;
+        const answer = (await res.json()) as Json;
+        if (type === 'transaction') expect([res.status, answer.issue[0].code]).toEqual([409, 'conflict']);
+        else expect([res.status, answer.entry[0].response.status]).toEqual([200, '409 Conflict']);
+        expect(((await (await t.request(`${t.fhir()}/Patient/${id}`, fhirInit(token))).json()) as Json).gender).toBeUndefined();
+      }
     });
 
     test('one race lost, the next attempt patches the version that won it', async () => {

@@ -31,6 +31,18 @@ function throttle(limiter: Limiter, key: string, what: string): void {
   if (!hit.ok) throw new FhirError('too-many', `${what}; retry after ${hit.retryAfter} s`, { headers: { 'Retry-After': String(hit.retryAfter) } });
 }
 
+/**
+ * Whom a kick-off is counted for (CINDER_EXPORT_KICKOFF_RATE_LIMIT): the owner its job would have, as the limit of jobs
+ * in progress counts them (ExportJobRepo.create): the client with the signed-in user of the token, or the client's own
+ * authority (a token of no user). Counted per client, one user of an app spent the kick-offs of all its users.
+ */
+function kickoffOwner(c: Context<AppEnv>): { key: string; who: string } {
+  const access = c.get('access');
+  const user = access.user?.id;
+  const key = [c.get('tenant'), access.clientId, user === undefined ? '' : `user:${user}`].join('\u0000');
+  return { key, who: user === undefined ? 'This client' : 'This user of this client' };
+}
+
 function statusRequest(c: Context<AppEnv>, baseUrl: string): StatusRequest {
   return { tenant: c.get('tenant'), access: c.get('access'), fhirBase: fhirBaseOf(baseUrl, c.get('tenant')) };
 }
@@ -47,7 +59,8 @@ export function exportRoutes(deps: ExportRouteDeps): Hono<AppEnv> {
     // HEAD is safe (RFC 9110 9.2.1) and must not start an export, which is what a GET here does.
     if (c.req.method === 'HEAD') throw new FhirError('method-not-allowed', 'HEAD would start an export: use GET or POST', { headers: { Allow: 'GET, POST' } });
     // Before anything is read: each job is kept, with its parameters and patients, until its files expire.
-    throttle(deps.limits.kickoff, `${c.get('tenant')}\u0000${c.get('access').clientId}`, 'This client started too many exports in the last minute');
+    const owner = kickoffOwner(c);
+    throttle(deps.limits.kickoff, owner.key, `${owner.who} started too many exports in the last minute`);
     const url = new URL(c.req.url);
     const input = c.req.method === 'POST' ? inputFromPost(await readOptionalFhirBody(c.req.raw, deps.maxBodyBytes), url.search) : inputFromQuery(url.search);
     // The manifest's `request` is the kick-off as sent: with its query when the parameters were there.

@@ -53,3 +53,36 @@ await eachStore((kind, fresh) => {
     });
   });
 });
+
+describe('the export kick-off rate limit of signed-in users', () => {
+  let t: TestApp;
+  afterAll(() => t.close());
+
+  test("counts per client and user, as the limit of jobs in progress does: one user spending it leaves the app's other users and its own authority theirs", async () => {
+    t = await createTestApp({ env: { CINDER_EXPORT_KICKOFF_RATE_LIMIT: '2' } });
+    const client = await userClient(t, { scopes: ['user/*.rs'] });
+    await testUser(t, { username: 'alice', fhirUser: 'Practitioner/a' });
+    await testUser(t, { username: 'bob', fhirUser: 'Practitioner/b', email: 'bob@example.org' });
+    await put(t, patient('p1'));
+    const alice = await signedInToken(t, client, 'openid user/*.rs', 'alice');
+    const start = (token: string) => t.request(t.fhir() + '/Patient/$export?_type=Patient', fhirInit(token));
+    // Cancelled at once: the jobs-in-progress limit is not what is tried here.
+    for (let i = 0; i < 2; i++) await t.request(await kickOff(t, alice, '/Patient/$export?_type=Patient'), fhirInit(alice, 'DELETE'));
+    const refused = await start(alice);
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('retry-after')).toBe('60');
+    const body = (await refused.json()) as { issue: { code: string; details: { text: string } }[] };
+    expect(body.issue[0]!.code).toBe('throttled');
+    expect(body.issue[0]!.details.text).toContain('This user of this client started too many exports in the last minute');
+    // Another sign-in of Alice's is Alice still.
+    expect((await start(await signedInToken(t, client, 'openid user/*.rs', 'alice'))).status).toBe(429);
+    // Bob, and the client's own authority, have counts of their own.
+    expect((await start(await signedInToken(t, client, 'openid user/*.rs', 'bob'))).status).toBe(202);
+    const own = await clientOwnToken(t, client.id, 'user/*.rs');
+    expect((await start(own)).status).toBe(202);
+    expect((await start(own)).status).toBe(202);
+    const ownRefused = await start(own);
+    expect(ownRefused.status).toBe(429);
+    expect(JSON.stringify(await ownRefused.json())).toContain('This client started too many exports in the last minute');
+  });
+});

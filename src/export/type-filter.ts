@@ -18,28 +18,37 @@ export interface TypeFilters {
 /** The codes of `:in`, `:not-in`, `:below` and `:above` (the terminology service, as search has them). */
 export type ExpandCodes = NonNullable<FhirDeps['expandCodes']>;
 
-/** Parses one `Type?query`; throws a FhirError naming the query when Cinder cannot apply it. */
-async function parseOne(query: string, types: Set<string>, tenant: string, access: Access, resolve: ResolveDeps, now: number): Promise<{ type: string; filter: Condition[] | null }> {
+/**
+ * Parses one `Type?query`; throws a FhirError naming the query when Cinder cannot apply it. A query of a type
+ * the export does not hold (`_type` leaves it out, or the token may not read it) is checked as any other but
+ * selects nothing (`exported` false): Bulk Data 2.0 `_typeFilter` only filters out resources of its type that
+ * would otherwise be returned, and types outside `_type` are not (the IG's later processing model drops them
+ * first; the SMART reference server applies a filter only to resources of its type). It is not resolved: its `:in` codes and chained types would cost for nothing,
+ * and tell a token of a type it may not search.
+ */
+async function parseOne(query: string, types: Set<string>, tenant: string, access: Access, resolve: ResolveDeps, now: number): Promise<{ type: string; filter: Condition[] | null; exported: boolean }> {
   const q = query.indexOf('?');
   const type = q < 0 ? query : query.slice(0, q);
   const where = { expression: ['_typeFilter'] };
   if (!isResourceType(type)) throw new FhirError('invalid', `_typeFilter '${query}': '${type}' is not a resource type`, where);
-  if (!types.has(type)) throw new FhirError('invalid', `_typeFilter '${query}': ${type} is not part of this export`, where);
   const params = new URLSearchParams(q < 0 ? '' : query.slice(q + 1));
   for (const key of params.keys()) {
     const name = key.split(':')[0]!;
     if (NOT_FILTERS.has(name)) throw new FhirError('not-supported', `_typeFilter '${query}': ${name} is not allowed in a filter`, where);
   }
+  const exported = types.has(type);
   let conditions;
   try {
+    const compiled = compileFilter(type, params, now);
+    if (!exported) return { type, filter: null, exported };
     // `:in` and the others become their codes now, at kick-off: the job keeps them as token conditions.
     // Chains and `_has` reach other types as the kick-off token may search them (guardLinked).
-    conditions = guardLinked(access, await resolveConditions({ ...resolve, access }, tenant, compileFilter(type, params, now)));
+    conditions = guardLinked(access, await resolveConditions({ ...resolve, access }, tenant, compiled));
   } catch (err) {
     if (err instanceof FhirError) throw new FhirError(err.category, `_typeFilter '${query}': ${err.message}`, { ...where, cause: err });
     throw err;
   }
-  return { type, filter: conditions.length ? conditions : null };
+  return { type, filter: conditions.length ? conditions : null, exported };
 }
 
 /** At most this many alternatives come of one query's `or`s (alternativesOf). */
@@ -139,7 +148,8 @@ export async function parseTypeFilters(
       issues.push(issue('warning', 'not-supported', `${err.message}; the filter was not applied`, ['_typeFilter']));
       continue;
     }
-    const { type, filter } = parsed;
+    const { type, filter, exported } = parsed;
+    if (!exported) continue;
     countQueryValues(values, type, filter);
     tests += filter === null ? 0 : countTests(filter);
     if (tests > MAX_SEARCH_TESTS) {

@@ -128,7 +128,21 @@ describe('_typeFilter', () => {
       const body = (await res.json()) as { issue: { details: { text: string } }[] };
       expect(body.issue[0]!.details.text).toContain('_typeFilter');
     }
-    expect((await get(`/$export?_type=Patient&_typeFilter=${enc('Observation?code=A')}`)).status).toBe(400);
+    // Of a type outside `_type` too: the query is checked as any other.
+    const outside = await get(`/$export?_type=Patient&_typeFilter=${enc('Observation?nonsense=5')}`);
+    expect(outside.status).toBe(400);
+    expect(JSON.stringify(await outside.json())).toContain("_typeFilter 'Observation?nonsense=5'");
+  });
+
+  test('a filter of a type _type leaves out selects nothing and excludes nothing (Bulk Data 2.0: it filters what would be returned)', async () => {
+    const status = await kickOff(t, token, `/$export?_type=Patient,Condition&_typeFilter=${enc('Observation?code=A')},${enc('Condition?code:text=nothing')}`);
+    const manifest = await finish(t, token, status);
+    expect(refs(await download(t, token, manifest.output))).toEqual(['Patient/p1', 'Patient/p2']);
+    expect(manifest.error).toEqual([]);
+    // Lenient, a query Cinder cannot apply of such a type is a warning, as of any other.
+    const lenient = await finish(t, token, await kickOff(t, token, `/$export?_type=Patient&_typeFilter=${enc('Observation?nonsense=5')}`, { Prefer: 'handling=lenient' }));
+    expect(refs(await download(t, token, lenient.output))).toEqual(['Patient/p1', 'Patient/p2']);
+    expect(JSON.stringify(await download(t, token, lenient.error))).toContain("_typeFilter 'Observation?nonsense=5'");
   });
 
   test('the _typeFilter queries of a kick-off hold at most 100 tests together: more is a 400 too-costly, lenient or not', async () => {

@@ -68,7 +68,10 @@ const specV0 = specBase.extend({ filters: z.record(z.string(), z.array(snapshotF
 const step = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('type'), type: z.string() }),
   z.object({ kind: z.literal('provenance'), mode: z.enum(['relevant', 'compartment']) }),
+  // A release that does not know these refuses the job (JobDataError) instead of leaving the joined members' Provenance out.
+  z.object({ kind: z.literal('provenance-joined'), mode: z.enum(['relevant', 'compartment']) }),
   z.object({ kind: z.literal('provenance-scan') }),
+  z.object({ kind: z.literal('provenance-scan-joined') }),
   z.object({ kind: z.literal('provenance-emit') }),
   z.object({ kind: z.literal('errors') }),
 ]);
@@ -190,7 +193,7 @@ export function readPlan(job: Pick<ExportJob, 'spec'>): JobPlan {
     const parsed = specV0.safeParse(raw);
     if (!parsed.success) throw unreadable('spec', parsed.error);
     const spec = legacySpec(parsed.data);
-    return { spec, steps: planSteps(spec) };
+    return { spec, steps: planSteps(spec, true) };
   }
   if (version === 1) {
     const parsed = specV1.safeParse(raw);

@@ -1,5 +1,5 @@
 import { parseReference } from '../fhir/references.ts';
-import type { SnapshotQuery } from '../store/types.ts';
+import type { Condition, SnapshotQuery } from '../store/types.ts';
 import type { Chunk } from './part-writer.ts';
 import { pageTexts, selectPage, snapshotQuery, type SelectedPage } from './select.ts';
 import { targetTypes } from './spec.ts';
@@ -11,6 +11,25 @@ function provenanceQuery(ctx: StepContext, after: number | null, ids?: string[])
   delete q.compartment;
   delete q.joinedSince;
   return q;
+}
+
+/**
+ * The Provenance a Group export with `_since` may owe the members who joined since (ExportSpec.joinedSince):
+ * last updated at or before `_since` (those after it are found by provenanceQuery), as of transactionTime.
+ * No deletions: a Provenance deleted before the member joined was never exported to the client.
+ */
+function joinedProvenanceQuery(ctx: StepContext, after: number | null): SnapshotQuery {
+  const q = provenanceQuery(ctx, after);
+  const since = q.since!;
+  delete q.since;
+  const until: Condition = { kind: 'lastUpdated', tests: [{ op: 'lt', low: since + 1, high: since + 1 }] };
+  q.filters = (q.filters?.length ? q.filters : [[]]).map((alternative) => [...alternative, until]);
+  return q;
+}
+
+/** The job's patients, or (`joined`) those of them who joined the Group since `_since`. */
+function jobCompartment(ctx: StepContext, joined: boolean): SnapshotQuery['compartment'] {
+  return { kind: 'job', jobId: ctx.jobId, ...(joined ? { joinedOnly: true } : {}) };
 }
 
 interface Text {
@@ -53,19 +72,26 @@ async function selectedTargets(ctx: StepContext, refs: Iterable<string>, types: 
   return selected;
 }
 
-/** Which of `refs` this job exports: the same selection as the type scans, limited to those ids. */
-function exportedTargets(ctx: StepContext, refs: Iterable<string>): Promise<Set<string>> {
-  return selectedTargets(ctx, refs, new Set(targetTypes(ctx.spec)), (type, after, ids) => snapshotQuery(ctx, type, after, ctx.pageSize, ids));
+/**
+ * Which of `refs` this job exports: the same selection as the type scans, limited to those ids; `joined`: of
+ * those, the ones in the compartment of a member who joined since `_since`.
+ */
+function exportedTargets(ctx: StepContext, refs: Iterable<string>, joined = false): Promise<Set<string>> {
+  return selectedTargets(ctx, refs, new Set(targetTypes(ctx.spec)), (type, after, ids) => {
+    const q = snapshotQuery(ctx, type, after, ctx.pageSize, ids);
+    if (joined) q.compartment = jobCompartment(ctx, true);
+    return q;
+  });
 }
 
 /**
- * Which of `refs` are resources in the compartment of one of the job's patients as of transactionTime
- * (`provenanceTargets`' types, within the token's scope filter on each), whatever `_type`,
- * `_typeFilter` and `_since` select of them.
+ * Which of `refs` are resources in the compartment of one of the job's patients (`joined`: of one who joined
+ * since `_since`) as of transactionTime (`provenanceTargets`' types, within the token's scope filter on
+ * each), whatever `_type`, `_typeFilter` and `_since` select of them.
  */
-function compartmentTargets(ctx: StepContext, refs: Iterable<string>): Promise<Set<string>> {
+function compartmentTargets(ctx: StepContext, refs: Iterable<string>, joined = false): Promise<Set<string>> {
   const targets = ctx.spec.provenanceTargets ?? {};
-  const compartment: SnapshotQuery['compartment'] = ctx.spec.compartment === 'job' ? { kind: 'job', jobId: ctx.jobId } : { kind: 'any' };
+  const compartment: SnapshotQuery['compartment'] = ctx.spec.compartment === 'job' ? jobCompartment(ctx, joined) : { kind: 'any' };
   return selectedTargets(ctx, refs, new Set(Object.keys(targets)), (type, after, ids) => {
     const q: SnapshotQuery = { type, at: ctx.transactionTime, limit: ctx.pageSize, compartment, ids };
     if (after !== null) q.after = after;
@@ -98,9 +124,11 @@ function chunkOf(ctx: StepContext, texts: Text[], deletions: SelectedPage['rows'
  * target is a resource in one of the patients' compartments. `_typeFilter` and `_since` on Provenance
  * apply to the Provenance itself (provenanceQuery).
  */
-export async function provenanceByTargetsPage(ctx: StepContext, mode: 'relevant' | 'compartment', after: number | null): Promise<Chunk> {
-  const select = mode === 'relevant' ? exportedTargets : compartmentTargets;
-  const { page, texts, targets, deletions, kept } = await provenancePage(ctx, provenanceQuery(ctx, after), select);
+export async function provenanceByTargetsPage(ctx: StepContext, mode: 'relevant' | 'compartment', after: number | null, joined = false): Promise<Chunk> {
+  const selection = mode === 'relevant' ? exportedTargets : compartmentTargets;
+  const select: TargetSelection = (c, refs) => selection(c, refs, joined);
+  const query = joined ? joinedProvenanceQuery(ctx, after) : provenanceQuery(ctx, after);
+  const { page, texts, targets, deletions, kept } = await provenancePage(ctx, query, select);
   const live = texts.filter((r) => targets.get(r)!.some((t) => kept.has(t)));
   const deleted = deletions.filter((d) => d.targets.some((t) => kept.has(t))).map((d) => d.row);
   return chunkOf(ctx, live, deleted, page.next);
@@ -117,12 +145,16 @@ function rank(row: Text): string {
 /**
  * `LatestProvenanceResources`, first pass: for every exported target, note the most recent Provenance
  * targeting it (kept in the database, so memory stays flat). Idempotent, so a resumed job rescans.
+ * `joined`: the Provenance last updated at or before `_since` of the exported records of the members who
+ * joined since (joinedProvenanceQuery), noted beside those the first scan found.
  */
-export async function latestProvenanceScan(ctx: StepContext): Promise<void> {
+export async function latestProvenanceScan(ctx: StepContext, joined = false): Promise<void> {
   let after: number | null = null;
+  const select: TargetSelection = (c, refs) => exportedTargets(c, refs, joined);
   do {
     await ctx.control.check();
-    const { page, texts, targets, kept } = await provenancePage(ctx, provenanceQuery(ctx, after), exportedTargets);
+    const query = joined ? joinedProvenanceQuery(ctx, after) : provenanceQuery(ctx, after);
+    const { page, texts, targets, kept } = await provenancePage(ctx, query, select);
     const notes = texts.flatMap((r) => targets.get(r)!.filter((t) => kept.has(t)).map((target) => ({ target, provenance: r.id, rank: rank(r) })));
     if (notes.length) await ctx.store.exports.scratch.noteProvenance(ctx.jobId, notes);
     after = page.next;
@@ -132,7 +164,10 @@ export async function latestProvenanceScan(ctx: StepContext): Promise<void> {
   await ctx.control.checkpoint(p);
 }
 
-/** `LatestProvenanceResources`, second pass: the noted Provenance, in id order. */
+/**
+ * `LatestProvenanceResources`, second pass: the noted Provenance, in id order, as of transactionTime. Read
+ * without `_since`: the scans chose them (a joined member's may be older), and a deletion is never noted.
+ */
 export async function latestProvenanceEmitPage(ctx: StepContext, after: string | null): Promise<Chunk> {
   const ids = await ctx.store.exports.scratch.latestProvenance(ctx.jobId, after ?? '', ctx.pageSize);
   const next = ids.length < ctx.pageSize ? null : ids[ids.length - 1]!;
@@ -140,7 +175,9 @@ export async function latestProvenanceEmitPage(ctx: StepContext, after: string |
   const texts: Text[] = [];
   let cursor: number | null = null;
   do {
-    const page = await selectPage(ctx, provenanceQuery(ctx, cursor, ids));
+    const q = provenanceQuery(ctx, cursor, ids);
+    delete q.since;
+    const page = await selectPage(ctx, q);
     texts.push(...pageTexts(page));
     cursor = page.next;
   } while (cursor !== null);

@@ -48,12 +48,13 @@ async function recheck(ctx: SelectContext, q: SnapshotQuery, rows: SnapshotRow[]
     const all = [...new Set([...patientsOf.values()].flat())];
     patients = new Map((await ctx.store.exports.scratch.patientsIn(ctx.jobId, all)).map((p) => [p.id, p.joined]));
   }
+  const joinedOnly = q.compartment?.kind === 'job' && q.compartment.joinedOnly === true;
   const pass: SnapshotRow[] = [];
   for (const { row, resource } of parsed) {
     let matched: string[] = [];
     if (q.compartment) {
       const members = patientsOf.get(row)!;
-      matched = patients ? members.filter((p) => patients!.has(p)) : members;
+      matched = patients ? members.filter((p) => patients!.has(p) && (!joinedOnly || patients!.get(p) === true)) : members;
       if (matched.length === 0) continue;
     }
     const joined = q.joinedSince === true && matched.some((p) => patients?.get(p) === true);

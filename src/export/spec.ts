@@ -94,7 +94,11 @@ export interface FileRecord {
 export type Step =
   | { kind: 'type'; type: string }
   | { kind: 'provenance'; mode: 'relevant' | 'compartment' }
+  /** A Group export with `_since`: the Provenance of its joined members' records, last updated at or before `_since`. */
+  | { kind: 'provenance-joined'; mode: 'relevant' | 'compartment' }
   | { kind: 'provenance-scan' }
+  /** `provenance-scan` of the Provenance `provenance-joined` finds, for `LatestProvenanceResources`. */
+  | { kind: 'provenance-scan-joined' }
   | { kind: 'provenance-emit' }
   | { kind: 'errors' };
 
@@ -119,11 +123,21 @@ export function initialProgress(): JobProgress {
   return { step: 0, after: null, part: 1, deletedPart: 1, files: [], exported: 0, issues: [] };
 }
 
-/** The steps of a job, in order; derived from the spec alone so that every attempt sees the same plan. */
-export function planSteps(spec: ExportSpec): Step[] {
+/**
+ * The steps of a job, in order; derived from the spec alone so that every attempt sees the same plan. A Group
+ * export with `_since` exports all the records of the members who joined since (ExportSpec.joinedSince), so
+ * their Provenance too: the steps that find Provenance by its targets take only Provenance changed after
+ * `_since`, and one more step (`provenance-joined`, `provenance-scan-joined`) takes the older Provenance of
+ * those members' records (not in the plan of data version 0, `legacy`, which is kept as its release made it).
+ */
+export function planSteps(spec: ExportSpec, legacy = false): Step[] {
   const steps: Step[] = spec.types.map((type) => ({ kind: 'type', type }));
-  if (spec.provenance === 'relevant' || spec.provenance === 'compartment') steps.push({ kind: 'provenance', mode: spec.provenance });
-  if (spec.provenance === 'latest') steps.push({ kind: 'provenance-scan' }, { kind: 'provenance-emit' });
+  const joined = !legacy && spec.joinedSince && spec.since !== undefined;
+  if (spec.provenance === 'relevant' || spec.provenance === 'compartment') {
+    steps.push({ kind: 'provenance', mode: spec.provenance });
+    if (joined) steps.push({ kind: 'provenance-joined', mode: spec.provenance });
+  }
+  if (spec.provenance === 'latest') steps.push({ kind: 'provenance-scan' }, ...(joined ? [{ kind: 'provenance-scan-joined' } as const] : []), { kind: 'provenance-emit' });
   steps.push({ kind: 'errors' });
   return steps;
 }

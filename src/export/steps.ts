@@ -1,7 +1,7 @@
 import { partWriter, type Chunk, type Rollover } from './part-writer.ts';
 import { latestProvenanceEmitPage, latestProvenanceScan, provenanceByTargetsPage } from './provenance.ts';
 import { selectPage, snapshotQuery } from './select.ts';
-import type { FileRecord, Step } from './spec.ts';
+import type { FileRecord, JobProgress, Step } from './spec.ts';
 import { fileKey, toChunk, type PageSource, type StepContext } from './step-context.ts';
 
 /**
@@ -10,6 +10,8 @@ import { fileKey, toChunk, type PageSource, type StepContext } from './step-cont
  */
 export async function streamStep(ctx: StepContext, type: string, source: PageSource): Promise<void> {
   const p = ctx.progress;
+  // A step starting afresh numbers its files after those an earlier step wrote of the type (two steps write Provenance).
+  if (p.after === null) Object.assign(p, { part: nextPart(p, 'output', type), deletedPart: nextPart(p, 'deleted', type) });
   let after = p.after;
   let done = false;
   const base = p.exported;
@@ -43,6 +45,11 @@ export async function streamStep(ctx: StepContext, type: string, source: PageSou
   };
   await pages.pipeTo(partWriter({ sink: ctx.sink, type, name, maxBytes: ctx.fileMaxBytes, part: p.part, deletedPart: p.deletedPart, onRollover }));
   if (!done) throw new Error(`step for ${type} ended without its final checkpoint`);
+}
+
+/** The part number after the finished `kind` files of `type` (1 when there are none). */
+function nextPart(p: JobProgress, kind: 'output' | 'deleted', type: string): number {
+  return p.files.filter((f) => f.kind === kind && f.subject === type).length + 1;
 }
 
 /** Page bytes after which an export worker collects its heap (see typeSource). */
@@ -91,8 +98,12 @@ export async function runStep(ctx: StepContext, step: Step): Promise<void> {
       return streamStep(ctx, step.type, typeSource(ctx, step.type));
     case 'provenance':
       return streamStep(ctx, 'Provenance', (after) => provenanceByTargetsPage(ctx, step.mode, after as number | null));
+    case 'provenance-joined':
+      return streamStep(ctx, 'Provenance', (after) => provenanceByTargetsPage(ctx, step.mode, after as number | null, true));
     case 'provenance-scan':
       return latestProvenanceScan(ctx);
+    case 'provenance-scan-joined':
+      return latestProvenanceScan(ctx, true);
     case 'provenance-emit':
       return streamStep(ctx, 'Provenance', (after) => latestProvenanceEmitPage(ctx, after as string | null));
     case 'errors':

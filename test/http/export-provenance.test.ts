@@ -74,6 +74,32 @@ await eachStore((kind, fresh) => {
         expect(urls).toEqual(['Provenance/prov-o1-old']);
       });
 
+      test("with _since, a member who joined since comes with the Provenance of its records, older ones too; the others' only when changed", async () => {
+        await put(t, prov('prov-o2-older', '2025-01-01T00:00:00Z', 'Observation/o2'));
+        t.clock.advance(60_000);
+        const since = new Date(t.clock.now()).toISOString();
+        t.clock.advance(1000);
+        // p2 joins; p1's Observation gets a Provenance since.
+        await put(t, { resourceType: 'Group', id: 'g1', type: 'person', actual: true, member: [{ entity: { reference: 'Patient/p1' } }, { entity: { reference: 'Patient/p2' } }] });
+        await put(t, prov('prov-o1-since', '2025-07-01T00:00:00Z', 'Observation/o1'));
+        t.clock.advance(1000);
+        expect(await provenance(`/Group/g1/$export?_since=${since}`)).toEqual(['Provenance/prov-o1-since', 'Provenance/prov-o2', 'Provenance/prov-o2-older']);
+        // Narrowed to the resources returned: p2's Observation (all of them, it joined) and p1's changed ones (none).
+        const relevant = `/Group/g1/$export?_type=Observation,Provenance&_since=${since}&includeAssociatedData=`;
+        expect(await provenance(relevant + 'RelevantProvenanceResources')).toEqual(['Provenance/prov-o2', 'Provenance/prov-o2-older']);
+        expect(await provenance(relevant + 'LatestProvenanceResources')).toEqual(['Provenance/prov-o2']);
+        // `_typeFilter` on Provenance applies to the joined member's older ones too.
+        const recent = encodeURIComponent('Provenance?recorded=gt2025-03-01');
+        expect(await provenance(`/Group/g1/$export?_since=${since}&_typeFilter=${recent}`)).toEqual(['Provenance/prov-o1-since', 'Provenance/prov-o2']);
+        // Records changed after transactionTime are judged as of it: p1's Observation, updated meanwhile, is still no joined member's.
+        const status = await kickOff(t, token, `/Group/g1/$export?_type=Observation,Provenance&_since=${since}`);
+        t.clock.advance(1000);
+        await put(t, observation('o1', 'p1', '5678-9'));
+        await put(t, observation('o2', 'p2', '5678-9'));
+        const files = await download(t, token, (await finish(t, token, status)).output);
+        expect(refs({ Provenance: files.Provenance ?? [] })).toEqual(['Provenance/prov-o1-since', 'Provenance/prov-o2', 'Provenance/prov-o2-older']);
+      });
+
       test('Provenance of resources the token may not read is left out', async () => {
         const exported = async (scopes: string[], scope = scopes.join(' ')) => {
           const other = await t.tokenFor('t1', scopes, scope);

@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'bun:test';
 import { encodeProgress, encodeSpec, JOB_DATA_VERSION, JobDataError, readPlan, readProgress } from '../../src/export/job-data.ts';
-import { initialProgress, planSteps, type ExportSpec } from '../../src/export/spec.ts';
+import { initialProgress, planSteps, type ExportSpec, type Step } from '../../src/export/spec.ts';
 import v0 from '../fixtures/export/job-v0.json' with { type: 'json' };
 
 const spec: ExportSpec = {
@@ -41,7 +41,13 @@ describe('export job data', () => {
   test("a Patient or Group job's Provenance of the compartments is stored with its target types and planned as a step", () => {
     const compartment: ExportSpec = { ...spec, provenance: 'compartment', provenanceTargets: { Observation: [], Patient: [[{ kind: 'token', param: 'gender', values: [{ value: 'female' }] }]] } };
     const text = encodeSpec(compartment);
-    expect(readPlan({ spec: text })).toEqual({ spec: compartment, steps: [{ kind: 'type', type: 'Patient' }, { kind: 'type', type: 'Condition' }, { kind: 'provenance', mode: 'compartment' }, { kind: 'errors' }] });
+    // With `_since`, a Group job also takes the older Provenance of the members who joined since.
+    const types: Step[] = [{ kind: 'type', type: 'Patient' }, { kind: 'type', type: 'Condition' }];
+    expect(readPlan({ spec: text })).toEqual({ spec: compartment, steps: [...types, { kind: 'provenance', mode: 'compartment' }, { kind: 'provenance-joined', mode: 'compartment' }, { kind: 'errors' }] });
+    const { since: _, ...whole } = compartment;
+    expect(planSteps({ ...whole, joinedSince: false })).toEqual([...types, { kind: 'provenance', mode: 'compartment' }, { kind: 'errors' }]);
+    const latest: ExportSpec = { ...spec, provenance: 'latest' };
+    expect(readPlan({ spec: encodeSpec(latest) }).steps).toEqual([...types, { kind: 'provenance-scan' }, { kind: 'provenance-scan-joined' }, { kind: 'provenance-emit' }, { kind: 'errors' }]);
   });
 
   test('a resumed job runs the plan it was stored with, not the one current code would make', () => {
@@ -66,6 +72,6 @@ describe('export job data', () => {
     expect(() => readPlan({ spec: '{"level":"galaxy"}' })).toThrow(JobDataError);
     expect(() => readPlan({ spec: 'not json' })).toThrow(/not JSON/);
     expect(() => readProgress({ progress: '{"step":-1}' })).toThrow(JobDataError);
-    expect(() => readProgress({ progress: encodeProgress({ ...initialProgress(), step: 9 }) }, planSteps(spec))).toThrow(/step 10 of a plan of 4/);
+    expect(() => readProgress({ progress: encodeProgress({ ...initialProgress(), step: 9 }) }, planSteps(spec))).toThrow(/step 10 of a plan of 5/);
   });
 });

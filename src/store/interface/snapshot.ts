@@ -5,8 +5,11 @@ import type { Condition } from './search.ts';
 export type SnapshotCompartment =
   /** In the compartment of any patient. */
   | { kind: 'any' }
-  /** In the compartment of one of the patients stored for this export job (ExportJobRepo). */
-  | { kind: 'job'; jobId: string };
+  /**
+   * In the compartment of one of the patients stored for this export job (ExportJobRepo); with `joinedOnly`,
+   * of one stored as `joined` (ExportPatient.joined).
+   */
+  | { kind: 'job'; jobId: string; joinedOnly?: boolean };
 
 /**
  * Resources of `type` in their version as of `at` (a bulk export's transactionTime): current rows last

@@ -12,7 +12,7 @@ import type { Pg } from './db.ts';
 function compartmentCondition(b: SqlBuilder, q: SnapshotQuery, joinedOnly: boolean): string {
   const c = q.compartment!;
   if (c.kind === 'any') return b.lateral('SELECT 1 AS hit FROM compartments c WHERE c.res = r.pk');
-  const joined = joinedOnly ? 'AND p.joined' : '';
+  const joined = joinedOnly || c.joinedOnly ? 'AND p.joined' : '';
   // Nested LATERALs fix the order: the resource's compartment rows first, then one key probe per patient.
   return b.lateral(`SELECT 1 AS hit FROM compartments c
     CROSS JOIN LATERAL (SELECT 1 FROM export_patients p WHERE p.job_id = ${b.v(c.jobId)} AND p.patient = c.patient ${joined} LIMIT 1) jp

@@ -23,7 +23,7 @@ function compartmentCondition(q: SnapshotQuery, joinedOnly: boolean, params: Par
   params.push(c.jobId);
   return (
     'EXISTS (SELECT 1 FROM compartments c JOIN export_patients p ON p.job_id = ? AND p.patient = c.patient ' +
-    `WHERE c.res = r.pk${joinedOnly ? ' AND p.joined = 1' : ''})`
+    `WHERE c.res = r.pk${joinedOnly || c.joinedOnly ? ' AND p.joined = 1' : ''})`
   );
 }
 

@@ -94,6 +94,14 @@ export function snapshotContract(target: StoreTarget) {
       expect(summary(await all({ type: 'Observation', at: 5000, compartment: { kind: 'job', jobId: 'j' } }))).toEqual(['o1@1', 'o4@3', 'o7@1']);
     });
 
+    test('a job compartment joinedOnly: the compartments of the patients stored as joined alone', async () => {
+      await store.exports.jobs.create({ id: 'j', tenant: 't1', clientId: 'c', request: '', spec: '{}', transactionTime: 5000, progress: '{}', createdAt: 1 }, [{ id: 'p1', joined: false }, { id: 'p2', joined: true }], 9);
+      expect(summary(await all({ type: 'Observation', at: 5000, compartment: { kind: 'job', jobId: 'j' } }))).toEqual(['o1@1', 'o2@2', 'o4@3', 'o5@1', 'o7@1']);
+      expect(summary(await all({ type: 'Observation', at: 5000, compartment: { kind: 'job', jobId: 'j', joinedOnly: true } }))).toEqual(['o2@2', 'o5@1']);
+      // With `since` and joinedSince too: the joined patients' whatever their time, and nothing of the others.
+      expect(summary(await all({ type: 'Observation', at: 5000, since: 1850, joinedSince: true, compartment: { kind: 'job', jobId: 'j', joinedOnly: true } }))).toEqual(['o2@2', 'o5@1']);
+    });
+
     test('filters (ORed) and ids', async () => {
       const filters: Condition[][] = [tokens([{ param: 'code', values: [{ value: 'odd' }] }]), [{ kind: 'id', ids: ['o2'] }]];
       expect(summary(await all({ type: 'Observation', at: 5000, filters }))).toEqual(['o1@1', 'o2@2', 'o4@3', 'o5@1', 'o7@1']);

@@ -90,7 +90,7 @@ async function child(databaseUrl: string, variant: Level, out: string, storage: 
   const owner = `bench:${process.pid}`;
   const typeFilters = variant === 'filtered' ? TYPE_FILTERS : [];
   const input = { method: 'GET' as const, outputFormat: [], since: [], types: [], typeFilters, elements: [], patients: [], includeAssociatedData: [], unknown: [], empty: [] };
-  const id = await kickOff({ store, clock: systemClock, maxJobsPerClient: Number.MAX_SAFE_INTEGER }, {
+  const id = await kickOff({ store, clock: systemClock, maxJobsPerClient: Number.MAX_SAFE_INTEGER, settleMs: 0 }, {
     tenant: BENCH_TENANT, access: operatorAccess, level, input, lenient: false, requestUrl: 'bench', claim: { owner, leaseMs: settings.leaseMs },
     ...(level === 'group' ? { groupId: 'bench-group' } : {}),
   });

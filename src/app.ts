@@ -51,6 +51,7 @@ import { gatedStore, type Rebuilding } from './fhir/reindex.ts';
 import { FhirError } from './errors.ts';
 import { exportCapability } from './export/capability.ts';
 import { openSink, type ExportSink } from './export/sink.ts';
+import { SETTLE_MS } from './export/runner.ts';
 import type { AppEnv } from './http/env.ts';
 import { nulInUrl, renderError } from './http/errors.ts';
 import { exportRoutes } from './http/export.ts';
@@ -117,6 +118,8 @@ export interface AppDeps {
   hotRoutes?: boolean;
   /** How long an `$import` job waits for an export storage or spool that cannot be reached (STORAGE_WAIT_MS by default). */
   importStorageWaitMs?: number;
+  /** How long an export kick-off waits before reading a Group's members (KickoffDeps.settleMs; SETTLE_MS by default). */
+  exportSettleMs?: number;
   /** How the host names of Subscription endpoints, `$import` inputs and clients' JWK Set URLs resolve (their address check); the system resolver by default. */
   resolveHost?: ResolveHost;
 }
@@ -240,7 +243,7 @@ export function createApp(deps: AppDeps): App {
   });
   fhir.route('/', exportRoutes({
     store, clock, sink: exportSink, baseUrl: config.baseUrl, maxBodyBytes: limits.resource,
-    maxJobsPerClient: config.exportMaxJobsPerClient, signedUrls: config.exportSignedUrls === 'on', expandCodes,
+    maxJobsPerClient: config.exportMaxJobsPerClient, signedUrls: config.exportSignedUrls === 'on', expandCodes, settleMs: deps.exportSettleMs ?? SETTLE_MS,
     limits: { kickoff: perMinute(config, clock, config.exportKickoffRateLimit), status: perMinute(config, clock, config.exportStatusRateLimit) },
   }));
   fhir.route('/', importRoutes({

@@ -95,7 +95,8 @@ function inputOf(v: Record<string, unknown>): ExportInput {
 function start(ctx: Context, tenant: string, group: string | undefined, input: ExportInput, owner: string): Promise<string> {
   const terminology = createTerminology({ store: ctx.store, clock: ctx.clock });
   const expandCodes = codesExpander(terminology.service);
-  return kickOff({ store: ctx.store, clock: ctx.clock, maxJobsPerClient: Number.MAX_SAFE_INTEGER, expandCodes }, {
+  // The Group is read at once, as the job's pages are (run: settleMs 0), with a person waiting.
+  return kickOff({ store: ctx.store, clock: ctx.clock, maxJobsPerClient: Number.MAX_SAFE_INTEGER, expandCodes, settleMs: 0 }, {
     tenant, access: operatorAccess, level: group ? 'group' : 'system', input, lenient: false,
     requestUrl: `cinder export --tenant ${tenant}${group ? ` --group ${group}` : ''}`, fhirBase: fhirBaseOf(ctx.config.baseUrl, tenant),
     claim: { owner, leaseMs: runSettings(ctx.config).leaseMs }, ...(group ? { groupId: group } : {}),

@@ -25,6 +25,13 @@ export interface KickoffDeps {
   maxJobsPerClient: number;
   /** The terminology service's codes for `:in`, `:not-in`, `:below` and `:above` in `_typeFilter`. */
   expandCodes?: ExpandCodes;
+  /**
+   * How long a kick-off waits before it reads a Group's members or the Patients `patient` names (as of
+   * transactionTime), as a job waits before its first page (RunSettings.settleMs): the safe time holds this
+   * process's writes alone, and another process sharing the database may still be committing a member it
+   * stamped before transactionTime.
+   */
+  settleMs: number;
 }
 
 export interface KickoffRequest {
@@ -109,6 +116,8 @@ function readsEveryPatient(access: Access): boolean {
 async function resolvePatients(deps: KickoffDeps, req: KickoffRequest, at: number, since: number | undefined, issues: FhirIssue[], bound: PatientBound | undefined, groupAccess: Access) {
   const wanted = [...new Set(patientIds(req.input.patients, req.fhirBase))];
   requireOwnPatient(bound, wanted);
+  // Read as of transactionTime once the writes other processes stamped before it have committed (KickoffDeps.settleMs).
+  if ((req.level === 'group' || wanted.length) && deps.settleMs > 0) await Bun.sleep(deps.settleMs);
   let members: Set<string> | undefined;
   let readable: GroupReadable | undefined;
   if (req.level === 'group') {

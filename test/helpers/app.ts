@@ -71,6 +71,8 @@ export interface TestAppOptions {
   resolveHost?: ResolveHost;
   /** How long an `$import` job waits for an unreachable export storage or spool (AppDeps.importStorageWaitMs). */
   importStorageWaitMs?: number;
+  /** How long an export kick-off waits before reading a Group's members (AppDeps.exportSettleMs); 0 unless given, as runExports runs jobs. */
+  exportSettleMs?: number;
 }
 
 /**
@@ -86,7 +88,7 @@ export async function createTestApp(opts: TestAppOptions = {}) {
   await seedKeys(store, clock.now());
   const keys = createKeyRing(store, clock, MAX_TOKEN_TTL);
   await keys.init();
-  const app = createApp({ config, store, keys, clock, log: opts.log ?? silentLogger, fetch: opts.fetch, core: opts.core ?? testCoreBundle(), rebuilding: opts.rebuilding, ...(opts.exportSink ? { exportSink: opts.exportSink } : {}), ...(opts.resolveHost ? { resolveHost: opts.resolveHost } : {}), ...(opts.importStorageWaitMs === undefined ? {} : { importStorageWaitMs: opts.importStorageWaitMs }) });
+  const app = createApp({ config, store, keys, clock, log: opts.log ?? silentLogger, fetch: opts.fetch, core: opts.core ?? testCoreBundle(), rebuilding: opts.rebuilding, ...(opts.exportSink ? { exportSink: opts.exportSink } : {}), ...(opts.resolveHost ? { resolveHost: opts.resolveHost } : {}), ...(opts.importStorageWaitMs === undefined ? {} : { importStorageWaitMs: opts.importStorageWaitMs }), exportSettleMs: opts.exportSettleMs ?? 0 });
   await createTenant(store, clock, 't1');
   const admin = await createClient(store, clock, { tenant: 't1', name: 'admin', scopes: ['system/*.*'] });
 
@@ -144,6 +146,6 @@ export async function secondServer(t: TestApp, open: () => Store): Promise<(path
   const store = open();
   const keys = createKeyRing(store, t.clock, MAX_TOKEN_TTL);
   await keys.init();
-  const app = createApp({ config: t.config, store, keys, clock: t.clock, log: silentLogger, core: testCoreBundle() });
+  const app = createApp({ config: t.config, store, keys, clock: t.clock, log: silentLogger, core: testCoreBundle(), exportSettleMs: 0 });
   return async (path, init) => app.request(path, init);
 }

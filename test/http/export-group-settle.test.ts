@@ -1,0 +1,46 @@
+/**
+ * A Group export reads its Group's members as of transactionTime once the writes other processes sharing the
+ * database stamped before it have committed (KickoffDeps.settleMs), as a job waits before its first page: a
+ * member another server added just before the kick-off, whose write committed while the kick-off had begun,
+ * is exported. On both databases.
+ */
+import { afterAll, describe, expect, test } from 'bun:test';
+import { createTestApp, fhirInit, secondServer } from '../helpers/app.ts';
+import { download, finish, patient, put, refs } from '../helpers/export.ts';
+import { storeTargets } from '../helpers/stores.ts';
+
+const targets = await storeTargets({ main: false });
+afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
+
+const group = (...members: string[]) => ({
+  resourceType: 'Group', id: 'g1', type: 'person', actual: true, member: members.map((id) => ({ entity: { reference: `Patient/${id}` } })),
+});
+
+for (const target of targets) {
+  describe(`Group members read at kick-off (${target.kind})`, () => {
+    test('a member another server added, stamped before transactionTime and committed after the kick-off began, is exported', async () => {
+      const db = await target.migrated();
+      const t = await createTestApp({ store: db.open(), exportSettleMs: 1000 });
+      try {
+        const token = await t.token();
+        await put(t, patient('p1'));
+        await put(t, patient('p2'));
+        await put(t, group('p1'));
+        t.clock.advance(1000);
+        const second = await secondServer(t, () => db.open());
+        const kickOff = t.request(t.fhir() + '/Group/g1/$export?_type=Patient', fhirInit(token));
+        await Bun.sleep(200);
+        // The shared clock stands still: the other server stamps its write at the kick-off's time, which the kick-off's safe time (this process's) does not know of.
+        const added = await second(t.fhir() + '/Group/g1', fhirInit(token, 'PUT', group('p1', 'p2')));
+        expect(added.status).toBe(200);
+        const res = await kickOff;
+        expect(res.status).toBe(202);
+        const manifest = await finish(t, token, res.headers.get('content-location')!);
+        expect(Date.parse(manifest.transactionTime)).toBe(t.clock.now());
+        expect(refs(await download(t, token, manifest.output))).toEqual(['Patient/p1', 'Patient/p2']);
+      } finally {
+        await t.close();
+      }
+    });
+  });
+}

@@ -2,7 +2,7 @@
  * A Group export reads its Group's members as of transactionTime once the writes other processes sharing the
  * database stamped before it have committed (KickoffDeps.settleMs), as a job waits before its first page: a
  * member another server added just before the kick-off, whose write committed while the kick-off had begun,
- * is exported. On both databases.
+ * is exported, as is a Patient another server created that a Patient export names in `patient`. On both databases.
  */
 import { afterAll, describe, expect, test } from 'bun:test';
 import { createTestApp, fhirInit, secondServer } from '../helpers/app.ts';
@@ -38,6 +38,28 @@ for (const target of targets) {
         const manifest = await finish(t, token, res.headers.get('content-location')!);
         expect(Date.parse(manifest.transactionTime)).toBe(t.clock.now());
         expect(refs(await download(t, token, manifest.output))).toEqual(['Patient/p1', 'Patient/p2']);
+      } finally {
+        await t.close();
+      }
+    });
+
+    test('so is a Patient another server created that a Patient export names in patient (it was a 400, not known)', async () => {
+      const db = await target.migrated();
+      const t = await createTestApp({ store: db.open(), exportSettleMs: 1000 });
+      try {
+        const token = await t.token();
+        await put(t, patient('p1'));
+        t.clock.advance(1000);
+        const second = await secondServer(t, () => db.open());
+        const patients = ['p1', 'p3'].map((id) => ({ name: 'patient', valueReference: { reference: `Patient/${id}` } }));
+        const body = { resourceType: 'Parameters', parameter: [{ name: '_type', valueString: 'Patient' }, ...patients] };
+        const kickOff = t.request(t.fhir() + '/Patient/$export', fhirInit(token, 'POST', body));
+        await Bun.sleep(200);
+        expect((await second(t.fhir() + '/Patient/p3', fhirInit(token, 'PUT', patient('p3')))).status).toBe(201);
+        const res = await kickOff;
+        expect(res.status).toBe(202);
+        const manifest = await finish(t, token, res.headers.get('content-location')!);
+        expect(refs(await download(t, token, manifest.output))).toEqual(['Patient/p1', 'Patient/p3']);
       } finally {
         await t.close();
       }

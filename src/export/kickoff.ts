@@ -156,7 +156,8 @@ async function resolvePatients(deps: KickoffDeps, req: KickoffRequest, at: numbe
   if (!chosen) return { compartment: 'any' as const, patients: [] as ExportPatient[], joinedSince: false };
   const before = since !== undefined && req.level === 'group' ? await membersAt(deps, req, since, readable) : undefined;
   const patients = chosen.map((id): ExportPatient => ({ id, joined: before !== undefined && !before.has(id) }));
-  return { compartment: 'job' as const, patients, joinedSince: before !== undefined };
+  // Only when one joined: the scans then take no joined compartment into account, and the plan has no step for their Provenance.
+  return { compartment: 'job' as const, patients, joinedSince: patients.some((p) => p.joined) };
 }
 
 /**

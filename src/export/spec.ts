@@ -37,7 +37,10 @@ export interface ExportSpec {
   elements?: Record<string, string[]>;
   /** Patient and Group exports: any patient's compartment, or those of the job's stored patients. */
   compartment?: 'any' | 'job';
-  /** Group export with `_since`: resources of patients who joined after `_since` are exported whatever their time. */
+  /**
+   * Group export with `_since` where some patients joined after `_since` (stored as `joined`): their resources
+   * are exported whatever their time.
+   */
   joinedSince: boolean;
   provenance: ProvenanceMode;
   /**

@@ -100,6 +100,25 @@ await eachStore((kind, fresh) => {
         expect(refs({ Provenance: files.Provenance ?? [] })).toEqual(['Provenance/prov-o1-since', 'Provenance/prov-o2', 'Provenance/prov-o2-older']);
       });
 
+      test('with _since and no member who joined since, the plan has no step for joined members\' Provenance (no second scan of it)', async () => {
+        t.clock.advance(60_000);
+        const since = new Date(t.clock.now()).toISOString();
+        t.clock.advance(1000);
+        await put(t, prov('prov-o1-since', '2025-07-01T00:00:00Z', 'Observation/o1'));
+        const kinds = async (path: string) => {
+          const status = await kickOff(t, token, path);
+          const job = (await t.store.exports.jobs.get('t1', status.split('/').pop()!))!;
+          await t.request(status, fhirInit(token, 'DELETE'));
+          return (JSON.parse(job.spec) as { steps: { kind: string }[] }).steps.map((s) => s.kind).filter((k) => k.startsWith('provenance'));
+        };
+        expect(await kinds(`/Group/g1/$export?_since=${since}`)).toEqual(['provenance']);
+        expect(await kinds(`/Group/g1/$export?_since=${since}&includeAssociatedData=LatestProvenanceResources`)).toEqual(['provenance-scan', 'provenance-emit']);
+        expect(await provenance(`/Group/g1/$export?_since=${since}`)).toEqual(['Provenance/prov-o1-since']);
+        // One who joined brings the step.
+        await put(t, { resourceType: 'Group', id: 'g1', type: 'person', actual: true, member: [{ entity: { reference: 'Patient/p1' } }, { entity: { reference: 'Patient/p2' } }] });
+        expect(await kinds(`/Group/g1/$export?_since=${since}`)).toEqual(['provenance', 'provenance-joined']);
+      });
+
       test('Provenance of resources the token may not read is left out', async () => {
         const exported = async (scopes: string[], scope = scopes.join(' ')) => {
           const other = await t.tokenFor('t1', scopes, scope);

@@ -249,6 +249,7 @@ export function createApp(deps: AppDeps): App {
   fhir.route('/', importRoutes({
     store, clock, sink: exportSink, baseUrl: config.baseUrl, maxBodyBytes: limits.resource, maxJobsPerClient: config.importMaxJobsPerClient,
     allowPrivate: config.importAllowPrivate === 'true', resolve: deps.resolveHost ?? systemResolve, statusLimit: perMinute(config, clock, config.exportStatusRateLimit),
+    kickoffLimit: perMinute(config, clock, config.exportKickoffRateLimit),
   }));
   const terminologyDeps = { terminology, clock, maxBodyBytes: limits.resource, maxExpansionSize: config.maxExpansionSize };
   fhir.route('/', terminologyRoutes(terminologyDeps));

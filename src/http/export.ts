@@ -26,17 +26,18 @@ export type ExportRouteDeps = KickoffDeps & StatusDeps & {
 const POLL_SECONDS = '2';
 
 /** A 429 (`throttled`, with `Retry-After`) when `key` is past its limit (Bulk Data 2.0: too many kick-offs, a client "polling too frequently"). */
-function throttle(limiter: Limiter, key: string, what: string): void {
+export function throttle(limiter: Limiter, key: string, what: string): void {
   const hit = limiter.hit(key);
   if (!hit.ok) throw new FhirError('too-many', `${what}; retry after ${hit.retryAfter} s`, { headers: { 'Retry-After': String(hit.retryAfter) } });
 }
 
 /**
- * Whom a kick-off is counted for (CINDER_EXPORT_KICKOFF_RATE_LIMIT): the owner its job would have, as the limit of jobs
- * in progress counts them (ExportJobRepo.create): the client with the signed-in user of the token, or the client's own
- * authority (a token of no user). Counted per client, one user of an app spent the kick-offs of all its users.
+ * Whom a kick-off is counted for (CINDER_EXPORT_KICKOFF_RATE_LIMIT, for exports and imports alike): the owner its job
+ * would have, as the limit of jobs in progress counts them (ExportJobRepo.create): the client with the signed-in user of
+ * the token, or the client's own authority (a token of no user). Counted per client, one user of an app spent the
+ * kick-offs of all its users.
  */
-function kickoffOwner(c: Context<AppEnv>): { key: string; who: string } {
+export function kickoffOwner(c: Context<AppEnv>): { key: string; who: string } {
   const access = c.get('access');
   const user = access.user?.id;
   const key = [c.get('tenant'), access.clientId, user === undefined ? '' : `user:${user}`].join('\u0000');

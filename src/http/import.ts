@@ -10,11 +10,14 @@ import { readFhirBody } from './body.ts';
 import { textResponse } from './content-coding.ts';
 import type { AppEnv } from './env.ts';
 import { fhirJson } from './fhir-response.ts';
+import { kickoffOwner, throttle } from './export.ts';
 
 export type ImportRouteDeps = ImportKickoffDeps & ImportStatusDeps & {
   maxBodyBytes: number;
   /** Status requests per job per minute (CINDER_EXPORT_STATUS_RATE_LIMIT, as for exports). */
   statusLimit: Limiter;
+  /** Kick-offs per client and signed-in user per minute (CINDER_EXPORT_KICKOFF_RATE_LIMIT, as for exports; counted apart from them). */
+  kickoffLimit: Limiter;
 };
 
 const POLL_SECONDS = '2';
@@ -30,6 +33,9 @@ export function importRoutes(deps: ImportRouteDeps): Hono<AppEnv> {
 
   app.post('/$import', async (c) => {
     const { tenant, access } = who(c);
+    // Before the body is read: each job is kept, with its inputs, until its error files expire; refused and cancelled ones count.
+    const owner = kickoffOwner(c);
+    throttle(deps.kickoffLimit, owner.key, `${owner.who} started too many imports in the last minute`);
     const body = await readFhirBody(c.req.raw, deps.maxBodyBytes);
     const id = await kickOffImport(deps, { tenant, access, requestUrl: `${deps.baseUrl}${c.req.path}`, body });
     return fhirJson(operationOutcome([issue('information', 'informational', `Import job ${id} accepted`)]), 202, { 'Content-Location': statusUrl(tenant, id) });

@@ -75,3 +75,51 @@ await eachStore((kind, fresh) => {
     });
   });
 });
+
+describe('the import kick-off rate limit', () => {
+  let t: TestApp;
+  afterAll(() => t.close());
+
+  test('counts per client and signed-in user, as the export kick-off limit does, before the body is read; cancelled jobs count', async () => {
+    t = await createTestApp({ env: { CINDER_EXPORT_KICKOFF_RATE_LIMIT: '2', CINDER_IMPORT_ALLOW_PRIVATE: 'true' } });
+    const client = await userClient(t, { scopes: [SCOPE] });
+    await testUser(t, { username: 'alice', fhirUser: 'Practitioner/a' });
+    await testUser(t, { username: 'bob', fhirUser: 'Practitioner/b', email: 'bob@example.org' });
+    const params = {
+      resourceType: 'Parameters',
+      parameter: [
+        { name: 'inputFormat', valueCode: 'application/fhir+ndjson' },
+        { name: 'input', part: [{ name: 'type', valueCode: 'Patient' }, { name: 'url', valueUri: 'http://127.0.0.1:9/patients.ndjson' }] },
+      ],
+    };
+    const start = (token: string, body: unknown = params) => t.request(`${t.fhir()}/$import`, fhirInit(token, 'POST', body));
+    const alice = await signedInToken(t, client, `openid ${SCOPE}`, 'alice');
+    for (let i = 0; i < 2; i++) {
+      const res = await start(alice);
+      expect(res.status).toBe(202);
+      // Cancelled at once: the jobs-in-progress limit is not what is tried here.
+      expect((await t.request(res.headers.get('content-location')!, fhirInit(alice, 'DELETE'))).status).toBe(202);
+    }
+    // Refused before its body is read: a body that is no Parameters is a 429 all the same.
+    for (const body of [params, { resourceType: 'Patient' }]) {
+      const refused = await start(alice, body);
+      expect(refused.status).toBe(429);
+      expect(refused.headers.get('retry-after')).toBe('60');
+      const outcome = (await refused.json()) as { issue: { code: string; details: { text: string } }[] };
+      expect(outcome.issue[0]!.code).toBe('throttled');
+      expect(outcome.issue[0]!.details.text).toContain('This user of this client started too many imports in the last minute');
+    }
+    // Exports are counted apart, and Bob and the client's own authority have counts of their own.
+    expect((await t.request(`${t.fhir()}/Patient/$export?_type=Patient`, fhirInit(alice))).status).toBe(202);
+    expect((await start(await signedInToken(t, client, `openid ${SCOPE}`, 'bob'))).status).toBe(202);
+    const own = await clientOwnToken(t, client.id, SCOPE);
+    for (let i = 0; i < 2; i++) {
+      const res = await start(own);
+      expect(res.status).toBe(202);
+      expect((await t.request(res.headers.get('content-location')!, fhirInit(own, 'DELETE'))).status).toBe(202);
+    }
+    const ownRefused = await start(own);
+    expect(ownRefused.status).toBe(429);
+    expect(JSON.stringify(await ownRefused.json())).toContain('This client started too many imports in the last minute');
+  });
+});

@@ -13,16 +13,25 @@ export interface LoadedKey {
   publicKey: CryptoKey;
 }
 
+/**
+ * How a rotation hands over: `delayMs` after it the new keys start signing (they are published at once, so that
+ * relying parties caching the JWK Set have them before any token they sign; at least MIN_ROTATION_DELAY_MS).
+ * `compromised`: the old keys' private parts may have leaked, so they are withdrawn at once (no longer published,
+ * nothing they signed is taken) and the new keys sign at once; every token signed before is refused.
+ */
+export type RotateOptions = { delayMs: number; compromised?: false } | { compromised: true };
+
 export interface KeyRing {
-  /** Creates a key for every algorithm without an active one; loads the rest. Call at start. */
+  /** Creates a key for every algorithm without one that is not retired; loads the rest. Call at start. */
   init(): Promise<void>;
-  /** The active key for `alg` as last loaded. */
-  signingKey(alg: SigningAlg): LoadedKey;
+  /** The key signing for `alg` at `at` (epoch ms, now by default) as last loaded (signingAt). */
+  signingKey(alg: SigningAlg, at?: number): LoadedKey;
   /**
-   * The active key for `alg`, reloading from the database first when the last load is older than a
-   * minute, so a rotation by another process (`cinder keys rotate`) takes effect everywhere.
+   * The key signing for `alg` at `at` (now by default; give the time a statement is dated with, so that its date
+   * and its key agree), reloading from the database first when the last load is older than a minute, so a
+   * rotation by another process (`cinder keys rotate`) is seen everywhere before its new keys are to sign.
    */
-  currentKey(alg: SigningAlg): Promise<LoadedKey>;
+  currentKey(alg: SigningAlg, at?: number): Promise<LoadedKey>;
   /**
    * The key `kid` to verify with, while it is published (active, or retired within the longest token lifetime),
    * reloading from the database once for a kid this process has not seen; null otherwise. A key retired longer
@@ -41,10 +50,21 @@ export interface KeyRing {
    * lifetime): reloading from the database once for a kid this process has not seen; null otherwise.
    */
   key(kid: string): Promise<LoadedKey | null>;
-  /** The published JWK Set (active keys and retired ones still within the longest token lifetime). */
+  /** The published JWK Set (keys about to sign, signing, and retired ones still within the longest token lifetime). */
   jwks(): Promise<{ keys: JWK[] }>;
-  /** Adds new active keys and retires the old ones (which stay published until their tokens expire). */
-  rotate(): Promise<string[]>;
+  /**
+   * Adds new keys (published at once) and schedules the retirement of the old ones when the new ones are to sign
+   * (they stay published until their tokens expire); with `compromised`, withdraws the old ones at once instead.
+   */
+  rotate(options: RotateOptions): Promise<Rotation>;
+}
+
+/** What a rotation did: the new keys, when they sign from (epoch ms), and the keys they replace. */
+export interface Rotation {
+  newKids: string[];
+  signsFrom: number;
+  /** Keys retired at `signsFrom` (published until their tokens expire), or, when compromised, withdrawn at once. */
+  oldKids: string[];
 }
 
 const ALGS: SigningAlg[] = ['ES256', 'RS256'];
@@ -56,12 +76,41 @@ export const KEY_RELOAD_MS = 60_000;
 export const SIGNING_SKEW_MS = 60_000;
 
 /**
- * Whether this server may have signed with `key` at `atMs` (epoch ms, a JWT's `iat`): while it was active, or
- * until every process had reloaded the keys after its retirement (KEY_RELOAD_MS, with SIGNING_SKEW_MS between
- * their clocks). A statement dated later was not signed here: it was forged with a key retired for a leak.
+ * The shortest hand-over of a rotation: every process reads the keys at least once a KEY_RELOAD_MS before it signs,
+ * so with its clock up to SIGNING_SKEW_MS ahead it has read the new keys before the time they are to sign from.
+ */
+export const MIN_ROTATION_DELAY_MS = KEY_RELOAD_MS + SIGNING_SKEW_MS;
+
+/**
+ * The hand-over of `cinder keys rotate` by default: twice the time /oauth2/jwks may be cached (max-age 300), so
+ * a relying party that refetches the JWK Set as told has the new keys before anything is signed with them.
+ */
+export const DEFAULT_ROTATION_DELAY_MS = 10 * 60_000;
+
+/**
+ * Whether this server may have signed with `key` at `atMs` (epoch ms, a JWT's `iat`): before its retirement. Every
+ * process picks the key to sign with for the very time it dates the statement with (signingAt: the one retiring
+ * soonest, not retired at that time), so nothing signed here with a retired key is dated at or after its retirement,
+ * whatever the processes' clocks; a statement so dated was forged with the key (one retired for a leak).
  */
 export function mayHaveSigned(key: SigningKey, atMs: number): boolean {
-  return key.retiredAt === null || atMs <= key.retiredAt + KEY_RELOAD_MS + SIGNING_SKEW_MS;
+  return key.retiredAt === null || atMs < key.retiredAt;
+}
+
+/**
+ * The key of `alg` signing at `at` among `keys`: of those not retired by then, the one retiring soonest (a rotation
+ * schedules the old key's retirement for when the new one is to sign), the oldest of those not retired at all (two
+ * processes' first start at once, or a rotation interrupted between adding its keys and retiring the old ones).
+ */
+export function signingAt<K extends { record: SigningKey }>(keys: Iterable<K>, alg: SigningAlg, at: number): K | undefined {
+  let best: K | undefined;
+  const order = (k: K) => k.record.retiredAt ?? Number.POSITIVE_INFINITY;
+  for (const k of keys) {
+    const r = k.record;
+    if (r.alg !== alg || (r.retiredAt !== null && r.retiredAt <= at)) continue;
+    if (!best || order(k) < order(best) || (order(k) === order(best) && r.createdAt < best.record.createdAt)) best = k;
+  }
+  return best;
 }
 
 async function newKey(alg: SigningAlg, now: number): Promise<SigningKey> {
@@ -86,7 +135,6 @@ async function load(record: SigningKey): Promise<LoadedKey> {
  */
 export function createKeyRing(store: Store, clock: Clock, maxTokenTtl: number): KeyRing {
   const loaded = new Map<string, LoadedKey>();
-  const active = new Map<SigningAlg, LoadedKey>();
   const publishedSince = () => clock.now() - maxTokenTtl * 1000 - 2 * KEY_RELOAD_MS;
   let lastReload = 0;
   let reloading: Promise<void> | null = null;
@@ -103,11 +151,6 @@ export function createKeyRing(store: Store, clock: Clock, maxTokenTtl: number): 
       const known = loaded.get(r.kid);
       if (known) known.record = r;
       else loaded.set(r.kid, await load(r));
-    }
-    active.clear();
-    for (const r of records) {
-      const alg = r.alg as SigningAlg;
-      if (r.retiredAt === null && !active.has(alg)) active.set(alg, loaded.get(r.kid)!);
     }
     return records;
   }
@@ -157,25 +200,25 @@ export function createKeyRing(store: Store, clock: Clock, maxTokenTtl: number): 
     return k && publishedNow(k) ? k : null;
   }
 
-  function signingKey(alg: SigningAlg): LoadedKey {
-    const k = active.get(alg);
-    if (!k) throw new Error(`no active ${alg} signing key; KeyRing.init() was not called`);
+  function signingKey(alg: SigningAlg, at = clock.now()): LoadedKey {
+    const k = signingAt(loaded.values(), alg, at);
+    if (!k) throw new Error(`no ${alg} signing key at ${new Date(at).toISOString()}; KeyRing.init() was not called`);
     return k;
   }
 
   return {
     async init() {
-      await reload();
-      const missing = ALGS.filter((a) => !active.has(a));
+      const records = await reload();
+      const missing = ALGS.filter((a) => !records.some((r) => r.alg === a && r.retiredAt === null));
       if (missing.length > 0) {
         await addKeys(missing);
         await reload();
       }
     },
     signingKey,
-    async currentKey(alg) {
+    async currentKey(alg, at = clock.now()) {
       if (stale(clock.now())) await reloadShared();
-      return signingKey(alg);
+      return signingKey(alg, at);
     },
     verificationKey: published,
     isPublished,
@@ -184,14 +227,23 @@ export function createKeyRing(store: Store, clock: Clock, maxTokenTtl: number): 
       const records = await store.keys.list(publishedSince());
       return { keys: records.map((r) => r.publicJwk) };
     },
-    async rotate() {
+    async rotate(options) {
+      const now = clock.now();
+      const compromised = options.compromised === true;
+      const delayMs = options.compromised === true ? 0 : options.delayMs;
+      if (!compromised && !(Number.isInteger(delayMs) && delayMs >= MIN_ROTATION_DELAY_MS)) {
+        throw new RangeError(`a rotation's hand-over takes at least ${MIN_ROTATION_DELAY_MS / 1000} seconds (every process reads the new keys first)`);
+      }
       // Every key not yet retired, not only the one of each algorithm signing now: two processes' first start, or two
-      // rotations, at once leave two, and the one left out stayed trusted for good.
-      const old = (await reload()).filter((r) => r.retiredAt === null).map((r) => r.kid);
+      // rotations, at once leave two, and the one left out stayed trusted for good. Compromised: every key there is.
+      const old = compromised ? (await store.keys.list(0)).map((r) => r.kid) : (await reload()).filter((r) => r.retiredAt === null).map((r) => r.kid);
+      // Added before the old ones are retired: until then (and if this stops between the two), the oldest key not
+      // retired goes on signing (signingAt), and the new ones are published.
       const kids = await addKeys(ALGS);
-      await store.keys.retire(old, clock.now());
+      if (compromised) await store.keys.remove(old);
+      else await store.keys.retire(old, now + delayMs);
       await reload();
-      return kids;
+      return { newKids: kids, signsFrom: now + delayMs, oldKids: old };
     },
   };
 }

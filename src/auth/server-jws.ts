@@ -18,8 +18,8 @@ const audience = (deps: AuthDeps) => `${deps.config.baseUrl}/oauth2/authorize`;
 
 /** Signs `claims` (and `sub` when given) as a statement of `kind`, valid `kind.ttl` seconds from now. */
 export async function signServerJws(deps: AuthDeps, kind: ServerJwsKind, claims: JWTPayload, sub?: string): Promise<string> {
-  const key = await deps.keys.currentKey('ES256');
   const iat = Math.floor(deps.clock.now() / 1000);
+  const key = await deps.keys.currentKey('ES256', iat * 1000);
   const jws = new SignJWT(claims)
     .setProtectedHeader({ alg: 'ES256', kid: key.record.kid, typ: kind.typ })
     .setIssuer(deps.config.baseUrl)

@@ -49,9 +49,10 @@ const base64url = (text: string) => Buffer.from(text).toString('base64url');
  * token request. Tokens are verified with jose (jwtVerify).
  */
 export async function signAccessToken(keys: KeyRing, clock: Clock, issuer: string, claims: AccessClaims, ttl: number) {
-  const key = await keys.currentKey('ES256');
-  const header = base64url(JSON.stringify({ alg: 'ES256', kid: key.record.kid, typ: 'at+jwt' }));
+  // The key signing at the very time the token is dated with (a rotation hands over at an instant: mayHaveSigned).
   const iat = Math.floor(clock.now() / 1000);
+  const key = await keys.currentKey('ES256', iat * 1000);
+  const header = base64url(JSON.stringify({ alg: 'ES256', kid: key.record.kid, typ: 'at+jwt' }));
   const input = `${header}.${base64url(JSON.stringify({ ...claims, iss: issuer, iat, exp: iat + ttl, jti: randomToken(16) }))}`;
   // WebCrypto's ECDSA signature is r || s, the JWS form (RFC 7518 3.4).
   const signature = await crypto.subtle.sign(ES256, key.privateKey, encoder.encode(input));
@@ -77,8 +78,8 @@ export interface IdTokenInput {
 
 /** Signs an OpenID Connect id_token (OIDC Core 2) with the RS256 key, as OIDC requires servers to support. */
 export async function signIdToken(keys: KeyRing, clock: Clock, issuer: string, input: IdTokenInput, ttl: number): Promise<string> {
-  const key = await keys.currentKey('RS256');
   const iat = Math.floor(clock.now() / 1000);
+  const key = await keys.currentKey('RS256', iat * 1000);
   const payload: JWTPayload = { ...input.claims, auth_time: input.authTime, at_hash: atHash(input.accessToken) };
   if (input.nonce) payload.nonce = input.nonce;
   return new SignJWT(payload)
@@ -111,8 +112,8 @@ export interface RevocationCheck {
 
 /**
  * Whether a token with a good signature is dated as this server dates its tokens: issued no later than now
- * (SIGNING_SKEW_MS between processes' clocks) and while its key could sign (mayHaveSigned). Only a token forged
- * with a leaked key, after the rotation that retired it, is dated otherwise.
+ * (SIGNING_SKEW_MS between processes' clocks) and while its key signed (mayHaveSigned). Only a token forged
+ * with a leaked key, after the hand-over of the rotation that retired it, is dated otherwise.
  */
 function issuedHere(iat: number, key: SigningKey, now: number): boolean {
   return iat * 1000 <= now + SIGNING_SKEW_MS && mayHaveSigned(key, iat * 1000);

@@ -1,27 +1,58 @@
-import type { Command } from './command.ts';
-import { auditChange, openContext, printData } from './context.ts';
+import { DEFAULT_ROTATION_DELAY_MS, MIN_ROTATION_DELAY_MS, type RotateOptions } from '../auth/keys.ts';
+import { UsageError, type Command } from './command.ts';
+import { auditChange, isoTime, openContext, printData } from './context.ts';
 
-/** `cinder keys rotate`: new signing keys; the old ones stop signing and stay published until their tokens expire. */
+/** The longest hand-over a rotation may be given (seconds): a week. */
+export const MAX_ROTATION_DELAY = 7 * 86400;
+
+const MIN_DELAY = MIN_ROTATION_DELAY_MS / 1000;
+
+/** The rotation `--delay` and `--compromised` ask for (a UsageError for a bad combination or value). */
+function rotateOptions(values: Record<string, unknown>): RotateOptions {
+  const delayText = values.delay;
+  if (values.compromised === true) {
+    if (delayText !== undefined) throw new UsageError('--compromised takes no --delay: the new keys sign at once');
+    return { compromised: true };
+  }
+  const delay = typeof delayText === 'string' ? Number(delayText) : DEFAULT_ROTATION_DELAY_MS / 1000;
+  if (!(Number.isInteger(delay) && delay >= MIN_DELAY && delay <= MAX_ROTATION_DELAY)) {
+    throw new UsageError(`--delay takes ${MIN_DELAY}-${MAX_ROTATION_DELAY} seconds`);
+  }
+  return { delayMs: delay * 1000 };
+}
+
+/**
+ * `cinder keys rotate [--delay <seconds> | --compromised]`: new signing keys, published at once and signing after the
+ * delay (the old ones then retire, staying published until their tokens expire); or, for a leak, at once, with the
+ * old ones withdrawn.
+ */
 export const keysRotateCommand: Command = {
   name: 'keys rotate',
   summary: 'Rotate the token signing keys',
   usage:
-    'cinder keys rotate [--json]\n\n' +
-    'Adds a new ES256 (access tokens) and RS256 (id_tokens) key. The previous keys stop signing (running\n' +
-    'servers switch within a minute) and stay in /oauth2/jwks until every token they signed has expired.\n' +
+    'cinder keys rotate [--delay <seconds> | --compromised] [--json]\n\n' +
+    'Adds a new ES256 (access tokens) and RS256 (id_tokens) key, published in /oauth2/jwks at once. They start\n' +
+    `signing --delay seconds later (default ${DEFAULT_ROTATION_DELAY_MS / 1000}, ${MIN_DELAY}-${MAX_ROTATION_DELAY}), so that applications and resource servers\n` +
+    'caching the JWK Set have them first; the previous keys sign until then, and stay published until every token\n' +
+    'they signed has expired. Nothing dated after a key retired is taken as signed by it.\n' +
+    '--compromised: the previous keys may have leaked. They are withdrawn at once (no longer published, nothing\n' +
+    'they signed is taken: every access token, id_token and login in progress stops working, in every running\n' +
+    'server within a minute) and the new keys sign at once.\n' +
     'With CINDER_AUDIT=on the rotation is recorded as an AuditEvent in every tenant.',
-  options: { json: { type: 'boolean' } },
+  options: { delay: { type: 'string' }, compromised: { type: 'boolean' }, json: { type: 'boolean' } },
   async run(args, io) {
+    const options = rotateOptions(args.values);
     const ctx = await openContext(io);
     const { store, keys } = ctx;
     try {
       await keys.init();
-      const kids = await keys.rotate();
+      const rotation = await keys.rotate(options);
       // The keys sign every tenant's tokens: each tenant's trail records the rotation.
       for (const tenant of await store.tenants.list()) {
-        await auditChange(ctx, io, 'keys rotate', tenant.id, kids.map((id) => ({ kind: 'key' as const, id })));
+        await auditChange(ctx, io, 'keys rotate', tenant.id, rotation.newKids.map((id) => ({ kind: 'key' as const, id })));
       }
-      printData(io, !!args.values.json, { new_kids: kids });
+      const old = options.compromised ? { withdrawn_kids: rotation.oldKids } : { retired_kids: rotation.oldKids };
+      printData(io, !!args.values.json, { new_kids: rotation.newKids, signs_from: isoTime(rotation.signsFrom), ...old });
       return 0;
     } finally {
       await store.close();

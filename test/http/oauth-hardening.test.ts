@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { decodeJwt, decodeProtectedHeader, exportJWK, generateKeyPair, importJWK, SignJWT, type JWTPayload } from 'jose';
 import { createClient } from '../../src/auth/admin.ts';
 import { ASSERTION_TYPE } from '../../src/auth/client-assertion.ts';
+import { MIN_ROTATION_DELAY_MS } from '../../src/auth/keys.ts';
 import { MAX_TOKEN_TTL } from '../../src/auth/tokens.ts';
 import { BASE, createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import { authorizeQuery, basic, getCode, ipLimitedApp, PASSWORD, pkce, post, redeem, REDIRECT, signIn, testUser, userClient } from '../helpers/oauth.ts';
@@ -140,7 +141,7 @@ for (const target of targets) {
       claims = decodeJwt(issued);
       kid = decodeProtectedHeader(issued).kid!;
       leaked = (await importJWK((await t.store.keys.list(0)).find((k) => k.kid === kid)!.privateJwk, 'ES256')) as CryptoKey;
-      await t.keys.rotate();
+      await t.keys.rotate({ delayMs: MIN_ROTATION_DELAY_MS });
     }, 120_000);
     afterAll(() => t.close());
 

@@ -7,6 +7,7 @@
  * links. On both databases.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { MIN_ROTATION_DELAY_MS } from '../../src/auth/keys.ts';
 import { MAX_TOKEN_TTL } from '../../src/auth/tokens.ts';
 import { createTestApp, fhirInit, secondServer, type TestApp } from '../helpers/app.ts';
 import { expectOutcome, fhirClient, ids, link, type FhirClient, type Json } from '../helpers/fhir.ts';
@@ -221,7 +222,8 @@ for (const target of targets) {
     test('a cursor sealed under a signing key since rotated pages on while the key is published, then is a 400 saying to search again', async () => {
       const next = link(await api.search('Observation?_sort=code,-date&_count=3'), 'next')!;
       const expected = ids(await api.search(next));
-      await t.keys.rotate();
+      await t.keys.rotate({ delayMs: MIN_ROTATION_DELAY_MS });
+      t.clock.advance(MIN_ROTATION_DELAY_MS);
       expect(ids(await api.search(next))).toEqual(expected);
       // A cursor given now is sealed under the new key.
       const fresh = link(await api.search('Observation?_sort=code,-date&_count=3'), 'next')!;

@@ -9,7 +9,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { decodeJwt, decodeProtectedHeader, exportJWK, generateKeyPair, importJWK, SignJWT, type JWTPayload } from 'jose';
-import { createKeyRing } from '../../src/auth/keys.ts';
+import { createKeyRing, MIN_ROTATION_DELAY_MS } from '../../src/auth/keys.ts';
 import { MAX_TOKEN_TTL } from '../../src/auth/tokens.ts';
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import { storeTargets } from '../helpers/stores.ts';
@@ -37,7 +37,7 @@ for (const target of targets) {
     const rotateElsewhere = async () => {
       const cli = createKeyRing(t.store, t.clock, MAX_TOKEN_TTL);
       await cli.init();
-      return cli.rotate();
+      return (await cli.rotate({ delayMs: MIN_ROTATION_DELAY_MS })).newKids;
     };
     const active = async () => (await t.store.keys.list(t.clock.now())).find((k) => k.alg === 'ES256' && k.retiredAt === null)!;
     const forger = async (kid: string) => {

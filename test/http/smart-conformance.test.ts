@@ -12,6 +12,7 @@ import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, exportJWK, generat
 import { createClient } from '../../src/auth/admin.ts';
 import { ASSERTION_TYPE } from '../../src/auth/client-assertion.ts';
 import { createUser } from '../../src/auth/users.ts';
+import { MIN_ROTATION_DELAY_MS } from '../../src/auth/keys.ts';
 import { BASE, type TestApp } from '../helpers/app.ts';
 import { type Json } from '../helpers/fhir.ts';
 import { authorizeQuery, basic, FORM, hiddenFields, csrfCookie, PASSWORD, pkce, post, REDIRECT, type AuthorizeParams } from '../helpers/oauth.ts';
@@ -403,7 +404,7 @@ for (const target of targets) {
       }
 
       test('after a key rotation the JWKS holds two RSA keys and the id_token header names its kid (smart_openid_token_header)', async () => {
-        await t.keys.rotate();
+        await t.keys.rotate({ delayMs: MIN_ROTATION_DELAY_MS });
         const body = await launchTokens(symmetric);
         const jwks = (await (await t.request('/oauth2/jwks')).json()) as { keys: JWK[] };
         const rsa = jwks.keys.filter((k) => k.kty === 'RSA');

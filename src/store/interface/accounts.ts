@@ -58,7 +58,10 @@ export interface SigningKey {
   privateJwk: Jwk;
   publicJwk: Jwk;
   createdAt: number;
-  /** When the key stopped signing; it stays published until tokens signed with it expire. */
+  /**
+   * When the key stops (or stopped) signing: a rotation sets it to when the new keys are to sign, so it may lie ahead.
+   * It stays published until tokens signed with it expire.
+   */
   retiredAt: number | null;
 }
 
@@ -91,8 +94,10 @@ export interface KeyRepo {
   /** Keys not retired, or retired after `publishedSince`, newest first. */
   list(publishedSince: number): Promise<SigningKey[]>;
   add(key: SigningKey): Promise<void>;
-  /** Marks these keys retired at `at` (they stop signing; they stay published for a while). */
+  /** Marks these keys, if not retired yet, retired at `at` (they stop signing then; they stay published for a while). */
   retire(kids: string[], at: number): Promise<void>;
+  /** Deletes these keys (withdrawn: their private parts may have leaked, so nothing they signed is to be taken). */
+  remove(kids: string[]): Promise<void>;
 }
 
 /** A person who signs in at `/oauth2/authorize`; belongs to one tenant. */

@@ -84,5 +84,8 @@ export function createPostgresKeys(sql: Pg): KeyRepo {
     async retire(kids, at) {
       await sql`UPDATE signing_keys SET retired_at = ${at} WHERE retired_at IS NULL AND kid = ANY(${kids}::text[])`;
     },
+    async remove(kids) {
+      await sql`DELETE FROM signing_keys WHERE kid = ANY(${kids}::text[])`;
+    },
   };
 }

@@ -92,5 +92,11 @@ export function createSqliteKeys(db: Database): KeyRepo {
       const q = db.query('UPDATE signing_keys SET retired_at = ? WHERE retired_at IS NULL AND kid = ?');
       for (const kid of kids) q.run(at, kid);
     },
+    async remove(kids) {
+      const q = db.query('DELETE FROM signing_keys WHERE kid = ?');
+      db.transaction(() => {
+        for (const kid of kids) q.run(kid);
+      })();
+    },
   };
 }

@@ -151,5 +151,21 @@ export function accountsContract(store: () => Store) {
       await s.keys.retire([], 8_000);
       expect((await mine(7_001)).map((k) => k.kid)).toEqual([`${p}-new`]);
     });
+
+    test('remove deletes the keys named (retired or not), and nothing else', async () => {
+      const s = store();
+      const p = uniqueTenant('kid');
+      const mine = async () => (await s.keys.list(0)).filter((k) => k.kid.startsWith(p)).map((k) => k.kid);
+      await s.keys.add(key(`${p}-a`, 1_000, 5_000));
+      await s.keys.add(key(`${p}-b`, 2_000));
+      await s.keys.add(key(`${p}-c`, 3_000));
+      await s.keys.remove([`${p}-a`, `${p}-b`, `${p}-unknown`]);
+      expect(await mine()).toEqual([`${p}-c`]);
+      await s.keys.remove([]);
+      expect(await mine()).toEqual([`${p}-c`]);
+      // The row is gone: the kid may be added anew without a conflict.
+      await s.keys.add(key(`${p}-a`, 9_000));
+      expect(await mine()).toEqual([`${p}-a`, `${p}-c`]);
+    });
   });
 }

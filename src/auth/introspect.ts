@@ -77,18 +77,36 @@ async function refreshTokenInfo(deps: AuthDeps, token: string, tenant: string): 
 }
 
 /**
- * Token introspection (RFC 7662) for resource servers: confidential clients only, and only for tokens
- * of their own tenant (others are reported inactive).
+ * The scope registered on a client (`cinder client create --scope introspect`) that makes it a resource server: it may
+ * introspect the access tokens of its tenant's other clients.
+ */
+export const INTROSPECT_SCOPE = 'introspect';
+
+/**
+ * Whether `caller` may be told about a token of `kind` issued to `owner` (RFC 7662 section 4: the server decides
+ * which protected resources may introspect which tokens): a client its own tokens; a client registered with the
+ * `introspect` scope (a resource server) the access tokens of its tenant's other clients too. A refresh token is
+ * only ever sent to its own client, so no one else has a reason to ask about it.
+ */
+function mayIntrospect(caller: Client, kind: 'access' | 'refresh', owner: unknown): boolean {
+  return owner === caller.clientId || (kind === 'access' && caller.scopes.includes(INTROSPECT_SCOPE));
+}
+
+/**
+ * Token introspection (RFC 7662) for resource servers: confidential clients only, for tokens of their own tenant
+ * that they may be told about (mayIntrospect); any other token is reported inactive (RFC 7662 2.2), so the answer
+ * tells a caller nothing of tokens not its business.
  */
 export async function introspectToken(deps: AuthDeps, req: TokenRequest): Promise<Record<string, unknown>> {
   const { client, token } = await tokenEndpointCall(deps, req, '/oauth2/introspect');
   if (client.method === 'none') throw new OAuthError('invalid_client', 'introspection needs client authentication');
-  const tenant = client.client.tenant;
+  const caller = client.client;
   const refreshFirst = req.form.get('token_type_hint') === 'refresh_token' || token.split('.').length !== 3;
-  const lookups = refreshFirst ? [refreshTokenInfo, accessTokenInfo] : [accessTokenInfo, refreshTokenInfo];
-  for (const lookup of lookups) {
-    const info = await lookup(deps, token, tenant);
-    if (info) return info;
+  const lookups = refreshFirst ? (['refresh', 'access'] as const) : (['access', 'refresh'] as const);
+  for (const kind of lookups) {
+    const info = await (kind === 'access' ? accessTokenInfo : refreshTokenInfo)(deps, token, caller.tenant);
+    if (info === null) continue;
+    return info.active === true && !mayIntrospect(caller, kind, info.client_id) ? INACTIVE : info;
   }
   return INACTIVE;
 }

@@ -107,8 +107,11 @@ for (const target of targets) {
       return (await res.json()) as Tokens;
     };
     const read = (token: string) => t.request(`${t.fhir()}/Patient`, fhirInit(token));
+    /** A resource server's introspection (a client registered with the `introspect` scope). */
+    let rs: Awaited<ReturnType<typeof createClient>> | undefined;
     const introspect = async (token: string) => {
-      const res = await post(t, { token }, { Authorization: basic(t.admin.client.clientId, t.admin.clientSecret!) }, '/oauth2/introspect');
+      rs ??= await createClient(t.store, t.clock, { tenant: 't1', name: 'resource server', scopes: ['introspect'] });
+      const res = await post(t, { token }, { Authorization: basic(rs.client.clientId, rs.clientSecret!) }, '/oauth2/introspect');
       expect(res.status).toBe(200);
       return ((await res.json()) as { active: boolean }).active;
     };

@@ -37,8 +37,8 @@ describe('introspection (RFC 7662)', () => {
     expect(typeof body.exp).toBe('number');
   });
 
-  test('an active refresh token', async () => {
-    const body = (await (await introspect(tokens.refresh_token)).json()) as Record<string, unknown>;
+  test('an active refresh token, to its own client', async () => {
+    const body = (await (await introspect(tokens.refresh_token, { id: c.id, secret: c.secret! })).json()) as Record<string, unknown>;
     expect(body).toMatchObject({ active: true, token_type: 'refresh_token', client_id: c.id });
   });
 
@@ -80,7 +80,7 @@ describe('revocation (RFC 7009)', () => {
 
   test('revoking a refresh token revokes its grant: access tokens issued from it too', async () => {
     expect((await revoke(tokens.refresh_token)).status).toBe(200);
-    expect(await (await introspect(tokens.refresh_token)).json()).toEqual({ active: false });
+    expect(await (await introspect(tokens.refresh_token, { id: c.id, secret: c.secret! })).json()).toEqual({ active: false });
     expect(await (await introspect(tokens.access_token)).json()).toEqual({ active: false });
     expect((await t.request(`${t.fhir('t1')}/Patient`, fhirInit(tokens.access_token))).status).toBe(401);
   });
@@ -90,7 +90,7 @@ describe('revocation (RFC 7009)', () => {
     const other = await userClient(t);
     const res = await post(t, { token: tokens.refresh_token }, { Authorization: basic(other.id, other.secret!) }, '/oauth2/revoke');
     expect(res.status).toBe(200);
-    expect(((await (await introspect(tokens.refresh_token)).json()) as { active: boolean }).active).toBe(true);
+    expect(((await (await introspect(tokens.refresh_token, { id: c.id, secret: c.secret! })).json()) as { active: boolean }).active).toBe(true);
   });
 
   test('a client_credentials token can be revoked by its client', async () => {

@@ -76,7 +76,7 @@ for (const target of targets) {
       expect(body.error_description).toContain('public client');
       expect(body.access_token).toBeUndefined();
       // Introspection says so too: what the token endpoint refuses is not active (RFC 7662 2.2).
-      const rs = await userClient(t, { name: 'Resource server' });
+      const rs = await userClient(t, { name: 'Resource server', scopes: ['introspect'] });
       const info = await post(t, { token: 'pre-upgrade-refresh' }, { Authorization: basic(rs.id, rs.secret!) }, '/oauth2/introspect');
       expect(info.status).toBe(200);
       expect(await info.json()).toEqual({ active: false });

@@ -375,7 +375,7 @@ await eachStore((kind, fresh) => {
       const code = await getCode(t, { clientId: app.id, scope: 'openid fhirUser offline_access user/*.read' });
       const issued = (await (await redeem(t, code, app)).json()) as { access_token: string; refresh_token: string };
       // t2's clients: a confidential resource server, and one registered with the same grants and redirect URI as t1's app.
-      const rs = await createClient(t.store, t.clock, { tenant: 't2', name: 'resource server', scopes: ['system/*.read'] });
+      const rs = await createClient(t.store, t.clock, { tenant: 't2', name: 'resource server', scopes: ['system/*.read', 'introspect'] });
       const twin = await createClient(t.store, t.clock, { tenant: 't2', name: 'twin', grants: ['authorization_code', 'refresh_token'], scopes: ['user/*.read'], redirectUris: [REDIRECT] });
       const asRs = { Authorization: basic(rs.client.clientId, rs.clientSecret!) };
       for (const token of [issued.access_token, issued.refresh_token]) {

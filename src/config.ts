@@ -96,9 +96,13 @@ const schema = z.object({
   /** Requests per minute to the token, revocation and introspection endpoints, per client and per IP. */
   tokenRateLimitClient: whole(1).default(600),
   tokenRateLimitIp: whole(1).default(2400),
-  /** Requests per minute to the login page per IP; failed sign-ins per 15 minutes per user and per IP. */
+  /**
+   * Requests per minute to the login page per IP; failed sign-ins per 15 minutes per user from one address (and per
+   * device cookie), per user from all addresses together, and per IP (src/auth/rate-limit.ts createLoginThrottle).
+   */
   loginRateLimitIp: whole(1).default(120),
   loginFailuresUser: whole(1).default(5),
+  loginFailuresUserTotal: whole(1).default(30),
   loginFailuresIp: whole(1).default(50),
   /** `on`: take the client IP from the last `X-Forwarded-For` entry (one trusted reverse proxy). */
   trustProxy: z.enum(['on', 'off']).default('off'),

@@ -31,6 +31,8 @@ export interface AuthDeps {
   clients: ClientLookup;
   /** Seals a sorted search's place into its opaque `_cursor` (src/fhir/search.ts sortedCursor): the REST API's and the patient picker's. */
   searchCursors: Sealer;
+  /** Seals the sign-in device cookies (src/auth/device-cookie.ts). */
+  deviceCookies: Sealer;
   /** Verifies access tokens locally and checks the in-memory revocation list (the FHIR API's check). */
   verifyAccess: TokenVerifier;
   /** The audit trail (CINDER_AUDIT=on): sign-ins and token requests are recorded (src/audit/trail.ts). */
@@ -61,6 +63,7 @@ export function createAuthDeps(i: AuthDepsInput): AuthDeps {
     limits: createRateLimits(i.config, i.store, i.clock),
     clients: createClientCache(i.store, i.clock),
     searchCursors: createSealer(i.keys, 'search cursor'),
+    deviceCookies: createSealer(i.keys, 'sign-in device'),
     verifyAccess: createTokenVerifier(i.keys, i.clock, i.config.baseUrl, revocations),
   };
 }

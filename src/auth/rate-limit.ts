@@ -50,7 +50,7 @@ export interface RateLimits {
   tokenClient: Limiter;
   /** Login page requests per IP, keyed by rateLimitKey. */
   loginIp: Limiter;
-  /** Failed sign-ins per user and per IP (its rateLimitKey), in the database so every process shares them. */
+  /** Failed sign-ins per user and address, per user, per IP and per device cookie, in the database so every process shares them. */
   loginFailures: LoginThrottle;
 }
 
@@ -112,39 +112,77 @@ export function enforce(limiter: Limiter, key: string): void {
   }
 }
 
+/** Where a sign-in attempt comes from: the client address, and the browser's device id for the user, if it holds one. */
+export interface AttemptSource {
+  ip: string;
+  /** The id of a device cookie this browser holds for the user (src/auth/device-cookie.ts), or null. */
+  device: string | null;
+}
+
 export interface LoginThrottle {
   /**
-   * Counts a sign-in attempt for the user and the IP before its password is checked, so that attempts
-   * made at once are counted as they arrive (counted after the check, a burst of them all passed the
-   * check of a count none of them had raised yet). Seconds to wait when the user or the IP is past its
-   * limit (the attempt is then taken back, and the password is not checked); null when it may proceed.
-   * A proceeding attempt stays counted as a failure unless `succeeded` follows.
+   * Counts a sign-in attempt before its password is checked, so that attempts made at once are counted as they
+   * arrive (counted after the check, a burst of them all passed the check of a count none of them had raised yet).
+   * Seconds to wait when one of its counts is past its limit (the attempt is then taken back, and the password is
+   * not checked); null when it may proceed. A proceeding attempt stays counted as a failure unless `succeeded`
+   * follows. An attempt from a browser holding a device cookie of the user is counted under that device alone.
    */
-  attempt(tenant: string, username: string, ip: string): Promise<number | null>;
-  /** The attempt's password was right: the user's failures are cleared, and the IP's count takes the attempt back. */
-  succeeded(tenant: string, username: string, ip: string): Promise<void>;
+  attempt(tenant: string, username: string, from: AttemptSource): Promise<number | null>;
+  /** The attempt's password was right: its failures from where it came are cleared, the other counts take it back. */
+  succeeded(tenant: string, username: string, from: AttemptSource): Promise<void>;
 }
 
 export const LOGIN_WINDOW_MS = 15 * 60 * 1000;
 
-/** Failed-login throttling per user and per IP, counted in the database (shared across processes). */
-export function createLoginThrottle(store: Store, clock: Clock, perUser: number, perIp: number): LoginThrottle {
-  const userKey = (tenant: string, username: string) => `login-user:${tenant}:${username.toLowerCase()}`;
-  const ipKey = (ip: string) => `login-ip:${rateLimitKey(ip)}`;
+/** The limits of failed sign-ins per LOGIN_WINDOW_MS (CINDER_LOGIN_FAILURES_*). */
+export interface LoginFailureLimits {
+  /** Per user and client address (rateLimitKey), and per device cookie. */
+  perUserAddress: number;
+  /** Per user, from every address without a device cookie of theirs together. */
+  perUserTotal: number;
+  /** Per client address, whatever the user. */
+  perIp: number;
+}
+
+/**
+ * Failed-login throttling, counted in the database (shared across processes). Counted per user alone, five wrong
+ * passwords from anywhere locked the user out for everyone: anyone who knew a username could keep its owner from
+ * signing in. So a user's failures are counted per address (one address guessing waits, the user elsewhere does
+ * not), bounded per user in all (perUserTotal, higher: many addresses guessing one password slowly), and a
+ * browser the user signed in with before (its device cookie, OWASP's answer to this lockout) is counted on its own,
+ * so neither guessing from one address nor from many keeps the user out of a browser they use.
+ */
+export function createLoginThrottle(store: Store, clock: Clock, limits: LoginFailureLimits): LoginThrottle {
+  const user = (tenant: string, username: string) => `${tenant}:${username.toLowerCase()}`;
+  /** The counters an attempt is counted under, each with its limit, and the one a success clears. */
+  function counters(tenant: string, username: string, from: AttemptSource): { keys: [string, number][]; own: string } {
+    if (from.device !== null) {
+      const own = `login-device:${from.device}`;
+      return { keys: [[own, limits.perUserAddress]], own };
+    }
+    const own = `login-user-ip:${user(tenant, username)}:${rateLimitKey(from.ip)}`;
+    return { keys: [[own, limits.perUserAddress], [`login-user:${user(tenant, username)}`, limits.perUserTotal], [`login-ip:${rateLimitKey(from.ip)}`, limits.perIp]], own };
+  }
   return {
-    async attempt(tenant, username, ip) {
+    async attempt(tenant, username, from) {
       const now = clock.now();
-      const [u, i] = [await store.counters.increment(userKey(tenant, username), LOGIN_WINDOW_MS, now), await store.counters.increment(ipKey(ip), LOGIN_WINDOW_MS, now)];
-      // The limits are of failures: the limit-th failure may still be tried, the next attempt waits.
-      const waits = [u.count > perUser ? u.resetAt : 0, i.count > perIp ? i.resetAt : 0].filter((t) => t > now);
+      const { keys } = counters(tenant, username, from);
+      const waits: number[] = [];
+      for (const [key, limit] of keys) {
+        const c = await store.counters.increment(key, LOGIN_WINDOW_MS, now);
+        // The limits are of failures: the limit-th failure may still be tried, the next attempt waits.
+        if (c.count > limit && c.resetAt > now) waits.push(c.resetAt);
+      }
       if (!waits.length) return null;
-      await store.counters.decrement(userKey(tenant, username), now);
-      await store.counters.decrement(ipKey(ip), now);
+      for (const [key] of keys) await store.counters.decrement(key, now);
       return Math.max(1, Math.ceil((Math.max(...waits) - now) / 1000));
     },
-    async succeeded(tenant, username, ip) {
-      await store.counters.clear(userKey(tenant, username));
-      await store.counters.decrement(ipKey(ip), clock.now());
+    async succeeded(tenant, username, from) {
+      const now = clock.now();
+      const { keys, own } = counters(tenant, username, from);
+      await store.counters.clear(own);
+      // Not cleared: a right password here says nothing of the guesses made elsewhere.
+      for (const [key] of keys) if (key !== own) await store.counters.decrement(key, now);
     },
   };
 }
@@ -158,6 +196,8 @@ export function createRateLimits(config: Config, store: Store, clock: Clock): Ra
     tokenIp: createMemoryLimiter(clock, config.tokenRateLimitIp, 60_000),
     tokenClient: createMemoryLimiter(clock, config.tokenRateLimitClient, 60_000),
     loginIp: createMemoryLimiter(clock, config.loginRateLimitIp, 60_000),
-    loginFailures: createLoginThrottle(store, clock, config.loginFailuresUser, config.loginFailuresIp),
+    loginFailures: createLoginThrottle(store, clock, {
+      perUserAddress: config.loginFailuresUser, perUserTotal: config.loginFailuresUserTotal, perIp: config.loginFailuresIp,
+    }),
   };
 }

@@ -3,6 +3,7 @@ import {
   AuthorizePageError, AuthorizeRedirectError, redirectWith, validateAuthorizationRequest, type AuthorizationRequest,
 } from '../auth/authorize.ts';
 import type { AuthDeps } from '../auth/deps.ts';
+import { DEVICE_COOKIE, DEVICE_COOKIE_MAX_AGE } from '../auth/device-cookie.ts';
 import { errorPage, loginPage } from '../auth/login-page.ts';
 import { LoginTicketError } from '../auth/login-ticket.ts';
 import { signIn } from '../auth/login.ts';
@@ -44,6 +45,14 @@ function showLogin(l: LoginContext, req: AuthorizationRequest, status: number, e
   const csrf = randomToken(32);
   const body = loginPage({ clientName: req.client.name, scopes: req.scopes, params: req.params, csrfToken: csrf, error, username: username ?? req.loginHint ?? undefined });
   return html(l, body, status, `'self' ${formTarget(req.redirectUri)}`, csrfCookie(l, csrf));
+}
+
+/**
+ * The device cookie (src/auth/device-cookie.ts) a browser gets when a user signs in with it: sent back only with the
+ * sign-in form (SameSite=Strict, the authorize endpoint's path), never readable by a script.
+ */
+function deviceCookie(l: LoginContext, value: string): string {
+  return `${DEVICE_COOKIE}=${value}; Path=${l.cookiePath}; HttpOnly; SameSite=Strict; Max-Age=${DEVICE_COOKIE_MAX_AGE}${l.https ? '; Secure' : ''}`;
 }
 
 /**
@@ -101,8 +110,12 @@ async function submit(l: LoginContext, c: Context, form: URLSearchParams): Promi
   }
   if (picking) return showStep(l, req, await pickerStep(l.deps, req, pickerInput(form)), form.get('csrf_token')!);
   const username = form.get('username') ?? '';
-  const result = await signIn(l.deps, req, username, form.get('password') ?? '', clientIp(c, l.trustProxy));
-  if (result.ok) return showStep(l, req, result.step);
+  const result = await signIn(l.deps, req, username, form.get('password') ?? '', clientIp(c, l.trustProxy), cookieValue(c, DEVICE_COOKIE));
+  if (result.ok) {
+    const res = showStep(l, req, result.step);
+    res.headers.append('Set-Cookie', deviceCookie(l, result.deviceCookie));
+    return res;
+  }
   if (result.reason === 'invalid') return showLogin(l, req, 200, 'The username or password is not correct.', username);
   const minutes = Math.ceil(result.retryAfter / 60);
   const res = showLogin(l, req, 429, `Too many failed sign-in attempts. Try again in ${minutes} minute${minutes === 1 ? '' : 's'}.`, username);

@@ -1,0 +1,36 @@
+import type { Sealer } from './sealed.ts';
+import { randomToken } from './secrets.ts';
+
+/**
+ * Device cookies (OWASP, "Slow Brute Force Attacks / device cookies"): a browser a user signed in with is given a
+ * cookie naming it, sealed to the tenant and user, and its sign-in attempts for that user are counted on their own
+ * (createLoginThrottle), so that guesses at the user's password from elsewhere, which may throttle the user from
+ * every other address, do not keep them out of a browser they use. The value is sealed (src/auth/sealed.ts) under
+ * the signing keys: it opens for its user only, and no longer once its key is (a rotation, then the longest token
+ * lifetime); a sign-in with it gives a fresh one.
+ */
+export const DEVICE_COOKIE = 'cinder_device';
+
+/** How long a device cookie is taken (seconds): 30 days from the sign-in that gave it. */
+export const DEVICE_COOKIE_MAX_AGE = 30 * 86400;
+
+const context = (tenant: string, username: string) => `sign-in device\0${tenant}\0${username.toLowerCase()}`;
+
+/** A new device cookie value for `username` of `tenant`, signed in at `now` (epoch ms). */
+export function issueDeviceCookie(sealer: Sealer, tenant: string, username: string, now: number): Promise<string> {
+  return sealer.seal(JSON.stringify({ id: randomToken(16), iat: now }), context(tenant, username));
+}
+
+/** The device id of `value` when it is a device cookie of `username` of `tenant`, not older than its maximum age; else null. */
+export async function deviceOf(sealer: Sealer, value: string | null, tenant: string, username: string, now: number): Promise<string | null> {
+  if (!value) return null;
+  const plain = await sealer.open(value, context(tenant, username));
+  if (plain === undefined) return null;
+  try {
+    const { id, iat } = JSON.parse(plain) as { id?: unknown; iat?: unknown };
+    if (typeof id !== 'string' || typeof iat !== 'number' || now - iat > DEVICE_COOKIE_MAX_AGE * 1000 || iat > now + 60_000) return null;
+    return id;
+  } catch {
+    return null;
+  }
+}

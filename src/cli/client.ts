@@ -101,6 +101,8 @@ export const clientCreateCommand: Command = {
     '                     [--no-secret] [--jwks-url <url> | --jwks-file <file>] [--read-attribute <a>]...\n' +
     '                     [--access-token-ttl <seconds>] [--json]\n\n' +
     'Grant types: client_credentials (default), authorization_code, refresh_token.\n' +
+    '--scope introspect makes the client a resource server: /oauth2/introspect tells it about every access token of\n' +
+    'its tenant (a client without it is told about its own tokens only).\n' +
     'A --no-secret client without keys (public) may not have refresh_token (RFC 9700 2.2.2).',
   options: { tenant: { type: 'string' }, 'no-secret': { type: 'boolean' }, ...REGISTRATION_OPTIONS },
   async run(args, io) {

@@ -23,19 +23,35 @@ const refused = () => new Error('ECONNREFUSED 127.0.0.1:9000');
  * A file sink that cannot be reached while `down` is set: `size` fails, `open` throws at once (as the file sink's
  * directory does on a failing disk), and the writes of files opened before fail.
  */
-function flakySink(): ExportSink & { down: boolean } {
+function flakySink(): ExportSink & { down: boolean; refusals: number; downFor: (ms: number) => void } {
   const sink = openSink(`file:${mkdtempSync(join(tmpdir(), 'cinder-sink-'))}`, {});
+  let back: number | undefined;
+  /** A refusal; the first one after downFor starts the outage's clock. */
+  const refuse = () => {
+    flaky.refusals++;
+    if (back !== undefined) {
+      setTimeout(() => (flaky.down = false), back);
+      back = undefined;
+    }
+    return refused();
+  };
   const flaky = {
     ...sink,
     kind: sink.kind,
     down: false,
-    size: (key: string) => (flaky.down ? Promise.reject(refused()) : sink.size(key)),
+    refusals: 0,
+    /** Down until `ms` after the first refusal: a timer started before the job could run out before a slow job met the outage. */
+    downFor: (ms: number) => {
+      flaky.down = true;
+      back = ms;
+    },
+    size: (key: string) => (flaky.down ? Promise.reject(refuse()) : sink.size(key)),
     open: (key: string) => {
-      if (flaky.down) throw refused();
+      if (flaky.down) throw refuse();
       const w = sink.open(key);
       return {
-        write: (c: string | Uint8Array) => (flaky.down ? Promise.reject(refused()) : w.write(c)),
-        close: () => (flaky.down ? Promise.reject(refused()) : w.close()),
+        write: (c: string | Uint8Array) => (flaky.down ? Promise.reject(refuse()) : w.write(c)),
+        close: () => (flaky.down ? Promise.reject(refuse()) : w.close()),
         abort: () => w.abort(),
       };
     },
@@ -123,9 +139,11 @@ await eachStore((kind, fresh) => {
 
     test('an export storage unreachable while the error file is written is waited for; the job resumes, its attempt refunded, and writes the whole file', async () => {
       const { url, id } = await kickOff();
-      sink.down = true;
-      setTimeout(() => (sink.down = false), 1200);
+      sink.refusals = 0;
+      sink.downFor(1200);
       await t.app.imports.runOnce();
+      expect(sink.refusals).toBeGreaterThan(0);
+      expect(sink.down).toBe(false);
       const res = await t.request(url, fhirInit(token));
       expect(res.status).toBe(200);
       const body = (await res.json()) as Json;

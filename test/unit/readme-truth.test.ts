@@ -11,7 +11,7 @@ import { describe, expect, test } from 'bun:test';
 import { resolve } from 'node:path';
 import { PURGE_DELAY } from '../../src/cli/allocator.ts';
 import type { Command } from '../../src/cli/command.ts';
-import { commands } from '../../src/cli/index.ts';
+import { commands, runCli } from '../../src/cli/index.ts';
 import { CONFIG_KEYS, envName, flagName, loadConfig } from '../../src/config.ts';
 import { s3OptionsFromEnv } from '../../src/export/sink-s3.ts';
 
@@ -98,6 +98,17 @@ describe("README's command-line synopsis", () => {
       } else {
         expect({ command: c.name, flags: flags.sort() }).toEqual({ command: c.name, flags: options.sort() });
       }
+    }
+  });
+
+  test('`cinder <command> --help` shows the synopsis of exactly the flags the command takes', async () => {
+    for (const c of commands) {
+      let stdout = '';
+      const io = { env: {}, stdout: (t: string) => void (stdout += t), stderr: () => {}, stdin: async () => '', isTTY: false };
+      expect(await runCli([...c.name.split(' '), '--help'], io)).toBe(0);
+      const usage = /^Usage: ([\s\S]*?)(?:\n\n|\n$)/m.exec(stdout)?.[1];
+      expect({ command: c.name, usage: usage?.startsWith(`cinder ${c.name}`) }).toEqual({ command: c.name, usage: true });
+      expect({ command: c.name, flags: [...flagsOf(usage!)].sort() }).toEqual({ command: c.name, flags: Object.keys(c.options).sort() });
     }
   });
 

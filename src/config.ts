@@ -201,13 +201,19 @@ export function loadConfig(env: Record<string, string | undefined>, flags: Recor
   // An empty value is no value: it leaves the default, and the container platform's PORT and DATABASE_URL.
   const given = (v: string | undefined) => (v === '' ? undefined : v);
   for (const key of CONFIG_KEYS) raw[key] = given(flags[key]) ?? given(env[envName(key)]);
-  raw.port ??= given(env.PORT);
-  raw.databaseUrl ??= given(env.DATABASE_URL);
+  // What a bad value is reported as: the variable and flag of the setting, or the platform's variable it came from.
+  const named: Record<string, string> = {};
+  for (const [key, platform] of [['port', 'PORT'], ['databaseUrl', 'DATABASE_URL']] as const) {
+    if (raw[key] !== undefined) continue;
+    raw[key] = given(env[platform]);
+    if (raw[key] !== undefined) named[key] = `${platform} (read as ${envName(key)} and ${flagName(key)} are not set)`;
+  }
+  const name = (key: string) => named[key] ?? `${envName(key)} (${flagName(key)})`;
   const result = schema.safeParse(raw);
   if (!result.success) {
     const issue = result.error.issues[0]!;
     const key = String(issue.path[0]);
-    throw new ConfigError(`invalid ${envName(key)} (${flagName(key)}): ${issue.message} (got ${JSON.stringify(raw[key])})`);
+    throw new ConfigError(`invalid ${name(key)}: ${issue.message} (got ${JSON.stringify(raw[key])})`);
   }
   const c = result.data;
   const dataDir = resolve(c.dataDir);
@@ -219,7 +225,7 @@ export function loadConfig(env: Record<string, string | undefined>, flags: Recor
       poolSizeFromUrl(databaseUrl);
       connectTimeoutFromUrl(databaseUrl);
     } catch (err) {
-      throw new ConfigError(`invalid CINDER_DATABASE_URL (--database-url): ${(err as Error).message}`);
+      throw new ConfigError(`invalid ${name('databaseUrl')}: ${(err as Error).message}`);
     }
   }
   if (c.exportStorage === 'postgres' && !onPostgres) {

@@ -83,3 +83,50 @@ describe('a bad pool option in a PostgreSQL URL stops a command as a bad setting
     }
   });
 });
+
+describe("a bad PORT or DATABASE_URL (a platform's, read when CINDER_PORT and CINDER_DATABASE_URL are not set) is named as itself", () => {
+  test('PORT: exit 2 with a line naming PORT, not the CINDER_PORT no one set', async () => {
+    for (const extra of [{}, { CINDER_PORT: '' }] as Record<string, string>[]) {
+      const cli = createCliEnv({ ...extra, PORT: 'http' });
+      try {
+        for (const argv of [['check', '--json'], ['healthcheck']]) {
+          const r = await cli.run(argv);
+          expect(r).toEqual({
+            code: 2, stdout: '',
+            stderr: 'cinder: invalid PORT (read as CINDER_PORT and --port are not set): expected a whole number in decimal digits (got "http")\n',
+          });
+        }
+      } finally {
+        cli.close();
+      }
+    }
+  });
+
+  test('DATABASE_URL: a bad URL or pool option names DATABASE_URL', async () => {
+    const cases: [string, string][] = [
+      ['mysql://db.example/cinder', 'expected a postgres:// URL, sqlite:<path> or a file path (got "mysql://db.example/cinder")'],
+      ['postgres://postgres@127.0.0.1:9/nowhere?max=0', "invalid Postgres pool size '0' in the database URL"],
+    ];
+    for (const [url, message] of cases) {
+      const cli = createCliEnv({ DATABASE_URL: url });
+      try {
+        const r = await cli.run(['migrate']);
+        expect(r).toEqual({ code: 2, stdout: '', stderr: expect.stringContaining(`cinder: invalid DATABASE_URL (read as CINDER_DATABASE_URL and --database-url are not set): ${message}`) });
+      } finally {
+        cli.close();
+      }
+    }
+  });
+
+  test('a CINDER_ variable or flag that is set is named as before, whatever PORT and DATABASE_URL hold', async () => {
+    const cli = createCliEnv({ CINDER_PORT: 'http', PORT: '8080', CINDER_DATABASE_URL: 'postgres://postgres@127.0.0.1:9/nowhere?max=0', DATABASE_URL: 'sqlite:/tmp/x.db' });
+    try {
+      const r = await cli.run(['check']);
+      expect(r.stderr).toStartWith('cinder: invalid CINDER_PORT (--port): ');
+      delete (cli.env as Record<string, string>).CINDER_PORT;
+      expect((await cli.run(['check'])).stderr).toStartWith("cinder: invalid CINDER_DATABASE_URL (--database-url): invalid Postgres pool size '0'");
+    } finally {
+      cli.close();
+    }
+  });
+});

@@ -2,7 +2,7 @@ import { STATUS_CODES } from 'node:http';
 import { FhirError, storeFailureAsFhir } from '../errors.ts';
 import { located, type Entry } from './bundle-entries.ts';
 import { writeConditions, exclusively, type Settle } from './conditional.ts';
-import { requireValid } from './validation/check.ts';
+import { requireValidPaced } from './validation/check.ts';
 import { entriesPerAttempt, entryResources, errorEntry, hasConditionalReferences, judgesReach, plan, requireEntriesInReach, requireJudgedEntries, requireValidPatched, rewriteReferences, settledConditions, writeEntry, writtenBy, type FullUrlScope, type Json } from './bundle-ops.ts';
 import { chargeAnswer, readBudget, readEntry, type ReadBudget } from './bundle-reads.ts';
 import { requireNoSiblingUrns } from './bundle-match-urls.ts';
@@ -21,7 +21,7 @@ async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string,
   const pending = await rewriteReferences(deps, req, planned, ids, base, scope, held);
   // Validated with its references rewritten, as a transaction's entries are.
   if (entry.resource) {
-    requireValid(entry.resource, validationLevel(deps), `Bundle.entry[${entry.index}].resource`, entry.fullUrl !== undefined);
+    await requireValidPaced(entry.resource, validationLevel(deps), `Bundle.entry[${entry.index}].resource`, entry.fullUrl !== undefined);
     await requireProfiles(deps, req.tenant, entry.resource, `Bundle.entry[${entry.index}].resource`, undefined, req.access);
   }
   requireValidPatched(planned, validationLevel(deps));

@@ -7,7 +7,7 @@ import { carryLiterals } from './exact-json.ts';
 import { asResource, checkTypeAndId, withoutId } from './resource.ts';
 import type { HeldSearches } from './bundle-held-searches.ts';
 import { requireIfMatch, VersionConflict, type IfMatch } from './if-match.ts';
-import { requireValid } from './validation/check.ts';
+import { requireValidPaced } from './validation/check.ts';
 import { CONTROL, searchResources } from './search.ts';
 import { containedMode } from './search-contained.ts';
 import { hasCoreResources } from './core-layer.ts';
@@ -269,7 +269,7 @@ export async function conditionalCreate(
   requireAccess(req.access, type, 'c');
   // Invalid content is refused before the search, whether or not a resource matches.
   const resource = asResource(withoutId(body), type);
-  requireValid(resource, validationLevel(deps));
+  await requireValidPaced(resource, validationLevel(deps));
   const query = parseCondition(ifNoneExist, type, 'If-None-Exist', 'If-None-Exist', deps.fhirBase?.(req.tenant));
   const condition = conditionKey(type, query);
   return exclusively(deps, req.tenant, [condition], async (settle) => {
@@ -294,7 +294,7 @@ export async function conditionalUpdate(
   checkTypeAndId(type);
   const resource = asResource(body, type);
   requireCriteria(query, 'Conditional update');
-  requireValid(resource, validationLevel(deps));
+  await requireValidPaced(resource, validationLevel(deps));
   // Updates of the same condition run one after another, as creates do (exclusively): two finding no match would each create.
   const condition = conditionKey(type, query);
   return exclusively(deps, req.tenant, [condition], async (settle) => {

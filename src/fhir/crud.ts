@@ -17,7 +17,7 @@ import { R4_RESOURCE_TYPES, versionNumber } from './resource-types.ts';
 import { securityContextTarget, splitStoredBinary } from './binary.ts';
 import { requireIfMatch, requireIfNoneMatch, type IfMatch, type UpdatePreconditions } from './if-match.ts';
 export type { UpdatePreconditions } from './if-match.ts';
-import { invalidResource, requireValid } from './validation/check.ts';
+import { invalidResource, requireValidPaced } from './validation/check.ts';
 import type { ValidationLevel } from './validation/validate.ts';
 import { readsProfiles, type ProfileValidator } from './validation/profile/profile-check.ts';
 import type { WrittenTerminology } from '../terminology/written-source.ts';
@@ -539,7 +539,7 @@ export async function createResource(
   checkTypeAndId(type);
   const resource = asResource(withoutId(body), type);
   requireAccess(req.access, type, 'c');
-  requireValid(resource, validationLevel(deps));
+  await requireValidPaced(resource, validationLevel(deps));
   const profiled = requireProfiles(deps, req.tenant, resource, undefined, undefined, req.access);
   if (profiled) await profiled;
   await requireContextReadable(deps, req, resource);
@@ -572,7 +572,7 @@ export async function updateResource(
   if (resource.id !== id) {
     throw new FhirError('invalid', `Resource id '${resource.id}' does not match the URL id '${id}'`, { expression: ['id'] });
   }
-  requireValid(resource, validationLevel(deps));
+  await requireValidPaced(resource, validationLevel(deps));
   const profiled = requireProfiles(deps, req.tenant, resource, undefined, undefined, req.access);
   if (profiled) await profiled;
   return judgedReach(deps, req, type, id, 'u', async (judged) => {

@@ -11,7 +11,7 @@ import { requireReferences } from './referential-integrity.ts';
 import { pacedShellErrors } from './bundle-shell.ts';
 import { newId, type Resource } from './resource.ts';
 import { pacedTurns } from './turns.ts';
-import { invalidResource, validationErrors } from './validation/check.ts';
+import { invalidResource, validationErrorsPaced } from './validation/check.ts';
 import type { ValidationIssue } from './validation/validate.ts';
 import { profileCost } from './validation/profile/run.ts';
 import { readsProfiles } from './validation/profile/profile-check.ts';
@@ -131,7 +131,7 @@ async function requireValidEntries(deps: FhirDeps, entries: Entry[]): Promise<vo
   // Entry by entry, letting other requests run every few ms: 20,000 entries take a second or more.
   const pace = pacedTurns();
   for (const e of entries) {
-    if (e.resource) errors.push(...validationErrors(e.resource, level, `Bundle.entry[${e.index}].resource`, e.fullUrl !== undefined));
+    if (e.resource) errors.push(...(await validationErrorsPaced(e.resource, level, `Bundle.entry[${e.index}].resource`, e.fullUrl !== undefined)));
     await pace();
   }
   if (errors.length > 0) throw invalidResource(errors, 'The transaction (nothing was written)');

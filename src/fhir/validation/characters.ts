@@ -1,3 +1,4 @@
+import { primed } from './large-strings.ts';
 import type { ValidationIssue } from './validate.ts';
 
 /**
@@ -27,8 +28,10 @@ export function characterIssues(resource: Record<string, unknown>, at?: string):
   const out: ValidationIssue[] = [];
   const walk = (v: unknown, path: string): void => {
     if (typeof v === 'string') {
-      const m = NOT_CARRIED.exec(v);
-      if (m) out.push(issue(path, m[0]));
+      // A large string read in slices before this check (primeStrings): its first such character, not a pass over it here.
+      const profile = primed(v);
+      const c = profile ? profile.notCarried : NOT_CARRIED.exec(v)?.[0];
+      if (c !== undefined) out.push(issue(path, c));
     } else if (Array.isArray(v)) {
       v.forEach((item, i) => walk(item, `${path}[${i}]`));
     } else if (v !== null && typeof v === 'object') {

@@ -6,6 +6,7 @@
 import { FhirError, type FhirIssue } from '../../errors.ts';
 import type { Resource } from '../resource.ts';
 import { characterIssues } from './characters.ts';
+import { primeStrings, withPrimed } from './large-strings.ts';
 import { validateResource, type ValidationIssue, type ValidationLevel } from './validate.ts';
 
 /** Resources already found valid (a conditional create checks before its search, then writes the same object). */
@@ -47,5 +48,22 @@ export function validationErrors(resource: Resource, level: ValidationLevel, at?
  */
 export function requireValid(resource: Resource, level: ValidationLevel, at?: string, inEntryWithFullUrl = false): void {
   const errors = validationErrors(resource, level, at, inEntryWithFullUrl);
+  if (errors.length > 0) throw invalidResource(errors, at ?? resource.resourceType);
+}
+
+/**
+ * validationErrors with the resource's large strings (a Binary's `data`) read first in slices that let the
+ * event loop turn (primeStrings), the validation answering from them: the same issues, without one pass of
+ * the checks over tens of megabytes holding every other request of the process.
+ */
+export async function validationErrorsPaced(resource: Resource, level: ValidationLevel, at?: string, inEntryWithFullUrl = false): Promise<ValidationIssue[]> {
+  if ((inEntryWithFullUrl ? validInEntry : valid).has(resource)) return [];
+  const strings = await primeStrings(resource);
+  return withPrimed(strings, () => validationErrors(resource, level, at, inEntryWithFullUrl));
+}
+
+/** requireValid with the resource's large strings read in slices first (validationErrorsPaced). */
+export async function requireValidPaced(resource: Resource, level: ValidationLevel, at?: string, inEntryWithFullUrl = false): Promise<void> {
+  const errors = await validationErrorsPaced(resource, level, at, inEntryWithFullUrl);
   if (errors.length > 0) throw invalidResource(errors, at ?? resource.resourceType);
 }

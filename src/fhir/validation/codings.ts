@@ -25,6 +25,7 @@
  */
 import { coreCodeSystem, CORE_CODE_SYSTEM_VERSION } from './model.ts';
 import { ucumCodeProblem } from '../ucum-syntax.ts';
+import { base64Bytes, primed } from './large-strings.ts';
 
 type Json = Record<string, unknown>;
 
@@ -166,25 +167,10 @@ function listed(codes: ReadonlySet<string>): string {
 export function checkAttachment(scope: CodingScope, attachment: Json, path: string): void {
   const { data, size } = attachment;
   if (typeof data !== 'string' || typeof size !== 'number') return;
-  const bytes = base64Bytes(data);
+  // A large `data` read in slices before this validation (primeStrings): its count, not a pass over it here.
+  const profile = primed(data);
+  const bytes = profile ? profile.base64Bytes : base64Bytes(data);
   if (bytes !== undefined && bytes !== size) {
     scope.add('value', `${path}.size`, `The attachment's size is ${size}, but its data holds ${bytes} bytes (size counts the bytes before base64 encoding)`);
   }
-}
-
-/**
- * The number of bytes base64 text decodes to, counting its alphabet and padding alone (whitespace is
- * allowed between them; anything else is the primitive check's to refuse); undefined when they do not
- * make whole groups of four.
- */
-function base64Bytes(text: string): number | undefined {
-  let chars = 0;
-  let padding = 0;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c === 0x3d) padding++;
-    else if ((c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a) || (c >= 0x30 && c <= 0x39) || c === 0x2b || c === 0x2f) chars++;
-  }
-  if ((chars + padding) % 4 !== 0 || padding > 2) return undefined;
-  return ((chars + padding) / 4) * 3 - padding;
 }

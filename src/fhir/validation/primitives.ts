@@ -1,3 +1,5 @@
+import { CONTROL_CHARACTER, NOT_IN_XML, primed, WHITESPACE, type StringProfile } from './large-strings.ts';
+
 /**
  * The FHIR R4 primitive types in JSON (datatypes.html, json.html): the JSON type each one takes and
  * the rule its value follows. A check returns undefined when the value is valid, or why it is not.
@@ -20,9 +22,8 @@ const URI = /^[^ \t\r\n]+$/;
 const OID = /^urn:oid:[0-2](\.(0|[1-9][0-9]*))+$/;
 const UUID = /^urn:uuid:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
-const WHITESPACE = /\s+/g;
 /** Characters below U+0020 other than tab, line feed and carriage return (datatypes.html#string). */
-export const CONTROL_CHARACTER = /[\u0000-\u0008\u000B\u000C\u000E-\u001F]/;
+export { CONTROL_CHARACTER } from './large-strings.ts';
 /** FHIR's limit on a string's size (datatypes.html#string). */
 const MAX_STRING = 1024 * 1024;
 
@@ -43,14 +44,14 @@ function badDay(text: string): string | undefined {
   return day > daysIn(year, month) ? `${quote(text)} is not a valid date: ${text.slice(0, 10)} is not a day of the calendar` : undefined;
 }
 
-function checkString(v: string): string | undefined {
+function checkString(v: string, profile?: StringProfile): string | undefined {
   if (v.length === 0) return 'empty strings are not allowed (leave the element out)';
   if (v.length > MAX_STRING) return 'longer than the 1 MB FHIR allows for a string';
-  return checkCharacters(v);
+  return checkCharacters(v, profile);
 }
 
-function checkCharacters(v: string): string | undefined {
-  if (CONTROL_CHARACTER.test(v)) return 'holds a control character (below U+0020 other than tab, CR, LF)';
+function checkCharacters(v: string, profile?: StringProfile): string | undefined {
+  if (profile ? profile.control : CONTROL_CHARACTER.test(v)) return 'holds a control character (below U+0020 other than tab, CR, LF)';
   return undefined;
 }
 
@@ -58,9 +59,14 @@ function pattern(re: RegExp, what: string): (v: string) => string | undefined {
   return (v) => (re.test(v) ? undefined : `${quote(v)} is not a valid ${what}`);
 }
 
-function checkBase64(v: string): string | undefined {
+/** Whether `v` is base64 (RFC 4648, padded), whitespace aside. */
+function isBase64(v: string): boolean {
   const compact = v.replace(WHITESPACE, '');
-  if (compact.length % 4 !== 0 || !BASE64.test(compact)) return `${quote(v)} is not valid base64 (RFC 4648, padded to a multiple of 4 characters)`;
+  return compact.length % 4 === 0 && BASE64.test(compact);
+}
+
+function checkBase64(v: string, profile?: StringProfile): string | undefined {
+  if (!(profile ? profile.base64 : isBase64(v))) return `${quote(v)} is not valid base64 (RFC 4648, padded to a multiple of 4 characters)`;
   return undefined;
 }
 
@@ -85,11 +91,12 @@ function dated(re: RegExp, what: string): (v: string) => string | undefined {
   return (v) => (re.test(v) ? badDay(v) : `${quote(v)} is not a valid ${what}`);
 }
 
-const STRING_RULES: Record<string, (v: string) => string | undefined> = {
+/** The rule of each string type; those taking a profile answer a large string from it (large-strings.ts). */
+const STRING_RULES: Record<string, (v: string, profile?: StringProfile) => string | undefined> = {
   string: checkString,
   markdown: checkString,
   // The 1 MB limit is the string type's; a narrative may be longer.
-  xhtml: (v) => (v.length === 0 ? 'empty strings are not allowed (leave the element out)' : checkCharacters(v)),
+  xhtml: (v, profile) => (v.length === 0 ? 'empty strings are not allowed (leave the element out)' : checkCharacters(v, profile)),
   code: pattern(CODE, 'code (no leading, trailing or repeated whitespace)'),
   id: pattern(ID, 'id (1-64 of A-Z a-z 0-9 - .)'),
   uri: checkUri('uri'),
@@ -118,8 +125,6 @@ const INTEGER_FORMS: Record<string, RegExp> = {
   positiveInt: /^[1-9][0-9]*$/,
 };
 
-const NOT_IN_XML = /[\uFFFE\uFFFF]/;
-
 /**
  * undefined when `v` is a valid JSON value of primitive `type`, or what is wrong with it. `literal`: a
  * number's text as written, when it is not String(v) (src/fhir/exact-json.ts literalOf).
@@ -141,16 +146,18 @@ export function checkPrimitive(type: string, v: unknown, literal?: string): stri
     }
   }
   if (typeof v !== 'string') return `must be a JSON string, not ${describe(v)}`;
+  // A large string read in slices before this validation (primeStrings): its answers, not a pass over it here.
+  const profile = primed(v);
   // JSON's `\ud800` escape alone, in a value of any type: no Unicode character, and no UTF-8 text holds it.
-  if (!v.isWellFormed()) return 'holds an unpaired surrogate (U+D800 to U+DFFF alone), which is no Unicode character';
+  if (!(profile ? profile.wellFormed : v.isWellFormed())) return 'holds an unpaired surrogate (U+D800 to U+DFFF alone), which is no Unicode character';
   // Noncharacters XML 1.0 does not allow (section 2.2), not even as references: such a value could not be answered in FHIR XML.
-  if (NOT_IN_XML.test(v)) return 'holds U+FFFE or U+FFFF, which are no Unicode characters and which XML cannot carry (FHIR XML)';
+  if (profile ? profile.nonCharacter : NOT_IN_XML.test(v)) return 'holds U+FFFE or U+FFFF, which are no Unicode characters and which XML cannot carry (FHIR XML)';
   const rule = STRING_RULES[type];
   if (rule === undefined) return undefined;
   if (type !== 'string' && type !== 'markdown' && type !== 'xhtml') {
     if (v.length === 0) return 'empty strings are not allowed (leave the element out)';
   }
-  return rule(v);
+  return rule(v, profile);
 }
 
 /** A JSON value's kind, for messages (a number as written, when `literal` gives its text). */

@@ -1,22 +1,26 @@
 /**
- * What `work` answers, how long it took, and how long before its answer the event loop last turned (a chain
- * of setImmediate callbacks, one per turn), in ms: work that holds the loop to its end has a tail of most of
- * its time, work that lets it turn every few ms one of a few ms. Tests compare the tail with the time taken
- * (a share, with a wide margin), never with an absolute time.
+ * What `work` answers, how long it took, how long before its answer the event loop last turned (a chain
+ * of setImmediate callbacks, one per turn), and the longest it went without turning (`longest`, the tail
+ * included), in ms: work that holds the loop to its end has a tail of most of its time, work that holds it
+ * somewhere in the middle a longest hold of most of its time, work that lets it turn every few ms both of a
+ * few ms. Tests compare them with the time taken (a share, with a wide margin), never with an absolute time.
  */
-export async function tailHold<T>(work: () => T | Promise<T>): Promise<{ result: T; took: number; tail: number }> {
+export async function tailHold<T>(work: () => T | Promise<T>): Promise<{ result: T; took: number; tail: number; longest: number }> {
   const started = performance.now();
   let last = started;
+  let longest = 0;
   let running = true;
   const beat = () => {
-    last = performance.now();
+    const now = performance.now();
+    longest = Math.max(longest, now - last);
+    last = now;
     if (running) setImmediate(beat);
   };
   setImmediate(beat);
   try {
     const result = await work();
     const now = performance.now();
-    return { result, took: now - started, tail: now - last };
+    return { result, took: now - started, tail: now - last, longest: Math.max(longest, now - last) };
   } finally {
     running = false;
   }

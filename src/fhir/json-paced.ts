@@ -1,6 +1,6 @@
 import { MAX_JSON_DEPTH } from '../terminology/model/depth.ts';
-import { holdsLiterals, literalOf, recordLiteral, recordLiterals, scanResult, scanTo, startScan, stringEnd, type JsonScan } from './exact-json.ts';
-import { parseJson } from './resource.ts';
+import { holdsLiterals, literalOf, memberPath, recordLiteral, recordLiterals, scanResult, scanTo, startScan, stringEnd, type JsonScan } from './exact-json.ts';
+import { malformedBody, parseJson, repeatedNameAt, tooDeep } from './resource.ts';
 import { nextTurn, pacedTurns, WORK_SLICE_MS } from './turns.ts';
 
 /** How much JSON text is read between two looks at the clock (UTF-16 code units); text of one slice or less is parsed in one call. */
@@ -21,10 +21,12 @@ export interface PacedJson {
  * JSON.parse, which held every other request of the process. The text is scanned in slices (scanJson's
  * resumable form, with stacks of its own), then a Bundle's `entry` items are found and parsed a slice's
  * worth at a time, the Bundle around them apart; its value is what JSON.parse of the whole gives (the pieces, joined by the
- * commas between them, are that text). Text that is not a Bundle with an `entry` array, text nested too
- * deep or giving a name twice, and a piece that JSON.parse refuses are read by parseJson whole, so that
- * the 400s keep their words: a large malformed body holds the loop for its JSON.parse, as before. Text of
- * one slice or less is parsed at once, without a promise.
+ * commas between them, are that text). The 400s are the whole text's: a piece that JSON.parse refuses is
+ * parsed again with the text before the array in front of it and all the text after it (malformedAt), the
+ * whole parse's state and words at that piece, without a parse of the entries before it; text nested too
+ * deep is parsed so too before its 400; a name given twice is named by its path within its entry (or in
+ * the text around the array). Text that is not a Bundle with an `entry` array is read by parseJson whole.
+ * Text of one slice or less is parsed at once, without a promise.
  */
 export function parseJsonPaced(text: string, pacing: PacedJson = {}): unknown {
   return text.length <= (pacing.slice ?? JSON_SLICE) ? parseJson(text) : parseSliced(text, pacing);
@@ -36,10 +38,105 @@ async function parseSliced(text: string, pacing: PacedJson): Promise<unknown> {
   const state = startScan(true, true);
   while (!scanTo(text, state, state.at + slice)) await pace();
   const scan = scanResult(text, state);
-  if (scan.depth > MAX_JSON_DEPTH || scan.duplicate >= 0) return parseJson(text, scan);
   const found = await entrySpans(text, slice, pace);
-  const value = found && (await parsePieces(text, found, scan, slice, pace));
-  return value === undefined ? parseJson(text, scan) : value;
+  // Not a Bundle with an `entry` array (or a string left open): parsed whole.
+  if (!found) return parseJson(text, scan);
+  // Too deep for recording literals (their walk recurses once per level): parsed only to tell malformed text first, as parseJson.
+  const deep = scan.depth > MAX_JSON_DEPTH;
+  const parsed = await parsePieces(text, found, deep ? undefined : scan, slice, pace);
+  // Pieces that do not add up to the text's value (which the spans rule out): as parseJson reads it.
+  if (parsed === undefined) return parseJson(text, scan);
+  if ('error' in parsed) throw malformedBody(parsed.error);
+  if (deep) throw tooDeep('The request body');
+  if (scan.duplicate >= 0) {
+    const { path, name } = repeatedPath(text, found, scan.duplicate);
+    throw repeatedNameAt('The request body', path, name, parsed.value);
+  }
+  return parsed.value;
+}
+
+/** The value of a text read in pieces, or the error JSON.parse gives of the whole. */
+type Parsed = { value: unknown } | { error: Error };
+
+/**
+ * The path and name of the member name at `at` (memberPath's), read in the entry it falls in (`entry[j].` and
+ * the path within it) or in the text around the array (the array empty), so that a name given twice far into
+ * a large body is not found by a walk of the text before it.
+ */
+function repeatedPath(text: string, { open, close, spans }: EntrySpans, at: number): { path: string; name: string } {
+  if (at < open) return memberPath(text, at);
+  if (at > close) return memberPath(text.slice(0, open + 1) + text.slice(close), at - close + open + 1);
+  let lo = 0;
+  let hi = spans.length / 2 - 1;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (spans[2 * mid]! <= at) lo = mid;
+    else hi = mid - 1;
+  }
+  const { path, name } = memberPath(text.slice(spans[2 * lo], spans[2 * lo + 1]), at - spans[2 * lo]!);
+  return { path: path.startsWith('[') ? `entry[${lo}]${path}` : `entry[${lo}].${path}`, name };
+}
+
+/** The groups of items parsed as one piece: items k to m (exclusive, as indices into `spans`), their text within about `slice`. */
+function* groups(spans: number[], slice: number): Generator<[number, number]> {
+  for (let k = 0; k < spans.length; ) {
+    let m = k + 2;
+    while (m < spans.length && spans[m + 1]! - spans[k]! <= slice) m += 2;
+    yield [k, m];
+    k = m;
+  }
+}
+
+/** A group's text as one array: its items with the commas between them. */
+const pieceOf = (text: string, spans: number[], k: number, m: number) => `[${text.slice(spans[k], spans[m - 1])}]`;
+
+/**
+ * The error JSON.parse gives of the whole text, whose items before the group at `k` (an index into `spans`) are
+ * values and whose text before the array parses: the text before the array, an item standing for those before
+ * (the whole parse is then after a comma, as it is there), and the text from the group on. JSON.parse reads that
+ * as it reads the whole from the group on, so it stops at the same place with the same words, without parsing
+ * the entries before; it copies the text after the group once. Undefined should it parse (the spans rule that out).
+ */
+function malformedAt(text: string, open: number, spans: number[], k: number): Parsed | undefined {
+  try {
+    JSON.parse(k === 0 ? text : `${text.slice(0, open + 1)}0,${text.slice(spans[k])}`);
+  } catch (err) {
+    return { error: err as Error };
+  }
+  return undefined;
+}
+
+/**
+ * The error JSON.parse gives of the whole text when the text around the array (`outer`, refused with `err`) is
+ * malformed: the text before the array's, when that text is malformed (with the array and the object closed
+ * after it, it parses otherwise, for the array is a member of the top-level object); else the first group of
+ * items JSON.parse refuses (malformedAt), read with turns; else that of the text from the array's end, read
+ * after an item standing for the items (`err` itself when there are none, the parse then right after `[`).
+ */
+async function outerError(text: string, { open, close, spans }: EntrySpans, err: Error, slice: number, pace: () => Promise<void> | undefined): Promise<Parsed | undefined> {
+  try {
+    JSON.parse(`${text.slice(0, open + 1)}]}`);
+  } catch (before) {
+    return { error: before as Error };
+  }
+  if (spans.length === 2 && text.slice(spans[0], spans[1]).trim() === '') return { error: err };
+  for (const [k, m] of groups(spans, slice)) {
+    let items: unknown;
+    try {
+      items = JSON.parse(pieceOf(text, spans, k, m));
+    } catch {
+      return malformedAt(text, open, spans, k);
+    }
+    if ((items as unknown[]).length !== (m - k) / 2) return malformedAt(text, open, spans, k);
+    await pace();
+  }
+  // Every item a value: the whole parse is after a value when it meets what closed the array (a `}` there is its error).
+  try {
+    JSON.parse(`${text.slice(0, open + 1)}0${text.slice(close)}`);
+  } catch (after) {
+    return { error: after as Error };
+  }
+  return undefined;
 }
 
 /** Where a top-level object's `entry` array opens and closes, and its items' text (start, end pairs, commas left out). */
@@ -100,35 +197,34 @@ function spansTo(text: string, s: SpanState, limit: number): boolean {
 /**
  * The value of `text` from its pieces: the object with an empty `entry`, then its items a group at a time
  * (the items within about `slice` characters, parsed as one array), their literals recorded as parseExact
- * records them (and the holders above them marked); undefined should JSON.parse refuse a piece.
+ * records them (and the holders above them marked) unless `scan` is undefined; should JSON.parse refuse a
+ * piece, the error it gives of the whole text (outerError, malformedAt).
  */
-async function parsePieces(text: string, { open, close, spans }: EntrySpans, scan: JsonScan, slice: number, pace: () => Promise<void> | undefined): Promise<unknown> {
+async function parsePieces(text: string, found: EntrySpans, scan: JsonScan | undefined, slice: number, pace: () => Promise<void> | undefined): Promise<Parsed | undefined> {
+  const { open, close, spans } = found;
   const outer = text.slice(0, open + 1) + text.slice(close);
   let root: unknown;
   try {
     root = JSON.parse(outer);
-  } catch {
-    return undefined;
+  } catch (err) {
+    return outerError(text, found, err as Error, slice, pace);
   }
   const entry = (root as { entry?: unknown } | null)?.entry;
   if (!Array.isArray(entry)) return undefined;
-  if (scan.literals) recordLiterals(outer, root as object);
+  if (scan?.literals) recordLiterals(outer, root as object);
   // `[]` (or blanks between the brackets): no items.
-  if (spans.length === 2 && text.slice(spans[0], spans[1]).trim() === '') return root;
-  for (let k = 0; k < spans.length; ) {
-    // Items k to m (exclusive), their text with the commas between them.
-    let m = k + 2;
-    while (m < spans.length && spans[m + 1]! - spans[k]! <= slice) m += 2;
-    const piece = `[${text.slice(spans[k], spans[m - 1])}]`;
+  if (spans.length === 2 && text.slice(spans[0], spans[1]).trim() === '') return { value: root };
+  for (const [k, m] of groups(spans, slice)) {
+    const piece = pieceOf(text, spans, k, m);
     let items: unknown[];
     try {
       items = JSON.parse(piece) as unknown[];
     } catch {
-      return undefined;
+      return malformedAt(text, open, spans, k);
     }
     // A piece is items joined by commas, so JSON.parse gives one value per item (an item that is not one fails above).
-    if (items.length !== (m - k) / 2) return undefined;
-    if (scan.literals) {
+    if (items.length !== (m - k) / 2) return malformedAt(text, open, spans, k);
+    if (scan?.literals) {
       recordLiterals(piece, items);
       for (let j = 0; j < items.length; j++) {
         const literal = typeof items[j] === 'number' ? literalOf(items, j) : undefined;
@@ -137,10 +233,9 @@ async function parsePieces(text: string, { open, close, spans }: EntrySpans, sca
       if (holdsLiterals(items)) markHolders(entry, root as object);
     }
     for (const item of items) entry.push(item);
-    k = m;
     await pace();
   }
-  return root;
+  return { value: root };
 }
 
 /** Marks the entry array and the Bundle as holders of literals below them (recordLiterals marks every holder on the way up). */

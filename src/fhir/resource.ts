@@ -36,6 +36,11 @@ export function parseBounded(text: string, what: string, malformed: (err: Error)
 /** The 400 for an object giving a member name twice, at the FHIRPath-like path of its second (`Patient.name[0].family`). */
 function repeatedName(what: string, text: string, at: number, value: unknown): FhirError {
   const { path, name } = memberPath(text, at);
+  return repeatedNameAt(what, path, name, value);
+}
+
+/** repeatedName with the second name's path (memberPath's, below the root) and name already found. */
+export function repeatedNameAt(what: string, path: string, name: string, value: unknown): FhirError {
   const type = (value as { resourceType?: unknown } | null)?.resourceType;
   const expression = typeof type === 'string' && /^[A-Z][A-Za-z]*$/.test(type) ? `${type}.${path}` : path;
   return new FhirError('structure', `${what} gives the member '${name}' twice in one object, at ${expression}: JSON property names SHALL be unique (FHIR R4 json.html)`, { expression: [expression] });
@@ -47,7 +52,7 @@ export function parseJson(text: string, scan?: JsonScan): unknown {
 }
 
 /** The 400 for a request body that JSON.parse refuses, with its message. */
-function malformedBody(err: Error): FhirError {
+export function malformedBody(err: Error): FhirError {
   return new FhirError('structure', `Request body is not valid JSON: ${err.message}`, { cause: err });
 }
 

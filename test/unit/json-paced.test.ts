@@ -54,6 +54,21 @@ const TEXTS: Record<string, string> = {
   'an unterminated string': bundle(`[${patient(1)},{"a":"b}]}`),
   'nested too deep': bundle(`[${'['.repeat(1200)}${']'.repeat(1200)}]`),
   'entry given twice': `{"resourceType":"Bundle","entry":[${patient(1)}],"entry":[${patient(2)}]}`,
+  'malformed after the entries': bundle(`[${patient(1)},${patient(2)}]`).replace('"meta":{', '"meta":{,'),
+  'malformed before the entries and in one': bundle(`[${patient(1)},{"a":1,},${patient(2)}]`).replace('"total":1.0', '"total":1.'),
+  'malformed in an entry and after the entries': bundle(`[${patient(1)},{"a":1,},${patient(2)}]`).replace('"meta":{', '"meta":{,'),
+  'an item left out between commas': bundle(`[${patient(1)},,${patient(2)}]`),
+  'a blank item between commas': bundle(`[${patient(1)}, ,${patient(2)}]`),
+  'a leading comma in the entries': bundle(`[,${patient(1)}]`),
+  'two entries without a comma': bundle(`[${patient(1)} ${patient(2)},${patient(3)}]`),
+  'an entry closed early': bundle(`[${patient(1)},${patient(2).slice(0, -1)}],${patient(3)}]`),
+  'a name given twice before the entries': bundle(`[${patient(1)},${patient(2)}]`).replace('"total":1.0', '"total":1.0,"total":2'),
+  'a name given twice after the entries': bundle(`[${patient(1)},${patient(2)}]`).replace('"meta":{', '"meta":{"id":"a","id":"b",'),
+  'a name given twice in an entry object': bundle(`[${patient(1)},${patient(2).replace('"fullUrl"', '"request":{},"fullUrl"')}]`),
+  'a name given twice in an item that is an array': bundle(`[${patient(1)},[{"a":1},{"b":1,"b":2}]]`),
+  'a name given twice in malformed text': bundle(`[${patient(1)},{"a":1,"a":2},{"b":1,}]`),
+  'nested too deep, and malformed after': bundle(`[${'['.repeat(1200)}${']'.repeat(1200)},{"a":}]`),
+  'nested too deep, a name given twice': bundle(`[${'['.repeat(1200)}${']'.repeat(1200)},{"a":1,"a":1}]`),
 };
 
 describe('parseJsonPaced', () => {
@@ -63,6 +78,17 @@ describe('parseJsonPaced', () => {
       for (const slice of [1, 7, 64, text.length - 1]) expect(await outcome(() => parseJsonPaced(text, pacing(slice)))).toEqual(want);
     });
   }
+
+  test('a Bundle changed at any one place (a character left out, a comma, bracket, quote or colon put in) reads as parseJson reads it', async () => {
+    const text = bundle(`[${patient(1, ',"x":98.60')},${patient(2)},${patient(3)}]`);
+    const changes = (i: number) => [text.slice(0, i) + text.slice(i + 1), ...[',', '}', ']', '{', '[', '"', ':'].map((c) => text.slice(0, i) + c + text.slice(i))];
+    for (let i = 0; i < text.length; i++) {
+      for (const changed of changes(i)) {
+        const want = await outcome(() => parseJson(changed));
+        for (const slice of [1, 40, 200]) expect({ changed, got: await outcome(() => parseJsonPaced(changed, pacing(slice))) }).toEqual({ changed, got: want });
+      }
+    }
+  });
 
   test('a text of one slice or less is read without a promise', () => {
     expect(parseJsonPaced('{"resourceType":"Patient"}') instanceof Promise).toBe(false);

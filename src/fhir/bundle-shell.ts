@@ -84,8 +84,11 @@ export const SHELL_CHUNK = 1000;
  * all its entries; the Bundle's own issues, and where its entries' and its invariants' issues fall among
  * them, come from one more validation of it with two entries that break each invariant over entries
  * (bdl-2, -3, -4, -7): each of those is kept if a chunk breaks it, bdl-7 also if two chunks share a fullUrl.
- * Element ids, unique across a resource, would be checked per chunk only: entries that have any are
- * validated whole, at once, as shellErrors does.
+ * Element ids are unique across a resource: the chunks share one Map of those met (ValidateOptions.elementIds),
+ * their entries' paths counted from the chunk's first (entryOffset), so that an id an earlier chunk gave is
+ * found where the whole validation finds it, with the same words. Should the Bundle's own elements hold any
+ * too, which the whole validation meets before or after the entries by their order in the model, entries that
+ * hold any are validated whole, at once, as shellErrors does.
  */
 export async function pacedShellErrors(bundle: Resource, level: ValidationLevel, pace: () => Promise<void> | undefined): Promise<ValidationIssue[]> {
   const entries = bundle.entry;
@@ -96,12 +99,13 @@ export async function pacedShellErrors(bundle: Resource, level: ValidationLevel,
   const fromEntries: ValidationIssue[] = [];
   const broken = new Set<string>();
   const fullUrls = new Set<string>();
+  const elementIds = new Map<string, string>();
+  const ownIds = holdsElementIds(withoutEntry(bundle), false);
   for (let at = 0; at < entries.length; at += SHELL_CHUNK) {
     const chunk = entries.slice(at, at + SHELL_CHUNK) as unknown[];
-    if (chunk.some((e) => holdsElementIds(e))) return shellErrors(bundle, level);
-    for (const issue of validateResource({ ...bundle, entry: chunk }, level, undefined, options)) {
-      const index = ENTRY.exec(issue.expression)?.[1];
-      if (index !== undefined) fromEntries.push({ ...issue, expression: `Bundle.entry[${at + Number(index)}]${issue.expression.slice(index.length + 14)}` });
+    if (ownIds && chunk.some((e) => holdsElementIds(e))) return shellErrors(bundle, level);
+    for (const issue of validateResource({ ...bundle, entry: chunk }, level, undefined, { ...options, entryOffset: at, elementIds })) {
+      if (ENTRY.test(issue.expression)) fromEntries.push(issue);
       else if (issue.expression === 'Bundle' && issue.invariant !== undefined && issue.invariant in OVER_ENTRIES) broken.add(issue.invariant);
     }
     if (level === 'strict' && repeatsFullUrl(chunk, fullUrls)) broken.add('bdl-7');
@@ -116,7 +120,7 @@ export async function pacedShellErrors(bundle: Resource, level: ValidationLevel,
   return located(capped(all), bundle);
 }
 
-/** `Bundle.entry[i]` at the start of an expression (14 characters besides the index). */
+/** `Bundle.entry[i]` at the start of an expression: an issue of an entry. */
 const ENTRY = /^Bundle\.entry\[(\d+)\]/;
 
 /**

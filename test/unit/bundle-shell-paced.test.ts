@@ -2,7 +2,8 @@
  * A large transaction or batch Bundle's own problems found a chunk of entries at a time with turns of the
  * event loop (pacedShellErrors, src/fhir/bundle-shell.ts): the same issues, in the same order, as one
  * validation of the whole (shellErrors), whatever breaks where: entries, the invariants over entries (bdl-7
- * across chunks too), the Bundle's own elements before and after `entry`, element ids, more than MAX_ISSUES.
+ * across chunks too), the Bundle's own elements before and after `entry`, element ids (given again across
+ * chunks, read with turns too), more than MAX_ISSUES.
  */
 import { describe, expect, test } from 'bun:test';
 import { pacedShellErrors, SHELL_CHUNK, shellErrors } from '../../src/fhir/bundle-shell.ts';
@@ -75,6 +76,24 @@ const CASES: Record<string, () => Resource> = {
   'element ids in two chunks': () => bundle((e, i) => {
     if (i === 1 || i === SHELL_CHUNK + 1) (e.request as Json).id = 'r';
   }),
+  'an element id on every entry, one given again in a later chunk beside other problems of its entry': () => bundle((e, i) => {
+    e.id = `e${i}`;
+    if (i === SHELL_CHUNK * 3 + 2) {
+      e.id = 'e7';
+      (e.request as Json).method = 'FETCH';
+      e.bogus = 1;
+    }
+    if (i === 9) (e.request as Json).extension = [{ id: 'e8', url: 'http://example.org/x', valueString: 'x' }];
+  }),
+  "element ids in the Bundle's own elements only": () => bundle((e, i) => {
+    if (i === 2) (e.request as Json).method = 'FETCH';
+  }, { meta: { id: 'm', lastUpdated: '2020-01-01T00:00:00Z' } }),
+  "element ids in the Bundle's own elements and in its entries": () => {
+    const b = bundle((e, i) => {
+      if (i === SHELL_CHUNK + 5) (e.request as Json).id = 's';
+    }, { meta: { id: 'm', lastUpdated: '2020-01-01T00:00:00Z' } }) as Json;
+    return { ...b, signature: { id: 's', type: [{ system: 'urn:iso-astm:E1762-95:2013', code: '1.2.840.10065.1.12.1.1' }], when: '2020-01-01T00:00:00Z', who: { reference: 'Patient/p' } } } as unknown as Resource;
+  },
   'more than MAX_ISSUES errors': () => bundle((e, i) => {
     if (i % 20 === 0) e.bogus = i;
   }),
@@ -92,7 +111,9 @@ describe('pacedShellErrors', () => {
           return Promise.resolve();
         });
         expect(got).toEqual(want);
-        if (name !== 'element ids in two chunks') expect(turns).toBe(Math.ceil(n / SHELL_CHUNK));
+        // Element ids in the Bundle's own elements and its entries are the one case validated whole, from the first chunk
+        // whose entries hold any (the second here).
+        expect(turns).toBe(name === "element ids in the Bundle's own elements and in its entries" ? 1 : Math.ceil(n / SHELL_CHUNK));
       });
     }
   }
@@ -100,5 +121,8 @@ describe('pacedShellErrors', () => {
   test('some cases are not valid (the comparison sees issues)', () => {
     expect(shellErrors(CASES['bdl-7 only across chunks']!(), 'strict').map((i) => i.expression)).toEqual([`Bundle.entry[${SHELL_CHUNK + 1}].fullUrl`]);
     expect(shellErrors(CASES["the Bundle's own elements before and after entry"]!(), 'strict').length).toBeGreaterThan(3);
+    const ids = shellErrors(CASES['an element id on every entry, one given again in a later chunk beside other problems of its entry']!(), 'strict');
+    expect(ids.find((i) => i.expression === `Bundle.entry[${SHELL_CHUNK * 3 + 2}].id`)?.text).toBe("Element ids must be unique within a resource: 'e7' is also the id of Bundle.entry[7]");
+    expect(shellErrors(CASES["element ids in the Bundle's own elements and in its entries"]!(), 'strict').map((i) => i.text)).toContain(`Element ids must be unique within a resource: 's' is also the id of Bundle.entry[${SHELL_CHUNK + 5}].request`);
   });
 });

@@ -48,6 +48,16 @@ export interface ValidateOptions {
   inEntryWithFullUrl?: boolean;
   /** Every issue, not capped at MAX_ISSUES: for a caller that validates a Bundle in parts and caps the whole (capped). */
   uncapped?: boolean;
+  /**
+   * For a caller that validates a Bundle in parts (a chunk of its entries standing for all of them): the index of
+   * the chunk's first entry in the whole Bundle, which its entries' paths count from (`Bundle.entry[1000]`).
+   */
+  entryOffset?: number;
+  /**
+   * The element ids of the resource's earlier parts, each with its element's path: its element ids are checked as
+   * unique against them, and added to them (the same Map, shared by the parts' validations).
+   */
+  elementIds?: Map<string, string>;
 }
 
 /** More issues than this about one resource are summarised in one last issue. */
@@ -84,10 +94,17 @@ class Walk implements IssueSink {
   readonly containedById = new Map<unknown[], Map<string, Json>>();
   /** ReferenceScope.inEntryWithFullUrl. */
   inEntryWithFullUrl = false;
+  /** ValidateOptions.entryOffset, added to the indexes of the validated Bundle's own entries. */
+  entryOffset = 0;
+  /** ValidateOptions.elementIds: the id scope of the resource validated, taken by the first scope opened. */
+  seedIds: Map<string, string> | undefined;
+  /** The resource validated. */
+  readonly top: Json;
 
   constructor(root: Json, readonly level: 'strict' | 'structural', readonly entryResources = true) {
     this.resource = root;
     this.rootResource = root;
+    this.top = root;
   }
 
   add(code: ValidationIssue['code'], expression: string, text: string, severity: ValidationIssue['severity'] = 'error', invariant?: string): void {
@@ -106,6 +123,8 @@ function isObject(v: unknown): v is Json {
 export function validateResource(resource: Json, level: 'strict' | 'structural', at?: string, options: ValidateOptions = {}): ValidationIssue[] {
   const walk = new Walk(resource, level, options.entryResources ?? true);
   walk.inEntryWithFullUrl = options.inEntryWithFullUrl ?? false;
+  walk.entryOffset = options.entryOffset ?? 0;
+  walk.seedIds = options.elementIds;
   visitResource(walk, resource, at ?? String(resource.resourceType), false);
   return options.uncapped ? walk.issues : capped(walk.issues);
 }
@@ -219,8 +238,9 @@ function eachReference(obj: Json, model: TypeModel, visit: (value: string, type:
 /** Walks `visit` with a scope of element ids of its own. */
 function inIdScope(walk: Walk, visit: () => void): void {
   const outer = walk.elementIds;
-  // Made on the first element id met: most resources have none.
-  walk.elementIds = undefined;
+  // Made on the first element id met: most resources have none. The first scope, the resource validated's, may be its earlier parts'.
+  walk.elementIds = walk.seedIds;
+  walk.seedIds = undefined;
   visit();
   walk.elementIds = outer;
 }
@@ -272,10 +292,12 @@ function visitObject(walk: Walk, obj: Json, model: TypeModel, path: string, valu
       else {
         if (value.length > element.max) walk.add('structure', at, `${model.name}.${element.name} takes at most ${element.max} values, not ${value.length}`);
         const extensions = slot.primitive ? obj['_' + key] : undefined;
+        // The entries of a Bundle validated in parts are counted from the part's first (ValidateOptions.entryOffset).
+        const offset = walk.entryOffset !== 0 && slot.type === 'Bundle.entry' && walk.resource === walk.top ? walk.entryOffset : 0;
         for (let i = 0; i < value.length; i++) {
           const item = value[i];
           if (item === null && slot.primitive && Array.isArray(extensions) && isObject(extensions[i])) continue;
-          visitValue(walk, item, slot, `${at}[${i}]`, typeof item === 'number' ? literalOf(value, i) : undefined);
+          visitValue(walk, item, slot, `${at}[${i + offset}]`, typeof item === 'number' ? literalOf(value, i) : undefined);
         }
       }
     } else if (element.max > 1) {

@@ -142,7 +142,9 @@ export async function readLimited(req: Request, limit: number): Promise<string> 
 /**
  * Reads at most `limit` bytes of the request body (decoded, as readLimited) as base64 (RFC 4648
  * section 4, padded); 413 beyond that. Each chunk is encoded as it arrives, its whole 3-byte groups at once and the 0-2 bytes left
- * over carried into the next, so the body's bytes are never held whole beside their text.
+ * over carried into the next, so the body's bytes are never held whole beside their text. The bytes carried
+ * are completed to a group of their own from the next chunk, whose rest is encoded where it lies: no chunk is
+ * copied to be put behind them.
  */
 export async function readBase64Limited(req: Request, limit: number): Promise<{ base64: string; size: number }> {
   const codings = contentCodings(req);
@@ -152,11 +154,23 @@ export async function readBase64Limited(req: Request, limit: number): Promise<{ 
   let size = 0;
   await eachChunk(req, limit, codings, (chunk) => {
     size += chunk.byteLength;
-    const bytes = carry.byteLength === 0 ? chunk : Buffer.concat([carry, chunk]);
-    const whole = bytes.byteLength - (bytes.byteLength % 3);
-    if (whole > 0) parts.push(Buffer.from(bytes.buffer, bytes.byteOffset, whole).toString('base64'));
+    let from = 0;
+    if (carry.byteLength > 0) {
+      from = Math.min(3 - carry.byteLength, chunk.byteLength);
+      const group = new Uint8Array(carry.byteLength + from);
+      group.set(carry);
+      group.set(chunk.subarray(0, from), carry.byteLength);
+      if (group.byteLength < 3) {
+        carry = group;
+        return;
+      }
+      parts.push(Buffer.from(group).toString('base64'));
+    }
+    const rest = chunk.byteLength - from;
+    const whole = rest - (rest % 3);
+    if (whole > 0) parts.push(Buffer.from(chunk.buffer, chunk.byteOffset + from, whole).toString('base64'));
     // A copy: the stream may reuse the chunk's memory once it is handed back.
-    carry = bytes.slice(whole);
+    carry = chunk.slice(from + whole);
   });
   if (carry.byteLength > 0) parts.push(Buffer.from(carry).toString('base64'));
   return { base64: parts.join(''), size };

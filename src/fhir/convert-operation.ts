@@ -11,7 +11,7 @@
 import { FhirError } from '../errors.ts';
 import type { CapabilityContribution } from './capability.ts';
 import { asResource, type Resource } from './resource.ts';
-import { requireValid } from './validation/check.ts';
+import { requireValidPaced } from './validation/check.ts';
 
 /** `$convert` at the system level, in the CapabilityStatement. */
 export const convertCapability: CapabilityContribution = {
@@ -29,9 +29,9 @@ function inputOf(body: unknown): Resource {
   return asResource(input);
 }
 
-/** `POST [base]/$convert`: the resource, validated, to be answered in the format asked for. */
-export function convertOperation(body: unknown): Resource {
+/** `POST [base]/$convert`: the resource, validated (its large strings read in slices first: requireValidPaced), to be answered in the format asked for. */
+export async function convertOperation(body: unknown): Promise<Resource> {
   const resource = inputOf(body);
-  requireValid(resource, 'strict');
+  await requireValidPaced(resource, 'strict');
   return resource;
 }

@@ -351,7 +351,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     return fhirJson(withReturnPreference(body, response, parsePrefer(c.req.header('prefer')).get('return')));
   });
   // `$convert` (src/fhir/convert-operation.ts) and `$diff` (src/fhir/diff/), before the type routes that would take them for a type.
-  app.post('/$convert', async (c) => fhirJson(convertOperation(await readFhirBody(c.req.raw, deps.limits.resource))));
+  app.post('/$convert', async (c) => fhirJson(await convertOperation(await readFhirBody(c.req.raw, deps.limits.resource))));
   app.on(['GET', 'PUT', 'DELETE', 'PATCH'], '/$convert', refuse('POST'));
   const diffParams = async (c: Context<AppEnv>) => (c.req.method === 'POST' ? await operationParams(c) : new URL(c.req.url).searchParams);
   app.on(['GET', 'POST'], '/$diff', async (c) => fhirJson(await serverDiff(deps, request(c), await diffParams(c), strict(c))));

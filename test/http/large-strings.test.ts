@@ -93,4 +93,18 @@ describe('the event loop while a large value is checked', () => {
     // slices, the loop turns every 10 ms up to the answer.
     expect({ took: took > 100, tail: tail < took / 4 }).toEqual({ took: true, tail: true });
   });
+  test('$validate and $convert of a large Binary check its base64 with turns of the event loop too, with the same answers', async () => {
+    const data = base64Of(11 * 1024 * 1024);
+    const bad = JSON.stringify({ resourceType: 'Binary', contentType: 'application/octet-stream', data: `${data.slice(0, -4)}AA-=` });
+    const headers = { Authorization: `Bearer ${token}`, 'Content-Type': 'application/fhir+json' };
+    const validated = await tailHold(() => t.request(`${t.fhir()}/Binary/$validate`, { method: 'POST', headers, body: new TextEncoder().encode(bad) }));
+    const outcome = (await validated.result.json()) as Json;
+    expect([validated.result.status, outcome.issue.filter((i: Json) => i.severity === 'error').map((i: Json) => [i.expression[0], i.diagnostics])]).toEqual([
+      200, [['Binary.data', `${JSON.stringify(data.slice(0, 57) + '...')} is not valid base64 (RFC 4648, padded to a multiple of 4 characters)`]],
+    ]);
+    expect({ took: validated.took > 100, tail: validated.tail < validated.took / 4 }).toEqual({ took: true, tail: true });
+    const converted = await tailHold(() => t.request(`${t.fhir()}/$convert`, { method: 'POST', headers: { ...headers, Accept: 'application/fhir+xml' }, body: new TextEncoder().encode(bad) }));
+    expect([converted.result.status, ((await converted.result.text()).match(/Binary\.data/g) ?? []).length > 0]).toEqual([422, true]);
+    expect({ took: converted.took > 100, tail: converted.tail < converted.took / 4 }).toEqual({ took: true, tail: true });
+  });
 });

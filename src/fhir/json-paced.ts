@@ -19,14 +19,15 @@ export interface PacedJson {
  * A request body's JSON as parseJson reads it (the same value, numbers' literals and 400s), read with turns
  * of the event loop every `budgetMs`: a 49 MiB transaction took about 0.9 s of one thread in its scan and
  * JSON.parse, which held every other request of the process. The text is scanned in slices (scanJson's
- * resumable form, with stacks of its own), then a Bundle's `entry` items are found and parsed a slice's
- * worth at a time, the Bundle around them apart; its value is what JSON.parse of the whole gives (the pieces, joined by the
- * commas between them, are that text). The 400s are the whole text's: a piece that JSON.parse refuses is
+ * resumable form, with stacks of its own), then the items of the longest array that is a member of the
+ * top-level object (a Bundle's `entry`, a CodeSystem's `concept`) are found and parsed a slice's worth at a
+ * time, the object around them apart; its value is what JSON.parse of the whole gives (the pieces, joined by
+ * the commas between them, are that text). The 400s are the whole text's: a piece that JSON.parse refuses is
  * parsed again with the text before the array in front of it and all the text after it (malformedAt), the
- * whole parse's state and words at that piece, without a parse of the entries before it; text nested too
- * deep is parsed so too before its 400; a name given twice is named by its path within its entry (or in
- * the text around the array). Text that is not a Bundle with an `entry` array is read by parseJson whole.
- * Text of one slice or less is parsed at once, without a promise.
+ * whole parse's state and words at that piece, without a parse of the items before it; text nested too
+ * deep is parsed so too before its 400; a name given twice is named by its path within its item (or in
+ * the text around the array). Text with no such array (a Binary) is read by parseJson whole. Text of one
+ * slice or less is parsed at once, without a promise.
  */
 export function parseJsonPaced(text: string, pacing: PacedJson = {}): unknown {
   return text.length <= (pacing.slice ?? JSON_SLICE) ? parseJson(text) : parseSliced(text, pacing);
@@ -39,7 +40,7 @@ async function parseSliced(text: string, pacing: PacedJson): Promise<unknown> {
   while (!scanTo(text, state, state.at + slice)) await pace();
   const scan = scanResult(text, state);
   const found = await entrySpans(text, slice, pace);
-  // Not a Bundle with an `entry` array (or a string left open): parsed whole.
+  // No array as a member of a top-level object (or a string left open): parsed whole.
   if (!found) return parseJson(text, scan);
   // Too deep for recording literals (their walk recurses once per level): parsed only to tell malformed text first, as parseJson.
   const deep = scan.depth > MAX_JSON_DEPTH;
@@ -59,11 +60,11 @@ async function parseSliced(text: string, pacing: PacedJson): Promise<unknown> {
 type Parsed = { value: unknown } | { error: Error };
 
 /**
- * The path and name of the member name at `at` (memberPath's), read in the entry it falls in (`entry[j].` and
+ * The path and name of the member name at `at` (memberPath's), read in the item it falls in (`entry[j].` and
  * the path within it) or in the text around the array (the array empty), so that a name given twice far into
  * a large body is not found by a walk of the text before it.
  */
-function repeatedPath(text: string, { open, close, spans }: EntrySpans, at: number): { path: string; name: string } {
+function repeatedPath(text: string, { open, close, spans, nameStart, nameClose }: EntrySpans, at: number): { path: string; name: string } {
   if (at < open) return memberPath(text, at);
   if (at > close) return memberPath(text.slice(0, open + 1) + text.slice(close), at - close + open + 1);
   let lo = 0;
@@ -74,7 +75,8 @@ function repeatedPath(text: string, { open, close, spans }: EntrySpans, at: numb
     else hi = mid - 1;
   }
   const { path, name } = memberPath(text.slice(spans[2 * lo], spans[2 * lo + 1]), at - spans[2 * lo]!);
-  return { path: path.startsWith('[') ? `entry[${lo}]${path}` : `entry[${lo}].${path}`, name };
+  const array = memberPath(`{${text.slice(nameStart, nameClose + 1)}:0}`, 1).name;
+  return { path: path.startsWith('[') ? `${array}[${lo}]${path}` : `${array}[${lo}].${path}`, name };
 }
 
 /** The groups of items parsed as one piece: items k to m (exclusive, as indices into `spans`), their text within about `slice`. */
@@ -139,35 +141,46 @@ async function outerError(text: string, { open, close, spans }: EntrySpans, err:
   return undefined;
 }
 
-/** Where a top-level object's `entry` array opens and closes, and its items' text (start, end pairs, commas left out). */
+/**
+ * A top-level member's array: where it opens and closes, its items' text (start, end pairs, commas left out),
+ * and where its member's name is (the quotes around it).
+ */
 interface EntrySpans {
   open: number;
   close: number;
   spans: number[];
+  nameStart: number;
+  nameClose: number;
 }
 
-/** How far entrySpans has read a text: its index, depth, and whether the value read at depth 1 is the member `entry`'s. */
-interface SpanState extends EntrySpans {
+/** How far entrySpans has read a text: its index, depth, the member whose value is read at depth 1, the array read and the longest read. */
+interface SpanState {
   at: number;
   depth: number;
   named: boolean;
+  nameStart: number;
+  nameClose: number;
+  current: EntrySpans | undefined;
+  longest: EntrySpans | undefined;
   itemStart: number;
   stringStart: number;
   stringClose: number;
 }
 
-/** The `entry` array of the object `text` holds, found in slices; undefined when there is none (or the text is not JSON). */
+/**
+ * The longest array that is the value of a member of the object `text` holds (a Bundle's `entry`, a CodeSystem's
+ * `concept`, a Questionnaire's `item`), found in slices; undefined when there is none (or the text is not JSON).
+ */
 async function entrySpans(text: string, slice: number, pace: () => Promise<void> | undefined): Promise<EntrySpans | undefined> {
-  const s: SpanState = { at: 0, depth: 0, named: false, open: -1, close: -1, spans: [], itemStart: -1, stringStart: -1, stringClose: -1 };
+  const s: SpanState = { at: 0, depth: 0, named: false, nameStart: -1, nameClose: -1, current: undefined, longest: undefined, itemStart: -1, stringStart: -1, stringClose: -1 };
   // The loop over characters is a plain function's: locals of an async function live in its frame on the heap.
   while (spansTo(text, s, s.at + slice)) await pace();
-  return s.at < 0 || s.open < 0 || s.close < 0 ? undefined : s;
+  return s.at < 0 ? undefined : s.longest;
 }
 
 /** Reads `text` from where `s` is to about `limit`; returns whether there is more to read (`s.at` -1: an unterminated string). */
 function spansTo(text: string, s: SpanState, limit: number): boolean {
-  let { at: i, depth, named, open, close, itemStart, stringStart, stringClose } = s;
-  const spans = s.spans;
+  let { at: i, depth, named, nameStart, nameClose, current, longest, itemStart, stringStart, stringClose } = s;
   const stop = Math.min(limit, text.length);
   for (; i < stop; i++) {
     const c = text.charCodeAt(i);
@@ -176,26 +189,37 @@ function spansTo(text: string, s: SpanState, limit: number): boolean {
       i = stringClose = stringEnd(text, i);
       if (i < 0) break;
     } else if (c === 58) {
-      if (depth === 1) named = stringClose - stringStart === 6 && text.startsWith('"entry"', stringStart);
+      if (depth === 1) {
+        named = true;
+        nameStart = stringStart;
+        nameClose = stringClose;
+      }
     } else if (c === 44) {
       if (depth === 1) named = false;
-      else if (depth === 2 && open >= 0 && close < 0) {
-        spans.push(itemStart, i);
+      else if (depth === 2 && current !== undefined) {
+        current.spans.push(itemStart, i);
         itemStart = i + 1;
       }
     } else if (c === 123 || c === 91) {
-      if (++depth === 2 && c === 91 && named && open < 0) itemStart = (open = i) + 1;
+      if (++depth === 2 && c === 91 && named) {
+        current = { open: i, close: -1, spans: [], nameStart, nameClose };
+        itemStart = i + 1;
+      }
     } else if (c === 125 || c === 93) {
-      if (depth === 2 && open >= 0 && close < 0) spans.push(itemStart, (close = i));
+      if (depth === 2 && current !== undefined) {
+        current.spans.push(itemStart, (current.close = i));
+        if (longest === undefined || current.close - current.open > longest.close - longest.open) longest = current;
+        current = undefined;
+      }
       depth--;
     }
   }
-  Object.assign(s, { at: i, depth, named, open, close, itemStart, stringStart, stringClose });
+  Object.assign(s, { at: i, depth, named, nameStart, nameClose, current, longest, itemStart, stringStart, stringClose });
   return i >= 0 && i < text.length;
 }
 
 /**
- * The value of `text` from its pieces: the object with an empty `entry`, then its items a group at a time
+ * The value of `text` from its pieces: the object with the array empty, then its items a group at a time
  * (the items within about `slice` characters, parsed as one array), their literals recorded as parseExact
  * records them (and the holders above them marked) unless `scan` is undefined; should JSON.parse refuse a
  * piece, the error it gives of the whole text (outerError, malformedAt).
@@ -209,7 +233,8 @@ async function parsePieces(text: string, found: EntrySpans, scan: JsonScan | und
   } catch (err) {
     return outerError(text, found, err as Error, slice, pace);
   }
-  const entry = (root as { entry?: unknown } | null)?.entry;
+  // The array's member, read as memberPath reads names (the name written with escapes too).
+  const entry = (root as Record<string, unknown> | null)?.[memberPath(`{${text.slice(found.nameStart, found.nameClose + 1)}:0}`, 1).name];
   if (!Array.isArray(entry)) return undefined;
   if (scan?.literals) recordLiterals(outer, root as object);
   // `[]` (or blanks between the brackets): no items.
@@ -238,7 +263,7 @@ async function parsePieces(text: string, found: EntrySpans, scan: JsonScan | und
   return { value: root };
 }
 
-/** Marks the entry array and the Bundle as holders of literals below them (recordLiterals marks every holder on the way up). */
+/** Marks the array and the object holding it as holders of literals below them (recordLiterals marks every holder on the way up). */
 function markHolders(entry: unknown[], root: object): void {
   if (!holdsLiterals(entry)) recordLiteral(entry);
   if (!holdsLiterals(root)) recordLiteral(root);

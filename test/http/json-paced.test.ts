@@ -154,6 +154,36 @@ describe('the event loop while a JSON body is read', () => {
   });
 });
 
+describe('the event loop while a large resource that is no Bundle is read', () => {
+  let t: TestApp;
+  let token: string;
+  beforeAll(async () => {
+    t = await createTestApp();
+    token = await t.token();
+  });
+  afterAll(() => t.close());
+
+  test("a CodeSystem's concepts are parsed a slice's worth at a time, up to the 400 of a name given twice or malformed JSON in its last concepts", async () => {
+    const n = 110_000;
+    const concept = Array.from({ length: n }, (_, i) => ({ code: `c${i}`, display: `Concept number ${i} of a large code system`, designation: [{ language: 'de', value: `Begriff ${i}` }] }));
+    const text = JSON.stringify({ resourceType: 'CodeSystem', id: 'big', url: 'http://example.org/cs', status: 'draft', content: 'complete', concept });
+    const at = `"code":"c${n - 10}",`;
+    const cases: [string, string[] | undefined][] = [[text.replace(at, `${at},`), undefined], [text.replace(at, `${at}"code":"again",`), [`CodeSystem.concept[${n - 10}].code`]]];
+    for (const [changed, expression] of cases) {
+      const body = new TextEncoder().encode(changed);
+      const { result: res, took, tail } = await tailHold(() =>
+        t.request(`${t.fhir()}/CodeSystem/big`, { method: 'PUT', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/fhir+json' }, body }));
+      const outcome = (await res.json()) as Json;
+      const [status, diagnostics, want] = refusalOf(changed);
+      expect([res.status, outcome.issue[0].diagnostics, outcome.issue[0].expression]).toEqual([status, diagnostics, want]);
+      expect(want).toEqual(expression);
+      // A resource that is no Bundle was parsed whole, to its 400 (its tail: most of what follows reading the body); its
+      // longest array is now read as a Bundle's entries are.
+      expect({ took: took > 100, tail: tail < took / 4 }).toEqual({ took: true, tail: true });
+    }
+  });
+});
+
 /** The status, diagnostics and expression parseJson gives of the whole text. */
 function refusalOf(text: string): [number, string, string[] | undefined] {
   try {

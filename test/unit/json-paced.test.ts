@@ -38,6 +38,9 @@ function marks(value: unknown, path: string): string[] {
 const bundle = (entries: string) => `{"resourceType":"Bundle","type":"transaction","total":1.0,"entry":${entries},"meta":{"lastUpdated":"2020-01-01T00:00:00Z"}}`;
 const patient = (i: number, extra = '') => `{"fullUrl":"urn:uuid:${i}","resource":{"resourceType":"Patient","name":[{"family":"a\\"b,]}"}]${extra}},"request":{"method":"POST","url":"Patient"}}`;
 
+const concepts = (n: number) => Array.from({ length: n }, (_, i) => `{"code":"c${i}","display":"Concept ${i}","property":[{"code":"w","valueDecimal":${i}.50}]}`).join(',');
+const codeSystem = (concept: string) => `{"resourceType":"CodeSystem","url":"http://example.org/cs","status":"draft","content":"complete","concept":${concept},"count":3}`;
+
 const TEXTS: Record<string, string> = {
   'entries without literals': bundle(`[${[1, 2, 3].map((i) => patient(i)).join(',')}]`),
   'literals in entries and around them': bundle(`[ ${patient(1, ',"x":98.60')} , ${patient(2)},${patient(3, ',"y":[1e2,2,-0]')} ]`),
@@ -69,6 +72,12 @@ const TEXTS: Record<string, string> = {
   'a name given twice in malformed text': bundle(`[${patient(1)},{"a":1,"a":2},{"b":1,}]`),
   'nested too deep, and malformed after': bundle(`[${'['.repeat(1200)}${']'.repeat(1200)},{"a":}]`),
   'nested too deep, a name given twice': bundle(`[${'['.repeat(1200)}${']'.repeat(1200)},{"a":1,"a":1}]`),
+  'a resource whose longest array is read in pieces': codeSystem(`[${concepts(40)}]`),
+  'a resource with two arrays, the shorter first': `{"resourceType":"Questionnaire","status":"draft","code":[{"code":"a"}],"item":[${concepts(30)}],"x":1.50}`,
+  'a resource whose array is written with escapes in its name': `{"resourceType":"CodeSystem","con\\u0063ept":[${concepts(30)}]}`,
+  'malformed in an item of a resource': codeSystem(`[${concepts(20)},{"code":"x",},${concepts(5)}]`),
+  'a name given twice in an item of a resource': codeSystem(`[${concepts(20)},{"code":"x","code":"y"},${concepts(5)}]`),
+  'a name given twice after the array of a resource': `${codeSystem(`[${concepts(30)}]`).slice(0, -1)},"status":"active"}`,
 };
 
 describe('parseJsonPaced', () => {
@@ -79,8 +88,11 @@ describe('parseJsonPaced', () => {
     });
   }
 
-  test('a Bundle changed at any one place (a character left out, a comma, bracket, quote or colon put in) reads as parseJson reads it', async () => {
-    const text = bundle(`[${patient(1, ',"x":98.60')},${patient(2)},${patient(3)}]`);
+  test('a Bundle, or another resource, changed at any one place (a character left out, a comma, bracket, quote or colon put in) reads as parseJson reads it', async () => {
+    for (const text of [bundle(`[${patient(1, ',"x":98.60')},${patient(2)},${patient(3)}]`), codeSystem(`[${concepts(4)}]`).replace('"count":3', '"count":3,"identifier":[{"value":"a"}]')]) await changedAnywhere(text);
+  });
+
+  async function changedAnywhere(text: string): Promise<void> {
     const changes = (i: number) => [text.slice(0, i) + text.slice(i + 1), ...[',', '}', ']', '{', '[', '"', ':'].map((c) => text.slice(0, i) + c + text.slice(i))];
     for (let i = 0; i < text.length; i++) {
       for (const changed of changes(i)) {
@@ -88,7 +100,7 @@ describe('parseJsonPaced', () => {
         for (const slice of [1, 40, 200]) expect({ changed, got: await outcome(() => parseJsonPaced(changed, pacing(slice))) }).toEqual({ changed, got: want });
       }
     }
-  });
+  }
 
   test('a text of one slice or less is read without a promise', () => {
     expect(parseJsonPaced('{"resourceType":"Patient"}') instanceof Promise).toBe(false);

@@ -6,7 +6,7 @@
 import { FhirError, type FhirIssue } from '../../errors.ts';
 import type { Resource } from '../resource.ts';
 import { characterIssues } from './characters.ts';
-import { primeStrings, withPrimed } from './large-strings.ts';
+import { primeStrings, withPrimed, type Primed } from './large-strings.ts';
 import { validateResource, type ValidationIssue, type ValidationLevel } from './validate.ts';
 
 /** Resources already found valid (a conditional create checks before its search, then writes the same object). */
@@ -54,16 +54,21 @@ export function requireValid(resource: Resource, level: ValidationLevel, at?: st
 /**
  * validationErrors with the resource's large strings (a Binary's `data`) read first in slices that let the
  * event loop turn (primeStrings), the validation answering from them: the same issues, without one pass of
- * the checks over tens of megabytes holding every other request of the process.
+ * the checks over tens of megabytes holding every other request of the process. A resource without such
+ * strings (found by a walk of at most a thousand values) is validated at once, without a promise.
  */
-export async function validationErrorsPaced(resource: Resource, level: ValidationLevel, at?: string, inEntryWithFullUrl = false): Promise<ValidationIssue[]> {
+export function validationErrorsPaced(resource: Resource, level: ValidationLevel, at?: string, inEntryWithFullUrl = false): ValidationIssue[] | Promise<ValidationIssue[]> {
   if ((inEntryWithFullUrl ? validInEntry : valid).has(resource)) return [];
-  const strings = await primeStrings(resource);
-  return withPrimed(strings, () => validationErrors(resource, level, at, inEntryWithFullUrl));
+  const strings = primeStrings(resource);
+  const validate = (primed: Primed[]) => withPrimed(primed, () => validationErrors(resource, level, at, inEntryWithFullUrl));
+  return strings instanceof Promise ? strings.then(validate) : validate(strings);
 }
 
-/** requireValid with the resource's large strings read in slices first (validationErrorsPaced). */
-export async function requireValidPaced(resource: Resource, level: ValidationLevel, at?: string, inEntryWithFullUrl = false): Promise<void> {
-  const errors = await validationErrorsPaced(resource, level, at, inEntryWithFullUrl);
-  if (errors.length > 0) throw invalidResource(errors, at ?? resource.resourceType);
+/** requireValid with the resource's large strings read in slices first (validationErrorsPaced); a promise only when they were. */
+export function requireValidPaced(resource: Resource, level: ValidationLevel, at?: string, inEntryWithFullUrl = false): void | Promise<void> {
+  const fail = (errors: ValidationIssue[]) => {
+    if (errors.length > 0) throw invalidResource(errors, at ?? resource.resourceType);
+  };
+  const errors = validationErrorsPaced(resource, level, at, inEntryWithFullUrl);
+  return errors instanceof Promise ? errors.then(fail) : fail(errors);
 }

@@ -86,6 +86,35 @@ function base64Counts(text: string, from: number, to: number, counts: { chars: n
   return { chars, padding };
 }
 
+/** How many values a walk for large strings reads before it lets the event loop turn (or, at first, gives up being synchronous). */
+const WALK_STEPS = 1024;
+
+/**
+ * The strings longer than LARGE_STRING in `value` (member names aside) when a walk of WALK_STEPS values finds
+ * them all, undefined when there is more to walk: the walk of most resources, which holds none, costs no promise.
+ */
+function largeStringsNow(value: unknown): string[] | undefined {
+  const found: string[] = [];
+  let steps = 0;
+  const visit = (v: unknown): boolean => {
+    if (typeof v === 'string') {
+      if (v.length > LARGE_STRING) found.push(v);
+      return true;
+    }
+    return v === null || typeof v !== 'object' || walk(v);
+  };
+  const walk = (v: object): boolean => {
+    if (++steps > WALK_STEPS) return false;
+    if (Array.isArray(v)) {
+      for (const item of v) if (!visit(item)) return false;
+    } else {
+      for (const key in v) if (!visit((v as Record<string, unknown>)[key])) return false;
+    }
+    return true;
+  };
+  return visit(value) ? found : undefined;
+}
+
 /** The strings longer than LARGE_STRING in `value` (member names aside), found with turns every WORK_SLICE_MS. */
 async function largeStrings(value: unknown, pace: () => Promise<void> | undefined): Promise<string[]> {
   const found: string[] = [];
@@ -103,7 +132,7 @@ async function largeStrings(value: unknown, pace: () => Promise<void> | undefine
         if (item !== null && typeof item !== 'number' && typeof item !== 'boolean') stack.push(item);
       }
     }
-    if (++steps % 1024 === 0) {
+    if (++steps % WALK_STEPS === 0) {
       const turn = pace();
       if (turn) await turn;
     }
@@ -168,9 +197,16 @@ export interface StringPacing {
  * whole string (test/unit/large-strings.test.ts), without holding the loop for one pass of a regular
  * expression over tens of megabytes (a 50 MiB Binary's checks held it about 160 ms).
  */
-export async function primeStrings(resource: unknown, pacing: StringPacing = {}): Promise<Primed[]> {
+export function primeStrings(resource: unknown, pacing: StringPacing = {}): Primed[] | Promise<Primed[]> {
+  const now = largeStringsNow(resource);
+  // Most resources: a few hundred values, no large string, nothing to wait for.
+  if (now !== undefined && now.length === 0) return [];
+  return primeSlowly(resource, now, pacing);
+}
+
+async function primeSlowly(resource: unknown, found: string[] | undefined, pacing: StringPacing): Promise<Primed[]> {
   const pace = pacedTurns(pacing.budgetMs ?? WORK_SLICE_MS, pacing.turn ?? nextTurn);
-  const strings = await largeStrings(resource, pace);
+  const strings = found ?? (await largeStrings(resource, pace));
   const out: Primed[] = [];
   for (const value of strings) out.push({ value, profile: await profileOf(value, pace) });
   return out;

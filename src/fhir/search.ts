@@ -870,6 +870,8 @@ export async function addIncludes(
   };
   let frontier = rows;
   const notCurrent = new Set<string>();
+  /** The canonicals already read, by target type: each is followed once, in the first round that names it. */
+  const followed = new Map<string, Set<string>>();
   const iterated = compiled.includes.some((i) => i.iterate) ? '_include:iterate' : compiled.revincludes.some((i) => i.iterate) ? '_revinclude:iterate' : undefined;
   for (let round = 0; round <= MAX_ITERATIONS + 1 && frontier.length; round++) {
     // The round past the last is read only to tell whether resources are left out (the warning), and adds none:
@@ -925,8 +927,14 @@ export async function addIncludes(
       }
     }
     // MAX_SEARCH_VALUES canonicals a statement, as many as the included take: a page may name thousands.
+    // A canonical followed in an earlier round is not read again (as an id already included is not): what
+    // it names was added then, or is not held or out of reach, and read again each round it counted
+    // toward PAGE_READ_IN_REACH each time (a chain of a hundred rounds whose resources each name the same
+    // two hundred was a 400).
     for (const [type, canonicals] of reached.canonicals) {
-      const list = [...canonicals];
+      const done = followed.get(type) ?? followed.set(type, new Set()).get(type)!;
+      const list = [...canonicals].filter((c) => !done.has(c));
+      for (const c of list) done.add(c);
       for (let i = 0; i < list.length && !warnings.length; i += MAX_SEARCH_VALUES) {
         const urls = list.slice(i, i + MAX_SEARCH_VALUES);
         await reach(type, canonicalCondition(urls), urls.length);

@@ -144,6 +144,29 @@ await eachStore((kind, fresh) => {
       }
     }, 60_000);
 
+    test('canonicals followed in an earlier round are not read again: a long chain through resources included already is followed to its end', async () => {
+      // Libraries c-000 -> c-001 -> ... -> c-099, each also depending on the same 210 hubs: every round past the
+      // first names the 210 again (included in the first), 99 x 210 = 20,790 canonicals read to no purpose when
+      // each round read them anew, past PAGE_READ_IN_REACH.
+      const HUBS = 210;
+      const CHAIN = 100;
+      const url = (id: string) => `http://example.org/Library/${id}`;
+      const hubs = Array.from({ length: HUBS }, (_, i) => `hub-${n4(i)}`);
+      const chain = Array.from({ length: CHAIN }, (_, i) => `c-${String(i).padStart(3, '0')}`);
+      const library = (id: string, dependsOn: string[]): Json => ({
+        resourceType: 'Library', id, url: url(id), status: 'active',
+        type: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/library-type', code: 'logic-library' }] },
+        ...(dependsOn.length && { relatedArtifact: dependsOn.map((d) => ({ type: 'depends-on', resource: url(d) })) }),
+      });
+      await write([
+        ...hubs.map((id) => library(id, [])),
+        ...chain.map((id, i) => library(id, [...(i + 1 < CHAIN ? [chain[i + 1]!] : []), ...hubs])),
+      ]);
+      const b = await admin.search(`Library?_id=${chain[0]}&_include:iterate=Library:depends-on:Library`);
+      expect({ included: included(b).length, warned: warned(b) }).toEqual({ included: CHAIN - 1 + HUBS, warned: false });
+      expect(included(b)).toEqual([...chain.slice(1), ...hubs].map((id) => `Library/${id}`).sort());
+    }, 60_000);
+
     test('they read past 20,000 out of reach, and past one more are a 400 too-costly', async () => {
       const p1 = fhirClient(t, await craftToken(t, PATIENT_TOKEN, { patient: 'p1' }));
       // As many out of reach as the bound (PAGE_READ_IN_REACH) before those in reach, in id order.

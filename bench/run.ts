@@ -12,7 +12,8 @@
  * beside FHIRPath.js (bench/validate.ts, bench/fhirpath.ts), terminology load and cold-cache
  * latency on a 100,000-concept hierarchy (bench/terminology.ts), a 32 MiB Binary in and out
  * (bench/binary.ts), a search of 1,000 ids among 5,000 and 50,000 Binaries on both databases
- * (bench/id-lists.ts). `--quick` runs small sizes to check
+ * (bench/id-lists.ts), negated and driven searches among 20,000 Conditions never analysed
+ * (bench/unanalysed.ts). `--quick` runs small sizes to check
  * that everything works. PostgreSQL is expected at CINDER_BENCH_POSTGRES_URL
  * (default postgres://postgres@127.0.0.1:5432/test).
  */
@@ -40,6 +41,7 @@ const steps: [string, string[]][] = [
   // Reuses the databases the export benchmark loaded (same --patients and --out).
   ['search (wrk)', ['search.ts', '--patients', quick ? '200' : '10000', '--seconds', quick ? '2' : '10', '--postgres', exportUrl, '--out', exportOut]],
   ['id lists: 1,000 ids among Binaries of two sizes', ['id-lists.ts', join(dir, '..'), '--sizes', quick ? '2000,10000' : '5000,50000', '--rounds', quick ? '3' : '15']],
+  ['searches on tables never analysed: Conditions', ['unanalysed.ts', join(dir, '..'), '--sizes', quick ? '2000' : '20000', '--rounds', quick ? '2' : '5']],
   ['Binary native content, 32 MiB', ['binary.ts', '--mib', quick ? '4' : '32', '--runs', quick ? '1' : '3']],
   ['validation beside @medplum/core', ['validate.ts', '--rounds', quick ? '200' : '5000']],
   ['FHIRPath invariants beside FHIRPath.js', ['fhirpath.ts']],

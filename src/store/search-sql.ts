@@ -21,7 +21,8 @@ export interface Dialect {
   driverJoin: string;
   /**
    * The join of a driver's row (its resource's key `pk`) to its resource, `resources r`, each read by that key
-   * whatever the plan (sortedDriven, whose conditions on `r` hold correlated subqueries).
+   * whatever the plan (a driven search's page, fromWhere; sortedDriven, whose conditions on `r` hold
+   * correlated subqueries).
    */
   resourceOf(pk: string): string;
   /** The FROM item, aliased `alias` with the column `res`, of a driver's resource rows (`select`: SELECT DISTINCT ... res). */
@@ -75,6 +76,15 @@ export interface Dialect {
    * counting it as a candidate there cost 2-3 ms.
    */
   plansLastUpdated: boolean;
+  /**
+   * Whether the type's first rows in a keyset order (nthRow, plannedSearch's first reading in order) are
+   * read with a range of their first key that every row is in, written as constants: without statistics
+   * PostgreSQL took the type's (tenant, type) rows for a few and read every one of them by a bitmap, then
+   * sorted them all for the 500th (166-440 ms among 200,000 Conditions, each page read in order); the
+   * range makes them fewer still to it, and it walks the index in order (under 1 ms). With statistics the
+   * range holds the whole column and changes no estimate. SQLite plans the index in order as it is.
+   */
+  rangesFirstRows: boolean;
   /**
    * The `k` of a key that exists and is committed, when the adapter can tell at once (else undefined,
    * and the statement looks the key up itself). A key once committed never changes.
@@ -216,6 +226,7 @@ export const SQLITE: Dialect = {
   // The connection's `regexp` function (src/store/sqlite/db.ts), a JavaScript RegExp.
   matches: (col, pattern) => `${col} REGEXP ${pattern}`,
   plansLastUpdated: true,
+  rangesFirstRows: false,
   text: SQLITE_TEXT,
 };
 
@@ -245,9 +256,15 @@ export const POSTGRES: Dialect = {
   // Both columns aggregated in one pass (their orders agree), then unnested together, as `driven`.
   drivenKeyed: (select, alias) =>
     `(SELECT array_agg(${alias}_r.res) AS res, array_agg(${alias}_r.key) AS key FROM (${select}) ${alias}_r) ${alias}_a CROSS JOIN LATERAL unnest(${alias}_a.res, ${alias}_a.key) AS ${alias}(res, key)`,
-  // An anti-join, which the planner hashes or merges: 587 ms for 686,776 Observations (EXCEPT 987 ms).
+  // Two scans, each of one index range (the type's resources by (tenant, type), the parameter's rows by
+  // its keys), and their difference hashed or sorted: the same plan with statistics or without. As NOT
+  // EXISTS, an anti-join the planner hashed or merged once it had statistics (587 ms for 686,776
+  // Observations, EXCEPT 987 ms), but without them it took the type for a few rows and probed the
+  // parameter's every row (its value-first index read by the key alone) for each resource:
+  // `Condition?code:missing=true` took 9-24 s among 20,000 Conditions, now 70 ms (docs/PERFORMANCE.md,
+  // forty-ninth session).
   missingRows: (b, type, table, keys) =>
-    `SELECT x.pk AS res FROM resources x WHERE x.tenant = ${b.v(b.tenant)} AND x.type = ${b.v(type)} AND NOT EXISTS (SELECT 1 FROM ${table} s WHERE s.res = x.pk AND ${keys('s')})`,
+    `SELECT x.pk AS res FROM resources x WHERE x.tenant = ${b.v(b.tenant)} AND x.type = ${b.v(type)} EXCEPT SELECT s.res FROM ${table} s WHERE ${keys('s')}`,
   unindexed: (col) => `(${col} + 0)`,
   probedValue: (col) => col,
   idIn: (b, col, ids, not) => `${not ? 'NOT ' : ''}${col} = ANY(${b.v(textArray(ids))}::text[])`,
@@ -266,6 +283,7 @@ export const POSTGRES: Dialect = {
   // An advanced regular expression: the patterns Cinder writes (urlNamingPattern) mean the same there.
   matches: (col, pattern) => `${col} ~ ${pattern}`,
   plansLastUpdated: false,
+  rangesFirstRows: true,
   text: POSTGRES_TEXT,
 };
 
@@ -1947,8 +1965,11 @@ function fromWhere(
     const tested = early.length ? ` WHERE ${early.join(' AND ')}` : '';
     const select = `SELECT DISTINCT ${d}.res${key === undefined ? '' : `, ${d}.key`} FROM (${rows}) ${d}${earlyLaterals.map((l) => ` ${l}`).join('')}${tested}`;
     driven = key === undefined ? b.dialect.driven(select, d) : b.dialect.drivenKeyed(select, d);
-    // SQLite keeps the left side of a CROSS JOIN as the outer loop.
-    from = `${driven} ${b.dialect.driverJoin} resources r ON r.pk = ${d}.res`;
+    // Each driver row's resource read by its key (Dialect.resourceOf): SQLite keeps the left side of a
+    // CROSS JOIN as the outer loop; PostgreSQL, joining without statistics, took the type for a few
+    // rows and walked it in id order, each resource compared with every driver row
+    // (`Condition?subject=Patient/p1`, 67 of 20,000 Conditions: 24-89 ms, now under 1 ms).
+    from = `${driven} ${b.dialect.resourceOf(`${d}.res`)}`;
   }
   if (q.compartment !== undefined && driver !== 'compartment') {
     if (b.correlation === 'in') where.push(`r.pk IN (${compartmentRows(b, q.type, q.compartment)})`);
@@ -1981,6 +2002,7 @@ function nthRow(b: SqlBuilder, q: SearchQuery, rows: number, columns: string): s
   const keyset = keysetSort(q.sort)!;
   const dir = keyset.descending ? ' DESC' : '';
   const where = [`x.tenant = ${b.v(b.tenant)}`, `x.type = ${b.v(q.type)}`];
+  if (b.dialect.rangesFirstRows) where.push(keyset.by === 'id' ? `x.id > '' AND x.id < '${AFTER_PREFIX}'` : `x.last_updated > ${-Number.MAX_SAFE_INTEGER} AND x.last_updated < ${Number.MAX_SAFE_INTEGER}`);
   if (q.after) where.push(keysetAfter(b, 'x', keyset, q.after));
   const order = keyset.by === 'id' ? `x.id${dir}` : `x.last_updated${dir}, x.id${dir}`;
   return `SELECT ${columns} FROM resources x WHERE ${where.join(' AND ')} ORDER BY ${order} LIMIT 1 OFFSET ${Math.max(0, Math.trunc(rows) - 1)}`;

@@ -1,0 +1,156 @@
+/**
+ * Searches whose plans PostgreSQL made from statistics it does not have yet: negations and absent values
+ * (`:missing=true`, `:not`) and a driver's rows read with their resources, among Conditions written in
+ * transactions of 500 (as writes through the API leave a database: never analysed while autovacuum is off
+ * or has not come round), through the store of one or two checkouts, in turn (wall time: the database's
+ * work counts):
+ *
+ *   bun bench/unanalysed.ts <checkout A> [<checkout B>] [--sizes 20000] [--rounds N] [--store sqlite|postgres|both] [--analyze]
+ *
+ * For each size, one database of that many Conditions (a fresh SQLite file, or a PostgreSQL database made
+ * with `createdb -h 127.0.0.1 -U postgres` and dropped at the end) that both checkouts search (their
+ * migrations must agree); `--analyze` gathers its statistics first. Condition `i` has a SNOMED CT code
+ * (one of 50) but eight, an onset but five, a clinical status (a third `resolved`) and one of 300 patients.
+ * Each round times each search once per side, A then B (B then A on odd rounds), after one warm-up round,
+ * and checks that both answer the same ids. Prints the median ms of each, and the median of the rounds'
+ * ratios B / A.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+
+const { values, positionals } = parseArgs({
+  allowPositionals: true,
+  options: {
+    sizes: { type: 'string', default: '20000' },
+    rounds: { type: 'string', default: '5' },
+    store: { type: 'string', default: 'both' },
+    analyze: { type: 'boolean', default: false },
+  },
+});
+if (positionals.length < 1 || positionals.length > 2 || !['sqlite', 'postgres', 'both'].includes(values.store)) {
+  console.error('usage: bun bench/unanalysed.ts <checkout A> [<checkout B>] [--sizes 20000] [--rounds N] [--store sqlite|postgres|both] [--analyze]');
+  process.exit(2);
+}
+const sizes = values.sizes.split(',').map(Number);
+const rounds = Number(values.rounds);
+const TENANT = 't1';
+const PATIENTS = 300;
+const UNCODED = [17, 512, 1333, 2048, 2999, 7000, 15000, 19999];
+const UNDATED = [5, 1200, 2500, 9000, 18000];
+
+const SEARCHES = [
+  'code:missing=true&_count=10',
+  'onset-date:missing=true&_count=10',
+  'clinical-status=resolved&code:missing=true&_count=10',
+  'code:not=http://snomed.info/sct|38341003&_count=10',
+  '_filter=code ne http://snomed.info/sct|38341003&_count=10',
+  'subject=Patient/p1&_count=10',
+  'code=http://snomed.info/sct|38341003&_count=10',
+];
+
+type Json = Record<string, unknown>;
+
+interface Store {
+  migrate(): Promise<void>;
+  close(): Promise<void>;
+  resources: {
+    write(tenant: string, fn: (w: { insertNew(v: unknown[]): Promise<unknown> }) => Promise<unknown>): Promise<unknown>;
+    search(tenant: string, q: Json): Promise<{ id: string }[]>;
+    indexing: { analyze(opts?: { onlyStale?: boolean }): Promise<unknown> };
+  };
+}
+
+function sh(cmd: string[]): void {
+  const r = Bun.spawnSync(cmd, { stderr: 'pipe' });
+  if (r.exitCode !== 0) throw new Error(`${cmd.join(' ')}: ${r.stderr.toString()}`);
+}
+
+const condition = (i: number, size: number) => ({
+  resourceType: 'Condition', id: `c${String((i * 7919) % size).padStart(6, '0')}`, subject: { reference: `Patient/p${i % PATIENTS}` },
+  clinicalStatus: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/condition-clinical', code: i % 3 ? 'active' : 'resolved' }] },
+  ...(!UNDATED.includes(i) && { onsetDateTime: new Date(Date.parse('2020-01-01T00:00:00Z') + i * 3_600_000).toISOString() }),
+  ...(!UNCODED.includes(i) && { code: { coding: [{ system: 'http://snomed.info/sct', code: `${38341003 + (i % 50)}` }] } }),
+});
+
+const scratch = mkdtempSync(join(tmpdir(), 'cinder-bench-unanalysed-'));
+let made = 0;
+
+interface Database {
+  /** A store of checkout `dir` on the database. */
+  open(dir: string): Promise<Store>;
+  drop(): void;
+}
+
+async function database(dir: string, kind: 'sqlite' | 'postgres', size: number): Promise<Database> {
+  const n = made++;
+  let url: string;
+  let drop = () => undefined as void;
+  if (kind === 'postgres') {
+    const name = `cinder_unanalysed_${process.pid}_${n}`;
+    sh(['createdb', '-h', '127.0.0.1', '-U', 'postgres', name]);
+    drop = () => sh(['dropdb', '-h', '127.0.0.1', '-U', 'postgres', '--if-exists', name]);
+    url = `postgres://postgres@127.0.0.1:5432/${name}`;
+  } else url = join(scratch, `${n}.db`);
+  const open = async (at: string): Promise<Store> => {
+    if (kind === 'postgres') return (await import(`${at}/src/store/postgres/index.ts`)).createPostgresStore(url);
+    return (await import(`${at}/src/store/sqlite/index.ts`)).createSqliteStore(url);
+  };
+  const { firstVersions } = await import(`${dir}/test/helpers/versions.ts`);
+  const store = await open(dir);
+  await store.migrate();
+  for (let i = 0; i < size; i += 500) {
+    const batch = Array.from({ length: Math.min(500, size - i) }, (_, j) => condition(i + j, size));
+    await store.resources.write(TENANT, (w) => w.insertNew(firstVersions(batch)));
+  }
+  if (values.analyze) await store.resources.indexing.analyze();
+  await store.close();
+  return { open, drop };
+}
+
+const kinds: ('sqlite' | 'postgres')[] = values.store === 'both' ? ['sqlite', 'postgres'] : [values.store as 'sqlite' | 'postgres'];
+const dirs = positionals.map((d) => resolve(d));
+const { compileSearch } = await import(`${dirs[0]}/src/fhir/search.ts`);
+const compiled = (query: string): Json => {
+  const c = compileSearch('Condition', new URLSearchParams(query), true);
+  return { ...c.query, where: c.pending };
+};
+const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor((v.length - 1) / 2)]!;
+try {
+  for (const kind of kinds) {
+    for (const size of sizes) {
+      const db = await database(dirs[0]!, kind, size);
+      const stores = await Promise.all(dirs.map((d) => db.open(d)));
+      const times = SEARCHES.map(() => dirs.map(() => [] as number[]));
+      try {
+        for (let round = 0; round < rounds + 1; round++) {
+          for (const [k, query] of SEARCHES.entries()) {
+            const order = round % 2 ? [...dirs.keys()].reverse() : [...dirs.keys()];
+            const answers: string[] = [];
+            for (const i of order) {
+              const start = performance.now();
+              answers[i] = (await stores[i]!.resources.search(TENANT, compiled(query))).map((v) => v.id).join();
+              if (round >= 1) times[k]![i]!.push(performance.now() - start);
+            }
+            if (answers.length === 2 && answers[0] !== answers[1]) throw new Error(`${kind}, ${query}: the checkouts answer differently`);
+          }
+        }
+      } finally {
+        for (const s of stores) await s.close();
+        db.drop();
+      }
+      console.log(`\n### ${kind}, ${size.toLocaleString('en')} Conditions, ${rounds} rounds${values.analyze ? ', analysed' : ', no statistics'} (median ms${dirs.length === 2 ? "; B / A: median of the rounds' ratios" : ''})\n`);
+      console.log(`| Search | ${dirs.map((d, i) => `${'AB'[i]}: ${d}`).join(' | ')} |${dirs.length === 2 ? ' B / A |' : ''}`);
+      console.log(`|---|${dirs.map(() => '---:').join('|')}|${dirs.length === 2 ? '---:|' : ''}`);
+      for (const [k, query] of SEARCHES.entries()) {
+        const cells = times[k]!.map((t) => median(t).toFixed(1));
+        const ratio = dirs.length === 2 ? ` ${median(times[k]![1]!.map((b, r) => b / times[k]![0]![r]!)).toFixed(3)} |` : '';
+        console.log(`| \`${query.replaceAll('|', '\\|')}\` | ${cells.join(' | ')} |${ratio}`);
+      }
+    }
+  }
+} finally {
+  rmSync(scratch, { recursive: true, force: true });
+}
+process.exit(0);

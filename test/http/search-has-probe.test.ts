@@ -78,6 +78,40 @@ for (const target of targets) {
       expect(await ids('Patient?_has:Condition:subject:_content=common&_count=5')).toEqual(range(0, 5).map(pid));
     });
 
+    test('the set where the referring resources are a few resources\' among many referring to each: the first rows would probe them all', async () => {
+      // Tenant t2: 40 Patients with 50 Conditions each, all coded `any`; those of fp10, fp20 and fp30 also `crowd`
+      // (150, above sqrt(10 × 2,000 / 3) = 82): the first rows, every Patient, would probe 2,000 reference rows
+      // and find 3, where the set reads 150 (and 2,000 > HAS_PROBE_RISK × 3 × 150).
+      const fp = (p: number) => `fp${String(p).padStart(2, '0')}`;
+      const crowded = [10, 20, 30];
+      await t.store.resources.write('t2', (w) => w.insertNew(firstVersions([
+        ...range(0, 40).map((p) => ({ resourceType: 'Patient', id: fp(p), gender: 'female' })),
+        ...range(0, 40).flatMap((p) => range(0, 50).map((j) => ({
+          resourceType: 'Condition', id: `fc${String(((p * 50 + j) * 7919) % 2000).padStart(4, '0')}`, subject: { reference: `Patient/${fp(p)}` },
+          code: { coding: [{ system: 'urn:test', code: 'any' }, ...(crowded.includes(p) ? [{ system: 'urn:test', code: 'crowd' }] : [])] },
+        }))),
+      ])));
+      const query = (text: string) => {
+        const compiled = compileSearch('Patient', new URLSearchParams(text), true);
+        return { ...compiled.query, where: compiled.pending as Condition[] };
+      };
+      const statements: string[] = [];
+      const { runner, close } = await statementRunner(target.kind, url, statements);
+      try {
+        const sizes: Record<string, number> = { Patient: 40, Condition: 2000 };
+        const rows = await plannedSearch(target.kind === 'sqlite' ? SQLITE : POSTGRES, 't2', query('_has:Condition:subject:code=crowd&_count=10'), runner, (type) => sizes[type]!);
+        expect((rows as { id: string }[]).map((r) => r.id)).toEqual(crowded.map(fp));
+        const searches = statements.filter((x) => x.includes('SELECT r.type, r.id'));
+        expect(searches.length).toBe(1);
+        expect(searches[0]).toMatch(/r\.id IN \(SELECT/);
+        expect(searches[0]).not.toMatch(/\.value = r\.id/);
+      } finally {
+        await close();
+      }
+      // And through the store, with its own sizes.
+      expect((await t.store.resources.search('t2', query('_has:Condition:subject:code=crowd'))).map((v) => v.id)).toEqual(crowded.map(fp));
+    });
+
     test('the plans: probed where the set is large, the set where it is small or beside a selective condition', async () => {
       const statements: string[] = [];
       const { runner, close } = await statementRunner(target.kind, url, statements);

@@ -53,6 +53,13 @@ const SEARCHES: [query: string, expected: string[]][] = [
   ['subject=Patient/p17&code:missing=true&_count=50', ids([17])],
 ];
 
+/** Turns autovacuum off for the searched tables of a database, so that nothing analyses them while the tests run (where the server has it on). */
+async function withoutAutovacuum(conn: postgres.Sql): Promise<void> {
+  for (const table of ['resources', 'search_keys', 'search_index', 'search_string', 'search_range', 'search_composite', 'compartments']) {
+    await conn.unsafe(`ALTER TABLE ${table} SET (autovacuum_enabled = off)`);
+  }
+}
+
 function compiled(query: string): SearchQuery {
   const c = compileSearch('Condition', new URLSearchParams(query), true);
   return { ...c.query, where: c.pending as Condition[] };
@@ -109,11 +116,12 @@ describe.if(pg !== undefined)('the plans on PostgreSQL tables never analysed', (
     const db = await pg!.fresh();
     store = db.open();
     await store.migrate();
+    conn = postgres(db.url, { max: 1, onnotice: () => undefined, connection: { jit: 'off' } });
+    generic = postgres(db.url, { max: 1, onnotice: () => undefined, connection: { jit: 'off', plan_cache_mode: 'force_generic_plan' } });
+    await withoutAutovacuum(conn);
     for (let i = 0; i < CONDITIONS; i += 500) {
       await store.resources.write(TENANT, (w) => w.insertNew(firstVersions(all.slice(i, i + 500).map(condition))));
     }
-    conn = postgres(db.url, { max: 1, onnotice: () => undefined, connection: { jit: 'off' } });
-    generic = postgres(db.url, { max: 1, onnotice: () => undefined, connection: { jit: 'off', plan_cache_mode: 'force_generic_plan' } });
   }, 60_000);
   afterAll(async () => {
     await conn.end();
@@ -174,11 +182,12 @@ describe.if(pg !== undefined)("the first rows read in order, in a large table ne
     const db = await pg!.fresh();
     const store = db.open();
     await store.migrate();
+    conn = postgres(db.url, { max: 1, onnotice: () => undefined, connection: { jit: 'off' } });
+    generic = postgres(db.url, { max: 1, onnotice: () => undefined, connection: { jit: 'off', plan_cache_mode: 'force_generic_plan' } });
+    await withoutAutovacuum(conn);
     for (let i = 0; i < CONDITIONS; i += 500) {
       await store.resources.write(TENANT, (w) => w.insertNew(firstVersions(all.slice(i, i + 500).map(condition))));
     }
-    conn = postgres(db.url, { max: 1, onnotice: () => undefined, connection: { jit: 'off' } });
-    generic = postgres(db.url, { max: 1, onnotice: () => undefined, connection: { jit: 'off', plan_cache_mode: 'force_generic_plan' } });
     // Written as rows alone (their index rows would change nothing here): Basic resources of tenant `other`.
     await conn.unsafe(`INSERT INTO resources (tenant, type, id, version_id, last_updated, deleted, seq, content, method)
       SELECT 'other', 'Basic', 'b' || g, 1, 1767225600000, false, nextval('resource_seq'),

@@ -13,9 +13,10 @@ export interface CheckedCoding {
 export type ValidationSubject =
   /** `path`: the input element that carries the code, for the issues' expressions (`code`, `Coding.code`). */
   | { readonly kind: 'coding'; readonly coding: CheckedCoding; readonly path: string }
-  | { readonly kind: 'codeableConcept'; readonly codings: readonly Coding[] }
-  /** A coding that cannot be checked (no system, or no code): the answer is false, with why. */
-  | { readonly kind: 'unusable'; readonly why: string; readonly path: string };
+  /** `concept`: the CodeableConcept as given, which the answer echoes. */
+  | { readonly kind: 'codeableConcept'; readonly codings: readonly Coding[]; readonly concept: CodeableConcept }
+  /** A coding that cannot be checked (no system, or no code): the answer is false, with why (and the code, when it has one). */
+  | { readonly kind: 'unusable'; readonly why: string; readonly path: string; readonly code?: string };
 
 export interface SubjectInputs {
   readonly code?: string;
@@ -47,7 +48,10 @@ export function validationSubject(i: SubjectInputs): ValidationSubject {
   if (i.coding !== undefined) {
     const { system, code } = i.coding;
     // As the reference servers answer: a coding that cannot be checked is not valid (200, result false), not a bad request.
-    if (system === undefined) return { kind: 'unusable', why: `The coding has no system, so the code '${code ?? ''}' cannot be validated`, path: 'Coding.system' };
+    if (system === undefined) {
+      const why = `The coding has no system, so the code '${code ?? ''}' cannot be validated`;
+      return { kind: 'unusable', why, path: 'Coding.system', ...(code === undefined ? {} : { code }) };
+    }
     if (code === undefined) return { kind: 'unusable', why: 'The coding has no code', path: 'Coding.code' };
     const display = i.display ?? i.coding.display;
     return { kind: 'coding', coding: { system, code, display, version: i.coding.version ?? i.version }, path: 'Coding.code' };
@@ -55,5 +59,5 @@ export function validationSubject(i: SubjectInputs): ValidationSubject {
   const codings = i.codeableConcept?.coding ?? [];
   if (codings.length === 0) throw invalid("'codeableConcept' must contain at least one coding", ['codeableConcept']);
   if (i.display !== undefined) throw invalid("'display' applies to 'code' or 'coding', not to 'codeableConcept'", ['display']);
-  return { kind: 'codeableConcept', codings };
+  return { kind: 'codeableConcept', codings, concept: i.codeableConcept! };
 }

@@ -79,7 +79,7 @@ export async function validateCodeSystemCode(
   const { subject } = input;
   const ctx = deps.terminology.at(input.date);
   const cs = await resolveCodeSystem(input.target, ctx);
-  if (subject.kind === 'unusable') return unusable(subject.why, subject.path);
+  if (subject.kind === 'unusable') return unusable(subject.why, subject.path, subject.code);
   if (cs === null) return unknownCodeSystem(input.target as CodeSystemTarget & { kind: 'url' }, subject, ctx);
   // A code that is not a FHIR `code` (leading, trailing or repeated whitespace) is not echoed: the answer would be invalid FHIR.
   const echoed = subject.kind === 'coding' && checkPrimitive('code', subject.coding.code) === undefined ? { coding: { code: subject.coding.code, system: cs.url, version: cs.version } } : {};

@@ -7,7 +7,7 @@ import type { OperationInput } from '../input/parameters.ts';
 import type { valueSetValidateCodeParams } from '../input/operations.ts';
 import { type CheckedCoding, type ValidationSubject, validationSubject } from '../input/subject.ts';
 import { type ValueSetTarget, valueSetTarget } from '../input/value-set-target.ts';
-import type { Coding } from '../model/datatypes.ts';
+import type { CodeableConcept, Coding } from '../model/datatypes.ts';
 import type { DatePeriod } from '../model/date-time.ts';
 import { expansionParameter } from '../model/value-set.ts';
 import { invalid } from '../errors.ts';
@@ -17,7 +17,7 @@ import { type SystemVersions, systemVersions } from './system-versions.ts';
 import { requireSupplements } from './supplements.ts';
 import { BoundedCache } from '../compile/bounded-cache.ts';
 import { then, type SyncOrAsync } from '../../sync-or-async.ts';
-import { type Finish, finishMember, type LocatedIssue, locate, statusCheck, type ValidationResult } from './validation-result.ts';
+import { echoed, type Finish, finishMember, type LocatedIssue, locate, statusCheck, type ValidationResult } from './validation-result.ts';
 
 export interface ValueSetValidateCodeInput {
   readonly target: ValueSetTarget;
@@ -106,7 +106,7 @@ function validateWith(vs: CompiledValueSet, supplements: readonly CodeSystemInde
 function answer(vs: CompiledValueSet, supplements: readonly CodeSystemIndex[], input: ValueSetValidateCodeInput, ctx: TerminologyContext): SyncOrAsync<ValidationResult> {
   const { subject } = input;
   // The input carries `abstract` and `displayLanguage`, all that finishing a member needs.
-  if (subject.kind === 'unusable') return unusable(subject.why, subject.path);
+  if (subject.kind === 'unusable') return unusable(subject.why, subject.path, subject.code);
   // Displays are checked in the language asked for, else in the one the value set sets for its
   // expansions (a compose expansion parameter), else in the value set's own language.
   const displayLanguage = input.displayLanguage ?? expansionParameter(vs.resource, 'displayLanguage') ?? vs.resource.language;
@@ -114,14 +114,18 @@ function answer(vs: CompiledValueSet, supplements: readonly CodeSystemIndex[], i
   const codings = subject.kind === 'coding' ? [subject.coding] : subject.codings;
   // Membership applies the request's code system versions; the other lookups (displays, status) are the context's.
   const lookup: CodeSystemLookup = input.systemVersions === undefined ? ctx : { codeSystem: (url, version) => ctx.codeSystem(url, version), asOf: ctx.asOf, versions: input.systemVersions };
-  const r = subject.kind === 'coding' ? validateCoding(vs, subject.coding, subject.path, finish, ctx, lookup) : validateConcept(vs, subject.codings, finish, ctx, lookup);
+  const r = subject.kind === 'coding' ? validateCoding(vs, subject.coding, subject.path, finish, ctx, lookup) : validateConcept(vs, subject.concept, subject.codings, finish, ctx, lookup);
   return r instanceof Promise ? r.then((v) => withStatusChecks(v, vs, codings, ctx)) : withStatusChecks(r, vs, codings, ctx);
 }
 
-/** A coding without system or code: not in any value set, and why it could not be checked (as the reference servers answer). */
-export function unusable(why: string, path: string): ValidationResult {
+/**
+ * A coding without system or code: not in any value set, and why it could not be checked (as the reference
+ * servers answer, echoing the code when there is one).
+ */
+export function unusable(why: string, path: string, code?: string): ValidationResult {
   return {
     result: false,
+    ...echoed(code, undefined, undefined),
     issues: [
       { ...txIssue('error', 'code-invalid', 'invalid-code', `${why}, so it is not valid in the value set`), expression: path },
       { ...txIssue('warning', 'invalid', 'invalid-data', why), expression: path },
@@ -192,11 +196,12 @@ function regexRefused(e: unknown, vs: CompiledValueSet, coding: CheckedCoding, p
   const text = `The regex '${e.pattern}' of the value set ${vs.label} could not be run against the code '${coding.code}' (its pattern backtracks without end), so the code's membership is unknown`;
   // A warning: the reference servers' answer holds the message and no error issue, the code being not
   // known to be outside the value set.
-  return { result: false, issues: [{ ...txIssue('warning', 'too-costly', 'vs-invalid', text), expression: path }] };
+  return { result: false, ...echoed(coding.code, coding.system, undefined), issues: [{ ...txIssue('warning', 'too-costly', 'vs-invalid', text), expression: path }] };
 }
 
 function codingResult(vs: CompiledValueSet, m: Membership, coding: CheckedCoding, path: string, finish: Finish, ctx: TerminologyContext): SyncOrAsync<ValidationResult> {
-  if (m.member) return located(finishMember(m, coding, finish), path);
+  // The coding is echoed as given, with the version of the CodeSystem it was found in (as the reference servers answer).
+  if (m.member) return { ...located(finishMember(m, coding, finish), path), ...echoed(coding.code, coding.system, m.cs?.version) };
   const usesVersion = m.reasons.find((r) => r.usesVersion !== undefined)?.usesVersion;
   const coded = ctx.codeSystem(coding.system, coding.version);
   const latest = coding.version === undefined ? coded : ctx.codeSystem(coding.system);
@@ -262,12 +267,15 @@ function notInValueSet(
       }
     }
   }
-  const display = cs?.find(coding.code)?.definition?.display;
+  const entry = cs?.find(coding.code);
+  const display = entry?.definition?.display;
   const located: LocatedIssue[] = [];
   for (const i of issues) located.push({ ...i, expression: path });
   for (const i of reasons) located.push({ ...i, expression: path });
   const unknown = unknownSystems(coding, reasons, systems, mismatch?.usesVersion, isValueSet);
-  return { result: false, ...(display === undefined ? {} : { display }), issues: located, ...unknown };
+  const echo = echoed(coding.code, coding.system, cs?.version);
+  const inactive = entry?.inactive === true ? { inactive: true as const } : {};
+  return { result: false, ...(display === undefined ? {} : { display }), ...echo, ...inactive, issues: located, ...unknown };
 }
 
 /**
@@ -295,6 +303,7 @@ function unknownSystems(
  */
 async function validateConcept(
   vs: CompiledValueSet,
+  concept: CodeableConcept,
   codings: readonly Coding[],
   finish: Finish,
   ctx: TerminologyContext,
@@ -320,10 +329,13 @@ async function validateConcept(
     const none = txIssue('error', 'code-invalid', 'not-in-vs', `None of the codings of the CodeableConcept is in the value set ${vs.label}`);
     const issues = outcomes.flatMap(perCoding);
     const systems = mergedUnknownSystems(outcomes);
-    return { result: false, ...displayOf(outcomes), issues: [...(issues.some((i) => i.type === 'this-code-not-in-vs') ? [none] : []), ...issues, ...unknown], ...systems };
+    const all = [...(issues.some((i) => i.type === 'this-code-not-in-vs') ? [none] : []), ...issues, ...unknown];
+    return { result: false, ...displayOf(outcomes), codeableConcept: concept, issues: all, ...systems };
   }
   const others = outcomes.filter((o) => o !== valid).flatMap(perCoding);
-  return { result: unknown.length === 0, ...(valid.display === undefined ? {} : { display: valid.display }), issues: [...valid.issues, ...others, ...unknown] };
+  // The concept is echoed, and the coding found valid (as the reference servers answer).
+  const echo = valid.coding === undefined ? {} : { coding: valid.coding };
+  return { result: unknown.length === 0, ...(valid.display === undefined ? {} : { display: valid.display }), ...echo, codeableConcept: concept, issues: [...valid.issues, ...others, ...unknown] };
 }
 
 /** The unknown code systems of the codings' answers, each once (unknownSystems). */
@@ -333,7 +345,12 @@ function mergedUnknownSystems(outcomes: readonly ValidationResult[]): Pick<Valid
   return { ...(caused.length > 0 ? { causedByUnknownSystems: caused } : {}), ...(unknown.length > 0 ? { unknownSystems: unknown } : {}) };
 }
 
-function displayOf(outcomes: ValidationResult[]): { display?: string } {
-  const display = outcomes.find((o) => o.display !== undefined)?.display;
-  return display === undefined ? {} : { display };
+/**
+ * The display of the first coding whose code was found (in the value set, or in its code system), and that
+ * coding's echo, as the reference servers answer a CodeableConcept none of whose codings is valid.
+ */
+function displayOf(outcomes: ValidationResult[]): Pick<ValidationResult, 'display' | 'coding'> {
+  const found = outcomes.find((o) => o.display !== undefined);
+  if (found === undefined) return {};
+  return { display: found.display, ...(found.coding === undefined ? {} : { coding: found.coding }) };
 }

@@ -1,5 +1,7 @@
 import { type Member, type TxIssue, txIssue } from '../compile/membership.ts';
 import type { CheckedCoding } from '../input/subject.ts';
+import type { CodeableConcept } from '../model/datatypes.ts';
+import { checkPrimitive } from '../../fhir/validation/primitives.ts';
 import type { ConceptDefinition } from '../model/code-system.ts';
 import { standardsStatus } from '../model/datatypes.ts';
 import type { CodeSystemIndex } from '../compile/code-system-index.ts';
@@ -21,8 +23,31 @@ export interface ValidationResult {
   readonly causedByUnknownSystems?: readonly string[];
   /** The coding's code system, unknown, when the value set does not use it: `x-unknown-system`. */
   readonly unknownSystems?: readonly string[];
-  /** The coding validated, as HL7's reference servers (and R5) echo it: `code`, `system`, `version`. */
-  readonly coding?: { readonly code: string; readonly system: string; readonly version?: string | undefined };
+  /**
+   * The coding validated, as HL7's reference servers (and R5) echo it: `code`, `system`, and `version`, the
+   * version of the CodeSystem the answer looked the code up in.
+   */
+  readonly coding?: EchoedCoding;
+  /** The code is inactive in its CodeSystem: `inactive` true (R5's output, as the reference servers give it). */
+  readonly inactive?: true;
+  /** The CodeableConcept validated, echoed as `codeableConcept` (as the reference servers and R5 do). */
+  readonly codeableConcept?: CodeableConcept;
+}
+
+export interface EchoedCoding {
+  readonly code: string;
+  readonly system?: string | undefined;
+  readonly version?: string | undefined;
+}
+
+/**
+ * The echo of a coding (`code`, `system`, `version`), or nothing when its code or system is not a valid FHIR
+ * `code` or `uri` (leading or trailing whitespace, say): the answer must stay valid FHIR.
+ */
+export function echoed(code: string | undefined, system: string | undefined, version: string | undefined): { coding?: EchoedCoding } {
+  if (code === undefined || checkPrimitive('code', code) !== undefined) return {};
+  if (system !== undefined && checkPrimitive('uri', system) !== undefined) return {};
+  return { coding: { code, system, version } };
 }
 
 /** The system of the `issues` details codings (HL7's terminology issue types, as tx.fhir.org and Ontoserver send them). */
@@ -64,9 +89,12 @@ function render(r: ValidationResult): string {
   if (issues.length > 0) json += `,{"name":"message","valueString":${issues.length === 1 ? texts[0] : jsonString([...new Set(issues.map((i) => i.text))].join('; '))}}`;
   if (r.display !== undefined) json += `,{"name":"display","valueString":${jsonString(r.display)}}`;
   if (r.coding !== undefined) {
-    json += `,{"name":"code","valueCode":${jsonString(r.coding.code)}},{"name":"system","valueUri":${jsonString(r.coding.system)}}`;
+    json += `,{"name":"code","valueCode":${jsonString(r.coding.code)}}`;
+    if (r.coding.system !== undefined) json += `,{"name":"system","valueUri":${jsonString(r.coding.system)}}`;
     if (r.coding.version !== undefined) json += `,{"name":"version","valueString":${jsonString(r.coding.version)}}`;
   }
+  if (r.inactive === true) json += ',{"name":"inactive","valueBoolean":true}';
+  if (r.codeableConcept !== undefined) json += `,{"name":"codeableConcept","valueCodeableConcept":${JSON.stringify(r.codeableConcept)}}`;
   if (issues.length > 0) {
     json += ',{"name":"issues","resource":{"resourceType":"OperationOutcome","issue":[';
     for (let n = 0; n < issues.length; n++) {
@@ -197,7 +225,8 @@ export function finishMember(m: Member, coding: CheckedCoding, finish: Finish): 
     }
   }
   const display = definition === undefined ? undefined : displayIn(definition, m.cs?.language, displayLanguage);
-  return { result: !issues.some((i) => i.severity === 'error'), display: display ?? m.displays[0], issues };
+  const result = !issues.some((i) => i.severity === 'error');
+  return { result, display: display ?? m.displays[0], ...(m.inactive ? { inactive: true } : {}), issues };
 }
 
 /** Whether `display` is only a designation marked deprecated or withdrawn (structuredefinition-standards-status). */

@@ -44,7 +44,8 @@ const code = (vs: string, c: string, system = ANIMALS, extra: Record<string, unk
 
 describe('ValueSet $validate-code: compose semantics', () => {
   test('whole-system include, with the CodeSystem display', async () => {
-    expect(await code('all-animals', 'dog')).toEqual({ result: true, display: 'Dog', issues: [] });
+    // The coding is echoed with the version of the code system it was found in.
+    expect(await code('all-animals', 'dog')).toEqual({ result: true, display: 'Dog', coding: { code: 'dog', system: ANIMALS, version: '2.0.0' }, issues: [] });
     const unknown = await code('all-animals', 'unicorn');
     expect(unknown.result).toBe(false);
     expect(unknown.issues.map((i) => i.text).join()).toContain("Unknown code 'unicorn' in CodeSystem 'http://cinder.test/CodeSystem/animals' version '2.0.0'");
@@ -78,7 +79,7 @@ describe('ValueSet $validate-code: compose semantics', () => {
   });
 
   test('concept lists accept ValueSet displays as well', async () => {
-    expect(await code('listed', 'dog')).toEqual({ result: true, display: 'Dog', issues: [] });
+    expect(await code('listed', 'dog')).toEqual({ result: true, display: 'Dog', coding: { code: 'dog', system: ANIMALS, version: '2.0.0' }, issues: [] });
     expect((await code('listed', 'cat', ANIMALS, [{ name: 'display', valueString: 'Doggy' }])).result).toBe(false);
     expect((await code('listed', 'dog', ANIMALS, [{ name: 'display', valueString: 'Doggy' }])).result).toBe(true);
     expect((await code('listed', 'whale')).result).toBe(false);
@@ -121,10 +122,12 @@ describe('ValueSet $validate-code: compose semantics', () => {
   });
 
   test('expansion-only value sets use the expansion (nested contains too)', async () => {
-    expect(await code('expansion-only', 'cat')).toEqual({ result: true, display: 'Cat', issues: [] });
+    expect(await code('expansion-only', 'cat')).toEqual({ result: true, display: 'Cat', coding: { code: 'cat', system: ANIMALS, version: '2.0.0' }, issues: [] });
     expect((await code('expansion-only', 'whale')).result).toBe(false);
     const elsewhere = await code('expansion-only', 'x1', 'http://cinder.test/CodeSystem/elsewhere');
-    expect(elsewhere).toEqual({ result: true, display: 'Elsewhere X1', issues: [] });
+    // A code system the server does not have: no version to echo.
+    const other = 'http://cinder.test/CodeSystem/elsewhere';
+    expect(elsewhere).toEqual({ result: true, display: 'Elsewhere X1', coding: { code: 'x1', system: other, version: undefined }, issues: [] });
   });
 });
 

@@ -1,0 +1,113 @@
+/**
+ * ValueSet/$validate-code echoes what it validated as HL7's reference terminology servers do (R5's
+ * outputs, compared by `bench/tx-tests.ts --strict`): `code` and `system` as given, `version` the version of
+ * the CodeSystem the code was looked up in, `codeableConcept` as given with the coding found valid (or the
+ * one whose display the answer gives), `inactive` for an inactive code. On both databases.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { getOperation, type OperationResponse, type Param, postOperation, putResource } from '../helpers/terminology-http.ts';
+
+const CS = 'http://cinder.test/CodeSystem/echo-shapes';
+const VS = 'http://cinder.test/ValueSet/echo-';
+const shapes = (version: string, circle: string) => ({
+  resourceType: 'CodeSystem', id: `echo-shapes-${version.replaceAll('.', '-')}`, url: CS, version, name: 'EchoShapes', status: 'active', content: 'complete',
+  caseSensitive: true,
+  concept: [
+    { code: 'circle', display: circle },
+    { code: 'square', display: 'Square' },
+    { code: 'oval', display: 'Oval', property: [{ code: 'status', valueCode: 'retired' }] },
+  ],
+  property: [{ code: 'status', uri: 'http://hl7.org/fhir/concept-properties#status', type: 'code' }],
+});
+const all = { resourceType: 'ValueSet', id: 'echo-all', url: `${VS}all`, status: 'active', compose: { include: [{ system: CS }] } };
+const pinned = { resourceType: 'ValueSet', id: 'echo-pinned', url: `${VS}pinned`, status: 'active', compose: { include: [{ system: CS, version: '1.0.0' }] } };
+const circles = { resourceType: 'ValueSet', id: 'echo-circles', url: `${VS}circles`, status: 'active', compose: { include: [{ system: CS, concept: [{ code: 'circle' }] }] } };
+
+const value = (r: OperationResponse, name: string) => {
+  const p = r.body.parameter?.find((x) => x.name === name);
+  return p === undefined ? undefined : Object.entries(p).find(([k]) => k.startsWith('value'))?.[1];
+};
+/** The echo and the result: [result, code, system, version]. */
+const echo = (r: OperationResponse) => [value(r, 'result'), value(r, 'code'), value(r, 'system'), value(r, 'version')];
+
+await eachStore((kind, fresh) => {
+  describe(`ValueSet/$validate-code echoes the coding it validated (${kind})`, () => {
+    let t: TestApp;
+    let token: string;
+    const validate = (parameter: Param[]) => postOperation(t, token, 'ValueSet/$validate-code', parameter);
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      token = await t.token();
+      for (const r of [shapes('1.0.0', 'Circle (1.0)'), shapes('2.0.0', 'Circle (2.0)'), all, pinned, circles]) await putResource(t, token, r);
+    });
+    afterAll(() => t.close());
+
+    test('a code in the value set: code and system as given, version of the code system it was found in', async () => {
+      const latest = await validate([{ name: 'url', valueUri: `${VS}all` }, { name: 'code', valueCode: 'circle' }, { name: 'system', valueUri: CS }]);
+      expect(latest.status).toBe(200);
+      expect(echo(latest)).toEqual([true, 'circle', CS, '2.0.0']);
+      expect(value(latest, 'display')).toBe('Circle (2.0)');
+      // The value set pins 1.0.0: that is the version the code was checked in, though the coding names none.
+      const old = await validate([{ name: 'url', valueUri: `${VS}pinned` }, { name: 'coding', valueCoding: { system: CS, code: 'circle' } }]);
+      expect(echo(old)).toEqual([true, 'circle', CS, '1.0.0']);
+      // Kept answers (the route's cache) carry the echo too.
+      expect(echo(await validate([{ name: 'url', valueUri: `${VS}pinned` }, { name: 'coding', valueCoding: { system: CS, code: 'circle' } }]))).toEqual([true, 'circle', CS, '1.0.0']);
+      const get = await getOperation(t, token, 'ValueSet/$validate-code', { url: `${VS}all`, system: CS, code: 'square', systemVersion: '1.0.0' });
+      expect(echo(get)).toEqual([true, 'square', CS, '1.0.0']);
+    });
+
+    test('a code outside the value set, or unknown, or of an unknown system is echoed with what is known of it', async () => {
+      const outside = await validate([{ name: 'url', valueUri: `${VS}circles` }, { name: 'coding', valueCoding: { system: CS, code: 'square' } }]);
+      expect(echo(outside)).toEqual([false, 'square', CS, '2.0.0']);
+      const unknown = await validate([{ name: 'url', valueUri: `${VS}all` }, { name: 'coding', valueCoding: { system: CS, code: 'hexagon' } }]);
+      expect(echo(unknown)).toEqual([false, 'hexagon', CS, '2.0.0']);
+      // No such code system: nothing to take a version from.
+      const system = 'http://cinder.test/CodeSystem/echo-nothing';
+      expect(echo(await validate([{ name: 'url', valueUri: `${VS}all` }, { name: 'coding', valueCoding: { system, code: 'circle' } }]))).toEqual([false, 'circle', system, undefined]);
+      // A coding without a system: its code alone.
+      expect(echo(await validate([{ name: 'url', valueUri: `${VS}all` }, { name: 'coding', valueCoding: { code: 'circle' } }]))).toEqual([false, 'circle', undefined, undefined]);
+      // A version the value set does not use: echoed with the value set's version, whose display the answer gives.
+      const mismatch = await validate([{ name: 'url', valueUri: `${VS}pinned` }, { name: 'coding', valueCoding: { system: CS, version: '2.0.0', code: 'circle' } }]);
+      expect(echo(mismatch)).toEqual([false, 'circle', CS, '1.0.0']);
+      expect(value(mismatch, 'display')).toBe('Circle (1.0)');
+    });
+
+    test('a code as given (case) and a code that is not a FHIR code, which is not echoed', async () => {
+      // A case-sensitive code system: 'Circle' is not 'circle', and is echoed as given.
+      expect(echo(await validate([{ name: 'url', valueUri: `${VS}all` }, { name: 'code', valueCode: 'Circle' }, { name: 'system', valueUri: CS }]))).toEqual([false, 'Circle', CS, '2.0.0']);
+      const spaced = await getOperation(t, token, 'ValueSet/$validate-code', { url: `${VS}all`, system: CS, code: ' circle' });
+      expect(spaced.status).toBe(200);
+      expect(echo(spaced)).toEqual([false, undefined, undefined, undefined]);
+    });
+
+    test('a CodeableConcept is echoed, with the coding found valid, or the one whose display the answer gives', async () => {
+      const concept = { coding: [{ system: 'http://cinder.test/CodeSystem/echo-nothing', code: 'x' }, { system: CS, code: 'square', display: 'Square' }], text: 'a square' };
+      const good = await validate([{ name: 'url', valueUri: `${VS}all` }, { name: 'codeableConcept', valueCodeableConcept: concept }]);
+      expect(value(good, 'codeableConcept')).toEqual(concept);
+      expect(echo(good)).toEqual([true, 'square', CS, '2.0.0']);
+      const wrongDisplay = { coding: [{ system: CS, code: 'circle', display: 'Round' }] };
+      const bad = await validate([{ name: 'url', valueUri: `${VS}pinned` }, { name: 'codeableConcept', valueCodeableConcept: wrongDisplay }]);
+      expect(value(bad, 'codeableConcept')).toEqual(wrongDisplay);
+      expect(echo(bad)).toEqual([false, 'circle', CS, '1.0.0']);
+      // No coding known: the concept alone.
+      const none = { coding: [{ system: CS, code: 'hexagon' }] };
+      const unknown = await validate([{ name: 'url', valueUri: `${VS}all` }, { name: 'codeableConcept', valueCodeableConcept: none }]);
+      expect(value(unknown, 'codeableConcept')).toEqual(none);
+      expect(echo(unknown)).toEqual([false, undefined, undefined, undefined]);
+    });
+
+    test('an inactive code says so in `inactive`, in the value set or not', async () => {
+      const member = await validate([{ name: 'url', valueUri: `${VS}all` }, { name: 'coding', valueCoding: { system: CS, code: 'oval' } }]);
+      expect([value(member, 'result'), value(member, 'inactive')]).toEqual([true, true]);
+      const outside = await validate([{ name: 'url', valueUri: `${VS}circles` }, { name: 'coding', valueCoding: { system: CS, code: 'oval' } }]);
+      expect([value(outside, 'result'), value(outside, 'inactive')]).toEqual([false, true]);
+      const active = await validate([{ name: 'url', valueUri: `${VS}all` }, { name: 'coding', valueCoding: { system: CS, code: 'square' } }]);
+      expect(value(active, 'inactive')).toBeUndefined();
+      // CodeSystem/$validate-code too.
+      const cs = await postOperation(t, token, 'CodeSystem/$validate-code', [{ name: 'url', valueUri: CS }, { name: 'code', valueCode: 'oval' }]);
+      expect([value(cs, 'result'), value(cs, 'inactive')]).toEqual([true, true]);
+    });
+  });
+});

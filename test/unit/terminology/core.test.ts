@@ -21,7 +21,7 @@ describe('FHIR R4 core terminology', () => {
 
   test('core value sets validate for every tenant', async () => {
     const gender = await check(service, 'a', 'http://hl7.org/fhir/ValueSet/administrative-gender', 'http://hl7.org/fhir/administrative-gender', 'female');
-    expect(gender).toEqual({ result: true, display: 'Female', issues: [] });
+    expect(gender).toEqual({ result: true, display: 'Female', coding: { code: 'female', system: 'http://hl7.org/fhir/administrative-gender', version: '4.0.1' }, issues: [] });
     const status = await check(service, 'b', 'http://hl7.org/fhir/ValueSet/observation-status', 'http://hl7.org/fhir/observation-status', 'final');
     expect(status.result).toBe(true);
     const wrong = await check(service, 'b', 'http://hl7.org/fhir/ValueSet/observation-status', 'http://hl7.org/fhir/observation-status', 'done');

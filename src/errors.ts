@@ -36,7 +36,8 @@ export interface FhirIssue {
   severity: 'fatal' | 'error' | 'warning' | 'information';
   code: string;
   diagnostics?: string;
-  details?: { text: string };
+  /** `coding`: a finer kind of the issue from a code system of its own (HL7's tx-issue-type for terminology). */
+  details?: { coding?: { system: string; code: string }[]; text: string };
   expression?: string[];
   /** Where in a text input (R4 `issue.location`, as HAPI FHIR writes it: `Line[12]`), for problems no FHIRPath can name. */
   location?: string[];
@@ -49,6 +50,8 @@ export interface FhirErrorOptions {
   headers?: Record<string, string>;
   /** Overrides the issue code implied by the category. */
   issueCode?: string;
+  /** A coding of the issue's kind, in `details.coding` (HL7's tx-issue-type, say). */
+  detailsCoding?: { system: string; code: string };
   /** More issues after the first. */
   issues?: FhirIssue[];
   /** The issues in full, in place of the one made from the message (validation: one issue per problem). */
@@ -70,7 +73,7 @@ export class FhirError extends Error {
     const first: FhirIssue = {
       severity: 'error',
       code: options.issueCode ?? def.code,
-      details: { text: message },
+      details: options.detailsCoding === undefined ? { text: message } : { coding: [{ ...options.detailsCoding }], text: message },
       diagnostics: message,
     };
     if (options.expression) first.expression = options.expression;

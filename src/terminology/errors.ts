@@ -1,13 +1,33 @@
-import { FhirError } from '../errors.ts';
+import { FhirError, type FhirErrorOptions } from '../errors.ts';
+import type { TxIssueType } from './compile/membership.ts';
 import type { DatePeriod } from './model/date-time.ts';
+
+/** HL7's terminology issue types, as the reference servers put them in an issue's `details.coding`. */
+export const TX_ISSUE_TYPE = 'http://hl7.org/fhir/tools/CodeSystem/tx-issue-type';
+
+/** `details.coding` of this tx-issue-type, and `expression` when there is one. */
+function txOptions(type: TxIssueType | undefined, expression: readonly string[]): FhirErrorOptions {
+  return {
+    ...(type === undefined ? {} : { detailsCoding: { system: TX_ISSUE_TYPE, code: type } }),
+    ...(expression.length > 0 ? { expression: [...expression] } : {}),
+  };
+}
 
 /**
  * The errors the terminology engine throws, as the shared FhirError (rendered as an
  * OperationOutcome by the one error handler): bad input 400 `invalid`, unknown instance 404,
- * an expansion over the size limit 400 `too-costly`.
+ * an expansion over the size limit 400 `too-costly`. Those about the terminology rather than the request's
+ * form carry HL7's tx-issue-type in `details.coding`, as the reference servers give it: a value set that
+ * cannot be evaluated `vs-invalid`, something it needs that the server lacks `not-found`, a code system
+ * version that `check-system-version` refuses `version-error`.
  */
-export function invalid(message: string, expression: readonly string[] = []): FhirError {
-  return new FhirError('invalid', message, expression.length > 0 ? { expression: [...expression] } : {});
+export function invalid(message: string, expression: readonly string[] = [], type?: TxIssueType): FhirError {
+  return new FhirError('invalid', message, txOptions(type, expression));
+}
+
+/** A value set that cannot be evaluated as it is written (a cycle of imports, say): 400 `processing`, `vs-invalid`. */
+export function unprocessable(message: string, expression: readonly string[] = []): FhirError {
+  return new FhirError('invalid', message, { issueCode: 'processing', ...txOptions('vs-invalid', expression) });
 }
 
 /** An input the operation does not take, under strict handling (`Prefer: handling=strict`): 400 `not-supported` naming it. */
@@ -21,7 +41,7 @@ export function notFound(message: string): FhirError {
 
 /** What a request depends on (a code system version or a supplement a value set names) is not on the server: 400 `not-found`. */
 export function missingDependency(message: string, expression: readonly string[] = []): FhirError {
-  return new FhirError('invalid', message, { issueCode: 'not-found', ...(expression.length > 0 ? { expression: [...expression] } : {}) });
+  return new FhirError('invalid', message, { issueCode: 'not-found', ...txOptions('not-found', expression) });
 }
 
 export function tooCostly(message: string): FhirError {
@@ -37,5 +57,5 @@ export function canonicalNotFound(
 ): FhirError {
   const name = version === undefined ? url : `${url}|${version}`;
   const when = version === undefined && asOf !== undefined ? ` as of ${asOf.text}` : '';
-  return invalid(`${type} '${name}' could not be found${when}`, ['url']);
+  return invalid(`${type} '${name}' could not be found${when}`, ['url'], 'not-found');
 }

@@ -1,11 +1,11 @@
-import { invalid } from '../errors.ts';
+import { invalid, unprocessable } from '../errors.ts';
 import { type DatePeriod, parseDateTime } from '../model/date-time.ts';
 import type { CodeSystemLookup } from './membership.ts';
 import { parseValueSet, type ConceptSet, type ValueSet } from '../model/value-set.ts';
 import { CompiledConceptSet, type ImportedValueSet } from './concept-set.ts';
 import { CompiledValueSet } from './compiled-value-set.ts';
 import { ExpansionIndex } from './expansion-index.ts';
-import { checkFilter } from './filters.ts';
+import { at, checkFilter } from './filters.ts';
 
 /** Resolves `include.valueSet` references while a ValueSet is compiled. */
 export interface ImportResolver {
@@ -39,10 +39,13 @@ export async function compileValueSet(
   const key = valueSetKey(vs);
   if (stack.includes(key)) {
     const cycle = [...stack.slice(stack.indexOf(key)), key].map((k) => k.replace(/\|$/, ''));
-    throw invalid(`circular ValueSet import: ${cycle.join(' -> ')}`);
+    throw unprocessable(`circular ValueSet import: ${cycle.join(' -> ')}`);
   }
   const inner = [...stack, key];
   const label = vs.url === undefined ? 'the supplied ValueSet' : `ValueSet '${vs.url}'`;
+  // An issue about an element of the compose names it by its FHIRPath in the value set the message names (the
+  // one asked for, or one it imports: a compiled value set serves both).
+  const path = (element: string) => `ValueSet.${element}`;
   const compose = vs.compose;
   if (compose === undefined) {
     const expansion = vs.expansion?.contains !== undefined ? new ExpansionIndex(vs.expansion.contains) : undefined;
@@ -51,7 +54,7 @@ export async function compileValueSet(
   // compose.lockedDate (R4): the code systems and value sets the compose does not pin a version of are
   // the versions in effect at that date: imports are resolved then, and each include and exclude of a
   // code system is pinned to its version of that date (none in effect then: left to the request's).
-  const locked = compose.lockedDate === undefined ? undefined : lockedDate(compose.lockedDate, label);
+  const locked = compose.lockedDate === undefined ? undefined : lockedDate(compose.lockedDate, label, path('compose.lockedDate'));
   const dated = locked === undefined ? undefined : resolver.asOfDate?.(locked);
   if (dated !== undefined) resolver = dated;
   // `#id` imports name a ValueSet contained in this one, or, in a contained one, another of its container's.
@@ -68,11 +71,11 @@ export async function compileValueSet(
   };
   const includes: CompiledConceptSet[] = [];
   for (const [i, set] of compose.include.entries()) {
-    includes.push(await compileConceptSet(await pinned(set), `${label} compose.include[${i}]`, local, inner));
+    includes.push(await compileConceptSet(await pinned(set), `${label} compose.include[${i}]`, path(`compose.include[${i}]`), local, inner));
   }
   const excludes: CompiledConceptSet[] = [];
   for (const [i, set] of (compose.exclude ?? []).entries()) {
-    excludes.push(await compileConceptSet(await pinned(set), `${label} compose.exclude[${i}]`, local, inner));
+    excludes.push(await compileConceptSet(await pinned(set), `${label} compose.exclude[${i}]`, path(`compose.exclude[${i}]`), local, inner));
   }
   return new CompiledValueSet({ resource: vs, includes, excludes });
 }
@@ -100,30 +103,31 @@ class ContainedValueSets {
   }
 }
 
-function lockedDate(text: string, label: string): DatePeriod {
+function lockedDate(text: string, label: string, path: string | undefined): DatePeriod {
   const date = parseDateTime(text);
-  if (date === null) throw invalid(`${label} compose.lockedDate '${text}' is not a FHIR date`, [`${label} compose.lockedDate`]);
+  if (date === null) throw invalid(`${label} compose.lockedDate '${text}' is not a FHIR date`, at(path), 'vs-invalid');
   return date;
 }
 
 async function compileConceptSet(
   set: ConceptSet,
   where: string,
+  path: string | undefined,
   resolver: ImportResolver,
   stack: readonly string[],
 ): Promise<CompiledConceptSet> {
   const concepts = set.concept !== undefined && set.concept.length > 0 ? set.concept : undefined;
   const rawFilters = set.filter ?? [];
   const canonicals = set.valueSet ?? [];
-  if (set.system === undefined && canonicals.length === 0) throw invalid(`${where} has neither a system nor a valueSet`, [where]);
+  if (set.system === undefined && canonicals.length === 0) throw invalid(`${where} has neither a system nor a valueSet`, at(path), 'vs-invalid');
   if (set.system === undefined && (concepts !== undefined || rawFilters.length > 0)) {
-    throw invalid(`${where} lists concepts or filters but no system`, [where]);
+    throw invalid(`${where} lists concepts or filters but no system`, at(path), 'vs-invalid');
   }
-  if (concepts !== undefined && rawFilters.length > 0) throw invalid(`${where} cannot have both concept and filter`, [where]);
-  const filters = rawFilters.map((f, i) => checkFilter(f, `${where}.filter[${i}]`));
+  if (concepts !== undefined && rawFilters.length > 0) throw invalid(`${where} cannot have both concept and filter`, at(path), 'vs-invalid');
+  const filters = rawFilters.map((f, i) => checkFilter(f, `${where}.filter[${i}]`, path === undefined ? undefined : `${path}.filter[${i}]`));
   const imports: ImportedValueSet[] = [];
   for (const canonical of canonicals) {
     imports.push({ canonical, compiled: await resolver.importValueSet(canonical, stack) });
   }
-  return new CompiledConceptSet({ system: set.system, version: set.version, concepts, filters, imports, where });
+  return new CompiledConceptSet({ system: set.system, version: set.version, concepts, filters, imports, where, path });
 }

@@ -41,6 +41,8 @@ export interface ConceptSetParts {
   readonly imports?: readonly ImportedValueSet[];
   /** Location for messages, e.g. `ValueSet 'x' compose.include[0]`. */
   readonly where: string;
+  /** Its FHIRPath in its value set (`ValueSet.compose.include[0]`), for issues' `expression`. */
+  readonly path?: string | undefined;
 }
 
 /**
@@ -54,6 +56,7 @@ export class CompiledConceptSet {
   readonly filters: readonly CheckedFilter[];
   readonly imports: readonly ImportedValueSet[];
   readonly where: string;
+  readonly path: string | undefined;
   private readonly concepts: Map<string, ConceptReference> | undefined;
   private readonly lowerConcepts: Map<string, ConceptReference> | undefined;
   private readonly predicates = new WeakMap<CodeSystemIndex, readonly ConceptPredicate[]>();
@@ -64,6 +67,7 @@ export class CompiledConceptSet {
     this.filters = parts.filters ?? [];
     this.imports = parts.imports ?? [];
     this.where = parts.where;
+    this.path = parts.path;
     if (parts.concepts !== undefined) {
       this.concepts = new Map(parts.concepts.map((c) => [c.code, c]));
       this.lowerConcepts = new Map(parts.concepts.map((c) => [c.code.toLowerCase(), c]));

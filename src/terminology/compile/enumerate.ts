@@ -6,6 +6,7 @@ import type { CodeSystemIndex, ConceptEntry } from './code-system-index.ts';
 import type { CompiledConceptSet } from './concept-set.ts';
 import type { CompiledValueSet } from './compiled-value-set.ts';
 import { type CodeSystemLookup, systemLabel } from './membership.ts';
+import { at } from './filters.ts';
 
 /** One code of an expansion, before paging. */
 export interface ExpansionEntry {
@@ -145,7 +146,7 @@ async function excluded(vs: CompiledValueSet, entry: ExpansionEntry, lookup: Cod
   for (const set of vs.excludes) {
     if (set.system !== undefined && set.system !== entry.system) continue;
     const missing = set.missingImports()[0];
-    if (missing !== undefined) throw invalid(`${set.where}: the imported ValueSet '${missing}' could not be found, so the expansion would hold codes it excludes`);
+    if (missing !== undefined) throw missingDependency(`${set.where}: the imported ValueSet '${missing}' could not be found, so the expansion would hold codes it excludes`, at(set.path));
     spend(budget, setCost(set), limit);
     const diff = set.version !== undefined && set.system !== undefined && !vs.includes.some((i) => i.system === set.system && i.version === set.version);
     const coding = diff ? { system: entry.system, code: entry.code } : entry;
@@ -158,7 +159,7 @@ async function* enumerateSet(set: CompiledConceptSet, lookup: CodeSystemLookup, 
   const imports = set.imports.map((i) => i.compiled).filter((c) => c !== null);
   const missing = set.missingImports();
   if (missing.length > 0) {
-    throw invalid(`${set.where}: the imported ValueSet '${missing[0]}' could not be found, so the expansion would be incomplete`);
+    throw missingDependency(`${set.where}: the imported ValueSet '${missing[0]}' could not be found, so the expansion would be incomplete`, at(set.path));
   }
   // Without a system, the first import supplies the candidates and the others intersect.
   const [first, ...others] = imports;
@@ -185,14 +186,14 @@ async function* systemCandidates(set: CompiledConceptSet, system: string, lookup
     if (listed === undefined) {
       // Unknown (or known without its codes): `not-found` when the server has no such code system (version), as the reference servers answer.
       const text = `${set.where}: CodeSystem ${systemLabel(system, set.version, lookup.asOf)} is not available, so it cannot be expanded`;
-      throw cs === null ? missingDependency(text) : invalid(text);
+      throw cs === null ? missingDependency(text, at(set.path)) : invalid(text, at(set.path));
     }
     for (const c of listed) yield listedEntry(system, set.version, undefined, c);
     return;
   }
   if (cs.content === 'supplement') {
     // A supplement adds designations and properties to another code system's codes: it has no codes of its own to include.
-    throw invalid(`${set.where}: CodeSystem ${systemLabel(system, cs.version)} is a supplement, so it cannot be expanded; include the code system it supplements ('${cs.resource.supplements}')`);
+    throw invalid(`${set.where}: CodeSystem ${systemLabel(system, cs.version)} is a supplement, so it cannot be expanded; include the code system it supplements ('${cs.resource.supplements}')`, at(set.path), 'vs-invalid');
   }
   if (listed !== undefined) {
     for (const c of listed) {

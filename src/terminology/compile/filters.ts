@@ -26,7 +26,12 @@ export interface CheckedFilter {
   readonly value: string;
   readonly regex: RegExp | undefined;
   readonly list: readonly string[];
+  /** The filter's FHIRPath in its value set (`ValueSet.compose.include[0].filter[1]`), for issues' `expression`. */
+  readonly path?: string | undefined;
 }
+
+/** The `expression` of an issue about an element of a value set's compose: its FHIRPath, when known. */
+export const at = (path: string | undefined): string[] => (path === undefined ? [] : [path]);
 
 export type ConceptPredicate = (entry: ConceptEntry) => boolean;
 
@@ -38,17 +43,18 @@ function isOperator(op: string): op is FilterOperator {
  * Checks a compose filter when its ValueSet is compiled (R4 ValueSet.compose.include.filter):
  * an unknown operator, a missing value, a bad regex or a non-boolean `exists` value is a 400.
  */
-export function checkFilter(filter: ConceptSetFilter, where: string): CheckedFilter {
+export function checkFilter(filter: ConceptSetFilter, where: string, path?: string): CheckedFilter {
   const { property, op, value } = filter;
-  if (op === undefined || op === '') throw invalid(`${where}: filter on '${property}' has no operator`, [where]);
-  if (!isOperator(op)) throw invalid(`${where}: unknown filter operator '${op}'`, [where]);
-  if (value === undefined || value === '') throw invalid(`${where}: filter '${property} ${op}' has no value`, [where]);
+  const wrong = (text: string, element?: string) => invalid(`${where}: ${text}`, at(path === undefined || element === undefined ? path : `${path}.${element}`), 'vs-invalid');
+  if (op === undefined || op === '') throw wrong(`filter on '${property}' has no operator`, 'op');
+  if (!isOperator(op)) throw wrong(`unknown filter operator '${op}'`, 'op');
+  if (value === undefined || value === '') throw wrong(`filter '${property} ${op}' has no value`);
   if (op === 'exists' && value !== 'true' && value !== 'false') {
-    throw invalid(`${where}: the value of an 'exists' filter must be 'true' or 'false', not '${value}'`, [where]);
+    throw wrong(`the value of an 'exists' filter must be 'true' or 'false', not '${value}'`, 'value');
   }
   const list = op === 'in' || op === 'not-in' ? splitList(value) : [value];
-  if (list.length === 0) throw invalid(`${where}: filter '${property} ${op}' has an empty code list`, [where]);
-  return { property, op, value, list, regex: op === 'regex' ? wholeStringRegex(value, where) : undefined };
+  if (list.length === 0) throw wrong(`filter '${property} ${op}' has an empty code list`, 'value');
+  return { property, op, value, list, regex: op === 'regex' ? wholeStringRegex(value, where, path) : undefined, path };
 }
 
 function splitList(value: string): string[] {
@@ -58,11 +64,11 @@ function splitList(value: string): string[] {
     .filter((v) => v !== '');
 }
 
-function wholeStringRegex(source: string, where: string): RegExp {
+function wholeStringRegex(source: string, where: string, path: string | undefined): RegExp {
   try {
     return new RegExp(`^(?:${source})$`);
   } catch (cause) {
-    throw invalid(`${where}: invalid regex '${source}': ${(cause as Error).message}`, [where]);
+    throw invalid(`${where}: invalid regex '${source}': ${(cause as Error).message}`, at(path === undefined ? path : `${path}.value`), 'vs-invalid');
   }
 }
 
@@ -75,7 +81,7 @@ export function compileFilter(filter: CheckedFilter, cs: CodeSystemIndex, where:
   if (filter.property === 'concept' || filter.property === 'code') return codePredicate(filter, cs, where);
   const role = cs.roles.get(filter.property);
   if (!cs.propertyCodes.has(filter.property) && role === undefined) {
-    throw invalid(`${where}: CodeSystem '${cs.url}' has no property '${filter.property}' to filter on`, [where]);
+    throw invalid(`${where}: CodeSystem '${cs.url}' has no property '${filter.property}' to filter on`, at(filter.path === undefined ? undefined : `${filter.path}.property`), 'vs-invalid');
   }
   const name = filter.property;
   const valuesOf = (e: ConceptEntry): readonly string[] => {
@@ -101,9 +107,9 @@ export function compileFilter(filter: CheckedFilter, cs: CodeSystemIndex, where:
  * answers it as a code that could not be checked (result false), as the reference servers may.
  */
 export class RegexTooCostly extends FhirError {
-  constructor(readonly pattern: string, property: string, where: string) {
+  constructor(readonly pattern: string, property: string, where: string, path: string | undefined) {
     super('invalid', `${where}: filter '${property} regex ${pattern}' is too costly to evaluate (its pattern backtracks without end)`, {
-      issueCode: 'too-costly', expression: [where],
+      issueCode: 'too-costly', expression: at(path),
     });
   }
 }
@@ -115,7 +121,7 @@ export class RegexTooCostly extends FhirError {
  */
 function regexTest(filter: CheckedFilter, where: string): (value: string) => boolean {
   const re = filter.regex as RegExp;
-  const refuse = () => new RegexTooCostly(filter.value, filter.property, where);
+  const refuse = () => new RegexTooCostly(filter.value, filter.property, where, filter.path);
   return (value) => guardedTest(re, value, refuse);
 }
 

@@ -55,7 +55,7 @@ export function requireSupplements(vs: CompiledValueSet, ctx: TerminologyContext
       const { url, version, by } = named[i]!;
       const name = version === undefined ? url : `${url}|${version}`;
       if (cs === null) throw missingDependency(`The supplement '${name}' that ${by} names could not be found`, ['url']);
-      if (cs.content !== 'supplement') throw invalid(`'${name}', named as a supplement by ${by}, is not a supplement (its content is '${cs.content}')`, ['url']);
+      if (cs.content !== 'supplement') throw invalid(`'${name}', named as a supplement by ${by}, is not a supplement (its content is '${cs.content}')`, ['url'], 'vs-invalid');
       return cs;
     }),
   );

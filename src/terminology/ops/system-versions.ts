@@ -43,7 +43,7 @@ export function chooseVersion(rules: SystemVersions, url: string, version: strin
   const check = rules.checks.get(url);
   if (version === undefined) return rules.defaults.get(url) ?? check;
   if (check !== undefined && !matchesVersion(check, version)) {
-    throw invalid(`The value set uses version '${version}' of the code system '${url}', but check-system-version requires '${check}'`, ['check-system-version']);
+    throw invalid(`The value set uses version '${version}' of the code system '${url}', but check-system-version requires '${check}'`, ['check-system-version'], 'version-error');
   }
   return version;
 }

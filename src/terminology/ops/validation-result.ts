@@ -7,6 +7,7 @@ import { standardsStatus } from '../model/datatypes.ts';
 import type { CodeSystemIndex } from '../compile/code-system-index.ts';
 import { displayIn, inLanguages, languagesOf } from './display-language.ts';
 import { supplementDesignations } from './supplements.ts';
+import { TX_ISSUE_TYPE } from '../errors.ts';
 
 /** A finding located at the input element it is about (`code`, `Coding.code`, `CodeableConcept.coding[1].code`). */
 export interface LocatedIssue extends TxIssue {
@@ -50,8 +51,6 @@ export function echoed(code: string | undefined, system: string | undefined, ver
   return { coding: { code, system, version } };
 }
 
-/** The system of the `issues` details codings (HL7's terminology issue types, as tx.fhir.org and Ontoserver send them). */
-const TX_ISSUE_TYPE = 'http://hl7.org/fhir/tools/CodeSystem/tx-issue-type';
 
 /**
  * `issues` located at `expression` (the input element of the code), unless they are already located;

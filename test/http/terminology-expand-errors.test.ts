@@ -1,0 +1,102 @@
+/**
+ * A value set that cannot be expanded or checked is refused with an OperationOutcome as HL7's reference
+ * terminology servers give it (the ecosystem tests, `bench/tx-tests.ts --strict`): HL7's tx-issue-type in
+ * `details.coding` (`vs-invalid` for a definition that cannot be evaluated, `not-found` for what it needs
+ * and the server lacks, `version-error` for a version `check-system-version` refuses), and the element of the
+ * value set at fault as a FHIRPath `expression` (`ValueSet.compose.include[0].filter[0]`), not a label. A
+ * cycle of imports is `processing`. On both databases.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { type OperationResponse, type Param, postOperation, putResource } from '../helpers/terminology-http.ts';
+
+const CS = 'http://cinder.test/CodeSystem/errs-tools';
+const VS = 'http://cinder.test/ValueSet/errs-';
+const TX = 'http://hl7.org/fhir/tools/CodeSystem/tx-issue-type';
+const tools = {
+  resourceType: 'CodeSystem', id: 'errs-tools', url: CS, version: '1.0.0', status: 'active', content: 'complete',
+  concept: [{ code: 'hammer', display: 'Hammer' }, { code: 'saw', display: 'Saw' }],
+};
+const valueSet = (id: string, compose: unknown, extra: Record<string, unknown> = {}) =>
+  ({ resourceType: 'ValueSet', id: `errs-${id}`, url: `${VS}${id}`, status: 'active', compose, ...extra });
+const FIXTURES = [
+  tools,
+  // R4 requires a filter's value: its absence stated by data-absent-reason, as HL7's ecosystem tests write it.
+  valueSet('no-value', { include: [{ system: CS, filter: [{ property: 'concept', op: 'is-a', _value: { extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/data-absent-reason', valueCode: 'not-applicable' }] } }] }] }),
+  valueSet('no-property', { include: [{ system: CS, filter: [{ property: 'weight', op: '=', value: 'heavy' }] }] }),
+  valueSet('bad-regex', { include: [{ system: CS }, { system: CS, filter: [{ property: 'code', op: 'regex', value: '(unclosed' }] }] }),
+  valueSet('missing-version', { include: [{ system: CS, version: '9.9.9' }] }),
+  valueSet('pinned', { include: [{ system: CS, version: '1.0.0' }] }),
+  valueSet('missing-import', { include: [{ system: CS }], exclude: [{ valueSet: ['http://cinder.test/ValueSet/errs-nowhere'] }] }),
+  valueSet('cycle-a', { include: [{ valueSet: [`${VS}cycle-b`] }] }),
+  valueSet('cycle-b', { include: [{ valueSet: [`${VS}cycle-a`] }] }),
+  valueSet('not-supplement', { include: [{ system: CS }] }, {
+    extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/valueset-supplement', valueCanonical: CS }],
+  }),
+];
+
+type Issue = { severity: string; code: string; details?: { coding?: { system: string; code: string }[]; text: string }; expression?: string[] };
+/** `code tx-issue-type expression` of the one issue of a 4xx answer. */
+function refusal(r: OperationResponse): string {
+  expect(r.status).toBe(400);
+  expect(r.body.resourceType).toBe('OperationOutcome');
+  const issues = r.body.issue as Issue[];
+  expect(issues).toHaveLength(1);
+  const [i] = issues as [Issue];
+  expect(i.severity).toBe('error');
+  const coding = i.details?.coding ?? [];
+  expect(coding.every((c) => c.system === TX)).toBe(true);
+  return `${i.code} ${coding.map((c) => c.code).join(',') || '-'} ${(i.expression ?? ['-']).join(',')}`;
+}
+
+await eachStore((kind, fresh) => {
+  describe(`terminology refusals with HL7's tx-issue-type and the element at fault (${kind})`, () => {
+    let t: TestApp;
+    let token: string;
+    const expand = (parameter: Param[]) => postOperation(t, token, 'ValueSet/$expand', parameter);
+    const expandUrl = (id: string) => expand([{ name: 'url', valueUri: `${VS}${id}` }]);
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      token = await t.token();
+      for (const r of FIXTURES) await putResource(t, token, r);
+    });
+    afterAll(() => t.close());
+
+    test('a filter that cannot be evaluated is vs-invalid, at the filter (or its element) in the compose', async () => {
+      expect(refusal(await expandUrl('no-value'))).toBe('invalid vs-invalid ValueSet.compose.include[0].filter[0]');
+      expect(refusal(await expandUrl('no-property'))).toBe('invalid vs-invalid ValueSet.compose.include[0].filter[0].property');
+      expect(refusal(await expandUrl('bad-regex'))).toBe('invalid vs-invalid ValueSet.compose.include[1].filter[0].value');
+      // An inline value set: the same paths.
+      const inline = await expand([{ name: 'valueSet', resource: { resourceType: 'ValueSet', status: 'active', compose: { include: [{ system: CS, filter: [{ property: 'concept', op: 'sounds-like', value: 'x' }] }, { concept: [{ code: 'saw' }] }] } } }]);
+      expect(refusal(inline)).toBe('invalid vs-invalid ValueSet.compose.include[0].filter[0].op');
+      const noSystem = await expand([{ name: 'valueSet', resource: { resourceType: 'ValueSet', status: 'active', compose: { include: [{ system: CS }, { concept: [{ code: 'saw' }] }] } } }]);
+      expect(refusal(noSystem)).toBe('invalid vs-invalid ValueSet.compose.include[1]');
+    });
+
+    test('what the value set needs and the server lacks is not-found, at the include or exclude that needs it', async () => {
+      expect(refusal(await expandUrl('missing-version'))).toBe('not-found not-found ValueSet.compose.include[0]');
+      expect(refusal(await expandUrl('missing-import'))).toBe('not-found not-found ValueSet.compose.exclude[0]');
+      // A ValueSet named by URL that does not exist: still the contract's 400 `invalid`, with the kind beside it.
+      expect(refusal(await expandUrl('nowhere'))).toBe('invalid not-found url');
+      const validate = await postOperation(t, token, 'ValueSet/$validate-code', [{ name: 'url', valueUri: `${VS}nowhere` }, { name: 'code', valueCode: 'saw' }, { name: 'system', valueUri: CS }]);
+      expect(refusal(validate)).toBe('invalid not-found url');
+    });
+
+    test('a cycle of imports is processing vs-invalid; a supplement that is none is vs-invalid', async () => {
+      const cycle = await expandUrl('cycle-a');
+      expect(refusal(cycle)).toBe('processing vs-invalid -');
+      expect((cycle.body.issue as Issue[])[0]!.details?.text).toContain('circular ValueSet import');
+      expect(refusal(await expandUrl('not-supplement'))).toBe('invalid vs-invalid url');
+    });
+
+    test('a code system version check-system-version refuses is a version-error', async () => {
+      const r = await expand([{ name: 'url', valueUri: `${VS}pinned` }, { name: 'check-system-version', valueCanonical: `${CS}|2.0.0` }]);
+      expect(refusal(r)).toBe('invalid version-error check-system-version');
+    });
+
+    test('errors of the request itself carry no tx-issue-type', async () => {
+      expect(refusal(await expand([{ name: 'url', valueUri: `${VS}missing-version` }, { name: 'count', valueInteger: -1 }]))).toBe('invalid - count');
+    });
+  });
+});

@@ -104,14 +104,14 @@ export function terminologyRoutes(deps: TerminologyRouteDeps): Hono<AppEnv> {
   const validateCs = async (c: Context<AppEnv>) => {
     const raw = await inputs(c, codeSystemValidateCodeParams);
     const terminology = await context(c, 'CodeSystem');
-    const input = codeSystemValidateCodeInput(raw, await instance(c, terminology));
-    return fhirJson(validationParametersJson(await validateCodeSystemCode(input, { terminology })));
+    const input = codeSystemValidateCodeInput(raw, await instance(c, terminology), c.req.header('Accept-Language'));
+    return varyByLanguage(fhirJson(validationParametersJson(await validateCodeSystemCode(input, { terminology }))), raw.displayLanguage);
   };
   const lookup = async (c: Context<AppEnv>) => {
     const raw = await inputs(c, lookupParams);
     const terminology = await context(c, 'CodeSystem');
-    const input = lookupInput(raw, await instance(c, terminology));
-    return fhirJson(await lookupCode(input, { terminology }));
+    const input = lookupInput(raw, await instance(c, terminology), c.req.header('Accept-Language'));
+    return varyByLanguage(fhirJson(await lookupCode(input, { terminology })), raw.displayLanguage);
   };
   const subsumption = async (c: Context<AppEnv>) => {
     const raw = await inputs(c, subsumesParams);

@@ -33,6 +33,14 @@ export function isLanguageList(v: string): boolean {
   return LANGUAGE_TAG.test(v);
 }
 
+/**
+ * The languages an operation answers in: its `displayLanguage` input, else the request's Accept-Language
+ * header (ignored when malformed), as HL7's reference terminology servers read it on every operation.
+ */
+export function displayLanguageOf(given: string | undefined, acceptLanguage: string | undefined): string | undefined {
+  return given ?? (acceptLanguage !== undefined && isLanguageList(acceptLanguage) ? acceptLanguage : undefined);
+}
+
 const nonEmptyString = (v: unknown) => typeof v === 'string' && v.length > 0;
 
 /** The parameter kinds used by the terminology operations (FHIR R4 data types). */

@@ -11,7 +11,7 @@ import type { ParametersParameter } from '../model/parameters.ts';
 import { chosenDisplay } from './display-language.ts';
 import { designationsOf, recording, supplemented, usedValueSets } from './expansion-parts.ts';
 import { nestContains } from './expansion-tree.ts';
-import { isLanguageList } from '../input/parameters.ts';
+import { displayLanguageOf } from '../input/parameters.ts';
 import { resolveValueSet } from './resolve-value-set.ts';
 import { requireSupplements, unusedSupplements } from './supplements.ts';
 import { type SystemVersions, systemVersions, withSystemVersions } from './system-versions.ts';
@@ -101,7 +101,7 @@ interface ExpansionContainsOut {
  */
 export function expandInput(raw: OperationInput<(typeof expandParams)['spec']>, instanceId?: string, acceptLanguage?: string): ExpandInput {
   const { filter, count, offset, activeOnly, date, includeDesignations, excludeNested, excludeNotForUI } = raw;
-  const displayLanguage = raw.displayLanguage ?? (acceptLanguage !== undefined && isLanguageList(acceptLanguage) ? acceptLanguage : undefined);
+  const displayLanguage = displayLanguageOf(raw.displayLanguage, acceptLanguage);
   const designations = raw.designation === undefined || raw.designation.length === 0 ? {} : { designations: raw.designation };
   const excludeSystems = raw['exclude-system'];
   const versionNames = ['system-version', 'check-system-version', 'force-system-version'] as const;

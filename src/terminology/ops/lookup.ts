@@ -3,7 +3,7 @@ import { systemLabel, unknownCode } from '../compile/membership.ts';
 import type { TerminologyContext } from '../context.ts';
 import { invalid, notFound } from '../errors.ts';
 import type { lookupParams } from '../input/operations.ts';
-import type { OperationInput } from '../input/parameters.ts';
+import { displayLanguageOf, type OperationInput } from '../input/parameters.ts';
 import type { ConceptDefinition, ConceptProperty } from '../model/code-system.ts';
 import type { Designation } from '../model/datatypes.ts';
 import type { DatePeriod } from '../model/date-time.ts';
@@ -28,15 +28,17 @@ type RawInput = OperationInput<(typeof lookupParams)['spec']>;
 /**
  * Applies the input rules of CodeSystem/$lookup: code with system, or a coding; at instance
  * level (`CodeSystem/{id}/$lookup`) the system is the stored CodeSystem's and may be left out.
+ * `acceptLanguage`, the request's header, stands for `displayLanguage` when that is not given.
  */
-export function lookupInput(raw: RawInput, instance?: CodeSystemIndex): LookupInput {
+export function lookupInput(raw: RawInput, instance?: CodeSystemIndex, acceptLanguage?: string): LookupInput {
   if (raw.code !== undefined && raw.coding !== undefined) throw invalid("give either 'code' and 'system' or 'coding', not both", ['code', 'coding']);
   if (raw.coding !== undefined && raw.system !== undefined) throw invalid("'system' goes with 'code'; a 'coding' carries its own system", ['system']);
   const code = raw.code ?? raw.coding?.code;
   const system = raw.code !== undefined ? raw.system : raw.coding?.system;
   const version = raw.version ?? raw.coding?.version;
   if (code === undefined) throw invalid("'code' (with 'system') or 'coding' is required", ['code', 'coding']);
-  const { date, displayLanguage } = raw;
+  const { date } = raw;
+  const displayLanguage = displayLanguageOf(raw.displayLanguage, acceptLanguage);
   const properties = raw.property ?? [];
   if (instance !== undefined) {
     checkSameCodeSystem(instance, system, version, { system: raw.code !== undefined ? 'system' : 'coding.system', version: 'version' });

@@ -4,7 +4,7 @@ import { type CodeSystemLookup, systemLabel, txIssue } from '../compile/membersh
 import type { TerminologyContext } from '../context.ts';
 import { invalid } from '../errors.ts';
 import type { codeSystemValidateCodeParams } from '../input/operations.ts';
-import type { OperationInput } from '../input/parameters.ts';
+import { displayLanguageOf, type OperationInput } from '../input/parameters.ts';
 import { type CheckedCoding, type ValidationSubject, validationSubject } from '../input/subject.ts';
 import type { CodeSystem } from '../model/code-system.ts';
 import type { DatePeriod } from '../model/date-time.ts';
@@ -33,13 +33,14 @@ type RawInput = OperationInput<(typeof codeSystemValidateCodeParams)['spec']>;
 /**
  * Applies the input rules of CodeSystem/$validate-code: the CodeSystem is the one in the path
  * (instance level), an inline `codeSystem`, or the one `url` (else the coding's system) names.
+ * `acceptLanguage`, the request's header, stands for `displayLanguage` when that is not given.
  */
-export function codeSystemValidateCodeInput(raw: RawInput, instance?: CodeSystemIndex): CodeSystemValidateCodeInput {
+export function codeSystemValidateCodeInput(raw: RawInput, instance?: CodeSystemIndex, acceptLanguage?: string): CodeSystemValidateCodeInput {
   const target = instance !== undefined ? instanceTarget(raw, instance) : typeTarget(raw);
   const url = target.kind === 'instance' ? target.index.url : target.kind === 'inline' ? target.resource.url : target.url;
   const subject = validationSubject({ ...raw, system: url, systemParam: 'url' });
-  const { abstract, date, displayLanguage } = raw;
-  return { target, subject, abstract, date, displayLanguage };
+  const { abstract, date } = raw;
+  return { target, subject, abstract, date, displayLanguage: displayLanguageOf(raw.displayLanguage, acceptLanguage) };
 }
 
 function typeTarget(raw: RawInput): CodeSystemTarget {

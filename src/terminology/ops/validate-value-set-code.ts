@@ -11,7 +11,7 @@ import type { CodeableConcept, Coding } from '../model/datatypes.ts';
 import type { DatePeriod } from '../model/date-time.ts';
 import { expansionParameter } from '../model/value-set.ts';
 import { invalid } from '../errors.ts';
-import { isLanguageList } from '../input/parameters.ts';
+import { displayLanguageOf } from '../input/parameters.ts';
 import { resolveValueSet } from './resolve-value-set.ts';
 import { type SystemVersions, systemVersions } from './system-versions.ts';
 import { requireSupplements } from './supplements.ts';
@@ -41,7 +41,7 @@ export function valueSetValidateCodeInput(raw: RawInput, instanceId?: string, ac
   if (raw.system !== undefined && raw.code === undefined) throw invalid("the parameter 'code' is required with 'system'", ['code']);
   const subject = validationSubject({ ...raw, systemParam: 'system', version: raw.systemVersion });
   const { abstract, date } = raw;
-  const displayLanguage = raw.displayLanguage ?? (acceptLanguage !== undefined && isLanguageList(acceptLanguage) ? acceptLanguage : undefined);
+  const displayLanguage = displayLanguageOf(raw.displayLanguage, acceptLanguage);
   const versions = systemVersions(raw);
   return { target: valueSetTarget(raw, instanceId), subject, abstract, date, displayLanguage, ...(versions === undefined ? {} : { systemVersions: versions }) };
 }

@@ -65,6 +65,17 @@ const listed = {
   },
 };
 const all = { resourceType: 'ValueSet', id: 'dsg-all', url: `${VS}all`, status: 'active', compose: { include: [{ system: CS, version: '1' }] } };
+/** Names the supplement of the fruit code system but includes only another code system. */
+const elsewhere = {
+  resourceType: 'ValueSet', id: 'dsg-elsewhere', url: `${VS}elsewhere`, status: 'active',
+  extension: [{ url: NEEDS, valueCanonical: `${SUPPLEMENT}|1` }], compose: { include: [{ system: FRAGMENT }] },
+};
+/** Names it and includes the code system without pinning a version: the version it supplements may be the one used. */
+const unpinned = { ...needsSupplement('unpinned', '2'), compose: { include: [{ system: CS }] } };
+/** Imports a value set that names the supplement and includes its code system: the import uses it. */
+const importsElsewhere = {
+  resourceType: 'ValueSet', id: 'dsg-imports-user', url: `${VS}imports-user`, status: 'active', compose: { include: [{ valueSet: [`${VS}on-v2`] }, { system: FRAGMENT }] },
+};
 
 type Contains = { code: string; display?: string; designation?: { language?: string; use?: unknown; value: string }[] };
 const entry = (r: OperationResponse, code: string) => (r.body.expansion as { contains?: Contains[] }).contains?.find((c) => c.code === code);
@@ -78,7 +89,9 @@ await eachStore((kind, fresh) => {
     beforeAll(async () => {
       t = await createTestApp({ store: await fresh() });
       token = await t.token();
-      for (const r of [fruitV1, fruitV2, supplementV2, onV1, onV2, importer, needsMissing, importsMissing, fragment, listed, all]) await putResource(t, token, r);
+      for (const r of [fruitV1, fruitV2, supplementV2, onV1, onV2, importer, needsMissing, importsMissing, fragment, listed, all, elsewhere, unpinned, importsElsewhere]) {
+        await putResource(t, token, r);
+      }
     });
     afterAll(() => t.close());
 
@@ -93,12 +106,30 @@ await eachStore((kind, fresh) => {
         text: `The expansion of '${VS}on-v1' uses no code system version that the supplement '${SUPPLEMENT}|1' (of '${CS}|2') it names supplements`,
       });
       expect((v1.body.issue?.[0] as { expression?: string[] }).expression).toEqual(['url']);
-      // $validate-code takes the supplement's display on version 2, not on version 1.
+      // $validate-code takes the supplement's display on version 2; a value set needing it on version 1 cannot be
+      // used there either (a 400 not-found, as the reference servers answer), whatever the coding.
       const check = (id: string, version: string) => postOperation(t, token, 'ValueSet/$validate-code', [
         { name: 'url', valueUri: `${VS}${id}` }, { name: 'coding', valueCoding: { system: CS, version, code: 'pear', display: 'Poire' } },
       ]);
       expect(outcome(await check('on-v2', '2'))).toEqual({ result: true, display: 'Pear' });
-      expect(outcome(await check('on-v1', '1'))).toEqual({ result: false, display: 'Pear', message: `Wrong display 'Poire' for the code 'pear' (${CS}): expected 'Pear'` });
+      expect(errorIssue(await check('on-v1', '1'), 400)).toEqual({
+        severity: 'error', code: 'not-found',
+        text: `'${VS}on-v1' includes no code system that the supplement '${SUPPLEMENT}|1' (of '${CS}|2') it names supplements`,
+      });
+      expect(errorIssue(await check('on-v1', '2'), 400).code).toBe('not-found');
+    });
+
+    test('$validate-code refuses a value set naming a supplement of a code system none of its includes draws on', async () => {
+      const check = (id: string, coding: Record<string, string>) => postOperation(t, token, 'ValueSet/$validate-code', [{ name: 'url', valueUri: `${VS}${id}` }, { name: 'coding', valueCoding: coding }]);
+      const refused = await check('elsewhere', { system: FRAGMENT, code: 'known' });
+      expect(errorIssue(refused, 400)).toEqual({
+        severity: 'error', code: 'not-found',
+        text: `'${VS}elsewhere' includes no code system that the supplement '${SUPPLEMENT}|1' (of '${CS}|2') it names supplements`,
+      });
+      expect((refused.body.issue?.[0] as { details?: { coding?: { code: string }[] } }).details?.coding?.[0]?.code).toBe('not-found');
+      // An include that pins no version may use the one supplemented; a supplement an import names is used by that import.
+      expect(outcome(await check('unpinned', { system: CS, code: 'pear' }))).toMatchObject({ result: true });
+      expect(outcome(await check('imports-user', { system: FRAGMENT, code: 'known' }))).toMatchObject({ result: true });
     });
 
     test("the supplements an imported value set names are applied to its codes and named in used-supplement", async () => {

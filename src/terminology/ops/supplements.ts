@@ -90,10 +90,50 @@ export function unusedSupplements(supplements: readonly CodeSystemIndex[], used:
   return supplements.filter((s) => !systems.some(({ url, version }) => supplementsVersion(s, url, version)));
 }
 
-/** Whether supplement `s` supplements `system` in `version` (any version, when its `supplements` names none). */
-function supplementsVersion(s: CodeSystemIndex, system: string, version: string | undefined): boolean {
+/**
+ * Refuses, as the reference servers do on $validate-code (VALUESET_SUPPLEMENT_MISSING, a 400 `not-found`), a
+ * ValueSet that names a supplement of a code system none of its includes or excludes (nor those of the
+ * ValueSets it imports) draws on: its author meant the supplement to apply, and it would apply to nothing.
+ * Read from the compose alone, as HL7's validator reads it: an include that pins no version may use the
+ * version the supplement supplements. $expand checks the versions the expansion actually used instead.
+ */
+export function requireUsedSupplements(vs: CompiledValueSet, supplements: readonly CodeSystemIndex[]): void {
+  if (supplements.length === 0) return;
+  const drawn = drawnSystems(vs);
+  const unused = supplements.filter((s) => !drawn.some(({ system, version }) => supplementsVersion(s, system, version, true)));
+  if (unused.length === 0) return;
+  const names = unused.map((cs) => `'${cs.version === undefined ? cs.url : `${cs.url}|${cs.version}`}' (of '${cs.resource.supplements}')`).join(', ');
+  throw missingDependency(`${vs.label} includes no code system that the supplement${unused.length > 1 ? 's' : ''} ${names} it names supplement${unused.length > 1 ? '' : 's'}`, ['url']);
+}
+
+/** The code systems (and pinned versions) a ValueSet's includes and excludes name, with those of the ValueSets it imports, at any depth. */
+function drawnSystems(vs: CompiledValueSet): readonly { system: string; version: string | undefined }[] {
+  let drawn = DRAWN.get(vs);
+  if (drawn === undefined) DRAWN.set(vs, (drawn = collectSystems(vs, [], new Set())));
+  return drawn;
+}
+
+/** Per compiled ValueSet (dropped with it): ValueSet/$validate-code is a hot route. */
+const DRAWN = new WeakMap<CompiledValueSet, readonly { system: string; version: string | undefined }[]>();
+
+function collectSystems(vs: CompiledValueSet, out: { system: string; version: string | undefined }[], seen: Set<CompiledValueSet>) {
+  if (seen.has(vs)) return out;
+  seen.add(vs);
+  for (const set of [...vs.includes, ...vs.excludes]) {
+    if (set.system !== undefined) out.push({ system: set.system, version: set.version });
+    for (const i of set.imports) if (i.compiled !== null) collectSystems(i.compiled, out, seen);
+  }
+  return out;
+}
+
+/**
+ * Whether supplement `s` supplements `system` in `version` (any version, when its `supplements` names none).
+ * `anyUnknown`: an unknown version (an include that pins none) may be the one supplemented.
+ */
+function supplementsVersion(s: CodeSystemIndex, system: string, version: string | undefined, anyUnknown = false): boolean {
   if (s.resource.supplements === undefined) return false;
   const target = splitCanonical(s.resource.supplements);
   if (target.url !== system) return false;
-  return target.version === undefined || (version !== undefined && matchesVersion(target.version, version));
+  if (version === undefined) return target.version === undefined || anyUnknown;
+  return target.version === undefined || matchesVersion(target.version, version) || matchesVersion(version, target.version);
 }

@@ -14,7 +14,7 @@ import { invalid } from '../errors.ts';
 import { displayLanguageOf } from '../input/parameters.ts';
 import { resolveValueSet } from './resolve-value-set.ts';
 import { type SystemVersions, systemVersions } from './system-versions.ts';
-import { requireSupplements } from './supplements.ts';
+import { requireSupplements, requireUsedSupplements } from './supplements.ts';
 import { BoundedCache } from '../compile/bounded-cache.ts';
 import { then, type SyncOrAsync } from '../../sync-or-async.ts';
 import { echoed, type Finish, finishMember, type LocatedIssue, locate, statusCheck, type ValidationResult } from './validation-result.ts';
@@ -65,7 +65,9 @@ export function validateValueSetCode(
 
 function validateIn(vs: CompiledValueSet, input: ValueSetValidateCodeInput, ctx: TerminologyContext): SyncOrAsync<ValidationResult> {
   const supplements = requireSupplements(vs, ctx);
-  return supplements instanceof Promise ? supplements.then((s) => validateWith(vs, s, input, ctx)) : validateWith(vs, supplements, input, ctx);
+  if (supplements instanceof Promise) return supplements.then((s) => (requireUsedSupplements(vs, s), validateWith(vs, s, input, ctx)));
+  requireUsedSupplements(vs, supplements);
+  return validateWith(vs, supplements, input, ctx);
 }
 
 /**

@@ -98,14 +98,18 @@ export class CompiledConceptSet {
       if (local instanceof NotLoaded || !local.member) return local;
       found = local;
     }
+    let via: CompiledValueSet[] | undefined;
     for (const imported of this.imports) {
       if (imported.compiled === null) return nonMember(txIssue('error', 'not-found', 'not-found', `The imported ValueSet '${imported.canonical}' could not be found`));
       const vs = imported.compiled;
       const m = importedOnce(loaded, vs, coding, () => vs.checkLoaded(coding, loaded));
       if (m instanceof NotLoaded || !m.member) return m;
       found = found === undefined ? m : withWarnings(found, m.warnings);
+      // Without a system, the code is drawn through the imports (ExpansionEntry.via).
+      if (this.system === undefined) (via ??= []).push(vs, ...(m.via ?? []));
     }
-    return found ?? nonMember();
+    if (found === undefined) return nonMember();
+    return via === undefined ? found : { ...found, via };
   }
 
   /**

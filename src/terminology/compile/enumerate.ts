@@ -18,6 +18,12 @@ export interface ExpansionEntry {
   readonly inactive: boolean;
   /** The CodeSystem's concept and the language of its display, when the code is in a known CodeSystem. */
   readonly concept?: { readonly definition: ConceptDefinition; readonly language: string | undefined };
+  /**
+   * The imported ValueSets the code was drawn through (an include with no system lists their codes), outermost
+   * first: the supplements they name apply to it, as they do in their own expansions. Absent for a code drawn
+   * from a code system by the ValueSet itself.
+   */
+  readonly via?: readonly CompiledValueSet[];
 }
 
 /**
@@ -161,14 +167,16 @@ async function* enumerateSet(set: CompiledConceptSet, lookup: CodeSystemLookup, 
   if (missing.length > 0) {
     throw missingDependency(`${set.where}: the imported ValueSet '${missing[0]}' could not be found, so the expansion would be incomplete`, at(set.path));
   }
-  // Without a system, the first import supplies the candidates and the others intersect.
+  // Without a system, the first import supplies the candidates and the others intersect: the code is drawn
+  // through every one of them.
   const [first, ...others] = imports;
   const candidates = set.system !== undefined ? systemCandidates(set, set.system, lookup) : first !== undefined ? enumerateValueSet(first, lookup, budget, limit) : [];
   const checks = set.system !== undefined ? imports : others;
   const checksCost = checks.reduce((sum, vs) => sum + valueSetCost(vs), 0);
   for await (const entry of candidates) {
     if (checksCost > 0) spend(budget, checksCost, limit);
-    if (await inAll(checks, entry, lookup)) yield entry;
+    if (!(await inAll(checks, entry, lookup))) continue;
+    yield set.system !== undefined ? entry : { ...entry, via: [...imports, ...(entry.via ?? [])] };
   }
 }
 

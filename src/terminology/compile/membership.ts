@@ -3,6 +3,7 @@ import type { Designation } from '../model/datatypes.ts';
 import type { DatePeriod } from '../model/date-time.ts';
 import type { SystemVersions } from '../ops/system-versions.ts';
 import type { CodeSystemIndex, ConceptEntry } from './code-system-index.ts';
+import type { CompiledValueSet } from './compiled-value-set.ts';
 
 /**
  * A finding of $validate-code, as the reference terminology servers report it in the `issues`
@@ -56,6 +57,8 @@ export interface Member {
   readonly abstract: boolean;
   readonly inactive: boolean;
   readonly warnings: readonly TxIssue[];
+  /** The imported ValueSets the code is a member through (an include with no system), outermost first: their supplements apply to it. */
+  readonly via?: readonly CompiledValueSet[];
 }
 
 /** The coding is not a member; `reasons` explain why when there is more to say than "not in". */

@@ -13,7 +13,7 @@ import { designationsOf, recording, supplemented, usedValueSets } from './expans
 import { nestContains } from './expansion-tree.ts';
 import { displayLanguageOf } from '../input/parameters.ts';
 import { resolveValueSet } from './resolve-value-set.ts';
-import { requireSupplements, unusedSupplements } from './supplements.ts';
+import { applicableSupplements, requireSupplements, unusedSupplements } from './supplements.ts';
 import { type SystemVersions, systemVersions, withSystemVersions } from './system-versions.ts';
 import { matchesVersion, splitCanonical } from '../version.ts';
 
@@ -149,7 +149,7 @@ export async function expandValueSet(asked: ExpandInput, deps: ExpandDeps): Prom
   try {
     for await (const found of enumerateValueSet(vs, lookup, { left: ENUMERATION_WORK_LIMIT })) {
       const key = `${found.system}|${found.version ?? ''}|${found.code}`;
-      const e = inLanguage(supplemented(found, supplements), input.displayLanguage);
+      const e = inLanguage(supplemented(found, applicableSupplements(vs, found.via, supplements)), input.displayLanguage);
       if (seen.has(key) || (input.activeOnly === true && e.inactive) || (input.excludeNotForUI === true && e.abstract) || excludedSystem(found) || !matches(e, text)) continue;
       seen.add(key);
       used.add(found.version === undefined ? found.system : `${found.system}|${found.version}`);

@@ -23,8 +23,10 @@ function namedSupplements(vs: CompiledValueSet): readonly NamedSupplement[] {
 interface NamedSupplement {
   readonly url: string;
   readonly version?: string;
-  /** The ValueSet that names it, for messages. */
-  readonly by: string;
+  /** The ValueSet that names it first, for messages. */
+  readonly label: string;
+  /** Every ValueSet (the one asked for, or one it imports) that names it: it applies to the codes drawn through them. */
+  readonly by: CompiledValueSet[];
 }
 
 /** Per compiled ValueSet (dropped with it): ValueSet/$validate-code is a hot route. */
@@ -36,7 +38,9 @@ function collectSupplements(vs: CompiledValueSet, out: NamedSupplement[], seen: 
   for (const e of vs.resource.extension ?? []) {
     if (e.url !== VALUESET_SUPPLEMENT || e.valueCanonical === undefined) continue;
     const named = splitCanonical(e.valueCanonical);
-    if (!out.some((o) => o.url === named.url && o.version === named.version)) out.push({ ...named, by: vs.label });
+    const known = out.find((o) => o.url === named.url && o.version === named.version);
+    if (known === undefined) out.push({ ...named, label: vs.label, by: [vs] });
+    else if (!known.by.includes(vs)) known.by.push(vs);
   }
   for (const set of vs.includes) for (const i of set.imports) if (i.compiled !== null) collectSupplements(i.compiled, out, seen);
   return out;
@@ -52,13 +56,30 @@ export function requireSupplements(vs: CompiledValueSet, ctx: TerminologyContext
   if (named.length === 0) return NONE;
   return then(all(named.map(({ url, version }) => ctx.codeSystem(url, version))), (found) =>
     found.map((cs, i) => {
-      const { url, version, by } = named[i]!;
+      const { url, version, label: by } = named[i]!;
       const name = version === undefined ? url : `${url}|${version}`;
       if (cs === null) throw missingDependency(`The supplement '${name}' that ${by} names could not be found`, ['url']);
       if (cs.content !== 'supplement') throw invalid(`'${name}', named as a supplement by ${by}, is not a supplement (its content is '${cs.content}')`, ['url'], 'vs-invalid');
       return cs;
     }),
   );
+}
+
+/**
+ * Of the supplements `requireSupplements(vs)` loaded (in its order), those that apply to a code drawn through
+ * the imported ValueSets `via` (none: drawn by `vs` itself): the ones `vs` names, and the ones a ValueSet of
+ * `via` names. A supplement an imported ValueSet names applies where that ValueSet is pulled in, not to the
+ * importer's other codes, as the reference servers expand the imported ValueSet with its own supplements.
+ */
+export function applicableSupplements(vs: CompiledValueSet, via: readonly CompiledValueSet[] | undefined, loaded: readonly CodeSystemIndex[]): readonly CodeSystemIndex[] {
+  if (loaded.length === 0) return loaded;
+  const named = namedSupplements(vs);
+  const out: CodeSystemIndex[] = [];
+  for (let i = 0; i < named.length && i < loaded.length; i++) {
+    const by = named[i]!.by;
+    if (by.includes(vs) || (via !== undefined && by.some((b) => via.includes(b)))) out.push(loaded[i]!);
+  }
+  return out.length === loaded.length ? loaded : out;
 }
 
 /**

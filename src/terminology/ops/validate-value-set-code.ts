@@ -14,7 +14,7 @@ import { invalid } from '../errors.ts';
 import { displayLanguageOf } from '../input/parameters.ts';
 import { resolveValueSet } from './resolve-value-set.ts';
 import { type SystemVersions, systemVersions } from './system-versions.ts';
-import { requireSupplements, requireUsedSupplements } from './supplements.ts';
+import { applicableSupplements, requireSupplements, requireUsedSupplements } from './supplements.ts';
 import { BoundedCache } from '../compile/bounded-cache.ts';
 import { then, type SyncOrAsync } from '../../sync-or-async.ts';
 import { echoed, type Finish, finishMember, type LocatedIssue, locate, statusCheck, type ValidationResult } from './validation-result.ts';
@@ -203,7 +203,12 @@ function regexRefused(e: unknown, vs: CompiledValueSet, coding: CheckedCoding, p
 
 function codingResult(vs: CompiledValueSet, m: Membership, coding: CheckedCoding, path: string, finish: Finish, ctx: TerminologyContext): SyncOrAsync<ValidationResult> {
   // The coding is echoed as given, with the version of the CodeSystem it was found in (as the reference servers answer).
-  if (m.member) return { ...located(finishMember(m, coding, finish), path), ...echoed(coding.code, coding.system, m.cs?.version) };
+  if (m.member) {
+    // The supplements that apply to the code: the value set's own, and those of the value sets it was drawn through.
+    const supplements = finish.supplements === undefined ? undefined : applicableSupplements(vs, m.via, finish.supplements);
+    const scoped = supplements === finish.supplements ? finish : { ...finish, supplements };
+    return { ...located(finishMember(m, coding, scoped), path), ...echoed(coding.code, coding.system, m.cs?.version) };
+  }
   const usesVersion = m.reasons.find((r) => r.usesVersion !== undefined)?.usesVersion;
   const coded = ctx.codeSystem(coding.system, coding.version);
   const latest = coding.version === undefined ? coded : ctx.codeSystem(coding.system);

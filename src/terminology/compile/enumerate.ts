@@ -1,6 +1,6 @@
 import { invalid, missingDependency } from '../errors.ts';
 import type { ConceptDefinition } from '../model/code-system.ts';
-import type { Designation } from '../model/datatypes.ts';
+import type { StatusExtensions } from '../model/datatypes.ts';
 import type { ConceptReference } from '../model/value-set.ts';
 import type { CodeSystemIndex, ConceptEntry } from './code-system-index.ts';
 import type { CompiledConceptSet } from './concept-set.ts';
@@ -24,6 +24,30 @@ export interface ExpansionEntry {
    * from a code system by the ValueSet itself.
    */
   readonly via?: readonly CompiledValueSet[];
+  /** The concept's extensions an expansion repeats on its `contains` (carriedExtensions). */
+  readonly extension?: readonly ConceptExtension[];
+}
+
+type ConceptExtension = NonNullable<StatusExtensions>[number];
+
+const EXT = 'http://hl7.org/fhir/StructureDefinition/';
+/** How a concept is shown (R4 core extensions on a concept, whoever defines it: code system, supplement or value set). */
+const RENDERING = new Set([`${EXT}rendering-style`, `${EXT}rendering-xhtml`]);
+/** What a value set says of a concept it lists: its presence deprecated, or a definition of its own for this value set. */
+const LISTED = new Set([...RENDERING, `${EXT}valueset-deprecated`, `${EXT}structuredefinition-standards-status`, `${EXT}valueset-concept-definition`]);
+
+/**
+ * The extensions of a concept an expansion repeats on its `contains`, as the reference servers repeat them:
+ * from the value set's `compose.include.concept`, those on its presence there and its rendering
+ * (`listed`), then the rendering the code system (or a supplement, `supplemented` in expansion-parts.ts)
+ * gives it, each url once, the value set's first. Other extensions (an order, a label, an `itemWeight`,
+ * which R5 gives as `contains.property`, an element R4 does not have) are not repeated.
+ */
+export function carriedExtensions(listed: StatusExtensions, defined: StatusExtensions, before: readonly ConceptExtension[] = []): readonly ConceptExtension[] | undefined {
+  const out = [...before];
+  for (const e of listed ?? []) if (LISTED.has(e.url) && !out.some((o) => o.url === e.url)) out.push(e);
+  for (const e of defined ?? []) if (RENDERING.has(e.url) && !out.some((o) => o.url === e.url)) out.push(e);
+  return out.length === 0 ? undefined : out;
 }
 
 /**
@@ -207,7 +231,7 @@ async function* systemCandidates(set: CompiledConceptSet, system: string, lookup
     for (const c of listed) {
       const e = cs.find(c.code);
       // A listed code missing from a fragment or example CodeSystem is not proof of absence.
-      if (e !== undefined) yield entryOf(system, cs, e, c.designation);
+      if (e !== undefined) yield entryOf(system, cs, e, c);
       else if (cs.content !== 'complete') yield listedEntry(system, cs.version, cs.language, c);
     }
     return;
@@ -224,7 +248,8 @@ async function* systemCandidates(set: CompiledConceptSet, system: string, lookup
  */
 function listedEntry(system: string, version: string | undefined, language: string | undefined, c: ConceptReference): ExpansionEntry {
   const definition: ConceptDefinition = { code: c.code, ...(c.display === undefined ? {} : { display: c.display }), ...(c.designation === undefined ? {} : { designation: c.designation }) };
-  return { system, version, code: c.code, display: c.display, abstract: false, inactive: false, concept: { definition, language } };
+  const extension = carriedExtensions(c.extension, undefined);
+  return { system, version, code: c.code, display: c.display, abstract: false, inactive: false, concept: { definition, language }, ...(extension === undefined ? {} : { extension }) };
 }
 
 /**
@@ -232,8 +257,10 @@ function listedEntry(system: string, version: string | undefined, language: stri
  * (R4 `compose.include.concept.designation`: "additional representations for this concept when used in
  * this value set"), listed after the code system's.
  */
-function entryOf(system: string, cs: CodeSystemIndex, e: ConceptEntry, designations?: readonly Designation[]): ExpansionEntry {
+function entryOf(system: string, cs: CodeSystemIndex, e: ConceptEntry, listed?: ConceptReference): ExpansionEntry {
+  const designations = listed?.designation;
   const definition = designations === undefined || designations.length === 0 ? e.definition : { ...e.definition, designation: [...(e.definition.designation ?? []), ...designations] };
   const concept = { definition, language: cs.language };
-  return { system, version: cs.version, code: e.code, display: definition.display, abstract: e.abstract, inactive: e.inactive, concept };
+  const extension = listed?.extension === undefined && e.definition.extension === undefined ? undefined : carriedExtensions(listed?.extension, e.definition.extension);
+  return { system, version: cs.version, code: e.code, display: definition.display, abstract: e.abstract, inactive: e.inactive, concept, ...(extension === undefined ? {} : { extension }) };
 }

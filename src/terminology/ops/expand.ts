@@ -84,6 +84,7 @@ export interface ExpandedValueSet {
 }
 
 interface ExpansionContainsOut {
+  readonly extension?: readonly { readonly url: string }[];
   readonly system: string;
   readonly version?: string;
   readonly code: string;
@@ -232,6 +233,7 @@ function matches(e: ExpansionEntry, text: string | undefined): boolean {
 function contained(e: Shown, input: ExpandInput): ExpansionContainsOut {
   const designation = input.includeDesignations === true || input.designations !== undefined ? designationsOf(e, input.designations, e.from) : undefined;
   return {
+    ...(e.extension === undefined ? {} : { extension: e.extension }),
     system: e.system,
     ...(e.version === undefined ? {} : { version: e.version }),
     code: e.code,

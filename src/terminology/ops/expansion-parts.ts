@@ -1,10 +1,10 @@
 import type { CodeSystemIndex } from '../compile/code-system-index.ts';
 import type { CompiledValueSet } from '../compile/compiled-value-set.ts';
-import type { ExpansionEntry } from '../compile/enumerate.ts';
+import { carriedExtensions, type ExpansionEntry } from '../compile/enumerate.ts';
 import type { CodeSystemLookup } from '../compile/membership.ts';
 import type { Designation } from '../model/datatypes.ts';
 import { designationsWithDisplay, designationWanted } from './display-language.ts';
-import { supplementDesignations } from './supplements.ts';
+import { supplementDesignations, supplementExtensions } from './supplements.ts';
 
 /*
  * What an $expand answer says beside its codes, as HL7's reference servers say it: the code systems,
@@ -55,9 +55,12 @@ export function usedValueSets(vs: CompiledValueSet, out = new Set<string>()): Se
 export function supplemented(e: ExpansionEntry, supplements: readonly CodeSystemIndex[]): ExpansionEntry {
   if (supplements.length === 0 || e.concept === undefined) return e;
   const extra = supplementDesignations(supplements, e.system, e.version, e.code);
-  if (extra.length === 0) return e;
+  // The rendering a supplement gives the concept is repeated too, after the value set's and the code system's.
+  const rendering = supplementExtensions(supplements, e.system, e.version, e.code);
+  const extension = rendering.length === 0 ? e.extension : carriedExtensions(undefined, rendering, e.extension);
+  if (extra.length === 0) return extension === e.extension ? e : { ...e, ...(extension === undefined ? {} : { extension }) };
   const { definition } = e.concept;
-  return { ...e, concept: { ...e.concept, definition: { ...definition, designation: [...(definition.designation ?? []), ...extra] } } };
+  return { ...e, concept: { ...e.concept, definition: { ...definition, designation: [...(definition.designation ?? []), ...extra] } }, ...(extension === undefined ? {} : { extension }) };
 }
 
 /**

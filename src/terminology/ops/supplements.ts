@@ -2,7 +2,7 @@ import type { CodeSystemIndex } from '../compile/code-system-index.ts';
 import type { CompiledValueSet } from '../compile/compiled-value-set.ts';
 import type { TerminologyContext } from '../context.ts';
 import { invalid, missingDependency } from '../errors.ts';
-import type { Designation } from '../model/datatypes.ts';
+import type { Designation, StatusExtensions } from '../model/datatypes.ts';
 import { all, then, type SyncOrAsync } from '../../sync-or-async.ts';
 import { matchesVersion, splitCanonical } from '../version.ts';
 
@@ -96,6 +96,16 @@ export function supplementDesignations(supplements: readonly CodeSystemIndex[] |
     if (d === undefined) continue;
     if (d.display !== undefined) out.push({ language: s.language, value: d.display });
     out.push(...(d.designation ?? []));
+  }
+  return out;
+}
+
+/** The extensions the given supplements put on a concept of `system` (in `version`), in their order. */
+export function supplementExtensions(supplements: readonly CodeSystemIndex[], system: string, version: string | undefined, code: string): NonNullable<StatusExtensions> {
+  const out: NonNullable<StatusExtensions> = [];
+  for (const s of supplements) {
+    if (!supplementsVersion(s, system, version)) continue;
+    out.push(...(s.find(code)?.definition.extension ?? []));
   }
   return out;
 }

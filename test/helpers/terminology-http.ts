@@ -78,3 +78,18 @@ export function errorIssue(r: OperationResponse, status: number): { severity: st
   const issue = r.body.issue?.[0];
   return { severity: issue?.severity ?? '', code: issue?.code ?? '', text: issue?.details?.text ?? '' };
 }
+
+/**
+ * `code@version` of each code of an expansion (flat): its `contains.version` where the expansion gives one
+ * (a code system it uses in several versions), else the one version `used-codesystem` names for its system.
+ */
+export function codeVersions(expansion: unknown): string[] {
+  const e = expansion as { contains?: { system: string; code: string; version?: string }[]; parameter?: Param[] };
+  const used = new Map<string, string>();
+  for (const p of e.parameter ?? []) {
+    if (p.name !== 'used-codesystem' || typeof p.valueUri !== 'string') continue;
+    const [url, version] = p.valueUri.split('|');
+    if (url !== undefined && version !== undefined) used.set(url, version);
+  }
+  return (e.contains ?? []).map((c) => `${c.code}@${c.version ?? used.get(c.system)}`);
+}

@@ -115,7 +115,7 @@ await eachStore((kind, fresh) => {
         { language: 'de-CH', value: 'Rot (CH)' },
       ]);
       // No German display: the code system's own is shown and is not repeated as a designation.
-      expect(entry(r, 'orange')).toEqual({ system: CS, version: '1.0.0', code: 'orange', display: 'Orange', designation: [{ language: 'en', use: { system: USE, code: 'short' }, value: 'Org' }] });
+      expect(entry(r, 'orange')).toEqual({ system: CS, code: 'orange', display: 'Orange', designation: [{ language: 'en', use: { system: USE, code: 'short' }, value: 'Org' }] });
       const plain = await expand([{ name: 'url', valueUri: `${VS}all` }, { name: 'includeDesignations', valueBoolean: true }]);
       expect(entry(plain, 'red')).toMatchObject({ display: 'Red' });
       expect(entry(plain, 'red')?.designation).toEqual(codeSystem.concept[0]!.concept![0]!.designation);

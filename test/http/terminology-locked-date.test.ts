@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
-import { outcome, postOperation, putResource } from '../helpers/terminology-http.ts';
+import { codeVersions, outcome, postOperation, putResource } from '../helpers/terminology-http.ts';
 
 const CS = 'http://cinder.test/CodeSystem/locked-review';
 const VS = 'http://cinder.test/ValueSet/locked-review-';
@@ -41,7 +41,7 @@ await eachStore((kind, fresh) => {
     const expanded = async (target: Record<string, unknown>) => {
       const r = await postOperation(t, token, 'ValueSet/$expand', [target as never]);
       expect(r.status).toBe(200);
-      return ((r.body.expansion as { contains?: { code: string; version?: string }[] }).contains ?? []).map((c) => `${c.code}@${c.version}`);
+      return codeVersions(r.body.expansion);
     };
 
     test('an include of a code system it does not pin: the version in effect at the lockedDate', async () => {

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import {
   ANIMALS,
+  codeVersions,
   errorIssue,
   getOperation,
   outcome,
@@ -116,7 +117,9 @@ describe('ValueSet/$expand', () => {
     expect(e.identifier).toStartWith('urn:uuid:');
     expect(e.timestamp).toBe('2026-01-15T10:00:00.000Z');
     expect(e.contains.map((c) => c.code)).toEqual(['animal', 'vertebrate', 'mammal', 'dog']);
-    expect(e.contains[0]).toEqual({ system: ANIMALS, version: '2.0.0', code: 'animal', display: 'Animal', abstract: true });
+    // One version of the code system: it is named by used-codesystem, not repeated on each code.
+    expect(e.contains[0]).toEqual({ system: ANIMALS, code: 'animal', display: 'Animal', abstract: true });
+    expect(e.parameter).toContainEqual({ name: 'used-codesystem', valueUri: `${ANIMALS}|2.0.0` });
     const instance = await expand({}, 'ValueSet/land-mammals/$expand');
     expect(instance.contains.map((c) => c.code)).toEqual(['dog', 'cat', 'mammoth', 'platypus']);
     expect(instance.contains[2]?.inactive).toBe(true);
@@ -139,7 +142,7 @@ describe('ValueSet/$expand', () => {
       const r = await postOperation(t, token, 'ValueSet/$expand', [{ name: 'count', valueInteger: 10 }, ...parameter]);
       expect(r.status).toBe(200);
       const e = r.body.expansion as Expansion;
-      return { codes: e.contains.map((c) => `${c.code}@${c.version}`), total: e.total, parameter: e.parameter };
+      return { codes: codeVersions(e), total: e.total, parameter: e.parameter };
     };
     // all-animals pins no version: 2.0.0 (17 codes, with platypus) unless told otherwise; 1.0.0 has wolf instead.
     const byDefault = await codes([{ name: 'url', valueUri: `${VS}all-animals` }, { name: 'system-version', valueUri: `${ANIMALS}|1.0.0` }]);

@@ -52,7 +52,8 @@ export class CompiledValueSet {
   readonly expansion: ExpansionIndex | undefined;
   readonly inactiveAllowed: boolean;
   /** Systems that several includes name in different versions ("overload"): a code may be in more than one. */
-  private readonly overloaded: ReadonlySet<string>;
+  /** The code systems the compose includes in more than one version. */
+  readonly overloaded: ReadonlySet<string>;
 
   constructor(parts: CompiledValueSetParts) {
     this.resource = parts.resource;

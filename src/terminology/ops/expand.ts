@@ -1,4 +1,5 @@
 import { ENUMERATION_WORK_LIMIT, type ExpansionEntry, enumerateValueSet, WorkLimitReached } from '../compile/enumerate.ts';
+import type { CompiledValueSet } from '../compile/compiled-value-set.ts';
 import type { TerminologyContext } from '../context.ts';
 import { missingDependency, tooCostly } from '../errors.ts';
 import type { expandParams } from '../input/operations.ts';
@@ -193,9 +194,31 @@ export async function expandValueSet(asked: ExpandInput, deps: ExpandDeps): Prom
       ...(input.offset === undefined ? {} : { offset }),
       // "JSON objects and arrays are never empty" (R4 json.html): an expansion of no codes has no `contains`.
       ...(parameter.length > 0 ? { parameter } : {}),
-      ...(contains.length > 0 ? { contains: nested ? await nestContains(contains, lookup) : contains } : {}),
+      ...(contains.length > 0 ? { contains: versionedWhereAmbiguous(nested ? await nestContains(contains, lookup) : contains, vs, used) } : {}),
     },
   };
+}
+
+/**
+ * `contains.version` where it tells the reader something `used-codesystem` does not, as the reference
+ * servers give it: for a code system the value set includes in several versions, or of which the expansion
+ * drew on several versions. Otherwise each code's version is the one `used-codesystem` names for its system
+ * (R4: a well-maintained code system does not need the version reported on each code), and it is left out.
+ */
+function versionedWhereAmbiguous(contains: readonly ExpansionContainsOut[], vs: CompiledValueSet, used: ReadonlySet<string>): readonly ExpansionContainsOut[] {
+  const versions = new Map<string, number>();
+  for (const u of used) {
+    const { url } = splitCanonical(u);
+    versions.set(url, (versions.get(url) ?? 0) + 1);
+  }
+  const keep = (system: string) => vs.overloaded.has(system) || (versions.get(system) ?? 0) > 1;
+  const strip = (cs: readonly ExpansionContainsOut[]): ExpansionContainsOut[] => cs.map((c) => {
+    const inner = c.contains === undefined ? {} : { contains: strip(c.contains) };
+    if (c.version === undefined || keep(c.system)) return c.contains === undefined ? c : { ...c, ...inner };
+    const { version: _, ...rest } = c;
+    return { ...rest, ...inner };
+  });
+  return strip(contains);
 }
 
 /** The value set's own elements an expansion repeats (those the engine keeps of it), absent ones left out. */

@@ -28,7 +28,7 @@ describe('ValueSet $expand', () => {
     // No `offset` asked for: none given (R4: present "if paging is being used").
     expect(vs.expansion.offset).toBeUndefined();
     expect(vs.url).toBe(`${VS}mammals`);
-    expect(vs.expansion.contains![4]).toEqual({ system: 'http://cinder.test/CodeSystem/animals', version: '2.0.0', code: 'mammoth', display: 'Mammoth', inactive: true });
+    expect(vs.expansion.contains![4]).toEqual({ system: 'http://cinder.test/CodeSystem/animals', code: 'mammoth', display: 'Mammoth', inactive: true });
     expect((await expand({ url: `${VS}dog-ancestors` })).expansion.contains![0]).toMatchObject({ code: 'animal', abstract: true });
   });
 

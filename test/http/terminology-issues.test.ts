@@ -71,10 +71,14 @@ describe('versions', () => {
   test("a coding of another version than the value set's: false, the mismatch, and the display of the value set's version", async () => {
     const r = await validate([inline({ include: [{ system: ANIMALS, version: '1.0.0' }] }), coding('ant', '2.0.0')]);
     expect(outcome(r).result).toBe(false);
-    expect(kinds(r.body)).toEqual(['error invalid vs-invalid Coding.code']);
+    // Located where the reference servers locate them: the mismatch at the coding's version, an unknown version at its system.
+    expect(kinds(r.body)).toEqual(['error invalid vs-invalid Coding.version']);
     const unknownVersion = await validate([inline({ include: [{ system: ANIMALS }] }), coding('ant', '9.9')]);
     expect(outcome(unknownVersion)).toMatchObject({ result: false, display: 'Ant' });
-    expect(kinds(unknownVersion.body)).toContain('error not-found not-found Coding.code');
+    expect(kinds(unknownVersion.body)).toContain('error not-found not-found Coding.system');
+    // The code input: its version is the systemVersion input.
+    const asCode = await validate([inline({ include: [{ system: ANIMALS, version: '1.0.0' }] }), { name: 'code', valueCode: 'ant' }, { name: 'system', valueUri: ANIMALS }, { name: 'systemVersion', valueString: '2.0.0' }]);
+    expect(kinds(asCode.body)).toEqual(['error invalid vs-invalid systemVersion']);
   });
 });
 
@@ -154,9 +158,9 @@ describe('languages, status and systems', () => {
 
   test('a system that is a ValueSet URL, or not absolute, is named as such', async () => {
     const asVs = await validate([{ name: 'url', valueUri: `${VS}mammals` }, { name: 'coding', valueCoding: { system: `${VS}mammals`, code: 'dog' } }]);
-    expect(kinds(asVs.body)).toEqual(['error code-invalid not-in-vs Coding.code', 'error invalid invalid-data Coding.code']);
+    expect(kinds(asVs.body)).toEqual(['error code-invalid not-in-vs Coding.code', 'error invalid invalid-data Coding.system']);
     const local = await validate([{ name: 'url', valueUri: `${VS}mammals` }, { name: 'coding', valueCoding: { system: 'animals', code: 'dog' } }]);
-    expect(kinds(local.body)).toEqual(['error code-invalid not-in-vs Coding.code', 'error invalid invalid-data Coding.code', 'error not-found not-found Coding.code']);
+    expect(kinds(local.body)).toEqual(['error code-invalid not-in-vs Coding.code', 'error invalid invalid-data Coding.system', 'error not-found not-found Coding.system']);
   });
 
   test('a value set naming a supplement that does not exist, or a code system that is not one, cannot be used (400)', async () => {

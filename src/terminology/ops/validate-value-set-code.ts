@@ -277,12 +277,30 @@ function notInValueSet(
   const entry = cs?.find(coding.code);
   const display = entry?.definition?.display;
   const located: LocatedIssue[] = [];
-  for (const i of issues) located.push({ ...i, expression: path });
-  for (const i of reasons) located.push({ ...i, expression: path });
+  for (const i of issues) located.push({ ...i, expression: siteOf(i, path, true) });
+  for (const i of reasons) located.push({ ...i, expression: siteOf(i, path, false) });
   const unknown = unknownSystems(coding, reasons, systems, mismatch?.usesVersion, isValueSet);
   const echo = echoed(coding.code, coding.system, cs?.version);
   const inactive = entry?.inactive === true ? { inactive: true as const } : {};
   return { result: false, ...(display === undefined ? {} : { display }), ...echo, ...inactive, issues: located, ...unknown };
+}
+
+/**
+ * Where a finding about a coding outside the value set is located, as the reference servers locate it: one
+ * about its version (the value set uses another, `vs-invalid`) at the version beside the code
+ * (`Coding.version`; `systemVersion` for the `code` input), one about its code system (unknown, or no such version of it, `not-found`;
+ * not a code system's URL, `invalid-data`) at the system, the others at the code. `own`: a finding of
+ * notInValueSet, all of whose `not-found`s are about the code system; a membership reason's is when it names
+ * the unknown system (not an imported ValueSet the server lacks).
+ */
+function siteOf(i: TxIssue, codePath: string, own: boolean): string {
+  if (!codePath.endsWith('code')) return codePath;
+  const beside = (element: string) => `${codePath.slice(0, -'code'.length)}${element}`;
+  // The `code` input's version is the `systemVersion` input (R4), a coding's its `version`.
+  if (i.type === 'vs-invalid' && (own || i.usesVersion !== undefined)) return codePath === 'code' ? 'systemVersion' : beside('version');
+  if (i.type === 'not-found' && (own || i.unknownSystem !== undefined)) return beside('system');
+  if (i.type === 'invalid-data' && own) return beside('system');
+  return codePath;
 }
 
 /**

@@ -125,6 +125,9 @@ async function importOnce(store: string, n: number, files: string[], validation:
   const db = await freshDatabase(store, n);
   try {
     const env = { ...db.env, CINDER_LOG_LEVEL: 'warn', CINDER_VALIDATION: validation };
+    // A new database is made by `migrate` (or `serve`): the other commands refuse a missing one.
+    const migrated = await run([...cinder, 'migrate'], env);
+    if (migrated.code !== 0) throw new Error(`migrate failed: ${migrated.stderr}`);
     const tenant = await run([...cinder, 'tenant', 'create', 'bench'], env);
     if (tenant.code !== 0) throw new Error(`tenant create failed: ${tenant.stderr}`);
     const batch = values['batch-size'] ? ['--batch-size', values['batch-size']] : [];

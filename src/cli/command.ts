@@ -38,3 +38,11 @@ export interface Command {
 export class UsageError extends Error {
   override name = 'UsageError';
 }
+
+/**
+ * Thrown when CINDER_DATA_DIR or CINDER_DATABASE_URL finds no Cinder database for a command that works on the
+ * server's (src/cli/context.ts): printed without the usage, since the command line was right; exit code 2.
+ */
+export class NoDatabaseError extends Error {
+  override name = 'NoDatabaseError';
+}

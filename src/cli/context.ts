@@ -1,25 +1,91 @@
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { createKeyRing } from '../auth/keys.ts';
 import { MAX_TOKEN_TTL } from '../auth/tokens.ts';
 import { systemClock } from '../clock.ts';
 import { loadConfig, type Config } from '../config.ts';
 import { createLogger } from '../log.ts';
-import { openStore } from '../store/open.ts';
+import { openStore, sqlitePath } from '../store/open.ts';
+import { errorText, MaintenanceError, openExisting, sqliteSchema } from '../store/sqlite/maintenance.ts';
 import type { Store } from '../store/types.ts';
 import { AdminError } from '../auth/admin.ts';
 import { FhirError } from '../errors.ts';
 import { recordAdminChange } from '../audit/admin.ts';
 import type { AdminTarget } from '../audit/event.ts';
 import { fhirBaseOf } from '../config.ts';
-import { UsageError, type CliIO, type Command } from './command.ts';
+import { NoDatabaseError, UsageError, type CliIO, type Command } from './command.ts';
+import { isPostgresUrl } from './sqlite-file.ts';
 
-/** Config from the environment (and flags), and a migrated store: what most commands start with. */
-export async function openContext(io: CliIO, flags: Record<string, string> = {}, migrate = true) {
+/** What a command that works on the server's database says when the configuration finds none (`variable`: where it looked). */
+function noDatabaseAdvice(variable: string): string {
+  return (
+    `set ${variable} as the server has it; to start a new database, run \`cinder serve\` ` +
+    "(whose first start also creates tenant 'default' and an admin client) or `cinder migrate`"
+  );
+}
+
+/**
+ * Refuses a SQLite file that is not a Cinder database before anything opens it (a store would create the file,
+ * and switch an existing one to WAL): none at `path`, a directory, a file that is not SQLite, or a SQLite
+ * database without Cinder's migrations (another program's). In memory there is nothing to miss.
+ */
+function requireSqliteDatabase(path: string): void {
+  if (path === ':memory:') return;
+  const advice = noDatabaseAdvice('CINDER_DATA_DIR (or CINDER_DATABASE_URL)');
+  const where = resolve(path);
+  if (!existsSync(path)) throw new NoDatabaseError(`no Cinder database at ${where}: ${advice}`);
+  let db;
+  try {
+    db = openExisting(path);
+  } catch (err) {
+    // A directory at the path; a file that cannot be opened (its permissions) is left to fail as it does.
+    if (err instanceof MaintenanceError && err.reason === 'refused') throw new NoDatabaseError(`${where} is a directory, not a Cinder database: ${advice}`);
+    throw err;
+  }
+  try {
+    let version: number;
+    try {
+      version = sqliteSchema(db).version;
+    } catch (err) {
+      if ((err as { code?: unknown }).code !== 'SQLITE_NOTADB') throw err;
+      throw new NoDatabaseError(`${where} is not a SQLite database (${errorText(err)}): ${advice}`);
+    }
+    if (version === 0) throw new NoDatabaseError(`${where} holds no Cinder schema: ${advice}`);
+  } finally {
+    db.close();
+  }
+}
+
+/** A PostgreSQL URL as a message may show it: host, port and database, never the password. */
+function postgresName(url: string): string {
+  const u = new URL(url);
+  return `database '${decodeURIComponent(u.pathname.slice(1))}' on ${u.host}`;
+}
+
+/**
+ * Config from the environment (and flags), and a migrated store: what most commands start with. Only
+ * `serve` and `migrate` (`create`) make a new database; every other command refuses to start when the
+ * configuration finds no Cinder database (NoDatabaseError, exit 2), so that a tenant, client, user or import
+ * is never written to a new database no server reads (a CINDER_DATA_DIR not exported, a server started with
+ * `--data-dir`). A PostgreSQL database exists before Cinder does: one without Cinder's migrations is refused.
+ */
+export async function openContext(io: CliIO, flags: Record<string, string> = {}, migrate = true, create = false) {
   const config: Config = loadConfig(io.env, flags);
+  const postgres = isPostgresUrl(config.databaseUrl);
+  if (!create && !postgres) requireSqliteDatabase(sqlitePath(config.databaseUrl));
   const log = createLogger(config.logLevel);
   const store: Store = openStore(config.databaseUrl, {
     onAvailabilityChange: (down, err) => (down ? log.warn('database unreachable: answering 503 until it is back', { err }) : log.info('database reachable again')),
   });
-  if (migrate) await store.migrate();
+  try {
+    if (!create && postgres && (await store.schema()).version === 0) {
+      throw new NoDatabaseError(`the PostgreSQL ${postgresName(config.databaseUrl)} holds no Cinder schema: ${noDatabaseAdvice('CINDER_DATABASE_URL')}`);
+    }
+    if (migrate) await store.migrate();
+  } catch (err) {
+    await store.close().catch(() => undefined); // the refusal or the failure is what to report
+    throw err;
+  }
   const keys = createKeyRing(store, systemClock, MAX_TOKEN_TTL);
   return { config, log, store, keys, clock: systemClock };
 }

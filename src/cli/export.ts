@@ -52,12 +52,13 @@ export const exportCommand: Command = {
     if (typeof v.tenant !== 'string') throw new UsageError('--tenant is required');
     if (typeof v.out !== 'string') throw new UsageError('--out is required');
     const out = resolve(v.out);
-    mkdirSync(out, { recursive: true });
     const ctx = await openContext(io);
     const owner = `cli:${process.pid}:${crypto.randomUUID().slice(0, 8)}`;
     let jobId: string | undefined;
     try {
       if (!(await ctx.store.tenants.get(v.tenant))) throw new UsageError(`tenant '${v.tenant}' does not exist`);
+      // Made once the database and the tenant are found: a refused export leaves no empty directory behind.
+      mkdirSync(out, { recursive: true });
       jobId = await start(ctx, v.tenant, typeof v.group === 'string' ? v.group : undefined, inputOf(v), owner);
       const progress = await run(ctx, io, v.tenant, jobId, owner, out);
       printData(io, !!v.json, {

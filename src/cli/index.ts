@@ -6,7 +6,7 @@ import {
 } from './client.ts';
 import { backupCommand } from './backup.ts';
 import { checkCommand } from './check.ts';
-import { UsageError, type CliIO, type Command, type Options } from './command.ts';
+import { NoDatabaseError, UsageError, type CliIO, type Command, type Options } from './command.ts';
 import { compactCommand } from './compact.ts';
 import { exportCommand } from './export.ts';
 import { auditPruneCommand, expungeCommand } from './expunge.ts';
@@ -122,6 +122,10 @@ export async function runCli(argv: string[], io: CliIO): Promise<number> {
   } catch (err) {
     if (err instanceof UsageError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
       io.stderr(`cinder ${command.name}: ${(err as Error).message}\n\nUsage: ${command.usage}\n`);
+      return 2;
+    }
+    if (err instanceof NoDatabaseError) {
+      io.stderr(`cinder ${command.name}: ${err.message}\n`);
       return 2;
     }
     if (err instanceof ConfigError) {

@@ -8,7 +8,7 @@ export const migrateCommand: Command = {
   usage: 'cinder migrate [--json]\n\nUses CINDER_DATABASE_URL (or the SQLite file in CINDER_DATA_DIR).',
   options: { json: { type: 'boolean' } },
   async run(args, io) {
-    const { store } = await openContext(io, {}, false);
+    const { store } = await openContext(io, {}, false, true);
     try {
       const { applied } = await store.migrate();
       const json = !!args.values.json;

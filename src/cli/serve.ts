@@ -34,7 +34,7 @@ export const serveCommand: Command = {
     for (const [k, v] of Object.entries(args.values)) if (typeof v === 'string') flags[camel(k)] = v;
     const sibling = io.env[SIBLING_ENV] !== undefined;
     // A sibling's settings come from the first process, which has migrated the database already.
-    const { config, log, store, keys, clock } = await openContext(io, flags, !sibling);
+    const { config, log, store, keys, clock } = await openContext(io, flags, !sibling, true);
     // The siblings get the first process's base URL as CINDER_BASE_URL: only the first warns.
     if (!sibling && baseUrlIsDefault(io.env, flags)) log.warn(defaultBaseUrlAdvice(config.baseUrl), { baseUrl: config.baseUrl });
     await keys.init();

@@ -21,7 +21,7 @@ describe.each(cinderCommands())('cinder import of XML files (%s)', (_, command) 
     test(`into ${target.kind}: HL7 examples are imported, a malformed file is reported and writes nothing; exit code 1`, async () => {
       const dir = mkdtempSync(join(tmpdir(), 'cinder-import-xml-'));
       dirs.push(dir);
-      const db = await target.fresh();
+      const db = await target.migrated();
       const env = { PATH: process.env.PATH ?? '', HOME: dir, CINDER_DATA_DIR: join(dir, 'data'), CINDER_DATABASE_URL: db.url, CINDER_LOG_LEVEL: 'error' };
       const run = async (...args: string[]) => {
         const p = Bun.spawn([...command, ...args], { env, cwd: dir, stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' });

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { CliIO } from '../../src/cli/command.ts';
 import { runCli } from '../../src/cli/index.ts';
 import { createSqliteStore } from '../../src/store/sqlite/index.ts';
+import { migratedSqliteFile } from './stores.ts';
 
 export interface CliRun {
   code: number;
@@ -23,10 +24,14 @@ export function withoutProgress(stderr: string): string {
 /**
  * Runs `cinder` commands in-process against a fresh data directory (SQLite), with captured output.
  * `store()` opens the same database for assertions. Off a terminal, stderr is given withoutProgress.
+ * The data directory holds a migrated database, as `cinder migrate` (or a server's first start) leaves it:
+ * the other commands make none (src/cli/context.ts). `{ database: false }` leaves the directory empty; with
+ * a CINDER_DATABASE_URL in `extraEnv` that database is the caller's to make (storeTargets' migrated()).
  */
-export function createCliEnv(extraEnv: Record<string, string> = {}) {
+export function createCliEnv(extraEnv: Record<string, string> = {}, opts: { database?: boolean } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'cinder-cli-'));
   const env = { CINDER_DATA_DIR: join(dir, 'data'), CINDER_LOG_LEVEL: 'silent', ...extraEnv };
+  if (opts.database !== false && extraEnv.CINDER_DATABASE_URL === undefined) migratedSqliteFile(join(env.CINDER_DATA_DIR, 'cinder.db'));
   return {
     dir,
     env,

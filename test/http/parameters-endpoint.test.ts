@@ -163,7 +163,7 @@ for (const target of targets) {
     let cli: ReturnType<typeof createCliEnv>;
     let db: StoreDatabase;
     beforeAll(async () => {
-      db = await target.fresh();
+      db = await target.migrated();
       cli = createCliEnv({ CINDER_DATABASE_URL: db.url });
       expect((await cli.run(['tenant', 'create', 't1'])).code).toBe(0);
     });

@@ -390,6 +390,7 @@ describe('cinder serve on a database of an older index model', () => {
       if (code !== 0) throw new Error(`cinder ${args.join(' ')}: ${code} ${out} ${err}`);
       return out;
     };
+    await cli('migrate'); // as an operator starts: the other commands make no database
     await cli('tenant', 'create', 't1');
     const client = JSON.parse(await cli('client', 'create', '--tenant', 't1', '--scope', 'system/*.*', '--json')) as Json;
     // 3,000 Observations in mg, imported at the current model; then as model 4 wrote them: no canonical rows.

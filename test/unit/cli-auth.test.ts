@@ -6,10 +6,12 @@ import { runCli } from '../../src/cli/index.ts';
 import type { CliIO } from '../../src/cli/command.ts';
 import { createSqliteStore } from '../../src/store/sqlite/index.ts';
 import { exportJWK, generateKeyPair } from 'jose';
+import { migratedSqliteFile } from '../helpers/stores.ts';
 
 let dir: string;
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'cinder-cli-'));
+  migratedSqliteFile(join(dir, 'cinder.db')); // as `cinder migrate` leaves it: the commands make no database
 });
 afterEach(() => rmSync(dir, { recursive: true, force: true }));
 

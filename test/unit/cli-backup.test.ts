@@ -159,7 +159,7 @@ describe('cinder backup (sqlite)', () => {
   });
 
   test('a database that does not exist is a usage error, and is not created', async () => {
-    const cli = createCliEnv();
+    const cli = createCliEnv({}, { database: false });
     try {
       const r = await cli.run(['backup', '--out', join(cli.dir, 'b.db')]);
       expect(r.code).toBe(2);

@@ -131,7 +131,7 @@ describe('cinder check on a damaged or missing SQLite file', () => {
   });
 
   test('a file that is not a database, and a missing one, are problems; the missing one is not created', async () => {
-    const cli = createCliEnv();
+    const cli = createCliEnv({}, { database: false });
     try {
       const path = join(cli.dir, 'data', 'cinder.db');
       const missing = await cli.run(['check']);

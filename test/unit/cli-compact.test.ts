@@ -31,7 +31,7 @@ describe('cinder compact (sqlite)', () => {
     const api = fhirClient(t, await t.token());
     for (const id of ['a', 'b', 'c']) await api.put200({ resourceType: 'Patient', id, name: [{ family: id }] });
     const source = createCliEnv({ CINDER_DATABASE_URL: join(t.dir, 'cinder.db') });
-    const cli = createCliEnv();
+    const cli = createCliEnv({}, { database: false });
     const path = join(cli.dir, 'cinder.db');
     (cli.env as Record<string, string>).CINDER_DATABASE_URL = path;
     try {
@@ -90,7 +90,7 @@ describe('cinder compact (sqlite)', () => {
   });
 
   test('bad --page-size values and a missing database are usage errors; nothing is created', async () => {
-    const cli = createCliEnv();
+    const cli = createCliEnv({}, { database: false });
     try {
       for (const size of ['1000', 'abc', '256', '131072', '0']) {
         const r = await cli.run(['compact', '--page-size', size]);

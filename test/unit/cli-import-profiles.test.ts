@@ -57,7 +57,7 @@ for (const target of targets) {
     };
 
     beforeAll(async () => {
-      db = await target.fresh();
+      db = await target.migrated();
       cli = createCliEnv({ CINDER_DATABASE_URL: db.url });
       expect((await cli.run(['tenant', 'create', 't1'])).code).toBe(0);
     });

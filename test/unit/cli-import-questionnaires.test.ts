@@ -33,7 +33,7 @@ for (const target of targets) {
     const read = async (id: string) => (await db.open().resources.read('t1', 'QuestionnaireResponse', id)) !== null;
 
     beforeAll(async () => {
-      db = await target.fresh();
+      db = await target.migrated();
       cli = createCliEnv({ CINDER_DATABASE_URL: db.url });
       expect((await cli.run(['tenant', 'create', 't1'])).code).toBe(0);
     });

@@ -76,7 +76,7 @@ for (const target of targets) {
     let store: Store;
 
     beforeEach(async () => {
-      const db = await target.fresh();
+      const db = await target.migrated();
       cli = createCliEnv({ CINDER_DATABASE_URL: db.url });
       expect((await cli.run(['tenant', 'create', 't1'])).code).toBe(0);
       store = db.open();
@@ -114,7 +114,7 @@ for (const target of targets) {
       expect([r.code, r.stderr, r.summary.imported]).toEqual([0, '', 11]);
       expect(graph(await stored(store))).toEqual(EXPECTED);
       const shuffled = [NAMES[3]!, NAMES[0]!, NAMES[2]!, NAMES[4]!, NAMES[1]!];
-      const fresh = await target.fresh();
+      const fresh = await target.migrated();
       const other = createCliEnv({ CINDER_DATABASE_URL: fresh.url });
       try {
         expect((await other.run(['tenant', 'create', 't1'])).code).toBe(0);

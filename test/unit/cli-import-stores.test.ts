@@ -43,7 +43,7 @@ for (const target of targets) {
     let db: Awaited<ReturnType<StoreTarget['fresh']>>;
 
     beforeAll(async () => {
-      db = await target.fresh();
+      db = await target.migrated();
       cli = createCliEnv({ CINDER_DATABASE_URL: db.url });
       expect((await cli.run(['tenant', 'create', 't1'])).code).toBe(0);
     });

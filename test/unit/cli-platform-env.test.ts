@@ -31,7 +31,7 @@ describe('an empty CINDER_PORT or CINDER_DATABASE_URL leaves PORT and DATABASE_U
   });
 
   test('migrate and check take DATABASE_URL when CINDER_DATABASE_URL is empty', async () => {
-    const cli = createCliEnv();
+    const cli = createCliEnv({}, { database: false });
     try {
       const path = join(cli.dir, 'platform.db');
       Object.assign(cli.env, { CINDER_DATABASE_URL: '', DATABASE_URL: `sqlite:${path}` });

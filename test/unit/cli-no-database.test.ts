@@ -88,6 +88,9 @@ for (const target of targets) {
         if (target.kind === 'sqlite') expect(existsSync(db.url)).toBe(false);
         expect(await tables(target.kind, db.url)).toEqual([]);
 
+        const help = await cli.run(['migrate', '--help']);
+        expect(help.stdout).toContain('and makes the database when there is none');
+        expect(help.stdout).toContain('Only this command and serve make one: the others refuse to start without it.');
         const migrated = await cli.run(['migrate', '--json']);
         expect(migrated.code).toBe(0);
         expect((JSON.parse(migrated.stdout) as { applied: string[] }).applied[0]).toBe('1_core');

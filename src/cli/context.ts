@@ -64,22 +64,29 @@ function postgresName(url: string): string {
 
 /**
  * Config from the environment (and flags), and a migrated store: what most commands start with. Only
- * `serve` and `migrate` (`create`) make a new database; every other command refuses to start when the
- * configuration finds no Cinder database (NoDatabaseError, exit 2), so that a tenant, client, user or import
+ * `serve`, `migrate` (`create` true) and `tenant create` (`create` 'missing': the first command of a new installation
+ * set up before its first start, as DESIGN.md's command list allows; only where no file is) make a new database; every other command refuses to start
+ * when the configuration finds no Cinder database (NoDatabaseError, exit 2), so that a client, user or import
  * is never written to a new database no server reads (a CINDER_DATA_DIR not exported, a server started with
  * `--data-dir`). A PostgreSQL database exists before Cinder does: one without Cinder's migrations is refused.
+ * `created`, with `create`: the configuration found no Cinder database, and this made one (migrate) or will.
  */
-export async function openContext(io: CliIO, flags: Record<string, string> = {}, migrate = true, create = false) {
+export async function openContext(io: CliIO, flags: Record<string, string> = {}, migrate = true, create: boolean | 'missing' = false) {
   const config: Config = loadConfig(io.env, flags);
   const postgres = isPostgresUrl(config.databaseUrl);
-  if (!create && !postgres) requireSqliteDatabase(sqlitePath(config.databaseUrl));
+  const path = postgres ? undefined : sqlitePath(config.databaseUrl);
+  // 'missing' (tenant create): a new file where there is none, but a file there that is not Cinder's is refused as below.
+  const missing = path !== undefined && path !== ':memory:' && !existsSync(path);
+  if (path !== undefined && (create === false || (create === 'missing' && !missing))) requireSqliteDatabase(path);
+  let created = create !== false && missing;
   const log = createLogger(config.logLevel);
   const store: Store = openStore(config.databaseUrl, {
     onAvailabilityChange: (down, err) => (down ? log.warn('database unreachable: answering 503 until it is back', { err }) : log.info('database reachable again')),
   });
   try {
-    if (!create && postgres && (await store.schema()).version === 0) {
-      throw new NoDatabaseError(`the PostgreSQL ${postgresName(config.databaseUrl)} holds no Cinder schema: ${noDatabaseAdvice('CINDER_DATABASE_URL')}`);
+    if (postgres && (await store.schema()).version === 0) {
+      if (!create) throw new NoDatabaseError(`the PostgreSQL ${postgresName(config.databaseUrl)} holds no Cinder schema: ${noDatabaseAdvice('CINDER_DATABASE_URL')}`);
+      created = true;
     }
     if (migrate) await store.migrate();
   } catch (err) {
@@ -87,7 +94,8 @@ export async function openContext(io: CliIO, flags: Record<string, string> = {},
     throw err;
   }
   const keys = createKeyRing(store, systemClock, MAX_TOKEN_TTL);
-  return { config, log, store, keys, clock: systemClock };
+  const where = postgres ? `the PostgreSQL ${postgresName(config.databaseUrl)}` : resolve(path!);
+  return { config, log, store, keys, clock: systemClock, created, where };
 }
 
 /** Prints `data` as JSON with --json, otherwise as `key: value` lines. */

@@ -8,7 +8,7 @@ export const migrateCommand: Command = {
   usage:
     'cinder migrate [--json]\n\nUses CINDER_DATABASE_URL (or the SQLite file in CINDER_DATA_DIR), and makes the database when there is none\n' +
     '(the SQLite file and its directory; on PostgreSQL, Cinder\'s tables in the database of the URL).\n' +
-    'Only this command and serve make one: the others refuse to start without it.',
+    'Only this command, serve and tenant create make one: the others refuse to start without it.',
   options: { json: { type: 'boolean' } },
   async run(args, io) {
     const { store } = await openContext(io, {}, false, true);

@@ -13,8 +13,14 @@ export const tenantCreateCommand: Command = {
   async run(args, io) {
     const [id, extra] = args.positionals;
     if (!id || extra) throw new UsageError('expected exactly one tenant id');
-    const ctx = await openContext(io);
+    // The one command besides serve and migrate that may start a database: an installation's tenants are set up
+    // before its first start (`cinder serve` then makes no tenant 'default' nor admin client, having tenants).
+    const ctx = await openContext(io, {}, true, 'missing');
     const { config, store, clock } = ctx;
+    if (ctx.created) {
+      io.stderr(`note: there was no Cinder database at ${ctx.where}; this made one. A server reads it only with the same ` +
+        `CINDER_DATA_DIR (or CINDER_DATABASE_URL) as this command's.\n`);
+    }
     try {
       // An id refused or taken is the administrator's mistake, a usage error as with `client create` and `user create`.
       const tenant = await createTenant(store, clock, id).catch((err: unknown) => {

@@ -31,7 +31,6 @@ function commandsOn(dir: string): { argv: string[]; stdin?: string }[] {
   const file = join(dir, 'patients.ndjson');
   writeFileSync(file, JSON.stringify({ resourceType: 'Patient', id: 'p1', gender: 'female' }) + '\n');
   return [
-    { argv: ['tenant', 'create', 't1'] },
     { argv: ['client', 'create', '--tenant', 'default', '--scope', 'system/*.read'] },
     { argv: ['client', 'list', '--tenant', 'default'] },
     { argv: ['client', 'show', 'no-such-client'] },
@@ -90,13 +89,33 @@ for (const target of targets) {
 
         const help = await cli.run(['migrate', '--help']);
         expect(help.stdout).toContain('and makes the database when there is none');
-        expect(help.stdout).toContain('Only this command and serve make one: the others refuse to start without it.');
+        expect(help.stdout).toContain('Only this command, serve and tenant create make one: the others refuse to start without it.');
         const migrated = await cli.run(['migrate', '--json']);
         expect(migrated.code).toBe(0);
         expect((JSON.parse(migrated.stdout) as { applied: string[] }).applied[0]).toBe('1_core');
         expect((await cli.run(['tenant', 'create', 't1'])).code).toBe(0);
         const listed = await cli.run(['client', 'list', '--tenant', 't1', '--json']);
         expect([listed.code, listed.stdout]).toEqual([0, '[]\n']);
+      } finally {
+        cli.close();
+      }
+    });
+
+    test('tenant create, the first command of an installation set up before its first start, makes the database and says so', async () => {
+      const db = await target.fresh();
+      const cli = createCliEnv({ CINDER_DATABASE_URL: db.url });
+      try {
+        const made = await cli.run(['tenant', 'create', 't1']);
+        expect(made.code).toBe(0);
+        expect(made.stdout).toContain('tenant: t1');
+        const where = target.kind === 'sqlite' ? resolve(db.url) : `the PostgreSQL database '${new URL(db.url).pathname.slice(1)}' on ${new URL(db.url).host}`;
+        expect(made.stderr).toContain(`note: there was no Cinder database at ${where}; this made one. A server reads it only with the same CINDER_DATA_DIR (or CINDER_DATABASE_URL)`);
+        const listed = await cli.run(['client', 'list', '--tenant', 't1', '--json']);
+        expect([listed.code, listed.stdout]).toEqual([0, '[]\n']);
+        // The second says nothing of it.
+        const again = await cli.run(['tenant', 'create', 't2']);
+        expect(again.code).toBe(0);
+        expect(again.stderr).not.toContain('no Cinder database');
       } finally {
         cli.close();
       }
@@ -153,7 +172,7 @@ describe('a SQLite file that is not a Cinder database', () => {
 });
 
 describe('cinder run where no CINDER_DATA_DIR points (the default ./cinder-data)', () => {
-  test('tenant create is refused and makes no ./cinder-data; after `cinder migrate` it creates the tenant', async () => {
+  test('client list is refused and makes no ./cinder-data; after `cinder migrate` a tenant is created without a note', async () => {
     const dir = tempDir();
     const env = { PATH: process.env.PATH ?? '', HOME: tempDir(), CINDER_LOG_LEVEL: 'silent' };
     const run = async (...args: string[]) => {
@@ -161,13 +180,14 @@ describe('cinder run where no CINDER_DATA_DIR points (the default ./cinder-data)
       const [code, stdout, stderr] = await Promise.all([p.exited, new Response(p.stdout).text(), new Response(p.stderr).text()]);
       return { code, stdout, stderr };
     };
-    const refused = await run('tenant', 'create', 't1');
+    const refused = await run('client', 'list', '--tenant', 'default');
     expect(refused.code).toBe(2);
-    expect(refused.stderr).toStartWith(`cinder tenant create: no Cinder database at ${join(dir, 'cinder-data', 'cinder.db')}: set CINDER_DATA_DIR`);
+    expect(refused.stderr).toStartWith(`cinder client list: no Cinder database at ${join(dir, 'cinder-data', 'cinder.db')}: set CINDER_DATA_DIR`);
     expect(readdirSync(dir)).toEqual([]);
     expect((await run('migrate')).code).toBe(0);
     const created = await run('tenant', 'create', 't1');
     expect(created.code).toBe(0);
+    expect(created.stderr).not.toContain('no Cinder database');
     expect(created.stdout).toContain('fhir_base: http://localhost:8080/tenants/t1/fhir/R4');
   }, 30_000);
 });

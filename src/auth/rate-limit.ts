@@ -125,7 +125,7 @@ export interface LoginThrottle {
    * arrive (counted after the check, a burst of them all passed the check of a count none of them had raised yet).
    * Seconds to wait when one of its counts is past its limit (the attempt is then taken back, and the password is
    * not checked); null when it may proceed. A proceeding attempt stays counted as a failure unless `succeeded`
-   * follows. An attempt from a browser holding a device cookie of the user is counted under that device alone.
+   * follows. An attempt from a browser holding a device cookie of the user is counted under that device and the user's devices in all.
    */
   attempt(tenant: string, username: string, from: AttemptSource): Promise<number | null>;
   /** The attempt's password was right: its failures from where it came are cleared, the other counts take it back. */
@@ -138,7 +138,7 @@ export const LOGIN_WINDOW_MS = 15 * 60 * 1000;
 export interface LoginFailureLimits {
   /** Per user and client address (rateLimitKey), and per device cookie. */
   perUserAddress: number;
-  /** Per user, from every address without a device cookie of theirs together. */
+  /** Per user, from every address without a device cookie of theirs together; and per user, from their device cookies together. */
   perUserTotal: number;
   /** Per client address, whatever the user. */
   perIp: number;
@@ -157,8 +157,11 @@ export function createLoginThrottle(store: Store, clock: Clock, limits: LoginFai
   /** The counters an attempt is counted under, each with its limit, and the one a success clears. */
   function counters(tenant: string, username: string, from: AttemptSource): { keys: [string, number][]; own: string } {
     if (from.device !== null) {
+      // The user's devices together are bounded as the other addresses are (perUserTotal, a count of their own): each
+      // sign-in gives a new cookie, so whoever once knew the password and kept the cookies of many sign-ins had
+      // perUserAddress guesses per cookie after it was changed, beyond any bound per user.
       const own = `login-device:${from.device}`;
-      return { keys: [[own, limits.perUserAddress]], own };
+      return { keys: [[own, limits.perUserAddress], [`login-user-devices:${user(tenant, username)}`, limits.perUserTotal]], own };
     }
     const own = `login-user-ip:${user(tenant, username)}:${rateLimitKey(from.ip)}`;
     return { keys: [[own, limits.perUserAddress], [`login-user:${user(tenant, username)}`, limits.perUserTotal], [`login-ip:${rateLimitKey(from.ip)}`, limits.perIp]], own };

@@ -23,7 +23,7 @@ import { patientOperationsCapability } from './fhir/list-find.ts';
 import type { PendingCondition } from './fhir/search-compile.ts';
 import type { KeyRing } from './auth/keys.ts';
 import { createAuthDeps } from './auth/deps.ts';
-import { signWsBinding, verifyWsBinding } from './auth/ws-binding-token.ts';
+import { signedByPublishedKey, signWsBinding, verifyWsBinding } from './auth/ws-binding-token.ts';
 import type { WsBindingTokens } from './fhir/subscriptions/operations.ts';
 import { TopicSockets } from './fhir/subscriptions/topic-sockets.ts';
 import { perMinute } from './auth/rate-limit.ts';
@@ -281,6 +281,7 @@ export function createApp(deps: AppDeps): App {
   const wsTokens: WsBindingTokens = {
     sign: (tenant, subscription, owner) => signWsBinding(authDeps, { tenant, subscription, owner }),
     verify: (token) => verifyWsBinding(authDeps, token),
+    keyPublished: (kid) => signedByPublishedKey(authDeps, kid),
   };
   const websocketUrl = (tenant: string) => `${fhirBaseOf(config.baseUrl, tenant).replace(/^http/, 'ws')}/websocket`;
   const sockets = new SubscriptionSockets({

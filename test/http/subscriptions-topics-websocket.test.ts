@@ -15,6 +15,7 @@ import { silentLogger } from '../../src/log.ts';
 import type { Store } from '../../src/store/types.ts';
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import { craftToken, type Json } from '../helpers/fhir.ts';
+import { createCliEnv } from '../helpers/cli.ts';
 import { storeTargets } from '../helpers/stores.ts';
 import { testCoreBundle } from '../helpers/terminology-service.ts';
 import { serveWithWebsocket, websocketClient } from '../helpers/websocket.ts';
@@ -67,6 +68,7 @@ for (const target of targets) {
     let token: string;
     let second: { app: App; store: Store };
     let servers: ReturnType<typeof serve>[];
+    let databaseUrl: string;
     const call = (method: string, path: string, body?: unknown, tok = token) => t.request(`${t.fhir()}/${path}`, fhirInit(tok, method, body));
     const json = async (res: Response | Promise<Response>) => (await (await res).json()) as Json;
     const rounds = async () => {
@@ -89,6 +91,7 @@ for (const target of targets) {
 
     beforeAll(async () => {
       const db = await target.migrated();
+      databaseUrl = db.url;
       const store = db.open();
       await store.migrate();
       // `$import` from a server on this machine (the test of a Subscription an import writes over).
@@ -434,6 +437,39 @@ for (const target of targets) {
         expect(await c.drained()).toEqual([]);
       } finally {
         c.close();
+      }
+    });
+
+    // Last: it withdraws the keys every token above was signed with.
+    test('keys rotate --compromised unbinds, on every server within a minute, the sockets bound with a token the withdrawn keys signed', async () => {
+      const s = await subscribe(websocketTopicSubscription('full-resource'));
+      const sockets = [await client(servers[0]!.url), await client(servers[1]!.url)];
+      const cli = createCliEnv({ CINDER_DATABASE_URL: databaseUrl });
+      try {
+        for (const c of sockets) {
+          c.send(`bind-with-token ${await bindingToken(s.id as string)}`);
+          expect(param(statusOf(JSON.parse(await c.next()) as Json), 'type')!.valueCode).toBe('handshake');
+        }
+        const rotated = await cli.run(['keys', 'rotate', '--compromised']);
+        expect(rotated.code).toBe(0);
+        // Every server reads the keys again within a minute; a token of the new keys writes an event.
+        t.clock.advance(61_000);
+        token = await t.token();
+        await call('POST', 'Encounter', encounter('planned'));
+        await rounds();
+        const told = `error ${s.id} was bound with a binding token whose signing key is no longer published (a key rotation): nothing more is sent for it here; ask Subscription/${s.id}/$get-ws-binding-token for another`;
+        for (const c of sockets) expect(await c.drained()).toEqual([told]);
+        // A token of the new keys binds it again.
+        t.clock.advance(1);
+        sockets[0]!.send(`bind-with-token ${await bindingToken(s.id as string)}`);
+        expect(param(statusOf(JSON.parse(await sockets[0]!.next()) as Json), 'type')!.valueCode).toBe('handshake');
+        t.clock.advance(1);
+        await call('POST', 'Encounter', encounter('finished'));
+        await rounds();
+        expect((await sockets[0]!.drained()).map((m) => param(statusOf(JSON.parse(m) as Json), 'type')!.valueCode)).toEqual(['event-notification']);
+      } finally {
+        for (const c of sockets) c.close();
+        cli.close();
       }
     });
   });

@@ -145,8 +145,10 @@ function topicRequestContent(sub: Json): string {
 export interface WsBindingTokens {
   /** A token for `subscription` of `tenant` while its owner is the one `owner` digests (ownerDigest). */
   sign(tenant: string, subscription: string, owner: string): Promise<{ token: string; expiresAt: number }>;
-  /** What a token names, or undefined for one refused (not signed here, expired, of another kind). */
-  verify(token: string): Promise<{ tenant: string; subscription: string; owner: string } | undefined>;
+  /** What a token names and the key that signed it, or undefined for one refused (not signed here, expired, of another kind). */
+  verify(token: string): Promise<{ tenant: string; subscription: string; owner: string; kid: string } | undefined>;
+  /** Whether key `kid`, which signed a token that bound a socket, is still published (a rotation with --compromised withdraws it). */
+  keyPublished(kid: string): Promise<boolean>;
 }
 
 /** What `$get-ws-binding-token` signs with and checks the caller's scopes by (src/app.ts injects the authorization server's). */

@@ -297,6 +297,7 @@ export class SubscriptionSockets {
     }
     for (const [pk, at] of this.pinged) if (at < now - KEEP_MS) this.pinged.delete(pk);
     await this.ended();
+    await this.keysWithdrawn();
     if (!this.sockets.size) return 0;
     const subscriptions = [...this.sockets.keys()].map((k) => {
       const [tenant, id] = k.split('\u0000') as [string, string];
@@ -398,6 +399,37 @@ export class SubscriptionSockets {
         if (message === undefined) continue;
         this.unbindOne(ws, now.id);
         ws.send(message);
+      }
+    }
+  }
+
+  /**
+   * Tells the sockets bound with a binding token whose signing key is no longer published so, and unbinds them: a socket
+   * stays bound after its token expires, so its binding is a verification kept, and ends with its key as a verified access
+   * token does (a rotation with --compromised withdraws the keys at once: nothing they signed is taken, in every process
+   * within a minute; a key retired by a rotation ends what it bound once it is no longer published, a day later). Each key
+   * is judged once a round; one that cannot be judged now (the keys cannot be read) is judged again the next round.
+   */
+  private async keysWithdrawn(): Promise<void> {
+    const { topics, log } = this.options;
+    if (topics === undefined) return;
+    const judged = new Map<string, Promise<boolean | undefined>>();
+    const published = (kid: string) => {
+      let found = judged.get(kid);
+      if (found === undefined) {
+        found = topics.keyPublished(kid).catch((err: unknown) => {
+          log.warn('whether the key of a websocket binding is still published could not be judged; it is judged again the next round', { kid, err });
+          return undefined;
+        });
+        judged.set(kid, found);
+      }
+      return found;
+    };
+    for (const ws of [...this.open]) {
+      for (const [id, binding] of [...ws.data.topics]) {
+        if ((await published(binding.kid)) !== false || ws.data.topics.get(id) !== binding) continue;
+        this.unbindOne(ws, id);
+        ws.send(`error ${id} was bound with a binding token whose signing key is no longer published (a key rotation): nothing more is sent for it here; ask Subscription/${id}/$get-ws-binding-token for another`);
       }
     }
   }

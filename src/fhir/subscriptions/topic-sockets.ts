@@ -25,6 +25,8 @@ export interface TopicBinding {
   lastSentAt: number;
   /** The digest of the owner it was bound for (ownerDigest): what the Subscription sends for another owner is not sent on it. */
   owner: string;
+  /** The key that signed the binding token: the binding ends once it is no longer published (keyPublished). */
+  kid: string;
 }
 
 /** A message built once in a round for the sockets bound to a Subscription, and the owner (digest) it was built for. */
@@ -83,7 +85,12 @@ export class TopicSockets {
     if (owner !== binding.owner) return { error: `error ${id} was activated again since the binding token was issued: ask Subscription/${id}/$get-ws-binding-token for another` };
     const now = this.options.clock.now();
     const handshake = JSON.stringify(await topicBundle(this.options.bundles, { tenant, id, owner: sub.owner }, sub.resource, sub.request, { event: 'handshake' }));
-    return { id, handshake, binding: { lastSentAt: now, owner, ...(sub.request.heartbeatSeconds !== undefined && { heartbeatMs: sub.request.heartbeatSeconds * 1000 }) } };
+    return { id, handshake, binding: { lastSentAt: now, owner, kid: binding.kid, ...(sub.request.heartbeatSeconds !== undefined && { heartbeatMs: sub.request.heartbeatSeconds * 1000 }) } };
+  }
+
+  /** Whether key `kid`, which signed the token of a binding, is still published (src/auth/ws-binding-token.ts signedByPublishedKey). */
+  keyPublished(kid: string): Promise<boolean> {
+    return this.options.tokens.keyPublished(kid);
   }
 
   /** A round's reader: Subscriptions and Bundles kept for the round, a failure logged and sent as nothing. */

@@ -228,22 +228,30 @@ export function createKeyRing(store: Store, clock: Clock, maxTokenTtl: number): 
       return { keys: records.map((r) => r.publicJwk) };
     },
     async rotate(options) {
-      const now = clock.now();
       const compromised = options.compromised === true;
       const delayMs = options.compromised === true ? 0 : options.delayMs;
       if (!compromised && !(Number.isInteger(delayMs) && delayMs >= MIN_ROTATION_DELAY_MS)) {
         throw new RangeError(`a rotation's hand-over takes at least ${MIN_ROTATION_DELAY_MS / 1000} seconds (every process reads the new keys first)`);
       }
       // Every key not yet retired, not only the one of each algorithm signing now: two processes' first start, or two
-      // rotations, at once leave two, and the one left out stayed trusted for good. Compromised: every key there is.
-      const old = compromised ? (await store.keys.list(0)).map((r) => r.kid) : (await reload()).filter((r) => r.retiredAt === null).map((r) => r.kid);
+      // rotations, at once leave two, and the one left out stayed trusted for good. With them, those a rotation whose
+      // hand-over is still ahead retires (it and its keys signing next): retired at this hand-over unless theirs comes
+      // first, or the keys signing now went on signing until the later hand-over, whatever this one said. Compromised:
+      // every key there is.
+      const startedAt = clock.now();
+      const old = compromised
+        ? (await store.keys.list(0)).map((r) => r.kid)
+        : (await reload()).filter((r) => r.retiredAt === null || r.retiredAt > startedAt).map((r) => r.kid);
       // Added before the old ones are retired: until then (and if this stops between the two), the oldest key not
       // retired goes on signing (signingAt), and the new ones are published.
       const kids = await addKeys(ALGS);
+      // The hand-over counts from when the new keys are in the database (generating an RSA key takes a while), so every
+      // process reads them at least MIN_ROTATION_DELAY_MS before they sign.
+      const signsFrom = clock.now() + delayMs;
       if (compromised) await store.keys.remove(old);
-      else await store.keys.retire(old, now + delayMs);
+      else await store.keys.retire(old, signsFrom);
       await reload();
-      return { newKids: kids, signsFrom: now + delayMs, oldKids: old };
+      return { newKids: kids, signsFrom, oldKids: old };
     },
   };
 }

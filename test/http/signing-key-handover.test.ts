@@ -154,5 +154,25 @@ for (const target of targets) {
       }
       expect(kids(await fetchJwks())).toEqual(published);
     });
+
+    test('a rotation during the hand-over of another hands over at its own time: every key signing before stops then', async () => {
+      const signing = decodeProtectedHeader(await t.token()).kid!;
+      const first = await rotate();
+      const second = await rotate('--delay', '120');
+      expect(second.retired_kids).toEqual(expect.arrayContaining([signing, ...(first.new_kids as string[])]));
+      const handOver = Date.parse(second.signs_from as string);
+      expect(handOver).toBeLessThan(Date.parse(first.signs_from as string));
+      systemTime.set(handOver - 1000);
+      expect(decodeProtectedHeader(await t.token()).kid).toBe(signing);
+      systemTime.set(handOver);
+      const after = await signedIn();
+      expect([decodeProtectedHeader(after.access_token).kid, decodeProtectedHeader(after.id_token).kid].sort()).toEqual([...(second.new_kids as string[])].sort());
+      expect(await readWith(after.access_token)).toBe(200);
+      // Nothing the keys retired earlier sign dated from then on is taken.
+      const forge = await forger(signing, decodeJwt(after.access_token));
+      const nowS = Math.ceil(handOver / 1000);
+      expect(await readWith(await forge(nowS, nowS + 300))).toBe(401);
+      expect(await readWith(await forge(nowS - 2, nowS + 300))).toBe(200);
+    });
   });
 }

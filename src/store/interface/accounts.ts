@@ -94,7 +94,10 @@ export interface KeyRepo {
   /** Keys not retired, or retired after `publishedSince`, newest first. */
   list(publishedSince: number): Promise<SigningKey[]>;
   add(key: SigningKey): Promise<void>;
-  /** Marks these keys, if not retired yet, retired at `at` (they stop signing then; they stay published for a while). */
+  /**
+   * Marks these keys retired at `at` (they stop signing then; they stay published for a while), unless retired (or to be)
+   * before it: a key whose retirement is scheduled later is retired at `at` instead.
+   */
   retire(kids: string[], at: number): Promise<void>;
   /** Deletes these keys (withdrawn: their private parts may have leaked, so nothing they signed is to be taken). */
   remove(kids: string[]): Promise<void>;

@@ -82,7 +82,7 @@ export function createPostgresKeys(sql: Pg): KeyRepo {
       }
     },
     async retire(kids, at) {
-      await sql`UPDATE signing_keys SET retired_at = ${at} WHERE retired_at IS NULL AND kid = ANY(${kids}::text[])`;
+      await sql`UPDATE signing_keys SET retired_at = ${at} WHERE (retired_at IS NULL OR retired_at > ${at}) AND kid = ANY(${kids}::text[])`;
     },
     async remove(kids) {
       await sql`DELETE FROM signing_keys WHERE kid = ANY(${kids}::text[])`;

@@ -89,7 +89,7 @@ export function createSqliteKeys(db: Database): KeyRepo {
       }
     },
     async retire(kids, at) {
-      const q = db.query('UPDATE signing_keys SET retired_at = ? WHERE retired_at IS NULL AND kid = ?');
+      const q = db.query('UPDATE signing_keys SET retired_at = ?1 WHERE (retired_at IS NULL OR retired_at > ?1) AND kid = ?2');
       for (const kid of kids) q.run(at, kid);
     },
     async remove(kids) {

@@ -150,6 +150,10 @@ export function accountsContract(store: () => Store) {
       expect((await mine(7_001)).map((k) => k.kid)).toEqual([`${p}-new`]);
       await s.keys.retire([], 8_000);
       expect((await mine(7_001)).map((k) => k.kid)).toEqual([`${p}-new`]);
+      // A retirement scheduled later is brought forward; one earlier stays.
+      await s.keys.retire([`${p}-mid`], 6_000);
+      await s.keys.retire([`${p}-mid`, `${p}-old`], 9_000);
+      expect((await mine(0)).map((k) => [k.kid, k.retiredAt])).toEqual([[`${p}-new`, null], [`${p}-mid`, 6_000], [`${p}-old`, 5_000]]);
     });
 
     test('remove deletes the keys named (retired or not), and nothing else', async () => {

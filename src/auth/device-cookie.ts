@@ -14,7 +14,11 @@ export const DEVICE_COOKIE = 'cinder_device';
 /** How long a device cookie is taken (seconds): 30 days from the sign-in that gave it. */
 export const DEVICE_COOKIE_MAX_AGE = 30 * 86400;
 
-const context = (tenant: string, username: string) => `sign-in device\0${tenant}\0${username.toLowerCase()}`;
+/**
+ * What a cookie is sealed to: the tenant and the username as it is (usernames are case-sensitive: `Alice` and `alice` are
+ * two users, and a cookie of one, folded to lower case, was a device of the other, a new one at each of its sign-ins).
+ */
+const context = (tenant: string, username: string) => `sign-in device\0${tenant}\0${username}`;
 
 /** A new device cookie value for `username` of `tenant`, signed in at `now` (epoch ms). */
 export function issueDeviceCookie(sealer: Sealer, tenant: string, username: string, now: number): Promise<string> {

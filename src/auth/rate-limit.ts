@@ -161,7 +161,8 @@ export function createLoginThrottle(store: Store, clock: Clock, limits: LoginFai
       // sign-in gives a new cookie, so whoever once knew the password and kept the cookies of many sign-ins had
       // perUserAddress guesses per cookie after it was changed, beyond any bound per user.
       const own = `login-device:${from.device}`;
-      return { keys: [[own, limits.perUserAddress], [`login-user-devices:${user(tenant, username)}`, limits.perUserTotal]], own };
+      // The username as it is, as the cookie is sealed to it (device-cookie.ts): another user's devices count apart.
+      return { keys: [[own, limits.perUserAddress], [`login-user-devices:${tenant}:${username}`, limits.perUserTotal]], own };
     }
     const own = `login-user-ip:${user(tenant, username)}:${rateLimitKey(from.ip)}`;
     return { keys: [[own, limits.perUserAddress], [`login-user:${user(tenant, username)}`, limits.perUserTotal], [`login-ip:${rateLimitKey(from.ip)}`, limits.perIp]], own };

@@ -102,6 +102,26 @@ for (const target of targets) {
       expect(await status('192.0.2.50', PASSWORD, renewed)).toBe(303);
     });
 
+    test("a device cookie of one user is no device of another whose username differs only in case (usernames are case-sensitive)", async () => {
+      nextWindow();
+      await testUser(t, { username: 'Alice', password: 'another secret password', email: 'alice.two@example.org' });
+      // The holder of the account alice signs in as often as it likes, a new cookie each time.
+      const cookies: string[] = [];
+      for (let i = 0; i < 2; i++) {
+        const res = await attempt('192.0.2.80', PASSWORD);
+        expect(res.status).toBe(303);
+        cookies.push(deviceOf(res));
+      }
+      // Guesses at Alice's password with them are counted as the address's, not under a device of Alice's.
+      for (let i = 0; i < PER_ADDRESS; i++) expect((await attempt('192.0.2.80', 'nope-nope', cookies[0], 'Alice')).status).toBe(200);
+      expect((await attempt('192.0.2.80', 'nope-nope', cookies[1], 'Alice')).status).toBe(429);
+      // Nor do alice's own failures with her cookies count against Alice's browsers.
+      for (let i = 0; i < PER_USER + 1; i++) expect((await attempt(`192.0.2.${90 + (i % 2)}`, 'nope-nope', cookies[i % 2])).status).toBe(i < PER_ADDRESS * 2 ? 200 : 429);
+      const alices = await attempt('192.0.2.100', 'another secret password', undefined, 'Alice');
+      expect(alices.status).toBe(303);
+      expect((await attempt('192.0.2.100', 'another secret password', deviceOf(alices), 'Alice')).status).toBe(303);
+    });
+
     test("the user's browsers together are bounded as the other addresses are: the cookies of many sign-ins do not multiply the guesses", async () => {
       nextWindow();
       // Someone who knew the password (changed since) signed in again and again, keeping each sign-in's cookie.

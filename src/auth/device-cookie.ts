@@ -1,3 +1,4 @@
+import { mayHaveSigned, SIGNING_SKEW_MS } from './keys.ts';
 import type { Sealer } from './sealed.ts';
 import { randomToken } from './secrets.ts';
 
@@ -20,19 +21,27 @@ export const DEVICE_COOKIE_MAX_AGE = 30 * 86400;
  */
 const context = (tenant: string, username: string) => `sign-in device\0${tenant}\0${username}`;
 
-/** A new device cookie value for `username` of `tenant`, signed in at `now` (epoch ms). */
+/**
+ * A new device cookie value for `username` of `tenant`, signed in at `now` (epoch ms): sealed under the key signing at
+ * `now`, so that its date and its key agree (deviceOf).
+ */
 export function issueDeviceCookie(sealer: Sealer, tenant: string, username: string, now: number): Promise<string> {
-  return sealer.seal(JSON.stringify({ id: randomToken(16), iat: now }), context(tenant, username));
+  return sealer.seal(JSON.stringify({ id: randomToken(16), iat: now }), context(tenant, username), now);
 }
 
-/** The device id of `value` when it is a device cookie of `username` of `tenant`, not older than its maximum age; else null. */
+/**
+ * The device id of `value` when it is a device cookie of `username` of `tenant`, not older than its maximum age, and
+ * dated while its key sealed (mayHaveSigned: one dated at or after the key's retirement was sealed with a leaked key,
+ * as a token so dated was signed with it); else null.
+ */
 export async function deviceOf(sealer: Sealer, value: string | null, tenant: string, username: string, now: number): Promise<string | null> {
   if (!value) return null;
-  const plain = await sealer.open(value, context(tenant, username));
-  if (plain === undefined) return null;
+  const opened = await sealer.openSigned(value, context(tenant, username));
+  if (opened === undefined) return null;
   try {
-    const { id, iat } = JSON.parse(plain) as { id?: unknown; iat?: unknown };
-    if (typeof id !== 'string' || typeof iat !== 'number' || now - iat > DEVICE_COOKIE_MAX_AGE * 1000 || iat > now + 60_000) return null;
+    const { id, iat } = JSON.parse(opened.plaintext) as { id?: unknown; iat?: unknown };
+    if (typeof id !== 'string' || typeof iat !== 'number' || now - iat > DEVICE_COOKIE_MAX_AGE * 1000 || iat > now + SIGNING_SKEW_MS) return null;
+    if (!mayHaveSigned(opened.key, iat)) return null;
     return id;
   } catch {
     return null;

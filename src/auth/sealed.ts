@@ -1,4 +1,5 @@
 import { createCipheriv, createDecipheriv, createHmac, hkdfSync } from 'node:crypto';
+import type { SigningKey } from '../store/types.ts';
 import type { KeyRing, LoadedKey } from './keys.ts';
 
 /**
@@ -13,13 +14,21 @@ import type { KeyRing, LoadedKey } from './keys.ts';
  * only with its plaintext, which GCM allows (what repeats then is the whole value, telling only that equality).
  */
 export interface Sealer {
-  /** `plaintext` sealed, bound to `context` (authenticated, not encrypted: a search cursor's tenant, type and caller). */
-  seal(plaintext: string, context: string): Promise<string>;
+  /**
+   * `plaintext` sealed, bound to `context` (authenticated, not encrypted: a search cursor's tenant, type and caller), under
+   * the key signing at `at` (epoch ms, now by default): give the time the plaintext is dated with, if it is (openSigned).
+   */
+  seal(plaintext: string, context: string, at?: number): Promise<string>;
   /**
    * The plaintext of a value this server sealed with `context`, or undefined for any other (altered, sealed
    * with another context or for another purpose, under a key no longer published, or no sealed value at all).
    */
   open(value: string, context: string): Promise<string | undefined>;
+  /**
+   * As open, with the key it was sealed under: a value dated in its plaintext is taken only when its key may have sealed
+   * it then (mayHaveSigned), as a signed statement is, since one dated later was sealed with a leaked key.
+   */
+  openSigned(value: string, context: string): Promise<{ plaintext: string; key: SigningKey } | undefined>;
 }
 
 const IV_BYTES = 12;
@@ -42,9 +51,29 @@ export function createSealer(keys: KeyRing, purpose: string): Sealer {
     }
     return key;
   };
+  async function openSigned(value: string, context: string): Promise<{ plaintext: string; key: SigningKey } | undefined> {
+    const dot = value.indexOf('.');
+    const kid = value.slice(0, dot);
+    const rest = value.slice(dot + 1);
+    if (dot < 0 || !KID.test(kid) || !BODY.test(rest)) return undefined;
+    const body = Buffer.from(rest, 'base64url');
+    if (body.length < IV_BYTES + TAG_BYTES) return undefined;
+    const k = await keys.key(kid);
+    if (k === null || k.record.alg !== 'ES256') return undefined;
+    try {
+      const decipher = createDecipheriv('aes-256-gcm', keyOf(k).enc, body.subarray(0, IV_BYTES), { authTagLength: TAG_BYTES });
+      decipher.setAAD(Buffer.from(context));
+      decipher.setAuthTag(body.subarray(body.length - TAG_BYTES));
+      const plaintext = Buffer.concat([decipher.update(body.subarray(IV_BYTES, body.length - TAG_BYTES)), decipher.final()]).toString('utf8');
+      return { plaintext, key: k.record };
+    } catch {
+      // The tag does not verify: altered, another context's, another purpose's.
+      return undefined;
+    }
+  }
   return {
-    async seal(plaintext, context) {
-      const k = await keys.currentKey('ES256');
+    async seal(plaintext, context, at) {
+      const k = await keys.currentKey('ES256', at);
       const key = keyOf(k);
       const iv = createHmac('sha256', key.iv).update(context).update('\0').update(plaintext).digest().subarray(0, IV_BYTES);
       const cipher = createCipheriv('aes-256-gcm', key.enc, iv, { authTagLength: TAG_BYTES });
@@ -53,23 +82,8 @@ export function createSealer(keys: KeyRing, purpose: string): Sealer {
       return `${k.record.kid}.${body.toString('base64url')}`;
     },
     async open(value, context) {
-      const dot = value.indexOf('.');
-      const kid = value.slice(0, dot);
-      const rest = value.slice(dot + 1);
-      if (dot < 0 || !KID.test(kid) || !BODY.test(rest)) return undefined;
-      const body = Buffer.from(rest, 'base64url');
-      if (body.length < IV_BYTES + TAG_BYTES) return undefined;
-      const k = await keys.key(kid);
-      if (k === null || k.record.alg !== 'ES256') return undefined;
-      try {
-        const decipher = createDecipheriv('aes-256-gcm', keyOf(k).enc, body.subarray(0, IV_BYTES), { authTagLength: TAG_BYTES });
-        decipher.setAAD(Buffer.from(context));
-        decipher.setAuthTag(body.subarray(body.length - TAG_BYTES));
-        return Buffer.concat([decipher.update(body.subarray(IV_BYTES, body.length - TAG_BYTES)), decipher.final()]).toString('utf8');
-      } catch {
-        // The tag does not verify: altered, another context's, another purpose's.
-        return undefined;
-      }
+      return (await openSigned(value, context))?.plaintext;
     },
+    openSigned,
   };
 }

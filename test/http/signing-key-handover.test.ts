@@ -7,11 +7,13 @@
  */
 import { afterAll, beforeAll, describe, expect, setSystemTime, test } from 'bun:test';
 import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, importJWK, jwtVerify, SignJWT, type JSONWebKeySet, type JWTPayload } from 'jose';
-import { DEFAULT_ROTATION_DELAY_MS } from '../../src/auth/keys.ts';
+import { issueDeviceCookie } from '../../src/auth/device-cookie.ts';
+import { DEFAULT_ROTATION_DELAY_MS, type KeyRing } from '../../src/auth/keys.ts';
+import { createSealer } from '../../src/auth/sealed.ts';
 import { MAX_TOKEN_TTL } from '../../src/auth/tokens.ts';
 import { BASE, createTestApp, fhirInit, type TestApp, type TestClock } from '../helpers/app.ts';
 import { createCliEnv } from '../helpers/cli.ts';
-import { getCode, redeem, testUser, userClient } from '../helpers/oauth.ts';
+import { authorizeQuery, csrfCookie, FORM, getCode, hiddenFields, PASSWORD, redeem, testUser, userClient } from '../helpers/oauth.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
 const targets = await storeTargets({ main: false });
@@ -173,6 +175,33 @@ for (const target of targets) {
       const nowS = Math.ceil(handOver / 1000);
       expect(await readWith(await forge(nowS, nowS + 300))).toBe(401);
       expect(await readWith(await forge(nowS - 2, nowS + 300))).toBe(200);
+    });
+
+    // Last: it spends the sign-in failures of the in-process address for alice.
+    test('a device cookie sealed with a retired key and dated from its hand-over on is no device (forged with the leaked key)', async () => {
+      const kid = decodeProtectedHeader(await t.token()).kid!;
+      const record = (await t.store.keys.list(0)).find((k) => k.kid === kid)!;
+      // Whoever holds the key's private half seals what it likes, dated as it likes.
+      const leaked = createSealer({ currentKey: async () => ({ record }) } as unknown as KeyRing, 'sign-in device');
+      const rotation = await rotate('--delay', '120');
+      const handOver = Date.parse(rotation.signs_from as string);
+      systemTime.set(handOver + 5000);
+      const datedBefore = await issueDeviceCookie(leaked, 't1', 'alice', handOver - 1000);
+      const datedAfter = await issueDeviceCookie(leaked, 't1', 'alice', handOver);
+      const attempt = async (password: string, device?: string) => {
+        const page = await t.request(`/oauth2/authorize?${authorizeQuery({ clientId: app.id })}`);
+        const cookie = [csrfCookie(page), ...(device === undefined ? [] : [`cinder_device=${device}`])].join('; ');
+        const res = await t.request('/oauth2/authorize', {
+          method: 'POST', headers: { ...FORM, Cookie: cookie }, body: new URLSearchParams({ ...hiddenFields(await page.text()), username: 'alice', password, action: 'login' }),
+        });
+        return res.status;
+      };
+      // The address has spent its failures for alice: it waits, unless it holds a device of hers.
+      for (let i = 0; i < 5; i++) expect(await attempt('nope-nope')).toBe(200);
+      expect(await attempt(PASSWORD)).toBe(429);
+      expect(await attempt(PASSWORD, datedAfter)).toBe(429);
+      // Dated before the hand-over, as the key sealed while it signed: taken, as a token so dated is.
+      expect(await attempt(PASSWORD, datedBefore)).toBe(303);
     });
   });
 }

@@ -136,12 +136,18 @@ async function load(record: SigningKey): Promise<LoadedKey> {
 export function createKeyRing(store: Store, clock: Clock, maxTokenTtl: number): KeyRing {
   const loaded = new Map<string, LoadedKey>();
   const publishedSince = () => clock.now() - maxTokenTtl * 1000 - 2 * KEY_RELOAD_MS;
+  /** When the keys were last read (the read's start), and when a read was last tried (the same, unless it failed since). */
   let lastReload = 0;
+  let lastAttempt = 0;
   let reloading: Promise<void> | null = null;
 
   async function reload(): Promise<SigningKey[]> {
-    lastReload = clock.now();
+    const started = clock.now();
+    lastAttempt = started;
     const records = await store.keys.list(publishedSince());
+    // Only a read that succeeded counts: a failed one counted as read left the keys unread for another interval, so a
+    // process whose read failed shortly after a rotation went on signing with the old key past the hand-over.
+    lastReload = started;
     const listed = new Set(records.map((r) => r.kid));
     // A key loaded before and no longer listed was retired (by another process, maybe while this one read nothing)
     // longer ago than it stays published: forgotten, so nothing it signs is taken (isPublished, published).
@@ -174,11 +180,18 @@ export function createKeyRing(store: Store, clock: Clock, maxTokenTtl: number): 
   /** Whether the keys as last read are older than KEY_RELOAD_MS (or the clock went back). */
   const stale = (now: number) => now - lastReload > KEY_RELOAD_MS || now < lastReload;
 
+  /**
+   * Whether a read tried within the last second failed: verifying then goes on with the keys as last read rather than
+   * waiting on the database at each call (an outage); signing reads them again whatever (currentKey).
+   */
+  const justFailed = (now: number) => lastAttempt > lastReload && now - lastAttempt < 1000 && now >= lastAttempt;
+
   /** Whether `k`, as last read, is published: still listed (reload) and active or retired within the publication. */
   const publishedNow = (k: LoadedKey) => loaded.get(k.record.kid) === k && (k.record.retiredAt === null || k.record.retiredAt >= publishedSince());
 
   function isPublished(k: LoadedKey): SyncOrAsync<boolean> {
-    if (!stale(clock.now())) return publishedNow(k);
+    const now = clock.now();
+    if (!stale(now) || justFailed(now)) return publishedNow(k);
     // As in published: the keys as last read when they cannot be read now (an outage).
     return reloadShared().catch(() => undefined).then(() => publishedNow(k));
   }
@@ -190,8 +203,8 @@ export function createKeyRing(store: Store, clock: Clock, maxTokenTtl: number): 
    */
   async function published(kid: string): Promise<LoadedKey | null> {
     const now = clock.now();
-    if (!loaded.has(kid) && now - lastReload > 1000) await reloadShared();
-    else if (loaded.has(kid) && stale(now)) {
+    if (!loaded.has(kid) && now - lastAttempt > 1000) await reloadShared();
+    else if (loaded.has(kid) && stale(now) && !justFailed(now)) {
       // A key already loaded is judged by its record as last read when the database cannot be read now (an outage):
       // what needs no database (a token verified for a terminology request) goes on; a call past the next interval reads again.
       await reloadShared().catch(() => undefined);

@@ -14,6 +14,8 @@ import { MAX_TOKEN_TTL } from '../../src/auth/tokens.ts';
 import { BASE, createTestApp, fhirInit, type TestApp, type TestClock } from '../helpers/app.ts';
 import { createCliEnv } from '../helpers/cli.ts';
 import { authorizeQuery, csrfCookie, FORM, getCode, hiddenFields, PASSWORD, redeem, testUser, userClient } from '../helpers/oauth.ts';
+import { StoreUnavailableError } from '../../src/store/interface/errors.ts';
+import type { Store } from '../../src/store/types.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
 const targets = await storeTargets({ main: false });
@@ -205,3 +207,54 @@ for (const target of targets) {
     });
   });
 }
+
+for (const target of targets) {
+  describe(`a server whose read of the keys failed before a hand-over, on ${target.kind}`, () => {
+    let t: TestApp;
+    let cli: ReturnType<typeof createCliEnv>;
+    /** Whether the server's reads of the signing keys fail (a database outage). */
+    let keysDown = false;
+
+    beforeAll(async () => {
+      setSystemTime(new Date('2026-03-09T09:00:00Z'));
+      const db = await target.migrated();
+      const store = db.open();
+      await store.migrate();
+      const keys = new Proxy(store.keys, {
+        get: (repo, name) => (name === 'list' && keysDown ? () => Promise.reject(new StoreUnavailableError('the database is unreachable')) : Reflect.get(repo, name)),
+      });
+      const flaky = new Proxy(store, { get: (s, name) => (name === 'keys' ? keys : Reflect.get(s, name)) }) as Store;
+      t = await createTestApp({ store: flaky, clock: systemTime });
+      cli = createCliEnv({ CINDER_DATABASE_URL: db.url });
+    }, 60_000);
+    afterAll(async () => {
+      await t.close();
+      cli.close();
+    });
+
+    test('reads them again at its next use, not a reload interval later: it never signs past the hand-over with keys it read before the rotation', async () => {
+      const readWith = async (token: string) => (await t.request(`${t.fhir('t1')}/Patient`, fhirInit(token))).status;
+      const oldKid = decodeProtectedHeader(await t.token()).kid!;
+      const r = await cli.run(['keys', 'rotate', '--delay', '120', '--json']);
+      expect(r.code).toBe(0);
+      const rotation = JSON.parse(r.stdout) as { new_kids: string[]; signs_from: string };
+      // Its reload interval is over; the keys cannot be read at that moment.
+      systemTime.advance(61_000);
+      keysDown = true;
+      const failed = await t.request('/oauth2/token', {
+        method: 'POST', headers: { ...FORM, Authorization: `Basic ${btoa(`${t.admin.client.clientId}:${t.admin.clientSecret}`)}` },
+        body: new URLSearchParams({ grant_type: 'client_credentials' }),
+      });
+      expect(failed.status).toBe(503);
+      keysDown = false;
+      // Back up: from the hand-over on, the new key signs, and what it signed is taken (then and after its next reload).
+      systemTime.set(Date.parse(rotation.signs_from) + 500);
+      const token = await t.token();
+      expect(decodeProtectedHeader(token).kid).not.toBe(oldKid);
+      expect(rotation.new_kids).toContain(decodeProtectedHeader(token).kid!);
+      systemTime.advance(61_000);
+      expect(await readWith(token)).toBe(200);
+    });
+  });
+}
+

@@ -413,21 +413,21 @@ export class SubscriptionSockets {
   private async keysWithdrawn(): Promise<void> {
     const { topics, log } = this.options;
     if (topics === undefined) return;
-    const judged = new Map<string, Promise<boolean | undefined>>();
-    const published = (kid: string) => {
-      let found = judged.get(kid);
-      if (found === undefined) {
-        found = topics.keyPublished(kid).catch((err: unknown) => {
-          log.warn('whether the key of a websocket binding is still published could not be judged; it is judged again the next round', { kid, err });
-          return undefined;
-        });
-        judged.set(kid, found);
+    // The keys of the bindings (a few, however many sockets), each judged once; the sockets walked again only when one is gone.
+    const kids = new Set<string>();
+    for (const ws of this.open) for (const binding of ws.data.topics.values()) kids.add(binding.kid);
+    const gone = new Set<string>();
+    for (const kid of kids) {
+      try {
+        if (!(await topics.keyPublished(kid))) gone.add(kid);
+      } catch (err) {
+        log.warn('whether the key of a websocket binding is still published could not be judged; it is judged again the next round', { kid, err });
       }
-      return found;
-    };
-    for (const ws of [...this.open]) {
+    }
+    if (gone.size === 0) return;
+    for (const ws of this.open) {
       for (const [id, binding] of [...ws.data.topics]) {
-        if ((await published(binding.kid)) !== false || ws.data.topics.get(id) !== binding) continue;
+        if (!gone.has(binding.kid)) continue;
         this.unbindOne(ws, id);
         ws.send(`error ${id} was bound with a binding token whose signing key is no longer published (a key rotation): nothing more is sent for it here; ask Subscription/${id}/$get-ws-binding-token for another`);
       }

@@ -59,6 +59,7 @@ async function side(name: 'on' | 'off'): Promise<Side> {
 function observation(p: number, id?: string) {
   return {
     resourceType: 'Observation', ...(id ? { id } : {}), status: 'final', subject: { reference: `Patient/p${p}` },
+    category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'vital-signs' }] }],
     code: { coding: [{ system: 'http://loinc.org', code: '8867-4', display: 'Heart rate' }] },
     effectiveDateTime: '2025-01-01T10:00:00Z', valueQuantity: { value: 60 + (p % 40), unit: 'beats/minute', system: 'http://unitsofmeasure.org', code: '/min' },
   };

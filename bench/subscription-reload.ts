@@ -29,7 +29,11 @@ const databaseUrl = Object.assign(new URL(adminUrl), { pathname: `/${database}` 
 const t = await createTestApp({ resolveHost: async () => ['93.184.215.14'], ...(admin && { store: createPostgresStore(databaseUrl) }) });
 const api = fhirClient(t, await t.token());
 await api.put200({ resourceType: 'Patient', id: 'p1', name: [{ family: 'Chalmers' }] });
-const obs: Json = { resourceType: 'Observation', status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '8867-4' }] }, subject: { reference: 'Patient/p1' } };
+// A heart rate as R4's heartrate profile, which a vital sign is held to claimed or not, wants it.
+const obs: Json = {
+  resourceType: 'Observation', status: 'final', category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'vital-signs' }] }], code: { coding: [{ system: 'http://loinc.org', code: '8867-4' }] },
+  subject: { reference: 'Patient/p1' }, effectiveDateTime: '2024-01-01', valueQuantity: { value: 70, unit: '/min', system: 'http://unitsofmeasure.org', code: '/min' },
+};
 const subscription = (status: string, i: number, error?: string): Json => ({
   resourceType: 'Subscription', status, reason: `${status}-${i}`, criteria: `Observation?code=http://loinc.org|x-${i}`,
   channel: { type: 'rest-hook', endpoint: `https://hooks-${i}.example.org/fhir`, payload: 'application/fhir+json', header: ['Authorization: Bearer bench'] },

@@ -24,7 +24,7 @@ const t = await createTestApp({ resolveHost: async () => ['93.184.215.14'], ...(
 const api = fhirClient(t, await t.token());
 await api.put200({ resourceType: 'Patient', id: 'p1', name: [{ family: 'Chalmers' }] });
 const obs: Json = {
-  resourceType: 'Observation', status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '8867-4' }] },
+  resourceType: 'Observation', status: 'final', category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'vital-signs' }] }], code: { coding: [{ system: 'http://loinc.org', code: '8867-4' }] },
   subject: { reference: 'Patient/p1' }, effectiveDateTime: '2024-01-01', valueQuantity: { value: 70, unit: '/min', system: 'http://unitsofmeasure.org', code: '/min' },
 };
 const subscription = (criteria: string): Json => ({

@@ -26,7 +26,7 @@ const base = t.fhir();
 const entries = Array.from({ length: 1000 }, (_, i) => ({
   request: { method: 'POST', url: 'Observation' },
   resource: {
-    resourceType: 'Observation', status: 'final',
+    resourceType: 'Observation', status: 'final', category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'vital-signs' }] }],
     text: { status: 'generated', div: `<div xmlns="http://www.w3.org/1999/xhtml">Body temperature ${i}</div>` },
     code: { coding: [{ system: 'http://loinc.org', code: '8310-5', display: 'Body temperature' }] },
     subject: { reference: `Patient/p${i % 50}` }, effectiveDateTime: '2024-05-01T10:00:00Z',

@@ -76,10 +76,10 @@ export function validationLevel(deps: FhirDeps): ValidationLevel {
 
 /**
  * A write's check of the profiles `resource` and the resources inside it (contained ones, a document's or
- * collection's entries) claim (`meta.profile`) that Cinder knows, and then of its extensions against their
+ * collection's entries) claim (`meta.profile`) that Cinder knows, or are held to unclaimed (a vital sign's), and then of its extensions against their
  * definitions, and of a QuestionnaireResponse against its Questionnaire, at `strict`: a 422 for an error,
  * as base validation's (`at`: the resource's FHIRPath, `what`: what the message names). Undefined at once
- * for a resource where none is claimed and that answers no Questionnaire, so that such a write costs
+ * for a resource where none is claimed or implied and that answers no Questionnaire, so that such a write costs
  * nothing more (not even an await).
  */
 export function requireProfiles(deps: FhirDeps, tenant: string, resource: Resource, at?: string, what?: string, access?: Access): Promise<void> | undefined {

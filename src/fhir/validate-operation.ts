@@ -15,7 +15,7 @@ import { REST_RESOURCE_TYPES } from './resource-types.ts';
 import { outcomeIssues } from './validation/check.ts';
 import { validateResource, type ValidationIssue } from './validation/validate.ts';
 import { primeStrings, withPrimed } from './validation/large-strings.ts';
-import { distinctIssues, readsProfiles } from './validation/profile/profile-check.ts';
+import { distinctIssues, profilesToCheck, readsProfiles } from './validation/profile/profile-check.ts';
 import { profileCost } from './validation/profile/run.ts';
 
 type Json = Record<string, unknown>;
@@ -115,10 +115,12 @@ async function profileIssues(deps: FhirDeps, tenant: string, resource: Resource,
     const named = await deps.profiles.issues(tenant, json, [profile], { warnings: true, namedAt: () => 'profile', cost, reads });
     for (const i of named) out.push(i.code === 'not-supported' && i.expression === 'profile' && i.severity === 'warning' ? { ...i, severity: 'error', text: `The profile ${profile} is not known to Cinder, so the resource cannot be validated against it` } : i);
   }
+  // Those it claims, and the vital signs profile R4 requires of a vital sign that may claim none (named by the resource).
   const claimed = (json.meta as Json | undefined)?.profile;
-  if (Array.isArray(claimed)) {
-    const urls = claimed.filter((c): c is string => typeof c === 'string' && c !== profile);
-    out.push(...(await deps.profiles.issues(tenant, json, urls, { warnings: true, namedAt: (i) => `${resource.resourceType}.meta.profile[${claimed.indexOf(urls[i])}]`, cost, reads })));
+  const urls = profilesToCheck(json).filter((c) => c !== profile);
+  if (urls.length > 0) {
+    const namedAt = (i: number) => (Array.isArray(claimed) && claimed.includes(urls[i]) ? `${resource.resourceType}.meta.profile[${claimed.indexOf(urls[i])}]` : resource.resourceType);
+    out.push(...(await deps.profiles.issues(tenant, json, urls, { warnings: true, namedAt, cost, reads })));
   }
   out.push(...(await deps.profiles.nestedIssues(tenant, json, { warnings: true, cost, reads })));
   out.push(...(await deps.profiles.extensionIssues(tenant, json, { warnings: true, cost, reads })));

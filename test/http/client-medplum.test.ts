@@ -147,6 +147,7 @@ await eachStore((kind, fresh) => {
       const p = await m.createResource<Json>({ resourceType: 'Patient', name: [{ family: 'Chained' }], address: [{ city: 'Springfield' }] });
       const o = await m.createResource<Json>({
         resourceType: 'Observation', status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '8867-4' }] },
+        category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'vital-signs' }] }], effectiveDateTime: '2024-03-01T08:30:00Z',
         subject: createReference(p), valueQuantity: { value: 80, unit: '/min', system: 'http://unitsofmeasure.org', code: '/min' },
       });
       const included = await m.search('Observation', { _id: o.id, _include: 'Observation:subject' });

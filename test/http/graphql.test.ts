@@ -44,8 +44,10 @@ await eachStore((kind, fresh) => {
         const subject = ['p1', 'p2', 'p3'][i % 3]!;
         await api.put200({
           resourceType: 'Observation', id: `o${i}`, status: 'final', subject: { reference: `Patient/${subject}` },
-          category: [{ coding: [{ system: CAT, code: i % 2 ? 'vital-signs' : 'laboratory' }] }],
-          code: { coding: [{ system: 'http://loinc.org', code: '8867-4' }] }, valueQuantity: { value: 60 + i, unit: '/min' },
+          // Heart rates (R4's heartrate profile: vital signs, a time, a UCUM unit), half of them laboratory results too.
+          category: [{ coding: [{ system: CAT, code: 'vital-signs' }] }, ...(i % 2 ? [] : [{ coding: [{ system: CAT, code: 'laboratory' }] }])],
+          code: { coding: [{ system: 'http://loinc.org', code: '8867-4' }] }, effectiveDateTime: '2024-03-01',
+          valueQuantity: { value: 60 + i, unit: '/min', system: 'http://unitsofmeasure.org', code: '/min' },
           performer: [{ reference: 'Practitioner/dr' }],
         });
       }
@@ -244,8 +246,8 @@ await eachStore((kind, fresh) => {
     test('reverse references: {Type}List(_reference: param) inside a resource', async () => {
       const d = await data('{ Patient(id: "p2") { id ObservationList(_reference: subject, _sort: "_id") { id } } Practitioner(id: "dr") { PatientList(_reference: general_practitioner) { id } } }');
       expect(d).toEqual({ Patient: { id: 'p2', ObservationList: [{ id: 'o1' }, { id: 'o10' }, { id: 'o4' }, { id: 'o7' }] }, Practitioner: { PatientList: [{ id: 'p1' }] } });
-      const filtered = await data('{ PatientList(_id: "p1,p2", _sort: "_id") { id ObservationList(_reference: patient, _filter: "category eq vital-signs", _sort: "_id") { id } } }');
-      expect(filtered.PatientList).toEqual([{ id: 'p1', ObservationList: [{ id: 'o3' }, { id: 'o9' }] }, { id: 'p2', ObservationList: [{ id: 'o1' }, { id: 'o7' }] }]);
+      const filtered = await data('{ PatientList(_id: "p1,p2", _sort: "_id") { id ObservationList(_reference: patient, _filter: "category eq laboratory", _sort: "_id") { id } } }');
+      expect(filtered.PatientList).toEqual([{ id: 'p1', ObservationList: [{ id: 'o0' }, { id: 'o6' }] }, { id: 'p2', ObservationList: [{ id: 'o10' }, { id: 'o4' }] }]);
     });
 
     test('variables, fragments, aliases and operationName', async () => {

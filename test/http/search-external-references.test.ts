@@ -16,7 +16,7 @@ const OTHER = 'http://other.org/fhir';
 const LOINC = 'http://loinc.org';
 
 const observation = (id: string, subject: string, extra: Json = {}): Json => ({
-  resourceType: 'Observation', id, status: 'final', code: { coding: [{ system: LOINC, code: '8867-4' }] }, subject: { reference: subject }, ...extra,
+  resourceType: 'Observation', id, status: 'final', code: { coding: [{ system: LOINC, code: '718-7' }] }, subject: { reference: subject }, ...extra,
 });
 
 await eachStore((kind, fresh) => {
@@ -68,7 +68,7 @@ await eachStore((kind, fresh) => {
     test('chains, _has, _include and _revinclude follow local references alone', async () => {
       expect(await matches('Observation?subject:Patient.name=smith')).toEqual(['Observation/own', 'Observation/rel']);
       expect(await matches('Observation?subject:Patient.name=jones')).toEqual([]);
-      expect(await matches('Patient?_has:Observation:subject:code=8867-4')).toEqual(['Patient/p1']);
+      expect(await matches('Patient?_has:Observation:subject:code=718-7')).toEqual(['Patient/p1']);
       expect(await included('Observation?_id=ext&_include=Observation:subject&_include=Observation:performer')).toEqual([]);
       expect(await included('Observation?_id=own&_include=Observation:*')).toEqual(['Patient/p1', 'Practitioner/dr1']);
       expect(await included('Patient?_id=p1&_revinclude=Observation:subject')).toEqual(['Observation/own', 'Observation/rel']);

@@ -28,10 +28,10 @@ const DATA: Json[] = [
   { resourceType: 'Practitioner', id: 's-d1' },
   { resourceType: 'Practitioner', id: 's-d2' },
   { resourceType: 'Group', id: 's-g', type: 'person', actual: true },
-  { resourceType: 'Observation', id: 's-o1', status: 'final', code: loinc('8302-2'), subject: { reference: 'Patient/s-one' }, performer: [{ reference: 'Practitioner/s-d1' }, { reference: 'Practitioner/s-d2' }], component: [component(5)] },
-  { resourceType: 'Observation', id: 's-o2', status: 'final', code: loinc('8302-2'), subject: { reference: 'Patient/s-two' }, performer: [{ reference: 'Practitioner/s-d1' }], component: [component(6)] },
-  { resourceType: 'Observation', id: 's-o3', status: 'final', code: loinc('29463-7'), subject: { reference: 'Group/s-g' } },
-  { resourceType: 'Observation', id: 's-o4', status: 'final', code: loinc('8302-2') },
+  { resourceType: 'Observation', id: 's-o1', status: 'final', code: loinc('2339-0'), subject: { reference: 'Patient/s-one' }, performer: [{ reference: 'Practitioner/s-d1' }, { reference: 'Practitioner/s-d2' }], component: [component(5)] },
+  { resourceType: 'Observation', id: 's-o2', status: 'final', code: loinc('2339-0'), subject: { reference: 'Patient/s-two' }, performer: [{ reference: 'Practitioner/s-d1' }], component: [component(6)] },
+  { resourceType: 'Observation', id: 's-o3', status: 'final', code: loinc('718-7'), subject: { reference: 'Group/s-g' } },
+  { resourceType: 'Observation', id: 's-o4', status: 'final', code: loinc('2339-0') },
   { resourceType: 'Questionnaire', id: 's-q1', status: 'active', url: 'http://example.org/q' },
   { resourceType: 'Questionnaire', id: 's-q2', status: 'active', url: 'http://example.org/Other' },
   { resourceType: 'Questionnaire', id: 's-q3', status: 'active' },
@@ -74,7 +74,7 @@ const CASES: Record<string, [filter: string, ids: string[]][]> = {
     ['family pr True', ['s-one', 's-three', 's-two']],
   ],
   Observation: [
-    ['code eq LOINC|8302-2', ['s-o1', 's-o2', 's-o4']],
+    ['code eq LOINC|2339-0', ['s-o1', 's-o2', 's-o4']],
     ['subject ne Patient/s-one', ['s-o2', 's-o3']],
     ['not (subject eq Patient/s-one)', ['s-o2', 's-o3', 's-o4']],
     // `patient` is a subject that is a Patient: the Group's Observation has none.
@@ -135,7 +135,7 @@ for (const target of targets) {
       expect(await found('Patient?gender=MALE')).toEqual([]);
       expect(await found('Patient?identifier=abc')).toEqual(['s-two']);
       expect(await found('Patient?gender:not=male')).toEqual(['s-none', 's-three', 's-two']);
-      expect(await found('Observation?code=LOINC|8302-2')).toEqual([]);
+      expect(await found('Observation?code=LOINC|2339-0')).toEqual([]);
     });
 
     test('a SMART v2 scope filter judges each read in memory as the search does in SQL', async () => {

@@ -15,7 +15,7 @@ import { storeTargets } from '../helpers/stores.ts';
 const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
-const code = { coding: [{ system: 'http://loinc.org', code: '8867-4' }] };
+const code = { coding: [{ system: 'http://loinc.org', code: '718-7' }] };
 
 for (const target of targets) {
   describe(`_include on ${target.kind}`, () => {

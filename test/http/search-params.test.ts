@@ -41,7 +41,7 @@ beforeAll(async () => {
   await api.put200({ resourceType: 'Observation', id: 'o1', status: 'final', code: code(LOINC, '1234-5'), subject: { reference: 'Patient/p1' } });
   await api.put200({
     resourceType: 'Observation', id: 'o2', status: 'final',
-    code: { coding: [{ system: LOINC, code: '1234-5' }, { system: SNOMED, code: '271649006' }] },
+    code: { coding: [{ system: LOINC, code: '1234-5' }, { system: SNOMED, code: '386661006' }] },
     subject: { reference: `${base}/Patient/p2` },
   });
   await api.put200({ resourceType: 'Observation', id: 'o3', status: 'final', code: code(LOINC, '1234-5'), subject: { reference: 'Group/g1' } });
@@ -179,7 +179,7 @@ describe('code (token) on Observation and Condition', () => {
   test('system|code, code, OR', async () => {
     expect(await found(`Observation?code=${LOINC}|1234-5`)).toEqual(['o1', 'o2', 'o3']);
     expect(await found('Observation?code=9999-9')).toEqual(['o4']);
-    expect(await found(`Observation?code=${SNOMED}|271649006`)).toEqual(['o2']);
+    expect(await found(`Observation?code=${SNOMED}|386661006`)).toEqual(['o2']);
     expect(await found(`Observation?code=${SNOMED}|1234-5`)).toEqual([]);
     expect(await found(`Condition?code=${SNOMED}|44054006,${SNOMED}|38341003`)).toEqual(['c1', 'c2']);
     expect(await found(`Condition?code=${SNOMED}|`)).toEqual(['c1', 'c2']);

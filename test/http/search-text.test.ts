@@ -26,7 +26,13 @@ const DATA: Json[] = [
   },
   {
     resourceType: 'Observation', id: 'o2', status: 'final', subject: { reference: 'Patient/p1' },
+    // A blood pressure as R4's bp profile, which a vital sign is held to unclaimed, wants it.
+    category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'vital-signs' }] }], effectiveDateTime: '2020-03-02T10:00:00Z',
     code: { coding: [{ system: LOINC, code: '85354-9', display: 'Blood pressure panel' }] },
+    component: [
+      { code: { coding: [{ system: LOINC, code: '8480-6' }] }, valueQuantity: { value: 140, unit: 'mmHg', system: 'http://unitsofmeasure.org', code: 'mm[Hg]' } },
+      { code: { coding: [{ system: LOINC, code: '8462-4' }] }, valueQuantity: { value: 90, unit: 'mmHg', system: 'http://unitsofmeasure.org', code: 'mm[Hg]' } },
+    ],
     text: narrative('<p>Blood pressure 140/90, taken after <i>glucose</i> test</p>'),
   },
   {

@@ -20,14 +20,21 @@ const UCUM = 'http://unitsofmeasure.org';
 const LOINC = 'http://loinc.org';
 const lhc = ucum.UcumLhcUtils.getInstance();
 
+/** What R4's vital signs profiles ask of a vital sign (a weight, a temperature, a blood pressure), which it is held to unclaimed. */
+const VITAL: Json = {
+  category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'vital-signs' }] }],
+  subject: { reference: 'Patient/p2' }, effectiveDateTime: '2024-03-01',
+};
+const VITAL_CODES = new Set(['29463-7', '8310-5']);
+
 const observation = (id: string, value: Json, code = '2345-7'): Json => ({
-  resourceType: 'Observation', id, status: 'final', code: { coding: [{ system: LOINC, code }] }, valueQuantity: value,
+  resourceType: 'Observation', id, status: 'final', ...(VITAL_CODES.has(code) && VITAL), code: { coding: [{ system: LOINC, code }] }, valueQuantity: value,
 });
 const q = (value: number, code: string, system = UCUM): Json => ({ value, unit: code, system, code });
 
 /** Blood pressure: systolic and diastolic components in mm[Hg]. */
 const pressure = (id: string, systolic: number, diastolic: number): Json => ({
-  resourceType: 'Observation', id, status: 'final', code: { coding: [{ system: LOINC, code: '85354-9' }] },
+  resourceType: 'Observation', id, status: 'final', ...VITAL, code: { coding: [{ system: LOINC, code: '85354-9' }] },
   component: [
     { code: { coding: [{ system: LOINC, code: '8480-6' }] }, valueQuantity: q(systolic, 'mm[Hg]') },
     { code: { coding: [{ system: LOINC, code: '8462-4' }] }, valueQuantity: q(diastolic, 'mm[Hg]') },

@@ -50,7 +50,7 @@ await eachStore((kind, fresh) => {
             { code: { coding: [{ system: LOINC, code: '8480-6' }] }, ...mmHg(sys!) },
             { code: { coding: [{ system: LOINC, code: '8462-4' }] }, ...mmHg(dia!) },
           ],
-        }, `2026-01-0${i + 1}`);
+        }, `2026-01-0${i + 1}`, { category: [{ coding: [{ system: CAT, code: 'vital-signs' }] }] });
       }
       // A lipid panel by hasMember: two panels, one member of another patient (out of a p1 token's reach).
       await obs('chol1', '2093-3', mg(200), '2026-01-03');

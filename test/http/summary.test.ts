@@ -31,6 +31,7 @@ const DATA: Json[] = [
   },
   {
     resourceType: 'Observation', id: 'o1', status: 'final', code: { coding: [{ system: LOINC, code: '85354-9' }] },
+    category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'vital-signs' }] }], effectiveDateTime: '2020-01-01',
     subject: { reference: 'Patient/p1' }, note: [{ text: 'seated' }], component: [bp('8480-6', 140), bp('8462-4', 90)],
   },
   {

@@ -45,7 +45,7 @@ describe('cinder import: NDJSON', () => {
   test('imports every line, keeping ids and assigning missing ones', async () => {
     const path = file('patients.ndjson', ndjson(
       { resourceType: 'Patient', id: 'p1', name: [{ family: 'Ng' }], meta: { versionId: '9', source: 'x' } },
-      { resourceType: 'Observation', id: 'o1', status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '8867-4' }] }, subject: { reference: 'Patient/p1' } },
+      { resourceType: 'Observation', id: 'o1', status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '718-7' }] }, subject: { reference: 'Patient/p1' } },
       { resourceType: 'Patient', name: [{ family: 'NoId' }] },
     ));
     const r = await cli.run(['import', '--tenant', 't1', path]);
@@ -57,7 +57,7 @@ describe('cinder import: NDJSON', () => {
     expect(p1.meta).toEqual({ versionId: '1', lastUpdated: expect.any(String), source: 'x' });
     expect(Object.keys(p1).slice(0, 3)).toEqual(['resourceType', 'id', 'meta']);
     const s = store!;
-    const found = await s.resources.search('t1', { type: 'Observation', where: tokens([{ param: 'code', values: [{ system: 'http://loinc.org', value: '8867-4' }] }]), compartment: 'p1', sort: [], count: 10 });
+    const found = await s.resources.search('t1', { type: 'Observation', where: tokens([{ param: 'code', values: [{ system: 'http://loinc.org', value: '718-7' }] }]), compartment: 'p1', sort: [], count: 10 });
     expect(found.map((v) => v.id)).toEqual(['o1']);
     const patients = await s.resources.search('t1', { type: 'Patient', sort: [], count: 10 });
     expect(patients).toHaveLength(2);

@@ -63,7 +63,7 @@ export async function* prepareNdjson(blob: Blob, validation: ValidationLevel, ba
         if (text.includes('urn:') && resource.resourceType !== 'Bundle' && hasUrnReference(resource)) {
           chunk.urns.push({ at: chunk.versions.length, line: number, text });
         } else {
-          // Undefined at once for a resource claiming no profile: such a line costs nothing more. A line
+          // Undefined at once for a resource claiming no profile and no vital sign: such a line costs nothing more. A line
           // whose text names no `extension` or `modifierExtension` key (none spelt with a \u escape) holds
           // none: their walk is skipped.
           const profiled = profiles?.(resource, text.includes('xtension"') || text.includes('\\u'));

@@ -9,7 +9,7 @@
  * Questionnaires as stored when the import starts, read and handed over the same way.
  */
 import { validationLevel, type FhirDeps } from '../crud.ts';
-import { ProfileValidator, readsProfiles, type CheckMembership, type Membership } from '../validation/profile/profile-check.ts';
+import { ProfileValidator, profilesToCheck, readsProfiles, type CheckMembership, type Membership } from '../validation/profile/profile-check.ts';
 import { ProfileRegistry } from '../validation/profile/registry.ts';
 import { readDefinitions, snapshotProfiles } from '../validation/profile/definitions.ts';
 import { QuestionnaireValidator, readsQuestionnaires } from '../validation/questionnaire/validator.ts';
@@ -98,8 +98,7 @@ export function workerCheck(p: WorkerProfiles, ask: (url: string, coding: { syst
   };
 
   function profileCheck(resource: Json, extensions: boolean): Promise<void> | undefined {
-    const claimed = (resource.meta as Json | undefined)?.profile;
-    const canonicals = Array.isArray(claimed) ? claimed.filter((c): c is string => typeof c === 'string') : [];
+    const canonicals = profilesToCheck(resource);
     if (!extensions && canonicals.length > 0 && resource.contained === undefined && resource.resourceType !== 'Bundle' && canonicals.every((c) => unknown.has(c))) return undefined;
     const checked = validator.requireValid(p.tenant, resource, undefined, undefined, extensions, p.readsProfiles);
     if (canonicals.every((c) => learnt.has(c))) return checked;

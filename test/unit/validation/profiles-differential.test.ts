@@ -3,7 +3,8 @@
  * vital sign against every vital-sign profile, and mutated copies of each (a slice's code changed, a
  * value of another type, components dropped or doubled, ...), checked with checkProfile, whose issues
  * and pending bindings must be exactly those whose digests are stored in the fixture, which the engine wrote before its
- * hot paths were reworked (docs/PERFORMANCE.md, "Profile checks made cheaper").
+ * hot paths were reworked (docs/PERFORMANCE.md, "Profile checks made cheaper"), and wrote again when the vital signs
+ * profiles' binding of `Observation.component.value[x]` became extensible (638 cases, that binding's strength alone).
  *   CINDER_WRITE_FIXTURE=1 bun test test/unit/validation/profiles-differential.test.ts   (rewrites it)
  */
 import { expect, test } from 'bun:test';

@@ -34,6 +34,21 @@ interface Ctx {
   extensions: Set<string>;
   unsupported: string[];
   through: { targets: readonly string[]; path: string }[];
+  /** An R4 4.0.1 vital signs profile, whose component values' binding is taken as extensible (vitalsComponentBinding). */
+  vitals: boolean;
+}
+
+const VITALS_UNITS = 'http://hl7.org/fhir/ValueSet/ucum-vitals-common|4.0.1';
+
+/**
+ * R4's vitalsigns profile binds `Observation.component.value[x]` to its units (ucum-vitals-common) as
+ * `required`, whatever the value's type: a component whose value is a CodeableConcept, a string or a
+ * Quantity of another unit (an inhaled oxygen flow in L/min) could meet no vital sign profile. HL7's
+ * validator loads the 4.0.1 vitalsigns and the core profiles based on it with that binding `extensible`
+ * (so a warning), and so are they compiled here. A profile of the tenant's keeps what it says.
+ */
+function vitalsComponentBinding(ctx: Ctx, ed: Json, strength: 'required' | 'extensible', valueSet: string): 'required' | 'extensible' {
+  return ctx.vitals && strength === 'required' && valueSet === VITALS_UNITS && ed.path === 'Observation.component.value[x]' ? 'extensible' : strength;
 }
 
 /**
@@ -56,7 +71,8 @@ export function compileProfile(sd: Json): CompiledProfile {
     throw new ProfileUnusable(`The profile ${label} has ${elements.length} elements in its snapshot, more than the ${MAX_SNAPSHOT_ELEMENTS} Cinder compiles`);
   }
   const root = tree(elements as Json[], type);
-  const ctx: Ctx = { label, extensions: new Set(), unsupported: [], through: [] };
+  const vitals = sd.version === '4.0.1' && type === 'Observation' && url.startsWith(CORE_SD) && (url === `${CORE_SD}vitalsigns` || sd.baseDefinition === `${CORE_SD}vitalsigns`);
+  const ctx: Ctx = { label, extensions: new Set(), unsupported: [], through: [], vitals };
   const compiled = compileElement(root, typeModel(type), undefined, type, ctx, 'root') ?? { id: type, name: type, choice: false, children: [] };
   const out: CompiledProfile = { url, label, type, root: compiled, extensions: ctx.extensions, unsupported: ctx.unsupported, typesAt: typesAt(elements as Json[], type), through: ctx.through };
   if (type === 'Extension') out.extension = extensionUse(sd, elements[0] as Json);
@@ -210,9 +226,10 @@ function compileElement(raw: RawNode, owner: TypeModel | null, base: ReturnType<
   const binding = ed.binding as Json | undefined;
   if (binding && (binding.strength === 'required' || binding.strength === 'extensible') && typeof binding.valueSet === 'string') {
     const valueSet = binding.valueSet.split('|')[0]!;
+    const strength = vitalsComponentBinding(ctx, ed, binding.strength, binding.valueSet);
     const coded = typesOf(ed).some((t) => CODED.has(String(t.code)));
-    if (coded && !(binding.strength === 'required' && base?.element.binding?.url === valueSet)) {
-      el.binding = { strength: binding.strength, valueSet };
+    if (coded && !(strength === 'required' && base?.element.binding?.url === valueSet)) {
+      el.binding = { strength, valueSet };
       checks = true;
     }
   }

@@ -12,6 +12,7 @@ import { checkExtensionSite } from './extension-check.ts';
 import { extensionSites } from './extension-sites.ts';
 import { checkProfile, profileCost, type PendingBinding, type ProfileCost, type ProfileResult } from './run.ts';
 import { targetScope, type TargetScope } from './targets.ts';
+import { impliedProfile } from './implied.ts';
 import type { Access } from '../../access.ts';
 
 type Json = Record<string, unknown>;
@@ -81,11 +82,16 @@ export class ProfileValidator {
     const cost = opts.cost ?? profileCost();
     const cache = opts.cache ?? (await this.registry.cache(tenant));
     const scope = opts.scope ?? targetScope(resource);
+    const claimed = claimedProfiles(resource);
+    const implied = impliedProfile(resource);
     for (const [i, canonical] of canonicals.entries()) {
       if (isBaseDefinition(canonical, type) || canonicals.indexOf(canonical) !== i) continue;
       const base = baseDefinitionOf(canonical, type);
       if (base === 'met') continue;
-      const named = opts.namedAt?.(i) ?? `${at}.meta.profile[${i}]`;
+      // A profile R4 requires though the resource does not claim it is named by the resource itself.
+      const unclaimed = implied?.url === canonical && !claimed.includes(canonical);
+      const named = unclaimed ? at : (opts.namedAt?.(i) ?? `${at}.meta.profile[${i}]`);
+      if (unclaimed && opts.warnings) out.push({ severity: 'information', code: 'informational', expression: at, text: implied.why });
       // Another type's base definition: known without a lookup, and never met by this type (HL7's validator: the wrong type).
       if (base !== undefined) {
         out.push({ severity: 'error', code: 'structure', expression: named, text: `The profile ${canonical} is the base definition of ${base}, not of ${type}` });
@@ -171,17 +177,18 @@ export class ProfileValidator {
 
   /**
    * What a write at `strict` must satisfy beyond base validation when `resource` or a resource inside it
-   * (innerResources) claims a profile: the profiles each claims, and the definitions of all its extensions (value types, nested extensions,
+   * (innerResources) claims a profile, or is a vital sign (implied.ts: R4 requires its profile unclaimed):
+   * the profiles each claims or is held to, and the definitions of all its extensions (value types, nested extensions,
    * bindings, `extension` or `modifierExtension`), but not their contexts, which `$validate` reports
    * (ARCHITECTURE.md, Profiles: R4's own conformance resources break them). Undefined at once when it
-   * claims no profile and none inside it does: such a write costs nothing more. `extensions` false: the
+   * claims no profile, is no vital sign, and none inside it does either: such a write costs nothing more. `extensions` false: the
    * caller knows the resource holds no extension (an imported line whose text names none), so the walk
    * that looks for them is skipped. `held`: where its references resolve (a transaction's entries,
    * targets.ts writtenScope); the resource's own contained resources and entries by default.
    */
   writeIssues(tenant: string, resource: Json, at?: string, extensions = true, cost = profileCost(), held?: TargetScope, reads = true): Promise<ValidationIssue[]> | undefined {
-    const claimed = claimedProfiles(resource);
-    const inner = innerResources(resource, at ?? String(resource.resourceType)).filter((r) => claimedProfiles(r.resource).length > 0);
+    const claimed = profilesToCheck(resource);
+    const inner = innerResources(resource, at ?? String(resource.resourceType)).filter((r) => profilesToCheck(r.resource).length > 0);
     if (claimed.length === 0 && inner.length === 0) return undefined;
     const scope = held ?? targetScope(resource);
     const opts = at === undefined ? { warnings: false, cost, reads } : { warnings: false, at, cost, reads };
@@ -197,7 +204,7 @@ export class ProfileValidator {
    * collection Bundle) against the profiles each claims in its own `meta.profile`; `at` is the FHIRPath of `resource`.
    */
   nestedIssues(tenant: string, resource: Json, opts: { warnings: boolean; at?: string; cost?: ProfileCost; reads?: boolean }): Promise<ValidationIssue[]> {
-    const inner = innerResources(resource, opts.at ?? String(resource.resourceType)).filter((r) => claimedProfiles(r.resource).length > 0);
+    const inner = innerResources(resource, opts.at ?? String(resource.resourceType)).filter((r) => profilesToCheck(r.resource).length > 0);
     return this.innerIssues(tenant, inner, opts.warnings, opts.cost ?? profileCost(), targetScope(resource), opts.reads ?? true);
   }
 
@@ -206,7 +213,7 @@ export class ProfileValidator {
     if (inner.length === 0) return out;
     // One read of the change token for all of them (10,000 entries of a collection: 10,000 reads).
     const cache = await this.registry.cache(tenant);
-    for (const r of inner) out.push(...(await this.issues(tenant, r.resource, claimedProfiles(r.resource), { warnings, at: r.at, cost, cache, scope, reads })));
+    for (const r of inner) out.push(...(await this.issues(tenant, r.resource, profilesToCheck(r.resource), { warnings, at: r.at, cost, cache, scope, reads })));
     return out;
   }
 
@@ -324,6 +331,16 @@ function isObject(v: unknown): v is Json {
 function claimedProfiles(resource: Json): string[] {
   const claimed = (resource.meta as Json | undefined)?.profile;
   return Array.isArray(claimed) ? claimed.filter((c): c is string => typeof c === 'string') : [];
+}
+
+/**
+ * The profiles `resource` is checked against: those it claims, and the one R4 requires of it though it may
+ * not claim it (a vital sign's, implied.ts), last.
+ */
+export function profilesToCheck(resource: Json): string[] {
+  const claimed = claimedProfiles(resource);
+  const implied = impliedProfile(resource);
+  return implied === undefined || claimed.includes(implied.url) ? claimed : [...claimed, implied.url];
 }
 
 /**

@@ -50,6 +50,18 @@ export function typeCode(t: NonNullable<ElementDefinition['type']>[number]): str
  *   path with one allowed character passed (R4B anchors them with `^...$`);
  * - con-3 compares each category, a CodeableConcept, with the string 'problem-list-item', which it never
  *   equals, so it asked every Condition without clinicalStatus for one (R4B tests the category's coding).
+ *
+ * The validator takes an invariant's result as HL7's validator does: it holds when it is `true`, so one
+ * that evaluates to nothing fails (`per-1` on a date start and a dateTime end, which FHIRPath cannot
+ * compare). Some R4 expressions give nothing where their element is absent and their text asks nothing
+ * of it; HL7's validator evaluates them rewritten (FHIRPathExpressionFixer), and so does the table:
+ * - ref-1 (a local reference names a contained resource) asks nothing of a Reference without
+ *   `reference` (an identifier or a display alone), and `#` names the container;
+ * - bdl-8 (no `_history` in a fullUrl) asks nothing of an entry without a fullUrl;
+ * - ras-2 (a probability of at most 100) asks nothing of a prediction without a probability;
+ * - tim-9 compares the whole of `when`, which repeats, with `in`: several codes gave nothing;
+ * - the canonical resources' name pattern (adf-0, lib-0, ...: a warning) asks nothing of a resource
+ *   without a name, and is anchored, as eld-19's is.
  */
 const INVARIANT_CORRECTIONS: Record<string, [official: string, corrected: string]> = {
   'app-4': [
@@ -69,11 +81,26 @@ const INVARIANT_CORRECTIONS: Record<string, [official: string, corrected: string
     "clinicalStatus.exists() or verificationStatus.coding.where(system='http://terminology.hl7.org/CodeSystem/condition-ver-status' and code = 'entered-in-error').exists() or category.select($this='problem-list-item').empty()",
     "verificationStatus.empty().not() and verificationStatus.coding.where(system='http://terminology.hl7.org/CodeSystem/condition-ver-status' and code='entered-in-error').exists().not() and category.coding.where(system='http://terminology.hl7.org/CodeSystem/condition-category' and code='problem-list-item').exists() implies clinicalStatus.empty().not()",
   ],
+  'ref-1': [
+    "reference.startsWith('#').not() or (reference.substring(1).trace('url') in %rootResource.contained.id.trace('ids'))",
+    "reference.exists() implies (reference = '#' or reference.startsWith('#').not() or (reference.substring(1).trace('url') in %rootResource.contained.id.trace('ids')))",
+  ],
+  'bdl-8': ["fullUrl.contains('/_history/').not()", "fullUrl.exists() implies fullUrl.contains('/_history/').not()"],
+  'ras-2': ['probability is decimal implies (probability as decimal) <= 100', '(probability.exists() and (probability is decimal)) implies ((probability as decimal) <= 100)'],
+  'tim-9': [
+    "offset.empty() or (when.exists() and ((when in ('C' | 'CM' | 'CD' | 'CV')).not()))",
+    "offset.empty() or (when.exists() and when.select($this in ('C' | 'CM' | 'CD' | 'CV')).allFalse())",
+  ],
+};
+
+/** Corrections of an expression that several invariants share, whatever their keys (see INVARIANT_CORRECTIONS). */
+const EXPRESSION_CORRECTIONS: Record<string, string> = {
+  "name.matches('[A-Z]([A-Za-z0-9_]){0,254}')": "name.exists() implies name.matches('^[A-Z]([A-Za-z0-9_]){0,254}$')",
 };
 
 function corrected(key: string, expression: string): string {
   const correction = INVARIANT_CORRECTIONS[key];
-  if (correction === undefined) return expression;
+  if (correction === undefined) return EXPRESSION_CORRECTIONS[expression] ?? expression;
   // A change of the definitions must be looked at again, not corrected blindly.
   if (expression !== correction[0]) throw new Error(`${key} is no longer ${correction[0]}`);
   return correction[1];

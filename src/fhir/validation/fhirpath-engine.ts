@@ -1813,11 +1813,12 @@ function call(ast: Call, scope: Scope): Expr {
  * Compiles an invariant (`ElementDefinition.constraint.expression`); throws UnsupportedFhirPath for a
  * construct the engine does not evaluate and FhirPathSyntaxError for one that is not FHIRPath. The
  * result runs on a focus value of a FHIR type: true when the invariant holds (its result is not
- * `false`); it never throws, unless `guarded`: then the expression is a client's (a tenant's profile),
- * held as a FHIRPath Patch path is to the regex guard and to the context's `budget`, and throws
+ * `false`; with `emptyFails`, only when it is `true`, as HL7's validator takes an invariant's result:
+ * an empty one fails); it never throws, unless `guarded`: then the expression is a client's (a tenant's
+ * profile), held as a FHIRPath Patch path is to the regex guard and to the context's `budget`, and throws
  * FhirPathTooCostly when it cannot be evaluated for either.
  */
-export function compileInvariant(expression: string, types: FhirPathTypes, guarded = false): CompiledInvariant {
+export function compileInvariant(expression: string, types: FhirPathTypes, guarded = false, emptyFails = false): CompiledInvariant {
   const ast = parseFhirPath(expression);
   const scopeOf = (focusType: string | undefined): Scope => {
     const type = staticType(normaliseType(focusType));
@@ -1850,7 +1851,8 @@ export function compileInvariant(expression: string, types: FhirPathTypes, guard
       env.rootResource = ctx.rootResource ?? undefined;
       env.memo = ctx.memo;
       env.budget = ctx.budget;
-      return expr.bool(env) !== false;
+      const result = expr.bool(env);
+      return emptyFails ? result === true : result !== false;
     } catch (err) {
       if (guarded && err instanceof FhirPathTooCostly) throw err;
       return true;

@@ -23,7 +23,7 @@ function compile(inv: InvariantModel): CompiledInvariant | null {
   fn = null;
   if (!NATIVE.has(inv.key)) {
     try {
-      fn = compileInvariant(inv.expression, TYPES);
+      fn = compileInvariant(inv.expression, TYPES, false, true);
     } catch (err) {
       // ctm-1 needs resolve(); the engine's own test keeps the list of such invariants.
       if (!(err instanceof UnsupportedFhirPath)) throw err;

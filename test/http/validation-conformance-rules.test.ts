@@ -1,7 +1,7 @@
 /**
  * Rules R4 states outside its invariants, as HL7's validator checks them (its test cases vs-bad-code, vs-bad-props,
- * obs-temp-code2, cs-bad-props, supplement-2, bundle-id-2..4, sp-diff-type, sp-diff-base, capstmt):
- * SNOMED CT concept ids, a CodeSystem's supplements and properties, a Bundle's absolute fullUrls
+ * obs-temp-code2, cs-bad-props, supplement-2, bundle-id-2..4, sp-diff-type, sp-diff-base, capstmt, allergy):
+ * SNOMED CT concept ids (in Codings and Quantities), a required code given by extensions alone, a CodeSystem's supplements and properties, a Bundle's absolute fullUrls
  * (bundle-duplicate-id), paging links, search results and a document's references
  * (bundle-document-versioned-references-bad), a profile's differential paths (obs-mz), a SearchParameter derived from an R4 one, a CapabilityStatement's search parameter types. Each
  * error refuses the write (POST and PUT, nothing written) and is an error in `$validate`, at the element;
@@ -60,6 +60,45 @@ await eachStore((kind, fresh) => {
       // The International Edition, the UK extension (long form, partition 10), a post-coordinated expression.
       // (Not a vital sign's code, such as 276885007 Core body temperature: that one asks for R4's bodytemp profile.)
       for (const code of ['386661006', '35901911000001104', '71341001:272741003=7771000']) expect((await api.post('Observation', observation(code))).status).toBe(201);
+    });
+
+    test('a code bound required given by its extensions alone (a data-absent-reason) is refused; a cross-version code is a warning', async () => {
+      // HL7's test case allergy: AllergyIntolerance.category (required: food, medication, environment, biologic).
+      const absent = { extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/data-absent-reason', valueCode: 'unknown' }] };
+      const allergy = (extra: Json): Json => ({
+        resourceType: 'AllergyIntolerance', patient: { reference: 'Patient/p1' }, code: { text: 'peanuts' },
+        clinicalStatus: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/allergyintolerance-clinical', code: 'active' }] }, ...extra,
+      });
+      expect(await refused(allergy({ _category: [absent] }))).toEqual(['code-invalid AllergyIntolerance.category[0]']);
+      expect(await refused(allergy({ category: ['food', null], _category: [null, absent] }))).toEqual(['code-invalid AllergyIntolerance.category[1]']);
+      // A single code: AllergyIntolerance.criticality (required).
+      expect(await refused(allergy({ _criticality: absent }))).toEqual(['code-invalid AllergyIntolerance.criticality']);
+      const text = ((await expectOutcome(await api.post('AllergyIntolerance', allergy({ _category: [absent] })), 422)).issue as Json[])[0]!.details.text;
+      expect(text).toContain('http://hl7.org/fhir/ValueSet/allergy-intolerance-category');
+      // The code of another FHIR version carried by its cross-version extension: a warning, the write kept.
+      const r5 = { extension: [{ url: 'http://hl7.org/fhir/5.0/StructureDefinition/extension-AllergyIntolerance.criticality', valueCode: 'unable-to-assess' }] };
+      expect(await validated(api, allergy({ _criticality: r5 }))).toEqual(['warning code-invalid AllergyIntolerance.criticality']);
+      expect((await api.post('AllergyIntolerance', allergy({ _criticality: r5 }))).status).toBe(201);
+      // An element left out, or with its code beside the extension, asks for nothing; nor does a language (a preferred binding).
+      expect((await api.post('AllergyIntolerance', allergy({ category: ['food'], _category: [absent] }))).status).toBe(201);
+      expect((await api.post('Patient', { resourceType: 'Patient', _language: absent })).status).toBe(201);
+    });
+
+    test("a Quantity's SNOMED CT code (a unit of presentation) is held to a concept id as a Coding's is", async () => {
+      const quantity = (code: string) => ({ value: 10, unit: 'tablet', system: SCT, code });
+      const dispense = (code: string, dose = '732936001'): Json => ({
+        resourceType: 'MedicationDispense', status: 'completed',
+        medicationCodeableConcept: { coding: [{ system: 'http://www.nlm.nih.gov/research/umls/rxnorm', code: '313782' }] },
+        quantity: quantity(code),
+        dosageInstruction: [{ text: 'one tablet a day', doseAndRate: [{ doseQuantity: { ...quantity(dose), value: 1 } }] }],
+      });
+      // 732936001 (Tablet) with its check digit changed, in the quantity and in a dose.
+      expect(await refused(dispense('732936002'))).toEqual(['code-invalid MedicationDispense.quantity.code']);
+      expect(await refused(dispense('732936001', '732936002'))).toEqual(['code-invalid MedicationDispense.dosageInstruction[0].doseAndRate[0].dose.ofType(Quantity).code']);
+      expect(await refused(dispense('T-15460'))).toEqual(['code-invalid MedicationDispense.quantity.code']);
+      const text = ((await expectOutcome(await api.post('MedicationDispense', dispense('732936002')), 422)).issue as Json[])[0]!.details.text;
+      expect(text).toContain('check digit');
+      expect((await api.post('MedicationDispense', dispense('732936001'))).status).toBe(201);
     });
 
     test("a ValueSet's SNOMED CT include lists concept ids, and filters on the concept name concept ids", async () => {

@@ -110,9 +110,19 @@ export function sctidProblem(code: string): string | undefined {
   return check === 0 ? undefined : 'its check digit is wrong (Verhoeff)';
 }
 
-/** A Quantity (or Age, Duration...) at `path`: a UCUM `code` is a UCUM unit. */
+/**
+ * A Quantity (or Age, Duration...) at `path`: a UCUM `code` is a UCUM unit, and a SNOMED CT one (a unit
+ * of presentation, `732936001` Tablet) can be a concept, as a Coding's code (HL7's validator checks a
+ * Quantity's system and code as it checks a Coding's).
+ */
 export function checkQuantity(scope: CodingScope, quantity: Json, path: string): void {
-  if (quantity.system === UCUM && typeof quantity.code === 'string') checkUnit(scope, quantity.code, `${path}.code`);
+  const { system, code } = quantity;
+  if (typeof code !== 'string') return;
+  if (system === UCUM) checkUnit(scope, code, `${path}.code`);
+  else if (system === SNOMED_CT) {
+    const problem = sctidProblem(code);
+    if (problem !== undefined) scope.add('code-invalid', `${path}.code`, `Unknown code ${JSON.stringify(code)} in the code system ${SNOMED_CT}: ${problem}`);
+  }
 }
 
 /** What is wrong with UCUM codes met, by code (most resources repeat a few units; bounded). */

@@ -465,11 +465,40 @@ function visitPrimitiveElements(walk: Walk, obj: Json, name: string, slot: Slot,
         if (values === undefined) walk.add('structure', `${path}[${i}]`, `${name}[${i}] has neither a value nor extensions`);
         continue;
       }
-      visitPrimitiveElement(walk, item, `${path}[${i}]`, Array.isArray(values) && values[i] !== null);
+      const valued = Array.isArray(values) && values[i] !== null && values[i] !== undefined;
+      visitPrimitiveElement(walk, item, `${path}[${i}]`, valued);
+      if (!valued) checkCodeless(walk, item, slot, `${path}[${i}]`);
     }
   } else {
     if (slot.element.max > 1 && values !== undefined) walk.add('structure', path, `_${name} must be an array aligned with the values of ${name}`);
-    else visitPrimitiveElement(walk, ext, path, values !== undefined && values !== null);
+    else {
+      visitPrimitiveElement(walk, ext, path, values !== undefined && values !== null);
+      if (values === undefined || values === null) checkCodeless(walk, ext, slot, path);
+    }
+  }
+}
+
+/** The url of an extension that carries an element of another FHIR version (`http://hl7.org/fhir/5.0/StructureDefinition/extension-...`). */
+const CROSS_VERSION = /^http:\/\/hl7\.org\/fhir\/[0-9]+\.[0-9]+\/StructureDefinition\/extension-/;
+
+/**
+ * A code bound `required` given by its extensions alone, without a value (`_category` holding a
+ * data-absent-reason): the element is there, so R4's binding asks for a code from its value set, and
+ * an extension is no code (HL7's validator: "No code provided, and a code is required from the value
+ * set", an error, at `strict`; a warning when a cross-version extension carries the code). The language
+ * binding (preferred, with a maxValueSet) asks for nothing.
+ */
+function checkCodeless(walk: Walk, ext: unknown, slot: Slot, path: string): void {
+  const b = slot.element.binding;
+  if (walk.level !== 'strict' || b === undefined || slot.type !== 'code' || !isObject(ext) || (b.kind === 'syntax' && b.syntax === 'language')) return;
+  const extensions = Array.isArray(ext.extension) ? ext.extension : [];
+  // Without extensions (an id alone) it is no element at all: ele-1 says so.
+  if (extensions.length === 0) return;
+  const crossVersion = extensions.find((e): e is Json => isObject(e) && typeof e.url === 'string' && CROSS_VERSION.test(e.url));
+  if (crossVersion !== undefined) {
+    walk.add('code-invalid', path, `No code is given, and R4 requires one from the value set ${b.url}: the code of another FHIR version (${String(crossVersion.url)}) is no R4 code`, 'warning');
+  } else {
+    walk.add('code-invalid', path, `No code is given, and R4 requires one from the value set ${b.url}: extensions alone (a data-absent-reason) are no code; leave the element out when the code is not known`);
   }
 }
 

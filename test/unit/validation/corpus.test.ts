@@ -48,6 +48,10 @@ const KNOWN_DEFECTS: Record<string, string[]> = {
   // partition (11) is a description's (HL7's validator reports both as unknown codes).
   'ImagingStudy-example-xr.json': ['ImagingStudy.series[].bodySite.code'],
   'NutritionOrder-enteralcontinuous.json': ['NutritionOrder.enteralFormula.baseFormulaType.coding[].code'],
+  // A Quantity's SNOMED CT unit `415818005`, whose check digit is wrong: HL7's
+  // validator checks a Quantity's code as a Coding's and reports it unknown.
+  'MedicationDispense-meddisp0314.json': ['MedicationDispense.quantity.code'],
+  'MedicationDispense-meddisp0317.json': ['MedicationDispense.quantity.code'],
   // Logical models that are not abstract and have no baseDefinition (sdf-4).
   ...Object.fromEntries(['Definition', 'Event', 'FiveWs', 'Request'].map((id) => [`StructureDefinition-${id}.json`, ['StructureDefinition']])),
   // A placeholder `urn:oid:X.Y.Z` for a value set's canonical: no OID.

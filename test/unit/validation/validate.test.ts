@@ -73,7 +73,11 @@ describe('structure', () => {
   });
 
   test('a primitive with only extensions meets its minimum', () => {
-    expect(found({ resourceType: 'Observation', _status: { extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/data-absent-reason', valueCode: 'unknown' }] }, code: { text: 'x' } })).toEqual([]);
+    const absent = { extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/data-absent-reason', valueCode: 'unknown' }] };
+    // Annotation.text (1..1, unbound).
+    expect(found({ resourceType: 'Observation', status: 'final', code: { text: 'x' }, note: [{ _text: absent }] })).toEqual([]);
+    // Observation.status (1..1) meets its minimum so too, but its required binding asks for a code, which an extension is not.
+    expect(found({ resourceType: 'Observation', _status: absent, code: { text: 'x' } })).toEqual(['Observation.status code-invalid']);
   });
 
   test('choice elements: one type at most, only the allowed types', () => {

@@ -172,7 +172,8 @@ await eachStore((kind, fresh) => {
       // By place: the female contact, not the male one (equal in all else), and the birth date, not the gender.
       const mark = [{ url: PLACED, valueBoolean: true }];
       const contacts = await validate({
-        resourceType: 'Patient', birthDate: '1990-01-01', _birthDate: { extension: mark }, _gender: { extension: mark },
+        // A gender beside its extension: a required code given by its extensions alone is an error of its own.
+        resourceType: 'Patient', birthDate: '1990-01-01', _birthDate: { extension: mark }, gender: 'unknown', _gender: { extension: mark },
         contact: [{ name: { family: 'Ng' }, gender: 'female', extension: mark }, { name: { family: 'Ng' }, gender: 'male', extension: mark }],
       });
       expect(where(errorsOf(contacts))).toEqual(['Patient.contact[1].extension[0]', 'Patient.gender.extension[0]']);

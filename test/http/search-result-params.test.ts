@@ -16,6 +16,7 @@ const enc = encodeURIComponent;
 const observation = (id: string, extra: Json = {}): Json => ({
   resourceType: 'Observation', id, status: 'final', code: { coding: [{ system: LOINC, code: 'SORT' }] }, ...extra,
 });
+const percent = (value: number): Json => ({ value, unit: '%', system: 'http://unitsofmeasure.org', code: '%' });
 const risk = (id: string, prediction: Json): Json => ({ resourceType: 'RiskAssessment', id, status: 'final', subject: { reference: 'Patient/p1' }, prediction: [prediction] });
 const condition = (id: string, code: string, extra: Json = {}): Json => ({
   resourceType: 'Condition', id, subject: { reference: 'Patient/p1' }, code: { coding: [{ system: LOINC, code }] }, ...extra,
@@ -38,13 +39,14 @@ const DATA: Json[] = [
   // end its first range among them, before `p1`.
   ...GROUPS.map((id, i) => observation(id, { subject: { reference: `Group/a${String(i).padStart(2, '0')}` } })),
   // Numbers: a Range [0.2, 0.9] and points; quantities: an onset Range of 20 to 40 years, and an onset age of 50.
-  risk('ra-range', { probabilityRange: { low: { value: 0.2 }, high: { value: 0.9 } } }),
+  // R4's ras-1 holds a probability Range to percentages (UCUM `%`).
+  risk('ra-range', { probabilityRange: { low: percent(0.2), high: percent(0.9) } }),
   ...[['ra-01', 0.1], ['ra-05', 0.5], ['ra-075', 0.75], ['ra-082', 0.82], ['ra-085', 0.85]].map(([id, p]) => risk(id as string, { probabilityDecimal: p })),
   condition('c-onset', 'C', { onsetRange: { low: age(20), high: age(40) } }),
   condition('c-age', 'C', { onsetAge: age(50) }),
   // Two RiskAssessments contained in a Condition, tested one by one in memory by `_containedType=contained`.
   condition('c-host', 'D', {
-    contained: [risk('cra-range', { probabilityRange: { low: { value: 0.2 }, high: { value: 0.9 } } }), risk('cra-082', { probabilityDecimal: 0.82 })],
+    contained: [risk('cra-range', { probabilityRange: { low: percent(0.2), high: percent(0.9) } }), risk('cra-082', { probabilityDecimal: 0.82 })],
     evidence: [{ detail: [{ reference: '#cra-range' }, { reference: '#cra-082' }] }],
   }),
   // ValueSet `vs1` holds code A.

@@ -47,7 +47,7 @@ await eachStore((kind, fresh) => {
       await expectOutcome(await api.post('Encounter', encounter({ start: '2023-06-22', end: '2023-06-21T06:20:00Z' })), 422);
     });
 
-    test("what the R4 expressions leave empty where their element is absent still holds (ref-1, bdl-8, ras-2)", async () => {
+    test("what the R4 expressions leave empty where their element is absent still holds (ref-1, bdl-8, ras-2), and unitless quantities compare (rng-2)", async () => {
       // A reference by display or identifier alone (ref-1), a collection entry without a fullUrl (bdl-8), a prediction without a probability (ras-2).
       const observation = {
         resourceType: 'Observation', status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '2339-0' }] },
@@ -57,6 +57,9 @@ await eachStore((kind, fresh) => {
       expect((await api.post('Bundle', { resourceType: 'Bundle', type: 'collection', entry: [{ resource: observation }] })).status).toBe(201);
       const risk = { resourceType: 'RiskAssessment', status: 'final', subject: { reference: 'Patient/p1' }, prediction: [{ outcome: { text: 'stroke' }, qualitativeRisk: { text: 'moderate' } }] };
       expect((await api.post('RiskAssessment', risk)).status).toBe(201);
+      // Two quantities without units compare as numbers (rng-2), as HL7's validator compares them; in the wrong order they are refused.
+      expect((await api.post('Observation', { ...observation, valueRange: { low: { value: 1 }, high: { value: 5 } } })).status).toBe(201);
+      expect(issuesOf(await expectOutcome(await api.post('Observation', { ...observation, valueRange: { low: { value: 5 }, high: { value: 1 } } }), 422), 'error').join()).toContain('rng-2');
       // What they do ask is still refused: a local reference to nothing, a versioned fullUrl, a probability above 100.
       expect(issuesOf(await expectOutcome(await api.post('Observation', { ...observation, subject: { reference: '#nothing' } }), 422), 'error').join()).toContain('ref-1');
       const versioned = { resourceType: 'Bundle', type: 'collection', entry: [{ fullUrl: 'http://example.org/fhir/Observation/o1/_history/1', resource: { ...observation, id: 'o1' } }] };

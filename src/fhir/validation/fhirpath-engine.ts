@@ -529,7 +529,10 @@ function quantityParts(item: unknown, out: QuantityParts): boolean {
     return true;
   }
   out.system = typeof v.system === 'string' ? v.system : undefined;
-  const unit = typeof v.code === 'string' ? v.code : out.system === undefined && typeof v.unit === 'string' ? v.unit : undefined;
+  // No unit at all (no code, no unit, no system): a plain number, which compares with another such one, as
+  // HL7's validator compares two quantities without a unit by their values (rng-2 on a Range of 0.2 to 0.9).
+  const unitless = v.code === undefined && v.unit === undefined && out.system === undefined;
+  const unit = typeof v.code === 'string' ? v.code : out.system === undefined && typeof v.unit === 'string' ? v.unit : unitless ? '' : undefined;
   if (unit === undefined) return false;
   out.unit = unit;
   return true;
@@ -563,7 +566,7 @@ function ucumScale(unit: string): [string, number] | null {
   return scale;
 }
 
-/** Quantities compare when their units are the same, or UCUM units of one dimension; otherwise empty. */
+/** Quantities compare when their units are the same (none on either: unitless), or UCUM units of one dimension; otherwise empty. */
 function compareQuantities(a: unknown, b: unknown): number | undefined {
   if (!quantityParts(a, QA) || !quantityParts(b, QB)) return undefined;
   let x = QA.value;

@@ -398,6 +398,10 @@ describe('quantities (rng-2, age-1)', () => {
     expect(result(rng2(), { low: ucum(1, 'g'), high: ucum(1, 'mL') }, 'Range')).toBe('empty');
     expect(result(rng2(), { low: { value: 3, unit: 'tablets' }, high: { value: 2, unit: 'tablets' } }, 'Range')).toBe('false');
     expect(result(rng2(), { low: { ...ucum(3, 'g'), comparator: '>' }, high: ucum(2, 'g') }, 'Range')).toBe('empty');
+    // No unit on either side: plain numbers, as HL7's validator compares them (a probability Range of 0.2 to 0.9).
+    expect(result(rng2(), { low: { value: 0.2 }, high: { value: 0.9 } }, 'Range')).toBe('true');
+    expect(result(rng2(), { low: { value: 0.9 }, high: { value: 0.2 } }, 'Range')).toBe('false');
+    expect(result(rng2(), { low: { value: 0.2 }, high: ucum(0.9, '%') }, 'Range')).toBe('empty');
     const age1 = model.declared.find((d) => d.key === 'age-1')!.expression;
     expect(result(age1, { value: -1, system: 'http://unitsofmeasure.org', code: 'a' }, 'Age')).toBe('false');
     expect(result(age1, { value: 3, system: 'http://unitsofmeasure.org', code: 'a' }, 'Age')).toBe('true');

@@ -74,7 +74,7 @@ await eachStore((kind, fresh) => {
     });
     afterAll(() => t.close());
 
-    test('a write claiming R4\'s bp profile is refused 422 where it breaks it; the same without meta.profile is accepted', async () => {
+    test('a write claiming R4\'s bp profile is refused 422 where it breaks it; the same without meta.profile too (a vital sign), another code not', async () => {
       expect((await api.post('Observation', bloodPressure())).status).toBe(201);
       const bad = bloodPressure({ component: [bloodPressure().component[0]], valueQuantity: { value: 1 } });
       const outcome = await expectOutcome(await api.post('Observation', bad), 422);

@@ -276,11 +276,14 @@ export interface ScopedAccess extends Access {
 
 /**
  * Types that patient-context scopes never grant, `patient/*.rs` included: not a patient's record nor a
- * record shared with every patient (as a Practitioner or a Medication is), but another app's set-up: a
- * Subscription holds its app's endpoint, the credentials in its `channel.header`, and its id is all a
- * websocket client needs to bind to its notifications. A user/ or system/ scope grants them.
+ * record shared with every patient (as a Practitioner or a Medication is). A Subscription is another app's
+ * set-up: it holds its app's endpoint, the credentials in its `channel.header`, and its id is all a
+ * websocket client needs to bind to its notifications. A stored Bundle (a document `$document?persist=true`
+ * wrote, a collection) is copies of other resources whole, any patient's, in no compartment: granted as a
+ * shared record, one patient's token read every other patient's persisted documents. A user/ or system/
+ * scope grants them.
  */
-const NOT_A_PATIENTS = new Set(['Subscription']);
+const NOT_A_PATIENTS = new Set(['Subscription', 'Bundle']);
 
 /**
  * The FHIR access a set of granted scopes gives. Patient-context scopes limit a type to the compartment

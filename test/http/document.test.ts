@@ -185,6 +185,21 @@ await eachStore((kind, fresh) => {
       await expectOutcome(await fhirClient(t, await t.tokenFor('t2', ['system/*.*']), 't1').get('Composition/c1/$document'), 403);
     });
 
+    test("a persisted document is no shared record: no patient's token reads, searches or writes the Bundle", async () => {
+      const stored = (await (await api.get('Composition/c1/$document?persist=true')).json()) as Json;
+      const other = fhirClient(t, await craftToken(t, 'patient/*.cruds', { patient: 'p2' }));
+      // p2's token gets none of p1's document (its Observations, its Patient), by read, search, history or $graphql.
+      await expectOutcome(await other.get(`Bundle/${stored.id}`), 403);
+      await expectOutcome(await other.get('Bundle?type=document'), 403);
+      await expectOutcome(await other.get(`Bundle/${stored.id}/_history`), 403);
+      const gql = await other.post('$graphql', JSON.stringify({ query: `{ Bundle(id: "${stored.id}") { id } }` }), { 'Content-Type': 'application/json' });
+      expect(JSON.stringify(await gql.json())).not.toContain('Observation');
+      // Nor can a patient's token persist one, where every patient's token could read it.
+      await expectOutcome(await fhirClient(t, await craftToken(t, 'patient/*.cruds', { patient: 'p1' })).get('Composition/c1/$document?persist=true'), 403);
+      // A user/ or system/ scope grants Bundle.
+      expect((await fhirClient(t, await craftToken(t, 'patient/*.rs user/Bundle.rs', { patient: 'p2' })).get(`Bundle/${stored.id}`)).status).toBe(200);
+    });
+
     test('the CapabilityStatement lists $document on Composition', async () => {
       const cs = (await (await api.get('metadata')).json()) as Json;
       const comp = cs.rest[0].resource.find((r: Json) => r.type === 'Composition');

@@ -464,5 +464,19 @@ await eachStore((kind, fresh) => {
       const patient = rest.resource.find((r: Json) => r.type === 'Patient');
       expect(patient.operation).toEqual(expect.arrayContaining([{ name: 'graphql', definition: 'http://hl7.org/fhir/OperationDefinition/Resource-graphql' }]));
     });
+
+    // Last: it writes an Observation the other tests do not count.
+    test("a contained resource has no reverse references: its id is its container's local name, not Patient/{id}", async () => {
+      await api.put200({
+        resourceType: 'Observation', id: 'holds-p2', status: 'final', code: { text: 'x' },
+        contained: [{ resourceType: 'Patient', id: 'p2', name: [{ family: 'Inside' }] }], subject: { reference: '#p2' },
+      });
+      const d = await data('{ Observation(id: "holds-p2") { subject { resource { ... on Patient { id name { family } ObservationList(_reference: subject) { id } } } } } }');
+      // The stored Patient/p2's Observations (o1, o4...) are another patient's record, not the contained one's.
+      expect(d).toEqual({ Observation: { subject: { resource: { id: 'p2', name: [{ family: 'Inside' }], ObservationList: [] } } } });
+      // A stored resource keeps them.
+      const stored = await data('{ Patient(id: "p2") { ObservationList(_reference: subject, _sort: "_id") { id } } }');
+      expect(stored).toEqual({ Patient: { ObservationList: [{ id: 'o1' }, { id: 'o10' }, { id: 'o4' }, { id: 'o7' }] } });
+    });
   });
 });

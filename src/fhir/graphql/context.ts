@@ -142,6 +142,10 @@ export function graphqlContext(deps: FhirDeps, req: FhirRequest, budget: Graphql
       };
     },
     answer: (key, value) => budget.answer(key, value),
+    referable(resource) {
+      // resourceOf marks a contained resource with its container, any other with itself.
+      return typeof resource.id === 'string' && (resource as { [ROOT]?: Json })[ROOT] === resource;
+    },
     async resolve(ref, { optional, type }) {
       const reference = ref.reference;
       if (typeof reference !== 'string') return null;

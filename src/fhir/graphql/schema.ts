@@ -49,6 +49,11 @@ export interface GraphqlContext {
   resolve(reference: Json, options: { optional: boolean; type?: string }): Promise<Json | null>;
   /** Counts a field of the answer (limits.ts GraphqlBudget.answer); false past the limit, when the field answers null. */
   answer(key: string | number, value: unknown): boolean;
+  /**
+   * Whether other resources can refer to `resource` as `Type/id`: not a contained one, whose id is its
+   * container's local name (`#p2`), nor one without an id.
+   */
+  referable(resource: Json): boolean;
 }
 
 /**
@@ -327,6 +332,8 @@ export class FhirGraphqlSchema {
         description: `The ${source} resources that refer to this one through the search parameter _reference`,
         args: { _reference: { type: new GraphQLNonNull(this.referenceEnum(source)) }, ...REVERSE_ARGS },
         resolve: charged((focus: Json, args: Record<string, unknown>, ctx) => {
+          // A contained resource's id names it within its container alone: `Patient/{id}` is another resource (or none).
+          if (!ctx.referable(focus)) return [];
           const params = searchParams(source, args);
           params.append(String(args._reference), `${target}/${String(focus.id)}`);
           return ctx.search(source, params);

@@ -18,6 +18,8 @@ export interface EverythingRead {
   types: string[];
   /** `_since`: only versions updated at or after its `low` (the range of its value, as a `_lastUpdated=ge` test). */
   since?: { low: number; high: number };
+  /** What a type's rows must meet besides the access guards (guardOf): Patient-everything's care dates. */
+  where?: (type: string) => Condition[] | undefined;
   /** The one patient (instance level, or a token bound to its patient); otherwise every live Patient in id order. */
   patient?: string;
   /**
@@ -33,6 +35,8 @@ export interface EverythingRead {
 const LARGE = 1000;
 /** Most compartment rows (by the patients' sizes) one statement reads and sorts. */
 const ROWS_PER_READ = 5000;
+/** Most rows read at once where guards may leave some out (readChunk). */
+const READ_ON = 200;
 /** Patients sized at first, and at most at once. */
 const FIRST_BATCH = 16;
 const MAX_BATCH = 500;
@@ -50,7 +54,11 @@ interface Seen {
 export async function everythingRows(deps: FhirDeps, req: FhirRequest, read: EverythingRead): Promise<CompartmentRow[]> {
   const out: CompartmentRow[] = [];
   if (read.types.length === 0 || read.count <= 0) return out;
-  const ctx: Context = { deps, req, read, guards: new Map(read.types.map((type) => [type, guardOf(req, type, read.patient)])) };
+  const guards = (type: string) => {
+    const all = [...(guardOf(req, type, read.patient) ?? []), ...(read.where?.(type) ?? [])];
+    return all.length ? all : undefined;
+  };
+  const ctx: Context = { deps, req, read, guards: new Map(read.types.map((type) => [type, guards(type)])) };
   const seen: Seen = { patients: 0, sized: 0, kept: 0 };
   // The start's position holds in the first patient alone.
   let from: Position = { type: read.start.type, id: read.start.id ?? '' };
@@ -104,7 +112,7 @@ interface Context {
   deps: FhirDeps;
   req: FhirRequest;
   read: EverythingRead;
-  /** What a type's rows must meet besides the compartment (guardOf), if anything. */
+  /** What a type's rows must meet besides the compartment (guardOf, and the read's `where`), if anything. */
   guards: Map<string, Condition[] | undefined>;
 }
 
@@ -150,8 +158,11 @@ export function guardOf(req: FhirRequest, type: string, patient: string | undefi
 async function readChunk(ctx: Context, patients: string[], from: Position, need: number): Promise<CompartmentRow[]> {
   const { deps, req, read } = ctx;
   const kept: CompartmentRow[] = [];
+  // Rows a guard may leave out are read at least READ_ON at a time: one at a time, a page of one past a
+  // patient's 999 rows out of a care-date range or a scope filter was 999 statements.
+  const filtered = [...ctx.guards.values()].some((g) => g !== undefined);
   while (patients.length) {
-    const count = need - kept.length;
+    const count = filtered ? Math.max(need - kept.length, READ_ON) : need - kept.length;
     const rows = await deps.store.resources.compartmentRows(req.tenant, {
       patients, types: read.types, since: read.since?.low, after: from, count, firstOwner: read.patient === undefined,
     });
@@ -162,7 +173,8 @@ async function readChunk(ctx: Context, patients: string[], from: Position, need:
     patients = patients.slice(patients.indexOf(last.patient));
     from = { type: read.types.indexOf(last.type), id: last.id };
   }
-  return kept;
+  // What was read past `need` is the next page's: its cursor is the last row kept here.
+  return kept.slice(0, need);
 }
 
 /** The rows that meet their type's guard, by one search of each guarded type's ids (1,000 at a time). */

@@ -1,7 +1,7 @@
 /**
  * `Patient/{id}/$everything` and `Patient/$everything` (FHIR R4 Patient operation): the patients, every
- * resource in their compartments, and the resources those refer to, paged across types. `_since`,
- * `_type` and `_count` as R4 defines them; patient-context tokens see only their own patient. The rows are
+ * resource in their compartments, and the resources those refer to, paged across types. `start` and
+ * `end` (care dates), `_since`, `_type` and `_count` as R4 defines them; patient-context tokens see only their own patient. The rows are
  * listed, so a type needs read and search to be in them (enumerationAccess); the instance's Patient is read by id.
  * Matches come patient after patient (the one, or every live Patient in id order), each patient's type
  * after type (Patient first, then the compartment's other types in the CompartmentDefinition's order),
@@ -9,11 +9,11 @@
  * level, its type's index, its id). src/fhir/everything-rows.ts reads them.
  */
 import { FhirError, type FhirIssue } from '../errors.ts';
-import type { ResourceVersion } from '../store/types.ts';
+import type { Condition, ResourceVersion } from '../store/types.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import { readResource } from './crud.ts';
 import { enumerationAccess, requireAccess } from './access.ts';
-import { compartmentTypes } from './definitions.ts';
+import { compartmentTypes, paramOf } from './definitions.ts';
 import { everythingRows } from './everything-rows.ts';
 import { dateTest } from './search-compile.ts';
 import { addIncludes, DEFAULT_COUNT, MAX_COUNT, type PageLinks } from './search.ts';
@@ -32,22 +32,76 @@ export interface EverythingPage {
   warnings: FhirIssue[];
 }
 
-/** The parameters `$everything` takes (R4 Patient-everything: `_since`, `_type`, `_count`; `_cursor` pages). */
+/** The parameters `$everything` takes (R4 Patient- and Encounter-everything: `_since`, `_type`, `_count`; `_cursor` pages). */
 const PARAMETERS = new Set(['_since', '_type', '_count', '_cursor', '_format', '_pretty']);
+/** R4 Patient-everything's care dates, which Encounter-everything does not define. */
+const CARE_DATES = ['start', 'end'];
 
 /**
- * The parameters of `params` that `$everything` does not take: R4's `start` and `end` (care dates, which
- * no resource type defines one way) and unknown ones. Under strict handling a 400 naming the first,
- * otherwise a warning each, as a search ignores an unknown parameter.
+ * The parameters of `params` that the `$everything` does not take (`careDates`: whether it takes `start`
+ * and `end`). Under strict handling a 400 naming the first, otherwise a warning each, as a search ignores
+ * an unknown parameter.
  */
-function ignored(params: URLSearchParams, strict: boolean): FhirIssue[] {
+function ignored(params: URLSearchParams, strict: boolean, careDates: boolean): FhirIssue[] {
   const out: FhirIssue[] = [];
   for (const key of new Set(params.keys())) {
-    if (PARAMETERS.has(key)) continue;
-    const what = key === 'start' || key === 'end' ? `'${key}' (care dates) is not supported by $everything` : `'${key}' is not a parameter of $everything`;
+    if (PARAMETERS.has(key) || (careDates && CARE_DATES.includes(key))) continue;
+    const what = `'${key}' is not a parameter of $everything`;
     if (strict) throw new FhirError('not-supported', what, { expression: [key] });
     out.push(issue('warning', 'not-supported', `${what} and was ignored`, [key]));
   }
+  return out;
+}
+
+/** R4's clinical-date search parameter: the care date of the types it is defined on (Observation, Encounter, Procedure...). */
+const CLINICAL_DATE = 'http://hl7.org/fhir/SearchParameter/clinical-date';
+
+/** Patient-everything's care dates: `start` and `end` as given (for the links), and the instants they bound. */
+export interface CareDates {
+  start?: string;
+  end?: string;
+  /** From the start of `start`'s day (month, year), to the end of `end`'s. */
+  from?: number;
+  until?: number;
+}
+
+/**
+ * R4 Patient-everything's `start` and `end` ("care dates, not record currency dates"), each a date (or
+ * dateTime) without a prefix, once, start not after end; 400 naming the one at fault. Undefined when neither is given.
+ */
+function careDates(params: URLSearchParams, now: number): CareDates | undefined {
+  const out: CareDates = {};
+  for (const name of ['start', 'end'] as const) {
+    const all = params.getAll(name);
+    if (all.length === 0) continue;
+    const raw = all[0]!;
+    if (all.length > 1) throw new FhirError('invalid', `$everything takes one '${name}'`, { expression: [name] });
+    // A date, as R4 types it (a dateTime too): no search prefix, which the parameter does not take.
+    const range = /^\d{4}/.test(raw) ? dateTest(name, raw, now) : undefined;
+    if (range === undefined) throw new FhirError('invalid', `Invalid ${name} '${raw}': expected a date (YYYY, YYYY-MM or YYYY-MM-DD)`, { expression: [name] });
+    out[name] = raw;
+    if (name === 'start') out.from = range.low;
+    else out.until = range.high;
+  }
+  if (out.from !== undefined && out.until !== undefined && out.from >= out.until) {
+    throw new FhirError('invalid', `start '${out.start}' is after end '${out.end}'`, { expression: ['start'] });
+  }
+  return out.start === undefined && out.end === undefined ? undefined : out;
+}
+
+/**
+ * What `start` and `end` keep of a type: on the types R4's clinical-date parameter is defined on (their
+ * `date`: Observation's effective[x], Encounter's period...), the resources whose care date overlaps
+ * [start, end] (ends after the start's beginning, begins before the end's end: an Encounter from
+ * 2023-12-20 to 2024-01-05 is in `end=2023` and in `start=2024`); one without a care date is in no range.
+ * The other types (the Patient, a Condition, a MedicationRequest) have no care date and are kept whole.
+ */
+export function careConditions(type: string, care: CareDates): Condition[] | undefined {
+  if (paramOf(type, 'date')?.url !== CLINICAL_DATE) return undefined;
+  const out: Condition[] = [];
+  // `gt` tests the stored range's high end against the test's, `lt` its low end against the test's (SqlBuilder.date).
+  if (care.from !== undefined) out.push({ kind: 'date', param: 'date', tests: [{ op: 'gt', low: care.from, high: care.from }] });
+  if (care.until !== undefined) out.push({ kind: 'date', param: 'date', tests: [{ op: 'lt', low: care.until, high: care.until }] });
   return out;
 }
 
@@ -95,6 +149,8 @@ export interface EverythingInput {
   limit: number;
   /** `_since`'s range. */
   since?: { low: number; high: number };
+  /** `start` and `end` (Patient-everything's care dates). */
+  care?: CareDates;
   /** The types to read, in order (restricted by `_type` and the token's scopes). */
   types: string[];
   /** Where the page starts (`_cursor`). */
@@ -105,9 +161,13 @@ export interface EverythingInput {
   page: { page?: PageLinks };
 }
 
-/** The parameters of an `$everything` over `all` (the focus's type first), checked: 400 naming the one that is wrong. */
-export function everythingInput(deps: FhirDeps, req: FhirRequest, params: URLSearchParams, strict: boolean, all: string[]): EverythingInput {
-  const warnings = ignored(params, strict);
+/**
+ * The parameters of an `$everything` over `all` (the focus's type first), checked: 400 naming the one that
+ * is wrong. `careDates`: whether it takes `start` and `end` (Patient-everything does, Encounter-everything not).
+ */
+export function everythingInput(deps: FhirDeps, req: FhirRequest, params: URLSearchParams, strict: boolean, all: string[], takesCareDates = false): EverythingInput {
+  const warnings = ignored(params, strict, takesCareDates);
+  const care = takesCareDates ? careDates(params, deps.clock.now()) : undefined;
   // Digits alone, as search's _count (`1e9`, `0x10` and ` 5` were taken); at least 1, at most a page's most.
   const rawCount = params.get('_count');
   if (rawCount !== null && !/^0*[1-9]\d*$/.test(rawCount)) throw new FhirError('invalid', `Invalid _count '${rawCount}': expected a positive integer`, { expression: ['_count'] });
@@ -116,11 +176,11 @@ export function everythingInput(deps: FhirDeps, req: FhirRequest, params: URLSea
   const since = rawSince === null ? undefined : dateTest('_since', rawSince, deps.clock.now());
   const types = typesOf(req, all, params.get('_type'));
   const self = new URLSearchParams();
-  for (const key of ['_since', '_type', '_count']) if (params.get(key) !== null) self.set(key, params.get(key)!);
+  for (const key of ['_since', '_type', '_count', ...(care ? CARE_DATES : [])]) if (params.get(key) !== null) self.set(key, params.get(key)!);
   const cursor = params.get('_cursor');
   // Keyset pages: the previous page's cursor is not known, so there is no `previous` link.
   const page = cursor === null ? {} : { page: { cursor } };
-  return { warnings, limit, types, pos: decode(cursor), self, page, ...(since && { since: { low: since.low, high: since.high } }) };
+  return { warnings, limit, types, pos: decode(cursor), self, page, ...(since && { since: { low: since.low, high: since.high } }), ...(care && { care }) };
 }
 
 /**
@@ -140,7 +200,7 @@ export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSe
   // of the instance level is read by its id, with read alone. The type level lists the Patients too.
   const listed: FhirRequest = { ...req, access: enumerationAccess(req.access, patientId === undefined ? undefined : 'Patient') };
   if (patientId === undefined) requireAccess(listed.access, 'Patient', 's');
-  const input = everythingInput(deps, listed, params, strict, ['Patient', ...compartmentTypes().filter((t) => t !== 'Patient')]);
+  const input = everythingInput(deps, listed, params, strict, ['Patient', ...compartmentTypes().filter((t) => t !== 'Patient')], true);
   const { types, limit, pos } = input;
   const limited = listed.access.patientLimit('Patient', 'r');
   if (patientId !== undefined) {
@@ -151,6 +211,7 @@ export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSe
   const patient = patientId ?? limited;
   const rows = await everythingRows(deps, listed, {
     types, count: limit + 1, ...(input.since && { since: input.since }),
+    ...(input.care && { where: (type: string) => careConditions(type, input.care!) }),
     ...(patient !== undefined && { patient }), start: { patient: pos.p, type: pos.t, id: pos.a },
   });
   const result: EverythingPage = { rows: rows.slice(0, limit), included: [], self: input.self, warnings: input.warnings, ...input.page };

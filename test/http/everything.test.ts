@@ -227,7 +227,11 @@ await eachStore((kind, fresh) => {
       t = await createTestApp({ store: await fresh() });
       api = fhirClient(t, await t.token());
       const put = (resource: Json) => ({ resource, request: { method: 'PUT', url: `${resource.resourceType}/${resource.id}` } });
-      const obs = (id: string, subject: string) => put({ resourceType: 'Observation', id, status: 'final', code: { text: id }, subject: { reference: `Patient/${subject}` } });
+      // Each of big's Observations a day after the one before, from 2023-01-01 (2024 holds o0365 to o0730).
+      const day = (id: string) => new Date(Date.UTC(2023, 0, 1) + Number(id.slice(1)) * 86_400_000).toISOString().slice(0, 10);
+      const obs = (id: string, subject: string) => put({
+        resourceType: 'Observation', id, status: 'final', code: { text: id }, subject: { reference: `Patient/${subject}` }, ...(subject === 'big' && { effectiveDateTime: day(id) }),
+      });
       const entries = [
         ...['a', 'b', 'big', 'c', 'd'].map((id) => put({ resourceType: 'Patient', id })),
         obs('oa1', 'a'), obs('oa2', 'a'), obs('oc1', 'c'),
@@ -248,6 +252,104 @@ await eachStore((kind, fresh) => {
       for (const count of [7, 400, 1000, 1002]) expect((await walk(api, `Patient/$everything?_count=${count}`)).matches).toEqual(all);
       expect((await walk(api, 'Patient/big/$everything?_count=300')).matches).toEqual(['Patient/big', 'Condition/cbig', ...BIG.map((id) => `Observation/${id}`)]);
       expect((await walk(api, 'Patient/$everything?_type=Patient,Condition&_count=2')).matches).toEqual(['Patient/a', 'Patient/b', 'Patient/big', 'Condition/cbig', 'Patient/c', 'Patient/d']);
+    });
+
+    test('start and end keep the Observations of those care dates, read type by type through the large compartment', async () => {
+      const in2024 = BIG.slice(365, 731).map((id) => `Observation/${id}`);
+      expect(in2024[0]).toBe('Observation/o0365');
+      for (const count of [100, 1000]) {
+        expect((await walk(api, `Patient/big/$everything?start=2024-01-01&end=2024-12-31&_count=${count}`)).matches).toEqual(['Patient/big', 'Condition/cbig', ...in2024]);
+      }
+      // At the type level: the other patients' Observations have no care date, so none of them is kept; a's three performed ones are dated.
+      const typeLevel = (await walk(api, 'Patient/$everything?start=2024&end=2024&_count=250')).matches;
+      expect(typeLevel).toEqual(['Patient/a', 'Observation/o0500', 'Patient/b', 'Patient/big', 'Condition/cbig', ...in2024.filter((x) => x !== 'Observation/o0500'), 'Patient/c', 'Patient/d']);
+    });
+  });
+});
+
+await eachStore((kind, fresh) => {
+  describe(`Patient/$everything's care dates (start, end) on ${kind}`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    const ENC = { system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'AMB' };
+    /** The store's compartmentRows calls. */
+    let reads = 0;
+
+    beforeAll(async () => {
+      const store = await fresh();
+      const resources = new Proxy(store.resources, {
+        get(target, prop, receiver) {
+          const value = Reflect.get(target, prop, receiver) as unknown;
+          if (prop !== 'compartmentRows' || typeof value !== 'function') return value;
+          return (...args: unknown[]) => {
+            reads++;
+            return (value as (...a: unknown[]) => unknown).apply(target, args);
+          };
+        },
+      });
+      t = await createTestApp({ store: { ...store, resources } });
+      api = fhirClient(t, await t.token());
+      const obs = (id: string, subject: string, effective?: Json) => api.put200({
+        resourceType: 'Observation', id, status: 'final', code: { text: id }, subject: { reference: `Patient/${subject}` }, ...effective,
+      });
+      await api.put200({ resourceType: 'Patient', id: 'p1' });
+      await api.put200({ resourceType: 'Patient', id: 'p2' });
+      await obs('o2023', 'p1', { effectiveDateTime: '2023-06-01' });
+      await obs('o2024', 'p1', { effectiveDateTime: '2024-03-01T10:00:00Z' });
+      await obs('o2024b', 'p1', { effectivePeriod: { start: '2024-11-30', end: '2025-01-02' } });
+      await obs('oundated', 'p1');
+      await obs('p2-2024', 'p2', { effectiveDateTime: '2024-05-05' });
+      await obs('p2-2022', 'p2', { effectiveDateTime: '2022-05-05' });
+      // An encounter spanning the turn of the year, another in 2025.
+      await api.put200({ resourceType: 'Encounter', id: 'e-turn', status: 'finished', class: ENC, subject: { reference: 'Patient/p1' }, period: { start: '2023-12-20', end: '2024-01-05' } });
+      await api.put200({ resourceType: 'Encounter', id: 'e2025', status: 'finished', class: ENC, subject: { reference: 'Patient/p1' }, period: { start: '2025-02-01', end: '2025-02-02' } });
+      // A Condition has no care date (R4's clinical-date is not defined on it): kept whatever the dates.
+      await api.put200({ resourceType: 'Condition', id: 'c-old', subject: { reference: 'Patient/p1' }, code: { text: 'x' }, onsetDateTime: '2010-01-01' });
+    });
+    afterAll(() => t.close());
+
+    test('the resources whose care date overlaps [start, end]; types without one whole; either side open', async () => {
+      const pages = async (query: string) => {
+        const lists = [];
+        for (const count of [1, 2, 1000]) lists.push((await walk(api, `${query}&_count=${count}`)).matches);
+        expect(lists[0]).toEqual(lists[2]!);
+        expect(lists[1]).toEqual(lists[2]!);
+        return lists[2]!;
+      };
+      expect(await pages('Patient/p1/$everything?start=2024-01-01&end=2024-12-31')).toEqual(['Patient/p1', 'Condition/c-old', 'Encounter/e-turn', 'Observation/o2024', 'Observation/o2024b']);
+      expect(await pages('Patient/p1/$everything?start=2024-06')).toEqual(['Patient/p1', 'Condition/c-old', 'Encounter/e2025', 'Observation/o2024b']);
+      expect(await pages('Patient/p1/$everything?end=2023')).toEqual(['Patient/p1', 'Condition/c-old', 'Encounter/e-turn', 'Observation/o2023']);
+      expect(await pages('Patient/$everything?start=2024&end=2024&_type=Patient,Observation')).toEqual(['Patient/p1', 'Observation/o2024', 'Observation/o2024b', 'Patient/p2', 'Observation/p2-2024']);
+      // The links carry them, and the Bundle warns of nothing.
+      const b = await api.search('Patient/p1/$everything?start=2024-01-01&end=2024-12-31&_count=1');
+      expect(link(b, 'next')).toContain('start=2024-01-01&end=2024-12-31');
+      expect(link(b, 'self')).toContain('start=2024-01-01&end=2024-12-31');
+      expect(b.entry.filter((e: Json) => e.search.mode === 'outcome')).toEqual([]);
+      // By POST, in a Parameters body.
+      const post = await api.post('Patient/p1/$everything', { resourceType: 'Parameters', parameter: [{ name: 'start', valueDate: '2024-01-01' }, { name: 'end', valueDate: '2024-12-31' }, { name: '_type', valueString: 'Observation' }] });
+      expect(((await post.json()) as Json).entry.map((e: Json) => e.resource.id)).toEqual(['o2024', 'o2024b']);
+    });
+
+    test('a start or end that is no date, repeated, or a start after the end is a 400 naming it', async () => {
+      for (const [query, at] of [
+        ['start=ge2024', 'start'], ['end=2024-13', 'end'], ['start=yesterday', 'start'], ['start=2024&start=2025', 'start'], ['start=2025&end=2024-12-31', 'start'],
+      ]) {
+        expect((await expectOutcome(await api.get(`Patient/p1/$everything?${query}`), 400)).issue[0].expression).toEqual([at]);
+      }
+      // Encounter-everything defines no care dates: ignored with a warning there, as before.
+      expect((await api.get('Encounter/e-turn/$everything?start=2024')).status).toBe(200);
+    });
+
+    test('a page reads on past the rows out of range many at a time, not one statement per row', async () => {
+      const put = (resource: Json) => ({ resource, request: { method: 'PUT', url: `${resource.resourceType}/${resource.id}` } });
+      const entries = [put({ resourceType: 'Patient', id: 'p3' })];
+      for (let i = 0; i < 300; i++) entries.push(put({ resourceType: 'Observation', id: `old${String(i).padStart(3, '0')}`, status: 'final', code: { text: 'x' }, subject: { reference: 'Patient/p3' }, effectiveDateTime: '2020-01-01' }));
+      entries.push(put({ resourceType: 'Observation', id: 'recent', status: 'final', code: { text: 'x' }, subject: { reference: 'Patient/p3' }, effectiveDateTime: '2024-02-02' }));
+      expect((await api.post('', { resourceType: 'Bundle', type: 'transaction', entry: entries })).status).toBe(200);
+      reads = 0;
+      const b = await api.search('Patient/p3/$everything?start=2024&_type=Observation&_count=1');
+      expect(b.entry.map((e: Json) => e.resource.id)).toEqual(['recent']);
+      expect(reads).toBeLessThanOrEqual(3);
     });
   });
 });

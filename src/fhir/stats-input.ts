@@ -134,6 +134,9 @@ function codesOf(params: URLSearchParams): StatsCode[] {
   return distinct;
 }
 
+/** 0001-01-01T00:00:00Z, the earliest instant a FHIR dateTime writes. */
+const EARLIEST = Date.parse('0001-01-01T00:00:00Z');
+
 function periodOf(params: URLSearchParams, now: number): StatsInput['period'] {
   const duration = one(params, 'duration');
   const period = one(params, 'period');
@@ -141,6 +144,8 @@ function periodOf(params: URLSearchParams, now: number): StatsInput['period'] {
   if (duration !== undefined) {
     if (!/^\d+(\.\d+)?$/.test(duration) || Number(duration) <= 0) throw bad('duration', `Invalid duration '${duration}': a positive number of hours`);
     const low = now - Number(duration) * 3_600_000;
+    // The period's start is written as a dateTime: one before year 1 has none (and was a 500).
+    if (!(low >= EARLIEST)) throw bad('duration', `Invalid duration '${duration}': it reaches back before the year 1`);
     return { low, high: now, start: new Date(low).toISOString(), end: new Date(now).toISOString() };
   }
   if (period === undefined) return undefined;

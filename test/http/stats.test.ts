@@ -174,6 +174,9 @@ await eachStore((kind, fresh) => {
         [`${q},bogus`, 400, 'statistic'],
         [`${q},regression`, 400, 'statistic'],
         [`${q}&duration=0`, 400, 'duration'],
+        // Past the year 1, no dateTime writes the period's start (a 500 before).
+        [`${q}&duration=99999999999999999999`, 400, 'duration'],
+        [`${q}&duration=17800000`, 400, 'duration'],
         [`${q}&duration=1&period=2026,2027`, 400, 'period'],
         [`${q}&period=2026`, 400, 'period'],
         [`${q}&period=2027,2026`, 400, 'period'],
@@ -187,6 +190,8 @@ await eachStore((kind, fresh) => {
       expect((await api.get(`Observation/$stats?subject=Patient/p1&statistic=count&period=2026-01-01,2026-12-31&code=${Array.from({ length: 498 }, (_, i) => `c${i}`).join(',')}`)).status).toBe(200);
       // A parameter $stats does not take is ignored, or a 400 naming it under strict handling.
       expect((await api.get(`Observation/$stats?${q}&_count=5`)).status).toBe(200);
+      // A duration back to the year 100 is every Observation since.
+      expect((await api.get(`Observation/$stats?${q}&duration=17000000`)).status).toBe(200);
       expect((await expectOutcome(await api.get(`Observation/$stats?${q}&_count=5`, { prefer: 'handling=strict' }), 400)).issue[0].expression).toEqual(['_count']);
       for (const [query, status, expression] of cases) {
         const o = await expectOutcome(await api.get(`Observation/$stats?${query}`), status);

@@ -142,6 +142,12 @@ function typesOf(req: FhirRequest, all: string[], raw: string | null): string[] 
   return types.filter((t) => req.access.can(t, 'r'));
 }
 
+/** Every `_type` parameter's types as one comma-separated list (R4 repeats the parameter, as search ORs a list), or null without one. */
+function typesParam(params: URLSearchParams): string | null {
+  const all = params.getAll('_type');
+  return all.length === 0 ? null : all.join(',');
+}
+
 /** What a page of an `$everything` asks for (R4 Patient- and Encounter-everything take the same parameters). */
 export interface EverythingInput {
   warnings: FhirIssue[];
@@ -174,9 +180,11 @@ export function everythingInput(deps: FhirDeps, req: FhirRequest, params: URLSea
   const limit = rawCount === null ? DEFAULT_COUNT : rawCount.length > 6 ? MAX_COUNT : Math.min(Number(rawCount), MAX_COUNT);
   const rawSince = params.get('_since');
   const since = rawSince === null ? undefined : dateTest('_since', rawSince, deps.clock.now());
-  const types = typesOf(req, all, params.get('_type'));
+  // `_type` may be repeated (R4: 0..*, each a comma-separated list): the types of all of them.
+  const wantedTypes = typesParam(params);
+  const types = typesOf(req, all, wantedTypes);
   const self = new URLSearchParams();
-  for (const key of ['_since', '_type', '_count', ...(care ? CARE_DATES : [])]) if (params.get(key) !== null) self.set(key, params.get(key)!);
+  for (const key of ['_since', '_type', '_count', ...(care ? CARE_DATES : [])]) if (params.get(key) !== null) self.set(key, key === '_type' ? wantedTypes! : params.get(key)!);
   const cursor = params.get('_cursor');
   // Keyset pages: the previous page's cursor is not known, so there is no `previous` link.
   const page = cursor === null ? {} : { page: { cursor } };
@@ -190,7 +198,8 @@ export function everythingInput(deps: FhirDeps, req: FhirRequest, params: URLSea
 export async function referenced(deps: FhirDeps, req: FhirRequest, rows: ResourceVersion[], params: URLSearchParams, leaveOut: (type: string) => boolean): Promise<ResourceVersion[]> {
   const includes = [...new Set(rows.map((r) => r.type))].map((source) => ({ source, param: '*', iterate: false }));
   const inc = await addIncludes(deps, req, { includes, revincludes: [] }, rows, leaveOut);
-  const only = params.get('_type') === null ? undefined : new Set(params.get('_type')!.split(',').map((x) => x.trim()));
+  const wanted = typesParam(params);
+  const only = wanted === null ? undefined : new Set(wanted.split(',').map((x) => x.trim()));
   return only ? inc.included.filter((r) => only.has(r.type)) : inc.included;
 }
 

@@ -142,7 +142,12 @@ await eachStore((kind, fresh) => {
       for (const count of [1, 2, 1000]) {
         expect((await walk(api, `Patient/$everything?_since=${SINCE}&_count=${count}`)).matches).toEqual(since);
         expect((await walk(api, `Patient/$everything?_type=Observation,Condition&_count=${count}`)).matches).toEqual(typed);
+        // R4's _type is 0..*: repeated, its lists add up (by POST too), and the links carry them all.
+        expect((await walk(api, `Patient/$everything?_type=Observation&_type=Condition&_count=${count}`)).matches).toEqual(typed);
       }
+      const posted = await api.post('Patient/$everything', { resourceType: 'Parameters', parameter: [{ name: '_type', valueString: 'Observation' }, { name: '_type', valueString: 'Condition' }, { name: '_count', valueInteger: 1000 }] });
+      expect(((await posted.json()) as Json).entry.filter((e: Json) => e.search.mode === 'match').map((e: Json) => `${e.resource.resourceType}/${e.resource.id}`)).toEqual(typed);
+      expect(link(await api.search('Patient/$everything?_type=Observation&_type=Condition&_count=1'), 'next')).toContain(`_type=${encodeURIComponent('Observation,Condition')}`);
       expect(await union(api, `&_since=${SINCE}`)).toEqual(since);
       expect((await walk(api, 'Patient/$everything?_type=Patient&_count=7')).matches).toEqual(live.map((p) => `Patient/${p}`));
       expect((await walk(api, `Patient/$everything?_type=Encounter&_since=${SINCE}`)).matches).toEqual([]);

@@ -398,6 +398,26 @@ await eachStore((kind, fresh) => {
       expect(many.body.errors[0]).toMatchObject({ extensions: { status: 400, code: 'too-costly' } });
     });
 
+    test("limits: a Connection's count is counted once, whatever its aliases, and on the searches' budget", async () => {
+      const repo = t.store.resources;
+      let counts = 0;
+      const { count } = repo;
+      repo.count = (...a) => (counts++, count.apply(repo, a));
+      try {
+        const aliases = Array.from({ length: 500 }, (_, i) => `c${i}: count`).join(' ');
+        const d = await data(`{ ObservationConnection(code: "8867-4", _count: 1) { ${aliases} } }`);
+        expect(Object.values(d.ObservationConnection as Json)).toEqual(Array(500).fill(12));
+        expect(counts).toBe(1);
+        // Each counted Connection takes a search of the 200 besides its page's: 101 of them are past it.
+        const connections = Array.from({ length: 101 }, (_, i) => `k${i}: ObservationConnection(code: "8867-4", _count: 1) { count }`).join(' ');
+        const costly = await gql(`{ ${connections} }`);
+        expect(costly.body.errors[0]).toMatchObject({ extensions: { status: 400, code: 'too-costly' } });
+      } finally {
+        repo.count = count;
+      }
+      expect(counts).toBeLessThanOrEqual(101);
+    });
+
     test("a patient's token reaches only its compartment, through reads, lists and references", async () => {
       const patient = fhirClient(t, await craftToken(t, 'patient/*.rs', { patient: 'p1' }));
       const d = await gql('{ ObservationList(_sort: "_id") { id subject { reference } } Patient(id: "p2") { id } PatientList { id } }', undefined, patient);

@@ -129,16 +129,20 @@ export function graphqlContext(deps: FhirDeps, req: FhirRequest, budget: Graphql
       const keyset = keysetSort(parseSort(type, params.get('_sort'))) !== undefined;
       const before = byOffset === undefined ? r.page?.previous : byOffset === null ? null : keyset ? undefined : encodeCursor({ offset: byOffset });
       const previous = before === null ? encodeCursor({ offset: 0 }) : before;
+      // Counted once, whatever the aliases of `count` (each a count of every match, on the search budget).
+      let counted: Promise<number | undefined> | undefined;
+      const count = async (): Promise<number | undefined> => {
+        if (r.total !== undefined) return r.total;
+        budget.search();
+        const counting = new URLSearchParams([...params].filter(([k]) => !['_count', '_offset', '_cursor', '_sort'].includes(k)));
+        requireAccess(req.access, type, 's');
+        const query = await storeQuery(deps, req, type, await compileLinked(deps, req, type, counting, true));
+        return query === undefined ? 0 : countInReach(deps, req, query);
+      };
       return {
         type, rows: r.rows.map((v) => resourceOf(v, budget)), pageSize: r.rows.length, ...(offset === undefined ? {} : { offset }),
         ...(r.next ? { next: r.next } : {}), ...(previous === undefined ? {} : { previous }),
-        count: async () => {
-          if (r.total !== undefined) return r.total;
-          const counting = new URLSearchParams([...params].filter(([k]) => !['_count', '_offset', '_cursor', '_sort'].includes(k)));
-          requireAccess(req.access, type, 's');
-          const query = await storeQuery(deps, req, type, await compileLinked(deps, req, type, counting, true));
-          return query === undefined ? 0 : countInReach(deps, req, query);
-        },
+        count: () => (counted ??= count()),
       };
     },
     answer: (key, value) => budget.answer(key, value),

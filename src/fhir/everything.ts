@@ -16,6 +16,7 @@ import { enumerationAccess, requireAccess } from './access.ts';
 import { compartmentTypes, paramOf } from './definitions.ts';
 import { everythingRows } from './everything-rows.ts';
 import { dateTest } from './search-compile.ts';
+import { queryDateRange } from './dates.ts';
 import { addIncludes, DEFAULT_COUNT, MAX_COUNT, type PageLinks } from './search.ts';
 import { typeList } from './search-system.ts';
 import { ID_PATTERN } from './resource-types.ts';
@@ -179,7 +180,9 @@ export function everythingInput(deps: FhirDeps, req: FhirRequest, params: URLSea
   if (rawCount !== null && !/^0*[1-9]\d*$/.test(rawCount)) throw new FhirError('invalid', `Invalid _count '${rawCount}': expected a positive integer`, { expression: ['_count'] });
   const limit = rawCount === null ? DEFAULT_COUNT : rawCount.length > 6 ? MAX_COUNT : Math.min(Number(rawCount), MAX_COUNT);
   const rawSince = params.get('_since');
-  const since = rawSince === null ? undefined : dateTest('_since', rawSince, deps.clock.now());
+  // An instant (a date or dateTime taken too), as history's `_since`: no search prefix (`_since=lt2026` was taken as `ge`).
+  const since = rawSince === null ? undefined : queryDateRange(rawSince);
+  if (since === null) throw new FhirError('invalid', `Invalid _since '${rawSince}': expected a FHIR instant, dateTime or date`, { expression: ['_since'] });
   // `_type` may be repeated (R4: 0..*, each a comma-separated list): the types of all of them.
   const wantedTypes = typesParam(params);
   const types = typesOf(req, all, wantedTypes);

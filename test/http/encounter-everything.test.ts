@@ -97,6 +97,11 @@ await eachStore((kind, fresh) => {
       await expectOutcome(await api.get('Encounter/gone/$everything'), 410);
       expect((await expectOutcome(await api.get('Encounter/e1/$everything?_count=0'), 400)).issue[0].expression).toEqual(['_count']);
       expect((await expectOutcome(await api.get('Encounter/e1/$everything?_cursor=bogus'), 400)).issue[0].expression).toEqual(['_cursor']);
+      // _since is an instant, as for history: a search prefix is no part of it (`lt` was taken as `ge`).
+      for (const since of ['lt2026-01-01', 'ge2026', 'yesterday']) {
+        expect((await expectOutcome(await api.get(`Encounter/e1/$everything?_since=${since}`), 400)).issue[0].expression).toEqual(['_since']);
+        expect((await expectOutcome(await api.get(`Patient/p1/$everything?_since=${since}`), 400)).issue[0].expression).toEqual(['_since']);
+      }
       expect((await expectOutcome(await api.get('Encounter/e1/$everything?start=2020', { Prefer: 'handling=strict' }), 400)).issue[0].expression).toEqual(['start']);
       await expectOutcome(await api.get('Encounter/$everything'), 404);
     });

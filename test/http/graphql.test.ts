@@ -486,7 +486,7 @@ await eachStore((kind, fresh) => {
     });
 
     // Last: it writes an Observation the other tests do not count.
-    test("a contained resource has no reverse references: its id is its container's local name, not Patient/{id}", async () => {
+    test("a contained resource or a Bundle's entry has no reverse references: its id is no Patient/{id} of this server", async () => {
       await api.put200({
         resourceType: 'Observation', id: 'holds-p2', status: 'final', code: { text: 'x' },
         contained: [{ resourceType: 'Patient', id: 'p2', name: [{ family: 'Inside' }] }], subject: { reference: '#p2' },
@@ -494,9 +494,16 @@ await eachStore((kind, fresh) => {
       const d = await data('{ Observation(id: "holds-p2") { subject { resource { ... on Patient { id name { family } ObservationList(_reference: subject) { id } } } } } }');
       // The stored Patient/p2's Observations (o1, o4...) are another patient's record, not the contained one's.
       expect(d).toEqual({ Observation: { subject: { resource: { id: 'p2', name: [{ family: 'Inside' }], ObservationList: [] } } } });
+      // Nor has a Bundle's entry: a copy, here of another server's Patient/p2.
+      await api.put200({ resourceType: 'Bundle', id: 'copies', type: 'collection', entry: [{ fullUrl: 'http://other.example.org/fhir/Patient/p2', resource: { resourceType: 'Patient', id: 'p2' } }] });
+      const copy = await data('{ Bundle(id: "copies") { entry { resource { ... on Patient { id ObservationList(_reference: subject) { id } } } } } }');
+      expect(copy).toEqual({ Bundle: { entry: [{ resource: { id: 'p2', ObservationList: [] } }] } });
       // A stored resource keeps them.
       const stored = await data('{ Patient(id: "p2") { ObservationList(_reference: subject, _sort: "_id") { id } } }');
       expect(stored).toEqual({ Patient: { ObservationList: [{ id: 'o1' }, { id: 'o10' }, { id: 'o4' }, { id: 'o7' }] } });
+      // So does one a list or a reference reads.
+      const listed = await data('{ PatientList(_id: "p2") { ObservationList(_reference: subject, _sort: "_id") { id } } Observation(id: "o1") { subject { resource { ... on Patient { ObservationList(_reference: subject, _sort: "_id") { id } } } } } }');
+      expect(listed).toEqual({ PatientList: [{ ObservationList: [{ id: 'o1' }, { id: 'o10' }, { id: 'o4' }, { id: 'o7' }] }], Observation: { subject: { resource: { ObservationList: [{ id: 'o1' }, { id: 'o10' }, { id: 'o4' }, { id: 'o7' }] } } } });
     });
   });
 });

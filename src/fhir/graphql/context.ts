@@ -21,6 +21,8 @@ import { type GraphqlBudget } from './limits.ts';
 
 /** The resource a nested element belongs to (its `contained` resolve `#id` references). */
 const ROOT = Symbol('root');
+/** Marks a stored resource as read (not one it contains, nor a Bundle's entry or a Parameters' part). */
+const STORED = Symbol('stored');
 
 /**
  * Parses a stored version's JSON and marks every object in it with its resource (ROOT), charging the
@@ -40,6 +42,7 @@ function resourceOf(v: ResourceVersion, budget: GraphqlBudget): Json {
     }
   };
   mark(top, top, '');
+  Object.defineProperty(top, STORED, { value: true, enumerable: false });
   return top;
 }
 
@@ -147,8 +150,9 @@ export function graphqlContext(deps: FhirDeps, req: FhirRequest, budget: Graphql
     },
     answer: (key, value) => budget.answer(key, value),
     referable(resource) {
-      // resourceOf marks a contained resource with its container, any other with itself.
-      return typeof resource.id === 'string' && (resource as { [ROOT]?: Json })[ROOT] === resource;
+      // resourceOf marks the stored resource it read; a contained one, a Bundle's entry or a Parameters' part is a copy
+      // or a local name, whose `Type/id` is another resource (a Bundle's entry may be another server's).
+      return typeof resource.id === 'string' && (resource as { [STORED]?: boolean })[STORED] === true;
     },
     async resolve(ref, { optional, type }) {
       const reference = ref.reference;

@@ -50,8 +50,9 @@ export interface GraphqlContext {
   /** Counts a field of the answer (limits.ts GraphqlBudget.answer); false past the limit, when the field answers null. */
   answer(key: string | number, value: unknown): boolean;
   /**
-   * Whether other resources can refer to `resource` as `Type/id`: not a contained one, whose id is its
-   * container's local name (`#p2`), nor one without an id.
+   * Whether other resources refer to `resource` as `Type/id`: a stored resource, not a contained one (its
+   * id is its container's local name, `#p2`), a Bundle's entry or a Parameters' part (copies, of this
+   * server's resources or another's), nor one without an id.
    */
   referable(resource: Json): boolean;
 }
@@ -332,7 +333,7 @@ export class FhirGraphqlSchema {
         description: `The ${source} resources that refer to this one through the search parameter _reference`,
         args: { _reference: { type: new GraphQLNonNull(this.referenceEnum(source)) }, ...REVERSE_ARGS },
         resolve: charged((focus: Json, args: Record<string, unknown>, ctx) => {
-          // A contained resource's id names it within its container alone: `Patient/{id}` is another resource (or none).
+          // A contained resource's id names it within its container alone, a Bundle's entry is a copy: `Patient/{id}` is another resource (or none).
           if (!ctx.referable(focus)) return [];
           const params = searchParams(source, args);
           params.append(String(args._reference), `${target}/${String(focus.id)}`);

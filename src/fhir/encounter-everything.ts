@@ -61,6 +61,6 @@ export async function encounterEverything(deps: FhirDeps, req: FhirRequest, para
     result.next = encodePosition({ t: types.indexOf(last.type), a: last.id });
   }
   // What the matches refer to (the patient, practitioners, locations, another Encounter of `partOf`...), every type.
-  result.included = await referenced(deps, req, result.rows, params, () => false);
+  result.included = await referenced(deps, req, result.rows, params, () => false, result.warnings);
   return result;
 }

@@ -17,7 +17,11 @@ import { compartmentTypes, paramOf } from './definitions.ts';
 import { everythingRows } from './everything-rows.ts';
 import { dateTest } from './search-compile.ts';
 import { queryDateRange } from './dates.ts';
-import { addIncludes, DEFAULT_COUNT, MAX_COUNT, type PageLinks } from './search.ts';
+import { addIncludes, DEFAULT_COUNT, MAX_COUNT, MAX_INCLUDES, type PageLinks } from './search.ts';
+import { attachmentUrls, mayNameBinary } from './attachments.ts';
+import { MAX_BUNDLE_READ_CHARS } from './bundle-reads.ts';
+import { readableVersions } from './read-many.ts';
+import { parseReference } from './references.ts';
 import { typeList } from './search-system.ts';
 import { ID_PATTERN } from './resource-types.ts';
 import { issue } from './outcome.ts';
@@ -196,14 +200,58 @@ export function everythingInput(deps: FhirDeps, req: FhirRequest, params: URLSea
 
 /**
  * The resources a page's matches refer to (Practitioner, Organization, Medication...), once per page,
- * but those of the types `leaveOut` names; `_type` restricts them too.
+ * but those of the types `leaveOut` names, then the Binaries their Attachments name by url
+ * (attachedBinaries); `_type` restricts them too. `warnings` takes what was left out for its cost.
  */
-export async function referenced(deps: FhirDeps, req: FhirRequest, rows: ResourceVersion[], params: URLSearchParams, leaveOut: (type: string) => boolean): Promise<ResourceVersion[]> {
+export async function referenced(deps: FhirDeps, req: FhirRequest, rows: ResourceVersion[], params: URLSearchParams, leaveOut: (type: string) => boolean, warnings: FhirIssue[]): Promise<ResourceVersion[]> {
   const includes = [...new Set(rows.map((r) => r.type))].map((source) => ({ source, param: '*', iterate: false }));
   const inc = await addIncludes(deps, req, { includes, revincludes: [] }, rows, leaveOut);
   const wanted = typesParam(params);
   const only = wanted === null ? undefined : new Set(wanted.split(',').map((x) => x.trim()));
-  return only ? inc.included.filter((r) => only.has(r.type)) : inc.included;
+  const included = only ? inc.included.filter((r) => only.has(r.type)) : inc.included;
+  if (only && !only.has('Binary')) return included;
+  return [...included, ...(await attachedBinaries(deps, req, rows, included, warnings))];
+}
+
+/** Most characters of Binaries one page includes for its Attachments (a search Bundle's GET entries' bound). */
+const MAX_ATTACHED_CHARS = MAX_BUNDLE_READ_CHARS;
+
+/**
+ * The Binaries of this server that the matches' Attachments name by url (`Binary/{id}`, or under the
+ * tenant's FHIR base; R4 Patient-everything: "including binaries and attachments"), those not among the
+ * matches or `already` included, read as `_include` reads its targets (the token's access, a Binary's
+ * securityContext): one the token may not read, unknown or deleted is left out. Their content is bounded
+ * per page (MAX_ATTACHED_CHARS, MAX_INCLUDES of them): those past it are left out with a warning naming
+ * them, to be read by their url.
+ */
+async function attachedBinaries(deps: FhirDeps, req: FhirRequest, rows: ResourceVersion[], already: ResourceVersion[], warnings: FhirIssue[]): Promise<ResourceVersion[]> {
+  if (!req.access.can('Binary', 'r')) return [];
+  const base = deps.fhirBase?.(req.tenant);
+  const have = new Set([...rows, ...already].filter((r) => r.type === 'Binary').map((r) => r.id));
+  const ids: string[] = [];
+  for (const r of rows) {
+    if (!mayNameBinary(r.content)) continue;
+    for (const url of attachmentUrls(JSON.parse(r.content) as Record<string, unknown>)) {
+      const ref = parseReference(url, base);
+      if (ref?.type === 'Binary' && !have.has(ref.id)) (have.add(ref.id), ids.push(ref.id));
+    }
+  }
+  if (ids.length === 0) return [];
+  const found = await readableVersions(deps, req, 'Binary', ids.slice(0, MAX_INCLUDES));
+  const out: ResourceVersion[] = [];
+  const left: string[] = ids.slice(MAX_INCLUDES);
+  let chars = 0;
+  for (const id of ids.slice(0, MAX_INCLUDES)) {
+    const v = found.get(id);
+    if (v === undefined) continue;
+    if (chars + v.content.length > MAX_ATTACHED_CHARS) left.push(id);
+    else (chars += v.content.length, out.push(v));
+  }
+  if (left.length) {
+    const named = left.slice(0, 10).map((id) => `Binary/${id}`).join(', ');
+    warnings.push(issue('warning', 'too-costly', `The page's attachments name more Binaries than one page includes (${MAX_INCLUDES}, ${MAX_ATTACHED_CHARS} characters): ${left.length} left out (${named}${left.length > 10 ? '...' : ''}), to be read by their url`));
+  }
+  return out;
 }
 
 export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSearchParams, strict: boolean, patientId?: string): Promise<EverythingPage> {
@@ -234,6 +282,6 @@ export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSe
   }
   // Patients are not included: the patient is a match (on this page or another), and the others (a
   // Group's members, a Patient.link) are not this patient's record; at the type level each is a match of its own.
-  result.included = await referenced(deps, req, result.rows, params, (type) => type === 'Patient');
+  result.included = await referenced(deps, req, result.rows, params, (type) => type === 'Patient', result.warnings);
   return result;
 }

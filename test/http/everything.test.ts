@@ -358,3 +358,62 @@ await eachStore((kind, fresh) => {
     });
   });
 });
+
+await eachStore((kind, fresh) => {
+  describe(`Patient/$everything includes the Binaries its attachments name on ${kind}`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    const doc = (id: string, patient: string, urls: string[]) => ({
+      resourceType: 'DocumentReference', id, status: 'current', subject: { reference: `Patient/${patient}` },
+      content: urls.map((url) => ({ attachment: { contentType: 'text/plain', url } })),
+    });
+    const binary = (id: string, context?: string) => ({ resourceType: 'Binary', id, contentType: 'text/plain', data: 'aGVsbG8=', ...(context && { securityContext: { reference: context } }) });
+    const included = (b: Json) => (b.entry ?? []).filter((e: Json) => e.search.mode === 'include').map((e: Json) => `${e.resource.resourceType}/${e.resource.id}`).sort();
+
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      api = fhirClient(t, await t.token());
+      await api.put200({ resourceType: 'Patient', id: 'p1' });
+      await api.put200({ resourceType: 'Patient', id: 'p2' });
+      await api.put200(binary('b1', 'DocumentReference/d1'));
+      await api.put200(binary('b2', 'DocumentReference/d1'));
+      await api.put200(binary('theirs', 'DocumentReference/d2'));
+      await api.put200(doc('d2', 'p2', ['Binary/theirs']));
+      // A relative url, an absolute one of this server, another server's, an unknown Binary, another patient's, b1 again.
+      await api.put200(doc('d1', 'p1', ['Binary/b1', `${t.fhir()}/Binary/b2`, 'http://elsewhere.example.org/fhir/Binary/b1', 'Binary/missing', 'Binary/theirs', 'Binary/b1']));
+      // An Attachment of an extension's value is one too.
+      await api.put200({
+        resourceType: 'Observation', id: 'o1', status: 'final', code: { text: 'x' }, subject: { reference: 'Patient/p1' },
+        extension: [{ url: 'http://example.org/fhir/StructureDefinition/scan', valueAttachment: { contentType: 'text/plain', url: 'Binary/b2' } }],
+      });
+    });
+    afterAll(() => t.close());
+
+    test('each once, as include entries, read as _include reads them; _type restricts them', async () => {
+      const all = await api.search('Patient/p1/$everything');
+      expect(included(all)).toEqual(['Binary/b1', 'Binary/b2', 'Binary/theirs']);
+      expect(all.entry.find((e: Json) => e.resource.id === 'b1').fullUrl).toBe(`${t.fhir()}/Binary/b1`);
+      expect(included(await api.search('Patient/p1/$everything?_type=DocumentReference'))).toEqual([]);
+      expect(included(await api.search('Patient/p1/$everything?_type=DocumentReference,Binary'))).toEqual(['Binary/b1', 'Binary/b2', 'Binary/theirs']);
+      // On the page of the Observation alone, its extension's Binary.
+      expect(included(await api.search('Patient/p1/$everything?_type=Observation,Binary'))).toEqual(['Binary/b2']);
+      // A patient's token: its own documents' Binaries, not another patient's (its securityContext out of reach).
+      const own = fhirClient(t, await craftToken(t, 'patient/*.rs', { patient: 'p1' }));
+      expect(included(await own.search('Patient/p1/$everything'))).toEqual(['Binary/b1', 'Binary/b2']);
+      // A token that may not read Binary: none, and no error.
+      const noBinary = fhirClient(t, await craftToken(t, 'system/Patient.rs system/DocumentReference.rs system/Observation.rs'));
+      expect(included(await noBinary.search('Patient/p1/$everything'))).toEqual([]);
+    });
+
+    test('past 1,000 Binaries a page, the rest are left out with a warning naming them', async () => {
+      await api.put200({ resourceType: 'Patient', id: 'p3' });
+      await api.put200(doc('d3', 'p3', [...Array.from({ length: 1001 }, (_, i) => `Binary/n${i}`), 'Binary/b1']));
+      const b = await api.search('Patient/p3/$everything');
+      // The first 1,000 named are unknown (none included), b1 and n1000 past the bound.
+      expect(included(b)).toEqual([]);
+      const outcome = b.entry.find((e: Json) => e.search.mode === 'outcome').resource;
+      expect(outcome.issue[0]).toMatchObject({ severity: 'warning', code: 'too-costly' });
+      expect(outcome.issue[0].diagnostics).toContain('2 left out (Binary/n1000, Binary/b1)');
+    });
+  });
+});

@@ -22,7 +22,7 @@
  * the one answered, as if each were read in turn.
  *
  * `persist=true` stores the document as a Bundle (the token needs create on Bundle; R4: "at the bundle
- * end-point") and answers 201 with its Location; `graph` (GraphDefinition) is refused with a 400.
+ * end-point") and answers 201 with its Location, by POST alone (a GET changes nothing: 405); `graph` (GraphDefinition) is refused with a 400.
  * Another parameter is ignored, or a 400 under `Prefer: handling=strict` (operation-params.ts).
  */
 import { FhirError } from '../errors.ts';
@@ -69,8 +69,12 @@ function compositionId(raw: string, base: string): string {
   throw new FhirError('invalid', `Invalid id '${raw}': expected a Composition's id or its URL`, { expression: ['id'] });
 }
 
-/** The checked input of a `$document`: the Composition and whether to store the document. */
-function documentInput(params: URLSearchParams, instanceId: string | undefined, base: string, strict: boolean): { id: string; persist: boolean } {
+/**
+ * The checked input of a `$document`: the Composition and whether to store the document. `safe`: invoked by
+ * GET, which must change nothing (operations.html: GET for an idempotent operation), so `persist=true`,
+ * a new Bundle at each call, is a 405 naming it.
+ */
+function documentInput(params: URLSearchParams, instanceId: string | undefined, base: string, strict: boolean, safe: boolean): { id: string; persist: boolean } {
   unknownParameters(params, PARAMETERS, '$document', strict);
   if (single(params, 'graph') !== undefined) {
     throw new FhirError('not-supported', 'GraphDefinitions are not supported: $document gathers what documents.html requires', { expression: ['graph'] });
@@ -78,6 +82,11 @@ function documentInput(params: URLSearchParams, instanceId: string | undefined, 
   const rawPersist = single(params, 'persist');
   if (rawPersist !== undefined && rawPersist !== 'true' && rawPersist !== 'false') {
     throw new FhirError('invalid', `Invalid persist '${rawPersist}': expected true or false`, { expression: ['persist'] });
+  }
+  if (safe && rawPersist === 'true') {
+    throw new FhirError('method-not-allowed', 'persist=true stores a new Bundle at each call: invoke $document by POST to store the document (by GET it changes nothing)', {
+      expression: ['persist'], headers: { Allow: 'POST' },
+    });
   }
   const rawId = single(params, 'id');
   if (instanceId !== undefined && rawId !== undefined) {
@@ -219,8 +228,8 @@ function documentText(base: string, rows: ResourceVersion[], now: number): strin
  * Generates the document of Composition `instanceId` (or the `id` parameter's, at the type level);
  * `base`: the tenant's FHIR base, for `fullUrl` and absolute references.
  */
-export async function generateDocument(deps: FhirDeps, req: FhirRequest, params: URLSearchParams, instanceId: string | undefined, base: string, strict: boolean): Promise<DocumentResult> {
-  const input = documentInput(params, instanceId, base, strict);
+export async function generateDocument(deps: FhirDeps, req: FhirRequest, params: URLSearchParams, instanceId: string | undefined, base: string, strict: boolean, safe = false): Promise<DocumentResult> {
+  const input = documentInput(params, instanceId, base, strict, safe);
   const rows = await documentResources(deps, req, input.id, base);
   const text = documentText(base, rows, deps.clock.now());
   if (!input.persist) return { text };

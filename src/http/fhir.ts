@@ -235,7 +235,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   const documentOf = async (c: Context<AppEnv>, id?: string) => {
     const base = fhirBase(c, deps.baseUrl);
     const params = c.req.method === 'POST' ? await operationParams(c) : new URL(c.req.url).searchParams;
-    const r = await generateDocument(deps, request(c), params, id, base, strict(c));
+    const r = await generateDocument(deps, request(c), params, id, base, strict(c), c.req.method !== 'POST');
     if (r.stored === undefined) return fhirJson(r.text);
     const v = r.stored.version;
     return fhirJson(r.text, 201, { ...versionHeaders(v), Location: `${base}/Bundle/${v.id}/_history/${v.versionId}` });

@@ -105,7 +105,11 @@ await eachStore((kind, fresh) => {
 
     test('persist=true stores the document as a Bundle: 201, Location, readable as stored', async () => {
       const before = await countVersions(t);
-      const res = await api.get('Composition/c1/$document?persist=true');
+      // By GET it changes nothing (operations.html: GET for what is idempotent): a 405 naming persist.
+      const get = await expectOutcome(await api.get('Composition/c1/$document?persist=true'), 405);
+      expect(get.issue[0].expression).toEqual(['persist']);
+      expect(await countVersions(t)).toBe(before);
+      const res = await api.post('Composition/c1/$document', { resourceType: 'Parameters', parameter: [{ name: 'persist', valueBoolean: true }] });
       expect(res.status).toBe(201);
       const b = (await res.json()) as Json;
       expect(b.id).toBeString();
@@ -115,10 +119,12 @@ await eachStore((kind, fresh) => {
       expect(read.type).toBe('document');
       expect(read.identifier).toEqual(b.identifier);
       expect(entries(read)).toEqual(C1);
+      // persist in the URL of a POST, as any operation's parameter.
+      expect((await api.post('Composition/$document?id=c1&persist=true', { resourceType: 'Parameters' })).status).toBe(201);
       // Create on Bundle is needed; without it nothing is stored.
       const reader = fhirClient(t, await craftToken(t, 'system/*.rs'));
-      await expectOutcome(await reader.get('Composition/c1/$document?persist=true'), 403);
-      expect(await countVersions(t)).toBe(before + 1);
+      await expectOutcome(await reader.post('Composition/c1/$document', { resourceType: 'Parameters', parameter: [{ name: 'persist', valueBoolean: true }] }), 403);
+      expect(await countVersions(t)).toBe(before + 2);
     });
 
     test('errors: each names its parameter or reference', async () => {
@@ -186,7 +192,7 @@ await eachStore((kind, fresh) => {
     });
 
     test("a persisted document is no shared record: no patient's token reads, searches or writes the Bundle", async () => {
-      const stored = (await (await api.get('Composition/c1/$document?persist=true')).json()) as Json;
+      const stored = (await (await api.post('Composition/c1/$document', { resourceType: 'Parameters', parameter: [{ name: 'persist', valueBoolean: true }] })).json()) as Json;
       const other = fhirClient(t, await craftToken(t, 'patient/*.cruds', { patient: 'p2' }));
       // p2's token gets none of p1's document (its Observations, its Patient), by read, search, history or $graphql.
       await expectOutcome(await other.get(`Bundle/${stored.id}`), 403);
@@ -195,7 +201,7 @@ await eachStore((kind, fresh) => {
       const gql = await other.post('$graphql', JSON.stringify({ query: `{ Bundle(id: "${stored.id}") { id } }` }), { 'Content-Type': 'application/json' });
       expect(JSON.stringify(await gql.json())).not.toContain('Observation');
       // Nor can a patient's token persist one, where every patient's token could read it.
-      await expectOutcome(await fhirClient(t, await craftToken(t, 'patient/*.cruds', { patient: 'p1' })).get('Composition/c1/$document?persist=true'), 403);
+      await expectOutcome(await fhirClient(t, await craftToken(t, 'patient/*.cruds', { patient: 'p1' })).post('Composition/c1/$document', { resourceType: 'Parameters', parameter: [{ name: 'persist', valueBoolean: true }] }), 403);
       // A user/ or system/ scope grants Bundle.
       expect((await fhirClient(t, await craftToken(t, 'patient/*.rs user/Bundle.rs', { patient: 'p2' })).get(`Bundle/${stored.id}`)).status).toBe(200);
     });

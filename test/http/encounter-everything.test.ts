@@ -120,3 +120,27 @@ await eachStore((kind, fresh) => {
     });
   });
 });
+
+await eachStore((kind, fresh) => {
+  describe(`Encounter/$everything includes the Binaries its attachments name (${kind})`, () => {
+    test('a DocumentReference of the encounter brings its attachment\'s Binary as an include entry', async () => {
+      const t = await createTestApp({ store: await fresh() });
+      try {
+        const api = fhirClient(t, await t.token());
+        await api.put200({ resourceType: 'Patient', id: 'p1' });
+        await api.put200({ resourceType: 'Encounter', id: 'e9', status: 'finished', class: { code: 'AMB' }, subject: { reference: 'Patient/p1' } });
+        await api.put200({ resourceType: 'Binary', id: 'b9', contentType: 'text/plain', data: 'aGVsbG8=', securityContext: { reference: 'DocumentReference/dr9' } });
+        await api.put200({
+          resourceType: 'DocumentReference', id: 'dr9', status: 'current', subject: { reference: 'Patient/p1' },
+          context: { encounter: [{ reference: 'Encounter/e9' }] }, content: [{ attachment: { contentType: 'text/plain', url: 'Binary/b9' } }],
+        });
+        const b = await api.search('Encounter/e9/$everything');
+        expect(b.entry.map((e: Json) => `${e.search.mode} ${e.resource.resourceType}/${e.resource.id}`)).toEqual([
+          'match Encounter/e9', 'match DocumentReference/dr9', 'include Patient/p1', 'include Binary/b9',
+        ]);
+      } finally {
+        await t.close();
+      }
+    });
+  });
+});

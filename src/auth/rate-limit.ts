@@ -2,6 +2,7 @@ import { isIPv4, isIPv6 } from 'node:net';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import { OAuthError } from '../errors.ts';
+import { sha256Hex } from './secrets.ts';
 import type { Store } from '../store/types.ts';
 
 /** Answers whether one more request under `key` is allowed; when not, how many seconds until it is. */
@@ -153,7 +154,9 @@ export interface LoginFailureLimits {
  * so neither guessing from one address nor from many keeps the user out of a browser they use.
  */
 export function createLoginThrottle(store: Store, clock: Clock, limits: LoginFailureLimits): LoginThrottle {
-  const user = (tenant: string, username: string) => `${tenant}:${username.toLowerCase()}`;
+  // The username as typed (usernames are case-sensitive: failures at `alice` kept `Alice` waiting), a long one as its
+  // digest (any text up to the form's limit is counted, and kept as a key until its window ends).
+  const user = (tenant: string, username: string) => `${tenant}:${username.length > 256 ? `sha256:${sha256Hex(username)}` : username}`;
   /** The counters an attempt is counted under, each with its limit, and the one a success clears. */
   function counters(tenant: string, username: string, from: AttemptSource): { keys: [string, number][]; own: string } {
     if (from.device !== null) {
@@ -162,7 +165,7 @@ export function createLoginThrottle(store: Store, clock: Clock, limits: LoginFai
       // perUserAddress guesses per cookie after it was changed, beyond any bound per user.
       const own = `login-device:${from.device}`;
       // The username as it is, as the cookie is sealed to it (device-cookie.ts): another user's devices count apart.
-      return { keys: [[own, limits.perUserAddress], [`login-user-devices:${tenant}:${username}`, limits.perUserTotal]], own };
+      return { keys: [[own, limits.perUserAddress], [`login-user-devices:${user(tenant, username)}`, limits.perUserTotal]], own };
     }
     const own = `login-user-ip:${user(tenant, username)}:${rateLimitKey(from.ip)}`;
     return { keys: [[own, limits.perUserAddress], [`login-user:${user(tenant, username)}`, limits.perUserTotal], [`login-ip:${rateLimitKey(from.ip)}`, limits.perIp]], own };

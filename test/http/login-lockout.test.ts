@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { LOGIN_WINDOW_MS } from '../../src/auth/rate-limit.ts';
+import { sha256Hex } from '../../src/auth/secrets.ts';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { authorizeQuery, csrfCookie, FORM, hiddenFields, PASSWORD, testUser, userClient } from '../helpers/oauth.ts';
 import { storeTargets } from '../helpers/stores.ts';
@@ -120,6 +121,20 @@ for (const target of targets) {
       const alices = await attempt('192.0.2.100', 'another secret password', undefined, 'Alice');
       expect(alices.status).toBe(303);
       expect((await attempt('192.0.2.100', 'another secret password', deviceOf(alices), 'Alice')).status).toBe(303);
+    });
+
+    test('failures at one username are not counted against another that differs only in case, nor is a very long username kept as a key', async () => {
+      nextWindow();
+      await testUser(t, { username: 'ALICE', password: 'a third secret password', email: 'alice.three@example.org' });
+      // Every guess at alice from this address and the user's total: ALICE from the same address is not kept waiting.
+      for (let i = 0; i < PER_USER; i++) expect((await attempt(`192.0.2.${140 + (i % 2)}`, 'nope-nope')).status).toBe(i < PER_ADDRESS * 2 ? 200 : 429);
+      expect((await attempt('192.0.2.140', 'a third secret password', undefined, 'ALICE')).status).toBe(303);
+      // A 10,000-character username is counted under a digest of it, not under its text.
+      const long = 'x'.repeat(10_000);
+      expect((await attempt('192.0.2.150', 'nope-nope', undefined, long)).status).toBe(200);
+      const now = t.clock.now();
+      expect((await t.store.counters.peek(`login-user:t1:${long}`, now)).count).toBe(0);
+      expect((await t.store.counters.peek(`login-user:t1:sha256:${sha256Hex(long)}`, now)).count).toBe(1);
     });
 
     test("the user's browsers together are bounded as the other addresses are: the cookies of many sign-ins do not multiply the guesses", async () => {

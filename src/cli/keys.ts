@@ -33,8 +33,9 @@ export const keysRotateCommand: Command = {
     'cinder keys rotate [--delay <seconds> | --compromised] [--json]\n\n' +
     'Adds a new ES256 (access tokens) and RS256 (id_tokens) key, published in /oauth2/jwks at once. They start\n' +
     `signing --delay seconds later (default ${DEFAULT_ROTATION_DELAY_MS / 1000}, ${MIN_DELAY}-${MAX_ROTATION_DELAY}), so that applications and resource servers\n` +
-    'caching the JWK Set have them first; the previous keys sign until then, and stay published until every token\n' +
-    'they signed has expired. Nothing dated after a key retired is taken as signed by it.\n' +
+    'caching the JWK Set have them first (/oauth2/jwks may be cached 300 seconds: a shorter delay leaves one that does\n' +
+    'not fetch it again for an unknown kid refusing the new keys\' tokens until its copy expires); the previous keys\n' +
+    'sign until then, and stay published until every token they signed has expired. Nothing dated after a key retired is taken as signed by it.\n' +
     '--compromised: the previous keys may have leaked. They are withdrawn at once (no longer published, nothing\n' +
     'they signed is taken: every access token, id_token and login in progress stops working, in every running\n' +
     'server within a minute) and the new keys sign at once.\n' +

@@ -48,10 +48,17 @@ export const keysRotateCommand: Command = {
     try {
       await keys.init();
       const rotation = await keys.rotate(options);
-      // The keys sign every tenant's tokens: each tenant's trail records the rotation.
-      for (const tenant of await store.tenants.list()) {
-        await auditChange(ctx, io, 'keys rotate', tenant.id, rotation.newKids.map((id) => ({ kind: 'key' as const, id })));
-      }
+      // The keys sign every tenant's tokens: each tenant's trail records the rotation, the keys it added and when they
+      // sign, and the keys it retired (from then) or withdrew (at once: what an incident's review looks for).
+      const signsFrom = isoTime(rotation.signsFrom);
+      const oldRole = options.compromised ? 'withdrawn' : 'retired';
+      const targets = [
+        ...rotation.newKids.map((id) => ({ kind: 'key' as const, id, detail: [['role', 'new'], ['signs-from', signsFrom]] as [string, string][] })),
+        ...rotation.oldKids.map((id) => ({ kind: 'key' as const, id, detail: [['role', oldRole], [options.compromised ? 'withdrawn-at' : 'retired-at', signsFrom]] as [string, string][] })),
+      ];
+      const description = `cinder keys rotate${options.compromised ? ' --compromised' : ''}: ${rotation.newKids.join(', ')} sign from ${signsFrom}` +
+        (rotation.oldKids.length ? `; ${rotation.oldKids.join(', ')} ${oldRole}` : '');
+      for (const tenant of await store.tenants.list()) await auditChange(ctx, io, 'keys rotate', tenant.id, targets, description);
       const old = options.compromised ? { withdrawn_kids: rotation.oldKids } : { retired_kids: rotation.oldKids };
       printData(io, !!args.values.json, { new_kids: rotation.newKids, signs_from: isoTime(rotation.signsFrom), ...old });
       return 0;

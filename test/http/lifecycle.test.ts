@@ -575,7 +575,15 @@ for (const target of targets) {
         expect(what(await one('tenant-create', 't-audited'))).toEqual(['urn:cinder:tenant|t-audited']);
         // Keys sign every tenant's tokens: each tenant's trail has the rotation.
         const rotated = await run(['keys', 'rotate']);
-        for (const tenant of ['t1', 't-audited']) expect(what(await one('keys-rotate', tenant))).toEqual(rotated.new_kids.map((k: string) => `urn:cinder:key|${k}`));
+        expect(rotated.retired_kids.length).toBeGreaterThan(0);
+        for (const tenant of ['t1', 't-audited']) {
+          const event = await one('keys-rotate', tenant);
+          // The keys added and those they retire, each with its part and the hand-over.
+          expect(what(event)).toEqual([...rotated.new_kids, ...rotated.retired_kids].map((k: string) => `urn:cinder:key|${k}`));
+          expect(event.entity.map((x: Json) => x.detail[0].valueString)).toEqual([...rotated.new_kids.map(() => 'new'), ...rotated.retired_kids.map(() => 'retired')]);
+          expect(event.entity.every((x: Json) => x.detail[1].valueString === rotated.signs_from)).toBe(true);
+          expect(event.outcomeDesc).toBe(`cinder keys rotate: ${rotated.new_kids.join(', ')} sign from ${rotated.signs_from}; ${rotated.retired_kids.join(', ')} retired`);
+        }
 
         await api.put200({ resourceType: 'Patient', id: 'expunged-1' });
         expect((await api.del('Patient/expunged-1')).status).toBeLessThan(300);

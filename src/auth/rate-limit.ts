@@ -84,13 +84,20 @@ function embedsIPv4(g: number[]): boolean {
  * The key an address is rate limited under: an IPv4 address itself (an IPv6 form that carries one too: embedsIPv4),
  * an IPv6 address its /64. One host is routed a whole /64 (RFC 6177, RFC 7421: the smallest subnet, and SLAAC hands
  * out addresses in it at will), so counting each IPv6 address alone gave one client 2^64 budgets of failed
- * sign-ins and token requests. Anything else (`unknown`) is its own key, as are :: and ::1.
+ * sign-ins and token requests; a 6to4 or Teredo address is the IPv4 address it carries (a 6to4 host has 2^16 /64s,
+ * and Teredo's /64 is its relay server's, shared by all its clients). Anything else (`unknown`) is its own key, as
+ * are :: and ::1.
  */
 export function rateLimitKey(ip: string): string {
   const address = ip.replace(/^\[(.*)\]$/, '$1').replace(/%.*$/, '');
   if (isIPv4(address) || !isIPv6(address)) return ip;
   const g = ipv6Groups(address.toLowerCase());
-  if (embedsIPv4(g)) return `${g[6]! >> 8}.${g[6]! & 255}.${g[7]! >> 8}.${g[7]! & 255}`;
+  const v4 = (hi: number, lo: number) => `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+  if (embedsIPv4(g)) return v4(g[6]!, g[7]!);
+  // 6to4 (2002::/16, RFC 3056): the IPv4 host's address in groups 1-2, and 2^16 /64s of its own to send from.
+  if (g[0] === 0x2002) return v4(g[1]!, g[2]!);
+  // Teredo (2001::/32, RFC 4380): the client's public IPv4 address, inverted, in the last 32 bits; the /64 is its server's.
+  if (g[0] === 0x2001 && g[1] === 0) return v4(g[6]! ^ 0xffff, g[7]! ^ 0xffff);
   if (g.slice(0, 7).every((x) => x === 0)) return `::${g[7]!.toString(16)}`;
   return `${g.slice(0, 4).map((x) => x.toString(16)).join(':')}::/64`;
 }

@@ -104,6 +104,22 @@ for (const target of targets) {
         expect((await signIn(t, { clientId: client.id }, 'alice', PASSWORD, from(a))).status).toBe(429);
       });
     }
+
+    // 6to4 (2002::/16) gives one IPv4 host 2^16 /64s; a Teredo address (2001::/32) holds its client's public IPv4
+    // address, inverted, in its last 32 bits: each is counted as that IPv4 address, not by the /64.
+    const hex = (v4: string) => v4.split('.').map(Number).reduce((groups, n, i) => (i % 2 ? [...groups.slice(0, -1), groups.at(-1)! * 256 + n] : [...groups, n]), [] as number[]);
+    for (const [form, of] of [
+      ['6to4', (v4: string, i: number) => `2002:${hex(v4).map((x) => x.toString(16)).join(':')}:${i + 1}::1`],
+      ['Teredo', (v4: string, i: number) => `2001:0:4136:e378:8000:${(0xffff - 4000 - i).toString(16)}:${hex(v4).map((x) => (x ^ 0xffff).toString(16)).join(':')}`],
+    ] as const) {
+      test(`${form}: one IPv4 host's failures from all its addresses count together, with its plain IPv4 address, and not another's`, async () => {
+        const [a, b] = form === '6to4' ? ['198.51.100.61', '198.51.100.62'] : ['198.51.100.71', '198.51.100.72'];
+        for (const [i, u] of ['x1', 'x2', 'x3'].entries()) expect((await signIn(t, { clientId: client.id }, `${u}-${form}`, 'nope-nope', from(of(a, i)))).status).toBe(200);
+        expect((await signIn(t, { clientId: client.id }, 'alice', PASSWORD, from(of(a, 7)))).status).toBe(429);
+        expect((await signIn(t, { clientId: client.id }, 'alice', PASSWORD, from(a))).status).toBe(429);
+        expect((await signIn(t, { clientId: client.id }, 'alice', PASSWORD, from(of(b, 0)))).status).toBe(303);
+      });
+    }
   });
 }
 

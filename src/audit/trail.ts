@@ -414,7 +414,8 @@ function queryPatients(c: Classified, base: string): string[] {
  */
 async function bundleOf(text: string): Promise<Json | undefined> {
   try {
-    return (await (text.trimStart().startsWith('<') ? parseFhirXmlPaced(text) : parseJsonPaced(text))) as Json;
+    // Read as JSON.parse reads it (plain): a batch-response holding a resource read back nests deeper than a request body may.
+    return (await (text.trimStart().startsWith('<') ? parseFhirXmlPaced(text) : parseJsonPaced(text, { plain: true }))) as Json;
   } catch {
     return undefined;
   }

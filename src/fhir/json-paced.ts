@@ -13,6 +13,13 @@ export interface PacedJson {
   budgetMs?: number;
   /** The turn awaited (a macrotask by default). */
   turn?: () => Promise<void>;
+  /**
+   * Read as JSON.parse reads the whole (its value, or its SyntaxError), not as a request body: no 400 for text
+   * nested deeper than MAX_JSON_DEPTH or giving a name twice, no literals recorded. For text the server wrote
+   * or took before (the audit trail's transaction Bundles: a batch-response holding a resource read back nests
+   * three levels deeper than the resource, which a request body may nest to the limit).
+   */
+  plain?: boolean;
 }
 
 /**
@@ -30,24 +37,27 @@ export interface PacedJson {
  * slice or less is parsed at once, without a promise.
  */
 export function parseJsonPaced(text: string, pacing: PacedJson = {}): unknown {
-  return text.length <= (pacing.slice ?? JSON_SLICE) ? parseJson(text) : parseSliced(text, pacing);
+  if (text.length > (pacing.slice ?? JSON_SLICE)) return parseSliced(text, pacing);
+  return pacing.plain ? JSON.parse(text) : parseJson(text);
 }
 
 async function parseSliced(text: string, pacing: PacedJson): Promise<unknown> {
-  const { slice = JSON_SLICE, budgetMs = WORK_SLICE_MS, turn = nextTurn } = pacing;
+  const { slice = JSON_SLICE, budgetMs = WORK_SLICE_MS, turn = nextTurn, plain = false } = pacing;
   const pace = pacedTurns(budgetMs, turn);
   const state = startScan(true, true);
   while (!scanTo(text, state, state.at + slice)) await pace();
   const scan = scanResult(text, state);
+  const whole = () => (plain ? JSON.parse(text) : parseJson(text, scan));
   const found = await entrySpans(text, slice, pace);
-  // No array as a member of a top-level object (or a string left open): parsed whole.
-  if (!found) return parseJson(text, scan);
+  // No array as a member of a top-level object (or a string left open), or plain text giving a name twice (JSON.parse keeps the last): parsed whole.
+  if (!found || (plain && scan.duplicate >= 0)) return whole();
   // Too deep for recording literals (their walk recurses once per level): parsed only to tell malformed text first, as parseJson.
   const deep = scan.depth > MAX_JSON_DEPTH;
-  const parsed = await parsePieces(text, found, deep ? undefined : scan, slice, pace);
+  const parsed = await parsePieces(text, found, deep || plain ? undefined : scan, slice, pace);
   // Pieces that do not add up to the text's value (which the spans rule out): as parseJson reads it.
-  if (parsed === undefined) return parseJson(text, scan);
-  if ('error' in parsed) throw malformedBody(parsed.error);
+  if (parsed === undefined) return whole();
+  if ('error' in parsed) throw plain ? parsed.error : malformedBody(parsed.error);
+  if (plain) return parsed.value;
   if (deep) throw tooDeep('The request body');
   if (scan.duplicate >= 0) {
     const { path, name } = repeatedPath(text, found, scan.duplicate);

@@ -191,6 +191,25 @@ for (const target of targets) {
       }
     });
 
+    test('a batch whose response nests deeper than a request body may (a deep resource read back) still audits each entry', async () => {
+      const { t, api } = await open(target, 'on');
+      try {
+        // A Patient nested 999 levels deep (extensions within extensions): a body may nest 1,000 levels, and its batch-response 1,002.
+        let extension: Json = { url: 'http://example.org/deep', valueString: 'leaf' };
+        for (let i = 0; i < 498; i++) extension = { url: 'http://example.org/deep', extension: [extension] };
+        const put = await api.call('PUT', 'Patient/deep', { resourceType: 'Patient', id: 'deep', extension: [extension] });
+        expect(put.status).toBe(201);
+        const batch = await api.post('', { resourceType: 'Bundle', type: 'batch', entry: [{ request: { method: 'GET', url: 'Patient/deep' } }] });
+        expect(batch.status).toBe(200);
+        const all = await events(t, api);
+        expect(all.filter((e) => subtypeOf(e) === 'batch')).toHaveLength(1);
+        expect(all.filter((e) => subtypeOf(e) === 'transaction')).toHaveLength(0);
+        expect(all.filter((e) => subtypeOf(e) === 'read').map((e) => [whats(e)[0], patientsOf(e)[0]])).toEqual([['Patient/deep/_history/1', 'Patient/deep']]);
+      } finally {
+        await t.close();
+      }
+    });
+
     test('a transaction in FHIR XML, answered in XML, is audited as a JSON one: the Bundle\'s event names what it wrote, each entry its own', async () => {
       const { t, api } = await open(target, 'on');
       try {

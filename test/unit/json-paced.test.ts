@@ -102,6 +102,22 @@ describe('parseJsonPaced', () => {
     }
   }
 
+  test('plain: read as JSON.parse reads it, nested deeper than a request body may or giving a name twice, whole or in slices', async () => {
+    const deep = bundle(`[${patient(1)},${'['.repeat(1200)}${']'.repeat(1200)},${patient(2)}]`);
+    const twice = `{"resourceType":"Bundle","entry":[${patient(1)}],"entry":[${patient(2)},${patient(3)}]}`;
+    const texts = [deep, twice, TEXTS['literals in entries and around them']!, TEXTS['a name given twice in an entry']!];
+    for (const text of texts) {
+      for (const slice of [1, 64, text.length]) expect(JSON.stringify(await parseJsonPaced(text, { ...pacing(slice), plain: true }))).toBe(JSON.stringify(JSON.parse(text)));
+    }
+    for (const text of [TEXTS['malformed in an entry']!, TEXTS['malformed after the entries']!]) {
+      const want = (() => { try { JSON.parse(text); } catch (err) { return (err as Error).message; } return 'parsed'; })();
+      for (const slice of [1, 64, text.length]) {
+        const got = await (async () => { try { await parseJsonPaced(text, { ...pacing(slice), plain: true }); } catch (err) { return [(err as Error).name, (err as Error).message]; } return ['parsed']; })();
+        expect(got).toEqual(['SyntaxError', want]);
+      }
+    }
+  });
+
   test('a text of one slice or less is read without a promise', () => {
     expect(parseJsonPaced('{"resourceType":"Patient"}') instanceof Promise).toBe(false);
     expect(parseJsonPaced(TEXTS['entries without literals']!, pacing(16)) instanceof Promise).toBe(true);

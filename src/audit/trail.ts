@@ -414,8 +414,8 @@ function queryPatients(c: Classified, base: string): string[] {
  */
 async function bundleOf(text: string): Promise<Json | undefined> {
   try {
-    // Read as JSON.parse reads it (plain): a batch-response holding a resource read back nests deeper than a request body may.
-    return (await (text.trimStart().startsWith('<') ? parseFhirXmlPaced(text) : parseJsonPaced(text, { plain: true }))) as Json;
+    // Not bounded as a request body is (plain): a batch-response holding a resource read back nests deeper than a request body may.
+    return (await (text.trimStart().startsWith('<') ? parseFhirXmlPaced(text, { plain: true }) : parseJsonPaced(text, { plain: true }))) as Json;
   } catch {
     return undefined;
   }

@@ -191,7 +191,7 @@ for (const target of targets) {
       }
     });
 
-    test('a batch whose response nests deeper than a request body may (a deep resource read back) still audits each entry', async () => {
+    test('a batch whose response nests deeper than a request body may (a deep resource read back), in JSON or XML, still audits each entry', async () => {
       const { t, api } = await open(target, 'on');
       try {
         // A Patient nested 999 levels deep (extensions within extensions): a body may nest 1,000 levels, and its batch-response 1,002.
@@ -199,12 +199,15 @@ for (const target of targets) {
         for (let i = 0; i < 498; i++) extension = { url: 'http://example.org/deep', extension: [extension] };
         const put = await api.call('PUT', 'Patient/deep', { resourceType: 'Patient', id: 'deep', extension: [extension] });
         expect(put.status).toBe(201);
-        const batch = await api.post('', { resourceType: 'Bundle', type: 'batch', entry: [{ request: { method: 'GET', url: 'Patient/deep' } }] });
-        expect(batch.status).toBe(200);
+        // Read sixteen times: the response is read in slices (over 256 KiB of JSON, 64 KiB of XML).
+        const read = { resourceType: 'Bundle', type: 'batch', entry: Array.from({ length: 16 }, () => ({ request: { method: 'GET', url: 'Patient/deep' } })) };
+        expect((await api.post('', read)).status).toBe(200);
+        const xml = await api.call('POST', '', read, { Accept: 'application/fhir+xml' });
+        expect([xml.status, xml.headers.get('content-type')]).toEqual([200, 'application/fhir+xml; charset=utf-8']);
         const all = await events(t, api);
-        expect(all.filter((e) => subtypeOf(e) === 'batch')).toHaveLength(1);
+        expect(all.filter((e) => subtypeOf(e) === 'batch')).toHaveLength(2);
         expect(all.filter((e) => subtypeOf(e) === 'transaction')).toHaveLength(0);
-        expect(all.filter((e) => subtypeOf(e) === 'read').map((e) => [whats(e)[0], patientsOf(e)[0]])).toEqual([['Patient/deep/_history/1', 'Patient/deep']]);
+        expect(all.filter((e) => subtypeOf(e) === 'read').map((e) => [whats(e)[0], patientsOf(e)[0]])).toEqual(Array(32).fill(['Patient/deep/_history/1', 'Patient/deep']));
       } finally {
         await t.close();
       }

@@ -131,7 +131,7 @@ export function streamFhirXml(opts: XmlStreamOptions = {}): FhirXmlStream {
         }
       } else if (streamed) delete value.entry;
       // As parseFhirXml: each element nests its value at most two levels below its parent's.
-      return 2 * reader.depth - 1 <= MAX_JSON_DEPTH ? value : jsonValue(stringifyExact(value), what);
+      return opts.plain || 2 * reader.depth - 1 <= MAX_JSON_DEPTH ? value : jsonValue(stringifyExact(value), what);
     },
     requireHeadOf(index) {
       if (ended === undefined) throw new Error('requireHeadOf() before end()');

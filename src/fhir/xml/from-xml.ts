@@ -43,6 +43,12 @@ export interface XmlSource {
   what?: string;
   /** The error for text that is not well-formed XML. */
   malformed?: (err: XmlSyntaxError) => FhirError;
+  /**
+   * Its JSON not bounded to MAX_JSON_DEPTH levels (no 400 for nesting deeper), for text the server wrote (the audit
+   * trail's batch-response, which holds a resource read back three levels deeper than the resource); the XML's own
+   * elements still are.
+   */
+  plain?: boolean;
 }
 
 /**
@@ -60,7 +66,7 @@ export function parseFhirXml(source: string, opts: XmlSource = {}): unknown {
   const resource = readResource(root, reader.slice, '');
   // Each element nests its JSON value at most two levels below its parent's (an array, then an object):
   // a document of elements no deeper than half the bound cannot exceed it, and needs no second look.
-  if (2 * reader.depth - 1 <= MAX_JSON_DEPTH) return resource;
+  if (opts.plain || 2 * reader.depth - 1 <= MAX_JSON_DEPTH) return resource;
   return jsonValue(stringifyExact(resource), what);
 }
 

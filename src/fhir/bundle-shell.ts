@@ -100,7 +100,9 @@ export async function pacedShellErrors(bundle: Resource, level: ValidationLevel,
   const broken = new Set<string>();
   const fullUrls = new Set<string>();
   const elementIds = new Map<string, string>();
-  const ownIds = holdsElementIds(withoutEntry(bundle), false);
+  // The Bundle's own `id` is its resource id, no element id (the validator checks those below a resource only).
+  const { id: _id, ...ownElements } = withoutEntry(bundle);
+  const ownIds = holdsElementIds(ownElements, false);
   for (let at = 0; at < entries.length; at += SHELL_CHUNK) {
     const chunk = entries.slice(at, at + SHELL_CHUNK) as unknown[];
     if (ownIds && chunk.some((e) => holdsElementIds(e))) return shellErrors(bundle, level);

@@ -85,6 +85,9 @@ const CASES: Record<string, () => Resource> = {
     }
     if (i === 9) (e.request as Json).extension = [{ id: 'e8', url: 'http://example.org/x', valueString: 'x' }];
   }),
+  'element ids in two chunks, the Bundle with an id (a resource id, no element id)': () => bundle((e, i) => {
+    if (i === 1 || i === SHELL_CHUNK + 1) (e.request as Json).id = 'r';
+  }, { id: 'r' }),
   "element ids in the Bundle's own elements only": () => bundle((e, i) => {
     if (i === 2) (e.request as Json).method = 'FETCH';
   }, { meta: { id: 'm', lastUpdated: '2020-01-01T00:00:00Z' } }),

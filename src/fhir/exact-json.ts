@@ -219,9 +219,12 @@ export function scanTo(text: string, s: ScanState, limit: number): boolean {
   return i >= text.length;
 }
 
-/** What a scan read to the end of `text` found; a shared scan hands its stacks, grown perhaps, to the next. */
-export function scanResult(text: string, s: ScanState): JsonScan {
-  const duplicate = s.escaped ? duplicateDecoded(text) : s.found;
+/**
+ * What a scan read to the end of `text` found; a shared scan hands its stacks, grown perhaps, to the next.
+ * `decoded`: duplicateDecoded's answer, when the caller found it (in slices: startDecoded, decodedTo).
+ */
+export function scanResult(text: string, s: ScanState, decoded?: number): JsonScan {
+  const duplicate = s.escaped ? (decoded ?? duplicateDecoded(text)) : s.found;
   if (s.keys && !s.own) {
     NAME_STARTS = s.starts;
     NAME_LENGTHS = s.lengths;
@@ -275,16 +278,41 @@ function nameAt(text: string, start: number, end: number): string {
  * (escapes and all), or -1: scanJson's check for text whose names hold escapes, one Set per open object.
  */
 function duplicateDecoded(text: string): number {
-  const sets: (Set<string> | undefined)[] = [];
-  let depth = 0;
-  let stringStart = -1;
-  let stringClose = -1;
-  for (let i = 0; i < text.length; i++) {
+  const s = startDecoded();
+  decodedTo(text, s, text.length);
+  return s.found;
+}
+
+/** Where duplicateDecoded is in a text, for a check read in slices (src/fhir/json-paced.ts): `found` once `done`. */
+export interface DecodedState {
+  at: number;
+  depth: number;
+  sets: (Set<string> | undefined)[];
+  stringStart: number;
+  stringClose: number;
+  found: number;
+  done: boolean;
+}
+
+export function startDecoded(): DecodedState {
+  return { at: 0, depth: 0, sets: [], stringStart: -1, stringClose: -1, found: -1, done: false };
+}
+
+/** Reads `text` from where `s` is to about `limit` (a string that crosses it is read whole); returns whether the check is done. */
+export function decodedTo(text: string, s: DecodedState, limit: number): boolean {
+  const sets = s.sets;
+  let { depth, stringStart, stringClose } = s;
+  const n = Math.min(limit, text.length);
+  let i = s.at;
+  for (; i < n; i++) {
     const c = text.charCodeAt(i);
     if (c === 34) {
       stringStart = i;
       i = stringClose = stringEnd(text, i);
-      if (i < 0) break;
+      if (i < 0) {
+        s.done = true;
+        return true;
+      }
     } else if (c === 123 || c === 91) {
       sets[++depth] = undefined;
     } else if (c === 125 || c === 93) {
@@ -292,11 +320,17 @@ function duplicateDecoded(text: string): number {
     } else if (c === 58 && depth > 0) {
       const name = nameAt(text, stringStart, stringClose);
       const names = (sets[depth] ??= new Set());
-      if (names.has(name)) return stringStart;
+      if (names.has(name)) {
+        s.found = stringStart;
+        s.done = true;
+        return true;
+      }
       names.add(name);
     }
   }
-  return -1;
+  Object.assign(s, { at: i, depth, stringStart, stringClose });
+  if (i >= text.length) s.done = true;
+  return s.done;
 }
 
 /**

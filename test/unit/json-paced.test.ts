@@ -118,6 +118,20 @@ describe('parseJsonPaced', () => {
     }
   });
 
+  test('a text whose names hold escapes is checked for a name given twice in slices too, with turns between them', async () => {
+    const text = TEXTS['literals in entries and around them']!;
+    // The same length, a name written with an escape (`\u0061` is `a`) or as a name no other one repeats.
+    const escaped = text.replace('"family"', '"f\\u0061mily"');
+    const unescaped = text.replace('"family"', '"familyzzzzz"');
+    expect(escaped.length).toBe(unescaped.length);
+    const turns = async (t: string) => {
+      let n = 0;
+      await parseJsonPaced(t, { slice: 64, budgetMs: -1, turn: async () => void n++ });
+      return n;
+    };
+    expect(await turns(escaped)).toBeGreaterThanOrEqual((await turns(unescaped)) + Math.floor(text.length / 64) - 1);
+  });
+
   test('a text of one slice or less is read without a promise', () => {
     expect(parseJsonPaced('{"resourceType":"Patient"}') instanceof Promise).toBe(false);
     expect(parseJsonPaced(TEXTS['entries without literals']!, pacing(16)) instanceof Promise).toBe(true);

@@ -129,3 +129,33 @@ describe('pacedShellErrors', () => {
     expect(shellErrors(CASES["element ids in the Bundle's own elements and in its entries"]!(), 'strict').map((i) => i.text)).toContain(`Element ids must be unique within a resource: 's' is also the id of Bundle.entry[${SHELL_CHUNK + 5}].request`);
   });
 });
+
+describe('pacedShellErrors, generated', () => {
+  test('transactions and batches with element ids given again within and across chunks, in their own elements before or after entry, fullUrls repeated, entries that are no objects: the issues of one validation of the whole', async () => {
+    let seed = 20261130;
+    const rnd = () => (seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff;
+    const pick = <T>(a: readonly T[]): T => a[Math.floor(rnd() * a.length)]!;
+    const ids = ['a', 'b', 'c'];
+    for (let c = 0; c < 6; c++) {
+      const p = 0.004 + rnd() * 0.006;
+      const entries = Array.from({ length: SHELL_CHUNK + 1 + Math.floor(rnd() * SHELL_CHUNK * 2) }, (_, i): unknown => {
+        const e = entry(i) as Json & { request: Json };
+        if (rnd() < p) e.id = pick(ids);
+        if (rnd() < p) e.request.id = pick(ids);
+        if (rnd() < p) e.request.extension = [{ id: pick(ids), url: 'http://example.org/x', valueString: 'x' }];
+        if (rnd() < p) e.link = [{ id: pick(ids), relation: 'self', url: 'http://example.org/a' }];
+        if (rnd() < p / 2) e.fullUrl = entry(1).fullUrl;
+        if (rnd() < p / 2) e.request.method = 'FETCH';
+        if (rnd() < p / 2) e.response = { id: pick(ids), status: '200', outcome: { resourceType: 'OperationOutcome', issue: [{ id: pick(ids), severity: 'error', code: 'invalid' }] } };
+        return rnd() < p / 4 ? pick([null, 3, [e], 'x']) : e;
+      });
+      const own = (): Json => ({
+        ...(rnd() < 0.3 ? { id: 'b' } : {}),
+        ...(rnd() < 0.3 ? { meta: { id: pick(ids), lastUpdated: '2020-01-01T00:00:00Z' } } : {}),
+        ...(rnd() < 0.3 ? { identifier: { id: pick(ids), value: 'v' } } : {}),
+      });
+      const b = { resourceType: 'Bundle', type: pick(['transaction', 'batch']), ...own(), entry: entries, ...own() } as unknown as Resource;
+      for (const level of ['strict', 'structural'] as const) expect(await pacedShellErrors(b, level, () => undefined)).toEqual(shellErrors(b, level));
+    }
+  });
+});

@@ -77,6 +77,7 @@ const TEXTS: Record<string, string> = {
   'a resource whose array is written with escapes in its name': `{"resourceType":"CodeSystem","con\\u0063ept":[${concepts(30)}]}`,
   'malformed in an item of a resource': codeSystem(`[${concepts(20)},{"code":"x",},${concepts(5)}]`),
   'a name given twice in an item of a resource': codeSystem(`[${concepts(20)},{"code":"x","code":"y"},${concepts(5)}]`),
+  'a name given twice deeper, after the array of a resource': `${codeSystem(`[${concepts(30)}]`).slice(0, -1)},"meta":{"tag":[{"code":"a","code":"b"}]}}`,
   'a name given twice after the array of a resource': `${codeSystem(`[${concepts(30)}]`).slice(0, -1)},"status":"active"}`,
 };
 
@@ -144,6 +145,49 @@ describe('parseJsonPaced', () => {
     for (const f of files) {
       const text = readFileSync(new URL(f, dir), 'utf8');
       expect({ f, got: await outcome(() => parseJsonPaced(text, pacing(4099))) }).toEqual({ f, got: await outcome(() => parseJson(text)) });
+    }
+  });
+});
+
+/** A seeded generator (the same texts on every run). */
+function random(seed: number): () => number {
+  return () => (seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff;
+}
+
+describe('parseJsonPaced over generated texts', () => {
+  test('objects of arrays (of objects, arrays, numbers written otherwise, escaped strings and names, names given twice), changed at up to three places, read as parseJson reads them', async () => {
+    const rnd = random(20261130);
+    const pick = <T>(a: readonly T[]): T => a[Math.floor(rnd() * a.length)]!;
+    const names = ['a', 'b', 'entry', 'id', '\\u0069d', 'resource', 'concept', 'e\\u006etry', '__proto__'];
+    const scalars = ['"s"', '"a\\"b,]}"', '"\\\\"', '"\\u0041"', '"\\ud83d\\ude00"', '"[{"', '""', '1', '1.50', '1e2', '-0', '2.0', '12345678901234567890', 'true', 'null'];
+    const value = (d: number): string => {
+      const r = rnd();
+      if (d > 4 || r < 0.35) return pick(scalars);
+      const n = Math.floor(rnd() * 5);
+      if (r < 0.65) return `{${Array.from({ length: n }, () => `"${pick(names)}"${pick([':', ' : '])}${value(d + 1)}`).join(pick([',', ' , ', ',\n']))}}`;
+      return `[${Array.from({ length: n }, () => value(d + 1)).join(pick([',', ', ']))}]`;
+    };
+    const members = () => Array.from({ length: 1 + Math.floor(rnd() * 5) }, () => `"${pick(names)}":${rnd() < 0.5 ? `[${Array.from({ length: Math.floor(rnd() * 12) }, () => value(2)).join(',')}]` : value(1)}`);
+    const text = () => {
+      const r = rnd();
+      if (r < 0.15) return `[${members().map((m) => `{${m}}`).join(',')}]`;
+      if (r < 0.25) return `{"a":[[${members().map((m) => `{${m}}`).join(',')}]]}`;
+      return `${pick(['', ' ', '\n'])}{${members().join(',')}}${rnd() < 0.1 ? pick([' x', '{}']) : pick(['', ' ', '\n'])}`;
+    };
+    const change = (t: string) => {
+      for (let j = Math.floor(rnd() * 3); j >= 0; j--) {
+        const i = Math.floor(rnd() * (t.length + 1));
+        const r = rnd();
+        if (r < 0.3) t = t.slice(0, i) + t.slice(i + 1);
+        else if (r < 0.8) t = t.slice(0, i) + pick([',', '}', ']', '{', '[', '"', ':', '1', ' ', '\\', 'x', '-', '.']) + t.slice(i);
+        else t = t.slice(0, i) + t.slice(i, i + Math.floor(rnd() * 10)) + t.slice(i);
+      }
+      return t;
+    };
+    for (let c = 0; c < 2000; c++) {
+      const t = rnd() < 0.6 ? text() : change(text());
+      const want = await outcome(() => parseJson(t));
+      for (const slice of [1, 7, 40, Math.max(1, t.length - 1)]) expect({ t, slice, got: await outcome(() => parseJsonPaced(t, pacing(slice))) }).toEqual({ t, slice, got: want });
     }
   });
 });

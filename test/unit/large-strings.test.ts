@@ -41,3 +41,25 @@ describe('large strings read in slices', () => {
     });
   }
 });
+
+describe('large strings read in slices, generated', () => {
+  test('strings of one to three slices changed near the edges (padding, whitespace, surrogates, noncharacters, control characters, characters outside the alphabet) answer as the whole', async () => {
+    let seed = 20261130;
+    const rnd = () => (seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff;
+    const pick = <T>(a: readonly T[]): T => a[Math.floor(rnd() * a.length)]!;
+    const specials = ['=', '==', '===', ' ', '\n', '\uD83D', '\uDE00', '\uD83D\uDE00', '\uFFFF', '\uFFFE', '\u0007', '-', '\u00A0', '\u2028', '\uFEFF', 'Q', '\t', '\u0000'];
+    for (let c = 0; c < 150; c++) {
+      let data = A.slice(0, LARGE_STRING + 1 + Math.floor(rnd() * LARGE_STRING * 2));
+      for (let j = 1 + Math.floor(rnd() * 3); j > 0; j--) {
+        const at = Math.max(0, Math.min(data.length, pick([0, LARGE_STRING, 2 * LARGE_STRING, data.length]) + Math.floor(rnd() * 4) - 2));
+        const put = pick(specials);
+        data = data.slice(0, at) + put + data.slice(rnd() < 0.5 ? at : at + put.length);
+      }
+      if (rnd() < 0.3) data = data.replace(/=+/g, '') + pick(['', '=', '==', '= =', '=\n']);
+      const r = { resourceType: 'DocumentReference', status: 'current', content: [{ attachment: { data, size: 3 } }], description: data };
+      const primed = await primeStrings(r, { turn: () => Promise.resolve(), budgetMs: 0 });
+      expect(withPrimed(primed, () => validateResource(r, 'strict'))).toEqual(validateResource(r, 'strict'));
+      expect(withPrimed(primed, () => characterIssues(r))).toEqual(characterIssues(r));
+    }
+  });
+});

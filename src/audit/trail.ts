@@ -26,6 +26,7 @@ import { newId } from '../fhir/resource.ts';
 import { prepareVersion, versionToWrite, type PreparedVersion } from '../fhir/prepared.ts';
 import { compartmentsOf } from '../fhir/indexer.ts';
 import { pathStart } from '../http/url-path.ts';
+import { readLimited } from '../http/body.ts';
 import { requestIp } from '../http/client-ip.ts';
 import { classify, type Classified } from './classify.ts';
 import { authAuditEvent, restAuditEvent, type AuthEvent, type Requestor, type Touched } from './event.ts';
@@ -168,11 +169,15 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
       const recorded = d.clock.now();
       // A POST `_search`'s form, or a transaction/batch Bundle up to ENTRY_BUNDLE_CHARS (its entries are audited each);
       // never a POSTed operation's body, the resources it was sent (`$convert`, `$validate`), whatever its query string.
+      // A body sent in a Content-Encoding is read decoded, as the request's handler reads it, up to ENTRY_BUNDLE_CHARS (what its
+      // Content-Length says is the coded size: it is counted as that much); its coded bytes are no Bundle, and its entries went unaudited.
       const declared = req.headers.get('content-length');
-      const length = declared === null ? ENTRY_BUNDLE_CHARS : Number(declared);
+      const coded = req.headers.has('content-encoding');
+      const length = declared === null || coded ? ENTRY_BUNDLE_CHARS : Number(declared);
       const bundle = c.interaction === 'transaction' && length <= ENTRY_BUNDLE_CHARS && bundleChars + 2 * length <= MAX_BUNDLE_CHARS_QUEUED;
       if (bundle) bundleChars += 2 * length;
-      const form = (c.isQuery && req.method === 'POST' && c.interaction !== 'operation') || bundle ? req.clone().text() : undefined;
+      const kept = (c.isQuery && req.method === 'POST' && c.interaction !== 'operation') || bundle;
+      const form = !kept ? undefined : coded ? readLimited(req.clone(), ENTRY_BUNDLE_CHARS) : req.clone().text();
       form?.catch(() => undefined);
       const token = tokenNow(req.headers.get('authorization'));
       const address = requestIp(req, server, d.trustProxy);
@@ -332,8 +337,9 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
       else if (fromHeaders && (c.interaction === 'create' || c.interaction === 'update' || c.interaction === 'patch' || c.interaction === 'delete')) touched = [fromHeaders];
     }
     if (ok) for (const id of await touchedPatients(tenant, base, touched, c.interaction)) patients.add(id);
-    if (c.isQuery) for (const id of queryPatients(c, base)) patients.add(id);
     const form = c.isQuery && p.method === 'POST' && p.body ? await p.body.catch(() => '') : '';
+    // A POST `_search` names its parameters in the form as a GET does in its query: the patients it names are found in both.
+    if (c.isQuery) for (const id of queryPatients(c, base, form)) patients.add(id);
     const query = c.isQuery ? `${p.method} ${p.path}${c.search ? `?${c.search}` : ''}${form ? `\n\n${form}` : ''}` : undefined;
     const resource = restAuditEvent({
       interaction, ...(c.operation ? { operation: c.operation } : {}), status: p.status, recorded: new Date(p.recorded).toISOString(),
@@ -389,10 +395,10 @@ function bundleTouched(bundle: Json): Touched[] {
   return out;
 }
 
-/** Patients a search names: `patient`, `subject` (to a Patient), and `_id` of a Patient search. */
-function queryPatients(c: Classified, base: string): string[] {
+/** Patients a search names (in its query, or the form of a POST `_search`): `patient`, `subject` (to a Patient), and `_id` of a Patient search. */
+function queryPatients(c: Classified, base: string, form = ''): string[] {
   const out: string[] = [];
-  const params = new URLSearchParams(c.search);
+  const params = [...new URLSearchParams(c.search), ...new URLSearchParams(form)];
   for (const [name, value] of params) {
     const [param, modifier] = name.split(':');
     const bare = param === 'patient' || (param === 'subject' && modifier === 'Patient') || (param === '_id' && c.type === 'Patient');

@@ -4,6 +4,7 @@
  * are searchable, append-only, not audited when written, and none are made with CINDER_AUDIT=off.
  */
 import { afterAll, describe, expect, test } from 'bun:test';
+import { deflateSync, gzipSync } from 'node:zlib';
 import { toFhirXml } from '../../src/fhir/xml/to-xml.ts';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { craftToken, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
@@ -208,6 +209,30 @@ for (const target of targets) {
         expect(all.filter((e) => subtypeOf(e) === 'batch')).toHaveLength(2);
         expect(all.filter((e) => subtypeOf(e) === 'transaction')).toHaveLength(0);
         expect(all.filter((e) => subtypeOf(e) === 'read').map((e) => [whats(e)[0], patientsOf(e)[0]])).toEqual(Array(32).fill(['Patient/deep/_history/1', 'Patient/deep']));
+      } finally {
+        await t.close();
+      }
+    });
+
+    test('a batch or a search form sent compressed (Content-Encoding: gzip or deflate) is audited as one sent plain is', async () => {
+      const { t, api } = await open(target, 'on');
+      try {
+        expect((await api.put('Patient/pz', { resourceType: 'Patient', id: 'pz' })).status).toBe(201);
+        const read = JSON.stringify({ resourceType: 'Bundle', type: 'batch', entry: [{ request: { method: 'GET', url: 'Patient/pz' } }] });
+        const token = await t.token();
+        for (const [coding, body] of [['gzip', gzipSync(read)], ['deflate', deflateSync(read)]] as const) {
+          const res = await t.request(t.fhir(), { method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/fhir+json', 'Content-Encoding': coding }, body });
+          expect([coding, res.status]).toEqual([coding, 200]);
+        }
+        // A search's form too is recorded as sent.
+        const search = await t.request(`${t.fhir()}/Patient/_search`, { method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/x-www-form-urlencoded', 'Content-Encoding': 'gzip' }, body: gzipSync('_id=pz') });
+        expect(search.status).toBe(200);
+        const plain = await t.request(`${t.fhir()}/Patient/_search`, { method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/x-www-form-urlencoded' }, body: '_id=pz' });
+        expect(plain.status).toBe(200);
+        const all = await events(t, api);
+        expect(all.filter((e) => subtypeOf(e) === 'batch')).toHaveLength(2);
+        expect(all.filter((e) => subtypeOf(e) === 'read').map((e) => [whats(e)[0], patientsOf(e)[0]])).toEqual(Array(2).fill(['Patient/pz/_history/1', 'Patient/pz']));
+        expect(all.filter((e) => subtypeOf(e) === 'search').map((e) => [queryOf(e)?.endsWith('\n\n_id=pz'), patientsOf(e)])).toEqual([[true, ['Patient/pz']], [true, ['Patient/pz']]]);
       } finally {
         await t.close();
       }

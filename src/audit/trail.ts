@@ -169,15 +169,16 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
       const recorded = d.clock.now();
       // A POST `_search`'s form, or a transaction/batch Bundle up to ENTRY_BUNDLE_CHARS (its entries are audited each);
       // never a POSTed operation's body, the resources it was sent (`$convert`, `$validate`), whatever its query string.
-      // A body sent in a Content-Encoding is read decoded, as the request's handler reads it, up to ENTRY_BUNDLE_CHARS (what its
-      // Content-Length says is the coded size: it is counted as that much); its coded bytes are no Bundle, and its entries went unaudited.
+      // A body without a Content-Length (chunked), or sent in a Content-Encoding (whose Content-Length is the coded size), is
+      // counted as ENTRY_BUNDLE_CHARS and read, decoded as the request's handler reads it, up to that much: whole, a chunked
+      // one held more than it was counted as, and a coded one's bytes were no Bundle (its entries went unaudited).
       const declared = req.headers.get('content-length');
-      const coded = req.headers.has('content-encoding');
-      const length = declared === null || coded ? ENTRY_BUNDLE_CHARS : Number(declared);
+      const unsized = declared === null || req.headers.has('content-encoding');
+      const length = unsized ? ENTRY_BUNDLE_CHARS : Number(declared);
       const bundle = c.interaction === 'transaction' && length <= ENTRY_BUNDLE_CHARS && bundleChars + 2 * length <= MAX_BUNDLE_CHARS_QUEUED;
       if (bundle) bundleChars += 2 * length;
       const kept = (c.isQuery && req.method === 'POST' && c.interaction !== 'operation') || bundle;
-      const form = !kept ? undefined : coded ? readLimited(req.clone(), ENTRY_BUNDLE_CHARS) : req.clone().text();
+      const form = !kept ? undefined : unsized ? readLimited(req.clone(), ENTRY_BUNDLE_CHARS) : req.clone().text();
       form?.catch(() => undefined);
       const token = tokenNow(req.headers.get('authorization'));
       const address = requestIp(req, server, d.trustProxy);
@@ -293,9 +294,9 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
   async function restEvents(p: PendingRest, pace: () => Promise<void> | undefined): Promise<Resource[]> {
     const transaction = p.c.interaction === 'transaction';
     const response = transaction && p.status < 400 && p.body ? await p.body.then(bundleOf, () => undefined) : undefined;
-    const out = [await restResource(p, response)];
+    const request = transaction && response && p.requestBundle ? await p.requestBundle.then(bundleOf, () => undefined) : undefined;
+    const out = [await restResource(p, response, request !== undefined)];
     if (!transaction || p.status >= 400 || !p.requestBundle || !p.body) return out;
-    const request = await p.requestBundle.then(bundleOf, () => undefined);
     const requests = (request?.entry as Json[] | undefined) ?? [];
     const responses = (response?.entry as Json[] | undefined) ?? [];
     for (const [i, entry] of requests.entries()) {
@@ -315,8 +316,11 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
     return out;
   }
 
-  /** The AuditEvent of one request; `response`, a transaction's or batch's, its response Bundle as restEvents read it. */
-  async function restResource(p: PendingRest, response?: Json): Promise<Resource> {
+  /**
+   * The AuditEvent of one request; `response`, a transaction's or batch's, its response Bundle as restEvents read it, and
+   * `entriesAudited`, whether its request Bundle was kept and read, so that each entry is audited as its own request.
+   */
+  async function restResource(p: PendingRest, response?: Json, entriesAudited = false): Promise<Resource> {
     const { c } = p;
     const tenant = c.tenant;
     const base = d.fhirBase(tenant);
@@ -329,8 +333,12 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
     const ok = p.status < 400;
     if (c.interaction === 'transaction') {
       const bundle = ok ? response : undefined;
-      if (bundle?.type === 'batch-response') interaction = 'batch'; // its entries are audited each as its own request
-      else if (bundle) touched = bundleTouched(bundle);
+      if (bundle?.type === 'batch-response') {
+        interaction = 'batch'; // its entries are audited each as its own request
+        // Unless its request Bundle was not kept (over ENTRY_BUNDLE_CHARS, or the queue's Bundles at their bound) or not read:
+        // then its own event names what its entries read and wrote, which no other event would (a batch padded past the bound read unaudited).
+        if (!entriesAudited) touched = bundleTouched(bundle, true);
+      } else if (bundle) touched = bundleTouched(bundle);
     } else {
       const fromHeaders = ok ? headerVersion(p) : undefined;
       if (c.target) touched = [{ ...c.target, ...(fromHeaders && fromHeaders.type === c.target.type && fromHeaders.id === c.target.id ? { versionId: fromHeaders.versionId } : {}) }];
@@ -385,12 +393,20 @@ function headerVersion(p: PendingRest): Touched | undefined {
 }
 
 /** What a transaction's entries wrote or read: their `response.location` (with version). */
-function bundleTouched(bundle: Json): Touched[] {
+function bundleTouched(bundle: Json, reads = false): Touched[] {
   const out: Touched[] = [];
   for (const entry of (bundle.entry as Json[] | undefined) ?? []) {
-    const location = (entry.response as Json | undefined)?.location;
+    const location = (entry?.response as Json | undefined)?.location;
     const m = typeof location === 'string' ? VERSIONED.exec(`/${location}`) : null;
     if (m) out.push({ type: m[1]!, id: m[2]!, versionId: Number(m[3]) });
+    else if (reads) {
+      // `reads`: also the version an entry answered with (a read or vread), as a read's ETag names it; not a search's Bundle.
+      const r = entry?.resource as Json | undefined;
+      const version = Number((r?.meta as Json | undefined)?.versionId);
+      if (typeof r?.resourceType === 'string' && r.resourceType !== 'Bundle' && typeof r.id === 'string' && Number.isInteger(version) && version > 0) {
+        out.push({ type: r.resourceType, id: r.id, versionId: version });
+      }
+    }
   }
   return out;
 }

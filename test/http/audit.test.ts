@@ -238,6 +238,34 @@ for (const target of targets) {
       }
     });
 
+    test('a batch too large to keep for its entries (over 4 MiB) names in its own event what it read and wrote, and their patients', async () => {
+      const { t, api } = await open(target, 'on');
+      try {
+        expect((await api.put('Patient/pb', { resourceType: 'Patient', id: 'pb' })).status).toBe(201);
+        const batch = { resourceType: 'Bundle', type: 'batch', entry: [
+          { request: { method: 'GET', url: 'Patient/pb' } },
+          { resource: { resourceType: 'Observation', status: 'final', code: { text: 'w' }, subject: { reference: 'Patient/pb' } }, request: { method: 'POST', url: 'Observation' } },
+          { request: { method: 'GET', url: 'Observation?subject=Patient/pb' } },
+        ] };
+        // Padded past ENTRY_BUNDLE_CHARS with blanks, which JSON allows between tokens.
+        const text = JSON.stringify(batch).replace('"entry":', `"entry":${' '.repeat(4 << 20)}`);
+        const token = await t.token();
+        // Its size declared, and not (chunked: counted as 4 MiB, and read up to that much).
+        for (const length of [{ 'Content-Length': String(text.length) }, {}] as Record<string, string>[]) {
+          const sent = await t.request(t.fhir(), { method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/fhir+json', ...length }, body: text });
+          expect(sent.status).toBe(200);
+        }
+        const all = await events(t, api);
+        const batches = all.filter((e) => subtypeOf(e) === 'batch');
+        expect(batches.map((e) => whats(e).sort())).toEqual(Array(2).fill([expect.stringMatching(/^Observation\/[^/]+\/_history\/1$/), 'Patient/pb/_history/1']));
+        expect(batches.map((e) => patientsOf(e))).toEqual([['Patient/pb'], ['Patient/pb']]);
+        // Its entries are not audited each: the batch's event names them.
+        expect(all.filter((e) => ['read', 'create', 'search'].includes(subtypeOf(e)) && !queryOf(e)?.includes('AuditEvent'))).toEqual([]);
+      } finally {
+        await t.close();
+      }
+    });
+
     test('a transaction in FHIR XML, answered in XML, is audited as a JSON one: the Bundle\'s event names what it wrote, each entry its own', async () => {
       const { t, api } = await open(target, 'on');
       try {

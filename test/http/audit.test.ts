@@ -238,7 +238,7 @@ for (const target of targets) {
       }
     });
 
-    test('a batch too large to keep for its entries (over 4 MiB) names in its own event what it read and wrote, and their patients', async () => {
+    test('a batch or transaction too large to keep for its entries (over 4 MiB) names in its own event what it read and wrote, and their patients', async () => {
       const { t, api } = await open(target, 'on');
       try {
         expect((await api.put('Patient/pb', { resourceType: 'Patient', id: 'pb' })).status).toBe(201);
@@ -259,7 +259,13 @@ for (const target of targets) {
         const batches = all.filter((e) => subtypeOf(e) === 'batch');
         expect(batches.map((e) => whats(e).sort())).toEqual(Array(2).fill([expect.stringMatching(/^Observation\/[^/]+\/_history\/1$/), 'Patient/pb/_history/1']));
         expect(batches.map((e) => patientsOf(e))).toEqual([['Patient/pb'], ['Patient/pb']]);
-        // Its entries are not audited each: the batch's event names them.
+        // A transaction as large names what it read too.
+        const tx = JSON.stringify({ resourceType: 'Bundle', type: 'transaction', entry: [{ request: { method: 'GET', url: 'Patient/pb' } }] }).replace('"entry":', `"entry":${' '.repeat(4 << 20)}`);
+        const sentTx = await t.request(t.fhir(), { method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/fhir+json', 'Content-Length': String(tx.length) }, body: tx });
+        expect(sentTx.status).toBe(200);
+        const [transaction] = (await events(t, api)).filter((e) => subtypeOf(e) === 'transaction');
+        expect([whats(transaction!), patientsOf(transaction!)]).toEqual([['Patient/pb/_history/1'], ['Patient/pb']]);
+        // Their entries are not audited each: the Bundle's event names them.
         expect(all.filter((e) => ['read', 'create', 'search'].includes(subtypeOf(e)) && !queryOf(e)?.includes('AuditEvent'))).toEqual([]);
       } finally {
         await t.close();

@@ -86,10 +86,10 @@ export function numberMatches(lo: number, hi: number, t: NumberTest): boolean {
     case 'eq': return lo >= t.low && hi < t.high;
     case 'ne': return lo < t.low || hi >= t.high;
     case 'gt': return hi > t.value;
-    case 'sa': return lo >= t.high;
+    case 'sa': return lo > t.value;
     case 'ge': return hi >= t.value;
     case 'lt': return lo < t.value;
-    case 'eb': return hi < t.low;
+    case 'eb': return hi < t.value;
     case 'le': return lo <= t.value;
     case 'ap': return hi >= t.low && lo < t.high;
   }

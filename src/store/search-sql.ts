@@ -767,18 +767,20 @@ export class SqlBuilder {
   }
 
   /**
-   * A number test on stored [lo, hi] (a point: lo = hi); eq/ne by the search value's precision range
-   * [low, high), and `sa` / `eb` the stored range wholly above or below it (as a date's).
+   * A number test on stored [lo, hi] (a point: lo = hi): `eq`, `ne` and `ap` by the search value's
+   * precision range [low, high) (`ap` widened), the others by the value itself (search.html, number:
+   * with "lt, ge, le, sa & eb ... the implicit precision of the number is ignored"): `sa` / `eb` the
+   * stored range wholly above or below it.
    */
   number(lo: string, hi: string, t: NumberTest): string {
     switch (t.op) {
       case 'eq': return `(${lo} >= ${this.v(t.low)} AND ${hi} < ${this.v(t.high)})`;
       case 'ne': return `(${lo} < ${this.v(t.low)} OR ${hi} >= ${this.v(t.high)})`;
       case 'gt': return `${hi} > ${this.v(t.value)}`;
-      case 'sa': return `${lo} >= ${this.v(t.high)}`;
+      case 'sa': return `${lo} > ${this.v(t.value)}`;
       case 'ge': return `${hi} >= ${this.v(t.value)}`;
       case 'lt': return `${lo} < ${this.v(t.value)}`;
-      case 'eb': return `${hi} < ${this.v(t.low)}`;
+      case 'eb': return `${hi} < ${this.v(t.value)}`;
       case 'le': return `${lo} <= ${this.v(t.value)}`;
       case 'ap': return `(${hi} >= ${this.v(t.low)} AND ${lo} < ${this.v(t.high)})`;
     }
@@ -1262,17 +1264,16 @@ interface RangedTest {
 
 /**
  * A number test's bounds on a stored [lo, hi] (SqlBuilder.number; lo <= hi): on the low end where the
- * test bounds it (`eb`'s hi < low bounds lo too), else on the high end (`gt`, `ge`); none for `ne`,
+ * test bounds it (`eb`'s hi < value bounds lo too), else on the high end (`gt`, `ge`); none for `ne`,
  * which a range of neither index answers.
  */
 function numberBounds(t: NumberTest): RangeBounds | undefined {
   switch (t.op) {
     case 'eq': return { end: 'low', bounds: [['>=', t.low], ['<', t.high]] };
-    case 'lt': return { end: 'low', bounds: [['<', t.value]] };
-    case 'eb': return { end: 'low', bounds: [['<', t.low]] };
+    case 'lt': case 'eb': return { end: 'low', bounds: [['<', t.value]] };
     case 'le': return { end: 'low', bounds: [['<=', t.value]] };
     case 'ap': return { end: 'low', bounds: [['<', t.high]] };
-    case 'sa': return { end: 'low', bounds: [['>=', t.high]] };
+    case 'sa': return { end: 'low', bounds: [['>', t.value]] };
     case 'gt': return { end: 'high', bounds: [['>', t.value]] };
     case 'ge': return { end: 'high', bounds: [['>=', t.value]] };
     default: return undefined;

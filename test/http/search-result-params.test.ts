@@ -107,20 +107,21 @@ await eachStore((kind, fresh) => {
       expect(await matches('Observation?_sort=subject')).toEqual(['s-cgrp', 's-cpat', ...GROUPS, 's-grp', 's-p1', 's-p2', 's-none']);
     });
 
-    test('sa and eb on a number: the stored value or Range wholly after or before the range the value\'s precision implies', async () => {
+    test('sa and eb on a number: the stored value or Range wholly after or before the value, its precision ignored', async () => {
       const all = ['ra-01', 'ra-05', 'ra-075', 'ra-082', 'ra-085', 'ra-range'];
       const cases: [string, string[]][] = [
-        // 0.5 is [0.45, 0.55): the Range [0.2, 0.9] starts before it and ends after it.
+        // The Range [0.2, 0.9] starts before 0.5 and ends after it; 0.5 itself is neither after nor before it.
         ['sa0.5', ['ra-075', 'ra-082', 'ra-085']],
         ['eb0.5', ['ra-01']],
-        ['sa0.8', ['ra-085']],
-        // 0.75 is 0.8 at that precision ([0.75, 0.85)), so it is not before it.
-        ['eb0.8', ['ra-01', 'ra-05']],
+        // search.html, number: with "lt, ge, le, sa & eb ... the implicit precision of the number is
+        // ignored": 0.82 starts after exactly 0.8 and 0.75 ends before it, though `0.8` ([0.75, 0.85)) finds both.
+        ['sa0.8', ['ra-082', 'ra-085']],
+        ['eb0.8', ['ra-01', 'ra-05', 'ra-075']],
         ['0.8', ['ra-075', 'ra-082']],
         ['eb0.25', ['ra-01']],
         ['sa0.1', all.filter((id) => id !== 'ra-01')],
         ['eb1.0', all],
-        ['sa0.8,eb0.25', ['ra-01', 'ra-085']],
+        ['sa0.8,eb0.25', ['ra-01', 'ra-082', 'ra-085']],
         ['sa0.9', []],
       ];
       for (const [value, ids] of cases) expect({ value, ids: await found(`RiskAssessment?probability=${value}`) }).toEqual({ value, ids: ids.sort() });

@@ -430,6 +430,9 @@ await eachStore((kind, fresh) => {
       }
       expect(disagreements).toEqual([]);
       expect(matched).toBeGreaterThan(200);
+      // The range below 2024-12-31 meets a Period from 2024-12-30 to 2025-01-02 (issue #14's example).
+      const le = await api.search('Observation?date=le2024-12-31&_count=1000&_elements=id');
+      expect((le.entry ?? []).map((e: Json) => e.resource.id)).toContain('range-across');
     }, 120_000);
 
     test('_has through every reference parameter agrees with the oracle', async () => {

@@ -48,6 +48,11 @@ export interface KickoffRequest {
   fhirBase?: string;
   /** Create the job already claimed by this runner (the CLI runs its export itself). */
   claim?: { owner: string; leaseMs: number };
+  /**
+   * Aborted when the client goes away (the HTTP request's signal): the settle wait ends at once and no job is
+   * created, since nobody would learn its status URL while it counted against the limit of jobs in progress.
+   */
+  signal?: AbortSignal;
 }
 
 const NDJSON_FORMATS = ['application/fhir+ndjson', 'application/ndjson', 'ndjson'];
@@ -109,6 +114,27 @@ function readsEveryPatient(access: Access): boolean {
   return access.can('Patient', 'r') && access.patientLimit('Patient', 'r') === undefined && access.filters?.('Patient', 'r') === undefined;
 }
 
+/** Waits `ms`, or until `signal` aborts; then throws if it has (requireClient). */
+async function settle(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  requireClient(signal);
+  if (!signal) return Bun.sleep(ms);
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let onAbort: (() => void) | undefined;
+  await new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, ms);
+    onAbort = resolve;
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+  clearTimeout(timer);
+  signal.removeEventListener('abort', onAbort!);
+  requireClient(signal);
+}
+
+/** A kick-off whose client went away starts nothing (KickoffRequest.signal). */
+function requireClient(signal: AbortSignal | undefined): void {
+  if (signal?.aborted) throw new FhirError('invalid', 'The client closed the kick-off request before it was answered: no export was started');
+}
+
 /**
  * Which patients a Patient or Group export covers: stored with the job, or `any` compartment. A token
  * whose `patient/` scopes bind every exported type covers its patient alone (patient-bound.ts).
@@ -116,12 +142,13 @@ function readsEveryPatient(access: Access): boolean {
 async function resolvePatients(deps: KickoffDeps, req: KickoffRequest, at: number, since: number | undefined, issues: FhirIssue[], bound: PatientBound | undefined, groupAccess: Access) {
   const wanted = [...new Set(patientIds(req.input.patients, req.fhirBase))];
   requireOwnPatient(bound, wanted);
+  // A token that may not read Groups is refused before the wait, as one at its limits is.
+  if (req.level === 'group') requireAccess(groupAccess, 'Group', 'r');
   // Read as of transactionTime once the writes other processes stamped before it have committed (KickoffDeps.settleMs).
-  if ((req.level === 'group' || wanted.length) && deps.settleMs > 0) await Bun.sleep(deps.settleMs);
+  if ((req.level === 'group' || wanted.length) && deps.settleMs > 0) await settle(deps.settleMs, req.signal);
   let members: Set<string> | undefined;
   let readable: GroupReadable | undefined;
   if (req.level === 'group') {
-    requireAccess(groupAccess, 'Group', 'r');
     const read = await readAsOf(deps.store, req.tenant, 'Group', req.groupId!, at);
     if (!read) throw new FhirError('not-found', `Group/${req.groupId} is not known`);
     const match = { exists: async (query: SearchQuery) => (await deps.store.resources.search(req.tenant, query)).length > 0 };
@@ -248,6 +275,7 @@ export async function kickOff(deps: KickoffDeps, request: KickoffRequest): Promi
   const now = deps.clock.now();
   const transactionTime = deps.store.writeTimes.safeTime(now);
   const { spec, patients } = await buildSpec(deps, req, transactionTime, now, groupAccess);
+  requireClient(req.signal);
   const id = crypto.randomUUID();
   const created = await deps.store.exports.jobs.create(
     {

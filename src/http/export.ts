@@ -69,7 +69,7 @@ export function exportRoutes(deps: ExportRouteDeps): Hono<AppEnv> {
     const sreq = statusRequest(c, deps.baseUrl);
     const id = await kickOff(deps, {
       tenant: sreq.tenant, access: sreq.access, level, input, requestUrl, fhirBase: sreq.fhirBase,
-      lenient: parsePrefer(c.req.header('prefer')).get('handling') === 'lenient',
+      lenient: parsePrefer(c.req.header('prefer')).get('handling') === 'lenient', signal: c.req.raw.signal,
       ...(level === 'group' ? { groupId: c.req.param('id') } : {}),
     });
     const outcome = operationOutcome([issue('information', 'informational', `Export job ${id} accepted`)]);

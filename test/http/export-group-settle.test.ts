@@ -7,6 +7,7 @@
 import { afterAll, describe, expect, test } from 'bun:test';
 import { createTestApp, fhirInit, secondServer } from '../helpers/app.ts';
 import { download, finish, patient, put, refs } from '../helpers/export.ts';
+import { craftToken } from '../helpers/fhir.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
 const targets = await storeTargets({ main: false });
@@ -60,6 +61,51 @@ for (const target of targets) {
         expect(res.status).toBe(202);
         const manifest = await finish(t, token, res.headers.get('content-location')!);
         expect(refs(await download(t, token, manifest.output))).toEqual(['Patient/p1', 'Patient/p3']);
+      } finally {
+        await t.close();
+      }
+    });
+
+    test('a client gone during the settle wait starts no export (its job counted against the limit unseen), and is let go at once', async () => {
+      const db = await target.migrated();
+      const t = await createTestApp({ store: db.open(), exportSettleMs: 1000, env: { CINDER_EXPORT_MAX_JOBS_PER_CLIENT: '1' } });
+      try {
+        const token = await t.token();
+        await put(t, patient('p1'));
+        await put(t, group('p1'));
+        t.clock.advance(1000);
+        for (const path of ['/Group/g1/$export?_type=Patient', '/Patient/$export']) {
+          const gone = new AbortController();
+          const init = path.startsWith('/Patient')
+            ? fhirInit(token, 'POST', { resourceType: 'Parameters', parameter: [{ name: 'patient', valueReference: { reference: 'Patient/p1' } }] })
+            : fhirInit(token);
+          const started = performance.now();
+          const kickOff = t.request(t.fhir() + path, { ...init, signal: gone.signal });
+          await Bun.sleep(100);
+          gone.abort();
+          expect((await kickOff).status).toBe(400);
+          expect(performance.now() - started).toBeLessThan(900);
+        }
+        // No job was left in progress: the client's only one is free.
+        const res = await t.request(t.fhir() + '/Group/g1/$export?_type=Patient', fhirInit(token));
+        expect(res.status).toBe(202);
+        expect(refs(await download(t, token, (await finish(t, token, res.headers.get('content-location')!)).output))).toEqual(['Patient/p1']);
+      } finally {
+        await t.close();
+      }
+    });
+
+    test('a token that may not read Groups is refused without the settle wait', async () => {
+      const db = await target.migrated();
+      const t = await createTestApp({ store: db.open(), exportSettleMs: 1000 });
+      try {
+        await put(t, patient('p1'));
+        await put(t, group('p1'));
+        const token = await craftToken(t, 'system/Patient.rs');
+        const started = performance.now();
+        const res = await t.request(t.fhir() + '/Group/g1/$export?_type=Patient', fhirInit(token));
+        expect(res.status).toBe(403);
+        expect(performance.now() - started).toBeLessThan(900);
       } finally {
         await t.close();
       }

@@ -2,8 +2,11 @@
  * Bulk export against a model of the history: random writes, deletions, re-creations and Group membership
  * changes before and after `_since`, between kick-off and run, and during the run (between pages); every
  * export level, with and without `_since` and `_typeFilter`, under a scope filter, a patient's token and a
- * POST `patient` list. Each export's output (versions) and `deleted` files must be exactly what the model
- * says held at its transactionTime (Bulk Data 2.0.0).
+ * POST `patient` list. Provenance targeting the records is written too, and exported by its targets (a
+ * Patient or Group export's default, `includeAssociatedData` Relevant and Latest, with the older Provenance of the
+ * members who joined since `_since`), filtered by `_typeFilter`, or scanned as a type (a system export, a patient's
+ * token). Each export's output (versions) and `deleted` files must be exactly what the model says held at its
+ * transactionTime (Bulk Data 2.0.0), files split small so that two steps write parts of Provenance.
  */
 import { describe, expect, test } from 'bun:test';
 import type { ResourceRepo, Store } from '../../src/store/types.ts';
@@ -16,12 +19,20 @@ type Res = Record<string, any> & { resourceType: string; id: string };
 interface Version { at: number; deleted: boolean; res?: Res }
 interface Job {
   name: string; status: string; token: string; level: 'system' | 'patient' | 'group'; since: boolean; filtered: boolean;
+  /** Provenance exported: scanned as a type, or found by its targets (Job.scoped: within the scope filter on them). */
+  provenance?: 'scanned' | 'compartment' | 'relevant' | 'latest';
+  /** `_typeFilter=Provenance?recorded=gt2025-01-01`. */
+  recent?: boolean;
+  /** The token's scope filter (Observation code A) holds, on Provenance targets too. */
+  scoped?: boolean;
   /** A POST's `patient` list (those that exist count), or `bound`: the compartment of a patient's token, as its searches read it. */
   patients?: string[]; bound?: boolean;
 }
 
 const PATIENTS = ['p0', 'p1', 'p2', 'p3', 'p4', 'p5'];
 const TYPES = '_type=Patient,Observation,Encounter';
+const WITH_PROVENANCE = `${TYPES},Provenance`;
+const RECENT = '2025-01-01T00:00:00Z';
 const SEEDS = 3;
 
 /** Writes random changes through the store and records every version in `history` as the store stamped it. */
@@ -54,10 +65,16 @@ function writer(t: TestApp, clock: ReturnType<typeof testClock>, rand: () => num
     else if (x < 0.5) {
       // performer is a second Patient compartment parameter of Observation.
       await write({ resourceType: 'Observation', id: `o${n(20)}`, status: 'final', code: { coding: [{ system: 'http://loinc.org', code: pick(['A', 'B']) }] }, subject: ref(), ...(rand() < 0.4 ? { performer: [ref()] } : {}) });
-    } else if (x < 0.65) await del('Observation', `o${n(20)}`);
-    else if (x < 0.8) await write({ resourceType: 'Encounter', id: `e${n(8)}`, status: 'finished', class: { code: 'AMB' }, subject: ref() });
-    else if (x < 0.88) await del('Encounter', `e${n(8)}`);
-    else await write(group());
+    } else if (x < 0.6) await del('Observation', `o${n(20)}`);
+    else if (x < 0.72) await write({ resourceType: 'Encounter', id: `e${n(8)}`, status: 'finished', class: { code: 'AMB' }, subject: ref() });
+    else if (x < 0.76) await del('Encounter', `e${n(8)}`);
+    else if (x < 0.84) await write(group());
+    else if (x < 0.97) {
+      // Provenance of one or two records (a Patient, an Observation, an Encounter), recorded in 2024 or 2025.
+      const target = () => (rand() < 0.2 ? ref() : { reference: rand() < 0.6 ? `Observation/o${n(20)}` : `Encounter/e${n(8)}` });
+      const recorded = new Date(Date.UTC(pick([2024, 2025]), n(12), 1 + n(28))).toISOString();
+      await write({ resourceType: 'Provenance', id: `v${n(10)}`, target: rand() < 0.4 ? [target(), target()] : [target()], recorded, agent: [{ who: { display: 'Clinician' } }] });
+    } else await del('Provenance', `v${n(10)}`);
   };
   return { write, group, op };
 }
@@ -65,7 +82,12 @@ function writer(t: TestApp, clock: ReturnType<typeof testClock>, rand: () => num
 /** What the model says `job` holds: `Type/id@version` of its output, `Type/id` of its deletions. */
 function expected(job: Job, history: Map<string, Version[]>, at: number, since: number) {
   const asOf = (h: Version[], time: number) => h.findLast((v) => v.at <= time);
-  const patientsOf = (r: Res): string[] => r.resourceType === 'Patient' ? [r.id] : [r.subject.reference, ...(r.performer ?? []).map((p: any) => p.reference)].map((s: string) => s.split('/')[1]!);
+  const patientsOf = (r: Res): string[] => {
+    if (r.resourceType === 'Patient') return [r.id];
+    // A Provenance is in the compartment of the Patients it targets (its `patient` parameter).
+    if (r.resourceType === 'Provenance') return r.target.map((t: any) => t.reference).filter((s: string) => s.startsWith('Patient/')).map((s: string) => s.split('/')[1]!);
+    return [r.subject.reference, ...(r.performer ?? []).map((p: any) => p.reference)].map((s: string) => s.split('/')[1]!);
+  };
   const membersAt = (time: number) => {
     const g = asOf(history.get('Group/g1')!, time);
     return new Set<string>(g && !g.deleted ? (g.res!.member ?? []).map((m: any) => m.entity.reference.split('/')[1]) : []);
@@ -85,11 +107,14 @@ function expected(job: Job, history: Map<string, Version[]>, at: number, since: 
     const before = new Set([...membersAt(since)].filter((p) => job.bound || existed(p)));
     if (job.since) joined = new Set([...patients!].filter((p) => !before.has(p)));
   }
-  const selected = (r: Res) => (!patients || patientsOf(r).some((p) => patients!.has(p))) && !(job.filtered && r.resourceType === 'Observation' && r.code.coding[0].code !== 'A');
+  const inPatients = (r: Res, set: Set<string> | undefined) => (set ? patientsOf(r).some((p) => set.has(p)) : patientsOf(r).length > 0);
+  const recent = (r: Res) => !job.recent || r.resourceType !== 'Provenance' || r.recorded > RECENT;
+  const selected = (r: Res) => (!patients || patientsOf(r).some((p) => patients!.has(p))) && !(job.filtered && r.resourceType === 'Observation' && r.code.coding[0].code !== 'A') && recent(r);
+  const scanned = (key: string) => !key.startsWith('Group/') && (!key.startsWith('Provenance/') || job.provenance === 'scanned');
   const output: string[] = [];
   const deleted: string[] = [];
   for (const [key, h] of history) {
-    const v = key.startsWith('Group/') ? undefined : asOf(h, at);
+    const v = scanned(key) ? asOf(h, at) : undefined;
     if (!v) continue;
     if (!v.deleted) {
       if (!selected(v.res!) || (job.since && v.at <= since && !patientsOf(v.res!).some((p) => joined.has(p)))) continue;
@@ -99,7 +124,51 @@ function expected(job: Job, history: Map<string, Version[]>, at: number, since: 
       if (live && selected(live.res!)) deleted.push(key);
     }
   }
+  if (job.provenance && job.provenance !== 'scanned') provenanceByTargets(job, history, at, since, { asOf, inPatients, recent, patients, joined, output, deleted });
   return { output: output.sort(), deleted: deleted.sort() };
+}
+
+/**
+ * Provenance found by its targets as of `at`: in `compartment` mode those targeting a record in a job patient's
+ * compartment (within the token's scope filter, whatever `_type` and `_typeFilter` select), in `relevant` and
+ * `latest` those targeting an exported record (`latest`: the most recent one of each by `recorded`, then last
+ * update, then id). With `_since`: changed since, or older and targeting a record of a member who joined since.
+ */
+function provenanceByTargets(job: Job, history: Map<string, Version[]>, at: number, since: number, m: {
+  asOf: (h: Version[], time: number) => Version | undefined; inPatients: (r: Res, set: Set<string> | undefined) => boolean; recent: (r: Res) => boolean;
+  patients: Set<string> | undefined; joined: Set<string>; output: string[]; deleted: string[];
+}) {
+  const exported = new Set(m.output.map((o) => o.split('@')[0]!));
+  const kept = (ref: string, joinedOnly: boolean) => {
+    const v = m.asOf(history.get(ref) ?? [], at);
+    if (!v || v.deleted) return false;
+    if (joinedOnly && !m.inPatients(v.res!, m.joined)) return false;
+    if (job.provenance !== 'compartment') return exported.has(ref);
+    return m.inPatients(v.res!, m.patients) && !(job.scoped && v.res!.resourceType === 'Observation' && v.res!.code.coding[0].code !== 'A');
+  };
+  const targets = (r: Res): string[] => r.target.map((t: any) => t.reference);
+  const owed = (v: Version) => ((!job.since || v.at > since) ? targets(v.res!).filter((t) => kept(t, false)) : targets(v.res!).filter((t) => kept(t, true)));
+  const latest = new Map<string, { rank: string; key: string }>();
+  for (const [key, h] of history) {
+    if (!key.startsWith('Provenance/')) continue;
+    const v = m.asOf(h, at);
+    if (!v) continue;
+    if (!v.deleted) {
+      if (!m.recent(v.res!)) continue;
+      const found = owed(v);
+      if (!found.length) continue;
+      if (job.provenance !== 'latest') {
+        m.output.push(`${key}@${v.res!.meta.versionId}`);
+        continue;
+      }
+      const rank = `${String(Date.parse(v.res!.recorded)).padStart(15, '0')}.${String(v.at).padStart(15, '0')}.${v.res!.id}`;
+      for (const t of found) if (!latest.has(t) || latest.get(t)!.rank < rank) latest.set(t, { rank, key: `${key}@${v.res!.meta.versionId}` });
+    } else if (job.since && v.at > since && job.provenance !== 'latest') {
+      const live = h.findLast((x) => x.at < v.at && !x.deleted);
+      if (live && m.recent(live.res!) && targets(live.res!).some((t) => kept(t, false))) m.deleted.push(key);
+    }
+  }
+  m.output.push(...new Set([...latest.values()].map((l) => l.key)));
 }
 
 await eachStore((kind, fresh) => {
@@ -118,10 +187,12 @@ await eachStore((kind, fresh) => {
         const since = clock.now();
         clock.advance(1000);
         for (let i = 0; i < 40; i++) await w.op();
+        // Members who joined since: everyone on odd seeds (their older records and Provenance are owed), at random on the others.
+        if (seed % 2) await w.write({ ...w.group(), member: PATIENTS.map((p) => ({ entity: { reference: `Patient/${p}` } })) });
         clock.advance(1000);
 
         const admin = await t.token();
-        const scoped = await craftToken(t, 'system/Patient.rs system/Encounter.rs system/Group.rs system/Observation.rs?code=http://loinc.org|A');
+        const scoped = await craftToken(t, 'system/Patient.rs system/Encounter.rs system/Group.rs system/Provenance.rs system/Observation.rs?code=http://loinc.org|A');
         const ofPatient = await craftToken(t, 'patient/*.rs', { patient: 'p1' });
         const jobs: Job[] = [];
         const start = async (job: Omit<Job, 'status'>, path: string, init: RequestInit) => {
@@ -140,6 +211,24 @@ await eachStore((kind, fresh) => {
               await start({ name: query, token: admin, level, since: withSince, filtered }, query, fhirInit(admin));
               if (!filtered) await start({ name: `${query} (scope filter)`, token: scoped, level, since: withSince, filtered: true }, query, fhirInit(scoped));
               if (level !== 'system') await start({ name: `${query} (Patient/p1's token)`, token: ofPatient, level, since: withSince, filtered, patients: ['p1'], bound: true }, query, fhirInit(ofPatient));
+            }
+            // With Provenance: scanned by a system export and a patient's token, else found by its targets.
+            const sinceParam = withSince ? `&_since=${new Date(since).toISOString()}` : '';
+            const byTargets = level === 'system' ? 'scanned' : 'compartment';
+            for (const recent of [false, true]) {
+              const query = `${path}?${WITH_PROVENANCE}${sinceParam}${recent ? `&_typeFilter=${encodeURIComponent(`Provenance?recorded=gt${RECENT}`)}` : ''}`;
+              await start({ name: query, token: admin, level, since: withSince, filtered: false, provenance: byTargets, recent }, query, fhirInit(admin));
+            }
+            const query = `${path}?${WITH_PROVENANCE}${sinceParam}`;
+            await start({ name: `${query} (scope filter)`, token: scoped, level, since: withSince, filtered: true, scoped: true, provenance: byTargets }, query, fhirInit(scoped));
+            if (level !== 'system') {
+              await start({ name: `${query} (Patient/p1's token)`, token: ofPatient, level, since: withSince, filtered: false, patients: ['p1'], bound: true, provenance: 'scanned' }, query, fhirInit(ofPatient));
+              for (const [associated, mode] of [['RelevantProvenanceResources', 'relevant'], ['LatestProvenanceResources', 'latest']] as const) {
+                for (const filtered of [false, true]) {
+                  const q = `${path}?${TYPES}${sinceParam}&includeAssociatedData=${associated}${filtered ? `&_typeFilter=${encodeURIComponent('Observation?code=A')}` : ''}`;
+                  await start({ name: q, token: admin, level, since: withSince, filtered, provenance: mode }, q, fhirInit(admin));
+                }
+              }
             }
           }
           if (level === 'patient') {
@@ -167,7 +256,8 @@ await eachStore((kind, fresh) => {
           return page;
         };
         const store = new Proxy(t.store, { get: (target, key) => (key === 'resources' ? resources : Reflect.get(target, key)) }) as Store;
-        expect(new Set(await runExports(t, { pageSize: 3, store }))).toEqual(new Set(['completed']));
+        // Small files: a type's parts roll over within a step and go on across the two steps that write Provenance.
+        expect(new Set(await runExports(t, { pageSize: 3, fileMaxBytes: 1500, store }))).toEqual(new Set(['completed']));
 
         for (const job of jobs) {
           const manifest = (await (await t.request(job.status, fhirInit(job.token))).json()) as Manifest;
@@ -176,7 +266,7 @@ await eachStore((kind, fresh) => {
           expect({ job: job.name, output, deleted }).toEqual({ job: job.name, ...expected(job, history, at, since) });
         }
         await t.close();
-      }, 120_000);
+      }, 300_000);
     }
   });
 });

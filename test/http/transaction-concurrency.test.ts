@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
 import { craftToken, type Json } from '../helpers/fhir.ts';
+import type { ResourceWriter, SearchQuery } from '../../src/store/types.ts';
 
 await eachStore((kind, fresh) => {
   describe(`concurrent transactions (${kind})`, () => {
@@ -377,6 +378,47 @@ await eachStore((kind, fresh) => {
       expect([answer.entry[0].response.status, answer.entry[0].response.outcome?.issue[0].expression]).toEqual(['412 Precondition Failed', ['Bundle.entry[0].resource.extension[0].valueReference']]);
       const subscriptions = ((await (await t.request(`${t.fhir()}/Subscription?_count=100`, fhirInit(token))).json()) as Json).entry ?? [];
       expect(subscriptions.filter((e: Json) => e.resource.extension !== undefined)).toEqual([]);
+    });
+  });
+});
+
+await eachStore((kind, fresh) => {
+  describe(`a transaction's hierarchy conditions searched again at its commit (${kind})`, () => {
+    test('one hierarchy its conditions all walk is walked once at the commit, not once per condition (20 walks of 30 levels held the writer)', async () => {
+      const store = await fresh();
+      // The Location searches the transactions' writers run (the walks at the commit).
+      let walked = 0;
+      const bound = <T extends object>(o: T, own: Record<string, unknown>) =>
+        new Proxy(o, { get: (target, key) => (typeof key === 'string' && key in own ? own[key] : typeof Reflect.get(target, key) === 'function' ? (Reflect.get(target, key) as Function).bind(target) : Reflect.get(target, key)) });
+      const search = (w: ResourceWriter) => (q: SearchQuery) => {
+        if (q.type === 'Location') walked++;
+        return w.search(q);
+      };
+      const resources = bound(store.resources, {
+        write: (tenant: string, fn: (w: ResourceWriter) => Promise<unknown>) => store.resources.write(tenant, (w) => fn(bound(w, { search: search(w) }))),
+      });
+      const t = await createTestApp({ store: bound(store, { resources }) });
+      try {
+        const token = await t.token();
+        const write = async (r: Json) => (await t.request(`${t.fhir()}/${r.resourceType}/${r.id}`, fhirInit(token, 'PUT', r))).status;
+        const DEPTH = 30;
+        for (let i = 0; i < DEPTH; i++) expect(await write({ resourceType: 'Location', id: `deep-${i}`, name: `Level ${i}`, ...(i ? { partOf: { reference: `Location/deep-${i - 1}` } } : {}) })).toBe(201);
+        const encounter = { resourceType: 'Encounter', id: 'deep-enc', status: 'in-progress', class: { system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'IMP' }, location: [{ location: { reference: `Location/deep-${DEPTH - 1}` } }] };
+        expect(await write(encounter)).toBe(201);
+        // Twenty conditions, each its own (a different second id), all below the same root.
+        const entry = Array.from({ length: 20 }, (_, i) => ({
+          resource: { resourceType: 'Observation', status: 'final', code: { text: `deep ${i}` }, encounter: { reference: `Encounter?location:below=Location/deep-0&_id=deep-enc,none-${i}` } },
+          request: { method: 'POST', url: 'Observation' },
+        }));
+        walked = 0;
+        const res = await t.request(t.fhir(), fhirInit(token, 'POST', { resourceType: 'Bundle', type: 'transaction', entry }));
+        expect(res.status).toBe(200);
+        expect(((await res.json()) as Json).entry.map((e: Json) => e.resource.encounter.reference)).toEqual(new Array(20).fill('Encounter/deep-enc'));
+        // One walk: a search per level, and the one that finds no further level.
+        expect(walked).toBeLessThanOrEqual(DEPTH + 1);
+      } finally {
+        await t.close();
+      }
     });
   });
 });

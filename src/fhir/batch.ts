@@ -28,6 +28,8 @@ async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string,
   for (const p of planned) if (p.patched) await requireProfiles(deps, req.tenant, p.patched.resource, undefined, `Bundle.entry[${p.entry.index}]: the patched ${p.entry.type}`, req.access);
   await requireEntriesInReach(deps, req, planned);
   await deps.subscriptions?.resolveEndpoints(planned.map(writtenBy));
+  // What the commit's walks of hierarchies would read off the pool, read before the store transaction holds a connection.
+  await held.prepare();
   const out = await atWriteTime(deps.store, deps.clock, async (now) => {
     const opts = putOptions(deps, req, now);
     await deps.subscriptions?.prepare(planned.map(writtenBy), opts.activateSubscription);

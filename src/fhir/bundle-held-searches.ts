@@ -13,8 +13,8 @@ import { withImpliedDrivers } from '../store/search-sql.ts';
 import { ConditionRaced, conditionMatches } from './conditional.ts';
 import { findResources, searchesCore } from './core-search.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
-import { walksHierarchy } from './search-compile.ts';
-import { compileLinked, compileSearch, keptInReach, storeQuery, TooManyTests } from './search.ts';
+import { walksHierarchy, type CodeSet } from './search-compile.ts';
+import { compileLinked, compileSearch, keptInReach, resolveConditions, storeQuery, TooManyTests, type CompiledSearch } from './search.ts';
 
 /** One search as the planning ran it (conditionMatches), and what it found. */
 interface Held {
@@ -35,6 +35,11 @@ interface Held {
    * changes what it matches while no resource the search found changed.
    */
   walks: boolean;
+  /**
+   * Where it walks: its condition compiled, and the codes its `:in` and the like expand to, read before the store
+   * transaction (HeldSearches.prepare), so that the walk at the commit reads the writer alone.
+   */
+  walk?: { compiled: CompiledSearch; codes: Map<string, Promise<Codes>> };
   /** The resources found: id → versionId. */
   found: Map<string, number>;
 }
@@ -53,6 +58,28 @@ export class HeldSearches {
     const reached = keptInReach(this.deps, this.req, type) !== undefined;
     const walks = query !== undefined && !reached && walking(type, condition, this.deps.clock.now());
     this.held.push({ type, condition, where, count, query, reached, walks, found: new Map(rows.map((v) => [v.id, v.versionId])) });
+  }
+
+  /**
+   * Before the store transaction: what a search walking a hierarchy reads off the pool (its chains' links, the codes of
+   * its `:in`, `:not-in`, `:below` and `:above` on codes) is read now, so that at the commit only its walk is searched,
+   * through the writer. Read there, a pool that the transactions at their commits held whole waited for ever (on
+   * PostgreSQL, 30 such transactions at once on a pool of 10).
+   */
+  async prepare(): Promise<void> {
+    for (const h of this.held) {
+      if (!h.walks || h.walk) continue;
+      const params = new URLSearchParams(h.condition);
+      params.delete('_offset');
+      const compiled = await compileLinked(this.deps, this.req, h.type, params, true);
+      const codes = new Map<string, Promise<Codes>>();
+      const expand = this.deps.expandCodes;
+      const recorded: ExpandCodes | undefined = expand && ((tenant, set, written) => remember(codes, tenant, set, () => expand(tenant, set, written)));
+      // Resolved once without walking (a walk that finds nothing below or above): only to read the codes.
+      const search = async () => [];
+      await resolveConditions({ expandCodes: recorded, fhirBase: this.deps.fhirBase, store: this.deps.store, access: this.req.access, search }, this.req.tenant, structuredClone(compiled.pending));
+      h.walk = { compiled, codes };
+    }
   }
 
   /** The resources the searches found, locked with the ones the entries change, so that none goes before the commit unseen. */
@@ -109,12 +136,29 @@ export class HeldSearches {
     return query === undefined ? [] : findResources(this.deps, this.req.tenant, { ...query, count: h.count }, reads);
   }
 
-  /** `h`'s store query completed again as the planning completed it, its hierarchies walked by `search` (the writer's). */
+  /**
+   * `h`'s store query completed again as the planning completed it, its hierarchies walked by `search` (the writer's),
+   * its codes those prepare() read (a code set it did not read is expanded now).
+   */
   private async walked(h: Held, search: (q: SearchQuery) => Promise<ResourceVersion[]>): Promise<SearchQuery | undefined> {
-    const params = new URLSearchParams(h.condition);
-    params.delete('_offset');
-    return storeQuery(this.deps, this.req, h.type, await compileLinked(this.deps, this.req, h.type, params, true), undefined, search);
+    if (!h.walk) throw new Error('HeldSearches.prepare() was not called before the commit');
+    const { compiled, codes } = h.walk;
+    const expand = this.deps.expandCodes;
+    const expandCodes: ExpandCodes | undefined = expand && ((tenant, set, written) => remember(codes, tenant, set, () => expand(tenant, set, written)));
+    const copy: CompiledSearch = { ...compiled, query: structuredClone(compiled.query), pending: structuredClone(compiled.pending) };
+    return storeQuery({ ...this.deps, expandCodes }, this.req, h.type, copy, undefined, search);
   }
+}
+
+type ExpandCodes = NonNullable<FhirDeps['expandCodes']>;
+type Codes = Awaited<ReturnType<ExpandCodes>>;
+
+/** The codes of `set` in `tenant`, expanded once by `expand` and kept in `codes`. */
+function remember(codes: Map<string, Promise<Codes>>, tenant: string, set: CodeSet, expand: () => Promise<Codes>): Promise<Codes> {
+  const key = JSON.stringify([tenant, set]);
+  let found = codes.get(key);
+  if (found === undefined) codes.set(key, (found = expand()));
+  return found;
 }
 
 /**

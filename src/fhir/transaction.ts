@@ -72,6 +72,8 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
   }
   const out: Json[] = new Array(entries.length);
   await deps.subscriptions?.resolveEndpoints(planned.map(writtenBy));
+  // What the commit's walks of hierarchies would read off the pool, read before the store transaction holds a connection.
+  await held.prepare();
   await atWriteTime(deps.store, deps.clock, async (now) => {
     const opts = putOptions(deps, req, now);
     // One unit (FHIR R4 http.html#transaction): a Subscription's `:in` may name a ValueSet the Bundle writes, or deletes.

@@ -9,6 +9,8 @@ import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
 import { craftToken, type Json } from '../helpers/fhir.ts';
 import type { ResourceWriter, SearchQuery } from '../../src/store/types.ts';
+import { createPostgresStore } from '../../src/store/postgres/index.ts';
+import { storeTargets } from '../helpers/stores.ts';
 
 await eachStore((kind, fresh) => {
   describe(`concurrent transactions (${kind})`, () => {
@@ -422,3 +424,45 @@ await eachStore((kind, fresh) => {
     });
   });
 });
+
+const pooled = await storeTargets({ main: false });
+afterAll(() => Promise.all(pooled.map((t) => t.cleanup())), 60_000);
+for (const target of pooled) {
+  describe(`a transaction's hierarchy condition with codes of a ValueSet, on a pool the commits hold (${target.kind})`, () => {
+    test('its walk at the commit reads no code off the pool: they all commit (on PostgreSQL they waited for ever)', async () => {
+      const db = await target.migrated();
+      // A pool of 2 keeps one connection for the main pool, which the store transactions hold in turn.
+      const t = await createTestApp({ store: target.kind === 'postgres' ? createPostgresStore(db.url, { max: 2 }) : db.open() });
+      try {
+        const token = await t.token();
+        const write = async (r: Json) => (await t.request(`${t.fhir()}/${r.resourceType}/${r.id}`, fhirInit(token, 'PUT', r))).status;
+        const encounter = (id: string, room: string, code: string) => ({
+          resourceType: 'Encounter', id, status: 'in-progress', class: { system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code }, location: [{ location: { reference: `Location/${room}` } }],
+        });
+        const valueSet = {
+          resourceType: 'ValueSet', id: 'inpatient', url: 'http://example.org/fhir/ValueSet/inpatient', status: 'active',
+          compose: { include: [{ system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', concept: [{ code: 'IMP' }] }] },
+        };
+        expect([
+          await write({ resourceType: 'Location', id: 'ward-v', name: 'Ward V' }), await write({ resourceType: 'Location', id: 'room-v1', name: 'Room V1', partOf: { reference: 'Location/ward-v' } }),
+          await write(valueSet), await write(encounter('enc-v-imp', 'room-v1', 'IMP')), await write(encounter('enc-v-amb', 'room-v1', 'AMB')),
+        ]).toEqual([201, 201, 201, 201, 201]);
+        const entry = [{
+          resource: { resourceType: 'Observation', status: 'final', code: { text: 'inpatient' }, encounter: { reference: 'Encounter?location:below=Location/ward-v&class:in=http://example.org/fhir/ValueSet/inpatient' } },
+          request: { method: 'POST', url: 'Observation' },
+        }];
+        // Eight transactions and eight batches at once: each commit's walk needs only the connection its transaction holds.
+        const send = async (type: string) => {
+          const res = await t.request(t.fhir(), fhirInit(token, 'POST', { resourceType: 'Bundle', type, entry }));
+          const answer = (await res.json()) as Json;
+          return type === 'batch' ? answer.entry[0].response.status : answer.entry[0].resource.encounter.reference;
+        };
+        const all = Promise.all([...new Array(8).fill('transaction'), ...new Array(8).fill('batch')].map(send));
+        const answers = await Promise.race([all, Bun.sleep(20_000).then(() => 'waited 20 s')]);
+        expect(answers).toEqual([...new Array(8).fill('Encounter/enc-v-imp'), ...new Array(8).fill('201 Created')]);
+      } finally {
+        await t.close();
+      }
+    }, 60_000);
+  });
+}

@@ -141,7 +141,12 @@ export class HeldSearches {
    * its codes those prepare() read (a code set it did not read is expanded now).
    */
   private async walked(h: Held, search: (q: SearchQuery) => Promise<ResourceVersion[]>): Promise<SearchQuery | undefined> {
-    if (!h.walk) throw new Error('HeldSearches.prepare() was not called before the commit');
+    // Prepared before the transaction (prepare); a search held after it is compiled here, as the planning compiled it.
+    if (!h.walk) {
+      const params = new URLSearchParams(h.condition);
+      params.delete('_offset');
+      h.walk = { compiled: await compileLinked(this.deps, this.req, h.type, params, true), codes: new Map() };
+    }
     const { compiled, codes } = h.walk;
     const expand = this.deps.expandCodes;
     const expandCodes: ExpandCodes | undefined = expand && ((tenant, set, written) => remember(codes, tenant, set, () => expand(tenant, set, written)));

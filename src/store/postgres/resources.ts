@@ -1,7 +1,7 @@
-import { META_PARAMS, type CodingPair, type CodingPairsQuery, type IndexedRow, type MetaValue, type ResourceRepo, type ResourceVersion, type SearchQuery, type WriteMethod } from '../types.ts';
+import { META_PARAMS, type CodingPair, type Condition, type CodingPairsQuery, type IndexedRow, type MetaValue, type ResourceRepo, type ResourceVersion, type SearchQuery, type WriteMethod } from '../types.ts';
 import { asConflict } from './db.ts';
 import type { Pg, PgTx } from './db.ts';
-import { countForm, countSql, countsOnIndex, driverCandidates, matchingSql, onlyContainedKeys, plannedSearch, planSearch, POSTGRES, selectsNothing, SqlBuilder, withoutAbsentKeys, type SqlValue, type StatementForm } from '../search-sql.ts';
+import { countForm, countSql, countsOnIndex, driverCandidates, matchingSql, onlyContainedKeys, plannedSearch, planSearch, POSTGRES, POSTGRES_MISJUDGED, selectsNothing, SqlBuilder, withoutAbsentKeys, type Dialect, type SqlValue, type StatementForm } from '../search-sql.ts';
 import { boundedQuery } from '../index-limits.ts';
 import { keyName } from '../search-keys.ts';
 import { createTypeSizes, type TypeSizes } from '../type-sizes.ts';
@@ -54,25 +54,92 @@ function countRows(sql: Pg, genericSql: Pg) {
     Number((await (form === 'plain' ? genericSql : sql).unsafe<{ n: number }[]>(text, values, { prepare: true }))[0]!.n);
 }
 
+/** A type PostgreSQL estimates below this many rows is counted (estimatedSizes). */
+const COUNT_BELOW = 10_000;
+
+/** estimatedSizes counts a type's rows up to this many: beyond, the type is taken for this size. */
+const COUNT_AT_MOST = 100_000;
+
+/** The type sizes of estimatedSizes. */
+interface PostgresSizes extends TypeSizes {
+  /**
+   * Whether PostgreSQL's statistics take the type for far fewer rows than it holds (none yet, or older than the
+   * type's writes), by its last measurement: the search's dialect is then POSTGRES_MISJUDGED.
+   */
+  misjudged(tenant: string, type: string): boolean;
+}
+
 /**
  * The sizes of the types for the planner (TypeSizes): Postgres' own estimate from its statistics,
- * which analyze() refreshes after bulk writes and autovacuum after others. Counting would read every
- * row (0.39 s for 686,776 Observations); the estimate costs one plan (under 1 ms).
+ * which the statistics watch and analyze() refresh after bulk writes and autovacuum after others.
+ * Counting every row costs what the type holds (0.39 s for 686,776 Observations); the estimate costs one
+ * plan (under 1 ms). Without statistics (a database filled through the API, not yet analysed) the
+ * estimate is a few rows for every type (11 for 200,000 Conditions), and with statistics older than a
+ * tenant's or a type's writes it is as small: so a type estimated below COUNT_BELOW rows is counted, by
+ * its key's index, up to COUNT_AT_MOST (a type that small costs at most the count of its rows; one
+ * estimated wrongly, the first count of at most COUNT_AT_MOST rows, every TYPE_SIZE_MAX_AGE_MS).
  */
-function estimatedSizes(sql: Pg | PgTx, known?: TypeSizes): TypeSizes {
-  return createTypeSizes(async (tenant, type) => {
+function estimatedSizes(sql: Pg | PgTx, known?: PostgresSizes): PostgresSizes {
+  const misjudged = new Map<string, boolean>();
+  const sizes = createTypeSizes(async (tenant, type) => {
     // A transaction's sizes (searchIn) are the pool's where it has measured them (never one it is measuring: that
     // measurement may be waiting for a connection of the pool).
     const measured = known?.measured(tenant, type);
     if (measured !== undefined) return measured;
     const [row] = await sql.unsafe<{ 'QUERY PLAN': [{ Plan: { 'Plan Rows': number } }] }[]>(
       'EXPLAIN (FORMAT JSON) SELECT 1 FROM resources WHERE tenant = $1 AND type = $2', [tenant, type]);
-    return row!['QUERY PLAN'][0].Plan['Plan Rows'];
+    const estimate = row!['QUERY PLAN'][0].Plan['Plan Rows'];
+    const key = `${tenant}\u0000${type}`;
+    if (estimate >= COUNT_BELOW) {
+      misjudged.set(key, false);
+      return estimate;
+    }
+    const [counted] = await sql.unsafe<{ n: number }[]>(
+      `SELECT count(*)::int AS n FROM (SELECT 1 FROM resources WHERE tenant = $1 AND type = $2 LIMIT ${COUNT_AT_MOST}) x`, [tenant, type], { prepare: true });
+    misjudged.set(key, counted!.n > MISJUDGED_BY * estimate + MISJUDGED_ROWS);
+    return counted!.n;
   });
+  return {
+    ...sizes,
+    misjudged: (tenant, type) => misjudged.get(`${tenant}\u0000${type}`) ?? known?.misjudged(tenant, type) ?? false,
+  };
 }
 
-/** Rows changed beyond a table's size at its last ANALYZE that make its statistics stale (analyze's `onlyStale`). */
+/** A type holding more than MISJUDGED_BY times its estimate, and MISJUDGED_ROWS more, is misjudged (PostgresSizes). */
+const MISJUDGED_BY = 4;
+const MISJUDGED_ROWS = 100;
+
+/** Whether `where` holds a `_has` (SqlBuilder.referring's set, where it is not probed), at any depth. */
+function holdsHas(where: Condition[] | undefined): boolean {
+  return (where ?? []).some((c) => c.kind === 'has' || (c.kind === 'or' && holdsHas(c.any)) || (c.kind === 'and' && holdsHas(c.all)) || (c.kind === 'not' && holdsHas([c.condition])));
+}
+
+/**
+ * The dialect of a search of `query` in `tenant`: POSTGRES_MISJUDGED where it holds a `_has` and PostgreSQL's
+ * statistics misjudge its type (measured with its size, if not yet), else POSTGRES.
+ */
+async function dialectOf(sizes: PostgresSizes, tenant: string, query: SearchQuery): Promise<Dialect> {
+  if (!holdsHas(query.where)) return POSTGRES;
+  await sizes.get(tenant, query.type);
+  return sizes.misjudged(tenant, query.type) ? POSTGRES_MISJUDGED : POSTGRES;
+}
+
+/**
+ * A table's statistics are stale (analyze's `onlyStale`) once more than STALE_ROWS rows and STALE_SHARE of
+ * the rows it held at its last ANALYZE have changed since: PostgreSQL's autovacuum defaults
+ * (autovacuum_analyze_threshold, autovacuum_analyze_scale_factor). An ANALYZE reads a sample of at most
+ * 30,000 rows (300 × default_statistics_target) whatever the table holds, and the statistics watch checks
+ * once a minute, so a growing table costs at most one such sample a minute while it grows by a tenth, and
+ * a new tenant's or type's rows are planned from statistics that know them once they are a tenth of it.
+ */
 const STALE_ROWS = 50;
+const STALE_SHARE = 0.1;
+
+/**
+ * The advisory lock (any constant; "cinderst" in ASCII) under which analyze's `onlyStale` runs: processes
+ * sharing a database check and analyse one at a time, the others skipping the check.
+ */
+export const STATISTICS_LOCK = String(0x63696e6465727374n);
 
 /** The tables whose statistics the searches' plans depend on. */
 const SEARCHED_TABLES = ['resources', 'resource_history', 'search_keys', 'search_index', 'search_string', 'search_range', 'search_composite', 'search_text', 'compartments'];
@@ -130,7 +197,7 @@ export function createPostgresResources(sql: Pg, keys: KeysConnection, genericSq
     return async (query: SearchQuery) => {
       query = await withoutAbsentKeys(boundedQuery(query), keyExists(tenant, tx));
       if (selectsNothing(query)) return [];
-      const rows = await plannedSearch<Row>(POSTGRES, tenant, query, {
+      const rows = await plannedSearch<Row>(await dialectOf(txSizes, tenant, query), tenant, query, {
         count: async (text, values) => Number((await tx.unsafe<{ n: number }[]>(text, values, { prepare: true }))[0]!.n),
         rows: (text, values, form) => tx.unsafe<Row[]>(text, values, { prepare: form !== undefined }),
       }, (type) => txSizes.get(tenant, type));
@@ -143,6 +210,35 @@ export function createPostgresResources(sql: Pg, keys: KeysConnection, genericSq
     const text = select(b, viaSql(b, query), (param) => paramKeys(b, query.type, param));
     return sql.unsafe<R[]>(text, b.values);
   };
+  /**
+   * analyze({ onlyStale }): the searched tables without statistics that hold rows, or whose statistics are
+   * stale (STALE_ROWS, STALE_SHARE), analysed in one transaction under STATISTICS_LOCK; none where another
+   * process holds it (that one is analysing them). The changes are PostgreSQL's count since the last
+   * ANALYZE (inserted, updated or deleted rows, counted whether or not autovacuum runs).
+   */
+  const staleAnalysed = () => transaction(sql, async (tx) => {
+    const [lock] = await tx<{ held: boolean }[]>`SELECT pg_try_advisory_xact_lock(${STATISTICS_LOCK}::bigint) AS held`;
+    if (!lock!.held) return [];
+    const stats = await tx<{ table: string; analysed: boolean; changed: number; held: number }[]>`
+      SELECT c.relname AS table, EXISTS (SELECT 1 FROM pg_stats p WHERE p.schemaname = current_schema() AND p.tablename = c.relname) AS analysed,
+        pg_stat_get_mod_since_analyze(c.oid)::float8 AS changed, GREATEST(c.reltuples, 0)::float8 AS held
+      FROM pg_class c WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r' AND c.relname IN ${tx(SEARCHED_TABLES)}`;
+    const stale: string[] = [];
+    for (const t of SEARCHED_TABLES) {
+      const s = stats.find((r) => r.table === t);
+      if (!s) continue;
+      if (s.analysed) {
+        if (s.changed > STALE_ROWS + STALE_SHARE * s.held) stale.push(t);
+        continue;
+      }
+      // No statistics: an empty table (or one analysed while empty) has none either.
+      const [row] = await tx<{ some: boolean }[]>`SELECT EXISTS (SELECT 1 FROM ${tx(t)}) AS some`;
+      if (row!.some) stale.push(t);
+    }
+    // ANALYZE, unlike VACUUM, runs in a transaction: the lock is held until its statistics are committed.
+    if (stale.length) await tx.unsafe(`ANALYZE ${stale.join(', ')}`);
+    return stale;
+  });
   return {
     ...createPostgresCompartments(sql),
     async read(tenant, type, id) {
@@ -246,7 +342,7 @@ export function createPostgresResources(sql: Pg, keys: KeysConnection, genericSq
     async search(tenant, query) {
       query = await withoutAbsentKeys(boundedQuery(query), keyExists(tenant));
       if (selectsNothing(query)) return [];
-      const rows = await plannedSearch<Row>(POSTGRES, tenant, query, {
+      const rows = await plannedSearch<Row>(await dialectOf(sizes, tenant, query), tenant, query, {
         count,
         rows: (text, values, form) => (form === 'plain' ? genericSql : sql).unsafe<Row[]>(text, values, { prepare: form !== undefined }),
       }, (type) => sizes.get(tenant, type));
@@ -259,9 +355,10 @@ export function createPostgresResources(sql: Pg, keys: KeysConnection, genericSq
       // against 209 ms), and their intersection the sets tested on each resource (countSql).
       query = await withoutAbsentKeys(boundedQuery(query), keyExists(tenant));
       if (selectsNothing(query)) return 0;
-      const plan = countsOnIndex(query) ? undefined : await planSearch(driverCandidates(POSTGRES, tenant, query), count);
+      const dialect = await dialectOf(sizes, tenant, query);
+      const plan = countsOnIndex(query) ? undefined : await planSearch(driverCandidates(dialect, tenant, query), count);
       const planned = plan?.driver === undefined ? undefined : plan;
-      const q = countSql(POSTGRES, tenant, query, planned);
+      const q = countSql(dialect, tenant, query, planned);
       const form = countForm(query, planned);
       const [row] = await (form === 'plain' ? genericSql : sql).unsafe<{ n: number }[]>(q.sql, q.values, { prepare: form !== undefined });
       return Number(row!.n);
@@ -282,34 +379,12 @@ export function createPostgresResources(sql: Pg, keys: KeysConnection, genericSq
         return rows.map((r) => ({ ...r, pk: Number(r.pk) }));
       },
       async analyze(opts = {}) {
-        let tables = [...SEARCHED_TABLES];
-        if (opts.onlyStale) {
-          // Rows changed since the last ANALYZE (inserted, updated or deleted; PostgreSQL counts them
-          // whether or not autovacuum runs) against the rows the table then held: a table is analysed
-          // again once it has changed by as much as it held, so a growing table a few times in all.
-          const stats = await sql<{ table: string; analysed: boolean; changed: number; held: number }[]>`
-            SELECT c.relname AS table, EXISTS (SELECT 1 FROM pg_stats p WHERE p.schemaname = current_schema() AND p.tablename = c.relname) AS analysed,
-              pg_stat_get_mod_since_analyze(c.oid)::float8 AS changed, GREATEST(c.reltuples, 0)::float8 AS held
-            FROM pg_class c WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r' AND c.relname IN ${sql(tables)}`;
-          const stale: string[] = [];
-          for (const t of tables) {
-            const s = stats.find((r) => r.table === t);
-            if (!s) continue;
-            if (s.analysed) {
-              if (s.changed > s.held + STALE_ROWS) stale.push(t);
-              continue;
-            }
-            // No statistics: an empty table (or one analysed while empty) has none either.
-            const [row] = await sql<{ some: boolean }[]>`SELECT EXISTS (SELECT 1 FROM ${sql(t)}) AS some`;
-            if (row!.some) stale.push(t);
-          }
-          tables = stale;
-        }
+        if (opts.onlyStale) return staleAnalysed();
         // A bulk change is vacuumed as well, so that index-only scans need not visit the rows to learn
         // that they are visible: `_total=accurate` over 6,634 active Conditions of a million resources
         // took 11.3 ms before and 5.7 ms after (docs/PERFORMANCE.md, fourteenth session).
-        if (tables.length) await sql.unsafe(`${opts.onlyStale ? 'ANALYZE' : 'VACUUM (ANALYZE)'} ${tables.join(', ')}`);
-        return tables;
+        await sql.unsafe(`VACUUM (ANALYZE) ${SEARCHED_TABLES.join(', ')}`);
+        return [...SEARCHED_TABLES];
       },
     },
     async history(tenant, query) {

@@ -89,7 +89,11 @@ await eachStore((kind, fresh) => {
     beforeAll(async () => {
       t = await createTestApp({
         store: await fresh(),
-        env: { CINDER_IMPORT_ALLOW_PRIVATE: 'true', CINDER_IMPORT_MAX_INPUT_BYTES: '4096', CINDER_EXPORT_LEASE_SECONDS: '2', CINDER_SUBSCRIPTION_ALLOW_PRIVATE: 'true' },
+        // One client starts more imports than the kick-off rate limit's 30 a minute (import-user-owner.test.ts tries the limit).
+        env: {
+          CINDER_IMPORT_ALLOW_PRIVATE: 'true', CINDER_IMPORT_MAX_INPUT_BYTES: '4096', CINDER_EXPORT_LEASE_SECONDS: '2', CINDER_SUBSCRIPTION_ALLOW_PRIVATE: 'true',
+          CINDER_EXPORT_KICKOFF_RATE_LIMIT: '1000',
+        },
       });
       token = await t.token();
     });

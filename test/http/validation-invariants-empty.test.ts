@@ -60,6 +60,11 @@ await eachStore((kind, fresh) => {
       // Two quantities without units compare as numbers (rng-2), as HL7's validator compares them; in the wrong order they are refused.
       expect((await api.post('Observation', { ...observation, valueRange: { low: { value: 1 }, high: { value: 5 } } })).status).toBe(201);
       expect(issuesOf(await expectOutcome(await api.post('Observation', { ...observation, valueRange: { low: { value: 5 }, high: { value: 1 } } }), 422), 'error').join()).toContain('rng-2');
+      // One side coded, both with the same unit text (a dose of 1 mg in UCUM to 5 "mg"): ordered by value, as HL7's validator orders them.
+      const mg = { unit: 'mg', system: 'http://unitsofmeasure.org', code: 'mg' };
+      expect((await api.post('Observation', { ...observation, valueRange: { low: { value: 1, ...mg }, high: { value: 5, unit: 'mg' } } })).status).toBe(201);
+      const inverted = (await (await api.post('Observation/$validate', { ...observation, valueRange: { low: { value: 5, unit: 'mg' }, high: { value: 1, ...mg } } })).json()) as Json;
+      expect(issuesOf(inverted, 'error')).toEqual([expect.stringMatching(/^Observation\.value\.ofType\(Range\): .*\(rng-2\)$/)]);
       // What they do ask is still refused: a local reference to nothing, a versioned fullUrl, a probability above 100.
       expect(issuesOf(await expectOutcome(await api.post('Observation', { ...observation, subject: { reference: '#nothing' } }), 422), 'error').join()).toContain('ref-1');
       const versioned = { resourceType: 'Bundle', type: 'collection', entry: [{ fullUrl: 'http://example.org/fhir/Observation/o1/_history/1', resource: { ...observation, id: 'o1' } }] };

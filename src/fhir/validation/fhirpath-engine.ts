@@ -582,6 +582,22 @@ function compareQuantities(a: unknown, b: unknown): number | undefined {
   return x < y ? -1 : x > y ? 1 : 0;
 }
 
+/**
+ * Two FHIR Quantities whose codes cannot order them (one has no code) but that give the same `unit`
+ * text: ordered by their values, as HL7's validator orders quantities (`<=` and the like compare the
+ * values when the `unit` texts are the same): rng-2 on a Range of 1 mg (UCUM) to 5 "mg" holds there.
+ * Two codes that cannot be ordered stay unordered (empty), whatever their texts say.
+ */
+function compareByUnitText(a: unknown, b: unknown): number | undefined {
+  if ((a instanceof Typed && a.type === 'System.Quantity') || (b instanceof Typed && b.type === 'System.Quantity')) return undefined;
+  const x = valueOf(a);
+  const y = valueOf(b);
+  if (!isObject(x) || !isObject(y) || x.comparator !== undefined || y.comparator !== undefined) return undefined;
+  if (typeof x.value !== 'number' || typeof y.value !== 'number') return undefined;
+  if (typeof x.unit !== 'string' || x.unit !== y.unit || (x.code !== undefined && y.code !== undefined)) return undefined;
+  return x.value < y.value ? -1 : x.value > y.value ? 1 : 0;
+}
+
 /** `<` and friends on two single items: a negative, zero or positive number, or undefined (empty). */
 function compareItems(a: unknown, at: string | undefined, b: unknown, bt: string | undefined): number | undefined {
   const ca = categoryOf(a, at);
@@ -599,7 +615,7 @@ function compareItems(a: unknown, at: string | undefined, b: unknown, bt: string
       case 'time':
         return compareTemporal(x as string, y as string, true);
       case 'quantity':
-        return compareQuantities(a, b);
+        return compareQuantities(a, b) ?? compareByUnitText(a, b);
       default:
     }
   }

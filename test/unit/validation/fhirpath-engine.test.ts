@@ -402,6 +402,11 @@ describe('quantities (rng-2, age-1)', () => {
     expect(result(rng2(), { low: { value: 0.2 }, high: { value: 0.9 } }, 'Range')).toBe('true');
     expect(result(rng2(), { low: { value: 0.9 }, high: { value: 0.2 } }, 'Range')).toBe('false');
     expect(result(rng2(), { low: { value: 0.2 }, high: ucum(0.9, '%') }, 'Range')).toBe('empty');
+    // One code and the same unit text on both sides: ordered by value, as HL7's validator orders them by their unit texts.
+    expect(result(rng2(), { low: { ...ucum(1, 'mg'), unit: 'mg' }, high: { value: 5, unit: 'mg' } }, 'Range')).toBe('true');
+    expect(result(rng2(), { low: { value: 5, unit: 'mg' }, high: { ...ucum(1, 'mg'), unit: 'mg' } }, 'Range')).toBe('false');
+    expect(result(rng2(), { low: { ...ucum(1, 'g'), unit: 'x' }, high: { ...ucum(1, 'mL'), unit: 'x' } }, 'Range')).toBe('empty');
+    expect(result(rng2(), { low: { ...ucum(1, 'mg'), unit: 'mg' }, high: { value: 5, unit: 'milligram' } }, 'Range')).toBe('empty');
     const age1 = model.declared.find((d) => d.key === 'age-1')!.expression;
     expect(result(age1, { value: -1, system: 'http://unitsofmeasure.org', code: 'a' }, 'Age')).toBe('false');
     expect(result(age1, { value: 3, system: 'http://unitsofmeasure.org', code: 'a' }, 'Age')).toBe('true');

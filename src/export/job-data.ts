@@ -132,6 +132,7 @@ const progress = z.object({
   files: z.array(fileRecord),
   exported: z.number().int().min(0),
   issues: z.array(issue),
+  unlisted: z.number().int().min(0).optional(),
 });
 
 /** What kick-off decided and the steps it planned. */

@@ -118,6 +118,12 @@ export interface JobProgress {
   exported: number;
   /** Problems met while exporting (bounded); written to the error file at the end. */
   issues: FhirIssue[];
+  /**
+   * Problems met once `issues` held MAX_RUNTIME_ISSUES, counted rather than listed (each a resource left
+   * out of the output, or another problem): the error file ends with their number, so that no resource is
+   * left out without the error file saying so.
+   */
+  unlisted?: number;
 }
 
 export const MAX_RUNTIME_ISSUES = 1000;

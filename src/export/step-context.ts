@@ -129,8 +129,11 @@ function subsetAll(ctx: StepContext, type: string, contents: string[], kept: str
 
 /** Records a problem met while exporting (once per text, bounded). */
 export function noteIssue(progress: JobProgress, found: FhirIssue): void {
-  if (progress.issues.length >= MAX_RUNTIME_ISSUES) return;
   if (progress.issues.some((i) => i.details?.text === found.details?.text)) return;
+  if (progress.issues.length >= MAX_RUNTIME_ISSUES) {
+    progress.unlisted = (progress.unlisted ?? 0) + 1;
+    return;
+  }
   progress.issues.push(found);
 }
 

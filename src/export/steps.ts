@@ -1,7 +1,8 @@
 import { partWriter, type Chunk, type Rollover } from './part-writer.ts';
 import { latestProvenanceEmitPage, latestProvenanceScan, provenanceByTargetsPage } from './provenance.ts';
 import { selectPage, snapshotQuery } from './select.ts';
-import type { FileRecord, JobProgress, Step } from './spec.ts';
+import { MAX_RUNTIME_ISSUES, type FileRecord, type JobProgress, type Step } from './spec.ts';
+import { issue } from '../fhir/outcome.ts';
 import { fileKey, toChunk, type PageSource, type StepContext } from './step-context.ts';
 
 /**
@@ -77,6 +78,9 @@ function typeSource(ctx: StepContext, type: string): PageSource {
 async function writeErrors(ctx: StepContext): Promise<void> {
   const p = ctx.progress;
   const issues = [...ctx.spec.issues, ...p.issues];
+  if (p.unlisted) {
+    issues.push(issue('error', 'incomplete', `${p.unlisted} more problems were met than this file lists (its first ${MAX_RUNTIME_ISSUES}), each as those listed: a resource that is not valid FHIR R4 was left out of the output (cinder validate lists them all)`));
+  }
   if (issues.length) {
     const name = 'errors-1.ndjson';
     const key = fileKey(ctx, name);

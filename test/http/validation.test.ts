@@ -219,6 +219,22 @@ await eachStore((kind, fresh) => {
       expect(issues[0]!.details.text).toStartWith('Patient/bad (version 1) is not valid FHIR R4 and was left out');
     });
 
+    test('an export leaving out more invalid resources than its error file lists says how many more there were', async () => {
+      const legacy = { store: t.store, clock: t.clock, validation: 'off' as const };
+      const req = { tenant: 't1', access: operatorAccess };
+      // The error file lists 1,000 problems (MAX_RUNTIME_ISSUES); three resources more are left out.
+      for (let i = 0; i < 1003; i++) await updateResource(legacy, req, 'Patient', `bad${i}`, { resourceType: 'Patient', id: `bad${i}`, gender: 'banana' });
+      await updateResource(legacy, req, 'Patient', 'good', { resourceType: 'Patient', id: 'good', gender: 'male' });
+      const token = await t.token();
+      const manifest = await finish(t, token, await kickOff(t, token, '/$export?_type=Patient'));
+      expect(refs(await download(t, token, manifest.output))).toEqual(['Patient/good']);
+      const issues = (await download(t, token, manifest.error)).OperationOutcome!.flatMap((o) => o.issue as Json[]);
+      expect(issues).toHaveLength(1001);
+      expect(issues.slice(0, 1000).every((i) => / is not valid FHIR R4 and was left out/.test(i.details.text))).toBe(true);
+      expect(issues[1000]).toMatchObject({ severity: 'error', code: 'incomplete' });
+      expect(issues[1000]!.details.text).toStartWith('3 more problems were met than this file lists');
+    }, 120_000);
+
     test('strict writes leave the tenant without validation debt', async () => {
       await api.create({ resourceType: 'Patient', gender: 'female' });
       await api.post('', { resourceType: 'Bundle', type: 'batch', entry: [{ resource: { resourceType: 'Patient' }, request: { method: 'POST', url: 'Patient' } }] });

@@ -8,6 +8,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
 import { countVersions, expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { operatorAccess } from '../../src/fhir/access.ts';
+import { updateResource } from '../../src/fhir/crud.ts';
 
 const LOINC = 'http://loinc.org';
 const SCT = 'http://snomed.info/sct';
@@ -94,6 +96,17 @@ await eachStore((kind, fresh) => {
       const outcome = await expectOutcome(await api.post('', transaction), 422);
       expect(errorsAt(outcome)).toEqual(['Bundle.entry[1].resource.subject']);
       expect(await countVersions(t)).toBe(before);
+    });
+
+    test('a vital sign stored before it was held to its profile stays readable; an update must carry the fixes, even one marking it entered-in-error; DELETE removes it (README, validate)', async () => {
+      const { category: _c, ...legacy } = temperature();
+      await updateResource({ store: t.store, clock: t.clock, validation: 'off' }, { tenant: 't1', access: operatorAccess }, 'Observation', 'old1', { ...legacy, id: 'old1' });
+      expect((await api.get('Observation/old1')).status).toBe(200);
+      const refused = await expectOutcome(await api.put('Observation/old1', { ...legacy, id: 'old1', status: 'entered-in-error' }), 422);
+      expect(errorsAt(refused)).toEqual(['Observation.category', 'Observation.category']);
+      expect((await api.put('Observation/old1', { ...temperature(), id: 'old1', status: 'entered-in-error' })).status).toBe(200);
+      await updateResource({ store: t.store, clock: t.clock, validation: 'off' }, { tenant: 't1', access: operatorAccess }, 'Observation', 'old2', { ...legacy, id: 'old2' });
+      expect([200, 204]).toContain((await api.del('Observation/old2')).status);
     });
 
     test("a component's value need not be a vital sign's unit (R4's binding, taken as extensible as HL7's validator takes it): a warning in $validate", async () => {

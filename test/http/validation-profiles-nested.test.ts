@@ -112,8 +112,12 @@ await eachStore((kind, fresh) => {
       const v = (await (await api.post('Bundle/$validate', collection([claiming()]))).json()) as Json;
       expect(where(errorsOf(v))).toEqual(['Bundle.entry[0].resource.name']);
       // In a transaction the entry is written as a Patient of its own, and refused at its place in the Bundle.
-      const tx = await api.post('', { resourceType: 'Bundle', type: 'transaction', entry: [{ resource: claiming(), request: { method: 'POST', url: 'Patient' } }] });
+      const transaction = { resourceType: 'Bundle', type: 'transaction', entry: [{ resource: claiming(), request: { method: 'POST', url: 'Patient' } }] };
+      const tx = await api.post('', transaction);
       expect(where((await expectOutcome(tx, 422)).issue)).toEqual(['Bundle.entry[0].resource.name']);
+      // $validate of the transaction (or of a batch) finds what its write refuses.
+      expect(where(errorsOf((await (await api.post('Bundle/$validate', transaction)).json()) as Json))).toEqual(['Bundle.entry[0].resource.name']);
+      expect(where(errorsOf((await (await api.post('Bundle/$validate', { ...transaction, type: 'batch' })).json()) as Json))).toEqual(['Bundle.entry[0].resource.name']);
     });
   });
 });

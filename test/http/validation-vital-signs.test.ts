@@ -96,6 +96,9 @@ await eachStore((kind, fresh) => {
       const outcome = await expectOutcome(await api.post('', transaction), 422);
       expect(errorsAt(outcome)).toEqual(['Bundle.entry[1].resource.subject']);
       expect(await countVersions(t)).toBe(before);
+      // $validate of the transaction finds what its write refuses (it found nothing: a transaction's entries were not checked against their profiles).
+      const validated = (await (await api.post('Bundle/$validate', transaction)).json()) as Json;
+      expect(errorsAt(validated)).toEqual(['Bundle.entry[1].resource.subject']);
     });
 
     test('a vital sign stored before it was held to its profile stays readable; an update must carry the fixes, even one marking it entered-in-error; DELETE removes it (README, validate)', async () => {

@@ -201,10 +201,12 @@ export class ProfileValidator {
 
   /**
    * The problems of the resources inside `resource` (contained ones, and the entries of a document or
-   * collection Bundle) against the profiles each claims in its own `meta.profile`; `at` is the FHIRPath of `resource`.
+   * collection Bundle, and for `$validate` those a transaction or batch would write, as its write checks
+   * each) against the profiles each claims in its own `meta.profile` or is held to (a vital sign's);
+   * `at` is the FHIRPath of `resource`.
    */
   nestedIssues(tenant: string, resource: Json, opts: { warnings: boolean; at?: string; cost?: ProfileCost; reads?: boolean }): Promise<ValidationIssue[]> {
-    const inner = innerResources(resource, opts.at ?? String(resource.resourceType)).filter((r) => profilesToCheck(r.resource).length > 0);
+    const inner = innerResources(resource, opts.at ?? String(resource.resourceType), true).filter((r) => profilesToCheck(r.resource).length > 0);
     return this.innerIssues(tenant, inner, opts.warnings, opts.cost ?? profileCost(), targetScope(resource), opts.reads ?? true);
   }
 
@@ -346,14 +348,16 @@ export function profilesToCheck(resource: Json): string[] {
 /**
  * The resources inside `resource` (at FHIRPath `at`) that stand as resources of their own: its contained
  * ones, and the entries of a document or collection Bundle (a stored Bundle, whose entries are not written
- * one by one) with theirs. A transaction's or batch's entries are written, and checked, each on its own.
+ * one by one) with theirs. A transaction's or batch's entries are written, and checked, each on its own,
+ * so they are listed only when `written`: `$validate` of such a Bundle checks what its write would.
  */
-function innerResources(resource: Json, at: string): InnerResource[] {
+function innerResources(resource: Json, at: string, written = false): InnerResource[] {
   const out: InnerResource[] = [];
   if (Array.isArray(resource.contained)) {
     for (const [i, c] of resource.contained.entries()) if (isObject(c) && typeof c.resourceType === 'string') out.push({ resource: c, at: `${at}.contained[${i}]` });
   }
-  if (resource.resourceType === 'Bundle' && (resource.type === 'document' || resource.type === 'collection') && Array.isArray(resource.entry)) {
+  const entries = resource.type === 'document' || resource.type === 'collection' || (written && (resource.type === 'transaction' || resource.type === 'batch'));
+  if (resource.resourceType === 'Bundle' && entries && Array.isArray(resource.entry)) {
     for (const [i, e] of resource.entry.entries()) {
       const r = isObject(e) ? e.resource : undefined;
       if (!isObject(r) || typeof r.resourceType !== 'string') continue;

@@ -99,6 +99,20 @@ await eachStore((kind, fresh) => {
       // $validate of the transaction finds what its write refuses (it found nothing: a transaction's entries were not checked against their profiles).
       const validated = (await (await api.post('Bundle/$validate', transaction)).json()) as Json;
       expect(errorsAt(validated)).toEqual(['Bundle.entry[1].resource.subject']);
+      // A subject named by an entry's urn:uuid is of that entry's type: a Group is no Patient, in $validate as in the write, and in a stored collection.
+      const group = 'urn:uuid:6f1c2a3b-0000-4000-8000-00000000000a';
+      const ofGroup = {
+        resourceType: 'Bundle', type: 'transaction',
+        entry: [
+          { fullUrl: group, resource: { resourceType: 'Group', type: 'person', actual: true }, request: { method: 'POST', url: 'Group' } },
+          { resource: temperature({ subject: { reference: group } }), request: { method: 'POST', url: 'Observation' } },
+        ],
+      };
+      expect(errorsAt((await (await api.post('Bundle/$validate', ofGroup)).json()) as Json)).toEqual(['Bundle.entry[1].resource.subject.reference']);
+      expect((await api.post('', ofGroup)).status).toBe(422);
+      const collection = { resourceType: 'Bundle', type: 'collection', entry: [{ fullUrl: group, resource: { resourceType: 'Group', type: 'person', actual: true } }, { fullUrl: 'urn:uuid:6f1c2a3b-0000-4000-8000-00000000000b', resource: temperature({ subject: { reference: group } }) }] };
+      expect(errorsAt(await expectOutcome(await api.post('Bundle', collection), 422))).toEqual(['Bundle.entry[1].resource.subject.reference']);
+      expect(await countVersions(t)).toBe(before);
     });
 
     test('a vital sign stored before it was held to its profile stays readable; an update must carry the fixes, even one marking it entered-in-error; DELETE removes it (README, validate)', async () => {

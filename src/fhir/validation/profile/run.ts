@@ -257,10 +257,12 @@ function checkTargets(run: Run, profile: CompiledProfile, el: ProfileElement, it
   if (rule === null || (item.type !== undefined && item.type !== 'Reference')) return;
   const ref = (item.value as Json).reference;
   if (typeof ref !== 'string') return;
-  const target = ref.startsWith('#') || rule.targetProfiles !== undefined ? run.resolve(ref) : undefined;
+  // The type read off a literal reference; one that tells none (`urn:uuid:`) is the type of the entry it names, when the request holds it.
+  const literal = ref.startsWith('#') ? undefined : /(?:^|\/)([A-Z][A-Za-z]+)\/[A-Za-z0-9\-.]{1,64}(\/_history\/[A-Za-z0-9\-.]{1,64})?$/.exec(ref)?.[1];
+  const target = ref.startsWith('#') || rule.targetProfiles !== undefined || literal === undefined ? run.resolve(ref) : undefined;
   let type: string | undefined;
   if (target !== undefined) type = typeof target.resourceType === 'string' ? target.resourceType : undefined;
-  else if (!ref.startsWith('#')) type = /(?:^|\/)([A-Z][A-Za-z]+)\/[A-Za-z0-9\-.]{1,64}(\/_history\/[A-Za-z0-9\-.]{1,64})?$/.exec(ref)?.[1];
+  else type = literal;
   if (rule.targets !== undefined) {
     if (type !== undefined && !rule.targets.has(type)) {
       run.add('error', 'structure', `${pathOf(item)}.reference`, `${whereOf(profile, el)}: a reference to ${type} is not allowed; expected ${[...rule.targets].join(', ')}`);

@@ -79,7 +79,7 @@ async function writeErrors(ctx: StepContext): Promise<void> {
   const p = ctx.progress;
   const issues = [...ctx.spec.issues, ...p.issues];
   if (p.unlisted) {
-    issues.push(issue('error', 'incomplete', `${p.unlisted} more problems were met than this file lists (its first ${MAX_RUNTIME_ISSUES}), each as those listed: a resource that is not valid FHIR R4 was left out of the output (cinder validate lists them all)`));
+    issues.push(issue('error', 'incomplete', `${p.unlisted} more problems were met than this file lists (it lists the first ${MAX_RUNTIME_ISSUES}); like those listed, each left a resource out of the output (one that is not valid FHIR R4, or that _elements could not subset: cinder validate lists the invalid ones)`));
   }
   if (issues.length) {
     const name = 'errors-1.ndjson';

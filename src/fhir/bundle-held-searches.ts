@@ -10,13 +10,13 @@
  */
 import type { Condition, ResourceVersion, ResourceWriter, SearchQuery } from '../store/types.ts';
 import { withImpliedDrivers } from '../store/search-sql.ts';
-import { ConditionRaced, conditionMatches } from './conditional.ts';
+import { ConditionRaced } from './conditional.ts';
 import { findResources, searchesCore } from './core-search.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import { walksHierarchy, type CodeSet } from './search-compile.ts';
-import { compileLinked, compileSearch, keptInReach, resolveConditions, storeQuery, TooManyTests, type CompiledSearch } from './search.ts';
+import { compileLinked, compileSearch, keptInReach, resolveConditions, rowsFilled, storeQuery, TooManyTests, type CompiledSearch } from './search.ts';
 
-/** One search as the planning ran it (conditionMatches), and what it found. */
+/** One search as the planning ran it (conditionSearch), and what it found. */
 interface Held {
   type: string;
   condition: URLSearchParams;
@@ -27,7 +27,10 @@ interface Held {
    * token sees none of the type.
    */
   query: SearchQuery | undefined;
-  /** Its matches are kept in reach by reads outside the store's index (keptInReach): searched again as the planning searched them. */
+  /**
+   * Its matches are kept in reach by reads outside the store's index (keptInReach): searched again as the planning
+   * searched them (the first `count` in reach, rowsFilled), those reads made through the writer too.
+   */
   reached: boolean;
   /**
    * It walks a reference hierarchy (`location:below=Location/ward`: walksHierarchy), which `query` holds as the ids the
@@ -56,7 +59,7 @@ export class HeldSearches {
   /** Records that conditionSearch(`type`, `condition`, `where`, `count`) found `rows` by the store query `query`. */
   add(type: string, condition: URLSearchParams, where: string, count: number, { rows, query }: { rows: readonly ResourceVersion[]; query: SearchQuery | undefined }): void {
     const reached = keptInReach(this.deps, this.req, type) !== undefined;
-    const walks = query !== undefined && !reached && walking(type, condition, this.deps.clock.now());
+    const walks = query !== undefined && walking(type, condition, this.deps.clock.now());
     this.held.push({ type, condition, where, count, query, reached, walks, found: new Map(rows.map((v) => [v.id, v.versionId])) });
   }
 
@@ -128,12 +131,17 @@ export class HeldSearches {
   }
 
   private async again(w: ResourceWriter, h: Held, walk: (q: SearchQuery) => Promise<ResourceVersion[]>): Promise<ResourceVersion[]> {
-    // Matches kept in reach by reads of their own (a Binary's securityContext, a Provenance's targets): as planned.
-    if (h.reached) return conditionMatches(this.deps, this.req, h.type, h.condition, h.where, h.count);
     if (h.query === undefined) return [];
     const reads = { search: (q: SearchQuery) => w.search(q), present: (type: string, ids: string[]) => w.present(type, ids) };
     const query = h.walks ? await this.walked(h, walk) : h.query;
-    return query === undefined ? [] : findResources(this.deps, this.req.tenant, { ...query, count: h.count }, reads);
+    if (query === undefined) return [];
+    // Matches kept in reach by reads of their own (a Binary's securityContext, a Provenance's targets): the first
+    // `count` within reach, as the planning kept them, those reads through the writer as well. Searched again on the
+    // pool (conditionMatches), many such transactions at once held the pool whole, each waiting for one more
+    // connection (on PostgreSQL, 16 at once on a pool of 10 waited for ever).
+    const keep = h.reached ? keptInReach(this.deps, this.req, h.type, query.compartment, w) : undefined;
+    if (keep !== undefined) return (await rowsFilled(this.deps, this.req, { ...query, count: h.count }, keep, reads.search)).map((k) => k.row);
+    return findResources(this.deps, this.req.tenant, { ...query, count: h.count }, reads);
   }
 
   /**

@@ -9,7 +9,7 @@ import { inPatientCompartment } from './definitions.ts';
 import { compartmentsOf } from './indexer.ts';
 import type { CodeSet } from './search-compile.ts';
 import { matchConditions, type MatchContext } from './search-match.ts';
-import { provenanceOfReadableRecord, PROVENANCE_REFUSAL, type TargetReads } from './provenance-reach.ts';
+import { provenanceOfReadableRecord, PROVENANCE_REFUSAL, writerTargetReads, type TargetReads } from './provenance-reach.ts';
 import { prepareVersion, storesSame, versionToWrite, type PreparedVersion, type PutMethod } from './prepared.ts';
 import { requireReferences, type ReferenceReach, type ReferentialIntegrity } from './referential-integrity.ts';
 import { asResource, checkTypeAndId, newId, withoutId, type Resource } from './resource.ts';
@@ -187,14 +187,14 @@ const WRITE_VERBS: Record<string, string> = { c: 'create', u: 'update', d: 'dele
  * compartment is within reach when it names a record of that patient the token may read
  * (src/fhir/provenance-reach.ts).
  */
-export async function requireReadReach(deps: FhirDeps, req: FhirRequest, resource: Resource): Promise<void> {
+export async function requireReadReach(deps: FhirDeps, req: FhirRequest, resource: Resource, reads?: TargetReads): Promise<void> {
   const base = deps.fhirBase?.(req.tenant);
   const patient = req.access.patientLimit(resource.resourceType, 'r');
   if (resource.resourceType !== 'Provenance' || patient === undefined || compartmentsOf(resource, base).includes(patient)) {
     requireCompartment(req.access, resource, base, 'r');
     return;
   }
-  if (await provenanceOfReadableRecord(deps, req, resource, patient)) return;
+  if (await provenanceOfReadableRecord(deps, req, resource, patient, reads)) return;
   throw new FhirError('forbidden', `Provenance/${resource.id} ${PROVENANCE_REFUSAL}`);
 }
 
@@ -306,10 +306,11 @@ export async function requireContextReadable(deps: FhirDeps, req: FhirRequest, r
   if (!stored || stored.deleted) throw refuse(`its securityContext ${target.type}/${target.id} does not exist, so the access token cannot be shown to reach it`);
   const context = JSON.parse(stored.content) as Resource;
   try {
-    // A Provenance of the patient's record is read as its read reads it (provenance-reach.ts), but in a
-    // write's transaction (`via`), where the compartment alone counts.
-    if (via) requireCompartment(access, context, deps.fhirBase?.(req.tenant), 'r');
-    else await requireReadReach(deps, req, context);
+    // A Provenance of the patient's record is read as its read reads it (provenance-reach.ts), its targets read
+    // through the write's transaction where `via` reads them; in a write's transaction reading no targets, the
+    // compartment alone counts.
+    if (via && !via.targets) requireCompartment(access, context, deps.fhirBase?.(req.tenant), 'r');
+    else await requireReadReach(deps, req, context, via?.targets);
     await requireFilter(access, 'r', context, stored.lastUpdated, via?.lookups ?? lookups(deps, req.tenant));
   } catch (err) {
     if (err instanceof FhirError) throw refuse(`the access token may not read ${target.type}/${target.id}, its securityContext`);
@@ -326,6 +327,8 @@ export interface ContextReads {
   read(type: string, id: string): Promise<CurrentVersion | null>;
   /** The chains and `_has` of a scope filter. */
   lookups: MatchContext;
+  /** How a Provenance's targets are read, to judge one as its read judges it (provenance-reach.ts); absent: its compartment alone counts. */
+  targets?: TargetReads;
 }
 
 /**
@@ -367,6 +370,16 @@ export async function rowsInReach(deps: FhirDeps, req: FhirRequest, rows: Resour
     if (ok) out.push(v);
   }
   return out;
+}
+
+/**
+ * How requireContextReadable reads inside the write's transaction `w` (a transaction's conditional search of Binary,
+ * searched again at its commit): the securityContext by its id (no lock), a Provenance's targets and the chains of
+ * scope filters through `w` too, so that a Binary is judged as a read judges it.
+ */
+export function writerContextReads(deps: FhirDeps, tenant: string, w: Pick<ResourceWriter, 'search' | 'vread' | 'present'>): ContextReads {
+  const targets = writerTargetReads(deps, tenant, w);
+  return { read: async (type, id) => (await w.search({ type, where: [{ kind: 'id', ids: [id] }], sort: [], count: 1 }))[0] ?? null, lookups: targets.lookups!, targets };
 }
 
 export interface PutOptions {

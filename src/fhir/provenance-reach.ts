@@ -26,14 +26,14 @@
  * #1881), and the token learns from it only the other record's reference. Compartment searches,
  * `$everything` and bulk exports keep the compartment alone.
  */
-import type { Condition, ResourceVersion, SearchQuery } from '../store/types.ts';
+import type { Condition, ResourceVersion, ResourceWriter, SearchQuery } from '../store/types.ts';
 import type { Access } from './access.ts';
 import { lookups } from './core-search.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import { inPatientCompartment, patientCompartment } from './definitions.ts';
 import { compartmentsOf } from './indexer.ts';
 import { parseReference } from './references.ts';
-import { matchConditions } from './search-match.ts';
+import { matchConditions, type MatchContext } from './search-match.ts';
 
 /** The ids of one type a query reads at most when the targets of Provenance are looked up (readableRecords). */
 export const IDS_PER_QUERY = 500;
@@ -45,11 +45,23 @@ type OwnRecords = Map<string, ResourceVersion>;
 
 /**
  * How the targets are read: the store's search and vread, or inside a write's transaction its writer's
- * search alone (`vread` undefined: an earlier version named is not read, and gives no reach).
+ * search alone (`vread` undefined: an earlier version named is not read, and gives no reach), or its
+ * writer's search and vread (writerTargetReads), which judge as the store's do.
  */
 export interface TargetReads {
   search(query: SearchQuery): Promise<ResourceVersion[]>;
   vread?(type: string, id: string, versionId: number): Promise<ResourceVersion | null>;
+  /** The chains and `_has` of a scope filter an earlier version is matched against (default: searched on the pool). */
+  lookups?: MatchContext;
+}
+
+/**
+ * The targets read through a write's transaction `w` (its search, vread and present, for the chains of scope
+ * filters too): judged as on the pool, without waiting for another connection of it while the transaction holds one.
+ */
+export function writerTargetReads(deps: FhirDeps, tenant: string, w: Pick<ResourceWriter, 'search' | 'vread' | 'present'>): TargetReads {
+  const search = (q: SearchQuery) => w.search(q);
+  return { search, vread: (type, id, versionId) => w.vread(type, id, versionId), lookups: lookups(deps, tenant, { search, present: (type, ids) => w.present(type, ids) }) };
 }
 
 const storeReads = (deps: FhirDeps, req: FhirRequest): TargetReads => ({
@@ -151,14 +163,14 @@ async function readableRecords(req: FhirRequest, reads: TargetReads, keys: Itera
 }
 
 /** Whether a version of a record is the patient's and within the token's scope filters, as a vread of it is judged. */
-async function versionOfPatient(deps: FhirDeps, req: FhirRequest, v: ResourceVersion, patient: string): Promise<boolean> {
+async function versionOfPatient(deps: FhirDeps, req: FhirRequest, v: ResourceVersion, patient: string, ctx?: MatchContext): Promise<boolean> {
   if (v.deleted) return false;
   const resource = JSON.parse(v.content) as Json;
   if (!compartmentsOf(resource, deps.fhirBase?.(req.tenant)).includes(patient)) return false;
   const filters = req.access.filters?.(v.type, 'r');
   if (!filters) return true;
-  const ctx = lookups(deps, req.tenant);
-  for (const alternative of filters) if (await matchConditions(resource, v.lastUpdated, alternative, ctx)) return true;
+  const within = ctx ?? lookups(deps, req.tenant);
+  for (const alternative of filters) if (await matchConditions(resource, v.lastUpdated, alternative, within)) return true;
   return false;
 }
 
@@ -180,7 +192,7 @@ async function namesReadable(
     if (ok === undefined) {
       const n = /^[1-9][0-9]{0,8}$/.test(version!) ? Number(version) : undefined;
       const v = n === undefined || n > current.versionId ? null : await reads.vread(current.type, current.id, n);
-      ok = v !== null && (await versionOfPatient(deps, req, v, patient));
+      ok = v !== null && (await versionOfPatient(deps, req, v, patient, reads.lookups));
       checked.set(key, ok);
     }
     if (ok) return true;
@@ -227,7 +239,7 @@ export async function provenanceOfReadableRecord(deps: FhirDeps, req: FhirReques
  * page at once), the index having found it by a target without its version; the others are kept (those
  * naming no version, found by a target that is a readable record of the patient, are within reach).
  */
-export async function provenanceRowsInReach(deps: FhirDeps, req: FhirRequest, rows: ResourceVersion[], patient: string): Promise<ResourceVersion[]> {
+export async function provenanceRowsInReach(deps: FhirDeps, req: FhirRequest, rows: ResourceVersion[], patient: string, reads?: TargetReads): Promise<ResourceVersion[]> {
   const base = deps.fhirBase?.(req.tenant);
   const judged: { row: ResourceVersion; resource: Json }[] = [];
   for (const row of rows) {
@@ -236,7 +248,7 @@ export async function provenanceRowsInReach(deps: FhirDeps, req: FhirRequest, ro
     if (!compartmentsOf(resource, base).includes(patient) && namesVersion(resource, base)) judged.push({ row, resource });
   }
   if (!judged.length) return rows;
-  const ok = await provenancesInReach(deps, req, judged.map((j) => j.resource), patient);
+  const ok = await provenancesInReach(deps, req, judged.map((j) => j.resource), patient, reads);
   const out = new Set(judged.filter((_, i) => !ok[i]).map((j) => j.row));
   return rows.filter((row) => !out.has(row));
 }

@@ -1,14 +1,14 @@
 import { FhirError, type FhirIssue } from '../errors.ts';
-import type { Condition, ResourceVersion, SearchCursor, SearchQuery, SortKey, SortPosition, TextQuery } from '../store/types.ts';
+import type { Condition, ResourceVersion, ResourceWriter, SearchCursor, SearchQuery, SortKey, SortPosition, TextQuery } from '../store/types.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
-import { binaryReachLimited, rowsInReach, vreadResource } from './crud.ts';
+import { binaryReachLimited, rowsInReach, vreadResource, writerContextReads } from './crud.ts';
 import { enumerationAccess, requireAccess, type Access } from './access.ts';
 import { inPatientCompartment, paramOf, paramsOf, referrersOf, type ParamDefinition } from './definitions.ts';
 import { evaluatePath } from './fhirpath.ts';
 import { indexEntries, referenceValues } from './indexer.ts';
 import { isAbsoluteReference, parseReference } from './references.ts';
 import { issue } from './outcome.ts';
-import { patientRecords, provenanceRowsInReach, reachCondition, widenedPatient } from './provenance-reach.ts';
+import { patientRecords, provenanceRowsInReach, reachCondition, widenedPatient, writerTargetReads } from './provenance-reach.ts';
 import { foreignInclude, ignoredInclude, reachingRevinclude } from './revinclude-reach.ts';
 import { hasPending, hierarchyParam, parameterCondition, parseSort, referenceTargets, UnknownParameterError, type CodeSet, type HierarchyCondition, type PendingCondition } from './search-compile.ts';
 import { canonicalCondition, isCanonicalType } from './search-canonical.ts';
@@ -1179,10 +1179,12 @@ export async function searchResources(
  * patient's token widened past its compartment found by a target naming a version out of reach
  * (provenanceRowsInReach).
  */
-export function keptInReach(deps: FhirDeps, req: FhirRequest, type: string, compartment?: string): ((rows: ResourceVersion[]) => Promise<ResourceVersion[]>) | undefined {
+export function keptInReach(
+  deps: FhirDeps, req: FhirRequest, type: string, compartment?: string, w?: Pick<ResourceWriter, 'search' | 'vread' | 'present'>,
+): ((rows: ResourceVersion[]) => Promise<ResourceVersion[]>) | undefined {
   const widened = widenedPatient(req, type, 's', compartment);
-  if (widened !== undefined) return (rows) => provenanceRowsInReach(deps, req, rows, widened);
-  if (type === 'Binary' && binaryReachLimited(req.access)) return (rows) => rowsInReach(deps, req, rows);
+  if (widened !== undefined) return (rows) => provenanceRowsInReach(deps, req, rows, widened, w && writerTargetReads(deps, req.tenant, w));
+  if (type === 'Binary' && binaryReachLimited(req.access)) return (rows) => rowsInReach(deps, req, rows, w && writerContextReads(deps, req.tenant, w));
   return undefined;
 }
 
@@ -1203,7 +1205,10 @@ const READ_BATCH = 1000;
  * elements). Reading past more than PAGE_READ_IN_REACH matches out of reach before the page is full
  * (counted in the page's order) is a 400.
  */
-export async function rowsFilled(deps: FhirDeps, req: FhirRequest, query: SearchQuery, keep: (rows: ResourceVersion[]) => Promise<ResourceVersion[]>): Promise<{ row: ResourceVersion; at: number }[]> {
+export async function rowsFilled(
+  deps: FhirDeps, req: FhirRequest, query: SearchQuery, keep: (rows: ResourceVersion[]) => Promise<ResourceVersion[]>,
+  search: (query: SearchQuery) => Promise<ResourceVersion[]> = (q) => deps.store.resources.search(req.tenant, q),
+): Promise<{ row: ResourceVersion; at: number }[]> {
   const start = query.offset ?? 0;
   const keyset = keysetSort(query.sort) !== undefined;
   const kept: { row: ResourceVersion; at: number }[] = [];
@@ -1212,7 +1217,7 @@ export async function rowsFilled(deps: FhirDeps, req: FhirRequest, query: Search
   let after = query.after;
   // The page's own count first (nothing left out: one statement, as before), then twice as many each time, up to READ_BATCH.
   for (let size = query.count; kept.length < query.count; size = Math.max(size, Math.min(2 * size, READ_BATCH))) {
-    const batch = await deps.store.resources.search(req.tenant, { ...query, count: size, ...(keyset ? (after ? { after } : {}) : { offset: start + read }) });
+    const batch = await search({ ...query, count: size, ...(keyset ? (after ? { after } : {}) : { offset: start + read }) });
     const within = new Set(await keep(batch));
     for (const [i, row] of batch.entries()) {
       if (kept.length >= query.count) break;

@@ -84,6 +84,13 @@ export interface ResourceWriter {
    * searches as ResourceRepo.search does.
    */
   search(query: SearchQuery): Promise<ResourceVersion[]>;
+  /**
+   * ResourceRepo.vread in this transaction (on PostgreSQL on its connection, never on another of the pool): a version
+   * of a resource, current or in its history, this transaction's own writes included; locks nothing. A Provenance
+   * naming an earlier version of a patient's record is judged within a patient's token's reach by it inside a write
+   * (a transaction's conditional search of Provenance, searched again at its commit: bundle-held-searches.ts).
+   */
+  vread(type: string, id: string, versionId: number): Promise<ResourceVersion | null>;
   /** Stores a new version: the previous one moves to history; index and compartment rows are replaced. */
   put(version: VersionToWrite): Promise<void>;
   /** Whether a non-deleted resource exists (for reference checks inside transactions). */

@@ -179,6 +179,18 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
     exists: mapped('exists', exists),
     existing: mapped('exists', existing),
     present: mapped('present', present),
+    // Its buffered versions written first, so that it finds them.
+    vread: mapped('vread', async (type: string, id: string, versionId: number): Promise<ResourceVersion | null> => {
+      await flush();
+      const [row] = await tx<{ type: string; id: string; version_id: number; last_updated: number; deleted: boolean; content: string }[]>`
+        SELECT type, id, version_id, last_updated, deleted, content FROM resources
+        WHERE tenant = ${tenant} AND type = ${type} AND id = ${id} AND version_id = ${versionId}
+        UNION ALL
+        SELECT type, id, version_id, last_updated, deleted, content FROM resource_history
+        WHERE tenant = ${tenant} AND type = ${type} AND id = ${id} AND version_id = ${versionId}
+        LIMIT 1`;
+      return row ? { type: row.type, id: row.id, versionId: row.version_id, lastUpdated: row.last_updated, deleted: row.deleted, content: row.content } : null;
+    }),
     // On this transaction's connection (resources.ts searchIn), its buffered versions written first, so that it finds them.
     search: mapped('search', async (query: SearchQuery) => {
       await flush();

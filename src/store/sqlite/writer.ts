@@ -1,5 +1,5 @@
 import type { Database, Statement } from 'bun:sqlite';
-import type { CurrentVersion, IndexTable, ResourceWriter, VersionToWrite } from '../types.ts';
+import type { CurrentVersion, IndexTable, ResourceVersion, ResourceWriter, VersionToWrite } from '../types.ts';
 import { CLAIM_KEPT_MS, EVENTS_KEPT, inKeyOrder, StoreConflictError } from '../types.ts';
 import { columnsOf, INDEX_TABLES, onlyTables, rowsOf } from '../index-tables.ts';
 import type { KeyOf } from '../search-keys.ts';
@@ -9,6 +9,8 @@ import { BULK_TEXT_ROWS, TEXT_MERGE_DUE } from './text.ts';
 
 /** A current row as a writer knows it; `content` only once current() (or a write) has needed it. */
 type CurrentRow = { pk: number; version_id: number; last_updated: number; deleted: number; content?: string };
+/** A version as vread() selects it. */
+type VersionRow = { type: string; id: string; version_id: number; last_updated: number; deleted: number; content: string };
 type Value = string | number;
 /** A version as its index, compartment and word rows need it: a reindex writes those rows and no version (nor its method). */
 type IndexedVersion = Omit<VersionToWrite, 'method'>;
@@ -68,6 +70,12 @@ export function createWriter(
     ),
     current: db.query<CurrentRow, [string, string, string]>(
       'SELECT pk, version_id, last_updated, deleted, content FROM resources WHERE tenant = ? AND type = ? AND id = ?',
+    ),
+    vreadCurrent: db.query<VersionRow, [string, string, string, number]>(
+      'SELECT type, id, version_id, last_updated, deleted, content FROM resources WHERE tenant = ? AND type = ? AND id = ? AND version_id = ?',
+    ),
+    vreadHistory: db.query<VersionRow, [string, string, string, number]>(
+      'SELECT type, id, version_id, last_updated, deleted, content FROM resource_history WHERE tenant = ? AND type = ? AND id = ? AND version_id = ?',
     ),
     readSeq: db.query<{ value: number }, []>("SELECT value FROM counters WHERE name = 'resource_seq'"),
     storeSeq: db.query("UPDATE counters SET value = ? WHERE name = 'resource_seq'"),
@@ -243,6 +251,10 @@ export function createWriter(
     },
     async present(type, ids) {
       return [...new Set(ids)].filter((id) => lookup(type, id) !== null);
+    },
+    async vread(type, id, versionId) {
+      const row = q.vreadCurrent.get(tenant, type, id, versionId) ?? q.vreadHistory.get(tenant, type, id, versionId);
+      return row ? { type: row.type, id: row.id, versionId: row.version_id, lastUpdated: row.last_updated, deleted: row.deleted === 1, content: row.content } : null;
     },
     /** Stores the seq counter; returns how many versions this transaction wrote. */
     finish() {

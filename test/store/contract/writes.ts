@@ -58,6 +58,26 @@ export function writesContract(store: () => Store) {
       expect((await s.resources.present(t, 'ValueSet', ['live', 'gone', 'new', 'none'])).sort()).toEqual(['gone', 'live', 'new']);
     });
 
+    test('vread() reads a version, current or in history, this transaction\'s writes included, as ResourceRepo.vread', async () => {
+      const s = store();
+      const t = uniqueTenant();
+      await save(s, t, 'Observation', 'o', { lastUpdated: 1_000 });
+      await save(s, t, 'Observation', 'o', { versionId: 2, lastUpdated: 2_000 });
+      await save(s, uniqueTenant(), 'Observation', 'elsewhere');
+      await s.resources.write(t, async (w) => {
+        expect(await w.vread('Observation', 'o', 1)).toEqual(await s.resources.vread(t, 'Observation', 'o', 1));
+        expect((await w.vread('Observation', 'o', 1))).toMatchObject({ type: 'Observation', id: 'o', versionId: 1, lastUpdated: 1_000, deleted: false });
+        await w.put(version('Observation', 'o', { versionId: 3, lastUpdated: 3_000, deleted: true }));
+        await w.put(version('Observation', 'new', { lastUpdated: 3_000 }));
+        expect(await w.vread('Observation', 'o', 2)).toMatchObject({ versionId: 2, lastUpdated: 2_000, deleted: false });
+        expect(await w.vread('Observation', 'o', 3)).toMatchObject({ versionId: 3, deleted: true });
+        expect(await w.vread('Observation', 'new', 1)).toMatchObject({ id: 'new', versionId: 1 });
+        expect(await w.vread('Observation', 'o', 4)).toBeNull();
+        expect(await w.vread('Observation', 'elsewhere', 1)).toBeNull();
+        expect(await w.vread('Patient', 'o', 1)).toBeNull();
+      });
+    });
+
     test('existing() answers many keys at once: live rows, this transaction\'s writes, not deleted or other tenants\' rows', async () => {
       const s = store();
       const t = uniqueTenant();

@@ -14,6 +14,7 @@ import {
   importedOnce,
   type CodeSystemLookup,
   type CodingToCheck,
+  type DrawnThrough,
   type LoadedCodeSystems,
   type Member,
   type Membership,
@@ -98,7 +99,7 @@ export class CompiledConceptSet {
       if (local instanceof NotLoaded || !local.member) return local;
       found = local;
     }
-    let via: CompiledValueSet[] | undefined;
+    let via: DrawnThrough | undefined;
     for (const imported of this.imports) {
       if (imported.compiled === null) return nonMember(txIssue('error', 'not-found', 'not-found', `The imported ValueSet '${imported.canonical}' could not be found`));
       const vs = imported.compiled;
@@ -106,7 +107,7 @@ export class CompiledConceptSet {
       if (m instanceof NotLoaded || !m.member) return m;
       found = found === undefined ? m : withWarnings(found, m.warnings);
       // Without a system, the code is drawn through the imports (ExpansionEntry.via).
-      if (this.system === undefined) (via ??= []).push(vs, ...(m.via ?? []));
+      if (this.system === undefined) via = { vs, inner: m.via, next: via };
     }
     if (found === undefined) return nonMember();
     return via === undefined ? found : { ...found, via };

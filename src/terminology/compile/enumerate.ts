@@ -5,7 +5,7 @@ import type { ConceptReference } from '../model/value-set.ts';
 import type { CodeSystemIndex, ConceptEntry } from './code-system-index.ts';
 import type { CompiledConceptSet } from './concept-set.ts';
 import type { CompiledValueSet } from './compiled-value-set.ts';
-import { type CodeSystemLookup, systemLabel } from './membership.ts';
+import { type CodeSystemLookup, type DrawnThrough, systemLabel } from './membership.ts';
 import { at } from './filters.ts';
 
 /** One code of an expansion, before paging. */
@@ -19,11 +19,11 @@ export interface ExpansionEntry {
   /** The CodeSystem's concept and the language of its display, when the code is in a known CodeSystem. */
   readonly concept?: { readonly definition: ConceptDefinition; readonly language: string | undefined };
   /**
-   * The imported ValueSets the code was drawn through (an include with no system lists their codes), outermost
-   * first: the supplements they name apply to it, as they do in their own expansions. Absent for a code drawn
-   * from a code system by the ValueSet itself.
+   * The imported ValueSets the code was drawn through (an include with no system lists their codes; DrawnThrough):
+   * the supplements they name apply to it, as they do in their own expansions. Absent for a code drawn from a code
+   * system by the ValueSet itself.
    */
-  readonly via?: readonly CompiledValueSet[];
+  readonly via?: DrawnThrough;
   /** The concept's extensions an expansion repeats on its `contains` (carriedExtensions). */
   readonly extension?: readonly ConceptExtension[];
 }
@@ -197,10 +197,13 @@ async function* enumerateSet(set: CompiledConceptSet, lookup: CodeSystemLookup, 
   const candidates = set.system !== undefined ? systemCandidates(set, set.system, lookup) : first !== undefined ? enumerateValueSet(first, lookup, budget, limit) : [];
   const checks = set.system !== undefined ? imports : others;
   const checksCost = checks.reduce((sum, vs) => sum + valueSetCost(vs), 0);
+  // The intersected imports, once for every code drawn through the first.
+  let beside: DrawnThrough | undefined;
+  for (const vs of others) beside = { vs, inner: undefined, next: beside };
   for await (const entry of candidates) {
     if (checksCost > 0) spend(budget, checksCost, limit);
     if (!(await inAll(checks, entry, lookup))) continue;
-    yield set.system !== undefined ? entry : { ...entry, via: [...imports, ...(entry.via ?? [])] };
+    yield set.system !== undefined || first === undefined ? entry : { ...entry, via: { vs: first, inner: entry.via, next: beside } };
   }
 }
 

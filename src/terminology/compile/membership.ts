@@ -57,8 +57,37 @@ export interface Member {
   readonly abstract: boolean;
   readonly inactive: boolean;
   readonly warnings: readonly TxIssue[];
-  /** The imported ValueSets the code is a member through (an include with no system), outermost first: their supplements apply to it. */
-  readonly via?: readonly CompiledValueSet[];
+  /** The imported ValueSets the code is a member through (an include with no system): their supplements apply to it. */
+  readonly via?: DrawnThrough;
+}
+
+/**
+ * The imported ValueSets a code was drawn through (includes with no system), as a persistent structure: each level
+ * puts its imports in front of what the code was drawn through inside them without copying that, so a code drawn
+ * down a chain of n imports costs n nodes, not n²/2 copies (a chain of 1,000 value sets over 2,000 codes held an
+ * $expand's event loop 26-32 s, against 3 s without the record).
+ */
+export interface DrawnThrough {
+  readonly vs: CompiledValueSet;
+  /** What the code was drawn through inside `vs`. */
+  readonly inner: DrawnThrough | undefined;
+  /** Another import of the same level (an include's further imports, which the code is in too). */
+  readonly next: DrawnThrough | undefined;
+}
+
+/** Every ValueSet of `via`, each once: a node reached along several paths (importedOnce shares answers) is walked once. */
+export function drawnValueSets(via: DrawnThrough | undefined): Set<CompiledValueSet> {
+  const out = new Set<CompiledValueSet>();
+  const seen = new Set<DrawnThrough>();
+  const stack: DrawnThrough[] = via === undefined ? [] : [via];
+  for (let node = stack.pop(); node !== undefined; node = stack.pop()) {
+    if (seen.has(node)) continue;
+    seen.add(node);
+    out.add(node.vs);
+    if (node.inner !== undefined) stack.push(node.inner);
+    if (node.next !== undefined) stack.push(node.next);
+  }
+  return out;
 }
 
 /** The coding is not a member; `reasons` explain why when there is more to say than "not in". */

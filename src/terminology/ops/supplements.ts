@@ -1,5 +1,6 @@
 import type { CodeSystemIndex } from '../compile/code-system-index.ts';
 import type { CompiledValueSet } from '../compile/compiled-value-set.ts';
+import { type DrawnThrough, drawnValueSets } from '../compile/membership.ts';
 import type { TerminologyContext } from '../context.ts';
 import { invalid, missingDependency } from '../errors.ts';
 import type { Designation, StatusExtensions } from '../model/datatypes.ts';
@@ -71,13 +72,16 @@ export function requireSupplements(vs: CompiledValueSet, ctx: TerminologyContext
  * `via` names. A supplement an imported ValueSet names applies where that ValueSet is pulled in, not to the
  * importer's other codes, as the reference servers expand the imported ValueSet with its own supplements.
  */
-export function applicableSupplements(vs: CompiledValueSet, via: readonly CompiledValueSet[] | undefined, loaded: readonly CodeSystemIndex[]): readonly CodeSystemIndex[] {
+export function applicableSupplements(vs: CompiledValueSet, via: DrawnThrough | undefined, loaded: readonly CodeSystemIndex[]): readonly CodeSystemIndex[] {
   if (loaded.length === 0) return loaded;
   const named = namedSupplements(vs);
+  // The value sets drawn through, walked only when a supplement is not the value set's own.
+  let drawn: Set<CompiledValueSet> | undefined;
   const out: CodeSystemIndex[] = [];
   for (let i = 0; i < named.length && i < loaded.length; i++) {
     const by = named[i]!.by;
-    if (by.includes(vs) || (via !== undefined && by.some((b) => via.includes(b)))) out.push(loaded[i]!);
+    if (by.includes(vs)) out.push(loaded[i]!);
+    else if (via !== undefined && by.some((b) => (drawn ??= drawnValueSets(via)).has(b))) out.push(loaded[i]!);
   }
   return out.length === loaded.length ? loaded : out;
 }

@@ -18,7 +18,9 @@ import { CoreTerminology } from './terminology/core/core-source.ts';
  * a value set, decided as ValueSet/$validate-code decides it (validate-value-set-code.ts) in the tenant's
  * terminology, without expanding the value set (a LOINC or SNOMED filter, an is-a over a large code system).
  * A bare code (an element of type `code`) is tried in each code system the value set includes. Undecided:
- * the value set is not known, or a code system it needs is not present, so membership cannot be known.
+ * the value set is not known, cannot be evaluated (a supplement it names is missing or supplements none of its
+ * code systems, a filter names a property its code system lacks), or a code system it needs is not present, so
+ * membership cannot be known.
  */
 export function valueSetMembership(service: TerminologyService): CheckMembership {
   return async (tenant, url, coding) => {
@@ -36,7 +38,15 @@ export function valueSetMembership(service: TerminologyService): CheckMembership
     let undecided: Membership | undefined;
     for (const system of systems) {
       const subject = { kind: 'coding' as const, coding: { system, code: coding.code }, path: 'code' };
-      const r = await validateValueSetCode({ target: { kind: 'url', url }, subject }, { terminology });
+      let r: Awaited<ReturnType<typeof validateValueSetCode>>;
+      try {
+        r = await validateValueSetCode({ target: { kind: 'url', url }, subject }, { terminology });
+      } catch (err) {
+        // A value set that cannot be evaluated (a supplement it names missing or unused, a filter on a property its
+        // code system lacks) is the operation's 400, and no verdict on the resource: its membership is unknown.
+        if (err instanceof FhirError) return { kind: 'unknown', why: err.message };
+        throw err;
+      }
       if (r.result) return { kind: 'member' };
       if (!r.issues.some((i) => i.type === 'not-in-vs')) undecided ??= { kind: 'unknown', why: r.issues.map((i) => i.text).join('; ') || `the membership of '${coding.code}' could not be decided` };
     }

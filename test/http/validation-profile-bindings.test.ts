@@ -14,6 +14,9 @@ const VS_ALL = 'http://example.org/fhir/ValueSet/big-all';
 const VS_ISA = 'http://example.org/fhir/ValueSet/big-under-c1';
 const VS_LOINC = 'http://example.org/fhir/ValueSet/loinc-chemistry';
 const VS_UNKNOWN = 'http://example.org/fhir/ValueSet/nowhere';
+const VS_UNUSED_SUPPLEMENT = 'http://example.org/fhir/ValueSet/big-with-other-supplement';
+const VS_BAD_FILTER = 'http://example.org/fhir/ValueSet/big-by-missing-property';
+const OTHER = 'http://example.org/fhir/CodeSystem/other';
 const PROFILE = 'http://example.org/fhir/StructureDefinition/coded-observation';
 
 /** 1,500 codes (more than an expansion for validation held): `c1` has `c2`..`c1500` below it. */
@@ -56,6 +59,12 @@ await eachStore((kind, fresh) => {
       await api.create(valueSet(VS_ALL, { system: CS }));
       await api.create(valueSet(VS_ISA, { system: CS, filter: [{ property: 'concept', op: 'descendent-of', value: 'c1' }] }));
       await api.create(valueSet(VS_LOINC, { system: 'http://loinc.org', filter: [{ property: 'CLASS', op: '=', value: 'CHEM' }] }));
+      // Names a supplement of a code system it does not include ($validate-code's 400 not-found), and filters on a
+      // property the code system does not define ($validate-code's 400 vs-invalid).
+      await api.create({ resourceType: 'CodeSystem', url: OTHER, status: 'active', content: 'complete', concept: [{ code: 'o1', display: 'Other 1' }] });
+      await api.create({ resourceType: 'CodeSystem', url: `${OTHER}-de`, status: 'active', content: 'supplement', supplements: OTHER, concept: [{ code: 'o1', designation: [{ language: 'de', value: 'Andere 1' }] }] });
+      await api.create({ ...valueSet(VS_UNUSED_SUPPLEMENT, { system: CS }), extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/valueset-supplement', valueCanonical: `${OTHER}-de` }] });
+      await api.create(valueSet(VS_BAD_FILTER, { system: CS, filter: [{ property: 'colour', op: '=', value: 'red' }] }));
     });
     afterAll(() => t.close());
 
@@ -94,6 +103,21 @@ await eachStore((kind, fresh) => {
       expect(warned.map(([e]) => e).sort()).toEqual(['Observation.code', 'Observation.value.ofType(CodeableConcept)']);
       expect(warned.find(([e]) => e === 'Observation.code')![1]).toContain(VS_LOINC);
       expect(warned.find(([e]) => e !== 'Observation.code')![1]).toContain(VS_UNKNOWN);
+      await api.del(`StructureDefinition/${sd.id}`);
+    });
+
+    test('a value set $validate-code refuses (a supplement it does not use, a filter on no property) is no error on write and a warning in $validate', async () => {
+      const sd = await api.create(profile(VS_UNUSED_SUPPLEMENT, VS_BAD_FILTER));
+      const obs = observation('c1', { coding: [{ system: CS, code: 'c1' }] });
+      // Was a 400 naming the value set's supplement, at `url`, an element the Observation does not have.
+      expect((await api.post('Observation', obs)).status).toBe(201);
+      const outcome = (await (await api.post('Observation/$validate', obs)).json()) as Json;
+      expect(outcome.resourceType).toBe('OperationOutcome');
+      const issues = outcome.issue as Json[];
+      expect(issues.filter((i) => i.severity === 'error')).toEqual([]);
+      const warned = issues.filter((i) => i.code === 'not-supported').map((i) => [i.expression[0], i.details.text]);
+      expect(warned.find(([e]) => e === 'Observation.code')![1]).toContain(`${OTHER}-de`);
+      expect(warned.find(([e]) => e !== 'Observation.code')![1]).toContain("no property 'colour'");
       await api.del(`StructureDefinition/${sd.id}`);
     });
   });

@@ -77,6 +77,13 @@ const importsElsewhere = {
   resourceType: 'ValueSet', id: 'dsg-imports-user', url: `${VS}imports-user`, status: 'active', compose: { include: [{ valueSet: [`${VS}on-v2`] }, { system: FRAGMENT }] },
 };
 
+/** Defined by its expansion (no compose) of version 2's codes, naming the supplement; and a value set importing it. */
+const expanded = {
+  resourceType: 'ValueSet', id: 'dsg-expanded', url: `${VS}expanded`, status: 'active', extension: [{ url: NEEDS, valueCanonical: `${SUPPLEMENT}|1` }],
+  expansion: { identifier: 'urn:uuid:6f1c1e64-54a4-4a57-9e0b-5d2b8f3f1a01', timestamp: '2026-11-30T00:00:00Z', contains: [{ system: CS, version: '2', code: 'pear', display: 'Pear' }] },
+};
+const importsExpanded = { resourceType: 'ValueSet', id: 'dsg-imports-expanded', url: `${VS}imports-expanded`, status: 'active', compose: { include: [{ valueSet: [`${VS}expanded`] }] } };
+
 type Contains = { code: string; display?: string; designation?: { language?: string; use?: unknown; value: string }[] };
 const entry = (r: OperationResponse, code: string) => (r.body.expansion as { contains?: Contains[] }).contains?.find((c) => c.code === code);
 const used = (r: OperationResponse) => ((r.body.expansion as { parameter?: Param[] }).parameter ?? []).filter((p) => p.name === 'used-supplement').map((p) => p.valueUri);
@@ -89,7 +96,7 @@ await eachStore((kind, fresh) => {
     beforeAll(async () => {
       t = await createTestApp({ store: await fresh() });
       token = await t.token();
-      for (const r of [fruitV1, fruitV2, supplementV2, onV1, onV2, importer, needsMissing, importsMissing, fragment, listed, all, elsewhere, unpinned, importsElsewhere]) {
+      for (const r of [fruitV1, fruitV2, supplementV2, onV1, onV2, importer, needsMissing, importsMissing, fragment, listed, all, elsewhere, unpinned, importsElsewhere, expanded, importsExpanded]) {
         await putResource(t, token, r);
       }
     });
@@ -130,6 +137,19 @@ await eachStore((kind, fresh) => {
       // An include that pins no version may use the one supplemented; a supplement an import names is used by that import.
       expect(outcome(await check('unpinned', { system: CS, code: 'pear' }))).toMatchObject({ result: true });
       expect(outcome(await check('imports-user', { system: FRAGMENT, code: 'known' }))).toMatchObject({ result: true });
+    });
+
+    test("a value set defined by its expansion uses the code systems its codes name: its supplement is not refused as unused", async () => {
+      for (const id of ['expanded', 'imports-expanded']) {
+        const checked = await postOperation(t, token, 'ValueSet/$validate-code', [
+          { name: 'url', valueUri: `${VS}${id}` }, { name: 'coding', valueCoding: { system: CS, version: '2', code: 'pear', display: 'Poire' } },
+        ]);
+        // Was a 400 (the supplement's code system drawn on by no include) while $expand answered.
+        expect(outcome(checked)).toEqual({ result: true, display: 'Pear' });
+        const r = await expand([{ name: 'url', valueUri: `${VS}${id}` }]);
+        expect(r.status).toBe(200);
+        expect(used(r)).toEqual([`${SUPPLEMENT}|1`]);
+      }
     });
 
     test("the supplements an imported value set names are applied to its codes and named in used-supplement", async () => {

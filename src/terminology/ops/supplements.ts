@@ -141,7 +141,10 @@ export function requireUsedSupplements(vs: CompiledValueSet, supplements: readon
   throw missingDependency(`${vs.label} includes no code system that the supplement${unused.length > 1 ? 's' : ''} ${names} it names supplement${unused.length > 1 ? '' : 's'}`, ['url']);
 }
 
-/** The code systems (and pinned versions) a ValueSet's includes and excludes name, with those of the ValueSets it imports, at any depth. */
+/**
+ * The code systems (and pinned versions) a ValueSet's includes and excludes name, or its expansion's codes when it has
+ * no compose, with those of the ValueSets it imports, at any depth.
+ */
 function drawnSystems(vs: CompiledValueSet): readonly { system: string; version: string | undefined }[] {
   let drawn = DRAWN.get(vs);
   if (drawn === undefined) DRAWN.set(vs, (drawn = collectSystems(vs, [], new Set())));
@@ -154,6 +157,16 @@ const DRAWN = new WeakMap<CompiledValueSet, readonly { system: string; version: 
 function collectSystems(vs: CompiledValueSet, out: { system: string; version: string | undefined }[], seen: Set<CompiledValueSet>) {
   if (seen.has(vs)) return out;
   seen.add(vs);
+  // A value set defined by its expansion (no compose) draws on the code systems its codes name, as $expand reads it.
+  if (vs.expansion !== undefined) {
+    const listed = new Set<string>();
+    for (const { system, version } of vs.expansion.items) {
+      const key = `${system}|${version ?? ''}`;
+      if (listed.has(key)) continue;
+      listed.add(key);
+      out.push({ system, version });
+    }
+  }
   for (const set of [...vs.includes, ...vs.excludes]) {
     if (set.system !== undefined) out.push({ system: set.system, version: set.version });
     for (const i of set.imports) if (i.compiled !== null) collectSystems(i.compiled, out, seen);

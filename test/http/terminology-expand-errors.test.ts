@@ -2,7 +2,7 @@
  * A value set that cannot be expanded or checked is refused with an OperationOutcome as HL7's reference
  * terminology servers give it (the ecosystem tests, `bench/tx-tests.ts --strict`): HL7's tx-issue-type in
  * `details.coding` (`vs-invalid` for a definition that cannot be evaluated, `not-found` for what it needs
- * and the server lacks, `version-error` for a version `check-system-version` refuses), and the element of the
+ * and the server lacks, `version-error` for a version the server has that `check-system-version` refuses), and the element of the
  * value set at fault as a FHIRPath `expression` (`ValueSet.compose.include[0].filter[0]`), not a label. A
  * cycle of imports is `processing`. On both databases.
  */
@@ -90,9 +90,13 @@ await eachStore((kind, fresh) => {
       expect(refusal(await expandUrl('not-supplement'))).toBe('invalid vs-invalid url');
     });
 
-    test('a code system version check-system-version refuses is a version-error', async () => {
+    test('a code system version check-system-version refuses is a version-error, one the server lacks not-found', async () => {
       const r = await expand([{ name: 'url', valueUri: `${VS}pinned` }, { name: 'check-system-version', valueCanonical: `${CS}|2.0.0` }]);
       expect(refusal(r)).toBe('invalid version-error check-system-version');
+      // A pinned version the server does not have is not found, whatever the check (ecosystem test vs-expand-v-wb-check).
+      const missing = await expand([{ name: 'url', valueUri: `${VS}missing-version` }, { name: 'check-system-version', valueCanonical: `${CS}|1.0.x` }]);
+      expect(refusal(missing)).toBe('not-found not-found ValueSet.compose.include[0]');
+      expect((missing.body.issue as Issue[])[0]!.details?.text).toContain("'9.9.9'");
     });
 
     test('errors of the request itself carry no tx-issue-type', async () => {

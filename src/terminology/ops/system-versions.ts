@@ -2,6 +2,7 @@ import type { CodeSystemIndex } from '../compile/code-system-index.ts';
 import type { CodeSystemLookup } from '../compile/membership.ts';
 import { invalid } from '../errors.ts';
 import { matchesVersion, splitCanonical } from '../version.ts';
+import { then } from '../../sync-or-async.ts';
 
 /**
  * The code system versions an `$expand` request asks for (FHIR R4 ValueSet-expand `system-version`,
@@ -48,11 +49,26 @@ export function chooseVersion(rules: SystemVersions, url: string, version: strin
   return version;
 }
 
-/** A CodeSystemLookup that resolves every code system version through `rules`. */
+/**
+ * A CodeSystemLookup that resolves every code system version through `rules`. A pinned version that
+ * `check-system-version` refuses is looked up first: one the server does not have is not found (the caller's
+ * `not-found`, as the reference servers answer), and only one it has is the check's `version-error`.
+ */
 export function withSystemVersions(lookup: CodeSystemLookup, rules: SystemVersions | undefined): CodeSystemLookup {
   if (rules === undefined) return lookup;
   return {
-    codeSystem: (url: string, version?: string) => lookup.codeSystem(url, chooseVersion(rules, url, version)),
+    codeSystem: (url: string, version?: string) => {
+      let chosen: string | undefined;
+      try {
+        chosen = chooseVersion(rules, url, version);
+      } catch (refused) {
+        return then(lookup.codeSystem(url, version), (pinned) => {
+          if (pinned === null) return null;
+          throw refused;
+        });
+      }
+      return lookup.codeSystem(url, chosen);
+    },
     asOf: lookup.asOf,
   };
 }

@@ -1,5 +1,6 @@
 import type { ConceptDefinition } from '../model/code-system.ts';
 import type { Designation } from '../model/datatypes.ts';
+import { BoundedCache } from '../compile/bounded-cache.ts';
 
 const DESIGNATION_USAGE = 'http://terminology.hl7.org/CodeSystem/designation-usage';
 
@@ -13,17 +14,41 @@ function weighted(value: string): { tag: string; q: number; i: number }[] {
 }
 
 /**
- * The languages of a `displayLanguage` value, most wanted first: one tag (`de`), or a list as
- * Accept-Language writes it (`en, en-AU`, `de-CH,de;q=0.9`; q-values order it; `*` is any language).
+ * The most languages of a `displayLanguage` value (or the Accept-Language header standing for it) that are read,
+ * the most wanted first. Each code of an expansion is shown in the first of them it has a display in: 2,000 tags
+ * in an 8 KB header held one `$expand` of 20,000 codes 60 s, where a browser sends a handful.
  */
-export function languagesOf(value: string | undefined): string[] {
-  if (value === undefined) return [];
-  return weighted(value).filter((x) => x.tag !== '' && x.q > 0).sort((a, b) => b.q - a.q || a.i - b.i).map((x) => x.tag);
+export const MAX_DISPLAY_LANGUAGES = 16;
+
+/** A `displayLanguage` value read once, not for each code an expansion shows. */
+interface ReadLanguages {
+  readonly languages: readonly string[];
+  readonly othersRefused: boolean;
+}
+const READ = new BoundedCache<string, ReadLanguages>(256);
+
+function readLanguages(value: string): ReadLanguages {
+  let read = READ.get(value);
+  if (read === undefined) {
+    const tags = weighted(value);
+    const languages = tags.filter((x) => x.tag !== '' && x.q > 0).sort((a, b) => b.q - a.q || a.i - b.i).slice(0, MAX_DISPLAY_LANGUAGES).map((x) => x.tag);
+    READ.set(value, (read = { languages, othersRefused: tags.some((x) => x.tag === '*' && x.q === 0) }));
+  }
+  return read;
+}
+
+/**
+ * The languages of a `displayLanguage` value, most wanted first: one tag (`de`), or a list as
+ * Accept-Language writes it (`en, en-AU`, `de-CH,de;q=0.9`; q-values order it; `*` is any language),
+ * at most MAX_DISPLAY_LANGUAGES of them.
+ */
+export function languagesOf(value: string | undefined): readonly string[] {
+  return value === undefined ? [] : readLanguages(value).languages;
 }
 
 /** Whether the value refuses every language it does not name (`de, *;q=0`). */
 function othersRefused(value: string): boolean {
-  return weighted(value).some((x) => x.tag === '*' && x.q === 0);
+  return readLanguages(value).othersRefused;
 }
 
 /** Whether a display of language `tag` (undefined: not known) is in one of `languages`. */

@@ -709,48 +709,40 @@ async function checkReadable(deps: FhirDeps, req: FhirRequest, v: ResourceVersio
 /**
  * The reference targets a request may read, for CINDER_REFERENTIAL_INTEGRITY (ReferenceReach): of a type
  * it reads only within its patient's compartment or under a scope filter, and Binaries when it reads
- * them only through their securityContext (binaryReachLimited, as requireContextReadable judges them,
- * the context read in the transaction), judged inside the write transaction, where a filter with a
- * chain admits nothing. A Provenance of the patient's record is within reach as its read is
- * (provenance-reach.ts), its targets searched in the transaction; an earlier version one names is not
- * read there, and gives no reach.
+ * them only through their securityContext (binaryReachLimited) or under a scope filter of Binary. Each is
+ * judged as its read is (checkReadable), every read of it made inside the write transaction: a Binary's
+ * securityContext (requireContextReadable), a Provenance's targets and the earlier versions it names
+ * (provenance-reach.ts), and the chains and `_has` of scope filters (writerTargetReads).
  */
 export function referenceReach(deps: FhirDeps, req: FhirRequest): ReferenceReach {
   const { access } = req;
-  const base = deps.fhirBase?.(req.tenant);
   const partly = (type: string) => access.filters?.(type, 'r') !== undefined || (access.patientLimit(type, 'r') !== undefined && inPatientCompartment(type));
-  const judge = async (type: string, v: CurrentVersion, search?: TargetReads['search']): Promise<boolean> => {
-    const resource = JSON.parse(v.content) as Resource;
-    try {
-      const patient = access.patientLimit(type, 'r');
-      // A Provenance of the patient's record is within reach, as its read is (provenance-reach.ts); an
-      // earlier version it names is not read inside the transaction, and gives no reach there.
-      if (type === 'Provenance' && patient !== undefined && search && !compartmentsOf(resource, base).includes(patient)) {
-        if (!(await provenanceOfReadableRecord(deps, req, resource, patient, { search }))) return false;
-      } else if (patient !== undefined) requireCompartment(access, resource, base, 'r');
-      await requireFilter(access, 'r', resource, v.lastUpdated, txLookups(base));
-      return true;
-    } catch (err) {
-      if (err instanceof FhirError && err.category === 'forbidden') return false;
-      throw err;
-    }
-  };
   return {
-    limited: (type) => access.can(type, 'r') && (type === 'Binary' ? binaryReachLimited(access) : partly(type)),
-    async holds(type, v, current, search) {
-      if (type !== 'Binary') return judge(type, v, search);
-      const target = securityContextTarget(splitStoredBinary(v.content).resource, base);
-      if (target === undefined) return true;
-      if (target === null) return access.patientLimit('Binary', 'r') === undefined;
-      if (!access.can(target.type, 'r')) return false;
-      if (!partly(target.type)) return true;
-      const context = await current(target.type, target.id);
-      return context !== null && !context.deleted && judge(target.type, context, search);
+    limited: (type) => access.can(type, 'r') && (type === 'Binary' ? binaryReachLimited(access) || access.filters?.(type, 'r') !== undefined : partly(type)),
+    async holds(type, v, w) {
+      const targets = writerTargetReads(deps, req.tenant, w);
+      // The securityContext read by `current`, as every target is (held to the end of the transaction).
+      const via: ContextReads = { read: (t, id) => w.current(t, id), lookups: targets.lookups!, targets };
+      try {
+        if (type === 'Binary') {
+          const binary = splitStoredBinary(v.content).resource;
+          await requireContextReadable(deps, req, binary, via);
+          await requireFilter(access, 'r', binary, v.lastUpdated, via.lookups);
+          return true;
+        }
+        const resource = JSON.parse(v.content) as Resource;
+        if (access.patientLimit(type, 'r') !== undefined) await requireReadReach(deps, req, resource, targets);
+        await requireFilter(access, 'r', resource, v.lastUpdated, via.lookups);
+        return true;
+      } catch (err) {
+        if (err instanceof FhirError && err.category === 'forbidden') return false;
+        throw err;
+      }
     },
   };
 }
 
-/** Inside a write transaction there is no store search: a scope filter with a chain does not admit the write. */
+/** A write's own scope filter (`c`, `u`) is matched without a search: one with a chain does not admit the write. */
 const NO_LOOKUPS: MatchContext = { exists: async () => false };
 
 /** NO_LOOKUPS with the tenant's FHIR base, under which absolute references are the tenant's (MatchContext.base). */

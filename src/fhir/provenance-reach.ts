@@ -265,14 +265,14 @@ export function widenedPatient(req: FhirRequest, type: string, perm: 'r' | 's', 
 /**
  * Whether `provenance`, which the criteria of a Subscription of `req`'s owner matched in memory (their
  * reachCondition reads a target without its version, as the index does), is within the owner's reach:
- * judged as provenanceRowsInReach judges a search's rows, its targets searched by `search` (the write's
- * transaction), where an earlier version it names is not read and gives no reach.
+ * judged as provenanceRowsInReach judges a search's rows, its targets and the earlier versions it names read by
+ * `reads` (the write's transaction).
  */
-export async function provenanceMatchInReach(deps: FhirDeps, req: FhirRequest, provenance: Json, search: TargetReads['search']): Promise<boolean> {
+export async function provenanceMatchInReach(deps: FhirDeps, req: FhirRequest, provenance: Json, reads: TargetReads): Promise<boolean> {
   const patient = widenedPatient(req, 'Provenance', 's');
   const base = deps.fhirBase?.(req.tenant);
   if (patient === undefined || compartmentsOf(provenance, base).includes(patient) || !namesVersion(provenance, base)) return true;
-  return provenanceOfReadableRecord(deps, req, provenance, patient, { search });
+  return provenanceOfReadableRecord(deps, req, provenance, patient, reads);
 }
 
 /** Why a Provenance outside the compartment is refused, for the 403. */

@@ -6,7 +6,7 @@
  * Deletes are never checked, in either mode: deleting a resource that others refer to is allowed.
  */
 import { FhirError, type FhirIssue } from '../errors.ts';
-import type { CurrentVersion, ResourceVersion, ResourceWriter, SearchQuery } from '../store/types.ts';
+import type { CurrentVersion, ResourceWriter } from '../store/types.ts';
 import { hasCoreResources } from './core-layer.ts';
 import type { FhirDeps } from './crud.ts';
 import { issue } from './outcome.ts';
@@ -28,11 +28,11 @@ export interface ReferenceReach {
   /** Whether the token reads `type` only in part (its targets are judged by `holds`). */
   limited(type: string): boolean;
   /**
-   * Whether the token may read this current version (judged inside the write transaction, where
-   * `current` reads another resource, a Binary's securityContext, and `search` searches, the records a
-   * Provenance targets).
+   * Whether the token may read this current version, as its read judges it, every read of that judgement made
+   * through the write's transaction `w` (a Binary's securityContext, the records and versions a Provenance
+   * targets, the chains of scope filters).
    */
-  holds(type: string, v: CurrentVersion, current: (type: string, id: string) => Promise<CurrentVersion | null>, search: (query: SearchQuery) => Promise<ResourceVersion[]>): Promise<boolean>;
+  holds(type: string, v: CurrentVersion, w: Pick<ResourceWriter, 'current' | 'search' | 'vread' | 'present'>): Promise<boolean>;
 }
 
 /** A resource about to be written, with the FHIRPath of where it sits (`Observation`, `Bundle.entry[2].resource`). */
@@ -118,7 +118,7 @@ export async function requireReferences(deps: FhirDeps, w: ResourceWriter, tenan
       if (!(await isCoreTarget(deps, w, k.type, k.id))) missing.add(key);
     } else if (reach?.limited(k.type)) {
       const v = await w.current(k.type, k.id);
-      if (!v || v.deleted || !(await reach.holds(k.type, v, (type, id) => w.current(type, id), (q) => w.search(q)))) missing.add(key);
+      if (!v || v.deleted || !(await reach.holds(k.type, v, w))) missing.add(key);
     }
   }
   const what = (type: string) => (reach?.limited(type) ? 'which does not exist or is outside what the access token may read' : 'which does not exist');

@@ -14,8 +14,8 @@ import type { CurrentVersion, IndexRows, NotificationToWrite, ResourceWriter, Ve
 import type { SyncOrAsync } from '../../sync-or-async.ts';
 import { ChangeWatch } from '../../terminology/store-watch.ts';
 import type { Access } from '../access.ts';
-import { rowsInReach, type FhirDeps, type FhirRequest } from '../crud.ts';
-import { provenanceMatchInReach } from '../provenance-reach.ts';
+import { rowsInReach, type ContextReads, type FhirDeps, type FhirRequest } from '../crud.ts';
+import { provenanceMatchInReach, type TargetReads } from '../provenance-reach.ts';
 import type { Resource } from '../resource.ts';
 import { compileFilter } from '../search.ts';
 import { matchConditions } from '../search-match.ts';
@@ -308,11 +308,15 @@ export class SubscriptionHub {
   private async match(tenant: string, active: ActiveSet, notifying: ReadonlySet<Compiled>, versions: Written[], w: ResourceWriter): Promise<NotificationToWrite[]> {
     // Chains and `_has` are searched in the write's transaction, as a Binary's securityContext is read there.
     const ctx = cachedLookups(this.options.fhir, tenant, { search: (query) => w.search(query), present: (type, ids) => w.present(type, ids) });
+    // A Provenance's targets, and the earlier versions it names, are read in the write's transaction too (a vread).
+    const targets: TargetReads = { search: (query) => w.search(query), vread: (type, id, versionId) => w.vread(type, id, versionId), lookups: ctx };
     // A Binary's securityContext is read in the write's transaction (it sees the transaction's own writes), by a search,
-    // which locks nothing (ResourceWriter.current would lock it for the rest of the transaction).
-    const contexts = {
+    // which locks nothing (ResourceWriter.current would lock it for the rest of the transaction); a Provenance there is
+    // judged as its read is, by its targets.
+    const contexts: ContextReads = {
       read: async (type: string, id: string) => (await w.search({ type, where: [{ kind: 'id', ids: [id] }], sort: [], count: 1 }))[0] ?? null,
       lookups: ctx,
+      targets,
     };
     const base = this.options.fhir.fhirBase?.(tenant);
     const out: NotificationToWrite[] = [];
@@ -349,8 +353,8 @@ export class SubscriptionHub {
         // A Binary is read through its securityContext where the owner's reach depends on it (search's rowsInReach).
         if (v.type === 'Binary' && !(await rowsInReach(this.options.fhir, { tenant, access: s.access }, [v.deleted ? { ...v, content: previous!.content, deleted: false } : v], contexts)).length) continue;
         // A Provenance the criteria's index conditions found by a target naming a version is judged as its read is, its
-        // targets searched in the transaction, where an earlier version named is not read and gives no reach (provenance-reach.ts).
-        if (v.type === 'Provenance' && !(await provenanceMatchInReach(this.options.fhir, { tenant, access: s.access }, resource, (q) => w.search(q)))) continue;
+        // targets and the earlier versions it names read in the transaction (provenance-reach.ts).
+        if (v.type === 'Provenance' && !(await provenanceMatchInReach(this.options.fhir, { tenant, access: s.access }, resource, targets))) continue;
         if (s.topic) {
           const { trigger } = s.topic;
           const tests: boolean[] = [];

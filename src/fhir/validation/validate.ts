@@ -478,6 +478,9 @@ function visitPrimitiveElements(walk: Walk, obj: Json, name: string, slot: Slot,
   }
 }
 
+/** R4's data-absent-reason extension: why a value is missing. */
+const DATA_ABSENT_REASON = 'http://hl7.org/fhir/StructureDefinition/data-absent-reason';
+
 /** The url of an extension that carries an element of another FHIR version (`http://hl7.org/fhir/5.0/StructureDefinition/extension-...`). */
 const CROSS_VERSION = /^http:\/\/hl7\.org\/fhir\/[0-9]+\.[0-9]+\/StructureDefinition\/extension-/;
 
@@ -497,7 +500,10 @@ function checkCodeless(walk: Walk, ext: unknown, slot: Slot, path: string): void
   const crossVersion = extensions.find((e): e is Json => isObject(e) && typeof e.url === 'string' && CROSS_VERSION.test(e.url));
   if (crossVersion !== undefined) {
     walk.add('code-invalid', path, `No code is given, and R4 requires one from the value set ${b.url}: the code of another FHIR version (${String(crossVersion.url)}) is no R4 code`, 'warning');
-  } else {
+  } else if (extensions.some((e) => isObject(e) && e.url === DATA_ABSENT_REASON)) {
+    // Only a data-absent-reason says the code is missing: other extensions on a primitive without a value carry
+    // something of their own (the Subscriptions backport's payload content on a websocket's channel.payload, whose
+    // Bundles need no MIME type), which an implementation guide defines and R4 lets stand.
     walk.add('code-invalid', path, `No code is given, and R4 requires one from the value set ${b.url}: extensions alone (a data-absent-reason) are no code; leave the element out when the code is not known`);
   }
 }

@@ -17,6 +17,7 @@ import { NoneMatchFailed, parseIfMatch, parseIfNoneMatch, requireIfMatch, Versio
 import { patchCurrent, patchRace, type Patched } from './patch.ts';
 import { newId, type Resource } from './resource.ts';
 import { invalidResource, validationErrors } from './validation/check.ts';
+import { typeModel } from './validation/model.ts';
 import { pacedTurns } from './turns.ts';
 import type { HeldSearches } from './bundle-held-searches.ts';
 import type { ValidationLevel } from './validation/validate.ts';
@@ -270,7 +271,8 @@ export function unmatchedUrn(scope: FullUrlScope | undefined): string {
  * 3.1.0.11.2): `urn:uuid:` / `urn:oid:` ones (with a scope, also to what it knows), and relative ones,
  * which name the entry whose fullUrl they resolve to against their own entry's fullUrl (or, for a
  * `urn:` or no fullUrl, the FHIR base `base`: bundle.html, "Resolving references in Bundles"); then the
- * same fullUrls in uri, url, oid and uuid elements and in narrative links (replaceLinks). Then resolves
+ * same fullUrls in uri, url, oid and uuid elements and in narrative links (replaceLinks), but for identities
+ * (a canonical resource's `url`, a Coding's system, ...) and a fullUrl that is its entry's canonical URL. Then resolves
  * conditional references, against the store and the resources the entries write (bundle-conditional.ts).
  * A version-specific reference to a fullUrl names the version the transaction leaves its entry's resource
  * at (bundle-versions.ts); those to updates and patches are returned, to be settled in the store transaction.
@@ -280,6 +282,10 @@ export async function rewriteReferences(
   deps: FhirDeps, req: FhirRequest, planned: Planned[], ids: Map<string, string>, base: string, scope?: FullUrlScope, held?: HeldSearches,
 ): Promise<PendingVersion[]> {
   const known = (url: string) => ids.get(url) ?? scope?.get(url);
+  // A fullUrl that is its entry's canonical URL (`url`) names the canonical resource wherever a uri element
+  // holds it (a ConceptMap's sourceUri, an ElementDefinition's fixedUri): references to it are rewritten, links not.
+  const identities = canonicalFullUrls(planned);
+  const linked = (url: string) => (identities.has(url) ? undefined : known(url));
   const conditional: ConditionalReference[] = [];
   const pending: PendingVersion[] = [];
   const owners = new Map(planned.flatMap((p) => (p.entry.fullUrl && ids.has(p.entry.fullUrl) ? [[p.entry.fullUrl, p.follows ?? p] as const] : [])));
@@ -321,7 +327,7 @@ export async function rewriteReferences(
         }
       }
     });
-    if (ids.size > 0 || scope) replaceLinks(r, known);
+    if (ids.size > 0 || scope) replaceLinks(r, linked);
   }
   // Once every other reference is rewritten, so that the entries' resources are matched as they will be written.
   if (conditional.length > 0) {
@@ -330,6 +336,18 @@ export async function rewriteReferences(
     await resolveConditionalReferences(deps, req, conditional, transactionWrites(planned), lookup, held);
   }
   return pending;
+}
+
+/** The fullUrls that equal the canonical URL (`url`) of their entry's canonical resource, as IG and terminology Bundles write them. */
+function canonicalFullUrls(planned: Planned[]): Set<string> {
+  const found = new Set<string>();
+  for (const p of planned) {
+    const fullUrl = p.entry.fullUrl;
+    const r = p.patched?.resource ?? p.entry.resource;
+    if (fullUrl === undefined || r === undefined || (r as Json).url !== fullUrl) continue;
+    if (typeModel(r.resourceType)?.slots.get('url')?.element.absolute) found.add(fullUrl);
+  }
+  return found;
 }
 
 /** What the planned entries write or delete, for conditional references to match. */

@@ -118,8 +118,21 @@ export function pathTo(node: unknown, target: object, path = ''): string | undef
   return undefined;
 }
 
-/** The element types whose values a transaction's fullUrls are replaced in, beside references (FHIR R4 http 3.1.0.11.2). */
+/**
+ * The element types whose values a transaction's fullUrls are replaced in, beside references (FHIR R4 http
+ * 3.1.0.11.2). Not `canonical`: R4 says "Elements of type canonical are not replaced"; nor IDENTITIES.
+ */
 const LINK_TYPES = new Set(['uri', 'url', 'oid', 'uuid']);
+
+/**
+ * uri elements that identify rather than link, beside those R4 defines as absolute URIs (`ElementModel.absolute`:
+ * a canonical resource's `url`, a ValueSet's include system, a ConceptMap group's source and target): a
+ * Coding's and an Identifier's system and an Extension's url. A fullUrl equal to one (an IG or terminology
+ * Bundle gives a CodeSystem, ValueSet or StructureDefinition its canonical URL as fullUrl) names the code
+ * system, namespace or definition, and the entry's `Type/id` in its place would be a relative URI, which
+ * none of them may be: they are kept as written.
+ */
+const IDENTITIES: ReadonlyMap<string, string> = new Map([['Coding', 'system'], ['Identifier', 'system'], ['Extension', 'url']]);
 
 /** `href` and `src` attributes of a narrative's XHTML. */
 const XHTML_LINK = /(\s(?:href|src)\s*=\s*)(["'])(.*?)\2/g;
@@ -128,6 +141,8 @@ const XHTML_LINK = /(\s(?:href|src)\s*=\s*)(["'])(.*?)\2/g;
  * Replaces, in place, the values of `resource`'s uri, url, oid and uuid elements and the `href` / `src`
  * attributes of its narratives for which `map` gives a replacement: a transaction "SHALL replace all
  * matching links in the bundle" (FHIR R4 http 3.1.0.11.2), not only its references (walkReferences).
+ * Identities are not links and are left alone: a canonical resource's `url` and the other elements R4
+ * defines as absolute URIs, a Coding's and an Identifier's system, an Extension's url (IDENTITIES).
  * Element types come from the R4 model; contained resources are walked, the entries of a Bundle it
  * holds or is are not (see walkReferences).
  */
@@ -143,6 +158,7 @@ function linksOf(obj: Record<string, unknown>, model: TypeModel, map: (value: st
     if (slot === undefined || (bundle && key === 'entry')) continue;
     const value = obj[key];
     if (LINK_TYPES.has(slot.type)) {
+      if (slot.element.absolute || IDENTITIES.get(model.name) === key) continue;
       if (typeof value === 'string') obj[key] = map(value) ?? value;
       else if (Array.isArray(value)) value.forEach((v, i) => typeof v === 'string' && (value[i] = map(v) ?? v));
     } else if (slot.type === 'xhtml') {

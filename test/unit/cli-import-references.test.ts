@@ -193,6 +193,41 @@ for (const target of targets) {
       ]);
     });
 
+    test('an IG-style transaction and batch: canonical resources whose fullUrl is their url keep it; references to them are rewritten', async () => {
+      const vs = 'http://example.org/fhir/ValueSet/b';
+      const cs = 'http://example.org/fhir/CodeSystem/colours';
+      const sd = 'http://example.org/fhir/StructureDefinition/favourite-colour';
+      const put = (fullUrl: string, resource: Json) => ({ fullUrl, resource, request: { method: 'PUT', url: `${resource.resourceType}/${resource.id}` } });
+      const ig = file('D_ig.json', {
+        resourceType: 'Bundle', type: 'transaction',
+        entry: [
+          put(cs, { resourceType: 'CodeSystem', id: 'colours', url: cs, status: 'active', content: 'complete', concept: [{ code: 'red' }] }),
+          put(vs, { resourceType: 'ValueSet', id: 'b', url: vs, status: 'active', compose: { include: [{ system: cs }] } }),
+          { fullUrl: 'urn:uuid:dd000000-0000-4000-8000-000000000001', request: { method: 'POST', url: 'Provenance' }, resource: {
+            resourceType: 'Provenance', recorded: '2026-01-01T00:00:00Z', agent: [{ who: { display: 'IG publisher' } }], target: [{ reference: vs }],
+          } },
+        ],
+      });
+      const batch = file('E_batch.json', {
+        resourceType: 'Bundle', type: 'batch',
+        entry: [put(sd, {
+          resourceType: 'StructureDefinition', id: 'favourite-colour', url: sd, name: 'FavouriteColour', status: 'active', kind: 'complex-type', abstract: false,
+          context: [{ type: 'element', expression: 'Patient' }], type: 'Extension', baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Extension', derivation: 'constraint',
+          differential: { element: [{ id: 'Extension', path: 'Extension', max: '1' }, { id: 'Extension.value[x]', path: 'Extension.value[x]', type: [{ code: 'Coding' }], binding: { strength: 'required', valueSet: vs } }] },
+        })],
+      });
+      const r = await importJson([ig, batch]);
+      expect([r.code, r.stderr]).toEqual([0, '']);
+      expect(r.summary).toMatchObject({ imported: 4, failed: 0, errors: [] });
+      const one = async (type: string) => (await store.resources.search('t1', { type, sort: [], count: 10 })).map((v) => JSON.parse(v.content) as Json);
+      const [storedVs] = await one('ValueSet');
+      expect([storedVs!.id, storedVs!.url, storedVs!.compose.include[0].system]).toEqual(['b', vs, cs]);
+      expect((await one('CodeSystem')).map((c) => c.url)).toEqual([cs]);
+      const [storedSd] = await one('StructureDefinition');
+      expect([storedSd!.url, storedSd!.differential.element[1].binding.valueSet]).toEqual([sd, vs]);
+      expect((await one('Provenance'))[0]!.target).toEqual([{ reference: 'ValueSet/b' }]);
+    });
+
     test('collection Bundle entries refer to each other and to other Bundles\' entries by fullUrl', async () => {
       const coll = file('B_collection.json', {
         resourceType: 'Bundle', type: 'collection',

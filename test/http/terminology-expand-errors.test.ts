@@ -31,6 +31,8 @@ const FIXTURES = [
   valueSet('missing-import', { include: [{ system: CS }], exclude: [{ valueSet: ['http://cinder.test/ValueSet/errs-nowhere'] }] }),
   valueSet('cycle-a', { include: [{ valueSet: [`${VS}cycle-b`] }] }),
   valueSet('cycle-b', { include: [{ valueSet: [`${VS}cycle-a`] }] }),
+  // Not in the cycle, but leads into it through its second include's second import.
+  valueSet('into-cycle', { include: [{ system: CS }, { valueSet: [`${VS}pinned`, `${VS}cycle-a`] }] }),
   valueSet('not-supplement', { include: [{ system: CS }] }, {
     extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/valueset-supplement', valueCanonical: CS }],
   }),
@@ -85,8 +87,27 @@ await eachStore((kind, fresh) => {
 
     test('a cycle of imports is processing vs-invalid; a supplement that is none is vs-invalid', async () => {
       const cycle = await expandUrl('cycle-a');
-      expect(refusal(cycle)).toBe('processing vs-invalid -');
-      expect((cycle.body.issue as Issue[])[0]!.details?.text).toContain('circular ValueSet import');
+      // At the import of the value set asked for that leads into the cycle (was without an expression).
+      expect(refusal(cycle)).toBe('processing vs-invalid ValueSet.compose.include[0].valueSet[0]');
+      expect((cycle.body.issue as Issue[])[0]!.details?.text).toBe(`circular ValueSet import: ${VS}cycle-a -> ${VS}cycle-b -> ${VS}cycle-a`);
+      expect(refusal(await expandUrl('cycle-b'))).toBe('processing vs-invalid ValueSet.compose.include[0].valueSet[0]');
+      const into = await expandUrl('into-cycle');
+      expect(refusal(into)).toBe('processing vs-invalid ValueSet.compose.include[1].valueSet[1]');
+      expect((into.body.issue as Issue[])[0]!.details?.text).toBe(`circular ValueSet import: ${VS}cycle-a -> ${VS}cycle-b -> ${VS}cycle-a`);
+      const checked = await postOperation(t, token, 'ValueSet/$validate-code', [{ name: 'url', valueUri: `${VS}into-cycle` }, { name: 'system', valueUri: CS }, { name: 'code', valueCode: 'saw' }]);
+      expect(refusal(checked)).toBe('processing vs-invalid ValueSet.compose.include[1].valueSet[1]');
+      // A cycle among the contained value sets of one given inline: at the inline one's import of the first.
+      const inline = {
+        resourceType: 'ValueSet', status: 'active',
+        contained: [
+          { resourceType: 'ValueSet', id: 'x', status: 'active', compose: { include: [{ valueSet: ['#y'] }] } },
+          { resourceType: 'ValueSet', id: 'y', status: 'active', compose: { include: [{ valueSet: ['#x'] }] } },
+        ],
+        compose: { include: [{ system: CS }, { valueSet: ['#x'] }] },
+      };
+      const contained = await expand([{ name: 'valueSet', resource: inline }]);
+      expect(refusal(contained)).toBe('processing vs-invalid ValueSet.compose.include[1].valueSet[0]');
+      expect((contained.body.issue as Issue[])[0]!.details?.text).toBe('circular ValueSet import: #x -> #y -> #x');
       expect(refusal(await expandUrl('not-supplement'))).toBe('invalid vs-invalid url');
     });
 

@@ -98,13 +98,22 @@ await eachStore((kind, fresh) => {
       expect(echo(unknown)).toEqual([false, undefined, undefined, undefined]);
     });
 
-    test('an inactive code says so in `inactive`, in the value set or not', async () => {
+    test('an inactive code says so in `inactive`, in the value set or not, as a coding or in a CodeableConcept', async () => {
       const member = await validate([{ name: 'url', valueUri: `${VS}all` }, { name: 'coding', valueCoding: { system: CS, code: 'oval' } }]);
       expect([value(member, 'result'), value(member, 'inactive')]).toEqual([true, true]);
       const outside = await validate([{ name: 'url', valueUri: `${VS}circles` }, { name: 'coding', valueCoding: { system: CS, code: 'oval' } }]);
       expect([value(outside, 'result'), value(outside, 'inactive')]).toEqual([false, true]);
       const active = await validate([{ name: 'url', valueUri: `${VS}all` }, { name: 'coding', valueCoding: { system: CS, code: 'square' } }]);
       expect(value(active, 'inactive')).toBeUndefined();
+      // A CodeableConcept says it as a Coding does, whether its inactive coding is the one found valid or not.
+      const concept = (coding: object[]) => validate([{ name: 'url', valueUri: `${VS}all` }, { name: 'codeableConcept', valueCodeableConcept: { coding } }]);
+      const conceptMember = await concept([{ system: CS, code: 'oval' }]);
+      expect([value(conceptMember, 'result'), value(conceptMember, 'inactive')]).toEqual([true, true]);
+      const conceptOutside = await validate([{ name: 'url', valueUri: `${VS}circles` }, { name: 'codeableConcept', valueCodeableConcept: { coding: [{ system: CS, code: 'oval' }] } }]);
+      expect([value(conceptOutside, 'result'), value(conceptOutside, 'inactive')]).toEqual([false, true]);
+      const beside = await validate([{ name: 'url', valueUri: `${VS}circles` }, { name: 'codeableConcept', valueCodeableConcept: { coding: [{ system: CS, code: 'circle' }, { system: CS, code: 'oval' }] } }]);
+      expect([value(beside, 'result'), value(beside, 'inactive')]).toEqual([true, true]);
+      expect(value(await concept([{ system: CS, code: 'square' }]), 'inactive')).toBeUndefined();
       // CodeSystem/$validate-code too.
       const cs = await postOperation(t, token, 'CodeSystem/$validate-code', [{ name: 'url', valueUri: CS }, { name: 'code', valueCode: 'oval' }]);
       expect([value(cs, 'result'), value(cs, 'inactive')]).toEqual([true, true]);

@@ -349,18 +349,21 @@ async function validateConcept(
   }
   // Each coding not in the ValueSet is reported for information; the concept as a whole is what is (not) in it.
   const perCoding = (o: ValidationResult) => o.issues.map((i) => (i.type === 'not-in-vs' ? { ...i, severity: 'information' as const, type: 'this-code-not-in-vs' as const } : i));
+  // `inactive` when a coding's code is inactive in its code system, in the value set or not, as a Coding's answer
+  // says it (the reference servers say it of the concept when any of its codings is).
+  const inactive = outcomes.some((o) => o.inactive === true) ? { inactive: true as const } : {};
   const valid = outcomes.find((o) => o.result);
   if (valid === undefined) {
     const none = txIssue('error', 'code-invalid', 'not-in-vs', `None of the codings of the CodeableConcept is in the value set ${vs.label}`);
     const issues = outcomes.flatMap(perCoding);
     const systems = mergedUnknownSystems(outcomes);
     const all = [...(issues.some((i) => i.type === 'this-code-not-in-vs') ? [none] : []), ...issues, ...unknown];
-    return { result: false, ...displayOf(outcomes), codeableConcept: concept, issues: all, ...systems };
+    return { result: false, ...displayOf(outcomes), ...inactive, codeableConcept: concept, issues: all, ...systems };
   }
   const others = outcomes.filter((o) => o !== valid).flatMap(perCoding);
   // The concept is echoed, and the coding found valid (as the reference servers answer).
   const echo = valid.coding === undefined ? {} : { coding: valid.coding };
-  return { result: unknown.length === 0, ...(valid.display === undefined ? {} : { display: valid.display }), ...echo, codeableConcept: concept, issues: [...valid.issues, ...others, ...unknown] };
+  return { result: unknown.length === 0, ...(valid.display === undefined ? {} : { display: valid.display }), ...echo, ...inactive, codeableConcept: concept, issues: [...valid.issues, ...others, ...unknown] };
 }
 
 /** The unknown code systems of the codings' answers, each once (unknownSystems). */

@@ -126,6 +126,33 @@ await eachStore((kind, fresh) => {
       expect(errorIssue(await check('on-v1', '2'), 400).code).toBe('not-found');
     });
 
+    test('force-system-version and system-version decide whether a supplement is used, on $validate-code as on $expand', async () => {
+      const versions = (name: string, version: string): Param => ({ name, valueCanonical: `${CS}|${version}` });
+      const both = async (id: string, rule: Param) => {
+        const expanded = await expand([{ name: 'url', valueUri: `${VS}${id}` }, { name: 'displayLanguage', valueCode: 'fr' }, rule]);
+        const checked = await postOperation(t, token, 'ValueSet/$validate-code', [
+          { name: 'url', valueUri: `${VS}${id}` }, { name: 'coding', valueCoding: { system: CS, code: 'pear', display: 'Poire' } }, rule,
+        ]);
+        return { expanded, checked };
+      };
+      // Pins version 1, whose supplement it does not name; forced to version 2, it uses the supplement's. Was a 400 on $validate-code alone.
+      const forced = await both('on-v1', versions('force-system-version', '2'));
+      expect(forced.expanded.status).toBe(200);
+      expect(entry(forced.expanded, 'pear')?.display).toBe('Poire');
+      expect(outcome(forced.checked)).toEqual({ result: true, display: 'Pear' });
+      // Pins version 2, forced to version 1: the supplement is used by neither.
+      const away = await both('on-v2', versions('force-system-version', '1'));
+      expect(errorIssue(away.expanded, 400).code).toBe('not-found');
+      expect(errorIssue(away.checked, 400).code).toBe('not-found');
+      // system-version: the version of an include that pins none; one that pins its own keeps it.
+      const unpinnedOn1 = await both('unpinned', versions('system-version', '1'));
+      expect(errorIssue(unpinnedOn1.expanded, 400).code).toBe('not-found');
+      expect(errorIssue(unpinnedOn1.checked, 400).code).toBe('not-found');
+      const pinnedKept = await both('on-v2', versions('system-version', '1'));
+      expect(entry(pinnedKept.expanded, 'pear')?.display).toBe('Poire');
+      expect(outcome(pinnedKept.checked)).toMatchObject({ result: true });
+    });
+
     test('$validate-code refuses a value set naming a supplement of a code system none of its includes draws on', async () => {
       const check = (id: string, coding: Record<string, string>) => postOperation(t, token, 'ValueSet/$validate-code', [{ name: 'url', valueUri: `${VS}${id}` }, { name: 'coding', valueCoding: coding }]);
       const refused = await check('elsewhere', { system: FRAGMENT, code: 'known' });

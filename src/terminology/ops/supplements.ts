@@ -6,6 +6,7 @@ import { invalid, missingDependency } from '../errors.ts';
 import type { Designation, StatusExtensions } from '../model/datatypes.ts';
 import { all, then, type SyncOrAsync } from '../../sync-or-async.ts';
 import { matchesVersion, splitCanonical } from '../version.ts';
+import { requestedVersion, type SystemVersions } from './system-versions.ts';
 
 const VALUESET_SUPPLEMENT = 'http://hl7.org/fhir/StructureDefinition/valueset-supplement';
 const NONE: readonly CodeSystemIndex[] = [];
@@ -129,13 +130,16 @@ export function unusedSupplements(supplements: readonly CodeSystemIndex[], used:
  * Refuses, as the reference servers do on $validate-code (VALUESET_SUPPLEMENT_MISSING, a 400 `not-found`), a
  * ValueSet that names a supplement of a code system none of its includes or excludes (nor those of the
  * ValueSets it imports) draws on: its author meant the supplement to apply, and it would apply to nothing.
- * Read from the compose alone, as HL7's validator reads it: an include that pins no version may use the
- * version the supplement supplements. $expand checks the versions the expansion actually used instead.
+ * Read from the compose, with the request's `force-system-version`, `system-version` and `check-system-version`
+ * applied as they are to membership (a forced version replaces the pinned one, the others stand for none pinned):
+ * an include that still pins no version may use the version the supplement supplements, as HL7's validator reads
+ * it. $expand checks the versions the expansion actually used instead.
  */
-export function requireUsedSupplements(vs: CompiledValueSet, supplements: readonly CodeSystemIndex[]): void {
+export function requireUsedSupplements(vs: CompiledValueSet, supplements: readonly CodeSystemIndex[], rules?: SystemVersions): void {
   if (supplements.length === 0) return;
   const drawn = drawnSystems(vs);
-  const unused = supplements.filter((s) => !drawn.some(({ system, version }) => supplementsVersion(s, system, version, true)));
+  const version = (system: string, pinned: string | undefined) => (rules === undefined ? pinned : requestedVersion(rules, system, pinned));
+  const unused = supplements.filter((s) => !drawn.some(({ system, version: pinned }) => supplementsVersion(s, system, version(system, pinned), true)));
   if (unused.length === 0) return;
   const names = unused.map((cs) => `'${cs.version === undefined ? cs.url : `${cs.url}|${cs.version}`}' (of '${cs.resource.supplements}')`).join(', ');
   throw missingDependency(`${vs.label} includes no code system that the supplement${unused.length > 1 ? 's' : ''} ${names} it names supplement${unused.length > 1 ? '' : 's'}`, ['url']);

@@ -50,6 +50,14 @@ export function chooseVersion(rules: SystemVersions, url: string, version: strin
 }
 
 /**
+ * The version of `url` a request asks for where a value set pins `version` (undefined: not pinned), as chooseVersion
+ * chooses it, without judging a pinned version against `check-system-version` (a mismatch keeps the pinned one).
+ */
+export function requestedVersion(rules: SystemVersions, url: string, version: string | undefined): string | undefined {
+  return rules.forces.get(url) ?? version ?? rules.defaults.get(url) ?? rules.checks.get(url);
+}
+
+/**
  * A CodeSystemLookup that resolves every code system version through `rules`. A pinned version that
  * `check-system-version` refuses is looked up first: one the server does not have is not found (the caller's
  * `not-found`, as the reference servers answer), and only one it has is the check's `version-error`.

@@ -65,8 +65,8 @@ export function validateValueSetCode(
 
 function validateIn(vs: CompiledValueSet, input: ValueSetValidateCodeInput, ctx: TerminologyContext): SyncOrAsync<ValidationResult> {
   const supplements = requireSupplements(vs, ctx);
-  if (supplements instanceof Promise) return supplements.then((s) => (requireUsedSupplements(vs, s), validateWith(vs, s, input, ctx)));
-  requireUsedSupplements(vs, supplements);
+  if (supplements instanceof Promise) return supplements.then((s) => (requireUsedSupplements(vs, s, input.systemVersions), validateWith(vs, s, input, ctx)));
+  requireUsedSupplements(vs, supplements, input.systemVersions);
   return validateWith(vs, supplements, input, ctx);
 }
 

@@ -179,6 +179,17 @@ await eachStore((kind, fresh) => {
       }
     });
 
+    test("a value set defined by its expansion shows its supplement's display and designations, itself or imported", async () => {
+      for (const id of ['expanded', 'imports-expanded']) {
+        // Was "Pear": the expansion's entries were not supplemented. Its display is in its code system version's language.
+        const fr = await expand([{ name: 'url', valueUri: `${VS}${id}` }, { name: 'displayLanguage', valueCode: 'fr' }, { name: 'includeDesignations', valueBoolean: true }]);
+        expect(fr.status).toBe(200);
+        expect(entry(fr, 'pear')).toMatchObject({ display: 'Poire', designation: [{ language: 'en', use: PREFERRED, value: 'Pear' }] });
+        const plain = await expand([{ name: 'url', valueUri: `${VS}${id}` }, { name: 'includeDesignations', valueBoolean: true }]);
+        expect(entry(plain, 'pear')).toMatchObject({ display: 'Pear', designation: [{ language: 'fr', value: 'Poire' }] });
+      }
+    });
+
     test("the supplements an imported value set names are applied to its codes and named in used-supplement", async () => {
       const r = await expand([{ name: 'url', valueUri: `${VS}importer` }, { name: 'displayLanguage', valueCode: 'fr' }, { name: 'includeDesignations', valueBoolean: true }]);
       expect(r.status).toBe(200);

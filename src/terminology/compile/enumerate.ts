@@ -1,3 +1,4 @@
+import { FhirError } from '../../errors.ts';
 import { invalid, missingDependency } from '../errors.ts';
 import type { ConceptDefinition } from '../model/code-system.ts';
 import type { StatusExtensions } from '../model/datatypes.ts';
@@ -121,8 +122,12 @@ export async function* enumerateValueSet(
     for (const item of vs.expansion.items) {
       spend(budget, 1, limit);
       if (item.inactive === true && !vs.inactiveAllowed) continue;
-      const { system, version, code, display } = item;
-      yield { system, version, code, display, abstract: item.abstract ?? false, inactive: item.inactive ?? false };
+      const { system, version, code, display, designation } = item;
+      // The expansion's entry is the concept as this value set shows it: the supplements it names add their displays
+      // and designations to it, as to a code drawn from a code system.
+      const definition: ConceptDefinition = { code, ...(display === undefined ? {} : { display }), ...(designation === undefined ? {} : { designation }) };
+      const concept = { definition, language: vs.resource.language ?? (await expansionLanguage(lookup, system, version)) };
+      yield { system, version, code, display, abstract: item.abstract ?? false, inactive: item.inactive ?? false, concept };
     }
     return;
   }
@@ -137,6 +142,22 @@ export async function* enumerateValueSet(
     }
     const whole = wholeSource(include);
     if (whole !== undefined) listedWhole.add(whole);
+  }
+}
+
+/**
+ * The language of a stored expansion's display of a code of `system` `version`, when the value set does not say it:
+ * that code system version's, the display being its. Only for an entry that names its version: one that names none
+ * says nothing of which version it came from (and looking the latest up would list it as used). Only a hint: a code
+ * system the request's versions refuse (check-system-version) leaves it unknown, as a missing one does.
+ */
+async function expansionLanguage(lookup: CodeSystemLookup, system: string, version: string | undefined): Promise<string | undefined> {
+  if (version === undefined) return undefined;
+  try {
+    return (await lookup.codeSystem(system, version))?.language;
+  } catch (e) {
+    if (e instanceof FhirError) return undefined;
+    throw e;
   }
 }
 

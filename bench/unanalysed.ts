@@ -12,7 +12,7 @@
  * migrations must agree); `--analyze` gathers its statistics first. Condition `i` has a SNOMED CT code
  * (one of 50) but eight, an onset but five, a clinical status (a third `resolved`) and one of 300 patients.
  * The 300 Patients are written too, for the Patient searches by `_has` (the code's Conditions are all six
- * Patients': many references to each of a few targets). Each round times each search once per side, A then B (B then A on odd rounds), after one warm-up round,
+ * Patients': many references to each of a few targets), and the Conditions by a chain to their Patients' gender. Each round times each search once per side, A then B (B then A on odd rounds), after one warm-up round,
  * and checks that both answer the same ids. Prints the median ms of each, and the median of the rounds'
  * ratios B / A.
  */
@@ -52,6 +52,7 @@ const SEARCHES = [
   'code=http://snomed.info/sct|38341003&_count=10',
   'Patient?_has:Condition:subject:code=http://snomed.info/sct|38341003&_count=10',
   'Patient?_has:Condition:subject:clinical-status=resolved&_count=10',
+  'subject:Patient.gender=male&_count=10',
 ];
 const typeOf = (search: string) => (search.includes('?') ? search.slice(0, search.indexOf('?')) : 'Condition');
 const queryOf = (search: string) => (search.includes('?') ? search.slice(search.indexOf('?') + 1) : search);

@@ -109,17 +109,17 @@ function estimatedSizes(sql: Pg | PgTx, known?: PostgresSizes): PostgresSizes {
 const MISJUDGED_BY = 4;
 const MISJUDGED_ROWS = 100;
 
-/** Whether `where` holds a `_has` (SqlBuilder.referring's set, where it is not probed), at any depth. */
-function holdsHas(where: Condition[] | undefined): boolean {
-  return (where ?? []).some((c) => c.kind === 'has' || (c.kind === 'or' && holdsHas(c.any)) || (c.kind === 'and' && holdsHas(c.all)) || (c.kind === 'not' && holdsHas([c.condition])));
+/** Whether `where` holds a `_has` (SqlBuilder.referring's set, where it is not probed) or a chain (a set), at any depth. */
+function holdsSet(where: Condition[] | undefined): boolean {
+  return (where ?? []).some((c) => c.kind === 'has' || c.kind === 'chain' || (c.kind === 'or' && holdsSet(c.any)) || (c.kind === 'and' && holdsSet(c.all)) || (c.kind === 'not' && holdsSet([c.condition])));
 }
 
 /**
- * The dialect of a search of `query` in `tenant`: POSTGRES_MISJUDGED where it holds a `_has` and PostgreSQL's
+ * The dialect of a search of `query` in `tenant`: POSTGRES_MISJUDGED where it holds a `_has` or a chain and PostgreSQL's
  * statistics misjudge its type (measured with its size, if not yet), else POSTGRES.
  */
 async function dialectOf(sizes: PostgresSizes, tenant: string, query: SearchQuery): Promise<Dialect> {
-  if (!holdsHas(query.where)) return POSTGRES;
+  if (!holdsSet(query.where)) return POSTGRES;
   await sizes.get(tenant, query.type);
   return sizes.misjudged(tenant, query.type) ? POSTGRES_MISJUDGED : POSTGRES;
 }

@@ -18,7 +18,7 @@ import { parseJsonPaced } from '../fhir/json-paced.ts';
 import { pacedTurns } from '../fhir/turns.ts';
 import { background, type Logger } from '../log.ts';
 import type { Metrics } from '../http/metrics.ts';
-import type { Store } from '../store/types.ts';
+import { VREAD_MANY_MAX, type ResourceVersion, type Store } from '../store/types.ts';
 import type { TokenVerifier, VerifiedToken } from '../auth/tokens.ts';
 import type { Json } from '../fhir/fhirpath.ts';
 import type { Resource } from '../fhir/resource.ts';
@@ -37,18 +37,20 @@ export const FLUSH_MS = 1000;
 export const BATCH = 500;
 /** The queue's bound (CINDER_AUDIT_QUEUE_MAX): beyond it new events are dropped (and counted). */
 export const MAX_QUEUED = 20_000;
-/** Instances per event whose patient compartment is looked up (a large transaction's first ones). */
-const MAX_LOOKUPS = 100;
 /**
  * A transaction or batch Bundle up to this size (Content-Length) is kept until the flush, so that each of
  * its entries is audited as its own interaction; a larger one is audited as one event naming what it wrote.
  */
 export const ENTRY_BUNDLE_CHARS = 4 << 20;
 /**
- * Bundle text (requests and responses, by Content-Length; a chunked one counted as ENTRY_BUNDLE_CHARS)
- * the queue may hold at once; beyond, a Bundle is audited as one event without its entries.
+ * Bundle text the queue may hold at once: requests (by Content-Length; a chunked one counted as
+ * ENTRY_BUNDLE_CHARS) and responses (by their text, once read). Beyond, a request Bundle is audited as one
+ * event without its entries, and a response is reduced at once to what its events need (ResponseDigest,
+ * counted too) and the queue flushed without waiting for the timer.
  */
 export const MAX_BUNDLE_CHARS_QUEUED = 32 << 20;
+/** What a kept digest's entry is counted as beyond its strings (the objects holding them). */
+const DIGEST_ENTRY_CHARS = 64;
 
 export interface AuditTrailDeps {
   store: Store;
@@ -77,13 +79,33 @@ interface PendingRest {
   requestId: string | undefined;
   location: string | null;
   etag: string | null;
-  /** A POST `_search`'s form, or a transaction/batch response's text. */
+  /** A POST `_search`'s form. */
   body: Promise<string> | undefined;
+  /** A successful transaction/batch's response, kept as text or as its digest (counted against MAX_BUNDLE_CHARS_QUEUED as it is kept). */
+  response?: Promise<KeptResponse | undefined>;
   /** A transaction/batch request's Bundle text (when small enough to audit its entries). */
   requestBundle?: Promise<string>;
-  /** What it counts against MAX_BUNDLE_CHARS_QUEUED until written. */
+  /** What its request Bundle counts against MAX_BUNDLE_CHARS_QUEUED until written. */
   bundleChars?: number;
 }
+
+/** An entry of a transaction/batch response, as far as the audit reads it. */
+interface DigestEntry {
+  status?: unknown;
+  location?: unknown;
+  etag?: unknown;
+  /** The resource the entry answered with (a read's or vread's), not a Bundle: its type, id and version. */
+  resource?: Touched;
+}
+
+/** A transaction/batch response reduced to what its AuditEvents need: its type and each entry's response. */
+interface ResponseDigest {
+  type: unknown;
+  entries: (DigestEntry | undefined)[];
+}
+
+/** A response as the queue keeps it, and what it counts against MAX_BUNDLE_CHARS_QUEUED. */
+type KeptResponse = { chars: number; text: string } | { chars: number; digest: ResponseDigest };
 
 interface PendingAuth {
   kind: 'auth';
@@ -131,6 +153,7 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
   function push(p: Pending): void {
     if (queue.length >= maxQueued) {
       if (p.kind === 'rest' && p.bundleChars) bundleChars -= p.bundleChars;
+      if (p.kind === 'rest') p.response?.then((kept) => release(kept), () => undefined);
       counts.dropped++;
       const now = performance.now();
       if (now - lastDropLog > 10_000) {
@@ -141,6 +164,37 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
     }
     queue.push(p);
     if (queue.length >= BATCH && !flushing) background(d.log, 'audit: flushing AuditEvents failed', flush());
+  }
+
+  function release(kept: KeptResponse | undefined): void {
+    if (kept) bundleChars -= kept.chars;
+  }
+
+  /** Flushes now, without waiting for the timer (the Bundles kept are at their bound). */
+  function flushSoon(): void {
+    if (!flushing) background(d.log, 'audit: flushing AuditEvents failed', flush());
+  }
+
+  /**
+   * A transaction's or batch's response as the queue keeps it: its text while the Bundles kept stay within
+   * MAX_BUNDLE_CHARS_QUEUED, else at once its digest (the text dropped: a response of 90,000 entries is tens of
+   * megabytes, and concurrent ones would each be held until the flush) and the queue flushed early.
+   */
+  async function keepResponse(text: Promise<string> | undefined): Promise<KeptResponse | undefined> {
+    const body = await text?.catch(() => undefined);
+    if (body === undefined) return undefined;
+    if (bundleChars + body.length <= MAX_BUNDLE_CHARS_QUEUED) {
+      bundleChars += body.length;
+      return { chars: body.length, text: body };
+    }
+    flushSoon();
+    const bundle = await bundleOf(body);
+    if (!bundle) return undefined;
+    const digest = digestOf(bundle);
+    const chars = digestChars(digest);
+    bundleChars += chars;
+    if (bundleChars > MAX_BUNDLE_CHARS_QUEUED) flushSoon();
+    return { chars, digest };
   }
 
   /** The token as the FHIR gate verified it (a cached token at once), or its text to verify when flushing. */
@@ -175,24 +229,26 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
       const declared = req.headers.get('content-length');
       const unsized = declared === null || req.headers.has('content-encoding');
       const length = unsized ? ENTRY_BUNDLE_CHARS : Number(declared);
-      const bundle = c.interaction === 'transaction' && length <= ENTRY_BUNDLE_CHARS && bundleChars + 2 * length <= MAX_BUNDLE_CHARS_QUEUED;
-      if (bundle) bundleChars += 2 * length;
+      const bundle = c.interaction === 'transaction' && length <= ENTRY_BUNDLE_CHARS && bundleChars + length <= MAX_BUNDLE_CHARS_QUEUED;
+      if (bundle) bundleChars += length;
       const kept = (c.isQuery && req.method === 'POST' && c.interaction !== 'operation') || bundle;
       const form = !kept ? undefined : unsized ? readLimited(req.clone(), ENTRY_BUNDLE_CHARS) : req.clone().text();
       form?.catch(() => undefined);
       const token = tokenNow(req.headers.get('authorization'));
       const address = requestIp(req, server, d.trustProxy);
       const note = (res: Response): Response => {
-        const body = c.interaction === 'transaction' && res.status < 400 ? responseText(res) : form;
+        const transaction = c.interaction === 'transaction' && res.status < 400;
+        const body = transaction ? undefined : form;
+        const response = transaction ? keepResponse(responseText(res)) : undefined;
         push({
-          kind: 'rest', c, method: req.method, path, recorded, status: res.status, token, address, ...(bundle && form ? { requestBundle: form, bundleChars: 2 * length } : {}),
+          kind: 'rest', c, method: req.method, path, recorded, status: res.status, token, address, ...(bundle && form ? { requestBundle: form, bundleChars: length } : {}),
           requestId: res.headers.get('x-request-id') ?? undefined,
-          location: res.headers.get('location') ?? res.headers.get('content-location'), etag: res.headers.get('etag'), body,
+          location: res.headers.get('location') ?? res.headers.get('content-location'), etag: res.headers.get('etag'), body, ...(response ? { response } : {}),
         });
         return res;
       };
       const failed = (err: unknown): never => {
-        if (bundle) bundleChars -= 2 * length;
+        if (bundle) bundleChars -= length;
         throw err;
       };
       let res: Response | Promise<Response>;
@@ -293,15 +349,22 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
    */
   async function restEvents(p: PendingRest, pace: () => Promise<void> | undefined): Promise<Resource[]> {
     const transaction = p.c.interaction === 'transaction';
-    const response = transaction && p.status < 400 && p.body ? await p.body.then(bundleOf, () => undefined) : undefined;
+    const kept = transaction && p.response ? await p.response.catch(() => undefined) : undefined;
+    let response: ResponseDigest | undefined;
+    try {
+      // Read once, for the transaction's event and its entries'; the text is dropped once read.
+      response = !kept ? undefined : 'digest' in kept ? kept.digest : await bundleOf(kept.text).then((b) => (b ? digestOf(b) : undefined));
+    } finally {
+      release(kept);
+    }
     const request = transaction && response && p.requestBundle ? await p.requestBundle.then(bundleOf, () => undefined) : undefined;
-    const out = [await restResource(p, response, request !== undefined)];
-    if (!transaction || p.status >= 400 || !p.requestBundle || !p.body) return out;
+    const out = [await restResource(p, response, request !== undefined, pace)];
+    if (!transaction || p.status >= 400 || !p.requestBundle || !response) return out;
     const requests = (request?.entry as Json[] | undefined) ?? [];
-    const responses = (response?.entry as Json[] | undefined) ?? [];
+    const responses = response.entries;
     for (const [i, entry] of requests.entries()) {
-      const r = entry.request as Json | undefined;
-      const answer = responses[i]?.response as Json | undefined;
+      const r = entry?.request as Json | undefined;
+      const answer = responses[i];
       if (typeof r?.method !== 'string' || typeof r.url !== 'string' || !answer) continue;
       const [path = '', search = ''] = r.url.replace(/^\//, '').split('?', 2) as [string?, string?];
       const c = classify(r.method, `/tenants/${p.c.tenant}/fhir/R4/${path}`, search);
@@ -309,7 +372,7 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
       const status = Number.parseInt(String(answer.status ?? ''), 10) || 200;
       out.push(await restResource({
         ...p, c, method: r.method, path: `/tenants/${p.c.tenant}/fhir/R4/${path}`, status,
-        location: typeof answer.location === 'string' ? `/${answer.location}` : null, etag: typeof answer.etag === 'string' ? answer.etag : null, body: undefined, requestBundle: undefined,
+        location: typeof answer.location === 'string' ? `/${answer.location}` : null, etag: typeof answer.etag === 'string' ? answer.etag : null, body: undefined, requestBundle: undefined, response: undefined,
       }));
       await pace();
     }
@@ -320,7 +383,7 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
    * The AuditEvent of one request; `response`, a transaction's or batch's, its response Bundle as restEvents read it, and
    * `entriesAudited`, whether its request Bundle was kept and read, so that each entry is audited as its own request.
    */
-  async function restResource(p: PendingRest, response?: Json, entriesAudited = false): Promise<Resource> {
+  async function restResource(p: PendingRest, response?: ResponseDigest, entriesAudited = false, pace?: () => Promise<void> | undefined): Promise<Resource> {
     const { c } = p;
     const tenant = c.tenant;
     const base = d.fhirBase(tenant);
@@ -344,7 +407,7 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
       if (c.target) touched = [{ ...c.target, ...(fromHeaders && fromHeaders.type === c.target.type && fromHeaders.id === c.target.id ? { versionId: fromHeaders.versionId } : {}) }];
       else if (fromHeaders && (c.interaction === 'create' || c.interaction === 'update' || c.interaction === 'patch' || c.interaction === 'delete')) touched = [fromHeaders];
     }
-    if (ok) for (const id of await touchedPatients(tenant, base, touched, c.interaction)) patients.add(id);
+    if (ok) for (const id of await touchedPatients(tenant, base, touched, c.interaction, pace)) patients.add(id);
     const form = c.isQuery && p.method === 'POST' && p.body ? await p.body.catch(() => '') : '';
     // A POST `_search` names its parameters in the form as a GET does in its query: the patients it names are found in both.
     if (c.isQuery) for (const id of queryPatients(c, base, form)) patients.add(id);
@@ -356,17 +419,69 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
     return resource as Resource;
   }
 
-  /** The patients whose compartment holds what was touched: the version read or written, or a deleted resource's last one. */
-  async function touchedPatients(tenant: string, base: string, touched: Touched[], interaction: string): Promise<string[]> {
+  /**
+   * The patients whose compartment holds what was touched: the version read or written, or a deleted resource's last
+   * one, for every instance touched (a batch of 90,000 reads names each one's patient), in the order touched. Versions
+   * are read VREAD_MANY_MAX at a time per type (ResourceRepo.vreadMany, one statement each), `pace` letting the event
+   * loop turn between them.
+   */
+  async function touchedPatients(tenant: string, base: string, touched: Touched[], interaction: string, pace?: () => Promise<void> | undefined): Promise<string[]> {
+    const key = (type: string, id: string, versionId: number) => `${type}/${id}/${versionId}`;
+    // Each version read, as its patients alone (its content dropped at once: a large batch's would be held together).
+    type Seen = { deleted: boolean; versionId: number; patients: string[] };
+    const seen = (v: ResourceVersion): Seen => ({
+      deleted: v.deleted, versionId: v.versionId, patients: !v.deleted && v.content ? compartmentsOf(JSON.parse(v.content) as Json, base) : [],
+    });
+    const found = new Map<string, Seen | null>();
+    /** Reads each of `wanted` (versions of their type) not read yet, in chunks. */
+    const readAll = async (wanted: { type: string; id: string; versionId: number }[]) => {
+      const byType = new Map<string, { id: string; versionId: number }[]>();
+      for (const w of wanted) {
+        const k = key(w.type, w.id, w.versionId);
+        if (found.has(k)) continue;
+        found.set(k, null);
+        const list = byType.get(w.type) ?? [];
+        list.push({ id: w.id, versionId: w.versionId });
+        byType.set(w.type, list);
+      }
+      for (const [type, list] of byType) {
+        for (let i = 0; i < list.length; i += VREAD_MANY_MAX) {
+          for (const v of await d.store.resources.vreadMany(tenant, type, list.slice(i, i + VREAD_MANY_MAX))) found.set(key(type, v.id, v.versionId), seen(v));
+          await pace?.();
+        }
+      }
+    };
+    // The current version of what names none (a read's target); the version named of the rest, read by the lot.
+    const versionOf = new Map<Touched, number>();
+    for (const t of touched) {
+      if (t.type === 'Patient' || t.versionId) continue;
+      const v = await d.store.resources.read(tenant, t.type, t.id);
+      if (!v) continue;
+      versionOf.set(t, v.versionId);
+      found.set(key(t.type, t.id, v.versionId), seen(v));
+    }
+    const wanted = (t: Touched) => t.type !== 'Patient' && (t.versionId ?? versionOf.get(t)) !== undefined;
+    const at = (t: Touched) => (t.versionId ?? versionOf.get(t))!;
+    await readAll(touched.filter(wanted).map((t) => ({ type: t.type, id: t.id, versionId: at(t) })));
+    // A deletion (but by a read, which saw it gone): the version before it.
+    const before = (t: Touched) => {
+      const v = found.get(key(t.type, t.id, at(t)));
+      return v?.deleted && interaction !== 'read' && v.versionId > 1 ? v.versionId - 1 : undefined;
+    };
+    await readAll(touched.filter(wanted).flatMap((t) => {
+      const b = before(t);
+      return b === undefined ? [] : [{ type: t.type, id: t.id, versionId: b }];
+    }));
     const out: string[] = [];
-    for (const t of touched.slice(0, MAX_LOOKUPS)) {
+    for (const t of touched) {
       if (t.type === 'Patient') {
         out.push(t.id);
         continue;
       }
-      let v = t.versionId ? await d.store.resources.vread(tenant, t.type, t.id, t.versionId) : await d.store.resources.read(tenant, t.type, t.id);
-      if (v?.deleted && interaction !== 'read' && v.versionId > 1) v = await d.store.resources.vread(tenant, t.type, t.id, v.versionId - 1);
-      if (v && !v.deleted && v.content) out.push(...compartmentsOf(JSON.parse(v.content) as Json, base));
+      if (!wanted(t)) continue;
+      const b = before(t);
+      const v = found.get(key(t.type, t.id, b ?? at(t)));
+      if (v) out.push(...v.patients);
     }
     return out;
   }
@@ -393,22 +508,46 @@ function headerVersion(p: PendingRest): Touched | undefined {
 }
 
 /** What a transaction's entries wrote or read: their `response.location` (with version). */
-function bundleTouched(bundle: Json, reads = false): Touched[] {
+function bundleTouched(bundle: ResponseDigest, reads = false): Touched[] {
   const out: Touched[] = [];
-  for (const entry of (bundle.entry as Json[] | undefined) ?? []) {
-    const location = (entry?.response as Json | undefined)?.location;
+  for (const entry of bundle.entries) {
+    const location = entry?.location;
     const m = typeof location === 'string' ? VERSIONED.exec(`/${location}`) : null;
     if (m) out.push({ type: m[1]!, id: m[2]!, versionId: Number(m[3]) });
-    else if (reads) {
-      // `reads`: also the version an entry answered with (a read or vread), as a read's ETag names it; not a search's Bundle.
+    // `reads`: also the version an entry answered with (a read or vread), as a read's ETag names it; not a search's Bundle.
+    else if (reads && entry?.resource) out.push(entry.resource);
+  }
+  return out;
+}
+
+/** What the audit reads of a response Bundle: its type, and each entry's status, location, ETag and the resource it answered with. */
+function digestOf(bundle: Json): ResponseDigest {
+  const entries = Array.isArray(bundle.entry) ? (bundle.entry as (Json | undefined)[]) : [];
+  return {
+    type: bundle.type,
+    entries: entries.map((entry) => {
+      const answer = entry?.response as Json | undefined;
+      if (!answer || typeof answer !== 'object') return undefined;
+      const out: DigestEntry = { status: answer.status, location: answer.location, etag: answer.etag };
       const r = entry?.resource as Json | undefined;
       const version = Number((r?.meta as Json | undefined)?.versionId);
       if (typeof r?.resourceType === 'string' && r.resourceType !== 'Bundle' && typeof r.id === 'string' && Number.isInteger(version) && version > 0) {
-        out.push({ type: r.resourceType, id: r.id, versionId: version });
+        out.resource = { type: r.resourceType, id: r.id, versionId: version };
       }
-    }
+      return out;
+    }),
+  };
+}
+
+/** What a digest counts against MAX_BUNDLE_CHARS_QUEUED: its strings, and each entry's objects. */
+function digestChars(digest: ResponseDigest): number {
+  const len = (v: unknown) => (typeof v === 'string' ? v.length : 0);
+  let n = 0;
+  for (const e of digest.entries) {
+    n += DIGEST_ENTRY_CHARS;
+    if (e) n += len(e.status) + len(e.location) + len(e.etag) + (e.resource ? DIGEST_ENTRY_CHARS + e.resource.type.length + e.resource.id.length : 0);
   }
-  return out;
+  return n;
 }
 
 /** Patients a search names (in its query, or the form of a POST `_search`): `patient`, `subject` (to a Patient), and `_id` of a Patient search. */

@@ -253,12 +253,20 @@ export interface CodingPair {
 }
 
 /** The parameters whose values ResourceRepo.metaInUse lists. */
+/** The most versions a caller asks of ResourceRepo.vreadMany at once (one statement's parameters, bounded). */
+export const VREAD_MANY_MAX = 500;
+
 export const META_PARAMS: readonly string[] = ['_tag', '_security', '_profile'];
 
 export interface ResourceRepo extends CompartmentReads {
   /** Current version (possibly a deletion), or null if the resource never existed. */
   read(tenant: string, type: string, id: string): Promise<ResourceVersion | null>;
   vread(tenant: string, type: string, id: string, versionId: number): Promise<ResourceVersion | null>;
+  /**
+   * The versions of `type` among `versions` (each id's version `versionId`, as `vread` reads it) that exist, in
+   * any order, each once: one statement for the lot (the caller bounds how many it asks at once, VREAD_MANY_MAX).
+   */
+  vreadMany(tenant: string, type: string, versions: { id: string; versionId: number }[]): Promise<ResourceVersion[]>;
   /**
    * The ids among `ids` that have a current row of `type` in the tenant, live or a deletion (the
    * tenant's own resource, even deleted, shadows a core CodeSystem or ValueSet of that id), in any order.

@@ -257,6 +257,24 @@ export function createPostgresResources(sql: Pg, keys: KeysConnection, genericSq
         LIMIT 1`;
       return row ? toVersion(row) : null;
     },
+    async vreadMany(tenant, type, versions) {
+      if (versions.length === 0) return [];
+      // Each version asked once.
+      const keys = new Map(versions.map((v) => [`${v.id}\u0000${v.versionId}`, v]));
+      versions = [...keys.values()];
+      // One probe of each table's key per version (LATERAL), as `present` probes: never a scan of the type's rows.
+      const rows = await sql<Row[]>`
+        SELECT hit.* FROM unnest(${versions.map((v) => v.id)}::text[], ${versions.map((v) => v.versionId)}::int[]) AS u(id, v)
+        CROSS JOIN LATERAL (
+          (SELECT type, id, version_id, last_updated, deleted, content FROM resources
+           WHERE tenant = ${tenant} AND type = ${type} AND id = u.id AND version_id = u.v)
+          UNION ALL
+          (SELECT type, id, version_id, last_updated, deleted, content FROM resource_history
+           WHERE tenant = ${tenant} AND type = ${type} AND id = u.id AND version_id = u.v)
+          LIMIT 1
+        ) hit`;
+      return rows.map(toVersion);
+    },
     async present(tenant, type, ids) {
       if (ids.length === 0) return [];
       // One index probe per id (LATERAL ... LIMIT 1): `id = ANY(...)`, or a join the planner may hash,

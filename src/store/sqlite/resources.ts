@@ -36,6 +36,17 @@ export interface Row {
 
 const COLS = 'type, id, version_id, last_updated, deleted, content';
 
+/** Each version once (the current row's version may also be a history row), in the order first met. */
+function onceEach(versions: ResourceVersion[]): ResourceVersion[] {
+  const seen = new Set<string>();
+  return versions.filter((v) => {
+    const key = `${v.id}\u0000${v.versionId}`;
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
+}
+
 export function toVersion(r: Row): ResourceVersion {
   return { type: r.type, id: r.id, versionId: r.version_id, lastUpdated: r.last_updated, deleted: r.deleted === 1, content: r.content };
 }
@@ -265,6 +276,12 @@ export function createSqliteResources(
     vreadHistory: reader.query<Row, [string, string, string, number]>(
       `SELECT ${COLS} FROM resource_history WHERE tenant = ? AND type = ? AND id = ? AND version_id = ?`,
     ),
+    // Each [id, version] of the JSON array: a probe of each table's (tenant, type, id, version) key.
+    vreadMany: reader.query<Row, [string, string, string]>(
+      `WITH k(id, v) AS (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?3)) ` +
+        `SELECT ${COLS.split(', ').map((c) => `r.${c}`).join(', ')} FROM k JOIN resources r ON r.tenant = ?1 AND r.type = ?2 AND r.id = k.id AND r.version_id = k.v ` +
+        `UNION ALL SELECT ${COLS.split(', ').map((c) => `h.${c}`).join(', ')} FROM k JOIN resource_history h ON h.tenant = ?1 AND h.type = ?2 AND h.id = k.id AND h.version_id = k.v`,
+    ),
     present: reader.query<{ id: string }, [string, string, string]>(
       'SELECT id FROM resources WHERE tenant = ? AND type = ? AND id IN (SELECT value FROM json_each(?))',
     ),
@@ -320,6 +337,11 @@ export function createSqliteResources(
     async vread(tenant, type, id, versionId) {
       const row = q.vreadCurrent.get(tenant, type, id, versionId) ?? q.vreadHistory.get(tenant, type, id, versionId);
       return row ? toVersion(row) : null;
+    },
+    async vreadMany(tenant, type, versions) {
+      if (versions.length === 0) return [];
+      const rows = q.vreadMany.all(tenant, type, JSON.stringify(versions.map((v) => [v.id, v.versionId])));
+      return onceEach(rows.map(toVersion));
     },
     async present(tenant, type, ids) {
       if (ids.length === 0) return [];

@@ -34,6 +34,23 @@ export function historyContract(store: () => Store) {
       expect(await s.resources.read(uniqueTenant(), 'Patient', 'p1')).toBeNull();
     });
 
+    test('vreadMany returns each version asked that exists, as vread does, once, whatever the table holding it', async () => {
+      const s = store();
+      const t = uniqueTenant();
+      const v1 = await save(s, t, 'Patient', 'p1', { lastUpdated: 1_000, body: { name: [{ family: 'One' }] } });
+      const v2 = await save(s, t, 'Patient', 'p1', { lastUpdated: 2_000, body: { name: [{ family: 'Two' }] } });
+      const del = await save(s, t, 'Patient', 'p2', { lastUpdated: 3_000 });
+      const gone = await save(s, t, 'Patient', 'p2', { lastUpdated: 4_000, deleted: true });
+      await save(s, t, 'Observation', 'p1', { lastUpdated: 5_000 });
+      const asked = [{ id: 'p1', versionId: 1 }, { id: 'p1', versionId: 2 }, { id: 'p1', versionId: 2 }, { id: 'p1', versionId: 3 }, { id: 'p2', versionId: 1 }, { id: 'p2', versionId: 2 }, { id: 'p9', versionId: 1 }];
+      const got = await s.resources.vreadMany(t, 'Patient', asked);
+      const byKey = (rs: ResourceVersion[]) => [...rs].sort((a, b) => a.id.localeCompare(b.id) || a.versionId - b.versionId);
+      expect(byKey(got)).toEqual([stored(v1), stored(v2), stored(del), { ...stored(gone), deleted: true, content: '' }]);
+      expect(await s.resources.vreadMany(t, 'Patient', [])).toEqual([]);
+      expect(await s.resources.vreadMany(uniqueTenant(), 'Patient', asked)).toEqual([]);
+      expect(keys(await s.resources.vreadMany(t, 'Observation', asked))).toEqual([['Observation', 'p1', 1]]);
+    });
+
     test('content is kept byte for byte (key order, spacing, number format)', async () => {
       const s = store();
       const t = uniqueTenant();

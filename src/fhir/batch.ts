@@ -3,12 +3,12 @@ import { FhirError, storeFailureAsFhir } from '../errors.ts';
 import { located, type Entry } from './bundle-entries.ts';
 import { writeConditions, exclusively, type Settle } from './conditional.ts';
 import { requireValidPaced } from './validation/check.ts';
-import { entriesPerAttempt, entryResources, errorEntry, hasConditionalReferences, judgesReach, plan, requireEntriesInReach, requireJudgedEntries, requireValidPatched, rewriteReferences, settledConditions, writeEntry, writtenBy, type FullUrlScope, type Json } from './bundle-ops.ts';
+import { entriesPerAttempt, entryResources, errorEntry, hasConditionalReferences, judgesReach, plan, requireEntriesInReach, requireJudgedEntries, requireValidPatched, RefusedNoOps, rewriteReferences, settledConditions, writeEntry, writtenBy, type FullUrlScope, type Json } from './bundle-ops.ts';
 import { chargeAnswer, readBudget, readEntry, type ReadBudget } from './bundle-reads.ts';
 import { requireNoSiblingUrns } from './bundle-match-urls.ts';
 import { isUrnReference } from './references.ts';
 import { requireVersionsWritten, settleVersions } from './bundle-versions.ts';
-import { putOptions, referenceReach, requireProfiles, validationLevel, writeTx, type FhirDeps, type FhirRequest } from './crud.ts';
+import { isRefusal, putOptions, referenceReach, requireProfiles, validationLevel, writeTx, type FhirDeps, type FhirRequest } from './crud.ts';
 import { requireReferences } from './referential-integrity.ts';
 import { atWriteTime } from '../store/write-times.ts';
 import { HeldSearches } from './bundle-held-searches.ts';
@@ -19,13 +19,22 @@ async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string,
   const held = new HeldSearches(deps, req);
   const { planned, ids } = await plan(deps, req, [entry], base, scope?.get.bind(scope), held);
   const pending = await rewriteReferences(deps, req, planned, ids, base, scope, held);
-  // Validated with its references rewritten, as a transaction's entries are.
+  // Validated with its references rewritten, as a transaction's entries are; an update that changes nothing is let through (RefusedNoOps).
+  const noOps = new RefusedNoOps(deps, req, planned);
+  const unless = async (check: () => Promise<void> | void) => {
+    try {
+      await check();
+    } catch (err) {
+      if (!isRefusal(err) || !(await noOps.excuse(planned[0]!, err))) throw err;
+    }
+  };
   if (entry.resource) {
-    await requireValidPaced(entry.resource, validationLevel(deps), `Bundle.entry[${entry.index}].resource`, entry.fullUrl !== undefined);
-    await requireProfiles(deps, req.tenant, entry.resource, `Bundle.entry[${entry.index}].resource`, undefined, req.access);
+    const resource = entry.resource;
+    await unless(() => requireValidPaced(resource, validationLevel(deps), `Bundle.entry[${entry.index}].resource`, entry.fullUrl !== undefined));
+    await unless(() => requireProfiles(deps, req.tenant, resource, `Bundle.entry[${entry.index}].resource`, undefined, req.access));
   }
-  requireValidPatched(planned, validationLevel(deps));
-  for (const p of planned) if (p.patched) await requireProfiles(deps, req.tenant, p.patched.resource, undefined, `Bundle.entry[${p.entry.index}]: the patched ${p.entry.type}`, req.access);
+  await requireValidPatched(planned, validationLevel(deps), noOps);
+  for (const p of planned) if (p.patched) await unless(() => requireProfiles(deps, req.tenant, p.patched!.resource, undefined, `Bundle.entry[${p.entry.index}]: the patched ${p.entry.type}`, req.access));
   await requireEntriesInReach(deps, req, planned);
   await deps.subscriptions?.resolveEndpoints(planned.map(writtenBy));
   // What the commit's walks of hierarchies would read off the pool, read before the store transaction holds a connection.
@@ -40,7 +49,7 @@ async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string,
       await requireJudgedEntries(w, planned);
       // Its own fullUrl, with a version, in its resource (a batch's entries may not refer to each other).
       const versions = await settleVersions(w, pending, opts, (p) => writtenBy(p)!);
-      const written = await writeEntry(w, planned[0]!, opts, base);
+      const written = await writeEntry(w, planned[0]!, noOps.options(planned[0]!, opts), base);
       requireVersionsWritten(versions, [written]);
       await requireReferences(deps, w, req.tenant, entryResources(planned), referenceReach(deps, req));
       return written;

@@ -1,5 +1,5 @@
 import { STATUS_CODES } from 'node:http';
-import { FhirError } from '../errors.ts';
+import { FhirError, type FhirIssue } from '../errors.ts';
 import { requireAccess } from './access.ts';
 import type { ResourceVersion, ResourceWriter } from '../store/types.ts';
 import { entryPath, located, type Entry } from './bundle-entries.ts';
@@ -9,7 +9,7 @@ import { conditionElement, withEntryIds } from './bundle-match-urls.ts';
 import { splitVersion, versionBeforeWrite, type PendingVersion } from './bundle-versions.ts';
 import { cloneExact, parseExact } from './exact-json.ts';
 import { ConditionRaced, conditionKey, heldToMatch, resolveCondition, showCondition, storedMatch } from './conditional.ts';
-import { deleteVersion, putVersion, reachJudged, requireContextReadable, requireStoredInReach, stillJudged, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
+import { deleteVersion, putVersion, reachJudged, refusedNoOp, requireContextReadable, requireStoredInReach, stillJudged, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
 import { operationOutcome, unchangedOutcome } from './outcome.ts';
 import type { WrittenResource } from './referential-integrity.ts';
 import { isAbsoluteReference, isUrnReference, parseReference, pathTo, replaceLinks, walkReferences } from './references.ts';
@@ -382,13 +382,61 @@ export function entryResources(planned: Planned[]): WrittenResource[] {
   });
 }
 
-/** The results of PATCH entries must be valid: 422 for the first that is not, naming its entry. */
-export function requireValidPatched(planned: Planned[], level: ValidationLevel): void {
+/**
+ * The results of PATCH entries must be valid: 422 for the first that is not, naming its entry, unless it is the
+ * current version again (RefusedNoOps).
+ */
+export async function requireValidPatched(planned: Planned[], level: ValidationLevel, noOps: RefusedNoOps): Promise<void> {
   for (const p of planned) {
     if (!p.patched) continue;
     const errors = validationErrors(p.patched.resource, level);
-    if (errors.length > 0) throw invalidResource(errors, `${at(p.entry)}: the patched ${p.entry.type}`);
+    if (errors.length === 0) continue;
+    const refusal = invalidResource(errors, `${at(p.entry)}: the patched ${p.entry.type}`);
+    if (!(await noOps.excuse(p, refusal))) throw refusal;
   }
+}
+
+/**
+ * The entries validation refused that are updates changing nothing (crud.ts refusedNoOp): a PUT (a conditional
+ * one that matched among them) or a PATCH whose resource is the current version again is let through as the no-op
+ * it is, as a REST update is, its write refused as it was should it find that it writes (PutOptions.unvalidated).
+ */
+export class RefusedNoOps {
+  private readonly refusals = new Map<Planned, FhirError>();
+  private readonly byEntry: Map<Entry, Planned>;
+
+  constructor(private readonly deps: FhirDeps, private readonly req: FhirRequest, planned: Planned[]) {
+    this.byEntry = new Map(planned.map((p) => [p.entry, p]));
+  }
+
+  /** Whether the write of `of` (a planned entry, or an entry), refused by `refusal`, changes nothing: it is let through then. */
+  async excuse(of: Planned | Entry, refusal: FhirError): Promise<boolean> {
+    const p = 'entry' in of ? of : this.byEntry.get(of);
+    if (p === undefined) return false;
+    const earlier = this.refusals.get(p);
+    if (earlier !== undefined) {
+      // Its profiles' refusal after its base validation's: one refusal listing both.
+      this.refusals.set(p, new FhirError(earlier.category, earlier.message, { outcome: [...earlier.issues, ...refusal.issues] }));
+      return true;
+    }
+    const resource = updateWritten(p);
+    if (resource === undefined || !(await refusedNoOp(this.deps, this.req, resource, p.id!))) return false;
+    this.refusals.set(p, refusal);
+    return true;
+  }
+
+  /** The options of `p`'s write: those given, or with the refusal it was let through despite. */
+  options(p: Planned, opts: PutOptions): PutOptions {
+    const refusal = this.refusals.get(p);
+    return refusal === undefined ? opts : { ...opts, unvalidated: refusal };
+  }
+}
+
+/** What an update entry (a PUT, not a create-only one, or a PATCH) writes over a resource that may exist; else undefined. */
+function updateWritten(p: Planned): Resource | undefined {
+  if (p.id === undefined || p.existing || p.follows || p.createOnly) return undefined;
+  if (p.patched) return p.patched.resource;
+  return p.entry.method === 'PUT' ? (p.entry.resource as Resource | undefined) : undefined;
 }
 
 /** A response entry: status, and location/etag/lastModified of a version. */
@@ -405,11 +453,11 @@ export function responseEntry(status: string, v?: ResourceVersion, base?: string
 /**
  * The response entry of a write that changed nothing (an update, or a patch, whose result is the
  * current version): 200 with the current version's location, etag and lastModified, and an
- * informational outcome saying that no version was added.
+ * informational outcome saying that no version was added (with, as warnings, what validation refused in it: refused).
  */
-function unchangedEntry(v: ResourceVersion, base: string): Json {
+function unchangedEntry(v: ResourceVersion, base: string, refused?: FhirIssue[]): Json {
   const entry = responseEntry('200 OK', v, base);
-  (entry.response as Json).outcome = unchangedOutcome(v.type, v.id, v.versionId);
+  (entry.response as Json).outcome = unchangedOutcome(v.type, v.id, v.versionId, refused);
   return entry;
 }
 
@@ -492,8 +540,8 @@ async function writePlain(w: ResourceWriter, p: Planned, opts: PutOptions, base:
     if (p.holdsExisting) await requireExistingCurrent(w, p.existing);
     return { ...responseEntry('200 OK', p.existing, base), resource: parseExact(p.existing.content) };
   }
-  const { version, created, unchanged } = await putVersion(w, entry.resource!, p.id!, o, entry.method === 'POST' ? 'POST' : 'PUT');
-  const response = unchanged ? unchangedEntry(version, base) : responseEntry(created ? '201 Created' : '200 OK', version, base);
+  const { version, created, unchanged, refused } = await putVersion(w, entry.resource!, p.id!, o, entry.method === 'POST' ? 'POST' : 'PUT');
+  const response = unchanged ? unchangedEntry(version, base, refused) : responseEntry(created ? '201 Created' : '200 OK', version, base);
   return { ...response, resource: parseExact(version.content) };
 }
 
@@ -506,8 +554,8 @@ async function writePlain(w: ResourceWriter, p: Planned, opts: PutOptions, base:
  */
 async function writePatched(w: ResourceWriter, p: Planned, patched: Patched, opts: PutOptions, base: string, clientIfMatch: IfMatch | undefined): Promise<Json> {
   try {
-    const { version, unchanged } = await putVersion(w, patched.resource, p.id!, opts, 'PATCH');
-    return { ...(unchanged ? unchangedEntry(version, base) : responseEntry('200 OK', version, base)), resource: parseExact(version.content) };
+    const { version, unchanged, refused } = await putVersion(w, patched.resource, p.id!, opts, 'PATCH');
+    return { ...(unchanged ? unchangedEntry(version, base, refused) : responseEntry('200 OK', version, base)), resource: parseExact(version.content) };
   } catch (err) {
     // A list naming a later version than the one patched may hold on the version written meanwhile: planned again, its
     // If-Match is checked on that version (a 412 then when it does not hold), as a REST PATCH's is on each attempt.

@@ -2,7 +2,7 @@ import { requireAccess } from './access.ts';
 import { FhirError } from '../errors.ts';
 import { createHash } from 'node:crypto';
 import type { ResourceVersion, ResourceWriter, SearchQuery } from '../store/types.ts';
-import { createResource, deleteResource, updateResource, validationLevel, type FhirDeps, type FhirRequest, type UpdatePreconditions, type WriteResult } from './crud.ts';
+import { createResource, deleteResource, isRefusal, updateResource, validationLevel, type FhirDeps, type FhirRequest, type UpdatePreconditions, type WriteResult } from './crud.ts';
 import { carryLiterals } from './exact-json.ts';
 import { asResource, checkTypeAndId, withoutId } from './resource.ts';
 import type { HeldSearches } from './bundle-held-searches.ts';
@@ -294,11 +294,20 @@ export async function conditionalUpdate(
   checkTypeAndId(type);
   const resource = asResource(body, type);
   requireCriteria(query, 'Conditional update');
-  await requireValidPaced(resource, validationLevel(deps));
+  // Invalid content is refused before the search, unless it may be the update of its one match that changes nothing
+  // (updateResource: a no-op is not refused by rules newer than what it stores again), which the search tells.
+  let refused: unknown;
+  try {
+    await requireValidPaced(resource, validationLevel(deps));
+  } catch (err) {
+    if (!isRefusal(err)) throw err;
+    refused = err;
+  }
   // Updates of the same condition run one after another, as creates do (exclusively): two finding no match would each create.
   const condition = conditionKey(type, query);
   return exclusively(deps, req.tenant, [condition], async (settle) => {
-    const match = await resolveCondition(deps, req, type, query, 'Conditional update');
+    const match = await resolveCondition(deps, req, type, query, 'Conditional update').catch((err: unknown) => Promise.reject(err instanceof FhirError ? refused ?? err : err));
+    if (refused !== undefined && (!match || (resource.id !== undefined && resource.id !== match.id))) throw refused;
     if (match) {
       if (resource.id !== undefined && resource.id !== match.id) {
         throw new FhirError('invalid', `Resource id '${resource.id}' differs from the id '${match.id}' the condition matched`, { expression: ['id'] });

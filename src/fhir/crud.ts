@@ -1,6 +1,6 @@
 import type { Sealer } from '../auth/sealed.ts';
 import type { Clock } from '../clock.ts';
-import { FhirError } from '../errors.ts';
+import { FhirError, type FhirIssue } from '../errors.ts';
 import { NO_INDEX_ROWS, StoreConflictError, type CurrentVersion, type ResourceVersion, type ResourceWriter, type Store } from '../store/types.ts';
 import { operatorAccess, requireAccess, type Access, type Permission } from './access.ts';
 import { hasCoreResources, type CoreLayer } from './core-layer.ts';
@@ -10,7 +10,7 @@ import { compartmentsOf } from './indexer.ts';
 import type { CodeSet } from './search-compile.ts';
 import { matchConditions, type MatchContext } from './search-match.ts';
 import { provenanceOfReadableRecord, PROVENANCE_REFUSAL, writerTargetReads, type TargetReads } from './provenance-reach.ts';
-import { prepareVersion, storesSame, versionToWrite, type PreparedVersion, type PutMethod } from './prepared.ts';
+import { prepareVersion, storesSame, versionToWrite, wouldStoreSame, type PreparedVersion, type PutMethod } from './prepared.ts';
 import { requireReferences, type ReferenceReach, type ReferentialIntegrity } from './referential-integrity.ts';
 import { asResource, checkTypeAndId, newId, withoutId, type Resource } from './resource.ts';
 import { R4_RESOURCE_TYPES, versionNumber } from './resource-types.ts';
@@ -117,6 +117,8 @@ export interface WriteResult {
   unchanged: boolean;
   /** A conditional create's condition matched `version`, the current version of an existing resource: nothing was written. */
   matched?: true;
+  /** An update that changed nothing although validation refused it (PutOptions.unvalidated): the refusal's issues. */
+  refused?: FhirIssue[];
 }
 
 /** Attempts of a write whose transaction clashed with a concurrent one (writeTx). */
@@ -407,6 +409,12 @@ export interface PutOptions {
    * rewrites it (bundle-versions.ts settleVersions).
    */
   newVersion?: boolean;
+  /**
+   * Validation refused the resource, which was let through as the update that changes nothing it looked like
+   * (refusedNoOp): a write of it (the current version changed since, or a Subscription is activated anew)
+   * throws this refusal instead.
+   */
+  unvalidated?: FhirError;
 }
 
 /** The options of a request's writes at `now`: its access, the core resources, the tenant's FHIR base and Subscription activation. */
@@ -476,8 +484,10 @@ export async function putPrepared(w: ResourceWriter, p: PreparedVersion, opts: P
   const v = versionToWrite(p, versionId, lastUpdated, method);
   if (opts.access.filters?.(type, exists ? 'u' : 'c')) await requireFilter(opts.access, exists ? 'u' : 'c', JSON.parse(v.content) as Resource, lastUpdated, txLookups(opts.base));
   if (exists && !always && storesSame(current, p)) {
-    return { version: { type, id, versionId: current.versionId, lastUpdated: current.lastUpdated, deleted: false, content: current.content }, created: false, unchanged: true };
+    const refused = opts.unvalidated && { refused: opts.unvalidated.issues };
+    return { version: { type, id, versionId: current.versionId, lastUpdated: current.lastUpdated, deleted: false, content: current.content }, created: false, unchanged: true, ...refused };
   }
+  if (opts.unvalidated) throw opts.unvalidated;
   await w.put(v);
   return { version: { type, id, versionId, lastUpdated, deleted: false, content: v.content }, created: !exists, unchanged: false };
 }
@@ -585,9 +595,16 @@ export async function updateResource(
   if (resource.id !== id) {
     throw new FhirError('invalid', `Resource id '${resource.id}' does not match the URL id '${id}'`, { expression: ['id'] });
   }
-  await requireValidPaced(resource, validationLevel(deps));
-  const profiled = requireProfiles(deps, req.tenant, resource, undefined, undefined, req.access);
-  if (profiled) await profiled;
+  // A refusal of the update that changes nothing (refusedNoOp) lets it through, as the no-op it is: nothing is written.
+  let unvalidated: FhirError | undefined;
+  try {
+    await requireValidPaced(resource, validationLevel(deps));
+    const profiled = requireProfiles(deps, req.tenant, resource, undefined, undefined, req.access);
+    if (profiled) await profiled;
+  } catch (err) {
+    if (!isRefusal(err) || !(await refusedNoOp(deps, req, resource, id))) throw err;
+    unvalidated = err;
+  }
   return judgedReach(deps, req, type, id, 'u', async (judged) => {
     await requireContextReadable(deps, req, resource);
     await noteValidationLevel(deps, req.tenant);
@@ -598,6 +615,7 @@ export async function updateResource(
       if (pre.ifMatch !== undefined) opts.ifMatch = pre.ifMatch;
       if (pre.ifNoneMatch !== undefined) opts.ifNoneMatch = pre.ifNoneMatch;
       if (createOnly) opts.createOnly = true;
+      if (unvalidated) opts.unvalidated = unvalidated;
       return writeTx(deps, req.tenant, async (w) => {
         await settle?.(w);
         await requireJudged(w, type, id, judged);
@@ -607,6 +625,37 @@ export async function updateResource(
       });
     });
   });
+}
+
+/**
+ * Whether an update of `type/id` with `resource`, which validation refused, is the update that changes nothing,
+ * and so is not refused: it would store the current version again (storesSame), so it writes nothing and is
+ * answered as any no-op is (200, the current version). A resource stored before rules that now refuse it (a later
+ * release's validation, `strict` after `structural`, a profile applied to it since) can so be sent back
+ * unchanged, as sync clients that PUT what they read do; any change is validated. Only for a token of
+ * unlimitedReach. One read by key, made only after a refusal (a valid update costs nothing more); the write's
+ * transaction looks again (putPrepared), and a version written in between makes it the refused write it then is
+ * (PutOptions.unvalidated).
+ */
+export async function refusedNoOp(deps: FhirDeps, req: FhirRequest, resource: Resource, id: string): Promise<boolean> {
+  if (!unlimitedReach(req.access, resource.resourceType)) return false;
+  const current = await deps.store.resources.read(req.tenant, resource.resourceType, id);
+  return current !== null && wouldStoreSame(current, resource, id);
+}
+
+/** Whether `err` is validation's refusal of a resource (invalidResource, a 422). */
+export function isRefusal(err: unknown): err is FhirError {
+  return err instanceof FhirError && err.category === 'invalid-resource';
+}
+
+/**
+ * Whether `access` reads and updates every resource of `type`: no patient compartment, scope filter or
+ * securityContext bounds it. Only such a token's refused update is looked at as a no-op: another's answers
+ * (a 403 for the stored content out of its reach, a 422 for other content) would tell it what that resource holds.
+ */
+function unlimitedReach(access: Access, type: string): boolean {
+  return access.can(type, 'r') && access.can(type, 'u') && !deletionReachLimited(access, type) &&
+    access.patientLimit(type, 'u') === undefined && access.filters?.(type, 'u') === undefined;
 }
 
 /** FHIR R4 delete (3.1.0.7): idempotent; returns the deletion version, or null when nothing existed. */

@@ -15,10 +15,15 @@ export function issue(severity: FhirIssue['severity'], code: string, text: strin
 /**
  * The informational outcome of an update that changed nothing (crud.ts putPrepared): the current
  * version is kept, no version is added. `Prefer: return=OperationOutcome` answers it, and a Bundle's
- * entry carries it in `response.outcome` (as HAPI FHIR reports such an update).
+ * entry carries it in `response.outcome` (as HAPI FHIR reports such an update). `refused`: the issues validation
+ * found in it (crud.ts refusedNoOp: the stored version fails rules newer than it), as warnings after it, each
+ * naming its element: a change that keeps them is refused.
  */
-export function unchangedOutcome(type: string, id: string, versionId: string | number): Record<string, unknown> {
-  return operationOutcome([issue('information', 'informational', `${type}/${id} unchanged: the update equals version ${versionId}, so no new version was stored`)]);
+export function unchangedOutcome(type: string, id: string, versionId: string | number, refused: readonly FhirIssue[] = []): Record<string, unknown> {
+  const errors = refused.filter((i) => i.severity === 'error' || i.severity === 'fatal');
+  const unchanged = issue('information', 'informational', `${type}/${id} unchanged: the update equals version ${versionId}, so no new version was stored`
+    + (errors.length === 0 ? '' : `; it is not valid now (${errors.length === 1 ? 'one problem' : `${errors.length} problems`}, below), so an update that changes it must fix ${errors.length === 1 ? 'it' : 'them'}`));
+  return operationOutcome([unchanged, ...errors.map((i) => ({ ...i, severity: 'warning' as const }))]);
 }
 
 /**

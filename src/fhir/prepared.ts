@@ -38,6 +38,14 @@ export function prepareVersion(resource: Resource, id: string, base: string | un
   };
 }
 
+/**
+ * Whether updating `type/id` with `resource` would store `current` again (storesSame), judged from the
+ * stored text alone: no search index is made for it.
+ */
+export function wouldStoreSame(current: CurrentVersion | null, resource: Resource, id: string): boolean {
+  return current !== null && storesSame(current, { type: resource.resourceType, id, tail: stampTail(resource) });
+}
+
 /** `p` as version `versionId`, updated at `lastUpdated` (epoch ms) by the interaction `method` (what its history names). */
 export function versionToWrite(p: PreparedVersion, versionId: number, lastUpdated: number, method: PutMethod): VersionToWrite {
   return {
@@ -64,7 +72,7 @@ export function versionToWrite(p: PreparedVersion, versionId: number, lastUpdate
  * length) are parsed and compared as JSON values, numbers by their literals (`1.0` is no `1`:
  * datatypes.html, decimal). A deletion is never the same.
  */
-export function storesSame(current: CurrentVersion, p: PreparedVersion): boolean {
+export function storesSame(current: CurrentVersion, p: Pick<PreparedVersion, 'type' | 'id' | 'tail'>): boolean {
   if (current.deleted) return false;
   const head = stampHead(p.type, p.id, current.versionId, current.lastUpdated);
   const stored = current.content;

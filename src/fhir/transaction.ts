@@ -2,7 +2,7 @@ import { FhirError } from '../errors.ts';
 import { batch, operationEntry, type OperationCall } from './batch.ts';
 import { writeConditions, exclusively, type Settle } from './conditional.ts';
 import { parseBundle, type Entry } from './bundle-entries.ts';
-import { entriesPerAttempt, entryResources, errorEntry, followerEntry, hasConditionalReferences, judgesReach, plan, requireEntriesInReach, requireJudgedEntries, requireValidPatched, rewriteReferences, settledConditions, writeEntry, writtenBy, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
+import { entriesPerAttempt, entryResources, errorEntry, followerEntry, hasConditionalReferences, judgesReach, plan, requireEntriesInReach, requireJudgedEntries, requireValidPatched, RefusedNoOps, rewriteReferences, settledConditions, writeEntry, writtenBy, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
 import { requireVersionsWritten, settleVersions, writtenAnew } from './bundle-versions.ts';
 import { withStaticIds } from './bundle-match-urls.ts';
 import { checkRead, checkReadDeletion, checkReadTarget, readBudget, readEntry } from './bundle-reads.ts';
@@ -56,9 +56,11 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
   const pending = await rewriteReferences(deps, req, planned, ids, base, scope, held);
   // Validated as written, with the references rewritten: a reference's target type is checked on the
   // type its entry has (an Observation's subject naming a Medication entry's fullUrl is refused).
-  await requireValidEntries(deps, entries);
-  requireValidPatched(planned, validationLevel(deps));
-  await requireProfiledEntries(deps, req, entries, planned);
+  // An update entry that changes nothing is let through, as a REST one is (RefusedNoOps).
+  const noOps = new RefusedNoOps(deps, req, planned);
+  await requireValidEntries(deps, entries, noOps);
+  await requireValidPatched(planned, validationLevel(deps), noOps);
+  await requireProfiledEntries(deps, req, entries, planned, noOps);
   await requireEntriesInReach(deps, req, planned);
   // Within a method, FHIR sets no order: Subscriptions come last, so that each finds a topic the Bundle writes by the same method.
   const sorted = [...planned].sort((a, b) => ORDER[a.entry.method]! - ORDER[b.entry.method]! || subscriptionLast(a) - subscriptionLast(b) || a.entry.index - b.entry.index);
@@ -92,7 +94,7 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
       await requireJudgedEntries(w, planned);
       const versions = await settleVersions(w, pending, opts, (p) => writtenBy(p)!);
       const anew = (p: Planned) => versions.has(p) && writtenAnew(p, opts.activateSubscription !== undefined);
-      for (const p of sorted) if (p.entry.method !== 'GET' && !p.follows) out[p.entry.index] = await writeEntry(w, p, anew(p) ? { ...opts, newVersion: true } : opts, base);
+      for (const p of sorted) if (p.entry.method !== 'GET' && !p.follows) out[p.entry.index] = await writeEntry(w, p, noOps.options(p, anew(p) ? { ...opts, newVersion: true } : opts), base);
       requireVersionsWritten(versions, out);
       for (const p of planned) if (p.follows) out[p.entry.index] = followerEntry(out[p.follows.entry.index]!);
       await requireReferences(deps, w, req.tenant, entryResources(planned), referenceReach(deps, req));
@@ -125,26 +127,36 @@ function changesExisting(p: Planned): boolean {
 
 /**
  * Every entry's resource must be valid, one with a fullUrl as in a Bundle `$validate` checks (its relative
- * references of the REST shape); the 422 lists the problems of all of them, each under its entry.
+ * references of the REST shape), unless it is an update that changes nothing (RefusedNoOps); the 422 lists the
+ * problems of all of them, each under its entry.
  */
-async function requireValidEntries(deps: FhirDeps, entries: Entry[]): Promise<void> {
+async function requireValidEntries(deps: FhirDeps, entries: Entry[], noOps: RefusedNoOps): Promise<void> {
   const level = validationLevel(deps);
   const errors = [];
   // Entry by entry, letting other requests run every few ms: 20,000 entries take a second or more.
   const pace = pacedTurns();
   for (const e of entries) {
-    if (e.resource) errors.push(...(await validationErrorsPaced(e.resource, level, `Bundle.entry[${e.index}].resource`, e.fullUrl !== undefined)));
+    if (e.resource) errors.push(...(await excused(e, await validationErrorsPaced(e.resource, level, `Bundle.entry[${e.index}].resource`, e.fullUrl !== undefined), noOps)));
     await pace();
   }
   if (errors.length > 0) throw invalidResource(errors, 'The transaction (nothing was written)');
 }
 
 /**
- * Every entry's resource (and patched result) must satisfy the profiles it claims that Cinder knows, and
- * its extensions their definitions, and a QuestionnaireResponse its Questionnaire; the
- * 422 lists the problems of all entries, as base validation's does.
+ * `issues`, an entry's validation errors, unless it is an update that changes nothing (RefusedNoOps), which they
+ * would refuse: none then.
  */
-async function requireProfiledEntries(deps: FhirDeps, req: FhirRequest, entries: Entry[], planned: Planned[]): Promise<void> {
+async function excused(e: Entry | Planned, issues: ValidationIssue[], noOps: RefusedNoOps): Promise<ValidationIssue[]> {
+  if (issues.length === 0) return issues;
+  return (await noOps.excuse(e, invalidResource(issues, 'The transaction (nothing was written)'))) ? [] : issues;
+}
+
+/**
+ * Every entry's resource (and patched result) must satisfy the profiles it claims that Cinder knows, and
+ * its extensions their definitions, and a QuestionnaireResponse its Questionnaire, unless it is an update that
+ * changes nothing (RefusedNoOps); the 422 lists the problems of all entries, as base validation's does.
+ */
+async function requireProfiledEntries(deps: FhirDeps, req: FhirRequest, entries: Entry[], planned: Planned[], noOps: RefusedNoOps): Promise<void> {
   if ((deps.profiles === undefined && deps.questionnaires === undefined) || validationLevel(deps) !== 'strict') return;
   const errors = [];
   // One budget for the invariants of every entry's profiles (run.ts).
@@ -160,13 +172,19 @@ async function requireProfiledEntries(deps: FhirDeps, req: FhirRequest, entries:
   for (const e of entries) {
     if (!e.resource) continue;
     const at = `Bundle.entry[${e.index}].resource`;
-    errors.push(...((await deps.profiles?.writeIssues(req.tenant, e.resource, at, true, cost, held, reads)) ?? []));
-    errors.push(...((await deps.questionnaires?.issues(req.tenant, e.resource, { warnings: false, at, access: req.access })) ?? []));
+    const issues = [
+      ...((await deps.profiles?.writeIssues(req.tenant, e.resource, at, true, cost, held, reads)) ?? []),
+      ...((await deps.questionnaires?.issues(req.tenant, e.resource, { warnings: false, at, access: req.access })) ?? []),
+    ];
+    errors.push(...(await excused(e, issues, noOps)));
   }
   for (const p of planned) {
     if (!p.patched) continue;
-    errors.push(...((await deps.profiles?.writeIssues(req.tenant, p.patched.resource, undefined, true, cost, held, reads)) ?? []));
-    errors.push(...((await deps.questionnaires?.issues(req.tenant, p.patched.resource, { warnings: false, access: req.access })) ?? []));
+    const issues = [
+      ...((await deps.profiles?.writeIssues(req.tenant, p.patched.resource, undefined, true, cost, held, reads)) ?? []),
+      ...((await deps.questionnaires?.issues(req.tenant, p.patched.resource, { warnings: false, access: req.access })) ?? []),
+    ];
+    errors.push(...(await excused(p, issues, noOps)));
   }
   if (errors.length > 0) throw invalidResource(errors, 'The transaction (nothing was written)');
 }

@@ -102,7 +102,7 @@ export function writeResponse(c: Context<AppEnv>, written: WriteResult, status: 
   }
   if (ret === 'OperationOutcome') {
     const outcome = written.matched ? matchedOutcome(v.type, v.id, v.versionId, 'If-None-Exist')
-      : written.unchanged ? unchangedOutcome(v.type, v.id, v.versionId) : storedOutcome(v.type, v.id, v.versionId);
+      : written.unchanged ? unchangedOutcome(v.type, v.id, v.versionId, written.refused) : storedOutcome(v.type, v.id, v.versionId);
     return fhirJson(outcome, status, headers);
   }
   return fhirJson(v.content, status, headers);

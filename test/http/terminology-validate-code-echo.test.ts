@@ -2,7 +2,8 @@
  * ValueSet/$validate-code echoes what it validated as HL7's reference terminology servers do (R5's
  * outputs, compared by `bench/tx-tests.ts --strict`): `code` and `system` as given, `version` the version of
  * the CodeSystem the code was looked up in, `codeableConcept` as given with the coding found valid (or the
- * one whose display the answer gives), `inactive` for an inactive code. On both databases.
+ * one whose display the answer gives), `inactive` for an inactive code, `status` for one whose use should be
+ * reviewed (retired, deprecated, withdrawn). On both databases.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -23,6 +24,27 @@ const shapes = (version: string, circle: string) => ({
 });
 const all = { resourceType: 'ValueSet', id: 'echo-all', url: `${VS}all`, status: 'active', compose: { include: [{ system: CS }] } };
 const pinned = { resourceType: 'ValueSet', id: 'echo-pinned', url: `${VS}pinned`, status: 'active', compose: { include: [{ system: CS, version: '1.0.0' }] } };
+const STATUSES = 'http://cinder.test/CodeSystem/echo-statuses';
+const statuses = {
+  resourceType: 'CodeSystem', id: 'echo-statuses', url: STATUSES, version: '1.0.0', name: 'EchoStatuses', status: 'active', content: 'complete', caseSensitive: true,
+  property: [
+    { code: 'state', uri: 'http://hl7.org/fhir/concept-properties#status', type: 'string' },
+    { code: 'inactive', uri: 'http://hl7.org/fhir/concept-properties#inactive', type: 'boolean' },
+  ],
+  concept: [
+    { code: 'current', display: 'Current', property: [{ code: 'state', valueString: 'active' }] },
+    { code: 'local-a', display: 'Local A', property: [{ code: 'state', valueString: 'A' }] },
+    { code: 'retired', display: 'Retired', property: [{ code: 'state', valueString: 'retired' }] },
+    { code: 'discouraged', display: 'Discouraged', property: [{ code: 'state', valueString: 'deprecated' }] },
+    { code: 'flagged', display: 'Flagged', property: [{ code: 'inactive', valueBoolean: true }] },
+    { code: 'spaced', display: 'Spaced', property: [{ code: 'inactive', valueBoolean: true }, { code: 'state', valueString: 'no  longer  used' }] },
+    { code: 'std-deprecated', display: 'Standards deprecated', extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/structuredefinition-standards-status', valueCode: 'deprecated' }] },
+    { code: 'std-withdrawn', display: 'Standards withdrawn', extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/structuredefinition-standards-status', valueCode: 'withdrawn' }] },
+    { code: 'std-trial', display: 'Standards trial use', extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/structuredefinition-standards-status', valueCode: 'trial-use' }] },
+  ],
+};
+const allStatuses = { resourceType: 'ValueSet', id: 'echo-statuses', url: `${VS}statuses`, status: 'active', compose: { include: [{ system: STATUSES }] } };
+const currentOnly = { resourceType: 'ValueSet', id: 'echo-current', url: `${VS}current`, status: 'active', compose: { include: [{ system: STATUSES, concept: [{ code: 'current' }] }] } };
 const circles = { resourceType: 'ValueSet', id: 'echo-circles', url: `${VS}circles`, status: 'active', compose: { include: [{ system: CS, concept: [{ code: 'circle' }] }] } };
 
 const value = (r: OperationResponse, name: string) => {
@@ -40,7 +62,7 @@ await eachStore((kind, fresh) => {
     beforeAll(async () => {
       t = await createTestApp({ store: await fresh() });
       token = await t.token();
-      for (const r of [shapes('1.0.0', 'Circle (1.0)'), shapes('2.0.0', 'Circle (2.0)'), all, pinned, circles]) await putResource(t, token, r);
+      for (const r of [shapes('1.0.0', 'Circle (1.0)'), shapes('2.0.0', 'Circle (2.0)'), all, pinned, circles, statuses, allStatuses, currentOnly]) await putResource(t, token, r);
     });
     afterAll(() => t.close());
 
@@ -117,6 +139,46 @@ await eachStore((kind, fresh) => {
       // CodeSystem/$validate-code too.
       const cs = await postOperation(t, token, 'CodeSystem/$validate-code', [{ name: 'url', valueUri: CS }, { name: 'code', valueCode: 'oval' }]);
       expect([value(cs, 'result'), value(cs, 'inactive')]).toEqual([true, true]);
+    });
+
+    test('a code whose use should be reviewed says its status in `status`, as a coding or in a CodeableConcept, on both $validate-codes', async () => {
+      const coding = async (code: string, url = `${VS}statuses`) => {
+        const r = await validate([{ name: 'url', valueUri: url }, { name: 'coding', valueCoding: { system: STATUSES, code } }]);
+        expect(r.status).toBe(200);
+        return [value(r, 'result'), value(r, 'inactive'), value(r, 'status')];
+      };
+      // The concept's status property (concept-properties#status) when it retires or deprecates the concept.
+      expect(await coding('retired')).toEqual([true, true, 'retired']);
+      expect(await coding('discouraged')).toEqual([true, undefined, 'deprecated']);
+      // Else its standards-status extension, when that deprecates or withdraws it.
+      expect(await coding('std-deprecated')).toEqual([true, undefined, 'deprecated']);
+      expect(await coding('std-withdrawn')).toEqual([true, undefined, 'withdrawn']);
+      // Nothing for an active concept, whatever its status vocabulary, nor for an inactive one without a status.
+      for (const code of ['current', 'local-a', 'std-trial']) expect(await coding(code)).toEqual([true, undefined, undefined]);
+      expect(await coding('flagged')).toEqual([true, true, undefined]);
+      // A status that is no FHIR code is not given: the answer stays valid FHIR.
+      expect(await coding('spaced')).toEqual([true, true, undefined]);
+      // Outside the value set too; and the route's kept answer says it again.
+      expect(await coding('retired', `${VS}current`)).toEqual([false, true, 'retired']);
+      expect(await coding('retired', `${VS}current`)).toEqual([false, true, 'retired']);
+      const get = await getOperation(t, token, 'ValueSet/$validate-code', { url: `${VS}statuses`, system: STATUSES, code: 'discouraged' });
+      expect(value(get, 'status')).toBe('deprecated');
+      // A CodeableConcept: the status of the coding found valid, else of the first coding that has one.
+      const concept = async (url: string, codes: string[]) => {
+        const r = await validate([{ name: 'url', valueUri: url }, { name: 'codeableConcept', valueCodeableConcept: { coding: codes.map((code) => ({ system: STATUSES, code })) } }]);
+        return [value(r, 'result'), value(r, 'status')];
+      };
+      expect(await concept(`${VS}statuses`, ['std-withdrawn'])).toEqual([true, 'withdrawn']);
+      expect(await concept(`${VS}current`, ['current', 'retired'])).toEqual([true, 'retired']);
+      expect(await concept(`${VS}current`, ['discouraged', 'retired'])).toEqual([false, 'deprecated']);
+      expect(await concept(`${VS}statuses`, ['current'])).toEqual([true, undefined]);
+      // CodeSystem/$validate-code too, of a code and of a coding.
+      const cs = await postOperation(t, token, 'CodeSystem/$validate-code', [{ name: 'url', valueUri: STATUSES }, { name: 'code', valueCode: 'retired' }]);
+      expect([value(cs, 'result'), value(cs, 'inactive'), value(cs, 'status')]).toEqual([true, true, 'retired']);
+      const csCoding = await postOperation(t, token, 'CodeSystem/$validate-code', [{ name: 'url', valueUri: STATUSES }, { name: 'coding', valueCoding: { system: STATUSES, code: 'std-deprecated' } }]);
+      expect([value(csCoding, 'result'), value(csCoding, 'status')]).toEqual([true, 'deprecated']);
+      const csActive = await postOperation(t, token, 'CodeSystem/$validate-code', [{ name: 'url', valueUri: STATUSES }, { name: 'code', valueCode: 'local-a' }]);
+      expect(value(csActive, 'status')).toBeUndefined();
     });
   });
 });

@@ -17,7 +17,7 @@ import { type SystemVersions, systemVersions } from './system-versions.ts';
 import { applicableSupplements, requireSupplements, requireUsedSupplements } from './supplements.ts';
 import { BoundedCache } from '../compile/bounded-cache.ts';
 import { then, type SyncOrAsync } from '../../sync-or-async.ts';
-import { echoed, type Finish, finishMember, type LocatedIssue, locate, statusCheck, type ValidationResult } from './validation-result.ts';
+import { echoed, type Finish, finishMember, type LocatedIssue, locate, statusCheck, statusOf, type ValidationResult } from './validation-result.ts';
 
 export interface ValueSetValidateCodeInput {
   readonly target: ValueSetTarget;
@@ -282,7 +282,7 @@ function notInValueSet(
   const unknown = unknownSystems(coding, reasons, systems, mismatch?.usesVersion, isValueSet);
   const echo = echoed(coding.code, coding.system, cs?.version);
   const inactive = entry?.inactive === true ? { inactive: true as const } : {};
-  return { result: false, ...(display === undefined ? {} : { display }), ...echo, ...inactive, issues: located, ...unknown };
+  return { result: false, ...(display === undefined ? {} : { display }), ...echo, ...inactive, ...statusOf(entry), issues: located, ...unknown };
 }
 
 /**
@@ -353,17 +353,20 @@ async function validateConcept(
   // says it (the reference servers say it of the concept when any of its codings is).
   const inactive = outcomes.some((o) => o.inactive === true) ? { inactive: true as const } : {};
   const valid = outcomes.find((o) => o.result);
+  // `status` of the valid coding's code, else of the first coding whose code has one, as `inactive` is said.
+  const statusCode = valid?.status ?? outcomes.find((o) => o.status !== undefined)?.status;
+  const status = statusCode === undefined ? {} : { status: statusCode };
   if (valid === undefined) {
     const none = txIssue('error', 'code-invalid', 'not-in-vs', `None of the codings of the CodeableConcept is in the value set ${vs.label}`);
     const issues = outcomes.flatMap(perCoding);
     const systems = mergedUnknownSystems(outcomes);
     const all = [...(issues.some((i) => i.type === 'this-code-not-in-vs') ? [none] : []), ...issues, ...unknown];
-    return { result: false, ...displayOf(outcomes), ...inactive, codeableConcept: concept, issues: all, ...systems };
+    return { result: false, ...displayOf(outcomes), ...inactive, ...status, codeableConcept: concept, issues: all, ...systems };
   }
   const others = outcomes.filter((o) => o !== valid).flatMap(perCoding);
   // The concept is echoed, and the coding found valid (as the reference servers answer).
   const echo = valid.coding === undefined ? {} : { coding: valid.coding };
-  return { result: unknown.length === 0, ...(valid.display === undefined ? {} : { display: valid.display }), ...echo, ...inactive, codeableConcept: concept, issues: [...valid.issues, ...others, ...unknown] };
+  return { result: unknown.length === 0, ...(valid.display === undefined ? {} : { display: valid.display }), ...echo, ...inactive, ...status, codeableConcept: concept, issues: [...valid.issues, ...others, ...unknown] };
 }
 
 /** The unknown code systems of the codings' answers, each once (unknownSystems). */

@@ -4,7 +4,7 @@ import type { CodeableConcept } from '../model/datatypes.ts';
 import { checkPrimitive } from '../../fhir/validation/primitives.ts';
 import type { ConceptDefinition } from '../model/code-system.ts';
 import { standardsStatus } from '../model/datatypes.ts';
-import type { CodeSystemIndex } from '../compile/code-system-index.ts';
+import type { CodeSystemIndex, ConceptEntry } from '../compile/code-system-index.ts';
 import { displayIn, inLanguages, languagesOf } from './display-language.ts';
 import { supplementDesignations } from './supplements.ts';
 import { TX_ISSUE_TYPE } from '../errors.ts';
@@ -31,6 +31,12 @@ export interface ValidationResult {
   readonly coding?: EchoedCoding;
   /** The code is inactive in its CodeSystem: `inactive` true (R5's output, as the reference servers give it). */
   readonly inactive?: true;
+  /**
+   * The status of a code whose use should be reviewed, as the reference servers answer it beside `inactive`:
+   * its `status` property (concept-properties#status: `retired`, `deprecated`...) when that makes it inactive
+   * or deprecated, else its standards-status extension (`deprecated`, `withdrawn`); see statusOf.
+   */
+  readonly status?: string;
   /** The CodeableConcept validated, echoed as `codeableConcept` (as the reference servers and R5 do). */
   readonly codeableConcept?: CodeableConcept;
 }
@@ -93,6 +99,7 @@ function render(r: ValidationResult): string {
     if (r.coding.version !== undefined) json += `,{"name":"version","valueString":${jsonString(r.coding.version)}}`;
   }
   if (r.inactive === true) json += ',{"name":"inactive","valueBoolean":true}';
+  if (r.status !== undefined) json += `,{"name":"status","valueCode":${jsonString(r.status)}}`;
   if (r.codeableConcept !== undefined) json += `,{"name":"codeableConcept","valueCodeableConcept":${JSON.stringify(r.codeableConcept)}}`;
   if (issues.length > 0) {
     json += ',{"name":"issues","resource":{"resourceType":"OperationOutcome","issue":[';
@@ -225,7 +232,21 @@ export function finishMember(m: Member, coding: CheckedCoding, finish: Finish): 
   }
   const display = definition === undefined ? undefined : displayIn(definition, m.cs?.language, displayLanguage);
   const result = !issues.some((i) => i.severity === 'error');
-  return { result, display: display ?? m.displays[0], ...(m.inactive ? { inactive: true } : {}), issues };
+  return { result, display: display ?? m.displays[0], ...(m.inactive ? { inactive: true } : {}), ...statusOf(m.entry), issues };
+}
+
+/**
+ * The `status` output of a concept, as the reference servers give it: said only of a concept whose use should
+ * be reviewed (inactive or deprecated), its `status` property (`retired`, `deprecated`, LOINC's `DISCOURAGED`),
+ * else its standards-status extension (`deprecated`, `withdrawn`); nothing for an active concept's status
+ * (`A` in a CodeSystem's own vocabulary), or a property value that is not a valid FHIR `code` (the answer
+ * must stay valid FHIR). Computed once per answer: answers are cached whole.
+ */
+export function statusOf(entry: Pick<ConceptEntry, 'status' | 'definition' | 'inactive' | 'deprecated'> | undefined): { status?: string } {
+  if (entry === undefined) return {};
+  const standards = standardsStatus(entry.definition.extension);
+  const status = (entry.inactive || entry.deprecated) && entry.status !== undefined ? entry.status : standards !== undefined && RETIRED.has(standards) ? standards : undefined;
+  return status !== undefined && checkPrimitive('code', status) === undefined ? { status } : {};
 }
 
 /** Whether `display` is only a designation marked deprecated or withdrawn (structuredefinition-standards-status). */

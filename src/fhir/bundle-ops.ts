@@ -12,7 +12,7 @@ import { ConditionRaced, conditionKey, heldToMatch, resolveCondition, showCondit
 import { deleteVersion, putVersion, reachJudged, refusedNoOp, requireContextReadable, requireStoredInReach, stillJudged, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
 import { operationOutcome, unchangedOutcome } from './outcome.ts';
 import type { WrittenResource } from './referential-integrity.ts';
-import { isAbsoluteReference, isUrnReference, parseReference, pathTo, replaceLinks, walkReferences } from './references.ts';
+import { isAbsoluteReference, isIdentity, isUrnReference, parseReference, pathTo, replaceLinks, walkReferences } from './references.ts';
 import { NoneMatchFailed, parseIfMatch, parseIfNoneMatch, requireIfMatch, VersionConflict, type IfMatch } from './if-match.ts';
 import { patchCurrent, patchRace, type Patched } from './patch.ts';
 import { newId, type Resource } from './resource.ts';
@@ -345,7 +345,8 @@ function canonicalFullUrls(planned: Planned[]): Set<string> {
     const fullUrl = p.entry.fullUrl;
     const r = p.patched?.resource ?? p.entry.resource;
     if (fullUrl === undefined || r === undefined || (r as Json).url !== fullUrl) continue;
-    if (typeModel(r.resourceType)?.slots.get('url')?.element.absolute) found.add(fullUrl);
+    const model = typeModel(r.resourceType);
+    if (model && isIdentity(model, 'url')) found.add(fullUrl);
   }
   return found;
 }

@@ -127,12 +127,18 @@ const LINK_TYPES = new Set(['uri', 'url', 'oid', 'uuid']);
 /**
  * uri elements that identify rather than link, beside those R4 defines as absolute URIs (`ElementModel.absolute`:
  * a canonical resource's `url`, a ValueSet's include system, a ConceptMap group's source and target): a
- * Coding's and an Identifier's system and an Extension's url. A fullUrl equal to one (an IG or terminology
+ * Coding's and an Identifier's system, an Extension's url and a MessageDefinition's url (the one canonical
+ * resource's url R4 does not define as absolute). A fullUrl equal to one (an IG or terminology
  * Bundle gives a CodeSystem, ValueSet or StructureDefinition its canonical URL as fullUrl) names the code
  * system, namespace or definition, and the entry's `Type/id` in its place would be a relative URI, which
  * none of them may be: they are kept as written.
  */
-const IDENTITIES: ReadonlyMap<string, string> = new Map([['Coding', 'system'], ['Identifier', 'system'], ['Extension', 'url']]);
+const IDENTITIES: ReadonlyMap<string, string> = new Map([['Coding', 'system'], ['Identifier', 'system'], ['Extension', 'url'], ['MessageDefinition', 'url']]);
+
+/** Whether `model`'s element `key` identifies rather than links: IDENTITIES, or an absolute URI by R4's definition. */
+export function isIdentity(model: TypeModel, key: string): boolean {
+  return IDENTITIES.get(model.name) === key || model.slots.get(key)?.element.absolute === true;
+}
 
 /** `href` and `src` attributes of a narrative's XHTML. */
 const XHTML_LINK = /(\s(?:href|src)\s*=\s*)(["'])(.*?)\2/g;
@@ -158,7 +164,7 @@ function linksOf(obj: Record<string, unknown>, model: TypeModel, map: (value: st
     if (slot === undefined || (bundle && key === 'entry')) continue;
     const value = obj[key];
     if (LINK_TYPES.has(slot.type)) {
-      if (slot.element.absolute || IDENTITIES.get(model.name) === key) continue;
+      if (isIdentity(model, key)) continue;
       if (typeof value === 'string') obj[key] = map(value) ?? value;
       else if (Array.isArray(value)) value.forEach((v, i) => typeof v === 'string' && (value[i] = map(v) ?? v));
     } else if (slot.type === 'xhtml') {

@@ -133,6 +133,21 @@ await eachStore((kind, fresh) => {
       expect((await read('StructureDefinition/favourite-colour')).url).toBe(SD);
     });
 
+    test('a MessageDefinition, whose url R4 does not call absolute, keeps it as its fullUrl, as other canonical resources do', async () => {
+      const MD = `${BASE}/MessageDefinition/admit-notice`;
+      const md = { resourceType: 'MessageDefinition', id: 'admit-notice', url: MD, status: 'active', date: '2026-01-01', eventCoding: { system: 'http://example.org/events', code: 'admit' } };
+      const res = await ok(tx([put(MD, md), post('urn:uuid:3b0c6c8e-5f7a-4d0e-9a55-0000000000c1', {
+        resourceType: 'Provenance', recorded: '2026-01-01T00:00:00Z', agent: [{ who: { display: 'IG publisher' } }], target: [{ reference: MD }],
+      })]));
+      expect(res.entry.map((e: Json) => e.response.status.slice(0, 1))).toEqual(['2', '2']);
+      expect((await read('MessageDefinition/admit-notice')).url).toBe(MD);
+      expect((await read(res.entry[1].response.location)).target).toEqual([{ reference: 'MessageDefinition/admit-notice' }]);
+      // In a batch too.
+      const batch = await ok(tx([put(MD, { ...md, date: '2026-02-01' })], 'batch'));
+      expect(batch.entry[0].response.status).toMatch(/^200 /);
+      expect(await read('MessageDefinition/admit-notice')).toMatchObject({ url: MD, date: '2026-02-01' });
+    });
+
     test('a contained canonical resource keeps its url, and links that are no identity are still replaced', async () => {
       const res = await ok(tx([
         post('urn:uuid:3b0c6c8e-5f7a-4d0e-9a55-0000000000b1', { resourceType: 'Binary', contentType: 'text/plain', data: 'aGk=' }),

@@ -9,6 +9,10 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import postgres from 'postgres';
 import { generatePatients } from '../../bench/lib/generator.ts';
 import { createTestApp, fhirInit, BASE, type TestApp } from '../helpers/app.ts';
+import { compileSearch } from '../../src/fhir/search.ts';
+import { boundedQuery } from '../../src/store/index-limits.ts';
+import { plannedSearch, POSTGRES_MISJUDGED } from '../../src/store/search-sql.ts';
+import type { Condition } from '../../src/store/types.ts';
 import { STATISTICS_LOCK } from '../../src/store/postgres/resources.ts';
 import { storeTargets } from '../helpers/stores.ts';
 import { firstVersions } from '../helpers/versions.ts';
@@ -161,6 +165,25 @@ for (const target of targets) {
     }, 60_000);
 
     if (target.kind === 'postgres') {
+      // The dialect the store takes for a type its statistics misjudge (its _has sets hashed, its probes
+      // scalar subqueries), whatever this type's estimate: the first page as SQLite's.
+      test.each(SEARCHES)('as misjudged: %s', async (search) => {
+        const [type, query] = search.split('?') as [string, string];
+        const c = compileSearch(type, new URLSearchParams(query), true);
+        const q = boundedQuery({ ...c.query, where: c.pending as Condition[] });
+        const conn = postgres(url, { max: 1, onnotice: () => undefined });
+        try {
+          const rows = await plannedSearch(POSTGRES_MISJUDGED, TENANT, q, {
+            count: async (sql, values) => Number((await conn.unsafe<{ n: number }[]>(sql, values as never[], { prepare: true }))[0]!.n),
+            rows: async (sql, values) => await conn.unsafe(sql, values as never[], { prepare: true }) as never[],
+          }, (t) => (t === 'Patient' ? 10_000 : 100_000));
+          answers.misjudged ??= {};
+          answers.misjudged[search] = { pages: [rows.map((r) => (r as { id: string }).id).slice(0, q.count)], totals: [] };
+        } finally {
+          await conn.end();
+        }
+      }, 60_000);
+
       test.each(SEARCHES)('after ANALYZE: %s', async (search) => {
         if (!answers.analysedPg) {
           const conn = postgres(url, { max: 1, onnotice: () => undefined });
@@ -181,6 +204,7 @@ describe.if(targets.length === 2)('both stores answer the same', () => {
     expect(lite).toBeDefined();
     expect(pg).toEqual(lite);
     expect(answers.analysedPg?.[search]).toEqual(lite);
+    expect(answers.misjudged?.[search]?.pages[0]).toEqual(lite!.pages[0]);
     expect(lite!.pages.flat().length).toBe(new Set(lite!.pages.flat()).size);
   });
 });

@@ -89,5 +89,38 @@ for (const target of targets) {
         await t.close();
       }
     }, 120_000);
+
+    test("a batch over 4 MiB whose $convert entry echoes a version no store holds is still audited", async () => {
+      const db = await target.migrated();
+      const store = db.open();
+      await store.migrate();
+      const t = await createTestApp({ store, env: { CINDER_AUDIT: 'on' } });
+      try {
+        const api = fhirClient(t, await t.token());
+        expect((await api.put('Patient/c1', { resourceType: 'Patient', id: 'c1' })).status).toBe(201);
+        const obs = { resourceType: 'Observation', id: 'c2', status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '2339-0' }] }, subject: { reference: 'Patient/c1' } };
+        expect((await api.put('Observation/c2', obs)).status).toBe(201);
+        await t.app.audit!.flush();
+        const failed = t.app.audit!.counts.failed;
+        // $convert answers with the resource it was sent: its meta.versionId (a valid id) is past any version a store numbers.
+        const echoed = { ...obs, id: 'c3', meta: { versionId: '99999999999' } };
+        const batch = {
+          resourceType: 'Bundle', type: 'batch',
+          entry: [{ request: { method: 'GET', url: 'Observation/c2' } }, { resource: echoed, request: { method: 'POST', url: '$convert' } }],
+        };
+        const text = JSON.stringify(batch).replace('"entry":', `"entry":${' '.repeat(4 << 20)}`);
+        const sent = await t.request(t.fhir(), { method: 'POST', headers: { Authorization: `Bearer ${await t.token()}`, 'Content-Type': 'application/fhir+json', 'Content-Length': String(text.length) }, body: text });
+        expect(sent.status).toBe(200);
+        const answered = (await sent.json()) as Json;
+        expect(answered.entry.map((e: Json) => e.response.status)).toEqual(['200 OK', '200 OK']);
+        await t.app.audit!.flush();
+        expect(t.app.audit!.counts.failed).toBe(failed);
+        const [event] = ((await api.search('AuditEvent?subtype=batch')).entry ?? []).map((e: Json) => e.resource);
+        expect(whats(event)).toContain('Observation/c2/_history/1');
+        expect(patientsOf(event)).toContain('Patient/c1');
+      } finally {
+        await t.close();
+      }
+    }, 120_000);
   });
 }

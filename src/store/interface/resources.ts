@@ -256,6 +256,15 @@ export interface CodingPair {
 /** The most versions a caller asks of ResourceRepo.vreadMany at once (one statement's parameters, bounded). */
 export const VREAD_MANY_MAX = 500;
 
+/**
+ * Whether a version asked of ResourceRepo.vreadMany could be stored: an id of FHIR's id type and a version a store numbers
+ * (1 to 2^31 - 1). Any other is held by no store and left out before the statement: an audited batch's `$convert` entry
+ * echoes a resource whose meta.versionId may be any id (99999999999 failed PostgreSQL's int cast, and its event was lost).
+ */
+export function storableVersion(v: { id: string; versionId: number }): boolean {
+  return Number.isInteger(v.versionId) && v.versionId >= 1 && v.versionId <= 0x7fffffff && typeof v.id === 'string' && /^[A-Za-z0-9\-.]{1,64}$/.test(v.id);
+}
+
 export const META_PARAMS: readonly string[] = ['_tag', '_security', '_profile'];
 
 export interface ResourceRepo extends CompartmentReads {

@@ -1,4 +1,4 @@
-import { META_PARAMS, type CodingPair, type Condition, type CodingPairsQuery, type IndexedRow, type MetaValue, type ResourceRepo, type ResourceVersion, type SearchQuery, type WriteMethod } from '../types.ts';
+import { META_PARAMS, storableVersion, type CodingPair, type Condition, type CodingPairsQuery, type IndexedRow, type MetaValue, type ResourceRepo, type ResourceVersion, type SearchQuery, type WriteMethod } from '../types.ts';
 import { asConflict } from './db.ts';
 import type { Pg, PgTx } from './db.ts';
 import { countForm, countSql, countsOnIndex, driverCandidates, matchingSql, onlyContainedKeys, plannedSearch, planSearch, POSTGRES, POSTGRES_MISJUDGED, selectsNothing, SqlBuilder, withoutAbsentKeys, type Dialect, type SqlValue, type StatementForm } from '../search-sql.ts';
@@ -258,9 +258,9 @@ export function createPostgresResources(sql: Pg, keys: KeysConnection, genericSq
       return row ? toVersion(row) : null;
     },
     async vreadMany(tenant, type, versions) {
-      if (versions.length === 0) return [];
-      // Each version asked once.
-      const keys = new Map(versions.map((v) => [`${v.id}\u0000${v.versionId}`, v]));
+      // Each version asked once, of those a store could hold (a version past int's range fails the cast).
+      const keys = new Map(versions.filter(storableVersion).map((v) => [`${v.id}\u0000${v.versionId}`, v]));
+      if (keys.size === 0) return [];
       versions = [...keys.values()];
       // One probe of each table's key per version (LATERAL), as `present` probes: never a scan of the type's rows.
       const rows = await sql<Row[]>`

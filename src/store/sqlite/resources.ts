@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Database } from 'bun:sqlite';
-import { META_PARAMS } from '../types.ts';
+import { META_PARAMS, storableVersion } from '../types.ts';
 import type {
   HistoryQuery,
   CodingPair,
@@ -339,6 +339,7 @@ export function createSqliteResources(
       return row ? toVersion(row) : null;
     },
     async vreadMany(tenant, type, versions) {
+      versions = versions.filter(storableVersion);
       if (versions.length === 0) return [];
       const rows = q.vreadMany.all(tenant, type, JSON.stringify(versions.map((v) => [v.id, v.versionId])));
       return onceEach(rows.map(toVersion));

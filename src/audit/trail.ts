@@ -514,8 +514,10 @@ function bundleTouched(bundle: ResponseDigest, reads = false): Touched[] {
     const location = entry?.location;
     const m = typeof location === 'string' ? VERSIONED.exec(`/${location}`) : null;
     if (m) out.push({ type: m[1]!, id: m[2]!, versionId: Number(m[3]) });
-    // `reads`: also the version an entry answered with (a read or vread), as a read's ETag names it; not a search's Bundle.
-    else if (reads && entry?.resource) out.push(entry.resource);
+    // `reads`: also the version an entry answered with (a read or vread), as a read's ETag names it; not a search's Bundle,
+    // nor what an operation answered without naming a version of its own (`$convert` echoes the resource it was sent, whose
+    // meta may name any stored version, and so any patient, as read).
+    else if (reads && entry?.resource && entry.etag === `W/"${entry.resource.versionId}"`) out.push(entry.resource);
   }
   return out;
 }

@@ -90,7 +90,7 @@ for (const target of targets) {
       }
     }, 120_000);
 
-    test("a batch over 4 MiB whose $convert entry echoes a version no store holds is still audited", async () => {
+    test("a batch over 4 MiB whose $convert entries echo versions is audited, naming what it read alone", async () => {
       const db = await target.migrated();
       const store = db.open();
       await store.migrate();
@@ -100,24 +100,33 @@ for (const target of targets) {
         expect((await api.put('Patient/c1', { resourceType: 'Patient', id: 'c1' })).status).toBe(201);
         const obs = { resourceType: 'Observation', id: 'c2', status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '2339-0' }] }, subject: { reference: 'Patient/c1' } };
         expect((await api.put('Observation/c2', obs)).status).toBe(201);
+        // Another patient's record, which the batch never reads.
+        expect((await api.put('Patient/d1', { resourceType: 'Patient', id: 'd1' })).status).toBe(201);
+        expect((await api.put('Observation/d2', { ...obs, id: 'd2', subject: { reference: 'Patient/d1' } })).status).toBe(201);
         await t.app.audit!.flush();
         const failed = t.app.audit!.counts.failed;
         // $convert answers with the resource it was sent: its meta.versionId (a valid id) is past any version a store numbers.
         const echoed = { ...obs, id: 'c3', meta: { versionId: '99999999999' } };
         const batch = {
           resourceType: 'Bundle', type: 'batch',
-          entry: [{ request: { method: 'GET', url: 'Observation/c2' } }, { resource: echoed, request: { method: 'POST', url: '$convert' } }],
+          entry: [
+            { request: { method: 'GET', url: 'Observation/c2' } }, { resource: echoed, request: { method: 'POST', url: '$convert' } },
+            // An echo naming a stored version of another patient's record: not a read of it, nor of that patient.
+            { resource: { ...obs, id: 'd2', subject: { reference: 'Patient/d1' }, meta: { versionId: '1' } }, request: { method: 'POST', url: '$convert' } },
+          ],
         };
         const text = JSON.stringify(batch).replace('"entry":', `"entry":${' '.repeat(4 << 20)}`);
         const sent = await t.request(t.fhir(), { method: 'POST', headers: { Authorization: `Bearer ${await t.token()}`, 'Content-Type': 'application/fhir+json', 'Content-Length': String(text.length) }, body: text });
         expect(sent.status).toBe(200);
         const answered = (await sent.json()) as Json;
-        expect(answered.entry.map((e: Json) => e.response.status)).toEqual(['200 OK', '200 OK']);
+        expect(answered.entry.map((e: Json) => e.response.status)).toEqual(['200 OK', '200 OK', '200 OK']);
         await t.app.audit!.flush();
         expect(t.app.audit!.counts.failed).toBe(failed);
         const [event] = ((await api.search('AuditEvent?subtype=batch')).entry ?? []).map((e: Json) => e.resource);
         expect(whats(event)).toContain('Observation/c2/_history/1');
-        expect(patientsOf(event)).toContain('Patient/c1');
+        // What was read, and its patient, alone: not what the $convert entries echoed.
+        expect(whats(event)).toEqual(['Observation/c2/_history/1']);
+        expect(patientsOf(event)).toEqual(['Patient/c1']);
       } finally {
         await t.close();
       }

@@ -276,11 +276,13 @@ export function createSqliteResources(
     vreadHistory: reader.query<Row, [string, string, string, number]>(
       `SELECT ${COLS} FROM resource_history WHERE tenant = ? AND type = ? AND id = ? AND version_id = ?`,
     ),
-    // Each [id, version] of the JSON array: a probe of each table's (tenant, type, id, version) key.
+    // Each [id, version] of the JSON array: a probe of each table's (tenant, type, id, version) key. CROSS JOIN keeps the
+    // array the outer loop (SQLite's planner, estimating json_each large, scanned every row of the type and probed the
+    // array for each: 500 versions among 200,000 Observations took 40 s, against 6 ms for 500 vreads).
     vreadMany: reader.query<Row, [string, string, string]>(
       `WITH k(id, v) AS (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?3)) ` +
-        `SELECT ${COLS.split(', ').map((c) => `r.${c}`).join(', ')} FROM k JOIN resources r ON r.tenant = ?1 AND r.type = ?2 AND r.id = k.id AND r.version_id = k.v ` +
-        `UNION ALL SELECT ${COLS.split(', ').map((c) => `h.${c}`).join(', ')} FROM k JOIN resource_history h ON h.tenant = ?1 AND h.type = ?2 AND h.id = k.id AND h.version_id = k.v`,
+        `SELECT ${COLS.split(', ').map((c) => `r.${c}`).join(', ')} FROM k CROSS JOIN resources r ON r.tenant = ?1 AND r.type = ?2 AND r.id = k.id AND r.version_id = k.v ` +
+        `UNION ALL SELECT ${COLS.split(', ').map((c) => `h.${c}`).join(', ')} FROM k CROSS JOIN resource_history h ON h.tenant = ?1 AND h.type = ?2 AND h.id = k.id AND h.version_id = k.v`,
     ),
     present: reader.query<{ id: string }, [string, string, string]>(
       'SELECT id FROM resources WHERE tenant = ? AND type = ? AND id IN (SELECT value FROM json_each(?))',

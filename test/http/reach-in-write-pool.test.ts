@@ -70,5 +70,30 @@ for (const target of targets) {
         await t.close();
       }
     }, 90_000);
+
+    test('writes at once referring to the same records in opposite orders all answer 201', async () => {
+      const db = await target.migrated();
+      const t = await createTestApp({
+        store: target.kind === 'postgres' ? createPostgresStore(db.url, { max: 2 }) : db.open(),
+        env: { CINDER_REFERENTIAL_INTEGRITY: 'on' },
+      });
+      try {
+        const admin = await t.token();
+        const put = async (r: Json) => (await t.request(`${t.fhir()}/${r.resourceType}/${r.id}`, fhirInit(admin, 'PUT', r))).status;
+        for (const r of [{ resourceType: 'Patient', id: 'p1' }, observation('oa', 'p1', 'laboratory'), observation('ob', 'p1', 'laboratory'), observation('oc', 'p1', 'laboratory')]) {
+          expect(await put(r)).toBe(201);
+        }
+        const token = await craftToken(t, 'launch/patient patient/Patient.rs patient/Observation.crs', { patient: 'p1' });
+        const refer = (focus: string[]) => t.request(`${t.fhir()}/Observation`, fhirInit(token, 'POST', observation(undefined, 'p1', 'vital-signs', { focus: focus.map((reference) => ({ reference })) })));
+        const orders = [['Observation/oa', 'Observation/ob', 'Observation/oc'], ['Observation/oc', 'Observation/ob', 'Observation/oa']];
+        const statuses = await Promise.race([
+          Promise.all(Array.from({ length: 16 }, (_, i) => Promise.resolve(refer(orders[i % 2]!)).then(async (r: Response) => (r.status === 201 ? 201 : `${r.status} ${await r.text()}`)))),
+          Bun.sleep(60_000).then(() => 'waited 60 s'),
+        ]);
+        expect(statuses).toEqual(Array.from({ length: 16 }, () => 201));
+      } finally {
+        await t.close();
+      }
+    }, 120_000);
   });
 }

@@ -75,17 +75,24 @@ export const KEY_RELOAD_MS = 60_000;
 /** How far the clocks of processes sharing the database may disagree about when something was signed. */
 export const SIGNING_SKEW_MS = 60_000;
 
-/**
- * The shortest hand-over of a rotation: every process reads the keys at least once a KEY_RELOAD_MS before it signs,
- * so with its clock up to SIGNING_SKEW_MS ahead it has read the new keys before the time they are to sign from.
- */
-export const MIN_ROTATION_DELAY_MS = KEY_RELOAD_MS + SIGNING_SKEW_MS;
+/** How long /oauth2/jwks may be cached (its `Cache-Control: max-age`, seconds). */
+export const JWKS_MAX_AGE_S = 300;
 
 /**
- * The hand-over of `cinder keys rotate` by default: twice the time /oauth2/jwks may be cached (max-age 300), so
+ * The shortest hand-over of a rotation: the JWK Set's max-age and a minute of clock skew. A relying party that
+ * fetched the set just before the new keys were stored keeps that copy for the max-age it was told; a process whose
+ * clock runs up to SIGNING_SKEW_MS ahead starts signing with them that much early. A shorter hand-over had the new
+ * keys sign tokens such a relying party refused (it does not fetch the set again for an unknown kid, which nothing
+ * requires) until its copy expired. It also covers every process reading the new keys first (KEY_RELOAD_MS and the
+ * skew). Shortening the max-age while a rotation is pending would not do: the copies fetched before it keep theirs.
+ */
+export const MIN_ROTATION_DELAY_MS = Math.max(JWKS_MAX_AGE_S * 1000, KEY_RELOAD_MS) + SIGNING_SKEW_MS;
+
+/**
+ * The hand-over of `cinder keys rotate` by default: twice the time /oauth2/jwks may be cached (JWKS_MAX_AGE_S), so
  * a relying party that refetches the JWK Set as told has the new keys before anything is signed with them.
  */
-export const DEFAULT_ROTATION_DELAY_MS = 10 * 60_000;
+export const DEFAULT_ROTATION_DELAY_MS = 2 * JWKS_MAX_AGE_S * 1000;
 
 /**
  * Whether this server may have signed with `key` at `atMs` (epoch ms, a JWT's `iat`): before its retirement. Every
@@ -244,7 +251,7 @@ export function createKeyRing(store: Store, clock: Clock, maxTokenTtl: number): 
       const compromised = options.compromised === true;
       const delayMs = options.compromised === true ? 0 : options.delayMs;
       if (!compromised && !(Number.isInteger(delayMs) && delayMs >= MIN_ROTATION_DELAY_MS)) {
-        throw new RangeError(`a rotation's hand-over takes at least ${MIN_ROTATION_DELAY_MS / 1000} seconds (every process reads the new keys first)`);
+        throw new RangeError(`a rotation's hand-over takes at least ${MIN_ROTATION_DELAY_MS / 1000} seconds (the JWK Set's max-age and a minute of clock skew)`);
       }
       // Every key not yet retired, not only the one of each algorithm signing now: two processes' first start, or two
       // rotations, at once leave two, and the one left out stayed trusted for good. With them, those a rotation whose

@@ -1,4 +1,4 @@
-import { DEFAULT_ROTATION_DELAY_MS, MIN_ROTATION_DELAY_MS, type RotateOptions } from '../auth/keys.ts';
+import { DEFAULT_ROTATION_DELAY_MS, JWKS_MAX_AGE_S, MIN_ROTATION_DELAY_MS, type RotateOptions } from '../auth/keys.ts';
 import { UsageError, type Command } from './command.ts';
 import { auditChange, isoTime, openContext, printData } from './context.ts';
 
@@ -16,7 +16,7 @@ function rotateOptions(values: Record<string, unknown>): RotateOptions {
   }
   const delay = typeof delayText === 'string' ? Number(delayText) : DEFAULT_ROTATION_DELAY_MS / 1000;
   if (!(Number.isInteger(delay) && delay >= MIN_DELAY && delay <= MAX_ROTATION_DELAY)) {
-    throw new UsageError(`--delay takes ${MIN_DELAY}-${MAX_ROTATION_DELAY} seconds`);
+    throw new UsageError(`--delay takes ${MIN_DELAY}-${MAX_ROTATION_DELAY} seconds (at least the JWK Set's max-age of ${JWKS_MAX_AGE_S} and a minute of clock skew)`);
   }
   return { delayMs: delay * 1000 };
 }
@@ -33,8 +33,8 @@ export const keysRotateCommand: Command = {
     'cinder keys rotate [--delay <seconds> | --compromised] [--json]\n\n' +
     'Adds a new ES256 (access tokens) and RS256 (id_tokens) key, published in /oauth2/jwks at once. They start\n' +
     `signing --delay seconds later (default ${DEFAULT_ROTATION_DELAY_MS / 1000}, ${MIN_DELAY}-${MAX_ROTATION_DELAY}), so that applications and resource servers\n` +
-    'caching the JWK Set have them first (/oauth2/jwks may be cached 300 seconds: a shorter delay leaves one that does\n' +
-    'not fetch it again for an unknown kid refusing the new keys\' tokens until its copy expires); the previous keys\n' +
+    `caching the JWK Set have them first (/oauth2/jwks may be cached ${JWKS_MAX_AGE_S} seconds; the shortest delay adds a minute of\n` +
+    'clock skew, so that no copy fetched before the rotation is still held when they sign); the previous keys\n' +
     'sign until then, and stay published until every token they signed has expired. Nothing dated after a key retired is taken as signed by it.\n' +
     '--compromised: the previous keys may have leaked. They are withdrawn at once (no longer published, nothing\n' +
     'they signed is taken: every access token, id_token and login in progress stops working, in every running\n' +

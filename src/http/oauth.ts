@@ -4,6 +4,7 @@ import type { TokenRequest } from '../auth/client-auth.ts';
 import type { AuthDeps } from '../auth/deps.ts';
 import { openidConfiguration, smartConfiguration } from '../auth/discovery.ts';
 import { introspectToken } from '../auth/introspect.ts';
+import { JWKS_MAX_AGE_S } from '../auth/keys.ts';
 import { enforce, rateLimitKey } from '../auth/rate-limit.ts';
 import { revokeToken } from '../auth/revoke.ts';
 import { handleTokenRequest } from '../auth/token-endpoint.ts';
@@ -88,7 +89,7 @@ export function oauthRoutes(deps: AuthDeps): Hono {
   app.post('/oauth2/introspect', async (c) => json(await introspectToken(deps, await requestOf(deps, c)), 200, NO_STORE));
   for (const path of [TOKEN_ROUTE, '/oauth2/revoke', '/oauth2/introspect']) app.all(path, postOnly);
   app.on(['GET', 'POST'], '/oauth2/userinfo', (c) => bearerUserInfo(deps, c));
-  app.get('/oauth2/jwks', async (c) => c.json(await deps.keys.jwks(), 200, { 'Cache-Control': 'public, max-age=300' }));
+  app.get('/oauth2/jwks', async (c) => c.json(await deps.keys.jwks(), 200, { 'Cache-Control': `public, max-age=${JWKS_MAX_AGE_S}` }));
   app.get('/.well-known/openid-configuration', () => json(openidConfiguration(base), 200, { 'Cache-Control': 'public, max-age=300' }));
   app.get('/.well-known/smart-configuration', () => smartConfigurationResponse(base));
   return app;

@@ -142,9 +142,11 @@ describe.each(targets.map((t) => [t.kind, t] as const))('two instances on one %s
   });
 
   test('a key rotated at one instance signs at the other from its hand-over; both verify both', async () => {
-    const before = await ccToken(b);
     await a.keys.rotate({ delayMs: MIN_ROTATION_DELAY_MS });
-    clock.advance(MIN_ROTATION_DELAY_MS);
+    // A minute before the hand-over the old key still signs (the token outlives the hand-over); from it, the new one.
+    clock.advance(MIN_ROTATION_DELAY_MS - 60_000);
+    const before = await ccToken(b);
+    clock.advance(60_000);
     const after = await ccToken(b);
     const { decodeProtectedHeader } = await import('jose');
     expect(decodeProtectedHeader(after).kid).toBe(a.keys.signingKey('ES256').record.kid);

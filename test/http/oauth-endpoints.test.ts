@@ -199,9 +199,11 @@ describe('CORS', () => {
 
 describe('keys', () => {
   test('rotation: new tokens signed with the new key, old tokens still verify, both published', async () => {
-    const before = await t.token();
     const { newKids: [newEs] } = await t.keys.rotate({ delayMs: MIN_ROTATION_DELAY_MS });
-    t.clock.advance(MIN_ROTATION_DELAY_MS);
+    // A minute before the hand-over the old key still signs; from it, the new one.
+    t.clock.advance(MIN_ROTATION_DELAY_MS - 60_000);
+    const before = await t.token();
+    t.clock.advance(60_000);
     const after = await t.token();
     const { decodeProtectedHeader } = await import('jose');
     expect(decodeProtectedHeader(after).kid).toBe(newEs!);

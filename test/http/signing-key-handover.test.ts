@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, setSystemTime, test } from 'bun:test';
 import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, importJWK, jwtVerify, SignJWT, type JSONWebKeySet, type JWTPayload } from 'jose';
 import { issueDeviceCookie } from '../../src/auth/device-cookie.ts';
-import { DEFAULT_ROTATION_DELAY_MS, type KeyRing } from '../../src/auth/keys.ts';
+import { DEFAULT_ROTATION_DELAY_MS, MIN_ROTATION_DELAY_MS, type KeyRing } from '../../src/auth/keys.ts';
 import { createSealer } from '../../src/auth/sealed.ts';
 import { MAX_TOKEN_TTL } from '../../src/auth/tokens.ts';
 import { BASE, createTestApp, fhirInit, type TestApp, type TestClock } from '../helpers/app.ts';
@@ -31,6 +31,8 @@ afterAll(() => void setSystemTime());
 
 /** How long /oauth2/jwks may be cached (its Cache-Control max-age). */
 const JWKS_MAX_AGE_MS = 300_000;
+/** The shortest --delay the command takes. */
+const SHORTEST = String(MIN_ROTATION_DELAY_MS / 1000);
 
 for (const target of targets) {
   describe(`signing keys rotated with the command line, on ${target.kind}`, () => {
@@ -116,11 +118,27 @@ for (const target of targets) {
       expect(kids(await fetchJwks())).toEqual(expect.arrayContaining(rotation.new_kids as string[]));
     });
 
+    test('the shortest --delay outlasts a JWK Set fetched just before the rotation, with a server whose clock runs a minute ahead', async () => {
+      const cached = await fetchJwks();
+      const fetchedAt = Date.now();
+      const rotation = await rotate('--delay', SHORTEST);
+      // A server a minute ahead signs with the new keys when its clock reads signs_from: a minute earlier in truth.
+      const firstSigned = Date.parse(rotation.signs_from as string) - 60_000;
+      expect(firstSigned).toBeGreaterThanOrEqual(fetchedAt + JWKS_MAX_AGE_MS);
+      // Up to then the copy verifies what is signed; from then on the relying party holds a copy fetched after the rotation.
+      systemTime.set(firstSigned - 1000);
+      expect(rotation.retired_kids).toEqual(expect.arrayContaining(await verifyWith(cached, await signedIn())));
+      const refreshed = await fetchJwks();
+      expect(kids(refreshed)).toEqual(expect.arrayContaining(rotation.new_kids as string[]));
+      systemTime.set(Date.parse(rotation.signs_from as string));
+      expect([...(await verifyWith(refreshed, await signedIn()))].sort()).toEqual([...(rotation.new_kids as string[])].sort());
+    });
+
     test('a token forged with a retired key is refused when dated from its hand-over on', async () => {
       const current = await t.token();
       const kid = decodeProtectedHeader(current).kid!;
       const forge = await forger(kid, decodeJwt(current));
-      const rotation = await rotate('--delay', '120');
+      const rotation = await rotate('--delay', SHORTEST);
       const handOver = Date.parse(rotation.signs_from as string) / 1000;
       systemTime.set(handOver * 1000 + 5000);
       expect(decodeProtectedHeader(await t.token()).kid).not.toBe(kid);
@@ -151,7 +169,8 @@ for (const target of targets) {
 
     test('a bad --delay, or --delay with --compromised, is a usage error that changes nothing', async () => {
       const published = kids(await fetchJwks());
-      for (const flags of [['--delay', '30'], ['--delay', 'soon'], ['--delay', String(8 * 86400)], ['--delay', '600', '--compromised']]) {
+      // Under the JWK Set's max-age (300 s) and a minute of clock skew: a copy fetched just before would refuse the new keys.
+      for (const flags of [['--delay', '30'], ['--delay', '120'], ['--delay', '300'], ['--delay', '359'], ['--delay', 'soon'], ['--delay', String(8 * 86400)], ['--delay', '600', '--compromised']]) {
         const r = await cli.run(['keys', 'rotate', ...flags]);
         expect(r.code).toBe(2);
         expect(r.stderr).toContain('--delay');
@@ -162,7 +181,7 @@ for (const target of targets) {
     test('a rotation during the hand-over of another hands over at its own time: every key signing before stops then', async () => {
       const signing = decodeProtectedHeader(await t.token()).kid!;
       const first = await rotate();
-      const second = await rotate('--delay', '120');
+      const second = await rotate('--delay', SHORTEST);
       expect(second.retired_kids).toEqual(expect.arrayContaining([signing, ...(first.new_kids as string[])]));
       const handOver = Date.parse(second.signs_from as string);
       expect(handOver).toBeLessThan(Date.parse(first.signs_from as string));
@@ -185,7 +204,7 @@ for (const target of targets) {
       const record = (await t.store.keys.list(0)).find((k) => k.kid === kid)!;
       // Whoever holds the key's private half seals what it likes, dated as it likes.
       const leaked = createSealer({ currentKey: async () => ({ record }) } as unknown as KeyRing, 'sign-in device');
-      const rotation = await rotate('--delay', '120');
+      const rotation = await rotate('--delay', SHORTEST);
       const handOver = Date.parse(rotation.signs_from as string);
       systemTime.set(handOver + 5000);
       const datedBefore = await issueDeviceCookie(leaked, 't1', 'alice', handOver - 1000);
@@ -235,7 +254,7 @@ for (const target of targets) {
     test('reads them again at its next use, not a reload interval later: it never signs past the hand-over with keys it read before the rotation', async () => {
       const readWith = async (token: string) => (await t.request(`${t.fhir('t1')}/Patient`, fhirInit(token))).status;
       const oldKid = decodeProtectedHeader(await t.token()).kid!;
-      const r = await cli.run(['keys', 'rotate', '--delay', '120', '--json']);
+      const r = await cli.run(['keys', 'rotate', '--delay', String(MIN_ROTATION_DELAY_MS / 1000), '--json']);
       expect(r.code).toBe(0);
       const rotation = JSON.parse(r.stdout) as { new_kids: string[]; signs_from: string };
       // Its reload interval is over; the keys cannot be read at that moment.

@@ -11,14 +11,19 @@ import type { Client, RefreshToken } from '../store/types.ts';
 
 const INACTIVE = { active: false } as const;
 
-async function accessTokenInfo(deps: AuthDeps, token: string, tenant: string): Promise<Record<string, unknown> | null> {
+/**
+ * What `caller` is told of `token` as an access token: null when it is none the caller may be told about (not one, of
+ * another tenant, or of another client when the caller is no resource server), so that the answer costs the same as
+ * for a token that does not exist (introspectToken); otherwise its state, read from the database.
+ */
+async function accessTokenInfo(deps: AuthDeps, token: string, caller: Client): Promise<Record<string, unknown> | null> {
   let t;
   try {
     t = await deps.verifyAccess(token);
   } catch {
     return null;
   }
-  if (t.tenant !== tenant) return INACTIVE;
+  if (t.tenant !== caller.tenant || !mayIntrospect(caller, 'access', t.client_id)) return null;
   // The database is authoritative here (the in-memory list may lag another process by a few seconds).
   if (await deps.store.oauth.isRevoked(revocationQuery(t))) return INACTIVE;
   // A disabled or deleted client's tokens are inactive at once, whatever was issued by a process that had not yet seen it.
@@ -56,11 +61,16 @@ async function refreshTokenContext(deps: AuthDeps, t: RefreshToken, client: Clie
   }
 }
 
-async function refreshTokenInfo(deps: AuthDeps, token: string, tenant: string): Promise<Record<string, unknown> | null> {
+/**
+ * What `caller` is told of `token` as a refresh token: null when it is none of the caller's own (a refresh token is
+ * only ever sent to its client), decided on the one read that finds it, before anything else is read, so that another
+ * client's live token takes the work of one that does not exist and its timing tells nothing; otherwise its state.
+ */
+async function refreshTokenInfo(deps: AuthDeps, token: string, caller: Client): Promise<Record<string, unknown> | null> {
   const t = await deps.store.oauth.getRefreshToken(sha256Hex(token));
-  if (!t) return null;
+  if (!t || t.tenant !== caller.tenant || !mayIntrospect(caller, 'refresh', t.clientId)) return null;
   const now = deps.clock.now();
-  if (t.tenant !== tenant || t.revokedAt !== null || t.expiresAt <= now || (await deps.store.oauth.isRevoked({ grantId: t.grantId }))) return INACTIVE;
+  if (t.revokedAt !== null || t.expiresAt <= now || (await deps.store.oauth.isRevoked({ grantId: t.grantId }))) return INACTIVE;
   // Active means the token endpoint would take it: its client still exists, enabled, and may hold refresh
   // tokens (a public one registered with the grant by an older release may not: mayHoldRefreshTokens).
   const client = await deps.clients.get(t.clientId);
@@ -94,8 +104,8 @@ function mayIntrospect(caller: Client, kind: 'access' | 'refresh', owner: unknow
 
 /**
  * Token introspection (RFC 7662) for resource servers: confidential clients only, for tokens of their own tenant
- * that they may be told about (mayIntrospect); any other token is reported inactive (RFC 7662 2.2), so the answer
- * tells a caller nothing of tokens not its business.
+ * that they may be told about (mayIntrospect); any other token is reported inactive (RFC 7662 2.2) after the same
+ * work as a token that does not exist, so neither the answer nor its timing tells a caller of tokens not its business.
  */
 export async function introspectToken(deps: AuthDeps, req: TokenRequest): Promise<Record<string, unknown>> {
   const { client, token } = await tokenEndpointCall(deps, req, '/oauth2/introspect');
@@ -103,10 +113,12 @@ export async function introspectToken(deps: AuthDeps, req: TokenRequest): Promis
   const caller = client.client;
   const refreshFirst = req.form.get('token_type_hint') === 'refresh_token' || token.split('.').length !== 3;
   const lookups = refreshFirst ? (['refresh', 'access'] as const) : (['access', 'refresh'] as const);
+  // A token the caller may not be told about is looked up as one that does not exist is (both kinds tried, nothing
+  // more read): before, another client's live refresh token took three to four more reads (its grant's revocation,
+  // its client, its user) before it was answered inactive, which timed told it apart from a guess.
   for (const kind of lookups) {
-    const info = await (kind === 'access' ? accessTokenInfo : refreshTokenInfo)(deps, token, caller.tenant);
-    if (info === null) continue;
-    return info.active === true && !mayIntrospect(caller, kind, info.client_id) ? INACTIVE : info;
+    const info = await (kind === 'access' ? accessTokenInfo : refreshTokenInfo)(deps, token, caller);
+    if (info !== null) return info;
   }
   return INACTIVE;
 }

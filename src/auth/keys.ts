@@ -189,9 +189,13 @@ export function createKeyRing(store: Store, clock: Clock, maxTokenTtl: number): 
 
   /**
    * Whether a read tried within the last second failed: verifying then goes on with the keys as last read rather than
-   * waiting on the database at each call (an outage); signing reads them again whatever (currentKey).
+   * waiting on the database at each call (an outage); signing reads them again whatever (currentKey). A read still
+   * under way has not failed: a call meanwhile waits for it (reloadShared). Taken for a failure, as it was (its
+   * attempt newer than the last read), it let every request verified during the read after a `--compromised`
+   * rotation pass with a withdrawn key: the audit trail's verification of a request started the read, and the
+   * FHIR gate's of the same request, moments later, took the keys as last read.
    */
-  const justFailed = (now: number) => lastAttempt > lastReload && now - lastAttempt < 1000 && now >= lastAttempt;
+  const justFailed = (now: number) => reloading === null && lastAttempt > lastReload && now - lastAttempt < 1000 && now >= lastAttempt;
 
   /** Whether `k`, as last read, is published: still listed (reload) and active or retired within the publication. */
   const publishedNow = (k: LoadedKey) => loaded.get(k.record.kid) === k && (k.record.retiredAt === null || k.record.retiredAt >= publishedSince());

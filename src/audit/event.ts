@@ -196,12 +196,12 @@ const ISO_21089 = 'http://terminology.hl7.org/CodeSystem/iso-21089-lifecycle';
 /**
  * The event type of a command: DICOM's Security Alert (110113) with the kind of security change as its subtype
  * (User Security Attributes Changed for clients and users, Software Configuration for a new tenant, Security
- * Configuration for new signing keys); ISO 21089's Destroy for an expunge, DICOM's Audit Log Used for a prune.
+ * Configuration for new signing keys, and for stopping what may rest on leaked ones); ISO 21089's Destroy for an expunge, DICOM's Audit Log Used for a prune.
  */
 function commandType(command: string): { type: Json; subtype: Json[] } {
   const alert = (code: string, display: string) => ({ type: coding(DCM, '110113', 'Security Alert'), subtype: [coding(DCM, code, display)] });
   if (command === 'tenant create') return alert('110131', 'Software Configuration');
-  if (command === 'keys rotate') return alert('110129', 'Security Configuration');
+  if (command === 'keys rotate' || command === 'keys review') return alert('110129', 'Security Configuration');
   if (command === 'expunge') return { type: coding(ISO_21089, 'destroy', 'Destroy/Delete'), subtype: [] };
   if (command === 'audit prune') return { type: coding(DCM, '110101', 'Audit Log Used'), subtype: [] };
   return alert('110137', 'User Security Attributes Changed');

@@ -12,7 +12,7 @@ import { exportCommand } from './export.ts';
 import { auditPruneCommand, expungeCommand } from './expunge.ts';
 import { healthcheckCommand } from './healthcheck.ts';
 import { importCommand } from './import.ts';
-import { keysRotateCommand } from './keys.ts';
+import { keysReviewCommand, keysRotateCommand } from './keys.ts';
 import { migrateCommand } from './migrate.ts';
 import { reindexCommand } from './reindex.ts';
 import { restoreCommand } from './restore.ts';
@@ -27,7 +27,7 @@ export const commands: Command[] = [
   clientCreateCommand, clientListCommand, clientShowCommand, clientUpdateCommand, clientDisableCommand, clientEnableCommand, clientDeleteCommand,
   clientRotateSecretCommand,
   userCreateCommand, userListCommand, userShowCommand, userUpdateCommand, userDisableCommand, userEnableCommand, userDeleteCommand,
-  keysRotateCommand, importCommand, migrateCommand, reindexCommand, healthcheckCommand, exportCommand,
+  keysRotateCommand, keysReviewCommand, importCommand, migrateCommand, reindexCommand, healthcheckCommand, exportCommand,
   validateCommand, expungeCommand, auditPruneCommand, backupCommand, restoreCommand, checkCommand, compactCommand,
 ];
 

@@ -1,6 +1,8 @@
 import { DEFAULT_ROTATION_DELAY_MS, JWKS_MAX_AGE_S, MIN_ROTATION_DELAY_MS, type RotateOptions } from '../auth/keys.ts';
+import { reviewSince, stopReviewed, type ReviewItem } from '../auth/leak-review.ts';
 import { UsageError, type Command } from './command.ts';
-import { auditChange, isoTime, openContext, printData } from './context.ts';
+import { auditChange, isoTime, openContext, printData, printRows, withStore } from './context.ts';
+import { cliFhirDeps } from './fhir-deps.ts';
 
 /** The longest hand-over a rotation may be given (seconds): a week. */
 export const MAX_ROTATION_DELAY = 7 * 86400;
@@ -65,5 +67,65 @@ export const keysRotateCommand: Command = {
     } finally {
       await store.close();
     }
+  },
+};
+
+/** `--since` as epoch ms: an ISO 8601 date or date-time (a UsageError otherwise, or for one in the future). */
+function sinceOf(text: unknown, now: number): number {
+  if (typeof text !== 'string') throw new UsageError('--since is required: when the signing keys may have leaked (ISO 8601, e.g. 2026-03-01T00:00:00Z)');
+  const ms = /^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2}))?$/.test(text) ? Date.parse(text) : Number.NaN;
+  if (Number.isNaN(ms)) throw new UsageError(`--since takes an ISO 8601 date or date-time with its offset (e.g. 2026-03-01T00:00:00Z), not '${text}'`);
+  if (ms > now) throw new UsageError(`--since ${text} is in the future`);
+  return ms;
+}
+
+/**
+ * `cinder keys review --since <time> [--tenant <id>] [--stop] [--json]`: what a token forged with keys leaked at
+ * `--since` may have set going that outlives `keys rotate --compromised` (src/auth/leak-review.ts); `--stop` ends it.
+ */
+export const keysReviewCommand: Command = {
+  name: 'keys review',
+  summary: 'List (or stop) Subscriptions and export/import jobs written since signing keys leaked',
+  usage:
+    'cinder keys review --since <time> [--tenant <id>] [--stop] [--json]\n\n' +
+    'After `cinder keys rotate --compromised` no token the old keys signed is taken, but what a token forged with\n' +
+    'them set going goes on: Subscriptions notify on the authority recorded when they were activated, and export and\n' +
+    'import jobs run on their own. Lists, in every tenant (or --tenant), the Subscriptions an app activated whose\n' +
+    'current version was written at or after --since (when the keys may have leaked: the date of the backup or dump\n' +
+    'that was read; ISO 8601), with their status, owner and endpoint, and the export and import jobs started since.\n' +
+    'Which key signed a token is recorded nowhere, and would tell nothing: --compromised withdraws every key.\n' +
+    '--stop: turns those Subscriptions off (status off, an error saying why; the app activates one again with a new\n' +
+    'token) and cancels those jobs still accepted or in progress. What an app wrote legitimately since is stopped too.\n' +
+    'With CINDER_AUDIT=on a --stop is recorded as an AuditEvent in each tenant it stopped something in.',
+  options: { since: { type: 'string' }, tenant: { type: 'string' }, stop: { type: 'boolean' }, json: { type: 'boolean' } },
+  async run(args, io) {
+    const since = sinceOf(args.values.since, Date.now());
+    const only = args.values.tenant;
+    return withStore(io, async (ctx) => {
+      const { store, clock, config } = ctx;
+      if (typeof only === 'string' && !(await store.tenants.get(only))) throw new UsageError(`tenant '${only}' does not exist`);
+      const tenants = typeof only === 'string' ? [only] : (await store.tenants.list()).map((t) => t.id);
+      const review = await reviewSince(store, since, tenants);
+      const stopped = args.values.stop === true
+        ? await stopReviewed(store, clock, (tenant) => cliFhirDeps(config, store, clock, tenant), review, since)
+        : null;
+      const key = (i: ReviewItem) => `${i.tenant}/${i.id}`;
+      const rows = review.items.map((i) => ({
+        kind: i.kind, tenant: i.tenant, id: i.id, client: i.client, user: i.user, state: i.state, at: isoTime(i.at), target: i.target,
+        ...(stopped && { stopped: stopped[i.kind].includes(key(i)) }),
+      }));
+      printRows(io, !!args.values.json, ['kind', 'tenant', 'id', 'client', 'user', 'state', 'at', ...(stopped ? ['stopped'] : []), 'target'], rows);
+      if (stopped) {
+        for (const tenant of tenants) {
+          const ids = (kind: ReviewItem['kind']) => stopped[kind].filter((k) => k.startsWith(`${tenant}/`)).map((k) => k.slice(tenant.length + 1));
+          const detail: [string, string][] = [['since', isoTime(since)!]];
+          for (const kind of ['subscription', 'export', 'import'] as const) if (ids(kind).length) detail.push([`${kind}s-stopped`, ids(kind).join(' ')]);
+          if (detail.length === 1) continue;
+          await auditChange(ctx, io, 'keys review', tenant, { kind: 'tenant', id: tenant, detail },
+            `cinder keys review --stop --since ${isoTime(since)}: ${detail.slice(1).map(([k, v]) => `${k} ${v}`).join('; ')}`);
+        }
+      }
+      return 0;
+    });
   },
 };

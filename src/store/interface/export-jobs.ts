@@ -2,6 +2,21 @@
 
 export type ExportJobState = 'accepted' | 'in-progress' | 'completed' | 'failed' | 'cancelled';
 
+/**
+ * A job as `cinder keys review` lists it (export or import): who started it and when, never its parameters or
+ * credential.
+ */
+export interface JobSummary {
+  tenant: string;
+  id: string;
+  clientId: string;
+  /** The signed-in user it runs for; null for the client's own authority. */
+  ownerUser: string | null;
+  state: ExportJobState;
+  request: string;
+  createdAt: number;
+}
+
 export interface ExportJob {
   id: string;
   tenant: string;
@@ -73,6 +88,8 @@ export interface ExportJobRepo {
   cancel(tenant: string, id: string, now: number): Promise<ExportJobState | null>;
   /** Counts by state (for metrics). */
   countByState(): Promise<Record<string, number>>;
+  /** Every tenant's jobs created at or after `since` (epoch ms), oldest first (`cinder keys review`). */
+  createdSince(since: number): Promise<JobSummary[]>;
 }
 
 /** Data a job keeps while it runs: its patients (stored at kick-off) and the Provenance it found. */

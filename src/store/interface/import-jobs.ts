@@ -1,4 +1,5 @@
 /** Bulk import jobs (`$import`, src/import/). */
+import type { JobSummary } from './export-jobs.ts';
 
 export type ImportJobState = 'accepted' | 'in-progress' | 'completed' | 'failed' | 'cancelled';
 
@@ -75,4 +76,6 @@ export interface ImportJobRepo {
   removeEnded(before: number): Promise<{ tenant: string; id: string }[]>;
   /** Counts by state (for metrics). */
   countByState(): Promise<Record<string, number>>;
+  /** Every tenant's jobs created at or after `since` (epoch ms), oldest first (`cinder keys review`). */
+  createdSince(since: number): Promise<JobSummary[]>;
 }

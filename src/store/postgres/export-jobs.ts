@@ -1,3 +1,4 @@
+import { toJobSummary, type JobSummaryRow } from '../rows/job-summary.ts';
 import type { ExportCleanupRepo, ExportDownloadRepo, ExportJobRepo, ExportJobState, ExportScratchRepo } from '../types.ts';
 import { toJob } from '../rows/export-jobs.ts';
 import type { JobRow } from '../rows/export-jobs.ts';
@@ -97,6 +98,11 @@ export function createPostgresExportJobs(sql: Pg): ExportJobRepo {
         await tx`UPDATE export_jobs SET state = 'cancelled', updated_at = ${now} WHERE id = ${id}`;
         return r.state;
       });
+    },
+    async createdSince(since) {
+      const rows = await sql<JobSummaryRow[]>`
+        SELECT tenant, id, client_id, owner_user, state, request, created_at FROM export_jobs WHERE created_at >= ${since} ORDER BY created_at, id`;
+      return rows.map(toJobSummary);
     },
     async countByState() {
       const rows = await sql<{ state: string; n: number }[]>`SELECT state, count(*)::int AS n FROM export_jobs WHERE NOT purged GROUP BY state`;

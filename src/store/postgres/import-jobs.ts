@@ -1,3 +1,4 @@
+import { toJobSummary, type JobSummaryRow } from '../rows/job-summary.ts';
 import type { ImportJobRepo, ImportJobState } from '../types.ts';
 import { toImportJob, type ImportJobRow } from '../rows/import-jobs.ts';
 import type { Pg } from './db.ts';
@@ -75,6 +76,11 @@ export function createPostgresImportJobs(sql: Pg): ImportJobRepo {
       return [...(await sql<{ tenant: string; id: string }[]>`
         DELETE FROM import_jobs WHERE state IN ('completed', 'failed', 'cancelled') AND updated_at < ${before} AND COALESCE(lease_until, 0) < ${before}
         RETURNING tenant, id`)];
+    },
+    async createdSince(since) {
+      const rows = await sql<JobSummaryRow[]>`
+        SELECT tenant, id, client_id, owner_user, state, request, created_at FROM import_jobs WHERE created_at >= ${since} ORDER BY created_at, id`;
+      return rows.map(toJobSummary);
     },
     async countByState() {
       const out: Record<string, number> = {};

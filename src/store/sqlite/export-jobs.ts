@@ -1,4 +1,5 @@
 import type { Database } from 'bun:sqlite';
+import { JOB_SUMMARY_COLUMNS, toJobSummary, type JobSummaryRow } from '../rows/job-summary.ts';
 import type { ExportCleanupRepo, ExportDownloadRepo, ExportJobRepo, ExportJobState, ExportPatient, ExportScratchRepo } from '../types.ts';
 import { toJob } from '../rows/export-jobs.ts';
 import type { JobRow } from '../rows/export-jobs.ts';
@@ -116,6 +117,12 @@ export function createSqliteExportJobs(db: SqliteExportDb): ExportJobRepo {
         writer.query("UPDATE export_jobs SET state = 'cancelled', updated_at = ? WHERE id = ?").run(now, id);
         return r.state;
       });
+    },
+    async createdSince(since) {
+      return reader
+        .query<JobSummaryRow, [number]>(`SELECT ${JOB_SUMMARY_COLUMNS} FROM export_jobs WHERE created_at >= ? ORDER BY created_at, id`)
+        .all(since)
+        .map(toJobSummary);
     },
     async countByState() {
       const out: Record<string, number> = {};

@@ -1,3 +1,4 @@
+import { JOB_SUMMARY_COLUMNS, toJobSummary, type JobSummaryRow } from '../rows/job-summary.ts';
 import type { ImportJobRepo, ImportJobState } from '../types.ts';
 import { toImportJob, type ImportJobRow } from '../rows/import-jobs.ts';
 import type { SqliteExportDb } from './export-jobs.ts';
@@ -88,6 +89,12 @@ export function createSqliteImportJobs({ writer, reader, serial }: SqliteExportD
           )
           .all(before, before),
       );
+    },
+    async createdSince(since) {
+      return reader
+        .query<JobSummaryRow, [number]>(`SELECT ${JOB_SUMMARY_COLUMNS} FROM import_jobs WHERE created_at >= ? ORDER BY created_at, id`)
+        .all(since)
+        .map(toJobSummary);
     },
     async countByState() {
       const out: Record<string, number> = {};

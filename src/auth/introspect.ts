@@ -4,7 +4,7 @@ import type { AuthDeps } from './deps.ts';
 import { revocationQuery } from './revocation.ts';
 import { tokenEndpointCall } from './revoke.ts';
 import { scopesForUser } from './claims.ts';
-import { patientContext, releasedContext, stillRegistered, type PatientContext } from './issue.ts';
+import { chosenPatientHeld, patientContext, releasedContext, stillRegistered, type PatientContext } from './issue.ts';
 import { needsPatientContext, splitScopes } from './scopes.ts';
 import { sha256Hex } from './secrets.ts';
 import type { Client, RefreshToken } from '../store/types.ts';
@@ -48,17 +48,21 @@ async function accessTokenInfo(deps: AuthDeps, token: string, caller: Client): P
  */
 async function refreshTokenContext(deps: AuthDeps, t: RefreshToken, client: Client): Promise<PatientContext | null> {
   const stored = stillRegistered(client, splitScopes(t.scope));
-  // A Patient user's own record is not stored on the grant, and a `user/` scope stored before it was held as
-  // a `patient/` one depends on the user: one more read, for such grants only.
-  const needsUser = stored.some((s) => s.startsWith('user/')) || (t.patient === null && stored.some(needsPatientContext));
+  // A Patient user's own record is not stored on the grant, a `user/` scope stored before it was held as a `patient/`
+  // one depends on the user, and so does whether a chosen patient is still theirs: one more read, for such grants only.
+  const needsUser = stored.some((s) => s.startsWith('user/')) || stored.some(needsPatientContext);
   const user = needsUser ? await deps.store.users.get(t.tenant, t.userId) : null;
   const scopes = user ? scopesForUser(stored, user) : stored;
+  let context: PatientContext;
   try {
-    return patientContext(scopes, t.patient, user, deps.config.baseUrl, t.encounter);
+    context = patientContext(scopes, t.patient, user, deps.config.baseUrl, t.encounter);
   } catch (err) {
     if (err instanceof OAuthError) return null;
     throw err;
   }
+  // A refresh would be refused for a chosen patient the user may no longer have in context (chosenPatientHeld).
+  if (user && !(await chosenPatientHeld(deps, client.clientId, user, t.patient, context.patient))) return null;
+  return context;
 }
 
 /**

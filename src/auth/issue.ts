@@ -4,6 +4,7 @@ import { OFFLINE_SCOPES, patientOf, scopesForUser, unreadableScopes, userClaims 
 import { fhirBaseOf } from '../config.ts';
 import type { AuthDeps } from './deps.ts';
 import type { GrantContext } from './grant-context.ts';
+import { mayHaveInContext } from './patient-picker.ts';
 import type { TokenResponse } from './grants/types.ts';
 import { isResourceScope, needsPatientContext, patientBoundsLifted, releasesEncounter, scopesAsPatient, scopesNotImplied, scopesWithoutPatient } from './scopes.ts';
 import { MAX_TOKEN_TTL, signAccessToken, signIdToken, type AccessClaims } from './tokens.ts';
@@ -128,6 +129,18 @@ export function releasedContext(scopes: string[], patient: string | undefined, s
 export function patientInContext(scopes: string[], chosen: string | null, user: User | null, baseUrl: string): string | undefined {
   if (!scopes.some(needsPatientContext)) return undefined;
   return chosen ?? (user ? patientOf(user, baseUrl) : undefined);
+}
+
+/**
+ * Whether the patient a sign-in chose (`chosen`: the picker's choice, an EHR launch's patient), when it is the one a
+ * token of the grant would carry (`patient`), is still one the user may have in context by the picker's rules
+ * (mayHaveInContext: an existing Patient; for a RelatedPerson or Person user, one their record names). A refresh token
+ * outlives the relationship it was chosen under: a guardian whose RelatedPerson record no longer names the child, or
+ * a record deleted, went on refreshing tokens of the child's records for the refresh token's 30 days. One search per
+ * refresh of such a grant, none for a grant without a chosen patient (a Patient user's own record is derived anew).
+ */
+export async function chosenPatientHeld(deps: AuthDeps, clientId: string, user: User, chosen: string | null, patient: string | undefined): Promise<boolean> {
+  return chosen === null || patient !== chosen || mayHaveInContext(deps, clientId, user, chosen);
 }
 
 /**

@@ -404,6 +404,34 @@ for (const target of targets) {
       expect((await pick(await open('picker-off'), 'p-ann')).res.status).toBe(303);
     });
 
+    test("a RelatedPerson whose record no longer names the grant's patient refreshes nothing for it: invalid_grant, the refresh token inactive", async () => {
+      // Earlier tests moved the clock past the suite's admin token.
+      const api = fhirClient(t, await t.token());
+      await api.put200({ resourceType: 'RelatedPerson', id: 'rp-2', patient: { reference: 'Patient/p-ann' } });
+      await user('guardian', 'RelatedPerson/rp-2');
+      const tokens = await tokensFor('guardian', 'p-ann');
+      expect(tokens.patient).toBe('p-ann');
+      const auth = { Authorization: basic(c.id, c.secret) };
+      const refresh = async () => {
+        const res = await post(t, { grant_type: 'refresh_token', refresh_token: tokens.refresh_token! }, auth);
+        return { status: res.status, body: (await res.json()) as Tokens & { error?: string } };
+      };
+      const introspected = async () => (await (await post(t, { token: tokens.refresh_token! }, auth, '/oauth2/introspect')).json()) as Record<string, unknown>;
+      expect((await refresh()).body.patient).toBe('p-ann');
+      expect(await introspected()).toMatchObject({ active: true, patient: 'p-ann' });
+      // The relationship ends (the record now names another patient): the sign-in's patient is no longer the user's to have.
+      await api.put200({ resourceType: 'RelatedPerson', id: 'rp-2', patient: { reference: 'Patient/p-cat' } });
+      expect(await refresh()).toEqual({ status: 400, body: expect.objectContaining({ error: 'invalid_grant' }) });
+      expect(await introspected()).toEqual({ active: false });
+      // Named again, the grant refreshes again (nothing was revoked: the grant follows the record).
+      await api.put200({ resourceType: 'RelatedPerson', id: 'rp-2', patient: { reference: 'Patient/p-ann' } });
+      expect((await refresh()).body.patient).toBe('p-ann');
+      // A Practitioner's grant keeps its patient while the Patient exists.
+      const doc = await tokensFor('doc', 'p-cat');
+      const docRefresh = await post(t, { grant_type: 'refresh_token', refresh_token: doc.refresh_token! }, auth);
+      expect(((await docRefresh.json()) as Tokens).patient).toBe('p-cat');
+    });
+
     test('cancel on the picker sends access_denied to the redirect URI, with state and iss', async () => {
       const p = await open('doc');
       const params = redirectParams((await submit(p, { action: 'cancel' })).res);

@@ -3,7 +3,7 @@ import type { RefreshToken, User } from '../../store/types.ts';
 import { scopesForUser } from '../claims.ts';
 import type { AuthDeps } from '../deps.ts';
 import { grantContext } from '../grant-context.ts';
-import { checkReadableScopes, grantUser, issueUserTokens, patientInContext, stillRegistered } from '../issue.ts';
+import { checkReadableScopes, chosenPatientHeld, grantUser, issueUserTokens, patientInContext, stillRegistered } from '../issue.ts';
 import { linkingPairs, parseResourceScope, patientBoundsLifted, scopesNotImplied, splitScopes } from '../scopes.ts';
 import { sha256Hex } from '../secrets.ts';
 import type { Grant } from './types.ts';
@@ -67,6 +67,9 @@ export const refreshToken: Grant = {
     const { user, userReadAt } = await grantUser(deps, t.tenant, t.userId, t.authTime);
     const granted = stillRegistered(client, splitScopes(t.scope));
     const patient = patientInContext(scopesForUser(granted, user), t.patient, user, deps.config.baseUrl);
+    if (!(await chosenPatientHeld(deps, client.clientId, user, t.patient, patient))) {
+      throw new OAuthError('invalid_grant', 'the patient in context of this sign-in is no longer one the user may choose (their record no longer names it, or it was deleted): sign in again');
+    }
     const scopes = narrowedScopes(form, granted, user, patient);
     checkReadableScopes(client, scopes);
     const grant = { client, tenant: t.tenant, userId: t.userId, scopes, grantId: t.grantId, authTime: t.authTime, nonce: null, userReadAt, ...grantContext(t) };

@@ -11,7 +11,6 @@
  */
 import type { Clock } from '../clock.ts';
 import type { FhirDeps } from '../fhir/crud.ts';
-import { serverPaused } from '../fhir/subscriptions/client-authority.ts';
 import { ownerClient, ownerUser } from '../fhir/subscriptions/owner.ts';
 import { writeServerStatus } from '../fhir/subscriptions/server-status.ts';
 import type { ResourceVersion, Store } from '../store/types.ts';
@@ -101,8 +100,8 @@ export function leakStopError(since: number): string {
 export type Stopped = Record<ReviewItem['kind'], string[]>;
 
 /**
- * Stops what `review` listed that still runs: a Subscription `active`, `requested` or paused by the server is written
- * `off` with `leakStopError` (as the server, over the version listed: one an app wrote since is left, and is its own
+ * Stops what `review` listed that still runs: a Subscription in any status but `off` (`error` included: after failed
+ * deliveries it is tried again, and a pause is set back) is written `off` with `leakStopError` (as the server, over the version listed: one an app wrote since is left, and is its own
  * new owner's); an export or import job accepted or in progress is cancelled (a running one stops at its next
  * checkpoint; the server's clean-up removes an export's files). `fhir` builds a tenant's FHIR layer for the writes.
  */
@@ -110,8 +109,7 @@ export async function stopReviewed(store: Store, clock: Clock, fhir: (tenant: st
   const stopped: Stopped = { subscription: [], export: [], import: [] };
   const layers = new Map<string, FhirDeps>();
   for (const s of review.subscriptions) {
-    const running = s.state === 'active' || s.state === 'requested' || serverPaused(s.sub, s.client);
-    if (!running) continue;
+    if (s.state === 'off') continue;
     let layer = layers.get(s.tenant);
     if (!layer) layers.set(s.tenant, (layer = fhir(s.tenant)));
     if (await writeServerStatus(layer, clock, s.tenant, s.current, s.sub, 'off', leakStopError(since))) stopped.subscription.push(`${s.tenant}/${s.id}`);

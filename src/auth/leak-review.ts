@@ -10,6 +10,7 @@
  * operator knows (the backup or dump that was read) and the server does not.
  */
 import type { Clock } from '../clock.ts';
+import { FhirError } from '../errors.ts';
 import type { FhirDeps } from '../fhir/crud.ts';
 import { ownerClient, ownerUser } from '../fhir/subscriptions/owner.ts';
 import { writeServerStatus } from '../fhir/subscriptions/server-status.ts';
@@ -96,8 +97,8 @@ export function leakStopError(since: number): string {
   return `turned off: written since ${new Date(since).toISOString()}, when the server's signing keys may have leaked, so possibly by a forged token (cinder keys review --stop); an app activates it again (status requested) with a token signed by the new keys`;
 }
 
-/** What a stop did: the ids it turned off or cancelled, by kind. */
-export type Stopped = Record<ReviewItem['kind'], string[]>;
+/** What a stop did: the `tenant/id`s it turned off or cancelled, by kind, and those it could not stop, with why. */
+export type Stopped = Record<ReviewItem['kind'], string[]> & { failed: { item: string; reason: string }[] };
 
 /**
  * Stops what `review` listed that still runs: a Subscription in any status but `off` (`error` included: after failed
@@ -106,13 +107,19 @@ export type Stopped = Record<ReviewItem['kind'], string[]>;
  * checkpoint; the server's clean-up removes an export's files). `fhir` builds a tenant's FHIR layer for the writes.
  */
 export async function stopReviewed(store: Store, clock: Clock, fhir: (tenant: string) => FhirDeps, review: Review, since: number): Promise<Stopped> {
-  const stopped: Stopped = { subscription: [], export: [], import: [] };
+  const stopped: Stopped = { subscription: [], export: [], import: [], failed: [] };
   const layers = new Map<string, FhirDeps>();
   for (const s of review.subscriptions) {
     if (s.state === 'off') continue;
     let layer = layers.get(s.tenant);
     if (!layer) layers.set(s.tenant, (layer = fhir(s.tenant)));
-    if (await writeServerStatus(layer, clock, s.tenant, s.current, s.sub, 'off', leakStopError(since))) stopped.subscription.push(`${s.tenant}/${s.id}`);
+    try {
+      if (await writeServerStatus(layer, clock, s.tenant, s.current, s.sub, 'off', leakStopError(since))) stopped.subscription.push(`${s.tenant}/${s.id}`);
+    } catch (err) {
+      // One that cannot be written (its stored content refused by today's rules) does not keep the others running.
+      if (!(err instanceof FhirError) || err.status >= 500) throw err;
+      stopped.failed.push({ item: `Subscription ${s.tenant}/${s.id}`, reason: err.message });
+    }
   }
   for (const item of review.items) {
     if (item.kind === 'subscription' || (item.state !== 'accepted' && item.state !== 'in-progress')) continue;

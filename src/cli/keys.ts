@@ -96,6 +96,7 @@ export const keysReviewCommand: Command = {
     'Which key signed a token is recorded nowhere, and would tell nothing: --compromised withdraws every key.\n' +
     '--stop: turns those Subscriptions off (status off, an error saying why; the app activates one again with a new\n' +
     'token) and cancels those jobs still accepted or in progress. What an app wrote legitimately since is stopped too.\n' +
+    'One that cannot be written is named on stderr, the others are stopped all the same, and the command exits 1.\n' +
     'With CINDER_AUDIT=on a --stop is recorded as an AuditEvent in each tenant it stopped something in.',
   options: { since: { type: 'string' }, tenant: { type: 'string' }, stop: { type: 'boolean' }, json: { type: 'boolean' } },
   async run(args, io) {
@@ -124,6 +125,8 @@ export const keysReviewCommand: Command = {
           await auditChange(ctx, io, 'keys review', tenant, { kind: 'tenant', id: tenant, detail },
             `cinder keys review --stop --since ${isoTime(since)}: ${detail.slice(1).map(([k, v]) => `${k} ${v}`).join('; ')}`);
         }
+        for (const f of stopped.failed) io.stderr(`cinder keys review: ${f.item} was not stopped: ${f.reason}\n`);
+        if (stopped.failed.length) return 1;
       }
       return 0;
     });

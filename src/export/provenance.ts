@@ -16,14 +16,17 @@ function provenanceQuery(ctx: StepContext, after: number | null, ids?: string[])
 /**
  * The Provenance a Group export with `_since` may owe the members who joined since (ExportSpec.joinedSince):
  * last updated at or before `_since` (those after it are found by provenanceQuery), as of transactionTime.
- * No deletions: a Provenance deleted before the member joined was never exported to the client.
+ * No deletions: a Provenance deleted before the member joined was never exported to the client. Only those
+ * whose `target` names a resource of `types` in a joined member's compartment are read (SnapshotQuery.referringTo),
+ * not every older Provenance of the tenant; the targets are judged as of transactionTime after (TargetSelection).
  */
-function joinedProvenanceQuery(ctx: StepContext, after: number | null): SnapshotQuery {
+function joinedProvenanceQuery(ctx: StepContext, after: number | null, types: string[]): SnapshotQuery {
   const q = provenanceQuery(ctx, after);
   const since = q.since!;
   delete q.since;
   const until: Condition = { kind: 'lastUpdated', tests: [{ op: 'lt', low: since + 1, high: since + 1 }] };
   q.filters = (q.filters?.length ? q.filters : [[]]).map((alternative) => [...alternative, until]);
+  q.referringTo = { param: 'target', types, compartment: { kind: 'job', jobId: ctx.jobId, joinedOnly: true } };
   return q;
 }
 
@@ -127,7 +130,8 @@ function chunkOf(ctx: StepContext, texts: Text[], deletions: SelectedPage['rows'
 export async function provenanceByTargetsPage(ctx: StepContext, mode: 'relevant' | 'compartment', after: number | null, joined = false): Promise<Chunk> {
   const selection = mode === 'relevant' ? exportedTargets : compartmentTargets;
   const select: TargetSelection = (c, refs) => selection(c, refs, joined);
-  const query = joined ? joinedProvenanceQuery(ctx, after) : provenanceQuery(ctx, after);
+  const types = mode === 'relevant' ? targetTypes(ctx.spec) : Object.keys(ctx.spec.provenanceTargets ?? {});
+  const query = joined ? joinedProvenanceQuery(ctx, after, types) : provenanceQuery(ctx, after);
   const { page, texts, targets, deletions, kept } = await provenancePage(ctx, query, select);
   const live = texts.filter((r) => targets.get(r)!.some((t) => kept.has(t)));
   const deleted = deletions.filter((d) => d.targets.some((t) => kept.has(t))).map((d) => d.row);
@@ -153,7 +157,7 @@ export async function latestProvenanceScan(ctx: StepContext, joined = false): Pr
   const select: TargetSelection = (c, refs) => exportedTargets(c, refs, joined);
   do {
     await ctx.control.check();
-    const query = joined ? joinedProvenanceQuery(ctx, after) : provenanceQuery(ctx, after);
+    const query = joined ? joinedProvenanceQuery(ctx, after, targetTypes(ctx.spec)) : provenanceQuery(ctx, after);
     const { page, texts, targets, kept } = await provenancePage(ctx, query, select);
     const notes = texts.flatMap((r) => targets.get(r)!.filter((t) => kept.has(t)).map((target) => ({ target, provenance: r.id, rank: rank(r) })));
     if (notes.length) await ctx.store.exports.scratch.noteProvenance(ctx.jobId, notes);

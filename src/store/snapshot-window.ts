@@ -59,6 +59,7 @@ export interface SnapshotWindow {
 export async function snapshotWindow(
   dialect: Dialect, tenant: string, q: SnapshotQuery, rows: WindowRows,
 ): Promise<SnapshotWindow | undefined> {
+  if (q.referringTo && q.since === undefined && q.ids === undefined) return referringWindow(dialect, tenant, q, q.referringTo, rows);
   if (!q.filters?.length || q.since !== undefined || q.ids !== undefined) return undefined;
   const chosen: Codes[] = [];
   for (const alternative of q.filters) {
@@ -87,12 +88,50 @@ export async function snapshotWindow(
   const after = q.after ?? 0;
   const arms = [...ranges.values()].map(({ k, value }, i) =>
     `SELECT a${i}.res FROM (SELECT s.res FROM search_index s WHERE s.k = ${b.v(k)} AND s.value = ${b.v(value)} AND s.res > ${b.v(after)} ORDER BY s.res LIMIT ${b.v(q.limit)}) a${i}`);
-  // Few or none: read by the (tenant, type, last_updated) index, their pk unindexed so that neither
-  // database walks the type in pk order looking for them.
-  const pk = dialect.unindexed('r.pk');
-  arms.push(`SELECT u.res FROM (SELECT r.pk AS res FROM resources r WHERE r.tenant = ${b.v(tenant)} AND r.type = ${b.v(q.type)} ` +
-    `AND r.last_updated > ${b.v(q.at)} AND ${pk} > ${b.v(after)} ORDER BY ${pk} LIMIT ${b.v(q.limit)}) u`);
+  arms.push(changedSince(b, tenant, q));
   const found = await rows(`SELECT DISTINCT w.res FROM (${arms.join(' UNION ALL ')}) w ORDER BY w.res LIMIT ${b.v(q.limit)}`, b.values);
   const pks = found.map((r) => Number(r.res));
   return { pks, full: pks.length === q.limit, exact: q.filters.every((alternative) => alternative.length === 1) };
+}
+
+/**
+ * The arm of every resource of the type updated after `q.at`: few or none, read by the (tenant, type,
+ * last_updated) index, their pk unindexed so that neither database walks the type in pk order looking for them.
+ */
+function changedSince(b: SqlBuilder, tenant: string, q: SnapshotQuery): string {
+  const pk = b.dialect.unindexed('r.pk');
+  return `SELECT u.res FROM (SELECT r.pk AS res FROM resources r WHERE r.tenant = ${b.v(tenant)} AND r.type = ${b.v(q.type)} ` +
+    `AND r.last_updated > ${b.v(q.at)} AND ${pk} > ${b.v(q.after ?? 0)} ORDER BY ${pk} LIMIT ${b.v(q.limit)}) u`;
+}
+
+/**
+ * The window of SnapshotQuery.referringTo: the resources whose `param` rows name a resource of `types` in the
+ * compartment of one of the job's (joined) patients, read from the patients' compartment rows, each target's
+ * rows of `param` by the value-first index; those naming a resource of `types` updated after `q.at` (its
+ * compartment then may not be the index's), by the (tenant, type, last_updated) index; and the type's resources
+ * updated after `q.at`. A Group export with `_since` read every Provenance of the tenant last updated before it
+ * for the Provenance of the members who joined since (docs/PERFORMANCE.md). The joins are CROSS JOINs with
+ * their conditions in WHERE, so that SQLite, without statistics, keeps this order; PostgreSQL plans them freely.
+ * Each arm reads from `q.after` and stops at `q.limit` rows: a page costs the members' compartment rows, never
+ * the type.
+ */
+async function referringWindow(
+  dialect: Dialect, tenant: string, q: SnapshotQuery, to: NonNullable<SnapshotQuery['referringTo']>, rows: WindowRows,
+): Promise<SnapshotWindow> {
+  const b = new SqlBuilder(dialect, tenant);
+  const after = q.after ?? 0;
+  const types = to.types.length ? to.types.map((t) => b.v(t)).join(', ') : 'NULL';
+  /** The rows of `param` naming target `t` (a resources row), after the page's start. */
+  const named = (t: string) => `CROSS JOIN search_keys k CROSS JOIN search_index s WHERE k.tenant = ${b.v(tenant)} AND k.type = ${b.v(q.type)} ` +
+    `AND k.param = ${b.v(to.param)} AND k.system = ${t}.type AND k.code = '' AND s.k = k.k AND s.value = ${t}.id AND s.res > ${b.v(after)}`;
+  const joined = to.compartment.joinedOnly ? 'AND p.joined = TRUE' : '';
+  const members = `SELECT m.res FROM (SELECT s.res FROM export_patients p CROSS JOIN compartments c CROSS JOIN resources t ${named('t')} ` +
+    `AND p.job_id = ${b.v(to.compartment.jobId)} ${joined} AND c.tenant = ${b.v(tenant)} AND c.patient = p.patient AND c.type IN (${types}) ` +
+    `AND t.pk = c.res ORDER BY s.res LIMIT ${b.v(q.limit)}) m`;
+  const changed = `SELECT x.res FROM (SELECT s.res FROM resources t ${named('t')} AND t.tenant = ${b.v(tenant)} AND t.type IN (${types}) ` +
+    `AND t.last_updated > ${b.v(q.at)} ORDER BY s.res LIMIT ${b.v(q.limit)}) x`;
+  const arms = [members, changed, changedSince(b, tenant, q)];
+  const found = await rows(`SELECT DISTINCT w.res FROM (${arms.join(' UNION ALL ')}) w ORDER BY w.res LIMIT ${b.v(q.limit)}`, b.values);
+  const pks = found.map((r) => Number(r.res));
+  return { pks, full: pks.length === q.limit, exact: false };
 }

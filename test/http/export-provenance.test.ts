@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import { download, eachStore, finish, kickOff, observation, patient, put, refs, remove } from '../helpers/export.ts';
+import type { SnapshotQuery, Store } from '../../src/store/types.ts';
 
 let t: TestApp;
 let token: string;
@@ -98,6 +99,38 @@ await eachStore((kind, fresh) => {
         await put(t, observation('o2', 'p2', '5678-9'));
         const files = await download(t, token, (await finish(t, token, status)).output);
         expect(refs({ Provenance: files.Provenance ?? [] })).toEqual(['Provenance/prov-o1-since', 'Provenance/prov-o2', 'Provenance/prov-o2-older']);
+      });
+
+      test("with _since, a joined member's older Provenance is read from its records, not from every older Provenance of the tenant", async () => {
+        // 150 older Provenance of p1's record (p1 a member all along), one of p2's (who joins), none changed since.
+        for (let i = 0; i < 150; i++) await put(t, prov(`prov-o1-${i}`, '2025-01-01T00:00:00Z', 'Observation/o1'));
+        await put(t, prov('prov-o2-older', '2025-01-01T00:00:00Z', 'Observation/o2'));
+        t.clock.advance(60_000);
+        const since = new Date(t.clock.now()).toISOString();
+        t.clock.advance(1000);
+        await put(t, { resourceType: 'Group', id: 'g1', type: 'person', actual: true, member: [{ entity: { reference: 'Patient/p1' } }, { entity: { reference: 'Patient/p2' } }] });
+        t.clock.advance(1000);
+        // The Provenance rows every snapshot page of the export hands back.
+        let read = 0;
+        const store: Store = { ...t.store, resources: { ...t.store.resources, snapshot: async (tenant: string, q: SnapshotQuery) => {
+          const page = await t.store.resources.snapshot(tenant, q);
+          if (q.type === 'Provenance') read += page.count + page.recheck.length;
+          return page;
+        } } };
+        for (const associated of ['', '&includeAssociatedData=RelevantProvenanceResources', '&includeAssociatedData=LatestProvenanceResources']) {
+          read = 0;
+          const status = await kickOff(t, token, `/Group/g1/$export?_type=Observation,Provenance&_since=${since}${associated}`);
+          // p2's Observation moves to p1 after transactionTime: as of it, it was p2's, whose Provenance is owed still.
+          t.clock.advance(1000);
+          await put(t, observation('o2', 'p1'));
+          const files = await download(t, token, (await finish(t, token, status, { store })).output);
+          const expected = associated.includes('Latest') ? ['Provenance/prov-o2'] : ['Provenance/prov-o2', 'Provenance/prov-o2-older'];
+          expect([associated, refs({ Provenance: files.Provenance ?? [] })]).toEqual([associated, expected]);
+          expect(read).toBeLessThanOrEqual(associated.includes('Latest') ? 6 : 4);
+          t.clock.advance(1000);
+          await put(t, observation('o2', 'p2'));
+          t.clock.advance(1000);
+        }
       });
 
       test('with _since and no member who joined since, the plan has no step for joined members\' Provenance (no second scan of it)', async () => {

@@ -26,6 +26,15 @@ export interface SnapshotQuery {
   /** ORed `_typeFilter` queries, each its ANDed conditions. */
   filters?: Condition[][];
   ids?: string[];
+  /**
+   * Only resources whose reference parameter `param` names a resource of one of `types` in the compartment
+   * of one of the job's patients (`joinedOnly`: of one stored as joined), found from those patients'
+   * compartment rows through the index instead of by reading the type (snapshotWindow): the Provenance of a
+   * Group's members who joined since `_since`. A narrowing the caller completes: a page may also hold
+   * resources naming a resource of `types` changed after `at` (whose compartment then is not the index's),
+   * and every resource of the type changed after `at`; the caller judges the targets as of `at` itself.
+   */
+  referringTo?: { param: string; types: string[]; compartment: Extract<SnapshotCompartment, { kind: 'job' }> };
   /** Keyset position (`next` of the previous page). */
   after?: number;
   limit: number;

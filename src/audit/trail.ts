@@ -86,7 +86,16 @@ interface PendingRest {
   /** A transaction/batch request's Bundle text (when small enough to audit its entries). */
   requestBundle?: Promise<string>;
   /** What its request Bundle counts against MAX_BUNDLE_CHARS_QUEUED until written. */
-  bundleChars?: number;
+  held?: Held;
+}
+
+/**
+ * A request Bundle's share of MAX_BUNDLE_CHARS_QUEUED: what it was counted as when kept (its Content-Length, or
+ * ENTRY_BUNDLE_CHARS when it has none or is coded), then what it was read as; nothing once released.
+ */
+interface Held {
+  chars: number;
+  released: boolean;
 }
 
 /** An entry of a transaction/batch response, as far as the audit reads it. */
@@ -152,7 +161,7 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
 
   function push(p: Pending): void {
     if (queue.length >= maxQueued) {
-      if (p.kind === 'rest' && p.bundleChars) bundleChars -= p.bundleChars;
+      if (p.kind === 'rest') unhold(p.held);
       if (p.kind === 'rest') p.response?.then((kept) => release(kept), () => undefined);
       counts.dropped++;
       const now = performance.now();
@@ -168,6 +177,29 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
 
   function release(kept: KeptResponse | undefined): void {
     if (kept) bundleChars -= kept.chars;
+  }
+
+  /** Counts `chars` of a request Bundle kept against MAX_BUNDLE_CHARS_QUEUED. */
+  function hold(chars: number): Held {
+    bundleChars += chars;
+    return { chars, released: false };
+  }
+
+  /**
+   * Counts a kept request Bundle as what it was read as (its text's length; 0 when it could not be read), no
+   * longer as what it was counted as before: a chunked one counted as ENTRY_BUNDLE_CHARS until the flush held
+   * that much of the bound whatever its size, so that eight small ones kept the next Bundles' entries unaudited.
+   */
+  function settle(h: Held, chars: number): void {
+    if (h.released) return;
+    bundleChars += chars - h.chars;
+    h.chars = chars;
+  }
+
+  function unhold(h: Held | undefined): void {
+    if (!h || h.released) return;
+    h.released = true;
+    bundleChars -= h.chars;
   }
 
   /** Flushes now, without waiting for the timer (the Bundles kept are at their bound). */
@@ -230,10 +262,11 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
       const unsized = declared === null || req.headers.has('content-encoding');
       const length = unsized ? ENTRY_BUNDLE_CHARS : Number(declared);
       const bundle = c.interaction === 'transaction' && length <= ENTRY_BUNDLE_CHARS && bundleChars + length <= MAX_BUNDLE_CHARS_QUEUED;
-      if (bundle) bundleChars += length;
+      const held = bundle ? hold(length) : undefined;
       const kept = (c.isQuery && req.method === 'POST' && c.interaction !== 'operation') || bundle;
       const form = !kept ? undefined : unsized ? readLimited(req.clone(), ENTRY_BUNDLE_CHARS) : req.clone().text();
-      form?.catch(() => undefined);
+      if (held) form!.then((text) => settle(held, text.length), () => settle(held, 0));
+      else form?.catch(() => undefined);
       const token = tokenNow(req.headers.get('authorization'));
       const address = requestIp(req, server, d.trustProxy);
       const note = (res: Response): Response => {
@@ -241,14 +274,14 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
         const body = transaction ? undefined : form;
         const response = transaction ? keepResponse(responseText(res)) : undefined;
         push({
-          kind: 'rest', c, method: req.method, path, recorded, status: res.status, token, address, ...(bundle && form ? { requestBundle: form, bundleChars: length } : {}),
+          kind: 'rest', c, method: req.method, path, recorded, status: res.status, token, address, ...(held && form ? { requestBundle: form, held } : {}),
           requestId: res.headers.get('x-request-id') ?? undefined,
           location: res.headers.get('location') ?? res.headers.get('content-location'), etag: res.headers.get('etag'), body, ...(response ? { response } : {}),
         });
         return res;
       };
       const failed = (err: unknown): never => {
-        if (bundle) bundleChars -= length;
+        unhold(held);
         throw err;
       };
       let res: Response | Promise<Response>;
@@ -280,7 +313,7 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
     // other request run: its events are made and prepared with turns of the event loop (they held it 4.8 s).
     const pace = pacedTurns();
     for (const p of batch) {
-      if (p.kind === 'rest' && p.bundleChars) bundleChars -= p.bundleChars;
+      if (p.kind === 'rest') unhold(p.held);
       let made: Resource[];
       try {
         made = p.kind === 'auth' ? [authResource(p)] : await restEvents(p, pace);
@@ -584,14 +617,21 @@ async function bundleOf(text: string): Promise<Json | undefined> {
   }
 }
 
-/** The text of a (possibly gzip- or deflate-coded) response, read from a clone off the request path. */
+/** The content codings a response is read in (RFC 9110 8.4.1), as DecompressionStream names them. */
+const RESPONSE_DECODERS: Readonly<Record<string, string>> = { gzip: 'gzip', 'x-gzip': 'gzip', deflate: 'deflate', br: 'brotli' };
+
+/**
+ * The text of a response, read from a clone off the request path, decoded from its content codings (gzip,
+ * deflate, Brotli; a list of them undone last first, RFC 9110 8.4); undefined for another coding.
+ */
 function responseText(res: Response): Promise<string> | undefined {
-  const coding = res.headers.get('content-encoding');
   if (!res.body) return undefined;
-  const clone = res.clone();
-  const text = coding === 'gzip' || coding === 'deflate'
-    ? new Response(clone.body!.pipeThrough(new DecompressionStream(coding))).text()
-    : coding ? undefined : clone.text();
-  text?.catch(() => undefined);
+  const header = res.headers.get('content-encoding') ?? '';
+  const codings = header.split(',').map((c) => c.trim().toLowerCase()).filter((c) => c !== '' && c !== 'identity');
+  if (codings.length > 2 || codings.some((c) => RESPONSE_DECODERS[c] === undefined)) return undefined;
+  let body = res.clone().body!;
+  for (const coding of codings.reverse()) body = body.pipeThrough(new DecompressionStream(RESPONSE_DECODERS[coding] as CompressionFormat));
+  const text = new Response(body).text();
+  text.catch(() => undefined);
   return text;
 }

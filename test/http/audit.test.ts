@@ -10,6 +10,9 @@ import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { craftToken, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
 import { signIn, testUser, userClient } from '../helpers/oauth.ts';
 import { storeTargets } from '../helpers/stores.ts';
+import { testCoreBundle } from '../helpers/terminology-service.ts';
+import { createApp } from '../../src/app.ts';
+import { silentLogger } from '../../src/log.ts';
 
 const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
@@ -233,6 +236,58 @@ for (const target of targets) {
         expect(all.filter((e) => subtypeOf(e) === 'batch')).toHaveLength(2);
         expect(all.filter((e) => subtypeOf(e) === 'read').map((e) => [whats(e)[0], patientsOf(e)[0]])).toEqual(Array(2).fill(['Patient/pz/_history/1', 'Patient/pz']));
         expect(all.filter((e) => subtypeOf(e) === 'search').map((e) => [queryOf(e)?.endsWith('\n\n_id=pz'), patientsOf(e)])).toEqual([[true, ['Patient/pz']], [true, ['Patient/pz']]]);
+      } finally {
+        await t.close();
+      }
+    });
+
+    test('small batches sent chunked (no Content-Length) are counted as read, not as 4 MiB each: the ninth before a flush is audited entry by entry too', async () => {
+      // No flush by the timer while the nine are sent: each one's request Bundle is held until the flush below.
+      const { t, api } = await open(target, 'on', { CINDER_AUDIT_FLUSH_MS: '60000' });
+      try {
+        expect((await api.put('Patient/pc', { resourceType: 'Patient', id: 'pc' })).status).toBe(201);
+        const read = new TextEncoder().encode(JSON.stringify({ resourceType: 'Bundle', type: 'batch', entry: [{ request: { method: 'GET', url: 'Patient/pc' } }] }));
+        const token = await t.token();
+        for (let i = 0; i < 9; i++) {
+          const body = new ReadableStream<Uint8Array>({ start: (c) => { c.enqueue(read); c.close(); } });
+          const res = await t.request(t.fhir(), { method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/fhir+json' }, body });
+          expect([i, res.status]).toEqual([i, 200]);
+        }
+        const all = await events(t, api);
+        expect(all.filter((e) => subtypeOf(e) === 'batch')).toHaveLength(9);
+        expect(all.filter((e) => subtypeOf(e) === 'read').map((e) => [whats(e)[0], patientsOf(e)[0]])).toEqual(Array(9).fill(['Patient/pc/_history/1', 'Patient/pc']));
+      } finally {
+        await t.close();
+      }
+    });
+
+    test('a batch answered in Brotli (Content-Encoding: br), or in a list of codings, is read for its entries as a gzip one is', async () => {
+      const { t, api } = await open(target, 'on');
+      try {
+        expect((await api.put('Patient/pr', { resourceType: 'Patient', id: 'pr' })).status).toBe(201);
+        // The same server without a trail of its own, its answers coded as a proxy in front of it might code them,
+        // behind this app's trail.
+        const plain = createApp({ config: { ...t.config, audit: 'off' }, store: t.store, keys: t.keys, clock: t.clock, log: silentLogger, core: testCoreBundle(), exportSettleMs: 0 });
+        const coded = (codings: string[]) => t.app.audit!.wrap(async (req) => {
+          const res = await plain.fetch(req);
+          let body = res.body!;
+          for (const coding of codings) body = body.pipeThrough(new CompressionStream((coding === 'br' ? 'brotli' : coding) as CompressionFormat));
+          const headers = new Headers(res.headers);
+          headers.set('Content-Encoding', codings.join(', '));
+          headers.delete('Content-Length');
+          return new Response(body, { status: res.status, headers });
+        });
+        const read = { resourceType: 'Bundle', type: 'batch', entry: [{ request: { method: 'GET', url: 'Patient/pr' } }] };
+        const token = await t.token();
+        for (const codings of [['br'], ['gzip', 'br'], ['deflate']]) {
+          const req = new Request(t.fhir(), { method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/fhir+json' }, body: JSON.stringify(read) });
+          const res = await coded(codings)(req);
+          expect([codings, res.status, res.headers.get('content-encoding')]).toEqual([codings, 200, codings.join(', ')]);
+          await res.arrayBuffer();
+        }
+        const all = await events(t, api);
+        expect(all.filter((e) => subtypeOf(e) === 'batch').map((e) => whats(e))).toEqual([[], [], []]);
+        expect(all.filter((e) => subtypeOf(e) === 'read').map((e) => [whats(e)[0], patientsOf(e)[0]])).toEqual(Array(3).fill(['Patient/pr/_history/1', 'Patient/pr']));
       } finally {
         await t.close();
       }

@@ -295,6 +295,10 @@ await eachStore((kind, fresh) => {
         ['{ Practitioner(id: "sliced") { name @slice(path: "use") @first { family } } }', '@slice cannot be used with @first'],
         ['{ Practitioner(id: "sliced") { name @slice(path: "use.(") { family } } }', "@slice: the path 'use.(' cannot be evaluated"],
         ['{ PractitionerList(_id: "sliced") @slice(path: "id") { id } }', '@slice applies to the elements of a resource: PractitionerList is not one'],
+        // A field that is no list: an error whatever the resource holds (an element, a primitive, nothing), not the field as if unsliced.
+        ['{ Practitioner(id: "sliced") { id name { period @slice(path: "end") { end } } } }', '@slice applies to a repeating element (a list): period is not one'],
+        ['{ Practitioner(id: "sliced") { gender @slice(path: "$index") } }', '@slice applies to a repeating element (a list): gender is not one'],
+        ['{ Practitioner(id: "sliced") { birthDate @slice(path: "$index") } }', '@slice applies to a repeating element (a list): birthDate is not one'],
       ]) {
         const r = await gql(q!);
         expect(r.status).toBe(200);

@@ -68,7 +68,24 @@ function singleValueForList(context: ValidationContext): ASTVisitor {
   return VariablesInAllowedPositionRule(filtered);
 }
 
-const RULES = specifiedRules.map((rule) => (rule === VariablesInAllowedPositionRule ? singleValueForList : rule));
+/**
+ * `@slice` on a field that is no list (graphql.html slices "a list of repeating elements"; HL7's engine refuses
+ * it): refused with the query, whatever the resource holds. Answered as it was, a single element was renamed by
+ * its one value and a primitive or an absent element answered as if the directive were not there (null, no error).
+ */
+function sliceOnLists(context: ValidationContext): ASTVisitor {
+  return {
+    Field(node) {
+      if (!node.directives?.some((d) => d.name.value === 'slice')) return;
+      const def = context.getFieldDef();
+      if (def && !isListType(getNullableType(def.type))) {
+        context.reportError(new GraphQLError(`@slice applies to a repeating element (a list): ${node.name.value} is not one`, { nodes: node }));
+      }
+    },
+  };
+}
+
+const RULES = [...specifiedRules.map((rule) => (rule === VariablesInAllowedPositionRule ? singleValueForList : rule)), sliceOnLists];
 
 /** Parses and checks a query against `schema` and the limits: the document, or the errors that refuse it. */
 function checked(schema: GraphQLSchema, request: GraphqlRequest): DocumentNode | GraphqlAnswer {

@@ -263,12 +263,12 @@ export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSe
   const input = everythingInput(deps, listed, params, strict, ['Patient', ...compartmentTypes().filter((t) => t !== 'Patient')], true);
   const { types, limit, pos } = input;
   const limited = listed.access.patientLimit('Patient', 'r');
-  if (patientId !== undefined) {
-    if (!ID_PATTERN.test(patientId)) throw new FhirError('invalid', `Invalid id '${patientId}'`);
-    await readResource(deps, req, 'Patient', patientId); // 404 / 410 / 403 as a read would
-  }
+  if (patientId !== undefined && !ID_PATTERN.test(patientId)) throw new FhirError('invalid', `Invalid id '${patientId}'`);
   // The patients whose everything this is: one, or (type level) each live patient in id order.
   const patient = patientId ?? limited;
+  // 404 / 410 / 403 as a read would: the type level of a token bound to its patient answers as that patient's instance
+  // level does (a deleted patient's other records, an Observation naming it, were listed under a 200).
+  if (patient !== undefined) await readResource(deps, req, 'Patient', patient);
   const rows = await everythingRows(deps, listed, {
     types, count: limit + 1, ...(input.since && { since: input.since }),
     ...(input.care && { where: (type: string) => careConditions(type, input.care!) }),

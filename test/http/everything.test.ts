@@ -197,6 +197,15 @@ await eachStore((kind, fresh) => {
       await expectOutcome(await own.get('Patient/p06/$everything'), 403);
     });
 
+    test("a patient-context token whose patient is deleted or unknown: Patient/$everything answers as Patient/{id}/$everything does", async () => {
+      for (const [patient, status] of [['p15x', 410], ['ghost', 404]] as const) {
+        const own = fhirClient(t, await craftToken(t, 'patient/*.rs', { patient }));
+        await expectOutcome(await own.get(`Patient/${patient}/$everything`), status);
+        await expectOutcome(await own.get('Patient/$everything'), status);
+        await expectOutcome(await own.call('POST', 'Patient/$everything', { resourceType: 'Parameters' }), status);
+      }
+    });
+
     test('a token bound to its patient for one type reads no other patient\'s resources of that type through $everything', async () => {
       // Patients of every kind, Observations of p05's compartment alone (as `Observation?` searches them with this token).
       const bound = fhirClient(t, await craftToken(t, 'patient/Observation.rs user/Patient.rs', { patient: 'p05' }));

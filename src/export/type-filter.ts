@@ -5,6 +5,7 @@ import type { Access } from '../fhir/access.ts';
 import { compileFilter, countTests, countValues, guardLinked, MAX_SEARCH_TESTS, resolveConditions, type ResolveDeps } from '../fhir/search.ts';
 import { MAX_SEARCH_VALUES } from '../fhir/search-values.ts';
 import { isResourceType } from '../fhir/resource-types.ts';
+import { strictQuery } from '../fhir/query-encoding.ts';
 import type { Condition } from '../store/types.ts';
 
 /** Search result parameters that Bulk Data 2.0 forbids in `_typeFilter` (and others a filter cannot mean). */
@@ -31,7 +32,14 @@ async function parseOne(query: string, types: Set<string>, tenant: string, acces
   const type = q < 0 ? query : query.slice(0, q);
   const where = { expression: ['_typeFilter'] };
   if (!isResourceType(type)) throw new FhirError('invalid', `_typeFilter '${query}': '${type}' is not a resource type`, where);
-  const params = new URLSearchParams(q < 0 ? '' : query.slice(q + 1));
+  let params: URLSearchParams;
+  try {
+    // As a search's query: a malformed percent-encoding is refused, not read as the characters written (`%ZZ`) or U+FFFD.
+    params = strictQuery(q < 0 ? '' : query.slice(q + 1), '_typeFilter');
+  } catch (err) {
+    if (err instanceof FhirError) throw new FhirError(err.category, `_typeFilter '${query}': ${err.message}`, { ...where, cause: err });
+    throw err;
+  }
   for (const key of params.keys()) {
     const name = key.split(':')[0]!;
     if (NOT_FILTERS.has(name)) throw new FhirError('not-supported', `_typeFilter '${query}': ${name} is not allowed in a filter`, where);

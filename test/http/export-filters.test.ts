@@ -134,6 +134,23 @@ describe('_typeFilter', () => {
     expect(JSON.stringify(await outside.json())).toContain("_typeFilter 'Observation?nonsense=5'");
   });
 
+  test('a query whose percent-encoding is malformed is a 400 naming it, as a search is (it looked for the characters written)', async () => {
+    // The query string encodes each query once more: `%25ZZ` is the query's own `%ZZ`.
+    for (const q of ['Observation?code=%ZZ', 'Observation?code=%E9', 'Observation?%ZZ=A']) {
+      const res = await get(`/$export?_type=Observation&_typeFilter=${enc(q)}`);
+      expect([q, res.status]).toEqual([q, 400]);
+      const body = (await res.json()) as { issue: { details: { text: string }; expression: string[] }[] };
+      expect(body.issue[0]!.details.text).toContain(`_typeFilter '${q}'`);
+      expect(body.issue[0]!.details.text).toContain('not well percent-encoded');
+      expect(body.issue[0]!.expression).toEqual(['_typeFilter']);
+      // As a search of the same query answers.
+      expect((await get(`/${q}`)).status).toBe(400);
+    }
+    // Well encoded, the same value is searched as sent.
+    const m = await finish(t, token, await kickOff(t, token, `/$export?_type=Observation&_typeFilter=${enc('Observation?code=%41')}`));
+    expect(refs(await download(t, token, m.output))).toEqual(['Observation/o1']);
+  });
+
   test('a filter of a type _type leaves out selects nothing and excludes nothing (Bulk Data 2.0: it filters what would be returned)', async () => {
     const status = await kickOff(t, token, `/$export?_type=Patient,Condition&_typeFilter=${enc('Observation?code=A')},${enc('Condition?code:text=nothing')}`);
     const manifest = await finish(t, token, status);

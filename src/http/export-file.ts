@@ -5,10 +5,15 @@ import { prefersGzip } from './content-coding.ts';
 const NDJSON = 'application/fhir+ndjson';
 const KEEP_ALIVE_MS = 20_000;
 
-/** A single `bytes=` range (RFC 9110 14.1.2); null when absent or not one range (then the whole file is sent). */
+/**
+ * A single `bytes=` range (RFC 9110 14.1.2); null when absent or not one range (then the whole file is sent). The
+ * unit is matched without regard to case and the range may have blanks around it (14.1: "Range unit names are
+ * case-insensitive"; a range-set is a list, whose elements OWS may surround): `Bytes=0-9` and `bytes= 0-9` were
+ * sent the whole file, a resumed download started again.
+ */
 export function parseRange(header: string | null, size: number): ByteRange | 'unsatisfiable' | null {
   if (!header) return null;
-  const m = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
+  const m = /^bytes=[ \t]*(\d*)-(\d*)[ \t]*$/i.exec(header.trim());
   if (!m || (m[1] === '' && m[2] === '')) return null;
   let start: number;
   let end: number;

@@ -65,6 +65,15 @@ describe('downloads', () => {
     expect(beyond.headers.get('content-range')).toBe(`bytes */${size}`);
   });
 
+  test('a range whose unit is written in other case, or with blanks around the range, is served as one (RFC 9110 14.1), not the whole file', async () => {
+    const bytes = Buffer.from(whole);
+    for (const range of ['Bytes=10-19', 'BYTES=10-19', 'bytes= 10-19', 'bytes=10-19 ', 'bytes=\t10-19']) {
+      const part = await get({ Range: range });
+      expect([range, part.status, part.headers.get('content-range')]).toEqual([range, 206, `bytes 10-19/${bytes.length}`]);
+      expect(Buffer.from(await part.arrayBuffer()).equals(bytes.subarray(10, 20))).toBe(true);
+    }
+  });
+
   test('If-Range with another validator sends the whole file', async () => {
     const res = await get({ Range: 'bytes=0-9', 'If-Range': '"stale"' });
     expect(res.status).toBe(200);

@@ -123,6 +123,9 @@ export function snapshotContract(target: StoreTarget) {
         [{ type: 'Observation', at: 5000, filters: [tokens([{ param: 'code', values: [{ value: 'none' }] }])] }, []],
         [{ type: 'Observation', at: 5000, filters: [tokens([{ param: 'category', values: [{ value: 'none' }] }])] }, []],
         [{ type: 'Observation', at: 1000, filters: [tokens([{ param: 'category', values: [{ value: 'none' }] }])] }, ['o2@1?', 'o3@1?', 'o4@1?']],
+        // `since` read through its window (the resources updated after it), deletions and changes after `at` as before.
+        [{ type: 'Observation', at: 1650, since: 400 }, ['o2@2', 'o3@2:deleted?', 'o4@1?', 'o5@1', 'o6@2:deleted?']],
+        [{ type: 'Observation', at: 5000, since: 400, filters: [odd] }, ['o3@2:deleted?', 'o4@3', 'o5@1', 'o6@2:deleted?', 'o7@1']],
         // More codes than a window reads: the type is read in order, with the same answer.
         [{ type: 'Observation', at: 5000, filters: [tokens([{ param: 'code', values: ['odd', ...Array.from({ length: WINDOW_MAX_RANGES }, (_, i) => `c${i}`)].map((value) => ({ value })) }])] }, ['o1@1', 'o4@3', 'o5@1', 'o7@1']],
       ];
@@ -154,7 +157,15 @@ export function snapshotContract(target: StoreTarget) {
         // Without codes in every alternative, with `since` or named ids, the page reads the type in order.
         expect(await window({ type: 'Observation', at: 5000, filters: [odd, times([{ op: 'ge', low: 1700, high: 1701 }])], limit: 5 })).toBeUndefined();
         expect(await window({ type: 'Observation', at: 5000, filters: [tokens([{ param: 'code', values: [{ system: 'http://loinc.org' }] }])], limit: 5 })).toBeUndefined();
-        expect(await window({ type: 'Observation', at: 5000, since: 10, filters: [odd], limit: 5 })).toBeUndefined();
+        // With `since`: the resources last updated after it (deletions too), by the last-updated index, whatever the filters,
+        // in key order from the page's start; not for joined members, whose older records count too.
+        const changed = await window({ type: 'Observation', at: 5000, since: 400, filters: [odd], limit: 5 });
+        expect(changed).toMatchObject({ full: true, exact: false });
+        expect(changed!.pks).toEqual([...changed!.pks].sort((x, y) => x - y));
+        const after = await window({ type: 'Observation', at: 5000, since: 400, limit: 5, after: changed!.pks[4]! });
+        expect([after!.full, after!.pks.length, after!.pks[0]! > changed!.pks[4]!]).toEqual([false, 1, true]);
+        expect((await window({ type: 'Observation', at: 5000, since: 1650, limit: 5 }))!.pks).toHaveLength(2);
+        expect(await window({ type: 'Observation', at: 5000, since: 400, joinedSince: true, compartment: { kind: 'job', jobId: 'j' }, limit: 5 })).toBeUndefined();
         expect(await window({ type: 'Observation', at: 5000, ids: ['o1'], filters: [odd], limit: 5 })).toBeUndefined();
         expect(await window({ type: 'Observation', at: 5000, limit: 5 })).toBeUndefined();
       } finally {

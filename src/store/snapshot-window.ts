@@ -57,10 +57,10 @@ export interface SnapshotWindow {
  * named ids (already few).
  */
 export async function snapshotWindow(
-  dialect: Dialect, tenant: string, q: SnapshotQuery, rows: WindowRows,
+  dialect: Dialect, tenant: string, q: SnapshotQuery, rows: WindowRows, crowded?: CrowdedSince,
 ): Promise<SnapshotWindow | undefined> {
   if (q.referringTo && q.since === undefined && q.ids === undefined) return referringWindow(dialect, tenant, q, q.referringTo, rows);
-  if (q.since !== undefined && !q.joinedSince && q.ids === undefined) return sinceWindow(dialect, tenant, q, q.since, rows);
+  if (q.since !== undefined && !q.joinedSince && q.ids === undefined) return sinceWindow(dialect, tenant, q, q.since, rows, crowded);
   if (!q.filters?.length || q.since !== undefined || q.ids !== undefined) return undefined;
   const chosen: Codes[] = [];
   for (const alternative of q.filters) {
@@ -112,6 +112,14 @@ function changedSince(b: SqlBuilder, tenant: string, q: SnapshotQuery): string {
 export const SINCE_WINDOW_MAX = 10_000;
 
 /**
+ * The (tenant, type, `_since`) of snapshots that found more than SINCE_WINDOW_MAX changed, kept by an adapter's
+ * snapshot reader so that the later pages of that scan do not look again: the rows last updated after a time only
+ * grow in number (a deletion keeps its row), so one found crowded stays so.
+ */
+export type CrowdedSince = Set<string>;
+const CROWDED_KEPT = 1000;
+
+/**
  * The window of a snapshot with `_since` (not of joined members, whose records count whatever their time): the
  * resources of the type last updated after it, which hold every version the page can return (an update since, a
  * deletion since, one changed after `q.at`), read by the last-updated index, at most SINCE_WINDOW_MAX + 1 of them,
@@ -119,13 +127,19 @@ export const SINCE_WINDOW_MAX = 10_000;
  * of each type to find the few changed (100,000 Provenance for none: 80-110 ms a type; docs/PERFORMANCE.md).
  * Undefined when more changed: each page would read them all again, which costs more than the scan once they are many.
  */
-async function sinceWindow(dialect: Dialect, tenant: string, q: SnapshotQuery, since: number, rows: WindowRows): Promise<SnapshotWindow | undefined> {
+async function sinceWindow(dialect: Dialect, tenant: string, q: SnapshotQuery, since: number, rows: WindowRows, crowded?: CrowdedSince): Promise<SnapshotWindow | undefined> {
+  const key = `${tenant}\u0000${q.type}\u0000${since}`;
+  if (crowded?.has(key)) return undefined;
   const b = new SqlBuilder(dialect, tenant);
   const found = await rows(
     `SELECT r.pk AS res FROM resources r WHERE r.tenant = ${b.v(tenant)} AND r.type = ${b.v(q.type)} AND r.last_updated > ${b.v(since)} LIMIT ${b.v(SINCE_WINDOW_MAX + 1)}`,
     b.values,
   );
-  if (found.length > SINCE_WINDOW_MAX) return undefined;
+  if (found.length > SINCE_WINDOW_MAX) {
+    if (crowded && crowded.size >= CROWDED_KEPT) crowded.clear();
+    crowded?.add(key);
+    return undefined;
+  }
   const after = q.after ?? 0;
   const pks = found.map((r) => Number(r.res)).filter((pk) => pk > after).sort((x, y) => x - y).slice(0, q.limit);
   return { pks, full: pks.length === q.limit, exact: false };

@@ -1,6 +1,6 @@
 import { boundedConditions } from '../index-limits.ts';
 import { filtersSql, POSTGRES, SqlBuilder, type SqlValue } from '../search-sql.ts';
-import { snapshotWindow, type SnapshotWindow } from '../snapshot-window.ts';
+import { snapshotWindow, type CrowdedSince, type SnapshotWindow } from '../snapshot-window.ts';
 import type { SnapshotPage, SnapshotQuery, SnapshotRow } from '../types.ts';
 import type { Pg } from './db.ts';
 
@@ -130,10 +130,11 @@ async function resolve(sql: Pg, tenant: string, q: SnapshotQuery, pks: number[])
 /** Resource snapshots on Postgres: raw rows, so stored content goes out as the bytes Postgres sent. */
 export function createPostgresSnapshot(sql: Pg) {
   const rows = (text: string, values: SqlValue[]) => sql.unsafe<Record<string, unknown>[]>(text, values);
+  const crowded: CrowdedSince = new Set();
   return async function snapshot(tenant: string, q: SnapshotQuery): Promise<SnapshotPage> {
     // Filters compare the bounded forms of long values, as the index holds them (index-limits.ts).
     if (q.filters?.length) q = { ...q, filters: q.filters.map(boundedConditions) };
-    const window = await snapshotWindow(POSTGRES, tenant, q, rows);
+    const window = await snapshotWindow(POSTGRES, tenant, q, rows, crowded);
     if (window?.pks.length === 0) return { lines: new Uint8Array(0), count: 0, recheck: [], next: null };
     const page = pageQuery(tenant, q, window);
     const raw = (await sql.unsafe(page.sql, page.values).raw()) as unknown as Buffer[][];

@@ -1,6 +1,6 @@
 import type { Database } from 'bun:sqlite';
 import { filtersSql, SqlBuilder, SQLITE, type SqlValue } from '../search-sql.ts';
-import { snapshotWindow, type SnapshotWindow } from '../snapshot-window.ts';
+import { snapshotWindow, type CrowdedSince, type SnapshotWindow } from '../snapshot-window.ts';
 import type { SnapshotPage, SnapshotQuery, SnapshotRow } from '../types.ts';
 
 type Param = string | number;
@@ -140,8 +140,9 @@ export function createSqliteSnapshot(db: Database) {
     return { id, versionId: v.version_id, lastUpdated: v.last_updated, deleted: true, content: before.content };
   }
 
+  const crowded: CrowdedSince = new Set();
   return async function snapshot(tenant: string, q: SnapshotQuery): Promise<SnapshotPage> {
-    const window = await snapshotWindow(SQLITE, tenant, q, rows);
+    const window = await snapshotWindow(SQLITE, tenant, q, rows, crowded);
     if (window?.pks.length === 0) return { lines: new Uint8Array(0), count: 0, recheck: [], next: null };
     const filtered = !window && q.filters !== undefined && q.filters.length > 0 && q.ids === undefined;
     const reach = filtered ? reachOf.get(tenant, q.type, q.after ?? 0, SCAN_ROWS - 1)?.pk : undefined;

@@ -286,6 +286,22 @@ export interface ScopedAccess extends Access {
 const NOT_A_PATIENTS = new Set(['Subscription', 'Bundle']);
 
 /**
+ * Types a patient-context scope reaches only where they name no other patient: an AuditEvent (the server's own
+ * record of who touched what) is in the compartment of every patient it names, and one naming several (a search of
+ * `patient=pa,pb`, a transaction writing both patients' records) tells of the others, their records' ids and the
+ * query that was searched, base64 in `entity.query` (`Observation?patient=pa,pb&code=...`). Kept to those whose every
+ * `patient` is the patient in context, by the search engine (`_filter=not (patient ne Patient/{id})`), as a scope
+ * filter is, so reads, searches, includes, history, `$everything` and exports agree.
+ */
+const ONE_PATIENTS = new Set(['AuditEvent']);
+
+/** The condition that `type`'s resources name no patient but `patient` (ONE_PATIENTS), compiled once per token. */
+function onlyPatient(type: string, patient: string): Condition[] {
+  const compiled = compileScopeFilter(type, new URLSearchParams({ _filter: `not (patient ne Patient/${patient})` }).toString());
+  return compiled === null || compiled.some(hasPending) ? [{ kind: 'id', ids: [] }] : (compiled as Condition[]);
+}
+
+/**
  * The FHIR access a set of granted scopes gives. Patient-context scopes limit a type to the compartment
  * of `patient`, for each permission, unless a system/user scope grants that permission on the type
  * without a filter; without a patient they grant nothing, and what they would have kept to the patient's
@@ -314,6 +330,11 @@ export function accessFromScopes(scopes: string[], clientId: string, patient?: s
   // grant none of it, or they would read every patient's records (scopesWithoutPatient says so of a token's scopes).
   const unbound = (type: string, perm: Permission) => !patient && covers(binding, type, perm) && !covering(wide, type, perm).some((s) => s.query === undefined);
   const widening = (type: string, perm: Permission) => (unbound(type, perm) ? [] : covering(wide, type, perm));
+  // A system/user scope lifts the bound only for what it grants itself: the same permission on the
+  // type, unfiltered (`user/Observation.c` does not widen reads; a filtered one is no wider than
+  // the patient's compartment can be kept to, so the bound stays).
+  const patientLimit = (type: string, perm: Permission) =>
+    (patient && !covering(wide, type, perm).some((s) => s.query === undefined) && covers(narrow, type, perm) ? patient : undefined);
   const filters = new Map<string, Condition[][] | undefined>();
   return {
     get incomplete() {
@@ -338,18 +359,21 @@ export function accessFromScopes(scopes: string[], clientId: string, patient?: s
     ...(patient !== undefined && { patient }),
     ...(user !== undefined && { user }),
     can: (type, perm) => widening(type, perm).length > 0 || covers(narrow, type, perm),
-    // A system/user scope lifts the bound only for what it grants itself: the same permission on the
-    // type, unfiltered (`user/Observation.c` does not widen reads; a filtered one is no wider than
-    // the patient's compartment can be kept to, so the bound stays).
-    patientLimit: (type, perm) => (patient && !covering(wide, type, perm).some((s) => s.query === undefined) && covers(narrow, type, perm) ? patient : undefined),
+    patientLimit,
     filters(type, perm) {
       const key = `${type}.${perm}`;
       if (filters.has(key)) return filters.get(key);
       const scopes = [...widening(type, perm), ...covering(narrow, type, perm)];
       // Any unfiltered scope for the type and permission: no filter.
-      const result = scopes.length === 0 || scopes.some((s) => s.query === undefined)
+      let result = scopes.length === 0 || scopes.some((s) => s.query === undefined)
         ? undefined
         : scopes.map((s) => conditions.get(s) ?? nothing);
+      // Bound to the patient, a type that may name other patients too is kept to what names this one alone.
+      const bound = patientLimit(type, perm);
+      if (bound !== undefined && ONE_PATIENTS.has(type)) {
+        const only = onlyPatient(type, bound);
+        result = result === undefined ? [only] : result.map((all) => [...all, ...only]);
+      }
       filters.set(key, result);
       return result;
     },

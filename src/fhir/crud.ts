@@ -482,6 +482,7 @@ export async function putPrepared(w: ResourceWriter, p: PreparedVersion, opts: P
   const lastUpdated = Math.max(opts.now, (current?.lastUpdated ?? 0) + 1);
   requireInCompartment(opts.access, type, () => p.compartments, exists ? 'u' : 'c');
   const v = versionToWrite(p, versionId, lastUpdated, method);
+  refusePatientTopic(opts.access, type, exists ? 'u' : 'c', v.content, exists ? current.content : undefined);
   if (opts.access.filters?.(type, exists ? 'u' : 'c')) await requireFilter(opts.access, exists ? 'u' : 'c', JSON.parse(v.content) as Resource, lastUpdated, txLookups(opts.base));
   if (exists && !always && storesSame(current, p)) {
     const refused = opts.unvalidated && { refused: opts.unvalidated.issues };
@@ -502,6 +503,7 @@ export async function deleteVersion(w: ResourceWriter, type: string, id: string,
   requireIfNoneMatch(opts.ifNoneMatch, `${type}/${id}`, current);
   if (current === null) await refuseCoreDelete(opts.core, type, id);
   if (!exists) return null;
+  refusePatientTopic(opts.access, type, 'd', current.content);
   const versionId = current.versionId + 1;
   const lastUpdated = Math.max(opts.now, current.lastUpdated + 1);
   const version = { type, id, versionId, lastUpdated, deleted: true, content: '' };
@@ -522,6 +524,19 @@ export async function deleteVersion(w: ResourceWriter, type: string, id: string,
 function refuseAuditChange(access: Access, type: string, verb: string): void {
   if (type !== 'AuditEvent' || access === operatorAccess) return;
   throw new FhirError('method-not-allowed', `AuditEvents cannot be ${verb}: the audit trail is append-only`);
+}
+
+/**
+ * A SubscriptionTopic (a Basic coded so, subscriptions/topics.ts) is the tenant's, not a patient's record, whatever
+ * its `subject` or `author` (which put it in a patient's compartment): every app's topic-based Subscriptions name it
+ * by its url, and a second active topic of that url silences theirs and refuses new ones. A token whose writes of
+ * Basic are bound to a patient neither writes one, nor turns a Basic into one or one into another Basic, nor deletes
+ * one (403), as patient-context scopes grant nothing on Subscription (src/auth/scopes.ts NOT_A_PATIENTS).
+ */
+function refusePatientTopic(access: Access, type: string, perm: Permission, ...contents: (string | undefined)[]): void {
+  if (type !== 'Basic' || access.patientLimit(type, perm) === undefined) return;
+  if (!contents.some((c) => c !== undefined && c !== '' && isTopicResource(JSON.parse(c)))) return;
+  throw new FhirError('forbidden', `A patient-context token may not ${WRITE_VERBS[perm]} a SubscriptionTopic: it is the tenant's, named by every app's Subscriptions`);
 }
 
 /**

@@ -334,6 +334,16 @@ export interface ContextReads {
 }
 
 /**
+ * Whether a search of Binary by `access` lists the Binaries without a securityContext (which follow the Binary scopes
+ * alone): not when its Binary searches are bound to a patient. Such a Binary is read by its id, the url an Attachment
+ * of the patient's records names (`$everything` and `_include` follow those), but listed it is every patient's file
+ * that no context files (a `GET Binary` of `patient/*.rs` listed the tenant's lab reports and scans of every patient).
+ */
+export function listsUnfiled(access: Access): boolean {
+  return access.patientLimit('Binary', 's') === undefined;
+}
+
+/**
  * Whether requireContextReadable may refuse some Binary to `access`: its access to Binary is bound to a
  * patient (a context naming no resource of this tenant is out of reach), or a type a securityContext may
  * name is one it may not read, or reads only within a patient's compartment or a scope filter. A token
@@ -350,11 +360,14 @@ export function binaryReachLimited(access: Access): boolean {
  * read are left out (requireContextReadable, read `via` a write's transaction when given); deletions and other types stay.
  * A context is judged once for all the Binaries among `rows` that name it (a patient's files name a few
  * records: a page read past 20,000 Binaries of another patient read that patient 20,000 times).
+ * `listed`: the rows are a search's matches, which a token whose Binary searches are bound to a patient may not
+ * be listed without a context (listsUnfiled).
  */
-export async function rowsInReach(deps: FhirDeps, req: FhirRequest, rows: ResourceVersion[], via?: ContextReads): Promise<ResourceVersion[]> {
+export async function rowsInReach(deps: FhirDeps, req: FhirRequest, rows: ResourceVersion[], via?: ContextReads, listed = false): Promise<ResourceVersion[]> {
   const base = deps.fhirBase?.(req.tenant);
   const byContext = new Map<string, boolean>();
   const out: ResourceVersion[] = [];
+  const unfiled = !listed || listsUnfiled(req.access);
   for (const v of rows) {
     if (v.type !== 'Binary' || v.deleted) {
       out.push(v);
@@ -362,6 +375,7 @@ export async function rowsInReach(deps: FhirDeps, req: FhirRequest, rows: Resour
     }
     const resource = splitStoredBinary(v.content).resource;
     const target = securityContextTarget(resource, base);
+    if (target === undefined && !unfiled) continue;
     const key = target ? `${target.type}/${target.id}` : undefined;
     let ok = key === undefined ? undefined : byContext.get(key);
     if (ok === undefined) {

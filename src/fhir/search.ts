@@ -1,7 +1,7 @@
 import { FhirError, type FhirIssue } from '../errors.ts';
 import type { Condition, ResourceVersion, ResourceWriter, SearchCursor, SearchQuery, SortKey, SortPosition, TextQuery } from '../store/types.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
-import { binaryReachLimited, rowsInReach, vreadResource, writerContextReads } from './crud.ts';
+import { binaryReachLimited, listsUnfiled, rowsInReach, vreadResource, writerContextReads } from './crud.ts';
 import { enumerationAccess, requireAccess, type Access } from './access.ts';
 import { inPatientCompartment, paramOf, paramsOf, referrersOf, type ParamDefinition } from './definitions.ts';
 import { evaluatePath } from './fhirpath.ts';
@@ -1184,7 +1184,9 @@ export function keptInReach(
 ): ((rows: ResourceVersion[]) => Promise<ResourceVersion[]>) | undefined {
   const widened = widenedPatient(req, type, 's', compartment);
   if (widened !== undefined) return (rows) => provenanceRowsInReach(deps, req, rows, widened, w && writerTargetReads(deps, req.tenant, w));
-  if (type === 'Binary' && binaryReachLimited(req.access)) return (rows) => rowsInReach(deps, req, rows, w && writerContextReads(deps, req.tenant, w));
+  if (type === 'Binary' && (binaryReachLimited(req.access) || !listsUnfiled(req.access))) {
+    return (rows) => rowsInReach(deps, req, rows, w && writerContextReads(deps, req.tenant, w), true);
+  }
   return undefined;
 }
 

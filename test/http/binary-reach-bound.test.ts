@@ -34,16 +34,17 @@ await eachStore((kind, fresh) => {
     beforeAll(async () => {
       t = await createTestApp({ store: await fresh(), clock });
       admin = fhirClient(t, await craftToken(t, 'system/*.*', { ttl: 86_400 }));
-      await admin.put200({ resourceType: 'Patient', id: 'p2' });
-      // Two Binaries in every token's reach (no context), written first; a minute later BOUND whose context is a
-      // Patient, which neither token may read: they come first in id order and in history (newest first).
-      for (const id of ['v-a', 'v-b']) await admin.put200(binary(id));
+      for (const id of ['p1', 'p2']) await admin.put200({ resourceType: 'Patient', id });
+      // Two Binaries in both tokens' reach (filed under p1, which both read; a patient's search lists none without a
+      // context), written first; a minute later BOUND whose context is p2, which neither token may read: they come
+      // first in id order and in history (newest first).
+      for (const id of ['v-a', 'v-b']) await admin.put200(binary(id, 'Patient/p1'));
       clock.advance(60_000);
       const writer = createBatchWriter({ store: t.store, clock }, 't1', DEFAULT_BATCH_LIMITS, () => undefined);
       for (let i = 0; i < BOUND; i++) await writer.addPrepared([writer.prepare(hidden(i))]);
       await writer.drain();
-      patient = fhirClient(t, await craftToken(t, 'launch/patient patient/Binary.rs', { patient: 'p1', ttl: 86_400 }));
-      system = fhirClient(t, await craftToken(t, 'system/Binary.rs', { ttl: 86_400 }));
+      patient = fhirClient(t, await craftToken(t, 'launch/patient patient/Binary.rs patient/Patient.rs', { patient: 'p1', ttl: 86_400 }));
+      system = fhirClient(t, await craftToken(t, 'system/Binary.rs system/Patient.rs?_id=p1', { ttl: 86_400 }));
     }, 120_000);
     afterAll(() => t.close());
 

@@ -1,0 +1,63 @@
+/**
+ * Binaries without a securityContext under a patient's token, on both databases. Such a Binary follows the Binary
+ * scopes alone, so a patient's token reads it by its id (the url an Attachment of the patient's records names), but
+ * a search of Binary listed every one of them: `GET Binary` with `patient/*.rs` answered the tenant's unfiled lab
+ * reports and scans, every patient's. A search by a token whose Binary searches are bound to a patient lists only
+ * the Binaries filed under a resource it may read (src/fhir/crud.ts listsUnfiled).
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { craftToken, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+
+const binary = (id: string, context?: string): Json => ({ resourceType: 'Binary', id, contentType: 'text/plain', data: btoa(`file ${id}`), ...(context && { securityContext: { reference: context } }) });
+const matches = (b: Json): string[] => (b.entry ?? []).filter((e: Json) => e.search?.mode === 'match').map((e: Json) => `${e.resource.resourceType}/${e.resource.id}`).sort();
+
+await eachStore((kind, fresh) => {
+  describe(`a patient's search of Binary lists no Binary without a securityContext (${kind})`, () => {
+    let t: TestApp;
+    let pa: FhirClient;
+
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      const admin = fhirClient(t, await t.token());
+      for (const r of [
+        { resourceType: 'Patient', id: 'pa' }, { resourceType: 'Patient', id: 'pb' },
+        // pb's report, stored without a context (as most feeds store them), and a file of each patient filed under them.
+        binary('unfiled-b'), binary('unfiled-a'), binary('filed-a', 'Patient/pa'), binary('filed-b', 'Patient/pb'),
+        { resourceType: 'DocumentReference', id: 'doc-a', status: 'current', subject: { reference: 'Patient/pa' }, content: [{ attachment: { url: 'Binary/unfiled-a' } }] },
+        { resourceType: 'DocumentReference', id: 'doc-b', status: 'current', subject: { reference: 'Patient/pb' }, content: [{ attachment: { url: 'Binary/unfiled-b' } }] },
+      ]) await admin.put200(r);
+      pa = fhirClient(t, await craftToken(t, 'launch/patient patient/*.rs', { patient: 'pa' }));
+    });
+    afterAll(() => t.close());
+
+    test('a search, across types too, finds only the Binaries filed under what the token reads, and counts only those', async () => {
+      for (const query of ['Binary', 'Binary?_id=unfiled-b,unfiled-a,filed-a,filed-b', '?_type=Binary', 'Binary?_total=accurate', 'Binary?_count=1']) {
+        const b = await pa.search(query);
+        expect({ query, found: matches(b) }).toEqual({ query, found: ['Binary/filed-a'] });
+        if (query.includes('_total')) expect(b.total).toBe(1);
+        if (query.includes('_count=1')) expect(b.link.some((l: Json) => l.relation === 'next')).toBe(false);
+      }
+      expect((await pa.search('Binary?_summary=count')).total).toBe(1);
+      const bundle = await pa.post('', { resourceType: 'Bundle', type: 'batch', entry: [{ request: { method: 'GET', url: 'Binary?_id=unfiled-b' } }] });
+      expect(((await bundle.json()) as Json).entry[0].resource.total).toBe(0);
+    });
+
+    test('one is still read by its id, and $everything includes the one its records name', async () => {
+      expect((await pa.get('Binary/unfiled-a')).status).toBe(200);
+      const everything = await pa.search('Patient/pa/$everything');
+      const included = (everything.entry ?? []).map((e: Json) => `${e.resource.resourceType}/${e.resource.id}`);
+      expect(included).toContain('Binary/unfiled-a');
+      expect(included).not.toContain('Binary/unfiled-b');
+    });
+
+    test('a token whose Binary scope is not bound to a patient lists them all, as before', async () => {
+      // Beside patient/ scopes, the Binaries filed under another patient stay out of reach (their context is).
+      for (const [scope, filed] of [['user/Binary.rs user/Patient.rs', ['filed-a', 'filed-b']], ['launch/patient patient/*.rs user/Binary.rs', ['filed-a']]] as const) {
+        const api = fhirClient(t, await craftToken(t, scope, { patient: 'pa' }));
+        expect(matches(await api.search('Binary'))).toEqual([...filed, 'unfiled-a', 'unfiled-b'].map((id) => `Binary/${id}`).sort());
+      }
+    });
+  });
+});

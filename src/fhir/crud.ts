@@ -219,8 +219,10 @@ export async function requireStoredInReach(deps: FhirDeps, req: FhirRequest, typ
   const stored = current && (perm === 'u' ? await lastContent(deps, req.tenant, current) : current);
   if (!stored || stored.deleted) return judged;
   const resource = type === 'Binary' ? splitStoredBinary(stored.content).resource : (JSON.parse(stored.content) as Resource);
-  if (type === 'Binary') await requireContextReadable(deps, req, resource);
-  else if (compartment) requireCompartment(req.access, resource, deps.fhirBase?.(req.tenant), perm);
+  if (type === 'Binary') {
+    await requireContextReadable(deps, req, resource);
+    requireFiled(req.access, resource, deps.fhirBase?.(req.tenant), perm);
+  } else if (compartment) requireCompartment(req.access, resource, deps.fhirBase?.(req.tenant), perm);
   if (filtered) await requireFilter(req.access, perm, resource, stored.lastUpdated, lookups(deps, req.tenant));
   return judged;
 }
@@ -331,6 +333,17 @@ export interface ContextReads {
   lookups: MatchContext;
   /** How a Provenance's targets are read, to judge one as its read judges it (provenance-reach.ts); absent: its compartment alone counts. */
   targets?: TargetReads;
+}
+
+/**
+ * A stored Binary without a securityContext is no record of the patient's: whose file it is nothing says (another
+ * patient's report a DocumentReference of theirs names, as feeds store them). A token whose updates or deletes of
+ * Binary are bound to a patient may not overwrite it, file it under its patient or delete it (403); it may create
+ * one, and write those filed under what it reads (requireContextReadable).
+ */
+function requireFiled(access: Access, stored: Resource, base: string | undefined, perm: 'u' | 'd'): void {
+  if (access.patientLimit('Binary', perm) === undefined || securityContextTarget(stored, base) !== undefined) return;
+  throw new FhirError('forbidden', `Binary/${stored.id} is out of reach: it has no securityContext, so it is no record of the patient's that a patient-context token may ${WRITE_VERBS[perm]}`);
 }
 
 /**

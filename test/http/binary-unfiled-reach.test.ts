@@ -3,7 +3,9 @@
  * scopes alone, so a patient's token reads it by its id (the url an Attachment of the patient's records names), but
  * a search of Binary listed every one of them: `GET Binary` with `patient/*.rs` answered the tenant's unfiled lab
  * reports and scans, every patient's. A search by a token whose Binary searches are bound to a patient lists only
- * the Binaries filed under a resource it may read (src/fhir/crud.ts listsUnfiled).
+ * the Binaries filed under a resource it may read (src/fhir/crud.ts listsUnfiled). And a token of `patient/*.cruds`
+ * overwrote, filed under its own patient, or deleted any of them: one without a context is no record of the
+ * patient's, so such a token may not update or delete it (requireFiled), by any write path.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -14,7 +16,7 @@ const binary = (id: string, context?: string): Json => ({ resourceType: 'Binary'
 const matches = (b: Json): string[] => (b.entry ?? []).filter((e: Json) => e.search?.mode === 'match').map((e: Json) => `${e.resource.resourceType}/${e.resource.id}`).sort();
 
 await eachStore((kind, fresh) => {
-  describe(`a patient's search of Binary lists no Binary without a securityContext (${kind})`, () => {
+  describe(`Binaries without a securityContext under a patient's token (${kind})`, () => {
     let t: TestApp;
     let pa: FhirClient;
 
@@ -52,11 +54,38 @@ await eachStore((kind, fresh) => {
       expect(included).not.toContain('Binary/unfiled-b');
     });
 
+    test("another patient's unfiled Binary is neither overwritten, filed under the patient, nor deleted, by any write path", async () => {
+      const rw = await craftToken(t, 'launch/patient patient/*.cruds', { patient: 'pa' });
+      const w = fhirClient(t, rw);
+      const hacked = { ...binary('unfiled-b'), data: btoa('hacked') };
+      const attempts: [string, () => Response | Promise<Response>][] = [
+        ['PUT', () => w.put('Binary/unfiled-b', hacked)],
+        ['PUT filing it', () => w.put('Binary/unfiled-b', { ...hacked, securityContext: { reference: 'Patient/pa' } })],
+        ['PUT native', () => t.request(`${t.fhir()}/Binary/unfiled-b`, { method: 'PUT', headers: { Authorization: `Bearer ${rw}`, 'Content-Type': 'text/plain', 'X-Security-Context': 'Patient/pa' }, body: 'hacked' })],
+        ['PATCH', () => w.call('PATCH', 'Binary/unfiled-b', [{ op: 'replace', path: '/data', value: btoa('hacked') }], { 'Content-Type': 'application/json-patch+json' })],
+        ['DELETE', () => w.del('Binary/unfiled-b')],
+        ['transaction PUT', () => w.post('', { resourceType: 'Bundle', type: 'transaction', entry: [{ fullUrl: `${t.fhir()}/Binary/unfiled-b`, resource: hacked, request: { method: 'PUT', url: 'Binary/unfiled-b' } }] })],
+        ['transaction DELETE', () => w.post('', { resourceType: 'Bundle', type: 'transaction', entry: [{ request: { method: 'DELETE', url: 'Binary/unfiled-b' } }] })],
+      ];
+      for (const [what, attempt] of attempts) {
+        const res = await attempt();
+        expect({ what, status: res.status }).toEqual({ what, status: 403 });
+      }
+      // A conditional delete finds nothing its searches do not list.
+      expect((await w.del('Binary?_id=unfiled-b')).status).toBeLessThan(300);
+      const admin = fhirClient(t, await t.token());
+      const stored = (await (await admin.get('Binary/unfiled-b', { Accept: 'application/fhir+json' })).json()) as Json;
+      expect({ version: stored.meta.versionId, data: atob(stored.data) }).toEqual({ version: '1', data: 'file unfiled-b' });
+      // It creates Binaries, with a context or without, and writes those filed under its patient.
+      expect((await w.post('Binary', binary('ignored'))).status).toBe(201);
+      expect((await w.put('Binary/filed-a', { ...binary('filed-a', 'Patient/pa'), data: btoa('new') })).status).toBe(200);
+    });
+
     test('a token whose Binary scope is not bound to a patient lists them all, as before', async () => {
       // Beside patient/ scopes, the Binaries filed under another patient stay out of reach (their context is).
       for (const [scope, filed] of [['user/Binary.rs user/Patient.rs', ['filed-a', 'filed-b']], ['launch/patient patient/*.rs user/Binary.rs', ['filed-a']]] as const) {
         const api = fhirClient(t, await craftToken(t, scope, { patient: 'pa' }));
-        expect(matches(await api.search('Binary'))).toEqual([...filed, 'unfiled-a', 'unfiled-b'].map((id) => `Binary/${id}`).sort());
+        expect(matches(await api.search('Binary?_id=filed-a,filed-b,unfiled-a,unfiled-b'))).toEqual([...filed, 'unfiled-a', 'unfiled-b'].map((id) => `Binary/${id}`).sort());
       }
     });
   });

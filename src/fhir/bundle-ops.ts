@@ -9,7 +9,7 @@ import { conditionElement, withEntryIds } from './bundle-match-urls.ts';
 import { splitVersion, versionBeforeWrite, type PendingVersion } from './bundle-versions.ts';
 import { cloneExact, parseExact } from './exact-json.ts';
 import { ConditionRaced, conditionKey, heldToMatch, resolveCondition, showCondition, storedMatch } from './conditional.ts';
-import { deleteVersion, putVersion, reachJudged, refusedNoOp, requireContextReadable, requireStoredInReach, stillJudged, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
+import { deleteVersion, putVersion, reachJudged, refusedNoOp, requireStoredInReach, requireWritableContext, stillJudged, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
 import { operationOutcome, unchangedOutcome } from './outcome.ts';
 import type { WrittenResource } from './referential-integrity.ts';
 import { isAbsoluteReference, isIdentity, isUrnReference, parseReference, pathTo, replaceLinks, walkReferences } from './references.ts';
@@ -179,7 +179,7 @@ export async function requireEntriesInReach(deps: FhirDeps, req: FhirRequest, pl
   const pace = pacedTurns();
   for (const p of planned) {
     const r = writtenBy(p);
-    if (r) await requireContextReadable(deps, req, r);
+    if (r) await requireWritableContext(deps, req, r, p.entry.method === 'POST' ? 'c' : 'u');
     await pace();
   }
 }

@@ -336,14 +336,34 @@ export interface ContextReads {
 }
 
 /**
- * A stored Binary without a securityContext is no record of the patient's: whose file it is nothing says (another
- * patient's report a DocumentReference of theirs names, as feeds store them). A token whose updates or deletes of
- * Binary are bound to a patient may not overwrite it, file it under its patient or delete it (403); it may create
- * one, and write those filed under what it reads (requireContextReadable).
+ * A stored Binary is a record of the patient's only when filed under one: a token whose updates or deletes of Binary
+ * are bound to a patient may not overwrite, refile or delete one without a securityContext (whose file it is nothing
+ * says: another patient's report a DocumentReference of theirs names, as feeds store them), nor one filed under a
+ * shared record (a Practitioner, an Organization), which it reads but does not write (requireInCompartment) (403).
+ * It may create one without a context (an upload before the DocumentReference that names it): requireWritableContext.
  */
 function requireFiled(access: Access, stored: Resource, base: string | undefined, perm: 'u' | 'd'): void {
-  if (access.patientLimit('Binary', perm) === undefined || securityContextTarget(stored, base) !== undefined) return;
-  throw new FhirError('forbidden', `Binary/${stored.id} is out of reach: it has no securityContext, so it is no record of the patient's that a patient-context token may ${WRITE_VERBS[perm]}`);
+  if (access.patientLimit('Binary', perm) === undefined) return;
+  const target = securityContextTarget(stored, base);
+  if (target === undefined) {
+    throw new FhirError('forbidden', `Binary/${stored.id} is out of reach: it has no securityContext, so it is no record of the patient's that a patient-context token may ${WRITE_VERBS[perm]}`);
+  }
+  if (target !== null && !inPatientCompartment(target.type)) throw sharedContext(`Binary/${stored.id}`, target.type, perm);
+}
+
+const sharedContext = (name: string, type: string, perm: Permission) =>
+  new FhirError('forbidden', `${name} is out of reach: it is filed under a ${type}, a shared record a patient-context token may not ${WRITE_VERBS[perm]} content of`);
+
+/**
+ * requireContextReadable for the content a write files, and for a token whose writes of Binary are bound to a
+ * patient, a securityContext that is a record of a patient (a type of the Patient compartment), not a shared one
+ * (a Practitioner, an Organization: content filed there is every patient's to read).
+ */
+export async function requireWritableContext(deps: FhirDeps, req: FhirRequest, resource: Resource, perm: 'c' | 'u'): Promise<void> {
+  await requireContextReadable(deps, req, resource);
+  if (resource.resourceType !== 'Binary' || req.access.patientLimit('Binary', perm) === undefined) return;
+  const target = securityContextTarget(resource, deps.fhirBase?.(req.tenant));
+  if (target && !inPatientCompartment(target.type)) throw sharedContext(resource.id === undefined ? 'The Binary' : `Binary/${resource.id}`, target.type, perm);
 }
 
 /**
@@ -607,7 +627,7 @@ export async function createResource(
   await requireValidPaced(resource, validationLevel(deps));
   const profiled = requireProfiles(deps, req.tenant, resource, undefined, undefined, req.access);
   if (profiled) await profiled;
-  await requireContextReadable(deps, req, resource);
+  await requireWritableContext(deps, req, resource, 'c');
   await noteValidationLevel(deps, req.tenant);
   await deps.subscriptions?.resolveEndpoints([resource]);
   return atWriteTime(deps.store, deps.clock, async (now) => {
@@ -648,7 +668,7 @@ export async function updateResource(
     unvalidated = err;
   }
   return judgedReach(deps, req, type, id, 'u', async (judged) => {
-    await requireContextReadable(deps, req, resource);
+    await requireWritableContext(deps, req, resource, 'u');
     await noteValidationLevel(deps, req.tenant);
     await deps.subscriptions?.resolveEndpoints([resource]);
     return atWriteTime(deps.store, deps.clock, async (now) => {

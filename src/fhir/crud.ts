@@ -9,7 +9,7 @@ import { inPatientCompartment } from './definitions.ts';
 import { compartmentsOf } from './indexer.ts';
 import type { CodeSet } from './search-compile.ts';
 import { matchConditions, type MatchContext } from './search-match.ts';
-import { provenanceOfReadableRecord, PROVENANCE_REFUSAL, writerTargetReads, type TargetReads } from './provenance-reach.ts';
+import { provenanceOfReadableRecord, PROVENANCE_REFUSAL, requireOwnTargets, writerTargetReads, type TargetReads } from './provenance-reach.ts';
 import { prepareVersion, storesSame, versionToWrite, wouldStoreSame, type PreparedVersion, type PutMethod } from './prepared.ts';
 import { requireReferences, type ReferenceReach, type ReferentialIntegrity } from './referential-integrity.ts';
 import { asResource, checkTypeAndId, newId, withoutId, type Resource } from './resource.ts';
@@ -530,6 +530,8 @@ export async function putPrepared(w: ResourceWriter, p: PreparedVersion, opts: P
   requireInCompartment(opts.access, type, () => p.compartments, exists ? 'u' : 'c');
   const v = versionToWrite(p, versionId, lastUpdated, method);
   refusePatientTopic(opts.access, type, exists ? 'u' : 'c', v.content, exists ? current.content : undefined);
+  const provenanceOf = type === 'Provenance' ? opts.access.patientLimit(type, exists ? 'u' : 'c') : undefined;
+  if (provenanceOf !== undefined) await requireOwnTargets(w, JSON.parse(v.content) as Record<string, unknown>, provenanceOf, opts.base);
   if (opts.access.filters?.(type, exists ? 'u' : 'c')) await requireFilter(opts.access, exists ? 'u' : 'c', JSON.parse(v.content) as Resource, lastUpdated, txLookups(opts.base));
   if (exists && !always && storesSame(current, p)) {
     const refused = opts.unvalidated && { refused: opts.unvalidated.issues };

@@ -26,6 +26,7 @@
  * #1881), and the token learns from it only the other record's reference. Compartment searches,
  * `$everything` and bulk exports keep the compartment alone.
  */
+import { FhirError } from '../errors.ts';
 import type { Condition, ResourceVersion, ResourceWriter, SearchQuery } from '../store/types.ts';
 import type { Access } from './access.ts';
 import { lookups } from './core-search.ts';
@@ -82,6 +83,38 @@ function targetsOf(provenance: Json, base: string | undefined): Named {
     if (at) (named.get(`${at.type}/${at.id}`) ?? named.set(`${at.type}/${at.id}`, new Set()).get(`${at.type}/${at.id}`)!).add(at.version);
   }
   return named;
+}
+
+/**
+ * Throws 403 unless every record of a patient that `provenance` targets (a resource of a Patient compartment type, its
+ * current version read through the write's transaction `w`, and the version a target names) is in `patient`'s
+ * compartment alone. A token whose writes of Provenance are bound to `patient` wrote one targeting its Patient and
+ * another patient's Observation: in its own compartment by the first, it was the other patient's to read by the second
+ * (provenancesInReach), an assertion about their record that their app and their clinicians' `_revinclude` showed.
+ */
+export async function requireOwnTargets(w: Pick<ResourceWriter, 'search' | 'vread'>, provenance: Json, patient: string, base: string | undefined): Promise<void> {
+  const byType = new Map<string, { ids: string[]; versions: [string, number][] }>();
+  for (const [key, versions] of targetsOf(provenance, base)) {
+    const [type, id] = key.split('/') as [string, string];
+    if (!inPatientCompartment(type)) continue;
+    const of = byType.get(type) ?? byType.set(type, { ids: [], versions: [] }).get(type)!;
+    of.ids.push(id);
+    for (const v of versions) if (v !== undefined && /^[1-9][0-9]{0,8}$/.test(v)) of.versions.push([id, Number(v)]);
+  }
+  const refuse = (v: ResourceVersion) => {
+    if (v.deleted || compartmentsOf(JSON.parse(v.content) as Json, base).every((p) => p === patient)) return;
+    throw new FhirError('forbidden', `Provenance targets ${v.type}/${v.id}, a record of another patient: a patient-context token writes its own patient's records alone`);
+  };
+  for (const [type, { ids, versions }] of byType) {
+    for (let i = 0; i < ids.length; i += IDS_PER_QUERY) {
+      const chunk = ids.slice(i, i + IDS_PER_QUERY);
+      for (const v of await w.search({ type, where: [{ kind: 'id', ids: chunk }], sort: [], count: chunk.length })) refuse(v);
+    }
+    for (const [id, versionId] of versions) {
+      const v = await w.vread(type, id, versionId);
+      if (v) refuse(v);
+    }
+  }
 }
 
 /** Whether a target of `provenance` names a version (`Observation/x/_history/1`), which the index does not hold. */

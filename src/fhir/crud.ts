@@ -307,7 +307,9 @@ export async function requireContextReadable(deps: FhirDeps, req: FhirRequest, r
   const limited = (access.patientLimit(target.type, 'r') !== undefined && inPatientCompartment(target.type)) || access.filters?.(target.type, 'r') !== undefined;
   if (!limited) return;
   const stored = await (via ? via.read(target.type, target.id) : deps.store.resources.read(req.tenant, target.type, target.id));
-  if (!stored || stored.deleted) throw refuse(`its securityContext ${target.type}/${target.id} does not exist, so the access token cannot be shown to reach it`);
+  // One refusal whether the context exists or not, naming no id: neither tells of another patient's record.
+  const unreadable = () => refuse(`the access token may not read the ${target.type} its securityContext names (unknown, or out of the token's reach)`);
+  if (!stored || stored.deleted) throw unreadable();
   const context = JSON.parse(stored.content) as Resource;
   try {
     // A Provenance of the patient's record is read as its read reads it (provenance-reach.ts), its targets read
@@ -317,7 +319,7 @@ export async function requireContextReadable(deps: FhirDeps, req: FhirRequest, r
     else await requireReadReach(deps, req, context, via?.targets);
     await requireFilter(access, 'r', context, stored.lastUpdated, via?.lookups ?? lookups(deps, req.tenant));
   } catch (err) {
-    if (err instanceof FhirError) throw refuse(`the access token may not read ${target.type}/${target.id}, its securityContext`);
+    if (err instanceof FhirError) throw unreadable();
     throw err;
   }
 }

@@ -11,7 +11,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
-import { craftToken, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { craftToken, expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
 
 const binary = (id: string, context?: string): Json => ({ resourceType: 'Binary', id, contentType: 'text/plain', data: btoa(`file ${id}`), ...(context && { securityContext: { reference: context } }) });
 const matches = (b: Json): string[] => (b.entry ?? []).filter((e: Json) => e.search?.mode === 'match').map((e: Json) => `${e.resource.resourceType}/${e.resource.id}`).sort();
@@ -113,6 +113,16 @@ await eachStore((kind, fresh) => {
         expect({ id, version: stored.meta.versionId, data: atob(stored.data) }).toEqual({ id, version: '1', data: `file ${id}` });
       }
       expect(matches(await admin.search('Binary?_count=100')).filter((r) => !/unfiled|filed|form|signature/.test(r))).toEqual([]);
+    });
+
+    test("a refusal names neither another patient's record it is filed under nor whether one exists", async () => {
+      const w = fhirClient(t, await craftToken(t, 'launch/patient patient/*.cruds', { patient: 'pa' }));
+      const read = await expectOutcome(await w.get('Binary/filed-b'), 403, 'forbidden');
+      expect(JSON.stringify(read)).not.toContain('pb');
+      const filing = async (context: string) => (await expectOutcome(await w.post('Binary', binary('ignored', context)), 403, 'forbidden')).issue[0].diagnostics as string;
+      const [existing, unknown] = [await filing('Patient/pb'), await filing('Patient/nobody')];
+      expect(existing).not.toContain('pb');
+      expect(unknown).toBe(existing.replace('Patient/pb', 'Patient/nobody'));
     });
 
     test('a token whose Binary scope is not bound to a patient lists them all, as before', async () => {

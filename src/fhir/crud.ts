@@ -10,7 +10,7 @@ import { compartmentsOf } from './indexer.ts';
 import type { CodeSet } from './search-compile.ts';
 import { matchConditions, type MatchContext } from './search-match.ts';
 import { provenanceOfReadableRecord, PROVENANCE_REFUSAL, requireOwnTargets, writerTargetReads, type TargetReads } from './provenance-reach.ts';
-import { prepareVersion, storesSame, versionToWrite, wouldStoreSame, type PreparedVersion, type PutMethod } from './prepared.ts';
+import { prepareVersionPaced, storesSame, versionToWrite, wouldStoreSame, type PreparedVersion, type PutMethod } from './prepared.ts';
 import { requireReferences, type ReferenceReach, type ReferentialIntegrity } from './referential-integrity.ts';
 import { asResource, checkTypeAndId, newId, withoutId, type Resource } from './resource.ts';
 import { R4_RESOURCE_TYPES, versionNumber } from './resource-types.ts';
@@ -499,7 +499,7 @@ export async function putVersion(w: ResourceWriter, resource: Resource, id: stri
   // So is a topic rest-hook one written `active` whose endpoint is not verified (activation.ts): it is stored `requested`.
   // One `cinder import` stored is activated by any such write, though it stores the same text.
   const reactivated = (wasActive && ((resource as { status?: unknown }).status === 'requested' || activated.handshake === true)) || activated?.unowned === true;
-  const written = await putPrepared(w, prepareVersion(activated?.resource ?? resource, id, opts.base), opts, method, reactivated || opts.newVersion === true);
+  const written = await putPrepared(w, await prepareVersionPaced(activated?.resource ?? resource, id, opts.base), opts, method, reactivated || opts.newVersion === true);
   if (topic !== undefined) noteTopicWritten(w, id, topic);
   if (activated && !written.unchanged) {
     const heartbeat = activated.heartbeatMs === undefined ? undefined : { periodMs: activated.heartbeatMs, now: opts.now };

@@ -5,6 +5,7 @@ import { compartmentPaths, paramsOf, type ParamDefinition, type ParamType } from
 import { evaluatePath, type CompiledPath } from './fhirpath.ts';
 import { absoluteType, isAbsoluteReference, parseReference } from './references.ts';
 import { textIndexOf } from './text-index.ts';
+import { drivePaced } from './turns.ts';
 import { canonicalUnit, UCUM_SYSTEM } from './ucum.ts';
 
 type Json = Record<string, unknown>;
@@ -531,21 +532,35 @@ export function indexEntries(resource: Json, base?: string): IndexRows {
 /** Rows of `resource` for every parameter of its type (R4 SearchParameter expressions), not deduplicated. */
 function ownEntries(resource: Json, base: string | undefined): IndexRows {
   const rows = emptyRows();
-  for (const def of paramsOf(resource.resourceType as string)) {
-    if (def.storedAs || def.unionOf || def.andOf) continue;
-    if (def.type === 'composite') {
-      compositeRows(def, resource, rows.composites, base);
-      continue;
-    }
-    if (def.type === 'special') {
-      if (def.code === 'near') positionRows(def, resource, rows.ranges);
-      continue;
-    }
-    for (const path of def.paths) {
-      for (const value of evaluatePath(resource, path)) simpleRows(def, value, path.targetType, rows, base);
-    }
-  }
+  for (const def of paramsOf(resource.resourceType as string)) paramRows(def, resource, rows, base);
   return rows;
+}
+
+/** The rows of `resource` for the parameter `def`, added to `rows` (not deduplicated). */
+function paramRows(def: ParamDefinition, resource: Json, rows: IndexRows, base: string | undefined): void {
+  for (const [path, values] of paramValues(def, resource, rows, base)) valueRows(def, path, values, 0, values.length, rows, base);
+}
+
+/**
+ * The values of `resource` each path of the parameter `def` reaches, for valueRows; a composite or `near`
+ * parameter's rows are added to `rows` at once (one value of each at most, in practice), and it reaches none.
+ */
+function paramValues(def: ParamDefinition, resource: Json, rows: IndexRows, base: string | undefined): [CompiledPath, unknown[]][] {
+  if (def.storedAs || def.unionOf || def.andOf) return [];
+  if (def.type === 'composite') {
+    compositeRows(def, resource, rows.composites, base);
+    return [];
+  }
+  if (def.type === 'special') {
+    if (def.code === 'near') positionRows(def, resource, rows.ranges);
+    return [];
+  }
+  return def.paths.map((path) => [path, evaluatePath(resource, path)]);
+}
+
+/** The rows of `values[from]` to `values[to - 1]`, reached by `path` of the parameter `def`, added to `rows`. */
+function valueRows(def: ParamDefinition, path: CompiledPath, values: unknown[], from: number, to: number, rows: IndexRows, base: string | undefined): void {
+  for (let i = from; i < to; i++) simpleRows(def, values[i], path.targetType, rows, base);
 }
 
 /**
@@ -557,6 +572,44 @@ export function storedIndex(resource: Json, base?: string): IndexRows {
   const text = textIndexOf(resource);
   if (text) rows.text = text;
   return rows;
+}
+
+/**
+ * storedIndex in pieces, the event loop let turn between two as `pace` says (pacedTurns): each parameter's values,
+ * their rows PACED_VALUES at a time, the contained resources' rows, their deduplication PACED_VALUES tokens at a
+ * time, the words; the same rows (test/unit/indexer-paced.test.ts). The index of a 16 MB CodeSystem held the loop
+ * about 0.25-0.5 s in one call; a resource indexed within one slice costs no promise.
+ */
+export function storedIndexPaced(resource: Json, base: string | undefined, pace: () => Promise<void> | undefined): IndexRows | Promise<IndexRows> {
+  return drivePaced(indexPieces(resource, base), pace);
+}
+
+/** Values (or tokens) between two yields of indexPieces: about 1-5 ms of work. */
+export const PACED_VALUES = 2000;
+
+function* indexPieces(resource: Json, base: string | undefined): Generator<void, IndexRows> {
+  const rows = emptyRows();
+  for (const def of paramsOf(resource.resourceType as string)) {
+    for (const [path, values] of paramValues(def, resource, rows, base)) {
+      for (let from = 0; from < values.length; from += PACED_VALUES) {
+        valueRows(def, path, values, from, Math.min(from + PACED_VALUES, values.length), rows, base);
+        if (from + PACED_VALUES < values.length) yield;
+      }
+    }
+    yield;
+  }
+  containedRows(resource, rows, base);
+  yield;
+  const merging = tokenMerger(rows.tokens.length);
+  for (let from = 0; from < rows.tokens.length; from += PACED_VALUES) {
+    merging.add(rows.tokens, from, Math.min(from + PACED_VALUES, rows.tokens.length));
+    yield;
+  }
+  const out = dedupe(rows, merging.merged);
+  yield;
+  const text = textIndexOf(resource);
+  if (text) out.text = text;
+  return out;
 }
 
 /** Up to this many entries, duplicates are found by comparing pairs (no key strings to build). */
@@ -590,27 +643,38 @@ function sameEntry(a: object, b: object): boolean {
  */
 function mergeTokens(entries: IndexEntry[]): IndexEntry[] {
   if (entries.length < 2) return entries;
-  const out: IndexEntry[] = [];
-  const byValue = entries.length <= PAIRWISE_DEDUPE ? undefined : new Map<string, number>();
-  for (const e of entries) {
-    const k = byValue && `${e.param}\u0000${e.system}\u0000${e.value}`;
-    const at = byValue ? byValue.get(k!) : out.findIndex((o) => o.param === e.param && o.system === e.system && o.value === e.value);
-    if (at === undefined || at < 0) {
-      byValue?.set(k!, out.length);
-      out.push(e);
-      continue;
-    }
-    const kept = out[at]!;
-    if (!e.display || kept.display === e.display) continue;
-    const display = kept.display ? distinctTexts([...kept.display.split(DISPLAY_SEPARATOR), ...e.display.split(DISPLAY_SEPARATOR)]) : e.display;
-    out[at] = { ...kept, display };
-  }
-  return out;
+  const merging = tokenMerger(entries.length);
+  merging.add(entries, 0, entries.length);
+  return merging.merged;
 }
 
-function dedupe(rows: IndexRows): IndexRows {
+/** mergeTokens of `count` entries, added a range at a time (`add`), the rows so far in `merged`. */
+function tokenMerger(count: number): { add(entries: IndexEntry[], from: number, to: number): void; merged: IndexEntry[] } {
+  const out: IndexEntry[] = [];
+  const byValue = count <= PAIRWISE_DEDUPE ? undefined : new Map<string, number>();
+  const add = (entries: IndexEntry[], from: number, to: number) => {
+    for (let i = from; i < to; i++) {
+      const e = entries[i]!;
+      const k = byValue && `${e.param}\u0000${e.system}\u0000${e.value}`;
+      const at = byValue ? byValue.get(k!) : out.findIndex((o) => o.param === e.param && o.system === e.system && o.value === e.value);
+      if (at === undefined || at < 0) {
+        byValue?.set(k!, out.length);
+        out.push(e);
+        continue;
+      }
+      const kept = out[at]!;
+      if (!e.display || kept.display === e.display) continue;
+      const display = kept.display ? distinctTexts([...kept.display.split(DISPLAY_SEPARATOR), ...e.display.split(DISPLAY_SEPARATOR)]) : e.display;
+      out[at] = { ...kept, display };
+    }
+  };
+  return { add, merged: out };
+}
+
+/** `rows` without duplicates; `tokens` their tokens merged already (mergeTokens). */
+function dedupe(rows: IndexRows, tokens = mergeTokens(rows.tokens)): IndexRows {
   return {
-    tokens: mergeTokens(rows.tokens),
+    tokens,
     strings: dedupeBy<StringEntry>(rows.strings, (e) => `${e.param}\u0000${e.exact}`),
     ranges: dedupeBy<RangeEntry>(rows.ranges, (e) => `${e.param}\u0000${e.system}\u0000${e.code}\u0000${e.low}\u0000${e.high}`),
     composites: dedupeBy<CompositeEntry>(

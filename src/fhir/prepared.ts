@@ -1,7 +1,8 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { CurrentVersion, IndexRows, VersionToWrite, WriteMethod } from '../store/types.ts';
 import { parseLiterally } from './exact-json.ts';
-import { compartmentsOf, storedIndex } from './indexer.ts';
+import { compartmentsOf, storedIndex, storedIndexPaced } from './indexer.ts';
+import { pacedTurns } from './turns.ts';
 import { stampHead, stampTail, type Resource } from './resource.ts';
 
 /** The interaction that writes content (a deletion is a DELETE): what the version's history entry names. */
@@ -29,13 +30,21 @@ export interface PreparedVersion {
  */
 export function prepareVersion(resource: Resource, id: string, base: string | undefined): PreparedVersion {
   const withId = resource.id === id ? resource : ({ ...resource, id } as Resource);
-  return {
-    type: resource.resourceType,
-    id,
-    tail: stampTail(resource),
-    index: storedIndex(withId, base),
-    compartments: compartmentsOf(withId, base),
-  };
+  return { type: resource.resourceType, id, tail: stampTail(resource), index: storedIndex(withId, base), compartments: compartmentsOf(withId, base) };
+}
+
+/**
+ * prepareVersion with the event loop let turn between the pieces of its search index as `pace` says
+ * (storedIndexPaced; by default every WORK_SLICE_MS): a promise only once a turn was taken, which a resource of
+ * a few thousand values never needs. The writes of the REST API and transactions prepare so; bulk import, which
+ * prepares on worker threads, does not.
+ */
+export function prepareVersionPaced(resource: Resource, id: string, base: string | undefined, pace = pacedTurns()): PreparedVersion | Promise<PreparedVersion> {
+  const withId = resource.id === id ? resource : ({ ...resource, id } as Resource);
+  const tail = stampTail(resource);
+  const make = (index: IndexRows): PreparedVersion => ({ type: resource.resourceType, id, tail, index, compartments: compartmentsOf(withId, base) });
+  const index = storedIndexPaced(withId, base, pace);
+  return index instanceof Promise ? index.then(make) : make(index);
 }
 
 /**

@@ -22,3 +22,27 @@ export function pacedTurns(budgetMs = WORK_SLICE_MS, turn: () => Promise<void> =
     });
   };
 }
+
+/**
+ * Runs `steps` (a generator that yields between the synchronous pieces of one piece of work) to its end,
+ * letting the event loop turn at a yield as `pace` says (pacedTurns): its value at once when every piece ran
+ * within the slice, else the promise of it, so that a small piece of work costs no promise.
+ */
+export function drivePaced<T>(steps: Generator<void, T>, pace: () => Promise<void> | undefined): T | Promise<T> {
+  for (;;) {
+    const next = steps.next();
+    if (next.done) return next.value;
+    const turn = pace();
+    if (turn !== undefined) return driveOn(steps, pace, turn);
+  }
+}
+
+async function driveOn<T>(steps: Generator<void, T>, pace: () => Promise<void> | undefined, turn: Promise<void>): Promise<T> {
+  await turn;
+  for (;;) {
+    const next = steps.next();
+    if (next.done) return next.value;
+    const later = pace();
+    if (later !== undefined) await later;
+  }
+}

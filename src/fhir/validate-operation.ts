@@ -12,9 +12,8 @@ import { requireAccess } from './access.ts';
 import { issue, operationOutcome } from './outcome.ts';
 import { asResource, checkTypeAndId, type Resource } from './resource.ts';
 import { REST_RESOURCE_TYPES } from './resource-types.ts';
-import { outcomeIssues } from './validation/check.ts';
-import { validateResource, type ValidationIssue } from './validation/validate.ts';
-import { primeStrings, withPrimed } from './validation/large-strings.ts';
+import { outcomeIssues, validationIssuesPaced } from './validation/check.ts';
+import type { ValidationIssue } from './validation/validate.ts';
 import { distinctIssues, profilesToCheck, readsProfiles } from './validation/profile/profile-check.ts';
 import { profileCost } from './validation/profile/run.ts';
 
@@ -89,9 +88,8 @@ export async function validateOperation(
     if (resource.id === undefined) issues.push(issue('error', 'required', 'A resource to update must carry an id', [`${type}.id`]));
     else if (id !== undefined && resource.id !== id) issues.push(issue('error', 'invalid', `Resource id '${resource.id}' does not match the URL id '${id}'`, [`${type}.id`]));
   }
-  // Its large strings (a Binary's data) read in slices first, letting the event loop turn (large-strings.ts).
-  const strings = await primeStrings(resource);
-  issues.push(...outcomeIssues(withPrimed(strings, () => validateResource(resource, 'strict'))));
+  // Its large strings (a Binary's data) read in slices first, and a large array validated in parts, letting the event loop turn (check.ts).
+  issues.push(...outcomeIssues(await validationIssuesPaced(resource, 'strict')));
   issues.push(...outcomeIssues(await profileIssues(deps, req.tenant, resource, args.profile, readsProfiles(req.access))));
   issues.push(...outcomeIssues((await deps.questionnaires?.issues(req.tenant, resource as Json, { warnings: true, access: req.access })) ?? []));
   return outcome(issues);

@@ -6,8 +6,10 @@
 import { FhirError, type FhirIssue } from '../../errors.ts';
 import type { Resource } from '../resource.ts';
 import { characterIssues } from './characters.ts';
+import { pacedTurns } from '../turns.ts';
 import { primeStrings, withPrimed, type Primed } from './large-strings.ts';
-import { validateResource, type ValidationIssue, type ValidationLevel } from './validate.ts';
+import { partedMember, validateInParts } from './parts.ts';
+import { validateResource, type ValidateOptions, type ValidationIssue, type ValidationLevel } from './validate.ts';
 
 /** Resources already found valid (a conditional create checks before its search, then writes the same object). */
 const valid = new WeakSet<object>();
@@ -34,7 +36,12 @@ export function invalidResource(issues: readonly ValidationIssue[], what: string
 export function validationErrors(resource: Resource, level: ValidationLevel, at?: string, inEntryWithFullUrl = false): ValidationIssue[] {
   if ((inEntryWithFullUrl ? validInEntry : valid).has(resource)) return [];
   if (level === 'off') return characterIssues(resource, at);
-  const errors = validateResource(resource, level, at, { inEntryWithFullUrl }).filter((i) => i.severity === 'error');
+  return keptErrors(resource, validateResource(resource, level, at, { inEntryWithFullUrl }), inEntryWithFullUrl);
+}
+
+/** The errors of `issues`, the validation of `resource`; a resource without any is remembered as valid. */
+function keptErrors(resource: Resource, issues: ValidationIssue[], inEntryWithFullUrl: boolean): ValidationIssue[] {
+  const errors = issues.filter((i) => i.severity === 'error');
   if (errors.length === 0) {
     valid.add(resource);
     if (inEntryWithFullUrl) validInEntry.add(resource);
@@ -53,14 +60,35 @@ export function requireValid(resource: Resource, level: ValidationLevel, at?: st
 
 /**
  * validationErrors with the resource's large strings (a Binary's `data`) read first in slices that let the
- * event loop turn (primeStrings), the validation answering from them: the same issues, without one pass of
- * the checks over tens of megabytes holding every other request of the process. A resource without such
- * strings (found by a walk of at most a thousand values) is validated at once, without a promise.
+ * event loop turn (primeStrings), the validation answering from them, and a resource with an array of more than
+ * PART_ITEMS items (a CodeSystem's concepts) validated in parts with turns between (validateInParts): the same
+ * issues, without one pass of the checks over tens of megabytes, or one walk of a 16 MB resource, holding every
+ * other request of the process. A resource without such strings (found by a walk of at most a thousand values)
+ * or such an array is validated at once, without a promise.
  */
 export function validationErrorsPaced(resource: Resource, level: ValidationLevel, at?: string, inEntryWithFullUrl = false): ValidationIssue[] | Promise<ValidationIssue[]> {
   if ((inEntryWithFullUrl ? validInEntry : valid).has(resource)) return [];
+  if (level === 'off') {
+    const strings = primeStrings(resource);
+    const validate = (primed: Primed[]) => withPrimed(primed, () => validationErrors(resource, level, at, inEntryWithFullUrl));
+    return strings instanceof Promise ? strings.then(validate) : validate(strings);
+  }
+  const issues = validationIssuesPaced(resource, level, at, { inEntryWithFullUrl });
+  return issues instanceof Promise ? issues.then((all) => keptErrors(resource, all, inEntryWithFullUrl)) : keptErrors(resource, issues, inEntryWithFullUrl);
+}
+
+/**
+ * validateResource (every issue, warnings too) with the resource's large strings read first in slices
+ * (primeStrings) and an array of more than PART_ITEMS items validated in parts (validateInParts), letting the
+ * event loop turn between them; a promise only when either was.
+ */
+export function validationIssuesPaced(resource: Resource, level: 'strict' | 'structural', at?: string, options: ValidateOptions = {}): ValidationIssue[] | Promise<ValidationIssue[]> {
   const strings = primeStrings(resource);
-  const validate = (primed: Primed[]) => withPrimed(primed, () => validationErrors(resource, level, at, inEntryWithFullUrl));
+  const member = partedMember(resource);
+  if (member !== undefined) {
+    return (async () => validateInParts(resource, member, level, { at, options, primed: await strings, pace: pacedTurns() }))();
+  }
+  const validate = (primed: Primed[]) => withPrimed(primed, () => validateResource(resource, level, at, options));
   return strings instanceof Promise ? strings.then(validate) : validate(strings);
 }
 

@@ -58,6 +58,18 @@ export interface ValidateOptions {
    * unique against them, and added to them (the same Map, shared by the parts' validations).
    */
   elementIds?: Map<string, string>;
+  /**
+   * For a caller that validates a large resource in parts (parts.ts): the resource given is `of` with its array
+   * `member` holding a slice of `of`'s items, the first at `offset`, which its items' paths count from; `%resource`
+   * and `%rootResource` are `of`.
+   */
+  part?: { member: string; offset: number; of: Json };
+  /**
+   * Which checks of the resource run (default all): `walk`, its elements alone (without the resource's own
+   * invariants and rules); `invariants`, the resource's own invariants alone; `rules`, the resource's own rules
+   * alone (conformance.ts, and dom-3 and the ids of its contained resources). All three, in this order, are all.
+   */
+  checks?: 'all' | 'walk' | 'invariants' | 'rules';
 }
 
 /** More issues than this about one resource are summarised in one last issue. */
@@ -100,11 +112,18 @@ class Walk implements IssueSink {
   seedIds: Map<string, string> | undefined;
   /** The resource validated. */
   readonly top: Json;
+  /** What the resource validated stands for (ValidateOptions.part): `%resource` at the top. */
+  whole: Json;
+  /** ValidateOptions.part's member and offset. */
+  part: { member: string; offset: number } | undefined;
+  /** ValidateOptions.checks. */
+  checks: 'all' | 'walk' | 'invariants' | 'rules' = 'all';
 
   constructor(root: Json, readonly level: 'strict' | 'structural', readonly entryResources = true) {
     this.resource = root;
     this.rootResource = root;
     this.top = root;
+    this.whole = root;
   }
 
   add(code: ValidationIssue['code'], expression: string, text: string, severity: ValidationIssue['severity'] = 'error', invariant?: string): void {
@@ -125,6 +144,11 @@ export function validateResource(resource: Json, level: 'strict' | 'structural',
   walk.inEntryWithFullUrl = options.inEntryWithFullUrl ?? false;
   walk.entryOffset = options.entryOffset ?? 0;
   walk.seedIds = options.elementIds;
+  if (options.part) {
+    walk.whole = options.part.of;
+    walk.part = options.part;
+  }
+  walk.checks = options.checks ?? 'all';
   visitResource(walk, resource, at ?? String(resource.resourceType), false);
   return options.uncapped ? walk.issues : capped(walk.issues);
 }
@@ -149,18 +173,22 @@ function visitResource(walk: Walk, r: Json, path: string, contained: boolean): v
   const model = typeModel(type)!;
   const outer = walk.resource;
   const outerRoot = walk.rootResource;
-  walk.resource = r;
-  if (!contained) walk.rootResource = r;
+  // The resource validated may be a part of a larger one (ValidateOptions.part): its invariants see the whole.
+  const top = r === walk.top;
+  const self = top ? walk.whole : r;
+  walk.resource = self;
+  if (!contained) walk.rootResource = self;
+  const checks = top ? walk.checks : 'all';
   // Each resource, a contained one too, is a scope of element ids of its own, as HL7's validator has it.
-  inIdScope(walk, () => visitObject(walk, r, model, path));
+  if (checks === 'all' || checks === 'walk') inIdScope(walk, () => visitObject(walk, r, model, path));
   if (walk.level === 'strict') {
-    checkInvariants(walk, model, r, path, walk.resource, walk.rootResource, walk.memo);
-    checkConformance(walk, r, path);
+    if (checks === 'all' || checks === 'invariants') checkInvariants(walk, model, r, path, walk.resource, walk.rootResource, walk.memo);
+    if (checks === 'all' || checks === 'rules') checkConformance(walk, r, path);
   }
   walk.resource = outer;
   walk.rootResource = outerRoot;
   if (contained) checkContained(walk, r, path);
-  else if (Array.isArray(r.contained)) {
+  else if (Array.isArray(r.contained) && (checks === 'all' || checks === 'rules')) {
     checkContainedReferenced(walk, r, model, path);
     checkContainedIds(walk, r.contained, path);
   }
@@ -292,8 +320,7 @@ function visitObject(walk: Walk, obj: Json, model: TypeModel, path: string, valu
       else {
         if (value.length > element.max) walk.add('structure', at, `${model.name}.${element.name} takes at most ${element.max} values, not ${value.length}`);
         const extensions = slot.primitive ? obj['_' + key] : undefined;
-        // The entries of a Bundle validated in parts are counted from the part's first (ValidateOptions.entryOffset).
-        const offset = walk.entryOffset !== 0 && slot.type === 'Bundle.entry' && walk.resource === walk.top ? walk.entryOffset : 0;
+        const offset = obj === walk.top ? partOffset(walk, key, slot) : 0;
         for (let i = 0; i < value.length; i++) {
           const item = value[i];
           if (item === null && slot.primitive && Array.isArray(extensions) && isObject(extensions[i])) continue;
@@ -308,6 +335,16 @@ function visitObject(walk: Walk, obj: Json, model: TypeModel, path: string, valu
   // no JSON FHIR allows, even beside a value.
   if (children === 0 && model.kind !== 'resource' && (!valued || obj.id === undefined)) walk.add('structure', path, obj.id === undefined ? 'Empty objects are not allowed (ele-1)' : 'An element must have a value or children other than id (ele-1)');
   for (const element of model.bounded) checkBounds(walk, obj, model, element, path);
+}
+
+/**
+ * Where the items of the validated resource's array `key` are counted from: the entries of a Bundle validated in
+ * chunks from the chunk's first (ValidateOptions.entryOffset), the items of a resource validated in parts from the
+ * part's first (ValidateOptions.part).
+ */
+function partOffset(walk: Walk, key: string, slot: Slot): number {
+  if (walk.part !== undefined && key === walk.part.member) return walk.part.offset;
+  return walk.entryOffset !== 0 && slot.type === 'Bundle.entry' ? walk.entryOffset : 0;
 }
 
 /** A Bundle entry's resource left to be validated apart: a JSON object of a known resource type. */

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openDatabase, tryBeginImmediate } from '../../src/store/sqlite/db.ts';
 import { createSqliteStore } from '../../src/store/sqlite/index.ts';
+import { PACED_ROWS } from '../../src/store/sqlite/writer.ts';
 import { NO_INDEX_ROWS, type VersionToWrite } from '../../src/store/types.ts';
 
 // A long write transaction on SQLite lets the event loop turn between slices (src/store/sqlite/pacer.ts).
@@ -176,6 +177,41 @@ test('a reindex transaction (replaceIndex) is paced too: the event loop turns wh
   expect(during).toBeGreaterThanOrEqual(10);
   expect(probe.query<{ n: number }, []>("SELECT count(*) AS n FROM search_string WHERE value LIKE '%-new'").get()!.n).toBe(ids.length);
   expect(probe.query<{ n: number }, []>('SELECT count(*) AS n FROM search_string').get()!.n).toBe(ids.length);
+  probe.close();
+  await s.close();
+});
+
+/** Version `versionId` of `type/id` with `n` string index rows `${prefix}0`, `${prefix}1`, ... */
+const wide = (type: string, id: string, n: number, prefix: string, versionId = 1): VersionToWrite => ({
+  ...version(type, id, versionId),
+  index: { ...NO_INDEX_ROWS, strings: Array.from({ length: n }, (_, i) => ({ param: 'item', value: `${prefix}${i}`, exact: `${prefix}${i}` })) },
+});
+
+test("a version of many index rows (a CodeSystem's concepts) is written a slice of rows at a time, the transaction open between them, every row stored", async () => {
+  const { s, probe } = await pacedStore();
+  const n = PACED_ROWS * 5 + 3;
+  let open = true;
+  let inside = 0;
+  const write = s.resources.write('t', (w) => w.put(wide('List', 'big', n, 'v'))).finally(() => (open = false));
+  while (open) {
+    await new Promise((r) => setImmediate(r));
+    if (open && locked(probe)) inside++;
+  }
+  await write;
+  // One turn before the version's statements, then one after each slice of rows (the last before COMMIT): written in one
+  // call, its rows let the loop turn once at most while the lock was held.
+  expect(inside).toBeGreaterThanOrEqual(5);
+  expect(probe.query<{ n: number }, []>('SELECT count(*) AS n FROM search_string').get()!.n).toBe(n);
+  probe.close();
+  await s.close();
+});
+
+test('two writes of one resource in one paced transaction, the first of many rows: the second waits for its rows, and only its own rows are left', async () => {
+  const { s, probe } = await pacedStore();
+  await s.resources.write('t', (w) => Promise.all([w.put(wide('List', 'l', PACED_ROWS * 4, 'a')), w.put(wide('List', 'l', 3, 'b', 2))]));
+  const rows = probe.query<{ value: string }, []>('SELECT value FROM search_string ORDER BY value').all().map((r) => r.value);
+  expect(rows).toEqual(['b0', 'b1', 'b2']);
+  expect((await s.resources.read('t', 'List', 'l'))?.versionId).toBe(2);
   probe.close();
   await s.close();
 });

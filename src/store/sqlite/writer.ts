@@ -25,6 +25,12 @@ const ROWS_PER_INSERT = 64;
 const INSERT_STEP = 64;
 
 /**
+ * Index and compartment rows put() writes between two looks at its pacer, when a version has more (a CodeSystem of
+ * 100,000 concepts has as many `code` rows: written in one call they held the thread 60-130 ms).
+ */
+export const PACED_ROWS = ROWS_PER_INSERT * 32;
+
+/**
  * Multi-row `INSERT OR IGNORE INTO table (cols) VALUES (...), (...)` statements (`verb` INSERT for a
  * virtual table, which has no conflict clause), by row count; values are collected flat and written
  * `perStatement` rows at a time (the rest in one shorter statement). An FTS5 table takes one row a
@@ -145,6 +151,11 @@ export function createWriter(
   }
   let seq: number | undefined;
   let written = 0;
+  /**
+   * A put() writing its rows with turns of the event loop between them (pacedRows): another put() of this
+   * transaction waits for it, so that no write of the same resource clears or adds rows in between.
+   */
+  let rowsUnderWay: Promise<void> | undefined;
 
   /** Inserts `v` unless its resource has a row; returns the new row's pk, or undefined. */
   function insert(v: VersionToWrite): number | undefined {
@@ -217,6 +228,26 @@ export function createWriter(
     };
   }
 
+  /**
+   * Writes `index` and `compartments` (entryValues) PACED_ROWS rows at a time, asking the pacer between two: the
+   * transaction stays open meanwhile (other writes of it wait, rowsUnderWay), so it still commits or rolls back whole.
+   */
+  async function pacedRows(index: Value[][], compartments: Value[]): Promise<void> {
+    const tables: [insert: (values: Value[]) => void, values: Value[], width: number][] = [
+      ...inserters.map((insert, i) => [insert, index[i]!, 2 + columns[i]!.length] as [(values: Value[]) => void, Value[], number]),
+      [addCompartments, compartments, 4],
+    ];
+    for (const [insert, values, width] of tables) {
+      const step = PACED_ROWS * width;
+      for (let at = 0; at < values.length; at += step) {
+        insert(values.length <= step ? values : values.slice(at, at + step));
+        const turn = pacer.pace();
+        if (turn) await turn;
+        if (closed) throw ended();
+      }
+    }
+  }
+
   /** Flat index and compartment row values of `v` stored under `pk`. */
   function entryValues(v: IndexedVersion, pk: number, index: Value[][], compartments: Value[]): void {
     INDEX_TABLES.forEach((t, i) => {
@@ -267,6 +298,10 @@ export function createWriter(
       const turn = pacer.pace();
       if (turn) await turn;
       if (closed) throw ended();
+      while (rowsUnderWay !== undefined) {
+        await rowsUnderWay;
+        if (closed) throw ended();
+      }
       const existing = lookup(v.type, v.id);
       if (existing && v.versionId <= existing.version_id) {
         // Equal or older version numbers would corrupt history (its key is type/id/version).
@@ -293,8 +328,18 @@ export function createWriter(
       const index = newIndexValues();
       const compartments: Value[] = [];
       entryValues(v, pk, index, compartments);
-      addIndex(index);
-      addCompartments(compartments);
+      if (index.reduce((n, values, i) => n + values.length / (2 + columns[i]!.length), compartments.length / 4) <= PACED_ROWS) {
+        addIndex(index);
+        addCompartments(compartments);
+      } else {
+        const rows = pacedRows(index, compartments);
+        rowsUnderWay = rows.catch(() => {});
+        try {
+          await rows;
+        } finally {
+          rowsUnderWay = undefined;
+        }
+      }
       const text: Value[] = [];
       textValues(v, pk, text);
       addText(text, false);

@@ -76,6 +76,17 @@ await eachStore((kind, fresh) => {
       expect((await t.request(`${t.fhir()}/Group/bad`, { headers: { Authorization: `Bearer ${token}` } })).status).toBe(404);
     });
 
+    test('$validate of such a Group answers the same issues, the loop let turn up to them', async () => {
+      const body = group('checked', BAD_ITEMS, (m, i) => {
+        if (i === BAD_ITEMS - 1) m.period = { start: '2021-01-01', end: '2020-01-01' };
+      });
+      const { result: res, longest, held } = await tailHold(() =>
+        t.request(`${t.fhir()}/Group/$validate`, { method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/fhir+json' }, body }));
+      const outcome = (await res.json()) as Json;
+      expect([res.status, outcome.issue.filter((i: Json) => i.severity === 'error').map((i: Json) => i.expression[0])]).toEqual([200, [`Group.member[${BAD_ITEMS - 1}].period`]]);
+      expect({ held: held > 40, longest: longest < held / 3 }).toEqual({ held: true, longest: true });
+    });
+
     test('a List of 30,000 entries is indexed in pieces and its rows written in slices: every entry is found by its item', async () => {
       expect((await put('List/big', list('big', N))).status).toBe(201);
       const read = await get('List/big');

@@ -59,6 +59,30 @@ describe('textIndexOf', () => {
     // An ASCII word longer than the cut is cut as on the Unicode path.
     expect(textIndexOf({ resourceType: 'Basic', id: 'b', code: { text: `A${'b'.repeat(80)} c` } })!.content).toBe(`a${'b'.repeat(TEXT_WORD_CHARS - 1)} c`);
   });
+
+  test('the words of many text values, read a batch at a time up to the limit: those of all the values joined, cut as one', () => {
+    let seed = 50;
+    const rnd = () => (seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff;
+    const pieces = ['Concept', 'número', ' ', '', '...', 'x'.repeat(70), 'Ångström', '\u0301accent', 'A1c/Total', '张伟', '--', 'İstanbul', 'word'];
+    const value = () => Array.from({ length: 1 + Math.floor(rnd() * 4) }, () => pieces[Math.floor(rnd() * pieces.length)]).join(rnd() < 0.5 ? ' ' : '');
+    // From a few values to far more text than the limit (the last cases: about 2 and 7 times it).
+    for (const n of [1, 3, 40, 2_000, 30_000, 100_000]) {
+      const concept = Array.from({ length: n }, (_, i) => ({ code: `c${i}`, display: value(), definition: rnd() < 0.3 ? value() : undefined }));
+      const r = { resourceType: 'CodeSystem', status: 'draft', content: 'complete', title: value(), concept };
+      // All the text joined, its words cut once (what textIndexOf made before it read a batch at a time).
+      const all = [r.status, r.content, r.title, ...concept.flatMap((c) => [c.code, c.display, c.definition])].filter((v): v is string => v !== undefined);
+      const words = textWords(all.join(' ')).join(' ');
+      const cut = words.length <= TEXT_MAX_CHARS ? words : words.slice(0, words.lastIndexOf(' ', TEXT_MAX_CHARS));
+      expect(textIndexOf(r)?.content ?? '').toBe(cut);
+    }
+    // Three values of more than a batch each whose words end 51 characters short of the limit: the fourth is read,
+    // and the words cut within it.
+    const words = (n: number) => 'ab '.repeat(n).slice(0, n);
+    const given = [words(66_650), words(66_650), words(66_647), 'cd '.repeat(100)];
+    expect(given.slice(0, 3).join(' ').length).toBe(TEXT_MAX_CHARS - 51);
+    const content = textIndexOf({ resourceType: 'Patient', name: [{ given }] })!.content;
+    expect([content.length, content.endsWith(' cd cd')]).toEqual([TEXT_MAX_CHARS, true]);
+  });
 });
 
 describe('parseTextQuery and textMatches', () => {

@@ -77,8 +77,9 @@ export function versionToWrite(p: PreparedVersion, versionId: number, lastUpdate
  * (FHIR R4 http 3.1.0.4: those two are the server's; HAPI FHIR and Medplum then keep the current
  * version). Both texts are JSON.stringify's, so equal resources make texts of equal length, whatever
  * the order of their keys: the common cases cost a length test (a change) or one string comparison (the
- * same text); only equal lengths with other text (keys in another order, or a change that keeps the
- * length) are parsed and compared as JSON values, numbers by their literals (`1.0` is no `1`:
+ * same text); equal lengths with other text cost a sum of their characters (a change that keeps the length
+ * changes them, mostly); only texts of the same characters (keys in another order, or characters moved) are
+ * parsed and compared as JSON values, numbers by their literals (`1.0` is no `1`:
  * datatypes.html, decimal). A deletion is never the same.
  */
 export function storesSame(current: CurrentVersion, p: Pick<PreparedVersion, 'type' | 'id' | 'tail'>): boolean {
@@ -87,5 +88,21 @@ export function storesSame(current: CurrentVersion, p: Pick<PreparedVersion, 'ty
   const stored = current.content;
   if (stored.length !== head.length + p.tail.length) return false;
   if (stored.startsWith(head) && stored.endsWith(p.tail)) return true;
+  // The texts of one value with its members in other orders hold the same characters, only elsewhere: texts whose
+  // characters differ are of different values, found without parsing (an update of a 2.4 MB List that kept its
+  // text's length held the event loop 0.9 s in the two parses and their comparison).
+  const [sum, squares] = characterSums(stored, 0, 0);
+  const [newSum, newSquares] = characterSums(p.tail, ...characterSums(head, 0, 0));
+  if (sum !== newSum || squares !== newSquares) return false;
   return isDeepStrictEqual(parseLiterally(stored), parseLiterally(head + p.tail));
+}
+
+/** `sum` and `squares` (mod 2^32) plus the sums of `text`'s UTF-16 code units and of their squares: the same whatever their order. */
+function characterSums(text: string, sum: number, squares: number): [number, number] {
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    sum += c;
+    squares = (squares + c * c) | 0;
+  }
+  return [sum, squares];
 }

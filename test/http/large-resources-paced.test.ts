@@ -34,6 +34,22 @@ function group(id: string, n: number, change: (member: Json, i: number) => void 
   return new TextEncoder().encode(JSON.stringify({ resourceType: 'Group', id, type: 'person', actual: true, member }));
 }
 
+/**
+ * `work`'s answer and whether, in one of up to three tries, it let the loop turn as paced work does: a longest hold
+ * under a third of all it held (more than 40 ms). One synchronous walk cannot show that shape in any try (its hold
+ * is most of `held`); a busy machine can spoil one try of the paced work (a collection of garbage, the thread
+ * taken off its core mid-part), which is why a try that shows it is enough.
+ */
+async function pacedTry<T>(work: () => T | Promise<T>): Promise<{ result: T; paced: boolean }> {
+  let last: T | undefined;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const { result, longest, held } = await tailHold(work);
+    last = result;
+    if (held > 40 && longest < held / 3) return { result, paced: true };
+  }
+  return { result: last as T, paced: false };
+}
+
 await eachStore((kind, fresh) => {
   describe(`a large resource validated, indexed and written with turns of the event loop (${kind})`, () => {
     let t: TestApp;
@@ -63,16 +79,16 @@ await eachStore((kind, fresh) => {
         if (i === BAD_ITEMS - 1) m.period = { start: '2021-01-01', end: '2020-01-01' };
         if (i === BAD_ITEMS / 2) m.bogus = true;
       });
-      const { result: res, longest, held } = await tailHold(() => put('Group/bad', body));
+      const { result: res, paced } = await pacedTry(() => put('Group/bad', body));
       const outcome = (await res.json()) as Json;
       expect([res.status, outcome.issue.map((i: Json) => [i.expression[0], i.diagnostics])]).toEqual([422, [
         [`Group.member[${BAD_ITEMS / 2}].bogus`, "Unknown element 'bogus' in Group.member"],
         [`Group.member[${BAD_ITEMS - 1}].period`, 'If present, start SHALL have a lower value than end (per-1)'],
       ]]);
-      // Validated in one walk, its members held the loop for 54-80% of the time the request held it (`held`: `took` less
+      // Validated in one walk, its members held the loop for 54-80% of the time the request held it in every try (`held`: `took` less
       // its waits for the database); in parts, a part or another step of the request at most (5-12%, the most on a first
       // request, its code not yet compiled, or a collection of garbage).
-      expect({ held: held > 40, longest: longest < held / 3 }).toEqual({ held: true, longest: true });
+      expect(paced).toBe(true);
       expect((await t.request(`${t.fhir()}/Group/bad`, { headers: { Authorization: `Bearer ${token}` } })).status).toBe(404);
     });
 
@@ -80,11 +96,11 @@ await eachStore((kind, fresh) => {
       const body = group('checked', BAD_ITEMS, (m, i) => {
         if (i === BAD_ITEMS - 1) m.period = { start: '2021-01-01', end: '2020-01-01' };
       });
-      const { result: res, longest, held } = await tailHold(() =>
+      const { result: res, paced } = await pacedTry(() =>
         t.request(`${t.fhir()}/Group/$validate`, { method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/fhir+json' }, body }));
       const outcome = (await res.json()) as Json;
       expect([res.status, outcome.issue.filter((i: Json) => i.severity === 'error').map((i: Json) => i.expression[0])]).toEqual([200, [`Group.member[${BAD_ITEMS - 1}].period`]]);
-      expect({ held: held > 40, longest: longest < held / 3 }).toEqual({ held: true, longest: true });
+      expect(paced).toBe(true);
     });
 
     test('a List of 30,000 entries is indexed in pieces and its rows written in slices: every entry is found by its item', async () => {

@@ -8,7 +8,8 @@
  * - The Observations are those a search finds (so the token's scopes, SMART v2 filters and patient
  *   context apply as to `Observation?...`): `subject` the subject, `combo-code` one of the codes (in
  *   `Observation.code` or a `component.code`), `status:not=entered-in-error`, and within the period
- *   (`date`, as that search parameter matches effective[x]); at most MAX_SOURCES, or a 422.
+ *   (effective[x], as the `date` search parameter indexes it, overlapping the period or the duration's
+ *   hours: an Observation across either side counts); at most MAX_SOURCES, or a 422.
  * - For a code, an Observation whose `code` holds it gives its `valueQuantity`, and each component whose
  *   `code` holds it gives that component's: the values. A panel (an Observation of the code with
  *   components or `hasMember`) gives one statistics Observation per measurement code instead
@@ -23,7 +24,7 @@
  * - `regression` is refused (400): a gradient over time needs a unit of time R4 does not fix.
  */
 import { FhirError } from '../errors.ts';
-import type { ResourceVersion } from '../store/types.ts';
+import type { Condition, ResourceVersion } from '../store/types.ts';
 import { requireAccess } from './access.ts';
 import type { CapabilityContribution } from './capability.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
@@ -50,13 +51,26 @@ const escaped = (s: string) => s.replace(/[\\,|$]/g, (c) => `\\${c}`);
 async function sources(deps: FhirDeps, req: FhirRequest, input: StatsInput): Promise<ResourceVersion[]> {
   const q = new URLSearchParams({ subject: input.subject, 'status:not': 'entered-in-error', _sort: '-date,-_lastUpdated' });
   q.set('combo-code', input.codes.map((c) => (c.system === undefined ? escaped(c.code) : `${escaped(c.system)}|${escaped(c.code)}`)).join(','));
-  if (input.period?.start !== undefined) q.append('date', `ge${input.period.start}`);
-  if (input.period?.end !== undefined) q.append('date', `le${input.period.end}`);
-  const query = await storeQuery(deps, req, 'Observation', compileSearch('Observation', q, true, deps.clock.now()));
+  const compiled = compileSearch('Observation', q, true, deps.clock.now());
+  if (input.period !== undefined) compiled.pending.push(overlapping(input.period));
+  const query = await storeQuery(deps, req, 'Observation', compiled);
   if (query === undefined) return [];
   const rows = await deps.store.resources.search(req.tenant, { ...query, count: MAX_SOURCES + 1 });
   if (rows.length > MAX_SOURCES) throw tooMany();
   return rows;
+}
+
+/**
+ * The Observations whose effective time (the `date` parameter's [low, high)) overlaps the period: ending
+ * after its start and starting before its end, each side at its precision (`2026-03-31` ends with that
+ * day). Not `date=ge..&date=le..`, which leave out an Observation across either side's day.
+ */
+function overlapping(period: NonNullable<StatsInput['period']>): Condition {
+  const { low, high } = period;
+  if (low !== undefined && high !== undefined) return { kind: 'date', param: 'date', tests: [{ op: 'ap', low, high }] };
+  // One side: `gt` (stored high > the test's high) or `lt` (stored low < the test's low) on the instant.
+  const at = (low ?? high)!;
+  return { kind: 'date', param: 'date', tests: [{ op: low !== undefined ? 'gt' : 'lt', low: at, high: at }] };
 }
 
 const tooMany = () => new FhirError('unprocessable', `$stats would read more than ${MAX_SOURCES} Observations: narrow it by period or duration`, { issueCode: 'too-costly', expression: ['period'] });

@@ -138,6 +138,37 @@ await eachStore((kind, fresh) => {
       expect(three[0]!.obs.effectivePeriod).toEqual({ start: '2026-01-15T07:00:00.000Z', end: '2026-01-15T10:00:00.000Z' });
     });
 
+    test('a period counts the Observations whose effective time overlaps it, at either side and open-ended', async () => {
+      const span = (id: string, value: number, effective: Json) => api.put200({
+        resourceType: 'Observation', id, status: 'final', code: { coding: [{ system: LOINC, code: 'span' }] }, subject: { reference: 'Patient/p1' }, ...mg(value), ...effective,
+      });
+      // Across the period's first day and across its last; over the whole period; a day (its precision) inside.
+      await span('s-start', 1, { effectivePeriod: { start: '2026-02-28T22:00:00Z', end: '2026-03-01T02:00:00Z' } });
+      await span('s-end', 2, { effectivePeriod: { start: '2026-03-31T23:00:00Z', end: '2026-04-01T01:00:00Z' } });
+      await span('s-over', 4, { effectivePeriod: { start: '2026-02-01', end: '2026-05-01' } });
+      await span('s-day', 8, { effectiveDateTime: '2026-03-15' });
+      // Ending the instant before the period starts, starting the day after it ends, and open before it.
+      await span('s-before', 16, { effectivePeriod: { start: '2026-02-27', end: '2026-02-28T23:59:59Z' } });
+      await span('s-after', 32, { effectiveDateTime: '2026-04-01' });
+      await span('s-open', 64, { effectivePeriod: { end: '2026-03-01T00:30:00Z' } });
+      const sum = async (period: string) => statistics(await api.search(`Observation/$stats?subject=Patient/p1&code=span&period=${period}&statistic=sum,count`))[0]!.values;
+      expect(await sum('2026-03-01,2026-03-31')).toEqual({ sum: 1 + 2 + 4 + 8 + 64, count: 5 });
+      // By POST, the same Period.
+      const posted = await api.post('Observation/$stats', {
+        resourceType: 'Parameters', parameter: [
+          { name: 'subject', valueUri: 'Patient/p1' }, { name: 'code', valueCode: 'span' },
+          { name: 'period', valuePeriod: { start: '2026-03-01', end: '2026-03-31' } }, { name: 'statistic', valueCode: 'sum' },
+        ],
+      });
+      expect(posted.status).toBe(200);
+      expect(statistics((await posted.json()) as Json)[0]!.values).toEqual({ sum: 79 });
+      // One side open: everything overlapping what is given.
+      expect(await sum('2026-03-01,')).toEqual({ sum: 1 + 2 + 4 + 8 + 32 + 64, count: 6 });
+      expect(await sum(',2026-02-28')).toEqual({ sum: 1 + 4 + 16 + 64, count: 4 });
+      // A period of an instant: what holds that instant.
+      expect(await sum('2026-03-31T23:30:00Z,2026-03-31T23:30:00Z')).toEqual({ sum: 2 + 4, count: 2 });
+    });
+
     test('include returns the source Observations, newest first, at most limit (ignored without include)', async () => {
       const p = await api.search('Observation/$stats?subject=Patient/p1&code=2339-0&period=2026-01-01,2026-12-31&statistic=count&include=true&limit=2');
       expect((p.parameter as Json[]).filter((x) => x.name === 'source').map((x) => x.resource.id)).toEqual(['g-text', 'g4']);

@@ -109,16 +109,16 @@ function estimatedSizes(sql: Pg | PgTx, known?: PostgresSizes): PostgresSizes {
 const MISJUDGED_BY = 4;
 const MISJUDGED_ROWS = 100;
 
-/** Whether `where` holds a `_has` (SqlBuilder.referring's set, where it is not probed) or a chain (a set), at any depth. */
+/** Whether `where` holds a `_has` (SqlBuilder.referring's set, where it is not probed), a chain or a compartment (sets), at any depth. */
 function holdsSet(where: Condition[] | undefined): boolean {
-  return (where ?? []).some((c) => c.kind === 'has' || c.kind === 'chain' || (c.kind === 'or' && holdsSet(c.any)) || (c.kind === 'and' && holdsSet(c.all)) || (c.kind === 'not' && holdsSet([c.condition])));
+  return (where ?? []).some((c) => c.kind === 'has' || c.kind === 'chain' || c.kind === 'compartment' || (c.kind === 'or' && holdsSet(c.any)) || (c.kind === 'and' && holdsSet(c.all)) || (c.kind === 'not' && holdsSet([c.condition])));
 }
 
 /**
- * The dialect of a search of `query` in `tenant`: POSTGRES_MISJUDGED where it holds a `_has` or a chain and PostgreSQL's
+ * The dialect of a search of `query` in `tenant`: POSTGRES_MISJUDGED where it holds a `_has`, a chain or a compartment condition and PostgreSQL's
  * statistics misjudge its type (measured with its size, if not yet), else POSTGRES.
  */
-async function dialectOf(sizes: PostgresSizes, tenant: string, query: SearchQuery): Promise<Dialect> {
+async function dialectOf(sizes: PostgresSizes, tenant: string, query: Pick<SearchQuery, 'type' | 'where'>): Promise<Dialect> {
   if (!holdsSet(query.where)) return POSTGRES;
   await sizes.get(tenant, query.type);
   return sizes.misjudged(tenant, query.type) ? POSTGRES_MISJUDGED : POSTGRES;
@@ -173,9 +173,9 @@ function viaSql(b: SqlBuilder, q: CodingPairsQuery): { from: string; where: stri
 }
 
 export function createPostgresResources(sql: Pg, keys: KeysConnection, genericSql: Pg): ResourceRepo {
-  const snapshot = createPostgresSnapshot(sql);
   const searchKeys = createPostgresKeys(keys);
   const sizes = estimatedSizes(sql);
+  const snapshot = createPostgresSnapshot(sql, (tenant, type, where) => dialectOf(sizes, tenant, { type, where }));
   const count = countRows(sql, genericSql);
   // Keys of reference and token rows found (a key is never removed), for withoutAbsentKeys.
   const foundKeys = new Set<string>();

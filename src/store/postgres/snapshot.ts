@@ -1,7 +1,7 @@
 import { boundedConditions } from '../index-limits.ts';
-import { filtersSql, POSTGRES, SqlBuilder, type SqlValue } from '../search-sql.ts';
+import { filtersSql, POSTGRES, SqlBuilder, type Dialect, type SqlValue } from '../search-sql.ts';
 import { snapshotWindow, type CrowdedSince, type SnapshotWindow } from '../snapshot-window.ts';
-import type { SnapshotPage, SnapshotQuery, SnapshotRow } from '../types.ts';
+import type { Condition, SnapshotPage, SnapshotQuery, SnapshotRow } from '../types.ts';
 import type { Pg } from './db.ts';
 
 /**
@@ -25,8 +25,8 @@ function compartmentCondition(b: SqlBuilder, q: SnapshotQuery, joinedOnly: boole
  * come back for resolving from the history and checking by the caller. `window`: the only resources
  * the page can hold (snapshotWindow), read by their pk; an exact window's resources pass the filters already.
  */
-function pageQuery(tenant: string, q: SnapshotQuery, window?: SnapshotWindow): { sql: string; values: SqlValue[] } {
-  const b = new SqlBuilder(POSTGRES, tenant, 'lateral');
+function pageQuery(dialect: Dialect, tenant: string, q: SnapshotQuery, window?: SnapshotWindow): { sql: string; values: SqlValue[] } {
+  const b = new SqlBuilder(dialect, tenant, 'lateral');
   const live: string[] = ['NOT r.deleted', `r.last_updated <= ${b.v(q.at)}`];
   if (q.since !== undefined) {
     live.push(q.joinedSince && q.compartment?.kind === 'job'
@@ -127,8 +127,19 @@ async function resolve(sql: Pg, tenant: string, q: SnapshotQuery, pks: number[])
   return out;
 }
 
-/** Resource snapshots on Postgres: raw rows, so stored content goes out as the bytes Postgres sent. */
-export function createPostgresSnapshot(sql: Pg) {
+/**
+ * The dialect of a snapshot's filters, as a search's (`dialectOf` in resources.ts): POSTGRES_MISJUDGED where
+ * they hold a set and the statistics misjudge the type.
+ */
+export type FiltersDialect = (tenant: string, type: string, conditions: Condition[]) => Promise<Dialect>;
+
+/**
+ * Resource snapshots on Postgres: raw rows, so stored content goes out as the bytes Postgres sent. A page's
+ * filters are written in `dialect`'s (a chain's targets read from their condition's rows where PostgreSQL has
+ * no statistics for them: each page of `Condition?subject:Patient.gender=male` among 20,000 Conditions never
+ * analysed compared each of 300 Patients with the 113 gender rows, 33,675 comparisons, 9 ms of 36 ms a page).
+ */
+export function createPostgresSnapshot(sql: Pg, dialect: FiltersDialect = async () => POSTGRES) {
   const rows = (text: string, values: SqlValue[]) => sql.unsafe<Record<string, unknown>[]>(text, values);
   const crowded: CrowdedSince = new Set();
   return async function snapshot(tenant: string, q: SnapshotQuery): Promise<SnapshotPage> {
@@ -136,7 +147,7 @@ export function createPostgresSnapshot(sql: Pg) {
     if (q.filters?.length) q = { ...q, filters: q.filters.map(boundedConditions) };
     const window = await snapshotWindow(POSTGRES, tenant, q, rows, crowded);
     if (window?.pks.length === 0) return { lines: new Uint8Array(0), count: 0, recheck: [], next: null };
-    const page = pageQuery(tenant, q, window);
+    const page = pageQuery(q.filters?.length ? await dialect(tenant, q.type, q.filters.flat()) : POSTGRES, tenant, q, window);
     const raw = (await sql.unsafe(page.sql, page.values).raw()) as unknown as Buffer[][];
     const judged: Buffer[] = [];
     const others: number[] = [];

@@ -97,6 +97,10 @@ const SEARCHES = [
   'Condition?subject:Patient._lastUpdated=gt2000-01-01&_count=25',
   'Observation?patient.gender=female&status=final&_count=50&_total=accurate',
   'Immunization?patient._has:Condition:subject:clinical-status=resolved&_count=15',
+  // Sorts whose first value has many ties (the first page found in id order, firstTiesInIdOrder), then paged by place.
+  'Observation?_sort=category&_count=3',
+  'Encounter?_sort=-status&_count=4',
+  'Condition?_sort=clinical-status&_count=2',
   // A patient-context token (`@`): the compartment is a condition of each chain's targets and each `_has`'s referring resources.
   '@Condition?subject:Patient.gender=male&_count=5',
   '@Observation?subject:Patient.gender=male&_count=20&_total=accurate',

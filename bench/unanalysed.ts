@@ -5,14 +5,17 @@
  * or has not come round), through the store of one or two checkouts, in turn (wall time: the database's
  * work counts):
  *
- *   bun bench/unanalysed.ts <checkout A> [<checkout B>] [--sizes 20000] [--rounds N] [--store sqlite|postgres|both] [--analyze]
+ *   bun bench/unanalysed.ts <checkout A> [<checkout B>] [--sizes 20000] [--rounds N] [--store sqlite|postgres|both] [--analyze] [--only <text>]
  *
  * For each size, one database of that many Conditions (a fresh SQLite file, or a PostgreSQL database made
  * with `createdb -h 127.0.0.1 -U postgres` and dropped at the end) that both checkouts search (their
  * migrations must agree); `--analyze` gathers its statistics first. Condition `i` has a SNOMED CT code
  * (one of 50) but eight, an onset but five, a clinical status (a third `resolved`) and one of 300 patients.
  * The 300 Patients are written too, for the Patient searches by `_has` (the code's Conditions are all six
- * Patients': many references to each of a few targets), and the Conditions by a chain to their Patients' gender. Each round times each search once per side, A then B (B then A on odd rounds), after one warm-up round,
+ * Patients': many references to each of a few targets), and the Conditions by a chain to their Patients' gender. A search
+ * written `[p1]...` holds patient p1's compartment as a condition (as a patient-context token's search does); one written
+ * `export:Type?...` reads every page of an export snapshot with the query's conditions as its `_typeFilter`; `--only`
+ * times only the searches whose text holds the one given. Each round times each search once per side, A then B (B then A on odd rounds), after one warm-up round,
  * and checks that both answer the same ids. Prints the median ms of each, and the median of the rounds'
  * ratios B / A.
  */
@@ -28,10 +31,11 @@ const { values, positionals } = parseArgs({
     rounds: { type: 'string', default: '5' },
     store: { type: 'string', default: 'both' },
     analyze: { type: 'boolean', default: false },
+    only: { type: 'string' },
   },
 });
 if (positionals.length < 1 || positionals.length > 2 || !['sqlite', 'postgres', 'both'].includes(values.store)) {
-  console.error('usage: bun bench/unanalysed.ts <checkout A> [<checkout B>] [--sizes 20000] [--rounds N] [--store sqlite|postgres|both] [--analyze]');
+  console.error('usage: bun bench/unanalysed.ts <checkout A> [<checkout B>] [--sizes 20000] [--rounds N] [--store sqlite|postgres|both] [--analyze] [--only <text>]');
   process.exit(2);
 }
 const sizes = values.sizes.split(',').map(Number);
@@ -42,7 +46,7 @@ const UNCODED = [17, 512, 1333, 2048, 2999, 7000, 15000, 19999];
 const UNDATED = [5, 1200, 2500, 9000, 18000];
 
 /** Each search: its type's name and its query (a Condition's where the name is left out). */
-const SEARCHES = [
+const EVERY_SEARCH = [
   'code:missing=true&_count=10',
   'onset-date:missing=true&_count=10',
   'clinical-status=resolved&code:missing=true&_count=10',
@@ -53,9 +57,29 @@ const SEARCHES = [
   'Patient?_has:Condition:subject:code=http://snomed.info/sct|38341003&_count=10',
   'Patient?_has:Condition:subject:clinical-status=resolved&_count=10',
   'subject:Patient.gender=male&_count=10',
+  'subject:Patient._id=p1&_count=10',
+  'clinical-status=resolved&subject:Patient.gender=male&_count=10',
+  // A patient's compartment as a condition (a patient-context token's search): `[p1]` before the query.
+  '[p1]code=http://snomed.info/sct|38341003&_count=10',
+  '[p1]clinical-status=resolved&_count=10',
+  '[p1]_count=10',
+  // A sort on a parameter of 50 values: the first page's ties.
+  '_sort=code&_count=1',
+  '_sort=code&_count=10',
+  '_sort=-code&_count=10',
+  '_sort=code&_count=100',
+  // An export page filtered by `_has` (`_typeFilter`), through the snapshot: `export:` before the type's query.
+  'export:Patient?_has:Condition:subject:code=http://snomed.info/sct|38341003',
+  'export:Patient?_has:Condition:subject:clinical-status=resolved',
+  'export:Condition?subject:Patient.gender=male',
 ];
-const typeOf = (search: string) => (search.includes('?') ? search.slice(0, search.indexOf('?')) : 'Condition');
-const queryOf = (search: string) => (search.includes('?') ? search.slice(search.indexOf('?') + 1) : search);
+/** The searches timed: those whose text holds `--only`'s, or all. */
+const SEARCHES = EVERY_SEARCH.filter((search) => values.only === undefined || search.includes(values.only));
+const bare = (search: string) => search.replace(/^export:/, '').replace(/^\[[^\]]*\]/, '');
+const typeOf = (search: string) => (bare(search).includes('?') ? bare(search).slice(0, bare(search).indexOf('?')) : 'Condition');
+const queryOf = (search: string) => (bare(search).includes('?') ? bare(search).slice(bare(search).indexOf('?') + 1) : bare(search));
+/** The patient of a `[id]` search's compartment condition. */
+const compartmentOf = (search: string) => /^\[([^\]]*)\]/.exec(search)?.[1];
 
 type Json = Record<string, unknown>;
 
@@ -65,6 +89,7 @@ interface Store {
   resources: {
     write(tenant: string, fn: (w: { insertNew(v: unknown[]): Promise<unknown> }) => Promise<unknown>): Promise<unknown>;
     search(tenant: string, q: Json): Promise<{ id: string }[]>;
+    snapshot(tenant: string, q: Json): Promise<{ lines: Uint8Array; count: number; next: number | null }>;
     indexing: { analyze(opts?: { onlyStale?: boolean }): Promise<unknown> };
   };
 }
@@ -123,8 +148,22 @@ const dirs = positionals.map((d) => resolve(d));
 const { compileSearch } = await import(`${dirs[0]}/src/fhir/search.ts`);
 const compiled = (search: string): Json => {
   const c = compileSearch(typeOf(search), new URLSearchParams(queryOf(search)), true);
-  return { ...c.query, where: c.pending };
+  const patient = compartmentOf(search);
+  return { ...c.query, where: patient === undefined ? c.pending : [...c.pending, { kind: 'compartment', patient }] };
 };
+/** A search's answer: its ids, or an export's, page by page (1,000 a page, as the export reads them). */
+async function answer(store: Store, search: string): Promise<string> {
+  if (!search.startsWith('export:')) return (await store.resources.search(TENANT, compiled(search))).map((v) => v.id).join();
+  const q = compiled(search);
+  const ids: string[] = [];
+  let after: number | undefined;
+  for (;;) {
+    const page = await store.resources.snapshot(TENANT, { type: q.type, at: Date.now(), filters: [q.where], limit: 1000, ...(after !== undefined && { after }) });
+    ids.push(...new TextDecoder().decode(page.lines).split('\n').filter(Boolean).map((l) => (JSON.parse(l) as { id: string }).id));
+    if (page.next === null) return ids.sort().join();
+    after = page.next;
+  }
+}
 const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor((v.length - 1) / 2)]!;
 try {
   for (const kind of kinds) {
@@ -139,7 +178,7 @@ try {
             const answers: string[] = [];
             for (const i of order) {
               const start = performance.now();
-              answers[i] = (await stores[i]!.resources.search(TENANT, compiled(query))).map((v) => v.id).join();
+              answers[i] = await answer(stores[i]!, query);
               if (round >= 1) times[k]![i]!.push(performance.now() - start);
             }
             if (answers.length === 2 && answers[0] !== answers[1]) throw new Error(`${kind}, ${query}: the checkouts answer differently`);

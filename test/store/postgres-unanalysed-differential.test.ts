@@ -98,7 +98,7 @@ const SEARCHES = [
   'Observation?patient.gender=female&status=final&_count=50&_total=accurate',
   'Immunization?patient._has:Condition:subject:clinical-status=resolved&_count=15',
   // Sorts whose first value has many ties (the first page found in id order, firstTiesInIdOrder), then paged by place.
-  'Observation?_sort=category&_count=3',
+  'Immunization?_sort=status&_count=20',
   'Encounter?_sort=-status&_count=4',
   'Condition?_sort=clinical-status&_count=2',
   // A patient-context token (`@`): the compartment is a condition of each chain's targets and each `_has`'s referring resources.

@@ -10,6 +10,7 @@ import { elementType, pathTypes, typeModel, type ElementModel, type TypeModel } 
 import { R4_RESOURCE_TYPES } from '../../resource-types.ts';
 import type { CompiledProfile, Constraint, ContextExpression, ElementTypes, ExtensionUse, Discriminator, ProfileElement, Slice, SliceKey, Slicing, TypeRule } from './compiled.ts';
 import { splitPath, valuesAt } from './paths.ts';
+import { fixedExpression } from './constraint-fixes.ts';
 
 type Json = Record<string, unknown>;
 
@@ -320,8 +321,10 @@ function compileConstraints(ed: Json, id: string, ctx: Ctx, known: ReadonlySet<s
   for (const c of Array.isArray(ed.constraint) ? (ed.constraint as Json[]) : []) {
     if (typeof c.key !== 'string' || known.has(c.key) || typeof c.expression !== 'string') continue;
     try {
-      // A profile's invariants are its author's: held to the regex guard and the check's budget (run.ts).
-      const fn = compileInvariant(c.expression, TYPES, true);
+      // A profile's invariants are its author's: held to the regex guard and the check's budget (run.ts). One
+      // holds when its expression is true: an empty result fails, as it does for R4's own (HL7's validator
+      // reads every invariant so), the published expressions HL7's validator rewrites evaluated rewritten.
+      const fn = compileInvariant(fixedExpression(c.expression), TYPES, true, true);
       out.push({ key: c.key, severity: c.severity === 'warning' ? 'warning' : 'error', human: String(c.human ?? c.key), fn });
     } catch (err) {
       if (!(err instanceof UnsupportedFhirPath) && !(err instanceof FhirPathSyntaxError)) throw err;

@@ -81,7 +81,9 @@ export const importCommand: Command = {
     'imported as they are read, each on its own as an NDJSON line). A file of another name is XML when its\n' +
     "first character (after whitespace) is '<', NDJSON when its first line is a JSON value by itself, else JSON.\n" +
     'Resources with an id are created or updated by that id; others get a server id. One equal to its current\n' +
-    'version gets no new version and is counted as unchanged (running an import again adds no history).\n' +
+    'version gets no new version and is counted as unchanged (running an import again adds no history), also when\n' +
+    'validation now refuses it (it was stored before the rules that refuse it): it is reported as a warning with its\n' +
+    'problems, as a REST update that changes nothing is answered; a change to it is refused.\n' +
     'Bad lines are reported with file and line number and skipped; an XML file that is not well-formed with line\n' +
     'and column, one that is not FHIR XML with the element (Patient.nickname); an invalid resource (CINDER_VALIDATION)\n' +
     'with each of its problems. At strict, a resource is also checked against each profile it claims (meta.profile)\n' +
@@ -130,13 +132,20 @@ async function runImport(io: CliIO, deps: FhirDeps, o: ImportJob): Promise<numbe
   // Bytes as read: a gzip file's decompressed ones.
   const progress = createProgress(io, o.sources.reduce((n, s) => n + s.blob.size, 0));
   const errors: ImportIssue[] = [];
+  // Resources imported unchanged though the rules now refuse them (ImportIssue.severity).
+  const warnings: ImportIssue[] = [];
+  let invalidUnchanged = 0;
   const importer = createImporter(deps, {
     tenant: o.tenant, fhirBase: o.fhirBase, ...(o.size === undefined ? {} : { batchSize: o.size }),
     onIssue(issue) {
-      if (errors.length < MAX_REPORTED) errors.push(issue);
-      progress.message(`${where(issue)}: ${issue.message}`);
-      // An invalid resource: every problem on a line of its own.
-      if (issue.issues && issue.issues.length > 1) for (const i of issue.issues) progress.message(`  ${i.expression?.[0] ?? ''}: ${i.details?.text ?? i.diagnostics ?? ''}`);
+      const warning = issue.severity === 'warning';
+      if (warning) invalidUnchanged++;
+      const list = warning ? warnings : errors;
+      if (list.length < MAX_REPORTED) list.push(issue);
+      progress.message(`${where(issue)}: ${warning ? 'warning: ' : ''}${issue.message}`);
+      // An invalid resource: every problem on a line of its own (a kept one's first issue is the message).
+      const problems = warning ? issue.issues?.slice(1) : issue.issues && issue.issues.length > 1 ? issue.issues : undefined;
+      for (const i of problems ?? []) progress.message(`  ${i.expression?.[0] ?? ''}: ${i.details?.text ?? i.diagnostics ?? ''}`);
     },
     onProgress: (p) => progress.update(p),
   });
@@ -152,13 +161,13 @@ async function runImport(io: CliIO, deps: FhirDeps, o: ImportJob): Promise<numbe
   const seconds = progress.elapsedSeconds();
   const rate = seconds > 0 ? Math.round(imported / seconds) : imported;
   if (o.json) {
-    const summary = { tenant: o.tenant, files: o.sources.length, imported, unchanged, failed, seconds: Number(seconds.toFixed(3)), resourcesPerSecond: rate, errors };
+    const summary = { tenant: o.tenant, files: o.sources.length, imported, unchanged, failed, seconds: Number(seconds.toFixed(3)), resourcesPerSecond: rate, errors, warnings };
     io.stdout(JSON.stringify(summary, null, 2) + '\n');
   } else {
     // Unchanged ones are named when there are some (a run again over the same files).
     io.stdout(
       `Imported ${formatCount(imported)} resources into tenant '${o.tenant}' in ${seconds.toFixed(2)} s ` +
-        `(${formatCount(rate)} resources/s); ${unchanged > 0 ? `${formatCount(unchanged)} unchanged, ` : ''}${formatCount(failed)} failed.\n`,
+        `(${formatCount(rate)} resources/s); ${unchanged > 0 ? `${formatCount(unchanged)} unchanged${invalidUnchanged > 0 ? ` (${formatCount(invalidUnchanged)} of them not valid now: warnings above)` : ''}, ` : ''}${formatCount(failed)} failed.\n`,
     );
   }
   return failed > 0 ? 1 : 0;

@@ -718,8 +718,9 @@ export function isRefusal(err: unknown): err is FhirError {
  * Whether `access` reads and updates every resource of `type`: no patient compartment, scope filter or
  * securityContext bounds it. Only such a token's refused update is looked at as a no-op: another's answers
  * (a 403 for the stored content out of its reach, a 422 for other content) would tell it what that resource holds.
+ * An import's refused line is kept unchanged on the same terms (import/batches.ts BatchOptions.keepsUnchanged).
  */
-function unlimitedReach(access: Access, type: string): boolean {
+export function unlimitedReach(access: Access, type: string): boolean {
   return access.can(type, 'r') && access.can(type, 'u') && !deletionReachLimited(access, type) &&
     access.patientLimit(type, 'u') === undefined && access.filters?.(type, 'u') === undefined;
 }

@@ -1,9 +1,11 @@
 import { isDeepStrictEqual } from 'node:util';
+import type { FhirIssue } from '../errors.ts';
 import type { CurrentVersion, IndexRows, VersionToWrite, WriteMethod } from '../store/types.ts';
 import { parseLiterally } from './exact-json.ts';
 import { compartmentsOf, storedIndex, storedIndexPaced } from './indexer.ts';
 import { pacedTurns } from './turns.ts';
 import { stampHead, stampTail, type Resource } from './resource.ts';
+import { R4_RESOURCE_TYPES } from './resource-types.ts';
 
 /** The interaction that writes content (a deletion is a DELETE): what the version's history entry names. */
 export type PutMethod = Exclude<WriteMethod, 'DELETE'>;
@@ -22,6 +24,37 @@ export interface PreparedVersion {
   compartments: string[];
   /** The 1-based NDJSON line it was read from, when it was (an import reports a line it did not write by it). */
   line?: number;
+  /**
+   * Validation refused the resource (an import's line or entry): it is written only as the update that changes
+   * nothing it may be, kept unchanged with these problems as warnings, and otherwise fails with them
+   * (import/batches.ts); such a version has no index entries or compartments (refusedVersion).
+   */
+  refusal?: Refusal;
+}
+
+/** Why validation refused an imported resource, and where it was read (ImportIssue: its file, line or Bundle entry). */
+export interface Refusal {
+  message: string;
+  issues?: FhirIssue[];
+  file?: string;
+  entry?: number;
+}
+
+/** A resource id (R4 datatypes.html#id): another was never stored, so a resource refused with it changes something. */
+const ID = /^[A-Za-z0-9\-.]{1,64}$/;
+const R4_TYPES = new Set<string>(R4_RESOURCE_TYPES);
+
+/** Whether a resource validation refused may be stored already (an R4 type, a well-formed id): only then is it compared with its current version. */
+export function mayBeStored(resource: { resourceType: string; id?: unknown }): resource is Resource & { id: string } {
+  return typeof resource.id === 'string' && ID.test(resource.id) && R4_TYPES.has(resource.resourceType);
+}
+
+/**
+ * A resource validation refused, as `type/id`, prepared only to be compared with the current version
+ * (storesSame): its stored text, no index entries and no compartments (it is never written).
+ */
+export function refusedVersion(resource: Resource, id: string, refusal: Refusal): PreparedVersion {
+  return { type: resource.resourceType, id, tail: stampTail(resource), index: { tokens: [], strings: [], ranges: [], composites: [] }, compartments: [], refusal };
 }
 
 /**

@@ -1,5 +1,6 @@
 /**
- * The error file of an `$import` input: one OperationOutcome per failed line, as NDJSON (the Bulk Data
+ * The error file of an `$import` input: one OperationOutcome per failed line (and per line kept unchanged though
+ * validation refuses it, its issues warnings: ImportIssue.severity), as NDJSON (the Bulk Data
  * convention for error files), written to the export storage (src/export/sink.ts) as the input is imported.
  * The status lists the first failures inline and links this file, which holds every one.
  */

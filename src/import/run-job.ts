@@ -63,7 +63,8 @@ function lineIssues(i: ImportIssue): FhirIssue[] {
   const problems: FhirIssue[] = i.issues?.length ? i.issues : [{ severity: 'error', code: 'invalid', details: { text: i.message } }];
   return problems.map((p) => {
     const text = p.details?.text ?? p.diagnostics ?? i.message;
-    const out: FhirIssue = { severity: 'error', code: p.code, details: { text: `${at}${text}` }, diagnostics: `${at}${text}` };
+    // A line kept unchanged though the rules now refuse it (ImportIssue.severity): its issues as they are, information and warnings.
+    const out: FhirIssue = { severity: i.severity === 'warning' ? p.severity : 'error', code: p.code, details: { text: `${at}${text}` }, diagnostics: `${at}${text}` };
     if (where.length) out.location = where;
     if (p.expression) out.expression = p.expression;
     return out;

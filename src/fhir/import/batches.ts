@@ -71,7 +71,11 @@ function overlaps(a: Set<string>, b: Set<string>): boolean {
   return false;
 }
 
-/** What a committed batch held: its resources, those of them unchanged, and those refused (BatchOptions.auditAppendOnly). */
+/**
+ * What a committed batch held: its resources, those of them unchanged (versions validation refused that equal their
+ * current version among them), and those refused (BatchOptions.auditAppendOnly, and versions validation refused that
+ * change their resource: PreparedVersion.refusal).
+ */
 export interface Committed {
   resources: number;
   unchanged: number;
@@ -90,6 +94,11 @@ export interface BatchOptions {
    * rolls the batch back, and the writer then writes nothing more: every later batch, and drain, throw it too.
    */
   fence?: (w: ResourceWriter) => Promise<void>;
+  /**
+   * Whether a version of `type` that validation refused may be kept as the update that changes nothing it may be
+   * (crud.ts refusedNoOp): the writer's access reaches every resource of the type. Absent: always (the operator's).
+   */
+  keepsUnchanged?: (type: string) => boolean;
 }
 
 /** The AuditEvent that the writes of `v` would change: it exists, live, with other content. */
@@ -104,7 +113,19 @@ async function changesAudit(w: ResourceWriter, v: PreparedVersion): Promise<bool
  * the others (and any a concurrent writer created meanwhile) get their next version as an update would,
  * or none when they equal their current version (or are refused, `refused`: BatchOptions). Returns how many were unchanged.
  */
-async function writeGroup(w: ResourceWriter, versions: PreparedVersion[], opts: PutOptions, batch: BatchOptions, refused: PreparedVersion[]): Promise<number> {
+async function writeGroup(w: ResourceWriter, group: PreparedVersion[], opts: PutOptions, batch: BatchOptions, refused: PreparedVersion[]): Promise<number> {
+  // Versions validation refused are written never: each is kept unchanged when it equals its current version (a
+  // resource stored before rules that now refuse it, imported again as it is), as an update that changes nothing is.
+  const versions = group.some((v) => v.refusal !== undefined) ? group.filter((v) => v.refusal === undefined) : group;
+  let unchanged = 0;
+  if (versions !== group) {
+    for (const v of group) {
+      if (v.refusal === undefined) continue;
+      const current = batch.keepsUnchanged === undefined || batch.keepsUnchanged(v.type) ? await w.current(v.type, v.id) : null;
+      if (current !== null && storesSame(current, v)) unchanged++;
+      else refused.push(v);
+    }
+  }
   // A core CodeSystem or ValueSet id is written as an update would, after the core's version 1 (shadowedVersionId).
   const shadowing = versions.some((v) => hasCoreResources(v.type))
     ? await Promise.all(versions.map(async (v) => hasCoreResources(v.type) && (await shadowedVersionId(opts.core, v.type, v.id)) > 0))
@@ -123,7 +144,7 @@ async function writeGroup(w: ResourceWriter, versions: PreparedVersion[], opts: 
   // over loses the owner it had, with its delivery state, as a deletion ends them. Kept, that owner's authority would
   // go on matching the new criteria and sending to the new endpoint, which whoever imported it chose.
   for (const r of updated) if (r.version.type === 'Subscription' && !r.unchanged) await w.endSubscription(r.version.id);
-  return updated.filter((r) => r.unchanged).length;
+  return unchanged + updated.filter((r) => r.unchanged).length;
 }
 
 /**

@@ -1,5 +1,7 @@
 import type { FhirIssue } from '../../errors.ts';
-import { noteValidationLevel, requireProfiles, validationLevel, type FhirDeps } from '../crud.ts';
+import { noteValidationLevel, requireProfiles, unlimitedReach, validationLevel, type FhirDeps } from '../crud.ts';
+import { unchangedOutcome } from '../outcome.ts';
+import { storesSame, type PreparedVersion } from '../prepared.ts';
 import type { Access } from '../access.ts';
 import { carryLiterals } from '../exact-json.ts';
 import { createBatchWriter, DEFAULT_BATCH_LIMITS, type BatchOptions } from './batches.ts';
@@ -32,10 +34,29 @@ function auditRefusal(id: string): { message: string; issues: FhirIssue[] } {
 /**
  * A resource that could not be imported: file, 1-based line (NDJSON) or Bundle entry index, the
  * reference concerned (an unresolved `urn:` one), why, and an invalid resource's problems (`issues`).
+ * With `severity` 'warning', a resource imported all the same: one validation refuses that equals its
+ * current version, kept unchanged (its `issues`: that it is unchanged, then its problems as warnings).
  */
 export interface ImportIssue extends IssuePlace {
   file: string;
   message: string;
+  severity?: 'warning';
+}
+
+/** Where a version validation refused was read: its file, line or Bundle entry. */
+function placeOf(v: PreparedVersion, reading: string): Pick<ImportIssue, 'file' | 'line' | 'entry'> {
+  return { file: v.refusal?.file ?? reading, ...(v.line !== undefined && { line: v.line }), ...(v.refusal?.entry !== undefined && { entry: v.refusal.entry }) };
+}
+
+/** The failure of a version validation refused that changes its resource. */
+function refusalIssue(v: PreparedVersion, reading: string): ImportIssue {
+  return { ...placeOf(v, reading), message: v.refusal!.message, ...(v.refusal!.issues && { issues: v.refusal!.issues }) };
+}
+
+/** The warning of a refused version kept unchanged (it equals its current version `versionId`), as a REST update's outcome tells it. */
+function keptWarning(v: PreparedVersion, versionId: number, reading: string): ImportIssue {
+  const issues = unchangedOutcome(v.type, v.id, versionId, v.refusal?.issues ?? []).issue as FhirIssue[];
+  return { ...placeOf(v, reading), severity: 'warning', message: issues[0]!.details!.text!, issues };
 }
 
 /**
@@ -132,12 +153,33 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
     progress.failed += count;
     opts.onIssue(issue);
   };
+  // A client's import keeps a refused line unchanged only where a REST update would (crud.ts refusedNoOp); the operator's always.
+  const access = opts.access;
+  const keepsUnchanged = access && ((type: string) => unlimitedReach(access, type));
   const writer = createBatchWriter(deps, opts.tenant, limits, (n, unchanged, refused) => {
     progress.imported += n;
     progress.unchanged += unchanged;
-    for (const v of refused) fail({ file: reading, ...(v.line !== undefined && { line: v.line }), ...auditRefusal(v.id) });
+    // A refused version is here when it changed its resource after all (a write in between): told as it fails.
+    for (const v of refused) fail(v.refusal ? refusalIssue(v, reading) : { ...placeOf(v, reading), ...auditRefusal(v.id) });
     report();
-  }, { auditAppendOnly: opts.auditAppendOnly === true, ...(opts.fence && { fence: opts.fence }) });
+  }, { auditAppendOnly: opts.auditAppendOnly === true, ...(opts.fence && { fence: opts.fence }), ...(keepsUnchanged && { keepsUnchanged }) });
+  /**
+   * Whether a version validation refused equals its stored version, as read now (one read by key, for a refused
+   * line only): it is then told as a warning and queued, and its batch's transaction tests it again (BatchWriter),
+   * failing it should a write in between have changed the resource; otherwise the caller fails it at once, in
+   * input order.
+   */
+  const sameAsStored = async (v: PreparedVersion): Promise<boolean> => {
+    const versionId = await storedEqual(v);
+    if (versionId !== undefined) opts.onIssue(keptWarning(v, versionId, reading));
+    return versionId !== undefined;
+  };
+  /** The current version `v` equals (sameAsStored), if any. */
+  const storedEqual = async (v: PreparedVersion): Promise<number | undefined> => {
+    if (keepsUnchanged && !keepsUnchanged(v.type)) return undefined;
+    const current = await deps.store.resources.read(opts.tenant, v.type, v.id);
+    return current !== null && storesSame(current, v) ? current.versionId : undefined;
+  };
   // fullUrl -> Type/id of every Bundle entry written by this run, and the work waiting for some.
   const run = createRunReferences();
   const deferred = createDeferredQueue(run);
@@ -145,7 +187,7 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
   let fhir: FhirDeps = deps;
   let preparer: Preparer | undefined;
   const looseContext = (source: ImportSource): LooseContext => ({
-    writer, run, validation: validationLevel(deps),
+    writer, file: source.name, sameAsStored, run, validation: validationLevel(deps),
     profiles: (resource, at) => requireProfiles(fhir, opts.tenant, resource, at, undefined, opts.access),
     defer: deferred.defer,
     fail: (message, count, place) => fail({ file: source.name, ...definedOf(place), message }, count),
@@ -174,10 +216,45 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
     await writer.addPrepared(from ? chunk.versions.slice(from) : chunk.versions);
   }
 
+  /**
+   * The chunk's failures reported in line order, its refused lines among them unless they equal their stored version
+   * (sameAsStored); the versions of those that do stay queued, for the batch to keep unchanged (BatchWriter).
+   */
+  async function screen(source: ImportSource, chunk: PreparedChunk): Promise<PreparedChunk> {
+    if (!chunk.versions.some((v) => v.refusal !== undefined)) {
+      for (const issue of chunk.issues) fail({ file: source.name, ...issue });
+      return chunk;
+    }
+    const told: ImportIssue[] = chunk.issues.map((issue) => ({ file: source.name, ...issue }));
+    const versions: PreparedVersion[] = [];
+    // Per version, how many before it left the chunk: the `urn:` lines' places move by as many.
+    const leftBefore = new Int32Array(chunk.versions.length + 1);
+    for (const [i, v] of chunk.versions.entries()) {
+      leftBefore[i] = i - versions.length;
+      if (v.refusal !== undefined) {
+        v.refusal.file = source.name;
+        const versionId = await storedEqual(v);
+        if (versionId === undefined) {
+          told.push(refusalIssue(v, reading));
+          continue;
+        }
+        told.push(keptWarning(v, versionId, reading));
+      }
+      versions.push(v);
+    }
+    leftBefore[chunk.versions.length] = chunk.versions.length - versions.length;
+    told.sort((a, b) => (a.line ?? 0) - (b.line ?? 0));
+    for (const issue of told) {
+      if (issue.severity === 'warning') opts.onIssue(issue);
+      else fail(issue);
+    }
+    return { ...chunk, versions, urns: chunk.urns.map((u) => ({ ...u, at: u.at - leftBefore[u.at]! })) };
+  }
+
   async function importNdjson(preparer: Preparer, source: ImportSource, input: number): Promise<void> {
     const loose = looseContext(source);
-    for await (const chunk of preparer.chunks(input)) {
-      for (const issue of chunk.issues) fail({ file: source.name, ...issue });
+    for await (const prepared of preparer.chunks(input)) {
+      const chunk = await screen(source, prepared);
       progress.bytesRead += chunk.bytes;
       opts.signal?.throwIfAborted();
       await (chunk.urns.length ? addChunk(loose, chunk, source.ids) : writer.addPrepared(chunk.versions));

@@ -1,7 +1,7 @@
 import { FhirError, type FhirIssue } from '../../errors.ts';
 import { unmatchedUrn } from '../bundle-ops.ts';
 import type { Resource } from '../resource.ts';
-import type { PreparedVersion } from '../prepared.ts';
+import { mayBeStored, refusedVersion, type PreparedVersion } from '../prepared.ts';
 import { requireValid } from '../validation/check.ts';
 import type { ValidationLevel } from '../validation/validate.ts';
 import type { BatchWriter } from './batches.ts';
@@ -19,6 +19,10 @@ export interface IssuePlace {
 /** What importing resources outside transaction and batch Bundles needs from the importer. */
 export interface LooseContext {
   writer: BatchWriter;
+  /** The input's name (ImportIssue.file). */
+  file: string;
+  /** Whether a version validation refused equals its stored version (importer.ts): then it is queued, to be kept unchanged. */
+  sameAsStored(v: PreparedVersion): Promise<boolean>;
   /** CINDER_VALIDATION. */
   validation: ValidationLevel;
   /** The check of the profiles a resource claims (at `strict`; profiles.ts): undefined when it claims none. */
@@ -67,7 +71,17 @@ export async function addLoose(ctx: LooseContext, item: LooseResource, deferrabl
     if (item.line !== undefined) prepared.line = item.line;
   } catch (err) {
     if (!(err instanceof FhirError)) throw err;
-    ctx.fail(err.message, 1, { line: item.line, entry: item.entry, issues: err.issues });
+    // Refused by validation: still the update that changes nothing it may be (batches.ts keeps it unchanged when it
+    // equals the stored version), as an NDJSON line is (ndjson.ts).
+    const refused = err.category === 'invalid-resource' && mayBeStored(item.resource)
+      ? refusedVersion(item.resource, item.resource.id, { message: err.message, issues: err.issues, file: ctx.file, ...(item.entry !== undefined && { entry: item.entry }) })
+      : undefined;
+    if (refused === undefined || !(await ctx.sameAsStored(refused))) {
+      ctx.fail(err.message, 1, { line: item.line, entry: item.entry, issues: err.issues });
+      return;
+    }
+    if (item.line !== undefined) refused.line = item.line;
+    await ctx.writer.addPrepared([refused]);
     return;
   }
   await ctx.writer.addPrepared([prepared]);

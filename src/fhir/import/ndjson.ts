@@ -1,6 +1,6 @@
 import { FhirError, type FhirIssue } from '../../errors.ts';
-import { prepareVersion, type PreparedVersion } from '../prepared.ts';
-import { newId } from '../resource.ts';
+import { mayBeStored, prepareVersion, refusedVersion, type PreparedVersion } from '../prepared.ts';
+import { newId, type Resource } from '../resource.ts';
 import { requireValid } from '../validation/check.ts';
 import type { ValidationLevel } from '../validation/validate.ts';
 import type { LineCheck } from './profiles.ts';
@@ -54,10 +54,13 @@ export async function* prepareNdjson(blob: Blob, validation: ValidationLevel, ba
   for await (const lines of readLines(blob.stream(), (n) => (chunk.bytes += n))) {
     for (const { number, text, tooLong } of lines) {
       if (tooLong === undefined && text.trim() === '') continue;
+      // Set once the line is a resource of the input's type: validation may refuse it.
+      let valid: { resource: Resource; id: string } | undefined;
       try {
         if (tooLong !== undefined) throw new FhirError('too-large', `the line holds ${tooLong} characters, more than the ${MAX_LINE_CHARS} a line may hold: not read`);
         const resource = parseResource(text);
         if (type !== undefined && resource.resourceType !== type) throw wrongType(resource.resourceType, type);
+        if (mayBeStored(resource)) valid = { resource, id: resource.id };
         requireValid(resource, validation);
         // The substring test keeps the walk off lines without any `urn:` (most of them).
         if (text.includes('urn:') && resource.resourceType !== 'Bundle' && hasUrnReference(resource)) {
@@ -74,7 +77,14 @@ export async function* prepareNdjson(blob: Blob, validation: ValidationLevel, ba
           chars += v.tail.length;
         }
       } catch (err) {
-        chunk.issues.push(lineIssue(number, err as Error));
+        if (valid !== undefined && err instanceof FhirError && err.category === 'invalid-resource') {
+          // Refused by validation, a line naming its id is still the update that changes nothing it may be: the
+          // writer keeps it unchanged when it equals the stored version (rules newer than it), else fails it.
+          const v = refusedVersion(valid.resource, valid.id, { message: err.message, issues: err.issues });
+          v.line = number;
+          chunk.versions.push(v);
+          chars += v.tail.length;
+        } else chunk.issues.push(lineIssue(number, err as Error));
       }
       // Failed lines count too: an input of nothing but bad lines is yielded a chunk at a time, never held whole.
       if (chunk.versions.length + chunk.urns.length + chunk.issues.length >= CHUNK_RESOURCES || chars >= CHUNK_CHARS) {

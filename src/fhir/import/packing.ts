@@ -1,6 +1,6 @@
 import { INDEX_TABLES, rowsOf, type IndexEntryRecord } from '../../store/index-tables.ts';
 import type { IndexRows, SharedKey } from '../../store/types.ts';
-import type { PreparedVersion } from '../prepared.ts';
+import type { PreparedVersion, Refusal } from '../prepared.ts';
 
 /**
  * Prepared versions packed for postMessage: every string field concatenated into one string, with the
@@ -29,6 +29,8 @@ export interface PackedVersions {
   rowKeys: Int32Array;
   /** Per version: the line it was read from (PreparedVersion.line), 0 for none. */
   lines: Int32Array;
+  /** The versions validation refused (PreparedVersion.refusal; few), by their place among the versions. */
+  refusals: { at: number; refusal: Refusal }[];
 }
 
 const SHAPE = INDEX_TABLES.length + 1;
@@ -41,6 +43,8 @@ export function packVersions(versions: PreparedVersion[]): PackedVersions {
   const nums: number[] = [];
   const shape = new Int32Array(versions.length * SHAPE);
   const lines = Int32Array.from(versions, (v) => v.line ?? 0);
+  const refusals: PackedVersions['refusals'] = [];
+  versions.forEach((v, at) => v.refusal && refusals.push({ at, refusal: v.refusal }));
   // Each table's keys by type, param, system and code: nested maps look the row's own strings up, where
   // one map would need a string built and hashed per row.
   const keyIds = INDEX_TABLES.map(() => new Map<string, Map<string, Map<string, Map<string, number>>>>());
@@ -85,12 +89,12 @@ export function packVersions(versions: PreparedVersion[]): PackedVersions {
   parts.forEach((p, i) => (ends[i] = at += p.length));
   return {
     text: parts.join(''), ends, numbers: Float64Array.from(nums), shape,
-    keyTables: Int32Array.from(keyTables), keyParts, rowKeys: Int32Array.from(rowKeys), lines,
+    keyTables: Int32Array.from(keyTables), keyParts, rowKeys: Int32Array.from(rowKeys), lines, refusals,
   };
 }
 
 /** Unpacks what packVersions packed; the entries of one key share its SharedKey. */
-export function unpackVersions({ text, ends, numbers, shape, keyTables, keyParts, rowKeys, lines }: PackedVersions): PreparedVersion[] {
+export function unpackVersions({ text, ends, numbers, shape, keyTables, keyParts, rowKeys, lines, refusals }: PackedVersions): PreparedVersion[] {
   const keys: SharedKey[] = Array.from(keyTables, (k, i) => ({
     table: INDEX_TABLES[k]!.table, type: keyParts[4 * i]!, param: keyParts[4 * i + 1]!, system: keyParts[4 * i + 2]!, code: keyParts[4 * i + 3]!,
   }));
@@ -129,5 +133,6 @@ export function unpackVersions({ text, ends, numbers, shape, keyTables, keyParts
     if (content !== '') index.text = { narrative, content };
     out.push(v);
   }
+  for (const r of refusals) out[r.at]!.refusal = r.refusal;
   return out;
 }

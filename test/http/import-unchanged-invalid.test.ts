@@ -1,0 +1,149 @@
+/**
+ * A bulk import read again over data stored before rules that now refuse it (stored at
+ * CINDER_VALIDATION=structural here, or by an earlier release) keeps each resource that equals its current
+ * version unchanged, with its problems as warnings, as a REST update that changes nothing is answered
+ * (test/http/noop-validation.test.ts): `cinder import` (NDJSON lines, a collection Bundle's entries) and
+ * `$import`, on both stores. A line that changes the resource is refused as before, and nothing is written.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { createCliEnv } from '../helpers/cli.ts';
+import { storeTargets, type StoreTarget } from '../helpers/stores.ts';
+import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { fhirClient, type Json } from '../helpers/fhir.ts';
+import { putVersion } from '../../src/fhir/crud.ts';
+import { operatorAccess } from '../../src/fhir/access.ts';
+import type { Resource } from '../../src/fhir/resource.ts';
+
+/** A Patient strict validation refuses (its gender is outside the required AdministrativeGender binding), which `structural` stores. */
+const legacy = (id: string, extra: Json = {}): Json => ({ resourceType: 'Patient', id, active: true, gender: 'banana', name: [{ family: 'Legacy' }], ...extra });
+const ndjson = (...resources: Json[]) => resources.map((r) => JSON.stringify(r)).join('\n') + '\n';
+const severities = (issues: Json[] | undefined) => (issues ?? []).map((i) => [i.severity, i.expression?.[0]]);
+
+const targets = await storeTargets({ main: false });
+afterAll(async () => {
+  for (const t of targets) await t.cleanup();
+});
+
+for (const target of targets) {
+  describe(`cinder import of unchanged resources the rules now refuse (${target.kind})`, () => {
+    let strict: ReturnType<typeof createCliEnv>;
+    let structural: ReturnType<typeof createCliEnv>;
+    let db: Awaited<ReturnType<StoreTarget['fresh']>>;
+    beforeAll(async () => {
+      db = await target.migrated();
+      strict = createCliEnv({ CINDER_DATABASE_URL: db.url });
+      structural = createCliEnv({ CINDER_DATABASE_URL: db.url, CINDER_VALIDATION: 'structural' });
+      expect((await strict.run(['tenant', 'create', 't1'])).code).toBe(0);
+    });
+    afterAll(() => {
+      strict.close();
+      structural.close();
+    });
+
+    const importJson = async (name: string, text: string) => {
+      const path = join(strict.dir, name);
+      writeFileSync(path, text);
+      const r = await strict.run(['import', '--tenant', 't1', '--json', path]);
+      return { code: r.code, summary: JSON.parse(r.stdout) as Json, path };
+    };
+    const versionOf = async (id: string) => {
+      const store = db.open();
+      try {
+        return (await store.resources.read('t1', 'Patient', id))?.versionId;
+      } finally {
+        await store.close();
+      }
+    };
+
+    test('an NDJSON line equal to the stored version is unchanged with warnings; a changed one fails and writes nothing', async () => {
+      const first = join(structural.dir, 'legacy.ndjson');
+      writeFileSync(first, ndjson(legacy('n1'), legacy('n2')));
+      expect((await structural.run(['import', '--tenant', 't1', first])).code).toBe(0);
+
+      const again = await importJson('again.ndjson', ndjson(legacy('n1'), legacy('n2', { active: false }), { resourceType: 'Patient', id: 'n3', gender: 'banana' }));
+      expect(again.code).toBe(1);
+      expect(again.summary).toMatchObject({ imported: 1, unchanged: 1, failed: 2 });
+      // The unchanged line: a warning telling so, then what the rules refuse in it.
+      expect(again.summary.warnings).toHaveLength(1);
+      expect(again.summary.warnings[0]).toMatchObject({ file: again.path, line: 1, severity: 'warning', message: expect.stringContaining('Patient/n1 unchanged') });
+      expect(severities(again.summary.warnings[0].issues)).toEqual([['information', undefined], ['warning', 'Patient.gender']]);
+      // The changed line and a new one: refused, each problem named.
+      expect(again.summary.errors.map((e: Json) => [e.line, e.issues.map((i: Json) => i.expression[0])])).toEqual([[2, ['Patient.gender']], [3, ['Patient.gender']]]);
+      expect([await versionOf('n1'), await versionOf('n2'), await versionOf('n3')]).toEqual([1, 1, undefined]);
+
+      // The text summary says so too.
+      const path = join(strict.dir, 'again-text.ndjson');
+      writeFileSync(path, ndjson(legacy('n1')));
+      const text = await strict.run(['import', '--tenant', 't1', path]);
+      expect(text.code).toBe(0);
+      expect(text.stdout).toContain('1 unchanged (1 of them not valid now: warnings above), 0 failed');
+      expect(text.stderr).toContain(`${path}:1: warning: Patient/n1 unchanged`);
+    });
+
+    test("a collection Bundle's entry equal to the stored version is unchanged with warnings too", async () => {
+      const bundle = (r: Json) => JSON.stringify({ resourceType: 'Bundle', type: 'collection', entry: [{ fullUrl: `http://example.org/fhir/Patient/${r.id}`, resource: r }] });
+      const first = join(structural.dir, 'legacy-bundle.json');
+      writeFileSync(first, bundle(legacy('c1')));
+      expect((await structural.run(['import', '--tenant', 't1', first])).code).toBe(0);
+      const again = await importJson('again-bundle.json', bundle(legacy('c1')));
+      expect(again.code).toBe(0);
+      expect(again.summary).toMatchObject({ imported: 1, unchanged: 1, failed: 0 });
+      expect(again.summary.warnings[0]).toMatchObject({ entry: 0, severity: 'warning' });
+      const changed = await importJson('changed-bundle.json', bundle(legacy('c1', { active: false })));
+      expect(changed.summary).toMatchObject({ imported: 0, failed: 1, warnings: [] });
+      expect(changed.summary.errors[0]).toMatchObject({ entry: 0, issues: [expect.objectContaining({ expression: ['Bundle.entry[0].resource.gender'] })] });
+      expect(await versionOf('c1')).toBe(1);
+    });
+  });
+}
+
+await eachStore((kind, fresh) => {
+  describe(`$import of unchanged resources the rules now refuse (${kind})`, () => {
+    let t: TestApp;
+    let token: string;
+    let file = '';
+    const server = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response(file) });
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh(), env: { CINDER_IMPORT_ALLOW_PRIVATE: 'true' } });
+      token = await t.token();
+    });
+    afterAll(async () => {
+      await t.app.imports.stop();
+      server.stop(true);
+      await t.close();
+    });
+
+    test('an unchanged line is counted unchanged, its problems listed as warnings (inline and in the file); a changed one fails', async () => {
+      await t.store.resources.write('t1', (w) => putVersion(w, legacy('i1') as unknown as Resource, 'i1', { now: t.clock.now(), access: operatorAccess }, 'PUT'));
+      file = ndjson(legacy('i1'), legacy('i1', { active: false }));
+      const body = {
+        resourceType: 'Parameters',
+        parameter: [
+          { name: 'inputFormat', valueCode: 'application/fhir+ndjson' },
+          { name: 'input', part: [{ name: 'type', valueCode: 'Patient' }, { name: 'url', valueUri: `http://127.0.0.1:${server.port}/p.ndjson` }] },
+        ],
+      };
+      const kick = await t.request(`${t.fhir()}/$import`, fhirInit(token, 'POST', body));
+      expect(kick.status).toBe(202);
+      await t.app.imports.runOnce();
+      const status = (await (await t.request(kick.headers.get('content-location')!, fhirInit(token))).json()) as Json;
+      expect(status.output).toEqual([expect.objectContaining({ count: 1, unchanged: 1 })]);
+      expect(status.error).toHaveLength(1);
+      expect(status.error[0].count).toBe(1);
+      const issues = status.error[0].outcome.issue as Json[];
+      expect(issues.map((i) => [i.severity, i.location[0], i.expression?.[0]])).toEqual([
+        ['information', 'Line[1]', undefined], ['warning', 'Line[1]', 'Patient.gender'], ['error', 'Line[2]', 'Patient.gender'],
+      ]);
+      expect(issues[0].diagnostics).toContain('Patient/i1 unchanged');
+      const lines = (await (await t.request(status.error[0].url, fhirInit(token))).text()).trimEnd().split('\n').map((l) => JSON.parse(l) as Json);
+      expect(lines.map((o) => (o.issue as Json[]).map((i) => i.severity))).toEqual([['information', 'warning'], ['error']]);
+      expect((await t.store.resources.read('t1', 'Patient', 'i1'))!.versionId).toBe(1);
+      // As a REST update of the same content is answered.
+      expect((await fhirClient(t, token).put('Patient/i1', legacy('i1'))).status).toBe(200);
+      expect((await t.store.resources.read('t1', 'Patient', 'i1'))!.versionId).toBe(1);
+    });
+  });
+});

@@ -73,6 +73,24 @@ await eachStore((kind, fresh) => {
       expect(issuesOf(await expectOutcome(await api.post('RiskAssessment', over), 422), 'error').join()).toContain('ras-2');
     });
 
+    test('rng-2 between quantities of differing unit texts: a side without a code whose text is a UCUM unit is that unit; others are refused, saying why', async () => {
+      const observation = { resourceType: 'Observation', status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '2339-0' }] }, subject: { reference: 'Patient/p1' } };
+      const ranged = (low: Json, high: Json) => ({ ...observation, valueRange: { low, high } });
+      const ucum = (value: number, code: string, unit: string) => ({ value, unit, system: 'http://unitsofmeasure.org', code });
+      // The same unit: 70 "mg/dL" (uncoded) to 110 mg/dL written out.
+      expect((await api.post('Observation', ranged({ value: 70, unit: 'mg/dL' }, ucum(110, 'mg/dL', 'milligram per deciliter')))).status).toBe(201);
+      // A unit converted: 500 mg to 2 "g", on a PUT too.
+      expect((await api.put('Observation/r1', { ...ranged(ucum(500, 'mg', 'milligram'), { value: 2, unit: 'g' }), id: 'r1' })).status).toBe(201);
+      // Ordered the wrong way round: rng-2 fails, its text as ever.
+      const inverted = await expectOutcome(await api.post('Observation', ranged(ucum(5000, 'mg', 'milligram'), { value: 2, unit: 'g' })), 422);
+      expect(issuesOf(inverted, 'error')).toEqual([expect.stringMatching(/^Observation\.value\.ofType\(Range\): If present, low SHALL have a lower value than high \(rng-2\)$/)]);
+      // Units that name nothing comparable: refused, and the text says the values cannot be compared, in $validate as on the write.
+      const tablets = ranged({ value: 1, unit: 'tablet' }, { value: 2, unit: 'tablets' });
+      const refused = issuesOf(await expectOutcome(await api.post('Observation', tablets), 422), 'error');
+      expect(refused).toEqual([expect.stringMatching(/^Observation\.value\.ofType\(Range\): If present, low SHALL have a lower value than high \(its expression gives no result here, which fails: values FHIRPath cannot compare, .*\) \(rng-2\)$/)]);
+      expect(issuesOf((await (await api.post('Observation/$validate', tablets)).json()) as Json, 'error')).toEqual(refused);
+    });
+
     test("a canonical resource's name is warned about when it is no identifier (anchored, as HL7 anchors it), not when it is absent", async () => {
       const library = (name?: string): Json => ({ resourceType: 'Library', status: 'draft', type: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/library-type', code: 'logic-library' }] }, ...(name !== undefined && { name }) });
       const warnings = async (r: Json) => issuesOf((await (await api.post('Library/$validate', r)).json()) as Json, 'warning').filter((w) => w.includes('lib-0'));

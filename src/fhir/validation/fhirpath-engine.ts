@@ -45,7 +45,17 @@ export interface InvariantContext {
    */
   budget?: { left: number; readonly limit: number; readonly what?: string };
 }
-export type CompiledInvariant = (focus: unknown, focusType: string | undefined, ctx: InvariantContext) => boolean;
+/**
+ * An invariant run on a focus: true when it holds, false when it does not; undefined when it does not because its
+ * expression gives nothing (compileInvariant's `emptyFails`), which a report tells apart (emptyResultNote).
+ */
+export type CompiledInvariant = (focus: unknown, focusType: string | undefined, ctx: InvariantContext) => boolean | undefined;
+
+/**
+ * What a report of an invariant adds when its expression gave nothing (CompiledInvariant's undefined): the
+ * values it compares cannot be ordered, which its human text does not say.
+ */
+export const EMPTY_RESULT_NOTE = 'its expression gives no result here, which fails: values FHIRPath cannot compare, such as times of different precisions or quantities whose units cannot be converted, or an element it needs is absent';
 
 type Json = Record<string, unknown>;
 type Coll = readonly unknown[];
@@ -583,10 +593,14 @@ function compareQuantities(a: unknown, b: unknown): number | undefined {
 }
 
 /**
- * Two FHIR Quantities whose codes cannot order them (one has no code) but that give the same `unit`
- * text: ordered by their values, as HL7's validator orders quantities (`<=` and the like compare the
- * values when the `unit` texts are the same): rng-2 on a Range of 1 mg (UCUM) to 5 "mg" holds there.
- * Two codes that cannot be ordered stay unordered (empty), whatever their texts say.
+ * Two FHIR Quantities whose codes cannot order them because a side has no code (two codes that cannot
+ * be ordered, g and mL, stay unordered whatever their texts say):
+ * - of the same `unit` text, ordered by their values, as HL7's validator orders quantities (`<=` and
+ *   the like compare the values when the `unit` texts are the same): rng-2 on 1 mg (UCUM) to 5 "mg";
+ * - of differing texts, where the side without a code (and without a system) gives as its text a UCUM
+ *   unit: taken as that unit, the same as the other side's UCUM code (1 "mg/dL" to 5 mg/dL, coded and
+ *   written "milligram per deciliter"), or one Cinder converts to it (1 mg to 2 "g"). A text that is no
+ *   UCUM unit ("milligram", "tablets" against "tablet") orders nothing: FHIRPath leaves them empty.
  */
 function compareByUnitText(a: unknown, b: unknown): number | undefined {
   if ((a instanceof Typed && a.type === 'System.Quantity') || (b instanceof Typed && b.type === 'System.Quantity')) return undefined;
@@ -594,8 +608,28 @@ function compareByUnitText(a: unknown, b: unknown): number | undefined {
   const y = valueOf(b);
   if (!isObject(x) || !isObject(y) || x.comparator !== undefined || y.comparator !== undefined) return undefined;
   if (typeof x.value !== 'number' || typeof y.value !== 'number') return undefined;
-  if (typeof x.unit !== 'string' || x.unit !== y.unit || (x.code !== undefined && y.code !== undefined)) return undefined;
-  return x.value < y.value ? -1 : x.value > y.value ? 1 : 0;
+  if (x.code !== undefined && y.code !== undefined) return undefined;
+  let xv = x.value;
+  let yv = y.value;
+  if (typeof x.unit !== 'string' || x.unit !== y.unit) {
+    const ux = ucumUnitOf(x);
+    const uy = ucumUnitOf(y);
+    if (ux === undefined || uy === undefined) return undefined;
+    if (ux !== uy) {
+      const sx = ucumScale(ux);
+      const sy = ucumScale(uy);
+      if (sx === null || sy === null || sx[0] !== sy[0]) return undefined;
+      xv *= sx[1];
+      yv *= sy[1];
+    }
+  }
+  return xv < yv ? -1 : xv > yv ? 1 : 0;
+}
+
+/** The UCUM unit a FHIR Quantity names: its code in UCUM, or, without a code and a system, its `unit` text. */
+function ucumUnitOf(q: Json): string | undefined {
+  if (q.code !== undefined) return q.system === UCUM && typeof q.code === 'string' ? q.code : undefined;
+  return q.system === undefined && typeof q.unit === 'string' ? q.unit : undefined;
 }
 
 /** `<` and friends on two single items: a negative, zero or positive number, or undefined (empty). */
@@ -1871,7 +1905,8 @@ export function compileInvariant(expression: string, types: FhirPathTypes, guard
       env.memo = ctx.memo;
       env.budget = ctx.budget;
       const result = expr.bool(env);
-      return emptyFails ? result === true : result !== false;
+      if (!emptyFails) return result !== false;
+      return result === undefined ? undefined : result;
     } catch (err) {
       if (guarded && err instanceof FhirPathTooCostly) throw err;
       return true;

@@ -3,7 +3,7 @@
  * compiled once by the FHIRPath engine and run on the values the walk meets (the resource is parsed
  * whole before the walk, so `%resource` is complete).
  */
-import { compileInvariant, UnsupportedFhirPath, type CompiledInvariant } from './fhirpath-engine.ts';
+import { compileInvariant, EMPTY_RESULT_NOTE, UnsupportedFhirPath, type CompiledInvariant } from './fhirpath-engine.ts';
 import { elementType, type InvariantModel, type TypeModel } from './model.ts';
 
 /** Where the walk collects problems. */
@@ -43,7 +43,8 @@ export function checkInvariants(sink: IssueSink, model: TypeModel, focus: Record
     const fn = compile(inv);
     if (fn === null) continue;
     if (inv.element === undefined) {
-      if (!fn(focus, model.name, ctx)) report(sink, inv, path);
+      const holds = fn(focus, model.name, ctx);
+      if (holds !== true) report(sink, inv, path, holds);
       continue;
     }
     // An invariant on an element: once for each of its values.
@@ -52,12 +53,19 @@ export function checkInvariants(sink: IssueSink, model: TypeModel, focus: Record
       const type = elementType(model.name, key);
       const v = focus[key];
       if (Array.isArray(v)) {
-        for (let i = 0; i < v.length; i++) if (!fn(v[i], type, ctx)) report(sink, inv, `${path}.${inv.element}[${i}]`);
-      } else if (!fn(v, type, ctx)) report(sink, inv, `${path}.${inv.element}`);
+        for (let i = 0; i < v.length; i++) {
+          const holds = fn(v[i], type, ctx);
+          if (holds !== true) report(sink, inv, `${path}.${inv.element}[${i}]`, holds);
+        }
+      } else {
+        const holds = fn(v, type, ctx);
+        if (holds !== true) report(sink, inv, `${path}.${inv.element}`, holds);
+      }
     }
   }
 }
 
-function report(sink: IssueSink, inv: InvariantModel, path: string): void {
-  sink.add('invariant', path, `${inv.human} (${inv.key})`, inv.severity, inv.key);
+/** `holds`: false, or undefined when the expression gave nothing (said so before the key, which ends the text). */
+function report(sink: IssueSink, inv: InvariantModel, path: string, holds: false | undefined): void {
+  sink.add('invariant', path, `${inv.human}${holds === undefined ? ` (${EMPTY_RESULT_NOTE})` : ''} (${inv.key})`, inv.severity, inv.key);
 }

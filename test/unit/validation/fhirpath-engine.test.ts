@@ -407,6 +407,16 @@ describe('quantities (rng-2, age-1)', () => {
     expect(result(rng2(), { low: { value: 5, unit: 'mg' }, high: { ...ucum(1, 'mg'), unit: 'mg' } }, 'Range')).toBe('false');
     expect(result(rng2(), { low: { ...ucum(1, 'g'), unit: 'x' }, high: { ...ucum(1, 'mL'), unit: 'x' } }, 'Range')).toBe('empty');
     expect(result(rng2(), { low: { ...ucum(1, 'mg'), unit: 'mg' }, high: { value: 5, unit: 'milligram' } }, 'Range')).toBe('empty');
+    // Differing unit texts: an uncoded side whose text is a UCUM unit is that unit, the other side's code or one converted to it.
+    expect(result(rng2(), { low: { value: 1, unit: 'mg/dL' }, high: { ...ucum(5, 'mg/dL'), unit: 'milligram per deciliter' } }, 'Range')).toBe('true');
+    expect(result(rng2(), { low: { value: 7, unit: 'mg/dL' }, high: { ...ucum(5, 'mg/dL'), unit: 'milligram per deciliter' } }, 'Range')).toBe('false');
+    expect(result(rng2(), { low: { ...ucum(500, 'mg'), unit: 'milligram' }, high: { value: 2, unit: 'g' } }, 'Range')).toBe('true');
+    expect(result(rng2(), { low: { ...ucum(5000, 'mg'), unit: 'milligram' }, high: { value: 2, unit: 'g' } }, 'Range')).toBe('false');
+    expect(result(rng2(), { low: { value: 500, unit: 'mg' }, high: { value: 2, unit: 'g' } }, 'Range')).toBe('true');
+    // What names no UCUM unit, or another dimension, or a text under another system, orders nothing.
+    expect(result(rng2(), { low: { value: 1, unit: 'tablet' }, high: { value: 2, unit: 'tablets' } }, 'Range')).toBe('empty');
+    expect(result(rng2(), { low: { value: 1, unit: 'g' }, high: { ...ucum(2, 'mL'), unit: 'millilitre' } }, 'Range')).toBe('empty');
+    expect(result(rng2(), { low: { value: 1, unit: 'mg', system: 'http://snomed.info/sct' }, high: { ...ucum(2, 'g'), unit: 'gram' } }, 'Range')).toBe('empty');
     const age1 = model.declared.find((d) => d.key === 'age-1')!.expression;
     expect(result(age1, { value: -1, system: 'http://unitsofmeasure.org', code: 'a' }, 'Age')).toBe('false');
     expect(result(age1, { value: 3, system: 'http://unitsofmeasure.org', code: 'a' }, 'Age')).toBe('true');

@@ -5,7 +5,7 @@
  * `Observation.value.ofType(Quantity)`). Bindings are collected, to be decided by the terminology
  * (profile-check.ts), since a profile may bind value sets the base table does not hold.
  */
-import { FhirPathTooCostly, type InvariantContext } from '../fhirpath-engine.ts';
+import { EMPTY_RESULT_NOTE, FhirPathTooCostly, type InvariantContext } from '../fhirpath-engine.ts';
 import type { ValidationIssue } from '../validate.ts';
 import { pathTypes } from '../model.ts';
 import { coreType } from './compile.ts';
@@ -232,7 +232,7 @@ function checkItem(run: Run, profile: CompiledProfile, el: ProfileElement, item:
   if (el.constraints && run.cost.refused === undefined) {
     const ctx = run.context();
     for (const c of el.constraints) {
-      let holds: boolean;
+      let holds: boolean | undefined;
       try {
         holds = c.fn(item.value, item.type, ctx);
       } catch (err) {
@@ -240,7 +240,7 @@ function checkItem(run: Run, profile: CompiledProfile, el: ProfileElement, item:
         tooCostly(run, pathOf(item), `${whereOf(profile, el)}: the invariant ${c.key} cannot be evaluated: ${err.message}`);
         break;
       }
-      if (!holds) run.add(c.severity, 'invariant', pathOf(item), `${whereOf(profile, el)}: ${c.human} (${c.key})`);
+      if (holds !== true) run.add(c.severity, 'invariant', pathOf(item), `${whereOf(profile, el)}: ${c.human}${holds === undefined ? ` (${EMPTY_RESULT_NOTE})` : ''} (${c.key})`);
     }
   }
   if (item.sub !== undefined) for (let i = 0; i < el.children.length; i++) checkElement(run, profile, el.children[i]!, item);

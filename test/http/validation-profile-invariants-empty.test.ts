@@ -103,5 +103,17 @@ await eachStore((kind, fresh) => {
       const { effectivePeriod: _p, ...noPeriod } = heartRate;
       expect(issuesOf(await expectOutcome(await api.post('Observation', { ...noPeriod, effectiveDateTime: '2024' }), 422), 'error').join()).toContain('vs-1');
     });
+
+    test("R4's substanceExposureRisk extension: its inv-1, which named AllergyIntolerance's elements from the extension, asks only that the resource have no code", async () => {
+      const allergy = (extra: Json) => ({
+        resourceType: 'AllergyIntolerance', patient: { reference: 'Patient/p1' },
+        clinicalStatus: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/allergyintolerance-clinical', code: 'active' }] },
+        extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/allergyintolerance-substanceExposureRisk', extension: [{ url: 'substance', valueCodeableConcept: { text: 'peanut' } }] }],
+        ...extra,
+      });
+      const inv1 = async (r: Json) => issuesOf((await (await api.post('AllergyIntolerance/$validate', r)).json()) as Json, 'error').filter((i) => i.endsWith('(inv-1)'));
+      expect(await inv1(allergy({}))).toEqual([]);
+      expect(await inv1(allergy({ code: { text: 'peanut' } }))).toEqual([expect.stringMatching(/^AllergyIntolerance\.extension\[0\]: /)]);
+    });
   });
 });

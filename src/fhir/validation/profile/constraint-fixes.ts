@@ -1,6 +1,6 @@
 /**
  * Published invariant expressions that give nothing where the element they test is absent, or of another
- * type, though their text asks nothing of it. A profile's invariant holds only when its expression is
+ * type, though their text asks nothing of it (and one of R4's that names elements where it is not evaluated). A profile's invariant holds only when its expression is
  * `true` (an empty result fails, as HL7's validator takes it: `evaluateToBoolean`), so such an expression
  * would refuse data its text allows. HL7's validator evaluates them rewritten (its
  * `FHIRPathExpressionFixer`, matched on the expression's text whatever its key); these are the rewrites of
@@ -15,6 +15,11 @@ const FIXES = new Map<string, string>([
   // "if it is a dateTime, precise to the day"; as published a Period gives nothing. US Core 9.0.0
   // republishes vs-1 in this form (HL7's validator and Firely's correct it the same way).
   ["($this as dateTime).toString().length() >= 8", '$this is dateTime implies $this.toString().length() >= 8'],
+  // inv-1 of R4's allergyintolerance-substanceExposureRisk extension, on the extension itself: "If the
+  // substanceExposureRisk extension element is present, the AllergyIntolerance.code element SHALL be omitted".
+  // As published it names AllergyIntolerance's elements from the extension, where they give nothing, so it
+  // failed every use of the extension; evaluated as its text says, on the resource holding it.
+  ['substanceExposureRisk.exists() and code.empty()', '%resource.code.empty()'],
   // The older obs-6/vs-2 form, a value[x] taken as a boolean.
   ['(component.empty() and hasMember.empty()) implies (dataAbsentReason or value)', '(component.empty() and hasMember.empty()) implies (dataAbsentReason.exists() or value.exists())'],
   // ras-2: a prediction without a probability.

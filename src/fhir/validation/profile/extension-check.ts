@@ -29,7 +29,8 @@ export function checkExtensionSite(site: ExtensionSite, definition: CompiledProf
     issues.push({ severity: 'error', code: 'structure', expression: site.path, text });
   }
   if (context) issues.push(...contextIssues(site, definition, cost, memo));
-  const content = checkProfile(site.extension, definition, lookup, site.path, cost);
+  // Its definition's invariants name by `%resource` the resource the extension is in, as its context invariants do.
+  const content = checkProfile(site.extension, definition, lookup, site.path, cost, undefined, { resource: site.resource, root: site.root });
   return { issues: [...issues, ...content.issues], bindings: content.bindings };
 }
 

@@ -100,6 +100,8 @@ class Run {
     readonly resource: Json, readonly lookup: ProfileLookup, readonly cost: ProfileCost, readonly scope: TargetScope | undefined,
     /** Whether a value conforms to a profile, once per value and profile, shared with the checks of candidates and targets this one starts (a cycle of targets ends). */
     readonly conformance: WeakMap<object, Map<string, boolean>>,
+    /** What `%resource` and `%rootResource` name in invariants when `resource` is no resource (an extension: the resource it is in). */
+    readonly within?: { resource: Json; root: Json },
   ) {}
   /** The resource `ref` names when the request holds it (targets.ts), else `#id` among this resource's contained ones. */
   resolve(ref: string): Json | undefined {
@@ -112,7 +114,7 @@ class Run {
     this.issues.push({ severity, code, expression, text });
   }
   context(): InvariantContext {
-    return (this.ctx ??= { resource: this.resource, rootResource: this.resource, memo: this.memo, budget: this.cost.budget });
+    return (this.ctx ??= { resource: this.within?.resource ?? this.resource, rootResource: this.within?.root ?? this.resource, memo: this.memo, budget: this.cost.budget });
   }
 }
 
@@ -123,10 +125,11 @@ function isObject(v: unknown): v is Json {
 /**
  * The problems of `resource` (at `path`, its FHIRPath: `Bundle.entry[0].resource` or its type) against
  * `profile`; `scope` resolves its references to the resources the request holds (targets.ts), for
- * target profiles and `resolve()` discriminators.
+ * target profiles and `resolve()` discriminators; `within`, for an extension checked against its definition, the
+ * resource it is in (what its invariants' `%resource` names).
  */
-export function checkProfile(resource: Json, profile: CompiledProfile, lookup: ProfileLookup, path = profile.type, cost = profileCost(), scope?: TargetScope): ProfileResult {
-  return runProfile(new Run(resource, lookup, cost, scope, new WeakMap()), profile, path);
+export function checkProfile(resource: Json, profile: CompiledProfile, lookup: ProfileLookup, path = profile.type, cost = profileCost(), scope?: TargetScope, within?: { resource: Json; root: Json }): ProfileResult {
+  return runProfile(new Run(resource, lookup, cost, scope, new WeakMap(), within), profile, path);
 }
 
 function runProfile(run: Run, profile: CompiledProfile, path: string): ProfileResult {

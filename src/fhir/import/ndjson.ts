@@ -54,13 +54,13 @@ export async function* prepareNdjson(blob: Blob, validation: ValidationLevel, ba
   for await (const lines of readLines(blob.stream(), (n) => (chunk.bytes += n))) {
     for (const { number, text, tooLong } of lines) {
       if (tooLong === undefined && text.trim() === '') continue;
-      // Set once the line is a resource of the input's type: validation may refuse it.
-      let valid: { resource: Resource; id: string } | undefined;
+      // Set once the line is a resource of the input's type naming an id it may be stored under: validation may refuse it.
+      let named: { resource: Resource; id: string } | undefined;
       try {
         if (tooLong !== undefined) throw new FhirError('too-large', `the line holds ${tooLong} characters, more than the ${MAX_LINE_CHARS} a line may hold: not read`);
         const resource = parseResource(text);
         if (type !== undefined && resource.resourceType !== type) throw wrongType(resource.resourceType, type);
-        if (mayBeStored(resource)) valid = { resource, id: resource.id };
+        if (mayBeStored(resource)) named = { resource, id: resource.id };
         requireValid(resource, validation);
         // The substring test keeps the walk off lines without any `urn:` (most of them).
         if (text.includes('urn:') && resource.resourceType !== 'Bundle' && hasUrnReference(resource)) {
@@ -77,10 +77,10 @@ export async function* prepareNdjson(blob: Blob, validation: ValidationLevel, ba
           chars += v.tail.length;
         }
       } catch (err) {
-        if (valid !== undefined && err instanceof FhirError && err.category === 'invalid-resource') {
+        if (named !== undefined && err instanceof FhirError && err.category === 'invalid-resource') {
           // Refused by validation, a line naming its id is still the update that changes nothing it may be: the
           // writer keeps it unchanged when it equals the stored version (rules newer than it), else fails it.
-          const v = refusedVersion(valid.resource, valid.id, { message: err.message, issues: err.issues });
+          const v = refusedVersion(named.resource, named.id, { message: err.message, issues: err.issues });
           v.line = number;
           chunk.versions.push(v);
           chars += v.tail.length;

@@ -92,6 +92,21 @@ for (const target of targets) {
       expect(again.code).toBe(0);
       expect(again.summary).toMatchObject({ imported: 1, unchanged: 1, failed: 0 });
       expect(again.summary.warnings[0]).toMatchObject({ entry: 0, severity: 'warning' });
+      // An entry of another file of the run referring to it by its fullUrl refers to it as stored.
+      const kept = join(strict.dir, 'kept.json');
+      writeFileSync(kept, JSON.stringify({ resourceType: 'Bundle', type: 'collection', entry: [{ fullUrl: 'urn:uuid:5b1f6d0e-8f7a-4c47-9a5e-2f1f3c1d2e01', resource: legacy('c1') }] }));
+      const referring = join(strict.dir, 'referring.json');
+      writeFileSync(referring, JSON.stringify({ resourceType: 'Bundle', type: 'collection', entry: [
+        { fullUrl: 'urn:uuid:5b1f6d0e-8f7a-4c47-9a5e-2f1f3c1d2e02', resource: { resourceType: 'Observation', id: 'c1-obs', status: 'final', code: { text: 'x' }, subject: { reference: 'urn:uuid:5b1f6d0e-8f7a-4c47-9a5e-2f1f3c1d2e01' } } },
+      ] }));
+      const both = await strict.run(['import', '--tenant', 't1', '--json', referring, kept]);
+      expect(JSON.parse(both.stdout)).toMatchObject({ imported: 2, unchanged: 1, failed: 0 });
+      const store = db.open();
+      try {
+        expect(JSON.parse((await store.resources.read('t1', 'Observation', 'c1-obs'))!.content).subject).toEqual({ reference: 'Patient/c1' });
+      } finally {
+        await store.close();
+      }
       const changed = await importJson('changed-bundle.json', bundle(legacy('c1', { active: false })));
       expect(changed.summary).toMatchObject({ imported: 0, failed: 1, warnings: [] });
       expect(changed.summary.errors[0]).toMatchObject({ entry: 0, issues: [expect.objectContaining({ expression: ['Bundle.entry[0].resource.gender'] })] });

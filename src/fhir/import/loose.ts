@@ -82,6 +82,8 @@ export async function addLoose(ctx: LooseContext, item: LooseResource, deferrabl
     }
     if (item.line !== undefined) refused.line = item.line;
     await ctx.writer.addPrepared([refused]);
+    // Kept as stored: the entries referring to its fullUrl refer to it.
+    if (item.fullUrl) ctx.run.written(item.fullUrl, `${item.resource.resourceType}/${item.resource.id}`);
     return;
   }
   await ctx.writer.addPrepared([prepared]);

@@ -76,8 +76,8 @@ export interface TestAppOptions {
 }
 
 /**
- * An in-process Cinder on a fresh SQLite file (or the given store), with tenant `t1` and an admin
- * client. `request()` goes through `app.request()`; `token()` gets a client_credentials token.
+ * An in-process Cinder on a fresh SQLite file (or the given store), with tenant `t1` (made unless the store
+ * holds it) and an admin client of its own. `request()` goes through `app.request()`; `token()` gets a client_credentials token.
  */
 export async function createTestApp(opts: TestAppOptions = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'cinder-test-'));
@@ -89,7 +89,8 @@ export async function createTestApp(opts: TestAppOptions = {}) {
   const keys = createKeyRing(store, clock, MAX_TOKEN_TTL);
   await keys.init();
   const app = createApp({ config, store, keys, clock, log: opts.log ?? silentLogger, fetch: opts.fetch, core: opts.core ?? testCoreBundle(), rebuilding: opts.rebuilding, ...(opts.exportSink ? { exportSink: opts.exportSink } : {}), ...(opts.resolveHost ? { resolveHost: opts.resolveHost } : {}), ...(opts.importStorageWaitMs === undefined ? {} : { importStorageWaitMs: opts.importStorageWaitMs }), exportSettleMs: opts.exportSettleMs ?? 0 });
-  await createTenant(store, clock, 't1');
+  // A second app on a database another app made (as a second process would be) shares its tenant.
+  if (!(await store.tenants.get('t1'))) await createTenant(store, clock, 't1');
   const admin = await createClient(store, clock, { tenant: 't1', name: 'admin', scopes: ['system/*.*'] });
 
   const request = (path: string, init: RequestInit = {}) => app.request(path.startsWith('http') ? path : BASE + path, init);

@@ -153,8 +153,9 @@ async function sinceWindow(dialect: Dialect, tenant: string, q: SnapshotQuery, s
  * updated after `q.at`. A Group export with `_since` read every Provenance of the tenant last updated before it
  * for the Provenance of the members who joined since (docs/PERFORMANCE.md). The joins are CROSS JOINs with
  * their conditions in WHERE, so that SQLite, without statistics, keeps this order; PostgreSQL plans them freely.
- * Each arm reads from `q.after` and stops at `q.limit` rows: a page costs the members' compartment rows, never
- * the type.
+ * Each arm reads from `q.after` and stops at `q.limit` distinct resources (a Provenance naming several of the
+ * members' records, or one record in two members' compartments, has a row for each: counted as rows, a page of
+ * them ended short and the scan stopped there): a page costs the members' compartment rows, never the type.
  */
 async function referringWindow(
   dialect: Dialect, tenant: string, q: SnapshotQuery, to: NonNullable<SnapshotQuery['referringTo']>, rows: WindowRows,
@@ -166,10 +167,10 @@ async function referringWindow(
   const named = (t: string) => `CROSS JOIN search_keys k CROSS JOIN search_index s WHERE k.tenant = ${b.v(tenant)} AND k.type = ${b.v(q.type)} ` +
     `AND k.param = ${b.v(to.param)} AND k.system = ${t}.type AND k.code = '' AND s.k = k.k AND s.value = ${t}.id AND s.res > ${b.v(after)}`;
   const joined = to.compartment.joinedOnly ? 'AND p.joined = TRUE' : '';
-  const members = `SELECT m.res FROM (SELECT s.res FROM export_patients p CROSS JOIN compartments c CROSS JOIN resources t ${named('t')} ` +
+  const members = `SELECT m.res FROM (SELECT DISTINCT s.res FROM export_patients p CROSS JOIN compartments c CROSS JOIN resources t ${named('t')} ` +
     `AND p.job_id = ${b.v(to.compartment.jobId)} ${joined} AND c.tenant = ${b.v(tenant)} AND c.patient = p.patient AND c.type IN (${types}) ` +
     `AND t.pk = c.res ORDER BY s.res LIMIT ${b.v(q.limit)}) m`;
-  const changed = `SELECT x.res FROM (SELECT s.res FROM resources t ${named('t')} AND t.tenant = ${b.v(tenant)} AND t.type IN (${types}) ` +
+  const changed = `SELECT x.res FROM (SELECT DISTINCT s.res FROM resources t ${named('t')} AND t.tenant = ${b.v(tenant)} AND t.type IN (${types}) ` +
     `AND t.last_updated > ${b.v(q.at)} ORDER BY s.res LIMIT ${b.v(q.limit)}) x`;
   const arms = [members, changed, changedSince(b, tenant, q)];
   const found = await rows(`SELECT DISTINCT w.res FROM (${arms.join(' UNION ALL ')}) w ORDER BY w.res LIMIT ${b.v(q.limit)}`, b.values);

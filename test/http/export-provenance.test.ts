@@ -133,6 +133,26 @@ await eachStore((kind, fresh) => {
         }
       });
 
+      test("with _since, a joined member's older Provenance naming several of its records is no reason to stop before the next page", async () => {
+        // prov-o2 (setup) and prov-o2-single fill the first page of two; prov-o2-both, naming two of p2's records, has two
+        // index rows that fill the second page's reading of them.
+        await put(t, observation('o3', 'p2'));
+        await put(t, prov('prov-o2-single', '2025-01-01T00:00:00Z', 'Observation/o2'));
+        await put(t, prov('prov-o2-both', '2025-01-01T00:00:00Z', 'Observation/o2', 'Observation/o3'));
+        await put(t, prov('prov-o2-after', '2025-01-01T00:00:00Z', 'Observation/o2'));
+        t.clock.advance(60_000);
+        const since = new Date(t.clock.now()).toISOString();
+        t.clock.advance(1000);
+        await put(t, { resourceType: 'Group', id: 'g1', type: 'person', actual: true, member: [{ entity: { reference: 'Patient/p1' } }, { entity: { reference: 'Patient/p2' } }] });
+        t.clock.advance(1000);
+        const owed = ['Provenance/prov-o2', 'Provenance/prov-o2-after', 'Provenance/prov-o2-both', 'Provenance/prov-o2-single'];
+        for (const associated of ['', '&includeAssociatedData=RelevantProvenanceResources']) {
+          const status = await kickOff(t, token, `/Group/g1/$export?_type=Observation,Provenance&_since=${since}${associated}`);
+          const files = await download(t, token, (await finish(t, token, status, { pageSize: 2 })).output);
+          expect([associated, refs({ Provenance: files.Provenance ?? [] })]).toEqual([associated, owed]);
+        }
+      });
+
       test('with _since and no member who joined since, the plan has no step for joined members\' Provenance (no second scan of it)', async () => {
         t.clock.advance(60_000);
         const since = new Date(t.clock.now()).toISOString();

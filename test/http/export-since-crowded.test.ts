@@ -57,9 +57,15 @@ await eachStore((kind, open) => {
         t.clock.advance(1000);
         const status = await kickOff(t, token, `${path}&_since=${since}`);
         t.clock.advance(1000);
-        // After the first page, more than 10,000 changed since: the later pages read the type in key order.
+        // Before the first page, two changed since move between patients (no more changed since); after it, more than
+        // 10,000 changed since: the later pages read the type in key order. Each is judged as of transactionTime.
         let pages = 0;
         const store: Store = { ...t.store, resources: { ...t.store.resources, snapshot: async (tenant: string, q: SnapshotQuery) => {
+          const first = q.type === 'Observation' && q.ids === undefined && pages === 0;
+          if (first) {
+            await put(t, observation('old-upd', 'x'));
+            await put(t, observation('old-in', 'x'));
+          }
           const page = await t.store.resources.snapshot(tenant, q);
           if (q.type === 'Observation' && q.ids === undefined && ++pages === 1) {
             await put(t, observation('old-late', 'm1', 'c2'));
@@ -82,6 +88,7 @@ await eachStore((kind, open) => {
         expect(exported).toEqual(expected);
         const byId = new Map((files.Observation ?? []).map((r) => [r.id, r as ReturnType<typeof observation>]));
         if (byId.has('old-upd-late')) expect(byId.get('old-upd-late')!.code.coding[0]!.code).toBe('c2');
+        if (byId.has('old-upd')) expect(byId.get('old-upd')!.subject.reference).toBe('Patient/m1');
         const deleted = await download(t, token, m.deleted ?? []);
         const urls = (deleted.Bundle ?? []).flatMap((b) => (b.entry as { request: { url: string } }[]).map((e) => e.request.url));
         expect(urls).toEqual(deletions);

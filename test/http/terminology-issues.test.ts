@@ -224,7 +224,8 @@ describe('languages, status and systems', () => {
       expect(outcome(r).result).toBe(true);
       expect(kinds(r.body)).toEqual(['warning business-rule code-comment code']);
     }
-    expect(kinds((await cs([{ name: 'code', valueCode: 'gone' }])).body)).toEqual(['warning business-rule status-check code']);
+    // An inactive one too is a comment on the code (HL7's INACTIVE_CONCEPT_FOUND), not a note on a resource's status.
+    expect(kinds((await cs([{ name: 'code', valueCode: 'gone' }])).body)).toEqual(['warning business-rule code-comment code']);
     const renamed = await cs([{ name: 'code', valueCode: 'renamed' }, { name: 'display', valueString: 'Old name' }]);
     expect(outcome(renamed)).toMatchObject({ result: true, display: 'New name' });
     expect(kinds(renamed.body)).toEqual(['warning invalid display-comment display']);

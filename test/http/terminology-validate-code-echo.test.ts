@@ -41,10 +41,19 @@ const statuses = {
     { code: 'std-deprecated', display: 'Standards deprecated', extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/structuredefinition-standards-status', valueCode: 'deprecated' }] },
     { code: 'std-withdrawn', display: 'Standards withdrawn', extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/structuredefinition-standards-status', valueCode: 'withdrawn' }] },
     { code: 'std-trial', display: 'Standards trial use', extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/structuredefinition-standards-status', valueCode: 'trial-use' }] },
+    { code: 'said-inactive', display: 'Said inactive', property: [{ code: 'state', valueString: 'inactive' }] },
   ],
 };
 const allStatuses = { resourceType: 'ValueSet', id: 'echo-statuses', url: `${VS}statuses`, status: 'active', compose: { include: [{ system: STATUSES }] } };
 const currentOnly = { resourceType: 'ValueSet', id: 'echo-current', url: `${VS}current`, status: 'active', compose: { include: [{ system: STATUSES, concept: [{ code: 'current' }] }] } };
+/** A code system whose `inactive` property is a code (as R5 content may write it): `true` makes a concept inactive, as a boolean does. */
+const CODED = 'http://cinder.test/CodeSystem/echo-coded-flags';
+const codedFlags = {
+  resourceType: 'CodeSystem', id: 'echo-coded-flags', url: CODED, version: '1.0.0', name: 'EchoCodedFlags', status: 'active', content: 'complete', caseSensitive: true,
+  property: [{ code: 'inactive', type: 'code' }],
+  concept: [{ code: 'coded-flag', display: 'Coded flag', property: [{ code: 'inactive', valueCode: 'true' }] }, { code: 'coded-active', display: 'Coded active', property: [{ code: 'inactive', valueCode: 'false' }] }],
+};
+const activeStatuses = { resourceType: 'ValueSet', id: 'echo-active', url: `${VS}active`, status: 'active', compose: { inactive: false, include: [{ system: STATUSES }] } };
 const circles = { resourceType: 'ValueSet', id: 'echo-circles', url: `${VS}circles`, status: 'active', compose: { include: [{ system: CS, concept: [{ code: 'circle' }] }] } };
 
 const value = (r: OperationResponse, name: string) => {
@@ -62,7 +71,7 @@ await eachStore((kind, fresh) => {
     beforeAll(async () => {
       t = await createTestApp({ store: await fresh() });
       token = await t.token();
-      for (const r of [shapes('1.0.0', 'Circle (1.0)'), shapes('2.0.0', 'Circle (2.0)'), all, pinned, circles, statuses, allStatuses, currentOnly]) await putResource(t, token, r);
+      for (const r of [shapes('1.0.0', 'Circle (1.0)'), shapes('2.0.0', 'Circle (2.0)'), all, pinned, circles, statuses, allStatuses, currentOnly, activeStatuses, codedFlags]) await putResource(t, token, r);
     });
     afterAll(() => t.close());
 
@@ -150,9 +159,9 @@ await eachStore((kind, fresh) => {
       // The concept's status property (concept-properties#status) when it retires or deprecates the concept.
       expect(await coding('retired')).toEqual([true, true, 'retired']);
       expect(await coding('discouraged')).toEqual([true, undefined, 'deprecated']);
-      // Else its standards-status extension, when that deprecates or withdraws it.
+      // Else its standards-status extension, when that deprecates or withdraws it; a withdrawn concept is inactive.
       expect(await coding('std-deprecated')).toEqual([true, undefined, 'deprecated']);
-      expect(await coding('std-withdrawn')).toEqual([true, undefined, 'withdrawn']);
+      expect(await coding('std-withdrawn')).toEqual([true, true, 'withdrawn']);
       // Nothing for an active concept, whatever its status vocabulary, nor for an inactive one without a status.
       for (const code of ['current', 'local-a', 'std-trial']) expect(await coding(code)).toEqual([true, undefined, undefined]);
       expect(await coding('flagged')).toEqual([true, true, undefined]);
@@ -179,6 +188,47 @@ await eachStore((kind, fresh) => {
       expect([value(csCoding, 'result'), value(csCoding, 'status')]).toEqual([true, 'deprecated']);
       const csActive = await postOperation(t, token, 'CodeSystem/$validate-code', [{ name: 'url', valueUri: STATUSES }, { name: 'code', valueCode: 'local-a' }]);
       expect(value(csActive, 'status')).toBeUndefined();
+    });
+
+    test("CodeSystem/$validate-code's false answer about a known code says whether it is inactive and its status, as ValueSet/$validate-code's does", async () => {
+      const cs = (parameter: Param[]) => postOperation(t, token, 'CodeSystem/$validate-code', [{ name: 'url', valueUri: STATUSES }, ...parameter]);
+      const wrong = await cs([{ name: 'code', valueCode: 'retired' }, { name: 'display', valueString: 'Not its name' }]);
+      expect([value(wrong, 'result'), value(wrong, 'display'), value(wrong, 'inactive'), value(wrong, 'status')]).toEqual([false, 'Retired', true, 'retired']);
+      const deprecated = await cs([{ name: 'coding', valueCoding: { system: STATUSES, code: 'discouraged', display: 'Not its name' } }]);
+      expect([value(deprecated, 'result'), value(deprecated, 'inactive'), value(deprecated, 'status')]).toEqual([false, undefined, 'deprecated']);
+      const concept = await cs([{ name: 'codeableConcept', valueCodeableConcept: { coding: [{ system: STATUSES, code: 'std-withdrawn', display: 'Not its name' }] } }]);
+      expect([value(concept, 'result'), value(concept, 'inactive'), value(concept, 'status')]).toEqual([false, true, 'withdrawn']);
+      // The same answer from the value set's operation.
+      const vs = await validate([{ name: 'url', valueUri: `${VS}statuses` }, { name: 'code', valueCode: 'retired' }, { name: 'system', valueUri: STATUSES }, { name: 'display', valueString: 'Not its name' }]);
+      expect([value(vs, 'result'), value(vs, 'inactive'), value(vs, 'status')]).toEqual([false, true, 'retired']);
+    });
+
+    test('a concept is inactive as the reference servers read it: withdrawn, retired, an inactive property (boolean or code); deprecated stays active', async () => {
+      const expand = await postOperation(t, token, 'ValueSet/$expand', [{ name: 'url', valueUri: `${VS}statuses` }, { name: 'activeOnly', valueBoolean: true }]);
+      expect(expand.status).toBe(200);
+      const listed = ((expand.body.expansion as { contains: { code: string }[] }).contains).map((c) => c.code).sort();
+      expect(listed).toEqual(['current', 'discouraged', 'local-a', 'std-deprecated', 'std-trial']);
+      const all = await postOperation(t, token, 'ValueSet/$expand', [{ name: 'url', valueUri: `${VS}statuses` }]);
+      const inactive = ((all.body.expansion as { contains: { code: string; inactive?: boolean }[] }).contains).filter((c) => c.inactive).map((c) => c.code).sort();
+      expect(inactive).toEqual(['flagged', 'retired', 'said-inactive', 'spaced', 'std-withdrawn']);
+      const coded = await postOperation(t, token, 'CodeSystem/$validate-code', [{ name: 'url', valueUri: CODED }, { name: 'code', valueCode: 'coded-flag' }]);
+      expect([value(coded, 'result'), value(coded, 'inactive')]).toEqual([true, true]);
+      const codedActive = await postOperation(t, token, 'CodeSystem/$validate-code', [{ name: 'url', valueUri: CODED }, { name: 'code', valueCode: 'coded-active' }]);
+      expect([value(codedActive, 'result'), value(codedActive, 'inactive')]).toEqual([true, undefined]);
+      // A value set of active codes refuses them, saying why in HL7's words.
+      const refused = await validate([{ name: 'url', valueUri: `${VS}active` }, { name: 'coding', valueCoding: { system: STATUSES, code: 'std-withdrawn' } }]);
+      expect([value(refused, 'result'), value(refused, 'inactive'), value(refused, 'status')]).toEqual([false, true, 'withdrawn']);
+      const issues = (refused.body.parameter?.find((p) => p.name === 'issues')?.resource as { issue: { severity: string; details: { coding: { code: string }[]; text: string }; expression: string[] }[] }).issue;
+      expect(issues.map((i) => [i.severity, i.details.coding[0]!.code, i.details.text, i.expression[0]])).toEqual([
+        ['error', 'not-in-vs', `The code 'std-withdrawn' from system '${STATUSES}' is not in the value set '${VS}active'`, 'Coding.code'],
+        ['error', 'code-rule', "The concept 'std-withdrawn' is valid but is not active", 'Coding.code'],
+        ['warning', 'code-comment', "The concept 'std-withdrawn' has a status of withdrawn and inactive and its use should be reviewed", 'Coding'],
+      ]);
+      // A status of `inactive` is not repeated in `status`: `inactive` says it.
+      expect(await (async () => {
+        const r = await validate([{ name: 'url', valueUri: `${VS}statuses` }, { name: 'code', valueCode: 'said-inactive' }, { name: 'system', valueUri: STATUSES }]);
+        return [value(r, 'result'), value(r, 'inactive'), value(r, 'status'), value(r, 'message')];
+      })()).toEqual([true, true, undefined, "The concept 'said-inactive' has a status of inactive and its use should be reviewed"]);
     });
   });
 });

@@ -112,9 +112,9 @@ const RULES: [string, Case[]][] = [
     { vs: 'versioned', code: 'dog', result: true, extra: [{ name: 'valueSetVersion', valueString: '1' }] },
   ]],
   ['inactive codes and compose.inactive', [
-    { vs: 'all-animals', code: 'dodo', result: true, message: "is inactive (status 'retired')" },
-    { vs: 'all-animals', code: 'mammoth', result: true, message: 'is inactive' },
-    { vs: 'active-only', code: 'mammoth', result: false, message: 'excludes inactive codes' },
+    { vs: 'all-animals', code: 'dodo', result: true, message: "The concept 'dodo' has a status of retired and inactive and its use should be reviewed" },
+    { vs: 'all-animals', code: 'mammoth', result: true, message: "The concept 'mammoth' has a status of inactive and its use should be reviewed" },
+    { vs: 'active-only', code: 'mammoth', result: false, message: "The concept 'mammoth' is valid but is not active" },
     { vs: 'active-only', code: 'dodo', result: false },
   ]],
   ['abstract / notSelectable', [

@@ -11,9 +11,12 @@ export interface ConceptEntry {
   readonly children: readonly string[];
   /** The parents that are concepts of this CodeSystem, for walking up without lookups. */
   readonly parentEntries: readonly ConceptEntry[];
-  /** Inactive: `inactive` property true, or `status` retired. */
+  /**
+   * Inactive: `inactive` property true, `status` retired (or inactive), or a standards-status `withdrawn`, as
+   * the reference servers read a concept (a `deprecated` one stays active).
+   */
   readonly inactive: boolean;
-  /** Deprecated (still active): `status` deprecated, or the concept's standards-status extension. */
+  /** Deprecated (still active): `status` deprecated, or the concept's standards-status `deprecated`. */
   readonly deprecated: boolean;
   /** The `status` property value, if any (e.g. `retired`). */
   readonly status: string | undefined;
@@ -164,12 +167,16 @@ export class CodeSystemIndex {
     };
     for (const p of definition.property ?? []) {
       const role = this.roles.get(p.code);
-      if (role === 'inactive') entry.inactive ||= p.valueBoolean === true;
+      // A boolean property; R5 content written as a code (`true`) is read the same way.
+      if (role === 'inactive') entry.inactive ||= p.valueBoolean === true || p.valueCode === 'true';
       else if (role === 'notSelectable') entry.abstract ||= p.valueBoolean === true;
       else if (role === 'status') entry.status = propertyValueText(p);
     }
     if (entry.status !== undefined && INACTIVE_STATUSES.has(entry.status)) entry.inactive = true;
-    entry.deprecated = entry.status === 'deprecated' || standardsStatus(definition.extension) === 'deprecated';
+    // The extension's code, in any case: the reference servers compare it so.
+    const standards = standardsStatus(definition.extension)?.toLowerCase();
+    if (standards === 'withdrawn') entry.inactive = true;
+    entry.deprecated = entry.status === 'deprecated' || standards === 'deprecated';
     return entry;
   }
 

@@ -8,6 +8,8 @@ import {
   checkLoading,
   type CodeSystemLookup,
   type CodingToCheck,
+  conceptStatus,
+  inactiveConceptFound,
   type LoadedCodeSystems,
   type Member,
   type Membership,
@@ -78,9 +80,10 @@ export class CompiledValueSet {
     const found = this.expansion !== undefined ? this.expansion.check(coding, loaded) : this.checkCompose(coding, loaded);
     if (found instanceof NotLoaded) return found;
     if (found.member && found.inactive && !this.inactiveAllowed) {
+      // HL7's STATUS_CODE_WARNING_CODE and INACTIVE_CONCEPT_FOUND, as the reference servers answer.
       return nonMember(
-        txIssue('error', 'business-rule', 'code-rule', `The code '${coding.code}' is inactive and the value set ${this.label} excludes inactive codes`),
-        txIssue('warning', 'business-rule', 'status-check', `The code '${coding.code}' is inactive`),
+        txIssue('error', 'business-rule', 'code-rule', `The concept '${coding.code}' is valid but is not active`),
+        inactiveConceptFound(coding.code, conceptStatus(found.entry)),
       );
     }
     return found;

@@ -24,7 +24,8 @@ const ROLE_BY_CODE: Record<string, PropertyRole> = {
 /**
  * Statuses (concept-properties#status) under which a concept counts as inactive. A `deprecated` concept
  * is still active, only discouraged (FHIR concept-properties; the reference servers keep it in
- * `activeOnly` expansions and warn when it is validated).
+ * `activeOnly` expansions and warn when it is validated). A concept's standards-status extension
+ * `withdrawn` makes it inactive too (code-system-index.ts), as tx.fhir.org reads it.
  */
 export const INACTIVE_STATUSES: ReadonlySet<string> = new Set(['retired', 'inactive']);
 

@@ -1,5 +1,5 @@
 import type { SyncOrAsync } from '../../sync-or-async.ts';
-import type { Designation } from '../model/datatypes.ts';
+import { type Designation, standardsStatus } from '../model/datatypes.ts';
 import type { DatePeriod } from '../model/date-time.ts';
 import type { SystemVersions } from '../ops/system-versions.ts';
 import type { CodeSystemIndex, ConceptEntry } from './code-system-index.ts';
@@ -19,6 +19,8 @@ export interface TxIssue {
   readonly usesVersion?: string;
   /** For a code system the server does not have (`not-found`): its canonical, `url` or `url|version`. */
   readonly unknownSystem?: string;
+  /** About the coding as a whole (its concept's status), located at the coding rather than at its code, as the reference servers locate it. */
+  readonly atCoding?: true;
 }
 
 export type TxIssueType =
@@ -199,6 +201,25 @@ export function importedOnce(loaded: LoadedCodeSystems, key: object, coding: Cod
     decided.set(key, { coding, found });
   }
   return found;
+}
+
+/**
+ * HL7's INACTIVE_CONCEPT_FOUND: the coding's concept is inactive, its `status` (a status property, or its
+ * standards-status) said beside it when that is not merely `inactive`. A warning about the coding, not its code.
+ */
+export function inactiveConceptFound(code: string, status: string | undefined): TxIssue {
+  const stated = status === undefined || status === 'inactive' ? 'inactive' : `${status} and inactive`;
+  return { ...txIssue('warning', 'business-rule', 'code-comment', `The concept '${code}' has a status of ${stated} and its use should be reviewed`), atCoding: true };
+}
+
+/** HL7's DEPRECATED_CONCEPT_FOUND: the coding's concept is deprecated (still active). A warning about the coding. */
+export function deprecatedConceptFound(code: string): TxIssue {
+  return { ...txIssue('warning', 'business-rule', 'code-comment', `The concept '${code}' is deprecated and its use should be reviewed`), atCoding: true };
+}
+
+/** The status a concept's inactivity or deprecation is reported with: its status property, else its standards-status. */
+export function conceptStatus(entry: Pick<ConceptEntry, 'status' | 'definition'> | undefined): string | undefined {
+  return entry === undefined ? undefined : entry.status ?? standardsStatus(entry.definition.extension);
 }
 
 export function nonMember(...reasons: TxIssue[]): NonMember {

@@ -88,7 +88,8 @@ export async function validateCodeSystemCode(
   const whole = new CompiledConceptSet({ system: cs.url, where: `CodeSystem '${cs.url}'` });
   const codings = subject.kind === 'coding' ? [subject.coding] : subject.codings;
   const issues: LocatedIssue[] = [];
-  let display: string | undefined;
+  // What a false answer says of the first code found: its display, and whether it is inactive (and its status), as a ValueSet's answer says them.
+  let found: Pick<ValidationResult, 'display' | 'inactive' | 'status'> | undefined;
   for (const [i, c] of codings.entries()) {
     const path = subject.kind === 'coding' ? subject.path : `CodeableConcept.coding[${i}].code`;
     if (c.code === undefined || c.system === undefined) {
@@ -113,9 +114,13 @@ export async function validateCodeSystemCode(
     const outcome = finishMember(m, coding, input);
     if (outcome.result) return { ...outcome, ...echoed, issues: [...locate(outcome.issues, path), ...issues] };
     issues.push(...locate(outcome.issues, path));
-    display ??= outcome.display;
+    found ??= {
+      ...(outcome.display === undefined ? {} : { display: outcome.display }),
+      ...(outcome.inactive === true ? { inactive: true as const } : {}),
+      ...(outcome.status === undefined ? {} : { status: outcome.status }),
+    };
   }
-  return { result: false, ...(display === undefined ? {} : { display }), ...echoed, issues };
+  return { result: false, ...found, ...echoed, issues };
 }
 
 /** The CodeSystem the operation validates against; null when the one `url` names is not known. */

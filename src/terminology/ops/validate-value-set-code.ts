@@ -17,7 +17,7 @@ import { type SystemVersions, systemVersions } from './system-versions.ts';
 import { applicableSupplements, requireSupplements, requireUsedSupplements } from './supplements.ts';
 import { BoundedCache } from '../compile/bounded-cache.ts';
 import { then, type SyncOrAsync } from '../../sync-or-async.ts';
-import { echoed, type Finish, finishMember, type LocatedIssue, locate, statusCheck, statusOf, type ValidationResult } from './validation-result.ts';
+import { echoed, type Finish, finishMember, type LocatedIssue, locate, siteBeside, statusCheck, statusOf, type ValidationResult } from './validation-result.ts';
 
 export interface ValueSetValidateCodeInput {
   readonly target: ValueSetTarget;
@@ -294,7 +294,7 @@ function notInValueSet(
  * the unknown system (not an imported ValueSet the server lacks).
  */
 function siteOf(i: TxIssue, codePath: string, own: boolean): string {
-  if (!codePath.endsWith('code')) return codePath;
+  if (!codePath.endsWith('code') || i.atCoding === true) return siteBeside(i, codePath);
   const beside = (element: string) => `${codePath.slice(0, -'code'.length)}${element}`;
   // The `code` input's version is the `systemVersion` input (R4), a coding's its `version`.
   if (i.type === 'vs-invalid' && (own || i.usesVersion !== undefined)) return codePath === 'code' ? 'systemVersion' : beside('version');

@@ -1,4 +1,4 @@
-import { type Member, type TxIssue, txIssue } from '../compile/membership.ts';
+import { conceptStatus, deprecatedConceptFound, inactiveConceptFound, type Member, type TxIssue, txIssue } from '../compile/membership.ts';
 import type { CheckedCoding } from '../input/subject.ts';
 import type { CodeableConcept } from '../model/datatypes.ts';
 import { checkPrimitive } from '../../fhir/validation/primitives.ts';
@@ -64,8 +64,17 @@ export function echoed(code: string | undefined, system: string | undefined, ver
  * `CodeableConcept.coding[1].display`), as the reference servers locate it.
  */
 export function locate(issues: readonly TxIssue[], expression: string | undefined): LocatedIssue[] {
-  return issues.map((i) => ('expression' in i || expression === undefined ? i : { ...i, expression: aboutDisplay(i) ? displayBeside(expression) : expression }));
+  return issues.map((i) => ('expression' in i || expression === undefined ? i : { ...i, expression: siteBeside(i, expression) }));
 }
+
+/** Where a finding about the code at `codePath` is located: the display beside it, the coding that holds it (atCoding), or the code. */
+export function siteBeside(i: TxIssue, codePath: string): string {
+  if (aboutDisplay(i)) return displayBeside(codePath);
+  return i.atCoding === true ? codingOf(codePath) : codePath;
+}
+
+/** The coding a code path is in (`Coding.code` → `Coding`); the `code` input is its own coding. */
+const codingOf = (codePath: string) => (codePath.endsWith('.code') ? codePath.slice(0, -'.code'.length) : codePath);
 
 const aboutDisplay = (i: TxIssue) => i.type === 'invalid-display' || i.type === 'display-comment';
 const displayBeside = (codePath: string) => (codePath.endsWith('code') ? `${codePath.slice(0, -'code'.length)}display` : codePath);
@@ -195,12 +204,9 @@ export function finishMember(m: Member, coding: CheckedCoding, finish: Finish): 
     issues.push(txIssue('error', 'business-rule', 'code-rule', `The code ${label} is abstract (not selectable) and abstract codes are not allowed here`));
     issues.push(txIssue('error', 'code-invalid', 'not-in-vs', `The abstract code ${label} is not a valid choice here`));
   }
-  if (m.inactive) {
-    const status = m.entry?.status;
-    issues.push(txIssue('warning', 'business-rule', 'status-check', `The code ${label} is inactive${status === undefined ? '' : ` (status '${status}')`}`));
-  } else if (m.entry?.deprecated === true) {
-    issues.push(txIssue('warning', 'business-rule', 'code-comment', `The concept ${label} is deprecated and its use should be reviewed`));
-  }
+  // HL7's INACTIVE_CONCEPT_FOUND and DEPRECATED_CONCEPT_FOUND, as the reference servers word and locate them.
+  if (m.inactive) issues.push(inactiveConceptFound(coding.code, conceptStatus(m.entry)));
+  else if (m.entry?.deprecated === true) issues.push(deprecatedConceptFound(coding.code));
   const extra = supplementDesignations(finish.supplements, m.system, m.cs?.version, m.code);
   const own = m.entry?.definition;
   const definition = own === undefined || extra.length === 0 ? own : { ...own, designation: [...(own.designation ?? []), ...extra] };
@@ -243,10 +249,10 @@ export function finishMember(m: Member, coding: CheckedCoding, finish: Finish): 
  * must stay valid FHIR). Computed once per answer: answers are cached whole.
  */
 export function statusOf(entry: Pick<ConceptEntry, 'status' | 'definition' | 'inactive' | 'deprecated'> | undefined): { status?: string } {
-  if (entry === undefined) return {};
-  const standards = standardsStatus(entry.definition.extension);
-  const status = (entry.inactive || entry.deprecated) && entry.status !== undefined ? entry.status : standards !== undefined && RETIRED.has(standards) ? standards : undefined;
-  return status !== undefined && checkPrimitive('code', status) === undefined ? { status } : {};
+  if (entry === undefined || !(entry.inactive || entry.deprecated)) return {};
+  // `inactive` says it already (an `inactive` property, or a status of that name), as the reference servers leave it out.
+  const status = conceptStatus(entry);
+  return status !== undefined && status !== 'inactive' && checkPrimitive('code', status) === undefined ? { status } : {};
 }
 
 /** Whether `display` is only a designation marked deprecated or withdrawn (structuredefinition-standards-status). */

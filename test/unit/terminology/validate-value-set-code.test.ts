@@ -135,11 +135,11 @@ describe('ValueSet $validate-code: concept status, display, case, versions, cont
   test('inactive codes are valid with a warning unless compose.inactive is false', async () => {
     const dodo = await code('all-animals', 'dodo');
     expect(dodo.result).toBe(true);
-    expect(dodo.issues.map((i) => i.text).join()).toContain("is inactive (status 'retired')");
+    expect(dodo.issues.map((i) => i.text).join()).toContain("The concept 'dodo' has a status of retired and inactive and its use should be reviewed");
     expect((await code('all-animals', 'mammoth')).issues.map((i) => i.text).join()).toContain('inactive');
     const excluded = await code('active-only', 'mammoth');
     expect(excluded.result).toBe(false);
-    expect(excluded.issues.map((i) => i.text).join()).toContain('excludes inactive codes');
+    expect(excluded.issues.map((i) => i.text).join()).toContain("The concept 'mammoth' is valid but is not active");
     expect((await code('active-only', 'dog')).result).toBe(true);
   });
 

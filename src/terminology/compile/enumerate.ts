@@ -2,7 +2,7 @@ import { FhirError } from '../../errors.ts';
 import { invalid, missingDependency } from '../errors.ts';
 import type { ConceptDefinition } from '../model/code-system.ts';
 import type { StatusExtensions } from '../model/datatypes.ts';
-import type { ConceptReference } from '../model/value-set.ts';
+import { type ConceptReference, storedExpansionParameter } from '../model/value-set.ts';
 import type { CodeSystemIndex, ConceptEntry } from './code-system-index.ts';
 import type { CompiledConceptSet } from './concept-set.ts';
 import type { CompiledValueSet } from './compiled-value-set.ts';
@@ -119,6 +119,8 @@ export async function* enumerateValueSet(
   vs: CompiledValueSet, lookup: CodeSystemLookup, budget?: EnumerationBudget, limit = budget?.left ?? 0,
 ): AsyncGenerator<ExpansionEntry> {
   if (vs.expansion !== undefined) {
+    // The displays of a stored expansion are in the language it was computed for (its `displayLanguage`), else the value set's.
+    const language = storedExpansionParameter(vs.resource, 'displayLanguage') ?? vs.resource.language;
     for (const item of vs.expansion.items) {
       spend(budget, 1, limit);
       if (item.inactive === true && !vs.inactiveAllowed) continue;
@@ -126,7 +128,7 @@ export async function* enumerateValueSet(
       // The expansion's entry is the concept as this value set shows it: the supplements it names add their displays
       // and designations to it, as to a code drawn from a code system.
       const definition: ConceptDefinition = { code, ...(display === undefined ? {} : { display }), ...(designation === undefined ? {} : { designation }) };
-      const concept = { definition, language: vs.resource.language ?? (await expansionLanguage(lookup, system, version)) };
+      const concept = { definition, language: language ?? (await expansionLanguage(lookup, system, version)) };
       yield { system, version, code, display, abstract: item.abstract ?? false, inactive: item.inactive ?? false, concept };
     }
     return;

@@ -64,30 +64,55 @@ export const ValueSetSchema = z.object({
     .optional(),
   expansion: z
     .object({
+      /**
+       * The parameters the stored expansion was computed with (R4 ValueSet.expansion.parameter): each a `name` and
+       * one `value[x]`, kept whole (loose) so that an expansion can repeat them as stored.
+       */
+      parameter: z.array(z.looseObject({ name: z.string() })).optional().catch(undefined),
       contains: z.array(ExpansionContainsSchema).optional(),
     })
     .optional(),
 });
 export type ValueSet = z.infer<typeof ValueSetSchema>;
 
-const EXPANSION_PARAMETER = 'http://hl7.org/fhir/StructureDefinition/valueset-expansion-parameter';
+/** A stored expansion's parameter: its name and its one `value[x]`. */
+export type StoredExpansionParameter = NonNullable<NonNullable<ValueSet['expansion']>['parameter']>[number];
+
+/** The extension's URL in R4 core, and in HL7's tooling IG (where R5-era content writes it). */
+const EXPANSION_PARAMETER = new Set([
+  'http://hl7.org/fhir/StructureDefinition/valueset-expansion-parameter',
+  'http://hl7.org/fhir/tools/StructureDefinition/valueset-expansion-parameter',
+]);
 
 /**
- * A parameter the ValueSet sets for its own expansions, as a string: the `valueset-expansion-parameter`
- * extension on `compose` (a `name` and a `value`; HL7's terminology tests give a value set
- * `displayLanguage` this way). The first one of that name counts; a request's own parameter comes first.
+ * The parameters a ValueSet sets for its own expansions, each value as a string: the `valueset-expansion-parameter`
+ * extensions on `compose` (a `name` and a `value`; HL7's terminology tests give a value set `displayLanguage` this
+ * way), in their order. A request's own parameter comes first (HL7's expander reads them before the request's).
  */
-export function expansionParameter(vs: ValueSet, name: string): string | undefined {
+export function expansionParameters(vs: ValueSet): readonly { readonly name: string; readonly value: string }[] {
+  const out: { name: string; value: string }[] = [];
   for (const ext of vs.compose?.extension ?? []) {
-    if (ext.url !== EXPANSION_PARAMETER || !Array.isArray(ext.extension)) continue;
+    if (typeof ext.url !== 'string' || !EXPANSION_PARAMETER.has(ext.url) || !Array.isArray(ext.extension)) continue;
     const parts = ext.extension as Record<string, unknown>[];
     const named = parts.find((p) => p?.url === 'name');
-    if (named?.valueCode !== name && named?.valueString !== name) continue;
+    const name = named?.valueCode ?? named?.valueString;
     const value = parts.find((p) => p?.url === 'value');
     const v = value && Object.entries(value).find(([k]) => k.startsWith('value'))?.[1];
-    if (typeof v === 'string' || typeof v === 'boolean' || typeof v === 'number') return String(v);
+    if (typeof name === 'string' && (typeof v === 'string' || typeof v === 'boolean' || typeof v === 'number')) out.push({ name, value: String(v) });
   }
-  return undefined;
+  return out;
+}
+
+/** The value the ValueSet sets for its expansions' parameter `name` (expansionParameters); the first one counts. */
+export function expansionParameter(vs: ValueSet, name: string): string | undefined {
+  return expansionParameters(vs).find((p) => p.name === name)?.value;
+}
+
+/** A parameter of the ValueSet's stored expansion, as a string (`displayLanguage`: the language its displays are in). */
+export function storedExpansionParameter(vs: ValueSet, name: string): string | undefined {
+  const p = vs.expansion?.parameter?.find((x) => x.name === name);
+  const v = p === undefined ? undefined : Object.entries(p).find(([k]) => k.startsWith('value'))?.[1];
+  return typeof v === 'string' || typeof v === 'boolean' || typeof v === 'number' ? String(v) : undefined;
 }
 
 /** Validates a stored or submitted ValueSet resource; throws a 400 FhirError. */

@@ -7,10 +7,10 @@ import type { OperationInput } from '../input/parameters.ts';
 import { type ValueSetTarget, valueSetTarget } from '../input/value-set-target.ts';
 import type { DatePeriod } from '../model/date-time.ts';
 import type { Designation } from '../model/datatypes.ts';
-import { expansionParameter } from '../model/value-set.ts';
+import { expansionParameters as composeParameters, type ValueSet } from '../model/value-set.ts';
 import type { ParametersParameter } from '../model/parameters.ts';
 import { chosenDisplay } from './display-language.ts';
-import { designationsOf, recording, supplemented, usedValueSets } from './expansion-parts.ts';
+import { designationsOf, recording, sameParameter, storedParameters, supplemented, usedValueSets } from './expansion-parts.ts';
 import { nestContains } from './expansion-tree.ts';
 import { displayLanguageOf } from '../input/parameters.ts';
 import { resolveValueSet } from './resolve-value-set.ts';
@@ -130,8 +130,7 @@ export function expandInput(raw: OperationInput<(typeof expandParams)['spec']>, 
 export async function expandValueSet(asked: ExpandInput, deps: ExpandDeps): Promise<ExpandedValueSet> {
   const terminology = deps.terminology.at(asked.date);
   const vs = await resolveValueSet(asked.target, terminology);
-  // The value set's own `displayLanguage` (a compose expansion parameter) when the request gives none.
-  const input: ExpandInput = { ...asked, displayLanguage: asked.displayLanguage ?? expansionParameter(vs.resource, 'displayLanguage') };
+  const input = withValueSetParameters(asked, vs.resource);
   const supplements = await requireSupplements(vs, terminology);
   const offset = input.offset ?? 0;
   const limit = deps.maxExpansionSize;
@@ -184,6 +183,7 @@ export async function expandValueSet(asked: ExpandInput, deps: ExpandDeps): Prom
     ...[...usedValueSets(vs)].map((valueUri) => ({ name: 'used-valueset', valueUri })),
     ...supplements.map((cs) => ({ name: 'used-supplement', valueUri: cs.version === undefined ? cs.url : `${cs.url}|${cs.version}` })),
   ];
+  parameter.push(...storedParameters(vs, (p) => parameter.some((q) => sameParameter(q, p))));
   return {
     resourceType: 'ValueSet',
     ...definitionFields(vs.resource),
@@ -196,6 +196,30 @@ export async function expandValueSet(asked: ExpandInput, deps: ExpandDeps): Prom
       ...(parameter.length > 0 ? { parameter } : {}),
       ...(contains.length > 0 ? { contains: versionedWhereAmbiguous(nested ? await nestContains(contains, lookup) : contains, vs, used) } : {}),
     },
+  };
+}
+
+/**
+ * The request's inputs with the ones the value set sets for its own expansions (`valueset-expansion-parameter` on
+ * `compose`), as HL7's expander reads them before the request's: `displayLanguage`, `activeOnly`,
+ * `includeDesignations`, `excludeNested` and `excludeNotForUI` where the request gives none, and its `designation`s
+ * beside the request's. Echoed in the expansion's parameters, as the values it was computed with.
+ */
+function withValueSetParameters(asked: ExpandInput, vs: ValueSet): ExpandInput {
+  const own = composeParameters(vs);
+  if (own.length === 0) return asked;
+  const text = (name: string) => own.find((p) => p.name === name)?.value;
+  const flag = (name: string) => (text(name) === 'true' ? true : text(name) === 'false' ? false : undefined);
+  const designations = [...(asked.designations ?? [])];
+  for (const p of own) if (p.name === 'designation' && !designations.includes(p.value)) designations.push(p.value);
+  return {
+    ...asked,
+    displayLanguage: asked.displayLanguage ?? text('displayLanguage'),
+    activeOnly: asked.activeOnly ?? flag('activeOnly'),
+    includeDesignations: asked.includeDesignations ?? flag('includeDesignations'),
+    excludeNested: asked.excludeNested ?? flag('excludeNested'),
+    excludeNotForUI: asked.excludeNotForUI ?? flag('excludeNotForUI'),
+    ...(designations.length > 0 ? { designations } : {}),
   };
 }
 

@@ -3,6 +3,7 @@ import type { CompiledValueSet } from '../compile/compiled-value-set.ts';
 import { carriedExtensions, type ExpansionEntry } from '../compile/enumerate.ts';
 import type { CodeSystemLookup } from '../compile/membership.ts';
 import type { Designation } from '../model/datatypes.ts';
+import type { StoredExpansionParameter } from '../model/value-set.ts';
 import { designationsWithDisplay, designationWanted } from './display-language.ts';
 import { supplementDesignations, supplementExtensions } from './supplements.ts';
 
@@ -46,6 +47,35 @@ export function usedValueSets(vs: CompiledValueSet, out = new Set<string>()): Se
     }
   }
   return out;
+}
+
+/**
+ * The parameters of the stored expansions the expansion repeats, as the reference servers repeat them: a value set
+ * defined by its expansion alone answers its stored expansion with the parameters it was computed with (tx.fhir.org),
+ * and the stored expansion of a value set an include imports, at any depth, adds its own (HL7's expander); each
+ * once, in their order (a parameter already there, by name and value, is not repeated; `has` says so).
+ */
+export function storedParameters(vs: CompiledValueSet, has: (p: StoredExpansionParameter) => boolean): StoredExpansionParameter[] {
+  const out: StoredExpansionParameter[] = [];
+  const seen = new Set<CompiledValueSet>();
+  const visit = (v: CompiledValueSet): void => {
+    if (seen.has(v)) return;
+    seen.add(v);
+    if (v.expansion !== undefined) {
+      for (const p of v.resource.expansion?.parameter ?? []) if (!has(p) && !out.some((q) => sameParameter(q, p))) out.push(p);
+      return;
+    }
+    for (const set of v.includes) for (const { compiled } of set.imports) if (compiled !== null) visit(compiled);
+  };
+  visit(vs);
+  return out;
+}
+
+/** Whether two expansion parameters have the same name and value. */
+export function sameParameter(a: { readonly name: string }, b: { readonly name: string }): boolean {
+  if (a.name !== b.name) return false;
+  const value = (p: object) => JSON.stringify(Object.entries(p).filter(([k]) => k.startsWith('value')));
+  return value(a) === value(b);
 }
 
 /**

@@ -60,6 +60,23 @@ const stored = {
 };
 const importsStored = { resourceType: 'ValueSet', id: 'xp-imports', url: `${VS}imports`, status: 'active', compose: { include: [{ valueSet: [`${VS}stored`] }] } };
 
+/** One code system in two versions; value sets that say how its versions meet (tx.fhir.org's `versionsMatch`). */
+const SHAPES = 'http://cinder.test/CodeSystem/xp-shapes';
+const shapes = (version: string, concept: Json[]) => ({ resourceType: 'CodeSystem', id: `xp-shapes-${version}`, url: SHAPES, version, status: 'active', content: 'complete', concept });
+const shapes1 = shapes('1', [{ code: 'circle', display: 'Circle' }, { code: 'square', display: 'Square' }, { code: 'oval', display: 'Oval' }]);
+const shapes2 = shapes('2', [{ code: 'circle', display: 'Circle' }, { code: 'square', display: 'Square (2)' }, { code: 'star', display: 'Star' }]);
+const versionsMatch = (value: string) => [parameterExtension(CORE_PARAMETER, 'versionsMatch', { valueString: value })];
+const merged = {
+  resourceType: 'ValueSet', id: 'xp-merged', url: `${VS}merged`, status: 'active',
+  compose: { extension: versionsMatch('true'), include: [{ system: SHAPES, version: '1' }, { system: SHAPES, version: '2' }] },
+};
+const bothVersions = { ...merged, id: 'xp-both', url: `${VS}both`, compose: { include: merged.compose.include } };
+const apart = {
+  resourceType: 'ValueSet', id: 'xp-apart', url: `${VS}apart`, status: 'active',
+  compose: { extension: versionsMatch('false'), include: [{ system: SHAPES, version: '2' }], exclude: [{ system: SHAPES, version: '1' }] },
+};
+const diffed = { ...apart, id: 'xp-diffed', url: `${VS}diffed`, compose: { include: apart.compose.include, exclude: apart.compose.exclude } };
+
 const parameters = (r: OperationResponse) => ((r.body.expansion as Json).parameter ?? []) as Json[];
 const named = (r: OperationResponse, name: string) => parameters(r).filter((p) => p.name === name).map((p) => Object.entries(p).find(([k]) => k.startsWith('value'))?.[1]);
 const codes = (contains: Json[] | undefined): string[] => (contains ?? []).flatMap((c) => [c.code, ...codes(c.contains).map((x) => `${c.code}>${x}`)]);
@@ -72,7 +89,7 @@ await eachStore((kind, fresh) => {
     beforeAll(async () => {
       t = await createTestApp({ store: await fresh() });
       token = await t.token();
-      for (const r of [animals, configured, stored, importsStored]) await putResource(t, token, r);
+      for (const r of [animals, configured, stored, importsStored, shapes1, shapes2, merged, bothVersions, apart, diffed]) await putResource(t, token, r);
     });
     afterAll(() => t.close());
 
@@ -120,6 +137,29 @@ await eachStore((kind, fresh) => {
       expect((dog.designation as Json[]).map((d) => `${d.language}:${d.value}`)).toEqual(['de:Hund']);
       // The request's displayLanguage is echoed; the stored one, another value, is repeated beside it.
       expect(named(en, 'displayLanguage')).toEqual(['en', 'de']);
+    });
+
+    test("versionsMatch: true lists a code of several versions once, as its latest version has it, and an exclude of one version removes it from all; false keeps each version's codes apart", async () => {
+      const listed = async (id: string) => {
+        const r = await expand([{ name: 'url', valueUri: `${VS}${id}` }]);
+        expect(r.status).toBe(200);
+        const expansion = r.body.expansion as Json;
+        return [expansion.total, ((expansion.contains ?? []) as Json[]).map((c) => `${c.code}@${c.version}:${c.display}`)];
+      };
+      expect(await listed('merged')).toEqual([4, ['circle@2:Circle', 'square@2:Square (2)', 'oval@1:Oval', 'star@2:Star']]);
+      // Without it each version's codes are listed, as before.
+      expect((await listed('both'))[0]).toBe(6);
+      // An exclude of version 1 when no include pins it: a diff by default, its own version's codes only when versions are apart.
+      expect(await listed('diffed')).toEqual([1, ['star@2:Star']]);
+      // (Only version 2 was read: `used-codesystem` names it, and the codes need no version of their own.)
+      expect(await listed('apart')).toEqual([3, ['circle@undefined:Circle', 'square@undefined:Square (2)', 'star@undefined:Star']]);
+      // $validate-code agrees with each expansion.
+      const valid = async (id: string, code: string) => {
+        const r = await postOperation(t, token, 'ValueSet/$validate-code', [{ name: 'url', valueUri: `${VS}${id}` }, { name: 'coding', valueCoding: { system: SHAPES, code } }]);
+        return (r.body.parameter as Json[]).find((p) => p.name === 'result')?.valueBoolean;
+      };
+      expect([await valid('apart', 'circle'), await valid('apart', 'star'), await valid('apart', 'oval')]).toEqual([true, true, false]);
+      expect([await valid('diffed', 'circle'), await valid('diffed', 'star')]).toEqual([false, true]);
     });
 
     test('a value set importing one defined by a stored expansion repeats that expansion\'s parameters', async () => {

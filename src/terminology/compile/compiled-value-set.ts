@@ -1,5 +1,5 @@
 import type { SyncOrAsync } from '../../sync-or-async.ts';
-import type { ValueSet } from '../model/value-set.ts';
+import { expansionParameter, type ValueSet } from '../model/value-set.ts';
 import { compareVersions, matchesVersion } from '../version.ts';
 import type { CompiledConceptSet } from './concept-set.ts';
 import type { ExpansionIndex } from './expansion-index.ts';
@@ -53,8 +53,15 @@ export class CompiledValueSet {
   readonly excludes: readonly CompiledConceptSet[];
   readonly expansion: ExpansionIndex | undefined;
   readonly inactiveAllowed: boolean;
+  /**
+   * How the versions of one code system meet (the `versionsMatch` expansion parameter on `compose`, as tx.fhir.org
+   * reads it): true, a code is one concept whatever the version (its expansion lists it once, in the latest version
+   * that has it, and an exclude pinned to one version removes the code from every version); false, each version's
+   * code is its own (an exclude removes only its own version's); undefined, the default: includes list each
+   * version's codes, and an exclude pinned to a version no include pins removes them from every version.
+   */
+  readonly versionsMatch: boolean | undefined;
   /** Systems that several includes name in different versions ("overload"): a code may be in more than one. */
-  /** The code systems the compose includes in more than one version. */
   readonly overloaded: ReadonlySet<string>;
 
   constructor(parts: CompiledValueSetParts) {
@@ -65,6 +72,8 @@ export class CompiledValueSet {
     this.excludes = parts.excludes;
     this.expansion = parts.expansion;
     this.inactiveAllowed = parts.resource.compose?.inactive !== false;
+    const versionsMatch = expansionParameter(parts.resource, 'versionsMatch');
+    this.versionsMatch = versionsMatch === 'true' ? true : versionsMatch === 'false' ? false : undefined;
     const versions = new Map<string, Set<string | undefined>>();
     for (const set of parts.includes) if (set.system !== undefined) (versions.get(set.system) ?? versions.set(set.system, new Set()).get(set.system)!).add(set.version);
     this.overloaded = new Set([...versions].filter(([, v]) => v.size > 1).map(([system]) => system));
@@ -126,7 +135,8 @@ export class CompiledValueSet {
       if (missing !== undefined) {
         return nonMember(txIssue('error', 'not-found', 'not-found', `The ValueSet '${missing}' named by ${set.where} could not be found, so whether it excludes the code '${coding.code}' is unknown`));
       }
-      const m = set.checkLoaded(coding, loaded);
+      // Versions kept apart (versionsMatch false): the exclude removes the code only from its own version.
+      const m = set.checkLoaded(this.versionsMatch === false ? { ...coding, version: hit.cs?.version } : coding, loaded);
       if (m instanceof NotLoaded) return m;
       if (m.member) return nonMember(txIssue('information', 'code-invalid', 'this-code-not-in-vs', `The code '${coding.code}' is excluded from ${this.label} by ${set.where}`));
     }

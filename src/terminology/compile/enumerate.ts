@@ -201,7 +201,9 @@ async function excluded(vs: CompiledValueSet, entry: ExpansionEntry, lookup: Cod
     const missing = set.missingImports()[0];
     if (missing !== undefined) throw missingDependency(`${set.where}: the imported ValueSet '${missing}' could not be found, so the expansion would hold codes it excludes`, at(set.path));
     spend(budget, setCost(set), limit);
-    const diff = set.version !== undefined && set.system !== undefined && !vs.includes.some((i) => i.system === set.system && i.version === set.version);
+    // A diff (the code in any version) unless versions are kept apart; by default only for a version no include pins.
+    const diff = set.version !== undefined && set.system !== undefined && vs.versionsMatch !== false
+      && (vs.versionsMatch === true || !vs.includes.some((i) => i.system === set.system && i.version === set.version));
     const coding = diff ? { system: entry.system, code: entry.code } : entry;
     if ((await set.check(coding, lookup)).member) return true;
   }

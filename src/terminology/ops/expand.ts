@@ -16,7 +16,7 @@ import { displayLanguageOf } from '../input/parameters.ts';
 import { resolveValueSet } from './resolve-value-set.ts';
 import { applicableSupplements, requireSupplements, unusedSupplements } from './supplements.ts';
 import { type SystemVersions, systemVersions, withSystemVersions } from './system-versions.ts';
-import { matchesVersion, splitCanonical } from '../version.ts';
+import { compareVersions, matchesVersion, splitCanonical } from '../version.ts';
 
 export interface ExpandInput {
   readonly target: ValueSetTarget;
@@ -140,6 +140,9 @@ export async function expandValueSet(asked: ExpandInput, deps: ExpandDeps): Prom
   const text = input.filter?.toLowerCase();
   const excludedSystem = systemExclusion(input.excludeSystems);
   const seen = new Set<string>();
+  // Versions merged (versionsMatch true): each code once, as the latest version that has it gives it, in the place it was first listed.
+  const merged = vs.versionsMatch === true;
+  const latest = new Map<string, { version: string | undefined; at: number }>();
   // Every code system (version) the expansion drew on, whether or not a code of it is in the page or passed the filters.
   const used = new Set<string>();
   const lookup = recording(withSystemVersions(terminology, input.systemVersions), used);
@@ -149,12 +152,22 @@ export async function expandValueSet(asked: ExpandInput, deps: ExpandDeps): Prom
   let counted = true;
   try {
     for await (const found of enumerateValueSet(vs, lookup, { left: ENUMERATION_WORK_LIMIT })) {
-      const key = `${found.system}|${found.version ?? ''}|${found.code}`;
+      const key = merged ? `${found.system}||${found.code}` : `${found.system}|${found.version ?? ''}|${found.code}`;
       const e = inLanguage(supplemented(found, applicableSupplements(vs, found.via, supplements)), input.displayLanguage);
-      if (seen.has(key) || (input.activeOnly === true && e.inactive) || (input.excludeNotForUI === true && e.abstract) || excludedSystem(found) || !matches(e, text)) continue;
-      seen.add(key);
+      if ((input.activeOnly === true && e.inactive) || (input.excludeNotForUI === true && e.abstract) || excludedSystem(found) || !matches(e, text)) continue;
       used.add(found.version === undefined ? found.system : `${found.system}|${found.version}`);
-      if (total >= offset && (input.count === undefined || contains.length < input.count)) contains.push(contained(e, input));
+      if (seen.has(key)) {
+        const first = merged ? latest.get(key) : undefined;
+        if (first !== undefined && compareVersions(found.version ?? '', first.version ?? '') > 0) {
+          first.version = found.version;
+          if (first.at >= 0) contains[first.at] = contained(e, input);
+        }
+        continue;
+      }
+      seen.add(key);
+      const inPage = total >= offset && (input.count === undefined || contains.length < input.count);
+      if (merged) latest.set(key, { version: found.version, at: inPage ? contains.length : -1 });
+      if (inPage) contains.push(contained(e, input));
       total++;
       if (input.count === undefined && contains.length > limit) {
         throw tooCostly(`The expansion of ${vs.label} has more than ${limit} codes; use 'count' and 'offset' to page, or 'filter'`);

@@ -5,7 +5,11 @@ import type { ConceptSetFilter } from '../model/value-set.ts';
 import type { CodeSystemIndex, ConceptEntry } from './code-system-index.ts';
 import { propertyValueText } from './concept-roles.ts';
 
-/** The R4 FilterOperator value set. */
+/**
+ * The R4 FilterOperator value set, and R5's `child-of` (the direct children) and `descendent-leaf` (the descendants
+ * that have none), which the reference servers evaluate in content written for R5 (an R4 ValueSet cannot name them:
+ * the write is refused, so they arrive in a request's inline value set, or in data stored without validation).
+ */
 export const FILTER_OPERATORS = [
   '=',
   'is-a',
@@ -16,6 +20,8 @@ export const FILTER_OPERATORS = [
   'not-in',
   'generalizes',
   'exists',
+  'child-of',
+  'descendent-leaf',
 ] as const;
 export type FilterOperator = (typeof FILTER_OPERATORS)[number];
 
@@ -145,6 +151,13 @@ function codePredicate(filter: CheckedFilter, cs: CodeSystemIndex, where: string
     }
     case 'generalizes':
       return target === undefined ? () => false : cs.ancestorsOf(target);
+    case 'child-of':
+      return target === undefined ? () => false : (e) => e.parents.includes(target.code);
+    case 'descendent-leaf': {
+      if (target === undefined) return () => false;
+      const isA = cs.isAOf(target);
+      return (e) => e !== target && e.children.length === 0 && isA(e);
+    }
     case 'in':
     case 'not-in': {
       const set = new Set(filter.list.map((c) => cs.find(c)?.code ?? c));
@@ -179,6 +192,10 @@ function propertyPredicate(
       return (e) => !valuesOf(e).some((x) => cs.subsumes(v, x));
     case 'generalizes':
       return (e) => valuesOf(e).some((x) => cs.subsumes(x, v));
+    case 'child-of':
+      return (e) => valuesOf(e).some((x) => cs.find(x)?.parents.includes(v) === true);
+    case 'descendent-leaf':
+      return (e) => valuesOf(e).some((x) => x !== v && cs.subsumes(v, x) && cs.find(x)?.children.length === 0);
     case 'in':
     case 'not-in': {
       const set = new Set(filter.list);

@@ -57,5 +57,7 @@ export function canonicalNotFound(
 ): FhirError {
   const name = version === undefined ? url : `${url}|${version}`;
   const when = version === undefined && asOf !== undefined ? ` as of ${asOf.text}` : '';
-  return invalid(`${type} '${name}' could not be found${when}`, ['url'], 'not-found');
+  // HL7's Unable_to_resolve_value_Set_ for a value set.
+  const text = type === 'ValueSet' ? `A definition for the value Set '${name}' could not be found${when}` : `${type} '${name}' could not be found${when}`;
+  return invalid(text, ['url'], 'not-found');
 }

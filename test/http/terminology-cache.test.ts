@@ -44,7 +44,7 @@ describe('cached compiled ValueSets are invalidated by changes', () => {
     const del = await t.request(`${t.fhir()}/ValueSet/mammals`, fhirInit(token, 'DELETE'));
     expect(del.status).toBe(200);
     const gone = await getOperation(t, token, 'ValueSet/$validate-code', { url: `${VS}mammals`, system: ANIMALS, code: 'dog' });
-    expect(errorIssue(gone, 400).text).toBe(`ValueSet '${VS}mammals' could not be found`);
+    expect(errorIssue(gone, 400).text).toBe(`A definition for the value Set '${VS}mammals' could not be found`);
     await putTerminologyFixtures(t, token);
     expect(await isMammal('dog')).toBe(true);
   });

@@ -40,7 +40,7 @@ describe('date: the CodeSystem versions a ValueSet uses', () => {
     expect(await valid('all-animals', 'wolf', { date: '2030-01-01' })).toBe(false);
     const platypus = outcome(await inValueSet('all-animals', 'platypus', { date: '2021-06-30' }));
     expect(platypus.result).toBe(false);
-    expect(platypus.message).toContain("Unknown code 'platypus' in CodeSystem 'http://cinder.test/CodeSystem/animals' version '1.0.0'");
+    expect(platypus.message).toContain("Unknown code 'platypus' in the CodeSystem 'http://cinder.test/CodeSystem/animals' version '1.0.0'");
     expect(await valid('all-animals', 'platypus', { date: '2023-06' })).toBe(true);
   });
 
@@ -55,7 +55,7 @@ describe('date: the CodeSystem versions a ValueSet uses', () => {
     const query = { system: ANIMALS, code: 'dog', date: '2019-12-31' };
     const r = outcome(await getOperation(t, token, 'ValueSet/all-animals/$validate-code', query));
     expect(r.result).toBe(false);
-    expect(r.message).toContain("CodeSystem 'http://cinder.test/CodeSystem/animals' as of 2019-12-31 is unknown");
+    expect(r.message).toContain("A definition for CodeSystem 'http://cinder.test/CodeSystem/animals' as of 2019-12-31 could not be found");
   });
 
   test('an explicit systemVersion or coding.version wins over the date', async () => {
@@ -93,7 +93,7 @@ describe('date: the ValueSet version', () => {
 
   test('no ValueSet version at that date is the 400 of a ValueSet that cannot be found', async () => {
     const issue = errorIssue(await inValueSet('versioned', 'dog', { date: '2020-01-31' }), 400);
-    expect(issue).toEqual({ severity: 'error', code: 'invalid', text: `ValueSet '${VS}versioned' could not be found as of 2020-01-31` });
+    expect(issue).toEqual({ severity: 'error', code: 'invalid', text: `A definition for the value Set '${VS}versioned' could not be found as of 2020-01-31` });
   });
 
   test('instance level: the stored ValueSet, with its CodeSystems as of the date', async () => {
@@ -186,7 +186,7 @@ describe('date: meta.lastUpdated dates a version without a date', () => {
       await putResource(app, fresh, vs);
       const inVs = (date: string) => getOperation(app, fresh, 'ValueSet/$validate-code', { url: vs.url, system: url, code: 'new', date });
       expect(outcome(await inVs('2026-01-16T10:00:00Z')).result).toBe(true);
-      expect(errorIssue(await inVs('2026-01-16T09:59:59Z'), 400).text).toBe(`ValueSet '${vs.url}' could not be found as of 2026-01-16T09:59:59Z`);
+      expect(errorIssue(await inVs('2026-01-16T09:59:59Z'), 400).text).toBe(`A definition for the value Set '${vs.url}' could not be found as of 2026-01-16T09:59:59Z`);
     } finally {
       await app.close();
     }

@@ -31,7 +31,7 @@ describe('CodeSystem/{id}/$validate-code', () => {
     expect(outcome(await getOperation(t, token, 'CodeSystem/animals-1/$validate-code', { code: 'wolf' }))).toEqual({ result: true, display: 'Wolf' });
     expect(outcome(await getOperation(t, token, 'CodeSystem/animals-2/$validate-code', { code: 'wolf' }))).toEqual({
       result: false,
-      message: `Unknown code 'wolf' in CodeSystem '${ANIMALS}' version '2.0.0'`,
+      message: `Unknown code 'wolf' in the CodeSystem '${ANIMALS}' version '2.0.0'`,
     });
     const post = await postOperation(t, token, 'CodeSystem/animals-1/$validate-code', [
       { name: 'coding', valueCoding: { system: ANIMALS, code: 'wolf', display: 'Wolf' } },
@@ -94,7 +94,7 @@ describe('CodeSystem/{id}/$lookup', () => {
     expect(errorIssue(await getOperation(t, token, 'CodeSystem/nope/$lookup', { code: 'dog' }), 404).text).toBe('CodeSystem/nope is not known');
     expect(errorIssue(await postOperation(t, token, 'CodeSystem/nope/$lookup', [{ name: 'code', valueCode: 'dog' }]), 404).code).toBe('not-found');
     expect(errorIssue(await getOperation(t, token, 'CodeSystem/animals-2/$lookup', { code: 'wolf' }), 404).text).toBe(
-      `Unknown code 'wolf' in CodeSystem '${ANIMALS}' version '2.0.0'`,
+      `Unknown code 'wolf' in the CodeSystem '${ANIMALS}' version '2.0.0'`,
     );
     const otherSystem = await postOperation(t, token, 'CodeSystem/animals-1/$lookup', [{ name: 'coding', valueCoding: { system: 'http://other', code: 'dog' } }]);
     expect(errorIssue(otherSystem, 400).text).toBe(`'coding.system' is 'http://other', but CodeSystem/animals-1 is the CodeSystem '${ANIMALS}'`);

@@ -92,7 +92,7 @@ describe('displayLanguage in $validate-code and $expand', () => {
     // No French display: the default language's display is accepted, with a note.
     const none = outcome(await check('Dog', 'fr'));
     expect(none).toMatchObject({ result: true, display: 'Dog' });
-    expect(none.message).toContain('valid display in the default language');
+    expect(none.message).toContain('which is a valid display for the default language');
     // A list of languages, as Accept-Language writes it.
     expect(outcome(await check('Hund', 'fr, de;q=0.5'))).toMatchObject({ result: true, display: 'Hund' });
   });

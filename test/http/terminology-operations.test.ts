@@ -40,7 +40,7 @@ describe('CodeSystem/$validate-code', () => {
     const v = (parameter: Param[]) => postOperation(t, token, 'CodeSystem/$validate-code', parameter);
     expect(outcome(await v([{ name: 'url', valueUri: ANIMALS }, { name: 'code', valueCode: 'octopus' }]))).toEqual({ result: true, display: 'Octopus' });
     const wolf = outcome(await v([{ name: 'url', valueUri: ANIMALS }, { name: 'code', valueCode: 'wolf' }]));
-    expect(wolf).toEqual({ result: false, message: "Unknown code 'wolf' in CodeSystem 'http://cinder.test/CodeSystem/animals' version '2.0.0'" });
+    expect(wolf).toEqual({ result: false, message: "Unknown code 'wolf' in the CodeSystem 'http://cinder.test/CodeSystem/animals' version '2.0.0'" });
     expect(outcome(await v([{ name: 'url', valueUri: ANIMALS }, { name: 'version', valueString: '1.0.0' }, { name: 'code', valueCode: 'wolf' }])).result).toBe(true);
     const display = outcome(await v([{ name: 'coding', valueCoding: { system: ANIMALS, code: 'cat', display: 'Kat' } }]));
     expect(display.result).toBe(false);
@@ -202,7 +202,7 @@ describe('ValueSet/$expand', () => {
     expect(issue.text).toContain('more than 10 codes');
     expect(errorIssue(await getOperation(t, token, 'ValueSet/$expand', { url: `${VS}all-animals`, count: '11' }), 400).code).toBe('too-costly');
     expect(errorIssue(await getOperation(t, token, 'ValueSet/$expand', { url: `${VS}all-animals`, count: 'ten' }), 400).code).toBe('invalid');
-    expect(errorIssue(await getOperation(t, token, 'ValueSet/$expand', { url: `${VS}gone` }), 400).text).toBe(`ValueSet '${VS}gone' could not be found`);
+    expect(errorIssue(await getOperation(t, token, 'ValueSet/$expand', { url: `${VS}gone` }), 400).text).toBe(`A definition for the value Set '${VS}gone' could not be found`);
     expect(errorIssue(await getOperation(t, token, 'ValueSet/nope/$expand', {}), 404).code).toBe('not-found');
     expect(errorIssue(await getOperation(t, token, 'ValueSet/$expand', { url: `${VS}external-all` }), 400).text).toContain('cannot be expanded');
   });

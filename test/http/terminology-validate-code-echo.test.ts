@@ -220,10 +220,16 @@ await eachStore((kind, fresh) => {
       expect([value(refused, 'result'), value(refused, 'inactive'), value(refused, 'status')]).toEqual([false, true, 'withdrawn']);
       const issues = (refused.body.parameter?.find((p) => p.name === 'issues')?.resource as { issue: { severity: string; details: { coding: { code: string }[]; text: string }; expression: string[] }[] }).issue;
       expect(issues.map((i) => [i.severity, i.details.coding[0]!.code, i.details.text, i.expression[0]])).toEqual([
-        ['error', 'not-in-vs', `The code 'std-withdrawn' from system '${STATUSES}' is not in the value set '${VS}active'`, 'Coding.code'],
+        ['error', 'not-in-vs', `The provided code '${STATUSES}#std-withdrawn' was not found in the value set '${VS}active'`, 'Coding.code'],
         ['error', 'code-rule', "The concept 'std-withdrawn' is valid but is not active", 'Coding.code'],
         ['warning', 'code-comment', "The concept 'std-withdrawn' has a status of withdrawn and inactive and its use should be reviewed", 'Coding'],
       ]);
+      // `message` holds their texts in alphabetical order, as the reference servers write it.
+      expect(value(refused, 'message')).toBe([
+        "The concept 'std-withdrawn' has a status of withdrawn and inactive and its use should be reviewed",
+        "The concept 'std-withdrawn' is valid but is not active",
+        `The provided code '${STATUSES}#std-withdrawn' was not found in the value set '${VS}active'`,
+      ].join('; '));
       // A status of `inactive` is not repeated in `status`: `inactive` says it.
       expect(await (async () => {
         const r = await validate([{ name: 'url', valueUri: `${VS}statuses` }, { name: 'code', valueCode: 'said-inactive' }, { name: 'system', valueUri: STATUSES }]);

@@ -101,7 +101,7 @@ export class CompiledConceptSet {
     }
     let via: DrawnThrough | undefined;
     for (const imported of this.imports) {
-      if (imported.compiled === null) return nonMember(txIssue('error', 'not-found', 'not-found', `The imported ValueSet '${imported.canonical}' could not be found`));
+      if (imported.compiled === null) return nonMember(txIssue('error', 'not-found', 'not-found', `A definition for the value Set '${imported.canonical}' could not be found`));
       const vs = imported.compiled;
       const m = importedOnce(loaded, vs, coding, () => vs.checkLoaded(coding, loaded));
       if (m instanceof NotLoaded || !m.member) return m;
@@ -137,7 +137,9 @@ export class CompiledConceptSet {
       }
     }
     if (pinned !== undefined && coding.version !== undefined && !matchesVersion(pinned, coding.version)) {
-      const mismatch = txIssue('error', 'invalid', 'vs-invalid', `The value set uses version '${pinned}' of '${system}', not version '${coding.version}'`);
+      // HL7's VALUESET_VALUE_MISMATCH (_DEFAULT for a version the request gave an include that pins none).
+      const where = this.version === undefined && rules?.forces.has(system) !== true ? 'for the versionless include in the ValueSet include' : 'in the ValueSet include';
+      const mismatch = txIssue('error', 'invalid', 'vs-invalid', `The code system '${system}' version '${pinned}' ${where} is different to the one in the value ('${coding.version}')`);
       return refused === undefined ? nonMember({ ...mismatch, usesVersion: pinned }) : nonMember({ ...mismatch, usesVersion: pinned }, refused);
     }
     const found = this.checkPinned(coding, loaded, pinned);
@@ -182,7 +184,9 @@ export class CompiledConceptSet {
   private checkUnverifiable(coding: CodingToCheck, cs: CodeSystemIndex | null, label: string, version: string | undefined): Membership {
     const why = cs === null ? `CodeSystem ${label} is unknown` : `CodeSystem ${label} has content 'not-present'`;
     if (this.concepts === undefined) {
-      const issue = txIssue('error', 'not-found', 'not-found', `${why}, so the code '${coding.code}' cannot be validated`);
+      // HL7's UNKNOWN_CODESYSTEM(_VERSION) for one the server does not have.
+      const text = cs === null ? `A definition for CodeSystem ${label} could not be found, so the code cannot be validated` : `${why}, so the code '${coding.code}' cannot be validated`;
+      const issue = txIssue('error', 'not-found', 'not-found', text);
       // The answer is caused by a code system the server does not have (x-caused-by-unknown-system).
       return nonMember(cs === null ? { ...issue, unknownSystem: version === undefined ? coding.system : `${coding.system}|${version}` } : issue);
     }

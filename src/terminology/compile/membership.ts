@@ -232,7 +232,9 @@ export function withWarnings(m: Member, warnings: readonly TxIssue[]): Member {
 
 /** The finding for a code that a CodeSystem does not define. */
 export function unknownCode(code: string, cs: CodeSystemIndex, severity: TxIssue['severity'] = 'error'): TxIssue {
-  return txIssue(severity, 'code-invalid', 'invalid-code', `Unknown code '${code}' in CodeSystem ${systemLabel(cs.url, cs.version)}`);
+  // HL7's Unknown_Code_in(_Version).
+  const version = cs.version === undefined ? '' : ` version '${cs.version}'`;
+  return txIssue(severity, 'code-invalid', 'invalid-code', `Unknown code '${code}' in the CodeSystem '${cs.url}'${version}`);
 }
 
 /** Human label of a code system and version (or the date it was chosen at) for messages. */

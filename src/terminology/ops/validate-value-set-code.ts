@@ -265,11 +265,14 @@ function notInValueSet(
   // another version) says so, not that the code is outside it.
   const undecided = reasons.some((r) => r.severity === 'error' && (r.code === 'not-found' || r.type === 'vs-invalid' || r.type === 'version-error'));
   if (!undecided) {
-    issues.unshift(txIssue('error', 'code-invalid', 'not-in-vs', `The code '${coding.code}' from system '${coding.system}' is not in the value set ${vs.label}`));
+    // HL7's None_of_the_provided_codes_are_in_the_value_set_one; an inline value set has no name to give.
+    const given = coding.display === undefined ? '' : ` ('${coding.display}')`;
+    const name = vs.resource.url === undefined ? "'(unidentified)'" : vs.label;
+    issues.unshift(txIssue('error', 'code-invalid', 'not-in-vs', `The provided code '${coding.system}#${coding.code}${given}' was not found in the value set ${name}`));
     if (cs === null) {
-      if (isValueSet) issues.push(txIssue('error', 'invalid', 'invalid-data', `The system '${coding.system}' is the URL of a ValueSet, not of a CodeSystem`));
+      if (isValueSet) issues.push(txIssue('error', 'invalid', 'invalid-data', `The Coding references a value set, not a code system ('${coding.system}')`));
       else {
-        if (!/^[A-Za-z][A-Za-z0-9+.-]*:/.test(coding.system)) issues.push(txIssue('error', 'invalid', 'invalid-data', `The system '${coding.system}' is not an absolute URI`));
+        if (!/^[A-Za-z][A-Za-z0-9+.-]*:/.test(coding.system)) issues.push(txIssue('error', 'invalid', 'invalid-data', 'Coding.system must be an absolute reference, not a local reference'));
         issues.push(txIssue('error', 'not-found', 'not-found', `A definition for CodeSystem ${systemLabel(coding.system, coding.version)} could not be found, so the code cannot be validated`));
       }
     }
@@ -357,7 +360,7 @@ async function validateConcept(
   const statusCode = valid?.status ?? outcomes.find((o) => o.status !== undefined)?.status;
   const status = statusCode === undefined ? {} : { status: statusCode };
   if (valid === undefined) {
-    const none = txIssue('error', 'code-invalid', 'not-in-vs', `None of the codings of the CodeableConcept is in the value set ${vs.label}`);
+    const none = txIssue('error', 'code-invalid', 'not-in-vs', `No valid coding was found for the value set ${vs.label}`);
     const issues = outcomes.flatMap(perCoding);
     const systems = mergedUnknownSystems(outcomes);
     const all = [...(issues.some((i) => i.type === 'this-code-not-in-vs') ? [none] : []), ...issues, ...unknown];

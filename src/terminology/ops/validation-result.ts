@@ -100,7 +100,8 @@ function render(r: ValidationResult): string {
   let json = r.result ? '{"resourceType":"Parameters","parameter":[{"name":"result","valueBoolean":true}' : '{"resourceType":"Parameters","parameter":[{"name":"result","valueBoolean":false}';
   const issues = r.issues.length < 2 ? r.issues : ordered(r.issues);
   const texts = issues.map((i) => jsonString(i.text));
-  if (issues.length > 0) json += `,{"name":"message","valueString":${issues.length === 1 ? texts[0] : jsonString([...new Set(issues.map((i) => i.text))].join('; '))}}`;
+  const message = messageOf(issues);
+  if (message !== undefined) json += `,{"name":"message","valueString":${jsonString(message)}}`;
   if (r.display !== undefined) json += `,{"name":"display","valueString":${jsonString(r.display)}}`;
   if (r.coding !== undefined) {
     json += `,{"name":"code","valueCode":${jsonString(r.coding.code)}}`;
@@ -123,6 +124,17 @@ function render(r: ValidationResult): string {
   for (const c of r.causedByUnknownSystems ?? []) json += `,{"name":"x-caused-by-unknown-system","valueCanonical":${jsonString(c)}}`;
   for (const c of r.unknownSystems ?? []) json += `,{"name":"x-unknown-system","valueCanonical":${jsonString(c)}}`;
   return `${json}]}`;
+}
+
+/**
+ * The `message` output, as the reference servers write it: the texts of the findings about the code (not the notes
+ * on the status of the code systems and value sets used, `status-check` information, which only `issues` lists),
+ * each once, in alphabetical order, joined by '; '; none without them.
+ */
+function messageOf(issues: readonly LocatedIssue[]): string | undefined {
+  const texts = [...new Set(issues.filter((i) => i.severity !== 'information' || i.type === 'invalid-display').map((i) => i.text))];
+  if (texts.length === 0) return undefined;
+  return texts.length === 1 ? texts[0] : texts.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)).join('; ');
 }
 
 /** A string as JSON text: quoted as it is unless it holds a character JSON escapes (then as JSON.stringify writes it). */
@@ -198,10 +210,10 @@ export function finishMember(m: Member, coding: CheckedCoding, finish: Finish): 
   const issues: TxIssue[] = [...m.warnings];
   const label = `'${m.code}' (${m.system})`;
   if (m.entry !== undefined && m.entry.code !== coding.code) {
-    issues.push(txIssue('information', 'business-rule', 'code-rule', `The code '${coding.code}' differs in case from the code ${label}; the CodeSystem is not case sensitive`));
+    issues.push(txIssue('information', 'business-rule', 'code-rule', `The code '${coding.code}' differs from the correct code '${m.code}' by case. Although the code system '${m.system}' is case insensitive, implementers are strongly encouraged to use the correct case anyway`));
   }
   if (abstract === false && m.abstract) {
-    issues.push(txIssue('error', 'business-rule', 'code-rule', `The code ${label} is abstract (not selectable) and abstract codes are not allowed here`));
+    issues.push(txIssue('error', 'business-rule', 'code-rule', `Code '${m.system}#${m.code}' is abstract, and not allowed in this context`));
     issues.push(txIssue('error', 'code-invalid', 'not-in-vs', `The abstract code ${label} is not a valid choice here`));
   }
   // HL7's INACTIVE_CONCEPT_FOUND and DEPRECATED_CONCEPT_FOUND, as the reference servers word and locate them.
@@ -226,7 +238,8 @@ export function finishMember(m: Member, coding: CheckedCoding, finish: Finish): 
       issues.push(txIssue('warning', 'invalid', 'display-comment', `No display is known for the code ${label}, so the display '${coding.display}' was not checked`));
     } else if (inWanted.length === 0 && known.includes(coding.display)) {
       // Nothing in the languages asked for: a display of the default language is accepted, as the reference servers do.
-      issues.push(txIssue('information', 'invalid', 'invalid-display', `No display of the code ${label} is in ${languages.join(', ')}; '${coding.display}' is a valid display in the default language`));
+      // HL7's NO_VALID_DISPLAY_FOUND_NONE_FOR_LANG_OK, as tx.fhir.org words it.
+      issues.push(txIssue('information', 'invalid', 'invalid-display', `There are no valid display names found for the code ${m.system}#${m.code} for language(s) '${languages.join(',')}'. The display is '${coding.display}' which is a valid display for the default language`));
     } else if (!inWanted.includes(coding.display)) {
       const expected = [...new Set(inWanted.length > 0 ? inWanted : known)].map((d) => `'${d}'`).join(', ');
       const why = known.includes(coding.display) ? ` in the language asked for (${languages.join(', ')})` : '';

@@ -67,7 +67,7 @@ describe('ValueSet $expand', () => {
     for (const url of ['missing-import', 'external-all', 'unknown-system', 'circular-a', 'bad-operator']) {
       expect((await rejected(expand({ url: VS + url }))).category).toBe('invalid');
     }
-    expect((await rejected(expand({ url: `${VS}nothing-here` }))).message).toBe(`ValueSet '${VS}nothing-here' could not be found`);
+    expect((await rejected(expand({ url: `${VS}nothing-here` }))).message).toBe(`A definition for the value Set '${VS}nothing-here' could not be found`);
     expect((await rejected(expand({ url: `${VS}mammals`, count: '-1' }))).category).toBe('invalid');
   });
 });

@@ -48,7 +48,7 @@ describe('ValueSet $validate-code: compose semantics', () => {
     expect(await code('all-animals', 'dog')).toEqual({ result: true, display: 'Dog', coding: { code: 'dog', system: ANIMALS, version: '2.0.0' }, issues: [] });
     const unknown = await code('all-animals', 'unicorn');
     expect(unknown.result).toBe(false);
-    expect(unknown.issues.map((i) => i.text).join()).toContain("Unknown code 'unicorn' in CodeSystem 'http://cinder.test/CodeSystem/animals' version '2.0.0'");
+    expect(unknown.issues.map((i) => i.text).join()).toContain("Unknown code 'unicorn' in the CodeSystem 'http://cinder.test/CodeSystem/animals' version '2.0.0'");
   });
 
   test('is-a, descendent-of, is-not-a, generalizes', async () => {
@@ -105,7 +105,7 @@ describe('ValueSet $validate-code: compose semantics', () => {
   test('a missing import gives false with a message; a circular import is a 400', async () => {
     const missing = await code('missing-import', 'dog');
     expect(missing.result).toBe(false);
-    expect(missing.issues.map((i) => i.text).join()).toContain("The imported ValueSet 'http://cinder.test/ValueSet/does-not-exist' could not be found");
+    expect(missing.issues.map((i) => i.text).join()).toContain("A definition for the value Set 'http://cinder.test/ValueSet/does-not-exist' could not be found");
     const cycle = await rejected(code('circular-a', 'dog'));
     expect(cycle.category).toBe('invalid');
     expect(cycle.message).toContain('circular ValueSet import');
@@ -167,7 +167,7 @@ describe('ValueSet $validate-code: concept status, display, case, versions, cont
     const twin = await code('twin', 'dog', 'http://cinder.test/CodeSystem/animals-ci');
     expect(twin.result).toBe(true);
     expect(twin.display).toBe('Dog');
-    expect(twin.issues.map((i) => i.text).join()).toContain('differs in case');
+    expect(twin.issues.map((i) => i.text).join()).toContain("The code 'dog' differs from the correct code 'Dog' by case");
     expect((await code('all-animals', 'DOG')).result).toBe(false);
   });
 
@@ -181,7 +181,7 @@ describe('ValueSet $validate-code: concept status, display, case, versions, cont
     expect(await code('animals-v1', 'eagle')).toMatchObject({ result: true, display: 'Eagle (old name)' });
     const clash = await code('animals-v2', 'dog', ANIMALS, v1);
     expect(clash.result).toBe(false);
-    expect(clash.issues.map((i) => i.text).join()).toContain("uses version '2.0.0'");
+    expect(clash.issues.map((i) => i.text).join()).toContain("version '2.0.0' in the ValueSet include is different to the one in the value ('1.0.0')");
     const coding = await validate([
       { name: 'url', valueUri: `${VS}all-animals` },
       { name: 'coding', valueCoding: { system: ANIMALS, version: '1.0.0', code: 'wolf' } },
@@ -189,7 +189,7 @@ describe('ValueSet $validate-code: concept status, display, case, versions, cont
     expect(coding.result).toBe(true);
     const unknownVersion = await code('all-animals', 'dog', ANIMALS, [{ name: 'systemVersion', valueString: '9' }]);
     expect(unknownVersion.result).toBe(false);
-    expect(unknownVersion.issues.map((i) => i.text).join()).toContain("version '9' is unknown");
+    expect(unknownVersion.issues.map((i) => i.text).join()).toContain("version '9' could not be found");
   });
 
   test('valueSetVersion and url|version pick the ValueSet version; latest otherwise', async () => {
@@ -200,7 +200,7 @@ describe('ValueSet $validate-code: concept status, display, case, versions, cont
     expect((await v(`${VS}versioned|1`, 'dog')).result).toBe(true);
     expect((await v(`${VS}versioned`, 'dog', [{ name: 'valueSetVersion', valueString: '1' }])).result).toBe(true);
     const missing = await rejected(v(`${VS}versioned|7`, 'dog'));
-    expect(missing.message).toBe(`ValueSet '${VS}versioned|7' could not be found`);
+    expect(missing.message).toBe(`A definition for the value Set '${VS}versioned|7' could not be found`);
   });
 
   test('fragment and example code systems: unknown codes are true with a warning', async () => {
@@ -222,7 +222,7 @@ describe('ValueSet $validate-code: concept status, display, case, versions, cont
     expect(all.issues.map((i) => i.text).join()).toContain('cannot be validated');
     const nowhere = await code('unknown-system', 'x', 'http://cinder.test/CodeSystem/nowhere');
     expect(nowhere.result).toBe(false);
-    expect(nowhere.issues.map((i) => i.text).join()).toContain("CodeSystem 'http://cinder.test/CodeSystem/nowhere' is unknown");
+    expect(nowhere.issues.map((i) => i.text).join()).toContain("A definition for CodeSystem 'http://cinder.test/CodeSystem/nowhere' could not be found, so the code cannot be validated");
   });
 });
 
@@ -240,7 +240,7 @@ describe('ValueSet $validate-code: inputs', () => {
     const kinds = r.issues.map((i) => `${i.severity} ${i.type} ${i.expression}`);
     expect(kinds).toContain('error invalid-code CodeableConcept.coding[0].code');
     expect(kinds).toContain('information this-code-not-in-vs CodeableConcept.coding[1].code');
-    expect(r.issues.map((i) => i.text)).toContain("Unknown code 'unicorn' in CodeSystem 'http://cinder.test/CodeSystem/animals' version '2.0.0'");
+    expect(r.issues.map((i) => i.text)).toContain("Unknown code 'unicorn' in the CodeSystem 'http://cinder.test/CodeSystem/animals' version '2.0.0'");
     const valid = await validate([
       { name: 'url', valueUri: `${VS}mammals` },
       { name: 'codeableConcept', valueCodeableConcept: { coding: [{ system: ANIMALS, code: 'octopus' }, { system: ANIMALS, code: 'cat' }] } },
@@ -252,7 +252,7 @@ describe('ValueSet $validate-code: inputs', () => {
       { name: 'codeableConcept', valueCodeableConcept: { coding: [{ system: ANIMALS, code: 'octopus' }] } },
     ]);
     expect(none.result).toBe(false);
-    expect(none.issues.map((i) => i.text).join()).toContain("'octopus'");
+    expect(none.issues.map((i) => i.text).join()).toContain("#octopus'");
   });
 
   test('coding input, display from the coding', async () => {
@@ -280,7 +280,7 @@ describe('ValueSet $validate-code: inputs', () => {
   test('a ValueSet not found by URL is a 400 naming it', async () => {
     const e = await rejected(code('no-such-set', 'dog'));
     expect(e.category).toBe('invalid');
-    expect(e.message).toBe(`ValueSet '${VS}no-such-set' could not be found`);
+    expect(e.message).toBe(`A definition for the value Set '${VS}no-such-set' could not be found`);
   });
 
   test('a coding without a system is not valid (result false, with why), not a bad request', async () => {

@@ -36,11 +36,11 @@ describe('validationParametersJson', () => {
     ]);
   });
 
-  test('several findings: errors first, each text once in the message, an issue without a location has no expression', () => {
+  test('several findings: errors first, each text once in the message (not a note on a resource status), an issue without a location has no expression', () => {
     const info = txIssue('information', 'business-rule', 'status-check', 'Reference to draft ValueSet http://x/vs');
     const error: LocatedIssue = { ...txIssue('error', 'invalid', 'invalid-display', 'Wrong display'), expression: 'Coding.display' };
     const [, message, issues] = parsed(validationParametersJson({ result: false, issues: [info, error, error] })) as [unknown, { valueString: string }, { resource: { issue: unknown[] } }];
-    expect(message.valueString).toBe('Wrong display; Reference to draft ValueSet http://x/vs');
+    expect(message.valueString).toBe('Wrong display');
     expect(issues.resource.issue).toEqual([
       { severity: 'error', code: 'invalid', details: { coding: [{ system: TX, code: 'invalid-display' }], text: 'Wrong display' }, expression: ['Coding.display'] },
       { severity: 'information', code: 'business-rule', details: { coding: [{ system: TX, code: 'status-check' }], text: 'Reference to draft ValueSet http://x/vs' } },

@@ -88,7 +88,7 @@ describe('displayLanguage in $validate-code and $expand', () => {
     expect(outcome(await check('Hund', 'de'))).toEqual({ result: true, display: 'Hund' });
     const wrong = outcome(await check('Dog', 'de'));
     expect(wrong).toMatchObject({ result: false, display: 'Hund' });
-    expect(wrong.message).toContain("in the language asked for (de): expected 'Hund'");
+    expect(wrong.message).toContain("Valid display is 'Hund' (de) (for the language(s) 'de')");
     // No French display: the default language's display is accepted, with a note.
     const none = outcome(await check('Dog', 'fr'));
     expect(none).toMatchObject({ result: true, display: 'Dog' });
@@ -135,7 +135,7 @@ describe('displayLanguage in $validate-code and $expand', () => {
     expect(outcome(await check('Hund'))).toEqual({ result: true, display: 'Hund' });
     const wrong = outcome(await check('Dog'));
     expect(wrong).toMatchObject({ result: false, display: 'Hund' });
-    expect(wrong.message).toContain("in the language asked for (de): expected 'Hund'");
+    expect(wrong.message).toContain("Valid display is 'Hund' (de) (for the language(s) 'de')");
     // The request's own displayLanguage comes first.
     expect(outcome(await check('Dog', [{ name: 'displayLanguage', valueCode: 'en' }]))).toEqual({ result: true, display: 'Dog' });
 

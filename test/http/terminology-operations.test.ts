@@ -44,7 +44,7 @@ describe('CodeSystem/$validate-code', () => {
     expect(outcome(await v([{ name: 'url', valueUri: ANIMALS }, { name: 'version', valueString: '1.0.0' }, { name: 'code', valueCode: 'wolf' }])).result).toBe(true);
     const display = outcome(await v([{ name: 'coding', valueCoding: { system: ANIMALS, code: 'cat', display: 'Kat' } }]));
     expect(display.result).toBe(false);
-    expect(display.message).toContain("Wrong display 'Kat'");
+    expect(display.message).toContain("Wrong Display Name 'Kat'");
     const abstract = outcome(await v([{ name: 'url', valueUri: ANIMALS }, { name: 'code', valueCode: 'animal' }, { name: 'abstract', valueBoolean: false }]));
     expect(abstract.result).toBe(false);
   });

@@ -126,7 +126,7 @@ const RULES: [string, Case[]][] = [
   ['display against display and designations, exactly', [
     { vs: 'all-animals', code: 'dog', result: true, extra: [{ name: 'display', valueString: 'Dog' }], display: 'Dog' },
     { vs: 'all-animals', code: 'dog', result: true, extra: [{ name: 'display', valueString: 'Domestic dog' }], display: 'Dog' },
-    { vs: 'all-animals', code: 'dog', result: false, extra: [{ name: 'display', valueString: 'Domestic  dog' }], display: 'Dog', message: "Wrong display 'Domestic  dog'" },
+    { vs: 'all-animals', code: 'dog', result: false, extra: [{ name: 'display', valueString: 'Domestic  dog' }], display: 'Dog', message: "Wrong Display Name 'Domestic  dog' for http://cinder.test/CodeSystem/animals#dog. Valid display is one of 3 choices: 'Dog' (en), 'Domestic dog' (en) or 'Hund' (de) (for the language(s) '--')" },
     { vs: 'all-animals', code: 'dog', result: false, extra: [{ name: 'display', valueString: 'DOG' }], display: 'Dog' },
     { vs: 'listed', code: 'dog', result: true, extra: [{ name: 'display', valueString: 'Doggy' }], display: 'Dog' },
   ]],

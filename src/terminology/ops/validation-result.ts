@@ -223,17 +223,18 @@ export function finishMember(m: Member, coding: CheckedCoding, finish: Finish): 
   const own = m.entry?.definition;
   const definition = own === undefined || extra.length === 0 ? own : { ...own, designation: [...(own.designation ?? []), ...extra] };
   if (coding.display !== undefined) {
-    const known = [definition?.display, ...(definition?.designation ?? []).map((d) => d.value), ...m.displays].filter(
-      (d): d is string => d !== undefined,
-    );
     const languages = languagesOf(displayLanguage);
+    // Each display with its language: the concept's own in the CodeSystem's, its designations in theirs, the value set's in none said.
+    const own: Shown[] = definition?.display === undefined ? [] : [{ value: definition.display, language: m.cs?.language }];
+    const designations: Shown[] = (definition?.designation ?? []).map((d) => ({ value: d.value, language: d.language }));
+    const listed: Shown[] = m.displays.map((value) => ({ value, language: undefined }));
+    const all = [...own, ...designations, ...listed];
+    const known = all.map((s) => s.value);
     // With languages asked for, the display must be one in those languages (the concept's own display
     // counts in the CodeSystem's language, or in any when the CodeSystem states none).
-    const inWanted = languages.length === 0 ? known : [
-      ...(definition?.display !== undefined && (m.cs?.language === undefined || inLanguages(m.cs.language, languages)) ? [definition.display] : []),
-      ...(definition?.designation ?? []).filter((d) => d.language === undefined || inLanguages(d.language, languages)).map((d) => d.value),
-      ...m.displays,
-    ];
+    const inLanguage = (s: Shown) => s.language === undefined || inLanguages(s.language, languages);
+    const wanted = languages.length === 0 ? all : [...own.filter(inLanguage), ...designations.filter(inLanguage), ...listed];
+    const inWanted = wanted.map((s) => s.value);
     if (known.length === 0) {
       issues.push(txIssue('warning', 'invalid', 'display-comment', `No display is known for the code ${label}, so the display '${coding.display}' was not checked`));
     } else if (inWanted.length === 0 && known.includes(coding.display)) {
@@ -241,9 +242,7 @@ export function finishMember(m: Member, coding: CheckedCoding, finish: Finish): 
       // HL7's NO_VALID_DISPLAY_FOUND_NONE_FOR_LANG_OK, as tx.fhir.org words it.
       issues.push(txIssue('information', 'invalid', 'invalid-display', `There are no valid display names found for the code ${m.system}#${m.code} for language(s) '${languages.join(',')}'. The display is '${coding.display}' which is a valid display for the default language`));
     } else if (!inWanted.includes(coding.display)) {
-      const expected = [...new Set(inWanted.length > 0 ? inWanted : known)].map((d) => `'${d}'`).join(', ');
-      const why = known.includes(coding.display) ? ` in the language asked for (${languages.join(', ')})` : '';
-      issues.push(txIssue('error', 'invalid', 'invalid-display', `Wrong display '${coding.display}' for the code ${label}${why}: expected ${expected}`));
+      issues.push(txIssue('error', 'invalid', 'invalid-display', wrongDisplay(coding.display, m, wanted.length > 0 ? wanted : all, languages, wanted.length === 0 ? definition?.display : undefined)));
     } else if (onlyRetired(definition, m.displays, coding.display)) {
       const current = definition?.display === undefined ? '' : ` The correct display is '${definition.display}'.`;
       issues.push(txIssue('warning', 'invalid', 'display-comment', `'${coding.display}' is no longer considered a correct display for the code ${label} (its designation is deprecated or withdrawn).${current}`));
@@ -252,6 +251,33 @@ export function finishMember(m: Member, coding: CheckedCoding, finish: Finish): 
   const display = definition === undefined ? undefined : displayIn(definition, m.cs?.language, displayLanguage);
   const result = !issues.some((i) => i.severity === 'error');
   return { result, display: display ?? m.displays[0], ...(m.inactive ? { inactive: true } : {}), ...statusOf(m.entry), issues };
+}
+
+/** A display of a concept, with the language it is in when known. */
+interface Shown {
+  readonly value: string;
+  readonly language: string | undefined;
+}
+
+/**
+ * HL7's Display_Name_for__should_be_one_of__instead_of (and NO_VALID_DISPLAY_FOUND_NONE_FOR_LANG_ERR when nothing is
+ * in the languages asked for): the display given, the valid ones with their languages, and the languages asked for
+ * (`--` for none), as the reference servers word it.
+ */
+function wrongDisplay(given: string, m: Member, valid: readonly Shown[], languages: readonly string[], fallback: string | undefined): string {
+  const asked = languages.length === 0 ? '--' : languages.join(',');
+  const head = `Wrong Display Name '${given}' for ${m.system}#${m.code}.`;
+  if (fallback !== undefined) return `${head} There are no valid display names found for language(s) '${asked}'. Default display is '${fallback}'`;
+  const seen = new Set<string>();
+  const choices: string[] = [];
+  for (const s of valid) {
+    const text = `'${s.value}'${s.language === undefined ? '' : ` (${s.language})`}`;
+    if (seen.has(text)) continue;
+    seen.add(text);
+    choices.push(text);
+  }
+  const list = choices.length === 1 ? `is ${choices[0]}` : `is one of ${choices.length} choices: ${choices.slice(0, -1).join(', ')} or ${choices[choices.length - 1]}`;
+  return `${head} Valid display ${list} (for the language(s) '${asked}')`;
 }
 
 /**

@@ -37,7 +37,7 @@ describe('CodeSystem $validate-code', () => {
     expect((await validate([{ name: 'url', valueUri: `${ANIMALS}|1.0.0` }, { name: 'code', valueCode: 'wolf' }])).result).toBe(true);
     const display = await validate([{ name: 'url', valueUri: ANIMALS }, { name: 'code', valueCode: 'cat' }, { name: 'display', valueString: 'Kitty' }]);
     expect(display.result).toBe(false);
-    expect(display.issues.map((i) => i.text).join()).toContain("Wrong display 'Kitty'");
+    expect(display.issues.map((i) => i.text).join()).toContain("Wrong Display Name 'Kitty'");
     const abstract = await validate([{ name: 'url', valueUri: ANIMALS }, { name: 'code', valueCode: 'vertebrate' }, { name: 'abstract', valueBoolean: false }]);
     expect(abstract.result).toBe(false);
   });

@@ -159,7 +159,7 @@ describe('ValueSet $validate-code: concept status, display, case, versions, cont
     expect((await d('Hund')).result).toBe(true);
     const wrong = await d('Dog ');
     expect(wrong).toMatchObject({ result: false, display: 'Dog' });
-    expect(wrong.issues.map((i) => i.text).join()).toContain("Wrong display 'Dog ' for the code 'dog'");
+    expect(wrong.issues.map((i) => i.text).join()).toContain("Wrong Display Name 'Dog ' for http://cinder.test/CodeSystem/animals#dog");
     expect((await d('dog')).result).toBe(false);
   });
 
@@ -261,7 +261,7 @@ describe('ValueSet $validate-code: inputs', () => {
       { name: 'coding', valueCoding: { system: ANIMALS, code: 'dog', display: 'Wrong' } },
     ]);
     expect(r.result).toBe(false);
-    expect(r.issues.map((i) => i.text).join()).toContain("Wrong display 'Wrong'");
+    expect(r.issues.map((i) => i.text).join()).toContain("Wrong Display Name 'Wrong'");
   });
 
   test('inline valueSet and instance id', async () => {

@@ -35,6 +35,13 @@ function guarded(ctx: TerminologyContext, owned: (url: string) => Promise<boolea
         return ctx.codeSystem(url, version);
       }),
     codeSystemById: (id: string) => ctx.codeSystemById(id),
+    // The tenant's own versions are listed only where its code system may be read (else: none, or a 403, as codeSystem).
+    codeSystemVersions: (url: string) =>
+      owned(url).then((own) => {
+        if (own && absent) return [];
+        if (own) throw unreadable(url);
+        return ctx.codeSystemVersions?.(url);
+      }),
     valueSet: (url: string, version?: string) => ctx.valueSet(url, version),
     valueSetById: (id: string): Promise<CompiledValueSet | null> => ctx.valueSetById(id),
     compile: (vs: ValueSet) => ctx.compile(vs),

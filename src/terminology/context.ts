@@ -23,6 +23,8 @@ export interface TerminologyContext extends CodeSystemLookup {
   valueSet(url: string, version?: string): SyncOrAsync<CompiledValueSet | null>;
   valueSetById(id: string): Promise<CompiledValueSet | null>;
   codeSystemById(id: string): Promise<CodeSystemIndex | null>;
+  /** The versions of a code system the tenant's terminology holds (CodeSystem/$validate-code and the rest name them when another is asked for). */
+  codeSystemVersions?(url: string): Promise<readonly string[] | undefined>;
   /** Compiles a ValueSet supplied with the request (not cached; its imports are). */
   compile(vs: ValueSet): Promise<CompiledValueSet>;
   /**
@@ -110,6 +112,11 @@ export class CachedTerminology {
     });
   }
 
+  /** Not cached: asked only on the way to an answer about a version the server does not have. */
+  codeSystemVersions(url: string): Promise<readonly string[] | undefined> {
+    return this.source.codeSystemVersions === undefined ? Promise.resolve(undefined) : this.source.codeSystemVersions(url);
+  }
+
   codeSystemById(id: string): Pending<CodeSystemIndex> {
     return this.shared(this.codeSystemsById, id, async () => {
       const cs = await this.source.codeSystemById(id);
@@ -183,6 +190,10 @@ class TerminologyView implements TerminologyContext, ImportResolver {
 
   codeSystemById(id: string): Pending<CodeSystemIndex> {
     return this.cache.codeSystemById(id);
+  }
+
+  codeSystemVersions(url: string): Promise<readonly string[] | undefined> {
+    return this.cache.codeSystemVersions(url);
   }
 
   valueSet(url: string, version?: string): SyncOrAsync<CompiledValueSet | null> {

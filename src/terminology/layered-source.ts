@@ -1,3 +1,4 @@
+import { compareVersions } from './version.ts';
 import type { TerminologySource } from './source.ts';
 
 /**
@@ -10,6 +11,10 @@ export function layeredSource(tenant: TerminologySource, core: TerminologySource
   return {
     async codeSystem(url, version, asOf) {
       return (await tenant.codeSystem(url, version, asOf)) ?? core.codeSystem(url, version, asOf);
+    },
+    async codeSystemVersions(url) {
+      const [own, shared] = await Promise.all([tenant.codeSystemVersions?.(url) ?? [], core.codeSystemVersions?.(url) ?? []]);
+      return [...new Set([...own, ...shared])].sort(compareVersions);
     },
     async valueSet(url, version, asOf) {
       return (await tenant.valueSet(url, version, asOf)) ?? core.valueSet(url, version, asOf);

@@ -14,6 +14,11 @@ export interface TerminologySource {
    * `asOf` when given).
    */
   codeSystem(url: string, version?: string, asOf?: DatePeriod): Promise<CodeSystem | null>;
+  /**
+   * The versions of the CodeSystem with this canonical URL the source holds (those without a version left out), to
+   * name them when a version asked for is not one of them. Absent: the source cannot list them.
+   */
+  codeSystemVersions?(url: string): Promise<readonly string[]>;
   /** The ValueSet with this canonical URL, chosen as `codeSystem` chooses. */
   valueSet(url: string, version?: string, asOf?: DatePeriod): Promise<ValueSet | null>;
   /** The CodeSystem with this logical id (instance-level operations). */

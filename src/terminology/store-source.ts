@@ -5,7 +5,7 @@ import { type CodeSystem, parseCodeSystem } from './model/code-system.ts';
 import type { DatePeriod } from './model/date-time.ts';
 import { parseValueSet, type ValueSet } from './model/value-set.ts';
 import type { TerminologySource } from './source.ts';
-import { pickVersion } from './version.ts';
+import { pickVersion, versionsOf } from './version.ts';
 import type { ConceptMapSource } from './concept-maps.ts';
 import { StoreConceptMaps } from './store-concept-maps.ts';
 import { ChangeWatch, ParsedVersions } from './store-watch.ts';
@@ -93,6 +93,10 @@ class TenantStoreSource implements TerminologySource {
   async codeSystem(url: string, version?: string, asOf?: DatePeriod): Promise<CodeSystem | null> {
     const all = (await this.byUrl('CodeSystem', url)).map((v) => this.codeSystems.of(v));
     return pickVersion(all, version, asOf);
+  }
+
+  async codeSystemVersions(url: string): Promise<readonly string[]> {
+    return versionsOf((await this.byUrl('CodeSystem', url)).map((v) => this.codeSystems.of(v)));
   }
 
   async valueSet(url: string, version?: string, asOf?: DatePeriod): Promise<ValueSet | null> {

@@ -28,6 +28,13 @@ export interface Versioned {
   readonly meta?: { readonly lastUpdated?: string };
 }
 
+/** The versions the resources state, each once, in ascending order (compareVersions); those without one left out. */
+export function versionsOf(resources: readonly Versioned[]): string[] {
+  const out = new Set<string>();
+  for (const r of resources) if (r.version !== undefined) out.add(r.version);
+  return [...out].sort(compareVersions);
+}
+
 /** A version with wildcard segments (`1.x`, `1.x.x`, `2.*`), as a ValueSet include may pin a code system. */
 export function isVersionPattern(version: string): boolean {
   return /(^|\.)[xX*](\.|$)/.test(version);

@@ -1,7 +1,7 @@
 import { parseCodeSystem, type CodeSystem } from './model/code-system.ts';
 import { parseValueSet, type ValueSet } from './model/value-set.ts';
 import type { TerminologySource } from './source.ts';
-import { pickVersion } from './version.ts';
+import { compareVersions, pickVersion, versionsOf } from './version.ts';
 
 /** The CodeSystems and ValueSets a transaction writes, parsed (those that do not parse are left for validation to refuse). */
 export interface WrittenTerminology {
@@ -54,6 +54,10 @@ export function writtenSource(written: WrittenTerminology, under: TerminologySou
   const { deleted } = written;
   return {
     codeSystem: (url, version, asOf) => pick(written.codeSystems, deleted?.codeSystems, under.codeSystem(url, version, asOf), url, version, asOf),
+    async codeSystemVersions(url) {
+      const stored = (await under.codeSystemVersions?.(url)) ?? [];
+      return [...new Set([...versionsOf(written.codeSystems.filter((r) => r.url === url)), ...stored])].sort(compareVersions);
+    },
     valueSet: (url, version, asOf) => pick(written.valueSets, deleted?.valueSets, under.valueSet(url, version, asOf), url, version, asOf),
     codeSystemById: (id) => byId(written.codeSystems, deleted?.codeSystems, id, () => under.codeSystemById(id)),
     valueSetById: (id) => byId(written.valueSets, deleted?.valueSets, id, () => under.valueSetById(id)),

@@ -190,6 +190,17 @@ await eachStore((kind, fresh) => {
       expect(value(csActive, 'status')).toBeUndefined();
     });
 
+    test('a code system version the server does not have is answered naming the versions it has, in HL7\'s words', async () => {
+      const r = await validate([{ name: 'url', valueUri: `${VS}all` }, { name: 'coding', valueCoding: { system: CS, version: '9', code: 'circle' } }]);
+      expect(value(r, 'result')).toBe(false);
+      const issues = (r.body.parameter?.find((p) => p.name === 'issues')?.resource as { issue: { severity: string; details: { coding: { code: string }[]; text: string }; expression: string[] }[] }).issue;
+      expect(issues.map((i) => [i.severity, i.details.coding[0]!.code, i.details.text, i.expression[0]])).toEqual([
+        ['error', 'not-found', `A definition for CodeSystem '${CS}' version '9' could not be found, so the code cannot be validated. Valid versions: 1.0.0 or 2.0.0`, 'Coding.system'],
+        ['warning', 'vs-invalid', `The code system '${CS}' version '2.0.0' for the versionless include in the ValueSet include is different to the one in the value ('9')`, 'Coding.version'],
+      ]);
+      expect(value(r, 'x-caused-by-unknown-system')).toBe(`${CS}|9`);
+    });
+
     test("CodeSystem/$validate-code's false answer about a known code says whether it is inactive and its status, as ValueSet/$validate-code's does", async () => {
       const cs = (parameter: Param[]) => postOperation(t, token, 'CodeSystem/$validate-code', [{ name: 'url', valueUri: STATUSES }, ...parameter]);
       const wrong = await cs([{ name: 'code', valueCode: 'retired' }, { name: 'display', valueString: 'Not its name' }]);

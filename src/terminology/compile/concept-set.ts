@@ -25,6 +25,7 @@ import {
   type TxIssue,
   txIssue,
   unknownCode,
+  unknownVersionText,
   withWarnings,
 } from './membership.ts';
 
@@ -185,7 +186,7 @@ export class CompiledConceptSet {
     const why = cs === null ? `CodeSystem ${label} is unknown` : `CodeSystem ${label} has content 'not-present'`;
     if (this.concepts === undefined) {
       // HL7's UNKNOWN_CODESYSTEM(_VERSION) for one the server does not have.
-      const text = cs === null ? `A definition for CodeSystem ${label} could not be found, so the code cannot be validated` : `${why}, so the code '${coding.code}' cannot be validated`;
+      const text = cs === null ? (version === undefined ? `A definition for CodeSystem ${label} could not be found, so the code cannot be validated` : unknownVersionText(coding.system, version, undefined)) : `${why}, so the code '${coding.code}' cannot be validated`;
       const issue = txIssue('error', 'not-found', 'not-found', text);
       // The answer is caused by a code system the server does not have (x-caused-by-unknown-system).
       return nonMember(cs === null ? { ...issue, unknownSystem: version === undefined ? coding.system : `${coding.system}|${version}` } : issue);

@@ -222,6 +222,18 @@ export function conceptStatus(entry: Pick<ConceptEntry, 'status' | 'definition'>
   return entry === undefined ? undefined : entry.status ?? standardsStatus(entry.definition.extension);
 }
 
+/**
+ * HL7's UNKNOWN_CODESYSTEM_VERSION(_NONE): a version of a code system the server does not have, naming the versions it
+ * has (`1.0.0 or 1.2.0`), when they are known.
+ */
+export function unknownVersionText(url: string, version: string, versions: readonly string[] | undefined): string {
+  const head = `A definition for CodeSystem '${url}' version '${version}' could not be found, so the code cannot be validated`;
+  if (versions === undefined) return head;
+  if (versions.length === 0) return `${head}. No versions of this code system are known`;
+  const list = versions.length === 1 ? versions[0] : `${versions.slice(0, -1).join(', ')} or ${versions[versions.length - 1]}`;
+  return `${head}. Valid versions: ${list}`;
+}
+
 export function nonMember(...reasons: TxIssue[]): NonMember {
   return { member: false, reasons };
 }

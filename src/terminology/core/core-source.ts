@@ -2,7 +2,7 @@ import { type CodeSystem, parseCodeSystem } from '../model/code-system.ts';
 import type { DatePeriod } from '../model/date-time.ts';
 import { parseValueSet, type ValueSet } from '../model/value-set.ts';
 import type { TerminologySource } from '../source.ts';
-import { pickVersion } from '../version.ts';
+import { pickVersion, versionsOf } from '../version.ts';
 import { CoreBundle, type CoreResource } from './core-bundle.ts';
 
 /**
@@ -18,6 +18,10 @@ export class CoreTerminology implements TerminologySource {
   async codeSystem(url: string, version?: string, asOf?: DatePeriod): Promise<CodeSystem | null> {
     const entry = pickVersion((await this.bundle.load()).byUrl('CodeSystem', url), version, asOf);
     return entry === null ? null : this.codeSystemOf(entry, url);
+  }
+
+  async codeSystemVersions(url: string): Promise<readonly string[]> {
+    return versionsOf((await this.bundle.load()).byUrl('CodeSystem', url));
   }
 
   async valueSet(url: string, version?: string, asOf?: DatePeriod): Promise<ValueSet | null> {

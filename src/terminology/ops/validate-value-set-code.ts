@@ -1,7 +1,7 @@
 import type { CodeSystemIndex } from '../compile/code-system-index.ts';
 import type { CompiledValueSet } from '../compile/compiled-value-set.ts';
 import { RegexTooCostly } from '../compile/filters.ts';
-import { type CodeSystemLookup, type Membership, systemLabel, type TxIssue, txIssue, unknownCode } from '../compile/membership.ts';
+import { type CodeSystemLookup, type Membership, systemLabel, type TxIssue, txIssue, unknownCode, unknownVersionText } from '../compile/membership.ts';
 import type { TerminologyContext } from '../context.ts';
 import type { OperationInput } from '../input/parameters.ts';
 import type { valueSetValidateCodeParams } from '../input/operations.ts';
@@ -16,6 +16,7 @@ import { resolveValueSet } from './resolve-value-set.ts';
 import { type SystemVersions, systemVersions } from './system-versions.ts';
 import { applicableSupplements, requireSupplements, requireUsedSupplements } from './supplements.ts';
 import { BoundedCache } from '../compile/bounded-cache.ts';
+import { splitCanonical } from '../version.ts';
 import { then, type SyncOrAsync } from '../../sync-or-async.ts';
 import { echoed, type Finish, finishMember, type LocatedIssue, locate, siteBeside, statusCheck, statusOf, type ValidationResult } from './validation-result.ts';
 
@@ -221,8 +222,13 @@ function codingResult(vs: CompiledValueSet, m: Membership, coding: CheckedCoding
 
 /** notInValueSet, once it is known whether a system that is no CodeSystem is a ValueSet's URL (a common mistake). */
 function notInValueSetOf(vs: CompiledValueSet, coding: CheckedCoding, reasons: readonly TxIssue[], path: string, systems: CodedSystems, ctx: TerminologyContext): SyncOrAsync<ValidationResult> {
-  if (systems.latest !== null) return notInValueSet(vs, coding, reasons, path, systems, false);
-  return then(isValueSetUrl(ctx, coding.system), (isValueSet) => notInValueSet(vs, coding, reasons, path, systems, isValueSet));
+  // A version the server does not have is answered naming the versions it has: read only on this way.
+  const unknownVersion = (systems.coded === null && coding.version !== undefined) || reasons.some((r) => r.unknownSystem?.startsWith(`${coding.system}|`) === true)
+    || reasons.some((r) => r.usesVersion !== undefined);
+  const versions = unknownVersion && ctx.codeSystemVersions !== undefined ? ctx.codeSystemVersions(coding.system) : undefined;
+  const isValueSet = systems.latest !== null ? false : isValueSetUrl(ctx, coding.system);
+  if (!(versions instanceof Promise) && !(isValueSet instanceof Promise)) return notInValueSet(vs, coding, reasons, path, systems, isValueSet, versions);
+  return Promise.all([versions, isValueSet]).then(([v, is]) => notInValueSet(vs, coding, reasons, path, systems, is, v));
 }
 
 /** Whether a URL is a ValueSet's (one that cannot be compiled counts: there is one). */
@@ -241,8 +247,13 @@ function isValueSetUrl(ctx: TerminologyContext, url: string): SyncOrAsync<boolea
  * when the code is known there (as the reference servers answer).
  */
 function notInValueSet(
-  vs: CompiledValueSet, coding: CheckedCoding, reasons: readonly TxIssue[], path: string, systems: CodedSystems, isValueSet: boolean,
+  vs: CompiledValueSet, coding: CheckedCoding, given: readonly TxIssue[], path: string, systems: CodedSystems, isValueSet: boolean, versions: readonly string[] | undefined,
 ): ValidationResult {
+  // A code system version the server does not have names the versions it has (HL7's UNKNOWN_CODESYSTEM_VERSION).
+  const reasons = versions === undefined ? given : given.map((r) => {
+    const canonical = r.unknownSystem === undefined ? undefined : splitCanonical(r.unknownSystem);
+    return canonical?.version === undefined || canonical.url !== coding.system ? r : { ...r, text: unknownVersionText(canonical.url, canonical.version, versions) };
+  });
   const issues: TxIssue[] = [];
   const mismatch = reasons.find((r) => r.type === 'vs-invalid');
   let cs = systems.coded;
@@ -250,15 +261,17 @@ function notInValueSet(
   if (cs === null && coding.version !== undefined) {
     const latest = systems.latest;
     if (latest !== null) {
-      const text = `CodeSystem '${coding.system}' has no version '${coding.version}'; the code was looked up in version '${latest.version ?? '(none)'}'`;
-      issues.push(mismatch ? txIssue('error', 'not-found', 'not-found', text) : txIssue('warning', 'invalid', 'vs-invalid', text));
+      // HL7's UNKNOWN_CODESYSTEM_VERSION where the value set pins another version, else VALUESET_VALUE_MISMATCH_DEFAULT.
+      issues.push(mismatch
+        ? txIssue('error', 'not-found', 'not-found', unknownVersionText(coding.system, coding.version, versions))
+        : txIssue('warning', 'invalid', 'vs-invalid', `The code system '${coding.system}' version '${latest.version ?? ''}' for the versionless include in the ValueSet include is different to the one in the value ('${coding.version}')`));
       cs = latest;
     }
   }
   // A version mismatch: the display is the value set's version's, when that version exists.
   if (mismatch?.usesVersion !== undefined) {
     const used = systems.used;
-    if (used === null) issues.push(txIssue('error', 'not-found', 'not-found', `No version '${mismatch.usesVersion}' of CodeSystem '${coding.system}' is known`));
+    if (used === null) issues.push(txIssue('error', 'not-found', 'not-found', unknownVersionText(coding.system, mismatch.usesVersion, versions)));
     else cs = used;
   }
   // A value set that could not be evaluated (an import or a code system version is missing, or it pins

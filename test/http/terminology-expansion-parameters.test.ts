@@ -153,6 +153,9 @@ await eachStore((kind, fresh) => {
       expect(await listed('diffed')).toEqual([1, ['star@2:Star']]);
       // (Only version 2 was read: `used-codesystem` names it, and the codes need no version of their own.)
       expect(await listed('apart')).toEqual([3, ['circle@undefined:Circle', 'square@undefined:Square (2)', 'star@undefined:Star']]);
+      // Where codes of several versions met as one concept, the expansion says so (as tx.fhir.org does): not where they stay apart.
+      const echoed = async (id: string) => named(await expand([{ name: 'url', valueUri: `${VS}${id}` }]), 'versionsMatch');
+      expect([await echoed('merged'), await echoed('diffed'), await echoed('apart'), await echoed('both')]).toEqual([[true], [true], [], []]);
       // $validate-code agrees with each expansion.
       const valid = async (id: string, code: string) => {
         const r = await postOperation(t, token, 'ValueSet/$validate-code', [{ name: 'url', valueUri: `${VS}${id}` }, { name: 'coding', valueCoding: { system: SHAPES, code } }]);

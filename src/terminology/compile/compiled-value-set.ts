@@ -79,6 +79,20 @@ export class CompiledValueSet {
     this.overloaded = new Set([...versions].filter(([, v]) => v.size > 1).map(([system]) => system));
   }
 
+  /**
+   * Whether an exclude removes its codes from every version of its system (a diff) rather than from its own version:
+   * with `versionsMatch` true always, false never, and by default when it pins a version no include pins.
+   */
+  diffs(set: CompiledConceptSet): boolean {
+    if (set.version === undefined || set.system === undefined || this.versionsMatch === false) return false;
+    return this.versionsMatch === true || !this.includes.some((i) => i.system === set.system && i.version === set.version);
+  }
+
+  /** Whether codes of several versions meet as one concept in this value set (versionsMatch true, or an exclude that diffs). */
+  get versionsMerged(): boolean {
+    return this.versionsMatch === true || (this.versionsMatch === undefined && this.excludes.some((set) => this.diffs(set)));
+  }
+
   /** Membership of one coding: at once when the CodeSystems it needs are loaded, else as a promise (see checkLoading). */
   check(coding: CodingToCheck, lookup: CodeSystemLookup): SyncOrAsync<Membership> {
     return checkLoading((loaded) => this.checkLoaded(coding, loaded), lookup);

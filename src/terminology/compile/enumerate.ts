@@ -202,9 +202,7 @@ async function excluded(vs: CompiledValueSet, entry: ExpansionEntry, lookup: Cod
     if (missing !== undefined) throw missingDependency(`${set.where}: the imported ValueSet '${missing}' could not be found, so the expansion would hold codes it excludes`, at(set.path));
     spend(budget, setCost(set), limit);
     // A diff (the code in any version) unless versions are kept apart; by default only for a version no include pins.
-    const diff = set.version !== undefined && set.system !== undefined && vs.versionsMatch !== false
-      && (vs.versionsMatch === true || !vs.includes.some((i) => i.system === set.system && i.version === set.version));
-    const coding = diff ? { system: entry.system, code: entry.code } : entry;
+    const coding = vs.diffs(set) ? { system: entry.system, code: entry.code } : entry;
     if ((await set.check(coding, lookup)).member) return true;
   }
   return false;

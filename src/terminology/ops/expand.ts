@@ -196,6 +196,8 @@ export async function expandValueSet(asked: ExpandInput, deps: ExpandDeps): Prom
     ...[...usedValueSets(vs)].map((valueUri) => ({ name: 'used-valueset', valueUri })),
     ...supplements.map((cs) => ({ name: 'used-supplement', valueUri: cs.version === undefined ? cs.url : `${cs.url}|${cs.version}` })),
   ];
+  // Codes of several versions met as one concept (versionsMatch, or an exclude of a version no include pins): said as tx.fhir.org says it.
+  if (vs.versionsMerged) parameter.push({ name: 'versionsMatch', valueBoolean: true });
   parameter.push(...storedParameters(vs, (p) => parameter.some((q) => sameParameter(q, p))));
   return {
     resourceType: 'ValueSet',

@@ -100,9 +100,12 @@ describe('supplements in CodeSystem operations', () => {
     const SUPPLEMENT = 'http://cinder.test/CodeSystem/animals-nl';
     await putResource(t, token, { resourceType: 'CodeSystem', id: 'animals-nl', url: SUPPLEMENT, version: '1', status: 'active', content: 'supplement', supplements: ANIMALS, concept: [{ code: 'dog', designation: [{ language: 'nl', value: 'hond' }] }] });
     const r = await postOperation(t, token, 'CodeSystem/$validate-code', [{ name: 'coding', valueCoding: { system: SUPPLEMENT, code: 'dog' } }]);
-    expect(outcome(r)).toEqual({ result: false, message: `CodeSystem '${SUPPLEMENT}' version '1' is a supplement, so it cannot be used as a value in Coding.system` });
+    expect(outcome(r)).toEqual({ result: false, message: `CodeSystem ${SUPPLEMENT}|1 is a supplement, so can't be used as a value in Coding.system` });
     const issue = ((r.body.parameter ?? []).find((p) => p.name === 'issues')?.resource as { issue: { severity: string; code: string; expression: string[] }[] }).issue[0];
     expect(issue).toMatchObject({ severity: 'error', code: 'invalid', expression: ['Coding.system'] });
+    // No version of it is echoed, and it is named as the unknown code system the answer rests on, as the reference servers answer.
+    const named = (name: string) => (r.body.parameter ?? []).filter((p) => p.name === name).map((p) => Object.entries(p).find(([k]) => k.startsWith('value'))?.[1]);
+    expect([named('system'), named('version'), named('x-caused-by-unknown-system')]).toEqual([[SUPPLEMENT], [], [SUPPLEMENT]]);
     expect(errorIssue(await getOperation(t, token, 'CodeSystem/$lookup', { system: SUPPLEMENT, code: 'dog' }), 400).text).toContain('is a supplement');
     // Not applied unasked: the base code system's lookup has no Dutch designation.
     const base = await getOperation(t, token, 'CodeSystem/$lookup', { system: ANIMALS, code: 'dog' });

@@ -160,7 +160,7 @@ export class CompiledConceptSet {
     if (cs === undefined) return new NotLoaded(system, version);
     if (cs === null || cs.content === 'not-present') return this.checkUnverifiable(coding, cs, systemLabel(system, version, loaded.asOf), version);
     // A supplement's concepts are another code system's: no coding is of its system (as CodeSystem/$validate-code answers).
-    if (cs.content === 'supplement') return nonMember(txIssue('error', 'invalid', 'invalid-data', `CodeSystem ${systemLabel(cs.url, cs.version)} is a supplement, so it cannot be used as a value in Coding.system`));
+    if (cs.content === 'supplement') return nonMember(txIssue('error', 'invalid', 'invalid-data', `CodeSystem ${cs.version === undefined ? cs.url : `${cs.url}|${cs.version}`} is a supplement, so can't be used as a value in Coding.system`));
     const entry = cs.find(coding.code);
     if (entry === undefined) return this.checkUnknownCode(coding, cs);
     const listed = this.listed(entry.code, cs);

@@ -83,7 +83,11 @@ export async function validateCodeSystemCode(
   if (subject.kind === 'unusable') return unusable(subject.why, subject.path, subject.code);
   if (cs === null) return unknownCodeSystem(input.target as CodeSystemTarget & { kind: 'url' }, subject, ctx);
   // A code that is not a FHIR `code` (leading, trailing or repeated whitespace) is not echoed: the answer would be invalid FHIR.
-  const echoed = subject.kind === 'coding' && checkPrimitive('code', subject.coding.code) === undefined ? { coding: { code: subject.coding.code, system: cs.url, version: cs.version } } : {};
+  // A supplement is no code system a code can be of: no version of one is echoed, and it is named as the unknown code
+  // system the false answer rests on (x-caused-by-unknown-system), as the reference servers answer.
+  const supplement = cs.content === 'supplement';
+  const version = supplement ? undefined : cs.version;
+  const echoed = subject.kind === 'coding' && checkPrimitive('code', subject.coding.code) === undefined ? { coding: { code: subject.coding.code, system: cs.url, version } } : {};
   const lookup: CodeSystemLookup = { codeSystem: () => cs };
   const whole = new CompiledConceptSet({ system: cs.url, where: `CodeSystem '${cs.url}'` });
   const codings = subject.kind === 'coding' ? [subject.coding] : subject.codings;
@@ -102,7 +106,8 @@ export async function validateCodeSystemCode(
       continue;
     }
     if (cs.content === 'supplement') {
-      const text = `CodeSystem ${systemLabel(cs.url, cs.version)} is a supplement, so it cannot be used as a value in Coding.system`;
+      // HL7's CODESYSTEM_CS_NO_SUPPLEMENT.
+      const text = `CodeSystem ${cs.version === undefined ? cs.url : `${cs.url}|${cs.version}`} is a supplement, so can't be used as a value in Coding.system`;
       issues.push({ ...txIssue('error', 'invalid', 'invalid-data', text), expression: path.replace(/code$/, 'system') });
       continue;
     }
@@ -120,7 +125,7 @@ export async function validateCodeSystemCode(
       ...(outcome.status === undefined ? {} : { status: outcome.status }),
     };
   }
-  return { result: false, ...found, ...echoed, issues };
+  return { result: false, ...found, ...echoed, issues, ...(supplement ? { causedByUnknownSystems: [cs.url] } : {}) };
 }
 
 /** The CodeSystem the operation validates against; null when the one `url` names is not known. */

@@ -132,10 +132,13 @@ function render(r: ValidationResult): string {
  * each once, in alphabetical order, joined by '; '; none without them.
  */
 function messageOf(issues: readonly LocatedIssue[]): string | undefined {
-  const texts = [...new Set(issues.filter((i) => i.severity !== 'information' || i.type === 'invalid-display').map((i) => i.text))];
+  const texts = [...new Set(issues.filter((i) => i.severity === 'error' || MESSAGED.has(i.type)).map((i) => i.text))];
   if (texts.length === 0) return undefined;
   return texts.length === 1 ? texts[0] : texts.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)).join('; ');
 }
+
+/** The findings short of an error that the message repeats: about the concept's status and the display (tx.fhir.org's). */
+const MESSAGED: ReadonlySet<TxIssue['type']> = new Set(['code-comment', 'display-comment', 'invalid-display']);
 
 /** A string as JSON text: quoted as it is unless it holds a character JSON escapes (then as JSON.stringify writes it). */
 function jsonString(s: string): string {

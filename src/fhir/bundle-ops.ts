@@ -9,7 +9,9 @@ import { conditionElement, withEntryIds } from './bundle-match-urls.ts';
 import { splitVersion, versionBeforeWrite, type PendingVersion } from './bundle-versions.ts';
 import { cloneExact, parseExact } from './exact-json.ts';
 import { ConditionRaced, conditionKey, heldToMatch, resolveCondition, showCondition, storedMatch } from './conditional.ts';
-import { deleteVersion, putVersion, reachJudged, refusedNoOp, requireStoredInReach, requireWritableContext, stillJudged, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
+import { deleteVersion, putVersion, reachJudged, refusedNoOp, requireStoredInReach, requireWritableContext, stillJudged, type ContextReads, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
+import { securityContextTarget } from './binary.ts';
+import { lookups } from './core-search.ts';
 import { operationOutcome, unchangedOutcome } from './outcome.ts';
 import type { WrittenResource } from './referential-integrity.ts';
 import { isAbsoluteReference, isIdentity, isUrnReference, parseReference, pathTo, replaceLinks, walkReferences } from './references.ts';
@@ -174,14 +176,43 @@ export function judgesReach(req: FhirRequest, entries: Entry[]): boolean {
   return entries.some((e) => (e.method === 'PUT' || e.method === 'DELETE') && reachJudged(req.access, e.type, e.method === 'PUT' ? 'u' : 'd'));
 }
 
-/** After references are rewritten: each written resource must be within the request's reach (a Binary's securityContext). */
+/**
+ * After references are rewritten: each written resource must be within the request's reach (a Binary's securityContext).
+ * A context another entry writes (a Binary filed under the DocumentReference the same transaction creates, by its
+ * fullUrl: the way a patient's app uploads a document) is judged as that entry writes it, which is itself held to the
+ * token's compartment and filters when written; read from the store, it did not exist yet and every such upload was 403.
+ */
 export async function requireEntriesInReach(deps: FhirDeps, req: FhirRequest, planned: Planned[]): Promise<void> {
   const pace = pacedTurns();
+  const base = deps.fhirBase?.(req.tenant);
+  let written: Map<string, Resource> | undefined;
   for (const p of planned) {
     const r = writtenBy(p);
-    if (r) await requireWritableContext(deps, req, r, p.entry.method === 'POST' ? 'c' : 'u');
+    if (r) {
+      const target = r.resourceType === 'Binary' ? securityContextTarget(r, base) : undefined;
+      written ??= target ? entryWrites(planned) : undefined;
+      const entry = target ? written?.get(`${target.type}/${target.id}`) : undefined;
+      const via = entry && entry !== r ? entryContextReads(deps, req, entry) : undefined;
+      await requireWritableContext(deps, req, r, p.entry.method === 'POST' ? 'c' : 'u', via);
+    }
     await pace();
   }
+}
+
+/** The resources a Bundle's entries write, by `Type/id`. */
+function entryWrites(planned: Planned[]): Map<string, Resource> {
+  const out = new Map<string, Resource>();
+  for (const p of planned) {
+    const r = writtenBy(p);
+    if (r && p.id !== undefined) out.set(`${p.entry.type}/${p.id}`, r);
+  }
+  return out;
+}
+
+/** Reads of a securityContext that is `entry`, as another entry of the Bundle writes it (its compartment and filters). */
+function entryContextReads(deps: FhirDeps, req: FhirRequest, entry: Resource): ContextReads {
+  const now = deps.clock.now();
+  return { read: async () => ({ versionId: 1, lastUpdated: now, deleted: false, content: JSON.stringify(entry) }), lookups: lookups(deps, req.tenant) };
 }
 
 /**

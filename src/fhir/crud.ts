@@ -359,10 +359,11 @@ const sharedContext = (name: string, type: string, perm: Permission) =>
 /**
  * requireContextReadable for the content a write files, and for a token whose writes of Binary are bound to a
  * patient, a securityContext that is a record of a patient (a type of the Patient compartment), not a shared one
- * (a Practitioner, an Organization: content filed there is every patient's to read).
+ * (a Practitioner, an Organization: content filed there is every patient's to read). `via`: how the context is read
+ * when the write is not the only one of its request (a transaction's entry filed under another entry's resource).
  */
-export async function requireWritableContext(deps: FhirDeps, req: FhirRequest, resource: Resource, perm: 'c' | 'u'): Promise<void> {
-  await requireContextReadable(deps, req, resource);
+export async function requireWritableContext(deps: FhirDeps, req: FhirRequest, resource: Resource, perm: 'c' | 'u', via?: ContextReads): Promise<void> {
+  await requireContextReadable(deps, req, resource, via);
   if (resource.resourceType !== 'Binary' || req.access.patientLimit('Binary', perm) === undefined) return;
   const target = securityContextTarget(resource, deps.fhirBase?.(req.tenant));
   if (target && !inPatientCompartment(target.type)) throw sharedContext(resource.id === undefined ? 'The Binary' : `Binary/${resource.id}`, target.type, perm);

@@ -342,7 +342,8 @@ export interface ContextReads {
  * are bound to a patient may not overwrite, refile or delete one without a securityContext (whose file it is nothing
  * says: another patient's report a DocumentReference of theirs names, as feeds store them), nor one filed under a
  * shared record (a Practitioner, an Organization), which it reads but does not write (requireInCompartment) (403).
- * It may create one without a context (an upload before the DocumentReference that names it): requireWritableContext.
+ * It may create one without a context (an upload before the DocumentReference that names it), which is filed under its
+ * patient when it reads its Patient (fileUnfiled): requireWritableContext.
  */
 function requireFiled(access: Access, stored: Resource, base: string | undefined, perm: 'u' | 'd'): void {
   if (access.patientLimit('Binary', perm) === undefined) return;
@@ -357,12 +358,27 @@ const sharedContext = (name: string, type: string, perm: Permission) =>
   new FhirError('forbidden', `${name} is out of reach: it is filed under a ${type}, a shared record a patient-context token may not ${WRITE_VERBS[perm]} content of`);
 
 /**
+ * Files a Binary that a token whose writes of Binary are bound to a patient writes without a securityContext under
+ * that patient (`Patient/{id}`), when the token reads its Patient. Left unfiled, it was no record of the patient's
+ * (requireFiled): the app that uploaded it could neither correct it, file it under the DocumentReference it wrote
+ * next, nor delete it, and every other patient's token read it by its id. A token that may not read its Patient
+ * could not read it filed there, and writes it unfiled, as sent.
+ */
+function fileUnfiled(access: Access, resource: Resource, perm: 'c' | 'u'): void {
+  if (resource.resourceType !== 'Binary' || resource.securityContext !== undefined) return;
+  const patient = access.patientLimit('Binary', perm);
+  if (patient === undefined || !access.can('Patient', 'r')) return;
+  resource.securityContext = { reference: `Patient/${patient}` };
+}
+
+/**
  * requireContextReadable for the content a write files, and for a token whose writes of Binary are bound to a
  * patient, a securityContext that is a record of a patient (a type of the Patient compartment), not a shared one
  * (a Practitioner, an Organization: content filed there is every patient's to read). `via`: how the context is read
  * when the write is not the only one of its request (a transaction's entry filed under another entry's resource).
  */
 export async function requireWritableContext(deps: FhirDeps, req: FhirRequest, resource: Resource, perm: 'c' | 'u', via?: ContextReads): Promise<void> {
+  fileUnfiled(req.access, resource, perm);
   await requireContextReadable(deps, req, resource, via);
   if (resource.resourceType !== 'Binary' || req.access.patientLimit('Binary', perm) === undefined) return;
   const target = securityContextTarget(resource, deps.fhirBase?.(req.tenant));

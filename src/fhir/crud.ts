@@ -361,13 +361,13 @@ const sharedContext = (name: string, type: string, perm: Permission) =>
  * Files a Binary that a token whose writes of Binary are bound to a patient writes without a securityContext under
  * that patient (`Patient/{id}`), when the token reads its Patient. Left unfiled, it was no record of the patient's
  * (requireFiled): the app that uploaded it could neither correct it, file it under the DocumentReference it wrote
- * next, nor delete it, and every other patient's token read it by its id. A token that may not read its Patient
- * could not read it filed there, and writes it unfiled, as sent.
+ * next, nor delete it, and every other patient's token read it by its id. A token that may not read its Patient, or
+ * only through a SMART v2 filter, might not read it filed there, and writes it unfiled, as sent.
  */
 function fileUnfiled(access: Access, resource: Resource, perm: 'c' | 'u'): void {
   if (resource.resourceType !== 'Binary' || resource.securityContext !== undefined) return;
   const patient = access.patientLimit('Binary', perm);
-  if (patient === undefined || !access.can('Patient', 'r')) return;
+  if (patient === undefined || !access.can('Patient', 'r') || access.filters?.('Patient', 'r') !== undefined) return;
   resource.securityContext = { reference: `Patient/${patient}` };
 }
 

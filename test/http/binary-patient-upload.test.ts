@@ -69,10 +69,12 @@ await eachStore((kind, fresh) => {
     });
 
     test("a token that may not read its Patient uploads unfiled, as before; other tokens' uploads are left as sent", async () => {
-      const narrow = fhirClient(t, await craftToken(t, 'launch/patient patient/Binary.cru', { patient: 'pa' }));
-      const created = await narrow.create(file('narrow'));
-      expect((await stored(created.id)).securityContext).toBeUndefined();
-      expect((await narrow.get(`Binary/${created.id}`)).status).toBe(200);
+      for (const scope of ['patient/Binary.cru', 'patient/Binary.cru patient/Patient.rs?gender=female']) {
+        const narrow = fhirClient(t, await craftToken(t, `launch/patient ${scope}`, { patient: 'pa' }));
+        const created = await narrow.create(file('narrow'));
+        expect({ scope, context: (await stored(created.id)).securityContext }).toEqual({ scope, context: undefined });
+        expect((await narrow.get(`Binary/${created.id}`)).status).toBe(200);
+      }
       const staff = fhirClient(t, await craftToken(t, 'user/*.cruds'));
       expect((await stored((await staff.create(file('staff'))).id)).securityContext).toBeUndefined();
     });

@@ -70,6 +70,8 @@ function postgresName(url: string): string {
  * is never written to a new database no server reads (a CINDER_DATA_DIR not exported, a server started with
  * `--data-dir`). A PostgreSQL database exists before Cinder does: one without Cinder's migrations is refused.
  * `created`, with `create`: the configuration found no Cinder database, and this made one (migrate) or will.
+ * A database with every migration of this release applied is not migrated (nor locked): the start costs one read
+ * of `schema_migrations`. Migrations a newer Cinder applied are left alone, as the migration would (a rolling upgrade).
  */
 export async function openContext(io: CliIO, flags: Record<string, string> = {}, migrate = true, create: boolean | 'missing' = false) {
   const config: Config = loadConfig(io.env, flags);
@@ -84,11 +86,14 @@ export async function openContext(io: CliIO, flags: Record<string, string> = {},
     onAvailabilityChange: (down, err) => (down ? log.warn('database unreachable: answering 503 until it is back', { err }) : log.info('database reachable again')),
   });
   try {
-    if (postgres && (await store.schema()).version === 0) {
+    // One read of the applied migrations; the migration (a transaction under the migration lock, on SQLite the
+    // write lock) runs only when this release's are not all applied, and re-reads them under its lock.
+    const schema = await store.schema();
+    if (postgres && schema.version === 0) {
       if (!create) throw new NoDatabaseError(`the PostgreSQL ${postgresName(config.databaseUrl)} holds no Cinder schema: ${noDatabaseAdvice('CINDER_DATABASE_URL')}`);
       created = true;
     }
-    if (migrate) await store.migrate();
+    if (migrate && schema.pending.length > 0) await store.migrate();
   } catch (err) {
     await store.close().catch(() => undefined); // the refusal or the failure is what to report
     throw err;

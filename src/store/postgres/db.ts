@@ -134,7 +134,7 @@ export type Pg = postgres.Sql<PgTypes>;
 export type PgTx = postgres.TransactionSql<PgTypes>;
 
 /** Process-independent key for the migration lock (any constant; "cinder" in ASCII). */
-const MIGRATION_LOCK = 0x63696e646572;
+export const MIGRATION_LOCK = 0x63696e646572;
 
 /**
  * Applies pending migrations in one transaction under `pg_advisory_xact_lock`, so processes starting
@@ -157,12 +157,21 @@ export async function runMigrations(sql: Pg, migrations: PgMigration[], now: num
   });
 }
 
-/** The rows of `schema_migrations`, none when the table does not exist (a database Cinder never migrated). */
+/**
+ * The rows of `schema_migrations`, none when the table does not exist (a database Cinder never migrated): one
+ * statement, what every command's start reads (src/cli/context.ts).
+ */
 export async function appliedMigrations(sql: Pg): Promise<{ version: number; name: string }[]> {
-  const [table] = await sql<{ name: string | null }[]>`SELECT to_regclass('schema_migrations')::text AS name`;
-  if (!table?.name) return [];
-  return sql<{ version: number; name: string }[]>`SELECT version, name FROM schema_migrations ORDER BY version`;
+  try {
+    return await sql<{ version: number; name: string }[]>`SELECT version, name FROM schema_migrations ORDER BY version`;
+  } catch (err) {
+    if (err instanceof postgres.PostgresError && err.code === UNDEFINED_TABLE) return [];
+    throw err;
+  }
 }
+
+/** SQLSTATE undefined_table: a statement named a table the database does not have. */
+const UNDEFINED_TABLE = '42P01';
 
 /** SQLSTATEs a caller can resolve by retrying or reporting a conflict: unique_violation, deadlock, serialization failure. */
 const CONFLICT_CODES = new Set(['23505', '40P01', '40001']);

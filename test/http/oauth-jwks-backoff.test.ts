@@ -3,7 +3,8 @@
  * token endpoint against a real HTTP server on the loopback (CINDER_JWKS_ALLOW_PRIVATE=true). Once the cached copy
  * has expired, one token request waits for the download's timeout and is served from the last good copy; the next
  * ones are answered at once from it, the host left alone during a back-off. Without it every token request of the
- * client waited for the 5 s timeout.
+ * client waited for the 5 s timeout. The back-off is tested with the app's fetch (AppDeps.fetch) giving up after
+ * DEADLINE_MS, as a download that times out does; the 5 s timeout itself once, with the app's own fetch.
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
@@ -39,6 +40,13 @@ afterAll(() => {
   server.stop(true);
 });
 
+/** When the test's fetch gives up on a download (the fetcher's own timeout, 5 s, is tested once, below). */
+const DEADLINE_MS = 1_000;
+
+/** The global fetch, giving up after DEADLINE_MS as well as when the fetcher's own timeout aborts it. */
+const shortDeadline = ((input: string | URL | Request, init: RequestInit = {}) =>
+  fetch(input, { ...init, signal: AbortSignal.any([...(init.signal ? [init.signal] : []), AbortSignal.timeout(DEADLINE_MS)]) })) as typeof fetch;
+
 async function tokenRequest(t: TestApp, clientId: string): Promise<{ status: number; error?: string; ms: number }> {
   const now = Math.floor(t.clock.now() / 1000);
   const jwt = await new SignJWT({ iss: clientId, sub: clientId, aud: 'http://cinder.test/oauth2/token', exp: now + 240, iat: now, jti: crypto.randomUUID() })
@@ -51,7 +59,7 @@ async function tokenRequest(t: TestApp, clientId: string): Promise<{ status: num
 
 for (const target of targets) {
   test(`${target.kind}: a JWK Set host that stops answering holds one token request for the timeout, not each`, async () => {
-    const t = await createTestApp({ store: (await target.migrated()).open(), env: { CINDER_JWKS_ALLOW_PRIVATE: 'true' } });
+    const t = await createTestApp({ store: (await target.migrated()).open(), env: { CINDER_JWKS_ALLOW_PRIVATE: 'true' }, fetch: shortDeadline });
     try {
       const base = `http://127.0.0.1:${server.port}`;
       const known = (await createClient(t.store, t.clock, { tenant: 't1', scopes: ['system/*.read'], jwksUrl: `${base}/known.json` })).client.clientId;
@@ -66,13 +74,13 @@ for (const target of targets) {
       // The copy expired: one request tries the host, waits for the timeout, and is served from the last good copy.
       const first = await tokenRequest(t, known);
       expect(first.status).toBe(200);
-      expect(first.ms).toBeGreaterThan(4_000);
+      expect(first.ms).toBeGreaterThan(DEADLINE_MS * 0.9);
       expect(downloads).toBe(2);
-      // The next ones are answered at once, the host left alone.
+      // The next ones are answered at once (well within the deadline each would wait), the host left alone.
       for (let i = 0; i < 3; i++) {
         const next = await tokenRequest(t, known);
         expect(next.status).toBe(200);
-        expect(next.ms).toBeLessThan(1_000);
+        expect(next.ms).toBeLessThan(DEADLINE_MS / 2);
       }
       expect(downloads).toBe(2);
 
@@ -82,7 +90,7 @@ for (const target of targets) {
       expect(downloads).toBe(3);
       const again = await tokenRequest(t, unseen);
       expect(again).toMatchObject({ status: 400, error: 'invalid_client' });
-      expect(again.ms).toBeLessThan(1_000);
+      expect(again.ms).toBeLessThan(DEADLINE_MS / 2);
       expect(downloads).toBe(3);
 
       // The host is back: after the back-off it is downloaded again, and both clients get tokens.
@@ -96,3 +104,21 @@ for (const target of targets) {
     }
   }, 60_000);
 }
+
+// The download's own timeout (src/auth/jwks-fetch.ts, 5 s), with the app's own fetch: a host that accepts the
+// connection and never answers holds a token request of a client without a good copy that long, and no longer.
+// The store plays no part in it: one is enough.
+test('a JWK Set host that never answers holds a token request for the 5 s download timeout, then the client is refused', async () => {
+  const t = await createTestApp({ store: (await targets[0]!.migrated()).open(), env: { CINDER_JWKS_ALLOW_PRIVATE: 'true' } });
+  try {
+    const client = (await createClient(t.store, t.clock, { tenant: 't1', scopes: ['system/*.read'], jwksUrl: `http://127.0.0.1:${server.port}/never.json` })).client.clientId;
+    down = true;
+    const refused = await tokenRequest(t, client);
+    expect(refused).toMatchObject({ status: 400, error: 'invalid_client' });
+    expect(refused.ms).toBeGreaterThan(4_900);
+    expect(refused.ms).toBeLessThan(8_000);
+  } finally {
+    down = false;
+    await t.close();
+  }
+}, 60_000);

@@ -376,6 +376,54 @@ export function memberPath(text: string, at: number): { path: string; name: stri
   return { path, name };
 }
 
+/**
+ * The element whose string `text` ends inside (the text of a JSON document cut at some character of a string):
+ * its path (`name[0].family`, a member's name or an array's item), led by the root's resourceType when that was
+ * given before (`Patient.name[0].family`); undefined when `text` does not end inside a string. For an error
+ * message (a byte that is not UTF-8), so it runs only once one is found.
+ */
+export function openStringPath(text: string): string | undefined {
+  const steps: (string | number)[] = [];
+  const arrays: boolean[] = [];
+  let level = -1;
+  let expectName = false;
+  let type: string | undefined;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 34) {
+      const end = stringEnd(text, i);
+      if (end < 0) {
+        if (expectName || level < 0) return undefined;
+        let path = '';
+        for (let l = 0; l <= level; l++) {
+          const step = steps[l]!;
+          path += typeof step === 'number' ? `[${step}]` : path === '' ? step : `.${step}`;
+        }
+        return type !== undefined && /^[A-Z][A-Za-z]*$/.test(type) ? `${type}.${path}` : path;
+      }
+      if (expectName) {
+        steps[level] = nameAt(text, i, end);
+        expectName = false;
+      } else if (level === 0 && !arrays[0] && steps[0] === 'resourceType') {
+        type = nameAt(text, i, end);
+      }
+      i = end;
+    } else if (c === 123 || c === 91) {
+      level++;
+      arrays[level] = c === 91;
+      steps[level] = 0;
+      expectName = c === 123;
+    } else if (c === 125 || c === 93) {
+      level--;
+      expectName = false;
+    } else if (c === 44) {
+      if (arrays[level]) (steps[level] as number)++;
+      else expectName = true;
+    }
+  }
+  return undefined;
+}
+
 function literalsOf(holder: Holder): Map<string, string> {
   let own = LITERALS.get(holder);
   if (own === undefined) LITERALS.set(holder, (own = new Map()));

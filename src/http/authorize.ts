@@ -12,6 +12,7 @@ import { pickerPage } from '../auth/picker-page.ts';
 import { rateLimitKey } from '../auth/rate-limit.ts';
 import { randomToken } from '../auth/secrets.ts';
 import { basePathOf, bodyLimits } from '../config.ts';
+import { FhirError } from '../errors.ts';
 import { readLimited } from './body.ts';
 import { clientIp } from './client-ip.ts';
 import { cookieValue, formTarget, htmlHeaders, sameToken, seeOther } from './html.ts';
@@ -127,7 +128,8 @@ async function readLoginForm(c: Context, limit: number): Promise<URLSearchParams
   const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
   if (type !== 'application/x-www-form-urlencoded') throw new AuthorizePageError('The sign-in form must be posted as application/x-www-form-urlencoded.');
   const text = await readLimited(c.req.raw, limit).catch((err: unknown) => {
-    throw new AuthorizePageError('The sign-in form is too large.', { cause: err });
+    const tooLarge = !(err instanceof FhirError) || err.category === 'too-large';
+    throw new AuthorizePageError(tooLarge ? 'The sign-in form is too large.' : `The sign-in form could not be read: ${err.message}`, { cause: err });
   });
   return new URLSearchParams(text);
 }

@@ -1,7 +1,9 @@
 import { FhirError } from '../errors.ts';
 import { firstNonAscii, isAsciiLabel } from '../fhir/charset.ts';
+import { openStringPath } from '../fhir/exact-json.ts';
 import { parseJsonPaced } from '../fhir/json-paced.ts';
 import { pacedTurns } from '../fhir/turns.ts';
+import { decodeUtf8, NotUtf8Error, utf8Stream } from '../fhir/utf8.ts';
 import { parseFhirXmlPaced } from '../fhir/xml/from-xml-paced.ts';
 import { R4_VERSION, XML_TYPES } from './fhir-response.ts';
 
@@ -124,19 +126,63 @@ async function eachChunk(req: Request, limit: number, codings: string[], each: (
  * Reads at most `limit` bytes of the request body as text (decoded from a gzip or deflate
  * Content-Encoding: the limit is the decoded size's); 413 beyond that, 415 for another coding. A
  * leading byte order mark is dropped, however the body is framed (RFC 8259 8.1 lets a JSON parser
- * ignore it; Windows tools write it). UTF-8 is decoded as fetch's `text()` decodes it (WHATWG Encoding,
- * "UTF-8 decode"), a part at a time as eachChunk hands them on (a streaming decoder: the same text).
+ * ignore it; Windows tools write it). The text is UTF-8 (src/fhir/utf8.ts): a body that is not is a
+ * 400 naming the offset of its first bad byte, never text with U+FFFD in its place.
  */
-export async function readLimited(req: Request, limit: number): Promise<string> {
+export function readLimited(req: Request, limit: number): Promise<string> {
+  return readText(req, limit, 'text');
+}
+
+/** What a body holds, for the 400 of one that is not UTF-8: FHIR JSON, FHIR XML, or other text (a form, a JSON Patch, a GraphQL query). */
+type BodyKind = 'json' | 'xml' | 'text';
+
+/**
+ * readLimited's text; a FHIR body (`kind`) that is not UTF-8 says so, and a JSON one names the element its bad byte falls in. A body of at most
+ * BODY_PIECE bytes is read whole and decoded at once, a larger one a part at a time as eachChunk hands them on (a
+ * streaming decoder: the same text, a character split between parts decoded whole, a bad byte in any part refused).
+ */
+async function readText(req: Request, limit: number, kind: BodyKind): Promise<string> {
   const codings = contentCodings(req);
-  // With a declared length within the limit the server frames the body: a small one is read natively, without
-  // materialising `req.body` as a stream (which costs more than the read itself).
-  if (codings.length === 0 && declaredWithin(req, limit) && Number(req.headers.get('content-length')) <= BODY_PIECE) return req.text();
-  const utf8 = new TextDecoder('utf-8', { ignoreBOM: false });
-  const parts: string[] = [];
-  await eachChunk(req, limit, codings, (chunk) => parts.push(utf8.decode(chunk, { stream: true })));
-  parts.push(utf8.decode());
-  return parts.join('');
+  try {
+    // With a declared length within the limit the server frames the body: a small one is read natively, without
+    // materialising `req.body` as a stream (which costs more than the read itself).
+    if (codings.length === 0 && declaredWithin(req, limit) && Number(req.headers.get('content-length')) <= BODY_PIECE) return decodeUtf8(await req.bytes());
+    const parts: string[] = [];
+    const utf8 = utf8Stream(() => parts.join(''));
+    await eachChunk(req, limit, codings, (chunk) => parts.push(utf8.decode(chunk)));
+    parts.push(utf8.end());
+    return parts.join('');
+  } catch (err) {
+    throw err instanceof NotUtf8Error ? notUtf8Body(err, kind, req.headers.get('content-type') ?? undefined) : err;
+  }
+}
+
+/**
+ * The 400 of a body that is not UTF-8: the offset of its first bad byte and, in FHIR JSON, the element whose string
+ * holds it, in the message and as its expression.
+ */
+function notUtf8Body(err: NotUtf8Error, kind: BodyKind, header: string | undefined): FhirError {
+  // A body declared US-ASCII (requireUtf8) is not in the charset it declares: the 415 requireUtf8 answers for it.
+  const charset = charsetOf(header);
+  if (charset !== undefined && isAsciiLabel(charset)) {
+    return new FhirError('unsupported-media', `Content-Type '${header}' declares charset ${charset}, but the body holds ${err.message}, which is not US-ASCII: send FHIR bodies in UTF-8, with charset=utf-8 or no charset`, { cause: err });
+  }
+  const path = kind === 'json' ? openStringPath(err.before) : undefined;
+  const where = path === undefined ? '' : `, in ${path}`;
+  const rule = kind === 'text' ? '' : ' (FHIR R4 http.html: "UTF-8 SHALL be used")';
+  return new FhirError('structure', `Request body is not valid UTF-8: ${err.message}${where}; send it in UTF-8${rule}`, {
+    ...(path !== undefined && { expression: [path] }),
+    cause: err,
+  });
+}
+
+/**
+ * readLimited for a body that may be a FHIR resource: one that is not UTF-8 names the element its bad byte falls in
+ * when its Content-Type is FHIR JSON's (or none: read as FHIR JSON), and says FHIR content is UTF-8 when it is FHIR XML.
+ */
+export function readFhirText(req: Request, limit: number): Promise<string> {
+  const type = req.headers.get('content-type') ?? undefined;
+  return readText(req, limit, isXmlBodyType(type) ? 'xml' : type === undefined || isFhirBodyType(type) ? 'json' : 'text');
 }
 
 /**
@@ -193,7 +239,7 @@ function parseFhirText(text: string, contentType: string | undefined): unknown {
 /** Checks the media type (415 otherwise) and parses the FHIR JSON or XML body (400 when malformed). */
 export async function readFhirBody(req: Request, limit: number): Promise<unknown> {
   requireFhirMediaType(req);
-  const text = await readLimited(req, limit);
+  const text = await readFhirText(req, limit);
   if (text.trim() === '') throw new FhirError('structure', 'Request body is empty');
   requireUtf8(req.headers.get('content-type') ?? undefined, text);
   return parseFhirText(text, req.headers.get('content-type') ?? undefined);
@@ -201,7 +247,7 @@ export async function readFhirBody(req: Request, limit: number): Promise<unknown
 
 /** readFhirBody for a body that may be absent (an operation without parameters): undefined when empty. */
 export async function readOptionalFhirBody(req: Request, limit: number): Promise<unknown> {
-  const text = await readLimited(req, limit);
+  const text = await readFhirText(req, limit);
   if (text.trim() === '') return undefined;
   requireFhirMediaType(req);
   requireUtf8(req.headers.get('content-type') ?? undefined, text);
@@ -217,6 +263,11 @@ function isUtf8Label(label: string): boolean {
   }
 }
 
+/** The `charset` parameter of a Content-Type, as written; undefined without one. */
+function charsetOf(header: string | undefined): string | undefined {
+  return /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(header ?? '')?.[1];
+}
+
 /**
  * FHIR bodies are UTF-8 (R4 http.html, "UTF-8 SHALL be used"; RFC 8259 8.1 for JSON): a Content-Type
  * declaring another `charset` (ISO-8859-1, UTF-16) is a 415, since its text would be misread; `utf-8` in
@@ -226,7 +277,7 @@ function isUtf8Label(label: string): boolean {
  * (src/fhir/xml/xml-parse.ts).
  */
 export function requireUtf8(header: string | undefined, text?: string): void {
-  const charset = /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(header ?? '')?.[1];
+  const charset = charsetOf(header);
   if (charset === undefined || isUtf8Label(charset)) return;
   if (isAsciiLabel(charset)) {
     const outside = text === undefined ? undefined : firstNonAscii(text);

@@ -34,7 +34,7 @@ import { DEFAULT_HTTP_LIMIT, expunge, expungeOptions, expungeParameters, require
 import { checkTypeAndId } from '../fhir/resource.ts';
 import { FhirError } from '../errors.ts';
 import type { ResourceVersion } from '../store/types.ts';
-import { readFhirBody, readLimited, readOptionalFhirBody, requireUtf8 } from './body.ts';
+import { readFhirBody, readFhirText, readLimited, readOptionalFhirBody, requireUtf8 } from './body.ts';
 import type { AppEnv } from './env.ts';
 import { parsePrefer } from './prefer.ts';
 import { fhirJson, notModified, readConditions, versionHeaders, versionResponse, type ReadConditions } from './fhir-response.ts';
@@ -407,7 +407,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   const patchBody = async (c: Context<AppEnv>) => {
     const type = c.req.header('content-type') ?? '';
     requireUtf8(type);
-    const text = await readLimited(c.req.raw, deps.limits.resource);
+    const text = await readFhirText(c.req.raw, deps.limits.resource);
     requireUtf8(type, text);
     return parsePatch(type, text);
   };

@@ -15,6 +15,8 @@ const line = (r: Json) => JSON.stringify(r) + '\n';
 const pat = (id: string, extra: Json = {}) => ({ resourceType: 'Patient', id, ...extra });
 const obs = (id: string) => ({ resourceType: 'Observation', id, status: 'final', code: { text: 'x' } });
 
+const LATIN1_LINES = Buffer.concat([Buffer.from(line(pat('l1', { name: [{ family: 'K\u00f6ln' }] }))), Buffer.from(line(pat('l2', { name: [{ family: 'M\xfcller' }] })), 'latin1'), Buffer.from(line(pat('l3')))]);
+
 /** A file server for the inputs, on a real port. `/slow` sends one line, then waits for `release()`. */
 function inputServer() {
   let release!: () => void;
@@ -22,6 +24,9 @@ function inputServer() {
   const files: Record<string, () => Response> = {
     '/patients.ndjson': () => new Response(line(pat('a1')) + line(pat('a2')) + line(pat('a3'))),
     '/mixed.ndjson': () => new Response(line(pat('m1')) + '{not json\n' + line(pat('m2', { gender: 'sometimes' })) + '\n' + line(pat('m3'))),
+    // Line 2 in Latin-1 (M\xfcller: byte 0xFC), the others UTF-8; gzipped too.
+    '/latin1.ndjson': () => new Response(LATIN1_LINES),
+    '/latin1.ndjson.gz': () => new Response(gzipSync(LATIN1_LINES)),
     '/observations.ndjson': () => new Response(line(obs('o1')) + line(pat('stray')) + line(obs('o2'))),
     '/patients.ndjson.gz': () => new Response(gzipSync(line(pat('g1')) + line(pat('g2'))), { headers: { 'Content-Type': 'application/gzip' } }),
     '/moved': () => new Response(null, { status: 302, headers: { Location: '/patients.ndjson' } }),
@@ -134,6 +139,24 @@ await eachStore((kind, fresh) => {
       expect(issues[1]).toMatchObject({ severity: 'error', expression: ['Patient.gender'] });
       expect((await read('Patient/m3')).status).toBe(200);
       expect((await read('Patient/m2')).status).toBe(404);
+    });
+
+    test('a line that is not UTF-8 is a failed line at its Line[n], naming its offsets and element; the lines around it are imported (plain and gzip)', async () => {
+      const body = await done(await accepted(params([['Patient', files.url('/latin1.ndjson')], ['Patient', files.url('/latin1.ndjson.gz')]])));
+      expect(body.output.map((o: Json) => o.count)).toEqual([2, 2]);
+      const inLine = Buffer.from(line(pat('l2', { name: [{ family: 'M\xfcller' }] })), 'latin1').indexOf(0xfc);
+      const inFile = LATIN1_LINES.indexOf(0xfc);
+      for (const entry of body.error as Json[]) {
+        expect(entry.count).toBe(1);
+        expect(entry.outcome.issue).toEqual([{
+          severity: 'error', code: 'structure', location: ['Line[2]'], expression: ['Patient.name[0].family'],
+          details: { text: `line 2: the line is not valid UTF-8: byte 0xFC at byte offset ${inLine} (counting from 0) of the line, byte offset ${inFile} of the input, in Patient.name[0].family: not read` },
+          diagnostics: `line 2: the line is not valid UTF-8: byte 0xFC at byte offset ${inLine} (counting from 0) of the line, byte offset ${inFile} of the input, in Patient.name[0].family: not read`,
+        }]);
+      }
+      expect(((await (await read('Patient/l1')).json()) as Json).name[0].family).toBe('K\u00f6ln');
+      expect((await read('Patient/l3')).status).toBe(200);
+      expect((await read('Patient/l2')).status).toBe(404);
     });
 
     test('an input lists its first 1,000 failures inline, counts the rest, and links the NDJSON file of every one', async () => {

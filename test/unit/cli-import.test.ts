@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
 import { closeSync, openSync, rmSync, writeFileSync, writeSync } from 'node:fs';
-import { MAX_LINE_CHARS } from '../../src/fhir/import/lines.ts';
+import { MAX_LINE_BYTES } from '../../src/fhir/import/lines.ts';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import type { Store } from '../../src/store/types.ts';
@@ -203,17 +203,17 @@ describe('cinder import: JSON documents', () => {
     expect((await readJson('Patient', patientId)).name).toEqual([{ family: 'Tx' }]);
   });
 
-  test('a line longer than MAX_LINE_CHARS is a failed line, skipped without being held; the next lines are imported', async () => {
+  test('a line longer than MAX_LINE_BYTES is a failed line, skipped without being held; the next lines are imported', async () => {
     const path = join(cli.dir, 'long.ndjson');
     const fd = openSync(path, 'w');
     const mib = Buffer.alloc(1024 * 1024, 0x61);
     writeSync(fd, '{"resourceType":"Patient","id":"a"}\n');
-    for (let i = 0; i <= MAX_LINE_CHARS / mib.length; i++) writeSync(fd, mib);
+    for (let i = 0; i <= MAX_LINE_BYTES / mib.length; i++) writeSync(fd, mib);
     writeSync(fd, '\n{"resourceType":"Patient","id":"b"}\n');
     closeSync(fd);
     const r = await cli.run(['import', '--tenant', 't1', path]);
     rmSync(path);
-    expect(r.stderr.trim()).toBe(`${path}:2: the line holds ${MAX_LINE_CHARS + mib.length} characters, more than the ${MAX_LINE_CHARS} a line may hold: not read`);
+    expect(r.stderr.trim()).toBe(`${path}:2: the line holds ${MAX_LINE_BYTES + mib.length} bytes, more than the ${MAX_LINE_BYTES} a line may hold: not read`);
     expect(r.stdout).toMatch(/Imported 2 resources .*; 1 failed\.\n$/);
     await readJson('Patient', 'b');
   }, 60_000);

@@ -3,10 +3,11 @@ import { operatorAccess } from '../access.ts';
 import { UnmatchedConditionalReference } from '../bundle-conditional.ts';
 import { isUnchangedEntry, unmatchedUrn } from '../bundle-ops.ts';
 import type { FhirDeps } from '../crud.ts';
-import { carryLiterals } from '../exact-json.ts';
+import { carryLiterals, openStringPath } from '../exact-json.ts';
 import { isUrnReference, walkReferences } from '../references.ts';
 import { asResource, newId, parseBounded, requireStorable, type Resource } from '../resource.ts';
 import { processBundle } from '../transaction.ts';
+import type { NotUtf8Error } from '../utf8.ts';
 import { addLoose, type LooseContext, type LooseResource } from './loose.ts';
 
 type Json = Record<string, unknown>;
@@ -29,6 +30,21 @@ export function parseResource(text: string): Resource {
   const value = parseBounded(text, 'The resource', (err) => new FhirError('structure', `malformed JSON: ${err.message}`));
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new FhirError('structure', 'not a JSON object');
   return requireStorable(asResource(value));
+}
+
+/**
+ * The failure of a document that is not UTF-8 (FHIR JSON and XML are, R4 json.html and xml.html): its first bad
+ * byte's offset and text line and, in JSON, the element whose string holds it (the issue's expression too).
+ */
+export function documentNotUtf8(err: NotUtf8Error, format: DocumentFormat): FhirError {
+  const path = format === 'json' ? openStringPath(err.before) : undefined;
+  let line = 1;
+  for (let nl = err.before.indexOf('\n'); nl >= 0; nl = err.before.indexOf('\n', nl + 1)) line++;
+  const where = path === undefined ? '' : `, in ${path}`;
+  return new FhirError('structure', `the file is not valid UTF-8: ${err.message}, on line ${line}${where}: not read`, {
+    ...(path !== undefined && { expression: [path] }),
+    cause: err,
+  });
 }
 
 /** The formats of an import document: FHIR JSON or FHIR XML (R4 xml.html). */

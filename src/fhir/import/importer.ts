@@ -6,14 +6,15 @@ import type { Access } from '../access.ts';
 import { carryLiterals } from '../exact-json.ts';
 import { createBatchWriter, DEFAULT_BATCH_LIMITS, type BatchOptions } from './batches.ts';
 import { createDeferredQueue } from './deferred.ts';
-import { importDocument, parseResource, type DocumentContext, type DocumentFormat } from './document.ts';
+import { documentNotUtf8, importDocument, parseResource, type DocumentContext, type DocumentFormat } from './document.ts';
 import { addLoose, type IssuePlace, type LooseContext } from './loose.ts';
 import { CHUNK_CHARS, CHUNK_RESOURCES, idOfLine, type PreparedChunk } from './ndjson.ts';
 import type { LineIds } from './line-ids.ts';
 import { createPreparer, type Preparer } from './preparer.ts';
 import { importProfiles } from './profiles.ts';
 import { createRunReferences } from './run-references.ts';
-import { decodeUtf8, importXmlDocument } from './xml-document.ts';
+import { decodedText, importXmlDocument } from './xml-document.ts';
+import { decodeUtf8, NotUtf8Error } from '../utf8.ts';
 
 /** `place` without its undefined members, so that an issue lists only what applies. */
 function definedOf(place: IssuePlace | undefined): IssuePlace {
@@ -272,11 +273,19 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
       },
     };
     if (format === 'xml') {
-      const text = decodeUtf8(source.blob.stream(), deferrable ? (n) => (progress.bytesRead += n) : undefined);
+      const text = decodedText(source.blob.stream(), deferrable ? (n) => (progress.bytesRead += n) : undefined);
       return importXmlDocument(fhir, ctx, text, deferrable);
     }
-    const text = await source.blob.text();
+    const bytes = await source.blob.bytes();
     if (deferrable) progress.bytesRead += source.blob.size;
+    let text: string;
+    try {
+      text = decodeUtf8(bytes);
+    } catch (err) {
+      if (!(err instanceof NotUtf8Error)) throw err;
+      const refused = documentNotUtf8(err, 'json');
+      return ctx.fail(refused.message, 1, refused.issues[0]!.expression ? { issues: refused.issues } : undefined);
+    }
     await importDocument(fhir, ctx, text, deferrable);
   }
 

@@ -1,11 +1,13 @@
 import { FhirError, type FhirIssue } from '../../errors.ts';
+import { openStringPath } from '../exact-json.ts';
+import { NotUtf8Error } from '../utf8.ts';
 import { mayBeStored, prepareVersion, refusedVersion, type PreparedVersion } from '../prepared.ts';
 import { newId, type Resource } from '../resource.ts';
 import { requireValid } from '../validation/check.ts';
 import type { ValidationLevel } from '../validation/validate.ts';
 import type { LineCheck } from './profiles.ts';
 import { parseResource } from './document.ts';
-import { MAX_LINE_CHARS, readLines } from './lines.ts';
+import { MAX_LINE_BYTES, readLines, type Line } from './lines.ts';
 import { hasUrnReference } from './run-references.ts';
 import { lineId, type LineIds } from './line-ids.ts';
 
@@ -52,12 +54,13 @@ export async function* prepareNdjson(blob: Blob, validation: ValidationLevel, ba
   let chunk: PreparedChunk = { versions: [], urns: [], issues: [], bytes: 0 };
   let chars = 0;
   for await (const lines of readLines(blob.stream(), (n) => (chunk.bytes += n))) {
-    for (const { number, text, tooLong } of lines) {
-      if (tooLong === undefined && text.trim() === '') continue;
+    for (const { number, text, tooLong, notUtf8 } of lines) {
+      if (tooLong === undefined && notUtf8 === undefined && text.trim() === '') continue;
       // Set once the line is a resource of the input's type naming an id it may be stored under: validation may refuse it.
       let named: { resource: Resource; id: string } | undefined;
       try {
-        if (tooLong !== undefined) throw new FhirError('too-large', `the line holds ${tooLong} characters, more than the ${MAX_LINE_CHARS} a line may hold: not read`);
+        if (tooLong !== undefined) throw new FhirError('too-large', `the line holds ${tooLong} bytes, more than the ${MAX_LINE_BYTES} a line may hold: not read`);
+        if (notUtf8 !== undefined) throw lineNotUtf8(notUtf8);
         const resource = parseResource(text);
         if (type !== undefined && resource.resourceType !== type) throw wrongType(resource.resourceType, type);
         if (mayBeStored(resource)) named = { resource, id: resource.id };
@@ -102,6 +105,19 @@ export function idOfLine(line: number, ids: LineIds | undefined): string {
   return (ids && lineId(ids, line)) ?? newId();
 }
 
+/**
+ * A line that is not UTF-8 (NDJSON is, Bulk Data's ndjson.org format and FHIR's JSON alike): its first bad byte's
+ * offset in the line and in the input and the element whose string holds it (an issue's expression too), not read.
+ */
+function lineNotUtf8({ error, inInput }: NonNullable<Line['notUtf8']>): FhirError {
+  const path = openStringPath(error.before);
+  const where = path === undefined ? '' : `, in ${path}`;
+  return new FhirError('structure', `the line is not valid UTF-8: ${error.message} of the line, byte offset ${inInput} of the input${where}: not read`, {
+    ...(path !== undefined && { expression: [path] }),
+    cause: error,
+  });
+}
+
 /** A resource in an input of another type (the input's `type`, named at `$import`). */
 function wrongType(found: string, type: string): FhirError {
   return new FhirError('invalid', `resourceType '${found}' is not the type of this input (${type})`, { expression: ['resourceType'] });
@@ -109,6 +125,7 @@ function wrongType(found: string, type: string): FhirError {
 
 function lineIssue(line: number, err: Error): LineIssue {
   const issue: LineIssue = { line, message: err.message };
-  if (err instanceof FhirError && err.status === 422) issue.issues = err.issues;
+  // An invalid resource's problems, or the element a byte that is not UTF-8 falls in.
+  if (err instanceof FhirError && (err.status === 422 || (err.cause instanceof NotUtf8Error && err.issues[0]?.expression))) issue.issues = err.issues;
   return issue;
 }

@@ -3,20 +3,49 @@ import type { FhirDeps } from '../crud.ts';
 import { asResource, requireStorable, type Resource } from '../resource.ts';
 import { jsonValue } from '../xml/from-xml.ts';
 import { streamFhirXml, type StreamedEntry } from '../xml/from-xml-stream.ts';
-import { collectionItem, importResource, locatedXmlError, type DocumentContext } from './document.ts';
+import { NotUtf8Error, utf8Stream } from '../utf8.ts';
+import { collectionItem, documentNotUtf8, importResource, locatedXmlError, type DocumentContext } from './document.ts';
 import { addLoose } from './loose.ts';
 
 /** Text that is not well-formed XML, as an import names it (with its line and column), as malformed JSON is named. */
 const malformed = (err: Error) => new FhirError('structure', `malformed XML: ${err.message}`, { cause: err });
 
-/** The text of a byte stream, decoded as UTF-8 (as `Blob.text()` does) a chunk at a time. */
-export async function* decodeUtf8(stream: ReadableStream<Uint8Array>, onBytes?: (n: number) => void): AsyncGenerator<string> {
-  const decoder = new TextDecoder('utf-8');
+/**
+ * The text of a byte stream, decoded from UTF-8 a chunk at a time (a leading BOM dropped); a 400 (documentNotUtf8)
+ * at the first byte that is not UTF-8, once the text before it is handed on.
+ */
+export async function* decodedText(stream: ReadableStream<Uint8Array>, onBytes?: (n: number) => void): AsyncGenerator<string> {
+  // The text handed on so far, for the error's line: held only as the count of its line breaks and its last line.
+  let lines = 0;
+  let last = '';
+  const utf8 = utf8Stream(() => '\n'.repeat(lines) + last);
+  const seen = (text: string): string => {
+    const nl = text.lastIndexOf('\n');
+    if (nl < 0) last += text;
+    else {
+      for (let at = text.indexOf('\n'); at >= 0 && at <= nl; at = text.indexOf('\n', at + 1)) lines++;
+      last = text.slice(nl + 1);
+    }
+    return text;
+  };
+  const read = (decode: () => string): { text: string; refused?: NotUtf8Error } => {
+    try {
+      return { text: seen(decode()) };
+    } catch (err) {
+      if (!(err instanceof NotUtf8Error)) throw err;
+      return { text: err.partial, refused: err };
+    }
+  };
   for await (const bytes of stream) {
     onBytes?.(bytes.byteLength);
-    yield decoder.decode(bytes, { stream: true });
+    const { text, refused } = read(() => utf8.decode(bytes));
+    // The text before a bad byte is handed on first: a collection's entries read before it are imported.
+    yield text;
+    if (refused) throw documentNotUtf8(refused, 'xml');
   }
-  yield decoder.decode();
+  const { text, refused } = read(() => utf8.end());
+  yield text;
+  if (refused) throw documentNotUtf8(refused, 'xml');
 }
 
 /** What a document's failure is reported with: the element's path in the message and, for `--json`, in the issue. */

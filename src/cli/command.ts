@@ -1,4 +1,5 @@
 import type { ParseArgsConfig } from 'node:util';
+import { decodeUtf8, NotUtf8Error } from '../fhir/utf8.ts';
 
 export type Options = NonNullable<ParseArgsConfig['options']>;
 
@@ -7,9 +8,22 @@ export interface CliIO {
   env: Record<string, string | undefined>;
   stdout: (text: string) => void;
   stderr: (text: string) => void;
-  /** Standard input as text (for --password-stdin). */
+  /** Standard input as text (for --password-stdin), decoded from UTF-8 (stdinText). */
   stdin: () => Promise<string>;
   isTTY: boolean;
+}
+
+/**
+ * Standard input's bytes as text: UTF-8, a leading BOM dropped; bytes that are not are a UsageError naming the first,
+ * never U+FFFD (a password of Latin-1 bytes read so would be matched by any other of its length and shape).
+ */
+export function stdinText(bytes: Uint8Array): string {
+  try {
+    return decodeUtf8(bytes);
+  } catch (err) {
+    if (!(err instanceof NotUtf8Error)) throw err;
+    throw new UsageError(`standard input is not valid UTF-8: ${err.message}; send it in UTF-8`);
+  }
 }
 
 export interface ParsedArgs {

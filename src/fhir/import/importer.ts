@@ -1,4 +1,4 @@
-import type { FhirIssue } from '../../errors.ts';
+import type { FhirError, FhirIssue } from '../../errors.ts';
 import { noteValidationLevel, requireProfiles, unlimitedReach, validationLevel, type FhirDeps } from '../crud.ts';
 import { unchangedOutcome } from '../outcome.ts';
 import { storesSame, type PreparedVersion } from '../prepared.ts';
@@ -134,6 +134,16 @@ async function detectFormat(source: ImportSource): Promise<ImportFormat> {
     return 'ndjson';
   } catch {
     return 'json';
+  }
+}
+
+/** A JSON document's text, or the failure of one that is not UTF-8 (its bytes are let go once decoded: a document may be large). */
+async function documentText(blob: Blob): Promise<string | FhirError> {
+  try {
+    return decodeUtf8(await blob.bytes());
+  } catch (err) {
+    if (!(err instanceof NotUtf8Error)) throw err;
+    return documentNotUtf8(err, 'json');
   }
 }
 
@@ -276,16 +286,9 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
       const text = decodedText(source.blob.stream(), deferrable ? (n) => (progress.bytesRead += n) : undefined);
       return importXmlDocument(fhir, ctx, text, deferrable);
     }
-    const bytes = await source.blob.bytes();
+    const text = await documentText(source.blob);
     if (deferrable) progress.bytesRead += source.blob.size;
-    let text: string;
-    try {
-      text = decodeUtf8(bytes);
-    } catch (err) {
-      if (!(err instanceof NotUtf8Error)) throw err;
-      const refused = documentNotUtf8(err, 'json');
-      return ctx.fail(refused.message, 1, refused.issues[0]!.expression ? { issues: refused.issues } : undefined);
-    }
+    if (typeof text !== 'string') return ctx.fail(text.message, 1, text.issues[0]!.expression ? { issues: text.issues } : undefined);
     await importDocument(fhir, ctx, text, deferrable);
   }
 

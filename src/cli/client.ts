@@ -9,6 +9,7 @@ import { accessFromScopes } from '../auth/scopes.ts';
 import { turnOffUserSubscriptions } from '../fhir/subscriptions/user-authority.ts';
 import type { Client } from '../store/types.ts';
 import { cliFhirDeps } from './fhir-deps.ts';
+import { decodeUtf8, NotUtf8Error } from '../fhir/utf8.ts';
 import { UsageError, type Command, type Options, type ParsedArgs } from './command.ts';
 import { auditChange, isoTime, openContext, printData, tenantListCommand, withStore } from './context.ts';
 
@@ -19,9 +20,9 @@ function list(v: unknown): string[] | undefined {
 function readJwks(file: string) {
   let parsed: unknown;
   try {
-    parsed = JSON.parse(readFileSync(file, 'utf8'));
+    parsed = JSON.parse(decodeUtf8(readFileSync(file)));
   } catch (err) {
-    throw new UsageError(`--jwks-file ${file}: ${(err as Error).message}`);
+    throw new UsageError(`--jwks-file ${file}: ${err instanceof NotUtf8Error ? 'not valid UTF-8: ' : ''}${(err as Error).message}`);
   }
   const jwks = parsed as { keys?: unknown };
   if (!Array.isArray(jwks.keys)) throw new UsageError(`--jwks-file ${file}: not a JWK Set (no "keys" array)`);

@@ -1,9 +1,11 @@
 /**
- * `cinder user create --password-stdin` as a process: a password in Latin-1 (bytes that are not UTF-8) is a usage
- * error naming the first bad byte, never hashed as U+FFFD (which any other password of that shape would then
- * match); one in UTF-8 is taken. The refusal comes before the database is touched (SQLite here).
+ * Text the CLI reads besides import files. `cinder user create --password-stdin` as a process: a password in
+ * Latin-1 (bytes that are not UTF-8) is a usage error naming the first bad byte, never hashed as U+FFFD (which any
+ * other password of that shape would then match); one in UTF-8 is taken. `client create --jwks-file` with a file
+ * that is not UTF-8: a usage error, no client. Each refusal comes before the database is written (SQLite here).
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createCliEnv } from '../helpers/cli.ts';
 
@@ -38,3 +40,18 @@ test('a password on standard input that is not UTF-8 is a usage error naming the
     await store.close();
   }
 }, 60_000);
+
+test('a --jwks-file that is not UTF-8 is a usage error naming the byte; no client is registered', async () => {
+  const file = join(cli.dir, 'jwks.json');
+  const text = '{"keys":[{"kty":"EC","crv":"P-256","x":"f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU","y":"x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0","kid":"schl\xfcssel"}]}';
+  writeFileSync(file, Buffer.from(text, 'latin1'));
+  const r = await cli.run(['client', 'create', '--tenant', 't1', '--no-secret', '--jwks-file', file, '--json']);
+  expect(r.code).toBe(2);
+  expect(r.stderr).toStartWith(`cinder client create: --jwks-file ${file}: not valid UTF-8: byte 0xFC at byte offset ${text.indexOf('\xfc')} (counting from 0)\n`);
+  const store = cli.store();
+  try {
+    expect(await store.clients.list('t1')).toEqual([]);
+  } finally {
+    await store.close();
+  }
+});

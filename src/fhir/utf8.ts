@@ -95,16 +95,13 @@ export function startsWithBom(bytes: Uint8Array, at = 0): boolean {
   return bytes[at] === 0xef && bytes[at + 1] === 0xbb && bytes[at + 2] === 0xbf;
 }
 
-/**
- * `bytes` decoded from UTF-8, a leading byte order mark dropped (as fetch's `text()` drops it); NotUtf8Error at
- * the first ill-formed sequence. `base`: the offset of `bytes` in a larger input, for the error.
- */
-export function decodeUtf8(bytes: Uint8Array, base = 0, dropBom = true): string {
-  const from = dropBom && startsWithBom(bytes) ? 3 : 0;
+/** `bytes` decoded from UTF-8, a leading byte order mark dropped (as fetch's `text()` drops it); NotUtf8Error at the first ill-formed sequence. */
+export function decodeUtf8(bytes: Uint8Array): string {
+  const from = startsWithBom(bytes) ? 3 : 0;
   try {
     return strict.decode(from === 0 ? bytes : bytes.subarray(from));
   } catch {
-    throw refusal(bytes, base, '', from > 0);
+    throw refusal(bytes, 0, '', from > 0);
   }
 }
 

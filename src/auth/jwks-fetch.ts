@@ -2,6 +2,7 @@ import type { JSONWebKeySet } from 'jose';
 import type { Clock } from '../clock.ts';
 import { systemResolve, type ResolveHost } from '../fhir/subscriptions/endpoint.ts';
 import { outboundFetch, RefusedAddress } from '../http/outbound.ts';
+import { decodeUtf8, NotUtf8Error } from '../fhir/utf8.ts';
 
 export class JwksFetchError extends Error {
   override name = 'JwksFetchError';
@@ -84,7 +85,13 @@ async function boundedText(res: Response, maxBytes: number, url: string): Promis
     if (err instanceof JwksFetchError) throw err;
     throw new JwksFetchError(`reading the JWK Set at ${url} failed`, { cause: err });
   }
-  return new TextDecoder().decode(Buffer.concat(chunks));
+  try {
+    return decodeUtf8(Buffer.concat(chunks));
+  } catch (err) {
+    if (!(err instanceof NotUtf8Error)) throw err;
+    // JSON is UTF-8 (RFC 8259 8.1): a key id read with U+FFFD for its bytes would match no assertion's `kid`.
+    throw new JwksFetchError(`the JWK Set at ${url} is not valid UTF-8: ${err.message}`, { cause: err });
+  }
 }
 
 /** How a JWK Set is downloaded: the transport, and whether the address is checked (see JwksFetcherOptions). */

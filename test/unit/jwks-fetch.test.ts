@@ -27,6 +27,7 @@ describe('createJwksFetcher against a real server', () => {
         if (path === '/redirect') return Response.redirect('/jwks', 302);
         if (path === '/huge') return new Response(JSON.stringify({ keys: [{ kty: 'EC', x: 'a'.repeat(300_000) }] }));
         if (path === '/not-a-set') return Response.json({ hello: 'world' });
+        if (path === '/latin1') return new Response(Buffer.from('{"keys":[{"kty":"EC","crv":"P-256","x":"x","y":"y","kid":"schl\xfcssel"}]}', 'latin1'));
         if (path === '/endless') {
           // Chunked, no Content-Length, and no end: only the size limit stops the reading.
           const chunk = new TextEncoder().encode(' '.repeat(64 * 1024));
@@ -69,6 +70,11 @@ describe('createJwksFetcher against a real server', () => {
     for (const p of ['/slow', '/redirect', '/huge', '/not-a-set']) {
       await expect(f.get(url(p))).rejects.toBeInstanceOf(JwksFetchError);
     }
+  });
+
+  test('a JWK Set that is not UTF-8 fails, naming the byte (its key ids are not read with U+FFFD)', async () => {
+    const f = createJwksFetcher(testClock(), { allowPrivate: true });
+    await expect(f.get(url('/latin1'))).rejects.toThrow(`the JWK Set at ${url('/latin1')} is not valid UTF-8: byte 0xFC at byte offset 62 (counting from 0)`);
   });
 
   test('a chunked answer is read no further than the size limit', async () => {

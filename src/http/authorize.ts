@@ -13,6 +13,7 @@ import { rateLimitKey } from '../auth/rate-limit.ts';
 import { randomToken } from '../auth/secrets.ts';
 import { basePathOf, bodyLimits } from '../config.ts';
 import { FhirError } from '../errors.ts';
+import { strictQuery } from '../fhir/query-encoding.ts';
 import { readLimited } from './body.ts';
 import { clientIp } from './client-ip.ts';
 import { cookieValue, formTarget, htmlHeaders, sameToken, seeOther } from './html.ts';
@@ -127,11 +128,13 @@ async function submit(l: LoginContext, c: Context, form: URLSearchParams): Promi
 async function readLoginForm(c: Context, limit: number): Promise<URLSearchParams> {
   const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
   if (type !== 'application/x-www-form-urlencoded') throw new AuthorizePageError('The sign-in form must be posted as application/x-www-form-urlencoded.');
-  const text = await readLimited(c.req.raw, limit).catch((err: unknown) => {
+  try {
+    // Percent-encoded bytes that are not UTF-8 (`%FC`) refused too: URLSearchParams would read them as U+FFFD.
+    return strictQuery(await readLimited(c.req.raw, limit));
+  } catch (err) {
     const tooLarge = !(err instanceof FhirError) || err.category === 'too-large';
     throw new AuthorizePageError(tooLarge ? 'The sign-in form is too large.' : `The sign-in form could not be read: ${err.message}`, { cause: err });
-  });
-  return new URLSearchParams(text);
+  }
 }
 
 /** The login page and its sign-in handling at `/oauth2/authorize` (RFC 6749 4.1.1-4.1.2, OIDC Core 3.1.2). */

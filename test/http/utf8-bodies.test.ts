@@ -166,6 +166,21 @@ await eachStore((kind, fresh) => {
       expect(await page.text()).toContain('The sign-in form could not be read: Request body is not valid UTF-8: byte 0xFC at byte offset 10');
     });
 
+    test('forms whose percent-encoded bytes are not UTF-8 (%FC): the token, revocation and introspection endpoints (400 invalid_request) and the login page', async () => {
+      const secret = `client_id=${t.admin.client.clientId}&client_secret=${t.admin.clientSecret}`;
+      for (const [path, form] of [['token', `grant_type=client_credentials&${secret}&scope=system%2FPatient.r%FC`], ['revoke', `token=x%FCy&${secret}`], ['introspect', `token=x%FCy&${secret}`]]) {
+        const res = await t.request(`http://cinder.test/oauth2/${path}`, { method: 'POST', body: form, headers: { 'Content-Type': 'application/x-www-form-urlencoded' } });
+        expect([path, res.status]).toEqual([path, 400]);
+        expect(await res.json()).toEqual({
+          error: 'invalid_request',
+          error_description: `The parameter '${path === 'token' ? 'scope' : 'token'}' is not well percent-encoded (a '%' must start two hex digits, and the bytes they encode must be UTF-8)`,
+        });
+      }
+      const page = await t.request('http://cinder.test/oauth2/authorize', { method: 'POST', body: 'username=m%FCller&password=x&csrf_token=y', headers: { 'Content-Type': 'application/x-www-form-urlencoded' } });
+      expect(page.status).toBe(400);
+      expect(await page.text()).toContain('The sign-in form could not be read: The parameter &#39;username&#39; is not well percent-encoded');
+    });
+
     test('a Binary\'s native content is not decoded: Latin-1 text and any bytes are stored and read back byte for byte', async () => {
       const bytes = latin1('Name: M\xfcller\r\nStadt: K\xf6ln\xff\x80\x00');
       const put = await t.request(`${t.fhir()}/Binary/raw`, { method: 'PUT', body: bytes, headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'text/plain; charset=iso-8859-1' } });

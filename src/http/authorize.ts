@@ -137,6 +137,20 @@ async function readLoginForm(c: Context, limit: number): Promise<URLSearchParams
   }
 }
 
+/**
+ * The parameters of an authorization request by GET. One whose percent-encoding is malformed or encodes bytes that are
+ * not UTF-8 is an error page, never a redirect: URLSearchParams would read them as U+FFFD, and a `state` so read
+ * would go back to the client changed (RFC 6749 4.1.2 returns it exactly), a `redirect_uri` is not yet known good.
+ */
+function authorizationQuery(url: string): URLSearchParams {
+  const q = url.indexOf('?');
+  try {
+    return strictQuery(q < 0 ? '' : url.slice(q + 1).split('#', 1)[0]!);
+  } catch (err) {
+    throw new AuthorizePageError(`The authorization request could not be read: ${(err as Error).message}.`, { cause: err });
+  }
+}
+
 /** The login page and its sign-in handling at `/oauth2/authorize` (RFC 6749 4.1.1-4.1.2, OIDC Core 3.1.2). */
 export function authorizeRoutes(deps: AuthDeps): Hono {
   const app = new Hono();
@@ -145,7 +159,7 @@ export function authorizeRoutes(deps: AuthDeps): Hono {
     cookiePath: `${basePathOf(deps.config.baseUrl)}/oauth2/authorize`, trustProxy: deps.config.trustProxy === 'on',
   };
   app.get('/oauth2/authorize', (c) =>
-    guarded(l, c, async () => showLogin(l, await validateAuthorizationRequest(deps, new URL(c.req.url).searchParams), 200)));
+    guarded(l, c, async () => showLogin(l, await validateAuthorizationRequest(deps, authorizationQuery(c.req.url)), 200)));
   app.post('/oauth2/authorize', (c) =>
     guarded(l, c, async () => {
       const form = await readLoginForm(c, bodyLimits(deps.config).form);

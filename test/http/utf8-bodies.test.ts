@@ -8,6 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { gzipSync } from 'node:zlib';
+import { createClient } from '../../src/auth/admin.ts';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
 import { countVersions, expectOutcome } from '../helpers/fhir.ts';
@@ -179,6 +180,14 @@ await eachStore((kind, fresh) => {
       const page = await t.request('http://cinder.test/oauth2/authorize', { method: 'POST', body: 'username=m%FCller&password=x&csrf_token=y', headers: { 'Content-Type': 'application/x-www-form-urlencoded' } });
       expect(page.status).toBe(400);
       expect(await page.text()).toContain('The sign-in form could not be read: The parameter &#39;username&#39; is not well percent-encoded');
+      // An authorization request by GET whose state holds %FC: an error page, no redirect carrying a state changed to U+FFFD.
+      const app = await createClient(t.store, t.clock, { tenant: 't1', grants: ['authorization_code'], scopes: ['openid', 'patient/*.rs'], redirectUris: ['https://app.example/cb'] });
+      const query = (state: string) => `response_type=code&client_id=${app.client.clientId}&redirect_uri=https%3A%2F%2Fapp.example%2Fcb&scope=openid&state=${state}&code_challenge=${'a'.repeat(43)}&code_challenge_method=S256`;
+      expect((await t.request(`http://cinder.test/oauth2/authorize?${query('ab%C3%BCcd')}`)).status).toBe(200);
+      const get = await t.request(`http://cinder.test/oauth2/authorize?${query('ab%FCcd')}`);
+      expect(get.status).toBe(400);
+      expect(get.headers.get('location')).toBeNull();
+      expect(await get.text()).toContain('The authorization request could not be read: The parameter &#39;state&#39; is not well percent-encoded');
     });
 
     test('a Binary\'s native content is not decoded: Latin-1 text and any bytes are stored and read back byte for byte', async () => {

@@ -523,6 +523,18 @@ export async function writeEntry(w: ResourceWriter, p: Planned, opts: PutOptions
 }
 
 /**
+ * Runs a judgement `p`'s write deferred to the end of the transaction's writes (PutOptions.deferTargets: the targets
+ * of a patient's Provenance); its refusal names the entry, as one of the write would.
+ */
+export async function judgeEntry(p: Planned, judge: () => Promise<void>): Promise<void> {
+  try {
+    await judge();
+  } catch (err) {
+    throw err instanceof FhirError ? entryError(err, p.entry, `${at(p.entry)}.resource`) : err;
+  }
+}
+
+/**
  * An entry's error placed in it (located); an If-Match that does not hold (VersionConflict) is its `request.ifMatch`'s,
  * an If-None-Match that does not (NoneMatchFailed) its `request.ifNoneMatch`'s.
  */

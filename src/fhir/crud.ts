@@ -481,6 +481,12 @@ export interface PutOptions {
    * throws this refusal instead.
    */
   unvalidated?: FhirError;
+  /**
+   * Takes the judgement of a patient's Provenance's targets (requireOwnTargets) to run once every write of the
+   * request is made, in the same transaction: a transaction's entries, so that a record another entry writes, before
+   * or after the Provenance's in the Bundle's order, counts as written. Absent: judged as the Provenance is written.
+   */
+  deferTargets?: (judge: () => Promise<void>) => void;
 }
 
 /** The options of a request's writes at `now`: its access, the core resources, the tenant's FHIR base and Subscription activation. */
@@ -550,7 +556,11 @@ export async function putPrepared(w: ResourceWriter, p: PreparedVersion, opts: P
   const v = versionToWrite(p, versionId, lastUpdated, method);
   refusePatientTopic(opts.access, type, exists ? 'u' : 'c', v.content, exists ? current.content : undefined);
   const provenanceOf = type === 'Provenance' ? opts.access.patientLimit(type, exists ? 'u' : 'c') : undefined;
-  if (provenanceOf !== undefined) await requireOwnTargets(w, JSON.parse(v.content) as Record<string, unknown>, provenanceOf, opts.base);
+  if (provenanceOf !== undefined) {
+    const judge = () => requireOwnTargets(w, JSON.parse(v.content) as Record<string, unknown>, provenanceOf, opts.base);
+    if (opts.deferTargets) opts.deferTargets(judge);
+    else await judge();
+  }
   if (opts.access.filters?.(type, exists ? 'u' : 'c')) await requireFilter(opts.access, exists ? 'u' : 'c', JSON.parse(v.content) as Resource, lastUpdated, txLookups(opts.base));
   if (exists && !always && storesSame(current, p)) {
     const refused = opts.unvalidated && { refused: opts.unvalidated.issues };

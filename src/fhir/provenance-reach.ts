@@ -86,34 +86,48 @@ function targetsOf(provenance: Json, base: string | undefined): Named {
 }
 
 /**
- * Throws 403 unless every record of a patient that `provenance` targets (a resource of a Patient compartment type, its
- * current version read through the write's transaction `w`, and the version a target names) is in `patient`'s
- * compartment alone. A token whose writes of Provenance are bound to `patient` wrote one targeting its Patient and
- * another patient's Observation: in its own compartment by the first, it was the other patient's to read by the second
- * (provenancesInReach), an assertion about their record that their app and their clinicians' `_revinclude` showed.
+ * Throws 403 unless every target of `provenance` of a Patient compartment type is a record of `patient` alone: its
+ * current version, read through the write's transaction `w`, is live and in that patient's compartment alone, and so
+ * is the version a version-specific target names. A token whose writes of Provenance are bound to `patient` wrote one
+ * targeting its Patient and another patient's Observation: in its own compartment by the first, it was the other
+ * patient's to read by the second (provenancesInReach), an assertion about their record that their app and their
+ * clinicians' `_revinclude` showed. A target that is no record yet (a deleted one, an id or a version never written)
+ * is refused too: whoever writes it later (an operator's `Observation/future` of another patient, a record restored
+ * for them, the next version of a record moved to them) would bring this Provenance within their reach. A
+ * transaction's targets are judged once its entries are written (PutOptions.deferTargets), so a record the Bundle
+ * writes counts whatever the order of its entries. Every refusal says the same words, whether the target is another
+ * patient's or nothing, so that the answer tells the token nothing of which ids another patient's records have.
  */
 export async function requireOwnTargets(w: Pick<ResourceWriter, 'search' | 'vread'>, provenance: Json, patient: string, base: string | undefined): Promise<void> {
-  const byType = new Map<string, { ids: string[]; versions: [string, number][] }>();
-  for (const [key, versions] of targetsOf(provenance, base)) {
-    const [type, id] = key.split('/') as [string, string];
-    if (!inPatientCompartment(type)) continue;
-    const of = byType.get(type) ?? byType.set(type, { ids: [], versions: [] }).get(type)!;
-    of.ids.push(id);
-    for (const v of versions) if (v !== undefined && /^[1-9][0-9]{0,8}$/.test(v)) of.versions.push([id, Number(v)]);
+  const targets: { at: number; type: string; id: string; version: string | undefined; reference: string }[] = [];
+  const ids = new Map<string, Set<string>>();
+  (Array.isArray(provenance.target) ? provenance.target : []).forEach((target: unknown, at: number) => {
+    const reference = (target as Json | null)?.reference;
+    const named = typeof reference === 'string' ? parseReference(reference, base) : null;
+    if (!named || !inPatientCompartment(named.type)) return;
+    targets.push({ at, type: named.type, id: named.id, version: named.version, reference: reference as string });
+    (ids.get(named.type) ?? ids.set(named.type, new Set()).get(named.type)!).add(named.id);
+  });
+  const current = new Map<string, ResourceVersion>();
+  for (const [type, of] of ids) {
+    const all = [...of];
+    for (let i = 0; i < all.length; i += IDS_PER_QUERY) {
+      const chunk = all.slice(i, i + IDS_PER_QUERY);
+      for (const v of await w.search({ type, where: [{ kind: 'id', ids: chunk }], sort: [], count: chunk.length })) current.set(`${type}/${v.id}`, v);
+    }
   }
-  const refuse = (v: ResourceVersion) => {
-    if (v.deleted || compartmentsOf(JSON.parse(v.content) as Json, base).every((p) => p === patient)) return;
-    throw new FhirError('forbidden', `Provenance targets ${v.type}/${v.id}, a record of another patient: a patient-context token writes its own patient's records alone`);
-  };
-  for (const [type, { ids, versions }] of byType) {
-    for (let i = 0; i < ids.length; i += IDS_PER_QUERY) {
-      const chunk = ids.slice(i, i + IDS_PER_QUERY);
-      for (const v of await w.search({ type, where: [{ kind: 'id', ids: chunk }], sort: [], count: chunk.length })) refuse(v);
+  const onlyOf = (v: ResourceVersion | null | undefined) => !!v && !v.deleted && compartmentsOf(JSON.parse(v.content) as Json, base).every((p) => p === patient);
+  for (const t of targets) {
+    const now = current.get(`${t.type}/${t.id}`);
+    let own = onlyOf(now);
+    if (own && t.version !== undefined && t.version !== String(now!.versionId)) {
+      const n = /^[1-9][0-9]{0,8}$/.test(t.version) ? Number(t.version) : undefined;
+      own = n !== undefined && n < now!.versionId && onlyOf(await w.vread(t.type, t.id, n));
     }
-    for (const [id, versionId] of versions) {
-      const v = await w.vread(type, id, versionId);
-      if (v) refuse(v);
-    }
+    if (own) continue;
+    throw new FhirError('forbidden', `Provenance.target[${t.at}]: '${t.reference}' is not a record of the patient the token is limited to, or does not exist: a patient-context token writes the Provenance of its own patient's records alone`, {
+      expression: [`Provenance.target[${t.at}].reference`],
+    });
   }
 }
 

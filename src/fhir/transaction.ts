@@ -2,7 +2,7 @@ import { FhirError } from '../errors.ts';
 import { batch, operationEntry, type OperationCall } from './batch.ts';
 import { writeConditions, exclusively, type Settle } from './conditional.ts';
 import { parseBundle, type Entry } from './bundle-entries.ts';
-import { entriesPerAttempt, entryResources, errorEntry, followerEntry, hasConditionalReferences, judgesReach, plan, requireEntriesInReach, requireJudgedEntries, requireValidPatched, RefusedNoOps, rewriteReferences, settledConditions, writeEntry, writtenBy, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
+import { entriesPerAttempt, entryResources, errorEntry, followerEntry, hasConditionalReferences, judgeEntry, judgesReach, plan, requireEntriesInReach, requireJudgedEntries, requireValidPatched, RefusedNoOps, rewriteReferences, settledConditions, writeEntry, writtenBy, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
 import { requireVersionsWritten, settleVersions, writtenAnew } from './bundle-versions.ts';
 import { withStaticIds } from './bundle-match-urls.ts';
 import { checkRead, checkReadDeletion, checkReadTarget, readBudget, readEntry } from './bundle-reads.ts';
@@ -94,7 +94,14 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
       await requireJudgedEntries(w, planned);
       const versions = await settleVersions(w, pending, opts, (p) => writtenBy(p)!);
       const anew = (p: Planned) => versions.has(p) && writtenAnew(p, opts.activateSubscription !== undefined);
-      for (const p of sorted) if (p.entry.method !== 'GET' && !p.follows) out[p.entry.index] = await writeEntry(w, p, noOps.options(p, anew(p) ? { ...opts, newVersion: true } : opts), base);
+      // A patient's Provenance's targets are judged once every entry is written: a record the Bundle writes counts, whatever the order.
+      const deferred: { p: Planned; judge: () => Promise<void> }[] = [];
+      for (const p of sorted) {
+        if (p.entry.method === 'GET' || p.follows) continue;
+        const entryOpts = { ...noOps.options(p, anew(p) ? { ...opts, newVersion: true } : opts), deferTargets: (judge: () => Promise<void>) => void deferred.push({ p, judge }) };
+        out[p.entry.index] = await writeEntry(w, p, entryOpts, base);
+      }
+      for (const { p, judge } of deferred.sort((a, b) => a.p.entry.index - b.p.entry.index)) await judgeEntry(p, judge);
       requireVersionsWritten(versions, out);
       for (const p of planned) if (p.follows) out[p.entry.index] = followerEntry(out[p.follows.entry.index]!);
       await requireReferences(deps, w, req.tenant, entryResources(planned), referenceReach(deps, req));

@@ -115,11 +115,12 @@ function holdsSet(where: Condition[] | undefined): boolean {
 }
 
 /**
- * The dialect of a search of `query` in `tenant`: POSTGRES_MISJUDGED where it holds a `_has`, a chain or a compartment condition and PostgreSQL's
- * statistics misjudge its type (measured with its size, if not yet), else POSTGRES.
+ * The dialect of a search of `query` in `tenant`: POSTGRES_MISJUDGED where it holds a `_has`, a chain or a compartment condition, or is
+ * kept to a patient's compartment (`query.compartment`, a set where it does not drive), and PostgreSQL's statistics misjudge its type
+ * (measured with its size, if not yet), else POSTGRES.
  */
-async function dialectOf(sizes: PostgresSizes, tenant: string, query: Pick<SearchQuery, 'type' | 'where'>): Promise<Dialect> {
-  if (!holdsSet(query.where)) return POSTGRES;
+async function dialectOf(sizes: PostgresSizes, tenant: string, query: Pick<SearchQuery, 'type' | 'where' | 'compartment'>): Promise<Dialect> {
+  if (!holdsSet(query.where) && query.compartment === undefined) return POSTGRES;
   await sizes.get(tenant, query.type);
   return sizes.misjudged(tenant, query.type) ? POSTGRES_MISJUDGED : POSTGRES;
 }

@@ -83,6 +83,18 @@ for (const target of targets) {
       expect(text.stderr).toContain(`${path}:1: warning: Patient/n1 unchanged`);
     });
 
+    test('a refused line equal to the version an earlier line of the run replaces fails, and is not told unchanged', async () => {
+      const first = join(structural.dir, 'replaced.ndjson');
+      writeFileSync(first, ndjson(legacy('r1')));
+      expect((await structural.run(['import', '--tenant', 't1', first])).code).toBe(0);
+      // Line 1 corrects r1 (a version 2); line 2, as stored before the run, would take it back: a change, refused.
+      const again = await importJson('replaced-again.ndjson', ndjson(legacy('r1', { gender: 'male' }), legacy('r1')));
+      expect(again.code).toBe(1);
+      expect(again.summary).toMatchObject({ imported: 1, unchanged: 0, failed: 1, warnings: [] });
+      expect(again.summary.errors.map((e: Json) => [e.line, e.issues.map((i: Json) => i.expression[0])])).toEqual([[2, ['Patient.gender']]]);
+      expect(await versionOf('r1')).toBe(2);
+    });
+
     test("a collection Bundle's entry equal to the stored version is unchanged with warnings too", async () => {
       const bundle = (r: Json) => JSON.stringify({ resourceType: 'Bundle', type: 'collection', entry: [{ fullUrl: `http://example.org/fhir/Patient/${r.id}`, resource: r }] });
       const first = join(structural.dir, 'legacy-bundle.json');
@@ -148,17 +160,67 @@ await eachStore((kind, fresh) => {
       expect(status.output).toEqual([expect.objectContaining({ count: 1, unchanged: 1 })]);
       expect(status.error).toHaveLength(1);
       expect(status.error[0].count).toBe(1);
+      // A failure is told as its line is read, a line kept unchanged as its batch commits (its transaction decides it).
       const issues = status.error[0].outcome.issue as Json[];
       expect(issues.map((i) => [i.severity, i.location[0], i.expression?.[0]])).toEqual([
-        ['information', 'Line[1]', undefined], ['warning', 'Line[1]', 'Patient.gender'], ['error', 'Line[2]', 'Patient.gender'],
+        ['error', 'Line[2]', 'Patient.gender'], ['information', 'Line[1]', undefined], ['warning', 'Line[1]', 'Patient.gender'],
       ]);
-      expect(issues[0].diagnostics).toContain('Patient/i1 unchanged');
+      expect(issues[1].diagnostics).toContain('Patient/i1 unchanged');
       const lines = (await (await t.request(status.error[0].url, fhirInit(token))).text()).trimEnd().split('\n').map((l) => JSON.parse(l) as Json);
-      expect(lines.map((o) => (o.issue as Json[]).map((i) => i.severity))).toEqual([['information', 'warning'], ['error']]);
+      expect(lines.map((o) => (o.issue as Json[]).map((i) => i.severity))).toEqual([['error'], ['information', 'warning']]);
       expect((await t.store.resources.read('t1', 'Patient', 'i1'))!.versionId).toBe(1);
       // As a REST update of the same content is answered.
       expect((await fhirClient(t, token).put('Patient/i1', legacy('i1'))).status).toBe(200);
       expect((await t.store.resources.read('t1', 'Patient', 'i1'))!.versionId).toBe(1);
+    });
+
+    test('1,000 lines of new, changed, unchanged valid and unchanged invalid resources, one replaced by an earlier line: each counted once, the file telling exactly the failures and the kept', async () => {
+      const valid = (id: string, extra: Json = {}): Json => ({ resourceType: 'Patient', id, active: true, gender: 'female', name: [{ family: 'Valid' }], ...extra });
+      const stored: Json[] = [
+        ...Array.from({ length: 200 }, (_, i) => valid(`m${i}`)),
+        ...Array.from({ length: 200 }, (_, i) => legacy(`m${200 + i}`)),
+        ...Array.from({ length: 200 }, (_, i) => valid(`m${400 + i}`)),
+        ...Array.from({ length: 100 }, (_, i) => legacy(`m${600 + i}`)),
+        legacy('mx'),
+      ];
+      await t.store.resources.write('t1', async (w) => {
+        for (const r of stored) await putVersion(w, r as unknown as Resource, r.id, { now: t.clock.now(), access: operatorAccess }, 'PUT');
+      });
+      const lines: Json[] = [
+        ...Array.from({ length: 200 }, (_, i) => valid(`m${i}`)), // lines 1-200: unchanged, valid
+        ...Array.from({ length: 200 }, (_, i) => legacy(`m${200 + i}`)), // 201-400: unchanged, refused now: kept with warnings
+        ...Array.from({ length: 200 }, (_, i) => valid(`m${400 + i}`, { active: false })), // 401-600: changed, valid
+        ...Array.from({ length: 100 }, (_, i) => legacy(`m${600 + i}`, { active: false })), // 601-700: changed, refused
+        ...Array.from({ length: 298 }, (_, i) => valid(`new${i}`)), // 701-998: new
+        legacy('mx', { gender: 'male' }), // 999: corrects mx
+        legacy('mx'), // 1000: mx as stored before the run, which line 999 replaced: a change, refused
+      ];
+      expect(lines).toHaveLength(1000);
+      file = ndjson(...lines);
+      const body = {
+        resourceType: 'Parameters',
+        parameter: [
+          { name: 'inputFormat', valueCode: 'application/fhir+ndjson' },
+          { name: 'input', part: [{ name: 'type', valueCode: 'Patient' }, { name: 'url', valueUri: `http://127.0.0.1:${server.port}/mix.ndjson` }] },
+        ],
+      };
+      const kick = await t.request(`${t.fhir()}/$import`, fhirInit(token, 'POST', body));
+      expect(kick.status).toBe(202);
+      await t.app.imports.runOnce();
+      const status = (await (await t.request(kick.headers.get('content-location')!, fhirInit(token))).json()) as Json;
+      // Imported: 200 + 200 unchanged, 200 changed, 298 new and line 999; failed: lines 601-700 and 1000.
+      expect(status.output).toEqual([expect.objectContaining({ count: 899, unchanged: 400 })]);
+      expect(status.error).toHaveLength(1);
+      expect(status.error[0].count).toBe(101);
+      const outcomes = (await (await t.request(status.error[0].url, fhirInit(token))).text()).trimEnd().split('\n').map((l) => JSON.parse(l) as Json);
+      const lineOf = (o: Json) => Number(/^Line\[(\d+)\]$/.exec((o.issue as Json[])[0].location[0])![1]);
+      const kept = outcomes.filter((o) => (o.issue as Json[]).every((i) => i.severity !== 'error')).map(lineOf).sort((a, b) => a - b);
+      const failed = outcomes.filter((o) => (o.issue as Json[]).some((i) => i.severity === 'error')).map(lineOf).sort((a, b) => a - b);
+      expect(kept).toEqual(Array.from({ length: 200 }, (_, i) => 201 + i));
+      expect(failed).toEqual([...Array.from({ length: 100 }, (_, i) => 601 + i), 1000]);
+      const version = async (id: string) => (await t.store.resources.read('t1', 'Patient', id))?.versionId;
+      expect(await Promise.all(['m0', 'm200', 'm400', 'm600', 'new0', 'mx'].map(version))).toEqual([1, 1, 2, 1, 1, 2]);
+      expect(JSON.parse((await t.store.resources.read('t1', 'Patient', 'mx'))!.content).gender).toBe('male');
     });
   });
 });

@@ -79,6 +79,8 @@ function overlaps(a: Set<string>, b: Set<string>): boolean {
 export interface Committed {
   resources: number;
   unchanged: number;
+  /** The versions validation refused found equal to their current version (its versionId) in the transaction: kept unchanged. */
+  kept: KeptVersion[];
   refused: PreparedVersion[];
 }
 
@@ -101,6 +103,12 @@ export interface BatchOptions {
   keepsUnchanged?: (type: string) => boolean;
 }
 
+/** A version validation refused, kept unchanged: it equals the current version `versionId` as its batch's transaction read it. */
+export interface KeptVersion {
+  version: PreparedVersion;
+  versionId: number;
+}
+
 /** The AuditEvent that the writes of `v` would change: it exists, live, with other content. */
 async function changesAudit(w: ResourceWriter, v: PreparedVersion): Promise<boolean> {
   if (v.type !== 'AuditEvent') return false;
@@ -113,7 +121,7 @@ async function changesAudit(w: ResourceWriter, v: PreparedVersion): Promise<bool
  * the others (and any a concurrent writer created meanwhile) get their next version as an update would,
  * or none when they equal their current version (or are refused, `refused`: BatchOptions). Returns how many were unchanged.
  */
-async function writeGroup(w: ResourceWriter, group: PreparedVersion[], opts: PutOptions, batch: BatchOptions, refused: PreparedVersion[]): Promise<number> {
+async function writeGroup(w: ResourceWriter, group: PreparedVersion[], opts: PutOptions, batch: BatchOptions, refused: PreparedVersion[], kept: KeptVersion[]): Promise<number> {
   // Versions validation refused are written never: each is kept unchanged when it equals its current version (a
   // resource stored before rules that now refuse it, imported again as it is), as an update that changes nothing is.
   const versions = group.some((v) => v.refusal !== undefined) ? group.filter((v) => v.refusal === undefined) : group;
@@ -122,8 +130,10 @@ async function writeGroup(w: ResourceWriter, group: PreparedVersion[], opts: Put
     for (const v of group) {
       if (v.refusal === undefined) continue;
       const current = batch.keepsUnchanged === undefined || batch.keepsUnchanged(v.type) ? await w.current(v.type, v.id) : null;
-      if (current !== null && storesSame(current, v)) unchanged++;
-      else refused.push(v);
+      if (current !== null && storesSame(current, v)) {
+        unchanged++;
+        kept.push({ version: v, versionId: current.versionId });
+      } else refused.push(v);
     }
   }
   // A core CodeSystem or ValueSet id is written as an update would, after the core's version 1 (shadowedVersionId).
@@ -153,10 +163,11 @@ async function writeGroup(w: ResourceWriter, group: PreparedVersion[], opts: Put
  * IN_FLIGHT batches that touch different resources are written concurrently; a batch sharing a
  * resource with one in flight waits for it, so versions follow input order. `onCommitted` is told how
  * many resources each committed batch held, how many of them were unchanged (equal to their
- * current version, so that no version was written), and which were refused (`options`).
+ * current version, so that no version was written), which were refused (`options`), and which of the versions
+ * validation refused it kept unchanged (as its transaction found them: what is told of them is told then).
  */
 export function createBatchWriter(
-  deps: FhirDeps, tenant: string, limits: BatchLimits, onCommitted: (n: number, unchanged: number, refused: PreparedVersion[]) => void, options: BatchOptions = {},
+  deps: FhirDeps, tenant: string, limits: BatchLimits, onCommitted: (n: number, unchanged: number, refused: PreparedVersion[], kept: KeptVersion[]) => void, options: BatchOptions = {},
 ): BatchWriter {
   let queue: PreparedVersion[] = [];
   let queued = 0;
@@ -172,7 +183,8 @@ export function createBatchWriter(
       return deps.store.resources.write(tenant, async (w) => {
         let unchanged = 0;
         const refused: PreparedVersion[] = [];
-        for (const g of batch.groups) unchanged += await writeGroup(w, g, opts, options, refused);
+        const kept: KeptVersion[] = [];
+        for (const g of batch.groups) unchanged += await writeGroup(w, g, opts, options, refused, kept);
         if (options.fence) {
           try {
             await options.fence(w);
@@ -181,7 +193,7 @@ export function createBatchWriter(
             throw err;
           }
         }
-        return { resources: batch.size, unchanged, refused };
+        return { resources: batch.size, unchanged, refused, kept };
       });
     });
   }
@@ -204,7 +216,7 @@ export function createBatchWriter(
     queued = 0;
     batchResources = Math.min(2 * batchResources, limits.resources);
     while (inFlight.length >= IN_FLIGHT || inFlight.some((f) => overlaps(batch.keys, f.keys))) await settle();
-    const done = write(batch).then((c) => onCommitted(c.resources - c.refused.length, c.unchanged, c.refused));
+    const done = write(batch).then((c) => onCommitted(c.resources - c.refused.length, c.unchanged, c.refused, c.kept));
     // Observed by a later flush or drain; this keeps a failure from counting as unhandled meanwhile.
     done.catch(() => undefined);
     inFlight.push({ keys: batch.keys, done });

@@ -167,24 +167,22 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
   // A client's import keeps a refused line unchanged only where a REST update would (crud.ts refusedNoOp); the operator's always.
   const access = opts.access;
   const keepsUnchanged = access && ((type: string) => unlimitedReach(access, type));
-  const writer = createBatchWriter(deps, opts.tenant, limits, (n, unchanged, refused) => {
+  const writer = createBatchWriter(deps, opts.tenant, limits, (n, unchanged, refused, kept) => {
     progress.imported += n;
     progress.unchanged += unchanged;
-    // A refused version is here when it changed its resource after all (a write in between): told as it fails.
+    // A refused version is here when it changed its resource after all (a write in between, an earlier line of the
+    // run): told as it fails. One kept unchanged is told so only now, as its transaction found it.
     for (const v of refused) fail(v.refusal ? refusalIssue(v, reading) : { ...placeOf(v, reading), ...auditRefusal(v.id) });
+    for (const k of kept) opts.onIssue(keptWarning(k.version, k.versionId, reading));
     report();
   }, { auditAppendOnly: opts.auditAppendOnly === true, ...(opts.fence && { fence: opts.fence }), ...(keepsUnchanged && { keepsUnchanged }) });
   /**
    * Whether a version validation refused equals its stored version, as read now (one read by key, for a refused
-   * line only): it is then told as a warning and queued, and its batch's transaction tests it again (BatchWriter),
-   * failing it should a write in between have changed the resource; otherwise the caller fails it at once, in
-   * input order.
+   * line only): it is then queued, and its batch's transaction tests it again (BatchWriter), keeping it unchanged
+   * and telling so as the batch commits, or failing it should a write in between (or an earlier line of the run)
+   * have changed the resource; otherwise the caller fails it at once, in input order.
    */
-  const sameAsStored = async (v: PreparedVersion): Promise<boolean> => {
-    const versionId = await storedEqual(v);
-    if (versionId !== undefined) opts.onIssue(keptWarning(v, versionId, reading));
-    return versionId !== undefined;
-  };
+  const sameAsStored = async (v: PreparedVersion): Promise<boolean> => (await storedEqual(v)) !== undefined;
   /** The current version `v` equals (sameAsStored), if any. */
   const storedEqual = async (v: PreparedVersion): Promise<number | undefined> => {
     if (keepsUnchanged && !keepsUnchanged(v.type)) return undefined;
@@ -229,7 +227,8 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
 
   /**
    * The chunk's failures reported in line order, its refused lines among them unless they equal their stored version
-   * (sameAsStored); the versions of those that do stay queued, for the batch to keep unchanged (BatchWriter).
+   * (sameAsStored); the versions of those that do stay queued, for the batch to keep unchanged (BatchWriter), which
+   * tells them as it commits.
    */
   async function screen(source: ImportSource, chunk: PreparedChunk): Promise<PreparedChunk> {
     if (!chunk.versions.some((v) => v.refusal !== undefined)) {
@@ -244,21 +243,16 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
       leftBefore[i] = i - versions.length;
       if (v.refusal !== undefined) {
         v.refusal.file = source.name;
-        const versionId = await storedEqual(v);
-        if (versionId === undefined) {
+        if (!(await sameAsStored(v))) {
           told.push(refusalIssue(v, reading));
           continue;
         }
-        told.push(keptWarning(v, versionId, reading));
       }
       versions.push(v);
     }
     leftBefore[chunk.versions.length] = chunk.versions.length - versions.length;
     told.sort((a, b) => (a.line ?? 0) - (b.line ?? 0));
-    for (const issue of told) {
-      if (issue.severity === 'warning') opts.onIssue(issue);
-      else fail(issue);
-    }
+    for (const issue of told) fail(issue);
     return { ...chunk, versions, urns: chunk.urns.map((u) => ({ ...u, at: u.at - leftBefore[u.at]! })) };
   }
 

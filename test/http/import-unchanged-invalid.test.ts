@@ -14,6 +14,7 @@ import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
 import { fhirClient, type Json } from '../helpers/fhir.ts';
 import { putVersion } from '../../src/fhir/crud.ts';
+import { createClient } from '../../src/auth/admin.ts';
 import { operatorAccess } from '../../src/fhir/access.ts';
 import type { Resource } from '../../src/fhir/resource.ts';
 
@@ -221,6 +222,41 @@ await eachStore((kind, fresh) => {
       const version = async (id: string) => (await t.store.resources.read('t1', 'Patient', id))?.versionId;
       expect(await Promise.all(['m0', 'm200', 'm400', 'm600', 'new0', 'mx'].map(version))).toEqual([1, 1, 2, 1, 1, 2]);
       expect(JSON.parse((await t.store.resources.read('t1', 'Patient', 'mx'))!.content).gender).toBe('male');
+    });
+
+    test("a client that may not read every Patient is never told a refused line is unchanged: it fails, as a new one would", async () => {
+      await t.store.resources.write('t1', (w) => putVersion(w, legacy('s1', { gender: 'male', extension: [{ url: 'http://example.org/x', valueString: 'x' }], birthDate: 'not a date' }) as unknown as Resource, 's1', { now: t.clock.now(), access: operatorAccess }, 'PUT'));
+      const stored = legacy('s1', { gender: 'male', extension: [{ url: 'http://example.org/x', valueString: 'x' }], birthDate: 'not a date' });
+      file = ndjson(stored);
+      const body = {
+        resourceType: 'Parameters',
+        parameter: [
+          { name: 'inputFormat', valueCode: 'application/fhir+ndjson' },
+          { name: 'input', part: [{ name: 'type', valueCode: 'Patient' }, { name: 'url', valueUri: `http://127.0.0.1:${server.port}/s.ndjson` }] },
+        ],
+      };
+      const outcomeOf = async (scopes: string[]) => {
+        const c = await createClient(t.store, t.clock, { tenant: 't1', name: scopes.join(' '), scopes });
+        const tok = await t.token(undefined, c.client.clientId, c.clientSecret!);
+        const kick = await t.request(`${t.fhir()}/$import`, fhirInit(tok, 'POST', body));
+        expect(kick.status).toBe(202);
+        await t.app.imports.runOnce();
+        return (await (await t.request(kick.headers.get('content-location')!, fhirInit(tok))).json()) as Json;
+      };
+      // Writes only; writes with reads of female Patients only: the line fails, its problems told, nothing of what is stored.
+      for (const scopes of [['system/Patient.cu'], ['system/Patient.cud', 'system/Patient.rs?gender=female']]) {
+        const status = await outcomeOf(scopes);
+        expect(status.output).toEqual([expect.objectContaining({ count: 0, unchanged: 0 })]);
+        expect(status.error[0].count).toBe(1);
+        const told = JSON.stringify(status.error[0].outcome);
+        expect(told).not.toContain('unchanged');
+        expect((status.error[0].outcome.issue as Json[]).every((i) => i.severity === 'error')).toBe(true);
+      }
+      // One that reads and updates every Patient is told it is unchanged.
+      const status = await outcomeOf(['system/Patient.cruds']);
+      expect(status.output).toEqual([expect.objectContaining({ count: 1, unchanged: 1 })]);
+      expect(status.error[0].count).toBe(0);
+      expect((await t.store.resources.read('t1', 'Patient', 's1'))!.versionId).toBe(1);
     });
   });
 });

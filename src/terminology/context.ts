@@ -63,6 +63,8 @@ export class CachedTerminology {
   private readonly valueSets: BoundedCache<string, Pending<CompiledValueSet>>;
   private readonly byId: BoundedCache<string, Pending<CompiledValueSet>>;
   private readonly settled: BoundedCache<string, CompiledValueSet | null>;
+  /** The versions of each code system asked for (codeSystemVersions). */
+  private readonly versions: BoundedCache<string, Promise<readonly string[] | undefined>>;
 
   constructor(
     private readonly source: TerminologySource,
@@ -75,6 +77,7 @@ export class CachedTerminology {
     this.valueSets = new BoundedCache(capacity);
     this.byId = new BoundedCache(capacity);
     this.settled = new BoundedCache(capacity);
+    this.versions = new BoundedCache(capacity);
   }
 
   /**
@@ -90,7 +93,7 @@ export class CachedTerminology {
     if (token === this.token) return;
     this.token = token;
     this.generation++;
-    for (const cache of [this.codeSystems, this.loadedCodeSystems, this.codeSystemsById, this.valueSets, this.byId, this.settled]) cache.clear();
+    for (const cache of [this.codeSystems, this.loadedCodeSystems, this.codeSystemsById, this.valueSets, this.byId, this.settled, this.versions]) cache.clear();
   }
 
   /** The tenant's terminology as of `asOf` (the current one when undefined). */
@@ -112,9 +115,21 @@ export class CachedTerminology {
     });
   }
 
-  /** Not cached: asked only on the way to an answer about a version the server does not have. */
+  /**
+   * Asked on the way to an answer about a version the server does not have, and cached as the code systems are:
+   * the source reads every stored version of the code system, whole, which a request naming other codes (no kept
+   * answer) would otherwise repeat each time.
+   */
   codeSystemVersions(url: string): Promise<readonly string[] | undefined> {
-    return this.source.codeSystemVersions === undefined ? Promise.resolve(undefined) : this.source.codeSystemVersions(url);
+    const list = this.source.codeSystemVersions;
+    if (list === undefined) return Promise.resolve(undefined);
+    const cached = this.versions.get(url);
+    if (cached !== undefined) return cached;
+    // Dropped with the rest when the change token moves (update).
+    const pending = list.call(this.source, url);
+    this.versions.set(url, pending);
+    pending.catch(() => this.versions.deleteIf(url, pending));
+    return pending;
   }
 
   codeSystemById(id: string): Pending<CodeSystemIndex> {

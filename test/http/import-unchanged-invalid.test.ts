@@ -260,3 +260,64 @@ await eachStore((kind, fresh) => {
     });
   });
 });
+
+await eachStore((kind, fresh) => {
+  describe(`$import beside a REST write to a line it keeps (${kind})`, () => {
+    let t: TestApp;
+    let token: string;
+    let file = '';
+    const server = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response(file) });
+    /** Run once before the next write of resources the store is asked for: a client's write in between the import's read and its batch. */
+    let beforeNextWrite: (() => Promise<unknown>) | undefined;
+    beforeAll(async () => {
+      const store = await fresh();
+      const resources = new Proxy(store.resources, {
+        get(r, method) {
+          const value = Reflect.get(r, method);
+          if (typeof value !== 'function') return value;
+          if (method !== 'write') return value.bind(r);
+          return async (...args: unknown[]) => {
+            const hook = beforeNextWrite;
+            beforeNextWrite = undefined;
+            if (hook) await hook();
+            return value.apply(r, args);
+          };
+        },
+      });
+      t = await createTestApp({ store: new Proxy(store, { get: (s, name) => (name === 'resources' ? resources : Reflect.get(s, name)) }), env: { CINDER_IMPORT_ALLOW_PRIVATE: 'true' } });
+      token = await t.token();
+    });
+    afterAll(async () => {
+      await t.app.imports.stop();
+      server.stop(true);
+      await t.close();
+    });
+
+    test('a line found equal to its stored version, then changed by a PUT before its batch, fails and is not told unchanged', async () => {
+      await t.store.resources.write('t1', (w) => putVersion(w, legacy('k1') as unknown as Resource, 'k1', { now: t.clock.now(), access: operatorAccess }, 'PUT'));
+      file = ndjson(legacy('k1'), { resourceType: 'Patient', id: 'k2', gender: 'female' });
+      const body = {
+        resourceType: 'Parameters',
+        parameter: [
+          { name: 'inputFormat', valueCode: 'application/fhir+ndjson' },
+          { name: 'input', part: [{ name: 'type', valueCode: 'Patient' }, { name: 'url', valueUri: `http://127.0.0.1:${server.port}/k.ndjson` }] },
+        ],
+      };
+      const kick = await t.request(`${t.fhir()}/$import`, fhirInit(token, 'POST', body));
+      expect(kick.status).toBe(202);
+      let put = 0;
+      beforeNextWrite = async () => (put = (await t.request(`${t.fhir()}/Patient/k1`, fhirInit(token, 'PUT', legacy('k1', { gender: 'male' })))).status);
+      await t.app.imports.runOnce();
+      expect(put).toBe(200);
+      const status = (await (await t.request(kick.headers.get('content-location')!, fhirInit(token))).json()) as Json;
+      expect(status.output).toEqual([expect.objectContaining({ count: 1, unchanged: 0 })]);
+      expect(status.error[0].count).toBe(1);
+      const issues = status.error[0].outcome.issue as Json[];
+      expect(issues.map((i) => [i.severity, i.location[0], i.expression?.[0]])).toEqual([['error', 'Line[1]', 'Patient.gender']]);
+      const lines = (await (await t.request(status.error[0].url, fhirInit(token))).text()).trimEnd().split('\n');
+      expect(lines).toHaveLength(1);
+      const k1 = (await t.store.resources.read('t1', 'Patient', 'k1'))!;
+      expect([k1.versionId, JSON.parse(k1.content).gender]).toEqual([2, 'male']);
+    });
+  });
+});

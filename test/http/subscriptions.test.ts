@@ -467,6 +467,48 @@ for (const target of targets) {
       await off(sub);
     });
 
+    test('a payload no Content-Type header can carry is a 422 at activation; one an older release stored is a failed delivery, retried and then error', async () => {
+      for (const payload of ['application/fhir+json;x=\u65e5\u672c', 'application/fhir+json;x=\u00e9', 'application/fhir+json;', 'application/fhir+json;charset']) {
+        const res = await post('Subscription', subscription(hook.url, {}, { payload }));
+        expect(res.status).toBe(422);
+        expect(((await res.json()) as Json).issue[0].expression).toEqual(['Subscription.channel.payload']);
+      }
+      const quoted = await subscribe(subscription(hook.url, {}, { payload: 'application/fhir+json; charset="utf-8"' }));
+      expect(quoted.status).toBe('active');
+      await off(quoted);
+      // An older release activated one: stored as that release stored it (cinder import) and owned as it recorded its owner.
+      const model = await subscribe(subscription(hook.url));
+      const owner = (await t.store.subscriptions.owner('t1', model.id))!;
+      await off(model);
+      const cli = createCliEnv({ CINDER_DATABASE_URL: database.url });
+      try {
+        const file = join(cli.dir, 'older.ndjson');
+        writeFileSync(file, JSON.stringify(subscription(hook.url, { id: 'older-payload', status: 'active' }, { payload: 'application/fhir+json;x=\u65e5\u672c' })) + '\n');
+        const r = await cli.run(['import', '--tenant', 't1', file]);
+        expect([r.code, r.stderr]).toEqual([0, '']);
+      } finally {
+        cli.close();
+      }
+      await t.store.resources.write('t1', (w) => w.ownSubscription('older-payload', owner, 'rest-hook'));
+      t.clock.advance(CHECK_INTERVAL_MS);
+      const failed = t.app.subscriptions.counts.failed;
+      await post('Observation', observation('1234-5'));
+      // One failure, then nothing until its backoff has passed (it was claimed again at once, round after round, for ever).
+      await drain(t);
+      expect(t.app.subscriptions.counts.failed).toBe(failed + 1);
+      for (const wait of [5_000, 10_000, 20_000, 40_000]) {
+        t.clock.advance(wait);
+        await drain(t);
+      }
+      expect(t.app.subscriptions.counts.failed).toBe(failed + 5);
+      const errored = await read('Subscription/older-payload');
+      expect(errored.status).toBe('error');
+      expect(errored.error).toContain('Subscription.channel.payload');
+      expect(hook.got).toEqual([]);
+      expect(await t.store.subscriptions.waiting()).toBe(0);
+      token = await t.token();
+    });
+
     test('a redirect is a failure and is not followed; so is a refused connection', async () => {
       const sub = await subscribe(subscription(`${hook.url}/moved`));
       hook.state.status = 307;

@@ -92,6 +92,19 @@ export function payloadType(payload: unknown): string | undefined {
 }
 
 /**
+ * A media type as an HTTP field value may carry it (RFC 9110 8.3.1: `type/subtype`, then `;name=value` parameters,
+ * each value a token or a quoted string, ASCII throughout). A rest-hook sends its payload as its Content-Type: a
+ * FHIR code (any characters but whitespace runs) may hold what no header can, which a delivery could never send.
+ */
+const TCHAR = "[!#$%&'*+.^_`|~0-9A-Za-z-]+";
+const MEDIA_TYPE = new RegExp(`^${TCHAR}/${TCHAR}(?:[ \\t]*;[ \\t]*${TCHAR}=(?:${TCHAR}|"(?:[\\t \\x21\\x23-\\x5b\\x5d-\\x7e]|\\\\[\\t \\x21-\\x7e])*"))*$`);
+
+/** Whether `payload` can be sent as a Content-Type header (MEDIA_TYPE). */
+export function sendablePayload(payload: unknown): boolean {
+  return typeof payload === 'string' && MEDIA_TYPE.test(payload);
+}
+
+/**
  * `resource` as stored when it asks to be active: checked (criteria compiled as a search by `access`,
  * a deliverable channel, an endpoint outside private networks, headers, payload) and set `active` (a
  * topic-based rest-hook one written `requested`, or written `active` without its endpoint verified (`verified`):
@@ -234,6 +247,9 @@ async function checkRestHook(channel: Json, ctx: ActivationContext): Promise<voi
   }
   if (channel.payload !== undefined && !PAYLOADS.includes(payloadType(channel.payload)!)) {
     throw refuse(`Subscription.channel.payload '${String(channel.payload)}' is not one Cinder sends: ${PAYLOADS.join(' or ')}, or none`, 'Subscription.channel.payload');
+  }
+  if (channel.payload !== undefined && !sendablePayload(channel.payload)) {
+    throw refuse(`Subscription.channel.payload '${String(channel.payload)}' is not a media type an HTTP Content-Type can carry (type/subtype, then ;name=value parameters in ASCII)`, 'Subscription.channel.payload');
   }
   const headers = Array.isArray(channel.header) ? (channel.header as unknown[]) : [];
   headers.forEach((h, i) => {

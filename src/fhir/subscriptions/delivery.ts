@@ -21,7 +21,7 @@ import type { Clock } from '../../clock.ts';
 import type { Logger } from '../../log.ts';
 import type { ClaimedSubscription, Client, PendingNotification, ResourceVersion } from '../../store/types.ts';
 import type { FhirDeps } from '../crud.ts';
-import { isActivated, payloadType } from './activation.ts';
+import { isActivated, payloadType, sendablePayload } from './activation.ts';
 import { parseExact } from '../exact-json.ts';
 import { toFhirXml } from '../xml/to-xml.ts';
 import { endpointUrl, systemResolve, type ResolveHost } from './endpoint.ts';
@@ -384,6 +384,11 @@ export class SubscriptionDelivery {
     const tenant = c.tenant;
     const endpoint = endpointUrl(channel.endpoint);
     if (typeof endpoint === 'string') return `Subscription.channel.endpoint ${endpoint}`;
+    // Sent as the Content-Type: one no header can carry (stored before activation refused it) is a failed delivery, retried
+    // and then `error`, never a throw, which released the claim to be taken again at once, for ever.
+    if (channel.payload !== undefined && !sendablePayload(channel.payload)) {
+      return `Subscription.channel.payload '${String(channel.payload)}' is not a media type an HTTP Content-Type can carry`;
+    }
     const headers = new Headers();
     for (const line of Array.isArray(channel.header) ? (channel.header as string[]) : []) {
       const at = line.indexOf(':');

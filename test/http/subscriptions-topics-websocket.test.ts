@@ -7,6 +7,7 @@
  * rounds driven by hand. On both databases.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { connect, type Socket } from 'node:net';
 import { createApp, type App } from '../../src/app.ts';
 import { createKeyRing } from '../../src/auth/keys.ts';
 import { MAX_TOKEN_TTL } from '../../src/auth/tokens.ts';
@@ -503,4 +504,68 @@ describe('topic-based websocket subscriptions under a long CINDER_BASE_URL', () 
       await t.close();
     }
   });
+});
+
+describe('a topic-based websocket whose client reads nothing', () => {
+  /** A websocket of `url` opened by hand, sent `message`, that reads nothing after the handshake's answer: a client that stopped reading. */
+  async function stalledSocket(url: string, message: string) {
+    const u = new URL(url);
+    const socket = connect(Number(u.port), u.hostname);
+    await new Promise((resolve) => socket.once('connect', resolve));
+    socket.write(`GET ${u.pathname} HTTP/1.1\r\nHost: ${u.host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n`);
+    let seen = '';
+    await new Promise<void>((resolve) => {
+      const on = (d: Buffer) => {
+        seen += d.toString('latin1');
+        if (seen.includes('\r\n\r\n')) (socket.off('data', on), resolve());
+      };
+      socket.on('data', on);
+    });
+    // One masked text frame (RFC 6455 5.2), as a client sends it.
+    const payload = Buffer.from(message);
+    const mask = Buffer.from([7, 1, 8, 2]);
+    socket.write(Buffer.concat([Buffer.from([0x81, 0x80 | 126, payload.length >> 8, payload.length & 255]), mask, payload.map((b, i) => b ^ mask[i % 4]!)]));
+    socket.on('error', () => undefined);
+    return socket;
+  }
+
+  test('is closed once more than its bound of messages waits for it, not sent into a buffer without end nor dropped unseen; a client that reads gets everything', async () => {
+    const t = await createTestApp();
+    const server = serve(t.app);
+    const stalled: Socket[] = [];
+    let reading: Awaited<ReturnType<typeof client>> | undefined;
+    try {
+      const token = await t.token();
+      const call = (method: string, path: string, body?: unknown) => t.request(`${t.fhir()}/${path}`, fhirInit(token, method, body));
+      const open = async () => Number(/^cinder_subscription_websockets (\d+)$/m.exec(await (await t.request('/metrics')).text())![1]);
+      expect((await call('POST', 'Basic', changesTopic)).status).toBe(201);
+      const s = (await (await call('POST', 'Subscription', websocketTopicSubscription('full-resource'))).json()) as Json;
+      const bind = async () => `bind-with-token ${param((await (await call('GET', `Subscription/${s.id}/$get-ws-binding-token`)).json()) as Json, 'token')!.valueString}`;
+      reading = await client(server.url);
+      reading.send(await bind());
+      expect(param(statusOf(JSON.parse(await reading.next()) as Json), 'type')!.valueCode).toBe('handshake');
+      for (let i = 0; i < 3; i++) stalled.push(await stalledSocket(server.url, await bind()));
+      await Bun.sleep(100);
+      for (const socket of stalled) socket.pause();
+      expect(await open()).toBe(4);
+      // Encounters of 1 MB each: the stalled sockets' kernel buffers fill, then what Cinder holds for them.
+      const big = 'x'.repeat(1_000_000);
+      const written = 24;
+      for (let i = 0; i < written; i++) {
+        const res = await call('POST', 'Encounter', { ...encounter('planned'), text: { status: 'generated', div: `<div xmlns="http://www.w3.org/1999/xhtml">${big}${i}</div>` } });
+        expect(res.status).toBe(201);
+        await t.app.subscriptions.runOnce();
+      }
+      // The stalled ones are closed; the reading one is open and was sent each event.
+      expect(await open()).toBe(1);
+      const numbers: string[] = [];
+      for (let i = 0; i < written; i++) numbers.push(String(part(statusOf(JSON.parse(await reading.next()) as Json), 'event-number')!.valueString));
+      expect(numbers).toEqual(Array.from({ length: written }, (_, i) => String(i + 1)));
+    } finally {
+      reading?.close();
+      for (const socket of stalled) socket.destroy();
+      server.stop();
+      await t.close();
+    }
+  }, 120_000);
 });

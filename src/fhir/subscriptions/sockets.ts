@@ -46,6 +46,15 @@ export const MAX_MESSAGE_BYTES = 4096;
 /** The most Subscription versions and owners whose grant was found to reach what they select that a process remembers. */
 const REACHED_KEPT = 10_000;
 
+/**
+ * The most bytes a socket may have waiting to be sent (those its client has not read, past what the kernel holds):
+ * a send beyond closes it (Bun's closeOnBackpressureLimit, code 1006). Bun's default, 16 MiB, was held for every
+ * socket whose client stopped reading, and what came after it was dropped unseen with the socket left open; closed,
+ * its client connects again and reads what it missed (a search, `$events`). One message larger than this still goes to a
+ * client that keeps up: the bound is checked before each send.
+ */
+export const MAX_BUFFERED_BYTES = 1024 * 1024;
+
 /** Close codes (RFC 6455 section 7.4.1, IANA registry). */
 export const CLOSE_GOING_AWAY = 1001;
 export const CLOSE_POLICY = 1008;
@@ -147,6 +156,8 @@ export class SubscriptionSockets {
         });
     },
     maxPayloadLength: MAX_MESSAGE_BYTES,
+    backpressureLimit: MAX_BUFFERED_BYTES,
+    closeOnBackpressureLimit: true,
     close: (ws) => this.release(ws),
   };
 

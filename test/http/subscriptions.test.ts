@@ -582,6 +582,44 @@ for (const target of targets) {
         await a.close();
       }
     });
+
+    test("a tenant holds at most 1,000 activated Subscriptions: one more is a 422, never stored active to notify nothing, nor one pushing another app's out", async () => {
+      const other = await t.tokenFor('t1', ['system/Observation.rs', 'system/Subscription.cruds']);
+      const theirs = await subscribe(subscription(hook.url, { criteria: 'Observation?code=http://loinc.org|other-app' }), other);
+      // Websocket ones cost no delivery; ids that sort before any the server assigns, as the hub reads them in id order.
+      const many = (method: 'PUT' | 'DELETE', n: number) => ({
+        resourceType: 'Bundle', type: 'transaction',
+        entry: Array.from({ length: n }, (_, i) => ({
+          ...(method === 'PUT' && { resource: { resourceType: 'Subscription', id: `0-${i}`, status: 'requested', reason: 'many', criteria: `Observation?code=http://loinc.org|m${i}`, channel: { type: 'websocket' } } }),
+          request: { method, url: `Subscription/0-${i}` },
+        })),
+      });
+      // Theirs and those earlier tests left activated (an imported one among them) are counted: one more than fills the
+      // tenant's 1,000 is refused, the transaction whole.
+      const room = 1000 - ((await read('Subscription?status=active,requested&_summary=count')).total as number);
+      const refused = await post('', many('PUT', room + 1));
+      const outcome = (await refused.json()) as Json;
+      expect(refused.status).toBe(422);
+      expect(outcome.issue[0].expression[0]).toEndWith('.status');
+      expect(outcome.issue[0].diagnostics).toContain('1000 active Subscriptions');
+      expect((await read('Subscription?_id=0-0')).total).toBe(0);
+      expect((await post('', many('PUT', room))).status).toBe(200);
+      t.clock.advance(CHECK_INTERVAL_MS);
+      await post('Observation', observation('other-app'));
+      await drain(t);
+      expect(hook.got.length).toBe(1);
+      const one = await post('Subscription', subscription(hook.url));
+      expect(one.status).toBe(422);
+      expect(((await one.json()) as Json).issue[0].expression).toEqual(['Subscription.status']);
+      // Theirs written requested again is no new one; one set off makes room for another.
+      expect((await put(`Subscription/${theirs.id}`, { ...theirs, status: 'requested' }, other)).status).toBe(200);
+      const zero = await read('Subscription/0-0');
+      expect((await put('Subscription/0-0', { ...zero, status: 'off' })).status).toBe(200);
+      const next = await subscribe(subscription(hook.url, { criteria: 'Observation?code=http://loinc.org|next' }));
+      expect((await post('', many('DELETE', room))).status).toBe(200);
+      await off(next);
+      await off(await read(`Subscription/${theirs.id}`));
+    }, 120_000);
   });
 
   test(`writes go on while a reindex gates searches: the active subscriptions are read past the gate (${target.kind})`, async () => {

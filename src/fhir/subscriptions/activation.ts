@@ -9,7 +9,8 @@
  * `off` and `error` ones are stored as written.
  */
 import { FhirError } from '../../errors.ts';
-import type { ResourceWriter } from '../../store/types.ts';
+import type { Condition, ResourceWriter } from '../../store/types.ts';
+import { compileFilter } from '../search.ts';
 import type { Access } from '../access.ts';
 import type { FhirDeps } from '../crud.ts';
 import type { Resource } from '../resource.ts';
@@ -20,6 +21,17 @@ import { endpointUrl, privateEndpoint, type ResolveHost } from './endpoint.ts';
 import { ownerOf } from './owner.ts';
 import { compileTopic, findTopic, isTopicCriteria, topicRequest } from './topic-subscription.ts';
 import { committedTopics, isTopicResource, parseTopic, tenantTopics, type Topic } from './topics.ts';
+
+/**
+ * The most activated Subscriptions of one tenant (`status` active or requested: ACTIVE_QUERY) that the hub matches
+ * (hub.ts reads that many, in id order). Activation refuses one more: accepted, it would read `active` and notify
+ * nothing, or, given an id sorting before theirs (a PUT), push other apps' Subscriptions out of the matched set.
+ */
+export const MAX_ACTIVE = 1_000;
+/** The Subscriptions the hub reads to match: those stored active or requested (a topic rest-hook one awaiting its handshake). */
+export const ACTIVE_QUERY = new URLSearchParams('status=active,requested');
+/** Per write (its writer): the activated Subscriptions of the tenant as last counted, with this write's activations since. */
+const activatedInWrite = new WeakMap<ResourceWriter, { count: number }>();
 
 /** The channel types Cinder delivers: rest-hook (delivery.ts) and websocket (sockets.ts). */
 export const DELIVERED_CHANNELS = ['rest-hook', 'websocket'];
@@ -149,6 +161,23 @@ export async function activateSubscription(resource: Resource, ctx: ActivationCo
   const handshake = topicBased && !ended && channel.type === 'rest-hook'
     && (r.status === 'requested' || unowned || !verified(ctx.stored?.resource, channel.endpoint)
       || (ctx.writer !== undefined && (await ctx.writer.handshakeWaiting(ctx.stored!.id))));
+  // One more activated Subscription than the hub matches is refused, not stored active to notify nothing. Counted in
+  // the write's transaction (its writer: a Bundle's earlier entries too); one already activated is among them.
+  if (!ended && ctx.writer !== undefined && !(ctx.stored !== undefined && isActivated(ctx.stored.resource) && !unowned)) {
+    // Counted once per write and then kept up by its own activations (a transaction of many reads the rows once), and
+    // counted again whenever that would reach the bound, so that a refusal always rests on the count as it stands.
+    let seen = activatedInWrite.get(ctx.writer);
+    if (seen === undefined || seen.count + 1 >= MAX_ACTIVE) {
+      const where = compileFilter('Subscription', ACTIVE_QUERY) as Condition[];
+      const rows = await ctx.writer.search({ type: 'Subscription', where, sort: [], count: MAX_ACTIVE + 1 });
+      seen = { count: rows.filter((v) => v.id !== ctx.stored?.id).length };
+      activatedInWrite.set(ctx.writer, seen);
+    }
+    if (seen.count >= MAX_ACTIVE) {
+      throw new FhirError('unprocessable', `the tenant has ${MAX_ACTIVE} active Subscriptions, the most Cinder matches: set one off (or delete it) before activating another`, { expression: ['Subscription.status'] });
+    }
+    seen.count++;
+  }
   const { error: _error, ...rest } = r;
   return {
     resource: { ...rest, status: ended ? 'off' : handshake ? 'requested' : 'active' } as unknown as Resource, owner: ownerOf(ctx.access), channel: channel.type as string,

@@ -21,7 +21,7 @@ import { compileFilter } from '../search.ts';
 import { matchConditions } from '../search-match.ts';
 import { textIndexOf } from '../text-index.ts';
 import type { Client, Condition, ResourceVersion, TextEntry } from '../../store/types.ts';
-import { activateSubscription, DELIVERED_CHANNELS, isActivated, prepareActivation, type Activated, type ActivationReads, type Together } from './activation.ts';
+import { ACTIVE_QUERY, activateSubscription, DELIVERED_CHANNELS, MAX_ACTIVE, isActivated, prepareActivation, type Activated, type ActivationReads, type Together } from './activation.ts';
 import { compileCriteria } from './criteria.ts';
 import { fhirPathHolds } from './fhirpath-criteria.ts';
 import type { CompiledTopicCriteria } from '../validation/fhirpath-engine.ts';
@@ -39,8 +39,8 @@ import type { User } from '../../store/types.ts';
 
 /** How long a read of the Subscription change token is trusted before it is read again (ms). */
 export const CHECK_INTERVAL_MS = 250;
-/** The most active subscriptions of one tenant that are matched: beyond it some are left out, and a warning logged. */
-export const MAX_ACTIVE = 1_000;
+/** The most active subscriptions of one tenant that are matched (activation refuses more; an import may store more: then some are left out, and a warning logged). */
+export { MAX_ACTIVE };
 
 export interface HubOptions {
   /** What criteria compile and match with (store, terminology, core resources, FHIR base). */
@@ -146,7 +146,6 @@ export interface WriteHook {
 }
 
 /** Active Subscriptions, and the topic rest-hook ones awaiting their handshake (stored `requested`: activation.ts isActivated). */
-const ACTIVE_QUERY = new URLSearchParams('status=active,requested');
 /**
  * Those in `error` whose text holds the words of a topic pause (topicPausedError's head, by the full-text index of
  * `_content`): the server's topic pauses (resumable) among them, found without reading every Subscription in `error`

@@ -133,6 +133,9 @@ export function readLimited(req: Request, limit: number): Promise<string> {
   return readText(req, limit, 'text');
 }
 
+/** The `encoding` an XML declaration at the start of a text names (the declaration is ASCII: it precedes any bad byte). */
+const XML_ENCODING = /^\uFEFF?<\?xml\s[^?]*?\bencoding\s*=\s*["']([^"']*)["']/;
+
 /** What a body holds, for the 400 of one that is not UTF-8: FHIR JSON, FHIR XML, or other text (a form, a JSON Patch, a GraphQL query). */
 type BodyKind = 'json' | 'xml' | 'text';
 
@@ -166,6 +169,22 @@ function notUtf8Body(err: NotUtf8Error, kind: BodyKind, header: string | undefin
   const charset = charsetOf(header);
   if (charset !== undefined && isAsciiLabel(charset)) {
     return new FhirError('unsupported-media', `Content-Type '${header}' declares charset ${charset}, but the body holds ${err.message}, which is not US-ASCII: send FHIR bodies in UTF-8, with charset=utf-8 or no charset`, { cause: err });
+  }
+  // One declared in another charset (ISO-8859-1, UTF-16) is not misread UTF-8 but text Cinder does not read: the 415 naming
+  // it, as when the media type is checked before the body is read (an operation's optional body is read first).
+  try {
+    requireUtf8(header);
+  } catch (refused) {
+    return refused as FhirError;
+  }
+  // So is FHIR XML whose declaration names another encoding (the parser's 415, src/fhir/xml/from-xml.ts, which it
+  // would answer had the bytes been read).
+  const declared = kind === 'xml' ? XML_ENCODING.exec(err.before)?.[1] : undefined;
+  if (declared !== undefined && isAsciiLabel(declared)) {
+    return new FhirError('unsupported-media', `The request body declares encoding '${declared}' but holds ${err.message}, which is not US-ASCII: send FHIR XML in UTF-8`, { cause: err });
+  }
+  if (declared !== undefined && !isUtf8Label(declared)) {
+    return new FhirError('unsupported-media', `The request body declares encoding '${declared}': FHIR XML is read in UTF-8 only (R4 http.html: UTF-8 SHALL be used)`, { cause: err });
   }
   const path = kind === 'json' ? openStringPath(err.before) : undefined;
   const where = path === undefined ? '' : `, in ${path}`;

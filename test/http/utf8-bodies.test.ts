@@ -136,6 +136,36 @@ await eachStore((kind, fresh) => {
       await refused(send('PUT', 'Patient/lat', chunked(bomBad, 2)), `byte 0xFC at byte offset ${AT + 3}`, 'Patient.name[0].family');
     });
 
+    test('a body declared in another charset, or FHIR XML declaring another encoding, is the 415 naming it, not a 400, on the routes that read the body before its media type (operations, $export) too', async () => {
+      const unsupported = async (res: Response | Promise<Response>, named: string) => {
+        const before = await countVersions(t);
+        const outcome = await expectOutcome(await res, 415, 'not-supported');
+        expect(outcome.issue[0].diagnostics).toContain(named);
+        expect(await countVersions(t)).toBe(before);
+      };
+      const params = latin1(JSON.stringify({ resourceType: 'Parameters', parameter: [{ name: 'x', valueString: 'M\xfcller' }] }));
+      const utf16 = concat(new Uint8Array([0xff, 0xfe]), new Uint8Array(Buffer.from(JSON.stringify({ resourceType: 'Parameters', parameter: [] }), 'utf16le')));
+      for (const [body, charset] of [[params, 'ISO-8859-1'], [utf16, 'utf-16']] as const) {
+        const type = `application/fhir+json; charset=${charset}`;
+        // The same 415 a resource body gets (its media type is checked first).
+        await unsupported(send('PUT', 'Patient/lat', body, { 'Content-Type': type }), `declares charset ${charset}`);
+        await unsupported(send('POST', 'Patient/$everything', body, { 'Content-Type': type }), `declares charset ${charset}`);
+        await unsupported(send('POST', 'Patient/$everything', chunked(body, 5), { 'Content-Type': type }), `declares charset ${charset}`);
+        await unsupported(send('POST', '$export', body, { 'Content-Type': type, Prefer: 'respond-async', Accept: 'application/fhir+json' }), `declares charset ${charset}`);
+      }
+      // A form declared ISO-8859-1 holding its bytes: 415 too; one declared so whose bytes are ASCII is read as before.
+      await unsupported(send('POST', 'Patient/_search', latin1('family=M\xfcller'), { 'Content-Type': 'application/x-www-form-urlencoded; charset=ISO-8859-1' }), 'declares charset ISO-8859-1');
+      expect((await send('POST', 'Patient/_search', 'family=Muller', { 'Content-Type': 'application/x-www-form-urlencoded; charset=ISO-8859-1' })).status).toBe(200);
+      // FHIR XML whose declaration names ISO-8859-1 (or US-ASCII) and holds Latin-1 bytes: the parser's 415, as for ASCII bytes.
+      const xml = (encoding: string) => latin1(`<?xml version="1.0" encoding="${encoding}"?><Patient xmlns="http://hl7.org/fhir"><id value="lat"/><name><family value="M\xfcller"/></name></Patient>`);
+      for (const body of [xml('ISO-8859-1'), chunked(xml('ISO-8859-1'), 3)]) {
+        await unsupported(send('PUT', 'Patient/lat', body, { 'Content-Type': 'application/fhir+xml', Accept: 'application/fhir+json' }), "declares encoding 'ISO-8859-1': FHIR XML is read in UTF-8 only");
+      }
+      await unsupported(send('PUT', 'Patient/lat', xml('US-ASCII'), { 'Content-Type': 'application/fhir+xml', Accept: 'application/fhir+json' }), "declares encoding 'US-ASCII' but holds byte 0xFC");
+      // Declared UTF-8, it is the 400 naming the byte.
+      await refused(send('PUT', 'Patient/lat', xml('UTF-8'), { 'Content-Type': 'application/fhir+xml', Accept: 'application/fhir+json' }), 'byte 0xFC');
+    });
+
     test('PATCH bodies of each kind: JSON Patch, FHIRPath Patch in JSON and in XML', async () => {
       expect((await send('PUT', 'Patient/pt', utf8('{"resourceType":"Patient","id":"pt","active":true}'))).status).toBe(201);
       const jsonPatch = latin1('[{"op":"add","path":"/name","value":[{"family":"M\xfcller"}]}]');

@@ -64,8 +64,8 @@ export interface RestEvent {
   touched: Touched[];
   /** Patients whose data the interaction read or changed (ids). */
   patients: string[];
-  /** The raw query (a search's or history's `METHOD path?query`, or its form), recorded base64 as BALP says. */
-  query?: string;
+  /** The raw query (a search's or history's `METHOD path?query`, or its form), recorded base64 as BALP says: as bytes when its form is not UTF-8. */
+  query?: string | Uint8Array;
   requestId?: string;
 }
 
@@ -120,7 +120,7 @@ export function restAuditEvent(e: RestEvent): Json {
     entity.push(entityOf(coding(ENTITY_TYPE, '1', 'Person'), coding(OBJECT_ROLE, '1', 'Patient'), { what: { reference: `Patient/${id}` } }));
   }
   if (e.query !== undefined) {
-    entity.push(entityOf(coding(ENTITY_TYPE, '2', 'System Object'), coding(OBJECT_ROLE, '24', 'Query'), { query: Buffer.from(e.query).toString('base64') }));
+    entity.push(entityOf(coding(ENTITY_TYPE, '2', 'System Object'), coding(OBJECT_ROLE, '24', 'Query'), { query: (typeof e.query === 'string' ? Buffer.from(e.query) : Buffer.from(e.query.buffer, e.query.byteOffset, e.query.byteLength)).toString('base64') }));
   }
   if (e.requestId) entity.push({ what: { identifier: { value: e.requestId } }, type: coding(BALP_ENTITY_TYPE, 'XrequestId', 'X-Request-Id') });
   const profile = e.status < 400 ? profileOf(e.interaction, e.patients.length > 0) : undefined;

@@ -26,7 +26,8 @@ import { newId } from '../fhir/resource.ts';
 import { prepareVersion, versionToWrite, type PreparedVersion } from '../fhir/prepared.ts';
 import { compartmentsOf } from '../fhir/indexer.ts';
 import { pathStart } from '../http/url-path.ts';
-import { readLimited } from '../http/body.ts';
+import { readBytesLimited } from '../http/body.ts';
+import { decodeUtf8 } from '../fhir/utf8.ts';
 import { requestIp } from '../http/client-ip.ts';
 import { classify, type Classified } from './classify.ts';
 import { authAuditEvent, restAuditEvent, type AuthEvent, type Requestor, type Touched } from './event.ts';
@@ -79,8 +80,8 @@ interface PendingRest {
   requestId: string | undefined;
   location: string | null;
   etag: string | null;
-  /** A POST `_search`'s form. */
-  body: Promise<string> | undefined;
+  /** A POST `_search`'s form, its bytes as sent (decoded from any Content-Encoding). */
+  body: Promise<Uint8Array> | undefined;
   /** A successful transaction/batch's response, kept as text or as its digest (counted against MAX_BUNDLE_CHARS_QUEUED as it is kept). */
   response?: Promise<KeptResponse | undefined>;
   /** A transaction/batch request's Bundle text (when small enough to audit its entries). */
@@ -257,21 +258,24 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
       // never a POSTed operation's body, the resources it was sent (`$convert`, `$validate`), whatever its query string.
       // A body without a Content-Length (chunked), or sent in a Content-Encoding (whose Content-Length is the coded size), is
       // counted as ENTRY_BUNDLE_CHARS and read, decoded as the request's handler reads it, up to that much: whole, a chunked
-      // one held more than it was counted as, and a coded one's bytes were no Bundle (its entries went unaudited).
+      // one held more than it was counted as, and a coded one's bytes were no Bundle (its entries went unaudited). Its bytes
+      // are kept, and its text decoded from them as strictly as the handler decodes it: a form that is not UTF-8 (refused)
+      // is recorded as the bytes sent, never as text with U+FFFD in their place (a sized one was) nor left out (a chunked one was).
       const declared = req.headers.get('content-length');
       const unsized = declared === null || req.headers.has('content-encoding');
       const length = unsized ? ENTRY_BUNDLE_CHARS : Number(declared);
       const bundle = c.interaction === 'transaction' && length <= ENTRY_BUNDLE_CHARS && bundleChars + length <= MAX_BUNDLE_CHARS_QUEUED;
       const held = bundle ? hold(length) : undefined;
       const kept = (c.isQuery && req.method === 'POST' && c.interaction !== 'operation') || bundle;
-      const form = !kept ? undefined : unsized ? readLimited(req.clone(), ENTRY_BUNDLE_CHARS) : req.clone().text();
+      const sent = !kept ? undefined : unsized ? readBytesLimited(req.clone(), ENTRY_BUNDLE_CHARS) : req.clone().bytes();
+      sent?.catch(() => undefined);
+      const form = held ? sent!.then(decodeUtf8) : undefined;
       if (held) form!.then((text) => settle(held, text.length), () => settle(held, 0));
-      else form?.catch(() => undefined);
       const token = tokenNow(req.headers.get('authorization'));
       const address = requestIp(req, server, d.trustProxy);
       const note = (res: Response): Response => {
         const transaction = c.interaction === 'transaction' && res.status < 400;
-        const body = transaction ? undefined : form;
+        const body = transaction ? undefined : sent;
         const response = transaction ? keepResponse(responseText(res)) : undefined;
         push({
           kind: 'rest', c, method: req.method, path, recorded, status: res.status, token, address, ...(held && form ? { requestBundle: form, held } : {}),
@@ -441,10 +445,13 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
       else if (fromHeaders && (c.interaction === 'create' || c.interaction === 'update' || c.interaction === 'patch' || c.interaction === 'delete')) touched = [fromHeaders];
     }
     if (ok) for (const id of await touchedPatients(tenant, base, touched, c.interaction, pace)) patients.add(id);
-    const form = c.isQuery && p.method === 'POST' && p.body ? await p.body.catch(() => '') : '';
-    // A POST `_search` names its parameters in the form as a GET does in its query: the patients it names are found in both.
-    if (c.isQuery) for (const id of queryPatients(c, base, form)) patients.add(id);
-    const query = c.isQuery ? `${p.method} ${p.path}${c.search ? `?${c.search}` : ''}${form ? `\n\n${form}` : ''}` : undefined;
+    const sent = c.isQuery && p.method === 'POST' && p.body ? await p.body.catch(() => undefined) : undefined;
+    const form = formOf(sent);
+    // A POST `_search` names its parameters in the form as a GET does in its query: the patients it names are found in both
+    // (in a form that is not UTF-8, its bad bytes read as U+FFFD, which no id holds).
+    if (c.isQuery) for (const id of queryPatients(c, base, typeof form === 'string' ? form : lenientUtf8.decode(form))) patients.add(id);
+    const head = c.isQuery ? `${p.method} ${p.path}${c.search ? `?${c.search}` : ''}` : undefined;
+    const query = head === undefined ? undefined : typeof form !== 'string' ? new Uint8Array(Buffer.concat([Buffer.from(`${head}\n\n`), form])) : form ? `${head}\n\n${form}` : head;
     const resource = restAuditEvent({
       interaction, ...(c.operation ? { operation: c.operation } : {}), status: p.status, recorded: new Date(p.recorded).toISOString(),
       requestor, server: base, touched, patients: [...patients], ...(query !== undefined ? { query } : {}), ...(p.requestId ? { requestId: p.requestId } : {}),
@@ -583,6 +590,22 @@ function digestChars(digest: ResponseDigest): number {
     if (e) n += len(e.status) + len(e.location) + len(e.etag) + (e.resource ? DIGEST_ENTRY_CHARS + e.resource.type.length + e.resource.id.length : 0);
   }
   return n;
+}
+
+/** Text with U+FFFD for what is not UTF-8: only to find the patients a refused form names. */
+const lenientUtf8 = new TextDecoder();
+
+/**
+ * A POST `_search`'s form as its AuditEvent records it: its text (UTF-8, as its handler read it), or, when its bytes are
+ * not UTF-8 (the search was refused for them), those bytes as sent.
+ */
+function formOf(bytes: Uint8Array | undefined): string | Uint8Array {
+  if (bytes === undefined) return '';
+  try {
+    return decodeUtf8(bytes);
+  } catch {
+    return bytes;
+  }
 }
 
 /** Patients a search names (in its query, or the form of a POST `_search`): `patient`, `subject` (to a Patient), and `_id` of a Patient search. */

@@ -205,6 +205,19 @@ export function readFhirText(req: Request, limit: number): Promise<string> {
 }
 
 /**
+ * Reads at most `limit` bytes of the request body, decoded from its content codings as readLimited reads them (413, 415
+ * and 400 as there), as bytes: not decoded as text, so that a body that is not UTF-8 is had as it was sent.
+ */
+export async function readBytesLimited(req: Request, limit: number): Promise<Uint8Array> {
+  const codings = contentCodings(req);
+  if (codings.length === 0 && declaredWithin(req, limit) && Number(req.headers.get('content-length')) <= BODY_PIECE) return req.bytes();
+  const parts: Uint8Array[] = [];
+  // Copies: the stream may reuse a chunk's memory once it is handed back.
+  await eachChunk(req, limit, codings, (chunk) => parts.push(chunk.slice()));
+  return parts.length === 1 ? parts[0]! : new Uint8Array(Buffer.concat(parts));
+}
+
+/**
  * Reads at most `limit` bytes of the request body (decoded, as readLimited) as base64 (RFC 4648
  * section 4, padded); 413 beyond that. Each chunk is encoded as it arrives, its whole 3-byte groups at once and the 0-2 bytes left
  * over carried into the next, so the body's bytes are never held whole beside their text. The bytes carried

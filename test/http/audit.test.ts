@@ -217,6 +217,29 @@ for (const target of targets) {
       }
     });
 
+    test('a search form that is not UTF-8 (refused) is recorded as the bytes sent, whether sized, chunked or compressed: never as U+FFFD, never left out', async () => {
+      const { t, api } = await open(target, 'on');
+      try {
+        const token = await t.token();
+        // A Latin-1 ü (0xFC), beside a patient the search names.
+        const form = new Uint8Array(Buffer.from('patient=Patient/pl&family=M\xfcller', 'latin1'));
+        const chunked = () => {
+          let at = 0;
+          return new ReadableStream<Uint8Array>({ pull(c) { if (at >= form.length) return c.close(); c.enqueue(form.slice(at, (at += 5))); } });
+        };
+        const sends: [BodyInit, Record<string, string>][] = [[form, { 'Content-Length': String(form.length) }], [chunked(), {}], [new Uint8Array(gzipSync(form)), { 'Content-Encoding': 'gzip' }]];
+        for (const [body, headers] of sends) {
+          const res = await t.request(`${t.fhir()}/Observation/_search`, { method: 'POST', body, headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/x-www-form-urlencoded', ...headers } });
+          expect(res.status).toBe(400);
+        }
+        const searches = (await events(t, api)).filter((e) => subtypeOf(e) === 'search');
+        const sent = Buffer.concat([Buffer.from(`POST /tenants/t1/fhir/R4/Observation/_search\n\n`), form]).toString('base64');
+        expect(searches.map((e) => [e.outcome, (e.entity ?? []).find((x: Json) => x.role?.code === '24')?.query, patientsOf(e)])).toEqual(Array(3).fill(['4', sent, ['Patient/pl']]));
+      } finally {
+        await t.close();
+      }
+    });
+
     test('a batch or a search form sent compressed (Content-Encoding: gzip or deflate) is audited as one sent plain is', async () => {
       const { t, api } = await open(target, 'on');
       try {

@@ -136,8 +136,8 @@ export function readLimited(req: Request, limit: number): Promise<string> {
 /** The `encoding` an XML declaration at the start of a text names (the declaration is ASCII: it precedes any bad byte). */
 const XML_ENCODING = /^\uFEFF?<\?xml\s[^?]*?\bencoding\s*=\s*["']([^"']*)["']/;
 
-/** What a body holds, for the 400 of one that is not UTF-8: FHIR JSON, FHIR XML, or other text (a form, a JSON Patch, a GraphQL query). */
-type BodyKind = 'json' | 'xml' | 'text';
+/** What a body holds, for the 400 of one that is not UTF-8: FHIR JSON, FHIR XML, a `_search` form, or other text (a JSON Patch, a GraphQL query, an OAuth form). */
+type BodyKind = 'json' | 'xml' | 'form' | 'text';
 
 /**
  * readLimited's text; a FHIR body (`kind`) that is not UTF-8 says so, and a JSON one names the element its bad byte falls in. A body of at most
@@ -186,13 +186,37 @@ function notUtf8Body(err: NotUtf8Error, kind: BodyKind, header: string | undefin
   if (declared !== undefined && !isUtf8Label(declared)) {
     return new FhirError('unsupported-media', `The request body declares encoding '${declared}': FHIR XML is read in UTF-8 only (R4 http.html: UTF-8 SHALL be used)`, { cause: err });
   }
-  const path = kind === 'json' ? openStringPath(err.before) : undefined;
-  const where = path === undefined ? '' : `, in ${path}`;
-  const rule = kind === 'text' ? '' : ' (FHIR R4 http.html: "UTF-8 SHALL be used")';
+  const path = kind === 'json' ? openStringPath(err.before) : kind === 'form' ? formParameterAt(err.before) : undefined;
+  const where = path === undefined ? '' : kind === 'form' ? `, in the parameter '${path}'` : `, in ${path}`;
+  const rule = kind === 'text' || kind === 'form' ? '' : ' (FHIR R4 http.html: "UTF-8 SHALL be used")';
   return new FhirError('structure', `Request body is not valid UTF-8: ${err.message}${where}; send it in UTF-8${rule}`, {
     ...(path !== undefined && { expression: [path] }),
     cause: err,
   });
+}
+
+/**
+ * The name of the form parameter whose value the end of `before` (a form's text up to a bad byte) falls in, as
+ * URLSearchParams decodes it; undefined when the bad byte is in a name, or the name is not well percent-encoded.
+ */
+function formParameterAt(before: string): string | undefined {
+  const pair = before.slice(before.lastIndexOf('&') + 1);
+  const eq = pair.indexOf('=');
+  if (eq < 0) return undefined;
+  try {
+    return decodeURIComponent(pair.slice(0, eq).replace(/\+/g, ' '));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * readLimited for an `application/x-www-form-urlencoded` body of the FHIR API (a `_search` form): one that is not UTF-8
+ * names the parameter whose value holds its bad byte, in the message and as its expression, as a value whose
+ * percent-encoding is not UTF-8 is named (src/fhir/query-encoding.ts).
+ */
+export function readFormText(req: Request, limit: number): Promise<string> {
+  return readText(req, limit, 'form');
 }
 
 /**

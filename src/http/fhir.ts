@@ -34,7 +34,7 @@ import { DEFAULT_HTTP_LIMIT, expunge, expungeOptions, expungeParameters, require
 import { checkTypeAndId } from '../fhir/resource.ts';
 import { FhirError } from '../errors.ts';
 import type { ResourceVersion } from '../store/types.ts';
-import { readFhirBody, readFhirText, readLimited, readOptionalFhirBody, requireUtf8 } from './body.ts';
+import { readFhirBody, readFhirText, readFormText, readOptionalFhirBody, requireUtf8 } from './body.ts';
 import type { AppEnv } from './env.ts';
 import { parsePrefer } from './prefer.ts';
 import { fhirJson, notModified, readConditions, versionHeaders, versionResponse, type ReadConditions } from './fhir-response.ts';
@@ -211,7 +211,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     if (type !== 'application/x-www-form-urlencoded') {
       throw new FhirError('unsupported-media', '_search by POST takes application/x-www-form-urlencoded');
     }
-    const params = strictQuery(await readLimited(c.req.raw, deps.limits.resource));
+    const params = strictQuery(await readFormText(c.req.raw, deps.limits.resource));
     for (const [k, v] of new URL(c.req.url).searchParams) params.append(k, v);
     return params;
   };

@@ -303,7 +303,11 @@ export async function readFhirBody(req: Request, limit: number): Promise<unknown
 
 /** readFhirBody for a body that may be absent (an operation without parameters): undefined when empty. */
 export async function readOptionalFhirBody(req: Request, limit: number): Promise<unknown> {
-  const text = await readFhirText(req, limit);
+  const text = await readFhirText(req, limit).catch((err: unknown) => {
+    // A body that is not UTF-8 is there: one of a media type that is not FHIR's is the 415 it is when readable.
+    if (err instanceof FhirError && err.cause instanceof NotUtf8Error) requireFhirMediaType(req);
+    throw err;
+  });
   if (text.trim() === '') return undefined;
   requireFhirMediaType(req);
   requireUtf8(req.headers.get('content-type') ?? undefined, text);

@@ -73,13 +73,14 @@ async function graphqlRequest(c: Context<AppEnv>, maxBodyBytes: number): Promise
     return { query, variables: jsonVariables(url.get('variables')), operationName: url.get('operationName') ?? undefined };
   }
   const media = (c.req.header('content-type') ?? '').split(';', 1)[0]!.trim().toLowerCase();
+  // The media type before the body: one of another type is its 415 whatever its bytes (a 400 were they not UTF-8).
+  if (media !== 'application/graphql' && media !== 'application/json' && media !== 'application/graphql+json') {
+    throw new FhirError('unsupported-media', 'A POST to $graphql takes application/json ({query, variables, operationName}) or application/graphql');
+  }
   const text = await readLimited(c.req.raw, maxBodyBytes);
   if (media === 'application/graphql') {
     if (!text.trim()) throw invalid('The body holds no query', 'query');
     return { query: text, variables: jsonVariables(url.get('variables')), operationName: url.get('operationName') ?? undefined };
-  }
-  if (media !== 'application/json' && media !== 'application/graphql+json') {
-    throw new FhirError('unsupported-media', 'A POST to $graphql takes application/json ({query, variables, operationName}) or application/graphql');
   }
   let body: unknown;
   try {

@@ -153,6 +153,8 @@ await eachStore((kind, fresh) => {
         await unsupported(send('POST', 'Patient/$everything', chunked(body, 5), { 'Content-Type': type }), `declares charset ${charset}`);
         await unsupported(send('POST', '$export', body, { 'Content-Type': type, Prefer: 'respond-async', Accept: 'application/fhir+json' }), `declares charset ${charset}`);
       }
+      // GraphQL's body of a media type it does not take: its 415, as when its bytes are UTF-8.
+      await unsupported(send('POST', '$graphql', latin1('{ PatientList(family: "M\xfcller") { id } }'), { 'Content-Type': 'text/plain' }), 'A POST to $graphql takes application/json');
       // An operation's body of a media type that is not FHIR's: the 415 it is when its bytes are UTF-8.
       for (const type of ['text/plain', 'application/x-www-form-urlencoded']) await unsupported(send('POST', 'Patient/$everything', params, { 'Content-Type': type }), `Content-Type '${type}' is not supported`);
       // A form declared ISO-8859-1 holding its bytes: 415 too; one declared so whose bytes are ASCII is read as before.

@@ -211,7 +211,15 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     if (type !== 'application/x-www-form-urlencoded') {
       throw new FhirError('unsupported-media', '_search by POST takes application/x-www-form-urlencoded');
     }
-    const params = strictQuery(await readFormText(c.req.raw, deps.limits.resource));
+    const text = await readFormText(c.req.raw, deps.limits.resource);
+    let params: URLSearchParams;
+    try {
+      params = strictQuery(text);
+    } catch (err) {
+      // A form declared in another charset (`charset=ISO-8859-1`, whose `%FC` is its ü) is the 415 naming it, not misencoded.
+      requireUtf8(c.req.header('content-type'));
+      throw err;
+    }
     for (const [k, v] of new URL(c.req.url).searchParams) params.append(k, v);
     return params;
   };

@@ -159,6 +159,10 @@ await eachStore((kind, fresh) => {
       for (const type of ['text/plain', 'application/x-www-form-urlencoded']) await unsupported(send('POST', 'Patient/$everything', params, { 'Content-Type': type }), `Content-Type '${type}' is not supported`);
       // A form declared ISO-8859-1 holding its bytes: 415 too; one declared so whose bytes are ASCII is read as before.
       await unsupported(send('POST', 'Patient/_search', latin1('family=M\xfcller'), { 'Content-Type': 'application/x-www-form-urlencoded; charset=ISO-8859-1' }), 'declares charset ISO-8859-1');
+      // As a Latin-1 form is sent (its ü percent-encoded, %FC): the same 415; declared UTF-8, the 400 naming the parameter.
+      await unsupported(send('POST', 'Patient/_search', 'family=M%FCller', { 'Content-Type': 'application/x-www-form-urlencoded; charset=ISO-8859-1' }), 'declares charset ISO-8859-1');
+      const misencoded = await expectOutcome(await send('POST', 'Patient/_search', 'family=M%FCller', { 'Content-Type': 'application/x-www-form-urlencoded; charset=UTF-8' }), 400, 'invalid');
+      expect(misencoded.issue[0].expression).toEqual(['family']);
       expect((await send('POST', 'Patient/_search', 'family=Muller', { 'Content-Type': 'application/x-www-form-urlencoded; charset=ISO-8859-1' })).status).toBe(200);
       // FHIR XML whose declaration names ISO-8859-1 (or US-ASCII) and holds Latin-1 bytes: the parser's 415, as for ASCII bytes.
       const xml = (encoding: string) => latin1(`<?xml version="1.0" encoding="${encoding}"?><Patient xmlns="http://hl7.org/fhir"><id value="lat"/><name><family value="M\xfcller"/></name></Patient>`);

@@ -20,11 +20,11 @@ export interface Dialect {
   probe: Exclude<Correlation, 'in'>;
   driverJoin: string;
   /**
-   * The join of a driver's row (its resource's key `pk`) to its resource, `resources r`, each read by that key
-   * whatever the plan (a driven search's page, fromWhere; sortedDriven, whose conditions on `r` hold
-   * correlated subqueries).
+   * The join of a driver's row (its resource's key `pk`) to its resource, `resources <alias>` (`r` unless
+   * given), each read by that key whatever the plan (a driven search's page, fromWhere; sortedDriven, whose
+   * conditions on `r` hold correlated subqueries; a chain's targets read from their condition's rows).
    */
-  resourceOf(pk: string): string;
+  resourceOf(pk: string, alias?: string): string;
   /** The FROM item, aliased `alias` with the column `res`, of a driver's resource rows (`select`: SELECT DISTINCT ... res). */
   driven(select: string, alias: string): string;
   /** As `driven`, with the columns `res` and `key` (`select`: SELECT DISTINCT ... res, ... key): a driver carrying the sort key (carriedKey). */
@@ -217,7 +217,7 @@ export const textArray = (values: string[]): string => `{${values.map((v) => `"$
 export const SQLITE: Dialect = {
   live: (a) => `${a}.deleted = 0`, placeholder: (n) => `?${n}`, probe: 'exists', driverJoin: 'CROSS JOIN',
   // CROSS JOIN keeps the driver first: each row's resource is read by its key.
-  resourceOf: (pk) => `CROSS JOIN resources r ON r.pk = ${pk}`,
+  resourceOf: (pk, a = 'r') => `CROSS JOIN resources ${a} ON ${a}.pk = ${pk}`,
   // With the connections' 64 MB page cache: probes of rows in id order are random reads, 2 to 7 µs;
   // a set rejects a row on its key, 0.2 µs; a driver's rows come in key order, and the probes of
   // their neighbours share pages.
@@ -250,7 +250,7 @@ export const POSTGRES: Dialect = {
   // plan without statistics (a new database, a bulk import not yet analyzed) read the type's rows by (tenant,
   // type) for each of the driver's and tested the conditions on each pair: a later page of `Observation?
   // _sort=status` took 0.6-4.6 s among 389 Observations (its first key tested 83,425 times), 5-25 ms analyzed.
-  resourceOf: (pk) => `CROSS JOIN LATERAL (SELECT * FROM resources r WHERE r.pk = ${pk} LIMIT 1) r`,
+  resourceOf: (pk, a = 'r') => `CROSS JOIN LATERAL (SELECT * FROM resources ${a} WHERE ${a}.pk = ${pk} LIMIT 1) ${a}`,
   // A set is read whole and its resources joined, in place of reading the type in order; a driver
   // row is joined with its resource row before the other conditions' probes.
   // A set intersected with a driver's rows is hashed with them (0.38 µs a row, measured from 19,379 to
@@ -616,7 +616,9 @@ export class SqlBuilder {
       const rows = this.driverRows(c.where[driver]!, c.targetType)!;
       const inner = [`${r}.tenant = ${this.v(this.tenant)}`, `${r}.type = ${this.v(c.targetType)}`, this.dialect.live(r), ...c.where.filter((_, i) => i !== driver).map((w) => this.condition(w, r, c.targetType))];
       const key = this.keyIn(s, 'search_index', type, [c.param], false, { systems: [c.targetType] });
-      return `${key} AND ${s}.value IN (SELECT ${r}.id FROM (${rows}) ${d} ${this.dialect.driverJoin} resources ${r} ON ${r}.pk = ${d}.res WHERE ${inner.join(' AND ')})`;
+      // Each row's resource read by its key (Dialect.resourceOf): joined, PostgreSQL took the misjudged target
+      // type for a row or a few and read the condition's rows again for each target resource.
+      return `${key} AND ${s}.value IN (SELECT ${r}.id FROM (${rows}) ${d} ${this.dialect.resourceOf(`${d}.res`, r)} WHERE ${inner.join(' AND ')})`;
     }
     const inner = [`${r}.tenant = ${this.v(this.tenant)}`, `${r}.type = ${this.v(c.targetType)}`, this.dialect.live(r), ...c.where.map((w) => this.condition(w, r, c.targetType))];
     const key = this.keyIn(s, 'search_index', type, [c.param], false, { systems: [c.targetType] });

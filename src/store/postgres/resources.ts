@@ -121,8 +121,25 @@ function holdsSet(where: Condition[] | undefined): boolean {
  */
 async function dialectOf(sizes: PostgresSizes, tenant: string, query: Pick<SearchQuery, 'type' | 'where' | 'compartment'>): Promise<Dialect> {
   if (!holdsSet(query.where) && query.compartment === undefined) return POSTGRES;
-  await sizes.get(tenant, query.type);
-  return sizes.misjudged(tenant, query.type) ? POSTGRES_MISJUDGED : POSTGRES;
+  for (const type of [query.type, ...setTypes(query.where ?? [])]) {
+    await sizes.get(tenant, type);
+    if (sizes.misjudged(tenant, type)) return POSTGRES_MISJUDGED;
+  }
+  return POSTGRES;
+}
+
+/** The types whose resources `where`'s sets read (a chain's targets, a `_has`'s referring resources), at any depth. */
+function setTypes(where: Condition[]): string[] {
+  return where.flatMap((c): string[] => {
+    switch (c.kind) {
+      case 'chain': return [c.targetType, ...setTypes(c.where)];
+      case 'has': return [c.type, ...setTypes(c.where)];
+      case 'or': return setTypes(c.any);
+      case 'and': return setTypes(c.all);
+      case 'not': return setTypes([c.condition]);
+      default: return [];
+    }
+  });
 }
 
 /**

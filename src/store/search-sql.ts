@@ -1380,6 +1380,8 @@ export interface SearchPlan {
   intersect?: number;
   /** With `driver: 'sort'` (a sort walk: plannedSearch), the range of the first sort key's rows that drive. */
   sortRange?: SortRange;
+  /** Sort keys whose value each resource must have (tiesPage): a probe of its key per resource. */
+  tied?: TiedKey[];
 }
 
 /**
@@ -1813,8 +1815,13 @@ export const SORT_WALK_MAX_ROWS = 25_000;
  * Without a walk every resource of the type was read and its key computed, however few the page:
  * `Observation?_sort=-date&_count=10` read 686,776 Observations. Resources without the key sort last,
  * so they are reached only when the walk has read every row of the key without filling the page.
+ * `tied`: keys of earlier sort keys every resource of the page has (tiesPage walking the next key).
+ * `beyond`: the place's first key is passed (every resource at it is on an earlier page or this one's
+ * start), and the walk starts after it.
  */
-async function sortWalk<R>(dialect: Dialect, tenant: string, q: SearchQuery, run: SearchRunner<R>, typeSize: () => number | Promise<number>): Promise<R[] | undefined> {
+async function sortWalk<R>(
+  dialect: Dialect, tenant: string, q: SearchQuery, run: SearchRunner<R>, typeSize: () => number | Promise<number>, tied: TiedKey[] = [], beyond = false,
+): Promise<R[] | undefined> {
   const first = q.sort[0];
   if (first?.by !== 'param' || keysetSort(q.sort) !== undefined) return undefined;
   // A page after a place (SearchQuery.afterKeys) is walked from the place's first key: the resources
@@ -1823,16 +1830,26 @@ async function sortWalk<R>(dialect: Dialect, tenant: string, q: SearchQuery, run
   if (start === null) return undefined;
   const need = (q.offset ?? 0) + q.count;
   for (let rows = 2 * need + SORT_WALK_FIRST_ROWS; rows <= SORT_WALK_MAX_ROWS;) {
-    const bound = sortBoundSql(dialect, tenant, q.type, first, rows, start);
+    const bound = sortBoundSql(dialect, tenant, q.type, first, rows, start, beyond);
     const keys = (await run.rows(bound.sql, bound.values, 'plain')) as unknown as { k: number; f: SqlValue | null; v: SqlValue | null }[];
     // No key: no resource has the parameter.
     if (keys.length === 0) return undefined;
     const sortRange = { keys: keys.map((x) => Number(x.k)), from: keys[0]!.f, to: keys[0]!.v };
-    if (start === undefined && rows === 2 * need + SORT_WALK_FIRST_ROWS) {
-      const tied = await firstTiesInIdOrder(dialect, tenant, q, run, first, sortRange, typeSize);
-      if (tied !== undefined) return tied;
+    // Nothing at or after the place: the rest of the walk is of resources without the key.
+    if (sortRange.from === null) return undefined;
+    if (rows === 2 * need + SORT_WALK_FIRST_ROWS) {
+      const ties = await tiesPage(dialect, tenant, q, run, first, sortRange, typeSize, tied);
+      if (ties?.complete) return ties.rows;
+      if (ties !== undefined) {
+        // Every tie at the value after the place, fewer than the page: the rest of it comes after them.
+        const next = q.sort[1];
+        const past = (descending: boolean) => (descending ? '' : AFTER_PREFIX);
+        const placeAfter = { keys: [sortRange.from, ...(next === undefined ? [] : [past(next.descending)])], id: AFTER_PREFIX };
+        const rest = await sortWalk(dialect, tenant, { ...q, count: q.count - ties.rows.length, afterKeys: placeAfter }, run, typeSize, tied, true);
+        return rest === undefined ? undefined : [...ties.rows, ...rest];
+      }
     }
-    const { sql, values } = searchSql(dialect, tenant, q, { driver: 'sort', sortRange });
+    const { sql, values } = searchSql(dialect, tenant, q, { driver: 'sort', sortRange, ...(tied.length > 0 && { tied }) });
     const found = await run.rows(sql, values, fixedForm(q));
     if (found.length >= q.count) return found;
     // Every row of the key was read: the rest of the page is of resources without it.
@@ -1848,37 +1865,71 @@ async function sortWalk<R>(dialect: Dialect, tenant: string, q: SearchQuery, run
   return undefined;
 }
 
+/** A sort key's value that every resource of a page has (SearchPlan.tied). */
+export interface TiedKey {
+  key: ParamSortKey;
+  value: SqlValue;
+}
+
 /**
- * How many times the probes of the type in id order may cost what reading the first value's ties would
- * (firstTiesInIdOrder): they are a guess from an even spread of the ties among the ids.
+ * How many times the probes of the type in id order may cost what reading the ties would (tiesPage):
+ * they are a guess from an even spread of the ties among the ids.
  */
 const TIES_PROBE_RISK = 4;
 
 /**
- * The first page of a search sorted on a token or reference parameter alone, with no condition, when a
- * sort walk's first rows are all of the first value (`sortRange.from` = `to`: `Condition?_sort=code
- * &_count=1`, the first code's 4,000 Conditions among 200,000): every resource holding that value has it
- * for its key (no value comes before it), and ties are ordered by id, so the page is the first `count`
- * of them in id order, found by reading the type in id order and probing each resource for a row of the
- * value, without reading every tie for its id (84-318 ms → 0.1-8 ms). Only where `T` ties make that
- * cheaper: about `count × size / T` resources probed against `T` ties read, so `T² > TIES_PROBE_RISK ×
- * count × size`, the ties counted up to that. Undefined otherwise, or where too few were found (a
- * resource with two rows of the value), and the walk reads the ties.
+ * A page of a sort walk whose first rows are all of one value `v` (`sortRange.from` = `to`:
+ * `Condition?_sort=code&_count=1`, the first code's 4,000 Conditions among 200,000; or a later page
+ * of `Observation?_sort=status&_count=300`, 6,694 of 6,923 `final`), read without reading every tie:
+ * the walk reads each tie for its id (the value-first index holds resource keys, not ids) and computes
+ * its key, on every page at that value. The page's resources are then those whose key is `v` (their
+ * least row ascending, greatest descending: SearchPlan.tied), after the place's id where the place is
+ * at `v`, in the order of the sort's next key: by id (none, or `_id`), read in id order within a window
+ * of the type and probed; or by the next parameter, walked as its own sort (sortWalk with `v` tied).
+ * That costs about `count × size / T` probes against `T` ties read, so it is taken only where the
+ * ties, counted up to it, make `T² > TIES_PROBE_RISK × count × size`; in id order the window holds
+ * half as many again as the ties' spread says the page needs, so that conditions whose matches are rare
+ * cost at most that before the walk reads the ties. Not `complete` where the window held the rest of
+ * the type and the page is not filled at `v`: the rows are then every tie after the place, and the
+ * page goes on after `v`. Undefined where it does not apply or the window ends before the page is
+ * filled, and the walk reads the ties as before.
  */
-async function firstTiesInIdOrder<R>(
-  dialect: Dialect, tenant: string, q: SearchQuery, run: SearchRunner<R>, first: ParamSortKey, range: SortRange, typeSize: () => number | Promise<number>,
-): Promise<R[] | undefined> {
+async function tiesPage<R>(
+  dialect: Dialect, tenant: string, q: SearchQuery, run: SearchRunner<R>, first: ParamSortKey, range: SortRange,
+  typeSize: () => number | Promise<number>, tied: TiedKey[],
+): Promise<{ rows: R[]; complete: boolean } | undefined> {
   const value = range.from;
-  if (value === null || value !== range.to || typeof value !== 'string' || first.table !== 'search_index' || first.target !== undefined) return undefined;
-  if (q.sort.length !== 1 || (q.where ?? []).length > 0 || q.compartment !== undefined || q.offset || q.after !== undefined) return undefined;
-  const enough = Math.ceil(Math.sqrt(TIES_PROBE_RISK * q.count * (await typeSize())));
+  if (value === null || value !== range.to || q.offset || !(q.where ?? []).every(probedAlone)) return undefined;
+  const next = q.sort[1];
+  const inIdOrder = next === undefined || (next.by === 'id' && q.sort.length === 2);
+  if (!inIdOrder && next.by !== 'param') return undefined;
+  const size = await typeSize();
+  const enough = Math.ceil(Math.sqrt(TIES_PROBE_RISK * q.count * size));
   const b = new SqlBuilder(dialect, tenant, 'in');
-  const ties = `SELECT COUNT(*) AS n FROM (SELECT 1 FROM search_index s WHERE s.k IN (${range.keys.map((k) => b.v(k)).join(', ')}) AND s.value = ${b.v(value)} LIMIT ${enough}) x`;
+  const col = sortColumn(first);
+  const ties = `SELECT COUNT(*) AS n FROM (SELECT 1 FROM ${first.table} s WHERE s.k IN (${range.keys.map((k) => b.v(k)).join(', ')}) AND s.${col} = ${b.v(value)} LIMIT ${enough}) x`;
   if (Number(await run.count(ties, b.values, 'plain')) < enough) return undefined;
-  const inIdOrder: SearchQuery = { ...q, sort: [], where: [{ kind: 'token', param: first.param, values: [{ value }] }] };
-  const { sql, values } = searchSql(dialect, tenant, inIdOrder, {});
-  const rows = await run.rows(sql, values, inOrderForm(inIdOrder));
-  return rows.length >= q.count ? rows : undefined;
+  // A place at `v` (the walk's range starts at the place's key): the ties after it. A place whose key
+  // no resource has any longer: every tie at `v` comes after it.
+  const place = q.afterKeys !== undefined && q.afterKeys.keys[0] === value ? q.afterKeys : undefined;
+  const sameKey = [...tied, { key: first, value }];
+  if (!inIdOrder) {
+    const rest: SearchQuery = { ...q, sort: q.sort.slice(1) };
+    delete rest.afterKeys;
+    if (place !== undefined) rest.afterKeys = { keys: place.keys.slice(1), id: place.id };
+    const rows = await sortWalk(dialect, tenant, rest, run, typeSize, sameKey);
+    return rows === undefined ? undefined : { rows, complete: true };
+  }
+  const byId: SearchQuery = { ...q, sort: next === undefined ? [] : [next] };
+  delete byId.afterKeys;
+  if (place !== undefined) byId.after = { id: place.id, lastUpdated: 0 };
+  const window = Math.max(2 * q.count, Math.ceil((SORT_WALK_MARGIN * q.count * size) / enough));
+  const { sql, values } = searchSql(dialect, tenant, byId, { tied: sameKey }, window);
+  const rows = await run.rows(sql, values, inOrderForm(byId));
+  if (rows.length >= q.count) return { rows, complete: true };
+  // The window reached the type's last resource (no bound): these are every tie after the place.
+  const last = rows.length === 0 ? undefined : (rows[0] as { bound_id?: string | null }).bound_id;
+  return last === null ? { rows, complete: false } : undefined;
 }
 
 /**
@@ -1887,12 +1938,15 @@ async function firstTiesInIdOrder<R>(
  * where it names one), with the range (SortRange) a sort walk reads, the same on every
  * row: `f` the first value of any of them in the sort's order, and `v` the first of their values
  * `rows` index rows in, so that at least `rows` rows are at or before it (null when every key has
- * fewer rows). The database compares the values, as it orders them. `start`: the values from it on alone.
+ * fewer rows). The database compares the values, as it orders them. `start`: the values from it on alone
+ * (after it, `beyond`).
  */
-function sortBoundSql(dialect: Dialect, tenant: string, type: string, k: ParamSortKey, rows: number, start?: string | number): { sql: string; values: SqlValue[] } {
+function sortBoundSql(
+  dialect: Dialect, tenant: string, type: string, k: ParamSortKey, rows: number, start?: string | number, beyond = false,
+): { sql: string; values: SqlValue[] } {
   const b = new SqlBuilder(dialect, tenant, 'in');
   const col = sortColumn(k);
-  const from = start === undefined ? '' : ` AND s.${col} ${k.descending ? '<=' : '>='} ${b.v(start)}`;
+  const from = start === undefined ? '' : ` AND s.${col} ${k.descending ? '<' : '>'}${beyond ? '' : '='} ${b.v(start)}`;
   const nth = (offset: number) => `(SELECT s.${col} FROM ${k.table} s WHERE s.k = kk.k${from} ORDER BY s.${col}${k.descending ? ' DESC' : ''} LIMIT 1${offset ? ` OFFSET ${offset}` : ''})`;
   const fn = k.descending ? 'MAX' : 'MIN';
   const sql = `SELECT x.k AS k, ${fn}(x.f) OVER () AS f, ${fn}(x.v) OVER () AS v FROM (SELECT kk.k AS k, ${nth(0)} AS f, ${nth(Math.trunc(rows) - 1)} AS v ` +
@@ -2089,7 +2143,11 @@ function fromWhere(
   if (withCursor && q.after && keyset) where.push(keysetAfter(b, 'r', keyset, q.after));
   // A place in a sort on parameters keeps a driven search `alone` (sortedDriven narrows on it).
   const afterPlace = withCursor && q.afterKeys !== undefined && !keyset;
-  if (afterPlace) where.push(sortedAfter(b, 'r', q));
+  for (const t of plan?.tied ?? []) where.push(`${b.sortKey(t.key, 'r', q.type)[0]} = ${b.v(t.value)}`);
+  // Driven alone and sorted on a parameter (sortedDriven), the place is compared with the first key its
+  // rows carry (`m.k0`), not computed again for each resource three times over.
+  const sortsDriven = driven !== undefined && where.length === base.length && b.laterals.length === 0 && !keyset && q.sort[0]?.by === 'param';
+  if (afterPlace) where.push(sortedAfter(b, 'r', q, sortsDriven ? 'm.k0' : undefined));
   if (bounded && keyset) where.push(withinBound(b, q));
   if (ids !== undefined) return { from: b.dialect.byIds!(b, ids, ['resources r', ...b.laterals].join(' '), where.join(' AND ')), where: '1 = 1', alone: false };
   const alone = driven !== undefined && where.length === base.length + (afterPlace ? 1 : 0) && b.laterals.length === 0;
@@ -2145,11 +2203,12 @@ function keysetAfter(b: SqlBuilder, a: string, keyset: SortKey, at: SearchCursor
  * Row `a` comes after `q.afterKeys` in a sort on parameters (SearchQuery.afterKeys): its keys, then its
  * id, compared as the page's ORDER BY compares them (each key in its direction, nulls last; ties by id
  * ascending unless the sort names `_id`). A key of none (null) is followed only by others of none.
+ * `firstKey`: the first key's expression where the statement has it already (sortedDriven's `m.k0`).
  */
-function sortedAfter(b: SqlBuilder, a: string, q: SearchQuery): string {
+function sortedAfter(b: SqlBuilder, a: string, q: SearchQuery, firstKey?: string): string {
   const at = q.afterKeys!;
   const terms: { expr: string; value: string | number | null; descending: boolean; nullable: boolean }[] = q.sort.map((k, i) => ({
-    expr: b.sortKey(k, a, q.type)[0], value: at.keys[i] ?? null, descending: k.descending, nullable: k.by === 'param',
+    expr: i === 0 && firstKey !== undefined ? firstKey : b.sortKey(k, a, q.type)[0], value: at.keys[i] ?? null, descending: k.descending, nullable: k.by === 'param',
   }));
   if (!q.sort.some((k) => k.by === 'id')) terms.push({ expr: `${a}.id`, value: at.id, descending: false, nullable: false });
   const after = (i: number): string => {

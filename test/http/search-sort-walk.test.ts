@@ -12,7 +12,7 @@ import { generatePatients } from '../../bench/lib/generator.ts';
 import { paramsOf } from '../../src/fhir/definitions.ts';
 import { compileSearch, encodeCursor } from '../../src/fhir/search.ts';
 import { plannedSearch, POSTGRES, searchSql, SORT_WALK_MAX_ROWS, SQLITE } from '../../src/store/search-sql.ts';
-import type { Condition } from '../../src/store/types.ts';
+import type { Condition, SortPosition } from '../../src/store/types.ts';
 import type { TestApp } from '../helpers/app.ts';
 import type { FhirClient, Json } from '../helpers/fhir.ts';
 import { appOnFresh, statementRunner } from '../helpers/search-runner.ts';
@@ -200,12 +200,17 @@ for (const target of targets) {
           expect(found.searches.length).toBe(1);
           expect(found.searches[0]).not.toContain('SELECT DISTINCT d.res');
         }
+        // A condition probed on each resource read in id order (every Observation has the code).
+        const coded = await search('code=85354-9&_sort=category&_count=5');
+        expect(coded.ids).toEqual(ordered(lab, () => 0, false).slice(0, 5));
+        expect(coded.searches.at(-1)).not.toContain('SELECT DISTINCT d.res');
         // Few ties (the 17 amended at the first status, fewer than the walk's first rows), a page the ties
-        // would not repay (500 of 5,000 among 2,500 ties), or a condition: the walk as before.
+        // would not repay (500 of 5,000 among 2,500 ties), or a condition that none of the ties meets (the 17
+        // amended are all vital signs) within the window read in id order: the walk as before.
         for (const [query, expected] of [
           ['_sort=status&_count=3', ordered(all.filter(amended), () => 0, false).slice(0, 3)],
           ['_sort=category&_count=500', ordered(lab, () => 0, false).slice(0, 500)],
-          ['code=85354-9&_sort=category&_count=5', ordered(lab, () => 0, false).slice(0, 5)],
+          ['status:not=final&_sort=category&_count=5', ordered(all.filter(amended), () => 0, false).slice(0, 5)],
         ] as const) {
           const found = await search(query);
           expect(found.ids).toEqual(expected);
@@ -223,6 +228,69 @@ for (const target of targets) {
         next = (b.link as Json[] | undefined)?.find((l) => l.relation === 'next')?.url.replace(/^.*\/R4\//, '');
       }
       expect(pages).toEqual(ordered(lab, () => 0, false).slice(0, 21));
+    });
+
+    test('a later page among many ties: the ties after the place read in id order, or walked by the next sort key', async () => {
+      const statements: string[] = [];
+      const { runner, close } = await statementRunner(target.kind, url, statements);
+      const search = async (query: string, afterKeys: SortPosition) => {
+        statements.length = 0;
+        const compiled = compileSearch('Observation', new URLSearchParams(query), true);
+        const q = { ...compiled.query, where: compiled.pending as Condition[], afterKeys };
+        const rows = await plannedSearch(target.kind === 'sqlite' ? SQLITE : POSTGRES, 't1', q, runner, () => N);
+        return {
+          ids: (rows as { id: string }[]).map((r) => r.id),
+          searches: statements.filter((x) => x.includes('SELECT r.type, r.id')),
+          bounds: statements.filter((x) => x.includes('FROM search_keys kk')),
+        };
+      };
+      const lab = ordered(all.filter((i) => i % 2 === 0), () => 0, false);
+      const vital = ordered(all.filter((i) => i % 2 === 1), () => 0, false);
+      try {
+        // After the 100th of the 2,500 laboratory Observations: the next ones by id, in one search reading
+        // the type in id order from the place's id. Before, each later page read all 2,500 ties for their ids.
+        for (const [query, place, expected] of [
+          ['_sort=category&_count=40', { keys: ['laboratory'], id: lab[99]! }, lab.slice(100, 140)],
+          ['_sort=-category&_count=40', { keys: ['vital-signs'], id: vital[99]! }, vital.slice(100, 140)],
+          ['code=85354-9&_sort=category&_count=40', { keys: ['laboratory'], id: lab[1999]! }, lab.slice(2000, 2040)],
+        ] as [string, SortPosition, string[]][]) {
+          const found = await search(query, place);
+          expect(found.ids).toEqual(expected);
+          expect(found.searches.length).toBe(1);
+          expect(found.searches[0]).not.toContain('SELECT DISTINCT d.res');
+        }
+        // Near the end of the ties: the last nine by id, then the first of the next value, whose walk starts
+        // after the ties' value (its bound compares `>`, not `>=`: the ties are not read again).
+        const last = await search('_sort=category&_count=20', { keys: ['laboratory'], id: lab[2490]! });
+        expect(last.ids).toEqual([...lab.slice(2491), ...vital.slice(0, 11)]);
+        expect(last.searches[0]).not.toContain('SELECT DISTINCT d.res');
+        expect(last.bounds.length).toBe(2);
+        expect(last.bounds[1]).toMatch(/s\.value > /);
+        // A next sort key: the ties at the place's category walked by the date's index (its bound on `high`,
+        // descending), each probed for its category; before, every tie read and its date computed.
+        const iOf = new Map(all.map((i) => [id(i), i]));
+        const byDate = ordered(all.filter((i) => i % 2 === 0), dateDown, true);
+        const at = iOf.get(byDate[99]!)!;
+        const dated = await search('_sort=category,-date&_count=10', { keys: ['laboratory', dateDown(at)!], id: id(at) });
+        expect(dated.ids).toEqual(byDate.slice(100, 110));
+        expect(dated.bounds.some((x) => x.includes('s.high'))).toBe(true);
+      } finally {
+        await close();
+      }
+      // Through the API, every page by the next links.
+      for (const [query, expected] of [
+        ['Observation?_sort=category&_count=400', [...lab, ...vital]],
+        ['Observation?_sort=-category,date&_count=700', [...ordered(all.filter((i) => i % 2 === 1), dateUp, false), ...ordered(all.filter((i) => i % 2 === 0), dateUp, false)]],
+      ] as [string, string[]][]) {
+        const pages: string[] = [];
+        let next: string | undefined = query;
+        for (let n = 0; n < 20 && next; n++) {
+          const b = await api.search(next);
+          pages.push(...(b.entry ?? []).map((e: Json) => e.resource.id as string));
+          next = (b.link as Json[] | undefined)?.find((l) => l.relation === 'next')?.url.replace(/^.*\/R4\//, '');
+        }
+        expect(pages).toEqual(expected);
+      }
     });
 
     test('the statements: a walk of the index when the page fills, the plan without it when it cannot', async () => {

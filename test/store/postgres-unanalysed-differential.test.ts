@@ -97,7 +97,7 @@ const SEARCHES = [
   'Condition?subject:Patient._lastUpdated=gt2000-01-01&_count=25',
   'Observation?patient.gender=female&status=final&_count=50&_total=accurate',
   'Immunization?patient._has:Condition:subject:clinical-status=resolved&_count=15',
-  // Sorts whose first value has many ties (the first page found in id order, firstTiesInIdOrder), then paged by place.
+  // Sorts whose first value has many ties (each page found in id order from its place, tiesPage).
   'Immunization?_sort=status&_count=20',
   'Encounter?_sort=-status&_count=4',
   'Condition?_sort=clinical-status&_count=2',

@@ -1869,6 +1869,21 @@ async function sortWalk<R>(
 export interface TiedKey {
   key: ParamSortKey;
   value: SqlValue;
+  /** The key's keys (SortRange.keys) whose rows hold the value. */
+  keys: number[];
+  /** Whether the value is the first of every resource's (no place before it): a row of it is then the key. */
+  first: boolean;
+}
+
+/**
+ * Resource `r`'s sort key `t.key` is `t.value` (SearchPlan.tied): it has a row of the value, probed by the
+ * value-first index (most resources read in id order among a few ties have none), and unless the value is
+ * the first of all, none before it (its key computed). Scalar subqueries, which PostgreSQL never makes joins.
+ */
+function tiedSql(b: SqlBuilder, t: TiedKey, type: string): string {
+  const s = b.alias('s');
+  const has = `(SELECT 1 FROM ${t.key.table} ${s} WHERE ${s}.k IN (${t.keys.map((k) => b.v(k)).join(', ')}) AND ${s}.${sortColumn(t.key)} = ${b.v(t.value)} AND ${s}.res = r.pk LIMIT 1) IS NOT NULL`;
+  return t.first ? has : `${has} AND ${b.sortKey(t.key, 'r', type)[0]} = ${b.v(t.value)}`;
 }
 
 /**
@@ -1912,7 +1927,7 @@ async function tiesPage<R>(
   // A place at `v` (the walk's range starts at the place's key): the ties after it. A place whose key
   // no resource has any longer: every tie at `v` comes after it.
   const place = q.afterKeys !== undefined && q.afterKeys.keys[0] === value ? q.afterKeys : undefined;
-  const sameKey = [...tied, { key: first, value }];
+  const sameKey = [...tied, { key: first, value, keys: range.keys, first: q.afterKeys === undefined }];
   if (!inIdOrder) {
     const rest: SearchQuery = { ...q, sort: q.sort.slice(1) };
     delete rest.afterKeys;
@@ -2143,7 +2158,7 @@ function fromWhere(
   if (withCursor && q.after && keyset) where.push(keysetAfter(b, 'r', keyset, q.after));
   // A place in a sort on parameters keeps a driven search `alone` (sortedDriven narrows on it).
   const afterPlace = withCursor && q.afterKeys !== undefined && !keyset;
-  for (const t of plan?.tied ?? []) where.push(`${b.sortKey(t.key, 'r', q.type)[0]} = ${b.v(t.value)}`);
+  for (const t of plan?.tied ?? []) where.push(tiedSql(b, t, q.type));
   // Driven alone and sorted on a parameter (sortedDriven), the place is compared with the first key its
   // rows carry (`m.k0`), not computed again for each resource three times over.
   const sortsDriven = driven !== undefined && where.length === base.length && b.laterals.length === 0 && !keyset && q.sort[0]?.by === 'param';

@@ -246,6 +246,7 @@ for (const target of targets) {
       };
       const lab = ordered(all.filter((i) => i % 2 === 0), () => 0, false);
       const vital = ordered(all.filter((i) => i % 2 === 1), () => 0, false);
+      const labDown = [...lab].reverse();
       try {
         // After the 100th of the 2,500 laboratory Observations: the next ones by id, in one search reading
         // the type in id order from the place's id. Before, each later page read all 2,500 ties for their ids.
@@ -253,6 +254,8 @@ for (const target of targets) {
           ['_sort=category&_count=40', { keys: ['laboratory'], id: lab[99]! }, lab.slice(100, 140)],
           ['_sort=-category&_count=40', { keys: ['vital-signs'], id: vital[99]! }, vital.slice(100, 140)],
           ['code=85354-9&_sort=category&_count=40', { keys: ['laboratory'], id: lab[1999]! }, lab.slice(2000, 2040)],
+          // Ties by id descending (`_id` the next key): read in that order from the place.
+          ['_sort=category,-_id&_count=30', { keys: ['laboratory', labDown[49]!], id: labDown[49]! }, labDown.slice(50, 80)],
         ] as [string, SortPosition, string[]][]) {
           const found = await search(query, place);
           expect(found.ids).toEqual(expected);
@@ -266,6 +269,8 @@ for (const target of targets) {
         expect(last.searches[0]).not.toContain('SELECT DISTINCT d.res');
         expect(last.bounds.length).toBe(2);
         expect(last.bounds[1]).toMatch(/s\.value > /);
+        const lastDown = await search('_sort=category,-_id&_count=20', { keys: ['laboratory', labDown[2494]!], id: labDown[2494]! });
+        expect(lastDown.ids).toEqual([...labDown.slice(2495), ...[...vital].reverse().slice(0, 15)]);
         // A next sort key: the ties at the place's category walked by the date's index (its bound on `high`,
         // descending), each probed for its category; before, every tie read and its date computed.
         const iOf = new Map(all.map((i) => [id(i), i]));

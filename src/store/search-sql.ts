@@ -1700,7 +1700,7 @@ export async function plannedSearch<R>(
   const readFirst = inOrder && candidates.length > 0 && (q.count * (await typeSize())) / DRIVER_MAX_ROWS <= tryRows;
   let plan = await planSearch(candidates, run.count, undefined, readFirst ? DRIVER_TAKE_AT : DRIVER_MAX_ROWS);
   if (plan.driver === undefined) {
-    const walked = await sortWalk(dialect, tenant, q, run, typeSize);
+    const walked = await sortWalk(dialect, tenant, q, run, typeSizes);
     if (walked !== undefined) return walked;
   }
   let found: R[] = [];
@@ -1820,14 +1820,16 @@ export const SORT_WALK_MAX_ROWS = 25_000;
  * start), and the walk starts after it.
  */
 async function sortWalk<R>(
-  dialect: Dialect, tenant: string, q: SearchQuery, run: SearchRunner<R>, typeSize: () => number | Promise<number>, tied: TiedKey[] = [], beyond = false,
+  dialect: Dialect, tenant: string, q: SearchQuery, run: SearchRunner<R>, typeSizes: (type: string) => number | Promise<number>, tied: TiedKey[] = [], beyond = false,
 ): Promise<R[] | undefined> {
   const first = q.sort[0];
   if (first?.by !== 'param' || keysetSort(q.sort) !== undefined) return undefined;
+  // The rest of the page is of resources without the key (sorted last): searched as such where the walk is not a tie's.
+  const keyless = (found: R[]) => (tied.length === 0 ? withoutKey(dialect, tenant, q, run, typeSizes, first, found) : undefined);
   // A page after a place (SearchQuery.afterKeys) is walked from the place's first key: the resources
   // after it have that key or one further on (or none: the walk cannot reach those, sorted last).
   const start = q.afterKeys === undefined ? undefined : q.afterKeys.keys[0];
-  if (start === null) return undefined;
+  if (start === null) return keyless([]);
   const need = (q.offset ?? 0) + q.count;
   for (let rows = 2 * need + SORT_WALK_FIRST_ROWS; rows <= SORT_WALK_MAX_ROWS;) {
     const bound = sortBoundSql(dialect, tenant, q.type, first, rows, start, beyond);
@@ -1836,16 +1838,16 @@ async function sortWalk<R>(
     if (keys.length === 0) return undefined;
     const sortRange = { keys: keys.map((x) => Number(x.k)), from: keys[0]!.f, to: keys[0]!.v };
     // Nothing at or after the place: the rest of the walk is of resources without the key.
-    if (sortRange.from === null) return undefined;
+    if (sortRange.from === null) return keyless([]);
     if (rows === 2 * need + SORT_WALK_FIRST_ROWS) {
-      const ties = await tiesPage(dialect, tenant, q, run, first, sortRange, typeSize, tied);
+      const ties = await tiesPage(dialect, tenant, q, run, first, sortRange, typeSizes, tied);
       if (ties?.complete) return ties.rows;
       if (ties !== undefined) {
         // Every tie at the value after the place, fewer than the page: the rest of it comes after them.
         const next = q.sort[1];
         const past = (descending: boolean) => (descending ? '' : AFTER_PREFIX);
         const placeAfter = { keys: [sortRange.from, ...(next === undefined ? [] : [past(next.descending)])], id: AFTER_PREFIX };
-        const rest = await sortWalk(dialect, tenant, { ...q, count: q.count - ties.rows.length, afterKeys: placeAfter }, run, typeSize, tied, true);
+        const rest = await sortWalk(dialect, tenant, { ...q, count: q.count - ties.rows.length, afterKeys: placeAfter }, run, typeSizes, tied, true);
         return rest === undefined ? undefined : [...ties.rows, ...rest];
       }
     }
@@ -1853,7 +1855,7 @@ async function sortWalk<R>(
     const found = await run.rows(sql, values, fixedForm(q));
     if (found.length >= q.count) return found;
     // Every row of the key was read: the rest of the page is of resources without it.
-    if (sortRange.to === null) return undefined;
+    if (sortRange.to === null) return keyless(found);
     // The rows the page would need at the matches' rate so far (with none, at least `need` times
     // these): beyond SORT_WALK_MAX_ROWS the walk gives way now rather than read that far for nothing
     // (`Observation?category=laboratory&code=<a vital sign>&_sort=-date`, no match: 33 against 16 ms).
@@ -1863,6 +1865,34 @@ async function sortWalk<R>(
     rows = Math.min(SORT_WALK_MAX_ROWS, Math.max(rows * SORT_WALK_GROWTH, Math.ceil(wanted)));
   }
   return undefined;
+}
+
+/**
+ * The rest of a sort walk's page once every resource with the first sort key is on it or before it
+ * (`found`, in order): the resources without the key, which sort last, in the order of the sort's other
+ * keys (ties by id), found as the search of the parameter's rows missing (`:missing=true`, planned as any
+ * search), after the place where the place is among them. Before, the plan without the walk computed the key
+ * of every resource of the type for them. Undefined (that plan) for a key of one target type (a reference
+ * sorted on one type's: a resource may have rows of others), after an offset, or after a place whose next
+ * key is `_lastUpdated`.
+ */
+async function withoutKey<R>(
+  dialect: Dialect, tenant: string, q: SearchQuery, run: SearchRunner<R>, typeSizes: (type: string) => number | Promise<number>,
+  first: ParamSortKey, found: R[],
+): Promise<R[] | undefined> {
+  if (first.target !== undefined || q.offset) return undefined;
+  const missing: Condition = { kind: 'missing', table: first.table, params: [first.param], missing: true };
+  const rest: SearchQuery = { ...q, sort: q.sort.slice(1), count: q.count - found.length, where: [...(q.where ?? []), missing] };
+  delete rest.afterKeys;
+  const place = q.afterKeys;
+  if (place !== undefined && place.keys[0] === null) {
+    const keyset = keysetSort(rest.sort);
+    if (keyset === undefined) rest.afterKeys = { keys: place.keys.slice(1), id: place.id };
+    else if (keyset.by === 'id') rest.after = { id: place.id, lastUpdated: 0 };
+    else return undefined;
+  }
+  const rows = await plannedSearch(dialect, tenant, rest, run, typeSizes);
+  return found.length ? [...found, ...rows] : rows;
 }
 
 /** A sort key's value that every resource of a page has (SearchPlan.tied). */
@@ -1911,14 +1941,14 @@ const TIES_PROBE_RISK = 4;
  */
 async function tiesPage<R>(
   dialect: Dialect, tenant: string, q: SearchQuery, run: SearchRunner<R>, first: ParamSortKey, range: SortRange,
-  typeSize: () => number | Promise<number>, tied: TiedKey[],
+  typeSizes: (type: string) => number | Promise<number>, tied: TiedKey[],
 ): Promise<{ rows: R[]; complete: boolean } | undefined> {
   const value = range.from;
   if (value === null || value !== range.to || q.offset || !(q.where ?? []).every(probedAlone)) return undefined;
   const next = q.sort[1];
   const inIdOrder = next === undefined || (next.by === 'id' && q.sort.length === 2);
   if (!inIdOrder && next.by !== 'param') return undefined;
-  const size = await typeSize();
+  const size = await typeSizes(q.type);
   const enough = Math.ceil(Math.sqrt(TIES_PROBE_RISK * q.count * size));
   const b = new SqlBuilder(dialect, tenant, 'in');
   const col = sortColumn(first);
@@ -1932,7 +1962,7 @@ async function tiesPage<R>(
     const rest: SearchQuery = { ...q, sort: q.sort.slice(1) };
     delete rest.afterKeys;
     if (place !== undefined) rest.afterKeys = { keys: place.keys.slice(1), id: place.id };
-    const rows = await sortWalk(dialect, tenant, rest, run, typeSize, sameKey);
+    const rows = await sortWalk(dialect, tenant, rest, run, typeSizes, sameKey);
     return rows === undefined ? undefined : { rows, complete: true };
   }
   const byId: SearchQuery = { ...q, sort: next === undefined ? [] : [next] };

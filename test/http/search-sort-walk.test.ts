@@ -298,6 +298,40 @@ for (const target of targets) {
       }
     });
 
+    test('a page past the last key: the resources without it searched as the parameter missing, not every key computed', async () => {
+      const statements: string[] = [];
+      const { runner, close } = await statementRunner(target.kind, url, statements);
+      const search = async (query: string, afterKeys: SortPosition) => {
+        statements.length = 0;
+        const compiled = compileSearch('Observation', new URLSearchParams(query), true);
+        const q = { ...compiled.query, where: compiled.pending as Condition[], afterKeys };
+        const rows = await plannedSearch(target.kind === 'sqlite' ? SQLITE : POSTGRES, 't1', q, runner, () => N);
+        return { ids: (rows as { id: string }[]).map((r) => r.id), searches: statements.filter((x) => x.includes('SELECT r.type, r.id')) };
+      };
+      const iOf = new Map(all.map((i) => [id(i), i]));
+      const up = ordered(all, dateUp, false);
+      const upIdsDown = ordered(all, dateUp, false, true);
+      // 4,900 dated (every 50th is not): the page after the 4,850th reads the last 50 dated, then the first 50 undated by id.
+      const last = iOf.get(up[4849]!)!;
+      try {
+        for (const [query, place, expected] of [
+          ['_sort=date&_count=100', { keys: [dateUp(last)!], id: id(last) }, up.slice(4850, 4950)],
+          // A place among the undated: the rest of them after its id.
+          ['_sort=date&_count=30', { keys: [null], id: up[4919]! }, up.slice(4920, 4950)],
+          ['_sort=date,-_id&_count=30', { keys: [null, upIdsDown[4909]!], id: upIdsDown[4909]! }, upIdsDown.slice(4910, 4940)],
+          // With a condition: the undated laboratory Observations (i % 50 = 0 is even).
+          ['category=laboratory&_sort=date&_count=40', { keys: [null], id: up[4900]! }, up.slice(4901).filter((x) => iOf.get(x)! % 2 === 0).slice(0, 40)],
+        ] as [string, SortPosition, string[]][]) {
+          const found = await search(query, place);
+          expect(found.ids).toEqual(expected);
+          // Before, the plan without the walk: the date of every Observation computed (`MIN(` of its rows) and sorted by it.
+          for (const x of found.searches) expect(x).not.toContain('ORDER BY (SELECT MIN(');
+        }
+      } finally {
+        await close();
+      }
+    });
+
     test('the statements: a walk of the index when the page fills, the plan without it when it cannot', async () => {
       const statements: string[] = [];
       const { runner, close } = await statementRunner(target.kind, url, statements);
@@ -322,7 +356,7 @@ for (const target of targets) {
         expect(rare.bounds).toBeGreaterThan(1);
         expect(rare.searches.length).toBe(rare.bounds);
         // A page reaching the undated: the walk reads every dated row, falls short, and the search
-        // without it answers.
+        // without it answers (after an offset, every resource's date computed).
         const tail = await search('_sort=date&_count=100', 4850);
         expect(tail.ids).toEqual(ordered(all, dateUp, false).slice(4850, 4950));
         expect(tail.searches.length).toBe(tail.bounds + 1);

@@ -193,7 +193,12 @@ export async function requireEntriesInReach(deps: FhirDeps, req: FhirRequest, pl
       written ??= target ? entryWrites(planned) : undefined;
       const entry = target ? written?.get(`${target.type}/${target.id}`) : undefined;
       const via = entry && entry !== r ? entryContextReads(deps, req, entry) : undefined;
-      await requireWritableContext(deps, req, r, p.entry.method === 'POST' ? 'c' : 'u', via);
+      try {
+        await requireWritableContext(deps, req, r, p.entry.method === 'POST' ? 'c' : 'u', via);
+      } catch (err) {
+        // Placed in its entry, as the entry's other refusals are (Bundle.entry[n].resource.securityContext).
+        throw err instanceof FhirError ? entryError(err, p.entry, `${at(p.entry)}.resource`) : err;
+      }
     }
     await pace();
   }

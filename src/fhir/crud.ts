@@ -298,7 +298,8 @@ export async function requireContextReadable(deps: FhirDeps, req: FhirRequest, r
   if (target === undefined) return;
   const { access } = req;
   const name = resource.id === undefined ? 'The Binary' : `Binary/${resource.id}`;
-  const refuse = (why: string) => new FhirError('forbidden', `${name} is out of reach: ${why}`);
+  // The element the refusal is about, whatever the reason (a write's client can tell what to change).
+  const refuse = (why: string) => new FhirError('forbidden', `${name} is out of reach: ${why}`, { expression: ['Binary.securityContext'] });
   if (target === null) {
     if (access.patientLimit('Binary', 'r') === undefined) return;
     throw refuse('its securityContext names no resource of this server, so a patient-context token cannot reach it');

@@ -68,6 +68,17 @@ await eachStore((kind, fresh) => {
       expect((await pa.put(`Binary/${txId}`, file('rescan', { id: txId }))).status).toBe(200);
     });
 
+    test('a context the token may not read is refused naming Binary.securityContext, alone and as a transaction entry', async () => {
+      const other = { securityContext: { reference: 'Observation/not-stored' } };
+      const alone = await expectOutcome(await pa.post('Binary', file('x', other)), 403, 'forbidden');
+      expect(alone.issue[0].expression).toEqual(['Binary.securityContext']);
+      const tx = await pa.post('', { resourceType: 'Bundle', type: 'transaction', entry: [
+        { fullUrl: 'urn:uuid:0b9f6c1e-2d3a-4e5f-8a7b-9c0d1e2f3a4b', resource: file('x', other), request: { method: 'POST', url: 'Binary' } },
+      ] });
+      const inEntry = await expectOutcome(tx, 403, 'forbidden');
+      expect(inEntry.issue[0].expression).toEqual(['Bundle.entry[0].resource.securityContext']);
+    });
+
     test("a token that may not read its Patient uploads unfiled, as before; other tokens' uploads are left as sent", async () => {
       for (const scope of ['patient/Binary.cru', 'patient/Binary.cru patient/Patient.rs?gender=female']) {
         const narrow = fhirClient(t, await craftToken(t, `launch/patient ${scope}`, { patient: 'pa' }));

@@ -233,6 +233,10 @@ export class SubscriptionDelivery {
   private async deliver(c: ClaimedSubscription): Promise<void> {
     const { fhir, clock, log } = this.options;
     const repo = fhir.store.subscriptions;
+    let failures = c.failures;
+    // Whether this attempt's failure was counted (failures) before something threw; and the Subscription as read.
+    let counted = false;
+    let seen: { current: ResourceVersion; sub: Json } | undefined;
     try {
       const current = await fhir.store.resources.read(c.tenant, 'Subscription', c.id);
       const sub = current && !current.deleted ? (JSON.parse(current.content) as Json) : undefined;
@@ -252,7 +256,7 @@ export class SubscriptionDelivery {
         if (await this.setStatus(c.tenant, current!, sub, 'off')) this.counts.dropped += await repo.drop(c.tenant, c.id);
         return;
       }
-      let failures = c.failures;
+      seen = { current: current!, sub };
       const started = clock.now();
       // The notifications, read with the version and owner they were recorded under (one statement). A Subscription
       // written since it was read above (another version: perhaps another endpoint; another owner, whose reach matched
@@ -295,6 +299,7 @@ export class SubscriptionDelivery {
           continue;
         }
         failures++;
+        counted = true;
         this.counts.failed++;
         log.info('subscription delivery failed', { tenant: c.tenant, subscription: c.id, failures, error });
         // The Backport IG's REST Hook channel: "any errors in the initial handshake SHALL result in the status being changed
@@ -313,10 +318,41 @@ export class SubscriptionDelivery {
         break;
       }
     } catch (err) {
-      log.warn('subscription delivery failed unexpectedly', { tenant: c.tenant, subscription: c.id, err });
+      await this.failedUnexpectedly(c, counted ? failures : failures + 1, seen, err);
     } finally {
       await repo.release(c.tenant, c.id, this.worker).catch(() => this.unreleased.set(`${c.tenant}\u0000${c.id}`, { tenant: c.tenant, id: c.id }));
     }
+  }
+
+  /**
+   * An error no step of a delivery expected (a fault of the server or of its database): a failed attempt as any other,
+   * logged once, retried after the same back-off and, the MAX_FAILURES-th in a row, putting the Subscription in `error`.
+   * Its claim released alone, the subscription would be claimed again at once, for ever. The detail goes only to the
+   * log: the Subscription and its `$status` say that the server failed. With the Subscription unread (the read threw),
+   * or its `error` unwritten, it is retried after the longest back-off until it can be.
+   */
+  private async failedUnexpectedly(c: ClaimedSubscription, failures: number, seen: { current: ResourceVersion; sub: Json } | undefined, err: unknown): Promise<void> {
+    const { clock, log } = this.options;
+    const repo = this.options.fhir.store.subscriptions;
+    this.counts.failed++;
+    log.warn('subscription delivery failed unexpectedly', { tenant: c.tenant, subscription: c.id, failures, err });
+    const error = 'the server failed to send it (an internal error: see the server log)';
+    try {
+      if (failures >= MAX_FAILURES && seen) {
+        // False when a client wrote it since: their version stands, and is claimed again as it now is.
+        if (await this.setStatus(c.tenant, seen.current, seen.sub, 'error', `${failures} deliveries failed in a row; the last: ${error}`)) {
+          this.counts.error++;
+          this.counts.dropped += await repo.drop(c.tenant, c.id);
+        }
+        return;
+      }
+    } catch (e) {
+      log.warn('subscription could not be set to error', { tenant: c.tenant, subscription: c.id, err: e });
+    }
+    const wait = FIRST_RETRY_MS * 2 ** (Math.min(failures, MAX_FAILURES - 1) - 1);
+    await repo.failed(c.tenant, c.id, this.worker, failures, clock.now() + wait, error).catch((e: unknown) => {
+      log.warn('subscription delivery failure could not be recorded', { tenant: c.tenant, subscription: c.id, err: e });
+    });
   }
 
   /**

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { createClient } from '../auth/admin.ts';
 import { AdminError } from '../auth/admin.ts';
 import { clientStatus, deleteClient, disableClient, enableClient, findClient, MAX_SECRET_GRACE, rotateClientSecret, updateClient, type ClientChanges } from '../auth/client-lifecycle.ts';
+import { MAX_ACTIVE } from '../fhir/subscriptions/activation.ts';
 import { deletedError, reconcileClientSubscriptions, turnOffClientSubscriptions, type Registration } from '../fhir/subscriptions/client-authority.ts';
 import { ownerPatient, ownerScopes } from '../fhir/subscriptions/owner.ts';
 import { stillRegistered } from '../auth/issue.ts';
@@ -10,7 +11,7 @@ import { turnOffUserSubscriptions } from '../fhir/subscriptions/user-authority.t
 import type { Client } from '../store/types.ts';
 import { cliFhirDeps } from './fhir-deps.ts';
 import { decodeUtf8, NotUtf8Error } from '../fhir/utf8.ts';
-import { UsageError, type Command, type Options, type ParsedArgs } from './command.ts';
+import { UsageError, type CliIO, type Command, type Options, type ParsedArgs } from './command.ts';
 import { auditChange, isoTime, openContext, printData, tenantListCommand, withStore } from './context.ts';
 
 function list(v: unknown): string[] | undefined {
@@ -170,7 +171,8 @@ export const clientUpdateCommand: Command = {
     'token the client holds (it obtains new ones); its refresh tokens stay, and refresh never yields more\n' +
     'than the scopes it now has. Its Subscriptions reach only what it still has: one that may no longer search what\n' +
     'it selects is paused (status error, saying why; subscriptions_paused), and set back to the status it had once the\n' +
-    'scopes allow it again (subscriptions_resumed). Its running $import jobs\n' +
+    'scopes allow it again (subscriptions_resumed), unless its tenant has 1,000 active Subscriptions already: then it\n' +
+    'is set off, its error naming that bound (subscriptions_off, and said on stderr). Its running $import jobs\n' +
     'stop writing any type it may no longer import (each such input ends with a forbidden error in the status).',
   options: REGISTRATION_OPTIONS,
   allowPositionals: true,
@@ -183,7 +185,7 @@ export const clientUpdateCommand: Command = {
       const { client, tokensRevoked } = await updateClient(ctx.store, ctx.clock, id, changes);
       await auditChange(ctx, io, 'client update', client.tenant, { kind: 'client', id });
       // Its own Subscriptions show what the scopes now allow: paused when they may no longer search what they select, set back when they may again.
-      const subscriptions = changes.scopes === undefined ? {} : await reconciled(ctx, client, registration(client));
+      const subscriptions = changes.scopes === undefined ? {} : await reconciled(ctx, io, 'client update', client, registration(client));
       printData(io, !!args.values.json, { ...clientView(client), access_tokens_revoked: tokensRevoked, ...subscriptions });
       return 0;
     });
@@ -216,14 +218,24 @@ function registration(client: Client): Registration {
   };
 }
 
-/** Brings `client`'s own Subscriptions in line with `reg` (pauses, resumes); their ids as the commands print them. */
-async function reconciled(ctx: Context, client: Client, reg: Registration): Promise<{ subscriptions_paused: string[]; subscriptions_resumed: string[] }> {
-  const { paused, resumed } = await reconcileClientSubscriptions(ctx.store, ctx.clock, fhirOf(ctx, client), client.tenant, client.clientId, reg);
-  return { subscriptions_paused: paused, subscriptions_resumed: resumed };
+/**
+ * Brings `client`'s own Subscriptions in line with `reg` (pauses, resumes); their ids as the commands print them. Those
+ * not set back for the tenant's bound of activated Subscriptions (set `off` instead) are listed as subscriptions_off,
+ * and said on stderr: the command did not do all it was asked.
+ */
+async function reconciled(ctx: Context, io: CliIO, command: string, client: Client, reg: Registration): Promise<{ subscriptions_paused: string[]; subscriptions_resumed: string[]; subscriptions_off: string[] }> {
+  const { paused, resumed, off } = await reconcileClientSubscriptions(ctx.store, ctx.clock, fhirOf(ctx, client), client.tenant, client.clientId, reg);
+  if (off.length > 0) {
+    io.stderr(
+      `cinder ${command}: ${off.length} paused Subscription${off.length === 1 ? ' was' : 's were'} set off, not back to active: tenant ${client.tenant} ` +
+        `has ${MAX_ACTIVE} active Subscriptions, the most Cinder matches (${off.join(', ')}); set others off, then activate ${off.length === 1 ? 'it' : 'them'} again (status requested)\n`,
+    );
+  }
+  return { subscriptions_paused: paused, subscriptions_resumed: resumed, subscriptions_off: off };
 }
 
 /** What a lifecycle command does to the client's Subscriptions (client-authority.ts, user-authority.ts): lists of ids by name. */
-type SubscriptionSteps = (ctx: Context, client: Client) => Promise<Record<string, string[]>>;
+type SubscriptionSteps = (ctx: Context, client: Client, io: CliIO) => Promise<Record<string, string[]>>;
 
 /**
  * A lifecycle command on one client: `change` changes it, and its status is printed, with what `after` (run on the
@@ -245,7 +257,7 @@ function lifecycleCommand(
         const c = await change(ctx, id);
         // Recorded before the Subscriptions are written: a failure there leaves the change audited (run it again to retry).
         await auditChange(ctx, io, `client ${name}`, c.tenant, { kind: 'client', id });
-        const after = steps.after ? await steps.after(ctx, c) : {};
+        const after = steps.after ? await steps.after(ctx, c, io) : {};
         printData(io, !!args.values.json, { client_id: c.clientId, tenant: c.tenant, status: clientStatus(c), ...after });
         return 0;
       });
@@ -265,8 +277,8 @@ export const clientDisableCommand = lifecycleCommand(
     'stay off until it activates them again with a token of a new sign-in.',
   ({ store, clock }, id) => disableClient(store, clock, id),
   {
-    after: async (ctx, c) => ({
-      subscriptions_paused: (await reconciled(ctx, c, registration(c))).subscriptions_paused,
+    after: async (ctx, c, io) => ({
+      subscriptions_paused: (await reconciled(ctx, io, 'client disable', c, registration(c))).subscriptions_paused,
       subscriptions_off: await usersSubscriptionsOff(ctx, c),
     }),
   },
@@ -277,14 +289,15 @@ export const clientEnableCommand = lifecycleCommand(
   'enable', 'Enable a disabled OAuth client',
   'The client may obtain tokens again (within 5 seconds on every server), and the Subscriptions its disable paused\n' +
     'are set back to the status they had (listed as subscriptions_resumed) and notify again; one written meanwhile\n' +
-    "keeps what was written. Tokens revoked when it was disabled stay revoked, and its users' Subscriptions turned\n" +
-    'off then stay off.',
+    "keeps what was written. The tenant's active Subscriptions stay within the 1,000 Cinder matches: those past it\n" +
+    'are set off instead, their error naming that bound (listed as subscriptions_off, and said on stderr), in id\n' +
+    "order. Tokens revoked when it was disabled stay revoked, and its users' Subscriptions turned off then stay off.",
   ({ store }, id) => enableClient(store, id),
   {
     // After the enable: set back before it, one would be found active with its client still disabled by a write in
     // between, and paused again by that server (silenced.ts). Paused until then, none is matched before it reads as
     // resumed. One its scopes no longer allow says so instead (subscriptions_paused).
-    after: async (ctx, c) => reconciled(ctx, c, registration(c)),
+    after: async (ctx, c, io) => reconciled(ctx, io, 'client enable', c, registration(c)),
   },
 );
 

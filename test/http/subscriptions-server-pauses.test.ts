@@ -154,5 +154,50 @@ for (const target of targets) {
       expect(await shown(broken[0]!)).toEqual(['error', expect.stringContaining(`(client ${c.id}) is disabled`), '2']);
       expect(await statuses(broken.slice(1))).toEqual(broken.slice(1).map(() => 'active'));
     });
+
+    test("`client enable` sets paused Subscriptions back only up to the tenant's 1,000 active ones: the rest are set off, naming the bound, and said on stderr", async () => {
+      // A tenant of its own, filled by another app; this app's three paused by its disable.
+      const other = fhirClient(t, await t.tokenFor('bound', ['system/*.*']), 'bound');
+      const { client, clientSecret } = await createClient(t.store, t.clock, { tenant: 'bound', scopes: ['system/*.*'] });
+      const res = await post(t, { grant_type: 'client_credentials' }, { Authorization: basic(client.clientId, clientSecret!) });
+      const api = fhirClient(t, ((await res.json()) as { access_token: string }).access_token, 'bound');
+      const ours: string[] = [];
+      for (let i = 0; i < 3; i++) ours.push((await api.create({ resourceType: 'Subscription', status: 'requested', reason: 'ours', criteria: `Patient?family=b${i}`, channel: { type: 'rest-hook', endpoint: 'http://127.0.0.1:9/hook' } })).id as string);
+      ours.sort();
+      expect(await cinder(['client', 'disable', client.clientId])).toMatchObject({ subscriptions_paused: ours });
+      // 998 more activated meanwhile: room for two of the three.
+      const fill = await other.post('', {
+        resourceType: 'Bundle', type: 'transaction',
+        entry: Array.from({ length: 998 }, (_, i) => ({
+          resource: { resourceType: 'Subscription', id: `w-${i}`, status: 'requested', reason: 'fill', criteria: `Observation?code=http://loinc.org|w${i}`, channel: { type: 'websocket' } },
+          request: { method: 'PUT', url: `Subscription/w-${i}` },
+        })),
+      });
+      expect(fill.status).toBe(200);
+      const r = await cli.run(['client', 'enable', client.clientId, '--json']);
+      expect(r.code).toBe(0);
+      expect(JSON.parse(r.stdout)).toMatchObject({ status: 'active', subscriptions_resumed: ours.slice(0, 2), subscriptions_off: [ours[2]], subscriptions_paused: [] });
+      expect(r.stderr).toContain(`1 paused Subscription was set off, not back to active: tenant bound has 1000 active Subscriptions, the most Cinder matches (${ours[2]})`);
+      const shownIn = async (id: string) => {
+        const sub = (await (await other.get(`Subscription/${id}`)).json()) as Json;
+        return [sub.status, sub.error];
+      };
+      expect(await shownIn(ours[0]!)).toEqual(['active', undefined]);
+      expect(await shownIn(ours[1]!)).toEqual(['active', undefined]);
+      const [status, error] = await shownIn(ours[2]!);
+      expect(status).toBe('off');
+      expect(error).toContain('the tenant has 1000 active Subscriptions');
+      const count = (await (await other.get('Subscription?status=active,requested&_summary=count')).json()) as Json;
+      expect(count.total).toBe(1000);
+      // Activating it again is refused at the bound, as any activation is (a 422), until another is set off.
+      const again = await api.put('Subscription/' + ours[2], { ...((await (await other.get(`Subscription/${ours[2]}`)).json()) as Json), status: 'requested', error: undefined });
+      expect(again.status).toBe(422);
+      expect((await other.del('Subscription/w-0')).status).toBe(200);
+      const later = await api.put('Subscription/' + ours[2], { ...((await (await other.get(`Subscription/${ours[2]}`)).json()) as Json), status: 'requested', error: undefined });
+      expect([later.status, ((await later.json()) as Json).status]).toEqual([200, 'active']);
+      // Enabled again with nothing paused: nothing more set off, and nothing said.
+      const quiet = await cli.run(['client', 'enable', client.clientId, '--json']);
+      expect([quiet.code, quiet.stderr, JSON.parse(quiet.stdout).subscriptions_off]).toEqual([0, '', []]);
+    }, 60_000);
   });
 }

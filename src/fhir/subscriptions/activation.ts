@@ -30,6 +30,19 @@ import { committedTopics, isTopicResource, parseTopic, tenantTopics, type Topic 
 export const MAX_ACTIVE = 1_000;
 /** The Subscriptions the hub reads to match: those stored active or requested (a topic rest-hook one awaiting its handshake). */
 export const ACTIVE_QUERY = new URLSearchParams('status=active,requested');
+/** The error a Subscription the server cannot set back to active (its tenant holds MAX_ACTIVE activated ones) carries, set `off`. */
+export const BOUND_ERROR = `turned off: the tenant has ${MAX_ACTIVE} active Subscriptions, the most Cinder matches; set another off (or delete it), then activate this one again (status requested)`;
+
+/**
+ * The activated Subscriptions (ACTIVE_QUERY) `writer`'s tenant holds, but `except`, up to MAX_ACTIVE + 1: read in the
+ * write's transaction (a Bundle's earlier entries too).
+ */
+export async function activatedIn(writer: ResourceWriter, except?: string): Promise<number> {
+  const where = compileFilter('Subscription', ACTIVE_QUERY) as Condition[];
+  const rows = await writer.search({ type: 'Subscription', where, sort: [], count: MAX_ACTIVE + 1 });
+  return rows.filter((v) => v.id !== except).length;
+}
+
 /** Per write (its writer): the activated Subscriptions of the tenant as last counted, with this write's activations since. */
 const activatedInWrite = new WeakMap<ResourceWriter, { count: number }>();
 
@@ -168,9 +181,7 @@ export async function activateSubscription(resource: Resource, ctx: ActivationCo
     // counted again whenever that would reach the bound, so that a refusal always rests on the count as it stands.
     let seen = activatedInWrite.get(ctx.writer);
     if (seen === undefined || seen.count + 1 >= MAX_ACTIVE) {
-      const where = compileFilter('Subscription', ACTIVE_QUERY) as Condition[];
-      const rows = await ctx.writer.search({ type: 'Subscription', where, sort: [], count: MAX_ACTIVE + 1 });
-      seen = { count: rows.filter((v) => v.id !== ctx.stored?.id).length };
+      seen = { count: await activatedIn(ctx.writer, ctx.stored?.id) };
       activatedInWrite.set(ctx.writer, seen);
     }
     if (seen.count >= MAX_ACTIVE) {

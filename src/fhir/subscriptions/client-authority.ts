@@ -22,7 +22,7 @@ import { ownerClient, ownerPatient, ownerScopes, ownerUser } from './owner.ts';
 import { grantError, olderGrantLapsed, searchesWhatItSelects, topicRefusal, unsearchedTriggers } from './owner-reach.ts';
 import { isTopicCriteria } from './topic-subscription.ts';
 import { tenantTopics } from './topics.ts';
-import { writeServerStatus } from './server-status.ts';
+import { resumeServerPaused, writeServerStatus } from './server-status.ts';
 
 type Json = Record<string, unknown>;
 
@@ -176,14 +176,15 @@ async function refusal(deps: FhirDeps, tenant: string, registration: Registratio
  * Brings `clientId`'s own Subscriptions in `tenant`, and those it activated on its users' sign-ins, in line with its
  * registration: an active or requested one it does not allow is paused (`error`, pausedError), a paused one whose
  * reason changed says the new one, and a paused one it allows again is set back to the status it had (without
- * `error`). A user's is judged by the scopes alone: the client's disable turns it off (user-authority.ts). One a client
- * or the operator wrote since is left as written. `fhir` builds the FHIR layer the writes go through, only when there
- * is one to write. The ids, by what was done.
+ * `error`), in id order while the tenant has fewer than MAX_ACTIVE activated Subscriptions (activation.ts); those past
+ * it are set `off`, their `error` naming the bound (`off`). A user's is judged by the scopes alone: the client's disable
+ * turns it off (user-authority.ts). One a client or the operator wrote since is left as written. `fhir` builds the FHIR
+ * layer the writes go through, only when there is one to write. The ids, by what was done.
  */
 export async function reconcileClientSubscriptions(
   store: Store, clock: Clock, fhir: () => FhirDeps, tenant: string, clientId: string, registration: Registration,
-): Promise<{ paused: string[]; resumed: string[] }> {
-  const out = { paused: [] as string[], resumed: [] as string[] };
+): Promise<{ paused: string[]; resumed: string[]; off: string[] }> {
+  const out = { paused: [] as string[], resumed: [] as string[], off: [] as string[] };
   let deps: FhirDeps | undefined;
   const now = clock.now();
   for (const { current, sub, owner } of await ownSubscriptions(store, tenant, clientId)) {
@@ -210,7 +211,11 @@ export async function reconcileClientSubscriptions(
     }
     if (paused === undefined && topicPaused === undefined) continue;
     const status = await statusBefore(store, tenant, current, clientId);
-    if (status !== undefined && (await writeServerStatus(deps, clock, tenant, current, sub, status))) out.resumed.push(current.id);
+    if (status === undefined) continue;
+    // Not past the tenant's bound of activated Subscriptions, which activation keeps: one more is set off, naming it.
+    const written = await resumeServerPaused(deps, clock, tenant, current, sub, status);
+    if (written === 'off') out.off.push(current.id);
+    else if (written !== undefined) out.resumed.push(current.id);
   }
   return out;
 }

@@ -6,11 +6,14 @@
  */
 import type { Clock } from '../../clock.ts';
 import { FhirError } from '../../errors.ts';
-import type { ResourceVersion } from '../../store/types.ts';
+import type { ResourceVersion, ResourceWriter } from '../../store/types.ts';
 import { operatorAccess } from '../access.ts';
 import { putOptions, putVersion, writeTx, type FhirDeps } from '../crud.ts';
 import type { Resource } from '../resource.ts';
 import { atWriteTime } from '../../store/write-times.ts';
+import { activatedIn, BOUND_ERROR, MAX_ACTIVE } from './activation.ts';
+
+type Status = 'off' | 'error' | 'active' | 'requested';
 
 /**
  * Writes the Subscription's next version with `status` (and `error`), as the server, over the version read
@@ -18,20 +21,43 @@ import { atWriteTime } from '../../store/write-times.ts';
  * one carries no `error` (R4: the last error; one that went away is not the state it is in).
  */
 export async function writeServerStatus(
-  fhir: FhirDeps, clock: Clock, tenant: string, current: ResourceVersion, sub: Record<string, unknown>, status: 'off' | 'error' | 'active' | 'requested', error?: string,
+  fhir: FhirDeps, clock: Clock, tenant: string, current: ResourceVersion, sub: Record<string, unknown>, status: Status, error?: string,
 ): Promise<boolean> {
+  return (await writeOver(fhir, clock, tenant, current, sub, async () => ({ status, error }))) !== undefined;
+}
+
+/**
+ * Sets a Subscription the server paused back to `status` (`active`, or `requested` awaiting its handshake), as
+ * writeServerStatus does, unless its tenant holds MAX_ACTIVE activated ones already (counted in the write's
+ * transaction): then it is set `off`, its `error` naming the bound (BOUND_ERROR), as activation would refuse it, for
+ * the hub matches no more. What was written (`off` at the bound), or undefined when a client wrote it since.
+ */
+export function resumeServerPaused(
+  fhir: FhirDeps, clock: Clock, tenant: string, current: ResourceVersion, sub: Record<string, unknown>, status: 'active' | 'requested',
+): Promise<Status | undefined> {
+  return writeOver(fhir, clock, tenant, current, sub, async (w) => ((await activatedIn(w, current.id)) >= MAX_ACTIVE ? { status: 'off', error: BOUND_ERROR } : { status }));
+}
+
+/** The next version over `current` with the status (and `error`) `choose` picks in the write's transaction; undefined when a client wrote it since. */
+async function writeOver(
+  fhir: FhirDeps, clock: Clock, tenant: string, current: ResourceVersion, sub: Record<string, unknown>,
+  choose: (w: ResourceWriter) => Promise<{ status: Status; error?: string | undefined }>,
+): Promise<Status | undefined> {
   const { error: earlier, ...rest } = sub;
-  const kept = error ?? (status === 'active' || status === 'requested' ? undefined : earlier);
-  const resource = { ...rest, status, ...(kept !== undefined && { error: kept }) } as unknown as Resource;
   try {
-    await atWriteTime(fhir.store, clock, (now) => {
+    return await atWriteTime(fhir.store, clock, (now) => {
       const { activateSubscription: _activation, ...write } = putOptions(fhir, { tenant, access: operatorAccess }, now);
       const opts = { ...write, ifMatch: [current.versionId] };
-      return writeTx(fhir, tenant, (w) => putVersion(w, resource, current.id, opts, 'PUT'));
+      return writeTx(fhir, tenant, async (w) => {
+        const { status, error } = await choose(w);
+        const kept = error ?? (status === 'active' || status === 'requested' ? undefined : earlier);
+        const resource = { ...rest, status, ...(kept !== undefined && { error: kept }) } as unknown as Resource;
+        await putVersion(w, resource, current.id, opts, 'PUT');
+        return status;
+      });
     });
-    return true;
   } catch (err) {
-    if (err instanceof FhirError && (err.status === 412 || err.status === 409)) return false;
+    if (err instanceof FhirError && (err.status === 412 || err.status === 409)) return undefined;
     throw err;
   }
 }

@@ -509,6 +509,32 @@ for (const target of targets) {
       token = await t.token();
     });
 
+    test('$status counts the events of a criteria Subscription, concurrent writes matching it each counted, delivered or not', async () => {
+      const sub = await subscribe(subscription(hook.url, { criteria: 'Observation?code=http://loinc.org|count-me' }));
+      const since = async () => {
+        const bundle = await read(`Subscription/${sub.id}/$status`);
+        const parameter = (bundle.entry[0].resource.parameter as Json[]).find((p) => p.name === 'events-since-subscription-start');
+        return parameter?.valueString as string;
+      };
+      expect(await since()).toBe('0');
+      for (let i = 0; i < 3; i++) expect((await post('Observation', observation('count-me'))).status).toBe(201);
+      expect((await post('Observation', observation('not-me'))).status).toBe(201);
+      expect(await since()).toBe('3');
+      // Written at once (on PostgreSQL, concurrent transactions each finding the others counting it).
+      const statuses = await Promise.all(Array.from({ length: 12 }, async () => (await post('Observation', observation('count-me'))).status));
+      expect(statuses).toEqual(Array(12).fill(201));
+      expect(await since()).toBe('15');
+      // Delivered, the count stays; a transaction's two matching entries are two events.
+      await drain(t);
+      expect(hook.got.length).toBe(15);
+      const bundle = { resourceType: 'Bundle', type: 'transaction', entry: [0, 1].map(() => ({ resource: observation('count-me'), request: { method: 'POST', url: 'Observation' } })) };
+      expect((await post('', bundle)).status).toBe(200);
+      expect(await since()).toBe('17');
+      await drain(t);
+      expect(await since()).toBe('17');
+      await off(sub);
+    });
+
     test('a redirect is a failure and is not followed; so is a refused connection', async () => {
       const sub = await subscribe(subscription(`${hook.url}/moved`));
       hook.state.status = 307;

@@ -76,6 +76,8 @@ export function createPostgresExpunge(sql: Pg): ExpungeRepo {
           ), events AS (
             DELETE FROM subscription_events WHERE tenant = ${b.tenant}
             AND ((type = ${b.type} AND resource_id = ANY(${ids}::text[])) OR (${b.type === 'Subscription'} AND subscription_id = ANY(${ids}::text[])))
+          ), tally AS (
+            DELETE FROM subscription_event_tally WHERE ${b.type === 'Subscription'} AND tenant = ${b.tenant} AND subscription_id = ANY(${ids}::text[])
           )
           DELETE FROM resources WHERE pk = ANY(${pks}::bigint[])`;
       },

@@ -757,4 +757,21 @@ UPDATE index_state SET value = 18 WHERE name = 'model' AND NOT EXISTS (SELECT 1 
 UPDATE index_state SET value = 19 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
 `,
   },
+  {
+    version: 47,
+    name: 'subscription_event_tally',
+    sql: `
+-- The events of criteria (not topic-based) Subscriptions counted by writes that found the subscription's state
+-- row held by another write counting its own (src/store/postgres/subscription-writes.ts countEvents): a row per
+-- such write, folded into subscription_state.events by the next write that holds the row. A Subscription's
+-- \`$status\` events-since-subscription-start is the state's count and the sum of its rows here. No key: rows are
+-- only inserted, summed and deleted whole per subscription.
+CREATE TABLE subscription_event_tally (
+  tenant TEXT NOT NULL,
+  subscription_id TEXT NOT NULL,
+  events BIGINT NOT NULL
+);
+CREATE INDEX subscription_event_tally_sub ON subscription_event_tally (tenant, subscription_id);
+`,
+  },
 ];

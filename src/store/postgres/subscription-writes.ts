@@ -54,6 +54,30 @@ export function createSubscriptionWrites(tx: PgTx, tenant: string): Subscription
     await tx`DELETE FROM subscription_state WHERE tenant = ${tenant} AND id = ${id}`;
     await tx`DELETE FROM subscription_notifications WHERE tenant = ${tenant} AND subscription_id = ${id}`;
     await tx`DELETE FROM subscription_events WHERE tenant = ${tenant} AND subscription_id = ${id}`;
+    await tx`DELETE FROM subscription_event_tally WHERE tenant = ${tenant} AND subscription_id = ${id}`;
+  }
+
+  /**
+   * Reads criteria Subscription `id`'s owner, its row locked FOR KEY SHARE (as a write notifying it always did), and
+   * counts the `n` events matched for `matchedFor` when that is the owner: into its state row when no other write holds
+   * it (FOR NO KEY UPDATE SKIP LOCKED), folding in the tally rows committed before, else as a row of
+   * subscription_event_tally. One statement; no write waits for another notifying the same Subscription, as a topic's
+   * numbered events do. The count is read as the state's and the tally's sum (SubscriptionRepo.events); the tally holds
+   * at most a row per write that found the state row held, until the next write that holds it.
+   */
+  async function ownerCounting(id: string, matchedFor: string, n: number): Promise<string | null> {
+    const [row] = await tx<{ owner: string }[]>`
+      WITH shared AS (SELECT owner FROM subscription_state WHERE tenant = ${tenant} AND id = ${id} FOR KEY SHARE),
+      locked AS (SELECT ctid FROM subscription_state WHERE tenant = ${tenant} AND id = ${id} AND owner = ${matchedFor} FOR NO KEY UPDATE SKIP LOCKED),
+      folded AS (DELETE FROM subscription_event_tally WHERE tenant = ${tenant} AND subscription_id = ${id} AND EXISTS (SELECT 1 FROM locked) RETURNING events),
+      counted AS (
+        UPDATE subscription_state SET events = events + ${n} + (SELECT COALESCE(SUM(events), 0) FROM folded)
+        WHERE ctid IN (SELECT ctid FROM locked) RETURNING 1 AS one),
+      tallied AS (
+        INSERT INTO subscription_event_tally (tenant, subscription_id, events)
+        SELECT ${tenant}, ${id}, ${n} FROM shared WHERE shared.owner = ${matchedFor} AND NOT EXISTS (SELECT 1 FROM counted))
+      SELECT owner FROM shared`;
+    return row?.owner ?? null;
   }
 
   /**
@@ -109,8 +133,17 @@ export function createSubscriptionWrites(tx: PgTx, tenant: string): Subscription
       const bySubscription = new Map<string, NotificationToWrite[]>();
       // The subscriptions with notifications a match made: their owner is read as their row is locked, in the same pass.
       const matched = new Set<string>();
+      // A criteria Subscription's events (a topic's are numbered below), by the owner they were matched for: counted as
+      // its owner is read, those matched for the owner it has (the others are not queued). The hub matches each
+      // subscription for one owner in a write.
+      const criteria = new Map<string, { matchedFor: string; n: number }>();
       for (const n of notifications) {
         if (n.matchedFor !== undefined) matched.add(n.subscriptionId);
+        if (n.event === undefined && n.matchedFor !== undefined && n.unsent !== true) {
+          const c = criteria.get(n.subscriptionId);
+          if (c === undefined) criteria.set(n.subscriptionId, { matchedFor: n.matchedFor, n: 1 });
+          else if (c.matchedFor === n.matchedFor) c.n++;
+        }
         if (n.event === undefined || n.event === 'handshake' || n.event === 'heartbeat') continue;
         const list = bySubscription.get(n.subscriptionId) ?? [];
         list.push(n);
@@ -127,9 +160,11 @@ export function createSubscriptionWrites(tx: PgTx, tenant: string): Subscription
         const events = bySubscription.get(id);
         if (events === undefined) {
           // FOR KEY SHARE: writes notifying the same subscription, and delivery's updates of its state, do not wait for it;
-          // an activation or deletion (FOR UPDATE, DELETE) waits for it, and deletes what it recorded, or it waits for them,
-          // and reads the owner they committed.
-          if (matched.has(id)) {
+          // an activation or deletion (FOR UPDATE, DELETE) waits for it, and deletes what it recorded (its count too), or it
+          // waits for them, and reads the owner they committed. A criteria one's events are counted with it (ownerCounting).
+          const counting = criteria.get(id);
+          if (counting !== undefined) owners.set(id, await ownerCounting(id, counting.matchedFor, counting.n));
+          else if (matched.has(id)) {
             const [row] = await tx<{ owner: string }[]>`SELECT owner FROM subscription_state WHERE tenant = ${tenant} AND id = ${id} FOR KEY SHARE`;
             owners.set(id, row?.owner ?? null);
           }

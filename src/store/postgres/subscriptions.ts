@@ -141,7 +141,10 @@ export function createPostgresSubscriptions(sql: Pg): SubscriptionRepo {
       return rows.map((r) => ({ number: Number(r.number), type: r.type, id: r.id, versionId: r.version_id, event: r.event, createdAt: Number(r.created_at) }));
     },
     async events(tenant, id) {
-      const [r] = await sql<{ events: string }[]>`SELECT events FROM subscription_state WHERE tenant = ${tenant} AND id = ${id}`;
+      // A criteria Subscription's count is its state's and its tally's (subscription-writes.ts countEvents), read in one snapshot.
+      const [r] = await sql<{ events: string }[]>`
+        SELECT s.events + COALESCE((SELECT SUM(t.events) FROM subscription_event_tally t WHERE t.tenant = s.tenant AND t.subscription_id = s.id), 0) AS events
+        FROM subscription_state s WHERE s.tenant = ${tenant} AND s.id = ${id}`;
       return r ? Number(r.events) : null;
     },
   };

@@ -373,6 +373,7 @@ export function createWriter(
       const forget = db.query('DELETE FROM subscription_events WHERE tenant = ? AND subscription_id = ? AND event_number <= ?');
       const previous = db.query<{ created_at: number }, [string, string, number]>('SELECT created_at FROM subscription_events WHERE tenant = ? AND subscription_id = ? AND event_number = ?');
       const owner = db.query<{ owner: string }, [string, string]>('SELECT owner FROM subscription_state WHERE tenant = ? AND id = ?');
+      const counted = db.query('UPDATE subscription_state SET events = events + 1 WHERE tenant = ? AND id = ?');
       for (const n of notifications) {
         // A topic event is numbered by its subscription's count, moved here (under the write lock), and kept for $events;
         // stamped no earlier than the event before it (`now` was taken before the write waited for the lock).
@@ -381,7 +382,11 @@ export function createWriter(
         const at = number === null || number === 1 ? now : Math.max(now, previous.get(tenant, n.subscriptionId, number - 1)?.created_at ?? 0);
         // Matched with another owner's reach than the one stored (another process's set, read before an activation committed): not queued.
         const otherOwner = n.matchedFor !== undefined && owner.get(tenant, n.subscriptionId)?.owner !== n.matchedFor;
-        if (n.unsent !== true && !otherOwner) add.run(tenant, n.subscriptionId, n.type, n.id, n.versionId, at, n.event ?? null, number);
+        if (n.unsent !== true && !otherOwner) {
+          add.run(tenant, n.subscriptionId, n.type, n.id, n.versionId, at, n.event ?? null, number);
+          // A criteria Subscription's event (a topic's was counted as it was numbered), for $status.
+          if (n.event === undefined && n.matchedFor !== undefined) counted.run(tenant, n.subscriptionId);
+        }
         if (number === null) continue;
         keep.run(tenant, n.subscriptionId, number, n.type, n.id, n.versionId, n.event!, at);
         if (number > EVENTS_KEPT) forget.run(tenant, n.subscriptionId, number - EVENTS_KEPT);

@@ -1,7 +1,8 @@
 /**
  * A Subscription paused for its topic is set back once its topic is as it was, however many other
  * Subscriptions of the tenant are in `error`, and the set's reloads read only those paused so, not every one in
- * `error` (through `app.request()`, on both databases).
+ * `error`, and set off instead while its tenant holds the 1,000 active ones the hub matches (through `app.request()`,
+ * on both databases).
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createClient } from '../../src/auth/admin.ts';
@@ -93,6 +94,64 @@ for (const target of targets) {
       subscriptionRows = 0;
       await observation();
       expect(subscriptionRows).toBeLessThanOrEqual(2);
+    }, 120_000);
+
+    test("is set off, not back, once its tenant holds the 1,000 active Subscriptions the hub matches", async () => {
+      // A tenant of its own: the paused one, then 1,000 others activated while it was paused.
+      const admin = fhirClient(t, await t.tokenFor('bound', ['system/*.*']), 'bound');
+      const url = 'http://example.org/topics/widened-bound';
+      const trigger = (resource: string) => ({ url: `${X5}resourceTrigger`, extension: [{ url: 'resource', valueUri: resource }] });
+      const topic = {
+        resourceType: 'Basic', id: 'widened-bound', code: { coding: [{ system: 'http://hl7.org/fhir/fhir-types', code: 'SubscriptionTopic' }] },
+        extension: [{ url: `${X5}url`, valueUri: url }, { url: `${X5}status`, valueCode: 'active' }, trigger('Observation')],
+      };
+      await admin.put200(topic);
+      const sub = await admin.put200({
+        resourceType: 'Subscription', id: 'paused', status: 'requested', reason: 'ward', criteria: url,
+        channel: {
+          type: 'websocket', payload: 'application/fhir+json', _payload: { extension: [{ url: `${BP}backport-payload-content`, valueCode: 'id-only' }] },
+          _type: { extension: [{ url: `${BP}backport-channel-type`, valueCoding: { system: 'http://terminology.hl7.org/CodeSystem/subscription-channel-type', code: 'websocket' } }] },
+        },
+      });
+      expect(sub.status).toBe('active');
+      const app = (await createClient(t.store, t.clock, {
+        tenant: 'bound', name: 'Ward app', grants: ['client_credentials'], scopes: ['user/Observation.rs', 'user/Subscription.cruds'],
+      })).client.clientId;
+      await t.store.resources.write('bound', (w) => w.ownSubscription('paused', JSON.stringify({ scopes: ['user/Observation.rs', 'user/Subscription.cruds'], clientId: app }), 'websocket'));
+      let n = 0;
+      const observation = async () => {
+        t.clock.advance(1);
+        await admin.put200({ resourceType: 'Observation', id: `o-${n++}`, status: 'final', code: { text: 'x' } });
+      };
+      const shown = async () => {
+        const s = (await (await admin.get('Subscription/paused')).json()) as Json;
+        return [s.status, typeof s.error === 'string' ? s.error.slice(0, 60) : s.error];
+      };
+      await admin.put200({ ...topic, extension: [...topic.extension, trigger('Encounter')] });
+      await observation();
+      expect(await shown()).toEqual(['error', 'paused: its topic now selects Encounter resources, which its']);
+      const writer = createBatchWriter({ store: t.store, clock: t.clock }, 'bound', DEFAULT_BATCH_LIMITS, () => undefined);
+      for (let i = 0; i < 1_000; i++) {
+        await writer.addPrepared([writer.prepare({
+          resourceType: 'Subscription', id: `w-${String(i).padStart(4, '0')}`, status: 'active', reason: 'fill', criteria: `Observation?code=w${i}`,
+          channel: { type: 'websocket' },
+        })]);
+      }
+      await writer.drain();
+      const active = async () => ((await (await admin.get('Subscription?status=active,requested&_summary=count')).json()) as Json).total;
+      expect(await active()).toBe(1_000);
+      // Its topic as it was: the next write would set it back, the 1,001st; it is set off, naming the bound.
+      await admin.put200(topic);
+      await observation();
+      await observation();
+      const off = (await (await admin.get('Subscription/paused')).json()) as Json;
+      expect([off.status, off.error]).toEqual(['off', expect.stringContaining('turned off: the tenant has 1000 active Subscriptions, the most Cinder matches')]);
+      expect(await active()).toBe(1_000);
+      // One set off since: activated again by its app's own hand, as any other.
+      expect((await admin.del('Subscription/w-0000')).status).toBe(200);
+      const again = (await (await admin.get('Subscription/paused')).json()) as Json;
+      const { error: _error, ...rest } = again;
+      expect((await admin.put200({ ...rest, status: 'requested' })).status).toBe('active');
     }, 120_000);
   });
 }

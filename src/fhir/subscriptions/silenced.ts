@@ -11,7 +11,8 @@
  * recorded at its activation no longer let it search what it selects (owner-reach.ts: an older release's grant);
  * and paused (`error`, topicPausedError) while its topic, edited since, selects types its owner may not search
  * (neither grant nor registration to blame), set back to the status it had (client-authority.ts statusBefore) once
- * the set's load finds it compiles again.
+ * the set's load finds it compiles again, unless its tenant holds the 1,000 activated Subscriptions the hub matches
+ * already: then `off`, its `error` naming that bound (server-status.ts resumeServerPaused), as `cinder client enable` does.
  * A write of one that fails (a version the server cannot store, its database unreachable) is tried again only after
  * a wait that doubles with each failure (SHOW_RETRY_FIRST_MS to SHOW_RETRY_MAX_MS): one that always fails neither
  * takes the places of the others at every write nor costs every write a failed transaction.
@@ -24,7 +25,7 @@ import { isActivated } from './activation.ts';
 import { deletedError, pausedError, topicPausedError, topicPausedFor } from './client-authority.ts';
 import { ownerUser } from './owner.ts';
 import { grantError } from './owner-reach.ts';
-import { writeServerStatus } from './server-status.ts';
+import { resumeServerPaused, writeServerStatus } from './server-status.ts';
 import { signInRevokedError } from './user-authority.ts';
 
 /** How many silenced Subscriptions one write shows at most (showSilenced). */
@@ -122,7 +123,11 @@ export async function showSilenced(
         const sub = current && !current.deleted ? (JSON.parse(current.content) as Record<string, unknown>) : undefined;
         if (!sub || current!.versionId !== s.versionId || topicPausedFor(sub) === undefined || (await fhir.store.subscriptions.owner(tenant, s.id)) !== s.owner) continue;
         tried++;
-        if (await writeServerStatus(fhir, clock, tenant, current!, sub, s.status)) again = true;
+        // Not past the tenant's bound of activated Subscriptions, which activation keeps: at the bound it is set off,
+        // naming it (BOUND_ERROR), as `cinder client enable` sets one off; the hub matches no more than the bound.
+        const written = await resumeServerPaused(fhir, clock, tenant, current!, sub, s.status);
+        if (written !== undefined) again = true;
+        if (written === 'off') log.warn('a Subscription paused for its topic was set off, not back: its tenant holds the most active Subscriptions Cinder matches', { tenant, subscription: s.id, status: s.status });
         failed.delete(key);
         continue;
       }

@@ -20,7 +20,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { testCoreBundle } from '../helpers/terminology-service.ts';
 import { CHECK_INTERVAL_MS } from '../../src/fhir/subscriptions/hub.ts';
-import { CLAIM_SENDS_FOR_MS, CLAIMS } from '../../src/fhir/subscriptions/delivery.ts';
+import { APP_CLAIMS, CLAIM_SENDS_FOR_MS, CLAIMS, HANDED_BACK_MS, RESERVED } from '../../src/fhir/subscriptions/delivery.ts';
 import { parseFhirXml } from '../../src/fhir/xml/from-xml.ts';
 
 interface Received {
@@ -886,6 +886,68 @@ for (const target of targets) {
       await t.close();
     }
   });
+
+  test(`the delivery loop shares its places between apps: one app's endpoints that never answer leave places for another app's (${target.kind})`, async () => {
+    const db = await target.migrated();
+    const store = db.open();
+    await store.migrate();
+    const t = await createTestApp({ store, env: ALLOW });
+    const release = Promise.withResolvers<void>();
+    // Asked, and answering only when the test ends (each delivery gives up after its timeout, 5 s).
+    const hanging: string[] = [];
+    /** Answers one request each (the first asked first). */
+    const answers: (() => void)[] = [];
+    const hang = Bun.serve({
+      port: 0, hostname: '127.0.0.1',
+      async fetch(req) {
+        hanging.push(new URL(req.url).pathname);
+        const answered = Promise.withResolvers<void>();
+        answers.push(answered.resolve);
+        await Promise.race([release.promise, answered.promise]);
+        return new Response(null, { status: 200 });
+      },
+    });
+    const arrived = Promise.withResolvers<number>();
+    const fast = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => (arrived.resolve(performance.now()), new Response(null, { status: 200 })) });
+    try {
+      const admin = await t.token();
+      const busy = await t.tokenFor('t1', ['system/*.*']);
+      const other = await t.tokenFor('t1', ['system/*.*']);
+      const send = (token: string, path: string, body: unknown) => t.request(`${t.fhir()}/${path}`, fhirInit(token, 'POST', body));
+      for (let i = 0; i < 20; i++) {
+        expect((await send(busy, 'Subscription', subscription(`http://127.0.0.1:${hang.port}/h${i}`, { criteria: 'Observation?code=http://loinc.org|hang' }))).status).toBe(201);
+      }
+      expect((await send(other, 'Subscription', subscription(`http://127.0.0.1:${fast.port}/`, { criteria: 'Observation?code=http://loinc.org|fast' }))).status).toBe(201);
+      expect((await send(admin, 'Observation', observation('hang'))).status).toBe(201);
+      t.app.subscriptions.start(100);
+      // The busy app alone: past its share, into every place but the reserved ones.
+      for (let i = 0; i < 100 && hanging.length < CLAIMS - RESERVED; i++) await Bun.sleep(20);
+      await Bun.sleep(300);
+      expect(hanging.length).toBe(CLAIMS - RESERVED);
+      expect(CLAIMS - RESERVED).toBeGreaterThan(APP_CLAIMS);
+      // The other app's notification, recorded while the busy app's deliveries hang: sent within a claim or two.
+      const written = performance.now();
+      expect((await send(admin, 'Observation', observation('fast'))).status).toBe(201);
+      const waited = setTimeout(() => arrived.resolve(Number.POSITIVE_INFINITY), 20_000);
+      const at = await arrived.promise;
+      clearTimeout(waited);
+      expect(at - written).toBeLessThan(1_500);
+      expect(hanging.length).toBe(CLAIMS - RESERVED);
+      // Four of its deliveries answered, once those handed back (past the places it may take) are due again: with
+      // nothing else due, the busy app takes the places beyond the reserved ones again, past its share (8 under way).
+      t.clock.advance(HANDED_BACK_MS);
+      for (const answer of answers.slice(0, 4)) answer();
+      for (let i = 0; i < 100 && hanging.length < CLAIMS; i++) await Bun.sleep(20);
+      await Bun.sleep(300);
+      expect([hanging.length, new Set(hanging).size]).toEqual([CLAIMS, CLAIMS]);
+    } finally {
+      release.resolve();
+      await t.app.subscriptions.stop();
+      hang.stop(true);
+      fast.stop(true);
+      await t.close();
+    }
+  }, 40_000);
 
   describe(`subscription endpoints on private addresses (${target.kind})`, () => {
     let t: TestApp;

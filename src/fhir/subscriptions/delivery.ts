@@ -12,6 +12,7 @@
  * notifications dropped; one whose `end` has passed is set `off` first. One whose owner's recorded scopes no longer let
  * it search what it selects by today's rules (owner-reach.ts: a grant of an older release) is sent nothing more of what
  * was matched under the old rules: it is set `error`, saying why, and what waits is dropped.
+ * A process's places (CLAIMS) are shared between the apps that activated the Subscriptions (APP_CLAIMS, RESERVED).
  * The outbox is bounded: a Subscription found with more than `maxPending` notifications waiting (an endpoint
  * that answers 2xx, but slower than the writes its criteria match) is set to `error` as after the fifth
  * failure, saying so, and what waits for it is dropped.
@@ -26,7 +27,7 @@ import { parseExact } from '../exact-json.ts';
 import { toFhirXml } from '../xml/to-xml.ts';
 import { endpointUrl, systemResolve, type ResolveHost } from './endpoint.ts';
 import { outboundFetch, RefusedAddress } from '../../http/outbound.ts';
-import { authorityRevoked, ownerClient, ownerUser, type RestoreAccess } from './owner.ts';
+import { appOf, authorityRevoked, ownerClient, ownerUser, type RestoreAccess } from './owner.ts';
 import { serverPaused } from './client-authority.ts';
 import { grantError, grantReaches } from './owner-reach.ts';
 import { writeServerStatus } from './server-status.ts';
@@ -52,6 +53,16 @@ const BATCH = 20;
 export const CLAIM_SENDS_FOR_MS = 10_000;
 /** Subscriptions one round claims. */
 export const CLAIMS = 16;
+/**
+ * An app's share of the loop's places (its owner's client, owner.ts appOf; the operator's Subscriptions are one app):
+ * past it, the app's Subscriptions are claimed only into places beyond the RESERVED ones, so that one app's endpoints
+ * that never answer leave places for every other app's.
+ */
+export const APP_CLAIMS = 4;
+/** Places the loop keeps for apps within their share (APP_CLAIMS): an app past it takes at most CLAIMS - RESERVED. */
+export const RESERVED = 4;
+/** How long after now one claimed past its app's share, and handed back, is due again (ms). */
+export const HANDED_BACK_MS = 1_000;
 
 export interface DeliveryOptions {
   /** The FHIR layer: reads of the notified versions, and the server's writes of `error` and `off`. */
@@ -127,6 +138,8 @@ export class SubscriptionDelivery {
   private again = false;
   /** The loop's deliveries under way, each sending one claimed subscription's notifications. */
   private readonly inFlight = new Set<Promise<void>>();
+  /** The loop's deliveries under way by app (owner.ts appOf): its share of the places (APP_CLAIMS). */
+  private readonly appsInFlight = new Map<string, number>();
   private intervalMs = 0;
   private stopped = true;
   /** Set by stop(): a round under way sends nothing more, so that a draining process stops at once. */
@@ -160,7 +173,8 @@ export class SubscriptionDelivery {
   /**
    * Runs the loop until stop(): up to CLAIMS subscriptions delivered at once, each claimed as soon as a
    * place is free (at once again after a claim that found some, else every `intervalMs`), so that a slow
-   * endpoint holds its own place and no other's; the websockets are pinged with each claim, which
+   * endpoint holds its own place and no other's, and shared between apps (claimShared), so that one app's slow
+   * endpoints hold no other app's places; the websockets are pinged with each claim, which
    * does not wait for the deliveries it starts.
    */
   start(intervalMs: number): void {
@@ -195,12 +209,16 @@ export class SubscriptionDelivery {
       // Topic-based Subscriptions' heartbeats that are due, recorded to be claimed as any notification.
       await fhir.store.subscriptions.heartbeats(clock.now());
       if (free > 0) {
-        const list = await fhir.store.subscriptions.claim(this.worker, clock.now(), LEASE_MS, free);
+        const list = await this.claimShared(free);
         claimed = list.length;
-        for (const c of list) this.unreleased.delete(`${c.tenant}\u0000${c.id}`);
         for (const c of list) {
+          const app = appOf(c.owner);
+          this.appsInFlight.set(app, (this.appsInFlight.get(app) ?? 0) + 1);
           const delivery: Promise<void> = this.deliver(c).catch((err: unknown) => log.warn('subscription delivery failed unexpectedly', { err })).finally(() => {
             this.inFlight.delete(delivery);
+            const left = (this.appsInFlight.get(app) ?? 1) - 1;
+            if (left > 0) this.appsInFlight.set(app, left);
+            else this.appsInFlight.delete(app);
             this.wake(0);
           });
           this.inFlight.add(delivery);
@@ -216,6 +234,55 @@ export class SubscriptionDelivery {
     const full = this.inFlight.size >= CLAIMS;
     this.claiming = undefined;
     if (!this.stopped) this.wake(!full && (claimed > 0 || this.again) ? 0 : this.intervalMs);
+  }
+
+  /**
+   * Claims for up to `free` places, sharing them between apps (owner.ts appOf): none of an app holding APP_CLAIMS
+   * places already, so that any other app's Subscriptions due are claimed first; of one batch, an app's past its share
+   * are kept while the loop holds fewer than CLAIMS - RESERVED, the others handed back, due again HANDED_BACK_MS
+   * later (behind those waiting meanwhile). With places beyond the RESERVED ones left and nothing else due, those past
+   * their share are claimed into them: an app alone is not held to its share. Those to send, each counted for its app.
+   */
+  private async claimShared(free: number): Promise<ClaimedSubscription[]> {
+    const { fhir, clock, log } = this.options;
+    const repo = fhir.store.subscriptions;
+    const atShare = [...this.appsInFlight].filter(([, n]) => n >= APP_CLAIMS).map(([app]) => app);
+    const list = await repo.claim(this.worker, clock.now(), LEASE_MS, free, atShare);
+    for (const c of list) this.unreleased.delete(`${c.tenant}\u0000${c.id}`);
+    const held = new Map(this.appsInFlight);
+    let spare = CLAIMS - RESERVED - this.inFlight.size;
+    const kept: ClaimedSubscription[] = [];
+    const past: ClaimedSubscription[] = [];
+    for (const c of list) {
+      const app = appOf(c.owner);
+      const n = held.get(app) ?? 0;
+      if (n >= APP_CLAIMS) {
+        past.push(c);
+        continue;
+      }
+      held.set(app, n + 1);
+      kept.push(c);
+      spare--;
+    }
+    for (const c of past) {
+      if (spare > 0) {
+        kept.push(c);
+        spare--;
+        continue;
+      }
+      await repo.handBack(c.tenant, c.id, this.worker, clock.now() + HANDED_BACK_MS).catch((err: unknown) => {
+        log.warn('a claimed subscription could not be handed back', { tenant: c.tenant, subscription: c.id, err });
+        this.unreleased.set(`${c.tenant}\u0000${c.id}`, { tenant: c.tenant, id: c.id });
+      });
+    }
+    // Nothing else due (fewer found than asked for), none handed back: the places beyond the reserved ones go to those
+    // past their share.
+    if (atShare.length && past.length === 0 && list.length < free && spare > 0) {
+      const more = await repo.claim(this.worker, clock.now(), LEASE_MS, Math.min(spare, free - list.length));
+      for (const c of more) this.unreleased.delete(`${c.tenant}\u0000${c.id}`);
+      kept.push(...more);
+    }
+    return kept;
   }
 
   /** Stops the loop: each delivery under way finishes the notification it is sending and sends no more. */

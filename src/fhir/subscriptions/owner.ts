@@ -43,6 +43,15 @@ export function ownerClient(json: string): string | null {
 }
 
 /**
+ * The app `json` records, as the delivery loop shares its places between apps (delivery.ts APP_CLAIMS): its client's
+ * id, whatever the scopes, user or patient; the operator's Subscriptions are one app, ''. SubscriptionRepo.claim reads
+ * the same from the stored owner.
+ */
+export function appOf(json: string): string {
+  return ownerClient(json) ?? '';
+}
+
+/**
  * A digest of an owner record (its JSON as stored): what a websocket binding token and a bound socket remember
  * of the owner they were given for, so that a Subscription another app (or sign-in) activates again is not sent
  * to them. A digest rather than the record: the token stays short, and names no scopes.

@@ -96,9 +96,11 @@ export interface SubscriptionRepo {
   /**
    * Leases up to `limit` rest-hook subscriptions (of any tenant) that have recorded notifications, whose lease
    * (if any) has run out and whose next attempt is due at `now`, to `worker` until `now + leaseMs`:
-   * one holder at a time, whichever processes ask (PostgreSQL: FOR UPDATE SKIP LOCKED).
+   * one holder at a time, whichever processes ask (PostgreSQL: FOR UPDATE SKIP LOCKED). None of the apps `exclude`
+   * names (appOf in src/fhir/subscriptions/owner.ts: the owner's client id, '' for the operator's) is claimed: those
+   * holding their share of the loop's places (delivery.ts APP_CLAIMS).
    */
-  claim(worker: string, now: number, leaseMs: number, limit: number): Promise<ClaimedSubscription[]>;
+  claim(worker: string, now: number, leaseMs: number, limit: number, exclude?: readonly string[]): Promise<ClaimedSubscription[]>;
   /** Up to `limit` of a subscription's recorded notifications, oldest first. */
   pending(tenant: string, id: string, limit: number): Promise<PendingNotification[]>;
   /**
@@ -123,6 +125,11 @@ export interface SubscriptionRepo {
    * `at`, so that claims, oldest due first, take the subscriptions that waited meanwhile before it.
    */
   yielded(tenant: string, id: string, worker: string, at: number): Promise<void>;
+  /**
+   * Ends `worker`'s lease of one it claimed but will not send now (its app holds its share of the places), its next
+   * attempt due at `at` (one statement): claims, oldest due first, take the others' waiting meanwhile before it.
+   */
+  handBack(tenant: string, id: string, worker: string, at: number): Promise<void>;
   /** Recorded notifications waiting, over every tenant (/metrics). */
   waiting(): Promise<number>;
   /** The subscription's notifications waiting, counted up to `cap` at most (a bounded count). */

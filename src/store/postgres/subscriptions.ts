@@ -37,12 +37,14 @@ export function createPostgresSubscriptions(sql: Pg): SubscriptionRepo {
       const [row] = await sql<{ owner: string }[]>`SELECT owner FROM subscription_state WHERE tenant = ${tenant} AND id = ${id}`;
       return row?.owner ?? null;
     },
-    async claim(worker, now, leaseMs, limit) {
+    async claim(worker, now, leaseMs, limit, exclude = []) {
+      // The owner's app read only when some are excluded (the owner is the JSON of owner.ts ownerOf).
+      const apps = exclude.length ? sql`AND coalesce((s.owner::jsonb)->>'clientId', '') <> ALL(${[...exclude]}::text[])` : sql``;
       const rows = await sql<(Omit<ClaimedSubscription, 'failures'> & { failures: number })[]>`
         UPDATE subscription_state SET lease_until = ${now + leaseMs}, leased_by = ${worker}
         WHERE (tenant, id) IN (
           SELECT s.tenant, s.id FROM subscription_state s
-          WHERE s.channel = 'rest-hook' AND s.lease_until < ${now} AND s.next_attempt_at <= ${now}
+          WHERE s.channel = 'rest-hook' AND s.lease_until < ${now} AND s.next_attempt_at <= ${now} ${apps}
             AND EXISTS (SELECT 1 FROM subscription_notifications n WHERE n.tenant = s.tenant AND n.subscription_id = s.id)
           ORDER BY s.next_attempt_at LIMIT ${limit} FOR UPDATE SKIP LOCKED)
         RETURNING tenant, id, owner, failures`;
@@ -89,6 +91,9 @@ export function createPostgresSubscriptions(sql: Pg): SubscriptionRepo {
     },
     async yielded(tenant, id, worker, at) {
       await sql`UPDATE subscription_state SET next_attempt_at = ${at} WHERE ${heldBy(tenant, id, worker)}`;
+    },
+    async handBack(tenant, id, worker, at) {
+      await sql`UPDATE subscription_state SET next_attempt_at = ${at}, lease_until = 0, leased_by = NULL WHERE ${heldBy(tenant, id, worker)}`;
     },
     async waiting() {
       const [r] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM subscription_notifications`;

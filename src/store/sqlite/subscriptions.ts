@@ -38,18 +38,21 @@ export function createSqliteSubscriptions(db: Database): SubscriptionRepo {
     async owner(tenant, id) {
       return db.query<{ owner: string }, [string, string]>('SELECT owner FROM subscription_state WHERE tenant = ? AND id = ?').get(tenant, id)?.owner ?? null;
     },
-    async claim(worker, now, leaseMs, limit) {
+    async claim(worker, now, leaseMs, limit, exclude = []) {
+      // The owner's app read only when some are excluded (the owner is the JSON of owner.ts ownerOf).
+      const apps = exclude.length ? `AND coalesce(json_extract(s.owner, '$.clientId'), '') NOT IN (SELECT value FROM json_each(?5))` : '';
+      const args: [number, string, number, number, ...string[]] = [now + leaseMs, worker, now, limit, ...(exclude.length ? [JSON.stringify(exclude)] : [])];
       return db
-        .query<ClaimedSubscription, [number, string, number, number, number]>(
-          `UPDATE subscription_state SET lease_until = ?, leased_by = ?
+        .query<ClaimedSubscription, (string | number)[]>(
+          `UPDATE subscription_state SET lease_until = ?1, leased_by = ?2
            WHERE (tenant, id) IN (
              SELECT s.tenant, s.id FROM subscription_state s
-             WHERE s.channel = 'rest-hook' AND s.lease_until < ? AND s.next_attempt_at <= ?
+             WHERE s.channel = 'rest-hook' AND s.lease_until < ?3 AND s.next_attempt_at <= ?3 ${apps}
                AND EXISTS (SELECT 1 FROM subscription_notifications n WHERE n.tenant = s.tenant AND n.subscription_id = s.id)
-             ORDER BY s.next_attempt_at LIMIT ?)
+             ORDER BY s.next_attempt_at LIMIT ?4)
            RETURNING tenant, id, owner, failures`,
         )
-        .all(now + leaseMs, worker, now, now, limit);
+        .all(...args);
     },
     async pending(tenant, id, limit) {
       const rows = db
@@ -94,6 +97,9 @@ export function createSqliteSubscriptions(db: Database): SubscriptionRepo {
     },
     async yielded(tenant, id, worker, at) {
       db.query(`UPDATE subscription_state SET next_attempt_at = ? WHERE ${HELD_BY}`).run(at, tenant, id, worker);
+    },
+    async handBack(tenant, id, worker, at) {
+      db.query(`UPDATE subscription_state SET next_attempt_at = ?, lease_until = 0, leased_by = NULL WHERE ${HELD_BY}`).run(at, tenant, id, worker);
     },
     async waiting() {
       return db.query<{ n: number }, []>('SELECT COUNT(*) AS n FROM subscription_notifications').get()!.n;

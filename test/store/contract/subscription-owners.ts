@@ -70,4 +70,35 @@ export function subscriptionOwnersContract(store: () => Store) {
       expect(await s.subscriptions.pending(t, 's1', 10)).toEqual(next.notifications);
     });
   });
+
+  describe('subscriptions.claim() with apps excluded, and handBack()', () => {
+    test("leaves out the excluded apps' Subscriptions (the operator's as ''); one handed back is free and due at the time given", async () => {
+      const s = store();
+      const t = uniqueTenant();
+      const owners: Record<string, string> = {
+        a1: JSON.stringify({ scopes: ['system/*.rs'], clientId: 'app-a' }),
+        a2: JSON.stringify({ scopes: ['user/*.rs'], clientId: 'app-a', user: { id: 'u1', readAt: 1 } }),
+        b1: JSON.stringify({ scopes: ['system/*.rs'], clientId: 'app-b' }),
+        op: '{"operator":true}',
+      };
+      await s.resources.write(t, async (w) => {
+        for (const [id, owner] of Object.entries(owners)) await w.ownSubscription(id, owner, 'rest-hook');
+        await w.notify(Object.keys(owners).map((id) => ({ subscriptionId: id, type: 'Encounter', id: 'e1', versionId: 1 })), 1_000);
+      });
+      // Claims take every tenant's: those of this tenant are looked at, the others released at once.
+      const claim = async (worker: string, now: number, exclude?: string[]) => {
+        const got = await s.subscriptions.claim(worker, now, 10_000, 10_000, exclude);
+        for (const c of got) if (c.tenant !== t) await s.subscriptions.release(c.tenant, c.id, worker);
+        return got.filter((c) => c.tenant === t).map((c) => c.id).sort();
+      };
+      expect(await claim('w1', 2_000, ['app-a', ''])).toEqual(['b1']);
+      expect(await claim('w1', 2_000, ['app-b'])).toEqual(['a1', 'a2', 'op']);
+      // Held (leased until 12,000): none claimed again; a1 handed back by its holder alone, free and due at 3,000.
+      expect(await claim('w2', 2_001)).toEqual([]);
+      await s.subscriptions.handBack(t, 'a1', 'w2', 5_000);
+      await s.subscriptions.handBack(t, 'a1', 'w1', 3_000);
+      expect(await claim('w2', 2_002)).toEqual([]);
+      expect(await claim('w2', 3_000)).toEqual(['a1']);
+    });
+  });
 }

@@ -76,9 +76,9 @@ describe('versions', () => {
     const unknownVersion = await validate([inline({ include: [{ system: ANIMALS }] }), coding('ant', '9.9')]);
     expect(outcome(unknownVersion)).toMatchObject({ result: false, display: 'Ant' });
     expect(kinds(unknownVersion.body)).toContain('error not-found not-found Coding.system');
-    // The code input: its version is the systemVersion input.
+    // The code input: its systemVersion is read as the coding's version and located as the reference servers do, at `version`.
     const asCode = await validate([inline({ include: [{ system: ANIMALS, version: '1.0.0' }] }), { name: 'code', valueCode: 'ant' }, { name: 'system', valueUri: ANIMALS }, { name: 'systemVersion', valueString: '2.0.0' }]);
-    expect(kinds(asCode.body)).toEqual(['error invalid vs-invalid systemVersion']);
+    expect(kinds(asCode.body)).toEqual(['error invalid vs-invalid version']);
   });
 });
 

@@ -161,7 +161,13 @@ describe('ValueSet/$expand', () => {
     expect((await codes([{ name: 'url', valueUri: `${VS}all-animals` }, { name: 'check-system-version', valueUri: `${ANIMALS}|1.0.0` }])).codes).toContain('wolf@1.0.0');
     expect((await codes([{ name: 'url', valueUri: `${VS}animals-v1` }, { name: 'check-system-version', valueUri: `${ANIMALS}|1.0.x` }])).codes).toContain('wolf@1.0.0');
     const refused = await postOperation(t, token, 'ValueSet/$expand', [{ name: 'url', valueUri: `${VS}animals-v2` }, { name: 'check-system-version', valueUri: `${ANIMALS}|1.0.x` }]);
-    expect(errorIssue(refused, 400).text).toContain("check-system-version requires '1.0.x'");
+    // HL7's VALUESET_VERSION_CHECK, naming the version the pin resolves to, an `exception` as the reference servers give it.
+    expect(errorIssue(refused, 400)).toMatchObject({ code: 'exception', text: `The version '2.0.0' is not allowed for system '${ANIMALS}': required to be '1.0.x' by a version-check parameter` });
+    // A pattern pinned is judged by the version it resolves to: 1.x is 1.0.0 here, which 1.0.x allows.
+    const pattern = { resourceType: 'ValueSet', status: 'active', compose: { include: [{ system: ANIMALS, version: '1.x' }] } };
+    expect((await codes([{ name: 'valueSet', resource: pattern }, { name: 'check-system-version', valueUri: `${ANIMALS}|1.0.x` }])).codes).toContain('wolf@1.0.0');
+    const patternRefused = await postOperation(t, token, 'ValueSet/$expand', [{ name: 'valueSet', resource: pattern }, { name: 'check-system-version', valueUri: `${ANIMALS}|1.1.x` }]);
+    expect(errorIssue(patternRefused, 400).text).toBe(`The version '1.0.0' is not allowed for system '${ANIMALS}': required to be '1.1.x' by a version-check parameter`);
     const unversioned = await postOperation(t, token, 'ValueSet/$expand', [{ name: 'url', valueUri: `${VS}all-animals` }, { name: 'system-version', valueUri: ANIMALS }]);
     expect(errorIssue(unversioned, 400).code).toBe('invalid');
   });

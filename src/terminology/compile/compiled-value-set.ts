@@ -105,7 +105,7 @@ export class CompiledValueSet {
     if (found.member && found.inactive && !this.inactiveAllowed) {
       // HL7's STATUS_CODE_WARNING_CODE and INACTIVE_CONCEPT_FOUND, as the reference servers answer.
       return nonMember(
-        txIssue('error', 'business-rule', 'code-rule', `The concept '${coding.code}' is valid but is not active`),
+        txIssue('error', 'business-rule', 'code-rule', `The concept '${coding.code}' is valid but is not active`, 'STATUS_CODE_WARNING_CODE'),
         inactiveConceptFound(coding.code, conceptStatus(found.entry)),
       );
     }

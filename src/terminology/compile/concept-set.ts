@@ -102,7 +102,7 @@ export class CompiledConceptSet {
     }
     let via: DrawnThrough | undefined;
     for (const imported of this.imports) {
-      if (imported.compiled === null) return nonMember(txIssue('error', 'not-found', 'not-found', `A definition for the value Set '${imported.canonical}' could not be found`));
+      if (imported.compiled === null) return nonMember(txIssue('error', 'not-found', 'not-found', `A definition for the value Set '${imported.canonical}' could not be found`, 'Unable_to_resolve_value_Set_'));
       const vs = imported.compiled;
       const m = importedOnce(loaded, vs, coding, () => vs.checkLoaded(coding, loaded));
       if (m instanceof NotLoaded || !m.member) return m;
@@ -134,13 +134,16 @@ export class CompiledConceptSet {
       if (used === undefined) return new NotLoaded(system, version);
       const resolved = used?.version;
       if (resolved !== undefined && !matchesVersion(check, resolved)) {
-        refused = txIssue('error', 'exception', 'version-error', `The version '${resolved}' is not allowed for system '${system}': required to be '${check}' by a version-check parameter`);
+        refused = txIssue('error', 'exception', 'version-error', `The version '${resolved}' is not allowed for system '${system}': required to be '${check}' by a version-check parameter`, 'VALUESET_VERSION_CHECK');
       }
     }
     if (pinned !== undefined && coding.version !== undefined && !matchesVersion(pinned, coding.version)) {
-      // HL7's VALUESET_VALUE_MISMATCH (_DEFAULT for a version the request gave an include that pins none).
-      const where = this.version === undefined && rules?.forces.has(system) !== true ? 'for the versionless include in the ValueSet include' : 'in the ValueSet include';
-      const mismatch = txIssue('error', 'invalid', 'vs-invalid', `The code system '${system}' version '${pinned}' ${where} is different to the one in the value ('${coding.version}')`);
+      // HL7's VALUESET_VALUE_MISMATCH; _CHANGED where the request's parameters (force-system-version, system-version,
+      // check-system-version) made the version other than the include's own (none: '').
+      const changed = pinned !== this.version;
+      const where = changed ? `resulting from the version '${this.version ?? ''}' in the ValueSet include` : 'in the ValueSet include';
+      const text = `The code system '${system}' version '${pinned}' ${where} is different to the one in the value ('${coding.version}')`;
+      const mismatch = txIssue('error', 'invalid', 'vs-invalid', text, changed ? 'VALUESET_VALUE_MISMATCH_CHANGED' : 'VALUESET_VALUE_MISMATCH');
       return refused === undefined ? nonMember({ ...mismatch, usesVersion: pinned }) : nonMember({ ...mismatch, usesVersion: pinned }, refused);
     }
     const found = this.checkPinned(coding, loaded, pinned);
@@ -160,7 +163,7 @@ export class CompiledConceptSet {
     if (cs === undefined) return new NotLoaded(system, version);
     if (cs === null || cs.content === 'not-present') return this.checkUnverifiable(coding, cs, systemLabel(system, version, loaded.asOf), version);
     // A supplement's concepts are another code system's: no coding is of its system (as CodeSystem/$validate-code answers).
-    if (cs.content === 'supplement') return nonMember(txIssue('error', 'invalid', 'invalid-data', `CodeSystem ${cs.version === undefined ? cs.url : `${cs.url}|${cs.version}`} is a supplement, so can't be used as a value in Coding.system`));
+    if (cs.content === 'supplement') return nonMember(txIssue('error', 'invalid', 'invalid-data', `CodeSystem ${cs.version === undefined ? cs.url : `${cs.url}|${cs.version}`} is a supplement, so can't be used as a value in Coding.system`, 'CODESYSTEM_CS_NO_SUPPLEMENT'));
     const entry = cs.find(coding.code);
     if (entry === undefined) return this.checkUnknownCode(coding, cs);
     const listed = this.listed(entry.code, cs);
@@ -178,7 +181,7 @@ export class CompiledConceptSet {
     if (ext === undefined) return [];
     const marked = ext.some((e) => e.url === VALUESET_DEPRECATED && (e.valueBoolean === true || e.valueCode === 'true')) || standardsStatus(ext) === 'deprecated';
     if (!marked) return [];
-    return [txIssue('warning', 'business-rule', 'code-comment', `The presence of the concept '${code}' in the system '${system}' in ${this.where} is deprecated`)];
+    return [txIssue('warning', 'business-rule', 'code-comment', `The presence of the concept '${code}' in the system '${system}' in ${this.where} is deprecated`, 'CONCEPT_DEPRECATED_IN_VALUESET')];
   }
 
   /** No concepts to check against: only an enumerated concept list can still decide. */
@@ -187,7 +190,8 @@ export class CompiledConceptSet {
     if (this.concepts === undefined) {
       // HL7's UNKNOWN_CODESYSTEM(_VERSION) for one the server does not have.
       const text = cs === null ? (version === undefined ? `A definition for CodeSystem ${label} could not be found, so the code cannot be validated` : unknownVersionText(coding.system, version, undefined)) : `${why}, so the code '${coding.code}' cannot be validated`;
-      const issue = txIssue('error', 'not-found', 'not-found', text);
+      const id = cs === null ? (version === undefined ? 'UNKNOWN_CODESYSTEM' : 'UNKNOWN_CODESYSTEM_VERSION') : undefined;
+      const issue = txIssue('error', 'not-found', 'not-found', text, id);
       // The answer is caused by a code system the server does not have (x-caused-by-unknown-system).
       return nonMember(cs === null ? { ...issue, unknownSystem: version === undefined ? coding.system : `${coding.system}|${version}` } : issue);
     }

@@ -21,14 +21,25 @@ export interface TxIssue {
   readonly unknownSystem?: string;
   /** About the coding as a whole (its concept's status), located at the coding rather than at its code, as the reference servers locate it. */
   readonly atCoding?: true;
+  /**
+   * The key of HL7's message catalogue (the FHIR validator's `Messages.properties`) whose finding this is, where it is one
+   * (`None_of_the_provided_codes_are_in_the_value_set_one`, `UNKNOWN_CODESYSTEM_VERSION`, ...): the issue's
+   * `operationoutcome-message-id` extension, by which a client (HL7's validator) tells the findings apart whatever their wording.
+   */
+  readonly messageId?: string;
 }
 
 export type TxIssueType =
   | 'not-in-vs' | 'this-code-not-in-vs' | 'invalid-code' | 'invalid-display' | 'display-comment' | 'not-found' | 'vs-invalid'
   | 'code-comment' | 'status-check' | 'code-rule' | 'invalid-data' | 'version-error';
 
-export function txIssue(severity: TxIssue['severity'], code: TxIssue['code'], type: TxIssueType, text: string): TxIssue {
-  return { severity, code, type, text };
+export function txIssue(severity: TxIssue['severity'], code: TxIssue['code'], type: TxIssueType, text: string, messageId?: string): TxIssue {
+  return messageId === undefined ? { severity, code, type, text } : { severity, code, type, text, messageId };
+}
+
+/** HL7's key for a code system version the server lacks: UNKNOWN_CODESYSTEM_VERSION, `_NONE` when it has no version of it. */
+export function unknownVersionId(versions: readonly string[] | undefined): string {
+  return versions !== undefined && versions.length === 0 ? 'UNKNOWN_CODESYSTEM_VERSION_NONE' : 'UNKNOWN_CODESYSTEM_VERSION';
 }
 
 /** Anything of a ValueSet that carries displays for a code. */
@@ -209,12 +220,12 @@ export function importedOnce(loaded: LoadedCodeSystems, key: object, coding: Cod
  */
 export function inactiveConceptFound(code: string, status: string | undefined): TxIssue {
   const stated = status === undefined || status === 'inactive' ? 'inactive' : `${status} and inactive`;
-  return { ...txIssue('warning', 'business-rule', 'code-comment', `The concept '${code}' has a status of ${stated} and its use should be reviewed`), atCoding: true };
+  return { ...txIssue('warning', 'business-rule', 'code-comment', `The concept '${code}' has a status of ${stated} and its use should be reviewed`, 'INACTIVE_CONCEPT_FOUND'), atCoding: true };
 }
 
 /** HL7's DEPRECATED_CONCEPT_FOUND: the coding's concept is deprecated (still active). A warning about the coding. */
 export function deprecatedConceptFound(code: string): TxIssue {
-  return { ...txIssue('warning', 'business-rule', 'code-comment', `The concept '${code}' is deprecated and its use should be reviewed`), atCoding: true };
+  return { ...txIssue('warning', 'business-rule', 'code-comment', `The concept '${code}' is deprecated and its use should be reviewed`, 'DEPRECATED_CONCEPT_FOUND'), atCoding: true };
 }
 
 /** The status a concept's inactivity or deprecation is reported with: its status property, else its standards-status. */
@@ -246,7 +257,7 @@ export function withWarnings(m: Member, warnings: readonly TxIssue[]): Member {
 export function unknownCode(code: string, cs: CodeSystemIndex, severity: TxIssue['severity'] = 'error'): TxIssue {
   // HL7's Unknown_Code_in(_Version).
   const version = cs.version === undefined ? '' : ` version '${cs.version}'`;
-  return txIssue(severity, 'code-invalid', 'invalid-code', `Unknown code '${code}' in the CodeSystem '${cs.url}'${version}`);
+  return txIssue(severity, 'code-invalid', 'invalid-code', `Unknown code '${code}' in the CodeSystem '${cs.url}'${version}`, cs.version === undefined ? 'Unknown_Code_in' : 'Unknown_Code_in_Version');
 }
 
 /** Human label of a code system and version (or the date it was chosen at) for messages. */

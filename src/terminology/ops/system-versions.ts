@@ -1,6 +1,7 @@
 import type { CodeSystemIndex } from '../compile/code-system-index.ts';
 import type { CodeSystemLookup } from '../compile/membership.ts';
-import { invalid } from '../errors.ts';
+import { FhirError } from '../../errors.ts';
+import { invalid, TX_ISSUE_TYPE } from '../errors.ts';
 import { matchesVersion, splitCanonical } from '../version.ts';
 import { then } from '../../sync-or-async.ts';
 
@@ -36,17 +37,24 @@ export function systemVersions(inputs: { readonly [K in 'system-version' | 'chec
 
 /**
  * The version of `url` to use when a value set asks for `version` (undefined: not pinned): the forced
- * one, else the pinned one (which must match a check), else the default or check one.
+ * one, else the pinned one (which must match a check: `refused` when it does not), else the default or check one.
  */
-export function chooseVersion(rules: SystemVersions, url: string, version: string | undefined): string | undefined {
+function chooseVersion(rules: SystemVersions, url: string, version: string | undefined): string | undefined | typeof refused {
   const forced = rules.forces.get(url);
   if (forced !== undefined) return forced;
   const check = rules.checks.get(url);
   if (version === undefined) return rules.defaults.get(url) ?? check;
-  if (check !== undefined && !matchesVersion(check, version)) {
-    throw invalid(`The value set uses version '${version}' of the code system '${url}', but check-system-version requires '${check}'`, ['check-system-version'], 'version-error');
-  }
-  return version;
+  return check !== undefined && !matchesVersion(check, version) ? refused : version;
+}
+const refused = Symbol('refused');
+
+/**
+ * HL7's VALUESET_VERSION_CHECK: the version a value set's pin resolves to is not one `check-system-version` allows. A 400
+ * whose issue is `exception` `version-error`, as the reference servers give it and as $validate-code's finding is.
+ */
+function versionRefused(url: string, resolved: string, check: string): FhirError {
+  const text = `The version '${resolved}' is not allowed for system '${url}': required to be '${check}' by a version-check parameter`;
+  return new FhirError('invalid', text, { issueCode: 'exception', detailsCoding: { system: TX_ISSUE_TYPE, code: 'version-error' }, expression: ['check-system-version'] });
 }
 
 /**
@@ -66,16 +74,16 @@ export function withSystemVersions(lookup: CodeSystemLookup, rules: SystemVersio
   if (rules === undefined) return lookup;
   return {
     codeSystem: (url: string, version?: string) => {
-      let chosen: string | undefined;
-      try {
-        chosen = chooseVersion(rules, url, version);
-      } catch (refused) {
-        return then(lookup.codeSystem(url, version), (pinned) => {
-          if (pinned === null) return null;
-          throw refused;
-        });
-      }
-      return lookup.codeSystem(url, chosen);
+      const chosen = chooseVersion(rules, url, version);
+      if (chosen !== refused) return lookup.codeSystem(url, chosen);
+      // The pin (a pattern, say) judged by the version it resolves to, named in the refusal.
+      const check = rules.checks.get(url)!;
+      return then(lookup.codeSystem(url, version), (pinned) => {
+        if (pinned === null) return null;
+        const resolved = pinned.version ?? version!;
+        if (matchesVersion(check, resolved)) return pinned;
+        throw versionRefused(url, resolved, check);
+      });
     },
     asOf: lookup.asOf,
   };

@@ -108,7 +108,7 @@ export async function validateCodeSystemCode(
     if (cs.content === 'supplement') {
       // HL7's CODESYSTEM_CS_NO_SUPPLEMENT.
       const text = `CodeSystem ${cs.version === undefined ? cs.url : `${cs.url}|${cs.version}`} is a supplement, so can't be used as a value in Coding.system`;
-      issues.push({ ...txIssue('error', 'invalid', 'invalid-data', text), expression: path.replace(/code$/, 'system') });
+      issues.push({ ...txIssue('error', 'invalid', 'invalid-data', text, 'CODESYSTEM_CS_NO_SUPPLEMENT'), expression: path.replace(/code$/, 'system') });
       continue;
     }
     const m = await whole.check(coding, lookup);
@@ -145,5 +145,6 @@ function unknownCodeSystem(target: CodeSystemTarget & { kind: 'url' }, subject: 
   const text = `A definition for CodeSystem ${label} could not be found, so the code cannot be validated`;
   const path = subject.kind === 'coding' ? subject.path.replace(/code$/, 'system') : 'CodeableConcept.coding';
   const canonical = target.version === undefined ? target.url : `${target.url}|${target.version}`;
-  return { result: false, issues: [{ ...txIssue('error', 'not-found', 'not-found', text), expression: path }], causedByUnknownSystems: [canonical] };
+  const id = target.version === undefined ? 'UNKNOWN_CODESYSTEM' : 'UNKNOWN_CODESYSTEM_VERSION';
+  return { result: false, issues: [{ ...txIssue('error', 'not-found', 'not-found', text, id), expression: path }], causedByUnknownSystems: [canonical] };
 }

@@ -1,7 +1,7 @@
 import type { CodeSystemIndex } from '../compile/code-system-index.ts';
 import type { CompiledValueSet } from '../compile/compiled-value-set.ts';
 import { RegexTooCostly } from '../compile/filters.ts';
-import { type CodeSystemLookup, type Membership, systemLabel, type TxIssue, txIssue, unknownCode, unknownVersionText } from '../compile/membership.ts';
+import { type CodeSystemLookup, type Membership, systemLabel, type TxIssue, txIssue, unknownCode, unknownVersionId, unknownVersionText } from '../compile/membership.ts';
 import type { TerminologyContext } from '../context.ts';
 import type { OperationInput } from '../input/parameters.ts';
 import type { valueSetValidateCodeParams } from '../input/operations.ts';
@@ -263,15 +263,15 @@ function notInValueSet(
     if (latest !== null) {
       // HL7's UNKNOWN_CODESYSTEM_VERSION where the value set pins another version, else VALUESET_VALUE_MISMATCH_DEFAULT.
       issues.push(mismatch
-        ? txIssue('error', 'not-found', 'not-found', unknownVersionText(coding.system, coding.version, versions))
-        : txIssue('warning', 'invalid', 'vs-invalid', `The code system '${coding.system}' version '${latest.version ?? ''}' for the versionless include in the ValueSet include is different to the one in the value ('${coding.version}')`));
+        ? txIssue('error', 'not-found', 'not-found', unknownVersionText(coding.system, coding.version, versions), unknownVersionId(versions))
+        : txIssue('warning', 'invalid', 'vs-invalid', `The code system '${coding.system}' version '${latest.version ?? ''}' for the versionless include in the ValueSet include is different to the one in the value ('${coding.version}')`, 'VALUESET_VALUE_MISMATCH_DEFAULT'));
       cs = latest;
     }
   }
   // A version mismatch: the display is the value set's version's, when that version exists.
   if (mismatch?.usesVersion !== undefined) {
     const used = systems.used;
-    if (used === null) issues.push(txIssue('error', 'not-found', 'not-found', unknownVersionText(coding.system, mismatch.usesVersion, versions)));
+    if (used === null) issues.push(txIssue('error', 'not-found', 'not-found', unknownVersionText(coding.system, mismatch.usesVersion, versions), unknownVersionId(versions)));
     else cs = used;
   }
   // A value set that could not be evaluated (an import or a code system version is missing, or it pins
@@ -281,12 +281,12 @@ function notInValueSet(
     // HL7's None_of_the_provided_codes_are_in_the_value_set_one; an inline value set has no name to give.
     const given = coding.display === undefined ? '' : ` ('${coding.display}')`;
     const name = vs.resource.url === undefined ? "'(unidentified)'" : vs.label;
-    issues.unshift(txIssue('error', 'code-invalid', 'not-in-vs', `The provided code '${coding.system}#${coding.code}${given}' was not found in the value set ${name}`));
+    issues.unshift(txIssue('error', 'code-invalid', 'not-in-vs', `The provided code '${coding.system}#${coding.code}${given}' was not found in the value set ${name}`, 'None_of_the_provided_codes_are_in_the_value_set_one'));
     if (cs === null) {
-      if (isValueSet) issues.push(txIssue('error', 'invalid', 'invalid-data', `The Coding references a value set, not a code system ('${coding.system}')`));
+      if (isValueSet) issues.push(txIssue('error', 'invalid', 'invalid-data', `The Coding references a value set, not a code system ('${coding.system}')`, 'Terminology_TX_System_ValueSet2'));
       else {
-        if (!/^[A-Za-z][A-Za-z0-9+.-]*:/.test(coding.system)) issues.push(txIssue('error', 'invalid', 'invalid-data', 'Coding.system must be an absolute reference, not a local reference'));
-        issues.push(txIssue('error', 'not-found', 'not-found', `A definition for CodeSystem ${systemLabel(coding.system, coding.version)} could not be found, so the code cannot be validated`));
+        if (!/^[A-Za-z][A-Za-z0-9+.-]*:/.test(coding.system)) issues.push(txIssue('error', 'invalid', 'invalid-data', 'Coding.system must be an absolute reference, not a local reference', 'Terminology_TX_System_Relative'));
+        issues.push(txIssue('error', 'not-found', 'not-found', `A definition for CodeSystem ${systemLabel(coding.system, coding.version)} could not be found, so the code cannot be validated`, coding.version === undefined ? 'UNKNOWN_CODESYSTEM' : 'UNKNOWN_CODESYSTEM_VERSION'));
       }
     }
   }
@@ -304,7 +304,8 @@ function notInValueSet(
 /**
  * Where a finding about a coding outside the value set is located, as the reference servers locate it: one
  * about its version (the value set uses another, `vs-invalid`) at the version beside the code
- * (`Coding.version`; `systemVersion` for the `code` input), one about its code system (unknown, or no such version of it, `not-found`;
+ * (`Coding.version`; `version` for the `code` input, whose `systemVersion` the reference servers read as the
+ * coding's version and locate there, as the answer's `version` names it), one about its code system (unknown, or no such version of it, `not-found`;
  * not a code system's URL, `invalid-data`) at the system, the others at the code. `own`: a finding of
  * notInValueSet, all of whose `not-found`s are about the code system; a membership reason's is when it names
  * the unknown system (not an imported ValueSet the server lacks).
@@ -312,8 +313,7 @@ function notInValueSet(
 function siteOf(i: TxIssue, codePath: string, own: boolean): string {
   if (!codePath.endsWith('code') || i.atCoding === true) return siteBeside(i, codePath);
   const beside = (element: string) => `${codePath.slice(0, -'code'.length)}${element}`;
-  // The `code` input's version is the `systemVersion` input (R4), a coding's its `version`.
-  if (i.type === 'vs-invalid' && (own || i.usesVersion !== undefined)) return codePath === 'code' ? 'systemVersion' : beside('version');
+  if (i.type === 'vs-invalid' && (own || i.usesVersion !== undefined)) return beside('version');
   if (i.type === 'not-found' && (own || i.unknownSystem !== undefined)) return beside('system');
   if (i.type === 'invalid-data' && own) return beside('system');
   return codePath;
@@ -373,7 +373,7 @@ async function validateConcept(
   const statusCode = valid?.status ?? outcomes.find((o) => o.status !== undefined)?.status;
   const status = statusCode === undefined ? {} : { status: statusCode };
   if (valid === undefined) {
-    const none = txIssue('error', 'code-invalid', 'not-in-vs', `No valid coding was found for the value set ${vs.label}`);
+    const none = txIssue('error', 'code-invalid', 'not-in-vs', `No valid coding was found for the value set ${vs.label}`, 'TX_GENERAL_CC_ERROR_MESSAGE');
     const issues = outcomes.flatMap(perCoding);
     const systems = mergedUnknownSystems(outcomes);
     const all = [...(issues.some((i) => i.type === 'this-code-not-in-vs') ? [none] : []), ...issues, ...unknown];

@@ -116,7 +116,9 @@ function render(r: ValidationResult): string {
     for (let n = 0; n < issues.length; n++) {
       const i = issues[n]!;
       // severity, code and type are fixed vocabularies (TxIssue): no escaping needed.
-      json += `${n === 0 ? '' : ','}{"severity":"${i.severity}","code":"${i.code}","details":{"coding":[{"system":"${TX_ISSUE_TYPE}","code":"${i.type}"}],"text":${texts[n]}}`;
+      // A message id is a catalogue key (letters, digits, underscores): no escaping needed either.
+      const id = i.messageId === undefined ? '' : `"extension":[{"url":"${MESSAGE_ID}","valueString":"${i.messageId}"}],`;
+      json += `${n === 0 ? '' : ','}{${id}"severity":"${i.severity}","code":"${i.code}","details":{"coding":[{"system":"${TX_ISSUE_TYPE}","code":"${i.type}"}],"text":${texts[n]}}`;
       json += i.expression === undefined ? '}' : `,"expression":[${jsonString(i.expression)}]}`;
     }
     json += ']}}';
@@ -136,6 +138,9 @@ function messageOf(issues: readonly LocatedIssue[]): string | undefined {
   if (texts.length === 0) return undefined;
   return texts.length === 1 ? texts[0] : texts.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)).join('; ');
 }
+
+/** The extension naming the catalogue message an issue is (HL7's tooling extension, as the reference servers give it). */
+const MESSAGE_ID = 'http://hl7.org/fhir/StructureDefinition/operationoutcome-message-id';
 
 /** The findings short of an error that the message repeats: about the concept's status and the display (tx.fhir.org's). */
 const MESSAGED: ReadonlySet<TxIssue['type']> = new Set(['code-comment', 'display-comment', 'invalid-display']);
@@ -173,7 +178,7 @@ export function statusCheck(kind: 'CodeSystem' | 'ValueSet', resource: StatusFie
     const status = noteworthyStatus(resource);
     found = status === undefined || resource.url === undefined
       ? null
-      : txIssue('information', 'business-rule', 'status-check', `Reference to ${status} ${kind} ${resource.url}${resource.version === undefined ? '' : `|${resource.version}`}`);
+      : txIssue('information', 'business-rule', 'status-check', `Reference to ${status} ${kind} ${resource.url}${resource.version === undefined ? '' : `|${resource.version}`}`, `MSG_${status.toUpperCase()}`);
     checked.set(resource, found);
   }
   return found ?? undefined;
@@ -213,10 +218,10 @@ export function finishMember(m: Member, coding: CheckedCoding, finish: Finish): 
   const issues: TxIssue[] = [...m.warnings];
   const label = `'${m.code}' (${m.system})`;
   if (m.entry !== undefined && m.entry.code !== coding.code) {
-    issues.push(txIssue('information', 'business-rule', 'code-rule', `The code '${coding.code}' differs from the correct code '${m.code}' by case. Although the code system '${m.system}' is case insensitive, implementers are strongly encouraged to use the correct case anyway`));
+    issues.push(txIssue('information', 'business-rule', 'code-rule', `The code '${coding.code}' differs from the correct code '${m.code}' by case. Although the code system '${m.system}' is case insensitive, implementers are strongly encouraged to use the correct case anyway`, 'CODE_CASE_DIFFERENCE'));
   }
   if (abstract === false && m.abstract) {
-    issues.push(txIssue('error', 'business-rule', 'code-rule', `Code '${m.system}#${m.code}' is abstract, and not allowed in this context`));
+    issues.push(txIssue('error', 'business-rule', 'code-rule', `Code '${m.system}#${m.code}' is abstract, and not allowed in this context`, 'ABSTRACT_CODE_NOT_ALLOWED'));
     issues.push(txIssue('error', 'code-invalid', 'not-in-vs', `The abstract code ${label} is not a valid choice here`));
   }
   // HL7's INACTIVE_CONCEPT_FOUND and DEPRECATED_CONCEPT_FOUND, as the reference servers word and locate them.
@@ -243,12 +248,14 @@ export function finishMember(m: Member, coding: CheckedCoding, finish: Finish): 
     } else if (inWanted.length === 0 && known.includes(coding.display)) {
       // Nothing in the languages asked for: a display of the default language is accepted, as the reference servers do.
       // HL7's NO_VALID_DISPLAY_FOUND_NONE_FOR_LANG_OK, as tx.fhir.org words it.
-      issues.push(txIssue('information', 'invalid', 'invalid-display', `There are no valid display names found for the code ${m.system}#${m.code} for language(s) '${languages.join(',')}'. The display is '${coding.display}' which is a valid display for the default language`));
+      issues.push(txIssue('information', 'invalid', 'invalid-display', `There are no valid display names found for the code ${m.system}#${m.code} for language(s) '${languages.join(',')}'. The display is '${coding.display}' which is a valid display for the default language`, 'NO_VALID_DISPLAY_FOUND_NONE_FOR_LANG_OK'));
     } else if (!inWanted.includes(coding.display)) {
-      issues.push(txIssue('error', 'invalid', 'invalid-display', wrongDisplay(coding.display, m, wanted.length > 0 ? wanted : all, languages, wanted.length === 0 ? definition?.display : undefined)));
+      const fallback = wanted.length === 0 ? definition?.display : undefined;
+      const id = fallback === undefined ? 'Display_Name_for__should_be_one_of__instead_of' : 'NO_VALID_DISPLAY_FOUND_NONE_FOR_LANG_ERR';
+      issues.push(txIssue('error', 'invalid', 'invalid-display', wrongDisplay(coding.display, m, wanted.length > 0 ? wanted : all, languages, fallback), id));
     } else if (onlyRetired(definition, m.displays, coding.display)) {
       const current = definition?.display === undefined ? '' : ` The correct display is '${definition.display}'.`;
-      issues.push(txIssue('warning', 'invalid', 'display-comment', `'${coding.display}' is no longer considered a correct display for the code ${label} (its designation is deprecated or withdrawn).${current}`));
+      issues.push(txIssue('warning', 'invalid', 'display-comment', `'${coding.display}' is no longer considered a correct display for the code ${label} (its designation is deprecated or withdrawn).${current}`, 'INACTIVE_DISPLAY_FOUND'));
     }
   }
   const display = definition === undefined ? undefined : displayIn(definition, m.cs?.language, displayLanguage);

@@ -1,0 +1,106 @@
+/**
+ * $validate-code's issues name the entry of HL7's message catalogue they are (the `operationoutcome-message-id`
+ * extension, as the reference servers give it), a version mismatch of the `code` input is located at `version`, and
+ * a version the request's parameters put in place of an include's is named as HL7's VALUESET_VALUE_MISMATCH_CHANGED
+ * names it. On both databases.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { type OperationResponse, type Param, postOperation, putResource } from '../helpers/terminology-http.ts';
+
+const CS = 'http://cinder.test/CodeSystem/message-ids';
+const VS = 'http://cinder.test/ValueSet/message-ids-';
+const MESSAGE_ID = 'http://hl7.org/fhir/StructureDefinition/operationoutcome-message-id';
+const codeSystem = (version: string) => ({
+  resourceType: 'CodeSystem', id: `message-ids-${version.replaceAll('.', '-')}`, url: CS, version, name: 'MessageIds', status: 'active', content: 'complete',
+  caseSensitive: true,
+  property: [{ code: 'status', uri: 'http://hl7.org/fhir/concept-properties#status', type: 'code' }],
+  concept: [
+    { code: 'one', display: 'One' },
+    { code: 'two', display: 'Two' },
+    { code: 'old', display: 'Old', property: [{ code: 'status', valueCode: 'retired' }] },
+  ],
+});
+const all = { resourceType: 'ValueSet', id: 'message-ids-all', url: `${VS}all`, status: 'active', compose: { include: [{ system: CS }] } };
+const pinned = { resourceType: 'ValueSet', id: 'message-ids-pinned', url: `${VS}pinned`, status: 'active', compose: { include: [{ system: CS, version: '1.0.0' }] } };
+const onlyOne = { resourceType: 'ValueSet', id: 'message-ids-one', url: `${VS}one`, status: 'active', compose: { include: [{ system: CS, concept: [{ code: 'one' }] }] } };
+const draft = { resourceType: 'ValueSet', id: 'message-ids-draft', url: `${VS}draft`, version: '1', status: 'draft', compose: { include: [{ system: CS }] } };
+
+/** Each issue of the `issues` output as `message id|tx-issue-type|expression` (the id `-` when there is none). */
+function ids(r: OperationResponse): string[] {
+  expect(r.status).toBe(200);
+  const outcome = r.body.parameter?.find((p) => p.name === 'issues')?.resource as { issue: Record<string, any>[] } | undefined;
+  return (outcome?.issue ?? []).map((i) => {
+    const ext = (i.extension ?? []) as { url: string; valueString: string }[];
+    expect(ext.every((e) => e.url === MESSAGE_ID)).toBe(true);
+    return `${ext[0]?.valueString ?? '-'}|${i.details.coding[0].code}|${i.expression?.[0] ?? '-'}`;
+  });
+}
+function text(r: OperationResponse, type: string): string | undefined {
+  const outcome = r.body.parameter?.find((p) => p.name === 'issues')?.resource as { issue: Record<string, any>[] } | undefined;
+  return outcome?.issue.find((i) => i.details.coding[0].code === type)?.details.text;
+}
+
+await eachStore((kind, fresh) => {
+  describe(`$validate-code's issues carry HL7's message ids (${kind})`, () => {
+    let t: TestApp;
+    let token: string;
+    const validate = (parameter: Param[]) => postOperation(t, token, 'ValueSet/$validate-code', parameter);
+    const coding = (url: string, code: string, extra: Record<string, string> = {}) =>
+      validate([{ name: 'url', valueUri: url }, { name: 'coding', valueCoding: { system: CS, code, ...extra } }]);
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      token = await t.token();
+      for (const r of [codeSystem('1.0.0'), codeSystem('2.0.0'), all, pinned, onlyOne, draft]) await putResource(t, token, r);
+    });
+    afterAll(() => t.close());
+
+    test('a code outside the value set, an unknown code, a wrong display, a retired concept, a draft value set', async () => {
+      expect(ids(await coding(`${VS}one`, 'two'))).toEqual(['None_of_the_provided_codes_are_in_the_value_set_one|not-in-vs|Coding.code']);
+      expect(ids(await coding(`${VS}all`, 'three'))).toEqual([
+        'None_of_the_provided_codes_are_in_the_value_set_one|not-in-vs|Coding.code',
+        'Unknown_Code_in_Version|invalid-code|Coding.code',
+      ]);
+      expect(ids(await coding(`${VS}all`, 'one', { display: 'Uno' }))).toEqual(['Display_Name_for__should_be_one_of__instead_of|invalid-display|Coding.display']);
+      expect(ids(await coding(`${VS}all`, 'old'))).toEqual(['INACTIVE_CONCEPT_FOUND|code-comment|Coding']);
+      expect(ids(await coding(`${VS}draft`, 'one'))).toEqual(['MSG_DRAFT|status-check|-']);
+      // A valid code has no issues at all.
+      expect(ids(await coding(`${VS}all`, 'one'))).toEqual([]);
+    });
+
+    test('code systems and versions: unknown, another version than the value set pins, a versionless include', async () => {
+      const unknownSystem = await validate([{ name: 'url', valueUri: `${VS}all` }, { name: 'coding', valueCoding: { system: `${CS}-none`, code: 'one' } }]);
+      expect(ids(unknownSystem)).toContain('UNKNOWN_CODESYSTEM|not-found|Coding.system');
+      expect(ids(await coding(`${VS}all`, 'one', { version: '9' }))).toEqual([
+        'UNKNOWN_CODESYSTEM_VERSION|not-found|Coding.system',
+        'VALUESET_VALUE_MISMATCH_DEFAULT|vs-invalid|Coding.version',
+      ]);
+      expect(ids(await coding(`${VS}pinned`, 'one', { version: '2.0.0' }))).toEqual(['VALUESET_VALUE_MISMATCH|vs-invalid|Coding.version']);
+      // The code input: its systemVersion is the coding's version, located at `version` as the reference servers locate it.
+      const asCode = await validate([
+        { name: 'url', valueUri: `${VS}pinned` }, { name: 'code', valueCode: 'one' }, { name: 'system', valueUri: CS }, { name: 'systemVersion', valueString: '2.0.0' },
+      ]);
+      expect(ids(asCode)).toEqual(['VALUESET_VALUE_MISMATCH|vs-invalid|version']);
+    });
+
+    test("a version the request's parameters put in place of the include's is named with the include's own", async () => {
+      const forced = await validate([
+        { name: 'url', valueUri: `${VS}pinned` }, { name: 'coding', valueCoding: { system: CS, code: 'one', version: '1.0.0' } },
+        { name: 'force-system-version', valueUri: `${CS}|2.0.0` },
+      ]);
+      expect(ids(forced)).toEqual(['VALUESET_VALUE_MISMATCH_CHANGED|vs-invalid|Coding.version']);
+      expect(text(forced, 'vs-invalid')).toBe(`The code system '${CS}' version '2.0.0' resulting from the version '1.0.0' in the ValueSet include is different to the one in the value ('1.0.0')`);
+      const byDefault = await validate([
+        { name: 'url', valueUri: `${VS}all` }, { name: 'coding', valueCoding: { system: CS, code: 'one', version: '1.0.0' } },
+        { name: 'system-version', valueUri: `${CS}|2.0.0` },
+      ]);
+      expect(text(byDefault, 'vs-invalid')).toBe(`The code system '${CS}' version '2.0.0' resulting from the version '' in the ValueSet include is different to the one in the value ('1.0.0')`);
+    });
+
+    test('a finding that is no message of the catalogue carries no id', async () => {
+      const noCode = await validate([{ name: 'url', valueUri: `${VS}all` }, { name: 'codeableConcept', valueCodeableConcept: { coding: [{ system: CS }] } }]);
+      expect(ids(noCode)).toContain('-|invalid-data|CodeableConcept.coding[0]');
+    });
+  });
+});

@@ -134,7 +134,7 @@ async function compileConceptSet(
     throw invalid(`${where} lists concepts or filters but no system`, at(path), 'vs-invalid');
   }
   if (concepts !== undefined && rawFilters.length > 0) throw invalid(`${where} cannot have both concept and filter`, at(path), 'vs-invalid');
-  const filters = rawFilters.map((f, i) => checkFilter(f, `${where}.filter[${i}]`, path === undefined ? undefined : `${path}.filter[${i}]`));
+  const filters = rawFilters.map((f, i) => checkFilter(f, set.system ?? '', `${where}.filter[${i}]`, path === undefined ? undefined : `${path}.filter[${i}]`));
   const imports: ImportedValueSet[] = [];
   for (const [j, canonical] of canonicals.entries()) {
     try {

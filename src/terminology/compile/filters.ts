@@ -49,12 +49,13 @@ function isOperator(op: string): op is FilterOperator {
  * Checks a compose filter when its ValueSet is compiled (R4 ValueSet.compose.include.filter):
  * an unknown operator, a missing value, a bad regex or a non-boolean `exists` value is a 400.
  */
-export function checkFilter(filter: ConceptSetFilter, where: string, path?: string): CheckedFilter {
+export function checkFilter(filter: ConceptSetFilter, system: string, where: string, path?: string): CheckedFilter {
   const { property, op, value } = filter;
   const wrong = (text: string, element?: string) => invalid(`${where}: ${text}`, at(path === undefined || element === undefined ? path : `${path}.${element}`), 'vs-invalid');
   if (op === undefined || op === '') throw wrong(`filter on '${property}' has no operator`, 'op');
   if (!isOperator(op)) throw wrong(`unknown filter operator '${op}'`, 'op');
-  if (value === undefined || value === '') throw wrong(`filter '${property} ${op}' has no value`);
+  // HL7's UNABLE_TO_HANDLE_SYSTEM_FILTER_WITH_NO_VALUE, after where the filter is.
+  if (value === undefined || value === '') throw wrong(`The system ${system} filter with property = ${property}, op = ${op} has no value`);
   if (op === 'exists' && value !== 'true' && value !== 'false') {
     throw wrong(`the value of an 'exists' filter must be 'true' or 'false', not '${value}'`, 'value');
   }

@@ -10,7 +10,7 @@ const parsed = parseCodeSystem(raw);
 const cs = new CodeSystemIndex({ ...parsed, url: parsed.url ?? '' });
 
 function codes(property: string, op: string, value?: string): string[] {
-  const predicate = compileFilter(checkFilter({ property, op, value }, 'f'), cs, 'f');
+  const predicate = compileFilter(checkFilter({ property, op, value }, cs.url, 'f'), cs, 'f');
   return [...cs.entries()].filter(predicate).map((e) => e.code).sort();
 }
 

@@ -2,7 +2,8 @@
  * $validate-code's issues name the entry of HL7's message catalogue they are (the `operationoutcome-message-id`
  * extension, as the reference servers give it), a version mismatch of the `code` input is located at `version`, and
  * a version the request's parameters put in place of an include's is named as HL7's VALUESET_VALUE_MISMATCH_CHANGED
- * names it. On both databases.
+ * names it; $expand's refusal of a version `check-system-version` does not allow is HL7's VALUESET_VERSION_CHECK. On both
+ * databases.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -96,6 +97,17 @@ await eachStore((kind, fresh) => {
         { name: 'system-version', valueUri: `${CS}|2.0.0` },
       ]);
       expect(text(byDefault, 'vs-invalid')).toBe(`The code system '${CS}' version '2.0.0' resulting from the version '' in the ValueSet include is different to the one in the value ('1.0.0')`);
+    });
+
+    test("$expand refuses a pinned version check-system-version does not allow, naming the version the pin resolves to", async () => {
+      const refused = await postOperation(t, token, 'ValueSet/$expand', [{ name: 'url', valueUri: `${VS}pinned` }, { name: 'check-system-version', valueUri: `${CS}|2.x` }]);
+      expect(refused.status).toBe(400);
+      expect(refused.body.issue).toEqual([expect.objectContaining({
+        severity: 'error', code: 'exception', expression: ['check-system-version'],
+        details: { coding: [{ system: 'http://hl7.org/fhir/tools/CodeSystem/tx-issue-type', code: 'version-error' }], text: `The version '1.0.0' is not allowed for system '${CS}': required to be '2.x' by a version-check parameter` },
+      })]);
+      const allowed = await postOperation(t, token, 'ValueSet/$expand', [{ name: 'url', valueUri: `${VS}pinned` }, { name: 'check-system-version', valueUri: `${CS}|1.x` }]);
+      expect(allowed.status).toBe(200);
     });
 
     test('a finding that is no message of the catalogue carries no id', async () => {

@@ -26,6 +26,9 @@ const codeSystem = (version: string) => ({
 const all = { resourceType: 'ValueSet', id: 'message-ids-all', url: `${VS}all`, status: 'active', compose: { include: [{ system: CS }] } };
 const pinned = { resourceType: 'ValueSet', id: 'message-ids-pinned', url: `${VS}pinned`, status: 'active', compose: { include: [{ system: CS, version: '1.0.0' }] } };
 const onlyOne = { resourceType: 'ValueSet', id: 'message-ids-one', url: `${VS}one`, status: 'active', compose: { include: [{ system: CS, concept: [{ code: 'one' }] }] } };
+const FRAGMENT = 'http://cinder.test/CodeSystem/message-ids-fragment';
+const fragment = { resourceType: 'CodeSystem', id: 'message-ids-fragment', url: FRAGMENT, version: '0.1.0', name: 'Fragment', status: 'active', content: 'fragment', concept: [{ code: 'a', display: 'A' }] };
+const fragmentAll = { resourceType: 'ValueSet', id: 'message-ids-fragment', url: `${VS}fragment`, status: 'active', compose: { include: [{ system: FRAGMENT }] } };
 const draft = { resourceType: 'ValueSet', id: 'message-ids-draft', url: `${VS}draft`, version: '1', status: 'draft', compose: { include: [{ system: CS }] } };
 
 /** Each issue of the `issues` output as `message id|tx-issue-type|expression` (the id `-` when there is none). */
@@ -53,7 +56,7 @@ await eachStore((kind, fresh) => {
     beforeAll(async () => {
       t = await createTestApp({ store: await fresh() });
       token = await t.token();
-      for (const r of [codeSystem('1.0.0'), codeSystem('2.0.0'), all, pinned, onlyOne, draft]) await putResource(t, token, r);
+      for (const r of [codeSystem('1.0.0'), codeSystem('2.0.0'), all, pinned, onlyOne, draft, fragment, fragmentAll]) await putResource(t, token, r);
     });
     afterAll(() => t.close());
 
@@ -108,6 +111,13 @@ await eachStore((kind, fresh) => {
       })]);
       const allowed = await postOperation(t, token, 'ValueSet/$expand', [{ name: 'url', valueUri: `${VS}pinned` }, { name: 'check-system-version', valueUri: `${CS}|1.x` }]);
       expect(allowed.status).toBe(200);
+    });
+
+    test("a code a fragment lacks: valid, with HL7's UNKNOWN_CODE_IN_FRAGMENT", async () => {
+      const r = await validate([{ name: 'url', valueUri: `${VS}fragment` }, { name: 'coding', valueCoding: { system: FRAGMENT, code: 'b' } }]);
+      expect(r.body.parameter?.find((p) => p.name === 'result')?.valueBoolean).toBe(true);
+      expect(ids(r)).toEqual(['UNKNOWN_CODE_IN_FRAGMENT|invalid-code|Coding.code']);
+      expect(text(r, 'invalid-code')).toBe(`Unknown Code 'b' in the CodeSystem '${FRAGMENT}' version '0.1.0' - note that the code system is labeled as a fragment, so the code may be valid in some other fragment`);
     });
 
     test('a finding that is no message of the catalogue carries no id', async () => {

@@ -99,7 +99,7 @@ const RULES: [string, Case[]][] = [
   ['content fragment / example / not-present and unknown systems', [
     { vs: 'colors', code: 'red', system: 'http://cinder.test/CodeSystem/colors', result: true, display: 'Red' },
     // Valid with a warning in `issues` alone: the reference servers' message repeats errors and status or display comments only.
-    { vs: 'colors', code: 'purple', system: 'http://cinder.test/CodeSystem/colors', result: true, issue: "whose content is 'fragment', so it may still be valid", message: '' },
+    { vs: 'colors', code: 'purple', system: 'http://cinder.test/CodeSystem/colors', result: true, issue: "labeled as a fragment, so the code may be valid in some other fragment", message: '' },
     { vs: 'fruit', code: 'kiwi', system: 'http://cinder.test/CodeSystem/fruit', result: true, issue: "content is 'example'", message: '' },
     { vs: 'external-listed', code: 'e1', system: 'http://cinder.test/CodeSystem/external', result: true, display: 'External one', issue: "content 'not-present'", message: '' },
     { vs: 'external-all', code: 'e1', system: 'http://cinder.test/CodeSystem/external', result: false, message: 'cannot be validated' },

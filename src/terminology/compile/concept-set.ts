@@ -209,7 +209,10 @@ export class CompiledConceptSet {
     if (this.filters.length > 0) {
       return nonMember(txIssue('warning', 'code-invalid', 'invalid-code', `The code '${coding.code}' is not in CodeSystem ${label} (content '${cs.content}'), so the filters cannot be evaluated`));
     }
-    const note = txIssue('warning', 'code-invalid', 'invalid-code', `The code '${coding.code}' was not found in CodeSystem ${label}, whose content is '${cs.content}', so it may still be valid`);
+    // HL7's UNKNOWN_CODE_IN_FRAGMENT for a fragment; an example or a content of another kind in Cinder's words.
+    const note = cs.content === 'fragment'
+      ? txIssue('warning', 'code-invalid', 'invalid-code', `Unknown Code '${coding.code}' in the CodeSystem ${label} - note that the code system is labeled as a fragment, so the code may be valid in some other fragment`, 'UNKNOWN_CODE_IN_FRAGMENT')
+      : txIssue('warning', 'code-invalid', 'invalid-code', `The code '${coding.code}' was not found in CodeSystem ${label}, whose content is '${cs.content}', so it may still be valid`);
     return memberOf(coding.system, coding.code, { cs, warnings: [note] });
   }
 

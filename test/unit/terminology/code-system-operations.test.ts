@@ -58,7 +58,8 @@ describe('CodeSystem $validate-code', () => {
   test('fragment code systems answer true with a warning; an unknown CodeSystem answers false, caused by it', async () => {
     const blue = await validate([{ name: 'url', valueUri: 'http://cinder.test/CodeSystem/colors' }, { name: 'code', valueCode: 'blue' }]);
     expect(blue.result).toBe(true);
-    expect(blue.issues.map((i) => i.text).join()).toContain('may still be valid');
+    expect(blue.issues.map((i) => i.text).join()).toContain("Unknown Code 'blue' in the CodeSystem 'http://cinder.test/CodeSystem/colors'");
+    expect(blue.issues.map((i) => i.messageId)).toEqual(['UNKNOWN_CODE_IN_FRAGMENT']);
     const unknown = await validate([{ name: 'url', valueUri: 'urn:nothing' }, { name: 'code', valueCode: 'x' }]);
     expect(unknown).toMatchObject({ result: false, causedByUnknownSystems: ['urn:nothing'] });
     expect(unknown.issues.map((i) => i.text)).toEqual(["A definition for CodeSystem 'urn:nothing' could not be found, so the code cannot be validated"]);

@@ -113,7 +113,7 @@ await eachStore((kind, fresh) => {
 
     test('a code system version check-system-version refuses is a version-error, one the server lacks not-found', async () => {
       const r = await expand([{ name: 'url', valueUri: `${VS}pinned` }, { name: 'check-system-version', valueCanonical: `${CS}|2.0.0` }]);
-      expect(refusal(r)).toBe('invalid version-error check-system-version');
+      expect(refusal(r)).toBe('exception version-error check-system-version');
       // A pinned version the server does not have is not found, whatever the check (ecosystem test vs-expand-v-wb-check).
       const missing = await expand([{ name: 'url', valueUri: `${VS}missing-version` }, { name: 'check-system-version', valueCanonical: `${CS}|1.0.x` }]);
       expect(refusal(missing)).toBe('not-found not-found ValueSet.compose.include[0]');

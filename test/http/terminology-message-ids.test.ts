@@ -29,6 +29,9 @@ const onlyOne = { resourceType: 'ValueSet', id: 'message-ids-one', url: `${VS}on
 const FRAGMENT = 'http://cinder.test/CodeSystem/message-ids-fragment';
 const fragment = { resourceType: 'CodeSystem', id: 'message-ids-fragment', url: FRAGMENT, version: '0.1.0', name: 'Fragment', status: 'active', content: 'fragment', concept: [{ code: 'a', display: 'A' }] };
 const fragmentAll = { resourceType: 'ValueSet', id: 'message-ids-fragment', url: `${VS}fragment`, status: 'active', compose: { include: [{ system: FRAGMENT }] } };
+const CASELESS = 'http://cinder.test/CodeSystem/message-ids-caseless';
+const caseless = { resourceType: 'CodeSystem', id: 'message-ids-caseless', url: CASELESS, version: '3.0.0', name: 'Caseless', status: 'active', content: 'complete', caseSensitive: false, concept: [{ code: 'abc', display: 'ABC' }] };
+const caselessAll = { resourceType: 'ValueSet', id: 'message-ids-caseless', url: `${VS}caseless`, status: 'active', compose: { include: [{ system: CASELESS }] } };
 const draft = { resourceType: 'ValueSet', id: 'message-ids-draft', url: `${VS}draft`, version: '1', status: 'draft', compose: { include: [{ system: CS }] } };
 
 /** Each issue of the `issues` output as `message id|tx-issue-type|expression` (the id `-` when there is none). */
@@ -56,7 +59,7 @@ await eachStore((kind, fresh) => {
     beforeAll(async () => {
       t = await createTestApp({ store: await fresh() });
       token = await t.token();
-      for (const r of [codeSystem('1.0.0'), codeSystem('2.0.0'), all, pinned, onlyOne, draft, fragment, fragmentAll]) await putResource(t, token, r);
+      for (const r of [codeSystem('1.0.0'), codeSystem('2.0.0'), all, pinned, onlyOne, draft, fragment, fragmentAll, caseless, caselessAll]) await putResource(t, token, r);
     });
     afterAll(() => t.close());
 
@@ -118,6 +121,12 @@ await eachStore((kind, fresh) => {
       expect(r.body.parameter?.find((p) => p.name === 'result')?.valueBoolean).toBe(true);
       expect(ids(r)).toEqual(['UNKNOWN_CODE_IN_FRAGMENT|invalid-code|Coding.code']);
       expect(text(r, 'invalid-code')).toBe(`Unknown Code 'b' in the CodeSystem '${FRAGMENT}' version '0.1.0' - note that the code system is labeled as a fragment, so the code may be valid in some other fragment`);
+    });
+
+    test('a code of another case in a case-insensitive code system, named with its version', async () => {
+      const r = await validate([{ name: 'url', valueUri: `${VS}caseless` }, { name: 'coding', valueCoding: { system: CASELESS, code: 'ABC' } }]);
+      expect(ids(r)).toEqual(['CODE_CASE_DIFFERENCE|code-rule|Coding.code']);
+      expect(text(r, 'code-rule')).toBe(`The code 'ABC' differs from the correct code 'abc' by case. Although the code system '${CASELESS}|3.0.0' is case insensitive, implementers are strongly encouraged to use the correct case anyway`);
     });
 
     test('a finding that is no message of the catalogue carries no id', async () => {

@@ -66,6 +66,11 @@ await eachStore((kind, fresh) => {
       expect(outcome(refused).result).toBe(false);
       expect(outcome(refused).message).toBe(`The version '1.2.0' is not allowed for system '${CS}': required to be '1.0.x' by a version-check parameter`);
       expect(issueTypes(refused)).toEqual(['version-error']);
+      // Located at the coding's version, as the reference servers locate it (the `code` input's: `version`).
+      const where = (r: OperationResponse) => (r.body.parameter?.find((p) => p.name === 'issues')?.resource as { issue: { expression?: string[] }[] }).issue.map((i) => i.expression?.[0]);
+      expect(where(refused)).toEqual(['Coding.version']);
+      const asCode = await postOperation(t, token, 'ValueSet/$validate-code', [{ name: 'url', valueUri: `${VS}pinned` }, { name: 'code', valueCode: 'one' }, { name: 'system', valueUri: CS }, ...checked]);
+      expect(where(asCode)).toEqual(['version']);
       expect(outcome(await validate('wildcard', 'one', checked, '1.0.0'))).toEqual({ result: true, display: 'one (1.0.0)' });
       expect(issueTypes(await validate('wildcard', 'one', checked))).toEqual(['version-error']);
       expect(outcome(await validate('any', 'one', checked))).toEqual({ result: true, display: 'one (1.0.0)' });

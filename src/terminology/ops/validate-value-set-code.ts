@@ -303,7 +303,8 @@ function notInValueSet(
 
 /**
  * Where a finding about a coding outside the value set is located, as the reference servers locate it: one
- * about its version (the value set uses another, `vs-invalid`) at the version beside the code
+ * about its version (the value set uses another, `vs-invalid`, or `check-system-version` refuses the one it uses,
+ * `version-error`) at the version beside the code
  * (`Coding.version`; `version` for the `code` input, whose `systemVersion` the reference servers read as the
  * coding's version and locate there, as the answer's `version` names it), one about its code system (unknown, or no such version of it, `not-found`;
  * not a code system's URL, `invalid-data`) at the system, the others at the code. `own`: a finding of
@@ -314,6 +315,8 @@ function siteOf(i: TxIssue, codePath: string, own: boolean): string {
   if (!codePath.endsWith('code') || i.atCoding === true) return siteBeside(i, codePath);
   const beside = (element: string) => `${codePath.slice(0, -'code'.length)}${element}`;
   if (i.type === 'vs-invalid' && (own || i.usesVersion !== undefined)) return beside('version');
+  // A version check-system-version does not allow: at the version too, as the reference servers locate it.
+  if (i.type === 'version-error') return beside('version');
   if (i.type === 'not-found' && (own || i.unknownSystem !== undefined)) return beside('system');
   if (i.type === 'invalid-data' && own) return beside('system');
   return codePath;

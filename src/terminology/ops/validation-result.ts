@@ -218,7 +218,7 @@ export function finishMember(m: Member, coding: CheckedCoding, finish: Finish): 
   const issues: TxIssue[] = [...m.warnings];
   const label = `'${m.code}' (${m.system})`;
   if (m.entry !== undefined && m.entry.code !== coding.code) {
-    issues.push(txIssue('information', 'business-rule', 'code-rule', `The code '${coding.code}' differs from the correct code '${m.code}' by case. Although the code system '${m.system}' is case insensitive, implementers are strongly encouraged to use the correct case anyway`, 'CODE_CASE_DIFFERENCE'));
+    issues.push(txIssue('information', 'business-rule', 'code-rule', `The code '${coding.code}' differs from the correct code '${m.code}' by case. Although the code system '${m.system}${m.cs?.version === undefined ? '' : `|${m.cs.version}`}' is case insensitive, implementers are strongly encouraged to use the correct case anyway`, 'CODE_CASE_DIFFERENCE'));
   }
   if (abstract === false && m.abstract) {
     issues.push(txIssue('error', 'business-rule', 'code-rule', `Code '${m.system}#${m.code}' is abstract, and not allowed in this context`, 'ABSTRACT_CODE_NOT_ALLOWED'));

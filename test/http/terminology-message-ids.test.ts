@@ -70,6 +70,8 @@ await eachStore((kind, fresh) => {
         'Unknown_Code_in_Version|invalid-code|Coding.code',
       ]);
       expect(ids(await coding(`${VS}all`, 'one', { display: 'Uno' }))).toEqual(['Display_Name_for__should_be_one_of__instead_of|invalid-display|Coding.display']);
+      // Wrong only in its whitespace: the catalogue's whitespace variant.
+      expect(ids(await coding(`${VS}all`, 'one', { display: ' One ' }))).toEqual(['Display_Name_WS_for__should_be_one_of__instead_of|invalid-display|Coding.display']);
       expect(ids(await coding(`${VS}all`, 'old'))).toEqual(['INACTIVE_CONCEPT_FOUND|code-comment|Coding']);
       expect(ids(await coding(`${VS}draft`, 'one'))).toEqual(['MSG_DRAFT|status-check|-']);
       // A valid code has no issues at all.

@@ -251,7 +251,11 @@ export function finishMember(m: Member, coding: CheckedCoding, finish: Finish): 
       issues.push(txIssue('information', 'invalid', 'invalid-display', `There are no valid display names found for the code ${m.system}#${m.code} for language(s) '${languages.join(',')}'. The display is '${coding.display}' which is a valid display for the default language`, 'NO_VALID_DISPLAY_FOUND_NONE_FOR_LANG_OK'));
     } else if (!inWanted.includes(coding.display)) {
       const fallback = wanted.length === 0 ? definition?.display : undefined;
-      const id = fallback === undefined ? 'Display_Name_for__should_be_one_of__instead_of' : 'NO_VALID_DISPLAY_FOUND_NONE_FOR_LANG_ERR';
+      // HL7's Display_Name_WS_ variant when the display differs from a valid one only in its whitespace.
+      const spaced = (v: string) => v.trim().replace(/\s+/g, ' ');
+      const given = spaced(coding.display);
+      const ws = inWanted.some((v) => spaced(v) === given);
+      const id = fallback !== undefined ? 'NO_VALID_DISPLAY_FOUND_NONE_FOR_LANG_ERR' : ws ? 'Display_Name_WS_for__should_be_one_of__instead_of' : 'Display_Name_for__should_be_one_of__instead_of';
       issues.push(txIssue('error', 'invalid', 'invalid-display', wrongDisplay(coding.display, m, wanted.length > 0 ? wanted : all, languages, fallback), id));
     } else if (onlyRetired(definition, m.displays, coding.display)) {
       const current = definition?.display === undefined ? '' : ` The correct display is '${definition.display}'.`;

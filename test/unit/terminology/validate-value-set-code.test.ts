@@ -207,7 +207,7 @@ describe('ValueSet $validate-code: concept status, display, case, versions, cont
     expect((await code('colors', 'red', 'http://cinder.test/CodeSystem/colors')).result).toBe(true);
     const blue = await code('colors', 'blue', 'http://cinder.test/CodeSystem/colors');
     expect(blue.result).toBe(true);
-    expect(blue.issues.map((i) => i.text).join()).toContain("content is 'fragment'");
+    expect(blue.issues.map((i) => i.text).join()).toContain('labeled as a fragment');
     expect((await code('colors-listed', 'blue', 'http://cinder.test/CodeSystem/colors')).result).toBe(true);
     expect((await code('colors-listed', 'green', 'http://cinder.test/CodeSystem/colors')).result).toBe(false);
     expect((await code('fruit', 'pear', 'http://cinder.test/CodeSystem/fruit')).result).toBe(true);

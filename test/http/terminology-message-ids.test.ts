@@ -86,6 +86,10 @@ await eachStore((kind, fresh) => {
         'VALUESET_VALUE_MISMATCH_DEFAULT|vs-invalid|Coding.version',
       ]);
       expect(ids(await coding(`${VS}pinned`, 'one', { version: '2.0.0' }))).toEqual(['VALUESET_VALUE_MISMATCH|vs-invalid|Coding.version']);
+      // A code outside the value set, given with its version, is named with it.
+      const versioned = await coding(`${VS}one`, 'two', { version: '2.0.0' });
+      expect(text(versioned, 'not-in-vs')).toBe(`The provided code '${CS}|2.0.0#two' was not found in the value set '${VS}one'`);
+      expect(text(await coding(`${VS}one`, 'two'), 'not-in-vs')).toBe(`The provided code '${CS}#two' was not found in the value set '${VS}one'`);
       // The code input: its systemVersion is the coding's version, located at `version` as the reference servers locate it.
       const asCode = await validate([
         { name: 'url', valueUri: `${VS}pinned` }, { name: 'code', valueCode: 'one' }, { name: 'system', valueUri: CS }, { name: 'systemVersion', valueString: '2.0.0' },

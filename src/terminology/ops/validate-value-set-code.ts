@@ -281,7 +281,7 @@ function notInValueSet(
     // HL7's None_of_the_provided_codes_are_in_the_value_set_one; an inline value set has no name to give.
     const given = coding.display === undefined ? '' : ` ('${coding.display}')`;
     const name = vs.resource.url === undefined ? "'(unidentified)'" : vs.label;
-    issues.unshift(txIssue('error', 'code-invalid', 'not-in-vs', `The provided code '${coding.system}#${coding.code}${given}' was not found in the value set ${name}`, 'None_of_the_provided_codes_are_in_the_value_set_one'));
+    issues.unshift(txIssue('error', 'code-invalid', 'not-in-vs', `The provided code '${coding.system}${coding.version === undefined ? '' : `|${coding.version}`}#${coding.code}${given}' was not found in the value set ${name}`, 'None_of_the_provided_codes_are_in_the_value_set_one'));
     if (cs === null) {
       if (isValueSet) issues.push(txIssue('error', 'invalid', 'invalid-data', `The Coding references a value set, not a code system ('${coding.system}')`, 'Terminology_TX_System_ValueSet2'));
       else {

@@ -1873,8 +1873,8 @@ async function sortWalk<R>(
  * keys (ties by id), found as the search of the parameter's rows missing (`:missing=true`, planned as any
  * search), after the place where the place is among them. Before, the plan without the walk computed the key
  * of every resource of the type for them. Undefined (that plan) for a key of one target type (a reference
- * sorted on one type's: a resource may have rows of others), after an offset, or after a place whose next
- * key is `_lastUpdated`.
+ * sorted on one type's: a resource may have rows of others), after an offset, or after a place whose other
+ * keys are `_lastUpdated` ascending alone.
  */
 async function withoutKey<R>(
   dialect: Dialect, tenant: string, q: SearchQuery, run: SearchRunner<R>, typeSizes: (type: string) => number | Promise<number>,
@@ -1882,12 +1882,15 @@ async function withoutKey<R>(
 ): Promise<R[] | undefined> {
   if (first.target !== undefined || q.offset) return undefined;
   const missing: Condition = { kind: 'missing', table: first.table, params: [first.param], missing: true };
-  const rest: SearchQuery = { ...q, sort: q.sort.slice(1), count: q.count - found.length, where: [...(q.where ?? []), missing] };
+  // Ties by id ascending, as on the rest of the page, named: alone, `-_lastUpdated` would be a keyset sort, its ties by id descending.
+  const byId = q.sort.some((k) => k.by === 'id');
+  const sort = byId ? q.sort.slice(1) : [...q.sort.slice(1), { by: 'id' as const, descending: false }];
+  const rest: SearchQuery = { ...q, sort, count: q.count - found.length, where: [...(q.where ?? []), missing] };
   delete rest.afterKeys;
   const place = q.afterKeys;
   if (place !== undefined && place.keys[0] === null) {
     const keyset = keysetSort(rest.sort);
-    if (keyset === undefined) rest.afterKeys = { keys: place.keys.slice(1), id: place.id };
+    if (keyset === undefined) rest.afterKeys = { keys: [...place.keys.slice(1), ...(byId ? [] : [place.id])], id: place.id };
     else if (keyset.by === 'id') rest.after = { id: place.id, lastUpdated: 0 };
     else return undefined;
   }

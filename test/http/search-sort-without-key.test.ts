@@ -54,7 +54,7 @@ await eachStore((kind, fresh) => {
     for (const sort of ['family,-_lastUpdated', '-family,-_lastUpdated', 'family,_lastUpdated']) {
       test(`_sort=${sort}`, async () => {
         const want = expected(sort.startsWith('-'));
-        for (const count of (process.env.CNT ? [Number(process.env.CNT)] : [1000, 320, 7])) expect([count, await allPages(`Patient?_sort=${sort}&_count=${count}`)]).toEqual([count, want]);
+        for (const count of [1000, 320, 7]) expect([count, await allPages(`Patient?_sort=${sort}&_count=${count}`)]).toEqual([count, want]);
       });
     }
   });

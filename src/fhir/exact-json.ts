@@ -368,12 +368,17 @@ export function memberPath(text: string, at: number): { path: string; name: stri
   }
   const name = nameAt(text, at, stringEnd(text, at));
   steps[level] = name;
+  return { path: joinedSteps(steps, level), name };
+}
+
+/** The path of `steps` up to `level`: names joined by dots, array positions in brackets (`name[0].family`). */
+function joinedSteps(steps: (string | number)[], level: number): string {
   let path = '';
   for (let l = 0; l <= level; l++) {
     const step = steps[l]!;
     path += typeof step === 'number' ? `[${step}]` : path === '' ? step : `.${step}`;
   }
-  return { path, name };
+  return path;
 }
 
 /**
@@ -394,11 +399,7 @@ export function openStringPath(text: string): string | undefined {
       const end = stringEnd(text, i);
       if (end < 0) {
         if (expectName || level < 0) return undefined;
-        let path = '';
-        for (let l = 0; l <= level; l++) {
-          const step = steps[l]!;
-          path += typeof step === 'number' ? `[${step}]` : path === '' ? step : `.${step}`;
-        }
+        const path = joinedSteps(steps, level);
         return type !== undefined && /^[A-Z][A-Za-z]*$/.test(type) ? `${type}.${path}` : path;
       }
       if (expectName) {

@@ -145,8 +145,9 @@ test('concurrent writes of one paced transaction keep to the slice: each goes on
   })));
   open = false;
   await ticking;
-  // 1,000 updates are far more than a slice of 2 ms: they ran over many turns (all in one or two before).
-  expect(ranIn.size).toBeGreaterThan(10);
+  // 1,000 updates are far more than a slice of 2 ms: they ran over several turns (all in one or two before; an idle
+  // machine ran them in 10 turns of about 4 ms, a busy one in dozens).
+  expect(ranIn.size).toBeGreaterThan(4);
   for (const id of ids) expect((await s.resources.read('t', 'Patient', id))?.versionId).toBe(2);
   probe.close();
   await s.close();

@@ -339,46 +339,68 @@ export function decodedTo(text: string, s: DecodedState, limit: number): boolean
  * name or item. For an error message, so it runs only once a duplicate is found.
  */
 export function memberPath(text: string, at: number): { path: string; name: string } {
-  const steps: (string | number)[] = [];
-  const arrays: boolean[] = [];
-  let level = -1;
-  let expectName = false;
+  const where = new JsonSteps();
   for (let i = 0; i < at; i++) {
     const c = text.charCodeAt(i);
     if (c === 34) {
       const end = stringEnd(text, i);
       if (end < 0) break;
-      if (expectName) {
-        steps[level] = nameAt(text, i, end);
-        expectName = false;
-      }
+      if (where.expectName) where.named(nameAt(text, i, end));
       i = end;
-    } else if (c === 123 || c === 91) {
-      level++;
-      arrays[level] = c === 91;
-      steps[level] = 0;
-      expectName = c === 123;
-    } else if (c === 125 || c === 93) {
-      level--;
-      expectName = false;
-    } else if (c === 44) {
-      if (arrays[level]) (steps[level] as number)++;
-      else expectName = true;
-    }
+    } else where.structural(c);
   }
   const name = nameAt(text, at, stringEnd(text, at));
-  steps[level] = name;
-  return { path: joinedSteps(steps, level), name };
+  where.steps[where.level] = name;
+  return { path: where.path(), name };
 }
 
-/** The path of `steps` up to `level`: names joined by dots, array positions in brackets (`name[0].family`). */
-function joinedSteps(steps: (string | number)[], level: number): string {
-  let path = '';
-  for (let l = 0; l <= level; l++) {
-    const step = steps[l]!;
-    path += typeof step === 'number' ? `[${step}]` : path === '' ? step : `.${step}`;
+/**
+ * Where a scan of JSON text has come to: the steps to it (members' names, arrays' positions) by level, moved by the
+ * structural characters outside strings and by the names read (memberPath, openStringPath).
+ */
+class JsonSteps {
+  readonly steps: (string | number)[] = [];
+  private readonly arrays: boolean[] = [];
+  level = -1;
+  /** Whether the next string is a member's name (after `{` or a member's `,`). */
+  expectName = false;
+
+  /** Moves past `c` when it is `{`, `[`, `}`, `]` or `,`; any other character leaves it where it is. */
+  structural(c: number): void {
+    if (c === 123 || c === 91) {
+      this.level++;
+      this.arrays[this.level] = c === 91;
+      this.steps[this.level] = 0;
+      this.expectName = c === 123;
+    } else if (c === 125 || c === 93) {
+      this.level--;
+      this.expectName = false;
+    } else if (c === 44) {
+      if (this.arrays[this.level]) (this.steps[this.level] as number)++;
+      else this.expectName = true;
+    }
   }
-  return path;
+
+  /** A member's name read where one was expected. */
+  named(name: string): void {
+    this.steps[this.level] = name;
+    this.expectName = false;
+  }
+
+  /** Whether the scan is in the root object's value of `member`. */
+  atRootMember(member: string): boolean {
+    return this.level === 0 && !this.arrays[0] && this.steps[0] === member;
+  }
+
+  /** The path of the steps: names joined by dots, array positions in brackets (`name[0].family`). */
+  path(): string {
+    let path = '';
+    for (let l = 0; l <= this.level; l++) {
+      const step = this.steps[l]!;
+      path += typeof step === 'number' ? `[${step}]` : path === '' ? step : `.${step}`;
+    }
+    return path;
+  }
 }
 
 /**
@@ -388,39 +410,21 @@ function joinedSteps(steps: (string | number)[], level: number): string {
  * message (a byte that is not UTF-8), so it runs only once one is found.
  */
 export function openStringPath(text: string): string | undefined {
-  const steps: (string | number)[] = [];
-  const arrays: boolean[] = [];
-  let level = -1;
-  let expectName = false;
+  const where = new JsonSteps();
   let type: string | undefined;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (c === 34) {
       const end = stringEnd(text, i);
       if (end < 0) {
-        if (expectName || level < 0) return undefined;
-        const path = joinedSteps(steps, level);
+        if (where.expectName || where.level < 0) return undefined;
+        const path = where.path();
         return type !== undefined && /^[A-Z][A-Za-z]*$/.test(type) ? `${type}.${path}` : path;
       }
-      if (expectName) {
-        steps[level] = nameAt(text, i, end);
-        expectName = false;
-      } else if (level === 0 && !arrays[0] && steps[0] === 'resourceType') {
-        type = nameAt(text, i, end);
-      }
+      if (where.expectName) where.named(nameAt(text, i, end));
+      else if (where.atRootMember('resourceType')) type = nameAt(text, i, end);
       i = end;
-    } else if (c === 123 || c === 91) {
-      level++;
-      arrays[level] = c === 91;
-      steps[level] = 0;
-      expectName = c === 123;
-    } else if (c === 125 || c === 93) {
-      level--;
-      expectName = false;
-    } else if (c === 44) {
-      if (arrays[level]) (steps[level] as number)++;
-      else expectName = true;
-    }
+    } else where.structural(c);
   }
   return undefined;
 }

@@ -35,9 +35,12 @@ export const BOUND_ERROR = `turned off: the tenant has ${MAX_ACTIVE} active Subs
 
 /**
  * The activated Subscriptions (ACTIVE_QUERY) `writer`'s tenant holds, but `except`, up to MAX_ACTIVE + 1: read in the
- * write's transaction (a Bundle's earlier entries too).
+ * write's transaction (a Bundle's earlier entries too), under the tenant's activation lock (ResourceWriter.lockActivations),
+ * held to its commit, so that concurrent activations, of this process or another, never pass the bound together.
  */
 export async function activatedIn(writer: ResourceWriter, except?: string): Promise<number> {
+  // Held to the commit: another write's activation counts after this one's is committed (exact on PostgreSQL too).
+  await writer.lockActivations();
   const where = compileFilter('Subscription', ACTIVE_QUERY) as Condition[];
   const rows = await writer.search({ type: 'Subscription', where, sort: [], count: MAX_ACTIVE + 1 });
   return rows.filter((v) => v.id !== except).length;

@@ -153,6 +153,14 @@ export interface ResourceWriter {
    */
   subscriptionOwned(id: string): Promise<boolean>;
   /**
+   * Holds, until the transaction ends, the tenant's lock on Subscription activations, before the activated ones are
+   * counted (subscriptions/activation.ts activatedIn): two transactions activating at once then count one after the
+   * other, each seeing what the other committed, so the tenant's bound is never passed. PostgreSQL: a transaction-level
+   * advisory lock per tenant (READ COMMITTED lets two counts run side by side otherwise). SQLite: nothing to take, as
+   * a write already holds the database's one write lock (`BEGIN IMMEDIATE`).
+   */
+  lockActivations(): Promise<void>;
+  /**
    * Whether a handshake waits unsent in subscription `id`'s outbox, read in this transaction without a lock: a
    * Subscription stored `active` with one waiting (by a release that activated a topic rest-hook one at once) never
    * had its endpoint verified, so a write of it `active` is an activation asking for a handshake (activation.ts).

@@ -236,6 +236,11 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
     endSubscription: mapped('subscription', async (id) => subscriptions.end(id)),
     // A plain read (no row lock): lock order is notify's id-ordered pass's alone (subscription-writes.ts).
     subscriptionOwned: mapped('subscription', async (id) => (await tx`SELECT 1 FROM subscription_state WHERE tenant = ${tenant} AND id = ${id}`).length > 0),
+    // Per tenant, to the commit; a deadlock with another activating transaction (each locked a row the other then
+    // writes) is a conflict, so writeTx runs the write again.
+    lockActivations: mapped('subscription activation', async () => {
+      await tx`SELECT pg_advisory_xact_lock(hashtextextended(${'subscription-activation/' + tenant}, 0))`;
+    }),
     handshakeWaiting: mapped('subscription', async (id) =>
       (await tx`SELECT 1 FROM subscription_notifications WHERE tenant = ${tenant} AND subscription_id = ${id} AND event = 'handshake' LIMIT 1`).length > 0),
     holdImportLease: mapped('import lease', async (job, owner, now, leaseMs) =>

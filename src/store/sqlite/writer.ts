@@ -409,6 +409,8 @@ export function createWriter(
     async subscriptionOwned(id) {
       return db.query('SELECT 1 FROM subscription_state WHERE tenant = ? AND id = ?').get(tenant, id) !== null;
     },
+    // The write holds SQLite's one write lock (BEGIN IMMEDIATE): activations count one after the other already.
+    async lockActivations() {},
     async handshakeWaiting(id) {
       return db.query("SELECT 1 FROM subscription_notifications WHERE tenant = ? AND subscription_id = ? AND event = 'handshake' LIMIT 1").get(tenant, id) !== null;
     },

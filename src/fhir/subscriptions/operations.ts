@@ -12,6 +12,7 @@ import { readResource, vreadResource, type FhirDeps, type FhirRequest } from '..
 import { MAX_COUNT, searchResources } from '../search.ts';
 import { notificationBundle, statusParameters, type NotifiedEvent } from './notification.ts';
 import { ownerClient, ownerDigest, ownerPatient, ownerScopes, ownerUser } from './owner.ts';
+import { shapeIncluded } from './topic-bundle.ts';
 import { isTopicCriteria, topicRequest } from './topic-subscription.ts';
 import { PAYLOAD_CONTENT, tenantTopics } from './topics.ts';
 
@@ -110,10 +111,7 @@ export async function subscriptionEvents(deps: FhirDeps, req: FhirRequest, base:
         if (content === 'full-resource' && e.event !== 'delete') {
           event.resource = JSON.parse(read.content) as Json;
           const include = await includesOf(e.type);
-          if (include.length > 0) {
-            const found = await searchResources(deps, req, e.type, new URLSearchParams([['_id', e.id], ...include]), false);
-            event.included = found.included.map((r) => ({ type: r.type, id: r.id, resource: JSON.parse(r.content) as Json }));
-          }
+          if (include.length > 0) event.included = await shapeIncluded(deps, req, read, include);
         }
       } catch (err) {
         if (!(err instanceof FhirError && err.status < 500)) throw err;

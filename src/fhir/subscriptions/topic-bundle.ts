@@ -3,9 +3,10 @@
  * both channels send it: rest-hook (delivery.ts, POSTed) and websocket (sockets.ts, sent over the socket).
  */
 import type { Clock } from '../../clock.ts';
-import type { PendingNotification } from '../../store/types.ts';
-import type { FhirDeps } from '../crud.ts';
-import { searchResources } from '../search.ts';
+import type { PendingNotification, ResourceVersion } from '../../store/types.ts';
+import { requireAccess } from '../access.ts';
+import type { FhirDeps, FhirRequest } from '../crud.ts';
+import { addIncludes, compileSearch } from '../search.ts';
 import { notificationBundle, type NotifiedEvent } from './notification.ts';
 import { ownerAccess, type RestoreAccess } from './owner.ts';
 import type { TopicRequest } from './topic-subscription.ts';
@@ -57,10 +58,24 @@ export async function topicBundle(deps: TopicBundleDeps, sub: NotifiedSubscripti
     const shape = topic?.shapes.find((sh) => sh.type === n.type);
     if (shape?.include.length && deps.restoreAccess) {
       const access = await ownerAccess(sub.tenant, sub.owner, deps.restoreAccess);
-      const params = new URLSearchParams([['_id', n.id], ...shape.include]);
-      const found = await searchResources(fhir, { tenant: sub.tenant, access }, n.type, params, false);
-      event.included = found.included.map((r) => ({ type: r.type, id: r.id, resource: JSON.parse(r.content) as Json }));
+      event.included = await shapeIncluded(fhir, { tenant: sub.tenant, access }, v!, shape.include);
     }
   }
   return notificationBundle({ ...status, type: 'event-notification', eventsSinceStart: event.number, events: [event] }, clock.now());
+}
+
+/**
+ * What a notificationShape's `_include`/`_revinclude` parameters (`include`) add to `version`, the focus version an event
+ * notified, as `req` may read them now: an `_include` follows the references of that version, not of the resource as it
+ * stands (written again since, its new subject was named beside the version notified; deleted since, nothing was). The
+ * same steps as a search's includes (addIncludes: each target held to the reader's reach), with `version` as the page.
+ * A reader that may not search the focus type gets none (a 403), as a search of it by `_id` answered.
+ */
+export async function shapeIncluded(
+  fhir: FhirDeps, req: FhirRequest, version: ResourceVersion, include: readonly [string, string][],
+): Promise<{ type: string; id: string; resource: Json }[]> {
+  requireAccess(req.access, version.type, 's');
+  const compiled = compileSearch(version.type, new URLSearchParams(include as [string, string][]), false, fhir.clock.now());
+  const { included } = await addIncludes(fhir, req, compiled, [version]);
+  return included.map((r) => ({ type: r.type, id: r.id, resource: JSON.parse(r.content) as Json }));
 }

@@ -344,14 +344,18 @@ export class SubscriptionDelivery {
         // this version's, is verified (asked to be activated twice before the first went). Sent, it would say `requested`.
         // Not one recorded for a version stored `active` (by a release that activated at once): nothing answered it.
         if ('pk' in n && n.event === 'handshake' && sub.status === 'active' && n.versionId < current!.versionId && (await this.askedFor(c.tenant, c.id, n.versionId))) {
-          await repo.delivered(c.tenant, c.id, this.worker, n.pk);
-          continue;
+          if (await repo.delivered(c.tenant, c.id, this.worker, n.pk)) continue;
+          break;
         }
         const error = await this.send(c, sub, channel, n);
         if (error === undefined) {
-          if ('pk' in n) await repo.delivered(c.tenant, c.id, this.worker, n.pk);
+          // Gone from the outbox meanwhile (the Subscription deleted, or activated anew or by another owner, whose write
+          // deleted what waited; or the claim lost): the rest of the batch read before it goes no further. The next
+          // claim reads the Subscription as it now stands.
+          const kept = !('pk' in n) || (await repo.delivered(c.tenant, c.id, this.worker, n.pk));
           this.counts.delivered++;
           failures = 0;
+          if (!kept) break;
           // Its handshake accepted, a topic rest-hook Subscription awaiting it is active (a new version, unless a client
           // wrote it since): what follows is sent under the next claim, as the Subscription then stands.
           if (n.event === 'handshake' && sub.status === 'requested') {

@@ -109,8 +109,13 @@ export interface SubscriptionRepo {
    * read before, so that it never sends what a later activation recorded to the endpoint of an earlier version.
    */
   pendingBatch(tenant: string, id: string, limit: number): Promise<PendingBatch>;
-  /** Notification `pk` was delivered: it goes, and the subscription's failure count is reset (while `worker` holds it). */
-  delivered(tenant: string, id: string, worker: string, pk: number): Promise<void>;
+  /**
+   * Notification `pk` was delivered: it goes, and the subscription's failure count is reset (while `worker` holds it).
+   * False when it was no longer there to go, or `worker` no longer holds the subscription: a write deleted it since the
+   * batch was read (the Subscription deleted, or activated anew or by another owner), or another holder has it now. The
+   * delivery then sends nothing more of its batch.
+   */
+  delivered(tenant: string, id: string, worker: string, pk: number): Promise<boolean>;
   /** A delivery failed: the failure count and the next attempt's time are stored (while `worker` holds it). */
   failed(tenant: string, id: string, worker: string, failures: number, nextAttemptAt: number, error: string): Promise<void>;
   /**

@@ -70,9 +70,9 @@ export function createPostgresSubscriptions(sql: Pg): SubscriptionRepo {
       return toBatch(rows);
     },
     async delivered(tenant, id, worker, pk) {
-      await transaction(sql, async (tx) => {
+      return transaction(sql, async (tx) => {
         const r = await tx`UPDATE subscription_state SET failures = 0, last_error = NULL WHERE ${heldBy(tenant, id, worker)}`;
-        if (r.count > 0) await tx`DELETE FROM subscription_notifications WHERE pk = ${pk}`;
+        return r.count > 0 && (await tx`DELETE FROM subscription_notifications WHERE pk = ${pk}`).count > 0;
       });
     },
     async failed(tenant, id, worker, failures, nextAttemptAt, error) {

@@ -81,8 +81,8 @@ export function createSqliteSubscriptions(db: Database): SubscriptionRepo {
       } satisfies PendingBatch;
     },
     async delivered(tenant, id, worker, pk) {
-      if (db.query(`UPDATE subscription_state SET failures = 0, last_error = NULL WHERE ${HELD_BY}`).run(tenant, id, worker).changes === 0) return;
-      db.query('DELETE FROM subscription_notifications WHERE pk = ?').run(pk);
+      if (db.query(`UPDATE subscription_state SET failures = 0, last_error = NULL WHERE ${HELD_BY}`).run(tenant, id, worker).changes === 0) return false;
+      return db.query('DELETE FROM subscription_notifications WHERE pk = ?').run(pk).changes > 0;
     },
     async failed(tenant, id, worker, failures, nextAttemptAt, error) {
       db.query(`UPDATE subscription_state SET failures = ?, next_attempt_at = ?, last_error = ? WHERE ${HELD_BY}`).run(failures, nextAttemptAt, error, tenant, id, worker);

@@ -55,13 +55,15 @@ export async function outboundFetch(deps: OutboundDeps, url: URL, init: Outbound
   if ('unresolved' in found) throw new RefusedAddress(`its host ${url.hostname} does not resolve`, true);
   const address = found.addresses[0]!;
   const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
-  if (address === host) return deps.fetch(url, init);
+  // The Host is always the URL's authority, whatever the caller's headers say (a Subscription's channel.header stored
+  // before activation refused one): another would choose a virtual host behind the address checked that the name did not.
+  const headers = new Headers(init.headers);
+  headers.set('host', url.host);
+  if (address === host) return deps.fetch(url, { ...init, headers });
   const pinned = new URL(url);
   pinned.hostname = address.includes(':') ? `[${address}]` : address;
   // A setter given what is no host leaves the name: never send it to be resolved again.
   if (pinned.hostname === url.hostname) throw new RefusedAddress(`its host ${host} resolves to ${address}, which is no address a URL can hold`);
-  const headers = new Headers(init.headers);
-  if (!headers.has('host')) headers.set('host', url.host);
   const tls = url.protocol === 'https:' ? { tls: { ...init.tls, serverName: host } } : {};
   return deps.fetch(pinned, { ...init, headers, ...tls });
 }

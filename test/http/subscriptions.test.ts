@@ -135,6 +135,8 @@ for (const target of targets) {
       await refused(subscription(hook.url, { status: 'active' }, { type: 'message' }), 'Subscription.channel.type');
       await refused(subscription(hook.url, {}, { payload: 'text/turtle' }), 'Subscription.channel.payload');
       await refused(subscription(hook.url, {}, { header: ['Authorization: Bearer x', 'no colon'] }), 'Subscription.channel.header[1]');
+      // The Host a request names is the endpoint's: another would choose a virtual host the endpoint's check never saw.
+      await refused(subscription(hook.url, {}, { header: ['Authorization: Bearer x', 'HOST: internal.admin'] }), 'Subscription.channel.header[1]');
       // An update asking for activation is held to the same checks.
       const sub = await subscribe(subscription(hook.url));
       const res = await put(`Subscription/${sub.id}`, { ...sub, criteria: 'Observation?no-such-param=1' });

@@ -34,6 +34,14 @@ describe('outboundFetch over http', () => {
     expect(await res.json()).toEqual({ host: `hook.test:${server.port}`, path: '/x' });
   });
 
+  test("a Host header the caller gives is replaced by the URL's authority: the name checked is the one a virtual host is chosen by", async () => {
+    const init = { headers: { Host: 'internal.admin' } };
+    const named = await outboundFetch({ fetch, resolve: resolveTo(['127.0.0.1']), allowPrivate: true }, new URL(`http://hook.test:${server.port}/x`), init);
+    expect(await named.json()).toEqual({ host: `hook.test:${server.port}`, path: '/x' });
+    const literal = await outboundFetch({ fetch, resolve: resolveTo(['127.0.0.1']), allowPrivate: true }, new URL(`http://127.0.0.1:${server.port}/y`), init);
+    expect(await literal.json()).toEqual({ host: `127.0.0.1:${server.port}`, path: '/y' });
+  });
+
   test('the name is resolved once: a second answer (a rebinding) is never used', async () => {
     const asked: string[] = [];
     const transport = (async (input: URL) => (asked.push(input.href), new Response('ok'))) as unknown as typeof fetch;

@@ -297,5 +297,8 @@ async function checkRestHook(channel: Json, ctx: ActivationContext): Promise<voi
   const headers = Array.isArray(channel.header) ? (channel.header as unknown[]) : [];
   headers.forEach((h, i) => {
     if (typeof h !== 'string' || !HEADER.test(h)) throw refuse(`Subscription.channel.header[${i}] is not a header line 'Name: value'`, `Subscription.channel.header[${i}]`);
+    // The Host is the endpoint's (outbound.ts sets it): another would pick a virtual host behind the address the
+    // endpoint's name was checked for, one that name never named.
+    if (/^host:/i.test(h)) throw refuse(`Subscription.channel.header[${i}] sets Host, which is the endpoint's own (its URL's host and port)`, `Subscription.channel.header[${i}]`);
   });
 }

@@ -286,7 +286,7 @@ export function createApp(deps: AppDeps): App {
   const websocketUrl = (tenant: string) => `${fhirBaseOf(config.baseUrl, tenant).replace(/^http/, 'ws')}/websocket`;
   const sockets = new SubscriptionSockets({
     store: deps.store, clock, log, limits: { maxConnections: config.websocketMaxConnections, maxPerClient: config.websocketMaxPerClient },
-    topics: new TopicSockets({ store: deps.store, clock, log, tokens: wsTokens, bundles: { fhir: fhirDeps, clock, restoreAccess } }),
+    topics: new TopicSockets({ store: deps.store, clock, log, tokens: wsTokens, bundles: { fhir: fhirDeps, clock, restoreAccess }, authority: { client, user } }),
     grants: { fhir: fhirDeps, restoreAccess },
   });
   metrics.gauge('cinder_subscription_websockets', 'Subscription websockets open on this process.', () => ({ '': sockets.size }));

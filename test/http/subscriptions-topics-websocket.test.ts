@@ -9,6 +9,8 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { connect, type Socket } from 'node:net';
 import { createApp, type App } from '../../src/app.ts';
+import { createClient } from '../../src/auth/admin.ts';
+import { disableClient } from '../../src/auth/client-lifecycle.ts';
 import { createKeyRing } from '../../src/auth/keys.ts';
 import { MAX_TOKEN_TTL } from '../../src/auth/tokens.ts';
 import { WS_BINDING_TTL_S } from '../../src/auth/ws-binding-token.ts';
@@ -291,6 +293,31 @@ for (const target of targets) {
         expect(await c.drained()).toEqual([`error ${s.id} was activated again since it was bound: nothing more is sent for it here; ask Subscription/${s.id}/$get-ws-binding-token for another`]);
         c.send(`bind-with-token ${stale}`);
         expect(await c.next()).toStartWith('error');
+      } finally {
+        c.close();
+      }
+    });
+
+    test("a disabled app's bound Subscription is sent nothing more, though it still reads active (disabled behind cinder's back, or before `client disable` paused it)", async () => {
+      const app = await createClient(t.store, t.clock, { tenant: 't1', scopes: ['system/*.*'] });
+      const appToken = await t.token(undefined, app.client.clientId, app.clientSecret!);
+      const res = await call('POST', 'Subscription', websocketTopicSubscription('full-resource'), appToken);
+      expect(res.status).toBe(201);
+      const s = await json(res);
+      const c = await client(servers[0]!.url);
+      try {
+        const bound = await t.request(`${t.fhir()}/Subscription/${s.id}/$get-ws-binding-token`, fhirInit(appToken));
+        c.send(`bind-with-token ${param((await bound.json()) as Json, 'token')!.valueString}`);
+        expect(param(statusOf(JSON.parse(await c.next()) as Json), 'type')!.valueCode).toBe('handshake');
+        t.clock.advance(1);
+        // An event recorded while the app is enabled, then the app disabled before a round sends it.
+        expect((await call('POST', 'Encounter', encounter('planned'))).status).toBe(201);
+        await disableClient(t.store, t.clock, app.client.clientId);
+        // Past the servers' client cache (5 s).
+        t.clock.advance(6_000);
+        await rounds();
+        expect(await c.drained()).toEqual([]);
+        expect((await json(call('GET', `Subscription/${s.id}`))).status).toBe('active');
       } finally {
         c.close();
       }

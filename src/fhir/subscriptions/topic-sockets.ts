@@ -6,13 +6,17 @@
  * notification Bundle and each heartbeat Bundle as JSON text (topic-bundle.ts), built once per delivery round
  * for every socket bound to the Subscription, which is read once per round (a Subscription no longer active
  * is sent nothing, nor one whose owner is no longer the one it was bound for: another app activated it again, nor one
- * whose owner's recorded scopes no longer let it search what it selects by today's rules: owner-reach.ts).
+ * whose owner's recorded scopes no longer let it search what it selects by today's rules: owner-reach.ts, nor one whose
+ * owner's client is disabled or whose owner's user lost the authority it was activated on, as delivery.ts drops a
+ * rest-hook's: events recorded before the disable would go on being sent, full resources included, until the
+ * Subscription was paused, and for good when it never was, the client disabled behind `cinder`'s back).
  */
 import type { Clock } from '../../clock.ts';
 import type { Logger } from '../../log.ts';
-import type { RecentNotification, Store } from '../../store/types.ts';
+import type { UserLookup } from '../../auth/user-cache.ts';
+import type { Client, RecentNotification, Store } from '../../store/types.ts';
 import type { WsBindingTokens } from './operations.ts';
-import { ownerDigest } from './owner.ts';
+import { authorityRevoked, ownerClient, ownerDigest, ownerUser } from './owner.ts';
 import { grantReaches } from './owner-reach.ts';
 import { topicBundle, type TopicBundleDeps } from './topic-bundle.ts';
 import { isTopicCriteria, topicRequest, type TopicRequest } from './topic-subscription.ts';
@@ -48,6 +52,8 @@ export interface TopicSocketsOptions {
   log: Logger;
   tokens: WsBindingTokens;
   bundles: TopicBundleDeps;
+  /** The owner's client and user (HubOptions.client, .user): a disabled client's, or a revoked sign-in's, is sent nothing. */
+  authority?: { client: (clientId: string) => Promise<Client | null>; user: UserLookup };
 }
 
 /** The messages of one delivery round (TopicSockets.round): each Subscription read once, each Bundle built once. */
@@ -131,7 +137,18 @@ export class TopicSockets {
     };
   }
 
-  /** Subscription `id` of `tenant` when it is an active topic-based websocket one with an owner. */
+  /** Whether `owner`'s client is disabled, or its user lost the authority it was activated on (owner.ts authorityRevoked). */
+  private async silenced(tenant: string, owner: string): Promise<boolean> {
+    const authority = this.options.authority;
+    if (authority === undefined) return false;
+    const clientId = ownerClient(owner);
+    const client = clientId === null ? null : await authority.client(clientId);
+    if (client?.disabled) return true;
+    const user = ownerUser(owner);
+    return user !== null && authorityRevoked(client, await authority.user(tenant, user.id), user);
+  }
+
+  /** Subscription `id` of `tenant` when it is an active topic-based websocket one with an owner whose authority stands. */
   private async read(tenant: string, id: string): Promise<TopicSubscription | undefined> {
     const { store } = this.options;
     const current = await store.resources.read(tenant, 'Subscription', id);
@@ -139,7 +156,7 @@ export class TopicSockets {
     const channel = resource?.channel as { type?: unknown } | undefined;
     if (resource?.status !== 'active' || channel?.type !== 'websocket' || !isTopicCriteria(resource.criteria)) return undefined;
     const owner = await store.subscriptions.owner(tenant, id);
-    if (owner === null) return undefined;
+    if (owner === null || (await this.silenced(tenant, owner))) return undefined;
     let request: TopicRequest;
     try {
       request = topicRequest(resource);

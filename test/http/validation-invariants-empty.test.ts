@@ -81,6 +81,10 @@ await eachStore((kind, fresh) => {
       expect((await api.post('Observation', ranged({ value: 70, unit: 'mg/dL' }, ucum(110, 'mg/dL', 'milligram per deciliter')))).status).toBe(201);
       // A unit converted: 500 mg to 2 "g", on a PUT too.
       expect((await api.put('Observation/r1', { ...ranged(ucum(500, 'mg', 'milligram'), { value: 2, unit: 'g' }), id: 'r1' })).status).toBe(201);
+      // Compound UCUM units in their canonical units: 80 mg/dL (0.8 g/L) to 1 g/L is stored; 120 mg/dL to 1 g/L is refused by rng-2.
+      expect((await api.post('Observation', ranged(ucum(80, 'mg/dL', 'mg/dL'), ucum(1, 'g/L', 'g/L')))).status).toBe(201);
+      const glucose = await expectOutcome(await api.post('Observation', ranged(ucum(120, 'mg/dL', 'mg/dL'), ucum(1, 'g/L', 'g/L'))), 422);
+      expect(issuesOf(glucose, 'error')).toEqual([expect.stringMatching(/^Observation\.value\.ofType\(Range\): If present, low SHALL have a lower value than high \(rng-2\)$/)]);
       // Ordered the wrong way round: rng-2 fails, its text as ever.
       const inverted = await expectOutcome(await api.post('Observation', ranged(ucum(5000, 'mg', 'milligram'), { value: 2, unit: 'g' })), 422);
       expect(issuesOf(inverted, 'error')).toEqual([expect.stringMatching(/^Observation\.value\.ofType\(Range\): If present, low SHALL have a lower value than high \(rng-2\)$/)]);

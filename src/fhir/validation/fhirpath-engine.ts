@@ -19,6 +19,7 @@
  * of the same non-UCUM unit compare by value (rng-2). A dateTime without an offset is read in UTC.
  */
 import { guarded, guardedTest } from '../../regex-guard.ts';
+import { canonicalUnit, type CanonicalUnit } from '../ucum.ts';
 import { FhirPathSyntaxError, parseFhirPath, UnsupportedFhirPath, type Ast, type Literal, type TypeName } from './fhirpath-parse.ts';
 
 export { FhirPathSyntaxError, UnsupportedFhirPath };
@@ -548,32 +549,16 @@ function quantityParts(item: unknown, out: QuantityParts): boolean {
   return true;
 }
 
-/** UCUM units Cinder converts between: a metric prefix on a base unit, and the time units. */
-const UCUM_PREFIXES = new Map([['k', 1e3], ['h', 1e2], ['da', 1e1], ['d', 1e-1], ['c', 1e-2], ['m', 1e-3], ['u', 1e-6], ['n', 1e-9], ['p', 1e-12]]);
-const UCUM_BASES = new Map<string, [dimension: string, factor: number, prefixable: boolean]>([
-  ['g', ['g', 1, true]], ['L', ['L', 1, true]], ['l', ['L', 1, true]], ['m', ['m', 1, true]], ['mol', ['mol', 1, true]],
-  ['eq', ['eq', 1, true]], ['U', ['U', 1, true]], ['s', ['s', 1, true]], ['min', ['s', 60, false]], ['h', ['s', 3600, false]],
-  ['d', ['s', 86400, false]], ['wk', ['s', 604800, false]], ['mo', ['s', 2629800, false]], ['a', ['s', 31557600, false]],
-  ['%', ['1', 0.01, false]], ['1', ['1', 1, false]],
-]);
-const ucumScales = new Map<string, [string, number] | null>();
-/** How many units ucumScales remembers: they come from the data (any Range's units), so not without end. */
-const UCUM_SCALES_KEPT = 10_000;
-
-function ucumScale(unit: string): [string, number] | null {
-  let scale = ucumScales.get(unit);
-  if (scale !== undefined) return scale;
-  scale = null;
-  const base = UCUM_BASES.get(unit);
-  if (base !== undefined) scale = [base[0], base[1]];
-  else {
-    for (const [prefix, factor] of UCUM_PREFIXES) {
-      const b = unit.startsWith(prefix) ? UCUM_BASES.get(unit.slice(prefix.length)) : undefined;
-      if (b !== undefined && b[2]) scale = [b[0], b[1] * factor];
-    }
-  }
-  if (ucumScales.size < UCUM_SCALES_KEPT) ucumScales.set(unit, scale);
-  return scale;
+/**
+ * Two UCUM units' conversions into their common canonical unit (src/fhir/ucum.ts: products, quotients,
+ * exponents, annotations, `10*n`, Cel and [degF] by their offsets), or null when either has no canonical
+ * form or they measure different things (mg/dL and mmol/L; a unit outside the table; a special unit inside
+ * an expression).
+ */
+function commensurable(a: string, b: string): [CanonicalUnit, CanonicalUnit] | null {
+  const ca = canonicalUnit(a);
+  const cb = canonicalUnit(b);
+  return ca === undefined || cb === undefined || ca.code !== cb.code ? null : [ca, cb];
 }
 
 /** Quantities compare when their units are the same (none on either: unitless), or UCUM units of one dimension; otherwise empty. */
@@ -583,11 +568,10 @@ function compareQuantities(a: unknown, b: unknown): number | undefined {
   let y = QB.value;
   if (QA.unit !== QB.unit || QA.system !== QB.system) {
     if (QA.system !== UCUM || QB.system !== UCUM) return undefined;
-    const sa = ucumScale(QA.unit);
-    const sb = ucumScale(QB.unit);
-    if (sa === null || sb === null || sa[0] !== sb[0]) return undefined;
-    x *= sa[1];
-    y *= sb[1];
+    const units = commensurable(QA.unit, QB.unit);
+    if (units === null) return undefined;
+    x = units[0].convert(x);
+    y = units[1].convert(y);
   }
   return x < y ? -1 : x > y ? 1 : 0;
 }
@@ -616,11 +600,10 @@ function compareByUnitText(a: unknown, b: unknown): number | undefined {
     const uy = ucumUnitOf(y);
     if (ux === undefined || uy === undefined) return undefined;
     if (ux !== uy) {
-      const sx = ucumScale(ux);
-      const sy = ucumScale(uy);
-      if (sx === null || sy === null || sx[0] !== sy[0]) return undefined;
-      xv *= sx[1];
-      yv *= sy[1];
+      const units = commensurable(ux, uy);
+      if (units === null) return undefined;
+      xv = units[0].convert(xv);
+      yv = units[1].convert(yv);
     }
   }
   return xv < yv ? -1 : xv > yv ? 1 : 0;

@@ -417,6 +417,35 @@ describe('quantities (rng-2, age-1)', () => {
     expect(result(rng2(), { low: { value: 1, unit: 'tablet' }, high: { value: 2, unit: 'tablets' } }, 'Range')).toBe('empty');
     expect(result(rng2(), { low: { value: 1, unit: 'g' }, high: { ...ucum(2, 'mL'), unit: 'millilitre' } }, 'Range')).toBe('empty');
     expect(result(rng2(), { low: { value: 1, unit: 'mg', system: 'http://snomed.info/sct' }, high: { ...ucum(2, 'g'), unit: 'gram' } }, 'Range')).toBe('empty');
+  });
+
+  test('compound UCUM units compare in their canonical units: quotients, products, exponents, annotations, 10*n, temperatures', () => {
+    // 80 mg/dL is 0.8 g/L: below 1 g/L, above 0.5 g/L.
+    expect(result(rng2(), { low: ucum(80, 'mg/dL'), high: ucum(1, 'g/L') }, 'Range')).toBe('true');
+    expect(result(rng2(), { low: ucum(80, 'mg/dL'), high: ucum(0.5, 'g/L') }, 'Range')).toBe('false');
+    // An uncoded side whose text is a compound UCUM unit, converted too.
+    expect(result(rng2(), { low: { value: 80, unit: 'mg/dL' }, high: { ...ucum(1, 'g/L'), unit: 'gram per litre' } }, 'Range')).toBe('true');
+    expect(result(rng2(), { low: { value: 120, unit: 'mg/dL' }, high: { ...ucum(1, 'g/L'), unit: 'gram per litre' } }, 'Range')).toBe('false');
+    // Products and exponents: 1 kg.m/s2 is 1 N; 1 m2 is 10,000 cm2.
+    expect(result(rng2(), { low: ucum(900, 'g.m.s-2'), high: ucum(1, 'N') }, 'Range')).toBe('true');
+    expect(result(rng2(), { low: ucum(1, 'm2'), high: ucum(9000, 'cm2') }, 'Range')).toBe('false');
+    // 10*n and annotations: 4.5 10*9/L is 4500 {cells}/uL; a rate per minute in seconds.
+    expect(result(rng2(), { low: ucum(4.5, '10*9/L'), high: ucum(4600, '{cells}/uL') }, 'Range')).toBe('true');
+    expect(result(rng2(), { low: ucum(4.5, '10*9/L'), high: ucum(4400, '{cells}/uL') }, 'Range')).toBe('false');
+    expect(result(rng2(), { low: ucum(60, '{beats}/min'), high: ucum(1.5, '/s') }, 'Range')).toBe('true');
+    // Customary units: 150 [lb_av] is 68.04 kg; mm[Hg] and kPa.
+    expect(result(rng2(), { low: ucum(68, 'kg'), high: ucum(150, '[lb_av]') }, 'Range')).toBe('true');
+    expect(result(rng2(), { low: ucum(69, 'kg'), high: ucum(150, '[lb_av]') }, 'Range')).toBe('false');
+    expect(result(rng2(), { low: ucum(120, 'mm[Hg]'), high: ucum(16.1, 'kPa') }, 'Range')).toBe('true');
+    // Special units by their offsets: 37 Cel is 98.6 [degF].
+    expect(result(rng2(), { low: ucum(37, 'Cel'), high: ucum(99, '[degF]') }, 'Range')).toBe('true');
+    expect(result(rng2(), { low: ucum(37, 'Cel'), high: ucum(98, '[degF]') }, 'Range')).toBe('false');
+    // Different dimensions, and units without a canonical form, stay unordered.
+    expect(result(rng2(), { low: ucum(80, 'mg/dL'), high: ucum(5, 'mmol/L') }, 'Range')).toBe('empty');
+    expect(result(rng2(), { low: ucum(1, 'Cel/h'), high: ucum(2, 'K/h') }, 'Range')).toBe('empty');
+    // FHIRPath's own quantity literals and `=` convert the same way.
+    expect(result("1 'g/L' = 100 'mg/dL'", {}, 'Range')).toBe('true');
+    expect(result("1 'g/L' > 99 'mg/dL'", {}, 'Range')).toBe('true');
     const age1 = model.declared.find((d) => d.key === 'age-1')!.expression;
     expect(result(age1, { value: -1, system: 'http://unitsofmeasure.org', code: 'a' }, 'Age')).toBe('false');
     expect(result(age1, { value: 3, system: 'http://unitsofmeasure.org', code: 'a' }, 'Age')).toBe('true');

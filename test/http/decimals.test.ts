@@ -284,10 +284,10 @@ await eachStore((kind, fresh) => {
         expect({ status: res.status, expression: outcome.issue?.[0]?.expression, says: outcome.issue?.[0]?.diagnostics?.includes(says) }).toEqual({ status: 422, expression: [expression], says: true });
       };
       const obs = (value: string) => `{"resourceType":"Observation","status":"final","code":{"text":"i"},"valueInteger":${value}}`;
-      await refused(obs('1.0'), 'Observation.value.ofType(Integer)', 'not 1.0');
-      await refused(obs('1e2'), 'Observation.value.ofType(Integer)', 'not 1e2');
-      await refused(obs('2147483648'), 'Observation.value.ofType(Integer)', 'outside the range of integer');
-      await refused(obs('12345678901234567890'), 'Observation.value.ofType(Integer)', '12345678901234567890 is outside the range');
+      await refused(obs('1.0'), 'Observation.value.ofType(integer)', 'not 1.0');
+      await refused(obs('1e2'), 'Observation.value.ofType(integer)', 'not 1e2');
+      await refused(obs('2147483648'), 'Observation.value.ofType(integer)', 'outside the range of integer');
+      await refused(obs('12345678901234567890'), 'Observation.value.ofType(integer)', '12345678901234567890 is outside the range');
       // A member of the resource itself (unsignedInt) and an item of a list (integer).
       await refused('{"resourceType":"ImagingStudy","status":"available","subject":{"reference":"Patient/p"},"numberOfSeries":-0}', 'ImagingStudy.numberOfSeries', 'not -0');
       await refused('{"resourceType":"ImagingStudy","status":"available","subject":{"reference":"Patient/p"},"numberOfSeries":3.0}', 'ImagingStudy.numberOfSeries', 'not 3.0');
@@ -300,7 +300,7 @@ await eachStore((kind, fresh) => {
       }
       const res = await api.post('Observation/$validate', obs('7.0'));
       const outcome = (await res.json()) as Json;
-      expect([res.status, outcome.issue[0].severity, outcome.issue[0].expression]).toEqual([200, 'error', ['Observation.value.ofType(Integer)']]);
+      expect([res.status, outcome.issue[0].severity, outcome.issue[0].expression]).toEqual([200, 'error', ['Observation.value.ofType(integer)']]);
       const wrapped = await api.post('Observation/$validate', `{"resourceType":"Parameters","parameter":[{"name":"resource","resource":${obs('7.0')}}]}`);
       expect(((await wrapped.json()) as Json).issue[0].severity).toBe('error');
     });

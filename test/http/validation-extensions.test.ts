@@ -102,7 +102,7 @@ await eachStore((kind, fresh) => {
         // 3,000 urls no definition names (one search each before: 1.1 s on PostgreSQL), a tenant's and an R4 core one.
         const unknown = Array.from({ length: 3_000 }, (_, i) => ({ url: `http://unknown.example/ext${i}`, valueString: 'x' }));
         const outcome = await validate({ resourceType: 'Observation', status: 'final', code: { text: 'x' }, extension: [...unknown, { url: SOURCE, valueBoolean: true }, { url: BIRTH_PLACE, valueString: 'Utrecht' }] });
-        expect(where(errorsOf(outcome))).toEqual(['Observation.extension[3000]', 'Observation.extension[3000].value.ofType(Boolean)', 'Observation.extension[3001]', 'Observation.extension[3001].value.ofType(String)']);
+        expect(where(errorsOf(outcome))).toEqual(['Observation.extension[3000]', 'Observation.extension[3000].value.ofType(boolean)', 'Observation.extension[3001]', 'Observation.extension[3001].value.ofType(string)']);
         expect(searches).toBeLessThan(100);
       } finally {
         resources.search = search;
@@ -111,7 +111,7 @@ await eachStore((kind, fresh) => {
 
     test('$validate checks an R4 core extension where no profile names it: its value type, its context', async () => {
       const wrongType = await validate({ resourceType: 'Patient', extension: [{ url: BIRTH_PLACE, valueString: 'Utrecht' }] });
-      expect(where(errorsOf(wrongType))).toEqual(['Patient.extension[0].value.ofType(String)']);
+      expect(where(errorsOf(wrongType))).toEqual(['Patient.extension[0].value.ofType(string)']);
       expect(errorsOf(wrongType)[0].details.text).toContain(BIRTH_PLACE);
       expect(errorsOf(await validate({ resourceType: 'Patient', extension: [{ url: BIRTH_PLACE, valueAddress: { city: 'Utrecht' } }] }))).toEqual([]);
       const elsewhere = await validate({ resourceType: 'Observation', status: 'final', code: { text: 'x' }, extension: [{ url: BIRTH_PLACE, valueAddress: { city: 'Utrecht' } }] });
@@ -157,7 +157,7 @@ await eachStore((kind, fresh) => {
       expect(where(missing)).toEqual(['Observation.extension[0].extension']);
       expect(missing[0].details.text).toContain('Extension.extension:amount');
       const wrongPart = errorsOf(await validate(obs([{ url: DOSE, extension: [{ url: 'amount', valueString: '5 mg' }] }])));
-      expect(where(wrongPart)).toEqual(['Observation.extension[0].extension[0].value.ofType(String)']);
+      expect(where(wrongPart)).toEqual(['Observation.extension[0].extension[0].value.ofType(string)']);
       // `dose-source` may only be inside `dose`.
       expect(where(errorsOf(await validate(obs([{ url: DOSE, extension: [amount] }, bySource]))))).toEqual(['Observation.extension[1]']);
     });
@@ -237,7 +237,7 @@ await eachStore((kind, fresh) => {
     test('a write claiming a profile is refused for a broken extension anywhere, not for its context or context invariants; one claiming none is not checked', async () => {
       const patient = (ext: Json[], profiled = true): Json => ({ resourceType: 'Patient', ...(profiled ? { meta: { profile: [PLAIN] } } : {}), contact: [{ name: { family: 'Ng' }, ...(ext.length ? { extension: ext } : {}) }] });
       const refused = await expectOutcome(await api.post('Patient', patient([{ url: BIRTH_PLACE, valueString: 'Utrecht' }])), 422);
-      expect(where(refused.issue)).toEqual(['Patient.contact[0].extension[0].value.ofType(String)']);
+      expect(where(refused.issue)).toEqual(['Patient.contact[0].extension[0].value.ofType(string)']);
       const modifier = await expectOutcome(await api.post('Patient', { ...patient([]), extension: [{ url: DO_NOT_PERFORM, valueBoolean: true }] }), 422);
       expect(where(modifier.issue)).toEqual(['Patient.extension[0]']);
       // The context (birthPlace belongs on Patient, not on a contact) is $validate's to report.

@@ -90,7 +90,7 @@ await eachStore((kind, fresh) => {
       expect((await api.post('Observation', glucose('day-precise', { effectivePeriod: { start: '2024-01-02T08:00:00Z', end: '2024-01-02T09:00:00Z' } }))).status).toBe(201);
       expect((await api.post('Observation', glucose('day-precise', { effectiveDateTime: '2024-01-02' }))).status).toBe(201);
       const outcome = await expectOutcome(await api.post('Observation', glucose('day-precise', { effectiveDateTime: '2024-01' })), 422);
-      expect(issuesOf(outcome, 'error')).toEqual([expect.stringMatching(/^Observation\.effective\.ofType\(DateTime\): .*\(day-precise-1\)$/)]);
+      expect(issuesOf(outcome, 'error')).toEqual([expect.stringMatching(/^Observation\.effective\.ofType\(dateTime\): .*\(day-precise-1\)$/)]);
       // R4's vitalsigns, held to a heart rate unclaimed, has the same vs-1: a heart rate over a Period is kept.
       const heartRate = {
         resourceType: 'Observation', status: 'final',

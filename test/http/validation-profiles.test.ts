@@ -144,10 +144,10 @@ await eachStore((kind, fresh) => {
       const born = { url: BIRTH_PLACE, valueAddress: { city: 'Utrecht' } };
       expect(where(await expectOutcome(await api.post('Patient', patient([])), 422))).toEqual(['Patient.extension']);
       const wrongType = await expectOutcome(await api.post('Patient', patient([{ url: BIRTH_PLACE, valueString: 'Utrecht' }])), 422);
-      expect(where(wrongType)).toEqual(['Patient.extension[0].value.ofType(String)']);
+      expect(where(wrongType)).toEqual(['Patient.extension[0].value.ofType(string)']);
       expect(wrongType.issue[0].details.text).toContain(BIRTH_PLACE);
       const badCode = await expectOutcome(await api.post('Patient', patient([born, { url: NULL_FLAVOR, valueCode: 'not-a-flavor' }])), 422);
-      expect(where(badCode)).toEqual(['Patient.extension[1].value.ofType(Code)']);
+      expect(where(badCode)).toEqual(['Patient.extension[1].value.ofType(code)']);
       expect(badCode.issue[0]).toMatchObject({ code: 'code-invalid' });
       expect((await api.post('Patient', patient([born, { url: NULL_FLAVOR, valueCode: 'UNK' }, { url: 'http://example.org/other', valueBoolean: true }]))).status).toBe(201);
     });
@@ -197,7 +197,7 @@ await eachStore((kind, fresh) => {
       expect((await api.post('Observation', obs({ valueQuantity: { value: 90, unit: 'mg/dL' } }))).status).toBe(201);
       const noUnit = await expectOutcome(await api.post('Observation', obs({ valueQuantity: { value: 90 } })), 422);
       expect(where(noUnit)).toEqual(['Observation.value.ofType(Quantity).unit']);
-      expect(where(await expectOutcome(await api.post('Observation', obs({ valueString: '90' })), 422))).toContain('Observation.value.ofType(String)');
+      expect(where(await expectOutcome(await api.post('Observation', obs({ valueString: '90' })), 422))).toContain('Observation.value.ofType(string)');
       expect(where(await expectOutcome(await api.post('Observation', obs({ code: { text: 'glucose' }, valueQuantity: { value: 90, unit: 'mg/dL' } })), 422))).toEqual(['Observation.code.coding']);
     });
 
@@ -216,7 +216,7 @@ await eachStore((kind, fresh) => {
       });
       const check = async (value: Json) => (await (await api.post('Patient/$validate', { resourceType: 'Patient', extension: [{ url, ...value }] })).json()) as Json;
       expect(errors(await check({ valueDecimal: 42 }))).toEqual([]);
-      expect(errors(await check({ valueString: '42' })).map((i) => i.expression[0])).toEqual(['Patient.extension[0].value.ofType(String)']);
+      expect(errors(await check({ valueString: '42' })).map((i) => i.expression[0])).toEqual(['Patient.extension[0].value.ofType(string)']);
     });
 
     test('a differential that generates no snapshot stays writable, but for a path its type lacks; a write claiming it is an error naming the problem', async () => {

@@ -81,7 +81,7 @@ for (const target of targets) {
         const r = await off.run(['validate', '--tenant', 't1', '--type', 'Observation']);
         expect(r.code).toBe(1);
         expect(r.stdout).toContain('not 1.0');
-        expect(r.stdout).toContain('Observation.value.ofType(Integer)');
+        expect(r.stdout).toContain('Observation.value.ofType(integer)');
       } finally {
         off.close();
       }

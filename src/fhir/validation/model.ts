@@ -79,8 +79,17 @@ export function coreCodeSystem(url: string): ReadonlySet<string> | undefined {
 
 /** `valueQuantity` of `value[x]` and `Quantity`; a profile of a type takes its base type's name. */
 function suffix(type: string): string {
-  const base = type === 'SimpleQuantity' || type === 'MoneyQuantity' ? 'Quantity' : type;
+  const base = ofTypeName(type);
   return base[0]!.toUpperCase() + base.slice(1);
+}
+
+/**
+ * The type name a choice element's location gives in `ofType(T)`: the FHIR type as FHIRPath and HL7's
+ * validator name it, primitives in lower case (`value.ofType(dateTime)`), complex types capitalised
+ * (`value.ofType(Quantity)`); a profile of a type (SimpleQuantity) by its base type.
+ */
+export function ofTypeName(type: string): string {
+  return type === 'SimpleQuantity' || type === 'MoneyQuantity' ? 'Quantity' : type;
 }
 
 function binding(url: string): BindingModel {
@@ -116,7 +125,7 @@ function compileType(name: string, def: TableType): TypeModel {
     for (const t of typeNames) {
       const json = choice ? elementName + suffix(t) : elementName;
       element.names.push(json);
-      slots.set(json, { element, type: t, primitive: PRIMITIVES.has(t), step: choice ? `${elementName}.ofType(${suffix(t)})` : elementName });
+      slots.set(json, { element, type: t, primitive: PRIMITIVES.has(t), step: choice ? `${elementName}.ofType(${ofTypeName(t)})` : elementName });
     }
     if (element.min > 0 || element.max === 0) bounded.push(element);
   }

@@ -72,7 +72,7 @@ describe('the profile engine', () => {
   });
 
   test('types of a choice, Reference targets, fixed and pattern values, maxLength, minValue and maxValue', () => {
-    expect(at({ ...VALID, deceasedDateTime: '2020' })).toEqual(['Patient.deceased.ofType(DateTime)']);
+    expect(at({ ...VALID, deceasedDateTime: '2020' })).toEqual(['Patient.deceased.ofType(dateTime)']);
     expect(at({ ...VALID, generalPractitioner: [{ reference: 'Practitioner/1' }, { reference: 'Organization/2' }, { reference: 'http://x.org/fhir/Organization/3/_history/1' }, { identifier: { value: 'x' } }] }))
       .toEqual(['Patient.generalPractitioner[1].reference', 'Patient.generalPractitioner[2].reference']);
     expect(at({ ...VALID, active: false })).toEqual(['Patient.active']);
@@ -81,8 +81,8 @@ describe('the profile engine', () => {
     expect(check({ ...VALID, maritalStatus: married })).toEqual([]);
     expect(at({ ...VALID, maritalStatus: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v3-MaritalStatus', code: 'S' }] } })).toEqual(['Patient.maritalStatus']);
     expect(at({ ...VALID, name: [{ family: 'Short' }, { family: 'Longer' }] })).toEqual(['Patient.name[1].family']);
-    expect(at({ ...VALID, multipleBirthInteger: 0 })).toEqual(['Patient.multipleBirth.ofType(Integer)']);
-    expect(at({ ...VALID, multipleBirthInteger: 4 })).toEqual(['Patient.multipleBirth.ofType(Integer)']);
+    expect(at({ ...VALID, multipleBirthInteger: 0 })).toEqual(['Patient.multipleBirth.ofType(integer)']);
+    expect(at({ ...VALID, multipleBirthInteger: 4 })).toEqual(['Patient.multipleBirth.ofType(integer)']);
     expect(check({ ...VALID, multipleBirthInteger: 2 })).toEqual([]);
   });
 

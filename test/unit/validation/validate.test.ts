@@ -60,7 +60,7 @@ describe('structure', () => {
     expect(found(patient({ active: 'true' }))).toEqual(['Patient.active structure']);
     expect(found(patient({ name: [{ given: 'Jo' }] }))).toEqual(['Patient.name[0].given structure']);
     expect(found(patient({ maritalStatus: 'M' }))).toEqual(['Patient.maritalStatus structure']);
-    expect(found(patient({ multipleBirthInteger: '2' }))).toEqual(['Patient.multipleBirth.ofType(Integer) structure']);
+    expect(found(patient({ multipleBirthInteger: '2' }))).toEqual(['Patient.multipleBirth.ofType(integer) structure']);
     expect(found(patient({ name: [null] }))).toEqual(['Patient.name[0] structure']);
   });
 
@@ -108,12 +108,12 @@ describe('primitive formats', () => {
     ['date: year and month', { birthDate: '1970-06' }, null],
     ['date: a time is not a date', { birthDate: '1970-06-01T00:00:00Z' }, 'Patient.birthDate'],
     ['dateTime: with a zone', { deceasedDateTime: '2020-01-01T10:00:00+01:00' }, null],
-    ['dateTime: a time needs a zone', { deceasedDateTime: '2020-01-01T10:00:00' }, 'Patient.deceased.ofType(DateTime)'],
-    ['dateTime: hours and minutes alone', { deceasedDateTime: '2020-01-01T10:00Z' }, 'Patient.deceased.ofType(DateTime)'],
-    ['dateTime: 2020-04-31', { deceasedDateTime: '2020-04-31' }, 'Patient.deceased.ofType(DateTime)'],
+    ['dateTime: a time needs a zone', { deceasedDateTime: '2020-01-01T10:00:00' }, 'Patient.deceased.ofType(dateTime)'],
+    ['dateTime: hours and minutes alone', { deceasedDateTime: '2020-01-01T10:00Z' }, 'Patient.deceased.ofType(dateTime)'],
+    ['dateTime: 2020-04-31', { deceasedDateTime: '2020-04-31' }, 'Patient.deceased.ofType(dateTime)'],
     ['integer', { multipleBirthInteger: 2147483647 }, null],
-    ['integer: out of range', { multipleBirthInteger: 2147483648 }, 'Patient.multipleBirth.ofType(Integer)'],
-    ['integer: a fraction', { multipleBirthInteger: 1.5 }, 'Patient.multipleBirth.ofType(Integer)'],
+    ['integer: out of range', { multipleBirthInteger: 2147483648 }, 'Patient.multipleBirth.ofType(integer)'],
+    ['integer: a fraction', { multipleBirthInteger: 1.5 }, 'Patient.multipleBirth.ofType(integer)'],
     ['id', { id: 'a.b-C9' }, null],
     ['id: underscore', { id: 'a_b' }, 'Patient.id'],
     ['uri: whitespace', { implicitRules: 'http://x y' }, 'Patient.implicitRules'],
@@ -225,7 +225,7 @@ describe('primitive extensions', () => {
     // A primitive's extensions, a complex extension's value's too, are no parts of an extension.
     expect(found(patient({ birthDate: '1970', _birthDate: { extension: [rel] } }))).toEqual(['Patient.birthDate.extension[0].url value']);
     expect(found(patient({ extension: [{ url: 'http://example.org/c', extension: [{ url: 'part', valueString: 'a', _valueString: { extension: [rel] } }] }] }))).toEqual([
-      'Patient.extension[0].extension[0].value.ofType(String).extension[0].url value',
+      'Patient.extension[0].extension[0].value.ofType(string).extension[0].url value',
     ]);
     expect(found(patient({ extension: [{ url: 'urn:uuid:0c3151bd-1cbf-4d64-b04d-cd9187a4c6e0', extension: [{ url: 'part', valueString: 'a' }] }] }))).toEqual([]);
     expect(found(patient({ extension: [rel] }), 'structural')).toEqual([]);

@@ -7,7 +7,7 @@
  */
 import { EMPTY_RESULT_NOTE, FhirPathTooCostly, type InvariantContext } from '../fhirpath-engine.ts';
 import type { ValidationIssue } from '../validate.ts';
-import { pathTypes } from '../model.ts';
+import { ofTypeName, pathTypes } from '../model.ts';
 import { coreType } from './compile.ts';
 import type { CompiledProfile, ProfileElement, Slice, SliceKey, Slicing, TypeRule } from './compiled.ts';
 import { choiceKey, compileSteps, equalsFixed, matchesPattern, typeOfSuffix, walkSteps, type Located, type Step } from './paths.ts';
@@ -77,7 +77,7 @@ interface Item {
 
 function pathOf(item: Item): string {
   if (item.path !== undefined) return item.path;
-  const step = item.choice ? `${item.name}.ofType(${item.type![0]!.toUpperCase()}${item.type!.slice(1)})` : item.name;
+  const step = item.choice ? `${item.name}.ofType(${ofTypeName(item.type!)})` : item.name;
   const at = `${pathOf(item.parent!)}.${step}`;
   return (item.path = item.index < 0 ? at : `${at}[${item.index}]`);
 }

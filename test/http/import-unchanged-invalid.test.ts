@@ -2,7 +2,7 @@
  * A bulk import read again over data stored before rules that now refuse it (stored at
  * CINDER_VALIDATION=structural here, or by an earlier release) keeps each resource that equals its current
  * version unchanged, with its problems as warnings, as a REST update that changes nothing is answered
- * (test/http/noop-validation.test.ts): `cinder import` (NDJSON lines, a collection Bundle's entries) and
+ * (test/http/noop-validation.test.ts): `cinder import` (NDJSON lines, a collection, transaction or batch Bundle's entries) and
  * `$import`, on both stores. A line that changes the resource is refused as before, and nothing is written.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
@@ -124,6 +124,33 @@ for (const target of targets) {
       expect(changed.summary).toMatchObject({ imported: 0, failed: 1, warnings: [] });
       expect(changed.summary.errors[0]).toMatchObject({ entry: 0, issues: [expect.objectContaining({ expression: ['Bundle.entry[0].resource.gender'] })] });
       expect(await versionOf('c1')).toBe(1);
+    });
+
+    test("a transaction or batch Bundle's PUT equal to the stored version is unchanged with warnings, as an NDJSON line is", async () => {
+      const first = join(structural.dir, 'legacy-tx.ndjson');
+      writeFileSync(first, ndjson(legacy('t1'), legacy('t2')));
+      expect((await structural.run(['import', '--tenant', 't1', first])).code).toBe(0);
+      const put = (r: Json) => ({ fullUrl: `http://example.org/fhir/Patient/${r.id}`, resource: r, request: { method: 'PUT', url: `Patient/${r.id}` } });
+      const valid = { resourceType: 'Patient', id: 't3', gender: 'female' };
+      for (const type of ['transaction', 'batch']) {
+        const again = await importJson(`again-${type}.json`, JSON.stringify({ resourceType: 'Bundle', type, entry: [put(valid), put(legacy('t1')), put(legacy('t2'))] }));
+        expect(again.code).toBe(0);
+        // The first run writes t3; the second finds it unchanged too, valid, and says nothing of it.
+        expect(again.summary).toMatchObject({ imported: 3, unchanged: type === 'transaction' ? 2 : 3, failed: 0, errors: [] });
+        expect(again.summary.warnings.map((w: Json) => [w.file, w.entry, w.severity])).toEqual([[again.path, 1, 'warning'], [again.path, 2, 'warning']]);
+        expect(again.summary.warnings[0].message).toContain('Patient/t1 unchanged');
+        // Located in the document, as a failed entry's problems are.
+        expect(severities(again.summary.warnings[0].issues)).toEqual([['information', undefined], ['warning', 'Bundle.entry[1].resource.gender']]);
+      }
+      expect([await versionOf('t1'), await versionOf('t2'), await versionOf('t3')]).toEqual([1, 1, 1]);
+      // The text summary counts them as the NDJSON import does, and names each.
+      const path = join(strict.dir, 'again-tx-text.json');
+      writeFileSync(path, JSON.stringify({ resourceType: 'Bundle', type: 'transaction', entry: [put(legacy('t1'))] }));
+      const text = await strict.run(['import', '--tenant', 't1', path]);
+      expect(text.code).toBe(0);
+      expect(text.stdout).toContain('1 unchanged (1 of them not valid now: warnings above), 0 failed');
+      expect(text.stderr).toContain('warning: Patient/t1 unchanged');
+      expect(text.stderr).toContain('  Bundle.entry[0].resource.gender: ');
     });
   });
 }

@@ -20,6 +20,11 @@ export interface DocumentContext extends LooseContext {
   again(): Promise<void>;
   /** Counts resources written outside the batch writer (transaction and batch Bundles), `unchanged` of them equal to their current version. */
   imported(count: number, unchanged: number): void;
+  /**
+   * Reports a transaction or batch Bundle's write entry `entry` kept unchanged though validation now refuses it:
+   * its response's `issues` (that it is unchanged, then its problems as warnings), as an NDJSON line's are told.
+   */
+  kept(entry: number, issues: FhirIssue[]): void;
 }
 
 /**
@@ -121,7 +126,11 @@ async function processTransaction(deps: FhirDeps, ctx: DocumentContext, bundle: 
     const code = r.status.slice(0, 3);
     if (code.startsWith('2')) {
       ok++;
-      if (isUnchangedEntry(out)) unchanged++;
+      if (!isUnchangedEntry(out)) return;
+      unchanged++;
+      // Unchanged though the rules now refuse it: the update's warnings, told as an NDJSON line kept unchanged is.
+      const issues = r.outcome?.issue ?? [];
+      if (issues.some((issue) => issue.severity === 'warning')) ctx.kept(i, issues);
     } else ctx.fail(`Bundle.entry[${i}]: ${code}: ${withoutEntry(r.outcome?.issue?.[0]?.diagnostics ?? 'failed', i)}`, 1, { entry: i, ...(code === '422' && r.outcome?.issue ? { issues: r.outcome.issue } : {}) });
   });
   ctx.imported(ok, unchanged);

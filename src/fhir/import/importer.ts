@@ -275,6 +275,7 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
         progress.imported += n;
         progress.unchanged += unchanged;
       },
+      kept: (entry, issues) => opts.onIssue({ file: source.name, entry, severity: 'warning', message: issues[0]!.details?.text ?? issues[0]!.diagnostics ?? 'unchanged', issues }),
     };
     if (format === 'xml') {
       const text = decodedText(source.blob.stream(), deferrable ? (n) => (progress.bytesRead += n) : undefined);

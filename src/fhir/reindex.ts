@@ -39,9 +39,12 @@ import { reachesContactPoints } from './contact-points.ts';
  * model 18 a Coding's display without a code as a string row of the parameter's `:text`, which token
  * `:text` finds (indexer.ts simpleRows), where it had no row at all; model 19 a Coding, Identifier or
  * ContactPoint with a system but no code or value as a token row of its system with an empty value, which
- * `[system]|` finds (indexer.ts tokenValues), where it had none.
+ * `[system]|` finds (indexer.ts tokenValues), where it had none; model 20 a UCUM quantity's canonical rows and
+ * sort key for the units of every atom of UCUM's essence (src/fhir/ucum.ts: `[psi]`, `Torr`, `[HPF]`, `[CFU]/mL`,
+ * the US survey, troy and apothecaries' units...), where a unit outside a table of about 130 atoms had none
+ * and sorted as written.
  */
-export const INDEX_MODEL = 19;
+export const INDEX_MODEL = 20;
 
 /**
  * What each model changed. `touches`: a test of a stored resource's JSON, true for every resource whose
@@ -203,6 +206,15 @@ const MODEL_CHANGES: Record<number, ModelChange | undefined> = {
       || (c.kind === 'composite' && c.tests.some((t) => t.value1 === undefined))
       || (c.kind === 'missing' && (c.table === 'search_index' || c.table === 'search_composite' || c.params.some((p) => p.endsWith(':text')))),
     sorts: (k) => k.by === 'param' && (k.table === 'search_index' || k.table === 'search_composite'),
+  },
+  // A UCUM quantity whose unit has an atom the essence defines and the table before it did not: canonical range
+  // and composite rows, and the sort key (in its canonical unit, not as written). The test names every resource
+  // naming the UCUM system (`"system":"http://unitsofmeasure.org"`, as model 5's): telling the new atoms apart
+  // would need the old table. Conditions on canonical rows read them, and so does `_sort` on a quantity.
+  20: {
+    touches: (content) => content.includes(UCUM_SYSTEM), tables: ['search_range', 'search_composite'],
+    reads: (c) => (c.kind === 'number' || c.kind === 'composite') && c.param.endsWith(CANONICAL_SUFFIX),
+    sorts: (k) => k.by === 'param' && k.param.endsWith(SORT_SUFFIX),
   },
 };
 

@@ -3,18 +3,24 @@
  * canonical unit: a factor times base units with exponents. Quantities whose units reduce to the same
  * base units are commensurable, and their values compare once each is converted (5.4 mg and 0.0054 g;
  * 150 [lb_av] and 68.04 kg; 120 mm[Hg] and 16 kPa; 37 Cel and 98.6 [degF]). Search indexes and tests
- * a UCUM quantity a second time in its canonical unit (search.html 3.1.1.4.6, quantity).
+ * a UCUM quantity a second time in its canonical unit (search.html 3.1.1.4.6, quantity); FHIRPath's
+ * comparisons (`rng-2`, `<`, `=`) convert by it too.
  *
  * The grammar is UCUM's (§2): terms of components joined by `.` and `/`, a leading `/`, parentheses,
  * integer exponents (`m2`, `s-1`, `10*3`), integer factors, `{annotations}` (the unit 1), and one prefix
- * before a metric atom. The atoms are those of the table below: the SI base and derived units, time,
- * volume, pressure, energy, the customary length, mass and volume units, enzyme and radiation units,
- * and the arbitrary `[iU]`; an expression with another atom has no canonical form and is compared by
- * its code alone, as before. Where UCUM reduces a unit to a number, this keeps it as its own base, as
- * the LHC UCUM library does for the same reason: `mol` (a count of 6.0221367e23), `eq` (equivalents
- * need a charge to become moles) and an arbitrary unit (commensurable with its prefixed forms only,
- * `m[iU]/mL` and `[iU]/L`). `Cel` and `[degF]` (not proportional to kelvin) only as a whole unit.
+ * before a metric atom. The atoms and prefixes are all of UCUM's essence (`ucum-units.json`, generated from
+ * it by scripts/gen-ucum-atoms.ts): each unit defined as a value times a unit expression, which this reduces
+ * by the same grammar on first use. Where UCUM reduces a unit to a number, this keeps it as its own base, as
+ * the LHC UCUM library does for the same reason: `mol` (a count of 6.0221367e23), `eq` (equivalents need a
+ * charge to become moles) and each arbitrary unit (`[CFU]`, `[iU]`: commensurable with its prefixed forms
+ * only, `m[iU]/mL` and `[iU]/L`; `[IU]` is `[iU]`). Of the special units (a function of a value, not a
+ * multiple), the temperatures `Cel`, `[degF]` and `[degRe]` convert by their offsets as a whole unit; the
+ * others (`[pH]`, the logarithmic `Np`, `B`, `B[SPL]`..., `bit_s`, `%[slope]`, `[p'diop]`, the homeopathic
+ * potencies) and any special unit inside an expression (`Cel/h`, `mCel`) have no canonical form: a quantity
+ * in one compares only with one of the same code.
  */
+import definitions from './ucum-units.json' with { type: 'json' };
+
 export const UCUM_SYSTEM = 'http://unitsofmeasure.org';
 
 /** A unit as a factor of base units with exponents (kelvin and mole are bases, as is each arbitrary unit). */
@@ -36,62 +42,19 @@ export interface CanonicalUnit {
   convert(value: number): number;
 }
 
-const PREFIXES: Record<string, number> = {
-  Y: 1e24, Z: 1e21, E: 1e18, P: 1e15, T: 1e12, G: 1e9, M: 1e6, k: 1e3, h: 1e2, da: 1e1,
-  d: 1e-1, c: 1e-2, m: 1e-3, u: 1e-6, n: 1e-9, p: 1e-12, f: 1e-15, a: 1e-18, z: 1e-21, y: 1e-24,
-};
+const PREFIXES = new Map<string, number>(definitions.prefixes as [string, number][]);
 
-/** The base units: UCUM's seven, and the three kept apart (see above). All take prefixes. */
-const BASES = ['m', 's', 'g', 'rad', 'K', 'C', 'cd', 'mol', 'eq', '[iU]', "[arb'U]"];
+/** UCUM's seven base units, and the two kept apart (see above); every arbitrary unit is a base of its own too. All take prefixes. */
+const BASES = ['m', 's', 'g', 'rad', 'K', 'C', 'cd', 'mol', 'eq'];
 
-/** [symbol, takes a prefix, value, in units of] — UCUM's definitions, in dependency order. */
-const DEFINED: [string, boolean, number, string][] = [
-  ['10*', false, 10, '1'], ['10^', false, 10, '1'], ['[pi]', false, Math.PI, '1'],
-  ['%', false, 1, '10*-2'], ['[ppth]', false, 1, '10*-3'], ['[ppm]', false, 1, '10*-6'], ['[ppb]', false, 1, '10*-9'], ['[pptr]', false, 1, '10*-12'],
-  // SI derived units
-  ['sr', true, 1, 'rad2'], ['Hz', true, 1, 's-1'], ['N', true, 1, 'kg.m/s2'], ['Pa', true, 1, 'N/m2'], ['J', true, 1, 'N.m'],
-  ['W', true, 1, 'J/s'], ['A', true, 1, 'C/s'], ['V', true, 1, 'J/C'], ['F', true, 1, 'C/V'], ['Ohm', true, 1, 'V/A'],
-  ['S', true, 1, 'Ohm-1'], ['Wb', true, 1, 'V.s'], ['T', true, 1, 'Wb/m2'], ['H', true, 1, 'Wb/A'], ['lm', true, 1, 'cd.sr'],
-  ['lx', true, 1, 'lm/m2'], ['Bq', true, 1, 's-1'], ['Gy', true, 1, 'J/kg'], ['Sv', true, 1, 'J/kg'],
-  ['deg', false, 2, '[pi].rad/360'], ['gon', false, 0.9, 'deg'],
-  // volume, area, time, mass
-  ['l', true, 1, 'dm3'], ['L', true, 1, 'l'], ['ar', true, 100, 'm2'],
-  ['min', false, 60, 's'], ['h', false, 60, 'min'], ['d', false, 24, 'h'], ['wk', false, 7, 'd'],
-  ['a_t', false, 365.24219, 'd'], ['a_j', false, 365.25, 'd'], ['a_g', false, 365.2425, 'd'], ['a', false, 1, 'a_j'],
-  ['mo_s', false, 29.53059, 'd'], ['mo_j', false, 1, 'a_j/12'], ['mo_g', false, 1, 'a_g/12'], ['mo', false, 1, 'mo_j'],
-  ['t', true, 1e3, 'kg'], ['u', true, 1.6605402e-24, 'g'],
-  // pressure, energy, force (SI and CGS)
-  ['bar', true, 1e5, 'Pa'], ['atm', false, 101325, 'Pa'], ['m[H2O]', true, 9.80665, 'kPa'], ['m[Hg]', true, 133.322, 'kPa'],
-  ['[g]', false, 9.80665, 'm/s2'], ['gf', true, 1, 'g.[g]'], ['dyn', true, 1, 'g.cm/s2'], ['erg', true, 1, 'dyn.cm'],
-  ['P', true, 1, 'dyn.s/cm2'], ['St', true, 1, 'cm2/s'], ['G', true, 1e-4, 'T'], ['Ao', false, 0.1, 'nm'], ['b', true, 100, 'fm2'],
-  ['eV', true, 1.60217733e-19, 'J'], ['cal_th', true, 4.184, 'J'], ['cal_IT', true, 4.1868, 'J'], ['cal', true, 1, 'cal_th'],
-  ['[Cal]', false, 1, 'kcal_th'],
-  // chemistry, enzymes, radiation, arbitrary units
-  ['osm', true, 1, 'mol'], ['kat', true, 1, 'mol/s'], ['U', true, 1, 'umol/min'], ['g%', true, 1, 'g/dl'],
-  ['Ci', true, 3.7e10, 'Bq'], ['R', true, 2.58e-4, 'C/kg'], ['RAD', true, 100, 'erg/g'], ['REM', true, 1, 'RAD'],
-  ['[IU]', true, 1, '[iU]'],
-  // customary length, area, volume and mass (international, US, British, avoirdupois)
-  ['[in_i]', false, 2.54, 'cm'], ['[ft_i]', false, 12, '[in_i]'], ['[yd_i]', false, 3, '[ft_i]'], ['[mi_i]', false, 5280, '[ft_i]'],
-  ['[nmi_i]', false, 1852, 'm'], ['[mil_i]', false, 1e-3, '[in_i]'], ['[sin_i]', false, 1, '[in_i]2'], ['[sft_i]', false, 1, '[ft_i]2'],
-  ['[syd_i]', false, 1, '[yd_i]2'], ['[cin_i]', false, 1, '[in_i]3'], ['[cft_i]', false, 1, '[ft_i]3'], ['[cyd_i]', false, 1, '[yd_i]3'],
-  ["[in_i'H2O]", false, 1, 'm[H2O].[in_i]/m'], ["[in_i'Hg]", false, 1, 'm[Hg].[in_i]/m'],
-  ['[gal_us]', false, 231, '[in_i]3'], ['[bbl_us]', false, 42, '[gal_us]'], ['[qt_us]', false, 1 / 4, '[gal_us]'],
-  ['[pt_us]', false, 1 / 2, '[qt_us]'], ['[gil_us]', false, 1 / 4, '[pt_us]'], ['[foz_us]', false, 1 / 4, '[gil_us]'],
-  ['[fdr_us]', false, 1 / 8, '[foz_us]'], ['[min_us]', false, 1 / 60, '[fdr_us]'], ['[tbs_us]', false, 1 / 2, '[foz_us]'],
-  ['[tsp_us]', false, 1 / 3, '[tbs_us]'], ['[cup_us]', false, 16, '[tbs_us]'],
-  ['[foz_m]', false, 30, 'mL'], ['[cup_m]', false, 240, 'mL'], ['[tsp_m]', false, 5, 'mL'], ['[tbs_m]', false, 15, 'mL'], ['[drp]', false, 1 / 20, 'mL'],
-  ['[gal_br]', false, 4.54609, 'l'], ['[pt_br]', false, 1 / 8, '[gal_br]'], ['[qt_br]', false, 1 / 4, '[gal_br]'],
-  ['[gil_br]', false, 1 / 4, '[pt_br]'], ['[foz_br]', false, 1 / 5, '[gil_br]'],
-  ['[gr]', false, 64.79891, 'mg'], ['[lb_av]', false, 7000, '[gr]'], ['[oz_av]', false, 1 / 16, '[lb_av]'], ['[dr_av]', false, 1 / 16, '[oz_av]'],
-  ['[scwt_av]', false, 100, '[lb_av]'], ['[lcwt_av]', false, 112, '[lb_av]'], ['[ston_av]', false, 20, '[scwt_av]'],
-  ['[lton_av]', false, 20, '[lcwt_av]'], ['[stone_av]', false, 14, '[lb_av]'],
-  ['[degR]', false, 5, 'K/9'],
-];
+/** The units a definition gives (`1 code = value unit`), by code, until each is reduced on first use. */
+const DEFINED = new Map<string, [metric: boolean, value: number, unit: string]>();
 
-/** Units not proportional to their base (UCUM's special units): a value's conversion into it. */
+/** The special units converted, as a whole unit only: a value's conversion into kelvin (UCUM's functions Cel, degF, degRe). */
 const SPECIAL: Record<string, { base: string; toBase: (v: number) => number }> = {
   Cel: { base: 'K', toBase: (v) => v + 273.15 },
   '[degF]': { base: 'K', toBase: (v) => ((v + 459.67) * 5) / 9 },
+  '[degRe]': { base: 'K', toBase: (v) => v * 1.25 + 273.15 },
 };
 
 class UnitError extends Error {}
@@ -108,16 +71,31 @@ function multiply(a: Reduced, b: Reduced, exponent = 1): Reduced {
   return { factor: a.factor * b.factor ** exponent, dims };
 }
 
-/** The atoms by symbol (filled by fillAtoms before the first unit is reduced). */
+/** The atoms by symbol, reduced: the bases (filled by fillAtoms before the first unit is read), then each defined one as it is first named. */
 const ATOMS = new Map<string, Atom>();
+
+/** The atom `symbol` names, reduced (a defined one on first use), or undefined when UCUM has none of that code. */
+function known(symbol: string): Atom | undefined {
+  const reduced = ATOMS.get(symbol);
+  if (reduced !== undefined) return reduced;
+  const definition = DEFINED.get(symbol);
+  if (definition === undefined) return undefined;
+  // Taken out first: a definition that named itself, directly or not, would find no atom rather than loop.
+  DEFINED.delete(symbol);
+  const [metric, value, unit] = definition;
+  const r = unit === '1' ? ONE : reduce(unit);
+  const a: Atom = { factor: value * r.factor, dims: r.dims, metric };
+  ATOMS.set(symbol, a);
+  return a;
+}
 
 /** The atom `symbol` names, with its prefix if any (the whole symbol first: `cd`, `Pa`, `min` are atoms). */
 function atom(symbol: string): Reduced {
-  const whole = ATOMS.get(symbol);
+  const whole = known(symbol);
   if (whole) return whole;
   for (const prefix of [symbol.slice(0, 2), symbol.slice(0, 1)]) {
-    const scale = PREFIXES[prefix];
-    const a = scale === undefined ? undefined : ATOMS.get(symbol.slice(prefix.length));
+    const scale = PREFIXES.get(prefix);
+    const a = scale === undefined ? undefined : known(symbol.slice(prefix.length));
     if (a?.metric) return { factor: a.factor * scale!, dims: a.dims };
   }
   throw new UnitError(`unknown unit '${symbol}'`);
@@ -224,15 +202,19 @@ function canonicalOf(code: string): CanonicalUnit | undefined {
 let filled = false;
 
 /**
- * Fills ATOMS from BASES and DEFINED (each reduced by the parser, in dependency order), on the first unit
- * read rather than when the module loads: every process loads it, few read a quantity's unit at once.
+ * Fills ATOMS with the bases and each arbitrary unit that is its own, and DEFINED with the other units'
+ * definitions (reduced as each is first named), on the first unit read rather than when the module loads:
+ * every process loads it, few read a quantity's unit at once.
  */
 function fillAtoms(): void {
   if (filled) return;
   filled = true;
   for (const b of BASES) ATOMS.set(b, { factor: 1, dims: { [b]: 1 }, metric: true });
-  for (const [symbol, metric, value, unit] of DEFINED) {
-    const r = unit === '1' ? ONE : reduce(unit);
-    ATOMS.set(symbol, { factor: value * r.factor, dims: r.dims, metric });
+  for (const [symbol, metric, unit] of definitions.arbitrary as [string, boolean, string][]) {
+    if (unit === '1') ATOMS.set(symbol, { factor: 1, dims: { [symbol]: 1 }, metric });
+    else DEFINED.set(symbol, [metric, 1, unit]);
+  }
+  for (const [symbol, metric, value, unit] of definitions.units as [string, boolean, number, string][]) {
+    if (!ATOMS.has(symbol)) DEFINED.set(symbol, [metric, value, unit]);
   }
 }

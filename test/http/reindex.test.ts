@@ -181,10 +181,16 @@ describe('touchedSince', () => {
     // Model 16: range rows (a quantity's sort rows); model 17 token rows (an email address lower-cased);
     // model 18 string rows (a Coding's display without a code); model 19 token, string and composite rows
     // (a system without a code).
+    // Model 20 range and composite rows (a UCUM unit of any atom of the essence).
     expect(tablesSince(15)).toEqual(['search_range', 'search_index', 'search_string', 'search_composite']);
-    expect(tablesSince(16)).toEqual(['search_index', 'search_string', 'search_composite']);
-    expect(tablesSince(17)).toEqual(['search_string', 'search_index', 'search_composite']);
-    expect(tablesSince(18)).toEqual(['search_index', 'search_string', 'search_composite']);
+    expect(tablesSince(16)).toEqual(['search_index', 'search_string', 'search_composite', 'search_range']);
+    expect(tablesSince(17)).toEqual(['search_string', 'search_index', 'search_composite', 'search_range']);
+    expect(tablesSince(18)).toEqual(['search_index', 'search_string', 'search_composite', 'search_range']);
+    expect(tablesSince(19)).toEqual(['search_range', 'search_composite']);
+    // Model 20: resources naming the UCUM system (those of units the old table read too, which the test cannot tell apart).
+    const since19 = touchedSince(19);
+    expect(since19('{"resourceType":"Observation","valueQuantity":{"value":5,"system":"http://unitsofmeasure.org","code":"[psi]"}}')).toBe(true);
+    expect(since19('{"resourceType":"Observation","valueQuantity":{"value":5,"unit":"psi"},"code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]}}')).toBe(false);
     // Model 18: resources holding a display (a Coding's; those with a code too, which the test cannot tell apart).
     const since17 = touchedSince(17);
     expect(since17('{"resourceType":"Condition","code":{"coding":[{"display":"Headache"}]}}')).toBe(true);

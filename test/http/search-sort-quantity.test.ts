@@ -2,7 +2,7 @@
  * `_sort` on a quantity parameter orders by the value in its canonical UCUM unit where it has one (500 mg
  * before 1 g), as a search by value compares it (src/fhir/ucum.ts; indexer.ts sortParam), on both
  * databases, paged by sealed cursors; a value without a canonical
- * form (no system, another system, a unit outside the atoms known) by its value as written; none last.
+ * form (no system, another system, a special unit such as [pH]) by its value as written; none last.
  * A database indexed by model 15, which had no sort rows, reindexed.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
@@ -26,11 +26,11 @@ const DATA: Json[] = [
   observation('ug900000', { value: 900000, system: UCUM, code: 'ug' }),
   // No canonical form: no system (its unit is no UCUM code it may be read as), a UCUM unit search does not convert.
   observation('plain3', { value: 3, unit: 'mg' }),
-  observation('widgets04', { value: 0.4, system: UCUM, code: '[HPF]' }),
+  observation('widgets04', { value: 0.4, system: UCUM, code: '[pH]' }),
   observation('none'),
 ];
 
-/** Ascending: 0.4 [HPF] as written (a UCUM unit of no canonical form); 0.5, 0.75, 0.9, 1 and 2 g; 3 as written; none last. */
+/** Ascending: 0.4 [pH] as written (a UCUM unit of no canonical form: a logarithm); 0.5, 0.75, 0.9, 1 and 2 g; 3 as written; none last. */
 const ASCENDING = ['widgets04', 'mg500', 'mg750', 'ug900000', 'g1', 'kg0002', 'plain3', 'none'];
 const DESCENDING = ['plain3', 'kg0002', 'g1', 'ug900000', 'mg750', 'mg500', 'widgets04', 'none'];
 

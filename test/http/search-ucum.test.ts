@@ -55,9 +55,15 @@ const FIXED: Json[] = [
   observation('cel-37', q(37, 'Cel'), '8310-5'),
   observation('cel-37.5', q(37.5, 'Cel'), '8310-5'),
   observation('degf-100.4', q(100.4, '[degF]'), '8310-5'),
-  // A UCUM unit src/fhir/ucum.ts does not reduce (high power field): found by its code only. (`mcg`, which
-  // this was, is no UCUM unit and is refused on write.)
+  // A high power field, a number (UCUM: 1) that src/fhir/ucum.ts reduces since index model 20.
   observation('hpf-5', q(5, '[HPF]')),
+  // Units of atoms src/fhir/ucum.ts reads since index model 20: 2 [psi] is 13.79 kPa, 760 Torr 101.3 kPa; an
+  // arbitrary unit per volume.
+  observation('psi-2', q(2, '[psi]')),
+  observation('torr-760', q(760, 'Torr')),
+  observation('cfu-3', q(3, '[CFU]/mL')),
+  // A special unit UCUM converts by a function (a logarithm) that src/fhir/ucum.ts leaves out: found by its code only.
+  observation('ph-7.4', q(7.4, '[pH]')),
   pressure('bp-120', 120, 80),
   pressure('bp-150', 150, 95),
 ];
@@ -188,6 +194,40 @@ for (const target of targets) {
     test('_filter with a UCUM unit', async () => {
       const filter = encodeURIComponent(`value-quantity gt 68|${UCUM}|kg or value-quantity eq 5.4|${UCUM}|mg`);
       expect(await ids(`_filter=${filter}`)).toEqual(['g-0.0054', 'kg-70', 'lb-160', 'mg-5.4', 'ug-5400']);
+    });
+
+    test("units of every atom of UCUM's essence compare in their canonical units; a special unit other than a temperature by its code alone", async () => {
+      expect(await ids(`value-quantity=gt13|${UCUM}|kPa`)).toEqual(['psi-2', 'torr-760']);
+      expect(await ids(`value-quantity=lt20|${UCUM}|kPa`)).toEqual(['psi-2']);
+      expect(await ids(`value-quantity=${encodeURIComponent(`ge0.99|${UCUM}|atm`)}`)).toEqual(['torr-760']);
+      expect(await ids(`value-quantity=${encodeURIComponent(`3000|${UCUM}|[CFU]/L`)}`)).toEqual(['cfu-3']);
+      expect(await ids(`value-quantity=${encodeURIComponent(`3000|${UCUM}|[PFU]/L`)}`)).toEqual([]);
+      expect(await ids(`value-quantity=${encodeURIComponent(`7.4|${UCUM}|[pH]`)}`)).toEqual(['ph-7.4']);
+      expect(await ids(`value-quantity=${encodeURIComponent(`gt7|${UCUM}|[pH]`)}`)).toEqual(['ph-7.4']);
+      // A sort on a quantity orders them by their canonical values: 2 [psi] before 760 Torr.
+      const sorted = ((await api.search(`Observation?value-quantity=${encodeURIComponent(`gt1|${UCUM}|kPa`)}&_sort=value-quantity`)).entry ?? []).map((e: Json) => e.resource.id);
+      expect(sorted).toEqual(['psi-2', 'torr-760']);
+    });
+
+    test('a database of index model 19 gets the canonical rows of the units of the atoms added by the reindex at start', async () => {
+      // As model 19 wrote them: no canonical rows of a unit of an atom outside its table.
+      const newer = new Set(['[psi]', 'Torr', '[CFU]/mL', '[HPF]']);
+      const page = await t.store.resources.indexing.page(0, 1000);
+      await t.store.resources.write('t1', (w) => w.replaceIndex(page.map((r) => {
+        const resource = JSON.parse(r.content) as Json;
+        const index = storedIndex(resource);
+        if (newer.has(resource.valueQuantity?.code)) index.ranges = index.ranges.filter((e) => !e.param.endsWith(canonicalParam('')));
+        return { type: r.type, id: r.id, index, compartments: [] };
+      }), ['search_range', 'search_composite']));
+      await t.store.resources.indexing.setState({ model: 19, after: 0 });
+      expect(await ids(`value-quantity=gt13|${UCUM}|kPa`)).toEqual([]);
+      const run = await reindex(t.store);
+      // The Observations naming UCUM's system: all but the two whose units are as written or of another system.
+      expect(run).toMatchObject({ ran: true, rebuilt: FIXED.length - 2 + MASSES.length });
+      expect(await t.store.resources.indexing.state()).toEqual({ model: INDEX_MODEL, after: 0 });
+      expect(await ids(`value-quantity=gt13|${UCUM}|kPa`)).toEqual(['psi-2', 'torr-760']);
+      expect(await ids(`value-quantity=${encodeURIComponent(`3000|${UCUM}|[CFU]/L`)}`)).toEqual(['cfu-3']);
+      expect(await ids(`code=${LOINC}|29463-7`)).toEqual(['kg-60', 'kg-70', 'lb-160']);
     });
 
     test('a database of index model 4 gets the canonical rows by the reindex at start, its other rows kept', async () => {

@@ -4,8 +4,10 @@
  * below, both agree whether the two are commensurable, and when they are, on the converted value.
  */
 import { describe, expect, test } from 'bun:test';
+import { readFileSync } from 'node:fs';
 import ucum from '@lhncbc/ucum-lhc';
 import { canonicalUnit } from '../../src/fhir/ucum.ts';
+import { ucumUnitDefinitionsFromEssence } from '../helpers/ucum-atoms.ts';
 
 const lhc = ucum.UcumLhcUtils.getInstance();
 
@@ -84,6 +86,83 @@ describe('UCUM canonical units against the LHC UCUM library', () => {
       }
     }
     expect(canonicalUnit('Cel')!.code).toBe('K');
+  });
+});
+
+describe("every unit of UCUM's essence", () => {
+  const file = JSON.parse(readFileSync(new URL('../../src/fhir/ucum-units.json', import.meta.url), 'utf8'));
+  /** Units of every dimension the essence's units have, to convert each of them into. */
+  const PROBES = ['1', 'm', 'g', 's', 'K', 'rad', 'C', 'cd', 'mol', 'eq', 'm2', 'm3', 'm-1', 's-1', 'm/s', 'm/s2', 'N', 'Pa', 'J', 'W', 'A', 'V',
+    'Ohm', 'S', 'F', 'T', 'Wb', 'H', 'sr', 'cd.sr', 'lx', 'g/m', 'g/L', 'mol/s', 'm2/s', 'C/kg', 'J/K', 'J.s', 'A/m', 'g.m-1.s-1', 'Gy',
+    'm3.kg-1.s-2', 'F/m', 'N/A2', 'cd/m2', 'mL/min/kg', 'Pa.s/m3'];
+
+  test('ucum-units.json is the UCUM essence as the LHC library ships it (regenerate: bun scripts/gen-ucum-atoms.ts)', () => {
+    expect(ucumUnitDefinitionsFromEssence()).toEqual(file);
+    expect(file.prefixes).toHaveLength(24);
+    // 7 base units and 304 others: defined as multiples, arbitrary, or special.
+    expect(file.units.length + file.arbitrary.length + file.special.length).toBe(304);
+  });
+
+  test('each defined unit, and its prefixed form, has a canonical form; the LHC library converts it into the same units, to the same value', () => {
+    const disagreements: string[] = [];
+    let compared = 0;
+    // [LPF] is 100 (UCUM: the low power field is a hundred high power fields); the library converts it as 1.
+    const units = (file.units as [string, boolean][]).filter(([code]) => code !== '[LPF]');
+    for (const code of units.flatMap(([code, metric]) => (metric ? [code, `k${code}`, `m${code}`] : [code]))) {
+      const ours = canonicalUnit(code);
+      if (ours === undefined) {
+        disagreements.push(`${code}: no canonical form`);
+        continue;
+      }
+      let commensurable = 0;
+      for (const probe of PROBES) {
+        const p = canonicalUnit(probe)!;
+        const theirs = lhcConvert(code, 2.5, probe);
+        if ((theirs !== undefined) !== (ours.code === p.code)) disagreements.push(`${code} -> ${probe}: ours ${ours.code} / ${p.code}, theirs ${theirs ?? 'refused'}`);
+        else if (theirs !== undefined) {
+          commensurable++;
+          compared++;
+          if (!close(ours.convert(2.5), p.convert(theirs))) disagreements.push(`${code} -> ${probe}: ${ours.convert(2.5)} against ${p.convert(theirs)}`);
+        }
+      }
+      if (commensurable === 0) disagreements.push(`${code}: no probe of its dimension, ${ours.code}`);
+    }
+    expect(disagreements).toEqual([]);
+    expect(compared).toBeGreaterThan(350);
+    expect(canonicalUnit('[LPF]')!.convert(1)).toBe(100);
+    expect(canonicalUnit('[HPF]')!.convert(1)).toBe(1);
+  });
+
+  test('compound units of the newly read atoms: psi, Torr, the US survey and troy units, binary prefixes, bytes', () => {
+    const same = (a: string, va: number, b: string, vb: number) => {
+      const [x, y] = [canonicalUnit(a)!, canonicalUnit(b)!];
+      expect([a, b, x.code]).toEqual([a, b, y.code]);
+      expect(close(x.convert(va), y.convert(vb))).toBe(true);
+      expect(lhcConvert(a, va, b)).toBeCloseTo(vb, 6);
+    };
+    same('[psi]', 1, 'kPa', 6.894757293168361);
+    same('Torr', 760, 'atm', 0.9999972366148532);
+    same('[mi_us]', 1, 'km', 1.6093472186944373);
+    same('[lb_tr]', 1, 'g', 373.2417216);
+    same('KiBy', 1, 'bit', 8192);
+    same('mg/[HPF]', 3, 'mg', 3);
+  });
+
+  test("arbitrary units: each commensurable with its own prefixed forms only; special units other than the temperatures with nothing", () => {
+    expect(canonicalUnit('[CFU]/mL')!.code).toBe(canonicalUnit('[CFU]/L')!.code);
+    expect(canonicalUnit('[CFU]/mL')!.convert(2)).toBe(canonicalUnit('[CFU]/L')!.convert(2000));
+    expect(canonicalUnit('[CFU]')!.code).not.toBe(canonicalUnit('[PFU]')!.code);
+    expect(canonicalUnit('[CFU]')!.code).not.toBe(canonicalUnit('1')!.code);
+    expect(canonicalUnit('[IU]/L')!.code).toBe(canonicalUnit('[iU]/L')!.code);
+    for (const code of file.arbitrary.map((a: [string]) => a[0])) expect([code, canonicalUnit(code)?.code]).toEqual([code, expect.stringContaining('[')]);
+    const converted = ['Cel', '[degF]', '[degRe]'];
+    for (const code of file.special as string[]) {
+      expect([code, canonicalUnit(code)?.code]).toEqual([code, converted.includes(code) ? 'K' : undefined]);
+      expect([code, canonicalUnit(`${code}/h`)]).toEqual([code, undefined]);
+    }
+    // Réaumur: water freezes at 0 and boils at 80.
+    expect(canonicalUnit('[degRe]')!.convert(80)).toBe(canonicalUnit('Cel')!.convert(100));
+    expect(canonicalUnit('[degRe]')!.convert(0)).toBe(273.15);
   });
 });
 

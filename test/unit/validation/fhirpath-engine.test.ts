@@ -437,6 +437,12 @@ describe('quantities (rng-2, age-1)', () => {
     expect(result(rng2(), { low: ucum(68, 'kg'), high: ucum(150, '[lb_av]') }, 'Range')).toBe('true');
     expect(result(rng2(), { low: ucum(69, 'kg'), high: ucum(150, '[lb_av]') }, 'Range')).toBe('false');
     expect(result(rng2(), { low: ucum(120, 'mm[Hg]'), high: ucum(16.1, 'kPa') }, 'Range')).toBe('true');
+    // Every atom of UCUM's essence: 2 [psi] is 13.79 kPa; an arbitrary unit with its own prefixed forms; a logarithm (pH) with nothing.
+    expect(result(rng2(), { low: ucum(2, '[psi]'), high: ucum(14, 'kPa') }, 'Range')).toBe('true');
+    expect(result(rng2(), { low: ucum(2, '[psi]'), high: ucum(13, 'kPa') }, 'Range')).toBe('false');
+    expect(result(rng2(), { low: ucum(3, '[CFU]/mL'), high: ucum(2000, '[CFU]/L') }, 'Range')).toBe('false');
+    expect(result(rng2(), { low: ucum(3, '[CFU]/mL'), high: ucum(2000, '[PFU]/L') }, 'Range')).toBe('empty');
+    expect(result(rng2(), { low: ucum(7, '[pH]'), high: ucum(1, 'mol/L') }, 'Range')).toBe('empty');
     // Special units by their offsets: 37 Cel is 98.6 [degF].
     expect(result(rng2(), { low: ucum(37, 'Cel'), high: ucum(99, '[degF]') }, 'Range')).toBe('true');
     expect(result(rng2(), { low: ucum(37, 'Cel'), high: ucum(98, '[degF]') }, 'Range')).toBe('false');

@@ -207,16 +207,52 @@ const MODEL_CHANGES: Record<number, ModelChange | undefined> = {
       || (c.kind === 'missing' && (c.table === 'search_index' || c.table === 'search_composite' || c.params.some((p) => p.endsWith(':text')))),
     sorts: (k) => k.by === 'param' && (k.table === 'search_index' || k.table === 'search_composite'),
   },
-  // A UCUM quantity whose unit has an atom the essence defines and the table before it did not: canonical range
-  // and composite rows, and the sort key (in its canonical unit, not as written). The test names every resource
-  // naming the UCUM system (`"system":"http://unitsofmeasure.org"`, as model 5's): telling the new atoms apart
-  // would need the old table. Conditions on canonical rows read them, and so does `_sort` on a quantity.
+  // A UCUM quantity whose unit has an atom the essence defines and the table before it did not (or a binary
+  // prefix): canonical range and composite rows, and the sort key (in its canonical unit, not as written). A new
+  // atom shadows no unit the table read before (`ph`, phot, was no `p` and `h`: hours take no prefix). Conditions
+  // on canonical rows read them, and so does `_sort` on a quantity.
   20: {
-    touches: (content) => content.includes(UCUM_SYSTEM), tables: ['search_range', 'search_composite'],
+    touches: (content) => content.includes(UCUM_SYSTEM) && holdsUcumCode(JSON.parse(content), namesModel20Atom),
+    tables: ['search_range', 'search_composite'],
     reads: (c) => (c.kind === 'number' || c.kind === 'composite') && c.param.endsWith(CANONICAL_SUFFIX),
     sorts: (k) => k.by === 'param' && k.param.endsWith(SORT_SUFFIX),
   },
 };
+
+/**
+ * The atoms src/fhir/ucum.ts first read in model 20 (UCUM's essence less the table before it), the binary
+ * prefixes, and `[g]`, which the essence lets take a prefix (`k[g]`) and the table did not: a unit code holding
+ * none of them, nor a prefixed barn (PREFIXED_BARN), reduces as it did (a code holding one as text, `[psi]` in
+ * an annotation, is rebuilt all the same). Fixed: it says what model 20 changed, whatever later tables add.
+ */
+const MODEL_20_ATOMS = (
+  "' '' AU pc [c] [h] [k] [eps_0] [mu_0] [e] [m_e] [m_p] [G] Torr [ly] Ky Gal Bi Mx Oe Gb sb Lmb ph [fth_i] " +
+  "[kn_i] [bf_i] [cr_i] [cml_i] [hd_i] [ft_us] [yd_us] [in_us] [rd_us] [ch_us] [lk_us] [rch_us] [rlk_us] " +
+  "[fth_us] [fur_us] [mi_us] [acr_us] [srd_us] [smi_us] [sct] [twp] [mil_us] [in_br] [ft_br] [rd_br] [ch_br] " +
+  "[lk_br] [fth_br] [pc_br] [yd_br] [mi_br] [nmi_br] [kn_br] [acr_br] [crd_us] [bu_us] [gal_wi] [pk_us] " +
+  "[dqt_us] [dpt_us] [pk_br] [bu_br] [fdr_br] [min_br] [lbf_av] [pwt_tr] [oz_tr] [lb_tr] [sc_ap] [dr_ap] " +
+  "[oz_ap] [lb_ap] [oz_m] [lne] [pnt] [pca] [pnt_pr] [pca_pr] [pied] [pouce] [ligne] [didot] [cicero] cal_[15] " +
+  "cal_[20] cal_m [Btu_39] [Btu_59] [Btu_60] [Btu_m] [Btu_IT] [Btu_th] [Btu] [HP] tex [den] [PRU] [wood'U] [Ch] " +
+  "[hnsf'U] [MET] [S] [HPF] [LPF] st att mho [psi] circ sph [car_m] [car_Au] [smoot] bit By [hp_X] [hp_C] " +
+  "[hp_M] [hp_Q] [kp_X] [kp_C] [kp_M] [kp_Q] [USP'U] [GPL'U] [MPL'U] [APL'U] [beth'U] [anti'Xa'U] [todd'U] " +
+  "[dye'U] [smgy'U] [bdsk'U] [ka'U] [knk'U] [mclg'U] [tb'U] [CCID_50] [TCID_50] [EID_50] [PFU] [FFU] [CFU] [IR] " +
+  "[BAU] [AU] [Amb'a'1'U] [PNU] [Lf] [D'ag'U] [FEU] [ELU] [EU] [degRe]"
+).split(' ').concat(['Ki', 'Mi', 'Gi', 'Ti', '[g]']);
+/** A barn with a prefix (`mb`), which the table read and the essence, whose barn takes none, does not. */
+const PREFIXED_BARN = /(?:^|[./(])(?:da|[YZEPTGMkhdcmunpfazy])b(?:[+-]?\d+)?(?=$|[./(){])/;
+
+function namesModel20Atom(code: string): boolean {
+  return MODEL_20_ATOMS.some((atom) => code.includes(atom)) || PREFIXED_BARN.test(code);
+}
+
+/** Whether `node` holds an object of the UCUM system whose `code` (a unit) passes `test`, at any depth. */
+function holdsUcumCode(node: unknown, test: (code: string) => boolean): boolean {
+  if (node === null || typeof node !== 'object') return false;
+  if (Array.isArray(node)) return node.some((n) => holdsUcumCode(n, test));
+  const o = node as Record<string, unknown>;
+  if (o.system === UCUM_SYSTEM && typeof o.code === 'string' && test(o.code)) return true;
+  return Object.values(o).some((v) => holdsUcumCode(v, test));
+}
 
 /** Whether `node` holds an object with a `system` but neither a `code` nor a `value` string (indexer.ts tokenValues), at any depth. */
 function holdsSystemAlone(node: unknown): boolean {

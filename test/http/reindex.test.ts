@@ -187,10 +187,14 @@ describe('touchedSince', () => {
     expect(tablesSince(17)).toEqual(['search_string', 'search_index', 'search_composite', 'search_range']);
     expect(tablesSince(18)).toEqual(['search_index', 'search_string', 'search_composite', 'search_range']);
     expect(tablesSince(19)).toEqual(['search_range', 'search_composite']);
-    // Model 20: resources naming the UCUM system (those of units the old table read too, which the test cannot tell apart).
+    // Model 20: resources holding a UCUM unit of an atom the table before it did not read (in a component too), a
+    // binary prefix, `[g]` with a prefix or a barn with one; not those of the units it read.
     const since19 = touchedSince(19);
-    expect(since19('{"resourceType":"Observation","valueQuantity":{"value":5,"system":"http://unitsofmeasure.org","code":"[psi]"}}')).toBe(true);
-    expect(since19('{"resourceType":"Observation","valueQuantity":{"value":5,"unit":"psi"},"code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]}}')).toBe(false);
+    const quantity = (code: string, system = 'http://unitsofmeasure.org') => JSON.stringify({ resourceType: 'Observation', valueQuantity: { value: 5, system, code } });
+    for (const code of ['[psi]', 'Torr', '[HPF]', '[CFU]/mL', 'mg/[HPF]', '[mi_us]', 'KiBy', 'k[g]', 'mb', 'ug/(mb.s)', '[degRe]']) expect({ code, touched: since19(quantity(code)) }).toEqual({ code, touched: true });
+    for (const code of ['mg', 'mg/dL', 'mm[Hg]', '[lb_av]', 'Cel', '[degF]', '10*9/L', '{beats}/min', 'bar', '[pH]', 'm/s2', 'b']) expect({ code, touched: since19(quantity(code)) }).toEqual({ code, touched: false });
+    expect(since19(JSON.stringify({ resourceType: 'Observation', component: [{ valueQuantity: { value: 2, system: 'http://unitsofmeasure.org', code: '[psi]' } }] }))).toBe(true);
+    expect(since19(quantity('[psi]', 'http://example.org/units'))).toBe(false);
     // Model 18: resources holding a display (a Coding's; those with a code too, which the test cannot tell apart).
     const since17 = touchedSince(17);
     expect(since17('{"resourceType":"Condition","code":{"coding":[{"display":"Headache"}]}}')).toBe(true);

@@ -781,8 +781,8 @@ CREATE INDEX subscription_event_tally_sub ON subscription_event_tally (tenant, s
 -- Index model 20 (src/fhir/reindex.ts): a UCUM quantity whose unit has an atom of UCUM's essence outside the
 -- table before it (\`[psi]\`, \`Torr\`, \`[HPF]\`, \`[CFU]/mL\`; src/fhir/ucum.ts) gets canonical range and composite
 -- rows, which a quantity search with a UCUM unit reads, and its sort key in its canonical unit. A database
--- holding resources gets them from the reindex that \`cinder serve\` runs at start (only the resources naming
--- the UCUM system are rebuilt, their range and composite rows); an empty one follows model 20 already.
+-- holding resources gets them from the reindex that \`cinder serve\` runs at start (only the resources holding
+-- such a unit are rebuilt, their range and composite rows); an empty one follows model 20 already.
 UPDATE index_state SET value = 20 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
 `,
   },

@@ -483,11 +483,19 @@ export interface PutOptions {
    */
   unvalidated?: FhirError;
   /**
-   * Takes the judgement of a patient's Provenance's targets (requireOwnTargets) to run once every write of the
-   * request is made, in the same transaction: a transaction's entries, so that a record another entry writes, before
-   * or after the Provenance's in the Bundle's order, counts as written. Absent: judged as the Provenance is written.
+   * Takes the judgement of a patient's Provenance's targets (requireOwnTargets), and of the token's create or update
+   * scope filter (whose chains may name another entry's resource), to run once every write of the request is made, in
+   * the same transaction: a transaction's entries, so that a record another entry writes, before or after this one in
+   * the Bundle's order, counts as written. Absent: judged as the resource is written.
    */
   deferTargets?: (judge: () => Promise<void>) => void;
+  /**
+   * How the chains and `_has` of the token's create or update scope filter (`Observation.cu?subject:Patient.name=x`)
+   * look the other resources up inside the write's transaction `w` (its search and present: the transaction's own
+   * writes included, and no second connection waited for). Absent (an import, the server's own writes): such a
+   * filter admits nothing, as no lookup finds anything.
+   */
+  filterLookups?: (w: ResourceWriter) => MatchContext;
 }
 
 /** The options of a request's writes at `now`: its access, the core resources, the tenant's FHIR base and Subscription activation. */
@@ -496,6 +504,7 @@ export function putOptions(deps: FhirDeps, req: FhirRequest, now: number): PutOp
   return {
     now, access: req.access, ...(deps.core ? { core: deps.core } : {}), ...(base !== undefined && { base }),
     ...(deps.subscriptions && { activateSubscription: deps.subscriptions.activation(req, now) }),
+    filterLookups: (w) => writerTargetReads(deps, req.tenant, w).lookups!,
   };
 }
 
@@ -562,7 +571,13 @@ export async function putPrepared(w: ResourceWriter, p: PreparedVersion, opts: P
     if (opts.deferTargets) opts.deferTargets(judge);
     else await judge();
   }
-  if (opts.access.filters?.(type, exists ? 'u' : 'c')) await requireFilter(opts.access, exists ? 'u' : 'c', JSON.parse(v.content) as Resource, lastUpdated, txLookups(opts.base));
+  if (opts.access.filters?.(type, exists ? 'u' : 'c')) {
+    // Judged with the transaction's other writes made, when it has them: a chain may name a resource a later entry creates.
+    const written = JSON.parse(v.content) as Resource;
+    const judge = () => requireFilter(opts.access, exists ? 'u' : 'c', written, lastUpdated, opts.filterLookups?.(w) ?? txLookups(opts.base));
+    if (opts.deferTargets) opts.deferTargets(judge);
+    else await judge();
+  }
   if (exists && !always && storesSame(current, p)) {
     const refused = opts.unvalidated && { refused: opts.unvalidated.issues };
     return { version: { type, id, versionId: current.versionId, lastUpdated: current.lastUpdated, deleted: false, content: current.content }, created: false, unchanged: true, ...refused };
@@ -886,7 +901,7 @@ export function referenceReach(deps: FhirDeps, req: FhirRequest): ReferenceReach
   };
 }
 
-/** A write's own scope filter (`c`, `u`) is matched without a search: one with a chain does not admit the write. */
+/** Without a request's lookups (PutOptions.filterLookups), a write's own scope filter (`c`, `u`) is matched without a search: one with a chain does not admit the write. */
 const NO_LOOKUPS: MatchContext = { exists: async () => false };
 
 /** NO_LOOKUPS with the tenant's FHIR base, under which absolute references are the tenant's (MatchContext.base). */

@@ -94,7 +94,7 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
       await requireJudgedEntries(w, planned);
       const versions = await settleVersions(w, pending, opts, (p) => writtenBy(p)!);
       const anew = (p: Planned) => versions.has(p) && writtenAnew(p, opts.activateSubscription !== undefined);
-      // A patient's Provenance's targets are judged once every entry is written: a record the Bundle writes counts, whatever the order.
+      // A patient's Provenance's targets and the token's write scope filters are judged once every entry is written: a record the Bundle writes counts, whatever the order.
       const deferred: { p: Planned; judge: () => Promise<void> }[] = [];
       for (const p of sorted) {
         if (p.entry.method === 'GET' || p.follows) continue;

@@ -1,18 +1,19 @@
 import { STATUS_CODES } from 'node:http';
 import { FhirError, type FhirIssue } from '../errors.ts';
 import { requireAccess } from './access.ts';
-import type { ResourceVersion, ResourceWriter } from '../store/types.ts';
+import type { Condition, ResourceVersion, ResourceWriter } from '../store/types.ts';
 import { entryPath, located, type Entry } from './bundle-entries.ts';
 import { follow, resolveConditionalReferences, sharedWrites, type ConditionalReference, type TransactionWrite } from './bundle-conditional.ts';
 import { etag } from './bundle.ts';
 import { conditionElement, withEntryIds } from './bundle-match-urls.ts';
 import { splitVersion, versionBeforeWrite, type PendingVersion } from './bundle-versions.ts';
 import { cloneExact, parseExact } from './exact-json.ts';
-import { ConditionRaced, conditionKey, heldToMatch, resolveCondition, showCondition, storedMatch } from './conditional.ts';
+import { ConditionRaced, conditionKey, heldToMatch, requireFoundByCondition, resolveCondition, showCondition, storedMatch } from './conditional.ts';
 import { deleteVersion, putVersion, reachJudged, refusedNoOp, requireStoredInReach, requireWritableContext, stillJudged, type ContextReads, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
 import { securityContextTarget } from './binary.ts';
 import { lookups } from './core-search.ts';
 import { operationOutcome, unchangedOutcome } from './outcome.ts';
+import { criteriaOf } from './search.ts';
 import type { WrittenResource } from './referential-integrity.ts';
 import { isAbsoluteReference, isIdentity, isUrnReference, parseReference, pathTo, replaceLinks, walkReferences } from './references.ts';
 import { NoneMatchFailed, parseIfMatch, parseIfNoneMatch, requireIfMatch, VersionConflict, type IfMatch } from './if-match.ts';
@@ -42,6 +43,8 @@ export interface Planned {
   patched?: Patched;
   /** A conditional POST or PUT whose condition matched nothing: the condition (conditionKey) its write settles. */
   settles?: string;
+  /** With `settles`: the condition (its fullUrls replaced by ids) and its criteria, which the resource it creates must meet (requireFoundByCondition). */
+  creates?: { condition: string; criteria: Condition[] };
   /** A conditional PUT that matched nothing, with an id in its body: it may only create (PutOptions.createOnly). */
   createOnly?: boolean;
   /** Another entry of the same condition writes the resource, and this one writes nothing (sharedWrites). */
@@ -102,7 +105,10 @@ async function resolveTarget(
   // A conditional create runs after the transaction's deletes (http.html 3.1.0.11.2): what they delete
   // matches nothing. The targets of updates and patches, matched by content, are left to checkTargets.
   const match = await resolveCondition(deps, req, entry.type, query, at(entry), entry.method === 'POST' ? deleted : undefined, held);
-  if (!match && (entry.method === 'POST' || entry.method === 'PUT')) p.settles = conditionKey(entry.type, entry.condition);
+  if (!match && (entry.method === 'POST' || entry.method === 'PUT')) {
+    p.settles = conditionKey(entry.type, entry.condition);
+    p.creates = { condition: showCondition(entry.type, query), criteria: await criteriaOf(deps, req, entry.type, query, deps.clock.now()) };
+  }
   if (entry.method === 'POST') {
     if (match) p.existing = match;
     if (match && (await storedMatch(deps, req, entry.type, match))) p.holdsExisting = true;
@@ -520,11 +526,22 @@ export function followerEntry(leader: Json): Json {
 
 /** Performs a POST, PUT, PATCH or DELETE entry inside the open store transaction; its errors name the entry. */
 export async function writeEntry(w: ResourceWriter, p: Planned, opts: PutOptions, base: string): Promise<Json> {
+  let written: Json;
   try {
-    return await writeOne(w, p, opts, base);
+    written = await writeOne(w, p, opts, base);
   } catch (err) {
     throw err instanceof FhirError ? entryError(err, p.entry, `${at(p.entry)}.resource`) : err;
   }
+  const creates = p.creates;
+  if (creates !== undefined && p.follows === undefined) {
+    // Its references rewritten to the ids the Bundle gives; judged, in a transaction, once every entry is written (a chain may name another's).
+    const resource = { ...p.entry.resource!, id: p.id } as Resource;
+    const ctx = opts.filterLookups?.(w) ?? { exists: async () => false, ...(opts.base !== undefined && { base: opts.base }) };
+    const judge = () => requireFoundByCondition(resource, opts.now, creates.criteria, ctx, creates.condition, conditionElement(p.entry));
+    if (opts.deferTargets) opts.deferTargets(judge);
+    else await judgeEntry(p, judge);
+  }
+  return written;
 }
 
 /**

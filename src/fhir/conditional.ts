@@ -1,14 +1,17 @@
 import { requireAccess } from './access.ts';
 import { FhirError } from '../errors.ts';
 import { createHash } from 'node:crypto';
-import type { ResourceVersion, ResourceWriter, SearchQuery } from '../store/types.ts';
+import type { Condition, ResourceVersion, ResourceWriter, SearchQuery } from '../store/types.ts';
 import { createResource, deleteResource, isRefusal, updateResource, validationLevel, type FhirDeps, type FhirRequest, type UpdatePreconditions, type WriteResult } from './crud.ts';
 import { carryLiterals } from './exact-json.ts';
 import { asResource, checkTypeAndId, withoutId } from './resource.ts';
 import type { HeldSearches } from './bundle-held-searches.ts';
 import { requireIfMatch, VersionConflict, type IfMatch } from './if-match.ts';
 import { requireValidPaced } from './validation/check.ts';
-import { CONTROL, searchResources } from './search.ts';
+import { CONTROL, criteriaOf, searchResources } from './search.ts';
+import { writerTargetReads } from './provenance-reach.ts';
+import { matchConditions, type MatchContext } from './search-match.ts';
+import type { Resource } from './resource.ts';
 import { containedMode } from './search-contained.ts';
 import { hasCoreResources } from './core-layer.ts';
 import { strictQuery } from './query-encoding.ts';
@@ -257,6 +260,41 @@ export function writeConditions(entries: { type: string; method: string; conditi
 }
 
 /**
+ * Refuses (400) a conditional create, or a conditional update that creates, whose resource its own condition
+ * would not find: the next request of the same condition (a retry, the next run of an import) would find
+ * nothing and create another, so the condition protects nothing; it is a client's mistake, such as a wrong
+ * identifier system. HAPI FHIR refuses the same (HAPI-0929, "the supplied resource did not satisfy the
+ * conditional URL"). `criteria` are the condition's own (criteriaOf), matched against `resource` as written
+ * (`id` undefined while the server has not given one: an `_id` criterion is never met by a create) at
+ * `lastUpdated`, its chains and `_has` looked up through `ctx`. A transaction judges this once all its
+ * entries are written, so that another entry's resource counts.
+ */
+export async function requireFoundByCondition(
+  resource: Resource, lastUpdated: number, criteria: Condition[], ctx: MatchContext, condition: string, expression: string | undefined,
+): Promise<void> {
+  if (await matchConditions(resource, lastUpdated, criteria, ctx)) return;
+  throw new FhirError('invalid', `The resource does not meet its own condition '${condition}': the condition would not find it once created, so a repeat of this request would create another`, {
+    ...(expression === undefined ? {} : { expression: [expression] }),
+  });
+}
+
+/**
+ * A REST conditional create's or update's claim of its condition (`settle`), returning requireFoundByCondition
+ * for the version it writes, judged in its transaction after the write's other checks (its chains through the
+ * writer). The criteria are completed first, on the pool.
+ */
+async function settledAndFound(
+  deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, condition: string, settle: Settle, expression: string | undefined,
+): Promise<(w: ResourceWriter) => Promise<(written: ResourceVersion) => Promise<void>>> {
+  const criteria = await criteriaOf(deps, req, type, query, deps.clock.now());
+  return async (w) => {
+    await settle(w, [condition]);
+    const ctx = writerTargetReads(deps, req.tenant, w).lookups!;
+    return (v) => requireFoundByCondition(JSON.parse(v.content) as Resource, v.lastUpdated, criteria, ctx, showCondition(type, query), expression);
+  };
+}
+
+/**
  * FHIR R4 conditional create (3.1.0.8.1, `If-None-Exist`): no match creates (201), one match returns
  * it without writing (200), several are 412. Creates of the same condition run one after another
  * (exclusively), so that the later ones find the first's resource, in other processes too.
@@ -275,7 +313,7 @@ export async function conditionalCreate(
   return exclusively(deps, req.tenant, [condition], async (settle) => {
     const match = await resolveCondition(deps, req, type, query, 'If-None-Exist');
     if (match) return { version: match, created: false, unchanged: false, matched: true };
-    return createResource(deps, req, type, resource, (w) => settle(w, [condition]));
+    return createResource(deps, req, type, resource, await settledAndFound(deps, req, type, query, condition, settle, 'If-None-Exist'));
   });
 }
 
@@ -315,7 +353,7 @@ export async function conditionalUpdate(
       const matched = carryLiterals(resource, { ...resource, id: match.id });
       return writeToMatch(deps, req, type, match, ifMatch, (held) => updateResource(deps, req, type, match.id, matched, { ifMatch: held, ifNoneMatch }));
     }
-    const settles = (w: ResourceWriter) => settle(w, [condition]);
+    const settles = await settledAndFound(deps, req, type, query, condition, settle, undefined);
     if (resource.id !== undefined) return updateResource(deps, req, type, resource.id, resource, pre, settles, true);
     // Nothing matched, so nothing has a current version for If-Match to hold on (RFC 9110 13.1.1).
     requireIfMatch(ifMatch, `${type}?${query}`, null);

@@ -483,8 +483,9 @@ export interface PutOptions {
    */
   unvalidated?: FhirError;
   /**
-   * Takes the judgement of a patient's Provenance's targets (requireOwnTargets), and of the token's create or update
-   * scope filter (whose chains may name another entry's resource), to run once every write of the request is made, in
+   * Takes the judgement of a patient's Provenance's targets (requireOwnTargets), of the token's create or update
+   * scope filter and of a conditional create's own condition (whose chains may name another entry's resource:
+   * requireFoundByCondition), to run once every write of the request is made, in
    * the same transaction: a transaction's entries, so that a record another entry writes, before or after this one in
    * the Bundle's order, counts as written. Absent: judged as the resource is written.
    */
@@ -658,8 +659,12 @@ function coreVersion(deps: FhirDeps, type: string, id: string): Promise<Resource
   return deps.core !== undefined && hasCoreResources(type) ? deps.core.read(type, id) : null;
 }
 
-/** A conditional write's claim of the conditions it settles (conditional.ts Settle), taken first in its transaction. */
-export type SettleIn = (w: ResourceWriter) => Promise<void>;
+/**
+ * A conditional write's claim of the conditions it settles (conditional.ts Settle), taken first in its transaction.
+ * What it returns, if anything, judges the version written, after the write's other checks (that its resource
+ * meets its condition: requireFoundByCondition).
+ */
+export type SettleIn = (w: ResourceWriter) => Promise<void | ((written: ResourceVersion) => Promise<void>)>;
 
 /**
  * FHIR R4 create (3.1.0.8): server-assigned id; any id in the body is ignored. `method` PUT: a conditional
@@ -681,9 +686,10 @@ export async function createResource(
     const opts = putOptions(deps, req, now);
     await deps.subscriptions?.prepare([resource], opts.activateSubscription);
     return writeTx(deps, req.tenant, async (w) => {
-      await settle?.(w);
+      const judge = await settle?.(w);
       const written = await putVersion(w, resource, newId(), opts, method);
       await requireReferences(deps, w, req.tenant, [{ resource, path: type }], referenceReach(deps, req));
+      if (judge) await judge(written.version);
       return written;
     });
   });
@@ -726,10 +732,11 @@ export async function updateResource(
       if (createOnly) opts.createOnly = true;
       if (unvalidated) opts.unvalidated = unvalidated;
       return writeTx(deps, req.tenant, async (w) => {
-        await settle?.(w);
+        const judge = await settle?.(w);
         await requireJudged(w, type, id, judged);
         const written = await putVersion(w, resource, id, opts, method);
         await requireReferences(deps, w, req.tenant, [{ resource, path: type }], referenceReach(deps, req));
+        if (judge) await judge(written.version);
         return written;
       });
     });

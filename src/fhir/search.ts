@@ -1053,6 +1053,17 @@ export function guardLinked(access: Access, conditions: Condition[]): Condition[
 }
 
 /**
+ * The conditions of a conditional write's criteria `query` alone, completed as storeQuery completes a search's
+ * (value sets and hierarchies resolved, chains and `_has` guarded), without the token's scope filter and
+ * compartment: what a resource must meet for the condition to find it (requireFoundByCondition). Read on the pool.
+ */
+export async function criteriaOf(deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, now: number): Promise<Condition[]> {
+  const compiled = compileSearch(type, query, true, now);
+  const resolve: ResolveDeps = { expandCodes: deps.expandCodes, fhirBase: deps.fhirBase, store: deps.store, access: req.access };
+  return guardLinked(req.access, await resolveConditions(resolve, req.tenant, compiled.pending));
+}
+
+/**
  * Completes a compiled search of `type` for the store: its pending conditions resolved, chains and
  * `_has` guarded, the token's scope filter and patient compartment applied (or `compartment`, a
  * compartment search's). Undefined when the token can see none of it (another patient's compartment).

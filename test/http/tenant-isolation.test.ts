@@ -203,9 +203,12 @@ await eachStore((kind, fresh) => {
         { resource: { resourceType: 'Observation', status: 'final', code: { text: 'y' }, subject: { reference: 'Patient?identifier=urn:mrn|secret' } }, request: { method: 'POST', url: 'Observation' } },
       ] });
       expect(txn.status).toBe(412);
-      const created = await b('POST', 'Patient', { resourceType: 'Patient', name: [{ family: 'Beta' }] }, { 'If-None-Exist': 'identifier=urn:mrn|secret' });
+      // Each creates a Patient its condition finds (a conditional create must), in t2: the DELETE between them removes the first.
+      const secret = [{ system: 'urn:mrn', value: 'secret' }];
+      const created = await b('POST', 'Patient', { resourceType: 'Patient', identifier: secret, name: [{ family: 'Beta' }] }, { 'If-None-Exist': 'identifier=urn:mrn|secret' });
       expect(created.status).toBe(201);
-      const updated = await b('PUT', 'Patient?identifier=urn:mrn|secret', { resourceType: 'Patient', name: [{ family: 'Gamma' }] });
+      expect((await b('DELETE', 'Patient?identifier=urn:mrn|secret')).status).toBeLessThan(300);
+      const updated = await b('PUT', 'Patient?identifier=urn:mrn|secret', { resourceType: 'Patient', identifier: secret, name: [{ family: 'Gamma' }] });
       expect(updated.status).toBe(201);
       expect((await b('DELETE', 'Patient?identifier=urn:mrn|secret')).status).toBeLessThan(300);
       // t1's Patient is untouched.

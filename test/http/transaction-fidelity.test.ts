@@ -150,7 +150,7 @@ await eachStore((kind, fresh) => {
       await nothingWritten(tx([{ resource: { resourceType: 'Patient', id: 'other' }, request: { method: 'PUT', url: 'Patient?identifier=urn:s|zzz' } }]), 409);
       // An id nothing holds is created, by REST and in a transaction.
       expect((await api.put('Patient?identifier=urn:s|new1', { resourceType: 'Patient', id: 'new1', identifier: [{ system: 'urn:s', value: 'new1' }] })).status).toBe(201);
-      const res = await ok(tx([{ resource: { resourceType: 'Patient', id: 'new2' }, request: { method: 'PUT', url: 'Patient?identifier=urn:s|new2' } }]));
+      const res = await ok(tx([{ resource: { resourceType: 'Patient', id: 'new2', identifier: [{ system: 'urn:s', value: 'new2' }] }, request: { method: 'PUT', url: 'Patient?identifier=urn:s|new2' } }]));
       expect(res.entry[0].response.status).toBe('201 Created');
     });
 

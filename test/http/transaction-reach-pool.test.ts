@@ -20,7 +20,10 @@ const provenance = (targets: string[], agent: string, id?: string) => ({
   resourceType: 'Provenance', ...(id && { id }), target: targets.map((reference) => ({ reference })), recorded: RECORDED, agent: [{ who: { reference: `Practitioner/${agent}` } }],
 });
 const OWN = ['Observation/o1', 'Patient/p1'];
-const binary = (context: string, id?: string) => ({ resourceType: 'Binary', ...(id && { id }), contentType: 'text/plain', securityContext: { reference: context }, data: 'aGVsbG8=' });
+/** A Binary filed under `context`, tagged `tag` (what a conditional create of it searches by: a create never meets an `_id`). */
+const binary = (context: string, tag: string, id?: string) => ({
+  resourceType: 'Binary', ...(id && { id }), meta: { tag: [{ system: 'urn:t', code: tag }] }, contentType: 'text/plain', securityContext: { reference: context }, data: 'aGVsbG8=',
+});
 
 for (const target of targets) {
   describe(`a patient token's transaction searching Provenance or Binary again at its commit (${target.kind})`, () => {
@@ -66,15 +69,15 @@ for (const target of targets) {
         expect([
           await put(provenance(['Observation/o1'], 'known-in', 'prov-in')), await put(provenance(['Observation/o2'], 'known-out', 'prov-out')),
           await put(provenance(['Observation/o1/_history/1'], 'known-v1', 'prov-v1')), await put(provenance(['Observation/o2/_history/1'], 'known-v2', 'prov-v2')),
-          await put(binary('Observation/o1', 'bin-in')), await put(binary('Observation/o2', 'bin-out')),
+          await put(binary('Observation/o1', 'bin-in', 'bin-in')), await put(binary('Observation/o2', 'bin-out', 'bin-out')),
         ]).toEqual([201, 201, 201, 201, 201, 201]);
         const answer = await transaction(t, token, [
           create(provenance(OWN, 'known-in'), 'agent=Practitioner/known-in'),
           create(provenance(OWN, 'known-out'), 'agent=Practitioner/known-out'),
           create(provenance(OWN, 'known-v1'), 'agent=Practitioner/known-v1'),
           create(provenance(OWN, 'known-v2'), 'agent=Practitioner/known-v2'),
-          create(binary('Observation/o1'), '_id=bin-in'),
-          create(binary('Observation/o1'), '_id=bin-out'),
+          create(binary('Observation/o1', 'bin-in'), '_tag=urn:t|bin-in'),
+          create(binary('Observation/o1', 'bin-out'), '_tag=urn:t|bin-out'),
         ]);
         expect(answer.status).toBe(200);
         const responses = answer.responses as Json[];

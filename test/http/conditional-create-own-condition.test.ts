@@ -1,0 +1,84 @@
+/**
+ * A conditional create (`If-None-Exist`, a Bundle entry's `ifNoneExist`) or a conditional update that creates
+ * must write a resource its own condition finds, or a repeat of the request creates another: refused with a
+ * 400 naming the condition (HAPI FHIR's HAPI-0929), alike in REST, a transaction and a batch. A transaction's
+ * entries of one condition shared one write however it was written, so the second of two such POSTs "found"
+ * the first's resource, where the same two requests made one after another created two. On both databases.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+
+const patient = (value: string, extra: Json = {}): Json => ({ resourceType: 'Patient', identifier: [{ system: 'urn:s', value }], ...extra });
+const bundle = (type: string, entry: Json[]) => ({ resourceType: 'Bundle', type, entry });
+const U1 = 'urn:uuid:8b0f3e42-4c1b-4d7e-9f55-0a4c2a1d0001';
+const U2 = 'urn:uuid:8b0f3e42-4c1b-4d7e-9f55-0a4c2a1d0002';
+
+await eachStore((kind, fresh) => {
+  describe(`a conditional create meets its own condition (${kind})`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    const count = async (query: string) => ((await api.search(`${query}&_summary=count`)) as Json).total as number;
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      api = fhirClient(t, await t.token());
+    });
+    afterAll(() => t.close());
+
+    test('REST: If-None-Exist that the resource does not meet is a 400 naming the header, and nothing is written', async () => {
+      const before = await count('Patient?active=true');
+      const outcome = await expectOutcome(await api.post('Patient', patient('other', { active: true }), { 'If-None-Exist': 'identifier=urn:s|wanted' }), 400, 'invalid');
+      expect(outcome.issue[0].expression).toEqual(['If-None-Exist']);
+      expect(outcome.issue[0].diagnostics).toContain("'Patient?identifier=urn:s|wanted'");
+      // An `_id` the server does not give a create is never met.
+      await expectOutcome(await api.post('Patient', patient('x', { active: true }), { 'If-None-Exist': '_id=chosen' }), 400, 'invalid');
+      expect(await count('Patient?active=true')).toBe(before);
+      // One that meets it is created, and found by the repeat.
+      expect((await api.post('Patient', patient('met'), { 'If-None-Exist': 'identifier=urn:s|met' })).status).toBe(201);
+      expect((await api.post('Patient', patient('met'), { 'If-None-Exist': 'identifier=urn:s|met' })).status).toBe(200);
+      expect(await count('Patient?identifier=urn:s|met')).toBe(1);
+    });
+
+    test('REST: a conditional update that would create a resource its condition misses is a 400', async () => {
+      await expectOutcome(await api.put('Patient?identifier=urn:s|put-wanted', patient('put-other')), 400, 'invalid');
+      await expectOutcome(await api.put('Patient?identifier=urn:s|put-wanted', patient('put-other', { id: 'put-id' })), 400, 'invalid');
+      expect(await count('Patient?identifier=urn:s|put-other')).toBe(0);
+      expect((await api.get('Patient/put-id')).status).toBe(404);
+      expect((await api.put('Patient?identifier=urn:s|put-met', patient('put-met'))).status).toBe(201);
+    });
+
+    test('a transaction of two entries of one condition their resources do not meet is refused, as the two requests would not share one', async () => {
+      const res = await api.post('', bundle('transaction', [
+        { fullUrl: U1, request: { method: 'POST', url: 'Patient', ifNoneExist: 'identifier=urn:s|tx-wanted' }, resource: patient('tx-a', { active: true }) },
+        { fullUrl: U2, request: { method: 'POST', url: 'Patient', ifNoneExist: 'identifier=urn:s|tx-wanted' }, resource: patient('tx-b', { active: true }) },
+      ]));
+      const outcome = await expectOutcome(res, 400, 'invalid');
+      expect(outcome.issue[0].expression).toEqual(['Bundle.entry[0].request.ifNoneExist']);
+      expect(await count('Patient?identifier=urn:s|tx-a,urn:s|tx-b')).toBe(0);
+    });
+
+    test("a transaction's condition may name another entry's resource, judged once every entry is written", async () => {
+      const entries = (identifier: string) => [
+        { request: { method: 'POST', url: 'Observation', ifNoneExist: `subject=${U1}&code=urn:c|w` }, resource: { resourceType: 'Observation', status: 'final', code: { coding: [{ system: 'urn:c', code: 'w' }] }, subject: { reference: U1 } } },
+        { fullUrl: U1, request: { method: 'POST', url: 'Patient', ifNoneExist: `identifier=urn:s|${identifier}` }, resource: patient(identifier) },
+        { request: { method: 'POST', url: 'Observation', ifNoneExist: `subject:Patient.identifier=urn:s|${identifier}&code=urn:c|h` }, resource: { resourceType: 'Observation', status: 'final', code: { coding: [{ system: 'urn:c', code: 'h' }] }, subject: { reference: U1 } } },
+      ];
+      const first = (await (await api.post('', bundle('transaction', entries('chained')))).json()) as Json;
+      expect(first.entry.map((e: Json) => e.response.status.slice(0, 3))).toEqual(['201', '201', '201']);
+      // The same Bundle again finds all three.
+      const again = (await (await api.post('', bundle('transaction', entries('chained')))).json()) as Json;
+      expect(again.entry.map((e: Json) => e.response.status.slice(0, 3))).toEqual(['200', '200', '200']);
+    });
+
+    test("a batch's entry that misses its condition is a 400 of its own; the others are written", async () => {
+      const res = (await (await api.post('', bundle('batch', [
+        { request: { method: 'POST', url: 'Patient', ifNoneExist: 'identifier=urn:s|b-wanted' }, resource: patient('b-other') },
+        { request: { method: 'POST', url: 'Patient', ifNoneExist: 'identifier=urn:s|b-met' }, resource: patient('b-met') },
+      ]))).json()) as Json;
+      expect(res.entry.map((e: Json) => e.response.status.slice(0, 3))).toEqual(['400', '201']);
+      expect(res.entry[0].response.outcome.issue[0].expression).toEqual(['Bundle.entry[0].request.ifNoneExist']);
+      expect(await count('Patient?identifier=urn:s|b-other')).toBe(0);
+    });
+  });
+});

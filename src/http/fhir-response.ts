@@ -26,6 +26,16 @@ function mediaRange(range: string): { type: string; params: Map<string, string> 
   return { type: type!.trim().toLowerCase(), params };
 }
 
+/**
+ * A `_format` value as a media range: a `+` of its type that arrived unencoded (and so as a space,
+ * `application/fhir json`) is read back, and only there: the space after a `;` separates a parameter
+ * (`application/fhir+json; fhirVersion=3.0`), which read as `;+fhirVersion` was no parameter at all.
+ */
+function formatRange(format: string): { type: string; params: Map<string, string> } {
+  const [type, ...params] = format.trim().split(';');
+  return mediaRange([type!.trim().replace(/ /g, '+'), ...params].join(';'));
+}
+
 /** A `fhirVersion` media type parameter's value for FHIR R4 (versioning.html: 4.0, or a 4.0.x release). */
 export const R4_VERSION = /^4\.0(\.\d+)?$/;
 
@@ -50,7 +60,7 @@ const TEXT_RANGE = 'text/*';
  */
 export function checkAccept(accept: string | undefined, format: string | null): void {
   if (format !== null) {
-    const f = mediaRange(format.trim().replace(/ /g, '+'));
+    const f = formatRange(format);
     if (!['json', 'xml', ...JSON_TYPES, ...XML_TYPES].includes(f.type) || !isR4Version(f.params)) {
       throw new FhirError('not-acceptable', `_format '${format}' is not supported: Cinder speaks FHIR R4 JSON and XML`, { expression: ['_format'] });
     }
@@ -77,7 +87,7 @@ export function checkAccept(accept: string | undefined, format: string | null): 
  */
 export function answerXmlType(accept: string | null | undefined, format: string | null, contentType: string | null | undefined): string | undefined {
   if (format !== null) {
-    const { type, params } = mediaRange(format.trim().replace(/ /g, '+'));
+    const { type, params } = formatRange(format);
     if (!isR4Version(params)) return undefined;
     if (type === 'xml' || type === 'application/fhir+xml' || type === 'application/xml+fhir') return 'application/fhir+xml';
     return XML_TYPES.includes(type) ? type : undefined;
@@ -119,7 +129,7 @@ export const GRAPHQL_RESPONSE = 'application/graphql-response+json';
  */
 export function graphqlResponseType(accept: string | undefined, format: string | null): typeof GRAPHQL_RESPONSE | 'application/json' {
   if (format !== null) {
-    if (mediaRange(format.trim().replace(/ /g, '+')).type === GRAPHQL_RESPONSE) return GRAPHQL_RESPONSE;
+    if (formatRange(format).type === GRAPHQL_RESPONSE) return GRAPHQL_RESPONSE;
     checkAccept(undefined, format);
     return 'application/json';
   }
@@ -157,7 +167,7 @@ const FHIR_JSON_TYPES = ['application/fhir+json', 'application/json+fhir'];
  */
 function asksForPlainJson(accept: string | null | undefined, format: string | null): string | undefined {
   if (format !== null) {
-    const type = mediaRange(format.trim().replace(/ /g, '+')).type;
+    const type = formatRange(format).type;
     return PLAIN_JSON_TYPES.includes(type) ? type : undefined;
   }
   if (!accept) return undefined;

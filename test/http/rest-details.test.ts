@@ -25,6 +25,11 @@ describe('content negotiation', () => {
     await expectOutcome(await api.get('Patient/p1?_format=application/fhir%2Bjson;fhirVersion=3.0'), 406);
     await expectOutcome(await api.get('Patient/p1?_format=application/fhir%2Bxml;fhirVersion=3.0'), 406);
     await expectOutcome(await api.get('Patient/p1?_format=turtle'), 406);
+    // A space after the `;`, as a media type is often written: the parameter is read, not taken for part of the type.
+    await expectOutcome(await api.get('Patient/p1?_format=application/fhir%2Bjson;%20fhirVersion=3.0'), 406);
+    await expectOutcome(await api.get('Patient/p1?_format=application/fhir+json;%20fhirVersion=3.0'), 406);
+    const r4 = await api.get('Patient/p1?_format=application/fhir+xml;%20fhirVersion=4.0');
+    expect([r4.status, r4.headers.get('content-type')]).toEqual([200, 'application/fhir+xml; charset=utf-8']);
   });
 
   test('a JSON _format overrides Accept (http.html 3.1.0.1.10), and an XML one does; a _format Cinder does not serve is 406 whatever Accept says', async () => {

@@ -154,7 +154,7 @@ async function writtenMatches(deps: FhirDeps, req: FhirRequest, type: string, qu
  * common `identifier=system|value`) is matched only against the resources holding one of its values. A
  * transaction of N conditional references to N written resources matched every pair (N = 5,000: 112 s).
  */
-class WrittenResources {
+export class WrittenResources {
   /** What the transaction writes, by type (a resource: created, updated or patched). */
   private readonly byType = new Map<string, TransactionWrite[]>();
   /** The ids of the stored resources it replaces (updates, patches, deletes), by type. */
@@ -170,6 +170,17 @@ class WrittenResources {
     for (const w of writes) {
       if (w.resource !== undefined) (this.byType.get(w.type) ?? this.byType.set(w.type, []).get(w.type)!).push(w);
       if (w.stored) (this.replacedIds.get(w.type) ?? this.replacedIds.set(w.type, new Set()).get(w.type)!).add(w.id);
+    }
+  }
+
+  /** One more resource the transaction writes (its references as the Bundle resolves them), kept in the token lists already made. */
+  add(w: TransactionWrite): void {
+    if (w.resource === undefined) return;
+    (this.byType.get(w.type) ?? this.byType.set(w.type, []).get(w.type)!).push(w);
+    for (const [key, values] of this.byToken) {
+      if (!key.startsWith(`${w.type}\u0000`)) continue;
+      const param = key.slice(w.type.length + 1);
+      for (const e of this.rows(w).tokens) if (e.param === param) (values.get(e.value) ?? values.set(e.value, []).get(e.value)!).push(w);
     }
   }
 

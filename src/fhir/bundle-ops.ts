@@ -3,7 +3,7 @@ import { FhirError, type FhirIssue } from '../errors.ts';
 import { requireAccess } from './access.ts';
 import type { Condition, ResourceVersion, ResourceWriter } from '../store/types.ts';
 import { entryPath, located, type Entry } from './bundle-entries.ts';
-import { follow, resolveConditionalReferences, sharedWrites, type ConditionalReference, type TransactionWrite } from './bundle-conditional.ts';
+import { follow, resolveConditionalReferences, sharedWrites, WrittenResources, type ConditionalReference, type TransactionWrite } from './bundle-conditional.ts';
 import { etag } from './bundle.ts';
 import { conditionElement, withEntryIds } from './bundle-match-urls.ts';
 import { splitVersion, versionBeforeWrite, type PendingVersion } from './bundle-versions.ts';
@@ -13,6 +13,7 @@ import { deleteVersion, putVersion, reachJudged, refusedNoOp, requireStoredInRea
 import { securityContextTarget } from './binary.ts';
 import { lookups } from './core-search.ts';
 import { operationOutcome, unchangedOutcome } from './outcome.ts';
+import { matchConditions, type MatchContext } from './search-match.ts';
 import { criteriaOf } from './search.ts';
 import type { WrittenResource } from './referential-integrity.ts';
 import { isAbsoluteReference, isIdentity, isUrnReference, parseReference, pathTo, replaceLinks, walkReferences } from './references.ts';
@@ -250,6 +251,7 @@ export async function plan(
   const waiting = (item: string) => (awaited.has(item) || awaited.has(`${base}/${item}`)) && lookup(item) === undefined;
   const followers = new Map<Entry, Entry[]>();
   for (const [f, l] of leaders) followers.set(l, [...(followers.get(l) ?? []), f]);
+  const created = new CreatedByEntries(lookups(deps, req.tenant));
   // Deletes first, as a transaction processes them (http.html 3.1.0.11.2): conditional creates do not find what they delete (`deleted`, of the type's ids).
   let left = [...entries.filter((e) => e.method === 'DELETE'), ...entries.filter((e) => e.method !== 'DELETE' && !leaders.has(e))];
   const deleted = new Map<string, Set<string>>();
@@ -266,8 +268,10 @@ export async function plan(
         later.push(entry);
         continue;
       }
-      const p = await target(deps, req, entry, query, preset.get(entry), deleted.get(entry.type) ?? new Set(), held);
+      const found = await target(deps, req, entry, query, preset.get(entry), deleted.get(entry.type) ?? new Set(), held);
+      const p = found.creates ? await createdByEarlier(deps, found, created) : found;
       byEntry.set(entry, p);
+      created.note(p, lookup);
       if (entry.condition) deletes(entry, p.id);
       for (const e of [entry, ...(followers.get(entry) ?? [])]) {
         if (p.id && names(e) && !resolved.has(e.fullUrl!)) resolved.set(e.fullUrl!, `${e.type}/${p.id}`);
@@ -281,7 +285,10 @@ export async function plan(
     }
     left = later;
   }
-  for (const [entry, leader] of leaders) byEntry.set(entry, follow(entry, byEntry.get(leader)!));
+  for (const [entry, leader] of leaders) {
+    const l = byEntry.get(leader)!;
+    byEntry.set(entry, follow(entry, l.follows ?? l));
+  }
   const ids = new Map<string, string>();
   const planned = entries.map((entry) => {
     const p = byEntry.get(entry)!;
@@ -292,6 +299,63 @@ export async function plan(
     return p;
   });
   return { planned, ids };
+}
+
+/**
+ * The resources the entries planned so far create (a POST, or a conditional PUT that matched nothing), each as the
+ * Bundle will write it: its id, and its references to fullUrls read as the ids they are given so far. Held with their
+ * index rows and token lists (WrittenResources), so that each condition is matched against the few holding one of
+ * its token values, not against every earlier entry.
+ */
+class CreatedByEntries {
+  private readonly written: WrittenResources;
+  private readonly planned = new Map<TransactionWrite, Planned>();
+
+  constructor(ctx: MatchContext) {
+    this.written = new WrittenResources([], ctx);
+  }
+
+  note(p: Planned, lookup: (item: string) => string | undefined): void {
+    const { entry } = p;
+    const creates = p.id !== undefined && p.follows === undefined && entry.resource !== undefined &&
+      (entry.method === 'POST' ? p.existing === undefined : entry.method === 'PUT' && p.settles !== undefined);
+    if (!creates) return;
+    const resource = structuredClone({ ...entry.resource!, id: p.id }) as Resource;
+    walkReferences(resource, (holder) => {
+      const id = lookup(holder.reference);
+      if (id !== undefined) holder.reference = id;
+    });
+    const w: TransactionWrite = { type: entry.type, id: p.id!, resource, stored: false };
+    this.written.add(w);
+    this.planned.set(w, p);
+  }
+
+  /** The entries whose resources meet `criteria`. */
+  async meeting(type: string, criteria: Condition[], now: number): Promise<Planned[]> {
+    const out: Planned[] = [];
+    for (const w of this.written.candidates(type, criteria)) {
+      if (await matchConditions(w.resource!, now, criteria, this.written.ctx, this.written.rows(w))) out.push(this.planned.get(w)!);
+    }
+    return out;
+  }
+}
+
+/**
+ * A conditional POST or PUT `p` that matched no stored resource, as the transaction processes it after the entries
+ * planned before it (http.html 3.1.0.11.2: in order, so its search finds what they created): when the resource an
+ * earlier entry creates meets its condition, it follows that entry (`follow`: a POST finds it, 200; a PUT must carry
+ * its content) instead of creating another, as the same requests sent one by one would. sharedWrites joins only
+ * conditions written alike; this finds `identifier=a` and `identifier=urn:s|a`, a condition on another of the
+ * resource's identifiers, or a plain POST before it. Two such resources are a 412, as two stored matches are.
+ */
+async function createdByEarlier(deps: FhirDeps, p: Planned, created: CreatedByEntries): Promise<Planned> {
+  const { entry } = p;
+  const matches = await created.meeting(entry.type, p.creates!.criteria, deps.clock.now());
+  if (matches.length === 0) return p;
+  if (matches.length > 1) {
+    throw new FhirError('precondition', `${at(entry)}: condition '${p.creates!.condition}' matches the resources of more than one entry the transaction creates`, { expression: [conditionElement(entry)] });
+  }
+  return follow(entry, matches[0]!);
 }
 
 /**

@@ -71,6 +71,45 @@ await eachStore((kind, fresh) => {
       expect(again.entry.map((e: Json) => e.response.status.slice(0, 3))).toEqual(['200', '200', '200']);
     });
 
+    test('an entry whose condition finds the resource an earlier entry creates follows it, however the condition is written', async () => {
+      const pair = async (first: [Json, string | undefined], second: [Json, string]) => {
+        const res = await api.post('', bundle('transaction', [
+          { request: { method: 'POST', url: 'Patient', ...(first[1] === undefined ? {} : { ifNoneExist: first[1] }) }, resource: first[0] },
+          { fullUrl: U2, request: { method: 'POST', url: 'Patient', ifNoneExist: second[1] }, resource: second[0] },
+          { request: { method: 'POST', url: 'Observation' }, resource: { resourceType: 'Observation', status: 'final', code: { text: 'x' }, subject: { reference: U2 } } },
+        ]));
+        expect(res.status).toBe(200);
+        const body = (await res.json()) as Json;
+        expect(body.entry.map((e: Json) => e.response.status.slice(0, 3))).toEqual(['201', '200', '201']);
+        // One resource, which the second entry answers and the Observation refers to.
+        expect(body.entry[1].response.location).toBe(body.entry[0].response.location);
+        expect(body.entry[2].resource.subject.reference).toBe(`Patient/${body.entry[0].resource.id}`);
+      };
+      // Each pair, sent as two requests one after the other, creates one Patient: in a transaction it created two.
+      await pair([patient('w1'), 'identifier=urn:s|w1'], [patient('w1'), 'identifier=urn:s|w1&identifier=urn:s|w1']);
+      await pair([patient('w2'), 'identifier=urn:s|w2'], [patient('w2'), 'identifier=urn:s|w2,urn:s|other']);
+      await pair([patient('w3'), 'identifier=urn:s|w3'], [patient('w3'), 'identifier=w3']);
+      const both = patient('w4');
+      both.identifier.push({ system: 'urn:s', value: 'w5' });
+      await pair([both, 'identifier=urn:s|w4'], [both, 'identifier=urn:s|w5']);
+      await pair([patient('w6'), undefined], [patient('w6'), 'identifier=urn:s|w6']);
+      for (const v of ['w1', 'w2', 'w3', 'w4', 'w6']) expect([v, await count(`Patient?identifier=urn:s|${v}`)]).toEqual([v, 1]);
+
+      // Two earlier entries' resources met: 412, as two stored matches are; nothing is written.
+      const two = await api.post('', bundle('transaction', [
+        { request: { method: 'POST', url: 'Patient' }, resource: patient('w7') },
+        { request: { method: 'POST', url: 'Patient' }, resource: patient('w7') },
+        { request: { method: 'POST', url: 'Patient', ifNoneExist: 'identifier=w7' }, resource: patient('w7') },
+      ]));
+      expect((await expectOutcome(two, 412)).issue[0].expression).toEqual(['Bundle.entry[2].request.ifNoneExist']);
+      // A conditional update of what an earlier entry creates, with other content: two entries would change one resource.
+      await expectOutcome(await api.post('', bundle('transaction', [
+        { request: { method: 'POST', url: 'Patient', ifNoneExist: 'identifier=urn:s|w8' }, resource: patient('w8') },
+        { request: { method: 'PUT', url: 'Patient?identifier=w8' }, resource: patient('w8', { active: true }) },
+      ])), 400);
+      expect(await count('Patient?identifier=w7,w8')).toBe(0);
+    });
+
     test("a batch's entry that misses its condition is a 400 of its own; the others are written", async () => {
       const res = (await (await api.post('', bundle('batch', [
         { request: { method: 'POST', url: 'Patient', ifNoneExist: 'identifier=urn:s|b-wanted' }, resource: patient('b-other') },

@@ -193,6 +193,27 @@ export async function validateAuthorizationRequest(deps: AuthDeps, sent: URLSear
   };
 }
 
+/**
+ * The parameters an error redirect rests on (RFC 6749 4.1.2.1): the client, where to send the user, and `state`, which
+ * the redirect must return exactly as sent.
+ */
+const REDIRECT_PARAMS = ['client_id', 'redirect_uri', 'state'];
+
+/**
+ * Refuses an authorization request some of whose parameters (`malformed`, by name) are not well percent-encoded
+ * (`description` says which); `readable` holds the others. RFC 6749 4.1.2.1: with a known client and a registered
+ * redirect URI the error is `invalid_request` at the redirect URI; with either missing or not good, an error page. So
+ * it is when `client_id`, `redirect_uri` or `state` is among the malformed: a redirect would rest on a value that is not
+ * what was sent (a `state` not UTF-8 cannot go back to the client as it came).
+ */
+export async function refuseMalformedRequest(deps: AuthDeps, readable: URLSearchParams, malformed: string[], description: string): Promise<never> {
+  if (malformed.some((name) => REDIRECT_PARAMS.includes(name))) throw new AuthorizePageError(`The authorization request could not be read: ${description}.`);
+  // RFC 6749 3.1: parameters sent without a value are as if omitted (validateAuthorizationRequest).
+  const q = new URLSearchParams([...readable].filter(([, v]) => v !== ''));
+  const { redirectUri } = await clientAndRedirect(deps, q);
+  throw new AuthorizeRedirectError('invalid_request', description, redirectUri, q.get('state'));
+}
+
 /** The redirect URI with response parameters added to its query (RFC 6749 4.1.2; RFC 9207 `iss`). */
 export function redirectWith(redirectUri: string, params: Record<string, string | null | undefined>): string {
   const url = new URL(redirectUri);

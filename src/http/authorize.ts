@@ -1,6 +1,6 @@
 import { Hono, type Context } from 'hono';
 import {
-  AuthorizePageError, AuthorizeRedirectError, redirectWith, validateAuthorizationRequest, type AuthorizationRequest,
+  AuthorizePageError, AuthorizeRedirectError, redirectWith, refuseMalformedRequest, validateAuthorizationRequest, type AuthorizationRequest,
 } from '../auth/authorize.ts';
 import type { AuthDeps } from '../auth/deps.ts';
 import { DEVICE_COOKIE, DEVICE_COOKIE_MAX_AGE } from '../auth/device-cookie.ts';
@@ -13,8 +13,8 @@ import { rateLimitKey } from '../auth/rate-limit.ts';
 import { randomToken } from '../auth/secrets.ts';
 import { basePathOf, bodyLimits } from '../config.ts';
 import { FhirError } from '../errors.ts';
-import { strictQuery } from '../fhir/query-encoding.ts';
-import { readLimited } from './body.ts';
+import { splitQuery, strictQuery } from '../fhir/query-encoding.ts';
+import { formCharsetNote, readFormBody } from './body.ts';
 import { clientIp } from './client-ip.ts';
 import { cookieValue, formTarget, htmlHeaders, sameToken, seeOther } from './html.ts';
 
@@ -125,12 +125,12 @@ async function submit(l: LoginContext, c: Context, form: URLSearchParams): Promi
   return res;
 }
 
-async function readLoginForm(c: Context, limit: number): Promise<URLSearchParams> {
+/** The text of a form posted to the authorize endpoint (a sign-in or picker form, or an authorization request by POST). */
+async function readLoginText(c: Context, limit: number): Promise<string> {
   const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
   if (type !== 'application/x-www-form-urlencoded') throw new AuthorizePageError('The sign-in form must be posted as application/x-www-form-urlencoded.');
   try {
-    // Percent-encoded bytes that are not UTF-8 (`%FC`) refused too: URLSearchParams would read them as U+FFFD.
-    return strictQuery(await readLimited(c.req.raw, limit));
+    return await readFormBody(c.req.raw, limit);
   } catch (err) {
     const tooLarge = !(err instanceof FhirError) || err.category === 'too-large';
     throw new AuthorizePageError(tooLarge ? 'The sign-in form is too large.' : `The sign-in form could not be read: ${err.message}`, { cause: err });
@@ -138,18 +138,28 @@ async function readLoginForm(c: Context, limit: number): Promise<URLSearchParams
 }
 
 /**
- * The parameters of an authorization request by GET. One whose percent-encoding is malformed or encodes bytes that are
- * not UTF-8 is an error page, never a redirect: URLSearchParams would read them as U+FFFD, and a `state` so read
- * would go back to the client changed (RFC 6749 4.1.2 returns it exactly), a `redirect_uri` is not yet known good.
+ * The parameters of an authorization request (a GET's query, a POST's form) or of a sign-in form, each well
+ * percent-encoded: URLSearchParams would read a stray `%` as itself and bytes that are not UTF-8 as U+FFFD. One that is
+ * not is refused (refuseMalformedRequest): `invalid_request` at the client's redirect URI when the client, the redirect
+ * URI and the state are readable and good, else an error page; a sign-in form (one with a CSRF token, which a browser
+ * posts from the login page) is an error page.
  */
-function authorizationQuery(url: string): URLSearchParams {
-  const q = url.indexOf('?');
+async function authorizationParams(deps: AuthDeps, raw: string, contentType?: string): Promise<URLSearchParams> {
   try {
-    return strictQuery(q < 0 ? '' : url.slice(q + 1).split('#', 1)[0]!);
+    return strictQuery(raw);
   } catch (err) {
-    throw new AuthorizePageError(`The authorization request could not be read: ${(err as Error).message}.`, { cause: err });
+    const { params, malformed } = splitQuery(raw);
+    const message = `${(err as Error).message}${formCharsetNote(contentType)}`;
+    if (params.has('csrf_token')) throw new AuthorizePageError(`The sign-in form could not be read: ${message}`, { cause: err });
+    return refuseMalformedRequest(deps, params, malformed, message);
   }
 }
+
+/** The query of a request URL (without its fragment). */
+const queryOf = (url: string) => {
+  const q = url.indexOf('?');
+  return q < 0 ? '' : url.slice(q + 1).split('#', 1)[0]!;
+};
 
 /** The login page and its sign-in handling at `/oauth2/authorize` (RFC 6749 4.1.1-4.1.2, OIDC Core 3.1.2). */
 export function authorizeRoutes(deps: AuthDeps): Hono {
@@ -159,10 +169,10 @@ export function authorizeRoutes(deps: AuthDeps): Hono {
     cookiePath: `${basePathOf(deps.config.baseUrl)}/oauth2/authorize`, trustProxy: deps.config.trustProxy === 'on',
   };
   app.get('/oauth2/authorize', (c) =>
-    guarded(l, c, async () => showLogin(l, await validateAuthorizationRequest(deps, authorizationQuery(c.req.url)), 200)));
+    guarded(l, c, async () => showLogin(l, await validateAuthorizationRequest(deps, await authorizationParams(deps, queryOf(c.req.url))), 200)));
   app.post('/oauth2/authorize', (c) =>
     guarded(l, c, async () => {
-      const form = await readLoginForm(c, bodyLimits(deps.config).form);
+      const form = await authorizationParams(deps, await readLoginText(c, bodyLimits(deps.config).form), c.req.header('content-type'));
       // OIDC Core 3.1.2.1: an authorization request may itself be POSTed; only a form with a CSRF token signs in.
       if (!form.has('csrf_token')) return showLogin(l, await validateAuthorizationRequest(deps, form), 200);
       return submit(l, c, form);

@@ -136,8 +136,11 @@ export function readLimited(req: Request, limit: number): Promise<string> {
 /** The `encoding` an XML declaration at the start of a text names (the declaration is ASCII: it precedes any bad byte). */
 const XML_ENCODING = /^\uFEFF?<\?xml\s[^?]*?\bencoding\s*=\s*["']([^"']*)["']/;
 
-/** What a body holds, for the 400 of one that is not UTF-8: FHIR JSON, FHIR XML, a `_search` form, or other text (a JSON Patch, a GraphQL query, an OAuth form). */
-type BodyKind = 'json' | 'xml' | 'form' | 'text';
+/**
+ * What a body holds, for the 400 of one that is not UTF-8: FHIR JSON, FHIR XML, a `_search` form, a form of the OAuth
+ * endpoints, or other text (a JSON Patch, a GraphQL query).
+ */
+type BodyKind = 'json' | 'xml' | 'form' | 'oauth-form' | 'text';
 
 /**
  * readLimited's text; a FHIR body (`kind`) that is not UTF-8 says so, and a JSON one names the element its bad byte falls in. A body of at most
@@ -165,6 +168,7 @@ async function readText(req: Request, limit: number, kind: BodyKind): Promise<st
  * holds it, in the message and as its expression.
  */
 function notUtf8Body(err: NotUtf8Error, kind: BodyKind, header: string | undefined): FhirError {
+  if (kind === 'oauth-form') return notUtf8Form(err, header);
   // A body declared US-ASCII (requireUtf8) is not in the charset it declares: the 415 requireUtf8 answers for it.
   const charset = charsetOf(header);
   if (charset !== undefined && isAsciiLabel(charset)) {
@@ -196,6 +200,29 @@ function notUtf8Body(err: NotUtf8Error, kind: BodyKind, header: string | undefin
 }
 
 /**
+ * The 400 of an OAuth form that is not UTF-8, in words about the form (they are UTF-8, RFC 6749 Appendix B, whatever
+ * charset their Content-Type declares): its first bad byte and the parameter holding it, and the charset it declares.
+ */
+function notUtf8Form(err: NotUtf8Error, header: string | undefined): FhirError {
+  const name = formParameterAt(err.before);
+  const where = name === undefined ? '' : `, in the parameter '${name}'`;
+  const charset = charsetOf(header);
+  const declared = charset === undefined || isUtf8Label(charset) ? '' : ` (it declares charset ${charset || '(empty)'})`;
+  return new FhirError('structure', `The form is not UTF-8${declared}: ${err.message}${where}; OAuth forms are read in UTF-8 only (RFC 6749 Appendix B): send it in UTF-8, with charset=utf-8 or no charset`, { cause: err });
+}
+
+/**
+ * What to add to the refusal of an OAuth form whose percent-encoded bytes are not UTF-8 (`%FC`, as a form in ISO-8859-1
+ * encodes `ü`) when its Content-Type declares another charset: the form's values are UTF-8 whatever it declares
+ * (RFC 6749 Appendix B). Empty without such a declaration.
+ */
+export function formCharsetNote(header: string | undefined): string {
+  const charset = charsetOf(header);
+  if (charset === undefined || isUtf8Label(charset)) return '';
+  return `; the form declares charset ${charset || '(empty)'}, but OAuth forms are read in UTF-8 only (RFC 6749 Appendix B): percent-encode the UTF-8 bytes of each character`;
+}
+
+/**
  * The name of the form parameter whose value the end of `before` (a form's text up to a bad byte) falls in, as
  * URLSearchParams decodes it; undefined when the bad byte is in a name, or the name is not well percent-encoded.
  */
@@ -208,6 +235,14 @@ function formParameterAt(before: string): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * The text of a form posted to an OAuth endpoint (token, revocation, introspection, the authorize endpoint's sign-in),
+ * read as readLimited reads; one that is not UTF-8 is refused in words about the form (notUtf8Form).
+ */
+export function readFormBody(req: Request, limit: number): Promise<string> {
+  return readText(req, limit, 'oauth-form');
 }
 
 /**

@@ -12,7 +12,7 @@ import { userInfo } from '../auth/userinfo.ts';
 import { FhirError, OAuthError } from '../errors.ts';
 import { bodyLimits } from '../config.ts';
 import { strictQuery } from '../fhir/query-encoding.ts';
-import { readLimited } from './body.ts';
+import { formCharsetNote, readFormBody } from './body.ts';
 import { clientIp, requestIp } from './client-ip.ts';
 
 const JSON_TYPE = 'application/json;charset=UTF-8';
@@ -20,20 +20,26 @@ const NO_STORE = { 'Cache-Control': 'no-store', Pragma: 'no-cache' };
 /**
  * Reads an `application/x-www-form-urlencoded` body (RFC 6749 3.2), as the token endpoint requires, gzip
  * or deflate Content-Encoding decoded as on the FHIR API. One over `limit` bytes (decoded), or in
- * another coding or not in the coding it names, or not UTF-8 (its bytes, or the bytes it percent-encodes), is
- * `invalid_request` (every token error is a 400, README).
+ * another coding or not in the coding it names, or not UTF-8 (its bytes, or the bytes it percent-encodes, whatever
+ * charset it declares: RFC 6749 Appendix B), is `invalid_request` (every token error is a 400, README).
  */
 export async function readForm(req: Request, limit: number): Promise<URLSearchParams> {
   const type = (req.headers.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
   if (type !== 'application/x-www-form-urlencoded') {
     throw new OAuthError('invalid_request', 'the body must be application/x-www-form-urlencoded');
   }
+  let text: string;
+  try {
+    text = await readFormBody(req, limit);
+  } catch (err) {
+    const message = err instanceof FhirError && err.category !== 'too-large' ? err.message : `the request body exceeds the limit of ${limit} bytes`;
+    throw new OAuthError('invalid_request', message, 400, {}, { cause: err });
+  }
   try {
     // Percent-encoded bytes that are not UTF-8 (`%FC`) refused too: URLSearchParams would read them as U+FFFD.
-    return strictQuery(await readLimited(req, limit));
+    return strictQuery(text);
   } catch (err) {
-    const text = err instanceof FhirError && err.category !== 'too-large' ? err.message : `the request body exceeds the limit of ${limit} bytes`;
-    throw new OAuthError('invalid_request', text, 400, {}, { cause: err });
+    throw new OAuthError('invalid_request', `${(err as Error).message}${formCharsetNote(req.headers.get('content-type') ?? undefined)}`, 400, {}, { cause: err });
   }
 }
 

@@ -206,6 +206,44 @@ describe('request validation', () => {
     }
   });
 
+  // RFC 6749 4.1.2.1: a request that is malformed but names a known client and its registered redirect URI is
+  // invalid_request at that URI, with the state as sent; one whose client_id, redirect_uri or state cannot be read is a page.
+  test('a parameter not well percent-encoded (a stray %, %FC) -> invalid_request redirect with the state, by GET and by POST', async () => {
+    const malformed = (name: string) => `The parameter '${name}' is not well percent-encoded (a '%' must start two hex digits, and the bytes they encode must be UTF-8)`;
+    for (const [extra, name] of [['login_hint=50%', 'login_hint'], ['nonce=n%zz', 'nonce'], ['login_hint=M%FCller', 'login_hint'], ['x%=1', 'x%'], ['sc%C3ope%FF=1', 'scope']] as const) {
+      const q = `${authorizeQuery({ clientId: c.id, state: 'ab c' })}&${extra}`;
+      for (const res of [await page(q), await t.request('/oauth2/authorize', { method: 'POST', headers: FORM, body: q })]) {
+        expect(res.status).toBe(303);
+        const params = redirectParams(res);
+        expect(Object.fromEntries(params)).toEqual({ error: 'invalid_request', error_description: malformed(name === 'scope' ? 'sc%C3ope%FF' : name), state: 'ab c', iss: 'http://cinder.test' });
+      }
+    }
+    // Without a state to return, none is.
+    const bare = redirectParams(await page(`${authorizeQuery({ clientId: c.id })}&nonce=%`));
+    expect([bare.get('error'), bare.has('state')]).toEqual(['invalid_request', false]);
+  });
+
+  test('client_id, redirect_uri or state not well percent-encoded, or the client not good -> error page, never a redirect', async () => {
+    const base = authorizeQuery({ clientId: c.id, state: 'abc' });
+    const cases = [
+      [`${base}`.replace('state=abc', 'state=ab%FC'), 'state'],
+      [`${base}`.replace('state=abc', 'state=100%'), 'state'],
+      [`${base}`.replace(`client_id=${c.id}`, `client_id=${c.id}%`), 'client_id'],
+      [`${base}`.replace('redirect_uri=', 'redirect_uri=%zz'), 'redirect_uri'],
+    ] as const;
+    for (const [q, name] of cases) {
+      const res = await page(q);
+      expect([name, res.status, res.headers.get('location')]).toEqual([name, 400, null]);
+      expect(await res.text()).toContain(`The authorization request could not be read: The parameter &#39;${name}&#39; is not well percent-encoded`);
+    }
+    // A stray % beside an unknown client or an unregistered redirect URI: the page those are.
+    const unknown = await page(`${authorizeQuery({ clientId: 'nope' })}&nonce=%`);
+    expect([unknown.status, unknown.headers.get('location')]).toEqual([400, null]);
+    expect(await unknown.text()).toContain('The application that sent you here is not registered.');
+    const elsewhere = await page(`${authorizeQuery({ clientId: c.id, redirectUri: 'https://evil.example/cb' })}&nonce=%`);
+    expect([elsewhere.status, elsewhere.headers.get('location')]).toEqual([400, null]);
+  });
+
   test('public clients must use PKCE', async () => {
     const pub = await userClient(t, { secret: false, grants: ['authorization_code'] });
     const params = redirectParams(await page(authorizeQuery({ clientId: pub.id })));

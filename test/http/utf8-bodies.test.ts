@@ -203,12 +203,49 @@ await eachStore((kind, fresh) => {
         expect(res.status).toBe(400);
         const answer = (await res.json()) as Json;
         expect(answer.error).toBe('invalid_request');
-        expect(answer.error_description).toBe(`Request body is not valid UTF-8: byte 0xFC at byte offset ${tokenForm.indexOf(0xfc)} (counting from 0); send it in UTF-8`);
+        expect(answer.error_description).toBe(`The form is not UTF-8: byte 0xFC at byte offset ${tokenForm.indexOf(0xfc)} (counting from 0), in the parameter 'scope'; OAuth forms are read in UTF-8 only (RFC 6749 Appendix B): send it in UTF-8, with charset=utf-8 or no charset`);
       }
       const login = latin1('username=m\xfcller&password=x&csrf_token=y');
       const page = await t.request('http://cinder.test/oauth2/authorize', { method: 'POST', body: login, headers: { 'Content-Type': 'application/x-www-form-urlencoded' } });
       expect(page.status).toBe(400);
-      expect(await page.text()).toContain('The sign-in form could not be read: Request body is not valid UTF-8: byte 0xFC at byte offset 10');
+      expect(await page.text()).toContain("The sign-in form could not be read: The form is not UTF-8: byte 0xFC at byte offset 10 (counting from 0), in the parameter &#39;username&#39;");
+    });
+
+    // RFC 6749 Appendix B: OAuth forms are UTF-8. One declaring ISO-8859-1 is read when it is ASCII (Java's
+    // UrlEncodedFormEntity declares it by default); its Latin-1 bytes, raw or percent-encoded, are refused in words about the form.
+    test('OAuth forms declaring charset=ISO-8859-1: ASCII read; a Latin-1 byte or %FC refused naming the form, the parameter and the charset', async () => {
+      const secret = `client_id=${t.admin.client.clientId}&client_secret=${t.admin.clientSecret}`;
+      const declared = { 'Content-Type': 'application/x-www-form-urlencoded; charset=ISO-8859-1' };
+      const basic = `Basic ${btoa(`${t.admin.client.clientId}:${t.admin.clientSecret}`)}`;
+      const ok = await t.request('http://cinder.test/oauth2/token', { method: 'POST', body: 'grant_type=client_credentials&scope=system%2FPatient.r', headers: { ...declared, Authorization: basic } });
+      expect(ok.status).toBe(200);
+      expect(((await ok.json()) as Json).scope).toBe('system/Patient.r');
+      const percent = await t.request('http://cinder.test/oauth2/token', { method: 'POST', body: `grant_type=client_credentials&${secret}&scope=system%2FPatient.r%FC`, headers: declared });
+      expect(percent.status).toBe(400);
+      expect(await percent.json()).toEqual({
+        error: 'invalid_request',
+        error_description: "The parameter 'scope' is not well percent-encoded (a '%' must start two hex digits, and the bytes they encode must be UTF-8); the form declares charset ISO-8859-1, but OAuth forms are read in UTF-8 only (RFC 6749 Appendix B): percent-encode the UTF-8 bytes of each character",
+      });
+      const raw = latin1(`grant_type=client_credentials&${secret}&scope=system/Patient.r\xfc`);
+      const bytes = await t.request('http://cinder.test/oauth2/token', { method: 'POST', body: raw, headers: declared });
+      expect(bytes.status).toBe(400);
+      const answer = (await bytes.json()) as Json;
+      expect(answer).toEqual({
+        error: 'invalid_request',
+        error_description: `The form is not UTF-8 (it declares charset ISO-8859-1): byte 0xFC at byte offset ${raw.indexOf(0xfc)} (counting from 0), in the parameter 'scope'; OAuth forms are read in UTF-8 only (RFC 6749 Appendix B): send it in UTF-8, with charset=utf-8 or no charset`,
+      });
+      expect(answer.error_description).not.toContain('FHIR');
+      for (const path of ['revoke', 'introspect']) {
+        const res = await t.request(`http://cinder.test/oauth2/${path}`, { method: 'POST', body: `token=x%FCy&${secret}`, headers: declared });
+        expect(((await res.json()) as Json).error_description).toContain("The parameter 'token' is not well percent-encoded (a '%' must start two hex digits, and the bytes they encode must be UTF-8); the form declares charset ISO-8859-1");
+      }
+      const login = await t.request('http://cinder.test/oauth2/authorize', { method: 'POST', body: latin1('username=m\xfcller&password=x&csrf_token=y'), headers: declared });
+      expect(login.status).toBe(400);
+      const html = await login.text();
+      expect(html).toContain('The sign-in form could not be read: The form is not UTF-8 (it declares charset ISO-8859-1): byte 0xFC at byte offset 10');
+      expect(html).not.toContain('FHIR');
+      const percentLogin = await t.request('http://cinder.test/oauth2/authorize', { method: 'POST', body: 'username=m%FCller&password=x&csrf_token=y', headers: declared });
+      expect(await percentLogin.text()).toContain('is not well percent-encoded (a &#39;%&#39; must start two hex digits, and the bytes they encode must be UTF-8); the form declares charset ISO-8859-1');
     });
 
     test('forms whose percent-encoded bytes are not UTF-8 (%FC): the token, revocation and introspection endpoints (400 invalid_request) and the login page', async () => {

@@ -100,10 +100,19 @@ function checkSoleAudience(claims: JWTPayload): void {
   if (Array.isArray(claims.aud) && claims.aud.length !== 1) throw fail('aud must name this server alone, not several audiences');
 }
 
-/** Time claims beyond what jose checks: exp at most five minutes ahead, iat not in the future. */
+/**
+ * Time claims beyond what jose checks: exp at most five minutes ahead (SMART Backend Services), iat neither in the future
+ * nor more than five minutes ago. RFC 7523 3 lets the server "reject JWTs with an iat claim value that is unreasonably
+ * far in the past": an assertion is made for the request it authenticates and lives five minutes at most, so one issued
+ * an hour ago with an exp still ahead was made to live for over an hour, and a replay of it would outlive the bound
+ * SMART sets (each a minute of clock skew allowed).
+ */
 function checkTimes(claims: JWTPayload, nowS: number): void {
   if (typeof claims.exp !== 'number' || claims.exp > nowS + MAX_LIFETIME_S + SKEW_S) throw fail('exp is more than five minutes ahead');
   if (claims.iat !== undefined && (typeof claims.iat !== 'number' || claims.iat > nowS + SKEW_S)) throw fail('iat is in the future');
+  if (claims.iat !== undefined && claims.iat < nowS - MAX_LIFETIME_S - SKEW_S) {
+    throw fail('iat is more than five minutes ago: make a new client assertion for each request (it lives at most five minutes)');
+  }
   if (typeof claims.jti !== 'string' || claims.jti.length === 0 || claims.jti.length > 256) throw fail('jti must be a non-empty string');
 }
 

@@ -120,6 +120,8 @@ describe('private_key_jwt with an inline JWK Set', () => {
     ['expired (beyond 60 s skew)', { claims: { exp: Math.floor(Date.parse('2026-01-15T10:00:00Z') / 1000) - 61 } }],
     ['nbf in the future', { claims: { nbf: Math.floor(Date.parse('2026-01-15T10:00:00Z') / 1000) + 120 } }],
     ['iat in the future', { claims: { iat: Math.floor(Date.parse('2026-01-15T10:00:00Z') / 1000) + 120 } }],
+    ['iat an hour ago, exp a minute ahead', { claims: { iat: Math.floor(Date.parse('2026-01-15T10:00:00Z') / 1000) - 3600, exp: Math.floor(Date.parse('2026-01-15T10:00:00Z') / 1000) + 60 } }],
+    ['iat beyond five minutes and the skew ago', { claims: { iat: Math.floor(Date.parse('2026-01-15T10:00:00Z') / 1000) - 361 } }],
     ['jti missing', { omit: ['jti'] }],
     ['sub differs from iss', { claims: { sub: 'someone-else' } }],
     ['wrong aud', { claims: { aud: 'https://elsewhere.example/token' } }],
@@ -130,6 +132,18 @@ describe('private_key_jwt with an inline JWK Set', () => {
       await expectClientError(await tokenWith(await assertion(inlineId, opts)));
     });
   }
+
+  // RFC 7523 3: an iat "unreasonably far in the past" may be refused; a client assertion lives five minutes at most.
+  test('an iat up to five minutes (and a minute of skew) ago is accepted; an hour old is invalid_client saying so', async () => {
+    const nowS = Math.floor(t.clock.now() / 1000);
+    expect((await tokenWith(await assertion(inlineId, { claims: { iat: nowS - 360, exp: nowS + 30 } }))).status).toBe(200);
+    const old = await tokenWith(await assertion(inlineId, { claims: { iat: nowS - 3600, exp: nowS + 60 } }));
+    expect(old.status).toBe(400);
+    expect(await old.json()).toEqual({
+      error: 'invalid_client',
+      error_description: 'iat is more than five minutes ago: make a new client assertion for each request (it lives at most five minutes)',
+    });
+  });
 
   test('a key of another algorithm under a registered kid -> invalid_client', async () => {
     await expectClientError(await tokenWith(await assertion(inlineId, { key: { ...keys.ES256!, kid: 'RS384-key' } })));

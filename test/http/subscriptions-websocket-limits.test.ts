@@ -86,3 +86,62 @@ describe('subscription websocket limits', () => {
     expect(await metric(t, 'cinder_subscription_websockets ')).toBe('cinder_subscription_websockets 3');
   });
 });
+
+/** A masked client frame (RFC 6455 5.2) of `opcode` (1 text, 2 binary) holding `payload` (under 126 bytes). */
+function clientFrame(opcode: number, payload: Uint8Array): Uint8Array {
+  const mask = [0x12, 0x34, 0x56, 0x78];
+  return new Uint8Array([0x80 | opcode, 0x80 | payload.length, ...mask, ...payload.map((b, i) => b ^ mask[i % 4]!)]);
+}
+
+/**
+ * Sends one frame on a websocket opened by hand (the WebSocket client sends no text frame that is not UTF-8) and gives
+ * the first frame the server answers with: a close frame's code and reason.
+ */
+async function closeAnswering(port: number, frame: Uint8Array): Promise<{ code: number; reason: string }> {
+  let got = Buffer.alloc(0);
+  const answered = Promise.withResolvers<Buffer>();
+  const socket = await Bun.connect({
+    hostname: '127.0.0.1', port,
+    socket: {
+      data: (_s, d) => {
+        got = Buffer.concat([got, d]);
+        const body = got.indexOf('\r\n\r\n');
+        if (body >= 0 && got.length >= body + 6 && got.length >= body + 6 + (got[body + 5]! & 0x7f)) answered.resolve(got.subarray(body + 4));
+      },
+      close: () => answered.resolve(Buffer.alloc(2)),
+    },
+  });
+  socket.write('GET /tenants/t1/fhir/R4/websocket HTTP/1.1\r\nHost: cinder.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n');
+  socket.write(frame);
+  const frames = await answered.promise;
+  socket.end();
+  expect(frames[0]).toBe(0x88);
+  return { code: frames.readUInt16BE(2), reason: frames.subarray(4, 2 + frames[1]!).toString('utf8') };
+}
+
+// RFC 6455 8.1: a text message that is not UTF-8 fails the connection (1007); a binary one holding the same bytes is
+// refused alike, never read with U+FFFD in place of its bad byte.
+describe('subscription websocket messages that are not UTF-8', () => {
+  let t: TestApp;
+  let server: ReturnType<typeof Bun.serve>;
+  beforeAll(async () => {
+    t = await createTestApp();
+    const app = t.app;
+    server = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: (req, srv) => (app.upgrade(req, srv) ? undefined : app.fetch(req, srv)), websocket: app.websocket });
+  });
+  afterAll(async () => {
+    server?.stop(true);
+    await t?.close();
+  });
+
+  test('a text or binary frame holding a Latin-1 byte closes the socket with 1007 naming it; a binary frame in UTF-8 is read as the command', async () => {
+    const latin1 = new Uint8Array(Buffer.from('bind ab\xfc', 'latin1'));
+    expect(await closeAnswering(server.port!, clientFrame(2, latin1))).toEqual({ code: 1007, reason: 'the message is not UTF-8: byte 0xFC at byte offset 7 (counting from 0)' });
+    expect((await closeAnswering(server.port!, clientFrame(1, latin1))).code).toBe(1007);
+    const o = await open(`ws://127.0.0.1:${server.port}/tenants/t1/fhir/R4/websocket`);
+    const answer = new Promise<string>((resolve) => (o.ws.onmessage = (e) => resolve(String(e.data))));
+    o.ws.send(new TextEncoder().encode('bind \u00fc'));
+    expect(await answer).toBe('error expected "bind {id}"');
+    o.ws.close();
+  });
+});

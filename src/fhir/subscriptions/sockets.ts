@@ -34,6 +34,7 @@ import type { RestoreAccess } from './owner.ts';
 import { grantReaches } from './owner-reach.ts';
 import type { TopicBinding, TopicRound, TopicSockets } from './topic-sockets.ts';
 import { isTopicCriteria } from './topic-subscription.ts';
+import { decodeUtf8, NotUtf8Error } from '../utf8.ts';
 
 /** How long a websocket notification is read for after it is recorded (ms); it is deleted after twice that. */
 export const KEEP_MS = 60_000;
@@ -58,6 +59,8 @@ export const MAX_BUFFERED_BYTES = 1024 * 1024;
 /** Close codes (RFC 6455 section 7.4.1, IANA registry). */
 export const CLOSE_GOING_AWAY = 1001;
 export const CLOSE_POLICY = 1008;
+/** Invalid frame payload data: a message that is not UTF-8 (RFC 6455 7.4.1, 8.1). */
+export const CLOSE_INVALID_DATA = 1007;
 export const CLOSE_TRY_AGAIN_LATER = 1013;
 
 /** What each socket carries: its tenant, the subscriptions it bound with when it bound each, and its messages in hand. */
@@ -98,6 +101,21 @@ export interface SocketLimits {
   maxConnections: number;
   /** The most sockets of this process of one tenant from one IP address. */
   maxPerClient: number;
+}
+
+/**
+ * The text of a socket's message. The commands are text: a text frame that is not UTF-8 Bun closes itself (1007,
+ * RFC 6455 8.1); a binary frame is read as the same command when it is UTF-8, and is refused as a text frame would be
+ * when it is not (NotUtf8Error, the first bad byte), never read with U+FFFD in its place.
+ */
+function messageText(message: string | Buffer): string | NotUtf8Error {
+  if (typeof message === 'string') return message;
+  try {
+    return decodeUtf8(message);
+  } catch (err) {
+    if (err instanceof NotUtf8Error) return err;
+    throw err;
+  }
 }
 
 /** Sockets refused since the process started, by the limit that refused them. */
@@ -143,13 +161,18 @@ export class SubscriptionSockets {
     open: (ws) => this.admit(ws),
     message: (ws, message) => {
       if (!ws.data.admitted) return;
+      const text = messageText(message);
+      if (text instanceof NotUtf8Error) {
+        ws.close(CLOSE_INVALID_DATA, `the message is not UTF-8: ${text.message}`);
+        return;
+      }
       if (ws.data.waiting >= MAX_WAITING) {
         ws.close(CLOSE_POLICY, `more than ${MAX_WAITING} messages waiting for an answer`);
         return;
       }
       ws.data.waiting++;
       ws.data.queue = ws.data.queue
-        .then(() => this.message(ws, String(message)))
+        .then(() => this.message(ws, text))
         .catch((err: unknown) => this.options.log.error('answering a subscription websocket message failed', { err }))
         .finally(() => {
           ws.data.waiting--;

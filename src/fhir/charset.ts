@@ -20,3 +20,17 @@ export function firstNonAscii(text: string, from = 0): { at: number; code: strin
   if (!found) return undefined;
   return { at: from + found.index, code: `U+${found[0].codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}` };
 }
+
+/** Whether a charset label names UTF-8 (the WHATWG Encoding labels a decoder takes: `utf-8`, `UTF8`, `unicode-1-1-utf-8`...). */
+export function isUtf8Label(label: string): boolean {
+  try {
+    return new TextDecoder(label).encoding === 'utf-8';
+  } catch {
+    return false;
+  }
+}
+
+/** The `charset` parameter of a media type (a Content-Type, an `$import` inputFormat), as written; undefined without one. */
+export function charsetOf(mediaType: string | undefined): string | undefined {
+  return /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(mediaType ?? '')?.[1];
+}

@@ -1,5 +1,5 @@
 import { FhirError } from '../errors.ts';
-import { firstNonAscii, isAsciiLabel } from '../fhir/charset.ts';
+import { charsetOf, firstNonAscii, isAsciiLabel, isUtf8Label } from '../fhir/charset.ts';
 import { openStringPath } from '../fhir/exact-json.ts';
 import { parseJsonPaced } from '../fhir/json-paced.ts';
 import { pacedTurns } from '../fhir/turns.ts';
@@ -349,19 +349,6 @@ export async function readOptionalFhirBody(req: Request, limit: number): Promise
   return parseFhirText(text, req.headers.get('content-type') ?? undefined);
 }
 
-/** Whether a charset label names UTF-8 (the WHATWG Encoding labels a decoder takes: `utf-8`, `UTF8`, `unicode-1-1-utf-8`...). */
-function isUtf8Label(label: string): boolean {
-  try {
-    return new TextDecoder(label).encoding === 'utf-8';
-  } catch {
-    return false;
-  }
-}
-
-/** The `charset` parameter of a Content-Type, as written; undefined without one. */
-function charsetOf(header: string | undefined): string | undefined {
-  return /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(header ?? '')?.[1];
-}
 
 /**
  * FHIR bodies are UTF-8 (R4 http.html, "UTF-8 SHALL be used"; RFC 8259 8.1 for JSON): a Content-Type

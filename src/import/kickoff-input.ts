@@ -1,4 +1,5 @@
 import { FhirError } from '../errors.ts';
+import { charsetOf, isAsciiLabel, isUtf8Label } from '../fhir/charset.ts';
 import { REST_RESOURCE_TYPES } from '../fhir/resource-types.ts';
 import { endpointUrl } from '../fhir/subscriptions/endpoint.ts';
 import type { ImportInput, ImportSpec } from './spec.ts';
@@ -117,6 +118,12 @@ export function importRequestFrom(body: unknown): ImportRequest {
       const format = stringOf(p, 'inputFormat');
       if (!NDJSON_FORMATS.includes(format.split(';')[0]!.trim().toLowerCase())) {
         throw invalid(`inputFormat '${format}' is not supported: inputs are application/fhir+ndjson`, 'inputFormat', 'not-supported');
+      }
+      // NDJSON is UTF-8 (Bulk Data, R4 nd-json.html) and is read so: a format naming another charset would have its
+      // text misread line by line (ASCII reads the same in UTF-8).
+      const charset = charsetOf(format);
+      if (charset !== undefined && !isUtf8Label(charset) && !isAsciiLabel(charset)) {
+        throw invalid(`inputFormat '${format}' declares charset ${charset || '(empty)'}: inputs are read in UTF-8 only (FHIR NDJSON is UTF-8); send them in UTF-8, with charset=utf-8 or no charset`, 'inputFormat', 'not-supported');
       }
     } else if (name === 'inputSource') {
       spec.inputSource = stringOf(p, 'inputSource');

@@ -641,6 +641,18 @@ await eachStore((kind, fresh) => {
       const expression = async (body: unknown) => ((await expectOutcome(await kick(body), 400)).issue[0].expression as string[])[0];
       expect(await expression({ resourceType: 'Parameters', parameter: [] })).toBe('input');
       expect(await expression(params([['Patient', files.url('/p.ndjson')]], [{ name: 'inputFormat', valueCode: 'text/csv' }]))).toBe('inputFormat');
+      // NDJSON is UTF-8: a format naming another charset is refused naming it; UTF-8 or ASCII named is read.
+      const latin1 = await expectOutcome(await kick(params([['Patient', files.url('/p.ndjson')]], [{ name: 'inputFormat', valueCode: 'application/fhir+ndjson; charset=ISO-8859-1' }])), 400);
+      expect(latin1.issue[0]).toMatchObject({
+        code: 'not-supported', expression: ['inputFormat'],
+        diagnostics: "inputFormat 'application/fhir+ndjson; charset=ISO-8859-1' declares charset ISO-8859-1: inputs are read in UTF-8 only (FHIR NDJSON is UTF-8); send them in UTF-8, with charset=utf-8 or no charset",
+      });
+      for (const charset of ['utf-8', 'UTF8', 'us-ascii']) {
+        const res = await kick(params([['Patient', files.url('/p.ndjson')]], [{ name: 'inputFormat', valueCode: `application/fhir+ndjson;charset=${charset}` }]));
+        expect(res.status).toBe(202);
+        // Cancelled at once: a client has few imports waiting (CINDER_IMPORT_MAX_JOBS_PER_CLIENT).
+        expect((await t.request(res.headers.get('content-location')!, { method: 'DELETE', headers: { Authorization: `Bearer ${token}` } })).status).toBe(202);
+      }
       expect(await expression(params([['Nonsense', files.url('/p.ndjson')]]))).toBe('input[0].type');
       expect(await expression(params([['Patient', 'ftp://example.org/p.ndjson']]))).toBe('input[0].url');
       expect(await expression(params([['Patient', 'https://u:p@example.org/p.ndjson']]))).toBe('input[0].url');

@@ -116,5 +116,24 @@ for (const target of targets) {
       expect(await family('x1')).toBe('K\u00f6ln');
       expect(await family('x2')).toBeUndefined();
     });
+
+    // FHIR XML is UTF-8 (R4 xml.html), as the REST API reads it: a declaration naming another encoding is refused
+    // naming it, whether the text holds only ASCII or Latin-1 bytes; nothing of the file is stored, read either way.
+    test('an XML file declaring encoding="ISO-8859-1" is refused naming the declaration, ASCII or not; nothing of it is stored', async () => {
+      const entry = (id: string, name: string) => `<entry><resource><Patient><id value="${id}"/><name><family value="${name}"/></name></Patient></resource></entry>\n`;
+      const files = [
+        ['iso-ascii.xml', latin1(`<?xml version="1.0" encoding="ISO-8859-1"?>\n<Bundle xmlns="http://hl7.org/fhir">\n<type value="collection"/>\n${entry('i1', 'Koeln')}</Bundle>\n`)],
+        ['iso-latin1.xml', latin1(`<?xml version="1.0" encoding="ISO-8859-1"?>\n<Patient xmlns="http://hl7.org/fhir"><id value="i2"/><name><family value="M\xfcller"/></name></Patient>\n`)],
+        ['iso-single-quotes.xml', latin1(`<?xml version='1.0' encoding='iso-8859-1'?><Bundle xmlns="http://hl7.org/fhir"><type value="collection"/>${entry('i3', 'M\xfcller')}</Bundle>`)],
+      ] as const;
+      for (const [name, bytes] of files) {
+        const path = file(name, new Uint8Array(bytes));
+        const r = await cli.run(['import', '--tenant', 't1', path]);
+        const declared = name === 'iso-single-quotes.xml' ? 'iso-8859-1' : 'ISO-8859-1';
+        expect(r.stderr).toBe(`${path}: The resource declares encoding '${declared}' (line 1, column 1): FHIR XML is read in UTF-8 only (R4 http.html: UTF-8 SHALL be used)\n`);
+        expect(r.code).toBe(1);
+      }
+      for (const id of ['i1', 'i2', 'i3']) expect(await family(id)).toBeUndefined();
+    });
   });
 }

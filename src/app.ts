@@ -81,6 +81,7 @@ import { bodyLimits, fhirBaseOf } from './config.ts';
 import { stillRegistered } from './auth/issue.ts';
 import { accessFromScopes, readsNotImplied } from './auth/scopes.ts';
 import { createUserCache } from './auth/user-cache.ts';
+import { createPatientHeldCheck } from './auth/patient-held.ts';
 import { TENANT_ID } from './auth/admin.ts';
 import { SubscriptionHub } from './fhir/subscriptions/hub.ts';
 import { SubscriptionDelivery } from './fhir/subscriptions/delivery.ts';
@@ -205,7 +206,10 @@ export function createApp(deps: AppDeps): App {
   // tenant's regex accounts wherever that happens (a FHIR request, `POST /oauth2/launch`, a Subscription's owner's access rebuilt).
   const completeConditions = (tenant: string, pending: PendingCondition[]) =>
     withRegexAccounts(tenant, () => resolveConditions({ expandCodes, store, fhirBase: (t) => fhirBaseOf(config.baseUrl, t) }, tenant, pending));
-  const admit = fhirAdmission({ store, verify: authDeps.verifyAccess, completeConditions });
+  // User records as the FHIR gate and the Subscription hub read them: cached, a change seen within 5 s.
+  const user = createUserCache(deps.store, clock);
+  const patientHeld = createPatientHeldCheck(authDeps, user);
+  const admit = fhirAdmission({ store, verify: authDeps.verifyAccess, completeConditions, patientHeld });
   // The format layer outside the gate, so that its refusals are answered in the format asked for too.
   fhir.use(GATE_ROUTE, xmlAnswers());
   // The SubscriptionTopics and profiles `metadata` lists, read from the store as it is (a reindex's gate would refuse the read).
@@ -219,7 +223,7 @@ export function createApp(deps: AppDeps): App {
   fhir.use(GATE_ROUTE, fhirGate({ store, verify: authDeps.verifyAccess, onWrite }, admit));
   fhir.get('/.well-known/smart-configuration', () => smartConfigurationResponse(config.baseUrl));
   // A token on the public `metadata`, for `mode=terminology` (its tenant's CodeSystems are listed too).
-  const metadataBearer = bearerAuthenticator(authDeps.verifyAccess, completeConditions);
+  const metadataBearer = bearerAuthenticator(authDeps.verifyAccess, completeConditions, patientHeld);
   fhir.get('/metadata', async (c) => {
     const fhirBase = fhirBaseOf(config.baseUrl, c.get('tenant'));
     const params = new URL(c.req.url).searchParams;
@@ -274,8 +278,6 @@ export function createApp(deps: AppDeps): App {
   // gate (gatedStore), which would refuse every write while the index is rebuilt.
   // Deletion is soft, so a deleted client is found, disabled; only tokens crafted in tests name no client at all.
   const client = (clientId: string) => authDeps.clients.get(clientId);
-  // The users on whose authority subscriptions were activated, read as the clients are (a change seen within 5 s).
-  const user = createUserCache(deps.store, clock);
   fhirDeps.subscriptions = new SubscriptionHub({ fhir: { ...fhirDeps, store: deps.store }, clock, log, restoreAccess, client, user, allowPrivate, ...resolve });
   // Binding tokens of topic-based websocket Subscriptions: signed with the server's keys, so any process verifies them.
   const wsTokens: WsBindingTokens = {

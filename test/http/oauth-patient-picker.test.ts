@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { decodeJwt } from 'jose';
 import { createClient, createTenant } from '../../src/auth/admin.ts';
+import { CLIENT_CACHE_TTL_MS } from '../../src/auth/client-cache.ts';
 import { PICKER_PAGE_SIZE } from '../../src/auth/patient-picker.ts';
 import { randomToken, sha256Hex } from '../../src/auth/secrets.ts';
 import { createUser } from '../../src/auth/users.ts';
@@ -430,6 +431,41 @@ for (const target of targets) {
       const doc = await tokensFor('doc', 'p-cat');
       const docRefresh = await post(t, { grant_type: 'refresh_token', refresh_token: doc.refresh_token! }, auth);
       expect(((await docRefresh.json()) as Tokens).patient).toBe('p-cat');
+    });
+
+    // As a refresh is refused (above), so is the access token already issued, within the cache's seconds, not at its expiry an hour later.
+    test("an access token whose patient the user may no longer choose reads nothing within seconds: 401 invalid_token; named again, it reads again", async () => {
+      const api = fhirClient(t, await t.token());
+      await api.put200({ resourceType: 'RelatedPerson', id: 'rp-3', patient: { reference: 'Patient/p-ann' } });
+      await user('ward-guardian', 'RelatedPerson/rp-3');
+      const tokens = await tokensFor('ward-guardian', 'p-ann');
+      const read = (token: string, path = 'Observation/o-ann') => t.request(`${t.fhir()}/${path}`, { headers: { Authorization: `Bearer ${token}` } });
+      expect((await read(tokens.access_token)).status).toBe(200);
+      await api.put200({ resourceType: 'RelatedPerson', id: 'rp-3', patient: { reference: 'Patient/p-cat' } });
+      t.clock.advance(CLIENT_CACHE_TTL_MS + 1);
+      for (const path of ['Observation/o-ann', 'Patient/p-ann', 'Observation?subject=Patient/p-ann']) {
+        const res = await read(tokens.access_token, path);
+        expect([path, res.status]).toEqual([path, 401]);
+        expect(res.headers.get('www-authenticate')).toContain('error="invalid_token"');
+        expect(((await res.json()) as Json).issue[0].diagnostics).toBe('The patient in context of this access token is no longer one its user may choose (their record no longer names it, or it was deleted): sign in again');
+      }
+      await api.put200({ resourceType: 'RelatedPerson', id: 'rp-3', patient: { reference: 'Patient/p-ann' } });
+      t.clock.advance(CLIENT_CACHE_TTL_MS + 1);
+      expect((await read(tokens.access_token)).status).toBe(200);
+      // A Practitioner's token keeps its patient while the Patient exists; deleted, the token reads nothing more.
+      await api.put200({ resourceType: 'Patient', id: 'p-gone', name: [{ family: 'Aaron', given: ['Gone'] }] });
+      await api.put200({ resourceType: 'Observation', id: 'o-gone', status: 'final', code: { text: 'weight' }, subject: { reference: 'Patient/p-gone' } });
+      const doc = await tokensFor('doc', 'p-gone');
+      expect((await read(doc.access_token, 'Observation/o-gone')).status).toBe(200);
+      expect((await api.del('Patient/p-gone')).status).toBe(200);
+      t.clock.advance(CLIENT_CACHE_TTL_MS + 1);
+      expect((await read(doc.access_token, 'Observation/o-gone')).status).toBe(401);
+      // A Patient user's own record is not chosen: their token reads as before.
+      const code = redirectParams(await signIn(t, { clientId: c.id, scope: SCOPE }, 'alice')).get('code')!;
+      const own = (await (await redeem(t, code, c)).json()) as Tokens;
+      expect(own.patient).toBe('p-alice');
+      t.clock.advance(CLIENT_CACHE_TTL_MS + 1);
+      expect((await read(own.access_token, 'Patient/p-alice')).status).toBe(200);
     });
 
     test('cancel on the picker sends access_denied to the redirect URI, with state and iss', async () => {

@@ -1,3 +1,4 @@
+import type { PatientHeldCheck } from '../../auth/patient-held.ts';
 import type { Context, MiddlewareHandler, Next } from 'hono';
 import { withRegexAccounts } from '../../regex-guard.ts';
 import type { CompleteConditions } from '../../auth/scopes.ts';
@@ -17,6 +18,8 @@ export interface FhirGateOptions {
   verify: TokenVerifier;
   /** Completes the scope filters that need the server's data (`:in`); without it such scopes grant nothing. */
   completeConditions?: CompleteConditions;
+  /** Whether a user token's patient in context is still one its user may choose (src/auth/patient-held.ts); without it, not asked. */
+  patientHeld?: PatientHeldCheck;
   /** Told after every successful write request (not a GET/HEAD, not an operation) of a tenant. */
   onWrite(tenant: string): void;
 }
@@ -60,9 +63,9 @@ export type FhirAdmission = (r: GateRequest) => SyncOrAsync<Admitted>;
  * which negotiate their content themselves) -> bearer token of this tenant
  * (401/403; not for public paths). Shared by the Hono middleware and the hot-route dispatcher.
  */
-export function fhirAdmission(o: Pick<FhirGateOptions, 'store' | 'verify' | 'completeConditions'>): FhirAdmission {
+export function fhirAdmission(o: Pick<FhirGateOptions, 'store' | 'verify' | 'completeConditions' | 'patientHeld'>): FhirAdmission {
   const checkTenant = tenantChecker(o.store);
-  const authenticate = bearerAuthenticator(o.verify, o.completeConditions);
+  const authenticate = bearerAuthenticator(o.verify, o.completeConditions, o.patientHeld);
   const admitTenant = (r: GateRequest, tenant: string): SyncOrAsync<Admitted> => {
     if (r.rest !== '/.well-known/smart-configuration' && !negotiatesAccept(r.rest) && !r.rest.endsWith('/$graphql')) checkAccept(r.accept ?? undefined, r.format);
     if (PUBLIC.has(r.rest)) return { tenant, bearer: null };

@@ -150,7 +150,7 @@ async function authorizationParams(deps: AuthDeps, raw: string, contentType?: st
   } catch (err) {
     const { params, malformed } = splitQuery(raw);
     const message = `${(err as Error).message}${formCharsetNote(contentType)}`;
-    if (params.has('csrf_token')) throw new AuthorizePageError(`The sign-in form could not be read: ${message}`, { cause: err });
+    if (params.has('csrf_token') || malformed.includes('csrf_token')) throw new AuthorizePageError(`The sign-in form could not be read: ${message}`, { cause: err });
     return refuseMalformedRequest(deps, params, malformed, message);
   }
 }

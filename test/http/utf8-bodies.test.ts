@@ -261,6 +261,14 @@ await eachStore((kind, fresh) => {
       const page = await t.request('http://cinder.test/oauth2/authorize', { method: 'POST', body: 'username=m%FCller&password=x&csrf_token=y', headers: { 'Content-Type': 'application/x-www-form-urlencoded' } });
       expect(page.status).toBe(400);
       expect(await page.text()).toContain('The sign-in form could not be read: The parameter &#39;username&#39; is not well percent-encoded');
+      // A sign-in form whose CSRF token itself is malformed is still the sign-in form: a page, no redirect to the client.
+      const app1 = await createClient(t.store, t.clock, { tenant: 't1', grants: ['authorization_code'], scopes: ['openid'], redirectUris: ['https://app.example/cb'] });
+      const csrf = await t.request('http://cinder.test/oauth2/authorize', {
+        method: 'POST', headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+        body: `response_type=code&client_id=${app1.client.clientId}&redirect_uri=https%3A%2F%2Fapp.example%2Fcb&scope=openid&state=s&username=u&password=p&csrf_token=%zz`,
+      });
+      expect([csrf.status, csrf.headers.get('location')]).toEqual([400, null]);
+      expect(await csrf.text()).toContain('The sign-in form could not be read: The parameter &#39;csrf_token&#39; is not well percent-encoded');
       // An authorization request by GET whose state holds %FC: an error page, no redirect carrying a state changed to U+FFFD.
       const app = await createClient(t.store, t.clock, { tenant: 't1', grants: ['authorization_code'], scopes: ['openid', 'patient/*.rs'], redirectUris: ['https://app.example/cb'] });
       const query = (state: string) => `response_type=code&client_id=${app.client.clientId}&redirect_uri=https%3A%2F%2Fapp.example%2Fcb&scope=openid&state=${state}&code_challenge=${'a'.repeat(43)}&code_challenge_method=S256`;

@@ -434,14 +434,18 @@ for (const target of targets) {
     });
 
     // As a refresh is refused (above), so is the access token already issued, within the cache's seconds, not at its expiry an hour later.
-    test("an access token whose patient the user may no longer choose reads nothing within seconds: 401 invalid_token; named again, it reads again", async () => {
+    test("an access token whose patient the user may no longer choose reads nothing within seconds (401 invalid_token) and introspects inactive; named again, it reads again", async () => {
       const api = fhirClient(t, await t.token());
       await api.put200({ resourceType: 'RelatedPerson', id: 'rp-3', patient: { reference: 'Patient/p-ann' } });
       await user('ward-guardian', 'RelatedPerson/rp-3');
       const tokens = await tokensFor('ward-guardian', 'p-ann');
       const read = (token: string, path = 'Observation/o-ann') => t.request(`${t.fhir()}/${path}`, { headers: { Authorization: `Bearer ${token}` } });
       expect((await read(tokens.access_token)).status).toBe(200);
+      const introspected = async () => (await (await post(t, { token: tokens.access_token }, { Authorization: basic(c.id, c.secret) }, '/oauth2/introspect')).json()) as Record<string, unknown>;
+      expect(await introspected()).toMatchObject({ active: true, patient: 'p-ann' });
       await api.put200({ resourceType: 'RelatedPerson', id: 'rp-3', patient: { reference: 'Patient/p-cat' } });
+      // Introspection reads the database: inactive at once.
+      expect(await introspected()).toEqual({ active: false });
       t.clock.advance(CLIENT_CACHE_TTL_MS + 1);
       for (const path of ['Observation/o-ann', 'Patient/p-ann', 'Observation?subject=Patient/p-ann']) {
         const res = await read(tokens.access_token, path);
@@ -452,6 +456,7 @@ for (const target of targets) {
       await api.put200({ resourceType: 'RelatedPerson', id: 'rp-3', patient: { reference: 'Patient/p-ann' } });
       t.clock.advance(CLIENT_CACHE_TTL_MS + 1);
       expect((await read(tokens.access_token)).status).toBe(200);
+      expect(await introspected()).toMatchObject({ active: true, patient: 'p-ann' });
       // A Practitioner's token keeps its patient while the Patient exists; deleted, the token reads nothing more.
       await api.put200({ resourceType: 'Patient', id: 'p-gone', name: [{ family: 'Aaron', given: ['Gone'] }] });
       await api.put200({ resourceType: 'Observation', id: 'o-gone', status: 'final', code: { text: 'weight' }, subject: { reference: 'Patient/p-gone' } });

@@ -72,7 +72,7 @@ import { labelledAsAsked } from './http/fhir-response.ts';
 import { headAnswers, asHead } from './http/middleware/head.ts';
 import { requestContext, requestIdOf, requestRecorder, withRequestId } from './http/middleware/request-context.ts';
 import { terminologyCapabilities, terminologyRoutes, valueSetValidateCode } from './http/terminology.ts';
-import { authorizeRoutes } from './http/authorize.ts';
+import { AUTHORIZE_PATH, authorizeRoutes } from './http/authorize.ts';
 import { launchRoutes } from './http/launch.ts';
 import { oauthRoutes, smartConfigurationResponse, tokenRoute } from './http/oauth.ts';
 import { opsRoutes } from './http/ops.ts';
@@ -329,7 +329,8 @@ export function createApp(deps: AppDeps): App {
   // CORS wraps Hono, so its routes and every error answer the same way; the hot routes (never a
   // preflight) add the same headers themselves.
   const answer = (req: Request, server?: unknown) => {
-    if (req.url.includes('%00')) return cors.handle(req, () => refusedNul(req));
+    // The authorize endpoint answers it itself, as its other malformed requests: a page or a redirect, not JSON, to a browser.
+    if (req.url.includes('%00') && new URL(req.url).pathname !== AUTHORIZE_PATH) return cors.handle(req, () => refusedNul(req));
     return hot?.(req, server) ?? cors.handle(req, () => viaHono(req, server));
   };
   // Every FHIR interaction, a batch's entries included (they are dispatched through `fetch`), is audited.

@@ -145,14 +145,23 @@ async function readLoginText(c: Context, limit: number): Promise<string> {
  * posts from the login page) is an error page.
  */
 async function authorizationParams(deps: AuthDeps, raw: string, contentType?: string): Promise<URLSearchParams> {
+  let params: URLSearchParams;
+  let malformed: string[];
+  let message: string;
   try {
-    return strictQuery(raw);
+    params = strictQuery(raw);
+    // No value holds U+0000 (src/http/errors.ts nulInUrl, which leaves this endpoint to answer it as its other errors).
+    const nul = [...params].find(([k, v]) => k.includes('\0') || v.includes('\0'))?.[0];
+    if (nul === undefined) return params;
+    malformed = [...new Set([...params].filter(([k, v]) => k.includes('\0') || v.includes('\0')).map(([k]) => k))];
+    params = new URLSearchParams([...params].filter(([k]) => !malformed.includes(k)));
+    message = `The parameter '${nul}' holds U+0000, which no value may hold`;
   } catch (err) {
-    const { params, malformed } = splitQuery(raw);
-    const message = `${(err as Error).message}${formCharsetNote(contentType)}`;
-    if (params.has('csrf_token') || malformed.includes('csrf_token')) throw new AuthorizePageError(`The sign-in form could not be read: ${message}`, { cause: err });
-    return refuseMalformedRequest(deps, params, malformed, message);
+    ({ params, malformed } = splitQuery(raw));
+    message = `${(err as Error).message}${formCharsetNote(contentType)}`;
   }
+  if (params.has('csrf_token') || malformed.includes('csrf_token')) throw new AuthorizePageError(`The sign-in form could not be read: ${message}`);
+  return refuseMalformedRequest(deps, params, malformed, message);
 }
 
 /** The query of a request URL (without its fragment). */
@@ -161,6 +170,9 @@ const queryOf = (url: string) => {
   return q < 0 ? '' : url.slice(q + 1).split('#', 1)[0]!;
 };
 
+/** The authorize endpoint's path. */
+export const AUTHORIZE_PATH = '/oauth2/authorize';
+
 /** The login page and its sign-in handling at `/oauth2/authorize` (RFC 6749 4.1.1-4.1.2, OIDC Core 3.1.2). */
 export function authorizeRoutes(deps: AuthDeps): Hono {
   const app = new Hono();
@@ -168,9 +180,9 @@ export function authorizeRoutes(deps: AuthDeps): Hono {
     deps, https: deps.config.baseUrl.startsWith('https:'), origin: new URL(deps.config.baseUrl).origin,
     cookiePath: `${basePathOf(deps.config.baseUrl)}/oauth2/authorize`, trustProxy: deps.config.trustProxy === 'on',
   };
-  app.get('/oauth2/authorize', (c) =>
+  app.get(AUTHORIZE_PATH, (c) =>
     guarded(l, c, async () => showLogin(l, await validateAuthorizationRequest(deps, await authorizationParams(deps, queryOf(c.req.url))), 200)));
-  app.post('/oauth2/authorize', (c) =>
+  app.post(AUTHORIZE_PATH, (c) =>
     guarded(l, c, async () => {
       const form = await authorizationParams(deps, await readLoginText(c, bodyLimits(deps.config).form), c.req.header('content-type'));
       // OIDC Core 3.1.2.1: an authorization request may itself be POSTed; only a form with a CSRF token signs in.

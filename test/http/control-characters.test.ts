@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
 import { countVersions, expectOutcome, type Json } from '../helpers/fhir.ts';
+import { authorizeQuery, csrfCookie, FORM, hiddenFields, testUser, userClient } from '../helpers/oauth.ts';
 
 await eachStore((kind, fresh) => {
   describe(`control characters (${kind})`, () => {
@@ -69,10 +70,27 @@ await eachStore((kind, fresh) => {
       }
     });
 
-    test('outside the FHIR API %00 is an OAuth invalid_request', async () => {
-      const res = await t.request('/oauth2/authorize?response_type=code&client_id=app%00&state=s');
+    test('outside the FHIR API %00 is an OAuth invalid_request; at the authorize endpoint, which a browser opens, an error page', async () => {
+      const res = await t.request('/oauth2/jwks?kid=a%00');
       expect(res.status).toBe(400);
-      expect(await res.json()).toEqual({ error: 'invalid_request', error_description: "The parameter 'client_id' holds U+0000, which no value may hold" });
+      expect(await res.json()).toEqual({ error: 'invalid_request', error_description: "The parameter 'kid' holds U+0000, which no value may hold" });
+      // RFC 6749 4.1.2.1: no client to redirect to (its id cannot be one), so a page (redirects: test/http/oauth-authorize.test.ts).
+      const page = await t.request('/oauth2/authorize?response_type=code&client_id=app%00&state=s');
+      expect([page.status, page.headers.get('content-type'), page.headers.get('location')]).toEqual([400, 'text/html; charset=utf-8', null]);
+      expect(await page.text()).toContain('The authorization request could not be read: The parameter &#39;client_id&#39; holds U+0000, which no value may hold.');
+    });
+
+    // Both databases alike: SQLite looked the user up and showed "wrong password", PostgreSQL answered a JSON 400 to the browser.
+    test('a sign-in form holding U+0000 is an error page naming the parameter, on both databases', async () => {
+      const c = await userClient(t);
+      await testUser(t, { username: 'nul-user' });
+      const login = await t.request(`/oauth2/authorize?${authorizeQuery({ clientId: c.id })}`);
+      const fields = hiddenFields(await login.text());
+      for (const username of ['\0', 'nul-\0user']) {
+        const res = await t.request('/oauth2/authorize', { method: 'POST', headers: { ...FORM, Cookie: csrfCookie(login) }, body: new URLSearchParams({ ...fields, username, password: 'x' }) });
+        expect([res.status, res.headers.get('content-type')]).toEqual([400, 'text/html; charset=utf-8']);
+        expect(await res.text()).toContain('The sign-in form could not be read: The parameter &#39;username&#39; holds U+0000, which no value may hold');
+      }
     });
 
     test('a search value holding a control character is a 400 naming the parameter, from a form, a header or a Bundle', async () => {

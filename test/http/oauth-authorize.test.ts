@@ -210,12 +210,17 @@ describe('request validation', () => {
   // invalid_request at that URI, with the state as sent; one whose client_id, redirect_uri or state cannot be read is a page.
   test('a parameter not well percent-encoded (a stray %, %FC) -> invalid_request redirect with the state, by GET and by POST', async () => {
     const malformed = (name: string) => `The parameter '${name}' is not well percent-encoded (a '%' must start two hex digits, and the bytes they encode must be UTF-8)`;
-    for (const [extra, name] of [['login_hint=50%', 'login_hint'], ['nonce=n%zz', 'nonce'], ['login_hint=M%FCller', 'login_hint'], ['x%=1', 'x%'], ['sc%C3ope%FF=1', 'scope']] as const) {
+    const nul = (name: string) => `The parameter '${name}' holds U+0000, which no value may hold`;
+    const cases = [
+      ['login_hint=50%', malformed('login_hint')], ['nonce=n%zz', malformed('nonce')], ['login_hint=M%FCller', malformed('login_hint')],
+      ['x%=1', malformed('x%')], ['sc%C3ope%FF=1', malformed('sc%C3ope%FF')], ['login_hint=a%00b', nul('login_hint')],
+    ] as const;
+    for (const [extra, description] of cases) {
       const q = `${authorizeQuery({ clientId: c.id, state: 'ab c' })}&${extra}`;
       for (const res of [await page(q), await t.request('/oauth2/authorize', { method: 'POST', headers: FORM, body: q })]) {
         expect(res.status).toBe(303);
         const params = redirectParams(res);
-        expect(Object.fromEntries(params)).toEqual({ error: 'invalid_request', error_description: malformed(name === 'scope' ? 'sc%C3ope%FF' : name), state: 'ab c', iss: 'http://cinder.test' });
+        expect(Object.fromEntries(params)).toEqual({ error: 'invalid_request', error_description: description, state: 'ab c', iss: 'http://cinder.test' });
       }
     }
     // Without a state to return, none is.
@@ -230,11 +235,13 @@ describe('request validation', () => {
       [`${base}`.replace('state=abc', 'state=100%'), 'state'],
       [`${base}`.replace(`client_id=${c.id}`, `client_id=${c.id}%`), 'client_id'],
       [`${base}`.replace('redirect_uri=', 'redirect_uri=%zz'), 'redirect_uri'],
+      [`${base}`.replace('state=abc', 'state=a%00c'), 'state'],
     ] as const;
     for (const [q, name] of cases) {
       const res = await page(q);
       expect([name, res.status, res.headers.get('location')]).toEqual([name, 400, null]);
-      expect(await res.text()).toContain(`The authorization request could not be read: The parameter &#39;${name}&#39; is not well percent-encoded`);
+      const why = q.includes('%00') ? 'holds U+0000' : 'is not well percent-encoded';
+      expect(await res.text()).toContain(`The authorization request could not be read: The parameter &#39;${name}&#39; ${why}`);
     }
     // A stray % beside an unknown client or an unregistered redirect URI: the page those are.
     const unknown = await page(`${authorizeQuery({ clientId: 'nope' })}&nonce=%`);

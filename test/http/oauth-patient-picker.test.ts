@@ -473,6 +473,34 @@ for (const target of targets) {
       expect((await read(own.access_token, 'Patient/p-alice')).status).toBe(200);
     });
 
+    // As its token reads nothing more: a Subscription activated with a guardian's token is matched for nothing once the
+    // relationship ends, instead of notifying the child's records for as long as it stays active.
+    test("a Subscription activated with a guardian's token is matched for nothing once their record no longer names the patient; named again, matched again", async () => {
+      const api = fhirClient(t, await t.token());
+      await api.put200({ resourceType: 'RelatedPerson', id: 'rp-4', patient: { reference: 'Patient/p-ann' } });
+      const guardian = await user('sub-guardian', 'RelatedPerson/rp-4');
+      const sub = await api.create({ resourceType: 'Subscription', status: 'requested', reason: 'guardian', criteria: 'Observation?code:text=guarded', channel: { type: 'rest-hook', endpoint: 'https://hook.example/guardian' } });
+      expect(sub.status).toBe('active');
+      // Owned as activating it with the guardian's token records it (owner.ts): their sign-in, the app, the chosen patient.
+      const owner = JSON.stringify({ scopes: ['launch/patient', 'patient/*.rs'], clientId: c.id, patient: 'p-ann', user: { id: guardian.id, readAt: t.clock.now() } });
+      await t.store.resources.write('t1', (w) => w.ownSubscription(sub.id as string, owner, 'rest-hook'));
+      let n = 0;
+      const observe = async (patient: string) => api.put200({ resourceType: 'Observation', id: `guarded-${n++}`, status: 'final', code: { text: 'guarded' }, subject: { reference: `Patient/${patient}` } });
+      const waiting = async () => (await t.store.subscriptions.pending('t1', sub.id as string, 100)).map((x) => x.id);
+      t.clock.advance(CLIENT_CACHE_TTL_MS + 1);
+      await observe('p-ann');
+      await observe('p-bob');
+      expect(await waiting()).toEqual(['guarded-0']);
+      await api.put200({ resourceType: 'RelatedPerson', id: 'rp-4', patient: { reference: 'Patient/p-cat' } });
+      t.clock.advance(CLIENT_CACHE_TTL_MS + 1);
+      await observe('p-ann');
+      expect(await waiting()).toEqual(['guarded-0']);
+      await api.put200({ resourceType: 'RelatedPerson', id: 'rp-4', patient: { reference: 'Patient/p-ann' } });
+      t.clock.advance(CLIENT_CACHE_TTL_MS + 1);
+      await observe('p-ann');
+      expect(await waiting()).toEqual(['guarded-0', 'guarded-3']);
+    });
+
     test('cancel on the picker sends access_denied to the redirect URI, with state and iss', async () => {
       const p = await open('doc');
       const params = redirectParams((await submit(p, { action: 'cancel' })).res);

@@ -30,7 +30,7 @@ import { compileTopic, findTopic, isTopicCriteria, topicRequest } from './topic-
 import { tenantTopics, type Interaction, type Topic, type TopicTrigger } from './topics.ts';
 import { indexEntries } from '../indexer.ts';
 import { endpointUrl, systemResolve, type ResolveHost } from './endpoint.ts';
-import { authorityRevoked, ownerAccess, ownerClient, ownerUser, type OwnerUser, type RestoreAccess } from './owner.ts';
+import { authorityRevoked, ownerAccess, ownerClient, ownerPatient, ownerUser, type OwnerUser, type RestoreAccess } from './owner.ts';
 import { grantReaches, searchesWhatItSelects, topicRefusal, unsearchedTriggers } from './owner-reach.ts';
 import { showSilenced, type Resumed, type ShowFailure, type Silenced } from './silenced.ts';
 import { statusBefore, TOPIC_PAUSE_HEAD, topicPausedFor } from './client-authority.ts';
@@ -60,6 +60,13 @@ export interface HubOptions {
    * client's): once their tokens are revoked after the activation (owner.ts authorityRevoked) it notifies nothing.
    */
   user: UserLookup;
+  /**
+   * Whether the patient in context a user's sign-in chose, recorded with a subscription activated with its token, is
+   * still one the user may choose (src/auth/patient-held.ts, cached as `user`): once it is not (a guardian's record no
+   * longer names the child, the Patient deleted), the subscription is matched for nothing, as the token reads nothing;
+   * named again, it is matched again. Without it, not asked.
+   */
+  patientHeld?: (choice: { tenant: string; clientId: string; userId: string; patient: string }) => boolean | Promise<boolean>;
   /** CINDER_SUBSCRIPTION_ALLOW_PRIVATE. */
   allowPrivate: boolean;
   resolve?: ResolveHost;
@@ -406,6 +413,8 @@ export class SubscriptionHub {
         continue;
       }
       if (client?.disabled) continue;
+      const held = this.choiceHeld(tenant, s);
+      if (!(held instanceof Promise ? await held : held)) continue;
       const now = (client?.scopes.join(' ') ?? null) === s.registered ? 'notifies' : await this.current(tenant, active, s);
       if (now === 'notifies') out.add(s);
       // Its client's registration no longer lets it search what it selects: paused for its scopes, as the set's load pauses one.
@@ -419,6 +428,13 @@ export class SubscriptionHub {
       silenced.set(r.id, paused && revokedOf(r.clientId, user) ? { ...r, why: 'sign-in' } : r);
     }
     return { notifying: out, silenced: [...silenced.values(), ...active.resumed] };
+  }
+
+  /** Whether the patient in context `s` was activated with, a user's choice, still holds (HubOptions.patientHeld); true without one. */
+  private choiceHeld(tenant: string, s: Compiled): boolean | Promise<boolean> {
+    const patient = s.user === null ? null : ownerPatient(s.owner);
+    if (patient === null || !this.options.patientHeld) return true;
+    return this.options.patientHeld({ tenant, clientId: s.clientId!, userId: s.user!.id, patient });
   }
 
   /** A client's registered scopes, as compared to see whether its subscriptions need compiling again. */

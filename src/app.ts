@@ -292,7 +292,7 @@ export function createApp(deps: AppDeps): App {
   const sockets = new SubscriptionSockets({
     store: deps.store, clock, log, limits: { maxConnections: config.websocketMaxConnections, maxPerClient: config.websocketMaxPerClient },
     topics: new TopicSockets({ store: deps.store, clock, log, tokens: wsTokens, bundles: { fhir: fhirDeps, clock, restoreAccess }, authority: { client, user } }),
-    grants: { fhir: fhirDeps, restoreAccess },
+    grants: { fhir: fhirDeps, restoreAccess }, authority: { client, user },
   });
   metrics.gauge('cinder_subscription_websockets', 'Subscription websockets open on this process.', () => ({ '': sockets.size }));
   metrics.counter('cinder_subscription_websockets_refused_total', 'Subscription websockets closed at once since the process started, by the limit that refused them (process, client).', () => ({

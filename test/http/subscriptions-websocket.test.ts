@@ -7,6 +7,9 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createApp, type App } from '../../src/app.ts';
+import { createClient } from '../../src/auth/admin.ts';
+import { disableClient } from '../../src/auth/client-lifecycle.ts';
+import { disableUser } from '../../src/auth/user-lifecycle.ts';
 import { createKeyRing } from '../../src/auth/keys.ts';
 import { MAX_TOKEN_TTL } from '../../src/auth/tokens.ts';
 import { silentLogger } from '../../src/log.ts';
@@ -18,6 +21,7 @@ import { MAX_MESSAGE_BYTES, MAX_WAITING } from '../../src/fhir/subscriptions/soc
 import { CHECK_INTERVAL_MS } from '../../src/fhir/subscriptions/hub.ts';
 import { testCoreBundle } from '../helpers/terminology-service.ts';
 import { serveWithWebsocket, websocketClient } from '../helpers/websocket.ts';
+import { signedInToken, testUser, userClient } from '../helpers/oauth.ts';
 
 const serve = serveWithWebsocket;
 const client = websocketClient;
@@ -408,6 +412,44 @@ for (const target of targets) {
         source.stop(true);
         a.close();
         b.close();
+      }
+    });
+
+    test("a disabled app's bound Subscription, or a revoked sign-in's, is pinged nothing more, though it still reads active (as a rest-hook's and a topic socket's)", async () => {
+      const app = await createClient(t.store, t.clock, { tenant: 't1', scopes: ['system/*.*'] });
+      const appToken = await t.token(undefined, app.client.clientId, app.clientSecret!);
+      const signedIn = await userClient(t, { scopes: ['user/*.cruds'] });
+      await testUser(t, { username: 'wanda', fhirUser: 'Practitioner/wanda' });
+      const userToken = await signedInToken(t, signedIn, 'openid user/*.cruds', 'wanda');
+      const cut = [
+        { token: appToken, cut: () => disableClient(t.store, t.clock, app.client.clientId) },
+        { token: userToken, cut: () => disableUser(t.store, t.clock, 't1', 'wanda') },
+      ];
+      for (const { token: owner, cut: revoke } of cut) {
+        const res = await t.request(`${t.fhir()}/Subscription`, fhirInit(owner, 'POST', websocketSubscription));
+        expect(res.status).toBe(201);
+        const created = (await res.json()) as Json;
+        expect(created.status).toBe('active');
+        const c = await client(servers[0]!.url);
+        const d = await client(servers[1]!.url);
+        try {
+          c.send(`bind ${created.id}`);
+          d.send(`bind ${created.id}`);
+          expect([await c.next(), await d.next()]).toEqual([`bound ${created.id}`, `bound ${created.id}`]);
+          t.clock.advance(1);
+          // Recorded while the authority stands; then cut before a round pings it (behind cinder's back: no status written).
+          expect((await post(t.request, 'Observation', observation('1234-5'))).status).toBe(201);
+          await revoke();
+          // Past the servers' client and user caches (5 s).
+          t.clock.advance(6_000);
+          token = await t.token();
+          await rounds();
+          expect([await c.drained(), await d.drained()]).toEqual([[], []]);
+          expect(((await (await t.request(`${t.fhir()}/Subscription/${created.id}`, fhirInit(token))).json()) as Json).status).toBe('active');
+        } finally {
+          c.close();
+          d.close();
+        }
       }
     });
 

@@ -6,6 +6,7 @@
  * notifies nothing more, enabled again or not, until an app activates it again with a token of a new sign-in.
  */
 import { createHash } from 'node:crypto';
+import type { UserLookup } from '../../auth/user-cache.ts';
 import type { Client, User } from '../../store/types.ts';
 import { operatorAccess, type Access } from '../access.ts';
 
@@ -93,4 +94,25 @@ export function authorityRevoked(client: Client | null, user: User | null, owner
 export function ownerAccess(tenant: string, json: string, restore: RestoreAccess, as: RestoreAs = 'registered'): Promise<Access> {
   const record = JSON.parse(json) as OwnerRecord;
   return 'operator' in record ? Promise.resolve(operatorAccess) : restore(tenant, record, as);
+}
+
+/** How an owner's client and user are read (src/app.ts: the cached lookups the hub and the delivery loop use). */
+export interface OwnerAuthority {
+  client: (clientId: string) => Promise<Client | null>;
+  user: UserLookup;
+}
+
+/**
+ * Whether a subscription of `owner` (its record's JSON) in `tenant` is sent nothing now: its client is disabled, or the
+ * sign-in it rests on has ended (authorityRevoked), as delivery.ts drops a rest-hook's. Both websocket channels ask it
+ * (sockets.ts before a ping, topic-sockets.ts before a Bundle): events recorded before the authority was cut would
+ * otherwise go on being sent while the Subscription reads `active` (the client disabled behind `cinder`'s back, or
+ * before `cinder client disable` wrote its status).
+ */
+export async function ownerSilenced(authority: OwnerAuthority, tenant: string, owner: string): Promise<boolean> {
+  const clientId = ownerClient(owner);
+  const client = clientId === null ? null : await authority.client(clientId);
+  if (client?.disabled) return true;
+  const user = ownerUser(owner);
+  return user !== null && authorityRevoked(client, await authority.user(tenant, user.id), user);
 }

@@ -30,7 +30,7 @@ import type { Logger } from '../../log.ts';
 import type { Store } from '../../store/types.ts';
 import type { FhirDeps } from '../crud.ts';
 import { BoundStatus, r4Ended, r4EndedMessage, r4Inactive, topicEndedMessage, UNOWNED } from './bound-status.ts';
-import type { RestoreAccess } from './owner.ts';
+import { ownerSilenced, type OwnerAuthority, type RestoreAccess } from './owner.ts';
 import { grantReaches } from './owner-reach.ts';
 import type { TopicBinding, TopicRound, TopicSockets } from './topic-sockets.ts';
 import { isTopicCriteria } from './topic-subscription.ts';
@@ -143,10 +143,12 @@ export class SubscriptionSockets {
 
   /**
    * `topics`: the topic-based websocket channel (R5 Backport IG, topic-sockets.ts); without it `bind-with-token`
-   * is refused. `grants`: how an owner's access is rebuilt (src/app.ts), to judge its grant before a ping.
+   * is refused. `grants`: how an owner's access is rebuilt (src/app.ts), to judge its grant before a ping. `authority`:
+   * how its client and user are read, so that a disabled client's, or a revoked sign-in's, is pinged nothing.
    */
   constructor(private readonly options: {
     store: Store; clock: Clock; log: Logger; limits: SocketLimits; topics?: TopicSockets; grants?: { fhir: FhirDeps; restoreAccess: RestoreAccess };
+    authority?: OwnerAuthority;
   }) {
     this.status = new BoundStatus(options);
   }
@@ -383,8 +385,10 @@ export class SubscriptionSockets {
    * bound to it are told as a refused bind is (and are unbound: R4 has no message that suspends a binding, and a client
    * that binds again is answered as any bind). Nor once the scopes recorded for its owner, by today's rules, no longer
    * let it search what it selects (owner-reach.ts grantReaches), as topic-sockets.ts judges a topic-based one; what
-   * waits may have been recorded by an older release's matching (a rolling upgrade's server). The grant is judged
-   * once per version and owner. An error of the judgement is `unjudged`
+   * waits may have been recorded by an older release's matching (a rolling upgrade's server). Nor while its owner's
+   * client is disabled or the sign-in it rests on has ended (owner.ts ownerSilenced, as a rest-hook's is dropped): what
+   * was recorded before is not pinged (marked pinged: a client enabled again is not sent it later).
+   * The grant is judged once per version and owner. An error of the judgement is `unjudged`
    * (logged): nothing is sent, and the notification is judged again the next round.
    */
   private async pingJudgement(tenant: string, id: string, now: number): Promise<PingJudgement> {
@@ -396,6 +400,7 @@ export class SubscriptionSockets {
       if (inactive !== undefined || sub === undefined) return { inactive: inactive ?? 'deleted' };
       const owner = await store.subscriptions.owner(tenant, id);
       if (owner === null) return { inactive: UNOWNED };
+      if (this.options.authority !== undefined && (await ownerSilenced(this.options.authority, tenant, owner))) return 'silent';
       if (grants === undefined) return 'ping';
       const k = `${tenant}\u0000${id}\u0000${current!.versionId}\u0000${owner}`;
       if (this.reached.has(k)) return 'ping';

@@ -13,10 +13,9 @@
  */
 import type { Clock } from '../../clock.ts';
 import type { Logger } from '../../log.ts';
-import type { UserLookup } from '../../auth/user-cache.ts';
-import type { Client, RecentNotification, Store } from '../../store/types.ts';
+import type { RecentNotification, Store } from '../../store/types.ts';
 import type { WsBindingTokens } from './operations.ts';
-import { authorityRevoked, ownerClient, ownerDigest, ownerUser } from './owner.ts';
+import { ownerDigest, ownerSilenced, type OwnerAuthority } from './owner.ts';
 import { grantReaches } from './owner-reach.ts';
 import { topicBundle, type TopicBundleDeps } from './topic-bundle.ts';
 import { isTopicCriteria, topicRequest, type TopicRequest } from './topic-subscription.ts';
@@ -53,7 +52,7 @@ export interface TopicSocketsOptions {
   tokens: WsBindingTokens;
   bundles: TopicBundleDeps;
   /** The owner's client and user (HubOptions.client, .user): a disabled client's, or a revoked sign-in's, is sent nothing. */
-  authority?: { client: (clientId: string) => Promise<Client | null>; user: UserLookup };
+  authority?: OwnerAuthority;
 }
 
 /** The messages of one delivery round (TopicSockets.round): each Subscription read once, each Bundle built once. */
@@ -137,17 +136,6 @@ export class TopicSockets {
     };
   }
 
-  /** Whether `owner`'s client is disabled, or its user lost the authority it was activated on (owner.ts authorityRevoked). */
-  private async silenced(tenant: string, owner: string): Promise<boolean> {
-    const authority = this.options.authority;
-    if (authority === undefined) return false;
-    const clientId = ownerClient(owner);
-    const client = clientId === null ? null : await authority.client(clientId);
-    if (client?.disabled) return true;
-    const user = ownerUser(owner);
-    return user !== null && authorityRevoked(client, await authority.user(tenant, user.id), user);
-  }
-
   /** Subscription `id` of `tenant` when it is an active topic-based websocket one with an owner whose authority stands. */
   private async read(tenant: string, id: string): Promise<TopicSubscription | undefined> {
     const { store } = this.options;
@@ -156,7 +144,8 @@ export class TopicSockets {
     const channel = resource?.channel as { type?: unknown } | undefined;
     if (resource?.status !== 'active' || channel?.type !== 'websocket' || !isTopicCriteria(resource.criteria)) return undefined;
     const owner = await store.subscriptions.owner(tenant, id);
-    if (owner === null || (await this.silenced(tenant, owner))) return undefined;
+    const authority = this.options.authority;
+    if (owner === null || (authority !== undefined && (await ownerSilenced(authority, tenant, owner)))) return undefined;
     let request: TopicRequest;
     try {
       request = topicRequest(resource);

@@ -8,7 +8,7 @@ import { chargeAnswer, readBudget, readEntry, type ReadBudget } from './bundle-r
 import { requireNoSiblingUrns } from './bundle-match-urls.ts';
 import { isUrnReference } from './references.ts';
 import { requireVersionsWritten, settleVersions } from './bundle-versions.ts';
-import { isRefusal, putOptions, referenceReach, requireProfiles, validationLevel, writeTx, type FhirDeps, type FhirRequest } from './crud.ts';
+import { isRefusal, lockActivationsFirst, putOptions, referenceReach, requireProfiles, validationLevel, writeTx, type FhirDeps, type FhirRequest } from './crud.ts';
 import { requireReferences } from './referential-integrity.ts';
 import { atWriteTime } from '../store/write-times.ts';
 import { HeldSearches } from './bundle-held-searches.ts';
@@ -43,6 +43,7 @@ async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string,
     const opts = putOptions(deps, req, now);
     await deps.subscriptions?.prepare(planned.map(writtenBy), opts.activateSubscription);
     return writeTx(deps, req.tenant, async (w) => {
+      await lockActivationsFirst(w, opts, planned.map(writtenBy));
       await settle(w, settledConditions(planned));
       await Promise.all(held.targets().map((k) => w.current(k.type, k.id)));
       await held.requireUnchanged(w);

@@ -510,6 +510,19 @@ export function putOptions(deps: FhirDeps, req: FhirRequest, now: number): PutOp
 }
 
 /**
+ * Takes the tenant's activation lock (ResourceWriter.lockActivations) first thing in a write's transaction when one of
+ * `resources` is a Subscription asking to be active, before any row is locked: a lock taken in the middle (as activation
+ * counts) after rows, by one transaction, and before rows, by another (a row it found absent and then met created,
+ * a server's status write), made them wait for each other, ended by PostgreSQL's deadlock check a second later and run
+ * again. Taken first by every activating transaction, they run one after the other; the others never wait for it.
+ */
+export async function lockActivationsFirst(w: ResourceWriter, opts: Pick<PutOptions, 'activateSubscription'>, resources: readonly (Resource | undefined)[]): Promise<void> {
+  if (opts.activateSubscription === undefined) return;
+  const asks = (r: Resource | undefined) => r?.resourceType === 'Subscription' && ((r as { status?: unknown }).status === 'active' || (r as { status?: unknown }).status === 'requested');
+  if (resources.some(asks)) await w.lockActivations();
+}
+
+/**
  * Writes `resource` as the next version of `type/id` inside an open transaction (FHIR R4 update,
  * create-on-update). Shared by create, update, patch, transactions and import; `method` is the
  * interaction, which the version's history entry names (FHIR R4 http 3.1.0.11).
@@ -686,6 +699,7 @@ export async function createResource(
     const opts = putOptions(deps, req, now);
     await deps.subscriptions?.prepare([resource], opts.activateSubscription);
     return writeTx(deps, req.tenant, async (w) => {
+      await lockActivationsFirst(w, opts, [resource]);
       const judge = await settle?.(w);
       const written = await putVersion(w, resource, newId(), opts, method);
       await requireReferences(deps, w, req.tenant, [{ resource, path: type }], referenceReach(deps, req));
@@ -732,6 +746,7 @@ export async function updateResource(
       if (createOnly) opts.createOnly = true;
       if (unvalidated) opts.unvalidated = unvalidated;
       return writeTx(deps, req.tenant, async (w) => {
+        await lockActivationsFirst(w, opts, [resource]);
         const judge = await settle?.(w);
         await requireJudged(w, type, id, judged);
         const written = await putVersion(w, resource, id, opts, method);

@@ -6,7 +6,7 @@ import { entriesPerAttempt, entryResources, errorEntry, followerEntry, hasCondit
 import { requireVersionsWritten, settleVersions, writtenAnew } from './bundle-versions.ts';
 import { withStaticIds } from './bundle-match-urls.ts';
 import { checkRead, checkReadDeletion, checkReadTarget, readBudget, readEntry } from './bundle-reads.ts';
-import { noteValidationLevel, putOptions, referenceReach, validationLevel, writeTx, type FhirDeps, type FhirRequest } from './crud.ts';
+import { lockActivationsFirst, noteValidationLevel, putOptions, referenceReach, validationLevel, writeTx, type FhirDeps, type FhirRequest } from './crud.ts';
 import { requireReferences } from './referential-integrity.ts';
 import { pacedShellErrors } from './bundle-shell.ts';
 import { newId, type Resource } from './resource.ts';
@@ -82,6 +82,7 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
     const deleted = planned.flatMap((p) => (p.entry.method === 'DELETE' && p.id !== undefined ? [{ type: p.entry.type, id: p.id }] : []));
     await deps.subscriptions?.prepare(planned.map(writtenBy), opts.activateSubscription, { deleted });
     await writeTx(deps, req.tenant, async (w) => {
+      await lockActivationsFirst(w, opts, planned.map(writtenBy));
       await settle(w, settledConditions(planned));
       // The resources the entries change are looked up together (PostgreSQL locks them in one statement,
       // in key order), so that transactions changing the same resources in other orders wait for each

@@ -1084,7 +1084,7 @@ export class SqlBuilder {
    */
   sortRows(k: ParamSortKey, range: SortRange): string {
     const col = sortColumn(k);
-    const [first, last] = k.descending ? ['<=', '>='] : ['>=', '<='];
+    const [first, last] = k.descending ? ['<=', range.before ? '>' : '>='] : ['>=', range.before ? '<' : '<='];
     return this.select(k.table, (s) => [
       `${s}.k IN (${range.keys.map((key) => this.v(key)).join(', ')})`,
       ...(range.from === null ? [] : [`${s}.${col} ${first} ${this.v(range.from)}`]),
@@ -1396,6 +1396,8 @@ export interface SortRange {
   keys: number[];
   from: SqlValue | null;
   to: SqlValue | null;
+  /** The rows before `to` alone (crossingTies: its ties are read apart). */
+  before?: boolean;
 }
 
 /** The alias of a planned search's driver rows (their `res`); no other alias is unnumbered. */
@@ -1840,16 +1842,22 @@ async function sortWalk<R>(
     // Nothing at or after the place: the rest of the walk is of resources without the key.
     if (sortRange.from === null) return keyless([]);
     if (rows === 2 * need + SORT_WALK_FIRST_ROWS) {
-      const ties = await tiesPage(dialect, tenant, q, run, first, sortRange, typeSizes, tied);
-      if (ties?.complete) return ties.rows;
+      const crossed = await crossingTies(dialect, tenant, q, run, first, sortRange, typeSizes, tied);
+      if (crossed !== undefined && crossed.before.length >= q.count) return crossed.before;
+      const before = crossed?.before ?? [];
+      const at = crossed === undefined ? sortRange : { keys: sortRange.keys, from: sortRange.to, to: sortRange.to };
+      const page = { ...q, count: q.count - before.length };
+      const ties = await tiesPage(dialect, tenant, page, run, first, at, typeSizes, tied, crossed !== undefined);
+      if (ties?.complete) return [...before, ...ties.rows];
       if (ties !== undefined) {
         // Every tie at the value after the place, fewer than the page: the rest of it comes after them.
         const next = q.sort[1];
         const past = (descending: boolean) => (descending ? '' : AFTER_PREFIX);
-        const placeAfter = { keys: [sortRange.from, ...(next === undefined ? [] : [past(next.descending)])], id: AFTER_PREFIX };
-        const rest = await sortWalk(dialect, tenant, { ...q, count: q.count - ties.rows.length, afterKeys: placeAfter }, run, typeSizes, tied, true);
-        return rest === undefined ? undefined : [...ties.rows, ...rest];
+        const placeAfter = { keys: [at.from, ...(next === undefined ? [] : [past(next.descending)])], id: AFTER_PREFIX };
+        const rest = await sortWalk(dialect, tenant, { ...page, count: page.count - ties.rows.length, afterKeys: placeAfter }, run, typeSizes, tied, true);
+        return rest === undefined ? undefined : [...before, ...ties.rows, ...rest];
       }
+      // The ties' window ended before the page filled: the walk reads them as before (the rows before them again).
     }
     const { sql, values } = searchSql(dialect, tenant, q, { driver: 'sort', sortRange, ...(tied.length > 0 && { tied }) });
     const found = await run.rows(sql, values, fixedForm(q));
@@ -1944,23 +1952,20 @@ const TIES_PROBE_RISK = 4;
  */
 async function tiesPage<R>(
   dialect: Dialect, tenant: string, q: SearchQuery, run: SearchRunner<R>, first: ParamSortKey, range: SortRange,
-  typeSizes: (type: string) => number | Promise<number>, tied: TiedKey[],
+  typeSizes: (type: string) => number | Promise<number>, tied: TiedKey[], counted = false,
 ): Promise<{ rows: R[]; complete: boolean } | undefined> {
   const value = range.from;
-  if (value === null || value !== range.to || q.offset || !(q.where ?? []).every(probedAlone)) return undefined;
+  if (value === null || value !== range.to || !tiesApply(q)) return undefined;
   const next = q.sort[1];
   const inIdOrder = next === undefined || (next.by === 'id' && q.sort.length === 2);
-  if (!inIdOrder && next.by !== 'param') return undefined;
   const size = await typeSizes(q.type);
-  const enough = Math.ceil(Math.sqrt(TIES_PROBE_RISK * q.count * size));
-  const b = new SqlBuilder(dialect, tenant, 'in');
-  const col = sortColumn(first);
-  const ties = `SELECT COUNT(*) AS n FROM (SELECT 1 FROM ${first.table} s WHERE s.k IN (${range.keys.map((k) => b.v(k)).join(', ')}) AND s.${col} = ${b.v(value)} LIMIT ${enough}) x`;
-  if (Number(await run.count(ties, b.values, 'plain')) < enough) return undefined;
+  const enough = tiesEnough(q, size);
+  if (!counted && !(await manyTies(dialect, tenant, run, first, range.keys, value, enough))) return undefined;
   // A place at `v` (the walk's range starts at the place's key): the ties after it. A place whose key
   // no resource has any longer: every tie at `v` comes after it.
   const place = q.afterKeys !== undefined && q.afterKeys.keys[0] === value ? q.afterKeys : undefined;
-  const sameKey = [...tied, { key: first, value, keys: range.keys, first: q.afterKeys === undefined }];
+  // `v` is the first value of all where no place and no value before it (`counted`: the page crossed into it) precede it.
+  const sameKey = [...tied, { key: first, value, keys: range.keys, first: q.afterKeys === undefined && !counted }];
   if (!inIdOrder) {
     const rest: SearchQuery = { ...q, sort: q.sort.slice(1) };
     delete rest.afterKeys;
@@ -1978,6 +1983,45 @@ async function tiesPage<R>(
   // The window reached the type's last resource (no bound): these are every tie after the place.
   const last = rows.length === 0 ? undefined : (rows[0] as { bound_id?: string | null }).bound_id;
   return last === null ? { rows, complete: false } : undefined;
+}
+
+/** Whether tiesPage can read a page of a walk's ties: no offset, conditions probed alone, the next sort key (if any) `_id` alone or a parameter. */
+function tiesApply(q: SearchQuery): boolean {
+  const next = q.sort[1];
+  const nextFits = next === undefined || (next.by === 'id' && q.sort.length === 2) || next.by === 'param';
+  return nextFits && !q.offset && (q.where ?? []).every(probedAlone);
+}
+
+/** The ties at which reading a page's resources in id order repays (tiesPage): `T² > TIES_PROBE_RISK × count × size`. */
+const tiesEnough = (q: SearchQuery, size: number): number => Math.ceil(Math.sqrt(TIES_PROBE_RISK * q.count * size));
+
+/** Whether sort key `first`'s rows hold `value` at least `enough` times (counted up to that). */
+async function manyTies<R>(
+  dialect: Dialect, tenant: string, run: SearchRunner<R>, first: ParamSortKey, keys: number[], value: SqlValue, enough: number,
+): Promise<boolean> {
+  const b = new SqlBuilder(dialect, tenant, 'in');
+  const ties = `SELECT COUNT(*) AS n FROM (SELECT 1 FROM ${first.table} s WHERE s.k IN (${keys.map((k) => b.v(k)).join(', ')}) AND s.${sortColumn(first)} = ${b.v(value)} LIMIT ${enough}) x`;
+  return Number(await run.count(ties, b.values, 'plain')) >= enough;
+}
+
+/**
+ * A sort walk's first rows that cross from values before its bound into the bound's many ties
+ * (`Observation?_sort=status&_count=300`: 17 `amended`, then 6,694 `final`): the page's resources whose
+ * key is before the bound (`before`: read by the rows before it, `SortRange.before`), the rest of the page
+ * being the bound's ties, read as tiesPage reads them (in id order, or walked by the next sort key),
+ * where the ties, counted, would repay it. Before, the walk read every tie for its id and computed its key.
+ * Undefined where that does not apply: the walk reads its rows as before.
+ */
+async function crossingTies<R>(
+  dialect: Dialect, tenant: string, q: SearchQuery, run: SearchRunner<R>, first: ParamSortKey, range: SortRange,
+  typeSizes: (type: string) => number | Promise<number>, tied: TiedKey[],
+): Promise<{ before: R[] } | undefined> {
+  const value = range.to;
+  if (value === null || range.from === value || !tiesApply(q)) return undefined;
+  if (!(await manyTies(dialect, tenant, run, first, range.keys, value, tiesEnough(q, await typeSizes(q.type))))) return undefined;
+  const sortRange = { ...range, before: true };
+  const { sql, values } = searchSql(dialect, tenant, q, { driver: 'sort', sortRange, ...(tied.length > 0 && { tied }) });
+  return { before: await run.rows(sql, values, fixedForm(q)) };
 }
 
 /**

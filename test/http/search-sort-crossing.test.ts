@@ -1,0 +1,151 @@
+/**
+ * A sort walk whose first rows cross from a few values into a value with many ties (search-sql.ts
+ * crossingTies): `Observation?_sort=status` reads the few `amended` by the rows before `final`, then the
+ * page's rest of the `final` ties as tiesPage reads them (in id order, or walked by the next sort key),
+ * not every tie for its id and key. On both databases, every page through the next links must be the
+ * sort's definition (ties by id, resources without the key last), ascending and descending, with two
+ * sort keys, on a reference sorted on one target type, with a condition, and at offsets.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { compileSearch, encodeCursor } from '../../src/fhir/search.ts';
+import { plannedSearch, POSTGRES, SQLITE } from '../../src/store/search-sql.ts';
+import type { Condition, SortPosition } from '../../src/store/types.ts';
+import type { TestApp } from '../helpers/app.ts';
+import type { FhirClient, Json } from '../helpers/fhir.ts';
+import { appOnFresh, statementRunner } from '../helpers/search-runner.ts';
+import { storeTargets } from '../helpers/stores.ts';
+import { firstVersions } from '../helpers/versions.ts';
+
+const CAT = 'http://terminology.hl7.org/CodeSystem/observation-category';
+const N = 1200;
+const BASE = Date.parse('2026-01-01T00:00:00Z');
+
+const id = (i: number) => `o${String((i * 7919) % N).padStart(4, '0')}`;
+/** 13 `amended` (first ascending), 13 `registered` (first descending), the rest `final`. */
+const status = (i: number) => (i % 97 === 5 ? 'amended' : i % 89 === 3 ? 'registered' : 'final');
+/** Four Observations a minute (ties at any date), none every 50th. */
+const date = (i: number) => (i % 50 === 0 ? undefined : BASE + ((i * 37) % 300) * 60_000);
+/** A Group every 20th (no `patient`), `Patient/a1` every 61st, otherwise `Patient/p0` or `p1` by turns. */
+const subject = (i: number) => (i % 20 === 0 ? 'Group/g0' : i % 61 === 1 ? 'Patient/a1' : `Patient/p${i % 2}`);
+const iso = (ms: number) => new Date(ms).toISOString().replace('.000Z', 'Z');
+
+const observation = (i: number) => ({
+  resourceType: 'Observation', id: id(i), status: status(i),
+  category: [{ coding: [{ system: CAT, code: i % 2 === 0 ? 'laboratory' : 'vital-signs' }] }],
+  code: { coding: [{ system: 'http://loinc.org', code: '85354-9' }] },
+  subject: { reference: subject(i) },
+  ...(date(i) !== undefined && { effectiveDateTime: iso(date(i)!) }),
+});
+const all = Array.from({ length: N }, (_, i) => i);
+
+type Key = { of: (i: number) => string | number | undefined; descending: boolean };
+const byStatus = (descending: boolean): Key => ({ of: status, descending });
+/** A dateTime to the second is that second's range: its end descending. */
+const byDate = (descending: boolean): Key => ({ of: (i) => (date(i) === undefined ? undefined : date(i)! + (descending ? 1000 : 0)), descending });
+const byPatient: Key = { of: (i) => (subject(i).startsWith('Patient/') ? subject(i) : undefined), descending: false };
+
+/** The ids of `is` in the sort's order: each key with resources without it last, then by id. */
+function ordered(is: number[], keys: Key[]): string[] {
+  const cmp = (a: number, b: number): number => {
+    for (const k of keys) {
+      const [x, y] = [k.of(a), k.of(b)];
+      if (x === y) continue;
+      if (x === undefined || y === undefined) return x === undefined ? 1 : -1;
+      return (x < y) !== k.descending ? -1 : 1;
+    }
+    return id(a) < id(b) ? -1 : 1;
+  };
+  return [...is].sort(cmp).map(id);
+}
+
+const SEARCHES: [string, string[]][] = [
+  ['_sort=status&_count=15', ordered(all, [byStatus(false)])],
+  ['_sort=-status&_count=40', ordered(all, [byStatus(true)])],
+  ['_sort=-status,_id&_count=40', ordered(all, [byStatus(true)])],
+  ['_sort=status,-date&_count=40', ordered(all, [byStatus(false), byDate(true)])],
+  ['_sort=patient&_count=20', ordered(all, [byPatient])],
+  ['category=laboratory&_sort=status&_count=25', ordered(all.filter((i) => i % 2 === 0), [byStatus(false)])],
+];
+
+const targets = await storeTargets({ main: false });
+afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
+
+for (const target of targets) {
+  describe(`a sort walk crossing into many ties, on ${target.kind}`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    let url: string;
+
+    beforeAll(async () => {
+      ({ t, api, url } = await appOnFresh(target));
+      await t.store.resources.write('t1', (w) => w.insertNew(firstVersions(all.map(observation))));
+      await t.store.resources.indexing.analyze();
+    }, 60_000);
+    afterAll(() => t.close());
+
+    test('every page by the next links is the sort\'s order', async () => {
+      for (const [query, expected] of SEARCHES) {
+        const pages: string[] = [];
+        let next: string | undefined = `Observation?${query}`;
+        for (let n = 0; n < 200 && next; n++) {
+          const b = await api.search(next);
+          pages.push(...(b.entry ?? []).map((e: Json) => e.resource.id as string));
+          next = (b.link as Json[] | undefined)?.find((l) => l.relation === 'next')?.url.replace(/^.*\/R4\//, '');
+        }
+        expect([query, pages]).toEqual([query, expected]);
+      }
+    }, 60_000);
+
+    test('pages at offsets across the boundaries of the ties', async () => {
+      for (const [query, expected] of SEARCHES) {
+        for (const offset of [5, 13, 30, N - 30]) {
+          const b = await api.search(`Observation?${query}&_cursor=${encodeCursor({ offset })}`);
+          const count = Number(new URLSearchParams(query).get('_count'));
+          expect([query, offset, (b.entry ?? []).map((e: Json) => e.resource.id as string)]).toEqual([query, offset, expected.slice(offset, offset + count)]);
+        }
+      }
+    }, 60_000);
+
+    test('the statements: the values before the ties read by the rows before them, the ties not read for their ids', async () => {
+      const statements: string[] = [];
+      const { runner, close } = await statementRunner(target.kind, url, statements);
+      const search = async (query: string, afterKeys?: SortPosition) => {
+        statements.length = 0;
+        const compiled = compileSearch('Observation', new URLSearchParams(query), true);
+        const q = { ...compiled.query, where: compiled.pending as Condition[], ...(afterKeys && { afterKeys }) };
+        const rows = await plannedSearch(target.kind === 'sqlite' ? SQLITE : POSTGRES, 't1', q, runner, () => N);
+        return {
+          ids: (rows as { id: string }[]).map((r) => r.id),
+          searches: statements.filter((x) => x.includes('SELECT r.type, r.id')),
+          bounds: statements.filter((x) => x.includes('FROM search_keys kk')),
+        };
+      };
+      const up = ordered(all, [byStatus(false)]);
+      const down = ordered(all, [byStatus(true)]);
+      const amended = all.filter((i) => status(i) === 'amended').length;
+      try {
+        for (const [query, place, expected, before] of [
+          ['_sort=status&_count=40', undefined, up.slice(0, 40), /\.value < /],
+          ['_sort=-status&_count=40', undefined, down.slice(0, 40), /\.value > /],
+          // A later page whose place is among the few: the rest of them, then the ties after them.
+          ['_sort=status&_count=40', { keys: ['amended'], id: up[4]! }, up.slice(5, 45), /\.value < /],
+          ['_sort=patient&_count=20', undefined, ordered(all, [byPatient]).slice(0, 20), /\.value < /],
+        ] as [string, SortPosition | undefined, string[], RegExp][]) {
+          const found = await search(query, place);
+          expect(found.ids).toEqual(expected);
+          expect(found.searches.length).toBe(2);
+          expect(found.searches[0]).toMatch(before);
+          // Before, one search of every row up to the ties' value: each tie read for its id and its key computed.
+          expect(found.searches[1]).not.toContain('SELECT DISTINCT d.res');
+        }
+        // A next sort key: the `final` ties after the 13 `amended` walked by the date's index (its bound on `high`).
+        const dated = await search('_sort=status,-date&_count=40');
+        expect(dated.ids).toEqual(ordered(all, [byStatus(false), byDate(true)]).slice(0, 40));
+        expect(dated.ids.slice(0, amended).sort()).toEqual(up.slice(0, amended));
+        expect(dated.bounds.some((x) => x.includes('s.high'))).toBe(true);
+      } finally {
+        await close();
+      }
+    });
+  });
+}

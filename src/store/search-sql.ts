@@ -1827,7 +1827,7 @@ async function sortWalk<R>(
   const first = q.sort[0];
   if (first?.by !== 'param' || keysetSort(q.sort) !== undefined) return undefined;
   // The rest of the page is of resources without the key (sorted last): searched as such where the walk is not a tie's.
-  const keyless = (found: R[]) => (tied.length === 0 ? withoutKey(dialect, tenant, q, run, typeSizes, first, found) : undefined);
+  const keyless = (found: R[], keys?: number[]) => (tied.length === 0 ? withoutKey(dialect, tenant, q, run, typeSizes, first, found, keys) : undefined);
   // A page after a place (SearchQuery.afterKeys) is walked from the place's first key: the resources
   // after it have that key or one further on (or none: the walk cannot reach those, sorted last).
   const start = q.afterKeys === undefined ? undefined : q.afterKeys.keys[0];
@@ -1840,7 +1840,7 @@ async function sortWalk<R>(
     if (keys.length === 0) return undefined;
     const sortRange = { keys: keys.map((x) => Number(x.k)), from: keys[0]!.f, to: keys[0]!.v };
     // Nothing at or after the place: the rest of the walk is of resources without the key.
-    if (sortRange.from === null) return keyless([]);
+    if (sortRange.from === null) return keyless([], sortRange.keys);
     if (rows === 2 * need + SORT_WALK_FIRST_ROWS) {
       const crossed = await crossingTies(dialect, tenant, q, run, first, sortRange, typeSizes, tied);
       if (crossed !== undefined && crossed.before.length >= q.count) return crossed.before;
@@ -1863,7 +1863,7 @@ async function sortWalk<R>(
     const found = await run.rows(sql, values, fixedForm(q));
     if (found.length >= q.count) return found;
     // Every row of the key was read: the rest of the page is of resources without it.
-    if (sortRange.to === null) return keyless(found);
+    if (sortRange.to === null) return keyless(found, sortRange.keys);
     // The rows the page would need at the matches' rate so far (with none, at least `need` times
     // these): beyond SORT_WALK_MAX_ROWS the walk gives way now rather than read that far for nothing
     // (`Observation?category=laboratory&code=<a vital sign>&_sort=-date`, no match: 33 against 16 ms).
@@ -1878,33 +1878,58 @@ async function sortWalk<R>(
 /**
  * The rest of a sort walk's page once every resource with the first sort key is on it or before it
  * (`found`, in order): the resources without the key, which sort last, in the order of the sort's other
- * keys (ties by id), found as the search of the parameter's rows missing (`:missing=true`, planned as any
- * search), after the place where the place is among them. Before, the plan without the walk computed the key
- * of every resource of the type for them. Undefined (that plan) for a key of one target type (a reference
- * sorted on one type's: a resource may have rows of others), after an offset, or after a place whose other
- * keys are `_lastUpdated` ascending alone.
+ * keys (ties by id), found as the search of the parameter's rows missing (`:missing=true`; for a key of one
+ * target type, a reference sorted on one type's rows, no row of that type: a resource may have rows of
+ * others), planned as any search, after the place where the place is among them. After an offset, the
+ * resources without the key start where the page's keyed ones end: at the offset's place among them less
+ * the resources with the key (`found`, the page's, ends them; with none found, counted on the key's rows
+ * `keys`, which the walk read all of; in a keyset order, which takes no offset, the resources passed are
+ * read, up to KEYLESS_READ_PAST). Before, the plan without the walk computed the key of every resource of
+ * the type for them. Undefined (that plan) after a place whose other keys are `_lastUpdated` ascending
+ * alone, or after an offset with a place, or with none found and no keys known.
  */
 async function withoutKey<R>(
   dialect: Dialect, tenant: string, q: SearchQuery, run: SearchRunner<R>, typeSizes: (type: string) => number | Promise<number>,
-  first: ParamSortKey, found: R[],
+  first: ParamSortKey, found: R[], keys?: number[],
 ): Promise<R[] | undefined> {
-  if (first.target !== undefined || q.offset) return undefined;
-  const missing: Condition = { kind: 'missing', table: first.table, params: [first.param], missing: true };
+  const missing: Condition = { kind: 'missing', table: first.table, params: [first.param], missing: true, ...(first.target !== undefined && { systems: [first.target] }) };
   // Ties by id ascending, as on the rest of the page, named: alone, `-_lastUpdated` would be a keyset sort, its ties by id descending.
   const byId = q.sort.some((k) => k.by === 'id');
   const sort = byId ? q.sort.slice(1) : [...q.sort.slice(1), { by: 'id' as const, descending: false }];
   const rest: SearchQuery = { ...q, sort, count: q.count - found.length, where: [...(q.where ?? []), missing] };
   delete rest.afterKeys;
+  delete rest.offset;
   const place = q.afterKeys;
+  // The resources without the key that the offset passes.
+  let skip = 0;
+  if (q.offset && found.length === 0) {
+    if (place !== undefined || keys === undefined) return undefined;
+    const keyed = countSql(dialect, tenant, q, { driver: 'sort', sortRange: { keys, from: null, to: null } });
+    skip = Math.max(0, q.offset - Number(await run.count(keyed.sql, keyed.values, countForm(q, { driver: 'sort' }))));
+  }
+  // In a keyset order (ties by id alone) a search takes no offset: the rows it passes are read.
+  const keysetRest = keysetSort(rest.sort) !== undefined;
+  if (skip > 0 && keysetRest && skip > KEYLESS_READ_PAST) return undefined;
+  if (skip > 0) {
+    if (keysetRest) rest.count += skip;
+    else rest.offset = skip;
+  }
   if (place !== undefined && place.keys[0] === null) {
     const keyset = keysetSort(rest.sort);
     if (keyset === undefined) rest.afterKeys = { keys: [...place.keys.slice(1), ...(byId ? [] : [place.id])], id: place.id };
     else if (keyset.by === 'id') rest.after = { id: place.id, lastUpdated: 0 };
     else return undefined;
   }
-  const rows = await plannedSearch(dialect, tenant, rest, run, typeSizes);
+  const read = await plannedSearch(dialect, tenant, rest, run, typeSizes);
+  const rows = skip > 0 && keysetRest ? read.slice(skip) : read;
   return found.length ? [...found, ...rows] : rows;
 }
+
+/**
+ * The resources without a walk's key that withoutKey reads at most to pass an offset in a keyset order
+ * (the sort's one other key, or none: ties by id); beyond, the plan without the walk.
+ */
+const KEYLESS_READ_PAST = DRIVER_MAX_ROWS;
 
 /** A sort key's value that every resource of a page has (SearchPlan.tied). */
 export interface TiedKey {

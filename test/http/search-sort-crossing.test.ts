@@ -65,6 +65,7 @@ const SEARCHES: [string, string[]][] = [
   ['_sort=status,-date&_count=40', ordered(all, [byStatus(false), byDate(true)])],
   ['_sort=patient&_count=20', ordered(all, [byPatient])],
   ['category=laboratory&_sort=status&_count=25', ordered(all.filter((i) => i % 2 === 0), [byStatus(false)])],
+  ['_sort=-date&_count=30', ordered(all, [byDate(true)])],
 ];
 
 const targets = await storeTargets({ main: false });
@@ -98,7 +99,7 @@ for (const target of targets) {
 
     test('pages at offsets across the boundaries of the ties', async () => {
       for (const [query, expected] of SEARCHES) {
-        for (const offset of [5, 13, 30, N - 30]) {
+        for (const offset of [5, 13, 30, N - 65, N - 30, N - 10]) {
           const b = await api.search(`Observation?${query}&_cursor=${encodeCursor({ offset })}`);
           const count = Number(new URLSearchParams(query).get('_count'));
           expect([query, offset, (b.entry ?? []).map((e: Json) => e.resource.id as string)]).toEqual([query, offset, expected.slice(offset, offset + count)]);
@@ -143,6 +144,42 @@ for (const target of targets) {
         expect(dated.ids).toEqual(ordered(all, [byStatus(false), byDate(true)]).slice(0, 40));
         expect(dated.ids.slice(0, amended).sort()).toEqual(up.slice(0, amended));
         expect(dated.bounds.some((x) => x.includes('s.high'))).toBe(true);
+      } finally {
+        await close();
+      }
+    });
+
+    test('after an offset past the last key, and on a reference sorted on one target type: the rest searched as the key missing', async () => {
+      const statements: string[] = [];
+      const { runner, close } = await statementRunner(target.kind, url, statements);
+      const search = async (query: string, offset: number) => {
+        statements.length = 0;
+        const compiled = compileSearch('Observation', new URLSearchParams(query), true);
+        const q = { ...compiled.query, where: compiled.pending as Condition[], offset };
+        const rows = await plannedSearch(target.kind === 'sqlite' ? SQLITE : POSTGRES, 't1', q, runner, () => N);
+        return { ids: (rows as { id: string }[]).map((r) => r.id), searches: statements.filter((x) => x.includes('SELECT r.type, r.id')) };
+      };
+      const dated = ordered(all, [byDate(true)]);
+      const patients = ordered(all, [byPatient]);
+      const keyed = all.filter((i) => date(i) !== undefined).length;
+      const referring = all.filter((i) => byPatient.of(i) !== undefined).length;
+      try {
+        for (const [query, offset, expected] of [
+          // The page's first keyed resources, then the first without the key.
+          ['_sort=-date&_count=30', keyed - 6, dated.slice(keyed - 6, keyed + 24)],
+          // Past every keyed resource: the resources without the key from the offset's place among them.
+          ['_sort=-date&_count=10', keyed + 4, dated.slice(keyed + 4, keyed + 14)],
+          // The resources without the key in the order of the next one (an offset in the statement, not rows read past).
+          ['_sort=-date,-status&_count=10', keyed + 15, ordered(all, [byDate(true), byStatus(true)]).slice(keyed + 15, keyed + 25)],
+          ['_sort=patient&_count=20', referring - 10, patients.slice(referring - 10, referring + 10)],
+          ['_sort=patient&_count=20', referring + 5, patients.slice(referring + 5, referring + 25)],
+          ['_sort=patient&_count=20', 0, patients.slice(0, 20)],
+        ] as [string, number, string[]][]) {
+          const found = await search(query, offset);
+          expect([query, offset, found.ids]).toEqual([query, offset, expected]);
+          // Before, the plan without the walk: the key of every Observation computed (`MIN(`/`MAX(` of its rows) and sorted by it.
+          for (const x of found.searches) expect(x).not.toMatch(/ORDER BY \(SELECT M(IN|AX)\(/);
+        }
       } finally {
         await close();
       }

@@ -355,12 +355,13 @@ for (const target of targets) {
         expect(rare.ids).toEqual(ordered(all.filter(amended), dateDown, true).slice(0, 10));
         expect(rare.bounds).toBeGreaterThan(1);
         expect(rare.searches.length).toBe(rare.bounds);
-        // A page reaching the undated: the walk reads every dated row, falls short, and the search
-        // without it answers (after an offset, every resource's date computed).
+        // A page reaching the undated: the walk reads every dated row, falls short, and the rest of the
+        // page is of the undated, searched as the date missing (after an offset too: withoutKey), not by
+        // computing every resource's date.
         const tail = await search('_sort=date&_count=100', 4850);
         expect(tail.ids).toEqual(ordered(all, dateUp, false).slice(4850, 4950));
-        expect(tail.searches.length).toBe(tail.bounds + 1);
-        expect(tail.searches.at(-1)).not.toContain('SELECT DISTINCT d.res');
+        expect(tail.searches.length).toBeGreaterThan(tail.bounds);
+        for (const x of tail.searches) expect(x).not.toContain('ORDER BY (SELECT MIN(');
         // A page further in than the walk may read rows for: no walk at all.
         const deep = await search('_sort=date&_count=10', SORT_WALK_MAX_ROWS / 2);
         expect(deep.bounds).toBe(0);

@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { compileSearch } from '../../src/fhir/search.ts';
-import { plannedSearch, SQLITE, withImpliedDrivers, withoutAbsentKeys, type SqlValue } from '../../src/store/search-sql.ts';
+import { plannedSearch, SORT_WALK_MAX_ROWS, SQLITE, withImpliedDrivers, withoutAbsentKeys, type SqlValue } from '../../src/store/search-sql.ts';
 import { reachCondition } from '../../src/fhir/provenance-reach.ts';
 import type { Access } from '../../src/fhir/access.ts';
 import { defineFunctions } from '../../src/store/sqlite/db.ts';
@@ -82,10 +82,10 @@ test('a patient\'s search of Provenance is driven by the target rows of the pati
 });
 
 test('a sort key on a string reads the resource\'s rows by the primary key, not the value-first index', async () => {
-  // No resource meets the condition, so the sort walk reads every row of the key and gives way, and (after
-  // an offset: without one, the rest would be searched as the family missing) the search without it
-  // computes the key of each resource.
-  const statements = await plans('Patient', '_sort=family&_count=10&given:contains=zz', db, 300, [], 5);
+  // A page further in than a sort walk may read rows for (SORT_WALK_MAX_ROWS): the search without it
+  // computes the key of each resource (short of that, a walk that reads every row of the key searches
+  // the rest as the family missing, after an offset too).
+  const statements = await plans('Patient', '_sort=family&_count=10&given:contains=zz', db, 300, [], SORT_WALK_MAX_ROWS);
   const last = statements.at(-1)!;
   expect(last.sql).not.toContain('SELECT DISTINCT d.res');
   expect(last.plan).not.toContain('search_string_value');

@@ -1813,7 +1813,7 @@ export const SORT_WALK_MAX_ROWS = 25_000;
  * other conditions, and sorted. Every resource whose key is at or before the bound is among them (its
  * key is its least, or greatest, row), so a full page of them is the search's page; otherwise the walk
  * goes further, as far as the matches' rate so far says the page needs, and gives way (undefined) to
- * the plan without it where that is beyond SORT_WALK_MAX_ROWS rows.
+ * the plan without it where that is beyond `most` rows (SORT_WALK_MAX_ROWS; a walk of ties, tiesPage, fewer).
  * Without a walk every resource of the type was read and its key computed, however few the page:
  * `Observation?_sort=-date&_count=10` read 686,776 Observations. Resources without the key sort last,
  * so they are reached only when the walk has read every row of the key without filling the page.
@@ -1823,6 +1823,7 @@ export const SORT_WALK_MAX_ROWS = 25_000;
  */
 async function sortWalk<R>(
   dialect: Dialect, tenant: string, q: SearchQuery, run: SearchRunner<R>, typeSizes: (type: string) => number | Promise<number>, tied: TiedKey[] = [], beyond = false,
+  most = SORT_WALK_MAX_ROWS,
 ): Promise<R[] | undefined> {
   const first = q.sort[0];
   if (first?.by !== 'param' || keysetSort(q.sort) !== undefined) return undefined;
@@ -1833,7 +1834,7 @@ async function sortWalk<R>(
   const start = q.afterKeys === undefined ? undefined : q.afterKeys.keys[0];
   if (start === null) return keyless([]);
   const need = (q.offset ?? 0) + q.count;
-  for (let rows = 2 * need + SORT_WALK_FIRST_ROWS; rows <= SORT_WALK_MAX_ROWS;) {
+  for (let rows = 2 * need + SORT_WALK_FIRST_ROWS; rows <= most;) {
     const bound = sortBoundSql(dialect, tenant, q.type, first, rows, start, beyond);
     const keys = (await run.rows(bound.sql, bound.values, 'plain')) as unknown as { k: number; f: SqlValue | null; v: SqlValue | null }[];
     // No key: no resource has the parameter.
@@ -1869,8 +1870,10 @@ async function sortWalk<R>(
     // (`Observation?category=laboratory&code=<a vital sign>&_sort=-date`, no match: 33 against 16 ms).
     const matches = found.length > 0 ? (q.offset ?? 0) + found.length : 0;
     const wanted = matches > 0 ? (need * rows * SORT_WALK_MARGIN) / matches : need * rows;
-    if (wanted > SORT_WALK_MAX_ROWS) return undefined;
-    rows = Math.min(SORT_WALK_MAX_ROWS, Math.max(rows * SORT_WALK_GROWTH, Math.ceil(wanted)));
+    // At `most` already, none matching (`wanted` is then `need` times the rows: with one to find, `most`
+    // itself): the walk gives way, not read the same rows again for ever.
+    if (wanted > most || rows >= most) return undefined;
+    rows = Math.min(most, Math.max(rows * SORT_WALK_GROWTH, Math.ceil(wanted)));
   }
   return undefined;
 }
@@ -1968,12 +1971,14 @@ const TIES_PROBE_RISK = 4;
  * at `v`, in the order of the sort's next key: by id (none, or `_id`), read in id order within a window
  * of the type and probed; or by the next parameter, walked as its own sort (sortWalk with `v` tied).
  * That costs about `count × size / T` probes against `T` ties read, so it is taken only where the
- * ties, counted up to it, make `T² > TIES_PROBE_RISK × count × size`; in id order the window holds
- * half as many again as the ties' spread says the page needs, so that conditions whose matches are rare
- * cost at most that before the walk reads the ties. Not `complete` where the window held the rest of
- * the type and the page is not filled at `v`: the rows are then every tie after the place, and the
- * page goes on after `v`. Undefined where it does not apply or the window ends before the page is
- * filled, and the walk reads the ties as before.
+ * ties, counted up to it, make `T² > TIES_PROBE_RISK × count × size`; in id order the first window holds
+ * half as many again as the ties' spread says the page needs, and where it ends before the page is
+ * filled (a condition whose matches are rare, a place at the last ties) the next, eight times as large,
+ * goes on from its last resource, so that the windows read at most TIES_PROBE_RISK times the ties counted
+ * before the walk reads the ties. Not `complete` where a window held the rest of the type and the page is
+ * not filled at `v`: the rows are then every tie after the place, and the page goes on after `v`.
+ * Undefined where it does not apply or the windows end before the page is filled, and the walk reads the
+ * ties as before.
  */
 async function tiesPage<R>(
   dialect: Dialect, tenant: string, q: SearchQuery, run: SearchRunner<R>, first: ParamSortKey, range: SortRange,
@@ -1995,19 +2000,42 @@ async function tiesPage<R>(
     const rest: SearchQuery = { ...q, sort: q.sort.slice(1) };
     delete rest.afterKeys;
     if (place !== undefined) rest.afterKeys = { keys: place.keys.slice(1), id: place.id };
-    const rows = await sortWalk(dialect, tenant, rest, run, typeSizes, sameKey);
+    // Its rows at most what the windows in id order read at most (below): reading the ties costs at least `enough`.
+    const most = Math.max(2 * q.count + SORT_WALK_FIRST_ROWS, TIES_PROBE_RISK * enough);
+    const rows = await sortWalk(dialect, tenant, rest, run, typeSizes, sameKey, false, most);
     return rows === undefined ? undefined : { rows, complete: true };
   }
   const byId: SearchQuery = { ...q, sort: next === undefined ? [] : [next] };
   delete byId.afterKeys;
-  if (place !== undefined) byId.after = { id: place.id, lastUpdated: 0 };
-  const window = Math.max(2 * q.count, Math.ceil((SORT_WALK_MARGIN * q.count * size) / enough));
-  const { sql, values } = searchSql(dialect, tenant, byId, { tied: sameKey }, window);
-  const rows = await run.rows(sql, values, inOrderForm(byId));
-  if (rows.length >= q.count) return { rows, complete: true };
-  // The window reached the type's last resource (no bound): these are every tie after the place.
-  const last = rows.length === 0 ? undefined : (rows[0] as { bound_id?: string | null }).bound_id;
-  return last === null ? { rows, complete: false } : undefined;
+  let window = Math.max(2 * q.count, Math.ceil((SORT_WALK_MARGIN * q.count * size) / enough));
+  // The windows read at most this many resources in all: reading the ties costs at least `enough` rows.
+  const most = Math.max(window, TIES_PROBE_RISK * enough);
+  let rows: R[] = [];
+  let after = place?.id;
+  for (let read = 0; ;) {
+    const page: SearchQuery = { ...byId, count: q.count - rows.length, ...(after !== undefined && { after: { id: after, lastUpdated: 0 } }) };
+    const { sql, values } = searchSql(dialect, tenant, page, { tied: sameKey }, window);
+    const found = await run.rows(sql, values, inOrderForm(page));
+    rows = rows.length ? [...rows, ...found] : found;
+    if (rows.length >= q.count) return { rows, complete: true };
+    read += window;
+    // The window's last resource (null: the window reached the type's last, and these are every tie
+    // after the place). With no tie in it, read alone (nthRow): a place at the last tie found none.
+    const bound = found.length > 0 ? (found[0] as { bound_id?: string | null }).bound_id ?? null : await windowEnd(dialect, tenant, page, run, window);
+    if (bound === null) return { rows, complete: false };
+    // Beyond what reading the ties costs, the walk reads them as before.
+    if (read >= most) return undefined;
+    after = bound;
+    window = Math.min(window * SORT_WALK_GROWTH, most - read);
+  }
+}
+
+/** The id of the `rows`-th resource of `q`'s type after its cursor in its keyset order (nthRow), or null where the type has fewer. */
+async function windowEnd<R>(dialect: Dialect, tenant: string, q: SearchQuery, run: SearchRunner<R>, rows: number): Promise<string | null> {
+  const b = new SqlBuilder(dialect, tenant, 'in');
+  const sql = nthRow(b, q, rows, 'x.id AS id');
+  const found = (await run.rows(sql, b.values, 'plain')) as unknown as { id: string }[];
+  return found[0]?.id ?? null;
 }
 
 /** Whether tiesPage can read a page of a walk's ties: no offset, conditions probed alone, the next sort key (if any) `_id` alone or a parameter. */

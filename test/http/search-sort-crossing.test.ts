@@ -28,12 +28,15 @@ const date = (i: number) => (i % 50 === 0 ? undefined : BASE + ((i * 37) % 300) 
 /** A Group every 20th (no `patient`), `Patient/a1` every 61st, otherwise `Patient/p0` or `p1` by turns. */
 const subject = (i: number) => (i % 20 === 0 ? 'Group/g0' : i % 61 === 1 ? 'Patient/a1' : `Patient/p${i % 2}`);
 const iso = (ms: number) => new Date(ms).toISOString().replace('.000Z', 'Z');
+/** A method on the 100 or so of the earliest 25 minutes: last by `-date` but the undated. */
+const early = (i: number) => (i * 37) % 300 < 25;
 
 const observation = (i: number) => ({
   resourceType: 'Observation', id: id(i), status: status(i),
   category: [{ coding: [{ system: CAT, code: i % 2 === 0 ? 'laboratory' : 'vital-signs' }] }],
   code: { coding: [{ system: 'http://loinc.org', code: '85354-9' }] },
   subject: { reference: subject(i) },
+  ...(early(i) && { method: { coding: [{ system: 'http://example.org/method', code: 'early' }] } }),
   ...(date(i) !== undefined && { effectiveDateTime: iso(date(i)!) }),
 });
 const all = Array.from({ length: N }, (_, i) => i);
@@ -42,6 +45,7 @@ type Key = { of: (i: number) => string | number | undefined; descending: boolean
 const byStatus = (descending: boolean): Key => ({ of: status, descending });
 /** A dateTime to the second is that second's range: its end descending. */
 const byDate = (descending: boolean): Key => ({ of: (i) => (date(i) === undefined ? undefined : date(i)! + (descending ? 1000 : 0)), descending });
+const byMethod: Key = { of: (i) => (early(i) ? 'early' : undefined), descending: false };
 const byPatient: Key = { of: (i) => (subject(i).startsWith('Patient/') ? subject(i) : undefined), descending: false };
 
 /** The ids of `is` in the sort's order: each key with resources without it last, then by id. */
@@ -66,7 +70,10 @@ const SEARCHES: [string, string[]][] = [
   ['_sort=patient&_count=20', ordered(all, [byPatient])],
   ['category=laboratory&_sort=status&_count=25', ordered(all.filter((i) => i % 2 === 0), [byStatus(false)])],
   ['_sort=-date&_count=30', ordered(all, [byDate(true)])],
+  ['_sort=method,-date&_count=1', ordered(all, [byMethod, byDate(true)])],
 ];
+/** The matches the page walk reads at most: a page of one, the first 30 pages. */
+const walked = (query: string, expected: string[]) => (query.endsWith('_count=1') ? expected.slice(0, 30) : expected);
 
 const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
@@ -85,10 +92,12 @@ for (const target of targets) {
     afterAll(() => t.close());
 
     test('every page by the next links is the sort\'s order', async () => {
-      for (const [query, expected] of SEARCHES) {
+      for (const [query, every] of SEARCHES) {
+        const expected = walked(query, every);
         const pages: string[] = [];
         let next: string | undefined = `Observation?${query}`;
-        for (let n = 0; n < 200 && next; n++) {
+        // Every page, or (`_count=1`) the first 30.
+        while (next && pages.length < expected.length) {
           const b = await api.search(next);
           pages.push(...(b.entry ?? []).map((e: Json) => e.resource.id as string));
           next = (b.link as Json[] | undefined)?.find((l) => l.relation === 'next')?.url.replace(/^.*\/R4\//, '');
@@ -107,81 +116,104 @@ for (const target of targets) {
       }
     }, 60_000);
 
-    test('the statements: the values before the ties read by the rows before them, the ties not read for their ids', async () => {
+    /** A planned search on a connection of the test's own: its ids, its searches and its walk's bounds. */
+    const planned = async (query: string, at: { afterKeys?: SortPosition; offset?: number } = {}) => {
       const statements: string[] = [];
       const { runner, close } = await statementRunner(target.kind, url, statements);
-      const search = async (query: string, afterKeys?: SortPosition) => {
-        statements.length = 0;
+      try {
         const compiled = compileSearch('Observation', new URLSearchParams(query), true);
-        const q = { ...compiled.query, where: compiled.pending as Condition[], ...(afterKeys && { afterKeys }) };
+        const q = { ...compiled.query, where: compiled.pending as Condition[], ...at };
         const rows = await plannedSearch(target.kind === 'sqlite' ? SQLITE : POSTGRES, 't1', q, runner, () => N);
         return {
           ids: (rows as { id: string }[]).map((r) => r.id),
           searches: statements.filter((x) => x.includes('SELECT r.type, r.id')),
           bounds: statements.filter((x) => x.includes('FROM search_keys kk')),
         };
-      };
-      const up = ordered(all, [byStatus(false)]);
-      const down = ordered(all, [byStatus(true)]);
-      const amended = all.filter((i) => status(i) === 'amended').length;
-      try {
-        for (const [query, place, expected, before] of [
-          ['_sort=status&_count=40', undefined, up.slice(0, 40), /\.value < /],
-          ['_sort=-status&_count=40', undefined, down.slice(0, 40), /\.value > /],
-          // A later page whose place is among the few: the rest of them, then the ties after them.
-          ['_sort=status&_count=40', { keys: ['amended'], id: up[4]! }, up.slice(5, 45), /\.value < /],
-          ['_sort=patient&_count=20', undefined, ordered(all, [byPatient]).slice(0, 20), /\.value < /],
-        ] as [string, SortPosition | undefined, string[], RegExp][]) {
-          const found = await search(query, place);
-          expect(found.ids).toEqual(expected);
-          expect(found.searches.length).toBe(2);
-          expect(found.searches[0]).toMatch(before);
-          // Before, one search of every row up to the ties' value: each tie read for its id and its key computed.
-          expect(found.searches[1]).not.toContain('SELECT DISTINCT d.res');
-        }
-        // A next sort key: the `final` ties after the 13 `amended` walked by the date's index (its bound on `high`).
-        const dated = await search('_sort=status,-date&_count=40');
-        expect(dated.ids).toEqual(ordered(all, [byStatus(false), byDate(true)]).slice(0, 40));
-        expect(dated.ids.slice(0, amended).sort()).toEqual(up.slice(0, amended));
-        expect(dated.bounds.some((x) => x.includes('s.high'))).toBe(true);
       } finally {
         await close();
       }
+    };
+    const up = ordered(all, [byStatus(false)]);
+    const iOf = new Map(all.map((i) => [id(i), i]));
+    const finals = up.filter((x) => status(iOf.get(x)!) === 'final');
+
+    test('crossing into the ties: the values before them read by the rows before them, the ties not read for their ids', async () => {
+      const down = ordered(all, [byStatus(true)]);
+      for (const [query, afterKeys, expected, before] of [
+        ['_sort=status&_count=40', undefined, up.slice(0, 40), /\.value < /],
+        ['_sort=-status&_count=40', undefined, down.slice(0, 40), /\.value > /],
+        // A later page whose place is among the few: the rest of them, then the ties after them.
+        ['_sort=status&_count=40', { keys: ['amended'], id: up[4]! }, up.slice(5, 45), /\.value < /],
+        ['_sort=patient&_count=20', undefined, ordered(all, [byPatient]).slice(0, 20), /\.value < /],
+      ] as [string, SortPosition | undefined, string[], RegExp][]) {
+        const found = await planned(query, afterKeys ? { afterKeys } : {});
+        expect(found.ids).toEqual(expected);
+        expect(found.searches.length).toBe(2);
+        expect(found.searches[0]).toMatch(before);
+        // Before, one search of every row up to the ties' value: each tie read for its id and its key computed.
+        expect(found.searches[1]).not.toContain('SELECT DISTINCT d.res');
+      }
+      // A next sort key: the `final` ties after the 13 `amended` walked by the date's index (its bound on `high`).
+      const amended = all.filter((i) => status(i) === 'amended').length;
+      const dated = await planned('_sort=status,-date&_count=40');
+      expect(dated.ids).toEqual(ordered(all, [byStatus(false), byDate(true)]).slice(0, 40));
+      expect(dated.ids.slice(0, amended).sort()).toEqual(up.slice(0, amended));
+      expect(dated.bounds.some((x) => x.includes('s.high'))).toBe(true);
+    });
+
+    test('a place at the last tie: its window holds none, its end read alone, and the page goes on after the ties', async () => {
+      const last = up.indexOf(finals.at(-1)!);
+      const found = await planned('_sort=status&_count=10', { afterKeys: { keys: ['final'], id: finals.at(-1)! } });
+      expect(found.ids).toEqual(up.slice(last + 1, last + 11));
+      // The window, then the walk after `final` (its bound compares `>`): the 13 `registered`, read by the walk.
+      // Before, the window's lack of a tie fell back to reading every tie, a walk of `final` from the place.
+      expect(found.searches.length).toBe(2);
+      expect(found.searches[0]).not.toContain('SELECT DISTINCT d.res');
+      expect(found.bounds.length).toBe(2);
+      expect(found.bounds[1]).toMatch(/s\.value > /);
+    });
+
+    test('a condition that few ties meet: windows eight times as large go on from the first\'s end', async () => {
+      // 24 undated of 1,200.
+      const undated = finals.filter((x) => date(iOf.get(x)!) === undefined);
+      const found = await planned('date:missing=true&_sort=status&_count=5', { afterKeys: { keys: ['final'], id: undated[2]! } });
+      expect(found.ids).toEqual(undated.slice(3, 8));
+      expect(found.searches.length).toBeGreaterThan(1);
+      for (const x of found.searches) expect(x).not.toContain('SELECT DISTINCT d.res');
+    });
+
+    test('ties walked by a next key on which they come last: the walk reads at most four times the ties counted', async () => {
+      // The 100 or so `early` ties by `-date`, the 1,100 others' dates before theirs: the walk of the dates
+      // reads at most 4 × 70 rows (tiesPage's count for a page of one among 1,200), then the ties are read as
+      // before. Before, it read on as any walk does (1,152 rows here, up to 25,000).
+      const methods = ordered(all, [byMethod, byDate(true)]);
+      const found = await planned('_sort=method,-date&_count=1');
+      expect(found.ids).toEqual([methods[0]!]);
+      const offsets = found.bounds.filter((x) => x.includes('s.high')).flatMap((x) => [...x.matchAll(/OFFSET (\d+)/g)].map((m) => Number(m[1])));
+      expect(offsets.length).toBeGreaterThan(0);
+      expect(Math.max(...offsets)).toBeLessThan(4 * Math.ceil(Math.sqrt(4 * N)));
     });
 
     test('after an offset past the last key, and on a reference sorted on one target type: the rest searched as the key missing', async () => {
-      const statements: string[] = [];
-      const { runner, close } = await statementRunner(target.kind, url, statements);
-      const search = async (query: string, offset: number) => {
-        statements.length = 0;
-        const compiled = compileSearch('Observation', new URLSearchParams(query), true);
-        const q = { ...compiled.query, where: compiled.pending as Condition[], offset };
-        const rows = await plannedSearch(target.kind === 'sqlite' ? SQLITE : POSTGRES, 't1', q, runner, () => N);
-        return { ids: (rows as { id: string }[]).map((r) => r.id), searches: statements.filter((x) => x.includes('SELECT r.type, r.id')) };
-      };
       const dated = ordered(all, [byDate(true)]);
       const patients = ordered(all, [byPatient]);
       const keyed = all.filter((i) => date(i) !== undefined).length;
       const referring = all.filter((i) => byPatient.of(i) !== undefined).length;
-      try {
-        for (const [query, offset, expected] of [
-          // The page's first keyed resources, then the first without the key.
-          ['_sort=-date&_count=30', keyed - 6, dated.slice(keyed - 6, keyed + 24)],
-          // Past every keyed resource: the resources without the key from the offset's place among them.
-          ['_sort=-date&_count=10', keyed + 4, dated.slice(keyed + 4, keyed + 14)],
-          // The resources without the key in the order of the next one (an offset in the statement, not rows read past).
-          ['_sort=-date,-status&_count=10', keyed + 15, ordered(all, [byDate(true), byStatus(true)]).slice(keyed + 15, keyed + 25)],
-          ['_sort=patient&_count=20', referring - 10, patients.slice(referring - 10, referring + 10)],
-          ['_sort=patient&_count=20', referring + 5, patients.slice(referring + 5, referring + 25)],
-          ['_sort=patient&_count=20', 0, patients.slice(0, 20)],
-        ] as [string, number, string[]][]) {
-          const found = await search(query, offset);
-          expect([query, offset, found.ids]).toEqual([query, offset, expected]);
-          // Before, the plan without the walk: the key of every Observation computed (`MIN(`/`MAX(` of its rows) and sorted by it.
-          for (const x of found.searches) expect(x).not.toMatch(/ORDER BY \(SELECT M(IN|AX)\(/);
-        }
-      } finally {
-        await close();
+      for (const [query, offset, expected] of [
+        // The page's first keyed resources, then the first without the key.
+        ['_sort=-date&_count=30', keyed - 6, dated.slice(keyed - 6, keyed + 24)],
+        // Past every keyed resource: the resources without the key from the offset's place among them.
+        ['_sort=-date&_count=10', keyed + 4, dated.slice(keyed + 4, keyed + 14)],
+        // The resources without the key in the order of the next one (an offset in the statement, not rows read past).
+        ['_sort=-date,-status&_count=10', keyed + 15, ordered(all, [byDate(true), byStatus(true)]).slice(keyed + 15, keyed + 25)],
+        ['_sort=patient&_count=20', referring - 10, patients.slice(referring - 10, referring + 10)],
+        ['_sort=patient&_count=20', referring + 5, patients.slice(referring + 5, referring + 25)],
+        ['_sort=patient&_count=20', 0, patients.slice(0, 20)],
+      ] as [string, number, string[]][]) {
+        const found = await planned(query, { offset });
+        expect([query, offset, found.ids]).toEqual([query, offset, expected]);
+        // Before, the plan without the walk: the key of every Observation computed (`MIN(`/`MAX(` of its rows) and sorted by it.
+        for (const x of found.searches) expect(x).not.toMatch(/ORDER BY \(SELECT M(IN|AX)\(/);
       }
     });
   });

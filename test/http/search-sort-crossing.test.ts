@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { compileSearch, encodeCursor } from '../../src/fhir/search.ts';
-import { plannedSearch, POSTGRES, SQLITE } from '../../src/store/search-sql.ts';
+import { plannedSearch, POSTGRES, SORT_WALK_MAX_ROWS, SQLITE } from '../../src/store/search-sql.ts';
 import type { Condition, SortPosition } from '../../src/store/types.ts';
 import type { TestApp } from '../helpers/app.ts';
 import type { FhirClient, Json } from '../helpers/fhir.ts';
@@ -218,3 +218,24 @@ for (const target of targets) {
     });
   });
 }
+
+test('a walk at its most rows with no match for a page of one gives way, not reads the same rows again without end', async () => {
+  // A runner standing for a key of more rows than a walk reads (its bound never null) of which no resource
+  // meets the condition: the walk grows to SORT_WALK_MAX_ROWS, then gives way to the plan without it.
+  // Before, at that limit a page of one asked for the same rows again and again (`wanted` = the rows read).
+  const statements: string[] = [];
+  const runner = {
+    count: (sql: string) => (statements.push(sql), 0),
+    rows: (sql: string) => {
+      statements.push(sql);
+      if (statements.length > 200) throw new Error('the walk reads the same rows again and again');
+      return (sql.includes('FROM search_keys kk') ? [{ k: 1, f: 'amended', v: 'final' }] : []) as never[];
+    },
+  };
+  const compiled = compileSearch('Observation', new URLSearchParams('status:not=final&_sort=-date&_count=1'), true);
+  const q = { ...compiled.query, where: compiled.pending as Condition[] };
+  expect(await plannedSearch(SQLITE, 't1', q, runner, () => 1_000_000)).toEqual([]);
+  const bounds = statements.filter((x) => x.includes('FROM search_keys kk'));
+  expect(bounds.length).toBeLessThan(10);
+  expect(bounds.at(-1)).toContain(`OFFSET ${SORT_WALK_MAX_ROWS - 1}`);
+});

@@ -10,7 +10,8 @@
  * For each size, one database of that many Conditions (a fresh SQLite file, or a PostgreSQL database made
  * with `createdb -h 127.0.0.1 -U postgres` and dropped at the end) that both checkouts search (their
  * migrations must agree); `--analyze` gathers its statistics first. Condition `i` has a SNOMED CT code
- * (one of 50) but eight, an onset but five, a clinical status (a third `resolved`) and one of 300 patients.
+ * (one of 50) but eight, an onset but five, a clinical status (a third `resolved`), a verification status
+ * (`refuted` every 500th, otherwise `confirmed`) and one of 300 patients.
  * The 300 Patients are written too, for the Patient searches by `_has` (the code's Conditions are all six
  * Patients': many references to each of a few targets), and the Conditions by a chain to their Patients' gender. A search
  * written `[p1]...` holds patient p1's compartment as a condition (as a patient-context token's search does); one written
@@ -68,6 +69,10 @@ const EVERY_SEARCH = [
   '_sort=code&_count=10',
   '_sort=-code&_count=10',
   '_sort=code&_count=100',
+  // A sort whose first rows cross from a few values (40 `refuted`) into many ties (`confirmed`).
+  '_sort=-verification-status&_count=10',
+  '_sort=-verification-status&_count=300',
+  '_sort=-verification-status,onset-date&_count=100',
   // An export page filtered by `_has` (`_typeFilter`), through the snapshot: `export:` before the type's query.
   'export:Patient?_has:Condition:subject:code=http://snomed.info/sct|38341003',
   'export:Patient?_has:Condition:subject:clinical-status=resolved',
@@ -104,6 +109,7 @@ const condition = (i: number, size: number) => ({
   clinicalStatus: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/condition-clinical', code: i % 3 ? 'active' : 'resolved' }] },
   ...(!UNDATED.includes(i) && { onsetDateTime: new Date(Date.parse('2020-01-01T00:00:00Z') + i * 3_600_000).toISOString() }),
   ...(!UNCODED.includes(i) && { code: { coding: [{ system: 'http://snomed.info/sct', code: `${38341003 + (i % 50)}` }] } }),
+  verificationStatus: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/condition-ver-status', code: i % 500 === 7 ? 'refuted' : 'confirmed' }] },
 });
 
 const scratch = mkdtempSync(join(tmpdir(), 'cinder-bench-unanalysed-'));

@@ -3,6 +3,7 @@ import type { KeyOf } from '../search-keys.ts';
 import { textScope } from '../text-scope.ts';
 import type { IndexTable, VersionToWrite } from '../types.ts';
 import type { PgTx } from './db.ts';
+import { STAGED_TABLE, type Staged } from './staged-content.ts';
 
 const TOKENS = specOf('tokens');
 const STRINGS = specOf('strings');
@@ -28,16 +29,29 @@ export interface LockedRow {
   content?: string;
 }
 
-/** Column arrays for `unnest`: one statement text (one prepared statement) whatever the batch size. */
-function versionColumns(vs: VersionToWrite[]) {
+/**
+ * Column arrays for `unnest`: one statement text (one prepared statement) whatever the batch size. A staged text
+ * (staged-content.ts) is sent as '' and its key in `staged` (0 for the others), read back by stagedText.
+ */
+function versionColumns(vs: VersionToWrite[], staged: Staged | undefined) {
   return {
     versionId: vs.map((v) => v.versionId),
     lastUpdated: vs.map((v) => v.lastUpdated),
     // Sent as 0/1: postgres.js would declare a JS boolean[] parameter as a scalar bool.
     deleted: vs.map((v) => (v.deleted ? 1 : 0)),
-    content: vs.map((v) => v.content),
+    content: vs.map((v) => (staged?.(v) ? '' : v.content)),
+    staged: staged ? vs.map(staged) : undefined,
     method: vs.map((v) => v.method),
   };
+}
+
+/**
+ * The stored text of the version row `row` of an `unnest` (with a `staged` column when `staged`): its `content`, or the
+ * text staged under its key. Without staged texts the statement is the one it was (no temporary table to name).
+ */
+function stagedText(tx: PgTx, row: string, staged: boolean) {
+  if (!staged) return tx.unsafe(`${row}.content`);
+  return tx.unsafe(`CASE WHEN ${row}.staged = 0 THEN ${row}.content ELSE (SELECT s.content FROM ${STAGED_TABLE} s WHERE s.key = ${row}.staged) END`);
 }
 
 /** Token and compartment rows of the non-deleted versions, each tagged with `ref(i)` of its version. */
@@ -190,18 +204,19 @@ export function createLookupBatcher(tx: PgTx, tenant: string) {
  * Inserts first versions in one statement, with their index and compartment rows. A resource that
  * already exists is skipped (ON CONFLICT DO NOTHING); returns the pk of each inserted `type/id`.
  */
-export async function insertVersions(tx: PgTx, tenant: string, vs: VersionToWrite[], keyOf: KeyOf): Promise<Map<string, number>> {
+export async function insertVersions(tx: PgTx, tenant: string, vs: VersionToWrite[], keyOf: KeyOf, staged?: Staged): Promise<Map<string, number>> {
   if (!vs.length) return new Map();
-  const c = versionColumns(vs);
+  const c = versionColumns(vs, staged);
+  const some = c.staged?.some((k) => k !== 0) === true;
   const { idx, cmp } = entryColumns(vs, (i) => i + 1, keyOf);
   const rows = await tx<{ pk: number; type: string; id: string }[]>`
     WITH x AS (
       SELECT * FROM unnest(${vs.map((v) => v.type)}::text[], ${vs.map((v) => v.id)}::text[], ${c.versionId}::int[],
-        ${c.lastUpdated}::bigint[], ${c.deleted}::int[], ${c.content}::text[], ${c.method}::text[])
-        WITH ORDINALITY AS x(type, id, version_id, last_updated, deleted, content, method, n)
+        ${c.lastUpdated}::bigint[], ${c.deleted}::int[], ${c.content}::text[], ${c.method}::text[]${some ? tx`, ${c.staged!}::int[]` : tx``})
+        WITH ORDINALITY AS x(type, id, version_id, last_updated, deleted, content, method, ${some ? tx`staged, ` : tx``}n)
     ), ins AS (
       INSERT INTO resources (tenant, type, id, version_id, last_updated, deleted, seq, content, method)
-      SELECT ${tenant}, type, id, version_id, last_updated, deleted = 1, nextval('resource_seq'), content, method FROM x
+      SELECT ${tenant}, type, id, version_id, last_updated, deleted = 1, nextval('resource_seq'), ${stagedText(tx, 'x', some)}, method FROM x
       ON CONFLICT (tenant, type, id) DO NOTHING
       RETURNING pk, type, id
     ), k AS (
@@ -232,23 +247,25 @@ export async function insertVersions(tx: PgTx, tenant: string, vs: VersionToWrit
  * updated with a fresh `seq`, and its index and compartment rows replaced. All sub-statements see the
  * same snapshot, so the copy reads the old version and the deletes never touch the new entries.
  */
-export async function replaceVersions(tx: PgTx, tenant: string, rows: { pk: number; v: VersionToWrite }[], keyOf: KeyOf): Promise<void> {
+export async function replaceVersions(tx: PgTx, tenant: string, rows: { pk: number; v: VersionToWrite }[], keyOf: KeyOf, staged?: Staged): Promise<void> {
   if (!rows.length) return;
   const vs = rows.map((r) => r.v);
   const pks = rows.map((r) => r.pk);
-  const c = versionColumns(vs);
+  const c = versionColumns(vs, staged);
+  const some = c.staged?.some((k) => k !== 0) === true;
   const { idx, cmp } = entryColumns(vs, (i) => rows[i]!.pk, keyOf);
   // `pk = ANY(...)` on every table gives each sub-statement an index path whatever the statistics.
   await tx`
     WITH v AS (
       SELECT * FROM unnest(${pks}::bigint[], ${c.versionId}::int[], ${c.lastUpdated}::bigint[],
-        ${c.deleted}::int[], ${c.content}::text[], ${c.method}::text[]) AS v(pk, version_id, last_updated, deleted, content, method)
+        ${c.deleted}::int[], ${c.content}::text[], ${c.method}::text[]${some ? tx`, ${c.staged!}::int[]` : tx``})
+        AS v(pk, version_id, last_updated, deleted, content, method${some ? tx`, staged` : tx``})
     ), h AS (
       INSERT INTO resource_history (tenant, type, id, version_id, last_updated, deleted, seq, content, method)
       SELECT r.tenant, r.type, r.id, r.version_id, r.last_updated, r.deleted, r.seq, r.content, r.method FROM resources r WHERE r.pk = ANY(${pks}::bigint[])
     ), u AS (
       UPDATE resources r SET version_id = v.version_id, last_updated = v.last_updated, deleted = v.deleted = 1,
-        seq = nextval('resource_seq'), content = v.content, method = v.method
+        seq = nextval('resource_seq'), content = ${stagedText(tx, 'v', some)}, method = v.method
       FROM v WHERE r.pk = v.pk AND r.pk = ANY(${pks}::bigint[])
     ), di AS (
       DELETE FROM search_index WHERE res = ANY(${pks}::bigint[])

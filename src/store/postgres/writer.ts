@@ -9,6 +9,7 @@ import type { PgTx } from './db.ts';
 import { createLookupBatcher, deleteIndexRows, deleteTableRows, liveKeys, insertIndexRows, presentIds, insertTokenAndCompartmentRows, insertVersions, lockVersions, replaceVersions } from './write-sql.ts';
 import type { IndexedVersion, LockedRow } from './write-sql.ts';
 import type { PostgresKeys } from './search-keys.ts';
+import { stageContents, type Staged } from './staged-content.ts';
 
 /** Pending puts are written in one batch once this many are buffered (bounds statement size). */
 const FLUSH_AT = 1000;
@@ -35,6 +36,10 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
   const remember = (v: VersionToWrite, pk: number) =>
     locked.set(keyOf(v.type, v.id), { pk, type: v.type, id: v.id, version_id: v.versionId, last_updated: v.lastUpdated, deleted: v.deleted, content: v.content });
 
+  /** Keys of the texts staged in this transaction (staged-content.ts). */
+  let stagedKeys = 0;
+  const stage = (vs: VersionToWrite[]) => stageContents(tx, vs, () => ++stagedKeys);
+
   function replacement(v: VersionToWrite, cur: LockedRow): { pk: number; v: VersionToWrite } {
     if (v.versionId <= cur.version_id) {
       throw new StoreConflictError(`${v.type}/${v.id}: version ${v.versionId} is not newer than stored version ${cur.version_id}`);
@@ -42,8 +47,8 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
     return { pk: cur.pk, v };
   }
 
-  /** Resources that existed although this transaction did not look them up: lock and replace them. */
-  async function replaceUnseen(vs: VersionToWrite[]): Promise<void> {
+  /** Resources that existed although this transaction did not look them up: lock and replace them (their large texts `staged` already). */
+  async function replaceUnseen(vs: VersionToWrite[], staged?: Staged | undefined): Promise<void> {
     const seenAbsent = vs.find((v) => locked.get(keyOf(v.type, v.id)) === null);
     if (seenAbsent) throw new StoreConflictError(`${seenAbsent.type}/${seenAbsent.id} was created by another transaction`);
     for (const row of await lockVersions(tx, tenant, vs)) locked.set(keyOf(row.type, row.id), row);
@@ -52,7 +57,7 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
       if (!cur) throw new StoreConflictError(`${v.type}/${v.id} changed during the write`);
       return replacement(v, cur);
     });
-    await replaceVersions(tx, tenant, rows, await searchKeys.resolve(tenant, vs));
+    await replaceVersions(tx, tenant, rows, await searchKeys.resolve(tenant, vs), staged ?? (await stage(vs)));
     for (const r of rows) remember(r.v, r.pk);
   }
 
@@ -79,7 +84,9 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
       else created.push(v);
     }
     const indexKeys = await searchKeys.resolve(tenant, batch);
-    const [, pks] = await Promise.all([replaceVersions(tx, tenant, replaced, indexKeys), insertVersions(tx, tenant, created, indexKeys)]);
+    // Before both statements, which run together: one COPY at a time on the connection.
+    const staged = await stage(batch);
+    const [, pks] = await Promise.all([replaceVersions(tx, tenant, replaced, indexKeys, staged), insertVersions(tx, tenant, created, indexKeys, staged)]);
     for (const r of replaced) remember(r.v, r.pk);
     const clashed: VersionToWrite[] = [];
     for (const v of created) {
@@ -87,7 +94,7 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
       if (pk === undefined) clashed.push(v);
       else remember(v, pk);
     }
-    if (clashed.length) await replaceUnseen(clashed);
+    if (clashed.length) await replaceUnseen(clashed, staged);
   }
 
   /**
@@ -108,7 +115,8 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
     }
     const pks = new Map<string, number>();
     for (let i = 0; i < vs.length; i += FLUSH_AT) {
-      for (const [k, pk] of await insertVersions(tx, tenant, vs.slice(i, i + FLUSH_AT), indexKeys)) pks.set(k, pk);
+      const slice = vs.slice(i, i + FLUSH_AT);
+      for (const [k, pk] of await insertVersions(tx, tenant, slice, indexKeys, await stage(slice))) pks.set(k, pk);
     }
     return pks;
   }

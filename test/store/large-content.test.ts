@@ -68,6 +68,17 @@ for (const target of targets) {
       // The next large write (on PostgreSQL, maybe on the same connection) stages anew.
       await store.resources.write('t', (w) => w.put(version('e', d.replace('"d"', '"e"'))));
       expect((await store.resources.read('t', 'Binary', 'e'))!.content === d.replace('"d"', '"e"')).toBe(true);
+      // Updates and a create in one transaction, large texts and a small one side by side.
+      const c2 = binaryText('c', MI + 8, 9, 'ø');
+      await store.resources.write('t', async (w) => {
+        await w.put(version('c', c2, 2));
+        await w.put(version('d', '{"resourceType":"Binary","id":"d","contentType":"text/plain"}', 2));
+        await w.put(version('f', c));
+      });
+      const [c2read, dread, fread, c1read] = await Promise.all([
+        store.resources.read('t', 'Binary', 'c'), store.resources.read('t', 'Binary', 'd'), store.resources.read('t', 'Binary', 'f'), store.resources.vread('t', 'Binary', 'c', 1),
+      ]);
+      expect([c2read!.content === c2, dread!.content, fread!.content === c, c1read!.content === c]).toEqual([true, '{"resourceType":"Binary","id":"d","contentType":"text/plain"}', true, true]);
     });
 
     if (target.kind === 'postgres') {

@@ -7,7 +7,8 @@ import { loadConfig, type Config } from '../config.ts';
 import { createLogger } from '../log.ts';
 import { openStore, sqlitePath } from '../store/open.ts';
 import { errorText, MaintenanceError, openExisting, sqliteSchema } from '../store/sqlite/maintenance.ts';
-import type { Store } from '../store/types.ts';
+import type { SchemaState } from '../store/schema-state.ts';
+import { StoreUnavailableError, type Store } from '../store/types.ts';
 import { AdminError } from '../auth/admin.ts';
 import { FhirError } from '../errors.ts';
 import { recordAdminChange } from '../audit/admin.ts';
@@ -63,6 +64,18 @@ function postgresName(url: string): string {
 }
 
 /**
+ * What a process of this release says when the database holds migrations it does not know (a newer Cinder
+ * migrated it): it goes on, as during a rolling upgrade, where older processes keep running beside newer ones.
+ */
+export function newerSchemaWarning(unknown: readonly string[]): string {
+  return (
+    `the database has ${unknown.length === 1 ? 'a migration' : `${unknown.length} migrations`} this release does not know ` +
+    `(${unknown.join(', ')}): a newer Cinder migrated it. This process runs on it as it is, as during a rolling upgrade; ` +
+    'once that is over, run the newer release everywhere (cinder check reports this until then)'
+  );
+}
+
+/**
  * Config from the environment (and flags), and a migrated store: what most commands start with. Only
  * `serve`, `migrate` (`create` true) and `tenant create` (`create` 'missing': the first command of a new installation
  * set up before its first start, as DESIGN.md's command list allows; only where no file is) make a new database; every other command refuses to start
@@ -71,9 +84,12 @@ function postgresName(url: string): string {
  * `--data-dir`). A PostgreSQL database exists before Cinder does: one without Cinder's migrations is refused.
  * `created`, with `create`: the configuration found no Cinder database, and this made one (migrate) or will.
  * A database with every migration of this release applied is not migrated (nor locked): the start costs one read
- * of `schema_migrations`. Migrations a newer Cinder applied are left alone, as the migration would (a rolling upgrade).
+ * of `schema_migrations`. Migrations a newer Cinder applied are left alone, as the migration would (a rolling upgrade),
+ * and said on stderr (newerSchemaWarning): a plain line, or with `server` a log entry. A PostgreSQL server that
+ * cannot be reached or refuses the connection is one line naming the database and CINDER_DATABASE_URL. Only with
+ * `server` (serve) is the database's later loss and return logged: for a command, a failure is its last line.
  */
-export async function openContext(io: CliIO, flags: Record<string, string> = {}, migrate = true, create: boolean | 'missing' = false) {
+export async function openContext(io: CliIO, flags: Record<string, string> = {}, migrate = true, create: boolean | 'missing' = false, server = false) {
   const config: Config = loadConfig(io.env, flags);
   const postgres = isPostgresUrl(config.databaseUrl);
   const path = postgres ? undefined : sqlitePath(config.databaseUrl);
@@ -82,25 +98,50 @@ export async function openContext(io: CliIO, flags: Record<string, string> = {},
   if (path !== undefined && (create === false || (create === 'missing' && !missing))) requireSqliteDatabase(path);
   let created = create !== false && missing;
   const log = createLogger(config.logLevel);
+  // Set once the start is done, and only for a server: a start that fails says why in its last line.
+  let started = false;
   const store: Store = openStore(config.databaseUrl, {
-    onAvailabilityChange: (down, err) => (down ? log.warn('database unreachable: answering 503 until it is back', { err }) : log.info('database reachable again')),
+    onAvailabilityChange: (down, err) => {
+      if (!started) return;
+      if (down) log.warn('database unreachable: answering 503 until it is back', { err });
+      else log.info('database reachable again');
+    },
   });
   try {
     // One read of the applied migrations; the migration (a transaction under the migration lock, on SQLite the
     // write lock) runs only when this release's are not all applied, and re-reads them under its lock.
-    const schema = await store.schema();
+    let schema: SchemaState;
+    try {
+      schema = await store.schema();
+    } catch (err) {
+      // The first statement opens the connection: an unreachable server, a wrong password, a missing database.
+      if (!postgres) throw err;
+      throw new Error(`cannot use the PostgreSQL ${postgresName(config.databaseUrl)} (CINDER_DATABASE_URL): ${connectionProblem(err)}`, { cause: err });
+    }
     if (postgres && schema.version === 0) {
       if (!create) throw new NoDatabaseError(`the PostgreSQL ${postgresName(config.databaseUrl)} holds no Cinder schema: ${noDatabaseAdvice('CINDER_DATABASE_URL')}`);
       created = true;
     }
     if (migrate && schema.pending.length > 0) await store.migrate();
+    if (schema.unknown.length > 0) {
+      const message = newerSchemaWarning(schema.unknown);
+      if (server) log.warn(message, { unknownMigrations: schema.unknown, schemaVersion: schema.version, releaseVersion: schema.latest });
+      else io.stderr(`cinder: warning: ${message}\n`);
+    }
   } catch (err) {
     await store.close().catch(() => undefined); // the refusal or the failure is what to report
     throw err;
   }
+  started = server;
   const keys = createKeyRing(store, systemClock, MAX_TOKEN_TTL);
   const where = postgres ? `the PostgreSQL ${postgresName(config.databaseUrl)}` : resolve(path!);
   return { config, log, store, keys, clock: systemClock, created, where };
+}
+
+/** A failed connection's reason, without the store's "the database is unreachable: " before the driver's. */
+function connectionProblem(err: unknown): string {
+  const cause = err instanceof StoreUnavailableError && err.cause instanceof Error ? err.cause : err;
+  return cause instanceof Error ? cause.message : String(cause);
 }
 
 /** Prints `data` as JSON with --json, otherwise as `key: value` lines. */

@@ -58,7 +58,11 @@ export const exportCommand: Command = {
     try {
       if (!(await ctx.store.tenants.get(v.tenant))) throw new UsageError(`tenant '${v.tenant}' does not exist`);
       // Made once the database and the tenant are found: a refused export leaves no empty directory behind.
-      mkdirSync(out, { recursive: true });
+      try {
+        mkdirSync(out, { recursive: true });
+      } catch (err) {
+        throw new UsageError(`cannot make the --out directory ${out}: ${(err as { code?: string }).code ?? (err as Error).message}`);
+      }
       jobId = await start(ctx, v.tenant, typeof v.group === 'string' ? v.group : undefined, inputOf(v), owner);
       const progress = await run(ctx, io, v.tenant, jobId, owner, out);
       printData(io, !!v.json, {

@@ -12,6 +12,15 @@ import type { Command, Options } from './command.ts';
 import { openContext } from './context.ts';
 import { SIBLING_ENV, startSiblings, type Siblings } from './siblings.ts';
 
+/** What a server of this release says when the search index follows a newer release's model. */
+function newerIndexWarning(model: number): string {
+  return (
+    `the search index follows model ${model}, newer than this release's ${INDEX_MODEL}: a newer Cinder rebuilt it. This process ` +
+    'serves as it is, as during a rolling upgrade, but indexes what it writes by its own model: once every process runs ' +
+    'the newer release, run `cinder reindex` of that release to rebuild those rows'
+  );
+}
+
 const options: Options = Object.fromEntries(CONFIG_KEYS.map((k) => [flagName(k).slice(2), { type: 'string' as const }]));
 
 function camel(flag: string): string {
@@ -34,7 +43,7 @@ export const serveCommand: Command = {
     for (const [k, v] of Object.entries(args.values)) if (typeof v === 'string') flags[camel(k)] = v;
     const sibling = io.env[SIBLING_ENV] !== undefined;
     // A sibling's settings come from the first process, which has migrated the database already.
-    const { config, log, store, keys, clock } = await openContext(io, flags, !sibling, true);
+    const { config, log, store, keys, clock } = await openContext(io, flags, !sibling, true, true);
     // The siblings get the first process's base URL as CINDER_BASE_URL: only the first warns.
     if (!sibling && baseUrlIsDefault(io.env, flags)) log.warn(defaultBaseUrlAdvice(config.baseUrl), { baseUrl: config.baseUrl });
     await keys.init();
@@ -44,6 +53,8 @@ export const serveCommand: Command = {
     if (!sibling) {
       const { model } = await store.resources.indexing.state();
       if (model < INDEX_MODEL) rebuilding = { from: model, examined: 0 };
+      // A newer Cinder rebuilt the index (a rolling upgrade): this process goes on writing rows of its own model.
+      else if (model > INDEX_MODEL) log.warn(newerIndexWarning(model), { indexModel: model, releaseIndexModel: INDEX_MODEL });
     }
     const first = sibling ? null : await bootstrap(store, clock);
     let draining = false;

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTenant } from '../../src/auth/admin.ts';
@@ -82,4 +82,17 @@ test('usage errors', async () => {
     expect(await runCli(['export', '--tenant', 'acme', ...args, '--out', join(dir, `empty-${crypto.randomUUID()}`)], e.io)).toBe(2);
     expect(e.err.join('')).toContain('names nothing');
   }
+});
+
+test('an --out that cannot be made a directory (a file there, or below one) is a usage error naming it, and no job is left', async () => {
+  const file = join(dir, 'a-file');
+  writeFileSync(file, 'x');
+  for (const out of [file, join(file, 'below')]) {
+    const c = io();
+    expect(await runCli(['export', '--tenant', 'acme', '--out', out], c.io)).toBe(2);
+    expect(c.err.join('')).toStartWith(`cinder export: cannot make the --out directory ${out}: `);
+  }
+  const store = createSqliteStore(join(dir, 'cinder.db'));
+  expect(await store.exports.jobs.countByState()).toEqual({});
+  await store.close();
 });

@@ -1,0 +1,77 @@
+/**
+ * What `cinder` prints at start about its database, as a process (from source), where its own logger's lines
+ * (process.stderr) are seen too: `serve` on a database a newer release migrated (a rolling upgrade) starts and
+ * logs one warning naming the migrations; a command whose PostgreSQL server cannot be reached, or has no such
+ * database, exits 1 with one line naming the database and CINDER_DATABASE_URL, never a logged stack trace.
+ */
+import { describe, expect, test } from 'bun:test';
+import { join } from 'node:path';
+import { postgresMigrations } from '../../src/store/postgres/migrations.ts';
+import { sqliteMigrations } from '../../src/store/sqlite/migrations.ts';
+import { freePort } from '../helpers/export-e2e.ts';
+import { cinderCommands, cleanupAfterFile, serveEnv, spawnServe } from '../helpers/processes.ts';
+import { PG_ADMIN_URL, rawStatements, storeTargets } from '../helpers/stores.ts';
+
+const targets = await storeTargets({ main: false });
+const { tempDir, killAfter } = cleanupAfterFile(targets);
+const [, fromSource] = cinderCommands()[0]!;
+
+/** Runs `cinder <args>` from source with `env` (and PATH); its exit code and output. */
+async function cinder(args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
+  const dir = tempDir('cinder-start-');
+  const proc = Bun.spawn([...fromSource, ...args], {
+    env: { PATH: process.env.PATH ?? '', HOME: dir, CINDER_DATA_DIR: join(dir, 'data'), ...env }, cwd: dir, stdin: 'ignore', stdout: 'pipe', stderr: 'pipe',
+  });
+  killAfter(proc);
+  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  return { code, stdout, stderr };
+}
+
+for (const target of targets) {
+  const latest = Math.max(...(target.kind === 'sqlite' ? sqliteMigrations : postgresMigrations).map((m) => m.version));
+  describe(`cinder serve on a ${target.kind} database a newer release migrated`, () => {
+    test('starts, answers, and logs one warning naming the migration it does not know', async () => {
+      const db = await target.migrated();
+      await rawStatements(target.kind, db.url, [[`INSERT INTO schema_migrations (version, name, applied_at) VALUES (${latest + 1}, 'from_the_future', 0)`, []]]);
+      const dir = tempDir('cinder-newer-serve-');
+      const port = freePort();
+      const server = spawnServe(fromSource, dir, serveEnv(dir, port, { CINDER_DATABASE_URL: db.url, CINDER_LOG_LEVEL: 'warn' }), 'pipe');
+      killAfter(server);
+      const log = new Response(server.stderr).text();
+      let status = 0;
+      for (let i = 0; i < 200 && status !== 200 && server.exitCode === null; i++) {
+        status = await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.status, () => 0);
+        if (status !== 200) await Bun.sleep(100);
+      }
+      expect(status).toBe(200);
+      server.kill('SIGTERM');
+      expect(await server.exited).toBe(0);
+      const entries = (await log).split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>);
+      const warnings = entries.filter((e) => String(e.msg).includes('does not know'));
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]).toMatchObject({ level: 'warn', unknownMigrations: [`${latest + 1}_from_the_future`], schemaVersion: latest + 1, releaseVersion: latest });
+      expect(String(warnings[0]!.msg)).toContain('a newer Cinder migrated it');
+    }, 60_000);
+  });
+}
+
+describe.skipIf(!targets.some((t) => t.kind === 'postgres'))('a command whose PostgreSQL database cannot be used', () => {
+  const admin = new URL(PG_ADMIN_URL);
+
+  test('a server that refuses connections: exit 1, one line naming the database and CINDER_DATABASE_URL, no logged stack', async () => {
+    const port = freePort(); // nothing listens there now
+    const url = `postgres://${admin.username}@127.0.0.1:${port}/cinder_nowhere`;
+    for (const args of [['client', 'list', '--tenant', 't1'], ['migrate'], ['serve']]) {
+      const r = await cinder(args, { CINDER_DATABASE_URL: url, CINDER_LOG_LEVEL: 'info', CINDER_PORT: String(freePort()) });
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(new RegExp(`^cinder: cannot use the PostgreSQL database 'cinder_nowhere' on 127\\.0\\.0\\.1:${port} \\(CINDER_DATABASE_URL\\): [^\\n]*ECONNREFUSED[^\\n]*\\n$`));
+    }
+  }, 60_000);
+
+  test('a database that does not exist on the server: exit 1, one line saying so', async () => {
+    const url = `postgres://${admin.username}@${admin.host}/cinder_no_such_database`;
+    const r = await cinder(['client', 'list', '--tenant', 't1'], { CINDER_DATABASE_URL: url });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe(`cinder: cannot use the PostgreSQL database 'cinder_no_such_database' on ${admin.host} (CINDER_DATABASE_URL): database "cinder_no_such_database" does not exist\n`);
+  }, 30_000);
+});

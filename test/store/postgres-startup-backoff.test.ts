@@ -55,15 +55,17 @@ describe.skipIf(!reachable)('a postgres.js pool whose sessions are closed during
     }
   }, 30_000);
 
-  test('sessions closed as they fetch the array types, after the server said it was ready: rejected within about connect_timeout too', async () => {
+  test('sessions closed at their first statement, right after the server said it was ready: the statement is rejected as a lost connection, not retried', async () => {
+    // The pool sends nothing of its own after start-up (the array types are declared, not fetched: array-types.ts),
+    // so a session closed there loses the caller's statement, which may have run: it is rejected, once.
     const proxy = await startPgFaultProxy(Number(target.port || 5432));
     const sql = connect(viaProxy(proxy.port), { max: 2 });
     try {
-      proxy.shed(true, 'typcategory');
+      proxy.shed(true, 'SELECT 1');
       const err = await Promise.race([sql`SELECT 1`.then(() => null, (e: unknown) => e), Bun.sleep(10_000).then(() => 'still waiting')]);
       expect((err as { code?: string } | null)?.code).toBe('CONNECTION_CLOSED');
-      expect(proxy.shedCount).toBeGreaterThan(1);
-      expect(proxy.opened).toBeLessThan(40);
+      expect(isPostgresOutage(err)).toBe(true);
+      expect(proxy.shedCount).toBe(1);
       proxy.shed(false);
       expect([...(await sql`SELECT 2 AS two`)]).toEqual([{ two: 2 }]);
     } finally {

@@ -1,5 +1,6 @@
 import postgres from 'postgres';
 import { StoreConflictError } from '../types.ts';
+import { declareArrayTypes } from './array-types.ts';
 import type { PgMigration } from './migrations.ts';
 import { transaction } from './transaction.ts';
 import { connectTimeoutFromUrl, MAX_POOL_SIZE, poolSizeFromUrl } from './url-options.ts';
@@ -80,11 +81,13 @@ export function connectForKeys(url: string): Pg {
 }
 
 function open(url: string, o: { max: number; application_name: string; idle_timeout?: number; generic?: boolean }): Pg {
-  return postgres(url, {
+  const sql = postgres(url, {
     max: o.max,
     ...(o.idle_timeout !== undefined && { idle_timeout: o.idle_timeout }),
     prepare: true,
     types: { int8: int8AsNumber },
+    // The built-in array types are declared below, not fetched by each new connection (array-types.ts).
+    fetch_types: false,
     onnotice: () => undefined,
     // JIT compilation pays off for long analytical queries only: a search whose cost the planner
     // overestimates (no statistics yet after a bulk import) spent 120 ms compiling a 4 ms query.
@@ -92,6 +95,8 @@ function open(url: string, o: { max: number; application_name: string; idle_time
     backoff: (attempt: number) => reconnectBackoff(attempt),
     connect_timeout: connectTimeoutFromUrl(url) ?? DEFAULT_CONNECT_TIMEOUT,
   });
+  declareArrayTypes(sql as unknown as postgres.Sql<Record<string, unknown>>);
+  return sql;
 }
 
 /** Driver and socket error codes of a connection that could not be made or was lost. */

@@ -1,6 +1,6 @@
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
-import { connectTimeoutFromUrl, poolSizeFromUrl } from './store/postgres/url-options.ts';
+import { connectTimeoutFromUrl, poolSizeFromUrl, postgresUrlProblem, withoutPassword } from './store/postgres/url-options.ts';
 
 /** The most HTTP server processes CINDER_PROCESSES may start (`auto` included). */
 const MAX_PROCESSES = 64;
@@ -213,7 +213,9 @@ export function loadConfig(env: Record<string, string | undefined>, flags: Recor
   if (!result.success) {
     const issue = result.error.issues[0]!;
     const key = String(issue.path[0]);
-    throw new ConfigError(`invalid ${name(key)}: ${issue.message} (got ${JSON.stringify(raw[key])})`);
+    // A database URL's password is never printed (a container platform keeps what a process writes).
+    const got = key === 'databaseUrl' && typeof raw[key] === 'string' ? withoutPassword(raw[key]) : raw[key];
+    throw new ConfigError(`invalid ${name(key)}: ${issue.message} (got ${JSON.stringify(got)})`);
   }
   const c = result.data;
   const dataDir = resolve(c.dataDir);
@@ -221,6 +223,8 @@ export function loadConfig(env: Record<string, string | undefined>, flags: Recor
   const onPostgres = /^postgres(ql)?:\/\//i.test(databaseUrl);
   if (onPostgres) {
     // The pool's options in the URL's query, checked here so that a bad one stops every command as any bad setting does.
+    const problem = postgresUrlProblem(databaseUrl);
+    if (problem) throw new ConfigError(`invalid ${name('databaseUrl')}: ${problem}`);
     try {
       poolSizeFromUrl(databaseUrl);
       connectTimeoutFromUrl(databaseUrl);

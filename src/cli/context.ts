@@ -16,6 +16,7 @@ import type { AdminTarget } from '../audit/event.ts';
 import { fhirBaseOf } from '../config.ts';
 import { NoDatabaseError, UsageError, type CliIO, type Command } from './command.ts';
 import { isPostgresUrl } from './sqlite-file.ts';
+import { postgresTarget } from '../store/postgres/url-options.ts';
 
 /** What a command that works on the server's database says when the configuration finds none (`variable`: where it looked). */
 function noDatabaseAdvice(variable: string): string {
@@ -59,8 +60,8 @@ function requireSqliteDatabase(path: string): void {
 
 /** A PostgreSQL URL as a message may show it: host, port and database, never the password. */
 function postgresName(url: string): string {
-  const u = new URL(url);
-  return `database '${decodeURIComponent(u.pathname.slice(1))}' on ${u.host}`;
+  const { database, hosts } = postgresTarget(url);
+  return `database '${database}' on ${hosts}`;
 }
 
 /**

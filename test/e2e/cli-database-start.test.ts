@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { postgresMigrations } from '../../src/store/postgres/migrations.ts';
 import { sqliteMigrations } from '../../src/store/sqlite/migrations.ts';
 import { freePort } from '../helpers/export-e2e.ts';
-import { cinderCommands, cleanupAfterFile, serveEnv, spawnServe } from '../helpers/processes.ts';
+import { cinderCommands, cleanupAfterFile, readBanner, serveEnv, spawnServe } from '../helpers/processes.ts';
 import { PG_ADMIN_URL, rawStatements, storeTargets } from '../helpers/stores.ts';
 
 const targets = await storeTargets({ main: false });
@@ -66,6 +66,23 @@ describe.skipIf(!targets.some((t) => t.kind === 'postgres'))('a command whose Po
       expect(r.code).toBe(1);
       expect(r.stderr).toMatch(new RegExp(`^cinder: cannot use the PostgreSQL database 'cinder_nowhere' on 127\\.0\\.0\\.1:${port} \\(CINDER_DATABASE_URL\\): [^\\n]*ECONNREFUSED[^\\n]*\\n$`));
     }
+  }, 60_000);
+
+  test('serve with a URL listing several hosts (the first refusing) starts, bootstraps and names them in its banner', async () => {
+    const db = await targets.find((t) => t.kind === 'postgres')!.migrated();
+    const host = new URL(db.url).host;
+    const listed = db.url.replace(`@${host}`, `@127.0.0.1:${freePort()},${host}`);
+    const database = new URL(db.url).pathname.slice(1);
+    const dir = tempDir('cinder-hosts-serve-');
+    const port = freePort();
+    const server = spawnServe(fromSource, dir, serveEnv(dir, port, { CINDER_DATABASE_URL: listed }), 'pipe');
+    killAfter(server);
+    const banner = await readBanner(server.stdout);
+    expect(banner.text).toContain(`Cinder initialised the PostgreSQL database ${database} at ${listed.split('@')[1]!.split('/')[0]}.`);
+    expect(banner.clientId).toBeDefined();
+    expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);
+    server.kill('SIGTERM');
+    expect(await server.exited).toBe(0);
   }, 60_000);
 
   test('a database that does not exist on the server: exit 1, one line saying so', async () => {

@@ -32,3 +32,52 @@ export function connectTimeoutFromUrl(url: string): number | undefined {
   if (!/^\d+(\.\d+)?$/.test(m[1]!)) throw new RangeError(`invalid connect_timeout '${m[1]}' in the database URL: expected seconds, 0 for none`);
   return Number(m[1]);
 }
+
+/**
+ * `url` split as postgres.js reads it: the hosts of its authority (`a:5432,b:5432` in a multi-host URL, which
+ * `new URL()` refuses) and the URL with the first host alone, which `new URL()` parses when it is one.
+ */
+function authority(url: string): { hosts: string; single: string } {
+  const scheme = url.indexOf('://') + 3;
+  const end = url.slice(scheme).search(/[/?#]/);
+  const whole = end === -1 ? url.slice(scheme) : url.slice(scheme, scheme + end);
+  const hostsAt = whole.lastIndexOf('@') + 1;
+  const hosts = whole.slice(hostsAt);
+  return { hosts, single: url.slice(0, scheme + hostsAt) + hosts.split(',')[0]! + url.slice(scheme + whole.length) };
+}
+
+/**
+ * Why `url` (a postgres:// URL) cannot be used, or undefined: not a URL (a port out of range, a stray
+ * character in the host), or a user name, password or database name whose percent-encoding does not decode
+ * (postgres.js threw a bare "URI error"). The message never quotes the URL's password. The hosts of a
+ * multi-host URL (`postgres://a:5432,b:5432/db`) are checked by the first, as postgres.js parses them.
+ */
+export function postgresUrlProblem(url: string): string | undefined {
+  const { hosts, single } = authority(url);
+  if (!URL.canParse(single)) return `not a valid URL: check its host and port ('${hosts}')`;
+  const u = new URL(single);
+  const parts: [string, string][] = [[u.username, 'user name'], [u.password, 'password'], [u.pathname.slice(1), 'database name']];
+  for (const [value, what] of parts) {
+    try {
+      decodeURIComponent(value);
+    } catch {
+      return `the ${what} holds a % that is not percent-encoding (write % as %25)`;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * The database and the hosts a postgres:// URL (postgresUrlProblem found none) names, as a message may show
+ * them, never the password: the database is the URL's path, else the user's name, as postgres.js picks it.
+ */
+export function postgresTarget(url: string): { database: string; hosts: string } {
+  const { hosts, single } = authority(url);
+  const u = new URL(single);
+  return { database: decodeURIComponent(u.pathname.slice(1)) || decodeURIComponent(u.username) || 'postgres', hosts };
+}
+
+/** `url` with the password of its user information, if any, as `***`: what a message may quote. */
+export function withoutPassword(url: string): string {
+  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/[^/?#@:]*:)[^/?#]*@/i, '$1***@');
+}

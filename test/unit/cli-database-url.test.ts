@@ -1,0 +1,69 @@
+/**
+ * CINDER_DATABASE_URL as `cinder` commands read it: a PostgreSQL URL listing several hosts (docs/operations.md)
+ * works for every command, as postgres.js connects with it (a command failed with a bare "Invalid URL" where
+ * it named its database); a URL that cannot work (a port out of range, a % that is not percent-encoding) is a
+ * configuration error naming the variable (exit 2), and no message quotes the URL's password.
+ */
+import { afterAll, describe, expect, test } from 'bun:test';
+import { createCliEnv } from '../helpers/cli.ts';
+import { freePort } from '../helpers/export-e2e.ts';
+import { storeTargets } from '../helpers/stores.ts';
+
+const targets = await storeTargets({ main: false });
+const clis: ReturnType<typeof createCliEnv>[] = [];
+afterAll(async () => {
+  for (const c of clis) c.close();
+  for (const t of targets) await t.cleanup();
+}, 60_000);
+
+function cliOn(url: string) {
+  const cli = createCliEnv({ CINDER_DATABASE_URL: url, CINDER_BASE_URL: 'http://cinder.test' }, { database: false });
+  clis.push(cli);
+  return cli;
+}
+
+const pg = targets.find((t) => t.kind === 'postgres');
+
+describe.skipIf(!pg)('a PostgreSQL URL listing several hosts', () => {
+  test('commands run on the first host that answers; a failure names every host', async () => {
+    const db = await pg!.migrated();
+    const target = new URL(db.url);
+    // The first host refuses connections: postgres.js goes on to the next.
+    const listed = db.url.replace(`@${target.host}`, `@127.0.0.1:${freePort()},${target.host}`);
+    const cli = cliOn(listed);
+    const made = await cli.run(['tenant', 'create', 't1', '--json']);
+    expect([made.code, made.stderr]).toEqual([0, '']);
+    const client = await cli.run(['client', 'create', '--tenant', 't1', '--json']);
+    expect([client.code, client.stderr]).toEqual([0, '']);
+    const listedClients = JSON.parse((await cli.run(['client', 'list', '--tenant', 't1', '--json'])).stdout) as { client_id: string }[];
+    expect(listedClients.map((c) => c.client_id)).toEqual([(JSON.parse(client.stdout) as { client_id: string }).client_id]);
+
+    const [a, b] = [freePort(), freePort()];
+    const nowhere = cliOn(`postgres://${target.username}@127.0.0.1:${a},127.0.0.1:${b}/cinder_nowhere?connect_timeout=1`);
+    const failed = await nowhere.run(['client', 'list', '--tenant', 't1']).catch((err: Error) => ({ code: 1, stdout: '', stderr: `cinder: ${err.message}\n` }));
+    expect(failed.code).toBe(1);
+    expect(failed.stderr).toStartWith(`cinder: cannot use the PostgreSQL database 'cinder_nowhere' on 127.0.0.1:${a},127.0.0.1:${b} (CINDER_DATABASE_URL): `);
+  }, 30_000);
+});
+
+describe('a PostgreSQL URL that cannot work is a configuration error (exit 2)', () => {
+  const cases: [string, string][] = [
+    ['postgres://cinder:s3cr%zzet@127.0.0.1:5432/cinder', 'the password holds a % that is not percent-encoding (write % as %25)'],
+    ['postgres://cinder@127.0.0.1:5432/cin%zzder', 'the database name holds a % that is not percent-encoding (write % as %25)'],
+    ['postgres://cinder:s3cret@127.0.0.1:99999/cinder', "not a valid URL: check its host and port ('127.0.0.1:99999')"],
+  ];
+  for (const [url, problem] of cases) {
+    test(problem, async () => {
+      for (const args of [['client', 'list', '--tenant', 't1'], ['migrate'], ['check']]) {
+        const r = await cliOn(url).run(args);
+        expect([r.code, r.stderr]).toEqual([2, `cinder: invalid CINDER_DATABASE_URL (--database-url): ${problem}\n`]);
+      }
+    });
+  }
+
+  test('a URL of another scheme is refused without its password', async () => {
+    const r = await cliOn('mysql://cinder:s3cret@db.example:3306/cinder').run(['client', 'list', '--tenant', 't1']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe('cinder: invalid CINDER_DATABASE_URL (--database-url): expected a postgres:// URL, sqlite:<path> or a file path (got "mysql://cinder:***@db.example:3306/cinder")\n');
+  });
+});

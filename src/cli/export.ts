@@ -57,13 +57,14 @@ export const exportCommand: Command = {
     let jobId: string | undefined;
     try {
       if (!(await ctx.store.tenants.get(v.tenant))) throw new UsageError(`tenant '${v.tenant}' does not exist`);
-      // Made once the database and the tenant are found: a refused export leaves no empty directory behind.
+      jobId = await start(ctx, v.tenant, typeof v.group === 'string' ? v.group : undefined, inputOf(v), owner);
+      // Made once the export is accepted (the tenant, the Group, the types and filters): a refused export leaves
+      // no empty directory behind; one that cannot be made leaves no job (finally).
       try {
         mkdirSync(out, { recursive: true });
       } catch (err) {
         throw new UsageError(`cannot make the --out directory ${out}: ${(err as { code?: string }).code ?? (err as Error).message}`);
       }
-      jobId = await start(ctx, v.tenant, typeof v.group === 'string' ? v.group : undefined, inputOf(v), owner);
       const progress = await run(ctx, io, v.tenant, jobId, owner, out);
       printData(io, !!v.json, {
         out, transaction_time: new Date((await ctx.store.exports.jobs.get(v.tenant, jobId))!.transactionTime).toISOString(),

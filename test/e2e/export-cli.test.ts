@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTenant } from '../../src/auth/admin.ts';
@@ -76,6 +76,10 @@ test('usage errors', async () => {
   expect(await runCli(['export', '--tenant', 'nope', '--out', join(dir, 'x')], c.io)).toBe(2);
   expect(await runCli(['export', '--tenant', 'acme', '--type', 'Bogus', '--out', join(dir, 'x')], c.io)).toBe(2);
   expect(c.err.join('')).toContain('Bogus');
+  // A refused export (an unknown Group, a bad --since) leaves no directory behind.
+  expect(await runCli(['export', '--tenant', 'acme', '--group', 'nope', '--out', join(dir, 'x')], c.io)).toBe(2);
+  expect(await runCli(['export', '--tenant', 'acme', '--since', 'notadate', '--out', join(dir, 'x')], c.io)).toBe(2);
+  expect(existsSync(join(dir, 'x'))).toBe(false);
   // A list given with nothing in it is refused, as `_type=` is on the API, never read as every type.
   for (const args of [['--type', ''], ['--type', ','], ['--type-filter', '']]) {
     const e = io();

@@ -5,6 +5,7 @@
  * configuration error naming the variable (exit 2), and no message quotes the URL's password.
  */
 import { afterAll, describe, expect, test } from 'bun:test';
+import type { Socket } from 'bun';
 import { createCliEnv } from '../helpers/cli.ts';
 import { freePort } from '../helpers/export-e2e.ts';
 import { storeTargets } from '../helpers/stores.ts';
@@ -43,6 +44,58 @@ describe.skipIf(!pg)('a PostgreSQL URL listing several hosts', () => {
     const failed = await nowhere.run(['client', 'list', '--tenant', 't1']).catch((err: Error) => ({ code: 1, stdout: '', stderr: `cinder: ${err.message}\n` }));
     expect(failed.code).toBe(1);
     expect(failed.stderr).toStartWith(`cinder: cannot use the PostgreSQL database 'cinder_nowhere' on 127.0.0.1:${a},127.0.0.1:${b} (CINDER_DATABASE_URL): `);
+  }, 30_000);
+});
+
+/** A TCP forwarder listening on the IPv6 loopback, to `port` on 127.0.0.1: a PostgreSQL server at [::1]. */
+function ipv6Forwarder(port: number) {
+  type Side = { peer?: Socket<Side>; pending: Uint8Array[] };
+  return Bun.listen<Side>({
+    hostname: '::1',
+    port: 0,
+    socket: {
+      open(client) {
+        client.data = { pending: [] };
+        void Bun.connect<Side>({
+          hostname: '127.0.0.1', port,
+          socket: {
+            open(up) {
+              up.data = { peer: client, pending: [] };
+              client.data.peer = up;
+              for (const chunk of client.data.pending.splice(0)) up.write(chunk);
+            },
+            data: (up, chunk) => void up.data.peer?.write(chunk),
+            close: (up) => void up.data.peer?.end(),
+            error: (up) => void up.data.peer?.end(),
+          },
+        }).catch(() => client.end());
+      },
+      data(client, chunk) {
+        if (client.data.peer) client.data.peer.write(chunk);
+        else client.data.pending.push(new Uint8Array(chunk));
+      },
+      close: (client) => void client.data.peer?.end(),
+      error: (client) => void client.data.peer?.end(),
+    },
+  });
+}
+
+describe.skipIf(!pg)('a PostgreSQL URL whose host is an IPv6 address in brackets', () => {
+  test('commands connect to it (postgres.js alone took "[" for the host)', async () => {
+    const db = await pg!.migrated();
+    const target = new URL(db.url);
+    const forwarder = ipv6Forwarder(Number(target.port || 5432));
+    try {
+      const cli = cliOn(db.url.replace(`@${target.host}`, `@[::1]:${forwarder.port}`));
+      const made = await cli.run(['tenant', 'create', 't1', '--json']);
+      expect([made.code, made.stderr]).toEqual([0, '']);
+      expect((await cli.run(['client', 'list', '--tenant', 't1', '--json'])).stdout).toBe('[]\n');
+      // A list of hosts, the first an IPv6 address that refuses connections.
+      const listed = cliOn(db.url.replace(`@${target.host}`, `@[::1]:${freePort()},[::1]:${forwarder.port}`));
+      expect((await listed.run(['client', 'list', '--tenant', 't1', '--json'])).stdout).toBe('[]\n');
+    } finally {
+      forwarder.stop(true);
+    }
   }, 30_000);
 });
 

@@ -3,7 +3,7 @@ import { StoreConflictError } from '../types.ts';
 import { declareArrayTypes } from './array-types.ts';
 import type { PgMigration } from './migrations.ts';
 import { transaction } from './transaction.ts';
-import { connectTimeoutFromUrl, MAX_POOL_SIZE, poolSizeFromUrl } from './url-options.ts';
+import { bracketedHosts, connectTimeoutFromUrl, MAX_POOL_SIZE, poolSizeFromUrl } from './url-options.ts';
 
 export interface PostgresStoreOptions {
   /** Connection pool size; default 10 (or `?max=N` in the URL). */
@@ -82,6 +82,8 @@ export function connectForKeys(url: string): Pg {
 
 function open(url: string, o: { max: number; application_name: string; idle_timeout?: number; generic?: boolean }): Pg {
   const sql = postgres(url, {
+    // An IPv6 address in brackets is given apart: postgres.js would take `[` for its host.
+    ...(bracketedHosts(url) as { host?: string; port?: number } | undefined),
     max: o.max,
     ...(o.idle_timeout !== undefined && { idle_timeout: o.idle_timeout }),
     prepare: true,

@@ -81,3 +81,23 @@ export function postgresTarget(url: string): { database: string; hosts: string }
 export function withoutPassword(url: string): string {
   return url.replace(/^([a-z][a-z0-9+.-]*:\/\/[^/?#@:]*:)[^/?#]*@/i, '$1***@');
 }
+
+/**
+ * The hosts and ports of a URL whose authority holds an IPv6 address in brackets (`postgres://u@[::1]:5432/db`,
+ * `[fd00::1]:5432,[fd00::2]:5432`), as postgres.js takes them given apart; undefined for any other URL, whose hosts
+ * postgres.js reads itself. It splits each host at its first `:`, which took `[` for the host of an IPv6 address
+ * (`getaddrinfo ENOTFOUND [`).
+ */
+export function bracketedHosts(url: string): { host: string[]; port: number[] } | undefined {
+  const { hosts } = authority(url);
+  if (!hosts.includes('[')) return undefined;
+  const host: string[] = [];
+  const port: number[] = [];
+  for (const h of hosts.split(',')) {
+    const m = /^\[([^\]]*)\](?::(\d*))?$|^([^:]*)(?::(\d*))?$/.exec(h);
+    host.push(m?.[1] ?? m?.[3] ?? h);
+    const p = m?.[2] ?? m?.[4];
+    port.push(p ? Number(p) : 5432);
+  }
+  return { host, port };
+}

@@ -55,9 +55,12 @@ export const exportCommand: Command = {
     const ctx = await openContext(io);
     const owner = `cli:${process.pid}:${crypto.randomUUID().slice(0, 8)}`;
     let jobId: string | undefined;
+    let starting: Promise<string> | undefined;
+    const stopOnSignal = removeJobOnSignal(io, ctx, out, () => starting);
     try {
       if (!(await ctx.store.tenants.get(v.tenant))) throw new UsageError(`tenant '${v.tenant}' does not exist`);
-      jobId = await start(ctx, v.tenant, typeof v.group === 'string' ? v.group : undefined, inputOf(v), owner);
+      starting = start(ctx, v.tenant, typeof v.group === 'string' ? v.group : undefined, inputOf(v), owner);
+      jobId = await starting;
       // Made once the export is accepted (the tenant, the Group, the types and filters): a refused export leaves
       // no empty directory behind; one that cannot be made leaves no job (finally).
       try {
@@ -75,6 +78,7 @@ export const exportCommand: Command = {
       if (err instanceof FhirError) throw new UsageError(err.message);
       throw err;
     } finally {
+      stopOnSignal();
       if (jobId) await ctx.store.exports.cleanup.remove(jobId);
       await ctx.store.close();
     }
@@ -82,6 +86,31 @@ export const exportCommand: Command = {
 };
 
 type Context = Awaited<ReturnType<typeof openContext>>;
+
+/**
+ * Until the returned function is called, SIGINT (Ctrl-C) and SIGTERM end the command after removing its job
+ * (exit 130 or 143): the job is claimed by this process under a lease, and once the lease ran out a server's
+ * export workers would claim it and run the whole export again into the server's storage, for no one. The
+ * removal does not wait for the run, whose statement may be what the operator is tired of waiting for.
+ */
+function removeJobOnSignal(io: CliIO, ctx: Context, out: string, job: () => Promise<string> | undefined): () => void {
+  const stop = (signal: 'SIGINT' | 'SIGTERM') => {
+    void (async () => {
+      const id = await job()?.catch(() => undefined);
+      if (id) await ctx.store.exports.cleanup.remove(id).catch(() => undefined);
+      io.stderr(`cinder export: stopped by ${signal}: the export is removed, and what ${out} holds of it is incomplete\n`);
+      process.exit(signal === 'SIGINT' ? 130 : 143);
+    })();
+  };
+  const onInt = () => stop('SIGINT');
+  const onTerm = () => stop('SIGTERM');
+  process.once('SIGINT', onInt);
+  process.once('SIGTERM', onTerm);
+  return () => {
+    process.off('SIGINT', onInt);
+    process.off('SIGTERM', onTerm);
+  };
+}
 
 function inputOf(v: Record<string, unknown>): ExportInput {
   const types = strings(v.type).flatMap((t) => t.split(',').filter(Boolean));

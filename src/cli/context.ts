@@ -16,7 +16,8 @@ import type { AdminTarget } from '../audit/event.ts';
 import { fhirBaseOf } from '../config.ts';
 import { NoDatabaseError, UsageError, type CliIO, type Command } from './command.ts';
 import { isPostgresUrl } from './sqlite-file.ts';
-import { postgresTarget } from '../store/postgres/url-options.ts';
+import { connectTimeoutFromUrl, postgresTarget } from '../store/postgres/url-options.ts';
+import { DEFAULT_CONNECT_TIMEOUT } from '../store/postgres/db.ts';
 
 /** What a command that works on the server's database says when the configuration finds none (`variable`: where it looked). */
 function noDatabaseAdvice(variable: string): string {
@@ -117,7 +118,7 @@ export async function openContext(io: CliIO, flags: Record<string, string> = {},
     } catch (err) {
       // The first statement opens the connection: an unreachable server, a wrong password, a missing database.
       if (!postgres) throw err;
-      throw new Error(`cannot use the PostgreSQL ${postgresName(config.databaseUrl)} (CINDER_DATABASE_URL): ${connectionProblem(err)}`, { cause: err });
+      throw new Error(`cannot use the PostgreSQL ${postgresName(config.databaseUrl)} (CINDER_DATABASE_URL): ${connectionProblem(err, config.databaseUrl)}`, { cause: err });
     }
     if (postgres && schema.version === 0) {
       if (!create) throw new NoDatabaseError(`the PostgreSQL ${postgresName(config.databaseUrl)} holds no Cinder schema: ${noDatabaseAdvice('CINDER_DATABASE_URL')}`);
@@ -139,10 +140,20 @@ export async function openContext(io: CliIO, flags: Record<string, string> = {},
   return { config, log, store, keys, clock: systemClock, created, where };
 }
 
-/** A failed connection's reason, without the store's "the database is unreachable: " before the driver's. */
-function connectionProblem(err: unknown): string {
+/**
+ * A failed connection's reason, without the store's "the database is unreachable: " before the driver's, and
+ * with what the driver's codes for a session that never started mean (`write CONNECT_TIMEOUT host:port`).
+ */
+function connectionProblem(err: unknown, url: string): string {
   const cause = err instanceof StoreUnavailableError && err.cause instanceof Error ? err.cause : err;
-  return cause instanceof Error ? cause.message : String(cause);
+  const message = cause instanceof Error ? cause.message : String(cause);
+  const code = (cause as { code?: unknown } | null)?.code;
+  const seconds = connectTimeoutFromUrl(url) ?? DEFAULT_CONNECT_TIMEOUT;
+  if (code !== 'CONNECT_TIMEOUT' && code !== 'CONNECTION_CLOSED') return message;
+  return (
+    `no session started within connect_timeout (${seconds} s): the server did not answer or closed the connection ` +
+    `(a wrong host or port, a firewall, a pooler refusing sessions, a server shutting down): ${message}`
+  );
 }
 
 /** Prints `data` as JSON with --json, otherwise as `key: value` lines. */

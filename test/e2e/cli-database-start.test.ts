@@ -85,6 +85,22 @@ describe.skipIf(!targets.some((t) => t.kind === 'postgres'))('a command whose Po
     expect(await server.exited).toBe(0);
   }, 60_000);
 
+  test('a server that never answers: exit 1 after connect_timeout, one line saying what that means', async () => {
+    const silent = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } });
+    try {
+      const url = `postgres://${admin.username}@127.0.0.1:${silent.port}/cinder_silent?connect_timeout=1`;
+      const r = await cinder(['client', 'list', '--tenant', 't1'], { CINDER_DATABASE_URL: url });
+      expect(r.code).toBe(1);
+      expect(r.stderr).toBe(
+        `cinder: cannot use the PostgreSQL database 'cinder_silent' on 127.0.0.1:${silent.port} (CINDER_DATABASE_URL): no session started ` +
+        'within connect_timeout (1 s): the server did not answer or closed the connection (a wrong host or port, a firewall, a pooler ' +
+        `refusing sessions, a server shutting down): write CONNECT_TIMEOUT 127.0.0.1:${silent.port}\n`,
+      );
+    } finally {
+      silent.stop(true);
+    }
+  }, 30_000);
+
   test('a database that does not exist on the server: exit 1, one line saying so', async () => {
     const url = `postgres://${admin.username}@${admin.host}/cinder_no_such_database`;
     const r = await cinder(['client', 'list', '--tenant', 't1'], { CINDER_DATABASE_URL: url });

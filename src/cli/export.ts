@@ -5,7 +5,7 @@ import { FhirError } from '../errors.ts';
 import { operatorAccess } from '../fhir/access.ts';
 import type { ExportInput } from '../export/kickoff-input.ts';
 import { kickOff } from '../export/kickoff.ts';
-import { runJob } from '../export/run-job.ts';
+import { CLI_OWNER_PREFIX, runJob } from '../export/run-job.ts';
 import { runSettings } from '../export/runner.ts';
 import { createFileSink } from '../export/sink-file.ts';
 import type { JobProgress } from '../export/spec.ts';
@@ -53,7 +53,7 @@ export const exportCommand: Command = {
     if (typeof v.out !== 'string') throw new UsageError('--out is required');
     const out = resolve(v.out);
     const ctx = await openContext(io);
-    const owner = `cli:${process.pid}:${crypto.randomUUID().slice(0, 8)}`;
+    const owner = `${CLI_OWNER_PREFIX}${process.pid}:${crypto.randomUUID().slice(0, 8)}`;
     let jobId: string | undefined;
     let starting: Promise<string> | undefined;
     const stopOnSignal = removeJobOnSignal(io, ctx, out, () => starting);

@@ -47,6 +47,9 @@ export interface RunDeps extends RunSettings {
 
 export type RunOutcome = 'completed' | 'failed' | 'cancelled' | 'lost' | 'stopped' | 'retry' | 'paused';
 
+/** How a `cinder export` process's runner names itself (`cli:<pid>:<random>`): it runs the job it made. */
+export const CLI_OWNER_PREFIX = 'cli:';
+
 export const jobPrefix = (job: Pick<ExportJob, 'tenant' | 'id'>) => `${job.tenant}/${job.id}`;
 
 async function settle(deps: RunDeps, job: ExportJob, control: JobControl): Promise<void> {
@@ -133,6 +136,15 @@ export async function runJob(deps: RunDeps, job: ExportJob): Promise<RunOutcome>
     const reason = `The export's process ended ${job.attempts - 1} times while running it (a crash, a kill, or a lost lease); it is not tried again`;
     deps.log.error('export job given up', { job: job.id, attempts: job.attempts });
     await deps.store.exports.jobs.fail(job.id, deps.owner, now, reason, now + deps.fileTtlMs);
+    return 'failed';
+  }
+  // A job `cinder export` made for its own directory (its request is the command line, not the kick-off's URL)
+  // reaches another runner only when that process ended without removing it (killed outright): its files would
+  // go where nobody looks for them, after a whole export's work. It is failed, saying so.
+  if (!deps.owner.startsWith(CLI_OWNER_PREFIX) && !/^https?:\/\//i.test(job.request)) {
+    const now = deps.clock.now();
+    deps.log.warn('export job of an ended cinder export given up', { job: job.id, request: job.request });
+    await deps.store.exports.jobs.fail(job.id, deps.owner, now, `The ${job.request} process that ran this export ended before it finished; run it again`, now + deps.fileTtlMs);
     return 'failed';
   }
   const control = new JobControl(deps.store, deps.clock, job, deps.owner, deps.leaseMs, deps.signal);

@@ -110,9 +110,12 @@ const CONNECTION_ERRORS = new Set([
 /**
  * SQLSTATEs of a server that cannot serve now: admin_shutdown, crash_shutdown, cannot_connect_now
  * (starting up or shutting down), too_many_connections, disk_full, out_of_memory, io_error; and the
- * whole connection-exception class 08.
+ * whole connection-exception class 08. Also what refuses a new session, which no statement of Cinder's
+ * causes: invalid_authorization_specification and invalid_password (a password rotated, a role dropped, no
+ * pg_hba.conf entry), invalid_catalog_name (the database dropped or renamed). A request then answers 503 with
+ * Retry-After and the probe finds the database again once it is fixed, where it answered 500 on each request.
  */
-const UNAVAILABLE_STATES = new Set(['57P01', '57P02', '57P03', '53300', '53100', '53200', '58030']);
+const UNAVAILABLE_STATES = new Set(['57P01', '57P02', '57P03', '53300', '53100', '53200', '58030', '28000', '28P01', '3D000']);
 
 /** True for errors that mean the database is unreachable or cannot work for now, not that the query was wrong. */
 export function isPostgresOutage(err: unknown): boolean {

@@ -6,6 +6,7 @@
  */
 import { describe, expect, test } from 'bun:test';
 import { join } from 'node:path';
+import { INDEX_MODEL } from '../../src/fhir/reindex.ts';
 import { postgresMigrations } from '../../src/store/postgres/migrations.ts';
 import { sqliteMigrations } from '../../src/store/sqlite/migrations.ts';
 import { freePort } from '../helpers/export-e2e.ts';
@@ -29,10 +30,13 @@ async function cinder(args: string[], env: Record<string, string>): Promise<{ co
 
 for (const target of targets) {
   const latest = Math.max(...(target.kind === 'sqlite' ? sqliteMigrations : postgresMigrations).map((m) => m.version));
-  describe(`cinder serve on a ${target.kind} database a newer release migrated`, () => {
-    test('starts, answers, and logs one warning naming the migration it does not know', async () => {
+  describe(`cinder serve on a ${target.kind} database a newer release migrated and reindexed`, () => {
+    test('starts, answers, and logs one warning naming the migration it does not know, one for the index model', async () => {
       const db = await target.migrated();
-      await rawStatements(target.kind, db.url, [[`INSERT INTO schema_migrations (version, name, applied_at) VALUES (${latest + 1}, 'from_the_future', 0)`, []]]);
+      await rawStatements(target.kind, db.url, [
+        [`INSERT INTO schema_migrations (version, name, applied_at) VALUES (${latest + 1}, 'from_the_future', 0)`, []],
+        [`UPDATE index_state SET value = ${INDEX_MODEL + 1} WHERE name = 'model'`, []],
+      ]);
       const dir = tempDir('cinder-newer-serve-');
       const port = freePort();
       const server = spawnServe(fromSource, dir, serveEnv(dir, port, { CINDER_DATABASE_URL: db.url, CINDER_LOG_LEVEL: 'warn' }), 'pipe');
@@ -51,6 +55,11 @@ for (const target of targets) {
       expect(warnings).toHaveLength(1);
       expect(warnings[0]).toMatchObject({ level: 'warn', unknownMigrations: [`${latest + 1}_from_the_future`], schemaVersion: latest + 1, releaseVersion: latest });
       expect(String(warnings[0]!.msg)).toContain('a newer Cinder migrated it');
+      // The search index a newer release rebuilt: served as it is, with what to run once the upgrade is over.
+      const index = entries.filter((e) => String(e.msg).includes('search index follows model'));
+      expect(index).toHaveLength(1);
+      expect(index[0]).toMatchObject({ level: 'warn', indexModel: INDEX_MODEL + 1, releaseIndexModel: INDEX_MODEL });
+      expect(String(index[0]!.msg)).toContain('run `cinder reindex` of that release');
     }, 60_000);
   });
 }

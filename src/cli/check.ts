@@ -6,6 +6,7 @@ import { indexState } from '../store/sqlite/db.ts';
 import { errorText, foreignKeyProblems, integrityProblems, openExisting, sqliteSchema } from '../store/sqlite/maintenance.ts';
 import type { SchemaState } from '../store/schema-state.ts';
 import type { CliIO, Command } from './command.ts';
+import { connectionProblem } from './context.ts';
 import { isPostgresUrl } from './sqlite-file.ts';
 
 /** Exit code of `cinder check` when it finds a problem (0: healthy; 1: the check itself failed; 2: usage error). */
@@ -71,7 +72,7 @@ async function checkServer(url: string, report: Report): Promise<void> {
       await store.ping();
       report.checks.connection = 'ok';
     } catch (err) {
-      report.problems.push(`the database cannot be reached: ${errorText(err)}`);
+      report.problems.push(`the database cannot be reached: ${connectionProblem(err, url)}`);
       return;
     }
     await checkSchema({ schema: () => store.schema(), indexState: () => store.resources.indexing.state() }, report);

@@ -125,7 +125,8 @@ export async function openContext(io: CliIO, flags: Record<string, string> = {},
       created = true;
     }
     if (migrate && schema.pending.length > 0) await store.migrate();
-    if (schema.unknown.length > 0) {
+    // A server's siblings (CINDER_PROCESSES, started without migrating) leave it to the first process, which says it once.
+    if (schema.unknown.length > 0 && !(server && !migrate)) {
       const message = newerSchemaWarning(schema.unknown);
       if (server) log.warn(message, { unknownMigrations: schema.unknown, schemaVersion: schema.version, releaseVersion: schema.latest });
       else io.stderr(`cinder: warning: ${message}\n`);
@@ -144,7 +145,7 @@ export async function openContext(io: CliIO, flags: Record<string, string> = {},
  * A failed connection's reason, without the store's "the database is unreachable: " before the driver's, and
  * with what the driver's codes for a session that never started mean (`write CONNECT_TIMEOUT host:port`).
  */
-function connectionProblem(err: unknown, url: string): string {
+export function connectionProblem(err: unknown, url: string): string {
   const cause = err instanceof StoreUnavailableError && err.cause instanceof Error ? err.cause : err;
   const message = cause instanceof Error ? cause.message : String(cause);
   const code = (cause as { code?: unknown } | null)?.code;

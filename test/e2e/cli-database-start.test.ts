@@ -31,7 +31,7 @@ async function cinder(args: string[], env: Record<string, string>): Promise<{ co
 for (const target of targets) {
   const latest = Math.max(...(target.kind === 'sqlite' ? sqliteMigrations : postgresMigrations).map((m) => m.version));
   describe(`cinder serve on a ${target.kind} database a newer release migrated and reindexed`, () => {
-    test('starts, answers, and logs one warning naming the migration it does not know, one for the index model', async () => {
+    test('starts, answers, and logs one warning naming the migration it does not know, one for the index model, whatever its processes', async () => {
       const db = await target.migrated();
       await rawStatements(target.kind, db.url, [
         [`INSERT INTO schema_migrations (version, name, applied_at) VALUES (${latest + 1}, 'from_the_future', 0)`, []],
@@ -39,18 +39,26 @@ for (const target of targets) {
       ]);
       const dir = tempDir('cinder-newer-serve-');
       const port = freePort();
-      const server = spawnServe(fromSource, dir, serveEnv(dir, port, { CINDER_DATABASE_URL: db.url, CINDER_LOG_LEVEL: 'warn' }), 'pipe');
+      // Two processes: the second (a sibling, which does not migrate) leaves the warnings to the first.
+      const env = serveEnv(dir, port, { CINDER_DATABASE_URL: db.url, CINDER_LOG_LEVEL: 'info', CINDER_PROCESSES: '2' });
+      const server = spawnServe(fromSource, dir, env, 'pipe');
       killAfter(server);
-      const log = new Response(server.stderr).text();
+      let log = '';
+      const decoder = new TextDecoder();
+      const reading = (async () => {
+        for await (const chunk of server.stderr as ReadableStream<Uint8Array>) log += decoder.decode(chunk, { stream: true });
+      })();
+      const listening = () => log.split('\n').filter((line) => line.includes('"msg":"listening"')).length;
       let status = 0;
-      for (let i = 0; i < 200 && status !== 200 && server.exitCode === null; i++) {
+      for (let i = 0; i < 300 && (status !== 200 || listening() < 2) && server.exitCode === null; i++) {
         status = await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.status, () => 0);
-        if (status !== 200) await Bun.sleep(100);
+        if (status !== 200 || listening() < 2) await Bun.sleep(100);
       }
-      expect(status).toBe(200);
+      expect({ status, listening: listening() }).toEqual({ status: 200, listening: 2 });
       server.kill('SIGTERM');
       expect(await server.exited).toBe(0);
-      const entries = (await log).split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>);
+      await reading;
+      const entries = log.split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, unknown>);
       const warnings = entries.filter((e) => String(e.msg).includes('does not know'));
       expect(warnings).toHaveLength(1);
       expect(warnings[0]).toMatchObject({ level: 'warn', unknownMigrations: [`${latest + 1}_from_the_future`], schemaVersion: latest + 1, releaseVersion: latest });

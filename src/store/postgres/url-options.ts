@@ -97,7 +97,8 @@ export function bracketedHosts(url: string): { host: string[]; port: number[] } 
     const m = /^\[([^\]]*)\](?::(\d*))?$|^([^:]*)(?::(\d*))?$/.exec(h);
     host.push(m?.[1] ?? m?.[3] ?? h);
     const p = m?.[2] ?? m?.[4];
-    port.push(p ? Number(p) : 5432);
+    // No port: libpq's and postgres.js's default, PGPORT when set, as for a host not in brackets.
+    port.push(p ? Number(p) : Number(process.env.PGPORT) || 5432);
   }
   return { host, port };
 }

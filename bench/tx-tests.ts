@@ -26,7 +26,8 @@
  *
  * `--strict` compares instead the whole answer as HL7's own harness does (bench/tx-strict.ts: no element
  * the expected answer lacks, every element it has unless marked optional, templates for ids, times and
- * wording), against the expected answer less the elements R4 does not define.
+ * wording), against the expected answer less the elements R4 does not define. `--json --verbose` adds each
+ * failing test's answer (`answer`).
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -191,6 +192,8 @@ interface Outcome {
   operation: string;
   status: 'pass' | 'fail' | 'not run';
   why?: string;
+  /** A failing test's answer, with `--json --verbose`. */
+  answer?: Json;
 }
 
 async function runSuite(suite: Json): Promise<Outcome[]> {
@@ -271,7 +274,7 @@ async function runSuite(suite: Json): Promise<Outcome[]> {
         const other = typeof t.response2 === 'string' ? read(t.response2) : undefined;
         if (diffs.length && other?.resourceType === 'Parameters' && compareValidate(other, actual).length === 0) diffs = [];
       }
-      results.push({ ...base, status: diffs.length ? 'fail' : 'pass', ...(diffs.length ? { why: diffs.join('; ') } : {}) });
+      results.push({ ...base, status: diffs.length ? 'fail' : 'pass', ...(diffs.length ? { why: diffs.join('; ') } : {}), ...(diffs.length && values.verbose ? { answer: actual } : {}) });
     }
   } finally {
     await app.close();

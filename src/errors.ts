@@ -32,7 +32,12 @@ export const FHIR_CATEGORIES = {
 
 export type FhirCategory = keyof typeof FHIR_CATEGORIES;
 
+/** HL7's tooling extension naming the catalogue message (`Messages.properties` key) an issue is, as the reference servers give it. */
+export const MESSAGE_ID_EXTENSION = 'http://hl7.org/fhir/StructureDefinition/operationoutcome-message-id';
+
 export interface FhirIssue {
+  /** Only HL7's `operationoutcome-message-id` (MESSAGE_ID_EXTENSION), for terminology's findings. */
+  extension?: { url: string; valueString: string }[];
   severity: 'fatal' | 'error' | 'warning' | 'information';
   code: string;
   diagnostics?: string;
@@ -52,6 +57,13 @@ export interface FhirErrorOptions {
   issueCode?: string;
   /** A coding of the issue's kind, in `details.coding` (HL7's tx-issue-type, say). */
   detailsCoding?: { system: string; code: string };
+  /** HL7's catalogue key of the message, as the `operationoutcome-message-id` extension of the issue. */
+  messageId?: string;
+  /**
+   * Whether the issue repeats its text in `diagnostics` (the default). Terminology's refusals leave it out, as the
+   * reference servers' answers have none (HL7's harness counts an element the expected answer lacks as a difference).
+   */
+  diagnostics?: boolean;
   /** More issues after the first. */
   issues?: FhirIssue[];
   /** The issues in full, in place of the one made from the message (validation: one issue per problem). */
@@ -71,11 +83,12 @@ export class FhirError extends Error {
     this.status = def.status;
     this.headers = options.headers ?? {};
     const first: FhirIssue = {
+      ...(options.messageId === undefined ? {} : { extension: [{ url: MESSAGE_ID_EXTENSION, valueString: options.messageId }] }),
       severity: 'error',
       code: options.issueCode ?? def.code,
       details: options.detailsCoding === undefined ? { text: message } : { coding: [{ ...options.detailsCoding }], text: message },
-      diagnostics: message,
     };
+    if (options.diagnostics !== false) first.diagnostics = message;
     if (options.expression) first.expression = options.expression;
     this.issues = options.outcome ?? [first, ...(options.issues ?? [])];
   }

@@ -23,8 +23,6 @@ export interface TerminologyContext extends CodeSystemLookup {
   valueSet(url: string, version?: string): SyncOrAsync<CompiledValueSet | null>;
   valueSetById(id: string): Promise<CompiledValueSet | null>;
   codeSystemById(id: string): Promise<CodeSystemIndex | null>;
-  /** The versions of a code system the tenant's terminology holds (CodeSystem/$validate-code and the rest name them when another is asked for). */
-  codeSystemVersions?(url: string): Promise<readonly string[] | undefined>;
   /** Compiles a ValueSet supplied with the request (not cached; its imports are). */
   compile(vs: ValueSet): Promise<CompiledValueSet>;
   /**

@@ -250,7 +250,8 @@ await eachStore((kind, fresh) => {
       const r = await expand([{ name: 'url', valueUri: `${VS}missing-version` }]);
       expect(errorIssue(r, 400)).toEqual({
         severity: 'error', code: 'not-found',
-        text: `ValueSet '${VS}missing-version' compose.include[0]: CodeSystem '${CS}' version '9.9.9' is not available, so it cannot be expanded`,
+        // HL7's UNKNOWN_CODESYSTEM_VERSION_EXP, naming the versions the server has.
+        text: `A definition for CodeSystem '${CS}' version '9.9.9' could not be found, so the value set cannot be expanded. Valid versions: 1.0.0`,
       });
     });
 

@@ -4,7 +4,9 @@
  * `details.coding` (`vs-invalid` for a definition that cannot be evaluated, `not-found` for what it needs
  * and the server lacks, `version-error` for a version the server has that `check-system-version` refuses), and the element of the
  * value set at fault as a FHIRPath `expression` (`ValueSet.compose.include[0].filter[0]`), not a label. A
- * cycle of imports is `processing`. On both databases.
+ * cycle of imports is `processing`. Where HL7's catalogue has the message, the issue is shaped as the reference
+ * servers write it (HL7's harness compares it whole): its key in the `operationoutcome-message-id` extension, no
+ * `diagnostics`, and an `expression` only where they give one. On both databases.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -36,9 +38,22 @@ const FIXTURES = [
   valueSet('not-supplement', { include: [{ system: CS }] }, {
     extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/valueset-supplement', valueCanonical: CS }],
   }),
+  valueSet('missing-supplement', { include: [{ system: CS }] }, {
+    extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/valueset-supplement', valueCanonical: 'http://cinder.test/CodeSystem/errs-nowhere' }],
+  }),
 ];
 
-type Issue = { severity: string; code: string; details?: { coding?: { system: string; code: string }[]; text: string }; expression?: string[] };
+type Issue = {
+  extension?: { url: string; valueString: string }[]; severity: string; code: string; details?: { coding?: { system: string; code: string }[]; text: string };
+  diagnostics?: string; expression?: string[];
+};
+const MESSAGE_ID = 'http://hl7.org/fhir/StructureDefinition/operationoutcome-message-id';
+/** The catalogue key of a refusal's one issue, and whether it repeats its text in `diagnostics`: `KEY diagnostics|-`. */
+function shape(r: OperationResponse): string {
+  const [i] = r.body.issue as [Issue];
+  const ids = (i.extension ?? []).filter((e) => e.url === MESSAGE_ID).map((e) => e.valueString);
+  return `${ids.join(',') || '-'} ${i.diagnostics === undefined ? '-' : 'diagnostics'}`;
+}
 /** `code tx-issue-type expression` of the one issue of a 4xx answer. */
 function refusal(r: OperationResponse): string {
   expect(r.status).toBe(400);
@@ -66,7 +81,10 @@ await eachStore((kind, fresh) => {
     afterAll(() => t.close());
 
     test('a filter that cannot be evaluated is vs-invalid, at the filter (or its element) in the compose', async () => {
-      expect(refusal(await expandUrl('no-value'))).toBe('invalid vs-invalid ValueSet.compose.include[0].filter[0]');
+      const noValue = await expandUrl('no-value');
+      expect(refusal(noValue)).toBe('invalid vs-invalid ValueSet.compose.include[0].filter[0]');
+      expect(shape(noValue)).toBe('UNABLE_TO_HANDLE_SYSTEM_FILTER_WITH_NO_VALUE -');
+      expect((noValue.body.issue as Issue[])[0]!.details?.text).toBe(`The system ${CS} filter with property = concept, op = is-a has no value`);
       expect(refusal(await expandUrl('no-property'))).toBe('invalid vs-invalid ValueSet.compose.include[0].filter[0].property');
       expect(refusal(await expandUrl('bad-regex'))).toBe('invalid vs-invalid ValueSet.compose.include[1].filter[0].value');
       // An inline value set: the same paths.
@@ -77,26 +95,42 @@ await eachStore((kind, fresh) => {
     });
 
     test('what the value set needs and the server lacks is not-found, at the include or exclude that needs it', async () => {
-      expect(refusal(await expandUrl('missing-version'))).toBe('not-found not-found ValueSet.compose.include[0]');
+      // A version the server lacks: HL7's UNKNOWN_CODESYSTEM_VERSION_EXP, with the versions it has and no `expression`, as the reference servers give it.
+      const version = await expandUrl('missing-version');
+      expect(refusal(version)).toBe('not-found not-found -');
+      expect(shape(version)).toBe('UNKNOWN_CODESYSTEM_VERSION_EXP -');
+      expect((version.body.issue as Issue[])[0]!.details?.text).toBe(`A definition for CodeSystem '${CS}' version '9.9.9' could not be found, so the value set cannot be expanded. Valid versions: 1.0.0`);
       expect(refusal(await expandUrl('missing-import'))).toBe('not-found not-found ValueSet.compose.exclude[0]');
-      // A ValueSet named by URL that does not exist: still the contract's 400 `invalid`, with the kind beside it.
-      expect(refusal(await expandUrl('nowhere'))).toBe('invalid not-found url');
+      // A supplement it names that the server lacks: HL7's VALUESET_SUPPLEMENT_MISSING, on $expand and $validate-code alike.
+      const supplement = await expandUrl('missing-supplement');
+      expect(refusal(supplement)).toBe('not-found not-found -');
+      expect(shape(supplement)).toBe('VALUESET_SUPPLEMENT_MISSING -');
+      const checkedSupplement = await postOperation(t, token, 'ValueSet/$validate-code', [{ name: 'url', valueUri: `${VS}missing-supplement` }, { name: 'coding', valueCoding: { system: CS, code: 'saw' } }]);
+      expect(refusal(checkedSupplement)).toBe('not-found not-found -');
+      expect(shape(checkedSupplement)).toBe('VALUESET_SUPPLEMENT_MISSING -');
+      // A ValueSet named by URL that does not exist: still the contract's 400 `invalid` at `url`, with the kind and HL7's key beside it.
+      const nowhere = await expandUrl('nowhere');
+      expect(refusal(nowhere)).toBe('invalid not-found url');
+      expect(shape(nowhere)).toBe('Unable_to_resolve_value_Set_ -');
       const validate = await postOperation(t, token, 'ValueSet/$validate-code', [{ name: 'url', valueUri: `${VS}nowhere` }, { name: 'code', valueCode: 'saw' }, { name: 'system', valueUri: CS }]);
       expect(refusal(validate)).toBe('invalid not-found url');
+      expect(shape(validate)).toBe('Unable_to_resolve_value_Set_ -');
     });
 
     test('a cycle of imports is processing vs-invalid; a supplement that is none is vs-invalid', async () => {
+      // HL7's VALUESET_CIRCULAR_REFERENCE, the chain in the text and no `expression`, as the reference servers give it.
       const cycle = await expandUrl('cycle-a');
-      // At the import of the value set asked for that leads into the cycle (was without an expression).
-      expect(refusal(cycle)).toBe('processing vs-invalid ValueSet.compose.include[0].valueSet[0]');
+      expect(refusal(cycle)).toBe('processing vs-invalid -');
+      expect(shape(cycle)).toBe('VALUESET_CIRCULAR_REFERENCE -');
       expect((cycle.body.issue as Issue[])[0]!.details?.text).toBe(`circular ValueSet import: ${VS}cycle-a -> ${VS}cycle-b -> ${VS}cycle-a`);
-      expect(refusal(await expandUrl('cycle-b'))).toBe('processing vs-invalid ValueSet.compose.include[0].valueSet[0]');
+      expect(refusal(await expandUrl('cycle-b'))).toBe('processing vs-invalid -');
       const into = await expandUrl('into-cycle');
-      expect(refusal(into)).toBe('processing vs-invalid ValueSet.compose.include[1].valueSet[1]');
+      expect(refusal(into)).toBe('processing vs-invalid -');
       expect((into.body.issue as Issue[])[0]!.details?.text).toBe(`circular ValueSet import: ${VS}cycle-a -> ${VS}cycle-b -> ${VS}cycle-a`);
       const checked = await postOperation(t, token, 'ValueSet/$validate-code', [{ name: 'url', valueUri: `${VS}into-cycle` }, { name: 'system', valueUri: CS }, { name: 'code', valueCode: 'saw' }]);
-      expect(refusal(checked)).toBe('processing vs-invalid ValueSet.compose.include[1].valueSet[1]');
-      // A cycle among the contained value sets of one given inline: at the inline one's import of the first.
+      expect(refusal(checked)).toBe('processing vs-invalid -');
+      expect(shape(checked)).toBe('VALUESET_CIRCULAR_REFERENCE -');
+      // A cycle among the contained value sets of one given inline.
       const inline = {
         resourceType: 'ValueSet', status: 'active',
         contained: [
@@ -106,22 +140,27 @@ await eachStore((kind, fresh) => {
         compose: { include: [{ system: CS }, { valueSet: ['#x'] }] },
       };
       const contained = await expand([{ name: 'valueSet', resource: inline }]);
-      expect(refusal(contained)).toBe('processing vs-invalid ValueSet.compose.include[1].valueSet[0]');
+      expect(refusal(contained)).toBe('processing vs-invalid -');
       expect((contained.body.issue as Issue[])[0]!.details?.text).toBe('circular ValueSet import: #x -> #y -> #x');
       expect(refusal(await expandUrl('not-supplement'))).toBe('invalid vs-invalid url');
     });
 
     test('a code system version check-system-version refuses is a version-error, one the server lacks not-found', async () => {
       const r = await expand([{ name: 'url', valueUri: `${VS}pinned` }, { name: 'check-system-version', valueCanonical: `${CS}|2.0.0` }]);
-      expect(refusal(r)).toBe('exception version-error check-system-version');
+      // As the reference servers give it: HL7's VALUESET_VERSION_CHECK, no `expression` nor `diagnostics`.
+      expect(refusal(r)).toBe('exception version-error -');
+      expect(shape(r)).toBe('VALUESET_VERSION_CHECK -');
       // A pinned version the server does not have is not found, whatever the check (ecosystem test vs-expand-v-wb-check).
       const missing = await expand([{ name: 'url', valueUri: `${VS}missing-version` }, { name: 'check-system-version', valueCanonical: `${CS}|1.0.x` }]);
-      expect(refusal(missing)).toBe('not-found not-found ValueSet.compose.include[0]');
+      expect(refusal(missing)).toBe('not-found not-found -');
       expect((missing.body.issue as Issue[])[0]!.details?.text).toContain("'9.9.9'");
     });
 
     test('errors of the request itself carry no tx-issue-type', async () => {
-      expect(refusal(await expand([{ name: 'url', valueUri: `${VS}missing-version` }, { name: 'count', valueInteger: -1 }]))).toBe('invalid - count');
+      const count = await expand([{ name: 'url', valueUri: `${VS}missing-version` }, { name: 'count', valueInteger: -1 }]);
+      expect(refusal(count)).toBe('invalid - count');
+      // Cinder's own words, repeated in `diagnostics`, with no catalogue key.
+      expect(shape(count)).toBe('- diagnostics');
     });
   });
 });

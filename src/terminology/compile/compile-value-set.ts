@@ -39,7 +39,8 @@ export async function compileValueSet(
   const key = valueSetKey(vs);
   if (stack.includes(key)) {
     const cycle = [...stack.slice(stack.indexOf(key)), key].map((k) => k.replace(/\|$/, ''));
-    throw importCycle(`circular ValueSet import: ${cycle.join(' -> ')}`, []);
+    // HL7's VALUESET_CIRCULAR_REFERENCE, shaped as the reference servers give it: the chain in the text, no `expression`.
+    throw unprocessable(`circular ValueSet import: ${cycle.join(' -> ')}`, [], 'VALUESET_CIRCULAR_REFERENCE');
   }
   const inner = [...stack, key];
   const label = vs.url === undefined ? 'the supplied ValueSet' : `ValueSet '${vs.url}'`;
@@ -103,16 +104,6 @@ class ContainedValueSets {
   }
 }
 
-/** The errors that refuse an import cycle, told apart from the others an import may throw. */
-const CYCLES = new WeakSet<Error>();
-
-/** A cycle of imports: 400 `processing` `vs-invalid`, at `expression` (the import leading into it, once known). */
-function importCycle(message: string, expression: readonly string[]): Error {
-  const e = unprocessable(message, expression);
-  CYCLES.add(e);
-  return e;
-}
-
 function lockedDate(text: string, label: string, path: string | undefined): DatePeriod {
   const date = parseDateTime(text);
   if (date === null) throw invalid(`${label} compose.lockedDate '${text}' is not a FHIR date`, at(path), 'vs-invalid');
@@ -136,15 +127,6 @@ async function compileConceptSet(
   if (concepts !== undefined && rawFilters.length > 0) throw invalid(`${where} cannot have both concept and filter`, at(path), 'vs-invalid');
   const filters = rawFilters.map((f, i) => checkFilter(f, set.system ?? '', `${where}.filter[${i}]`, path === undefined ? undefined : `${path}.filter[${i}]`));
   const imports: ImportedValueSet[] = [];
-  for (const [j, canonical] of canonicals.entries()) {
-    try {
-      imports.push({ canonical, compiled: await resolver.importValueSet(canonical, stack) });
-    } catch (e) {
-      // A cycle is named at the import that leads into it, of the value set compiled at this level (the one asked
-      // for, once it reaches the top). A new error each level: a failed compilation may be kept and shared.
-      if (!(e instanceof Error) || !CYCLES.has(e) || path === undefined) throw e;
-      throw importCycle(e.message, [`${path}.valueSet[${j}]`]);
-    }
-  }
+  for (const canonical of canonicals) imports.push({ canonical, compiled: await resolver.importValueSet(canonical, stack) });
   return new CompiledConceptSet({ system: set.system, version: set.version, concepts, filters, imports, where, path });
 }

@@ -6,7 +6,7 @@ import { type ConceptReference, storedExpansionParameter } from '../model/value-
 import type { CodeSystemIndex, ConceptEntry } from './code-system-index.ts';
 import type { CompiledConceptSet } from './concept-set.ts';
 import type { CompiledValueSet } from './compiled-value-set.ts';
-import { type CodeSystemLookup, type DrawnThrough, systemLabel } from './membership.ts';
+import { type CodeSystemLookup, type DrawnThrough, systemLabel, unknownVersionText } from './membership.ts';
 import { at } from './filters.ts';
 
 /** One code of an expansion, before paging. */
@@ -242,7 +242,13 @@ async function* systemCandidates(set: CompiledConceptSet, system: string, lookup
   const listed = set.conceptList();
   if (cs === null || cs.content === 'not-present') {
     if (listed === undefined) {
-      // Unknown (or known without its codes): `not-found` when the server has no such code system (version), as the reference servers answer.
+      // A version the server lacks as HL7's UNKNOWN_CODESYSTEM_VERSION_EXP, naming the versions it has, shaped as the
+      // reference servers give it (no `expression`).
+      if (cs === null && set.version !== undefined) {
+        const versions = await lookup.codeSystemVersions?.(system);
+        throw missingDependency(unknownVersionText(system, set.version, versions, 'the value set cannot be expanded'), [], 'UNKNOWN_CODESYSTEM_VERSION_EXP');
+      }
+      // Unknown (or known without its codes): `not-found` when the server has no such code system, as the reference servers answer.
       const text = `${set.where}: CodeSystem ${systemLabel(system, set.version, lookup.asOf)} is not available, so it cannot be expanded`;
       throw cs === null ? missingDependency(text, at(set.path)) : invalid(text, at(set.path));
     }

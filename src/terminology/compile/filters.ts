@@ -52,10 +52,15 @@ function isOperator(op: string): op is FilterOperator {
 export function checkFilter(filter: ConceptSetFilter, system: string, where: string, path?: string): CheckedFilter {
   const { property, op, value } = filter;
   const wrong = (text: string, element?: string) => invalid(`${where}: ${text}`, at(path === undefined || element === undefined ? path : `${path}.${element}`), 'vs-invalid');
+  const located = at(path);
   if (op === undefined || op === '') throw wrong(`filter on '${property}' has no operator`, 'op');
   if (!isOperator(op)) throw wrong(`unknown filter operator '${op}'`, 'op');
-  // HL7's UNABLE_TO_HANDLE_SYSTEM_FILTER_WITH_NO_VALUE, after where the filter is.
-  if (value === undefined || value === '') throw wrong(`The system ${system} filter with property = ${property}, op = ${op} has no value`);
+  // HL7's UNABLE_TO_HANDLE_SYSTEM_FILTER_WITH_NO_VALUE in its words, the filter named by `expression` as the reference
+  // servers give it; in a value set another imports (no `path`), after where the filter is.
+  if (value === undefined || value === '') {
+    const text = `The system ${system} filter with property = ${property}, op = ${op} has no value`;
+    throw invalid(located.length === 0 ? `${where}: ${text}` : text, located, 'vs-invalid', 'UNABLE_TO_HANDLE_SYSTEM_FILTER_WITH_NO_VALUE');
+  }
   if (op === 'exists' && value !== 'true' && value !== 'false') {
     throw wrong(`the value of an 'exists' filter must be 'true' or 'false', not '${value}'`, 'value');
   }

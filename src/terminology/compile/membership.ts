@@ -126,6 +126,8 @@ export interface CodeSystemLookup {
    * none, or the lookup applies them itself (withSystemVersions, for $expand).
    */
   readonly versions?: SystemVersions | undefined;
+  /** The versions of a code system the tenant holds, for a refusal naming them (read only on the way to one). */
+  codeSystemVersions?(url: string): Promise<readonly string[] | undefined>;
 }
 
 /** CodeSystems as a synchronous check sees them. */
@@ -237,8 +239,8 @@ export function conceptStatus(entry: Pick<ConceptEntry, 'status' | 'definition'>
  * HL7's UNKNOWN_CODESYSTEM_VERSION(_NONE): a version of a code system the server does not have, naming the versions it
  * has (`1.0.0 or 1.2.0`), when they are known.
  */
-export function unknownVersionText(url: string, version: string, versions: readonly string[] | undefined): string {
-  const head = `A definition for CodeSystem '${url}' version '${version}' could not be found, so the code cannot be validated`;
+export function unknownVersionText(url: string, version: string, versions: readonly string[] | undefined, consequence = 'the code cannot be validated'): string {
+  const head = `A definition for CodeSystem '${url}' version '${version}' could not be found, so ${consequence}`;
   if (versions === undefined) return head;
   if (versions.length === 0) return `${head}. No versions of this code system are known`;
   const list = versions.length === 1 ? versions[0] : `${versions.slice(0, -1).join(', ')} or ${versions[versions.length - 1]}`;

@@ -26,6 +26,7 @@ export function recording(lookup: CodeSystemLookup, used: Set<string>): CodeSyst
     },
     asOf: lookup.asOf,
     versions: lookup.versions,
+    ...(lookup.codeSystemVersions === undefined ? {} : { codeSystemVersions: (url: string) => lookup.codeSystemVersions!(url) }),
   };
 }
 

@@ -60,7 +60,8 @@ export function requireSupplements(vs: CompiledValueSet, ctx: TerminologyContext
     found.map((cs, i) => {
       const { url, version, label: by } = named[i]!;
       const name = version === undefined ? url : `${url}|${version}`;
-      if (cs === null) throw missingDependency(`The supplement '${name}' that ${by} names could not be found`, ['url']);
+      // HL7's VALUESET_SUPPLEMENT_MISSING, shaped as the reference servers give it (no `expression`).
+      if (cs === null) throw missingDependency(`The supplement '${name}' that ${by} names could not be found`, [], 'VALUESET_SUPPLEMENT_MISSING');
       if (cs.content !== 'supplement') throw invalid(`'${name}', named as a supplement by ${by}, is not a supplement (its content is '${cs.content}')`, ['url'], 'vs-invalid');
       return cs;
     }),

@@ -50,11 +50,14 @@ const refused = Symbol('refused');
 
 /**
  * HL7's VALUESET_VERSION_CHECK: the version a value set's pin resolves to is not one `check-system-version` allows. A 400
- * whose issue is `exception` `version-error`, as the reference servers give it and as $validate-code's finding is.
+ * whose issue is `exception` `version-error` with the catalogue key, as the reference servers give it (no `expression`
+ * nor `diagnostics`) and as $validate-code's finding is.
  */
 function versionRefused(url: string, resolved: string, check: string): FhirError {
   const text = `The version '${resolved}' is not allowed for system '${url}': required to be '${check}' by a version-check parameter`;
-  return new FhirError('invalid', text, { issueCode: 'exception', detailsCoding: { system: TX_ISSUE_TYPE, code: 'version-error' }, expression: ['check-system-version'] });
+  return new FhirError('invalid', text, {
+    issueCode: 'exception', detailsCoding: { system: TX_ISSUE_TYPE, code: 'version-error' }, diagnostics: false, messageId: 'VALUESET_VERSION_CHECK',
+  });
 }
 
 /**
@@ -86,5 +89,6 @@ export function withSystemVersions(lookup: CodeSystemLookup, rules: SystemVersio
       });
     },
     asOf: lookup.asOf,
+    ...(lookup.codeSystemVersions === undefined ? {} : { codeSystemVersions: (url: string) => lookup.codeSystemVersions!(url) }),
   };
 }

@@ -54,6 +54,7 @@ const codedFlags = {
   concept: [{ code: 'coded-flag', display: 'Coded flag', property: [{ code: 'inactive', valueCode: 'true' }] }, { code: 'coded-active', display: 'Coded active', property: [{ code: 'inactive', valueCode: 'false' }] }],
 };
 const activeStatuses = { resourceType: 'ValueSet', id: 'echo-active', url: `${VS}active`, status: 'active', compose: { inactive: false, include: [{ system: STATUSES }] } };
+const pinnedMissing = { resourceType: 'ValueSet', id: 'echo-pinned-missing', url: `${VS}pinned-missing`, status: 'active', compose: { include: [{ system: CS, version: '9.0.0' }] } };
 const circles = { resourceType: 'ValueSet', id: 'echo-circles', url: `${VS}circles`, status: 'active', compose: { include: [{ system: CS, concept: [{ code: 'circle' }] }] } };
 
 const value = (r: OperationResponse, name: string) => {
@@ -71,7 +72,7 @@ await eachStore((kind, fresh) => {
     beforeAll(async () => {
       t = await createTestApp({ store: await fresh() });
       token = await t.token();
-      for (const r of [shapes('1.0.0', 'Circle (1.0)'), shapes('2.0.0', 'Circle (2.0)'), all, pinned, circles, statuses, allStatuses, currentOnly, activeStatuses, codedFlags]) await putResource(t, token, r);
+      for (const r of [shapes('1.0.0', 'Circle (1.0)'), shapes('2.0.0', 'Circle (2.0)'), all, pinned, pinnedMissing, circles, statuses, allStatuses, currentOnly, activeStatuses, codedFlags]) await putResource(t, token, r);
     });
     afterAll(() => t.close());
 
@@ -127,6 +128,25 @@ await eachStore((kind, fresh) => {
       const unknown = await validate([{ name: 'url', valueUri: `${VS}all` }, { name: 'codeableConcept', valueCodeableConcept: none }]);
       expect(value(unknown, 'codeableConcept')).toEqual(none);
       expect(echo(unknown)).toEqual([false, undefined, undefined, undefined]);
+    });
+
+    test('a CodeableConcept none of whose codings is valid echoes only a coding the value set has (its version or display wrong)', async () => {
+      const concept = (coding: Record<string, string>) => ({ name: 'codeableConcept', valueCodeableConcept: { coding: [coding] } });
+      // Known to the code system but outside the value set: no coding echoed, nor its display (HL7's `bad-cc2-isa`).
+      const outside = await validate([{ name: 'url', valueUri: `${VS}circles` }, concept({ system: CS, code: 'square' })]);
+      expect(echo(outside)).toEqual([false, undefined, undefined, undefined]);
+      expect(value(outside, 'display')).toBeUndefined();
+      // The version the value set pins is one the server lacks: nothing is known of the code there (`codeableconcept-vnn-vs1wb`).
+      const missing = await validate([{ name: 'url', valueUri: `${VS}pinned-missing` }, concept({ system: CS, code: 'circle' })]);
+      expect(echo(missing)).toEqual([false, undefined, undefined, undefined]);
+      expect(value(missing, 'display')).toBeUndefined();
+      // In the value set but for the coding's version: echoed with the value set's version and its display (`codeableconcept-v10-vs20`).
+      const mismatch = await validate([{ name: 'url', valueUri: `${VS}pinned` }, concept({ system: CS, version: '2.0.0', code: 'circle' })]);
+      expect(echo(mismatch)).toEqual([false, 'circle', CS, '1.0.0']);
+      expect(value(mismatch, 'display')).toBe('Circle (1.0)');
+      // The coding's own version unknown, the code in the value set's: echoed too (`codeableconcept-vbb-vs10`).
+      const own = await validate([{ name: 'url', valueUri: `${VS}pinned` }, concept({ system: CS, version: '7.7.7', code: 'circle' })]);
+      expect(echo(own)).toEqual([false, 'circle', CS, '1.0.0']);
     });
 
     test('an inactive code says so in `inactive`, in the value set or not, as a coding or in a CodeableConcept', async () => {

@@ -380,7 +380,8 @@ async function validateConcept(
     const issues = outcomes.flatMap(perCoding);
     const systems = mergedUnknownSystems(outcomes);
     const all = [...(issues.some((i) => i.type === 'this-code-not-in-vs') ? [none] : []), ...issues, ...unknown];
-    return { result: false, ...displayOf(outcomes), ...inactive, ...status, codeableConcept: concept, issues: all, ...systems };
+    const echoed = outcomes.filter((o, i) => inValueSetBut(o, codings[i]!));
+    return { result: false, ...displayOf(echoed), ...inactive, ...status, codeableConcept: concept, issues: all, ...systems };
   }
   const others = outcomes.filter((o) => o !== valid).flatMap(perCoding);
   // The concept is echoed, and the coding found valid (as the reference servers answer).
@@ -393,6 +394,18 @@ function mergedUnknownSystems(outcomes: readonly ValidationResult[]): Pick<Valid
   const caused = [...new Set(outcomes.flatMap((o) => o.causedByUnknownSystems ?? []))];
   const unknown = [...new Set(outcomes.flatMap((o) => o.unknownSystems ?? []))];
   return { ...(caused.length > 0 ? { causedByUnknownSystems: caused } : {}), ...(unknown.length > 0 ? { unknownSystems: unknown } : {}) };
+}
+
+/**
+ * Whether a coding's false answer is about a code the value set has (its version or display is wrong, its own
+ * version unknown), not one outside it (`not-in-vs`) nor one whose code system version, as the value set pins it,
+ * the server lacks: only such a coding is echoed for a CodeableConcept none of whose codings is valid, as the
+ * reference servers answer (HL7's ecosystem tests `bad-cc2-isa`, `codeableconcept-v10-vs1wb`, `codeableconcept-vbb-vs10`).
+ */
+function inValueSetBut(o: ValidationResult, c: Coding): boolean {
+  if (o.issues.some((i) => i.type === 'not-in-vs')) return false;
+  const own = c.version === undefined ? undefined : `${c.system}|${c.version}`;
+  return !(o.causedByUnknownSystems ?? []).some((s) => s !== own);
 }
 
 /**

@@ -32,6 +32,10 @@ const fragmentAll = { resourceType: 'ValueSet', id: 'message-ids-fragment', url:
 const CASELESS = 'http://cinder.test/CodeSystem/message-ids-caseless';
 const caseless = { resourceType: 'CodeSystem', id: 'message-ids-caseless', url: CASELESS, version: '3.0.0', name: 'Caseless', status: 'active', content: 'complete', caseSensitive: false, concept: [{ code: 'abc', display: 'ABC' }] };
 const caselessAll = { resourceType: 'ValueSet', id: 'message-ids-caseless', url: `${VS}caseless`, status: 'active', compose: { include: [{ system: CASELESS }] } };
+const importsMissing = {
+  resourceType: 'ValueSet', id: 'message-ids-imports-missing', url: `${VS}imports-missing`, status: 'active',
+  compose: { include: [{ system: CS, valueSet: [`${VS}nowhere`] }] },
+};
 const draft = { resourceType: 'ValueSet', id: 'message-ids-draft', url: `${VS}draft`, version: '1', status: 'draft', compose: { include: [{ system: CS }] } };
 
 /** Each issue of the `issues` output as `message id|tx-issue-type|expression` (the id `-` when there is none). */
@@ -59,7 +63,7 @@ await eachStore((kind, fresh) => {
     beforeAll(async () => {
       t = await createTestApp({ store: await fresh() });
       token = await t.token();
-      for (const r of [codeSystem('1.0.0'), codeSystem('2.0.0'), all, pinned, onlyOne, draft, fragment, fragmentAll, caseless, caselessAll]) await putResource(t, token, r);
+      for (const r of [codeSystem('1.0.0'), codeSystem('2.0.0'), all, pinned, onlyOne, importsMissing, draft, fragment, fragmentAll, caseless, caselessAll]) await putResource(t, token, r);
     });
     afterAll(() => t.close());
 
@@ -135,6 +139,16 @@ await eachStore((kind, fresh) => {
       const r = await validate([{ name: 'url', valueUri: `${VS}caseless` }, { name: 'coding', valueCoding: { system: CASELESS, code: 'ABC' } }]);
       expect(ids(r)).toEqual(['CODE_CASE_DIFFERENCE|code-rule|Coding.code']);
       expect(text(r, 'code-rule')).toBe(`The code 'ABC' differs from the correct code 'abc' by case. Although the code system '${CASELESS}|3.0.0' is case insensitive, implementers are strongly encouraged to use the correct case anyway`);
+    });
+
+    test('an import the server lacks is about no element of the request, and a CodeableConcept so undecided echoes no coding', async () => {
+      // As the reference servers give it: no `expression` (was at the code), as the code input, a Coding or in a CodeableConcept.
+      const missing = 'Unable_to_resolve_value_Set_|not-found|-';
+      expect(ids(await validate([{ name: 'url', valueUri: `${VS}imports-missing` }, { name: 'code', valueCode: 'one' }, { name: 'system', valueUri: CS }]))).toEqual([missing]);
+      expect(ids(await coding(`${VS}imports-missing`, 'one'))).toEqual([missing]);
+      const concept = await validate([{ name: 'url', valueUri: `${VS}imports-missing` }, { name: 'codeableConcept', valueCodeableConcept: { coding: [{ system: CS, code: 'one' }] } }]);
+      expect(ids(concept)).toEqual([missing]);
+      expect(concept.body.parameter?.map((p) => p.name).sort()).toEqual(['codeableConcept', 'issues', 'message', 'result']);
     });
 
     test('a finding that is no message of the catalogue carries no id', async () => {

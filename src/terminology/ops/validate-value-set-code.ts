@@ -309,9 +309,11 @@ function notInValueSet(
  * coding's version and locate there, as the answer's `version` names it), one about its code system (unknown, or no such version of it, `not-found`;
  * not a code system's URL, `invalid-data`) at the system, the others at the code. `own`: a finding of
  * notInValueSet, all of whose `not-found`s are about the code system; a membership reason's is when it names
- * the unknown system (not an imported ValueSet the server lacks).
+ * the unknown system. One about an imported ValueSet the server lacks is about no element of the request: it has no
+ * `expression`, as the reference servers give it.
  */
-function siteOf(i: TxIssue, codePath: string, own: boolean): string {
+function siteOf(i: TxIssue, codePath: string, own: boolean): string | undefined {
+  if (i.messageId === MISSING_IMPORT) return undefined;
   if (!codePath.endsWith('code') || i.atCoding === true) return siteBeside(i, codePath);
   const beside = (element: string) => `${codePath.slice(0, -'code'.length)}${element}`;
   if (i.type === 'vs-invalid' && (own || i.usesVersion !== undefined)) return beside('version');
@@ -400,10 +402,14 @@ function mergedUnknownSystems(outcomes: readonly ValidationResult[]): Pick<Valid
  * Whether a coding's false answer is about a code the value set has (its version or display is wrong, its own
  * version unknown), not one outside it (`not-in-vs`) nor one whose code system version, as the value set pins it,
  * the server lacks: only such a coding is echoed for a CodeableConcept none of whose codings is valid, as the
- * reference servers answer (HL7's ecosystem tests `bad-cc2-isa`, `codeableconcept-v10-vs1wb`, `codeableconcept-vbb-vs10`).
+ * reference servers answer (HL7's ecosystem tests `bad-cc2-isa`, `codeableconcept-v10-vs1wb`, `codeableconcept-vbb-vs10`);
+ * nor one the value set could not decide for an import the server lacks (`validation-simple-codeableconcept-bad-import`).
  */
+/** HL7's key of a finding about an imported ValueSet the server lacks (concept-set.ts). */
+const MISSING_IMPORT = 'Unable_to_resolve_value_Set_';
+
 function inValueSetBut(o: ValidationResult, c: Coding): boolean {
-  if (o.issues.some((i) => i.type === 'not-in-vs')) return false;
+  if (o.issues.some((i) => i.type === 'not-in-vs' || i.messageId === MISSING_IMPORT)) return false;
   const own = c.version === undefined ? undefined : `${c.system}|${c.version}`;
   return !(o.causedByUnknownSystems ?? []).some((s) => s !== own);
 }

@@ -139,6 +139,13 @@ await eachStore((kind, fresh) => {
       const r = await validate([{ name: 'url', valueUri: `${VS}caseless` }, { name: 'coding', valueCoding: { system: CASELESS, code: 'ABC' } }]);
       expect(ids(r)).toEqual(['CODE_CASE_DIFFERENCE|code-rule|Coding.code']);
       expect(text(r, 'code-rule')).toBe(`The code 'ABC' differs from the correct code 'abc' by case. Although the code system '${CASELESS}|3.0.0' is case insensitive, implementers are strongly encouraged to use the correct case anyway`);
+      // The code as the code system has it in `normalized-code`, beside the code as given, as the reference servers answer.
+      const param = (res: OperationResponse, name: string) => res.body.parameter?.find((p) => p.name === name);
+      expect(param(r, 'normalized-code')).toEqual({ name: 'normalized-code', valueCode: 'abc' });
+      expect(param(r, 'code')).toEqual({ name: 'code', valueCode: 'ABC' });
+      const exact = await validate([{ name: 'url', valueUri: `${VS}caseless` }, { name: 'coding', valueCoding: { system: CASELESS, code: 'abc' } }]);
+      expect(param(exact, 'result')?.valueBoolean).toBe(true);
+      expect(param(exact, 'normalized-code')).toBeUndefined();
     });
 
     test('an import the server lacks is about no element of the request, and a CodeableConcept so undecided echoes no coding', async () => {

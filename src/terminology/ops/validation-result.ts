@@ -39,6 +39,11 @@ export interface ValidationResult {
   readonly status?: string;
   /** The CodeableConcept validated, echoed as `codeableConcept` (as the reference servers and R5 do). */
   readonly codeableConcept?: CodeableConcept;
+  /**
+   * The code as its case-insensitive CodeSystem has it, where the coding's differs in case: `normalized-code`, as the
+   * reference servers give it beside CODE_CASE_DIFFERENCE.
+   */
+  readonly normalizedCode?: string;
 }
 
 export interface EchoedCoding {
@@ -110,6 +115,7 @@ function render(r: ValidationResult): string {
   }
   if (r.inactive === true) json += ',{"name":"inactive","valueBoolean":true}';
   if (r.status !== undefined) json += `,{"name":"status","valueCode":${jsonString(r.status)}}`;
+  if (r.normalizedCode !== undefined) json += `,{"name":"normalized-code","valueCode":${jsonString(r.normalizedCode)}}`;
   if (r.codeableConcept !== undefined) json += `,{"name":"codeableConcept","valueCodeableConcept":${JSON.stringify(r.codeableConcept)}}`;
   if (issues.length > 0) {
     json += ',{"name":"issues","resource":{"resourceType":"OperationOutcome","issue":[';
@@ -217,6 +223,7 @@ export function finishMember(m: Member, coding: CheckedCoding, finish: Finish): 
   const { abstract, displayLanguage } = finish;
   const issues: TxIssue[] = [...m.warnings];
   const label = `'${m.code}' (${m.system})`;
+  const normalized = m.entry !== undefined && m.entry.code !== coding.code ? { normalizedCode: m.entry.code } : {};
   if (m.entry !== undefined && m.entry.code !== coding.code) {
     issues.push(txIssue('information', 'business-rule', 'code-rule', `The code '${coding.code}' differs from the correct code '${m.code}' by case. Although the code system '${m.system}${m.cs?.version === undefined ? '' : `|${m.cs.version}`}' is case insensitive, implementers are strongly encouraged to use the correct case anyway`, 'CODE_CASE_DIFFERENCE'));
   }
@@ -264,7 +271,7 @@ export function finishMember(m: Member, coding: CheckedCoding, finish: Finish): 
   }
   const display = definition === undefined ? undefined : displayIn(definition, m.cs?.language, displayLanguage);
   const result = !issues.some((i) => i.severity === 'error');
-  return { result, display: display ?? m.displays[0], ...(m.inactive ? { inactive: true } : {}), ...statusOf(m.entry), issues };
+  return { result, display: display ?? m.displays[0], ...(m.inactive ? { inactive: true } : {}), ...statusOf(m.entry), ...normalized, issues };
 }
 
 /** A display of a concept, with the language it is in when known. */

@@ -36,6 +36,10 @@ const importsMissing = {
   resourceType: 'ValueSet', id: 'message-ids-imports-missing', url: `${VS}imports-missing`, status: 'active',
   compose: { include: [{ system: CS, valueSet: [`${VS}nowhere`] }] },
 };
+const deprecating = {
+  resourceType: 'ValueSet', id: 'message-ids-deprecating', url: `${VS}deprecating`, version: '2.0.0', status: 'active',
+  compose: { include: [{ system: CS, version: '1.0.0', concept: [{ code: 'one', extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/valueset-deprecated', valueBoolean: true }] }] }] },
+};
 const draft = { resourceType: 'ValueSet', id: 'message-ids-draft', url: `${VS}draft`, version: '1', status: 'draft', compose: { include: [{ system: CS }] } };
 
 /** Each issue of the `issues` output as `message id|tx-issue-type|expression` (the id `-` when there is none). */
@@ -63,7 +67,7 @@ await eachStore((kind, fresh) => {
     beforeAll(async () => {
       t = await createTestApp({ store: await fresh() });
       token = await t.token();
-      for (const r of [codeSystem('1.0.0'), codeSystem('2.0.0'), all, pinned, onlyOne, importsMissing, draft, fragment, fragmentAll, caseless, caselessAll]) await putResource(t, token, r);
+      for (const r of [codeSystem('1.0.0'), codeSystem('2.0.0'), all, pinned, onlyOne, importsMissing, deprecating, draft, fragment, fragmentAll, caseless, caselessAll]) await putResource(t, token, r);
     });
     afterAll(() => t.close());
 
@@ -156,6 +160,15 @@ await eachStore((kind, fresh) => {
       const concept = await validate([{ name: 'url', valueUri: `${VS}imports-missing` }, { name: 'codeableConcept', valueCodeableConcept: { coding: [{ system: CS, code: 'one' }] } }]);
       expect(ids(concept)).toEqual([missing]);
       expect(concept.body.parameter?.map((p) => p.name).sort()).toEqual(['codeableConcept', 'issues', 'message', 'result']);
+    });
+
+    test("a concept whose presence the value set marks deprecated: HL7's words, in `issues` alone", async () => {
+      const r = await coding(`${VS}deprecating`, 'one');
+      expect(r.body.parameter?.find((p) => p.name === 'result')?.valueBoolean).toBe(true);
+      expect(ids(r)).toEqual(['CONCEPT_DEPRECATED_IN_VALUESET|code-comment|Coding.code']);
+      expect(text(r, 'code-comment')).toBe(`The presence of the concept 'one' in the system '${CS}' in the value set ${VS}deprecating|2.0.0 is marked with a status of deprecated and its use should be reviewed`);
+      // Not repeated in `message`, as the reference servers answer (a concept's own status is).
+      expect(r.body.parameter?.find((p) => p.name === 'message')).toBeUndefined();
     });
 
     test('a finding that is no message of the catalogue carries no id', async () => {

@@ -2,7 +2,7 @@ import { invalid, unprocessable } from '../errors.ts';
 import { type DatePeriod, parseDateTime } from '../model/date-time.ts';
 import type { CodeSystemLookup } from './membership.ts';
 import { parseValueSet, type ConceptSet, type ValueSet } from '../model/value-set.ts';
-import { CompiledConceptSet, type ImportedValueSet } from './concept-set.ts';
+import { CompiledConceptSet, type ConceptSetParts, type ImportedValueSet } from './concept-set.ts';
 import { CompiledValueSet } from './compiled-value-set.ts';
 import { ExpansionIndex } from './expansion-index.ts';
 import { at, checkFilter } from './filters.ts';
@@ -44,6 +44,8 @@ export async function compileValueSet(
   }
   const inner = [...stack, key];
   const label = vs.url === undefined ? 'the supplied ValueSet' : `ValueSet '${vs.url}'`;
+  // The value set as HL7's catalogue names it in its messages: `url|version`, unquoted.
+  const named = vs.url === undefined ? undefined : vs.version === undefined ? vs.url : `${vs.url}|${vs.version}`;
   // An issue about an element of the compose names it by its FHIRPath in the value set the message names (the
   // one asked for, or one it imports: a compiled value set serves both).
   const path = (element: string) => `ValueSet.${element}`;
@@ -72,11 +74,11 @@ export async function compileValueSet(
   };
   const includes: CompiledConceptSet[] = [];
   for (const [i, set] of compose.include.entries()) {
-    includes.push(await compileConceptSet(await pinned(set), `${label} compose.include[${i}]`, path(`compose.include[${i}]`), local, inner));
+    includes.push(await compileConceptSet(await pinned(set), { where: `${label} compose.include[${i}]`, path: path(`compose.include[${i}]`), valueSet: named }, local, inner));
   }
   const excludes: CompiledConceptSet[] = [];
   for (const [i, set] of (compose.exclude ?? []).entries()) {
-    excludes.push(await compileConceptSet(await pinned(set), `${label} compose.exclude[${i}]`, path(`compose.exclude[${i}]`), local, inner));
+    excludes.push(await compileConceptSet(await pinned(set), { where: `${label} compose.exclude[${i}]`, path: path(`compose.exclude[${i}]`), valueSet: named }, local, inner));
   }
   return new CompiledValueSet({ resource: vs, includes, excludes });
 }
@@ -112,11 +114,11 @@ function lockedDate(text: string, label: string, path: string | undefined): Date
 
 async function compileConceptSet(
   set: ConceptSet,
-  where: string,
-  path: string | undefined,
+  place: Pick<ConceptSetParts, 'where' | 'path' | 'valueSet'>,
   resolver: ImportResolver,
   stack: readonly string[],
 ): Promise<CompiledConceptSet> {
+  const { where, path } = place;
   const concepts = set.concept !== undefined && set.concept.length > 0 ? set.concept : undefined;
   const rawFilters = set.filter ?? [];
   const canonicals = set.valueSet ?? [];
@@ -128,5 +130,5 @@ async function compileConceptSet(
   const filters = rawFilters.map((f, i) => checkFilter(f, set.system ?? '', `${where}.filter[${i}]`, path === undefined ? undefined : `${path}.filter[${i}]`));
   const imports: ImportedValueSet[] = [];
   for (const canonical of canonicals) imports.push({ canonical, compiled: await resolver.importValueSet(canonical, stack) });
-  return new CompiledConceptSet({ system: set.system, version: set.version, concepts, filters, imports, where, path });
+  return new CompiledConceptSet({ system: set.system, version: set.version, concepts, filters, imports, ...place });
 }

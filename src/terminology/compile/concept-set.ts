@@ -45,6 +45,8 @@ export interface ConceptSetParts {
   readonly where: string;
   /** Its FHIRPath in its value set (`ValueSet.compose.include[0]`), for issues' `expression`. */
   readonly path?: string | undefined;
+  /** Its value set as HL7's messages name it (`url|version`); undefined: one without a URL. */
+  readonly valueSet?: string | undefined;
 }
 
 /**
@@ -59,6 +61,7 @@ export class CompiledConceptSet {
   readonly imports: readonly ImportedValueSet[];
   readonly where: string;
   readonly path: string | undefined;
+  readonly valueSet: string | undefined;
   private readonly concepts: Map<string, ConceptReference> | undefined;
   private readonly lowerConcepts: Map<string, ConceptReference> | undefined;
   private readonly predicates = new WeakMap<CodeSystemIndex, readonly ConceptPredicate[]>();
@@ -70,6 +73,7 @@ export class CompiledConceptSet {
     this.imports = parts.imports ?? [];
     this.where = parts.where;
     this.path = parts.path;
+    this.valueSet = parts.valueSet;
     if (parts.concepts !== undefined) {
       this.concepts = new Map(parts.concepts.map((c) => [c.code, c]));
       this.lowerConcepts = new Map(parts.concepts.map((c) => [c.code.toLowerCase(), c]));
@@ -181,7 +185,9 @@ export class CompiledConceptSet {
     if (ext === undefined) return [];
     const marked = ext.some((e) => e.url === VALUESET_DEPRECATED && (e.valueBoolean === true || e.valueCode === 'true')) || standardsStatus(ext) === 'deprecated';
     if (!marked) return [];
-    return [txIssue('warning', 'business-rule', 'code-comment', `The presence of the concept '${code}' in the system '${system}' in ${this.where} is deprecated`, 'CONCEPT_DEPRECATED_IN_VALUESET')];
+    // HL7's CONCEPT_DEPRECATED_IN_VALUESET in its words (the value set unquoted, as `url|version`).
+    const vs = this.valueSet ?? "'(unidentified)'";
+    return [txIssue('warning', 'business-rule', 'code-comment', `The presence of the concept '${code}' in the system '${system}' in the value set ${vs} is marked with a status of deprecated and its use should be reviewed`, 'CONCEPT_DEPRECATED_IN_VALUESET')];
   }
 
   /** No concepts to check against: only an enumerated concept list can still decide. */

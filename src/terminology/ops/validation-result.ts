@@ -140,7 +140,7 @@ function render(r: ValidationResult): string {
  * each once, in alphabetical order, joined by '; '; none without them.
  */
 function messageOf(issues: readonly LocatedIssue[]): string | undefined {
-  const texts = [...new Set(issues.filter((i) => i.severity === 'error' || MESSAGED.has(i.type)).map((i) => i.text))];
+  const texts = [...new Set(issues.filter((i) => i.severity === 'error' || (MESSAGED.has(i.type) && !UNMESSAGED.has(i.messageId))).map((i) => i.text))];
   if (texts.length === 0) return undefined;
   return texts.length === 1 ? texts[0] : texts.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)).join('; ');
 }
@@ -150,6 +150,8 @@ const MESSAGE_ID = 'http://hl7.org/fhir/StructureDefinition/operationoutcome-mes
 
 /** The findings short of an error that the message repeats: about the concept's status and the display (tx.fhir.org's). */
 const MESSAGED: ReadonlySet<TxIssue['type']> = new Set(['code-comment', 'display-comment', 'invalid-display']);
+/** Of those, the ones it does not: a concept's presence in the value set marked deprecated, which `issues` alone gives. */
+const UNMESSAGED: ReadonlySet<string | undefined> = new Set(['CONCEPT_DEPRECATED_IN_VALUESET']);
 
 /** A string as JSON text: quoted as it is unless it holds a character JSON escapes (then as JSON.stringify writes it). */
 function jsonString(s: string): string {

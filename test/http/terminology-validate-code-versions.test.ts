@@ -30,7 +30,7 @@ await eachStore((kind, fresh) => {
     beforeAll(async () => {
       t = await createTestApp({ store: await fresh() });
       token = await t.token();
-      for (const r of [codeSystem('1.0.0', ['one']), codeSystem('1.2.0', ['one', 'two']), valueSet('any'), valueSet('pinned', '1.2.0'), valueSet('wildcard', '1.x')]) await putResource(t, token, r);
+      for (const r of [codeSystem('1.0.0', ['one']), codeSystem('1.2.0', ['one', 'two']), valueSet('any'), valueSet('pinned', '1.2.0'), valueSet('wildcard', '1.x'), valueSet('pinned-missing', '1.9.0')]) await putResource(t, token, r);
     });
     afterAll(() => t.close());
 
@@ -74,6 +74,24 @@ await eachStore((kind, fresh) => {
       expect(outcome(await validate('wildcard', 'one', checked, '1.0.0'))).toEqual({ result: true, display: 'one (1.0.0)' });
       expect(issueTypes(await validate('wildcard', 'one', checked))).toEqual(['version-error']);
       expect(outcome(await validate('any', 'one', checked))).toEqual({ result: true, display: 'one (1.0.0)' });
+    });
+
+    test("a versionless coding the value set could not decide is echoed in the version the request's parameters ask for", async () => {
+      const versionOf = (r: OperationResponse) => r.body.parameter?.find((p) => p.name === 'version')?.valueString;
+      // The value set pins a version the server lacks: without parameters, the latest version's display and version.
+      const plain = await validate('pinned-missing', 'one');
+      expect(outcome(plain)).toMatchObject({ result: false, display: 'one (1.2.0)' });
+      expect(versionOf(plain)).toBe('1.2.0');
+      // With `system-version` or `check-system-version`, that version's, as the reference servers answer (HL7's `coding-vnn-vs1wb-default`, `-check`).
+      for (const asked of [{ name: 'system-version', valueCanonical: `${CS}|1.0.0` }, { name: 'check-system-version', valueCanonical: `${CS}|1.0.x` }]) {
+        const r = await validate('pinned-missing', 'one', [asked]);
+        expect(outcome(r)).toMatchObject({ result: false, display: 'one (1.0.0)' });
+        expect(versionOf(r)).toBe('1.0.0');
+      }
+      // A check that refuses the version the value set pins: the answer is about that version (HL7's `coding-vnn-vs1w-check`).
+      const refused = await validate('pinned', 'one', [{ name: 'check-system-version', valueCanonical: `${CS}|1.0.x` }]);
+      expect(issueTypes(refused)).toEqual(['version-error']);
+      expect(versionOf(refused)).toBe('1.2.0');
     });
 
     test('$expand exclude-system leaves out a code system, or one version of it, and is echoed', async () => {

@@ -13,7 +13,7 @@ import { expansionParameter } from '../model/value-set.ts';
 import { invalid } from '../errors.ts';
 import { displayLanguageOf } from '../input/parameters.ts';
 import { resolveValueSet } from './resolve-value-set.ts';
-import { type SystemVersions, systemVersions } from './system-versions.ts';
+import { requestedVersion, type SystemVersions, systemVersions } from './system-versions.ts';
 import { applicableSupplements, requireSupplements, requireUsedSupplements } from './supplements.ts';
 import { BoundedCache } from '../compile/bounded-cache.ts';
 import { splitCanonical } from '../version.ts';
@@ -184,8 +184,8 @@ function validateCoding(vs: CompiledValueSet, coding: CheckedCoding, path: strin
     return regexRefused(e, vs, coding, path);
   }
   return m instanceof Promise
-    ? m.then((v) => codingResult(vs, v, coding, path, finish, ctx), (e: unknown) => regexRefused(e, vs, coding, path))
-    : codingResult(vs, m, coding, path, finish, ctx);
+    ? m.then((v) => codingResult(vs, v, coding, path, finish, ctx, lookup.versions), (e: unknown) => regexRefused(e, vs, coding, path))
+    : codingResult(vs, m, coding, path, finish, ctx, lookup.versions);
 }
 
 /**
@@ -202,7 +202,9 @@ function regexRefused(e: unknown, vs: CompiledValueSet, coding: CheckedCoding, p
   return { result: false, ...echoed(coding.code, coding.system, undefined), issues: [{ ...txIssue('warning', 'too-costly', 'vs-invalid', text), expression: path }] };
 }
 
-function codingResult(vs: CompiledValueSet, m: Membership, coding: CheckedCoding, path: string, finish: Finish, ctx: TerminologyContext): SyncOrAsync<ValidationResult> {
+function codingResult(
+  vs: CompiledValueSet, m: Membership, coding: CheckedCoding, path: string, finish: Finish, ctx: TerminologyContext, versions: SystemVersions | undefined,
+): SyncOrAsync<ValidationResult> {
   // The coding is echoed as given, with the version of the CodeSystem it was found in (as the reference servers answer).
   if (m.member) {
     // The supplements that apply to the code: the value set's own, and those of the value sets it was drawn through.
@@ -211,7 +213,12 @@ function codingResult(vs: CompiledValueSet, m: Membership, coding: CheckedCoding
     return { ...located(finishMember(m, coding, scoped), path), ...echoed(coding.code, coding.system, m.cs?.version) };
   }
   const usesVersion = m.reasons.find((r) => r.usesVersion !== undefined)?.usesVersion;
-  const coded = ctx.codeSystem(coding.system, coding.version);
+  // A coding without a version is looked up (for its display and the version echoed) in the version the request's
+  // `system-version` or `check-system-version` asks for, where the server has it, as the reference servers answer; not
+  // where the check refused the version the value set pins (`version-error`), which the answer is about.
+  const refusedPin = m.reasons.some((r) => r.type === 'version-error');
+  const requested = coding.version === undefined && versions !== undefined && !refusedPin ? requestedVersion(versions, coding.system, undefined) : undefined;
+  const coded = requested === undefined ? ctx.codeSystem(coding.system, coding.version) : then(ctx.codeSystem(coding.system, requested), (cs) => cs ?? ctx.codeSystem(coding.system));
   const latest = coding.version === undefined ? coded : ctx.codeSystem(coding.system);
   const used = usesVersion === undefined ? null : ctx.codeSystem(coding.system, usesVersion);
   if (coded instanceof Promise || latest instanceof Promise || used instanceof Promise) {

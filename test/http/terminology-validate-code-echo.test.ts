@@ -219,6 +219,13 @@ await eachStore((kind, fresh) => {
         ['warning', 'vs-invalid', `The code system '${CS}' version '2.0.0' for the versionless include in the ValueSet include is different to the one in the value ('9')`, 'Coding.version'],
       ]);
       expect(value(r, 'x-caused-by-unknown-system')).toBe(`${CS}|9`);
+      // A code system the server has no version of: HL7's UNKNOWN_CODESYSTEM_VERSION_NONE, saying none is known.
+      const nothing = 'http://cinder.test/CodeSystem/echo-nothing';
+      const none = await validate([{ name: 'url', valueUri: `${VS}all` }, { name: 'coding', valueCoding: { system: nothing, version: '9', code: 'circle' } }]);
+      const noneIssues = (none.body.parameter?.find((p) => p.name === 'issues')?.resource as { issue: { extension?: { valueString: string }[]; details: { coding: { code: string }[]; text: string } }[] }).issue;
+      expect(noneIssues.filter((i) => i.details.coding[0]!.code === 'not-found').map((i) => [i.extension?.[0]?.valueString, i.details.text])).toEqual([
+        ['UNKNOWN_CODESYSTEM_VERSION_NONE', `A definition for CodeSystem '${nothing}' version '9' could not be found, so the code cannot be validated. No versions of this code system are known`],
+      ]);
     });
 
     test("CodeSystem/$validate-code's false answer about a known code says whether it is inactive and its status, as ValueSet/$validate-code's does", async () => {

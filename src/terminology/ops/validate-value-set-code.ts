@@ -293,7 +293,10 @@ function notInValueSet(
       if (isValueSet) issues.push(txIssue('error', 'invalid', 'invalid-data', `The Coding references a value set, not a code system ('${coding.system}')`, 'Terminology_TX_System_ValueSet2'));
       else {
         if (!/^[A-Za-z][A-Za-z0-9+.-]*:/.test(coding.system)) issues.push(txIssue('error', 'invalid', 'invalid-data', 'Coding.system must be an absolute reference, not a local reference', 'Terminology_TX_System_Relative'));
-        issues.push(txIssue('error', 'not-found', 'not-found', `A definition for CodeSystem ${systemLabel(coding.system, coding.version)} could not be found, so the code cannot be validated`, coding.version === undefined ? 'UNKNOWN_CODESYSTEM' : 'UNKNOWN_CODESYSTEM_VERSION'));
+        // A version of a code system the server has none of: HL7's UNKNOWN_CODESYSTEM_VERSION_NONE, saying so.
+        issues.push(coding.version === undefined
+          ? txIssue('error', 'not-found', 'not-found', `A definition for CodeSystem ${systemLabel(coding.system)} could not be found, so the code cannot be validated`, 'UNKNOWN_CODESYSTEM')
+          : txIssue('error', 'not-found', 'not-found', unknownVersionText(coding.system, coding.version, versions), unknownVersionId(versions)));
       }
     }
   }

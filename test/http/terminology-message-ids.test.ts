@@ -40,6 +40,13 @@ const deprecating = {
   resourceType: 'ValueSet', id: 'message-ids-deprecating', url: `${VS}deprecating`, version: '2.0.0', status: 'active',
   compose: { include: [{ system: CS, version: '1.0.0', concept: [{ code: 'one', extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/valueset-deprecated', valueBoolean: true }] }] }] },
 };
+const GROUPED = 'http://cinder.test/CodeSystem/message-ids-grouped';
+const grouped = {
+  resourceType: 'CodeSystem', id: 'message-ids-grouped', url: GROUPED, version: '1.0.0', name: 'Grouped', status: 'active', content: 'complete',
+  property: [{ code: 'notSelectable', uri: 'http://hl7.org/fhir/concept-properties#notSelectable', type: 'boolean' }],
+  concept: [{ code: 'group', display: 'Group', property: [{ code: 'notSelectable', valueBoolean: true }], concept: [{ code: 'member', display: 'Member' }] }],
+};
+const groupedAll = { resourceType: 'ValueSet', id: 'message-ids-grouped', url: `${VS}grouped`, version: '3.0.0', status: 'active', compose: { include: [{ system: GROUPED }] } };
 const draft = { resourceType: 'ValueSet', id: 'message-ids-draft', url: `${VS}draft`, version: '1', status: 'draft', compose: { include: [{ system: CS }] } };
 
 /** Each issue of the `issues` output as `message id|tx-issue-type|expression` (the id `-` when there is none). */
@@ -67,7 +74,7 @@ await eachStore((kind, fresh) => {
     beforeAll(async () => {
       t = await createTestApp({ store: await fresh() });
       token = await t.token();
-      for (const r of [codeSystem('1.0.0'), codeSystem('2.0.0'), all, pinned, onlyOne, importsMissing, deprecating, draft, fragment, fragmentAll, caseless, caselessAll]) await putResource(t, token, r);
+      for (const r of [codeSystem('1.0.0'), codeSystem('2.0.0'), all, pinned, onlyOne, importsMissing, deprecating, grouped, groupedAll, draft, fragment, fragmentAll, caseless, caselessAll]) await putResource(t, token, r);
     });
     afterAll(() => t.close());
 
@@ -169,6 +176,13 @@ await eachStore((kind, fresh) => {
       expect(text(r, 'code-comment')).toBe(`The presence of the concept 'one' in the system '${CS}' in the value set ${VS}deprecating|2.0.0 is marked with a status of deprecated and its use should be reviewed`);
       // Not repeated in `message`, as the reference servers answer (a concept's own status is).
       expect(r.body.parameter?.find((p) => p.name === 'message')).toBeUndefined();
+    });
+
+    test("an abstract code where `abstract` is false: HL7's ABSTRACT_CODE_NOT_ALLOWED, and not in the value set in its words", async () => {
+      const r = await validate([{ name: 'url', valueUri: `${VS}grouped` }, { name: 'coding', valueCoding: { system: GROUPED, code: 'group' } }, { name: 'abstract', valueBoolean: false }]);
+      expect(r.body.parameter?.find((p) => p.name === 'result')?.valueBoolean).toBe(false);
+      expect(ids(r)).toEqual(['ABSTRACT_CODE_NOT_ALLOWED|code-rule|Coding.code', 'None_of_the_provided_codes_are_in_the_value_set_one|not-in-vs|Coding.code']);
+      expect(text(r, 'not-in-vs')).toBe(`The provided code '${GROUPED}#group' was not found in the value set '${VS}grouped|3.0.0'`);
     });
 
     test('a finding that is no message of the catalogue carries no id', async () => {

@@ -113,7 +113,7 @@ function answer(vs: CompiledValueSet, supplements: readonly CodeSystemIndex[], i
   // Displays are checked in the language asked for, else in the one the value set sets for its
   // expansions (a compose expansion parameter), else in the value set's own language.
   const displayLanguage = input.displayLanguage ?? expansionParameter(vs.resource, 'displayLanguage') ?? vs.resource.language;
-  const finish: Finish = { abstract: input.abstract, displayLanguage, supplements };
+  const finish: Finish = { abstract: input.abstract, displayLanguage, supplements, valueSet: vs.resource.url === undefined ? "'(unidentified)'" : vs.label };
   const codings = subject.kind === 'coding' ? [subject.coding] : subject.codings;
   // Membership applies the request's code system versions; the other lookups (displays, status) are the context's.
   const lookup: CodeSystemLookup = input.systemVersions === undefined ? ctx : { codeSystem: (url, version) => ctx.codeSystem(url, version), asOf: ctx.asOf, versions: input.systemVersions };

@@ -213,6 +213,8 @@ export interface Finish {
   readonly displayLanguage?: string | undefined;
   /** The supplements the ValueSet names: their designations count as the concepts' own. */
   readonly supplements?: readonly CodeSystemIndex[] | undefined;
+  /** The ValueSet validated against, as HL7's messages name it (`'url|version'`); undefined: CodeSystem/$validate-code. */
+  readonly valueSet?: string | undefined;
 }
 
 /**
@@ -231,7 +233,10 @@ export function finishMember(m: Member, coding: CheckedCoding, finish: Finish): 
   }
   if (abstract === false && m.abstract) {
     issues.push(txIssue('error', 'business-rule', 'code-rule', `Code '${m.system}#${m.code}' is abstract, and not allowed in this context`, 'ABSTRACT_CODE_NOT_ALLOWED'));
-    issues.push(txIssue('error', 'code-invalid', 'not-in-vs', `The abstract code ${label} is not a valid choice here`));
+    // In a value set, HL7's None_of_the_provided_codes_are_in_the_value_set_one, as the reference servers answer.
+    issues.push(finish.valueSet === undefined
+      ? txIssue('error', 'code-invalid', 'not-in-vs', `The abstract code ${label} is not a valid choice here`)
+      : txIssue('error', 'code-invalid', 'not-in-vs', `The provided code '${m.system}#${coding.code}' was not found in the value set ${finish.valueSet}`, 'None_of_the_provided_codes_are_in_the_value_set_one'));
   }
   // HL7's INACTIVE_CONCEPT_FOUND and DEPRECATED_CONCEPT_FOUND, as the reference servers word and locate them.
   if (m.inactive) issues.push(inactiveConceptFound(coding.code, conceptStatus(m.entry)));

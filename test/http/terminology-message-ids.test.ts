@@ -40,6 +40,9 @@ const deprecating = {
   resourceType: 'ValueSet', id: 'message-ids-deprecating', url: `${VS}deprecating`, version: '2.0.0', status: 'active',
   compose: { include: [{ system: CS, version: '1.0.0', concept: [{ code: 'one', extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/valueset-deprecated', valueBoolean: true }] }] }] },
 };
+/** Imports the draft value set through another that imports it: its status is noted too, once. */
+const importsDraft = { resourceType: 'ValueSet', id: 'message-ids-imports-draft', url: `${VS}imports-draft`, status: 'active', compose: { include: [{ valueSet: [`${VS}draft`, `${VS}via-draft`] }] } };
+const viaDraft = { resourceType: 'ValueSet', id: 'message-ids-via-draft', url: `${VS}via-draft`, status: 'active', compose: { include: [{ valueSet: [`${VS}draft`] }] } };
 const GROUPED = 'http://cinder.test/CodeSystem/message-ids-grouped';
 const grouped = {
   resourceType: 'CodeSystem', id: 'message-ids-grouped', url: GROUPED, version: '1.0.0', name: 'Grouped', status: 'active', content: 'complete',
@@ -74,7 +77,7 @@ await eachStore((kind, fresh) => {
     beforeAll(async () => {
       t = await createTestApp({ store: await fresh() });
       token = await t.token();
-      for (const r of [codeSystem('1.0.0'), codeSystem('2.0.0'), all, pinned, onlyOne, importsMissing, deprecating, grouped, groupedAll, draft, fragment, fragmentAll, caseless, caselessAll]) await putResource(t, token, r);
+      for (const r of [codeSystem('1.0.0'), codeSystem('2.0.0'), all, pinned, onlyOne, importsMissing, deprecating, grouped, groupedAll, importsDraft, viaDraft, draft, fragment, fragmentAll, caseless, caselessAll]) await putResource(t, token, r);
     });
     afterAll(() => t.close());
 
@@ -89,6 +92,10 @@ await eachStore((kind, fresh) => {
       expect(ids(await coding(`${VS}all`, 'one', { display: ' One ' }))).toEqual(['Display_Name_WS_for__should_be_one_of__instead_of|invalid-display|Coding.display']);
       expect(ids(await coding(`${VS}all`, 'old'))).toEqual(['INACTIVE_CONCEPT_FOUND|code-comment|Coding']);
       expect(ids(await coding(`${VS}draft`, 'one'))).toEqual(['MSG_DRAFT|status-check|-']);
+      // A draft value set it imports (at any depth) is noted as the reference servers note it (HL7's `not-withdrawn-validate`).
+      const imported = await coding(`${VS}imports-draft`, 'one');
+      expect(ids(imported)).toEqual(['MSG_DRAFT|status-check|-']);
+      expect(text(imported, 'status-check')).toBe(`Reference to draft ValueSet ${VS}draft|1`);
       // A valid code has no issues at all.
       expect(ids(await coding(`${VS}all`, 'one'))).toEqual([]);
     });

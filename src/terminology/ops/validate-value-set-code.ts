@@ -157,6 +157,22 @@ function withStatusChecks(r: ValidationResult, vs: CompiledValueSet, codings: re
   return pending ? Promise.all(used).then((systems) => noted(r, vs, systems)) : noted(r, vs, used as (CodeSystemIndex | null)[]);
 }
 
+/**
+ * The value sets `vs` imports by URL, at any depth, each once (contained ones, `#id`, are part of their container);
+ * each value set is walked once, so imports along many paths cost their number.
+ */
+function importedValueSets(vs: CompiledValueSet, out = new Set<CompiledValueSet>(), seen = new Set<CompiledValueSet>([vs])): Set<CompiledValueSet> {
+  for (const set of [...vs.includes, ...vs.excludes]) {
+    for (const { canonical, compiled } of set.imports) {
+      if (compiled === null || seen.has(compiled)) continue;
+      seen.add(compiled);
+      if (!canonical.startsWith('#')) out.add(compiled);
+      importedValueSets(compiled, out, seen);
+    }
+  }
+  return out;
+}
+
 function noted(r: ValidationResult, vs: CompiledValueSet, systems: readonly (CodeSystemIndex | null)[]): ValidationResult {
   let checks: TxIssue[] | undefined;
   let previous: CodeSystemIndex | undefined;
@@ -167,8 +183,11 @@ function noted(r: ValidationResult, vs: CompiledValueSet, systems: readonly (Cod
     const check = statusCheck('CodeSystem', cs.resource);
     if (check !== undefined) (checks ??= []).push(check);
   }
-  const check = statusCheck('ValueSet', vs.resource);
-  if (check !== undefined) (checks ??= []).push(check);
+  // The value set's own status, and those of the value sets it imports by URL (at any depth), as the reference servers note them.
+  for (const used of [vs, ...importedValueSets(vs)]) {
+    const check = statusCheck('ValueSet', used.resource);
+    if (check !== undefined) (checks ??= []).push(check);
+  }
   return checks === undefined ? r : { ...r, issues: [...r.issues, ...checks] };
 }
 

@@ -43,6 +43,11 @@ const deprecating = {
 /** Imports the draft value set through another that imports it: its status is noted too, once. */
 const importsDraft = { resourceType: 'ValueSet', id: 'message-ids-imports-draft', url: `${VS}imports-draft`, status: 'active', compose: { include: [{ valueSet: [`${VS}draft`, `${VS}via-draft`] }] } };
 const viaDraft = { resourceType: 'ValueSet', id: 'message-ids-via-draft', url: `${VS}via-draft`, status: 'active', compose: { include: [{ valueSet: [`${VS}draft`] }] } };
+const bothVersions = {
+  resourceType: 'ValueSet', id: 'message-ids-both', url: `${VS}both`, status: 'active',
+  compose: { include: [{ system: CS, version: '1.0.0' }, { system: CS, version: '2.0.0' }] },
+};
+const allButTwo = { resourceType: 'ValueSet', id: 'message-ids-but-two', url: `${VS}but-two`, status: 'active', compose: { include: [{ system: CS }], exclude: [{ system: CS, concept: [{ code: 'two' }] }] } };
 const GROUPED = 'http://cinder.test/CodeSystem/message-ids-grouped';
 const grouped = {
   resourceType: 'CodeSystem', id: 'message-ids-grouped', url: GROUPED, version: '1.0.0', name: 'Grouped', status: 'active', content: 'complete',
@@ -77,7 +82,7 @@ await eachStore((kind, fresh) => {
     beforeAll(async () => {
       t = await createTestApp({ store: await fresh() });
       token = await t.token();
-      for (const r of [codeSystem('1.0.0'), codeSystem('2.0.0'), all, pinned, onlyOne, importsMissing, deprecating, grouped, groupedAll, importsDraft, viaDraft, draft, fragment, fragmentAll, caseless, caselessAll]) await putResource(t, token, r);
+      for (const r of [codeSystem('1.0.0'), codeSystem('2.0.0'), all, pinned, onlyOne, importsMissing, deprecating, grouped, groupedAll, importsDraft, viaDraft, bothVersions, allButTwo, draft, fragment, fragmentAll, caseless, caselessAll]) await putResource(t, token, r);
     });
     afterAll(() => t.close());
 
@@ -190,6 +195,28 @@ await eachStore((kind, fresh) => {
       expect(r.body.parameter?.find((p) => p.name === 'result')?.valueBoolean).toBe(false);
       expect(ids(r)).toEqual(['ABSTRACT_CODE_NOT_ALLOWED|code-rule|Coding.code', 'None_of_the_provided_codes_are_in_the_value_set_one|not-in-vs|Coding.code']);
       expect(text(r, 'not-in-vs')).toBe(`The provided code '${GROUPED}#group' was not found in the value set '${VS}grouped|3.0.0'`);
+    });
+
+    test('a coding without a system, an excluded code, a code no version has, a concept with a coding in the value set', async () => {
+      // No system: not in the value set (named `#code`) and HL7's Coding_has_no_system__cannot_validate about the coding, both in `message`.
+      const noSystem = await validate([{ name: 'url', valueUri: `${VS}all` }, { name: 'coding', valueCoding: { code: 'one' } }]);
+      expect(ids(noSystem)).toEqual(['None_of_the_provided_codes_are_in_the_value_set_one|not-in-vs|Coding.code', 'Coding_has_no_system__cannot_validate|invalid-data|Coding']);
+      expect(noSystem.body.parameter?.find((p) => p.name === 'message')?.valueString).toBe(
+        `Coding has no system. A code with no system has no defined meaning, and it cannot be validated. A system should be provided; The provided code '#one' was not found in the value set '${VS}all'`,
+      );
+      // Excluded: not in the value set, with no note of the exclude.
+      expect(ids(await coding(`${VS}but-two`, 'two'))).toEqual(['None_of_the_provided_codes_are_in_the_value_set_one|not-in-vs|Coding.code']);
+      // A code neither version of an overloaded include has: unknown once, in the latest version.
+      const unknown = await coding(`${VS}both`, 'nine');
+      expect(ids(unknown)).toEqual(['None_of_the_provided_codes_are_in_the_value_set_one|not-in-vs|Coding.code', 'Unknown_Code_in_Version|invalid-code|Coding.code']);
+      expect(text(unknown, 'invalid-code')).toBe(`Unknown code 'nine' in the CodeSystem '${CS}' version '2.0.0'`);
+      // A concept one of whose codings is in the value set but for its display: no "No valid coding" (TX_GENERAL_CC_ERROR_MESSAGE).
+      const concept = await validate([{ name: 'url', valueUri: `${VS}all` }, { name: 'codeableConcept', valueCodeableConcept: { coding: [{ system: CS, code: 'one', display: 'Uno' }, { system: CS, code: 'nine' }] } }]);
+      expect(ids(concept)).toEqual([
+        'Display_Name_for__should_be_one_of__instead_of|invalid-display|CodeableConcept.coding[0].display',
+        'Unknown_Code_in_Version|invalid-code|CodeableConcept.coding[1].code',
+        'None_of_the_provided_codes_are_in_the_value_set_one|this-code-not-in-vs|CodeableConcept.coding[1].code',
+      ]);
     });
 
     test('a finding that is no message of the catalogue carries no id', async () => {

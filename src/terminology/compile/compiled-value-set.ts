@@ -152,7 +152,8 @@ export class CompiledValueSet {
       // Versions kept apart (versionsMatch false): the exclude removes the code only from its own version.
       const m = set.checkLoaded(this.versionsMatch === false ? { ...coding, version: hit.cs?.version } : coding, loaded);
       if (m instanceof NotLoaded) return m;
-      if (m.member) return nonMember(txIssue('information', 'code-invalid', 'this-code-not-in-vs', `The code '${coding.code}' is excluded from ${this.label} by ${set.where}`));
+      // Not in the value set, said as of any code outside it (no note of the exclude, as the reference servers answer).
+      if (m.member) return nonMember();
     }
     return hit;
   }

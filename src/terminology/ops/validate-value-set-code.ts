@@ -109,7 +109,7 @@ function validateWith(vs: CompiledValueSet, supplements: readonly CodeSystemInde
 function answer(vs: CompiledValueSet, supplements: readonly CodeSystemIndex[], input: ValueSetValidateCodeInput, ctx: TerminologyContext): SyncOrAsync<ValidationResult> {
   const { subject } = input;
   // The input carries `abstract` and `displayLanguage`, all that finishing a member needs.
-  if (subject.kind === 'unusable') return unusable(subject.why, subject.path, subject.code);
+  if (subject.kind === 'unusable') return subject.path === 'Coding.system' ? withoutSystem(vs, subject.code) : unusable(subject.why, subject.path, subject.code);
   // Displays are checked in the language asked for, else in the one the value set sets for its
   // expansions (a compose expansion parameter), else in the value set's own language.
   const displayLanguage = input.displayLanguage ?? expansionParameter(vs.resource, 'displayLanguage') ?? vs.resource.language;
@@ -132,6 +132,23 @@ export function unusable(why: string, path: string, code?: string): ValidationRe
     issues: [
       { ...txIssue('error', 'code-invalid', 'invalid-code', `${why}, so it is not valid in the value set`), expression: path },
       { ...txIssue('warning', 'invalid', 'invalid-data', why), expression: path },
+    ],
+  };
+}
+
+/**
+ * A Coding without a system, as the reference servers answer it: not in the value set (HL7's
+ * None_of_the_provided_codes_are_in_the_value_set_one, the code named `#code`) and HL7's
+ * Coding_has_no_system__cannot_validate, a warning about the coding, both in `message`.
+ */
+function withoutSystem(vs: CompiledValueSet, code: string | undefined): ValidationResult {
+  const name = vs.resource.url === undefined ? "'(unidentified)'" : vs.label;
+  return {
+    result: false,
+    ...echoed(code, undefined, undefined),
+    issues: [
+      { ...txIssue('error', 'code-invalid', 'not-in-vs', `The provided code '#${code ?? ''}' was not found in the value set ${name}`, 'None_of_the_provided_codes_are_in_the_value_set_one'), expression: 'Coding.code' },
+      { ...txIssue('warning', 'invalid', 'invalid-data', 'Coding has no system. A code with no system has no defined meaning, and it cannot be validated. A system should be provided', 'Coding_has_no_system__cannot_validate'), expression: 'Coding' },
     ],
   };
 }
@@ -257,6 +274,17 @@ function notInValueSetOf(vs: CompiledValueSet, coding: CheckedCoding, reasons: r
   return Promise.all([versions, isValueSet]).then(([v, is]) => notInValueSet(vs, coding, reasons, path, systems, is, v));
 }
 
+/**
+ * An unknown code that several versions of its code system lack (a value set including them all) reported once, for the
+ * latest version, as the reference servers report it (HL7's `validate-bad-unknown`).
+ */
+function unknownInLatest(reasons: readonly TxIssue[], coding: CheckedCoding, latest: CodeSystemIndex | null): readonly TxIssue[] {
+  const unknown = reasons.filter((r) => r.messageId === 'Unknown_Code_in_Version');
+  if (unknown.length < 2 || latest === null) return reasons;
+  const text = unknownCode(coding.code, latest).text;
+  return unknown.some((r) => r.text === text) ? reasons.filter((r) => r.messageId !== 'Unknown_Code_in_Version' || r.text === text) : reasons;
+}
+
 /** Whether a URL is a ValueSet's (one that cannot be compiled counts: there is one). */
 function isValueSetUrl(ctx: TerminologyContext, url: string): SyncOrAsync<boolean> {
   let vs: SyncOrAsync<CompiledValueSet | null>;
@@ -273,8 +301,9 @@ function isValueSetUrl(ctx: TerminologyContext, url: string): SyncOrAsync<boolea
  * when the code is known there (as the reference servers answer).
  */
 function notInValueSet(
-  vs: CompiledValueSet, coding: CheckedCoding, given: readonly TxIssue[], path: string, systems: CodedSystems, isValueSet: boolean, versions: readonly string[] | undefined,
+  vs: CompiledValueSet, coding: CheckedCoding, found: readonly TxIssue[], path: string, systems: CodedSystems, isValueSet: boolean, versions: readonly string[] | undefined,
 ): ValidationResult {
+  const given = unknownInLatest(found, coding, systems.latest);
   // A code system version the server does not have names the versions it has (HL7's UNKNOWN_CODESYSTEM_VERSION).
   const reasons = versions === undefined ? given : given.map((r) => {
     const canonical = r.unknownSystem === undefined ? undefined : splitCanonical(r.unknownSystem);
@@ -410,8 +439,9 @@ async function validateConcept(
     const none = txIssue('error', 'code-invalid', 'not-in-vs', `No valid coding was found for the value set ${vs.label}`, 'TX_GENERAL_CC_ERROR_MESSAGE');
     const issues = outcomes.flatMap(perCoding);
     const systems = mergedUnknownSystems(outcomes);
-    const all = [...(issues.some((i) => i.type === 'this-code-not-in-vs') ? [none] : []), ...issues, ...unknown];
     const echoed = outcomes.filter((o, i) => inValueSetBut(o, codings[i]!));
+    // "No valid coding" where some coding is outside the value set and none is in it but for its version or display.
+    const all = [...(issues.some((i) => i.type === 'this-code-not-in-vs') && echoed.length === 0 ? [none] : []), ...issues, ...unknown];
     return { result: false, ...displayOf(echoed), ...inactive, ...status, codeableConcept: concept, issues: all, ...systems };
   }
   const others = outcomes.filter((o) => o !== valid).flatMap(perCoding);

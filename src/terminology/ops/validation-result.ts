@@ -140,7 +140,7 @@ function render(r: ValidationResult): string {
  * each once, in alphabetical order, joined by '; '; none without them.
  */
 function messageOf(issues: readonly LocatedIssue[]): string | undefined {
-  const texts = [...new Set(issues.filter((i) => i.severity === 'error' || (MESSAGED.has(i.type) && !UNMESSAGED.has(i.messageId))).map((i) => i.text))];
+  const texts = [...new Set(issues.filter((i) => i.severity === 'error' || (MESSAGED.has(i.type) && !UNMESSAGED.has(i.messageId)) || MESSAGED_IDS.has(i.messageId)).map((i) => i.text))];
   if (texts.length === 0) return undefined;
   return texts.length === 1 ? texts[0] : texts.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)).join('; ');
 }
@@ -152,6 +152,8 @@ const MESSAGE_ID = 'http://hl7.org/fhir/StructureDefinition/operationoutcome-mes
 const MESSAGED: ReadonlySet<TxIssue['type']> = new Set(['code-comment', 'display-comment', 'invalid-display']);
 /** Of those, the ones it does not: a concept's presence in the value set marked deprecated, which `issues` alone gives. */
 const UNMESSAGED: ReadonlySet<string | undefined> = new Set(['CONCEPT_DEPRECATED_IN_VALUESET']);
+/** Other warnings the message repeats: a coding without a system. */
+const MESSAGED_IDS: ReadonlySet<string | undefined> = new Set(['Coding_has_no_system__cannot_validate']);
 
 /** A string as JSON text: quoted as it is unless it holds a character JSON escapes (then as JSON.stringify writes it). */
 function jsonString(s: string): string {

@@ -174,3 +174,42 @@ await eachStore((kind, fresh) => {
     });
   });
 });
+
+/** tx.fhir.org's `warning-<status>` parameters: the statuses the reference servers warn of in an expansion (HL7's `deprecated` suite). */
+const WS = 'http://cinder.test/CodeSystem/xp-warned';
+const warnedSystem = (status: string, extra: Json = {}) => ({
+  resourceType: 'CodeSystem', id: `xp-warned-${status}`, url: `${WS}-${status}`, version: '0.1', status, content: 'complete', concept: [{ code: 'a', display: 'A' }], ...extra,
+});
+const STANDARDS = 'http://hl7.org/fhir/StructureDefinition/structuredefinition-standards-status';
+const WARNED = [
+  warnedSystem('draft'),
+  warnedSystem('active', { id: 'xp-warned-experimental', url: `${WS}-experimental`, experimental: true }),
+  warnedSystem('active', { id: 'xp-warned-plain', url: `${WS}-plain` }),
+  { resourceType: 'ValueSet', id: 'xp-withdrawn', url: `${VS}withdrawn`, version: '2', status: 'active', extension: [{ url: STANDARDS, valueCode: 'withdrawn' }], compose: { include: [{ system: `${WS}-plain` }] } },
+  { resourceType: 'ValueSet', id: 'xp-imports-withdrawn', url: `${VS}imports-withdrawn`, version: '3', status: 'active', compose: { include: [{ valueSet: [`${VS}withdrawn`] }] } },
+  { resourceType: 'ValueSet', id: 'xp-draft-systems', url: `${VS}draft-systems`, version: '1', status: 'draft', compose: { include: [{ system: `${WS}-draft` }, { system: `${WS}-experimental` }] } },
+];
+
+await eachStore((kind, fresh) => {
+  describe(`$expand warns of the statuses of what it used, as tx.fhir.org does (${kind})`, () => {
+    let t: TestApp;
+    let token: string;
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      token = await t.token();
+      for (const r of WARNED) await putResource(t, token, r);
+    });
+    afterAll(() => t.close());
+    const warnings = async (url: string) => {
+      const r = await postOperation(t, token, 'ValueSet/$expand', [{ name: 'url', valueUri: url }]);
+      expect(r.status).toBe(200);
+      return ((r.body.expansion as Json).parameter as Json[]).filter((p) => p.name.startsWith('warning-')).map((p) => `${p.name} ${p.valueUri}`).sort();
+    };
+
+    test('a draft or experimental code system, a withdrawn value set (asked for or imported); not a draft value set', async () => {
+      expect(await warnings(`${VS}draft-systems`)).toEqual([`warning-draft ${WS}-draft|0.1`, `warning-experimental ${WS}-experimental|0.1`]);
+      expect(await warnings(`${VS}withdrawn`)).toEqual([`warning-withdrawn ${VS}withdrawn|2`]);
+      expect(await warnings(`${VS}imports-withdrawn`)).toEqual([`warning-withdrawn ${VS}withdrawn|2`]);
+    });
+  });
+});

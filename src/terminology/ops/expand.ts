@@ -1,3 +1,4 @@
+import type { CodeSystemIndex } from '../compile/code-system-index.ts';
 import { ENUMERATION_WORK_LIMIT, type ExpansionEntry, enumerateValueSet, WorkLimitReached } from '../compile/enumerate.ts';
 import type { CompiledValueSet } from '../compile/compiled-value-set.ts';
 import type { TerminologyContext } from '../context.ts';
@@ -10,7 +11,7 @@ import type { Designation } from '../model/datatypes.ts';
 import { expansionParameters as composeParameters, type ValueSet } from '../model/value-set.ts';
 import type { ParametersParameter } from '../model/parameters.ts';
 import { chosenDisplay } from './display-language.ts';
-import { designationsOf, recording, sameParameter, storedParameters, supplemented, usedValueSets } from './expansion-parts.ts';
+import { designationsOf, recording, sameParameter, statusWarnings, storedParameters, supplemented, usedValueSets } from './expansion-parts.ts';
 import { nestContains } from './expansion-tree.ts';
 import { displayLanguageOf } from '../input/parameters.ts';
 import { resolveValueSet } from './resolve-value-set.ts';
@@ -145,7 +146,8 @@ export async function expandValueSet(asked: ExpandInput, deps: ExpandDeps): Prom
   const latest = new Map<string, { version: string | undefined; at: number }>();
   // Every code system (version) the expansion drew on, whether or not a code of it is in the page or passed the filters.
   const used = new Set<string>();
-  const lookup = recording(withSystemVersions(terminology, input.systemVersions), used);
+  const systems = new Map<string, CodeSystemIndex>();
+  const lookup = recording(withSystemVersions(terminology, input.systemVersions), used, systems);
   const contains: ExpansionContainsOut[] = [];
   let total = 0;
   // The total is left out when counting it would cost more than the enumeration's budget and the page is full without it.
@@ -195,6 +197,7 @@ export async function expandValueSet(asked: ExpandInput, deps: ExpandDeps): Prom
     ...[...used].map((valueUri) => ({ name: 'used-codesystem', valueUri })),
     ...[...usedValueSets(vs)].map((valueUri) => ({ name: 'used-valueset', valueUri })),
     ...supplements.map((cs) => ({ name: 'used-supplement', valueUri: cs.version === undefined ? cs.url : `${cs.url}|${cs.version}` })),
+    ...statusWarnings(vs, used, systems),
   ];
   // Codes of several versions met as one concept (versionsMatch, or an exclude of a version no include pins): said as tx.fhir.org says it.
   if (vs.versionsMerged) parameter.push({ name: 'versionsMatch', valueBoolean: true });

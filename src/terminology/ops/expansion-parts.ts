@@ -4,6 +4,8 @@ import { carriedExtensions, type ExpansionEntry } from '../compile/enumerate.ts'
 import type { CodeSystemLookup } from '../compile/membership.ts';
 import type { Designation } from '../model/datatypes.ts';
 import type { StoredExpansionParameter } from '../model/value-set.ts';
+import type { ParametersParameter } from '../model/parameters.ts';
+import { noteworthyStatus, type StatusFields } from './validation-result.ts';
 import { designationsWithDisplay, designationWanted } from './display-language.ts';
 import { supplementDesignations, supplementExtensions } from './supplements.ts';
 
@@ -13,10 +15,29 @@ import { supplementDesignations, supplementExtensions } from './supplements.ts';
  * code's designations.
  */
 
-/** A lookup that adds each code system it finds (`url`, or `url|version`) to `used`. */
-export function recording(lookup: CodeSystemLookup, used: Set<string>): CodeSystemLookup {
+/**
+ * The value sets `vs` imports by URL, at any depth, each once (contained ones, `#id`, are part of their container);
+ * each value set is walked once, so imports along many paths cost their number.
+ */
+export function importedValueSets(vs: CompiledValueSet, out = new Set<CompiledValueSet>(), seen = new Set<CompiledValueSet>([vs])): Set<CompiledValueSet> {
+  for (const set of [...vs.includes, ...vs.excludes]) {
+    for (const { canonical, compiled } of set.imports) {
+      if (compiled === null || seen.has(compiled)) continue;
+      seen.add(compiled);
+      if (!canonical.startsWith('#')) out.add(compiled);
+      importedValueSets(compiled, out, seen);
+    }
+  }
+  return out;
+}
+
+/** A lookup that adds each code system it finds (`url`, or `url|version`) to `used`, and its index to `systems` when given. */
+export function recording(lookup: CodeSystemLookup, used: Set<string>, systems?: Map<string, CodeSystemIndex>): CodeSystemLookup {
   const note = (cs: CodeSystemIndex | null): CodeSystemIndex | null => {
-    if (cs !== null) used.add(cs.version === undefined ? cs.url : `${cs.url}|${cs.version}`);
+    if (cs === null) return cs;
+    const key = cs.version === undefined ? cs.url : `${cs.url}|${cs.version}`;
+    used.add(key);
+    systems?.set(key, cs);
     return cs;
   };
   return {
@@ -106,4 +127,31 @@ export function designationsOf(e: ExpansionEntry, wanted: readonly string[] | un
   const own = definition.designation ?? [];
   const all = e.display === definition.display ? own : designationsWithDisplay({ ...definition, designation: own.filter((d) => d !== from) }, language);
   return wanted === undefined ? all : all.filter((d) => designationWanted(d, wanted));
+}
+
+/** The statuses of a value set that an expansion warns of (its standards status). */
+const STANDARDS_STATUSES: ReadonlySet<string> = new Set(['deprecated', 'withdrawn']);
+
+/**
+ * tx.fhir.org's `warning-<status>` expansion parameters, named `url|version`: each code system version the expansion
+ * used (of `used`, found in `systems`) whose status is noteworthy (draft, experimental, retired, deprecated, withdrawn:
+ * noteworthyStatus, as $validate-code notes them, MSG_DRAFT...), and the value set and each it imports by URL whose
+ * standards status is deprecated or withdrawn (not a draft or experimental value set, which the reference servers do
+ * not warn of in an expansion: HL7's ecosystem tests `exclude-1`, `search-all-no` against `withdrawn`, `not-withdrawn`).
+ */
+export function statusWarnings(vs: CompiledValueSet, used: ReadonlySet<string>, systems: ReadonlyMap<string, CodeSystemIndex>): ParametersParameter[] {
+  const out: ParametersParameter[] = [];
+  const note = (key: string, resource: StatusFields, only?: ReadonlySet<string>) => {
+    const status = noteworthyStatus(resource);
+    if (status !== undefined && (only === undefined || only.has(status))) out.push({ name: `warning-${status}`, valueUri: key });
+  };
+  for (const key of used) {
+    const cs = systems.get(key);
+    if (cs !== undefined) note(key, cs.resource);
+  }
+  for (const v of [vs, ...importedValueSets(vs)]) {
+    const { url, version } = v.resource;
+    if (url !== undefined) note(version === undefined ? url : `${url}|${version}`, v.resource, STANDARDS_STATUSES);
+  }
+  return out;
 }

@@ -15,6 +15,7 @@ import { displayLanguageOf } from '../input/parameters.ts';
 import { resolveValueSet } from './resolve-value-set.ts';
 import { requestedVersion, type SystemVersions, systemVersions } from './system-versions.ts';
 import { applicableSupplements, requireSupplements, requireUsedSupplements } from './supplements.ts';
+import { importedValueSets } from './expansion-parts.ts';
 import { BoundedCache } from '../compile/bounded-cache.ts';
 import { splitCanonical } from '../version.ts';
 import { then, type SyncOrAsync } from '../../sync-or-async.ts';
@@ -172,22 +173,6 @@ function withStatusChecks(r: ValidationResult, vs: CompiledValueSet, codings: re
     used.push(cs);
   }
   return pending ? Promise.all(used).then((systems) => noted(r, vs, systems)) : noted(r, vs, used as (CodeSystemIndex | null)[]);
-}
-
-/**
- * The value sets `vs` imports by URL, at any depth, each once (contained ones, `#id`, are part of their container);
- * each value set is walked once, so imports along many paths cost their number.
- */
-function importedValueSets(vs: CompiledValueSet, out = new Set<CompiledValueSet>(), seen = new Set<CompiledValueSet>([vs])): Set<CompiledValueSet> {
-  for (const set of [...vs.includes, ...vs.excludes]) {
-    for (const { canonical, compiled } of set.imports) {
-      if (compiled === null || seen.has(compiled)) continue;
-      seen.add(compiled);
-      if (!canonical.startsWith('#')) out.add(compiled);
-      importedValueSets(compiled, out, seen);
-    }
-  }
-  return out;
 }
 
 function noted(r: ValidationResult, vs: CompiledValueSet, systems: readonly (CodeSystemIndex | null)[]): ValidationResult {

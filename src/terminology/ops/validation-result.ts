@@ -174,7 +174,8 @@ export interface StatusFields {
 }
 
 /** What a terminology resource's use should be noted for: draft, experimental, retired, deprecated or withdrawn; undefined when none. */
-function noteworthyStatus(r: StatusFields): string | undefined {
+/** The status of a CodeSystem or ValueSet that answers note (statusCheck, $expand's `warning-<status>`); undefined: none. */
+export function noteworthyStatus(r: StatusFields): string | undefined {
   const standards = r.extension?.find((e) => e.url === STANDARDS_STATUS)?.valueCode;
   if (standards === 'deprecated' || standards === 'withdrawn') return standards;
   if (r.status === 'draft' || r.status === 'retired') return r.status;

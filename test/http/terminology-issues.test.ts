@@ -91,6 +91,11 @@ describe('a value set that includes two versions of one code system', () => {
       .toEqual({ result: true, display: 'Eagle (old name)' });
     expect(outcome(await validate([both, { name: 'coding', valueCoding: { system: ANIMALS, code: 'eagle', display: 'Eagle' } }])))
       .toEqual({ result: true, display: 'Eagle' });
+    // A wrong display names the latest version's display alone as the valid one, as the reference servers answer (HL7's `validate-all-bad2`).
+    const wrong = outcome(await validate([both, { name: 'coding', valueCoding: { system: ANIMALS, code: 'eagle', display: 'Hawk' } }]));
+    expect(wrong.result).toBe(false);
+    expect(wrong.message).toContain("Valid display is 'Eagle'");
+    expect(wrong.message).not.toContain('Eagle (old name)');
     expect(outcome(await validate([both, coding('wolf')])).result).toBe(true);
     expect(outcome(await validate([both, coding('platypus')])).result).toBe(true);
     // A coding of version 1.0.0 is judged by that version's include alone: no mismatch with 2.0.0.

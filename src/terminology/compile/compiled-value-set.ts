@@ -132,7 +132,7 @@ export class CompiledValueSet {
         const [newer, older] = hit === undefined || compareVersions(m.cs?.version ?? '', hit.cs?.version ?? '') > 0 ? [m, hit] : [hit, m];
         if (older === undefined) hit = newer;
         else if (coding.display !== undefined && !displaysOf(newer).includes(coding.display) && displaysOf(older).includes(coding.display)) hit = older;
-        else hit = { ...newer, displays: [...newer.displays, ...displaysOf(older)] };
+        else hit = { ...newer, olderDisplays: [...(newer.olderDisplays ?? []), ...displaysOf(older), ...(older.olderDisplays ?? [])] };
         continue;
       }
       reasons.push(...m.reasons);

@@ -67,6 +67,11 @@ export interface Member {
   readonly cs: CodeSystemIndex | undefined;
   /** Further acceptable displays supplied by the ValueSet itself (concept list, expansion). */
   readonly displays: readonly string[];
+  /**
+   * The displays of the code in older versions of its code system that the value set also includes: acceptable, but
+   * not listed among the valid ones when a display is wrong (the reference servers list the latest version's).
+   */
+  readonly olderDisplays?: readonly string[];
   readonly abstract: boolean;
   readonly inactive: boolean;
   readonly warnings: readonly TxIssue[];

@@ -253,12 +253,14 @@ export function finishMember(m: Member, coding: CheckedCoding, finish: Finish): 
     const own: Shown[] = definition?.display === undefined ? [] : [{ value: definition.display, language: m.cs?.language }];
     const designations: Shown[] = (definition?.designation ?? []).map((d) => ({ value: d.value, language: d.language }));
     const listed: Shown[] = m.displays.map((value) => ({ value, language: undefined }));
-    const all = [...own, ...designations, ...listed];
+    // An older included version's displays are valid, but the message lists the latest version's alone.
+    const older: Shown[] = (m.olderDisplays ?? []).map((value) => ({ value, language: undefined }));
+    const all = [...own, ...designations, ...listed, ...older];
     const known = all.map((s) => s.value);
     // With languages asked for, the display must be one in those languages (the concept's own display
     // counts in the CodeSystem's language, or in any when the CodeSystem states none).
     const inLanguage = (s: Shown) => s.language === undefined || inLanguages(s.language, languages);
-    const wanted = languages.length === 0 ? all : [...own.filter(inLanguage), ...designations.filter(inLanguage), ...listed];
+    const wanted = languages.length === 0 ? all : [...own.filter(inLanguage), ...designations.filter(inLanguage), ...listed, ...older];
     const inWanted = wanted.map((s) => s.value);
     if (known.length === 0) {
       issues.push(txIssue('warning', 'invalid', 'display-comment', `No display is known for the code ${label}, so the display '${coding.display}' was not checked`));
@@ -273,7 +275,8 @@ export function finishMember(m: Member, coding: CheckedCoding, finish: Finish): 
       const given = spaced(coding.display);
       const ws = inWanted.some((v) => spaced(v) === given);
       const id = fallback !== undefined ? 'NO_VALID_DISPLAY_FOUND_NONE_FOR_LANG_ERR' : ws ? 'Display_Name_WS_for__should_be_one_of__instead_of' : 'Display_Name_for__should_be_one_of__instead_of';
-      issues.push(txIssue('error', 'invalid', 'invalid-display', wrongDisplay(coding.display, m, wanted.length > 0 ? wanted : all, languages, fallback), id));
+      const valid = (wanted.length > 0 ? wanted : all).filter((s) => !older.includes(s));
+      issues.push(txIssue('error', 'invalid', 'invalid-display', wrongDisplay(coding.display, m, valid.length > 0 ? valid : all, languages, fallback), id));
     } else if (onlyRetired(definition, m.displays, coding.display)) {
       const current = definition?.display === undefined ? '' : ` The correct display is '${definition.display}'.`;
       issues.push(txIssue('warning', 'invalid', 'display-comment', `'${coding.display}' is no longer considered a correct display for the code ${label} (its designation is deprecated or withdrawn).${current}`, 'INACTIVE_DISPLAY_FOUND'));

@@ -219,6 +219,20 @@ await eachStore((kind, fresh) => {
       ]);
     });
 
+    test('$expand of a fragment is not closed: used-fragment and valueset-unclosed, as tx.fhir.org says it', async () => {
+      const r = await postOperation(t, token, 'ValueSet/$expand', [{ name: 'url', valueUri: `${VS}fragment` }]);
+      expect(r.status).toBe(200);
+      const expansion = r.body.expansion as { extension?: unknown[]; parameter: { name: string; valueUri?: string }[] };
+      expect(expansion.parameter.filter((p) => p.name === 'used-fragment')).toEqual([{ name: 'used-fragment', valueUri: `${FRAGMENT}|0.1.0` }]);
+      expect(expansion.extension).toEqual([
+        { url: 'http://hl7.org/fhir/StructureDefinition/valueset-unclosed', valueBoolean: true },
+        { url: 'http://hl7.org/fhir/StructureDefinition/valueset-unclosed-reason', valueString: `This extension is based on a fragment of the code system ${FRAGMENT}` },
+      ]);
+      // A complete code system's expansion is closed.
+      const closed = await postOperation(t, token, 'ValueSet/$expand', [{ name: 'url', valueUri: `${VS}all` }]);
+      expect((closed.body.expansion as { extension?: unknown }).extension).toBeUndefined();
+    });
+
     test('a finding that is no message of the catalogue carries no id', async () => {
       const noCode = await validate([{ name: 'url', valueUri: `${VS}all` }, { name: 'codeableConcept', valueCodeableConcept: { coding: [{ system: CS }] } }]);
       expect(ids(noCode)).toContain('-|invalid-data|CodeableConcept.coding[0]');

@@ -192,12 +192,16 @@ export async function expandValueSet(asked: ExpandInput, deps: ExpandDeps): Prom
   // A value set that lists its codes keeps its own flat order, as the reference servers answer.
   const nested = input.excludeNested === false && input.count === undefined && input.offset === undefined && vs.expansion === undefined
     && vs.includes.every((set) => set.conceptList() === undefined);
+  // Codes drawn from a fragment of a code system: the expansion may lack codes, said as tx.fhir.org says it (`used-fragment`,
+  // R4's `valueset-unclosed` with the reason).
+  const fragments = [...used].filter((key) => systems.get(key)?.content === 'fragment');
   const parameter = [
     ...expansionParameters(input),
     ...[...used].map((valueUri) => ({ name: 'used-codesystem', valueUri })),
     ...[...usedValueSets(vs)].map((valueUri) => ({ name: 'used-valueset', valueUri })),
     ...supplements.map((cs) => ({ name: 'used-supplement', valueUri: cs.version === undefined ? cs.url : `${cs.url}|${cs.version}` })),
     ...statusWarnings(vs, used, systems),
+    ...fragments.map((valueUri) => ({ name: 'used-fragment', valueUri })),
   ];
   // Codes of several versions met as one concept (versionsMatch, or an exclude of a version no include pins): said as tx.fhir.org says it.
   if (vs.versionsMerged) parameter.push({ name: 'versionsMatch', valueBoolean: true });
@@ -206,6 +210,7 @@ export async function expandValueSet(asked: ExpandInput, deps: ExpandDeps): Prom
     resourceType: 'ValueSet',
     ...definitionFields(vs.resource),
     expansion: {
+      ...(fragments.length === 0 ? {} : { extension: unclosed(fragments) }),
       identifier: `urn:uuid:${deps.newId()}`,
       timestamp: deps.now().toISOString(),
       ...(counted ? { total } : {}),
@@ -215,6 +220,15 @@ export async function expandValueSet(asked: ExpandInput, deps: ExpandDeps): Prom
       ...(contains.length > 0 ? { contains: versionedWhereAmbiguous(nested ? await nestContains(contains, lookup) : contains, vs, used) } : {}),
     },
   };
+}
+
+/** An expansion based on fragments of code systems is not closed: R4's `valueset-unclosed`, and the reason as tx.fhir.org gives it. */
+function unclosed(fragments: readonly string[]): { url: string; valueBoolean?: boolean; valueString?: string }[] {
+  const systems = fragments.map((key) => splitCanonical(key).url).join(', ');
+  return [
+    { url: 'http://hl7.org/fhir/StructureDefinition/valueset-unclosed', valueBoolean: true },
+    { url: 'http://hl7.org/fhir/StructureDefinition/valueset-unclosed-reason', valueString: `This extension is based on a fragment of the code system ${systems}` },
+  ];
 }
 
 /**

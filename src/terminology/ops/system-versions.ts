@@ -50,13 +50,15 @@ const refused = Symbol('refused');
 
 /**
  * HL7's VALUESET_VERSION_CHECK: the version a value set's pin resolves to is not one `check-system-version` allows. A 400
- * whose issue is `exception` `version-error` with the catalogue key, as the reference servers give it (no `expression`
- * nor `diagnostics`) and as $validate-code's finding is.
+ * whose issue is `exception` `version-error` with the catalogue key and no `diagnostics`, as the reference servers give
+ * it, at `check-system-version`: the request's parameter that refuses it is named, as every refusal of a client's input
+ * is (the reference servers name none).
  */
 function versionRefused(url: string, resolved: string, check: string): FhirError {
   const text = `The version '${resolved}' is not allowed for system '${url}': required to be '${check}' by a version-check parameter`;
   return new FhirError('invalid', text, {
     issueCode: 'exception', detailsCoding: { system: TX_ISSUE_TYPE, code: 'version-error' }, diagnostics: false, messageId: 'VALUESET_VERSION_CHECK',
+    expression: ['check-system-version'],
   });
 }
 

@@ -1,3 +1,4 @@
+import { FhirError } from '../errors.ts';
 import type { SyncOrAsync } from '../sync-or-async.ts';
 import { patientOf } from './claims.ts';
 import { CLIENT_CACHE_TTL_MS } from './client-cache.ts';
@@ -33,11 +34,28 @@ export function tokenChoice(token: VerifiedToken): PatientChoice | null {
  * guardian's RelatedPerson), the Patient was deleted, or the user is gone or disabled. A patient that is the user's own
  * record (a Patient user) is derived anew by each refresh, never chosen, and holds. Uncached: introspection asks it of
  * the database, the FHIR gate and the Subscription hub through createPatientChoiceCheck.
+ *
+ * While a reindex refuses the search the picker's rules run (503, src/fhir/reindex.ts gatedStore), the answer is
+ * `unknown` (the last one known, else true): the check adds to what the token already says, and a user's reads, which
+ * the reindex does not refuse, and every write of the tenant (which matches Subscriptions activated with such tokens)
+ * must not fail for it for the minutes a reindex takes.
  */
-export async function patientHeld(deps: AuthDeps, users: UserLookup, choice: PatientChoice): Promise<boolean> {
+export async function patientHeld(deps: AuthDeps, users: UserLookup, choice: PatientChoice, unknown = true): Promise<boolean> {
+  const held = await readHeld(deps, users, choice);
+  return held ?? unknown;
+}
+
+/** patientHeld's answer; undefined when the search is refused for the moment (a reindex's 503). */
+async function readHeld(deps: AuthDeps, users: UserLookup, choice: PatientChoice): Promise<boolean | undefined> {
   const user = await users(choice.tenant, choice.userId);
   if (user === null || user.disabled) return false;
-  return choice.patient === patientOf(user, deps.config.baseUrl) || mayHaveInContext(deps, choice.clientId, user, choice.patient);
+  if (choice.patient === patientOf(user, deps.config.baseUrl)) return true;
+  try {
+    return await mayHaveInContext(deps, choice.clientId, user, choice.patient);
+  } catch (err) {
+    if (err instanceof FhirError && err.category === 'unavailable') return undefined;
+    throw err;
+  }
 }
 
 /**
@@ -54,8 +72,10 @@ export function createPatientChoiceCheck(deps: AuthDeps, users: UserLookup, ttlM
     const key = `${choice.tenant}\u0000${choice.clientId}\u0000${choice.userId}\u0000${choice.patient}`;
     const hit = answers.get(key);
     if (hit && hit.until > now && hit.until - ttlMs <= now) return hit.held;
+    // The last answer known, for a moment the search is refused (patientHeld).
+    const last = hit !== undefined && typeof hit.held === 'boolean' ? hit.held : true;
     if (answers.size >= maxEntries) answers.clear();
-    const pending = patientHeld(deps, users, choice);
+    const pending = readHeld(deps, users, choice).then((held) => held ?? last);
     const entry: { held: SyncOrAsync<boolean>; until: number } = { held: pending, until: now + ttlMs };
     answers.set(key, entry);
     pending.then(

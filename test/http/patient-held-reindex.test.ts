@@ -1,0 +1,106 @@
+/**
+ * The check that a user token's patient in context is still one its user may choose (src/auth/patient-held.ts)
+ * while a reindex runs beside the server: it searches, and a reindex's gate refuses searches of rows not rebuilt yet
+ * (src/fhir/reindex.ts gatedStore). A user's reads, which the gate does not refuse, and every write of the tenant
+ * (which matches its Subscriptions), must not fail for it; nor is the token refused.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createClient } from '../../src/auth/admin.ts';
+import { CLIENT_CACHE_TTL_MS } from '../../src/auth/client-cache.ts';
+import { createUser } from '../../src/auth/users.ts';
+import type { Rebuilding } from '../../src/fhir/reindex.ts';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { fhirClient, type FhirClient } from '../helpers/fhir.ts';
+import { basic, csrfCookie, FORM, hiddenFields, PASSWORD, REDIRECT, post, redeem, redirectParams, signIn } from '../helpers/oauth.ts';
+
+const SCOPE = 'openid fhirUser launch/patient patient/*.rs';
+
+describe('a user token with a chosen patient while the search index is being rebuilt', () => {
+  let t: TestApp;
+  let api: FhirClient;
+  let c: { id: string; secret: string };
+  let guardianId: string;
+  // Index model 1 named no searches it spares: a reindex from model 0 refuses every search until it ends.
+  let rebuilding: Rebuilding | undefined;
+
+  beforeAll(async () => {
+    t = await createTestApp({ rebuilding: () => rebuilding });
+    api = fhirClient(t, await t.token());
+    const client = await createClient(t.store, t.clock, {
+      tenant: 't1', name: 'App', grants: ['authorization_code'], redirectUris: [REDIRECT], scopes: ['launch/patient', 'patient/*.rs'],
+    });
+    c = { id: client.client.clientId, secret: client.clientSecret! };
+    await api.put200({ resourceType: 'Patient', id: 'p-1', name: [{ family: 'Smith', given: ['Ann'] }] });
+    await api.put200({ resourceType: 'Observation', id: 'o-1', status: 'final', code: { text: 'weight' }, subject: { reference: 'Patient/p-1' } });
+    await api.put200({ resourceType: 'RelatedPerson', id: 'rp-1', patient: { reference: 'Patient/p-1' } });
+    await createUser(t.store, t.clock, { tenant: 't1', username: 'doc', password: PASSWORD, fhirUser: 'Practitioner/d-1' });
+    guardianId = (await createUser(t.store, t.clock, { tenant: 't1', username: 'rel', password: PASSWORD, fhirUser: 'RelatedPerson/rp-1' })).id;
+  }, 60_000);
+  afterAll(() => t.close());
+
+  async function tokenOf(username: string): Promise<string> {
+    const first = await signIn(t, { clientId: c.id, scope: SCOPE}, username);
+    const fields = hiddenFields(await first.text());
+    const res = await t.request('/oauth2/authorize', {
+      method: 'POST', headers: { ...FORM, Cookie: csrfCookie(first) }, body: new URLSearchParams({ ...fields, action: 'pick', patient: 'p-1' }),
+    });
+    const code = redirectParams(res).get('code')!;
+    const tokens = await redeem(t, code, c);
+    expect(tokens.status).toBe(200);
+    return ((await tokens.json()) as { access_token: string }).access_token;
+  }
+
+  test("a Practitioner's and a guardian's reads go on (no 503, no 401), and introspection answers, never a 500", async () => {
+    const doc = await tokenOf('doc');
+    const rel = await tokenOf('rel');
+    rebuilding = { from: 0, examined: 3 };
+    try {
+      t.clock.advance(CLIENT_CACHE_TTL_MS + 1);
+      for (const token of [doc, rel]) {
+        const res = await t.request(`${t.fhir()}/Observation/o-1`, { headers: { Authorization: `Bearer ${token}` } });
+        const inspected = await post(t, { token }, { Authorization: basic(c.id, c.secret) }, '/oauth2/introspect');
+        expect(`${res.status} ${inspected.status}`).toBe("200 200");
+        expect(await inspected.json()).toMatchObject({ active: true, patient: 'p-1' });
+      }
+    } finally {
+      rebuilding = undefined;
+    }
+  });
+
+  test("a write of the tenant goes on while a guardian's Subscription is active, and notifies it", async () => {
+    const sub = await api.create({ resourceType: 'Subscription', status: 'requested', reason: 'guardian', criteria: 'Observation?code:text=guarded', channel: { type: 'rest-hook', endpoint: 'https://hook.example/guardian' } });
+    expect(sub.status).toBe('active');
+    const owner = JSON.stringify({ scopes: ['launch/patient', 'patient/*.rs'], clientId: c.id, patient: 'p-1', user: { id: guardianId, readAt: t.clock.now() } });
+    await t.store.resources.write('t1', (w) => w.ownSubscription(sub.id as string, owner, 'rest-hook'));
+    rebuilding = { from: 0, examined: 3 };
+    try {
+      t.clock.advance(CLIENT_CACHE_TTL_MS + 1);
+      const res = await api.put('Observation/guarded-1', { resourceType: 'Observation', id: 'guarded-1', status: 'final', code: { text: 'guarded' }, subject: { reference: 'Patient/p-1' } });
+      expect(res.status).toBe(201);
+      expect((await t.store.subscriptions.pending('t1', sub.id as string, 100)).map((x) => x.id)).toEqual(['guarded-1']);
+    } finally {
+      rebuilding = undefined;
+    }
+  });
+
+  test('a token refused before the reindex stays refused during it (the last answer known), and reads again once its user may choose the patient', async () => {
+    await api.put200({ resourceType: 'RelatedPerson', id: 'rp-2', patient: { reference: 'Patient/p-1' } });
+    await createUser(t.store, t.clock, { tenant: 't1', username: 'rel-2', password: PASSWORD, fhirUser: 'RelatedPerson/rp-2' });
+    const token = await tokenOf('rel-2');
+    const read = async () => (await t.request(`${t.fhir()}/Observation/o-1`, { headers: { Authorization: `Bearer ${token}` } })).status;
+    expect(await read()).toBe(200);
+    await api.put200({ resourceType: 'RelatedPerson', id: 'rp-2', patient: { reference: 'Patient/p-other' } });
+    t.clock.advance(CLIENT_CACHE_TTL_MS + 1);
+    expect(await read()).toBe(401);
+    rebuilding = { from: 0, examined: 3 };
+    try {
+      t.clock.advance(CLIENT_CACHE_TTL_MS + 1);
+      expect(await read()).toBe(401);
+    } finally {
+      rebuilding = undefined;
+    }
+    await api.put200({ resourceType: 'RelatedPerson', id: 'rp-2', patient: { reference: 'Patient/p-1' } });
+    t.clock.advance(CLIENT_CACHE_TTL_MS + 1);
+    expect(await read()).toBe(200);
+  });
+});

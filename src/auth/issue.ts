@@ -4,7 +4,7 @@ import { OFFLINE_SCOPES, patientOf, scopesForUser, unreadableScopes, userClaims 
 import { fhirBaseOf } from '../config.ts';
 import type { AuthDeps } from './deps.ts';
 import type { GrantContext } from './grant-context.ts';
-import { mayHaveInContext } from './patient-picker.ts';
+import { mayStillHaveInContext } from './patient-picker.ts';
 import type { TokenResponse } from './grants/types.ts';
 import { isResourceScope, needsPatientContext, patientBoundsLifted, releasesEncounter, scopesAsPatient, scopesNotImplied, scopesWithoutPatient } from './scopes.ts';
 import { MAX_TOKEN_TTL, signAccessToken, signIdToken, type AccessClaims } from './tokens.ts';
@@ -140,7 +140,9 @@ export function patientInContext(scopes: string[], chosen: string | null, user: 
  * refresh of such a grant, none for a grant without a chosen patient (a Patient user's own record is derived anew).
  */
 export async function chosenPatientHeld(deps: AuthDeps, clientId: string, user: User, chosen: string | null, patient: string | undefined): Promise<boolean> {
-  return chosen === null || patient !== chosen || mayHaveInContext(deps, clientId, user, chosen);
+  // While a reindex refuses the search, the refresh goes on (mayStillHaveInContext): the FHIR gate checks its token
+  // again within seconds of the reindex's end, and a refresh refused by a 503 signs the user out of many apps.
+  return chosen === null || patient !== chosen || ((await mayStillHaveInContext(deps, clientId, user, chosen)) ?? true);
 }
 
 /**

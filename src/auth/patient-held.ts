@@ -1,9 +1,8 @@
-import { FhirError } from '../errors.ts';
 import type { SyncOrAsync } from '../sync-or-async.ts';
 import { patientOf } from './claims.ts';
 import { CLIENT_CACHE_TTL_MS } from './client-cache.ts';
 import type { AuthDeps } from './deps.ts';
-import { mayHaveInContext } from './patient-picker.ts';
+import { mayStillHaveInContext } from './patient-picker.ts';
 import type { VerifiedToken } from './tokens.ts';
 import type { UserLookup } from './user-cache.ts';
 
@@ -45,17 +44,11 @@ export async function patientHeld(deps: AuthDeps, users: UserLookup, choice: Pat
   return held ?? unknown;
 }
 
-/** patientHeld's answer; undefined when the search is refused for the moment (a reindex's 503). */
+/** patientHeld's answer; undefined when its search is refused for the moment (mayStillHaveInContext). */
 async function readHeld(deps: AuthDeps, users: UserLookup, choice: PatientChoice): Promise<boolean | undefined> {
   const user = await users(choice.tenant, choice.userId);
   if (user === null || user.disabled) return false;
-  if (choice.patient === patientOf(user, deps.config.baseUrl)) return true;
-  try {
-    return await mayHaveInContext(deps, choice.clientId, user, choice.patient);
-  } catch (err) {
-    if (err instanceof FhirError && err.category === 'unavailable') return undefined;
-    throw err;
-  }
+  return choice.patient === patientOf(user, deps.config.baseUrl) || mayStillHaveInContext(deps, choice.clientId, user, choice.patient);
 }
 
 /**

@@ -1,4 +1,5 @@
 import { fhirBaseOf } from '../config.ts';
+import { FhirError } from '../errors.ts';
 import type { Access } from '../fhir/access.ts';
 import type { FhirDeps } from '../fhir/crud.ts';
 import { parseReference } from '../fhir/references.ts';
@@ -78,6 +79,21 @@ export async function mayHaveInContext(deps: AuthDeps, clientId: string, user: U
   if (own !== undefined && own !== id) return false;
   const reach = pickerReach(deps, user);
   return reach !== null && (await isChoosable(deps, clientId, user, reach, id));
+}
+
+/**
+ * mayHaveInContext, for a check of a choice already made (a token's, a refresh's, a Subscription's): undefined while its
+ * search is refused for the moment (a reindex's 503, src/fhir/reindex.ts gatedStore), for the caller to answer with what
+ * it last knew, or that the choice holds: the check adds to what the grant says, and must not turn a user's reads,
+ * refreshes and the tenant's writes into 503s for the minutes a reindex takes.
+ */
+export async function mayStillHaveInContext(deps: AuthDeps, clientId: string, user: User, id: string): Promise<boolean | undefined> {
+  try {
+    return await mayHaveInContext(deps, clientId, user, id);
+  } catch (err) {
+    if (err instanceof FhirError && err.category === 'unavailable') return undefined;
+    throw err;
+  }
 }
 
 /** What the picker shows of a Patient. */

@@ -27,7 +27,7 @@ describe('a user token with a chosen patient while the search index is being reb
     t = await createTestApp({ rebuilding: () => rebuilding });
     api = fhirClient(t, await t.token());
     const client = await createClient(t.store, t.clock, {
-      tenant: 't1', name: 'App', grants: ['authorization_code'], redirectUris: [REDIRECT], scopes: ['launch/patient', 'patient/*.rs'],
+      tenant: 't1', name: 'App', grants: ['authorization_code', 'refresh_token'], redirectUris: [REDIRECT], scopes: ['launch/patient', 'patient/*.rs'],
     });
     c = { id: client.client.clientId, secret: client.clientSecret! };
     await api.put200({ resourceType: 'Patient', id: 'p-1', name: [{ family: 'Smith', given: ['Ann'] }] });
@@ -38,8 +38,8 @@ describe('a user token with a chosen patient while the search index is being reb
   }, 60_000);
   afterAll(() => t.close());
 
-  async function tokenOf(username: string): Promise<string> {
-    const first = await signIn(t, { clientId: c.id, scope: SCOPE}, username);
+  async function tokensOf(username: string, scope = SCOPE): Promise<{ access_token: string; refresh_token?: string }> {
+    const first = await signIn(t, { clientId: c.id, scope }, username);
     const fields = hiddenFields(await first.text());
     const res = await t.request('/oauth2/authorize', {
       method: 'POST', headers: { ...FORM, Cookie: csrfCookie(first) }, body: new URLSearchParams({ ...fields, action: 'pick', patient: 'p-1' }),
@@ -47,8 +47,9 @@ describe('a user token with a chosen patient while the search index is being reb
     const code = redirectParams(res).get('code')!;
     const tokens = await redeem(t, code, c);
     expect(tokens.status).toBe(200);
-    return ((await tokens.json()) as { access_token: string }).access_token;
+    return (await tokens.json()) as { access_token: string; refresh_token?: string };
   }
+  const tokenOf = async (username: string) => (await tokensOf(username)).access_token;
 
   test("a Practitioner's and a guardian's reads go on (no 503, no 401), and introspection answers, never a 500", async () => {
     const doc = await tokenOf('doc');
@@ -102,5 +103,21 @@ describe('a user token with a chosen patient while the search index is being reb
     await api.put200({ resourceType: 'RelatedPerson', id: 'rp-2', patient: { reference: 'Patient/p-1' } });
     t.clock.advance(CLIENT_CACHE_TTL_MS + 1);
     expect(await read()).toBe(200);
+  });
+
+  // A refresh refused during a reindex (a 503 OperationOutcome, not even an OAuth error) signs the user out of many apps.
+  test("a Practitioner's refresh of a grant with a chosen patient is granted, and its refresh token introspects active", async () => {
+    const tokens = await tokensOf('doc', `offline_access ${SCOPE}`);
+    rebuilding = { from: 0, examined: 3 };
+    try {
+      const refreshed = await post(t, { grant_type: 'refresh_token', refresh_token: tokens.refresh_token! }, { Authorization: basic(c.id, c.secret) });
+      expect(refreshed.status).toBe(200);
+      expect(await refreshed.json()).toMatchObject({ patient: 'p-1' });
+      const inspected = await post(t, { token: tokens.refresh_token! }, { Authorization: basic(c.id, c.secret) }, '/oauth2/introspect');
+      expect(inspected.status).toBe(200);
+      expect(await inspected.json()).toMatchObject({ active: true, patient: 'p-1' });
+    } finally {
+      rebuilding = undefined;
+    }
   });
 });

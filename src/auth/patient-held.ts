@@ -34,14 +34,13 @@ export function tokenChoice(token: VerifiedToken): PatientChoice | null {
  * record (a Patient user) is derived anew by each refresh, never chosen, and holds. Uncached: introspection asks it of
  * the database, the FHIR gate and the Subscription hub through createPatientChoiceCheck.
  *
- * While a reindex refuses the search the picker's rules run (503, src/fhir/reindex.ts gatedStore), the answer is
- * `unknown` (the last one known, else true): the check adds to what the token already says, and a user's reads, which
+ * While a reindex refuses the search the picker's rules run (503, src/fhir/reindex.ts gatedStore), the answer is that
+ * the choice holds (createPatientChoiceCheck: the last answer it knew, else that): the check adds to what the token already says, and a user's reads, which
  * the reindex does not refuse, and every write of the tenant (which matches Subscriptions activated with such tokens)
  * must not fail for it for the minutes a reindex takes.
  */
-export async function patientHeld(deps: AuthDeps, users: UserLookup, choice: PatientChoice, unknown = true): Promise<boolean> {
-  const held = await readHeld(deps, users, choice);
-  return held ?? unknown;
+export async function patientHeld(deps: AuthDeps, users: UserLookup, choice: PatientChoice): Promise<boolean> {
+  return (await readHeld(deps, users, choice)) ?? true;
 }
 
 /** patientHeld's answer; undefined when its search is refused for the moment (mayStillHaveInContext). */

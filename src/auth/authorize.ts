@@ -214,10 +214,19 @@ export async function refuseMalformedRequest(deps: AuthDeps, readable: URLSearch
   throw new AuthorizeRedirectError('invalid_request', description, redirectUri, q.get('state'));
 }
 
-/** The redirect URI with response parameters added to its query (RFC 6749 4.1.2; RFC 9207 `iss`). */
+/**
+ * An `error_description` in the characters RFC 6749 4.1.2.1 allows it (%x20-21 / %x23-5B / %x5D-7E): each other one
+ * (U+0000, a quote, a backslash, a letter beyond ASCII, which a request's parameter names or values named back may hold)
+ * as `<U+XXXX>`, so that no client's parser meets what the RFC promised it would not.
+ */
+export function errorDescription(text: string): string {
+  return text.replace(/[^\x20-\x21\x23-\x5B\x5D-\x7E]/gu, (ch) => `<U+${ch.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}>`);
+}
+
+/** The redirect URI with response parameters added to its query (RFC 6749 4.1.2; RFC 9207 `iss`); an error_description as errorDescription. */
 export function redirectWith(redirectUri: string, params: Record<string, string | null | undefined>): string {
   const url = new URL(redirectUri);
-  for (const [k, v] of Object.entries(params)) if (v !== null && v !== undefined) url.searchParams.append(k, v);
+  for (const [k, v] of Object.entries(params)) if (v !== null && v !== undefined) url.searchParams.append(k, k === 'error_description' ? errorDescription(v) : v);
   return url.toString();
 }
 

@@ -228,6 +228,26 @@ describe('request validation', () => {
     expect([bare.get('error'), bare.has('state')]).toEqual(['invalid_request', false]);
   });
 
+  // RFC 6749 4.1.2.1: error_description "MUST NOT include characters outside the set %x20-21 / %x23-5B / %x5D-7E"; a
+  // parameter's name, which a malformed request is refused naming, may hold any (U+0000, a quote, a letter beyond ASCII).
+  test("an error redirect's error_description holds only the characters RFC 6749 allows it, whatever the request's names hold", async () => {
+    const cases = [
+      ['st%00ate=x', "The parameter 'st<U+0000>ate' holds U+0000, which no value may hold"],
+      ['%C3%BC%22%5C=%FF', "The parameter '<U+00FC><U+0022><U+005C>' is not well percent-encoded (a '%' must start two hex digits, and the bytes they encode must be UTF-8)"],
+      ['response_type=%C3%BC%22', null],
+    ] as const;
+    for (const [extra, description] of cases) {
+      const q = authorizeQuery({ clientId: c.id, state: 's1' });
+      // A value the server names back: an unsupported response_type.
+      if (extra.startsWith('response_type=')) q.set('response_type', 'ü"');
+      const res = await page(extra.startsWith('response_type=') ? `${q}` : `${q}&${extra}`);
+      expect(res.status).toBe(303);
+      const got = redirectParams(res).get('error_description')!;
+      expect([extra, /^[\x20-\x21\x23-\x5B\x5D-\x7E]*$/.test(got)]).toEqual([extra, true]);
+      if (description !== null) expect(got).toBe(description);
+    }
+  });
+
   test('client_id, redirect_uri or state not well percent-encoded, or the client not good -> error page, never a redirect', async () => {
     const base = authorizeQuery({ clientId: c.id, state: 'abc' });
     const cases = [

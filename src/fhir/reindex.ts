@@ -42,9 +42,11 @@ import { reachesContactPoints } from './contact-points.ts';
  * `[system]|` finds (indexer.ts tokenValues), where it had none; model 20 a UCUM quantity's canonical rows and
  * sort key for the units of every atom of UCUM's essence (src/fhir/ucum.ts: `[psi]`, `Torr`, `[HPF]`, `[CFU]/mL`,
  * the US survey, troy and apothecaries' units...), where a unit outside a table of about 130 atoms had none
- * and sorted as written.
+ * and sorted as written; model 21 the same rows of a UCUM unit whose leading `/` divides its first component
+ * alone (`/s.m` is m/s, `/kg/d` 1/(kg.d)), where it divided the whole unit, and of one holding an annotated
+ * number (`/100{WBCs}`) or parenthesis, where it had none (src/fhir/ucum.ts).
  */
-export const INDEX_MODEL = 20;
+export const INDEX_MODEL = 21;
 
 /**
  * What each model changed. `touches`: a test of a stored resource's JSON, true for every resource whose
@@ -217,7 +219,26 @@ const MODEL_CHANGES: Record<number, ModelChange | undefined> = {
     reads: (c) => (c.kind === 'number' || c.kind === 'composite') && c.param.endsWith(CANONICAL_SUFFIX),
     sorts: (k) => k.by === 'param' && k.param.endsWith(SORT_SUFFIX),
   },
+  // A UCUM quantity whose unit begins with `/` and goes on after its first component (`/kg/d`, `/s.m`), which
+  // model 20 read as the whole unit divided, or holds an annotated number or parenthesis (`/100{WBCs}`, `(2){x}`),
+  // which it did not read: the same rows as model 20's, read by the same conditions and sorts.
+  21: {
+    touches: (content) => content.includes(UCUM_SYSTEM) && holdsUcumCode(JSON.parse(content), readDifferentlyByModel21),
+    tables: ['search_range', 'search_composite'],
+    reads: (c) => (c.kind === 'number' || c.kind === 'composite') && c.param.endsWith(CANONICAL_SUFFIX),
+    sorts: (k) => k.by === 'param' && k.param.endsWith(SORT_SUFFIX),
+  },
 };
+
+/**
+ * Whether src/fhir/ucum.ts reads `code` otherwise since model 21: a leading `/` with an operator after it
+ * (it may be one inside a parenthesis or brackets, `/(L.h)`: such a code is rebuilt all the same), a number
+ * (a component of digits alone) or a closing parenthesis before an annotation.
+ */
+function readDifferentlyByModel21(code: string): boolean {
+  return (code.startsWith('/') && /[./]/.test(code.slice(1))) || ANNOTATED_NUMBER.test(code) || code.includes('){');
+}
+const ANNOTATED_NUMBER = /(?:^|[./(])\d+\{/;
 
 /**
  * The atoms src/fhir/ucum.ts first read in model 20 (UCUM's essence less the table before it), the binary

@@ -6,9 +6,10 @@
  * a UCUM quantity a second time in its canonical unit (search.html 3.1.1.4.6, quantity); FHIRPath's
  * comparisons (`rng-2`, `<`, `=`) convert by it too.
  *
- * The grammar is UCUM's (§2): terms of components joined by `.` and `/`, a leading `/`, parentheses,
- * integer exponents (`m2`, `s-1`, `10*3`), integer factors, `{annotations}` (the unit 1), and one prefix
- * before a metric atom. The atoms and prefixes are all of UCUM's essence (`ucum-units.json`, generated from
+ * The grammar is UCUM's (§2): terms of components joined by `.` and `/`, each operator applying to the
+ * component after it, left to right (a leading `/` to the first alone: `/s.m` is m/s), parentheses,
+ * integer exponents (`m2`, `s-1`, `10*3`), integer factors, `{annotations}` (the unit 1; after a number or a
+ * parenthesis too, `/100{WBCs}`), and one prefix before a metric atom. The atoms and prefixes are all of UCUM's essence (`ucum-units.json`, generated from
  * it by scripts/gen-ucum-atoms.ts): each unit defined as a value times a unit expression, which this reduces
  * by the same grammar on first use. Where UCUM reduces a unit to a number, this keeps it as its own base, as
  * the LHC UCUM library does for the same reason: `mol` (a count of 6.0221367e23), `eq` (equivalents need a
@@ -106,14 +107,18 @@ class UnitParser {
   private at = 0;
   constructor(private readonly text: string) {}
 
+  /**
+   * A leading `/` divides the first component alone, as the operators after it apply each to the component
+   * that follows (left to right): `/s.m` is m/s and `/kg/d` 1/(kg.d), as the LHC library and HL7's read them.
+   */
   main(): Reduced {
-    const r = this.text[this.at] === '/' ? (this.at++, multiply(ONE, this.term(), -1)) : this.term();
+    const r = this.text[this.at] === '/' ? (this.at++, this.term(multiply(ONE, this.component(), -1))) : this.term();
     if (this.at !== this.text.length) throw new UnitError(`unexpected '${this.text[this.at]}'`);
     return r;
   }
 
-  private term(): Reduced {
-    let r = this.component();
+  private term(first = this.component()): Reduced {
+    let r = first;
     for (let op = this.text[this.at]; op === '.' || op === '/'; op = this.text[this.at]) {
       this.at++;
       r = multiply(r, this.component(), op === '.' ? 1 : -1);
@@ -127,12 +132,15 @@ class UnitParser {
       this.at++;
       const r = this.term();
       if (s[this.at++] !== ')') throw new UnitError('unclosed parenthesis');
+      if (s[this.at] === '{') this.annotation();
       return r;
     }
     if (s[this.at] === '{') return this.annotation(), ONE;
     const factor = /^\d+(?![\d*^])/.exec(s.slice(this.at));
     if (factor && !/^[^./(){}]/.test(s.slice(this.at + factor[0].length))) {
       this.at += factor[0].length;
+      // An annotated number (`/100{WBCs}`, LOINC's per hundred leukocytes) is the number.
+      if (s[this.at] === '{') this.annotation();
       return { factor: Number(factor[0]), dims: {} };
     }
     const start = this.at;

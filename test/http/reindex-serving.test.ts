@@ -232,7 +232,12 @@ describe('readsRowsBeingRebuilt', () => {
   const near: Condition = { kind: 'near', param: 'near', points: [{ latitude: 1, longitude: 2, km: 3 }] };
 
   test('names the conditions each later model changed the rows of', () => {
-    expect(INDEX_MODEL).toBe(20);
+    expect(INDEX_MODEL).toBe(21);
+    // Model 21: the canonical rows and sort keys of a UCUM unit with a leading `/` or an annotated number: as model 20's.
+    expect(readsRowsBeingRebuilt(20, query(canonical))).toBe(true);
+    expect(readsRowsBeingRebuilt(20, query({ kind: 'composite', param: 'component-value-quantity:canonical', tests: [] }))).toBe(true);
+    expect(readsRowsBeingRebuilt(20, { ...query(), sort: [{ by: 'param', table: 'search_range', param: sortParam('value-quantity'), descending: false }] })).toBe(true);
+    expect(readsRowsBeingRebuilt(20, query(plain, near, text, tokenText, { kind: 'token', param: 'code', values: [{ system: 'urn:cs' }] }))).toBe(false);
     // Model 20: a UCUM quantity of any atom of the essence, canonical rows and sort keys: conditions on canonical
     // rows (a UCUM unit's search, a composite's too) and a quantity sort; not the rows as written, nor others.
     expect(readsRowsBeingRebuilt(19, query(canonical))).toBe(true);

@@ -195,6 +195,13 @@ describe('touchedSince', () => {
     for (const code of ['mg', 'mg/dL', 'mm[Hg]', '[lb_av]', 'Cel', '[degF]', '10*9/L', '{beats}/min', 'bar', '[pH]', 'm/s2', 'b']) expect({ code, touched: since19(quantity(code)) }).toEqual({ code, touched: false });
     expect(since19(JSON.stringify({ resourceType: 'Observation', component: [{ valueQuantity: { value: 2, system: 'http://unitsofmeasure.org', code: '[psi]' } }] }))).toBe(true);
     expect(since19(quantity('[psi]', 'http://example.org/units'))).toBe(false);
+    // Model 21 range and composite rows: resources holding a UCUM unit with a leading `/` and more after its first
+    // component (read as the whole unit divided before), or an annotated number or parenthesis (not read before).
+    expect(tablesSince(20)).toEqual(['search_range', 'search_composite']);
+    const since20 = touchedSince(20);
+    for (const code of ['/kg/d', '/s.m', '/L/h', '/100{WBCs}', '{#}/100{WBCs}', '(2){x}', 'mg/(kg.d){x}']) expect({ code, touched: since20(quantity(code)) }).toEqual({ code, touched: true });
+    for (const code of ['/min', '/h', '/[HPF]', '/10*3', '/{tot}', 'mL/kg/d', 'mg/dL/h', '{cells}/uL', '10*3{copies}/mL', 'mg', '[psi]']) expect({ code, touched: since20(quantity(code)) }).toEqual({ code, touched: false });
+    expect(since20(quantity('/kg/d', 'http://example.org/units'))).toBe(false);
     // Model 18: resources holding a display (a Coding's; those with a code too, which the test cannot tell apart).
     const since17 = touchedSince(17);
     expect(since17('{"resourceType":"Condition","code":{"coding":[{"display":"Headache"}]}}')).toBe(true);

@@ -64,6 +64,10 @@ const FIXED: Json[] = [
   observation('cfu-3', q(3, '[CFU]/mL')),
   // A special unit UCUM converts by a function (a logarithm) that src/fhir/ucum.ts leaves out: found by its code only.
   observation('ph-7.4', q(7.4, '[pH]')),
+  // Since index model 21: a leading '/' divides the first component alone (2 /L/h is 2 /(L.h)), and an annotated
+  // number is the number (5 /100{WBCs}, nucleated red cells per hundred leukocytes, is 5 %).
+  observation('per-l-h-2', q(2, '/L/h')),
+  observation('nrbc-5', q(5, '/100{WBCs}')),
   pressure('bp-120', 120, 80),
   pressure('bp-150', 150, 95),
 ];
@@ -209,6 +213,34 @@ for (const target of targets) {
       expect(sorted).toEqual(['psi-2', 'torr-760']);
     });
 
+    test("a leading '/' divides the first component alone; an annotated number is the number", async () => {
+      expect(await ids(`value-quantity=${encodeURIComponent(`2|${UCUM}|/(L.h)`)}`)).toEqual(['per-l-h-2']);
+      expect(await ids(`value-quantity=${encodeURIComponent(`0.002|${UCUM}|/(mL.h)`)}`)).toEqual(['per-l-h-2']);
+      expect(await ids(`value-quantity=${encodeURIComponent(`5|${UCUM}|%`)}`)).toEqual(['nrbc-5']);
+      expect(await ids(`value-quantity=${encodeURIComponent(`50|${UCUM}|/10*3{WBCs}`)}`)).toEqual(['nrbc-5']);
+    });
+
+    test('a database of index model 20 gets the canonical rows of units with a leading slash or an annotated number by the reindex at start', async () => {
+      // Without the rows model 21 writes for them (model 20 wrote none for /100{WBCs}, and other ones for /L/h).
+      const newer = new Set(['/L/h', '/100{WBCs}']);
+      const page = await t.store.resources.indexing.page(0, 1000);
+      await t.store.resources.write('t1', (w) => w.replaceIndex(page.map((r) => {
+        const resource = JSON.parse(r.content) as Json;
+        const index = storedIndex(resource);
+        if (newer.has(resource.valueQuantity?.code)) index.ranges = index.ranges.filter((e) => !e.param.endsWith(canonicalParam('')));
+        return { type: r.type, id: r.id, index, compartments: [] };
+      }), ['search_range', 'search_composite']));
+      await t.store.resources.indexing.setState({ model: 20, after: 0 });
+      expect(await ids(`value-quantity=${encodeURIComponent(`5|${UCUM}|%`)}`)).toEqual([]);
+      const run = await reindex(t.store);
+      // Only the two Observations whose units model 21 reads otherwise.
+      expect(run).toMatchObject({ ran: true, rebuilt: 2 });
+      expect(await t.store.resources.indexing.state()).toEqual({ model: INDEX_MODEL, after: 0 });
+      expect(await ids(`value-quantity=${encodeURIComponent(`5|${UCUM}|%`)}`)).toEqual(['nrbc-5']);
+      expect(await ids(`value-quantity=${encodeURIComponent(`2|${UCUM}|/(L.h)`)}`)).toEqual(['per-l-h-2']);
+      expect(await ids(`value-quantity=gt13|${UCUM}|kPa`)).toEqual(['psi-2', 'torr-760']);
+    });
+
     test('a database of index model 19 gets the canonical rows of the units of the atoms added by the reindex at start', async () => {
       // As model 19 wrote them: no canonical rows of a unit of an atom outside its table.
       const newer = new Set(['[psi]', 'Torr', '[CFU]/mL', '[HPF]']);
@@ -222,8 +254,9 @@ for (const target of targets) {
       await t.store.resources.indexing.setState({ model: 19, after: 0 });
       expect(await ids(`value-quantity=gt13|${UCUM}|kPa`)).toEqual([]);
       const run = await reindex(t.store);
-      // Only the Observations whose UCUM unit has an atom model 20 added: psi-2, torr-760, cfu-3 and hpf-5.
-      expect(run).toMatchObject({ ran: true, rebuilt: 4 });
+      // Only the Observations whose UCUM unit has an atom model 20 added (psi-2, torr-760, cfu-3 and hpf-5), or that
+      // model 21 reads otherwise (per-l-h-2, nrbc-5).
+      expect(run).toMatchObject({ ran: true, rebuilt: 6 });
       expect(await t.store.resources.indexing.state()).toEqual({ model: INDEX_MODEL, after: 0 });
       expect(await ids(`value-quantity=gt13|${UCUM}|kPa`)).toEqual(['psi-2', 'torr-760']);
       expect(await ids(`value-quantity=${encodeURIComponent(`3000|${UCUM}|[CFU]/L`)}`)).toEqual(['cfu-3']);

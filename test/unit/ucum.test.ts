@@ -167,6 +167,21 @@ describe("every unit of UCUM's essence", () => {
 });
 
 describe('UCUM canonical units', () => {
+  test("a leading '/' divides the first component alone, and a number may be annotated, as the LHC library reads them", () => {
+    // [unit, commensurable unit, its amount for 2 of the first, as the operators apply left to right]
+    const cases: [string, string, number][] = [
+      ['/s.m', 'm/s', 2], ['/kg/d', '/(kg.d)', 2], ['/L/h', 'L-1.h-1', 2], ['/18/10', '1', 2 / 180], ['/[HPF]/h', '/([HPF].h)', 2],
+      ['/min.{1.73_m2}', '/min', 2], ['/100{WBCs}', '%', 2], ['{#}/100{WBCs}', '%', 2], ['(2){x}', '1', 4], ['10*3{copies}/mL', '/L', 2e6],
+    ];
+    for (const [unit, other, amount] of cases) {
+      const [a, b] = [canonicalUnit(unit), canonicalUnit(other)!];
+      expect([unit, a?.code]).toEqual([unit, b.code]);
+      expect([unit, close(a!.convert(2), b.convert(amount))]).toEqual([unit, true]);
+      const theirs = lhcConvert(unit, 2, other);
+      expect([unit, theirs !== undefined && close(theirs, amount)]).toEqual([unit, true]);
+    }
+  });
+
   test('one amount written in different prefixes converts to the same number (15 significant digits)', () => {
     const mg = canonicalUnit('mg')!;
     const ug = canonicalUnit('ug')!;

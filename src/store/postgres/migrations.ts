@@ -786,4 +786,16 @@ CREATE INDEX subscription_event_tally_sub ON subscription_event_tally (tenant, s
 UPDATE index_state SET value = 20 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
 `,
   },
+  {
+    version: 49,
+    name: 'ucum_leading_solidus',
+    sql: `
+-- Index model 21 (src/fhir/reindex.ts): a UCUM quantity whose unit begins with \`/\` and goes on after its first
+-- component (\`/kg/d\` is 1/(kg.d), where model 20 read 1/(kg/d)), or holds an annotated number (\`/100{WBCs}\`,
+-- which it did not read; src/fhir/ucum.ts), gets its canonical range and composite rows and its sort key anew.
+-- A database holding resources gets them from the reindex that \`cinder serve\` runs at start (only the
+-- resources holding such a unit are rebuilt, their range and composite rows); an empty one follows model 21.
+UPDATE index_state SET value = 21 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
+`,
+  },
 ];

@@ -223,7 +223,7 @@ const MODEL_CHANGES: Record<number, ModelChange | undefined> = {
   // model 20 read as the whole unit divided, or holds an annotated number or parenthesis (`/100{WBCs}`, `(2){x}`),
   // which it did not read: the same rows as model 20's, read by the same conditions and sorts.
   21: {
-    touches: (content) => content.includes(UCUM_SYSTEM) && holdsUcumCode(JSON.parse(content), readDifferentlyByModel21),
+    touches: (content) => content.includes(UCUM_SYSTEM) && MODEL_21_HINT.test(content) && holdsUcumCode(JSON.parse(content), readDifferentlyByModel21),
     tables: ['search_range', 'search_composite'],
     reads: (c) => (c.kind === 'number' || c.kind === 'composite') && c.param.endsWith(CANONICAL_SUFFIX),
     sorts: (k) => k.by === 'param' && k.param.endsWith(SORT_SUFFIX),
@@ -239,6 +239,8 @@ function readDifferentlyByModel21(code: string): boolean {
   return (code.startsWith('/') && /[./]/.test(code.slice(1))) || ANNOTATED_NUMBER.test(code) || code.includes('){');
 }
 const ANNOTATED_NUMBER = /(?:^|[./(])\d+\{/;
+/** Text that such a code puts in stored JSON (a `"code"` beginning with `/`; a digit or `)` before `{`, in a string alone): the JSON read only then. */
+const MODEL_21_HINT = /"code"\s*:\s*"\/|[\d)]\{/;
 
 /**
  * The atoms src/fhir/ucum.ts first read in model 20 (UCUM's essence less the table before it), the binary

@@ -695,18 +695,51 @@ function equivalentItems(a: unknown, at: string | undefined, b: unknown, bt: str
     const c = compareTemporal(x as string, y as string, ca === 'time');
     return c === 0 && DA.precision === DB.precision;
   }
+  if (ca === 'quantity') {
+    const q = equivalentQuantities(a, b);
+    if (q !== undefined) return q;
+  }
   return equalItems(a, at, b, bt) === true;
 }
+
+/**
+ * § 6.1.3 `~` on two quantities: their values equivalent as decimals are (rounded to the precision of the less
+ * precise), the other converted into its unit where the units differ (`1.5 'g' ~ 1.54 'g'`, `1 'g' ~ 1000.4 'mg'`);
+ * false where the units cannot be converted; undefined where either is no quantity these compare (equality decides).
+ */
+function equivalentQuantities(a: unknown, b: unknown): boolean | undefined {
+  if (!quantityParts(a, QA) || !quantityParts(b, QB)) return undefined;
+  const [x, y] = [QA.value, QB.value];
+  if (QA.unit === QB.unit && QA.system === QB.system) return equivalentNumbers(x, y);
+  if (QA.system !== UCUM || QB.system !== UCUM) return false;
+  const units = commensurable(QA.unit, QB.unit);
+  if (units === null) return false;
+  const [ua, ub] = units;
+  const [pa, pb] = [decimalPlaces(x), decimalPlaces(y)];
+  // In the unit of the less precise value, at its precision.
+  return pa <= pb ? roundedEqual(x, valueIn(ua, ub.convert(y)), pa) : roundedEqual(valueIn(ub, ua.convert(x)), y, pb);
+}
+
+/** The value in `unit` of the amount `canonical` in its canonical unit (the inverse of unit.convert, which is affine). */
+function valueIn(unit: CanonicalUnit, canonical: number): number {
+  const zero = unit.convert(0);
+  return (canonical - zero) / (unit.convert(1) - zero);
+}
+
+const roundedEqual = (x: number, y: number, places: number) => x.toFixed(places) === y.toFixed(places);
 
 /** § 6.1.3 string equivalence: case and the kind of each whitespace character are ignored. */
 function normaliseText(s: string): string {
   return s.toUpperCase().replace(/\s/g, ' ');
 }
 
+/** The decimal places `n` is written with (as JavaScript writes it). */
+function decimalPlaces(n: number): number {
+  return (String(n).split('.')[1] ?? '').length;
+}
+
 function equivalentNumbers(x: number, y: number): boolean {
-  const places = (n: number): number => (String(n).split('.')[1] ?? '').length;
-  const p = Math.min(places(x), places(y));
-  return x.toFixed(p) === y.toFixed(p);
+  return roundedEqual(x, y, Math.min(decimalPlaces(x), decimalPlaces(y)));
 }
 
 function equalColls(a: Coll, at: string | undefined, b: Coll, bt: string | undefined): boolean | undefined {

@@ -388,6 +388,31 @@ describe('dates, dateTimes and times', () => {
 });
 
 describe('quantities (rng-2, age-1)', () => {
+  test('~ on quantities: values rounded to the less precise, converted into its unit; = exact', () => {
+    expect(result("1.5 'g' ~ 1.54 'g'")).toBe('true');
+    expect(result("1.5 'g' ~ 1.56 'g'")).toBe('false');
+    expect(result("1.5 'g' = 1.54 'g'")).toBe('false');
+    // 1000.4 mg is 1.0004 g: 1 g at its precision, a whole gram; 1499 mg is no 1.5 g in whole milligrams, either way round.
+    expect(result("1 'g' ~ 1000.4 'mg'")).toBe('true');
+    expect(result("1000.4 'mg' ~ 1 'g'")).toBe('true');
+    expect(result("1 'g' = 1000.4 'mg'")).toBe('false');
+    expect(result("1499 'mg' ~ 1.5 'g'")).toBe('false');
+    expect(result("1.5 'g' ~ 1499 'mg'")).toBe('false');
+    expect(result("1.5 'g' ~ 1500 'mg'")).toBe('true');
+    // Temperatures by their offsets: 37 Cel is 98.6 [degF].
+    expect(result("37 'Cel' ~ 98.6 '[degF]'")).toBe('true');
+    expect(result("37.0 'Cel' ~ 98.64 '[degF]'")).toBe('true');
+    // Units of different dimensions are not equivalent; nor are quantities without a number.
+    expect(result("1 'g' ~ 1 'mL'")).toBe('false');
+    expect(result("1 'g' !~ 1 'mL'")).toBe('true');
+    // FHIR Quantities: UCUM codes, and the same unit text without a code.
+    expect(result('low ~ high', { low: { value: 2.5, system: 'http://unitsofmeasure.org', code: 'mg' }, high: { value: 2.54, system: 'http://unitsofmeasure.org', code: 'mg' } }, 'Range')).toBe('true');
+    expect(result('low ~ high', { low: { value: 2.5, system: 'http://unitsofmeasure.org', code: 'mg' }, high: { value: 2540.4, system: 'http://unitsofmeasure.org', code: 'ug' } }, 'Range')).toBe('true');
+    expect(result('low ~ high', { low: { value: 2.5, system: 'http://unitsofmeasure.org', code: 'mg' }, high: { value: 2504, system: 'http://unitsofmeasure.org', code: 'ug' } }, 'Range')).toBe('false');
+    expect(result('low ~ high', { low: { value: 2.5, unit: 'tablet' }, high: { value: 2.46, unit: 'tablet' } }, 'Range')).toBe('true');
+    expect(result('low ~ high', { low: { value: 2.5, unit: 'tablet' }, high: { value: 2.46, unit: 'capsule' } }, 'Range')).toBe('false');
+  });
+
   const rng2 = () => model.declared.find((d) => d.key === 'rng-2')!.expression;
   const ucum = (value: number, code: string) => ({ value, system: 'http://unitsofmeasure.org', code });
   test('same units compare by value, UCUM units by their scale, others are empty', () => {

@@ -265,8 +265,18 @@ const MODEL_20_ATOMS = (
 const PREFIXED_BARN = /(?:^|[./(])(?:da|[YZEPTGMkhdcmunpfazy])b(?:[+-]?\d+)?(?=$|[./(){])/;
 
 function namesModel20Atom(code: string): boolean {
-  return MODEL_20_ATOMS.some((atom) => code.includes(atom)) || PREFIXED_BARN.test(code);
+  let named = model20Named.get(code);
+  if (named === undefined) {
+    named = (MODEL_20_ATOM ??= new RegExp(MODEL_20_ATOMS.map((a) => a.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|'))).test(code) || PREFIXED_BARN.test(code);
+    // Codes repeat (a few hundred units in most data): each is tested once, up to a bound.
+    if (model20Named.size < MODEL_20_NAMED_KEPT) model20Named.set(code, named);
+  }
+  return named;
 }
+/** Any of MODEL_20_ATOMS, as one expression (a test per atom took ten times a resource's JSON.parse). */
+let MODEL_20_ATOM: RegExp | undefined;
+const model20Named = new Map<string, boolean>();
+const MODEL_20_NAMED_KEPT = 10_000;
 
 /** Whether `node` holds an object of the UCUM system whose `code` (a unit) passes `test`, at any depth. */
 function holdsUcumCode(node: unknown, test: (code: string) => boolean): boolean {

@@ -375,7 +375,7 @@ describe('every interaction and operation the statement lists is served', () => 
     }
     expect(missing).toEqual([]);
     expect(declared.length).toBeGreaterThan(resources.length);
-  });
+  }, 120_000); // an operation on every type that lists it, one after another: 32 s beside eight helpers' work
 });
 
 describe('what the statement does not list is refused', () => {

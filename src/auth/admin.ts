@@ -3,6 +3,7 @@ import type { Client, Store } from '../store/types.ts';
 import { StoreConflictError } from '../store/types.ts';
 import { USER_ATTRIBUTES } from './claims.ts';
 import { redirectUriProblem } from './redirect-uris.ts';
+import { resourceScopeProblem } from './scopes.ts';
 import { randomToken, sha256Hex } from './secrets.ts';
 import { MAX_TOKEN_TTL } from './tokens.ts';
 
@@ -54,6 +55,10 @@ export function checkClient(c: Client): void {
   for (const uri of c.redirectUris) {
     const problem = redirectUriProblem(uri);
     if (problem !== null) throw new AdminError(`invalid redirect URI '${uri}': ${problem}`);
+  }
+  for (const scope of c.scopes) {
+    const problem = resourceScopeProblem(scope);
+    if (problem !== null) throw new AdminError(`invalid scope '${scope}': ${problem}`);
   }
   for (const a of c.readAttributes ?? []) {
     if (!USER_ATTRIBUTES.includes(a)) throw new AdminError(`unknown user attribute '${a}': one of ${USER_ATTRIBUTES.join(', ')}`);

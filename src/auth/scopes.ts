@@ -54,6 +54,32 @@ export function compileScopeFilter(type: string, query: string): PendingConditio
   }
 }
 
+/**
+ * Why `scope`, shaped as a SMART resource scope (`system/`, `user/` or `patient/` then a type), is not one that
+ * grants anything (parseResourceScope's null: a filter the search engine cannot apply, `_has:Flag:subject:status`
+ * when Flag has no `status`, a result parameter such as `_count`, an empty value, a filter on a v1 scope or on `*`),
+ * or null when it is one, or is no such scope at all (an OpenID, launch or custom scope). A client registered with
+ * such a scope would get tokens that carry it and read nothing by it: registration and token requests refuse it.
+ */
+export function resourceScopeProblem(scope: string): string | null {
+  if (!/^(system|user|patient)\//.test(scope) || parseResourceScope(scope) !== null) return null;
+  const m = SCOPE.exec(scope);
+  if (!m || m[3] === '') return 'not a SMART resource scope: use {system|user|patient}/{Type|*}.{cruds letters|read|write|*}';
+  const [, , type, perm, query] = m;
+  if (type !== '*' && !isResourceType(type!)) return `'${type}' is not an R4 resource type`;
+  if (type === '*') return 'a filter needs one resource type, not *';
+  if (V1[perm!]) return 'a filter needs v2 permissions (letters of cruds), not .read, .write or .*';
+  const params = new URLSearchParams(query);
+  const empty = [...params].find(([, v]) => v === '');
+  if (empty) return `the filter's parameter '${empty[0]}' has no value, which a search would ignore`;
+  try {
+    compileFilter(type!, params);
+  } catch (err) {
+    return `the filter is not a search of ${type} the server can apply: ${err instanceof Error ? err.message : String(err)}`;
+  }
+  return 'not a valid SMART resource scope';
+}
+
 /** Whether `scope` is a well-formed SMART resource scope. */
 export function isResourceScope(scope: string): boolean {
   return parseResourceScope(scope) !== null;

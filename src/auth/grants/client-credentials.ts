@@ -1,6 +1,6 @@
 import { OAuthError } from '../../errors.ts';
 import { fhirBaseOf } from '../../config.ts';
-import { isImpliedBy, needsPatientContext, splitScopes } from '../scopes.ts';
+import { isImpliedBy, needsPatientContext, resourceScopeProblem, splitScopes } from '../scopes.ts';
 import { signAccessToken } from '../tokens.ts';
 import type { Grant } from './types.ts';
 
@@ -17,7 +17,12 @@ export const clientCredentials: Grant = {
   parameters: ['scope'],
   async handle(deps, { client, method }, form) {
     if (method === 'none') throw new OAuthError('unauthorized_client', 'client_credentials needs a client with a secret or registered keys');
-    const requested = form.has('scope') ? splitScopes(form.get('scope')) : client.scopes;
+    // A resource scope the server cannot apply (a filter no search of its type can be: registered before
+    // registrations were checked) would be granted and read nothing: refused when asked for, left out otherwise.
+    const asked = form.has('scope') ? splitScopes(form.get('scope')) : null;
+    const bad = asked?.find((s) => resourceScopeProblem(s) !== null);
+    if (bad !== undefined) throw new OAuthError('invalid_request', `scope '${bad}' cannot be granted: ${resourceScopeProblem(bad)}`);
+    const requested = asked ?? client.scopes.filter((s) => resourceScopeProblem(s) === null);
     const granted = requested.filter((s) => !needsPatientContext(s) && isImpliedBy(s, client.scopes));
     // The contract's token errors name no `invalid_scope`: a scope value the client may not have is an
     // unsupported parameter value, its `invalid_request`.

@@ -86,6 +86,11 @@ function nativeResponse(v: ResourceVersion, head: boolean): Response {
     // The content is whatever a client stored: never let a browser guess it into something active.
     'X-Content-Type-Options': 'nosniff',
   };
+  // Nor run what it is: stored HTML or SVG opened from this origin would read the user's tokens and call the API
+  // as them. `sandbox` renders it in an opaque origin, with no script, forms, popups or top navigation; fetch and
+  // download clients ignore it. Not on a PDF, which browsers refuse to show sandboxed (their viewers run no page
+  // script). No Content-Disposition: Medplum dropped it, as it turns every image and PDF into a download.
+  if (mediaTypeOf(String(resource.contentType)) !== 'application/pdf') headers['Content-Security-Policy'] = 'sandbox';
   const context = (resource.securityContext as { reference?: unknown } | undefined)?.reference;
   if (typeof context === 'string') headers['X-Security-Context'] = context;
   return new Response(body, { status: 200, headers });

@@ -73,6 +73,32 @@ await eachStore((kind, fresh) => {
       }
     });
 
+    test('native content that a browser would run (HTML, SVG) is served sandboxed, in a vread too; a PDF stays viewable', async () => {
+      const page = Buffer.from('<!doctype html><script>fetch("/oauth2/userinfo")</script>');
+      for (const type of ['text/html', 'text/html; charset=utf-8', 'image/svg+xml', 'application/octet-stream', 'image/png']) {
+        const created = await send('POST', 'Binary', page, { 'Content-Type': type });
+        expect(created.status).toBe(201);
+        for (const path of [`Binary/${idOf(created)}`, `Binary/${idOf(created)}/_history/1`]) {
+          const raw = await get(path, { Accept: 'text/html,*/*;q=0.8' });
+          expect(raw.status).toBe(200);
+          expect(raw.headers.get('content-type')).toBe(type);
+          expect(raw.headers.get('content-security-policy')).toBe('sandbox');
+          expect(raw.headers.get('x-content-type-options')).toBe('nosniff');
+          expect(raw.headers.get('content-disposition')).toBeNull();
+          expect(Buffer.from(await raw.arrayBuffer()).equals(page)).toBe(true);
+        }
+        const head = await t.request(url(`Binary/${idOf(created)}`), { method: 'HEAD', headers: auth() });
+        expect(head.headers.get('content-security-policy')).toBe('sandbox');
+      }
+      const pdf = await send('POST', 'Binary', PDF, { 'Content-Type': 'application/pdf' });
+      const raw = await get(`Binary/${idOf(pdf)}`);
+      expect(raw.headers.get('content-type')).toBe('application/pdf');
+      expect(raw.headers.get('content-security-policy')).toBeNull();
+      // The FHIR form is JSON, not the content: no sandbox is needed there.
+      const json = await get(`Binary/${idOf(pdf)}`, { Accept: 'application/fhir+json' });
+      expect(json.headers.get('content-type')).toContain('application/fhir+json');
+    });
+
     test('native content streamed in chunks of any size, 0-2 bytes of a group carried across several, is stored byte for byte', async () => {
       const bytes = randomBytes(20_000);
       const sizes = [1, 1, 2, 1, 3, 4, 5, 7, 1, 11, 1000, 1001, 1, 2, 2, 3000];

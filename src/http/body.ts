@@ -129,8 +129,8 @@ async function eachChunk(req: Request, limit: number, codings: string[], each: (
  * ignore it; Windows tools write it). The text is UTF-8 (src/fhir/utf8.ts): a body that is not is a
  * 400 naming the offset of its first bad byte, never text with U+FFFD in its place.
  */
-export function readLimited(req: Request, limit: number): Promise<string> {
-  return readText(req, limit, 'text');
+export function readLimited(req: Request, limit: number, what?: string): Promise<string> {
+  return readText(req, limit, 'text', what);
 }
 
 /** The `encoding` an XML declaration at the start of a text names (the declaration is ASCII: it precedes any bad byte). */
@@ -147,7 +147,7 @@ type BodyKind = 'json' | 'xml' | 'form' | 'oauth-form' | 'text';
  * BODY_PIECE bytes is read whole and decoded at once, a larger one a part at a time as eachChunk hands them on (a
  * streaming decoder: the same text, a character split between parts decoded whole, a bad byte in any part refused).
  */
-async function readText(req: Request, limit: number, kind: BodyKind): Promise<string> {
+async function readText(req: Request, limit: number, kind: BodyKind, what?: string): Promise<string> {
   const codings = contentCodings(req);
   try {
     // With a declared length within the limit the server frames the body: a small one is read natively, without
@@ -159,7 +159,7 @@ async function readText(req: Request, limit: number, kind: BodyKind): Promise<st
     parts.push(utf8.end());
     return parts.join('');
   } catch (err) {
-    throw err instanceof NotUtf8Error ? notUtf8Body(err, kind, req.headers.get('content-type') ?? undefined) : err;
+    throw err instanceof NotUtf8Error ? notUtf8Body(err, kind, req.headers.get('content-type') ?? undefined, what) : err;
   }
 }
 
@@ -167,10 +167,15 @@ async function readText(req: Request, limit: number, kind: BodyKind): Promise<st
  * The 400 of a body that is not UTF-8: the offset of its first bad byte and, in FHIR JSON, the element whose string
  * holds it, in the message and as its expression.
  */
-function notUtf8Body(err: NotUtf8Error, kind: BodyKind, header: string | undefined): FhirError {
+function notUtf8Body(err: NotUtf8Error, kind: BodyKind, header: string | undefined, what?: string): FhirError {
   if (kind === 'oauth-form') return notUtf8Form(err, header);
-  // A body declared US-ASCII (requireUtf8) is not in the charset it declares: the 415 requireUtf8 answers for it.
   const charset = charsetOf(header);
+  // A body that is not FHIR's (the EHR launch request's JSON) names itself, not FHIR's rule.
+  if (what !== undefined && charset !== undefined && !isUtf8Label(charset)) {
+    const held = isAsciiLabel(charset) ? `, but the body holds ${err.message}, which is not US-ASCII` : '';
+    return new FhirError('unsupported-media', `Content-Type '${header}' declares charset ${charset || '(empty)'}${held}: ${what} is read in UTF-8 only (RFC 8259 8.1); send it in UTF-8, with charset=utf-8 or no charset`, { cause: err });
+  }
+  // A body declared US-ASCII (requireUtf8) is not in the charset it declares: the 415 requireUtf8 answers for it.
   if (charset !== undefined && isAsciiLabel(charset)) {
     return new FhirError('unsupported-media', `Content-Type '${header}' declares charset ${charset}, but the body holds ${err.message}, which is not US-ASCII: send FHIR bodies in UTF-8, with charset=utf-8 or no charset`, { cause: err });
   }

@@ -30,7 +30,7 @@ async function launchBody(c: Context, limit: number): Promise<LaunchRequest> {
   if (type !== 'application/json') throw new OAuthError('invalid_request', 'the body must be application/json');
   let body: unknown;
   try {
-    body = JSON.parse(await readLimited(c.req.raw, limit));
+    body = JSON.parse(await readLimited(c.req.raw, limit, 'the launch request (JSON)'));
   } catch (err) {
     throw new OAuthError('invalid_request', err instanceof FhirError ? err.message : 'the body is not JSON', 400, {}, { cause: err });
   }

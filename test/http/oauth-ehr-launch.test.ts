@@ -192,6 +192,16 @@ for (const target of targets) {
       await refused({ patient: 'p-ann', encouter: 'e-ann' }, 'encouter');
       await refused('{"patient":', 'not JSON');
       await refused('patient=p-ann', 'application/json', { 'Content-Type': 'application/x-www-form-urlencoded' });
+      // A Latin-1 body: refused as the launch request it is, not as a FHIR body.
+      const latin1 = await t.request('/oauth2/launch', {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json; charset=ISO-8859-1', Authorization: `Bearer ${adminToken}` },
+        body: Buffer.from('{"patient":"p-ann","fhirContext":[{"reference":"Patient/p-ann","role":"caf\xe9"}]}', 'latin1'),
+      });
+      expect(latin1.status).toBe(400);
+      const description = ((await latin1.json()) as Json).error_description as string;
+      expect(description).toContain('declares charset ISO-8859-1: the launch request (JSON) is read in UTF-8 only');
+      expect(description).not.toContain('FHIR');
     });
 
     test('minting with fhirContext and need_patient_banner: the launch carries them as given', async () => {

@@ -415,6 +415,40 @@ for (const target of targets) {
       }
     });
 
+    test("a disabled app's Subscription, or a revoked sign-in's, is refused a bind, as a topic-based one's is", async () => {
+      const app = await createClient(t.store, t.clock, { tenant: 't1', scopes: ['system/*.*'] });
+      const appToken = await t.token(undefined, app.client.clientId, app.clientSecret!);
+      const signedIn = await userClient(t, { scopes: ['user/*.cruds'] });
+      await testUser(t, { username: 'wilma', fhirUser: 'Practitioner/wilma' });
+      const userToken = await signedInToken(t, signedIn, 'openid user/*.cruds', 'wilma');
+      const cut = [
+        { token: appToken, cut: () => disableClient(t.store, t.clock, app.client.clientId) },
+        { token: userToken, cut: () => disableUser(t.store, t.clock, 't1', 'wilma') },
+      ];
+      for (const { token: owner, cut: revoke } of cut) {
+        const res = await t.request(`${t.fhir()}/Subscription`, fhirInit(owner, 'POST', websocketSubscription));
+        expect(res.status).toBe(201);
+        const created = (await res.json()) as Json;
+        await revoke();
+        // Past the servers' client and user caches (5 s).
+        t.clock.advance(6_000);
+        const c = await client(servers[0]!.url);
+        try {
+          c.send(`bind ${created.id}`);
+          const answer = await c.next();
+          expect(answer).toStartWith(`error ${created.id} is not an active websocket Subscription`);
+          expect(answer).toContain('disabled');
+          t.clock.advance(1);
+          expect((await post(t.request, 'Observation', observation('1234-5'))).status).toBe(201);
+          await rounds();
+          expect(await c.drained()).toEqual([]);
+        } finally {
+          c.close();
+        }
+      }
+      token = await t.token();
+    });
+
     test("a disabled app's bound Subscription, or a revoked sign-in's, is pinged nothing more, though it still reads active (as a rest-hook's and a topic socket's)", async () => {
       const app = await createClient(t.store, t.clock, { tenant: 't1', scopes: ['system/*.*'] });
       const appToken = await t.token(undefined, app.client.clientId, app.clientSecret!);

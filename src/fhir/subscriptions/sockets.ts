@@ -256,8 +256,15 @@ export class SubscriptionSockets {
         return;
       }
       // One an import stored has no owner, and notifies nothing (hub.ts): there is nothing to bind.
-      if ((await store.subscriptions.owner(ws.data.tenant, id)) === null) {
+      const owner = await store.subscriptions.owner(ws.data.tenant, id);
+      if (owner === null) {
         ws.send(`error ${id} is not an active websocket Subscription (${UNOWNED})`);
+        return;
+      }
+      // Nor one that would be pinged nothing (pingJudgement): refused, as a topic-based one's bind is (topic-sockets.ts read).
+      const silenced = await this.silencedBecause(ws.data.tenant, id, current!.versionId, owner, sub as Record<string, unknown>);
+      if (silenced !== undefined) {
+        ws.send(`error ${id} is not an active websocket Subscription (${silenced})`);
         return;
       }
       ws.data.bound.set(id, clock.now());
@@ -392,7 +399,7 @@ export class SubscriptionSockets {
    * (logged): nothing is sent, and the notification is judged again the next round.
    */
   private async pingJudgement(tenant: string, id: string, now: number): Promise<PingJudgement> {
-    const { store, grants, log } = this.options;
+    const { store, log } = this.options;
     try {
       const current = await store.resources.read(tenant, 'Subscription', id);
       const sub = current && !current.deleted ? (JSON.parse(current.content) as Record<string, unknown>) : undefined;
@@ -400,18 +407,32 @@ export class SubscriptionSockets {
       if (inactive !== undefined || sub === undefined) return { inactive: inactive ?? 'deleted' };
       const owner = await store.subscriptions.owner(tenant, id);
       if (owner === null) return { inactive: UNOWNED };
-      if (this.options.authority !== undefined && (await ownerSilenced(this.options.authority, tenant, owner))) return 'silent';
-      if (grants === undefined) return 'ping';
-      const k = `${tenant}\u0000${id}\u0000${current!.versionId}\u0000${owner}`;
-      if (this.reached.has(k)) return 'ping';
-      if (!(await grantReaches(grants.fhir, grants.restoreAccess, tenant, owner, sub, now))) return 'silent';
-      if (this.reached.size >= REACHED_KEPT) this.reached.clear();
-      this.reached.add(k);
-      return 'ping';
+      return (await this.silencedBecause(tenant, id, current!.versionId, owner, sub, now)) === undefined ? 'ping' : 'silent';
     } catch (err) {
       log.warn('a websocket subscription could not be judged; its pings wait for the next round', { tenant, subscription: id, err });
       return 'unjudged';
     }
+  }
+
+  /**
+   * Why active R4 websocket Subscription `id` (version `versionId`, owned by `owner`) is sent nothing, or undefined when
+   * it may be: its owner's client is disabled or the sign-in it rests on has ended (ownerSilenced), or the scopes recorded
+   * for its owner no longer let it search what it selects (grantReaches, judged once per version and owner).
+   */
+  private async silencedBecause(tenant: string, id: string, versionId: number, owner: string, sub: Record<string, unknown>, now = this.options.clock.now()): Promise<string | undefined> {
+    const { grants, authority } = this.options;
+    if (authority !== undefined && (await ownerSilenced(authority, tenant, owner))) {
+      return "the app that activated it is disabled, or the sign-in it was activated with has ended: it notifies nothing until an app activates it again";
+    }
+    if (grants === undefined) return undefined;
+    const k = `${tenant}\u0000${id}\u0000${versionId}\u0000${owner}`;
+    if (this.reached.has(k)) return undefined;
+    if (!(await grantReaches(grants.fhir, grants.restoreAccess, tenant, owner, sub, now))) {
+      return 'the scopes it was activated with no longer let its owner search what it selects: it notifies nothing until an app activates it again';
+    }
+    if (this.reached.size >= REACHED_KEPT) this.reached.clear();
+    this.reached.add(k);
+    return undefined;
   }
 
   /**

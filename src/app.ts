@@ -291,8 +291,8 @@ export function createApp(deps: AppDeps): App {
   const websocketUrl = (tenant: string) => `${fhirBaseOf(config.baseUrl, tenant).replace(/^http/, 'ws')}/websocket`;
   const sockets = new SubscriptionSockets({
     store: deps.store, clock, log, limits: { maxConnections: config.websocketMaxConnections, maxPerClient: config.websocketMaxPerClient },
-    topics: new TopicSockets({ store: deps.store, clock, log, tokens: wsTokens, bundles: { fhir: fhirDeps, clock, restoreAccess }, authority: { client, user } }),
-    grants: { fhir: fhirDeps, restoreAccess }, authority: { client, user },
+    topics: new TopicSockets({ store: deps.store, clock, log, tokens: wsTokens, bundles: { fhir: fhirDeps, clock, restoreAccess }, authority: { client, user, patientHeld: patientChoices } }),
+    grants: { fhir: fhirDeps, restoreAccess }, authority: { client, user, patientHeld: patientChoices },
   });
   metrics.gauge('cinder_subscription_websockets', 'Subscription websockets open on this process.', () => ({ '': sockets.size }));
   metrics.counter('cinder_subscription_websockets_refused_total', 'Subscription websockets closed at once since the process started, by the limit that refused them (process, client).', () => ({
@@ -300,7 +300,7 @@ export function createApp(deps: AppDeps): App {
     'limit=client': sockets.refused.client,
   }));
   const subscriptions = new SubscriptionDelivery({
-    fhir: fhirDeps, clock, log, allowPrivate, sockets, client, user, restoreAccess, maxPending: config.subscriptionMaxPending, ...resolve, ...(deps.fetch ? { fetch: deps.fetch } : {}),
+    fhir: fhirDeps, clock, log, allowPrivate, sockets, client, user, patientHeld: patientChoices, restoreAccess, maxPending: config.subscriptionMaxPending, ...resolve, ...(deps.fetch ? { fetch: deps.fetch } : {}),
   });
   metrics.counter('cinder_subscription_deliveries_total', 'Subscription notification deliveries of this process since it started, by result.', () =>
     Object.fromEntries(Object.entries(subscriptions.counts).map(([result, n]) => [`result=${result}`, n])),

@@ -15,6 +15,7 @@ import { disableUser, enableUser, updateUser } from '../../src/auth/user-lifecyc
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { fhirClient, ids as matchIds, type FhirClient, type Json } from '../helpers/fhir.ts';
 import { basic, csrfCookie, FORM, hiddenFields, PASSWORD, post, redeem, REDIRECT, redirectParams, signIn } from '../helpers/oauth.ts';
+import { finish } from '../helpers/export.ts';
 import { appOnFresh } from '../helpers/search-runner.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
@@ -471,6 +472,33 @@ for (const target of targets) {
       expect(own.patient).toBe('p-alice');
       t.clock.advance(CLIENT_CACHE_TTL_MS + 1);
       expect((await read(own.access_token, 'Patient/p-alice')).status).toBe(200);
+    });
+
+    // An export the guardian started is theirs alone (same client, user and patient): once their record no longer names
+    // the child, its status and files are refused with their token, and no token of theirs can name the child again.
+    test("a guardian's export outlives the relationship harmlessly: its status and files are refused, its job no other token sees", async () => {
+      const api = fhirClient(t, await t.token());
+      await api.put200({ resourceType: 'RelatedPerson', id: 'rp-5', patient: { reference: 'Patient/p-ann' } });
+      await user('export-guardian', 'RelatedPerson/rp-5');
+      const tokens = await tokensFor('export-guardian', 'p-ann');
+      const get = (path: string, token = tokens.access_token) => t.request(path.startsWith('http') ? path : `${t.fhir()}/${path}`, { headers: { Authorization: `Bearer ${token}` } });
+      const kick = await get('Patient/$export?_type=Patient,Observation');
+      expect(kick.status).toBe(202);
+      const status = kick.headers.get('content-location')!;
+      await finish(t, tokens.access_token, status);
+      const manifest = (await (await get(status)).json()) as { output: { url: string }[] };
+      expect(manifest.output.length).toBeGreaterThan(0);
+      expect((await get(manifest.output[0]!.url)).status).toBe(200);
+      // The relationship ends: past the gate's cache, the status and every file are a 401 for the token that started it.
+      await api.put200({ resourceType: 'RelatedPerson', id: 'rp-5', patient: { reference: 'Patient/p-cat' } });
+      t.clock.advance(CLIENT_CACHE_TTL_MS + 1);
+      expect((await get(status)).status).toBe(401);
+      for (const o of manifest.output) expect((await get(o.url)).status).toBe(401);
+      expect((await t.request(status, { method: 'DELETE', headers: { Authorization: `Bearer ${tokens.access_token}` } })).status).toBe(401);
+      // A new sign-in can no longer choose the child, and with the patient it may choose the job is not theirs (404).
+      const other = await tokensFor('export-guardian', 'p-cat');
+      expect((await get(status, other.access_token)).status).toBe(404);
+      for (const o of manifest.output) expect((await get(o.url, other.access_token)).status).toBe(404);
     });
 
     // As its token reads nothing more: a Subscription activated with a guardian's token is matched for nothing once the

@@ -27,7 +27,7 @@ import { parseExact } from '../exact-json.ts';
 import { toFhirXml } from '../xml/to-xml.ts';
 import { endpointUrl, systemResolve, type ResolveHost } from './endpoint.ts';
 import { outboundFetch, RefusedAddress } from '../../http/outbound.ts';
-import { appOf, authorityRevoked, ownerClient, ownerUser, type RestoreAccess } from './owner.ts';
+import { appOf, authorityRevoked, ownerClient, ownerPatientLost, ownerUser, type OwnerAuthority, type RestoreAccess } from './owner.ts';
 import { serverPaused } from './client-authority.ts';
 import { grantError, grantReaches } from './owner-reach.ts';
 import { writeServerStatus } from './server-status.ts';
@@ -79,6 +79,8 @@ export interface DeliveryOptions {
   client: (clientId: string) => Promise<Client | null>;
   /** The user on whose authority a subscription was activated (HubOptions.user): once they lost it, what waits is dropped. */
   user: UserLookup;
+  /** Whether the patient in context its user chose still holds (HubOptions.patientHeld): once not, what waits is dropped. */
+  patientHeld?: OwnerAuthority['patientHeld'];
   /** CINDER_SUBSCRIPTION_MAX_PENDING: the most notifications a rest-hook Subscription may have waiting. */
   maxPending?: number;
   /** Rebuilds an owner's access (HubOptions.restoreAccess): a topic's notificationShape includes what its owner may read. */
@@ -312,9 +314,11 @@ export class SubscriptionDelivery {
       const user = ownerUser(c.owner);
       const client = clientId === null ? null : await this.options.client(clientId);
       const revoked = user !== null && authorityRevoked(client, await this.options.user(c.tenant, user.id), user);
-      if (!sub || !isActivated(sub) || channel.type !== 'rest-hook' || revoked || client?.disabled) {
+      // A guardian whose record no longer names the child is sent nothing recorded of the child before (the hub records nothing more).
+      const lost = !revoked && !client?.disabled && !!sub && (await ownerPatientLost(this.options, c.tenant, c.owner));
+      if (!sub || !isActivated(sub) || channel.type !== 'rest-hook' || revoked || client?.disabled || lost) {
         // A client's disable is undone by its enable, when its own Subscriptions resume: their heartbeats too (one the
-        // disable set `error`, client-authority.ts, is set back then, the period kept).
+        // disable set `error`, client-authority.ts, is set back then, the period kept); so is a relationship named again.
         const paused = !!sub && (isActivated(sub) || serverPaused(sub, clientId)) && channel.type === 'rest-hook' && !revoked;
         this.counts.dropped += await repo.drop(c.tenant, c.id, paused);
         return;

@@ -100,11 +100,29 @@ export function ownerAccess(tenant: string, json: string, restore: RestoreAccess
 export interface OwnerAuthority {
   client: (clientId: string) => Promise<Client | null>;
   user: UserLookup;
+  /**
+   * Whether the patient in context a user chose at sign-in may still be theirs there (src/auth/patient-held.ts: a
+   * guardian's RelatedPerson may stop naming the child); without it, a chosen patient is not judged.
+   */
+  patientHeld?: (choice: { tenant: string; clientId: string; userId: string; patient: string }) => boolean | Promise<boolean>;
+}
+
+/**
+ * Whether the patient in context `owner` was activated with, a user's choice, no longer holds (OwnerAuthority.patientHeld):
+ * what was recorded for it before the relationship ended is not sent, as the hub records nothing more for it.
+ */
+export async function ownerPatientLost(authority: Pick<OwnerAuthority, 'patientHeld'>, tenant: string, owner: string): Promise<boolean> {
+  const user = ownerUser(owner);
+  const patient = ownerPatient(owner);
+  const clientId = ownerClient(owner);
+  if (user === null || patient === null || clientId === null || authority.patientHeld === undefined) return false;
+  return !(await authority.patientHeld({ tenant, clientId, userId: user.id, patient }));
 }
 
 /**
  * Whether a subscription of `owner` (its record's JSON) in `tenant` is sent nothing now: its client is disabled, or the
- * sign-in it rests on has ended (authorityRevoked), as delivery.ts drops a rest-hook's. Both websocket channels ask it
+ * sign-in it rests on has ended (authorityRevoked), or the patient in context its user chose is no longer theirs
+ * (ownerPatientLost), as delivery.ts drops a rest-hook's. Both websocket channels ask it
  * (sockets.ts before a ping, topic-sockets.ts before a Bundle): events recorded before the authority was cut would
  * otherwise go on being sent while the Subscription reads `active` (the client disabled behind `cinder`'s back, or
  * before `cinder client disable` wrote its status).
@@ -114,5 +132,6 @@ export async function ownerSilenced(authority: OwnerAuthority, tenant: string, o
   const client = clientId === null ? null : await authority.client(clientId);
   if (client?.disabled) return true;
   const user = ownerUser(owner);
-  return user !== null && authorityRevoked(client, await authority.user(tenant, user.id), user);
+  if (user !== null && authorityRevoked(client, await authority.user(tenant, user.id), user)) return true;
+  return ownerPatientLost(authority, tenant, owner);
 }

@@ -807,7 +807,7 @@ type KeepRows = ((rows: ResourceVersion[]) => Promise<ResourceVersion[]>) | unde
  */
 export async function addIncludes(
   deps: FhirDeps, req: FhirRequest, compiled: Pick<CompiledSearch, 'includes' | 'revincludes'>, rows: ResourceVersion[],
-  leaveOut?: (type: string) => boolean,
+  leaveOut?: (type: string) => boolean, rowsNotCurrent: readonly string[] = [],
 ): Promise<{ included: ResourceVersion[]; warnings: FhirIssue[] }> {
   const seen = new Set(rows.map((r) => `${r.type}/${r.id}`));
   const included: ResourceVersion[] = [];
@@ -869,7 +869,9 @@ export async function addIncludes(
     return addAll({ ...q, where: [...(q.where ?? []), reachCondition(on.access, widened)] }, (rows) => provenanceRowsInReach(deps, on, rows, widened));
   };
   let frontier = rows;
-  const notCurrent = new Set<string>();
+  // The `Type/id` of rows that may be an earlier version than the record's current one (the page's, when the caller
+  // says so: a notification's focus version; a version-specific `_include`'s): not the patient's records by that alone.
+  const notCurrent = new Set<string>(rowsNotCurrent);
   /** The canonicals already read, by target type: each is followed once, in the first round that names it. */
   const followed = new Map<string, Set<string>>();
   const iterated = compiled.includes.some((i) => i.iterate) ? '_include:iterate' : compiled.revincludes.some((i) => i.iterate) ? '_revinclude:iterate' : undefined;

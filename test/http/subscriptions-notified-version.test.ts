@@ -6,6 +6,8 @@
  * both databases.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createClient } from '../../src/auth/admin.ts';
+import { signAccessToken } from '../../src/auth/tokens.ts';
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import type { Json } from '../helpers/fhir.ts';
 import { storeTargets } from '../helpers/stores.ts';
@@ -138,6 +140,50 @@ for (const target of targets) {
       const got = hook.got.splice(0);
       expect(got.map((r) => `${r.method} ${r.path}`)).toEqual([`PUT /hook/Encounter/${e.id}`]);
       expect(JSON.parse(got[0]!.body)).toMatchObject({ id: e.id, meta: { versionId: '1' }, subject: { reference: 'Patient/pb' } });
+    });
+
+    test("a patient-bound owner's notification of a record moved to another patient since includes no Provenance of it as it stands now", async () => {
+      const OBS_TOPIC = 'http://example.org/topics/observation-written';
+      expect((await call('POST', 'Basic', {
+        resourceType: 'Basic',
+        code: { coding: [{ system: 'http://hl7.org/fhir/fhir-types', code: 'SubscriptionTopic' }] },
+        extension: [
+          { url: `${X5}url`, valueUri: OBS_TOPIC },
+          { url: `${X5}status`, valueCode: 'active' },
+          { url: `${X5}resourceTrigger`, extension: [{ url: 'resource', valueUri: 'Observation' }, { url: 'supportedInteraction', valueCode: 'create' }, { url: 'supportedInteraction', valueCode: 'update' }] },
+          { url: `${X5}notificationShape`, extension: [{ url: 'resource', valueUri: 'Observation' }, { url: 'revInclude', valueString: 'Provenance:target' }] },
+        ],
+      })).status).toBe(201);
+      // The owner: an app's token bound to patient pa (its patient/ scopes), with user/ scopes for its Subscription and the topic.
+      const app = await createClient(t.store, t.clock, { tenant: 't1', scopes: ['patient/*.rs', 'user/Subscription.cruds', 'user/Basic.rs'] });
+      const ownerToken = (await signAccessToken(t.keys, t.clock, t.config.baseUrl, {
+        sub: app.client.clientId, aud: t.fhir(), client_id: app.client.clientId, scope: 'patient/*.rs user/Subscription.cruds user/Basic.rs', tenant: 't1', patient: 'pa',
+      }, 3600)).token;
+      const res = await t.request(`${t.fhir()}/Subscription`, fhirInit(ownerToken, 'POST', {
+        resourceType: 'Subscription', status: 'requested', reason: 'test', criteria: OBS_TOPIC,
+        channel: { type: 'rest-hook', endpoint: hook.url, payload: 'application/fhir+json', _payload: { extension: [{ url: `${BP}backport-payload-content`, valueCode: 'full-resource' }] } },
+      }));
+      expect(res.status).toBe(201);
+      const s = (await res.json()) as Json;
+      await drain();
+      hook.got.length = 0;
+      const obs = (patient: string) => ({ resourceType: 'Observation', id: 'moved', status: 'final', code: { text: 'moved' }, subject: { reference: `Patient/${patient}` } });
+      // pa's when written (notified to the owner), then moved to pb, and pb's Provenance of it written, before the delivery.
+      expect((await call('PUT', 'Observation/moved', obs('pa'))).status).toBe(201);
+      expect((await call('PUT', 'Observation/moved', obs('pb'))).status).toBe(200);
+      const prov = await json(call('POST', 'Provenance', {
+        resourceType: 'Provenance', target: [{ reference: 'Observation/moved' }], recorded: '2026-01-15T10:00:00Z',
+        agent: [{ who: { reference: 'Patient/pb' } }], reason: [{ text: 'moved to pb' }],
+      }));
+      // The owner cannot read that Provenance as it stands: it is about pb's record.
+      expect((await t.request(`${t.fhir()}/Provenance/${prov.id}`, fhirInit(ownerToken))).status).toBe(403);
+      await drain();
+      await off(s);
+      const bundles = hook.got.splice(0).map((r) => JSON.parse(r.body) as Json);
+      expect(bundles.length).toBe(1);
+      const entries = (bundles[0]!.entry as Json[]).map((e) => e.fullUrl as string);
+      expect(entries.some((u) => u.includes('Observation/moved'))).toBe(true);
+      expect(entries.filter((u) => u.includes('Provenance/'))).toEqual([]);
     });
   });
 }

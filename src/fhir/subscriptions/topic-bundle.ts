@@ -76,6 +76,11 @@ export async function shapeIncluded(
 ): Promise<{ type: string; id: string; resource: Json }[]> {
   requireAccess(req.access, version.type, 's');
   const compiled = compileSearch(version.type, new URLSearchParams(include as [string, string][]), false, fhir.clock.now());
-  const { included } = await addIncludes(fhir, req, compiled, [version]);
+  // A version written over since is no longer the record: a patient-bound reader's `_revinclude=Provenance:target` must not
+  // take it for the patient's record as it stands (provenance-reach.ts patientRecords), or the Provenance of the record as
+  // it now is (moved to another patient) would be included. Those are then found as a search finds them, by today's reach.
+  const current = await fhir.store.resources.read(req.tenant, version.type, version.id);
+  const stale = current?.versionId === version.versionId ? [] : [`${version.type}/${version.id}`];
+  const { included } = await addIncludes(fhir, req, compiled, [version], undefined, stale);
   return included.map((r) => ({ type: r.type, id: r.id, resource: JSON.parse(r.content) as Json }));
 }

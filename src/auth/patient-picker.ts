@@ -3,8 +3,10 @@ import { FhirError } from '../errors.ts';
 import type { Access } from '../fhir/access.ts';
 import type { FhirDeps } from '../fhir/crud.ts';
 import { parseReference } from '../fhir/references.ts';
-import { searchResources } from '../fhir/search.ts';
-import type { ResourceVersion, User } from '../store/types.ts';
+import { compileFilter, searchResources } from '../fhir/search.ts';
+import { matchConditions, type MatchContext } from '../fhir/search-match.ts';
+import { FhirError } from '../errors.ts';
+import type { Condition, ResourceVersion, User } from '../store/types.ts';
 import { actsForPatients, patientOf } from './claims.ts';
 import { needsPatientContext } from './scopes.ts';
 import type { AuthDeps } from './deps.ts';
@@ -158,6 +160,33 @@ export async function searchPatients(deps: AuthDeps, clientId: string, user: Use
 /** Whether `user` may choose the Patient `id`: it exists in the user's tenant, is not deleted, and is within their reach. */
 export async function isChoosable(deps: AuthDeps, clientId: string, user: User, reach: PickerReach, id: string): Promise<boolean> {
   if (!FHIR_ID.test(id)) return false;
-  const { rows } = await search(deps, clientId, user, reach, new URLSearchParams({ _id: id, _count: '1' }));
-  return rows.length === 1 && rows[0]!.id === id;
+  try {
+    const { rows } = await search(deps, clientId, user, reach, new URLSearchParams({ _id: id, _count: '1' }));
+    return rows.length === 1 && rows[0]!.id === id;
+  } catch (err) {
+    // A reindex beside the server holds searches of rows not rebuilt yet (a 503, src/fhir/reindex.ts gatedStore). The FHIR
+    // gate asks this of every guardian's token every few seconds: answered from the records themselves instead, or each of
+    // their requests would be a 503 for as long as the rebuild runs.
+    if (!(err instanceof FhirError) || err.status !== 503) throw err;
+    return choosableByReads(deps, user, reach, id);
+  }
+}
+
+/**
+ * isChoosable without the search index: the Patient read by id (undeleted), and for a RelatedPerson or Person user
+ * their own record read by id and matched in memory by the search engine (search-match.ts) against `patient` naming
+ * it, which is what `_has:{type}:patient:_id` selects, read from rows the reindex may not have rebuilt yet.
+ */
+async function choosableByReads(deps: AuthDeps, user: User, reach: PickerReach, id: string): Promise<boolean> {
+  const patient = await deps.store.resources.read(user.tenant, 'Patient', id);
+  if (!patient || patient.deleted) return false;
+  if (reach.kind === 'tenant') return true;
+  const [[param, value]] = reach.params as [[string, string]];
+  if (reach.linkedType === undefined) return param === '_id' && value === id;
+  const own = await deps.store.resources.read(user.tenant, reach.linkedType, value);
+  if (!own || own.deleted) return false;
+  const base = fhirBaseOf(deps.config.baseUrl, user.tenant);
+  const names = compileFilter(reach.linkedType, new URLSearchParams({ patient: `Patient/${id}` })) as Condition[];
+  const noLinks: MatchContext = { base, exists: () => Promise.reject(new Error('a patient reference reads no other resource')) };
+  return matchConditions(JSON.parse(own.content) as Record<string, unknown>, own.lastUpdated, names, noLinks);
 }

@@ -12,7 +12,11 @@ import { canonicalParam, sortParam, storedIndex } from '../../src/fhir/indexer.t
 import { INDEX_MODEL, readsRowsBeingRebuilt, reindex, type Rebuilding } from '../../src/fhir/reindex.ts';
 import type { Condition } from '../../src/store/interface/search.ts';
 import { createSqliteStore } from '../../src/store/sqlite/index.ts';
-import { createTestApp } from '../helpers/app.ts';
+import { createClient } from '../../src/auth/admin.ts';
+import { CLIENT_CACHE_TTL_MS } from '../../src/auth/client-cache.ts';
+import { signAccessToken } from '../../src/auth/tokens.ts';
+import { createUser } from '../../src/auth/users.ts';
+import { createTestApp, fhirInit } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
 import { fhirClient, type Json } from '../helpers/fhir.ts';
 import { eventually } from '../helpers/processes.ts';
@@ -216,6 +220,41 @@ await eachStore((kind, fresh) => {
         expect((await api.get('Patient/p1/$everything')).status).toBe(503);
         // The export kick-off answers (its job waits for the workers, which start after the rebuild).
         expect((await api.get('$export', { Prefer: 'respond-async', Accept: 'application/fhir+json' })).status).toBe(202);
+      } finally {
+        await t.close();
+      }
+    });
+
+    test("a guardian's token (its patient chosen, checked again every few seconds) reads on, and writes beside its Subscription go on, while every search waits", async () => {
+      const t = await createTestApp({ store: await fresh(), rebuilding: () => ({ from: 0, examined: 0 }) });
+      try {
+        const api = fhirClient(t, await t.token());
+        await api.put200({ resourceType: 'Patient', id: 'p-ann' });
+        await api.put200({ resourceType: 'Patient', id: 'p-cat' });
+        await api.put200({ resourceType: 'RelatedPerson', id: 'rp-1', patient: { reference: `${t.fhir()}/Patient/p-ann` } });
+        const app = await createClient(t.store, t.clock, { tenant: 't1', grants: ['authorization_code'], redirectUris: ['https://app.example/cb'], scopes: ['launch/patient', 'patient/*.rs', 'user/Subscription.cruds'] });
+        const guardian = await createUser(t.store, t.clock, { tenant: 't1', username: 'guardian', password: 'correct horse battery', fhirUser: 'RelatedPerson/rp-1' });
+        // A token of the guardian's sign-in (a grant), the child chosen at the picker.
+        const token = (await signAccessToken(t.keys, t.clock, t.config.baseUrl, {
+          sub: guardian.id, aud: t.fhir(), client_id: app.client.clientId, scope: 'launch/patient patient/*.rs user/Subscription.cruds', tenant: 't1', patient: 'p-ann', gid: 'grant-1', urt: t.clock.now(),
+        }, 3600)).token;
+        const read = (path: string) => t.request(`${t.fhir()}/${path}`, fhirInit(token));
+        expect((await read('Patient/p-ann')).status).toBe(200);
+        t.clock.advance(CLIENT_CACHE_TTL_MS + 1);
+        expect((await read('Patient/p-ann')).status).toBe(200);
+        // Its Subscription, matched on every write of the tenant: the writes answer.
+        const sub = await api.create({ resourceType: 'Subscription', status: 'requested', reason: 'guardian', criteria: 'Observation?code:text=x', channel: { type: 'rest-hook', endpoint: 'https://hook.example/g' } });
+        const owner = JSON.stringify({ scopes: ['patient/*.rs'], clientId: app.client.clientId, patient: 'p-ann', user: { id: guardian.id, readAt: t.clock.now() } });
+        await t.store.resources.write('t1', (w) => w.ownSubscription(sub.id as string, owner, 'rest-hook'));
+        t.clock.advance(CLIENT_CACHE_TTL_MS + 1);
+        expect((await api.put('Observation/o1', { resourceType: 'Observation', id: 'o1', status: 'final', code: { text: 'x' }, subject: { reference: 'Patient/p-ann' } })).status).toBe(201);
+        expect((await t.store.subscriptions.pending('t1', sub.id as string, 10)).map((n) => n.id)).toEqual(['o1']);
+        // The relationship ends during the rebuild: refused as at any other time (401), not a 503, nor still admitted.
+        await api.put200({ resourceType: 'RelatedPerson', id: 'rp-1', patient: { reference: 'Patient/p-cat' } });
+        t.clock.advance(CLIENT_CACHE_TTL_MS + 1);
+        expect((await read('Patient/p-ann')).status).toBe(401);
+        expect((await api.put('Observation/o2', { resourceType: 'Observation', id: 'o2', status: 'final', code: { text: 'x' }, subject: { reference: 'Patient/p-ann' } })).status).toBe(201);
+        expect((await t.store.subscriptions.pending('t1', sub.id as string, 10)).map((n) => n.id)).toEqual(['o1']);
       } finally {
         await t.close();
       }

@@ -12,7 +12,8 @@ import { createApp, type App } from '../../src/app.ts';
 import { createClient } from '../../src/auth/admin.ts';
 import { disableClient } from '../../src/auth/client-lifecycle.ts';
 import { createKeyRing } from '../../src/auth/keys.ts';
-import { MAX_TOKEN_TTL } from '../../src/auth/tokens.ts';
+import { MAX_TOKEN_TTL, signAccessToken } from '../../src/auth/tokens.ts';
+import { createUser } from '../../src/auth/users.ts';
 import { WS_BINDING_TTL_S } from '../../src/auth/ws-binding-token.ts';
 import { silentLogger } from '../../src/log.ts';
 import type { Store } from '../../src/store/types.ts';
@@ -320,6 +321,42 @@ for (const target of targets) {
         expect((await json(call('GET', `Subscription/${s.id}`))).status).toBe('active');
       } finally {
         c.close();
+      }
+    });
+
+    test("a guardian's bound Subscription is sent nothing recorded of the child once their record no longer names them, and binds no more", async () => {
+      for (const id of ['pa', 'pz']) expect((await call('PUT', `Patient/${id}`, { resourceType: 'Patient', id })).status).toBeOneOf([200, 201]);
+      expect((await call('PUT', 'RelatedPerson/rp-ws', { resourceType: 'RelatedPerson', id: 'rp-ws', patient: { reference: 'Patient/pa' } })).status).toBeOneOf([200, 201]);
+      const app = await createClient(t.store, t.clock, { tenant: 't1', grants: ['authorization_code'], redirectUris: ['https://app.example/cb'], scopes: ['launch/patient', 'patient/*.rs', 'user/Subscription.cruds'] });
+      const guardian = await createUser(t.store, t.clock, { tenant: 't1', username: 'ws-guardian', password: 'correct horse battery', fhirUser: 'RelatedPerson/rp-ws' });
+      // A token of the guardian's sign-in (a grant), the child chosen at the picker.
+      const guardianToken = (await signAccessToken(t.keys, t.clock, t.config.baseUrl, {
+        sub: guardian.id, aud: t.fhir(), client_id: app.client.clientId, scope: 'launch/patient patient/*.rs user/Subscription.cruds', tenant: 't1', patient: 'pa', gid: 'grant-ws', urt: t.clock.now(),
+      }, 3600)).token;
+      const res = await call('POST', 'Subscription', websocketTopicSubscription('full-resource'), guardianToken);
+      expect(res.status).toBe(201);
+      const s = await json(res);
+      const bindToken = async () => param((await (await t.request(`${t.fhir()}/Subscription/${s.id}/$get-ws-binding-token`, fhirInit(guardianToken))).json()) as Json, 'token')!.valueString as string;
+      const first = await bindToken();
+      const c = await client(servers[0]!.url);
+      const d = await client(servers[1]!.url);
+      try {
+        c.send(`bind-with-token ${first}`);
+        expect(param(statusOf(JSON.parse(await c.next()) as Json), 'type')!.valueCode).toBe('handshake');
+        t.clock.advance(1);
+        // An event of the child recorded while the relationship stands; then it ends before a round sends it.
+        expect((await call('POST', 'Encounter', encounter('planned'))).status).toBe(201);
+        expect((await call('PUT', 'RelatedPerson/rp-ws', { resourceType: 'RelatedPerson', id: 'rp-ws', patient: { reference: 'Patient/pz' } })).status).toBe(200);
+        // Past the servers' caches (5 s).
+        t.clock.advance(6_000);
+        await rounds();
+        expect(await c.drained()).toEqual([]);
+        // A binding token issued before binds it no more.
+        d.send(`bind-with-token ${first}`);
+        expect(await d.next()).toBe(`error ${s.id} is not an active topic-based websocket Subscription`);
+      } finally {
+        c.close();
+        d.close();
       }
     });
 

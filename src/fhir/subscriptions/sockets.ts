@@ -416,13 +416,14 @@ export class SubscriptionSockets {
 
   /**
    * Why active R4 websocket Subscription `id` (version `versionId`, owned by `owner`) is sent nothing, or undefined when
-   * it may be: its owner's client is disabled or the sign-in it rests on has ended (ownerSilenced), or the scopes recorded
+   * it may be: its owner's client is disabled, the sign-in it rests on has ended or its chosen patient is no longer its
+   * user's (ownerSilenced), or the scopes recorded
    * for its owner no longer let it search what it selects (grantReaches, judged once per version and owner).
    */
   private async silencedBecause(tenant: string, id: string, versionId: number, owner: string, sub: Record<string, unknown>, now = this.options.clock.now()): Promise<string | undefined> {
     const { grants, authority } = this.options;
     if (authority !== undefined && (await ownerSilenced(authority, tenant, owner))) {
-      return "the app that activated it is disabled, or the sign-in it was activated with has ended: it notifies nothing until an app activates it again";
+      return "the app that activated it is disabled, the sign-in it was activated with has ended, or the patient in context its user chose is no longer theirs: it notifies nothing until an app activates it again";
     }
     if (grants === undefined) return undefined;
     const k = `${tenant}\u0000${id}\u0000${versionId}\u0000${owner}`;

@@ -57,6 +57,8 @@ export function checkClient(c: Client): void {
     if (problem !== null) throw new AdminError(`invalid redirect URI '${uri}': ${problem}`);
   }
   for (const scope of c.scopes) {
+    // Scopes travel space-delimited (RFC 6749 3.3): one holding a space would come back as several, none of them it.
+    if (/\s/.test(scope) || scope === '') throw new AdminError(`invalid scope '${scope}': a scope holds no whitespace (percent-encode a filter's spaces as %20)`);
     const problem = resourceScopeProblem(scope);
     if (problem !== null) throw new AdminError(`invalid scope '${scope}': ${problem}`);
   }

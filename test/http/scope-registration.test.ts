@@ -45,6 +45,9 @@ for (const target of targets) {
       for (const scope of ['system/Patient.rs?_count=5', 'system/Patient.read?name=x', 'system/*.rs?name=x', 'system/Patient.rs?name=']) {
         await expect(createClient(t.store, t.clock, { tenant: 't1', scopes: [scope] })).rejects.toThrow(`invalid scope '${scope}'`);
       }
+      // A filter's spaces percent-encoded, as a scope travels space-delimited; unencoded, it is refused.
+      await expect(createClient(t.store, t.clock, { tenant: 't1', scopes: ['system/Patient.rs?_filter=name eq x'] })).rejects.toThrow(/holds no whitespace/);
+      expect((await createClient(t.store, t.clock, { tenant: 't1', scopes: ['system/Patient.rs?_filter=name%20eq%20x'] })).client.scopes).toEqual(['system/Patient.rs?_filter=name%20eq%20x']);
       const { client } = await createClient(t.store, t.clock, { tenant: 't1', scopes: ['system/Patient.rs', 'custom-scope'] });
       await expect(updateClient(t.store, t.clock, client.clientId, { scopes: [BAD] })).rejects.toThrow(/invalid scope/);
       expect((await t.store.clients.get(client.clientId))!.scopes).toEqual(['system/Patient.rs', 'custom-scope']);

@@ -65,6 +65,14 @@ for (const target of targets) {
       const all = await tokenRequest(client.clientId, 'legacy-secret');
       expect(all.status).toBe(200);
       expect(((await all.json()) as Json).scope).toBe('system/Flag.rs');
+      // A client that never had it: ignored as any scope not enabled for it is (the contract), named when nothing is left.
+      const { client: plain, clientSecret } = await createClient(t.store, t.clock, { tenant: 't1', scopes: ['system/Flag.rs'] });
+      const beside = await tokenRequest(plain.clientId, clientSecret!, `${BAD} system/Flag.rs`);
+      expect(beside.status).toBe(200);
+      expect(((await beside.json()) as Json).scope).toBe('system/Flag.rs');
+      const alone = await tokenRequest(plain.clientId, clientSecret!, BAD);
+      expect(alone.status).toBe(400);
+      expect((await alone.json()) as Json).toMatchObject({ error: 'invalid_request', error_description: expect.stringContaining("'status' is not supported for Flag") });
     });
 
     test('a _has filter the engine can apply is enforced on read and search', async () => {

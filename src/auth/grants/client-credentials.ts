@@ -17,16 +17,21 @@ export const clientCredentials: Grant = {
   parameters: ['scope'],
   async handle(deps, { client, method }, form) {
     if (method === 'none') throw new OAuthError('unauthorized_client', 'client_credentials needs a client with a secret or registered keys');
-    // A resource scope the server cannot apply (a filter no search of its type can be: registered before
-    // registrations were checked) would be granted and read nothing: refused when asked for, left out otherwise.
+    // A resource scope the server cannot apply (a filter no search of its type can be) would be granted as a custom
+    // scope and read nothing. One the client has registered (before registrations were checked) is refused when asked
+    // for, and left out otherwise; one it has not is ignored, as any scope not enabled for it is (the contract).
     const asked = form.has('scope') ? splitScopes(form.get('scope')) : null;
-    const bad = asked?.find((s) => resourceScopeProblem(s) !== null);
+    const bad = asked?.find((s) => client.scopes.includes(s) && resourceScopeProblem(s) !== null);
     if (bad !== undefined) throw new OAuthError('invalid_request', `scope '${bad}' cannot be granted: ${resourceScopeProblem(bad)}`);
-    const requested = asked ?? client.scopes.filter((s) => resourceScopeProblem(s) === null);
+    const requested = (asked ?? client.scopes).filter((s) => resourceScopeProblem(s) === null);
     const granted = requested.filter((s) => !needsPatientContext(s) && isImpliedBy(s, client.scopes));
     // The contract's token errors name no `invalid_scope`: a scope value the client may not have is an
     // unsupported parameter value, its `invalid_request`.
-    if (granted.length === 0) throw new OAuthError('invalid_request', 'none of the requested scopes is enabled for this client');
+    if (granted.length === 0) {
+      const malformed = asked?.find((s) => resourceScopeProblem(s) !== null);
+      const why = malformed === undefined ? '' : ` (scope '${malformed}' is not one the server can apply: ${resourceScopeProblem(malformed)})`;
+      throw new OAuthError('invalid_request', `none of the requested scopes is enabled for this client${why}`);
+    }
     const scope = granted.join(' ');
     const ttl = client.accessTokenTtl ?? deps.config.backendTokenTtl;
     const { token, expiresIn } = await signAccessToken(deps.keys, deps.clock, deps.config.baseUrl, {

@@ -5,7 +5,6 @@ import type { FhirDeps } from '../fhir/crud.ts';
 import { parseReference } from '../fhir/references.ts';
 import { compileFilter, searchResources } from '../fhir/search.ts';
 import { matchConditions, type MatchContext } from '../fhir/search-match.ts';
-import { FhirError } from '../errors.ts';
 import type { Condition, ResourceVersion, User } from '../store/types.ts';
 import { actsForPatients, patientOf } from './claims.ts';
 import { needsPatientContext } from './scopes.ts';

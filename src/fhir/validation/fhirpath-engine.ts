@@ -364,8 +364,42 @@ function countLookup(obj: Json, l: Lookup): number {
   return n;
 }
 
-/** `children()`: every property of every item, typed from the item's type, into `out` (null: only counted); the count. */
-function childrenOf(types: FhirPathTypes, memo: Map<string, Map<string, Child>>, items: Coll, type: string | undefined, out: unknown[] | null): number {
+/**
+ * Appends the values of property `c` of `obj` that a navigation can read (objectOf: objects, and primitives with a
+ * `_key` sibling) to `out`, in `collect`'s order, without wrapping the others; how many values `collect` would append.
+ */
+function collectNavigable(obj: Json, c: Child, out: unknown[]): number {
+  const e = c.extKey === undefined ? undefined : obj[c.extKey];
+  if (e === undefined || e === null) {
+    const v = obj[c.key];
+    if (v === undefined || v === null) return 0;
+    if (!Array.isArray(v)) {
+      if (isObject(v)) pushValue(out, v, c);
+      return 1;
+    }
+    let n = 0;
+    for (const x of v) {
+      if (x === null || x === undefined) continue;
+      n++;
+      if (isObject(x)) pushValue(out, x, c);
+    }
+    return n;
+  }
+  // A primitive with a `_key` sibling: rare enough to collect whole and keep what has properties.
+  const from = out.length;
+  collect(obj, c, out);
+  const n = out.length - from;
+  let to = from;
+  for (let i = from; i < out.length; i++) if (objectOf(out[i]) !== undefined) out[to++] = out[i];
+  out.length = to;
+  return n;
+}
+
+/**
+ * `children()`: every property of every item, typed from the item's type, into `out` (null: only counted); the
+ * count. With `navigable`, only the children a navigation can read go into `out` (collectNavigable), all counted.
+ */
+function childrenOf(types: FhirPathTypes, memo: Map<string, Map<string, Child>>, items: Coll, type: string | undefined, out: unknown[] | null, navigable = false): number {
   let n = 0;
   for (const item of items) {
     const obj = objectOf(item);
@@ -388,10 +422,11 @@ function childrenOf(types: FhirPathTypes, memo: Map<string, Map<string, Child>>,
         known?.set(name, c);
       }
       if (out === null) n += countOf(obj, c);
+      else if (navigable) n += collectNavigable(obj, c, out);
       else collect(obj, c, out);
     }
   }
-  return out === null ? n : out.length;
+  return out === null || navigable ? n : out.length;
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -769,10 +804,8 @@ function equivalentColls(a: Coll, at: string | undefined, b: Coll, bt: string | 
   return true;
 }
 
-/** A key that equal items share (for de-duplicating large collections). */
-function itemKey(item: unknown, type: string | undefined): string {
-  const v = valueOf(item);
-  const c = categoryOf(item, type);
+/** A key that equal items share (for de-duplicating large collections): of an item of category `c` whose value is `v`. */
+function itemKey(v: unknown, c: Category): string {
   return c === 'object' || c === 'quantity' ? `o${canonicalJson(v)}` : `${c[0]}${String(v)}`;
 }
 
@@ -792,15 +825,35 @@ function distinctItems(items: Coll, type: string | undefined): Coll {
     for (const x of items) if (!containsItem(out, type, x, type)) out.push(x);
     return out.length === items.length ? items : out;
   }
-  const seen = new Set<string>();
+  return firstOfEach(items, type, out) ? items : out;
+}
+
+/** § 5.1.2 `isDistinct()`: whether `items` has no repeats (by `=`); a large collection stops at its first repeat. */
+function isDistinctColl(items: Coll, type: string | undefined): boolean {
+  if (items.length <= 8) return distinctItems(items, type).length === items.length;
+  return firstOfEach(items, type, null);
+}
+
+/**
+ * The first item of each value of a large collection (by itemKey) into `out`, or (`out` null) only whether every
+ * item is distinct, stopping at the first repeat. Items of category string (a CodeSystem's 100,000 codes) are
+ * keyed by their text alone, in a set of their own, with no key string built for each.
+ */
+function firstOfEach(items: Coll, type: string | undefined, out: unknown[] | null): boolean {
+  const texts = new Set<string>();
+  const others = new Set<string>();
+  let distinct = true;
   for (const x of items) {
-    const k = itemKey(x, type);
-    if (!seen.has(k)) {
-      seen.add(k);
-      out.push(x);
-    }
+    const v = valueOf(x);
+    const c = categoryOf(x, type);
+    const seen = c === 'string' ? texts : others;
+    const before = seen.size;
+    seen.add(c === 'string' ? (typeof v === 'string' ? v : String(v)) : itemKey(v, c));
+    if (seen.size > before) out?.push(x);
+    else if (out === null) return false;
+    else distinct = false;
   }
-  return out.length === items.length ? items : out;
+  return distinct;
 }
 
 function containsItem(items: Coll, type: string | undefined, x: unknown, xt: string | undefined): boolean {
@@ -905,6 +958,11 @@ interface Expr {
   constant?: Coll;
   /** A path from this variable alone (`%resource.code.coding`): its items depend on nothing else. */
   root?: Root;
+  /**
+   * The items of `coll` a member step can read (objectOf), in order, when they come cheaper than the whole
+   * collection: `descendants()` and `children()` do not wrap the primitives a following `.name` would skip.
+   */
+  navigable?: (env: Env) => Coll;
 }
 
 interface Scope {
@@ -1251,7 +1309,7 @@ function navigation(target: Expr | undefined, name: string, scope: Scope): Expr 
     if (l === undefined) memo.set(owner, (l = lookup(types, owner, name, true)));
     return l;
   };
-  const source: (env: Env) => Coll = target === undefined ? (env) => (env.this === undefined ? EMPTY : [env.this]) : target.coll;
+  const source: (env: Env) => Coll = target === undefined ? (env) => (env.this === undefined ? EMPTY : [env.this]) : target.navigable ?? target.coll;
   return collExpr(undefined, (env) => {
     const items = source(env);
     if (items.length === 0) return EMPTY;
@@ -1681,8 +1739,7 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
   }],
   ['distinct', (input, args, scope, c) => (arity(c, scope, 0, 0), collExpr(input.type, (env) => distinctItems(compared(env, input.coll(env)), input.type)))],
   ['isDistinct', (input, args, scope, c) => (arity(c, scope, 0, 0), boolExpr((env) => {
-    const items = compared(env, input.coll(env));
-    return distinctItems(items, input.type).length === items.length;
+    return isDistinctColl(compared(env, input.coll(env)), input.type);
   }))],
   ['union', (input, args, scope, c) => {
     arity(c, scope, 1, 1);
@@ -1744,29 +1801,24 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
   ['children', (input, args, scope, c) => {
     arity(c, scope, 0, 0);
     const memo = new Map<string, Map<string, Child>>();
-    return collExpr(undefined, (env) => {
+    const e = collExpr(undefined, (env) => {
       const out: unknown[] = [];
       childrenOf(scope.types, memo, input.coll(env), input.type, out);
       return out;
     }, (env) => childrenOf(scope.types, memo, input.coll(env), input.type, null));
+    e.navigable = (env) => {
+      const out: unknown[] = [];
+      childrenOf(scope.types, memo, input.coll(env), input.type, out, true);
+      return out;
+    };
+    return e;
   }],
   ['descendants', (input, args, scope, c) => {
     arity(c, scope, 0, 0);
     const memo = new Map<string, Map<string, Child>>();
-    return collExpr(undefined, (env) => {
-      const out: unknown[] = [];
-      let level: unknown[] = [];
-      childrenOf(scope.types, memo, input.coll(env), input.type, level);
-      while (level.length > 0) {
-        charge(env, level.length);
-        for (const x of level) out.push(x);
-        if (out.length > MAX_ITEMS) throw new EvaluationError('descendants() too many');
-        const next: unknown[] = [];
-        childrenOf(scope.types, memo, level, undefined, next);
-        level = next;
-      }
-      return out;
-    });
+    const e = collExpr(undefined, (env) => descendantsOf(env, scope.types, memo, input, false));
+    e.navigable = (env) => descendantsOf(env, scope.types, memo, input, true);
+    return e;
   }],
   ['extension', (input, args, scope, c) => {
     arity(c, scope, 1, 1);
@@ -1865,6 +1917,27 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
     });
   }],
 ]);
+
+/**
+ * `descendants()`: the children of `input`'s items, then theirs, level by level (each level charged whole, and
+ * held to MAX_ITEMS); with `navigable`, only those a member step reads (Expr.navigable), the others only counted.
+ */
+function descendantsOf(env: Env, types: FhirPathTypes, memo: Map<string, Map<string, Child>>, input: Expr, navigable: boolean): Coll {
+  const out: unknown[] = [];
+  let level: unknown[] = [];
+  let count = childrenOf(types, memo, input.coll(env), input.type, level, navigable);
+  let total = 0;
+  while (count > 0) {
+    charge(env, count);
+    total += count;
+    for (const x of level) out.push(x);
+    if (total > MAX_ITEMS) throw new EvaluationError('descendants() too many');
+    const next: unknown[] = [];
+    count = childrenOf(types, memo, level, undefined, next, navigable);
+    level = next;
+  }
+  return out;
+}
 
 function call(ast: Call, scope: Scope): Expr {
   const compile = FUNCTIONS.get(ast.name);

@@ -2,6 +2,7 @@ import type { Writable } from 'node:stream';
 import type { VersionToWrite } from '../types.ts';
 import { BINARY_HEADER, BINARY_TRAILER, openCopy, type OpenCopy } from './copy.ts';
 import type { PgTx } from './db.ts';
+import { pieces, turn, utf8Length } from './text-pieces.ts';
 
 /**
  * Stored texts of at least this many characters go to the server before their statement, in pieces (stageContents):
@@ -10,29 +11,12 @@ import type { PgTx } from './db.ts';
  */
 export const STAGED_CHARS = 1 << 20;
 
-/** Characters encoded and written per piece of a staged text (a few ms of work), the event loop let turn between two. */
-const PIECE_CHARS = 1 << 20;
-
 /** The transaction's table of staged texts (PostgreSQL "CREATE TABLE", TEMPORARY, ON COMMIT DROP): gone with the transaction. */
 const TABLE_NAME = 'cinder_staged_content';
 export const STAGED_TABLE = `pg_temp.${TABLE_NAME}`;
 
 /** The staged texts of one statement: each large version's key in STAGED_TABLE, 0 for a text sent in the statement. */
 export type Staged = (v: VersionToWrite) => number;
-
-/** A turn of the event loop (an immediate: queued I/O and timers run first). */
-const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
-
-/** The ends of `text`'s pieces: PIECE_CHARS characters each, never between the two halves of a surrogate pair. */
-function* pieces(text: string): Generator<[number, number]> {
-  for (let at = 0; at < text.length; ) {
-    let end = Math.min(text.length, at + PIECE_CHARS);
-    const last = text.charCodeAt(end - 1);
-    if (end < text.length && last >= 0xd800 && last <= 0xdbff) end++;
-    yield [at, end];
-    at = end;
-  }
-}
 
 /** Writes `b` to the COPY stream, waiting while it asks to (or for the COPY's failure). */
 async function send(copy: OpenCopy, b: Buffer): Promise<void> {
@@ -41,7 +25,7 @@ async function send(copy: OpenCopy, b: Buffer): Promise<void> {
 
 /**
  * Sends the texts of `vs` of STAGED_CHARS characters or more into STAGED_TABLE with `COPY ... FROM STDIN (FORMAT binary)`,
- * a piece at a time with a turn of the event loop between two pieces (their UTF-8 length first, by the same pieces), and
+ * a piece at a time with a turn of the event loop between two pieces (text-pieces.ts; their UTF-8 length first, by the same pieces), and
  * answers each one's key there; the statement that writes them reads them from the table (stagedText), so none is escaped
  * into it. Versions with no such text: nothing is sent, and undefined (the statement as it always was). `next` numbers
  * keys within the transaction.
@@ -56,11 +40,7 @@ export async function stageContents(tx: PgTx, vs: readonly VersionToWrite[], nex
   try {
     await send(copy, BINARY_HEADER);
     for (const v of large) {
-      let bytes = 0;
-      for (const [at, end] of pieces(v.content)) {
-        bytes += Buffer.byteLength(v.content.slice(at, end), 'utf8');
-        await turn();
-      }
+      const bytes = await utf8Length(v.content);
       const key = next();
       const head = Buffer.allocUnsafe(14);
       head.writeInt16BE(2, 0);

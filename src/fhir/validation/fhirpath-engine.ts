@@ -843,9 +843,20 @@ function firstOfEach(items: Coll, type: string | undefined, out: unknown[] | nul
   const texts = new Set<string>();
   const others = new Set<string>();
   let distinct = true;
+  // The category of the last Typed item's type: a large collection's items are mostly of one type.
+  let lastType: string | undefined;
+  let lastCategory: Category | undefined;
   for (const x of items) {
-    const v = valueOf(x);
-    const c = categoryOf(x, type);
+    let v: unknown = x;
+    let c: Category;
+    if (x instanceof Typed) {
+      v = x.value;
+      if (x.type !== lastType) {
+        lastType = x.type;
+        lastCategory = CATEGORIES.get(x.type);
+      }
+      c = lastCategory ?? categoryOf(x, type);
+    } else c = categoryOf(x, type);
     const seen = c === 'string' ? texts : others;
     const before = seen.size;
     seen.add(c === 'string' ? (typeof v === 'string' ? v : String(v)) : itemKey(v, c));

@@ -124,6 +124,38 @@ describe('a PostgreSQL URL that cannot work is a configuration error (exit 2)', 
     });
   }
 
+  // A generated password often holds a '/' (base64) or a '?' or '#': unencoded, the URL's host is read out of
+  // the password, and a message that named the host or the database quoted a part of it.
+  const unencoded: [string, string[]][] = [
+    ['postgres://cinder:s3cr/et@127.0.0.1:5432/cinder', ['s3cr', 'et@']],
+    ['postgres://cinder:1234/abc@127.0.0.1:5432/cinder', ['1234', 'abc']],
+    ['postgres://cinder:s3cr?et@127.0.0.1:5432/cinder', ['s3cr', 'et@']],
+    ['postgres://cinder:4321#xyz@127.0.0.1:5432/cinder', ['4321', 'xyz']],
+  ];
+  for (const [url, secrets] of unencoded) {
+    test(`a password with an unencoded '/', '?' or '#' is refused without quoting it: ${url.split('@')[0]}@`, async () => {
+      for (const args of [['client', 'list', '--tenant', 't1'], ['check']]) {
+        const r = await cliOn(url).run(args);
+        expect([r.code, r.stderr]).toEqual([
+          2,
+          "cinder: invalid CINDER_DATABASE_URL (--database-url): an '@' follows the host: percent-encode a '/', '?' or '#' of the user name or password (%2F, %3F, %23) and an '@' of the database name (%40)\n",
+        ]);
+        for (const secret of secrets) expect(r.stdout + r.stderr).not.toContain(secret);
+      }
+    });
+  }
+
+  test("an '@' in a query value is no user information: the URL is used", async () => {
+    const r = await cliOn('postgres://cinder@127.0.0.1:99999/cinder?application_name=me@host').run(['client', 'list', '--tenant', 't1']);
+    expect([r.code, r.stderr]).toEqual([2, "cinder: invalid CINDER_DATABASE_URL (--database-url): not a valid URL: check its host and port ('127.0.0.1:99999')\n"]);
+  });
+
+  test('a URL of another scheme whose password holds a "/" is refused without its password', async () => {
+    const r = await cliOn('mysql://cinder:s3/cret@db.example:3306/cinder').run(['client', 'list', '--tenant', 't1']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe('cinder: invalid CINDER_DATABASE_URL (--database-url): expected a postgres:// URL, sqlite:<path> or a file path (got "mysql://cinder:***@db.example:3306/cinder")\n');
+  });
+
   test('a URL of another scheme is refused without its password', async () => {
     const r = await cliOn('mysql://cinder:s3cret@db.example:3306/cinder').run(['client', 'list', '--tenant', 't1']);
     expect(r.code).toBe(2);

@@ -54,6 +54,12 @@ function authority(url: string): { hosts: string; single: string } {
  */
 export function postgresUrlProblem(url: string): string | undefined {
   const { hosts, single } = authority(url);
+  // An '@' after the authority, outside a query value: a '/', '?' or '#' of the password ended the authority
+  // early (`postgres://u:ab/cd@db/x` names host `u`, port `ab`), and the hosts and database a message would
+  // quote are pieces of the password; or an '@' of the database name. Neither is quoted.
+  if (userInformationAfterHost(url)) {
+    return "an '@' follows the host: percent-encode a '/', '?' or '#' of the user name or password (%2F, %3F, %23) and an '@' of the database name (%40)";
+  }
   if (!URL.canParse(single)) return `not a valid URL: check its host and port ('${hosts}')`;
   const u = new URL(single);
   const parts: [string, string][] = [[u.username, 'user name'], [u.password, 'password'], [u.pathname.slice(1), 'database name']];
@@ -77,8 +83,37 @@ export function postgresTarget(url: string): { database: string; hosts: string }
   return { database: decodeURIComponent(u.pathname.slice(1)) || decodeURIComponent(u.username) || 'postgres', hosts };
 }
 
-/** `url` with the password of its user information, if any, as `***`: what a message may quote. */
+/**
+ * The position of the '@' that ends `url`'s user information when it lies past the authority's end (the first
+ * '/', '?' or '#' after the scheme), or -1: the last '@' before the first '=' (a query value may hold one).
+ */
+function lateUserInformationEnd(url: string): number {
+  const scheme = url.indexOf('://');
+  if (scheme === -1) return -1;
+  const start = scheme + 3;
+  const rest = url.slice(start);
+  const end = rest.search(/[/?#]/);
+  if (end === -1) return -1;
+  const equals = rest.indexOf('=', end);
+  const at = rest.slice(end, equals === -1 ? undefined : equals).lastIndexOf('@');
+  return at === -1 ? -1 : start + end + at;
+}
+
+function userInformationAfterHost(url: string): boolean {
+  return lateUserInformationEnd(url) !== -1;
+}
+
+/**
+ * `url` with the password of its user information, if any, as `***`: what a message may quote. A password
+ * holding an unencoded '/', '?' or '#' is masked up to the '@' that ends it (lateUserInformationEnd).
+ */
 export function withoutPassword(url: string): string {
+  const late = lateUserInformationEnd(url);
+  if (late !== -1) {
+    const start = url.indexOf('://') + 3;
+    const colon = url.indexOf(':', start);
+    if (colon !== -1 && colon < late) return `${url.slice(0, colon + 1)}***${url.slice(late)}`;
+  }
   return url.replace(/^([a-z][a-z0-9+.-]*:\/\/[^/?#@:]*:)[^/?#]*@/i, '$1***@');
 }
 

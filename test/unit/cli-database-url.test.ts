@@ -8,7 +8,8 @@ import { afterAll, describe, expect, test } from 'bun:test';
 import type { Socket } from 'bun';
 import { createCliEnv } from '../helpers/cli.ts';
 import { freePort } from '../helpers/export-e2e.ts';
-import { storeTargets } from '../helpers/stores.ts';
+import { existsSync } from 'node:fs';
+import { rawStatements, storeTargets } from '../helpers/stores.ts';
 
 const targets = await storeTargets({ main: false });
 const clis: ReturnType<typeof createCliEnv>[] = [];
@@ -106,6 +107,36 @@ describe.skipIf(!pg)('a PostgreSQL URL whose host is an IPv6 address in brackets
     } finally {
       forwarder.stop(true);
     }
+  }, 30_000);
+});
+
+describe.skipIf(!pg)('a PostgreSQL URL naming a Unix-domain socket, or its hosts in the query, as libpq reads it', () => {
+  test('commands connect through the socket (was a TCP connection to %2F..., or the server refusing a "host" setting)', async () => {
+    const db = await pg!.migrated();
+    const target = new URL(db.url);
+    const port = Number(target.port || 5432);
+    const [[row]] = await rawStatements('postgres', db.url, [['SHOW unix_socket_directories', []]]);
+    const dir = String(row!.unix_socket_directories).split(',')[0]!.trim();
+    if (!dir.startsWith('/') || !existsSync(`${dir}/.s.PGSQL.${port}`)) return; // a server without a socket
+    const database = target.pathname.slice(1);
+    const user = target.username;
+    const made = await cliOn(`postgres://${user}@/${database}?host=${dir}&port=${port}`).run(['tenant', 'create', 't1', '--json']);
+    expect([made.code, made.stderr]).toEqual([0, '']);
+    for (const url of [
+      `postgresql://${user}@${encodeURIComponent(dir)}:${port}/${database}`,
+      `postgresql:///${database}?host=${dir}&port=${port}&user=${user}`,
+      `postgres://${user}@localhost/${database}?host=${dir}&port=${port}&sslmode=disable`,
+      `postgres://${user}@/${database}?host=127.0.0.1&port=${port}`,
+    ]) {
+      const r = await cliOn(url).run(['client', 'list', '--tenant', 't1', '--json']);
+      expect([url, r.code, r.stderr, r.stdout]).toEqual([url, 0, '', '[]\n']);
+    }
+    const nowhere = await cliOn(`postgres://${user}@/${database}?host=/nonexistent-dir&port=${port}`).run(['client', 'list', '--tenant', 't1'])
+      .catch((err: Error) => ({ code: 1, stdout: '', stderr: `cinder: ${err.message}\n` }));
+    expect(nowhere.code).toBe(1);
+    expect(nowhere.stderr).toBe(
+      `cinder: cannot use the PostgreSQL database '${database}' on the socket in /nonexistent-dir (CINDER_DATABASE_URL): connect ENOENT /nonexistent-dir/.s.PGSQL.${port}\n`,
+    );
   }, 30_000);
 });
 

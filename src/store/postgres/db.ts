@@ -3,7 +3,7 @@ import { StoreConflictError } from '../types.ts';
 import { declareArrayTypes } from './array-types.ts';
 import type { PgMigration } from './migrations.ts';
 import { transaction } from './transaction.ts';
-import { bracketedHosts, connectTimeoutFromUrl, MAX_POOL_SIZE, poolSizeFromUrl } from './url-options.ts';
+import { connectTimeoutFromUrl, driverTarget, MAX_POOL_SIZE, poolSizeFromUrl } from './url-options.ts';
 
 export interface PostgresStoreOptions {
   /** Connection pool size; default 10 (or `?max=N` in the URL). */
@@ -81,9 +81,12 @@ export function connectForKeys(url: string): Pg {
 }
 
 function open(url: string, o: { max: number; application_name: string; idle_timeout?: number; generic?: boolean }): Pg {
-  const sql = postgres(url, {
-    // An IPv6 address in brackets is given apart: postgres.js would take `[` for its host.
-    ...(bracketedHosts(url) as { host?: string; port?: number } | undefined),
+  // An IPv6 address in brackets, a Unix-domain socket's directory, the query's `host` and `port` are given
+  // apart, as libpq reads them: postgres.js would take `[` for a host, connect to `%2Fvar%2Frun%2Fpostgresql`
+  // by TCP, and send `host` to the server as a setting, which refuses it.
+  const { url: driverUrl, ...hosts } = driverTarget(url);
+  const sql = postgres(driverUrl, {
+    ...(hosts as { host?: string; port?: number; path?: string }),
     max: o.max,
     ...(o.idle_timeout !== undefined && { idle_timeout: o.idle_timeout }),
     prepare: true,

@@ -35,15 +35,79 @@ export function connectTimeoutFromUrl(url: string): number | undefined {
 
 /**
  * `url` split as postgres.js reads it: the hosts of its authority (`a:5432,b:5432` in a multi-host URL, which
- * `new URL()` refuses) and the URL with the first host alone, which `new URL()` parses when it is one.
+ * `new URL()` refuses) and the URL with the first host alone, which `new URL()` parses when it is one. An
+ * authority without a host (`postgres://u@/db?host=/var/run/postgresql`, as libpq takes it) is given
+ * `localhost` in `single`, which only parses it.
  */
-function authority(url: string): { hosts: string; single: string } {
+function authority(url: string): { hosts: string; single: string; at: number; end: number } {
   const scheme = url.indexOf('://') + 3;
   const end = url.slice(scheme).search(/[/?#]/);
   const whole = end === -1 ? url.slice(scheme) : url.slice(scheme, scheme + end);
   const hostsAt = whole.lastIndexOf('@') + 1;
   const hosts = whole.slice(hostsAt);
-  return { hosts, single: url.slice(0, scheme + hostsAt) + hosts.split(',')[0]! + url.slice(scheme + whole.length) };
+  const first = hosts.split(',')[0]! || 'localhost';
+  return { hosts, single: url.slice(0, scheme + hostsAt) + first + url.slice(scheme + whole.length), at: scheme + hostsAt, end: scheme + whole.length };
+}
+
+/** The URL's query parameters (after '?', before '#'). */
+function queryOf(url: string): URLSearchParams {
+  const q = url.indexOf('?');
+  if (q === -1) return new URLSearchParams();
+  const hash = url.indexOf('#', q);
+  return new URLSearchParams(url.slice(q + 1, hash === -1 ? undefined : hash));
+}
+
+/** Where a URL connects to as libpq reads it: TCP hosts and ports, or the directory of a Unix-domain socket. */
+type Endpoints = { socket: string; port: number } | { host: string[]; port: number[] };
+
+/**
+ * The hosts of `url` as libpq takes them: the query's `host` (and `port`) before the authority's, a host that
+ * is a path (`?host=/var/run/postgresql`, or `%2Fvar%2Frun%2Fpostgresql` as the authority) the directory of the
+ * server's Unix-domain socket, an IPv6 address in brackets; no port, PGPORT's or 5432. Undefined for a URL
+ * postgres.js reads itself (neither a socket, brackets, nor a `host` or `port` in its query).
+ */
+function endpoints(url: string): Endpoints | undefined {
+  const { hosts } = authority(url);
+  const query = queryOf(url);
+  const queryHost = query.get('host');
+  const queryPort = query.get('port');
+  if (!hosts.includes('[') && !hosts.includes('%') && queryHost === null && queryPort === null) return undefined;
+  const fallback = Number(process.env.PGPORT) || 5432;
+  const listed = (queryHost ?? hosts).split(',').map((h) => {
+    // The query's hosts are bare (their ports are the query's `port`); the authority's may carry one.
+    const m = queryHost === null ? /^\[([^\]]*)\](?::(\d*))?$|^([^:]*)(?::(\d*))?$/.exec(h) : null;
+    let host = m?.[1] ?? m?.[3] ?? h;
+    try {
+      host = decodeURIComponent(host);
+    } catch {
+      // postgresUrlProblem names it
+    }
+    return { host, port: m?.[2] ?? m?.[4] };
+  });
+  const ports = queryPort === null ? listed.map((h) => h.port) : queryPort.split(',');
+  const portOf = (i: number) => Number(ports[ports.length === 1 ? 0 : i] || fallback);
+  if (listed[0]!.host.startsWith('/')) return { socket: listed[0]!.host, port: portOf(0) };
+  return { host: listed.map((h) => h.host || 'localhost'), port: listed.map((_, i) => portOf(i)) };
+}
+
+/**
+ * What postgres.js is given for `url`: the URL, and where its hosts need reading apart (endpoints), the
+ * hosts and ports, or the socket's path, with the URL's `host` and `port` query parameters removed (postgres.js
+ * would send them to the server as settings, which refuses them) and a placeholder host it can parse.
+ */
+export function driverTarget(url: string): { url: string; host?: string[]; port?: number[]; path?: string } {
+  const target = endpoints(url);
+  if (!target) return { url };
+  const { at, end } = authority(url);
+  let rewritten = `${url.slice(0, at)}localhost${url.slice(end)}`;
+  const q = rewritten.indexOf('?');
+  if (q !== -1) {
+    const hash = rewritten.indexOf('#', q);
+    const kept = rewritten.slice(q + 1, hash === -1 ? undefined : hash).split('&').filter((p) => !/^(host|port)=/.test(p));
+    rewritten = rewritten.slice(0, q) + (kept.length ? `?${kept.join('&')}` : '') + (hash === -1 ? '' : rewritten.slice(hash));
+  }
+  if ('socket' in target) return { url: rewritten, path: `${target.socket.replace(/\/+$/, '')}/.s.PGSQL.${target.port}` };
+  return { url: rewritten, host: target.host, port: target.port };
 }
 
 /**
@@ -80,7 +144,14 @@ export function postgresUrlProblem(url: string): string | undefined {
 export function postgresTarget(url: string): { database: string; hosts: string } {
   const { hosts, single } = authority(url);
   const u = new URL(single);
-  return { database: decodeURIComponent(u.pathname.slice(1)) || decodeURIComponent(u.username) || 'postgres', hosts };
+  const target = endpoints(url);
+  const where = !target
+    ? hosts
+    : 'socket' in target
+      ? `the socket in ${target.socket}`
+      : target.host.map((h, i) => `${h.includes(':') ? `[${h}]` : h}:${target.port[i]}`).join(',');
+  const user = queryOf(url).get('user');
+  return { database: decodeURIComponent(u.pathname.slice(1)) || user || decodeURIComponent(u.username) || 'postgres', hosts: where };
 }
 
 /**
@@ -115,25 +186,4 @@ export function withoutPassword(url: string): string {
     if (colon !== -1 && colon < late) return `${url.slice(0, colon + 1)}***${url.slice(late)}`;
   }
   return url.replace(/^([a-z][a-z0-9+.-]*:\/\/[^/?#@:]*:)[^/?#]*@/i, '$1***@');
-}
-
-/**
- * The hosts and ports of a URL whose authority holds an IPv6 address in brackets (`postgres://u@[::1]:5432/db`,
- * `[fd00::1]:5432,[fd00::2]:5432`), as postgres.js takes them given apart; undefined for any other URL, whose hosts
- * postgres.js reads itself. It splits each host at its first `:`, which took `[` for the host of an IPv6 address
- * (`getaddrinfo ENOTFOUND [`).
- */
-export function bracketedHosts(url: string): { host: string[]; port: number[] } | undefined {
-  const { hosts } = authority(url);
-  if (!hosts.includes('[')) return undefined;
-  const host: string[] = [];
-  const port: number[] = [];
-  for (const h of hosts.split(',')) {
-    const m = /^\[([^\]]*)\](?::(\d*))?$|^([^:]*)(?::(\d*))?$/.exec(h);
-    host.push(m?.[1] ?? m?.[3] ?? h);
-    const p = m?.[2] ?? m?.[4];
-    // No port: libpq's and postgres.js's default, PGPORT when set, as for a host not in brackets.
-    port.push(p ? Number(p) : Number(process.env.PGPORT) || 5432);
-  }
-  return { host, port };
 }

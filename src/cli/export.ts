@@ -56,11 +56,13 @@ export const exportCommand: Command = {
     const owner = `${CLI_OWNER_PREFIX}${process.pid}:${crypto.randomUUID().slice(0, 8)}`;
     let jobId: string | undefined;
     let starting: Promise<string> | undefined;
+    let heartbeat: ReturnType<typeof setInterval> | undefined;
     const stopOnSignal = removeJobOnSignal(io, ctx, out, () => starting);
     try {
       if (!(await ctx.store.tenants.get(v.tenant))) throw new UsageError(`tenant '${v.tenant}' does not exist`);
       starting = start(ctx, v.tenant, typeof v.group === 'string' ? v.group : undefined, inputOf(v), owner);
       jobId = await starting;
+      heartbeat = holdLease(ctx, jobId, owner);
       // Made once the export is accepted (the tenant, the Group, the types and filters): a refused export leaves
       // no empty directory behind; one that cannot be made leaves no job (finally).
       try {
@@ -78,6 +80,7 @@ export const exportCommand: Command = {
       if (err instanceof FhirError) throw new UsageError(err.message);
       throw err;
     } finally {
+      clearInterval(heartbeat);
       stopOnSignal();
       if (jobId) await ctx.store.exports.cleanup.remove(jobId);
       await ctx.store.close();
@@ -86,6 +89,18 @@ export const exportCommand: Command = {
 };
 
 type Context = Awaited<ReturnType<typeof openContext>>;
+
+/**
+ * Renews the lease of the job this command made until the command ends, from the moment it is made: the
+ * run renews it too, but before the run comes the counting of each type's resources for the progress bar,
+ * which on a large or busy database outlasts the lease (CINDER_EXPORT_LEASE_SECONDS), and a server's runner
+ * would take the job for that of a killed command and fail it while this one lives (run-job.ts).
+ */
+function holdLease(ctx: Context, jobId: string, owner: string): ReturnType<typeof setInterval> {
+  const { leaseMs } = runSettings(ctx.config);
+  // A failed renewal is retried on the next tick, as the run's heartbeat does: the lease outlives a few misses.
+  return setInterval(() => void ctx.store.exports.jobs.checkpoint(jobId, owner, ctx.clock.now(), leaseMs).catch(() => undefined), Math.max(250, Math.floor(leaseMs / 3)));
+}
 
 /**
  * Until the returned function is called, SIGINT (Ctrl-C) and SIGTERM end the command after removing its job

@@ -162,6 +162,9 @@ describe('a PostgreSQL URL that cannot work is a configuration error (exit 2)', 
     ['postgres://cinder:1234/abc@127.0.0.1:5432/cinder', ['1234', 'abc']],
     ['postgres://cinder:s3cr?et@127.0.0.1:5432/cinder', ['s3cr', 'et@']],
     ['postgres://cinder:4321#xyz@127.0.0.1:5432/cinder', ['4321', 'xyz']],
+    // base64: a '/' and the '=' padding
+    ['postgres://cinder:xq/zw==@127.0.0.1:5432/cinder', ['xq', 'zw==']],
+    ['postgres://cinder:12/cd+e=@127.0.0.1:5432/cinder', ['12', 'cd+e']],
   ];
   for (const [url, secrets] of unencoded) {
     test(`a password with an unencoded '/', '?' or '#' is refused without quoting it: ${url.split('@')[0]}@`, async () => {
@@ -175,6 +178,14 @@ describe('a PostgreSQL URL that cannot work is a configuration error (exit 2)', 
       }
     });
   }
+
+  test("a password's '?' before an '=' is refused without quoting what was read as the host", async () => {
+    const r = await cliOn('postgres://cinder:xq?zw==@127.0.0.1:5432/cinder').run(['client', 'list', '--tenant', 't1']);
+    expect([r.code, r.stderr]).toEqual([
+      2,
+      "cinder: invalid CINDER_DATABASE_URL (--database-url): not a valid URL: check its host and port, and percent-encode a '/', '?', '#' or '@' of the user name or password\n",
+    ]);
+  });
 
   test("an '@' in a query value is no user information: the URL is used", async () => {
     const r = await cliOn('postgres://cinder@127.0.0.1:99999/cinder?application_name=me@host').run(['client', 'list', '--tenant', 't1']);

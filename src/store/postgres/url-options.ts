@@ -124,7 +124,11 @@ export function postgresUrlProblem(url: string): string | undefined {
   if (userInformationAfterHost(url)) {
     return "an '@' follows the host: percent-encode a '/', '?' or '#' of the user name or password (%2F, %3F, %23) and an '@' of the database name (%40)";
   }
-  if (!URL.canParse(single)) return `not a valid URL: check its host and port ('${hosts}')`;
+  if (!URL.canParse(single)) {
+    // Hosts read before any '@' may be a password's first characters (`u:ab?cd=@db/x`): not quoted then.
+    const quoted = authority(url).at > url.indexOf('://') + 3 || !url.includes('@');
+    return `not a valid URL: check its host and port${quoted ? ` ('${hosts}')` : ", and percent-encode a '/', '?', '#' or '@' of the user name or password"}`;
+  }
   const u = new URL(single);
   const parts: [string, string][] = [[u.username, 'user name'], [u.password, 'password'], [u.pathname.slice(1), 'database name']];
   for (const [value, what] of parts) {
@@ -156,7 +160,9 @@ export function postgresTarget(url: string): { database: string; hosts: string }
 
 /**
  * The position of the '@' that ends `url`'s user information when it lies past the authority's end (the first
- * '/', '?' or '#' after the scheme), or -1: the last '@' before the first '=' (a query value may hold one).
+ * '/', '?' or '#' after the scheme), or -1: the last '@' of the path, the fragment, or a query parameter that
+ * is not `name=value` (a base64 password's `/` and `==`, `u:ab/cd==@db/x`, put `cd==@db` in the path), never
+ * one in a query parameter's value (`?application_name=me@host`).
  */
 function lateUserInformationEnd(url: string): number {
   const scheme = url.indexOf('://');
@@ -165,9 +171,27 @@ function lateUserInformationEnd(url: string): number {
   const rest = url.slice(start);
   const end = rest.search(/[/?#]/);
   if (end === -1) return -1;
-  const equals = rest.indexOf('=', end);
-  const at = rest.slice(end, equals === -1 ? undefined : equals).lastIndexOf('@');
-  return at === -1 ? -1 : start + end + at;
+  let last = -1;
+  let i = start + end;
+  const query = url.indexOf('?', i);
+  const hash = url.indexOf('#', i);
+  const pathEnd = Math.min(query === -1 ? url.length : query, hash === -1 ? url.length : hash);
+  last = url.slice(i, pathEnd).lastIndexOf('@');
+  if (last !== -1) last += i;
+  if (query !== -1 && query === pathEnd) {
+    const queryEnd = hash === -1 || hash < query ? url.length : hash;
+    i = query + 1;
+    for (const param of url.slice(i, queryEnd).split('&')) {
+      const at = param.lastIndexOf('@');
+      if (at !== -1 && !/^[A-Za-z_][A-Za-z0-9_]*=/.test(param)) last = i + at;
+      i += param.length + 1;
+    }
+  }
+  if (hash !== -1) {
+    const at = url.lastIndexOf('@');
+    if (at > hash) last = at;
+  }
+  return last;
 }
 
 function userInformationAfterHost(url: string): boolean {

@@ -120,8 +120,18 @@ describe.skipIf(!targets.some((t) => t.kind === 'postgres'))('a command whose Po
 
   test('a database that does not exist on the server: exit 1, one line saying so', async () => {
     const url = `postgres://${admin.username}@${admin.host}/cinder_no_such_database`;
-    const r = await cinder(['client', 'list', '--tenant', 't1'], { CINDER_DATABASE_URL: url });
+    // serve too: a session refused at start is a setting to fix, not an outage to answer 503 for until it ends.
+    for (const args of [['client', 'list', '--tenant', 't1'], ['serve']]) {
+      const r = await cinder(args, { CINDER_DATABASE_URL: url, CINDER_PORT: String(freePort()) });
+      expect(r.code).toBe(1);
+      expect(r.stderr).toBe(`cinder: cannot use the PostgreSQL database 'cinder_no_such_database' on ${admin.host} (CINDER_DATABASE_URL): database "cinder_no_such_database" does not exist\n`);
+    }
+  }, 30_000);
+
+  test('a role the server does not know: serve exits 1 at start, one line saying so', async () => {
+    const url = `postgres://cinder_no_such_role@${admin.host}/postgres`;
+    const r = await cinder(['serve'], { CINDER_DATABASE_URL: url, CINDER_PORT: String(freePort()) });
     expect(r.code).toBe(1);
-    expect(r.stderr).toBe(`cinder: cannot use the PostgreSQL database 'cinder_no_such_database' on ${admin.host} (CINDER_DATABASE_URL): database "cinder_no_such_database" does not exist\n`);
+    expect(r.stderr).toBe(`cinder: cannot use the PostgreSQL database 'postgres' on ${admin.host} (CINDER_DATABASE_URL): role "cinder_no_such_role" does not exist\n`);
   }, 30_000);
 });

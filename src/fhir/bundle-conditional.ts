@@ -5,11 +5,11 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import { FhirError } from '../errors.ts';
-import type { Condition, IndexRows } from '../store/types.ts';
+import type { Condition, IndexRows, ResourceVersion, SearchQuery } from '../store/types.ts';
 import { entryPath, located, type Entry } from './bundle-entries.ts';
 import type { Planned } from './bundle-ops.ts';
 import { conditionKey, conditionSearch, parseCondition, showCondition } from './conditional.ts';
-import { lookups } from './core-search.ts';
+import { findResources, lookups } from './core-search.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import type { Resource } from './resource.ts';
 import { hasEndpoint, isResourceType } from './resource-types.ts';
@@ -99,7 +99,7 @@ export async function resolveConditionalReferences(
   deps: FhirDeps, req: FhirRequest, refs: ConditionalReference[], writes: TransactionWrite[], lookup: (fullUrl: string) => string | undefined, held?: HeldSearches,
 ): Promise<void> {
   const found = new Map<string, string>();
-  const writtenResources = new WrittenResources(writes, lookups(deps, req.tenant));
+  const writtenResources = new WrittenResources(writes, lookups(deps, req.tenant), (q) => findResources(deps, req.tenant, q));
   for (const ref of refs) {
     const written = ref.holder.reference;
     const type = written.slice(0, written.indexOf('?'));
@@ -142,7 +142,7 @@ async function writtenMatches(deps: FhirDeps, req: FhirRequest, type: string, qu
   if (search === undefined) return [];
   const where: Condition[] = [...(search.where ?? []), ...(search.compartment === undefined ? [] : [{ kind: 'compartment', patient: search.compartment } as const])];
   const out: string[] = [];
-  for (const w of written.candidates(type, where)) {
+  for (const w of await written.candidates(type, where)) {
     if (await matchConditions({ ...w.resource!, id: w.id }, now, where, written.ctx, written.rows(w))) out.push(w.id);
   }
   return out;
@@ -160,11 +160,16 @@ export class WrittenResources {
   /** The ids of the stored resources it replaces (updates, patches, deletes), by type. */
   private readonly replacedIds = new Map<string, Set<string>>();
   private readonly indexRows = new Map<TransactionWrite, IndexRows>();
+  /** By `Type\0param`: the written resources holding each token value of the parameter (made when a condition first asks). */
   private readonly byToken = new Map<string, Map<string, TransactionWrite[]>>();
+  /** By `Type\0param`: the parameter's normalised string values of the written resources, in code point order (made alike). */
+  private readonly byString = new Map<string, { value: string; w: TransactionWrite }[]>();
 
   constructor(
     writes: TransactionWrite[],
     readonly ctx: MatchContext,
+    /** The current resources a query finds, as ctx.exists looks them up (findResources): a chain's targets, to narrow by. */
+    private readonly find?: (query: SearchQuery) => Promise<ResourceVersion[]>,
   ) {
     // Once for the transaction: each reference reads them, and filtering per reference was N × N again.
     for (const w of writes) {
@@ -173,14 +178,20 @@ export class WrittenResources {
     }
   }
 
-  /** One more resource the transaction writes (its references as the Bundle resolves them), kept in the token lists already made. */
+  /** One more resource the transaction writes (its references as the Bundle resolves them), kept in the token and string lists already made. */
   add(w: TransactionWrite): void {
     if (w.resource === undefined) return;
     (this.byType.get(w.type) ?? this.byType.set(w.type, []).get(w.type)!).push(w);
+    const prefix = `${w.type}\u0000`;
     for (const [key, values] of this.byToken) {
-      if (!key.startsWith(`${w.type}\u0000`)) continue;
-      const param = key.slice(w.type.length + 1);
+      if (!key.startsWith(prefix)) continue;
+      const param = key.slice(prefix.length);
       for (const e of this.rows(w).tokens) if (e.param === param) (values.get(e.value) ?? values.set(e.value, []).get(e.value)!).push(w);
+    }
+    for (const [key, sorted] of this.byString) {
+      if (!key.startsWith(prefix)) continue;
+      const param = key.slice(prefix.length);
+      for (const e of this.rows(w).strings) if (e.param === param) sorted.splice(firstAtLeast(sorted, e.value), 0, { value: e.value, w });
     }
   }
 
@@ -201,23 +212,107 @@ export class WrittenResources {
   }
 
   /**
-   * The written resources of `type` that may meet `where`: those holding a value of its first plain token
-   * condition (one every match meets: ANDed at the top, no `:not`, `ne` or folded case, each value with a
-   * code), or all of them.
+   * The written resources of `type` that may meet `where`: those the fewest of which its plain conditions admit (each
+   * ANDed at the top, so every match meets it): a token condition (no `:not`, `ne` or folded case, each value with a
+   * code), by the resources holding one of its values; a string condition matching from the start (`family=Sm`, `eq`),
+   * by those holding a value in its range; failing those, a chain (`subject:Patient.identifier=x`), by those referring
+   * to one of the few current resources its target meets (looked up once, as matchConditions looks each up). Else all
+   * of them. The first token alone was read: `code=x&identifier=y`, its code shared by every entry, matched every pair,
+   * and a chain looked its target up for every pair (2,000 conditional creates of `code=x&subject:Patient.identifier=y`
+   * in one transaction: minutes).
    */
-  candidates(type: string, where: Condition[]): readonly TransactionWrite[] {
+  async candidates(type: string, where: Condition[]): Promise<readonly TransactionWrite[]> {
     const all = this.of(type);
-    const token = where.find((c): c is Extract<Condition, { kind: 'token' }> =>
-      c.kind === 'token' && !c.not && !c.unequal && !c.fold && c.values.every((v) => v.value !== undefined));
-    if (token === undefined || all.length < 8) return all;
-    let values = this.byToken.get(`${type}\u0000${token.param}`);
-    if (values === undefined) {
-      values = new Map();
-      for (const w of all) {
-        for (const e of this.rows(w).tokens) if (e.param === token.param) (values.get(e.value) ?? values.set(e.value, []).get(e.value)!).push(w);
+    if (all.length < NARROWED_FROM) return all;
+    let best: readonly TransactionWrite[] = all;
+    // Without a lookup first; a chain's targets are looked up only when that leaves many.
+    for (const lookUp of [false, true]) {
+      for (const c of where) {
+        if (best.length < NARROWED_FROM) return best;
+        const some = await this.narrowed(type, c, lookUp);
+        if (some !== undefined && some.length < best.length) best = some;
       }
-      this.byToken.set(`${type}\u0000${token.param}`, values);
     }
-    return [...new Set(token.values.flatMap((v) => values.get(v.value!) ?? []))];
+    return best;
   }
+
+  /** The written resources of `type` that may meet `c` (undefined: any may), its chains narrowed by their targets when `lookUp`. */
+  private async narrowed(type: string, c: Condition, lookUp: boolean): Promise<TransactionWrite[] | undefined> {
+    switch (c.kind) {
+      case 'token': return this.holdingTokens(type, c);
+      case 'string': return this.holdingStrings(type, c);
+      case 'chain': {
+        if (!lookUp || c.canonical || this.find === undefined) return undefined;
+        const targets = await this.find({ type: c.targetType, where: c.where, sort: [], count: CHAIN_TARGETS + 1 });
+        return targets.length > CHAIN_TARGETS ? undefined : this.holding(type, c.param, targets.map((v) => v.id));
+      }
+      // `subject:Patient.identifier=x`: the chain, or the rows of a contained Patient.
+      case 'or': {
+        const out = new Set<TransactionWrite>();
+        for (const x of c.any) {
+          const some = await this.narrowed(type, x, lookUp);
+          if (some === undefined) return undefined;
+          for (const w of some) out.add(w);
+        }
+        return [...out];
+      }
+      default: return undefined;
+    }
+  }
+
+  private holdingTokens(type: string, c: Extract<Condition, { kind: 'token' }>): TransactionWrite[] | undefined {
+    if (c.not || c.unequal || c.fold || !c.values.every((v) => v.value !== undefined)) return undefined;
+    return this.holding(type, c.param, c.values.map((v) => v.value!));
+  }
+
+  /** The written resources of `type` holding a token row of `param` whose value (whatever its system) is one of `values`. */
+  private holding(type: string, param: string, values: string[]): TransactionWrite[] {
+    const key = `${type}\u0000${param}`;
+    let byValue = this.byToken.get(key);
+    if (byValue === undefined) {
+      byValue = new Map();
+      for (const w of this.of(type)) {
+        for (const e of this.rows(w).tokens) if (e.param === param) (byValue.get(e.value) ?? byValue.set(e.value, []).get(e.value)!).push(w);
+      }
+      this.byToken.set(key, byValue);
+    }
+    const found = byValue;
+    return [...new Set(values.flatMap((v) => found.get(v) ?? []))];
+  }
+
+  private holdingStrings(type: string, c: Extract<Condition, { kind: 'string' }>): TransactionWrite[] | undefined {
+    if (!c.values.every((v) => v.match === 'prefix' || v.match === 'equal')) return undefined;
+    const key = `${type}\u0000${c.param}`;
+    let sorted = this.byString.get(key);
+    if (sorted === undefined) {
+      sorted = [];
+      for (const w of this.of(type)) for (const e of this.rows(w).strings) if (e.param === c.param) sorted.push({ value: e.value, w });
+      sorted.sort((a, b) => (a.value < b.value ? -1 : a.value > b.value ? 1 : 0));
+      this.byString.set(key, sorted);
+    }
+    const out = new Set<TransactionWrite>();
+    for (const v of c.values) {
+      // As prefixOf (search-match.ts): from the value up to the value followed by the highest code point.
+      const end = v.value + '\u{10FFFF}';
+      for (let i = firstAtLeast(sorted, v.value); i < sorted.length && sorted[i]!.value < end; i++) out.add(sorted[i]!.w);
+    }
+    return [...out];
+  }
+}
+
+/** Fewer written resources of a type are matched one by one (WrittenResources.candidates). */
+const NARROWED_FROM = 8;
+/** The most targets of a chain WrittenResources.candidates narrows by: past them, it does not. */
+const CHAIN_TARGETS = 100;
+
+/** The index of the first entry of `sorted` (in code unit order) whose value is at least `value`. */
+function firstAtLeast(sorted: readonly { value: string }[], value: string): number {
+  let lo = 0;
+  let hi = sorted.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (sorted[mid]!.value < value) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }

@@ -1,7 +1,7 @@
 import { STATUS_CODES } from 'node:http';
 import { FhirError, type FhirIssue } from '../errors.ts';
 import { requireAccess } from './access.ts';
-import type { Condition, ResourceVersion, ResourceWriter } from '../store/types.ts';
+import type { Condition, ResourceVersion, ResourceWriter, SearchQuery } from '../store/types.ts';
 import { entryPath, located, type Entry } from './bundle-entries.ts';
 import { follow, resolveConditionalReferences, sharedWrites, WrittenResources, type ConditionalReference, type TransactionWrite } from './bundle-conditional.ts';
 import { etag } from './bundle.ts';
@@ -11,7 +11,7 @@ import { cloneExact, parseExact } from './exact-json.ts';
 import { ConditionRaced, conditionKey, heldToMatch, requireFoundByCondition, resolveCondition, showCondition, storedMatch } from './conditional.ts';
 import { deleteVersion, putVersion, reachJudged, refusedNoOp, requireStoredInReach, requireWritableContext, stillJudged, type ContextReads, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
 import { securityContextTarget } from './binary.ts';
-import { lookups } from './core-search.ts';
+import { findResources, lookups } from './core-search.ts';
 import { operationOutcome, unchangedOutcome } from './outcome.ts';
 import { matchConditions, type MatchContext } from './search-match.ts';
 import { criteriaOf } from './search.ts';
@@ -251,7 +251,7 @@ export async function plan(
   const waiting = (item: string) => (awaited.has(item) || awaited.has(`${base}/${item}`)) && lookup(item) === undefined;
   const followers = new Map<Entry, Entry[]>();
   for (const [f, l] of leaders) followers.set(l, [...(followers.get(l) ?? []), f]);
-  const created = new CreatedByEntries(lookups(deps, req.tenant));
+  const created = new CreatedByEntries(lookups(deps, req.tenant), (q) => findResources(deps, req.tenant, q));
   // Deletes first, as a transaction processes them (http.html 3.1.0.11.2): conditional creates do not find what they delete (`deleted`, of the type's ids).
   let left = [...entries.filter((e) => e.method === 'DELETE'), ...entries.filter((e) => e.method !== 'DELETE' && !leaders.has(e))];
   const deleted = new Map<string, Set<string>>();
@@ -311,8 +311,8 @@ class CreatedByEntries {
   private readonly written: WrittenResources;
   private readonly planned = new Map<TransactionWrite, Planned>();
 
-  constructor(ctx: MatchContext) {
-    this.written = new WrittenResources([], ctx);
+  constructor(ctx: MatchContext, find: (query: SearchQuery) => Promise<ResourceVersion[]>) {
+    this.written = new WrittenResources([], ctx, find);
   }
 
   note(p: Planned, lookup: (item: string) => string | undefined): void {
@@ -333,7 +333,7 @@ class CreatedByEntries {
   /** The entries whose resources meet `criteria`. */
   async meeting(type: string, criteria: Condition[], now: number): Promise<Planned[]> {
     const out: Planned[] = [];
-    for (const w of this.written.candidates(type, criteria)) {
+    for (const w of await this.written.candidates(type, criteria)) {
       if (await matchConditions(w.resource!, now, criteria, this.written.ctx, this.written.rows(w))) out.push(this.planned.get(w)!);
     }
     return out;

@@ -110,6 +110,35 @@ await eachStore((kind, fresh) => {
       expect(await count('Patient?identifier=w7,w8')).toBe(0);
     });
 
+    test('among many entries, a condition follows the one whose resource it finds: by its most selective token, a string prefix or a chain', async () => {
+      // Stored Patients for chains to reach: q0 … q11.
+      await api.post('', bundle('transaction', Array.from({ length: 12 }, (_, i) => ({ request: { method: 'PUT', url: `Patient/q${i}` }, resource: { resourceType: 'Patient', id: `q${i}`, identifier: [{ system: 'urn:q', value: `q${i}` }] } }))));
+      const obs = (i: number, extra: Json = {}): Json => ({
+        resourceType: 'Observation', status: 'final', code: { coding: [{ system: 'urn:c', code: 'many' }] }, identifier: [{ system: 'urn:o', value: `o${i}` }], subject: { reference: `Patient/q${i}` }, valueString: 'x', ...extra,
+      });
+      const named = (i: number): Json => ({ resourceType: 'Patient', name: [{ family: `Family${i}z`, given: [`Given${i}`] }] });
+      const contained = obs(11, { contained: [{ resourceType: 'Patient', id: 'c', identifier: [{ system: 'urn:q', value: 'inner' }] }], subject: { reference: '#c' } });
+      const entries: Json[] = [
+        // More than the few matched one by one: twelve Observations of one code, twelve Patients named apart.
+        ...Array.from({ length: 11 }, (_, i) => ({ request: { method: 'POST', url: 'Observation' }, resource: obs(i) })),
+        { request: { method: 'POST', url: 'Observation' }, resource: contained },
+        ...Array.from({ length: 12 }, (_, i) => ({ request: { method: 'POST', url: 'Patient' }, resource: named(i) })),
+        // Each finds one of them: the code every one holds and an identifier; a chain to a stored Patient; a chain to a contained one; a family's start.
+        { request: { method: 'POST', url: 'Observation', ifNoneExist: 'code=urn:c|many&identifier=urn:o|o5' }, resource: obs(5) },
+        { request: { method: 'POST', url: 'Observation', ifNoneExist: 'code=urn:c|many&subject:Patient.identifier=urn:q|q7' }, resource: obs(7) },
+        { request: { method: 'POST', url: 'Observation', ifNoneExist: 'code=urn:c|many&subject:Patient.identifier=urn:q|inner' }, resource: contained },
+        { request: { method: 'POST', url: 'Patient', ifNoneExist: 'family=family3&given=Given3' }, resource: named(3) },
+      ];
+      const res = await api.post('', bundle('transaction', entries));
+      expect(res.status).toBe(200);
+      const body = (await res.json()) as Json;
+      const location = (i: number) => body.entry[i].response.location;
+      expect(body.entry.slice(24).map((e: Json) => e.response.status.slice(0, 3))).toEqual(['200', '200', '200', '200']);
+      expect([location(24), location(25), location(26), location(27)]).toEqual([location(5), location(7), location(11), location(15)]);
+      expect(await count('Observation?code=urn:c|many')).toBe(12);
+      expect(await count('Patient?family=family3z')).toBe(1);
+    });
+
     test("a batch's entry that misses its condition is a 400 of its own; the others are written", async () => {
       const res = (await (await api.post('', bundle('batch', [
         { request: { method: 'POST', url: 'Patient', ifNoneExist: 'identifier=urn:s|b-wanted' }, resource: patient('b-other') },

@@ -251,7 +251,7 @@ export async function plan(
   const waiting = (item: string) => (awaited.has(item) || awaited.has(`${base}/${item}`)) && lookup(item) === undefined;
   const followers = new Map<Entry, Entry[]>();
   for (const [f, l] of leaders) followers.set(l, [...(followers.get(l) ?? []), f]);
-  const created = new CreatedByEntries(lookups(deps, req.tenant), (q) => findResources(deps, req.tenant, q));
+  const created = new CreatedByEntries(lookups(deps, req.tenant), (q) => findResources(deps, req.tenant, q), lookup, waiting);
   // Deletes first, as a transaction processes them (http.html 3.1.0.11.2): conditional creates do not find what they delete (`deleted`, of the type's ids).
   let left = [...entries.filter((e) => e.method === 'DELETE'), ...entries.filter((e) => e.method !== 'DELETE' && !leaders.has(e))];
   const deleted = new Map<string, Set<string>>();
@@ -271,7 +271,7 @@ export async function plan(
       const found = await target(deps, req, entry, query, preset.get(entry), deleted.get(entry.type) ?? new Set(), held);
       const p = found.creates ? await createdByEarlier(deps, found, created) : found;
       byEntry.set(entry, p);
-      created.note(p, lookup);
+      created.note(p);
       if (entry.condition) deletes(entry, p.id);
       for (const e of [entry, ...(followers.get(entry) ?? [])]) {
         if (p.id && names(e) && !resolved.has(e.fullUrl!)) resolved.set(e.fullUrl!, `${e.type}/${p.id}`);
@@ -303,26 +303,44 @@ export async function plan(
 
 /**
  * The resources the entries planned so far create (a POST, or a conditional PUT that matched nothing), each as the
- * Bundle will write it: its id, and its references to fullUrls read as the ids they are given so far. Held with their
- * index rows and token lists (WrittenResources), so that each condition is matched against the few holding one of
- * its token values, not against every earlier entry.
+ * Bundle will write it: its id, and its references to fullUrls read as the ids they are given. Held with their
+ * index rows and token lists (WrittenResources), so that each condition is matched against the few its conditions
+ * admit, not against every earlier entry. One referring to the fullUrl of a conditional entry not planned yet (whose
+ * id is not known) is held back until that entry is planned: matched with the fullUrl, it was met by no condition
+ * naming that entry (its fullUrl read as the id), and a second resource was created where the Bundle sent again
+ * found two (412).
  */
 class CreatedByEntries {
   private readonly written: WrittenResources;
   private readonly planned = new Map<TransactionWrite, Planned>();
+  /** By the fullUrl of a conditional entry not planned yet: the creates referring to it, noted once it is. */
+  private readonly held = new Map<string, Planned[]>();
 
-  constructor(ctx: MatchContext, find: (query: SearchQuery) => Promise<ResourceVersion[]>) {
+  constructor(
+    ctx: MatchContext, find: (query: SearchQuery) => Promise<ResourceVersion[]>,
+    private readonly lookup: (item: string) => string | undefined,
+    private readonly waiting: (item: string) => boolean,
+  ) {
     this.written = new WrittenResources([], ctx, find);
   }
 
-  note(p: Planned, lookup: (item: string) => string | undefined): void {
+  note(p: Planned): void {
     const { entry } = p;
     const creates = p.id !== undefined && p.follows === undefined && entry.resource !== undefined &&
       (entry.method === 'POST' ? p.existing === undefined : entry.method === 'PUT' && p.settles !== undefined);
-    if (!creates) return;
+    if (creates) this.add(p);
+  }
+
+  private add(p: Planned): void {
+    const { entry } = p;
+    const awaited = this.awaitedBy(entry.resource!);
+    if (awaited !== undefined) {
+      this.held.set(awaited, [...(this.held.get(awaited) ?? []), p]);
+      return;
+    }
     const resource = structuredClone({ ...entry.resource!, id: p.id }) as Resource;
     walkReferences(resource, (holder) => {
-      const id = lookup(holder.reference);
+      const id = this.lookup(holder.reference);
       if (id !== undefined) holder.reference = id;
     });
     const w: TransactionWrite = { type: entry.type, id: p.id!, resource, stored: false };
@@ -330,8 +348,27 @@ class CreatedByEntries {
     this.planned.set(w, p);
   }
 
+  /** The first fullUrl `resource` refers to whose entry is not planned yet, if any. */
+  private awaitedBy(resource: Resource): string | undefined {
+    let awaited: string | undefined;
+    walkReferences(resource, (holder) => {
+      if (awaited === undefined && this.waiting(holder.reference)) awaited = holder.reference;
+    });
+    return awaited;
+  }
+
+  /** Notes the creates held back for entries planned since. */
+  private release(): void {
+    for (const [fullUrl, ps] of this.held) {
+      if (this.waiting(fullUrl)) continue;
+      this.held.delete(fullUrl);
+      for (const p of ps) this.add(p);
+    }
+  }
+
   /** The entries whose resources meet `criteria`. */
   async meeting(type: string, criteria: Condition[], now: number): Promise<Planned[]> {
+    this.release();
     const out: Planned[] = [];
     for (const w of await this.written.candidates(type, criteria)) {
       if (await matchConditions(w.resource!, now, criteria, this.written.ctx, this.written.rows(w))) out.push(this.planned.get(w)!);

@@ -110,6 +110,25 @@ await eachStore((kind, fresh) => {
       expect(await count('Patient?identifier=w7,w8')).toBe(0);
     });
 
+    test("an earlier entry referring to a conditional entry planned after it is found by a condition naming that entry's fullUrl", async () => {
+      const P = 'urn:uuid:8b0f3e42-4c1b-4d7e-9f55-0a4c2a1d0003';
+      const obs = { resourceType: 'Observation', status: 'final', code: { coding: [{ system: 'urn:c', code: 'later' }] }, identifier: [{ system: 'urn:o', value: 'later' }], subject: { reference: P }, valueString: 'x' };
+      const entries = [
+        { request: { method: 'POST', url: 'Observation', ifNoneExist: 'identifier=urn:o|later' }, resource: obs },
+        { fullUrl: P, request: { method: 'POST', url: 'Patient', ifNoneExist: 'identifier=urn:s|later' }, resource: patient('later') },
+        { request: { method: 'POST', url: 'Observation', ifNoneExist: `subject=${P}&code=urn:c|later` }, resource: obs },
+      ];
+      const first = (await (await api.post('', bundle('transaction', entries))).json()) as Json;
+      // The third finds the first's Observation (its subject the Patient the second creates): it created a second one.
+      expect(first.entry.map((e: Json) => e.response.status.slice(0, 3))).toEqual(['201', '201', '200']);
+      expect(first.entry[2].response.location).toBe(first.entry[0].response.location);
+      expect(await count('Observation?identifier=urn:o|later')).toBe(1);
+      // And the Bundle sent again finds all three (it was a 412: two Observations met the third's condition).
+      const again = await api.post('', bundle('transaction', entries));
+      expect(again.status).toBe(200);
+      expect(((await again.json()) as Json).entry.map((e: Json) => e.response.status.slice(0, 3))).toEqual(['200', '200', '200']);
+    });
+
     test('among many entries, a condition follows the one whose resource it finds: by its most selective token, a string prefix or a chain', async () => {
       // Stored Patients for chains to reach: q0 … q11.
       await api.post('', bundle('transaction', Array.from({ length: 12 }, (_, i) => ({ request: { method: 'PUT', url: `Patient/q${i}` }, resource: { resourceType: 'Patient', id: `q${i}`, identifier: [{ system: 'urn:q', value: `q${i}` }] } }))));

@@ -216,7 +216,8 @@ export class WrittenResources {
    * ANDed at the top, so every match meets it): a token condition (no `:not`, `ne` or folded case, each value with a
    * code), by the resources holding one of its values; a string condition matching from the start (`family=Sm`, `eq`),
    * by those holding a value in its range; failing those, a chain (`subject:Patient.identifier=x`), by those referring
-   * to one of the few current resources its target meets (looked up once, as matchConditions looks each up). Else all
+   * to one of the few current resources its target meets, and `_has`, by those the few current resources it names
+   * refer to (each looked up once, as matchConditions looks them up for each resource). Else all
    * of them. The first token alone was read: `code=x&identifier=y`, its code shared by every entry, matched every pair,
    * and a chain looked its target up for every pair (2,000 conditional creates of `code=x&subject:Patient.identifier=y`
    * in one transaction: minutes).
@@ -245,6 +246,17 @@ export class WrittenResources {
         if (!lookUp || c.canonical || this.find === undefined) return undefined;
         const targets = await this.find({ type: c.targetType, where: c.where, sort: [], count: CHAIN_TARGETS + 1 });
         return targets.length > CHAIN_TARGETS ? undefined : this.holding(type, c.param, targets.map((v) => v.id));
+      }
+      // `_has:Observation:subject:code=x`: the resources the few current referrers refer to through the parameter.
+      case 'has': {
+        if (!lookUp || c.canonical || this.find === undefined) return undefined;
+        const referrers = await this.find({ type: c.type, where: c.where, sort: [], count: CHAIN_TARGETS + 1 });
+        if (referrers.length > CHAIN_TARGETS) return undefined;
+        const ids = new Set<string>();
+        for (const v of referrers) {
+          for (const e of indexEntries(JSON.parse(v.content) as Resource, this.ctx.base).tokens) if (e.param === c.param && e.system === type) ids.add(e.value);
+        }
+        return this.of(type).filter((w) => ids.has(w.id));
       }
       // `subject:Patient.identifier=x`: the chain, or the rows of a contained Patient.
       case 'or': {

@@ -158,6 +158,18 @@ await eachStore((kind, fresh) => {
       expect(await count('Patient?family=family3z')).toBe(1);
     });
 
+    test("a conditional reference with _has finds, among many resources the transaction updates, the one a stored resource refers to", async () => {
+      await api.post('', bundle('transaction', Array.from({ length: 10 }, (_, i) => ({ request: { method: 'PUT', url: `Patient/h${i}` }, resource: { resourceType: 'Patient', id: `h${i}`, active: false } }))));
+      await api.create({ resourceType: 'Observation', status: 'final', code: { coding: [{ system: 'urn:c', code: 'has' }] }, subject: { reference: 'Patient/h3' }, valueString: 'x' });
+      // Stored, none is active: only the transaction's own versions meet the condition.
+      const res = await api.post('', bundle('transaction', [
+        ...Array.from({ length: 10 }, (_, i) => ({ request: { method: 'PUT', url: `Patient/h${i}` }, resource: { resourceType: 'Patient', id: `h${i}`, active: true } })),
+        { request: { method: 'POST', url: 'Observation' }, resource: { resourceType: 'Observation', status: 'final', code: { text: 'y' }, subject: { reference: 'Patient?active=true&_has:Observation:subject:code=urn:c|has' }, valueString: 'y' } },
+      ]));
+      expect(res.status).toBe(200);
+      expect(((await res.json()) as Json).entry[10].resource.subject.reference).toBe('Patient/h3');
+    });
+
     test("a batch's entry that misses its condition is a 400 of its own; the others are written", async () => {
       const res = (await (await api.post('', bundle('batch', [
         { request: { method: 'POST', url: 'Patient', ifNoneExist: 'identifier=urn:s|b-wanted' }, resource: patient('b-other') },

@@ -4,7 +4,8 @@
  * value of another type, components dropped or doubled, ...), checked with checkProfile, whose issues
  * and pending bindings must be exactly those whose digests are stored in the fixture, which the engine wrote before its
  * hot paths were reworked (docs/PERFORMANCE.md, "Profile checks made cheaper"), and wrote again when the vital signs
- * profiles' binding of `Observation.component.value[x]` became extensible (638 cases, that binding's strength alone).
+ * profiles' binding of `Observation.component.value[x]` became extensible (638 cases, that binding's strength alone), and
+ * when a primitive type's choice was located as FHIRPath names it, `ofType(string)` (273 cases, the casing alone).
  *   CINDER_WRITE_FIXTURE=1 bun test test/unit/validation/profiles-differential.test.ts   (rewrites it)
  */
 import { expect, test } from 'bun:test';

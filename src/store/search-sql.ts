@@ -959,13 +959,14 @@ export class SqlBuilder {
       case 'text':
         return this.text(a, c, type);
       case 'chain':
-        // Always a set: probed per row, SQLite would look the targets up again for every row.
-        return this.dialect.inSet(`${a}.pk`, this.select('search_index', (s) => this.chainTarget(s, type, c)));
+        // Always a set: probed per row, SQLite would look the targets up again for every row. Its rows' `res`
+        // (live versions' alone), so a `_has` probe tests it on the reference row's (onProbedRows).
+        return this.dialect.inSet(this.probedRows.get(a) ?? `${a}.pk`, this.select('search_index', (s) => this.chainTarget(s, type, c)));
       case 'compartment':
         // A set, hashed where the statistics misjudge the type (POSTGRES_MISJUDGED): as a semi-join, PostgreSQL
         // read the patient's rows again for each resource (`r.pk IN` among 20,000 Conditions never analysed:
         // 67 rows for each of 2,820 read in id order, 163 ms by EXPLAIN ANALYZE).
-        return this.dialect.inSet(`${a}.pk`, compartmentRows(this, type, c.patient));
+        return this.dialect.inSet(this.probedRows.get(a) ?? `${a}.pk`, compartmentRows(this, type, c.patient));
       case 'has':
         // A canonical `_has` names the resources by their `url` and `version`, never probed.
         if (c.canonical) return `${a}.pk IN (${this.canonicalsNamed(type, () => this.referring(c, type))})`;
@@ -975,7 +976,7 @@ export class SqlBuilder {
         // A chain or the same on contained resources' rows: one set, as the chain alone is (the
         // contained resources' rows probed for each resource row the chain's set rejected took SQLite
         // 1.6-1.9 × the time of the chain alone).
-        if (c.contained !== undefined && canDrive(c)) return this.dialect.inSet(`${a}.pk`, this.driverRows(c, type)!);
+        if (c.contained !== undefined && canDrive(c)) return this.dialect.inSet(this.probedRows.get(a) ?? `${a}.pk`, this.driverRows(c, type)!);
         return this.any(c.any.map((x) => this.condition(x, a, type)));
       case 'not':
         return `NOT (${this.condition(c.condition, a, type)})`;
@@ -1018,7 +1019,7 @@ export class SqlBuilder {
    * from a resource meeting the conditions. The reference rows are read by the value-first index, and
    * the conditions probe each by its `res` (index rows exist for current, live versions only, so the
    * referring resource's own row is read only where a condition needs it: `_id`, `_lastUpdated`, a
-   * chain, a nested `_has`).
+   * nested `_has`; a chain's or a compartment's set is of index rows' `res`, tested on the reference row's).
    */
   private hasProbe(c: Extract<Condition, { kind: 'has' }>, a: string, type: string): string {
     const s = this.alias('s');
@@ -1026,7 +1027,7 @@ export class SqlBuilder {
     let body: string;
     this.nested++;
     try {
-      if (c.where.every(onIndexRows)) {
+      if (c.where.every(onProbedRows)) {
         this.probedRows.set(s, `${s}.res`);
         const tests = c.where.map((w) => this.condition(w, s, c.type));
         body = `SELECT 1 AS hit FROM search_index ${s} WHERE ${[reference, ...tests].join(' AND ')}`;
@@ -2191,6 +2192,21 @@ function compartmentProbe(b: SqlBuilder, a: string, patient: string): string {
 
 function compartmentRows(b: SqlBuilder, type: string, patient: string): string {
   return `SELECT c.res FROM compartments c WHERE c.tenant = ${b.v(b.tenant)} AND c.patient = ${b.v(patient)} AND c.type = ${b.v(type)}`;
+}
+
+/**
+ * Whether a `_has` probe tests `c` on its reference rows' `res` alone (SqlBuilder.hasProbe): index rows, or a
+ * chain's or a compartment's set of rows' `res` (live versions' alone, as index rows are). Joined to the
+ * referring resources' rows for a chain, PostgreSQL without statistics read \`resources\` in full for each
+ * resource probed, hash-joined with its reference rows (`Patient?_has:Observation:subject:encounter.class=AMB`:
+ * 2,235 rows and 1,250 buffers a Patient).
+ */
+function onProbedRows(c: Condition): boolean {
+  switch (c.kind) {
+    case 'chain': case 'compartment': return true;
+    case 'or': return c.any.every(onProbedRows);
+    default: return onIndexRows(c);
+  }
 }
 
 /**

@@ -81,6 +81,20 @@ test('a patient\'s search of Provenance is driven by the target rows of the pati
   expect(rows.map((r) => r.id)).toEqual(Array.from({ length: 10 }, (_, i) => `prov-o${30 * i + 1}`).sort());
 });
 
+test('a `_has` probe tests a chain on each reference row\'s `res`, not probing the value-first index once per chain target', async () => {
+  // 150 Observations of male Patients: too many for a set, so the first Patients read probe the `_has`.
+  const statements = await plans('Patient', '_has:Observation:subject:subject:Patient.gender=male&_count=10');
+  const page = statements.at(-1)!;
+  expect(page.sql).toContain('AS hit');
+  // The reference rows by (k, value), each `res` tested against the chain's set; before, the set's members were
+  // the index's `res` keys, each probed for each Patient (through the join to the Observation's own row).
+  expect(page.plan).toContain('search_index_value (k=? AND value=?)');
+  expect(page.plan).not.toContain('(k=? AND value=? AND res=?)');
+  const c = compileSearch('Patient', new URLSearchParams('_has:Observation:subject:subject:Patient.gender=male&_count=10'), true);
+  const rows = await store.resources.search('t1', { ...c.query, where: c.pending as Condition[] });
+  expect(rows.map((r) => r.id)).toEqual(['p0', 'p10', 'p12', 'p14', 'p16', 'p18', 'p2', 'p20', 'p22', 'p24']);
+});
+
 test('a sort key on a string reads the resource\'s rows by the primary key, not the value-first index', async () => {
   // A page further in than a sort walk may read rows for (SORT_WALK_MAX_ROWS): the search without it
   // computes the key of each resource (short of that, a walk that reads every row of the key searches

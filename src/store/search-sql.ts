@@ -323,9 +323,10 @@ export const POSTGRES: Dialect = {
  * analysed, the search's type misjudged) beyond that was a plain subplan, its rows materialised once and
  * scanned again for each resource read (20,000 Conditions analysed, then 3,000 Patients written, at
  * `work_mem = 64kB`: `Patient?_has:Condition:subject:clinical-status=active`'s 13,333 references scanned
- * for each of 114 Patients read, 258 ms; hashed, 61 ms). An unnested array is estimated at a few rows
- * whatever it holds, so the subplan is hashed; the hash table grows past `work_mem` as a hashed subplan's
- * does (it never spills), holding what the array holds.
+ * for each of 114 Patients read, 244-328 ms; hashed, 72-146 ms: docs/PERFORMANCE.md, fifty-first
+ * session, pg-sets). An unnested array is estimated at a few rows whatever it holds, so the subplan is
+ * hashed; the hash table grows past `work_mem` as a hashed subplan's does (it never spills), holding what
+ * the array holds.
  */
 export const POSTGRES_MISJUDGED: Dialect = {
   ...POSTGRES, inSet: (col, set) => `(${col} IN (SELECT unnest(ARRAY(${set})))) IS TRUE`, drivenChainTargets: true,

@@ -218,7 +218,7 @@ class TerminologyView implements TerminologyContext, ImportResolver {
   }
 
   compile(vs: ValueSet): Promise<CompiledValueSet> {
-    return compileValueSet(vs, this);
+    return compileValueSet(vs, this, [], undefined, true);
   }
 
   importValueSet(canonical: string, stack: readonly string[]): Pending<CompiledValueSet> {

@@ -117,6 +117,30 @@ await eachStore((kind, fresh) => {
       expect(shape(validate)).toBe('Unable_to_resolve_value_Set_ -');
     });
 
+    test("a value set the request supplies is the client's input: its refusals keep the element at fault, HL7's key beside it", async () => {
+      const supplied = (vs: Record<string, unknown>) => ({ name: 'valueSet', resource: { resourceType: 'ValueSet', status: 'active', ...vs } });
+      // A code system version the server lacks, at the include that pins it.
+      const version = await expand([supplied({ compose: { include: [{ system: CS }, { system: CS, version: '9.9.9' }] } })]);
+      expect(refusal(version)).toBe('not-found not-found ValueSet.compose.include[1]');
+      expect(shape(version)).toBe('UNKNOWN_CODESYSTEM_VERSION_EXP -');
+      // A supplement it names that the server lacks, at the extension naming it ($expand and $validate-code alike).
+      const extension = [
+        { url: 'http://hl7.org/fhir/StructureDefinition/valueset-expansionSource', valueUri: 'http://cinder.test/elsewhere' },
+        { url: 'http://hl7.org/fhir/StructureDefinition/valueset-supplement', valueCanonical: 'http://cinder.test/CodeSystem/errs-nowhere' },
+      ];
+      const supplement = await expand([supplied({ extension, compose: { include: [{ system: CS }] } })]);
+      expect(refusal(supplement)).toBe('not-found not-found ValueSet.extension[1]');
+      expect(shape(supplement)).toBe('VALUESET_SUPPLEMENT_MISSING -');
+      const checked = await postOperation(t, token, 'ValueSet/$validate-code', [supplied({ extension, compose: { include: [{ system: CS }] } }), { name: 'coding', valueCoding: { system: CS, code: 'saw' } }]);
+      expect(refusal(checked)).toBe('not-found not-found ValueSet.extension[1]');
+      // A stored value set it imports that names a missing supplement: about that value set, no element of the request.
+      expect(refusal(await expand([supplied({ compose: { include: [{ valueSet: [`${VS}missing-supplement`] }] } })]))).toBe('not-found not-found -');
+      // An import of a stored value set in a cycle: at the supplied value set's import that leads into it.
+      const cycle = await expand([supplied({ compose: { include: [{ system: CS }, { valueSet: [`${VS}pinned`, `${VS}cycle-a`] }] } })]);
+      expect(refusal(cycle)).toBe('processing vs-invalid ValueSet.compose.include[1].valueSet[1]');
+      expect(shape(cycle)).toBe('VALUESET_CIRCULAR_REFERENCE -');
+    });
+
     test('a cycle of imports is processing vs-invalid; a supplement that is none is vs-invalid', async () => {
       // HL7's VALUESET_CIRCULAR_REFERENCE, the chain in the text and no `expression`, as the reference servers give it.
       const cycle = await expandUrl('cycle-a');
@@ -140,7 +164,8 @@ await eachStore((kind, fresh) => {
         compose: { include: [{ system: CS }, { valueSet: ['#x'] }] },
       };
       const contained = await expand([{ name: 'valueSet', resource: inline }]);
-      expect(refusal(contained)).toBe('processing vs-invalid -');
+      // The client's own value set: at its import that leads into the cycle.
+      expect(refusal(contained)).toBe('processing vs-invalid ValueSet.compose.include[1].valueSet[0]');
       expect((contained.body.issue as Issue[])[0]!.details?.text).toBe('circular ValueSet import: #x -> #y -> #x');
       expect(refusal(await expandUrl('not-supplement'))).toBe('invalid vs-invalid url');
     });

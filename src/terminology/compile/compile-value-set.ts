@@ -1,3 +1,4 @@
+import { FhirError } from '../../errors.ts';
 import { invalid, unprocessable } from '../errors.ts';
 import { type DatePeriod, parseDateTime } from '../model/date-time.ts';
 import type { CodeSystemLookup } from './membership.ts';
@@ -21,6 +22,9 @@ export interface ImportResolver {
   asOfDate?(date: DatePeriod): ImportResolver & CodeSystemLookup;
 }
 
+/** HL7's catalogue key of a cycle of imports. */
+const CIRCULAR = 'VALUESET_CIRCULAR_REFERENCE';
+
 /** The key of a ValueSet on the compile stack: its canonical URL and version. */
 export function valueSetKey(vs: ValueSet): string {
   return vs.url === undefined ? '(inline ValueSet)' : `${vs.url}|${vs.version ?? ''}`;
@@ -35,12 +39,14 @@ export async function compileValueSet(
   resolver: ImportResolver,
   stack: readonly string[] = [],
   container?: ContainedValueSets,
+  supplied = false,
 ): Promise<CompiledValueSet> {
   const key = valueSetKey(vs);
   if (stack.includes(key)) {
     const cycle = [...stack.slice(stack.indexOf(key)), key].map((k) => k.replace(/\|$/, ''));
-    // HL7's VALUESET_CIRCULAR_REFERENCE, shaped as the reference servers give it: the chain in the text, no `expression`.
-    throw unprocessable(`circular ValueSet import: ${cycle.join(' -> ')}`, [], 'VALUESET_CIRCULAR_REFERENCE');
+    // HL7's VALUESET_CIRCULAR_REFERENCE, shaped as the reference servers give it: the chain in the text, no `expression`
+    // (but in a value set the request supplies: compileConceptSet).
+    throw unprocessable(`circular ValueSet import: ${cycle.join(' -> ')}`, [], CIRCULAR);
   }
   const inner = [...stack, key];
   const label = vs.url === undefined ? 'the supplied ValueSet' : `ValueSet '${vs.url}'`;
@@ -52,7 +58,7 @@ export async function compileValueSet(
   const compose = vs.compose;
   if (compose === undefined) {
     const expansion = vs.expansion?.contains !== undefined ? new ExpansionIndex(vs.expansion.contains) : undefined;
-    return new CompiledValueSet({ resource: vs, includes: [], excludes: [], expansion });
+    return new CompiledValueSet({ resource: vs, includes: [], excludes: [], expansion, supplied });
   }
   // compose.lockedDate (R4): the code systems and value sets the compose does not pin a version of are
   // the versions in effect at that date: imports are resolved then, and each include and exclude of a
@@ -74,13 +80,13 @@ export async function compileValueSet(
   };
   const includes: CompiledConceptSet[] = [];
   for (const [i, set] of compose.include.entries()) {
-    includes.push(await compileConceptSet(await pinned(set), { where: `${label} compose.include[${i}]`, path: path(`compose.include[${i}]`), valueSet: named }, local, inner));
+    includes.push(await compileConceptSet(await pinned(set), { where: `${label} compose.include[${i}]`, path: path(`compose.include[${i}]`), valueSet: named, supplied }, local, inner));
   }
   const excludes: CompiledConceptSet[] = [];
   for (const [i, set] of (compose.exclude ?? []).entries()) {
-    excludes.push(await compileConceptSet(await pinned(set), { where: `${label} compose.exclude[${i}]`, path: path(`compose.exclude[${i}]`), valueSet: named }, local, inner));
+    excludes.push(await compileConceptSet(await pinned(set), { where: `${label} compose.exclude[${i}]`, path: path(`compose.exclude[${i}]`), valueSet: named, supplied }, local, inner));
   }
-  return new CompiledValueSet({ resource: vs, includes, excludes });
+  return new CompiledValueSet({ resource: vs, includes, excludes, supplied });
 }
 
 /**
@@ -114,7 +120,7 @@ function lockedDate(text: string, label: string, path: string | undefined): Date
 
 async function compileConceptSet(
   set: ConceptSet,
-  place: Pick<ConceptSetParts, 'where' | 'path' | 'valueSet'>,
+  place: Pick<ConceptSetParts, 'where' | 'path' | 'valueSet' | 'supplied'>,
   resolver: ImportResolver,
   stack: readonly string[],
 ): Promise<CompiledConceptSet> {
@@ -129,6 +135,15 @@ async function compileConceptSet(
   if (concepts !== undefined && rawFilters.length > 0) throw invalid(`${where} cannot have both concept and filter`, at(path), 'vs-invalid');
   const filters = rawFilters.map((f, i) => checkFilter(f, set.system ?? '', `${where}.filter[${i}]`, path === undefined ? undefined : `${path}.filter[${i}]`));
   const imports: ImportedValueSet[] = [];
-  for (const canonical of canonicals) imports.push({ canonical, compiled: await resolver.importValueSet(canonical, stack) });
+  for (const [j, canonical] of canonicals.entries()) {
+    try {
+      imports.push({ canonical, compiled: await resolver.importValueSet(canonical, stack) });
+    } catch (e) {
+      // A cycle met through an import of the value set the request supplies is the client's input at fault: named at
+      // that import (a new error: a failed compilation of a stored value set may be kept and shared).
+      if (place.supplied !== true || path === undefined || !(e instanceof FhirError) || e.issues[0]?.extension?.[0]?.valueString !== CIRCULAR) throw e;
+      throw unprocessable(e.message, [`${path}.valueSet[${j}]`], CIRCULAR);
+    }
+  }
   return new CompiledConceptSet({ system: set.system, version: set.version, concepts, filters, imports, ...place });
 }

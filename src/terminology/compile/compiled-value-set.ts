@@ -33,6 +33,8 @@ export interface CompiledValueSetParts {
   readonly excludes: readonly CompiledConceptSet[];
   /** Set when the ValueSet has no compose and is defined by its expansion. */
   readonly expansion?: ExpansionIndex;
+  /** The value set the request supplies (`valueSet`), not a stored one: a refusal about it names the element at fault. */
+  readonly supplied?: boolean;
 }
 
 /**
@@ -52,6 +54,7 @@ export class CompiledValueSet {
   readonly includes: readonly CompiledConceptSet[];
   readonly excludes: readonly CompiledConceptSet[];
   readonly expansion: ExpansionIndex | undefined;
+  readonly supplied: boolean;
   readonly inactiveAllowed: boolean;
   /**
    * How the versions of one code system meet (the `versionsMatch` expansion parameter on `compose`, as tx.fhir.org
@@ -66,6 +69,7 @@ export class CompiledValueSet {
 
   constructor(parts: CompiledValueSetParts) {
     this.resource = parts.resource;
+    this.supplied = parts.supplied === true;
     const { url, version } = parts.resource;
     this.label = url === undefined ? 'the supplied ValueSet' : `'${url}${version === undefined ? '' : `|${version}`}'`;
     this.includes = parts.includes;

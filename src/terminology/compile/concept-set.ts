@@ -47,6 +47,8 @@ export interface ConceptSetParts {
   readonly path?: string | undefined;
   /** Its value set as HL7's messages name it (`url|version`); undefined: one without a URL. */
   readonly valueSet?: string | undefined;
+  /** Of the value set the request supplies (not one it imports): a refusal about it is the client's input, `path` named. */
+  readonly supplied?: boolean;
 }
 
 /**
@@ -62,6 +64,7 @@ export class CompiledConceptSet {
   readonly where: string;
   readonly path: string | undefined;
   readonly valueSet: string | undefined;
+  readonly supplied: boolean;
   private readonly concepts: Map<string, ConceptReference> | undefined;
   private readonly lowerConcepts: Map<string, ConceptReference> | undefined;
   private readonly predicates = new WeakMap<CodeSystemIndex, readonly ConceptPredicate[]>();
@@ -74,6 +77,7 @@ export class CompiledConceptSet {
     this.where = parts.where;
     this.path = parts.path;
     this.valueSet = parts.valueSet;
+    this.supplied = parts.supplied === true;
     if (parts.concepts !== undefined) {
       this.concepts = new Map(parts.concepts.map((c) => [c.code, c]));
       this.lowerConcepts = new Map(parts.concepts.map((c) => [c.code.toLowerCase(), c]));

@@ -29,6 +29,8 @@ interface NamedSupplement {
   readonly label: string;
   /** Every ValueSet (the one asked for, or one it imports) that names it: it applies to the codes drawn through them. */
   readonly by: CompiledValueSet[];
+  /** The extension naming it in the value set the request supplies, when that one names it first: the client's input at fault. */
+  readonly path?: string;
 }
 
 /** Per compiled ValueSet (dropped with it): ValueSet/$validate-code is a hot route. */
@@ -37,11 +39,11 @@ const NAMED = new WeakMap<CompiledValueSet, readonly NamedSupplement[]>();
 function collectSupplements(vs: CompiledValueSet, out: NamedSupplement[], seen: Set<CompiledValueSet>): NamedSupplement[] {
   if (seen.has(vs)) return out;
   seen.add(vs);
-  for (const e of vs.resource.extension ?? []) {
+  for (const [k, e] of (vs.resource.extension ?? []).entries()) {
     if (e.url !== VALUESET_SUPPLEMENT || e.valueCanonical === undefined) continue;
     const named = splitCanonical(e.valueCanonical);
     const known = out.find((o) => o.url === named.url && o.version === named.version);
-    if (known === undefined) out.push({ ...named, label: vs.label, by: [vs] });
+    if (known === undefined) out.push({ ...named, label: vs.label, by: [vs], ...(vs.supplied ? { path: `ValueSet.extension[${k}]` } : {}) });
     else if (!known.by.includes(vs)) known.by.push(vs);
   }
   for (const set of vs.includes) for (const i of set.imports) if (i.compiled !== null) collectSupplements(i.compiled, out, seen);
@@ -58,10 +60,11 @@ export function requireSupplements(vs: CompiledValueSet, ctx: TerminologyContext
   if (named.length === 0) return NONE;
   return then(all(named.map(({ url, version }) => ctx.codeSystem(url, version))), (found) =>
     found.map((cs, i) => {
-      const { url, version, label: by } = named[i]!;
+      const { url, version, label: by, path } = named[i]!;
       const name = version === undefined ? url : `${url}|${version}`;
-      // HL7's VALUESET_SUPPLEMENT_MISSING, shaped as the reference servers give it (no `expression`).
-      if (cs === null) throw missingDependency(`The supplement '${name}' that ${by} names could not be found`, [], 'VALUESET_SUPPLEMENT_MISSING');
+      // HL7's VALUESET_SUPPLEMENT_MISSING, shaped as the reference servers give it (no `expression`, but at the extension
+      // of a value set the request supplies, the client's input at fault).
+      if (cs === null) throw missingDependency(`The supplement '${name}' that ${by} names could not be found`, path === undefined ? [] : [path], 'VALUESET_SUPPLEMENT_MISSING');
       if (cs.content !== 'supplement') throw invalid(`'${name}', named as a supplement by ${by}, is not a supplement (its content is '${cs.content}')`, ['url'], 'vs-invalid');
       return cs;
     }),

@@ -141,10 +141,11 @@ await eachStore((kind, fresh) => {
     test("$expand refuses a pinned version check-system-version does not allow, naming the version the pin resolves to", async () => {
       const refused = await postOperation(t, token, 'ValueSet/$expand', [{ name: 'url', valueUri: `${VS}pinned` }, { name: 'check-system-version', valueUri: `${CS}|2.x` }]);
       expect(refused.status).toBe(400);
-      // The whole issue as the reference servers give it: the catalogue key, no `expression` nor `diagnostics`.
+      // The whole issue as the reference servers give it (the catalogue key, no `diagnostics`), but at the parameter that
+      // refuses it, as every refusal of a client's input names it (the reference servers name none).
       expect(refused.body.issue as unknown[]).toEqual([{
         extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/operationoutcome-message-id', valueString: 'VALUESET_VERSION_CHECK' }],
-        severity: 'error', code: 'exception',
+        severity: 'error', code: 'exception', expression: ['check-system-version'],
         details: { coding: [{ system: 'http://hl7.org/fhir/tools/CodeSystem/tx-issue-type', code: 'version-error' }], text: `The version '1.0.0' is not allowed for system '${CS}': required to be '2.x' by a version-check parameter` },
       }]);
       const allowed = await postOperation(t, token, 'ValueSet/$expand', [{ name: 'url', valueUri: `${VS}pinned` }, { name: 'check-system-version', valueUri: `${CS}|1.x` }]);

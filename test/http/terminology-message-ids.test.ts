@@ -205,6 +205,11 @@ await eachStore((kind, fresh) => {
       expect(noSystem.body.parameter?.find((p) => p.name === 'message')?.valueString).toBe(
         `Coding has no system. A code with no system has no defined meaning, and it cannot be validated. A system should be provided; The provided code '#one' was not found in the value set '${VS}all'`,
       );
+      // A coding with a display alone (no system, no code) names no code: not the code '#' outside the value set.
+      const displayOnly = await validate([{ name: 'url', valueUri: `${VS}all` }, { name: 'coding', valueCoding: { display: 'One' } }]);
+      expect(displayOnly.body.parameter?.find((p) => p.name === 'result')?.valueBoolean).toBe(false);
+      expect(ids(displayOnly)).toEqual(['-|invalid-code|Coding.system', '-|invalid-data|Coding.system']);
+      expect(displayOnly.body.parameter?.find((p) => p.name === 'message')?.valueString).not.toContain("'#'");
       // Excluded: not in the value set, with no note of the exclude.
       expect(ids(await coding(`${VS}but-two`, 'two'))).toEqual(['None_of_the_provided_codes_are_in_the_value_set_one|not-in-vs|Coding.code']);
       // A code neither version of an overloaded include has: unknown once, in the latest version.

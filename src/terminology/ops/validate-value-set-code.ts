@@ -110,7 +110,8 @@ function validateWith(vs: CompiledValueSet, supplements: readonly CodeSystemInde
 function answer(vs: CompiledValueSet, supplements: readonly CodeSystemIndex[], input: ValueSetValidateCodeInput, ctx: TerminologyContext): SyncOrAsync<ValidationResult> {
   const { subject } = input;
   // The input carries `abstract` and `displayLanguage`, all that finishing a member needs.
-  if (subject.kind === 'unusable') return subject.path === 'Coding.system' ? withoutSystem(vs, subject.code) : unusable(subject.why, subject.path, subject.code);
+  // A coding without a system: HL7's answer where it has a code to name, else (a display alone) why it cannot be checked.
+  if (subject.kind === 'unusable') return subject.path === 'Coding.system' && subject.code !== undefined ? withoutSystem(vs, subject.code) : unusable(subject.why, subject.path, subject.code);
   // Displays are checked in the language asked for, else in the one the value set sets for its
   // expansions (a compose expansion parameter), else in the value set's own language.
   const displayLanguage = input.displayLanguage ?? expansionParameter(vs.resource, 'displayLanguage') ?? vs.resource.language;
@@ -142,13 +143,13 @@ export function unusable(why: string, path: string, code?: string): ValidationRe
  * None_of_the_provided_codes_are_in_the_value_set_one, the code named `#code`) and HL7's
  * Coding_has_no_system__cannot_validate, a warning about the coding, both in `message`.
  */
-function withoutSystem(vs: CompiledValueSet, code: string | undefined): ValidationResult {
+function withoutSystem(vs: CompiledValueSet, code: string): ValidationResult {
   const name = vs.resource.url === undefined ? "'(unidentified)'" : vs.label;
   return {
     result: false,
     ...echoed(code, undefined, undefined),
     issues: [
-      { ...txIssue('error', 'code-invalid', 'not-in-vs', `The provided code '#${code ?? ''}' was not found in the value set ${name}`, 'None_of_the_provided_codes_are_in_the_value_set_one'), expression: 'Coding.code' },
+      { ...txIssue('error', 'code-invalid', 'not-in-vs', `The provided code '#${code}' was not found in the value set ${name}`, 'None_of_the_provided_codes_are_in_the_value_set_one'), expression: 'Coding.code' },
       { ...txIssue('warning', 'invalid', 'invalid-data', 'Coding has no system. A code with no system has no defined meaning, and it cannot be validated. A system should be provided', 'Coding_has_no_system__cannot_validate'), expression: 'Coding' },
     ],
   };

@@ -30,6 +30,7 @@ const FIXTURES = [
   valueSet('bad-regex', { include: [{ system: CS }, { system: CS, filter: [{ property: 'code', op: 'regex', value: '(unclosed' }] }] }),
   valueSet('missing-version', { include: [{ system: CS, version: '9.9.9' }] }),
   valueSet('pinned', { include: [{ system: CS, version: '1.0.0' }] }),
+  valueSet('unpinned', { include: [{ system: CS }] }),
   valueSet('missing-import', { include: [{ system: CS }], exclude: [{ valueSet: ['http://cinder.test/ValueSet/errs-nowhere'] }] }),
   valueSet('cycle-a', { include: [{ valueSet: [`${VS}cycle-b`] }] }),
   valueSet('cycle-b', { include: [{ valueSet: [`${VS}cycle-a`] }] }),
@@ -179,6 +180,24 @@ await eachStore((kind, fresh) => {
       const missing = await expand([{ name: 'url', valueUri: `${VS}missing-version` }, { name: 'check-system-version', valueCanonical: `${CS}|1.0.x` }]);
       expect(refusal(missing)).toBe('not-found not-found -');
       expect((missing.body.issue as Issue[])[0]!.details?.text).toContain("'9.9.9'");
+    });
+
+    test("a version the request's system-version or force-system-version asks for that the server lacks: that version, at that parameter", async () => {
+      const text = (r: OperationResponse) => (r.body.issue as Issue[])[0]!.details?.text;
+      const missing = `A definition for CodeSystem '${CS}' version '7.0.0' could not be found, so the value set cannot be expanded. Valid versions: 1.0.0`;
+      // Forced in place of the value set's pin (which the server has): not "version '1.0.0' could not be found. Valid versions: 1.0.0".
+      const forced = await expand([{ name: 'url', valueUri: `${VS}pinned` }, { name: 'force-system-version', valueUri: `${CS}|7.0.0` }]);
+      expect(refusal(forced)).toBe('not-found not-found force-system-version');
+      expect(shape(forced)).toBe('UNKNOWN_CODESYSTEM_VERSION_EXP -');
+      expect(text(forced)).toBe(missing);
+      // The version of an include that pins none: not "CodeSystem is not available", which the server has.
+      const chosen = await expand([{ name: 'url', valueUri: `${VS}unpinned` }, { name: 'system-version', valueUri: `${CS}|7.0.0` }]);
+      expect(refusal(chosen)).toBe('not-found not-found system-version');
+      expect(text(chosen)).toBe(missing);
+      const checked = await expand([{ name: 'url', valueUri: `${VS}unpinned` }, { name: 'check-system-version', valueUri: `${CS}|7.0.0` }]);
+      expect(refusal(checked)).toBe('not-found not-found check-system-version');
+      // A version it has: expanded as asked.
+      expect((await expand([{ name: 'url', valueUri: `${VS}pinned` }, { name: 'force-system-version', valueUri: `${CS}|1.0.0` }])).status).toBe(200);
     });
 
     test('errors of the request itself carry no tx-issue-type', async () => {

@@ -243,10 +243,14 @@ async function* systemCandidates(set: CompiledConceptSet, system: string, lookup
   if (cs === null || cs.content === 'not-present') {
     if (listed === undefined) {
       // A version the server lacks as HL7's UNKNOWN_CODESYSTEM_VERSION_EXP, naming the versions it has, shaped as the
-      // reference servers give it (no `expression`, but at the include of a value set the request supplies).
-      if (cs === null && set.version !== undefined) {
+      // reference servers give it (no `expression`); the client's input at fault named: the request's parameter that
+      // asked for the version (`force-system-version`, ...), or the include of a value set the request supplies.
+      const asked = cs === null ? lookup.requestedVersion?.(system, set.version) : undefined;
+      const version = asked?.version ?? set.version;
+      if (cs === null && version !== undefined) {
         const versions = await lookup.codeSystemVersions?.(system);
-        throw missingDependency(unknownVersionText(system, set.version, versions, 'the value set cannot be expanded'), set.supplied ? at(set.path) : [], 'UNKNOWN_CODESYSTEM_VERSION_EXP');
+        const where = asked !== undefined ? [asked.parameter] : set.supplied ? at(set.path) : [];
+        throw missingDependency(unknownVersionText(system, version, versions, 'the value set cannot be expanded'), where, 'UNKNOWN_CODESYSTEM_VERSION_EXP');
       }
       // Unknown (or known without its codes): `not-found` when the server has no such code system, as the reference servers answer.
       const text = `${set.where}: CodeSystem ${systemLabel(system, set.version, lookup.asOf)} is not available, so it cannot be expanded`;

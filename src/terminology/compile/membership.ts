@@ -133,6 +133,11 @@ export interface CodeSystemLookup {
   readonly versions?: SystemVersions | undefined;
   /** The versions of a code system the tenant holds, for a refusal naming them (read only on the way to one). */
   codeSystemVersions?(url: string): Promise<readonly string[] | undefined>;
+  /**
+   * The version of `url` a request's parameter puts in place of a value set's `version` (undefined: not pinned), and
+   * that parameter's name, where one does (withSystemVersions): a refusal of a version the server lacks names them.
+   */
+  requestedVersion?(url: string, version: string | undefined): { readonly version: string; readonly parameter: string } | undefined;
 }
 
 /** CodeSystems as a synchronous check sees them. */

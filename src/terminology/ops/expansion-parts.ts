@@ -48,6 +48,7 @@ export function recording(lookup: CodeSystemLookup, used: Set<string>, systems?:
     asOf: lookup.asOf,
     versions: lookup.versions,
     ...(lookup.codeSystemVersions === undefined ? {} : { codeSystemVersions: (url: string) => lookup.codeSystemVersions!(url) }),
+    ...(lookup.requestedVersion === undefined ? {} : { requestedVersion: lookup.requestedVersion }),
   };
 }
 

@@ -92,5 +92,17 @@ export function withSystemVersions(lookup: CodeSystemLookup, rules: SystemVersio
     },
     asOf: lookup.asOf,
     ...(lookup.codeSystemVersions === undefined ? {} : { codeSystemVersions: (url: string) => lookup.codeSystemVersions!(url) }),
+    requestedVersion: (url: string, version: string | undefined) => askedFor(rules, url, version),
   };
+}
+
+/** The version a request's parameter puts in place of a value set's `version` (undefined: not pinned), with its name; undefined: none does. */
+function askedFor(rules: SystemVersions, url: string, version: string | undefined): { version: string; parameter: string } | undefined {
+  const forced = rules.forces.get(url);
+  if (forced !== undefined) return { version: forced, parameter: 'force-system-version' };
+  if (version !== undefined) return undefined;
+  const chosen = rules.defaults.get(url);
+  if (chosen !== undefined) return { version: chosen, parameter: 'system-version' };
+  const check = rules.checks.get(url);
+  return check === undefined ? undefined : { version: check, parameter: 'check-system-version' };
 }

@@ -223,6 +223,11 @@ await eachStore((kind, fresh) => {
         'Unknown_Code_in_Version|invalid-code|CodeableConcept.coding[1].code',
         'None_of_the_provided_codes_are_in_the_value_set_one|this-code-not-in-vs|CodeableConcept.coding[1].code',
       ]);
+      // A coding without a system (or code) is in no value set: beside one outside it, the concept still has no valid coding.
+      const systemless = await validate([{ name: 'url', valueUri: `${VS}all` }, { name: 'codeableConcept', valueCodeableConcept: { coding: [{ code: 'one' }, { system: CS, code: 'nine' }] } }]);
+      expect(systemless.body.parameter?.find((p) => p.name === 'result')?.valueBoolean).toBe(false);
+      expect(ids(systemless)[0]).toBe('TX_GENERAL_CC_ERROR_MESSAGE|not-in-vs|-');
+      expect(systemless.body.parameter?.find((p) => p.name === 'message')?.valueString).toContain(`No valid coding was found for the value set '${VS}all'`);
     });
 
     test('$expand of a fragment is not closed: used-fragment and valueset-unclosed, as tx.fhir.org says it', async () => {

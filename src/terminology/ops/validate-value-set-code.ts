@@ -454,6 +454,8 @@ function mergedUnknownSystems(outcomes: readonly ValidationResult[]): Pick<Valid
 const MISSING_IMPORT = 'Unable_to_resolve_value_Set_';
 
 function inValueSetBut(o: ValidationResult, c: Coding): boolean {
+  // A coding without a system or code is in no value set.
+  if (c.system === undefined || c.code === undefined) return false;
   if (o.issues.some((i) => i.type === 'not-in-vs' || i.messageId === MISSING_IMPORT)) return false;
   const own = c.version === undefined ? undefined : `${c.system}|${c.version}`;
   return !(o.causedByUnknownSystems ?? []).some((s) => s !== own);

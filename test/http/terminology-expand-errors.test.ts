@@ -134,6 +134,9 @@ await eachStore((kind, fresh) => {
       expect(shape(supplement)).toBe('VALUESET_SUPPLEMENT_MISSING -');
       const checked = await postOperation(t, token, 'ValueSet/$validate-code', [supplied({ extension, compose: { include: [{ system: CS }] } }), { name: 'coding', valueCoding: { system: CS, code: 'saw' } }]);
       expect(refusal(checked)).toBe('not-found not-found ValueSet.extension[1]');
+      // One that is no supplement: at that extension too, not at a `url` the request does not give.
+      const notSupplement = [{ url: 'http://hl7.org/fhir/StructureDefinition/valueset-supplement', valueCanonical: CS }];
+      expect(refusal(await expand([supplied({ extension: notSupplement, compose: { include: [{ system: CS }] } })]))).toBe('invalid vs-invalid ValueSet.extension[0]');
       // A stored value set it imports that names a missing supplement: about that value set, no element of the request.
       expect(refusal(await expand([supplied({ compose: { include: [{ valueSet: [`${VS}missing-supplement`] }] } })]))).toBe('not-found not-found -');
       // An import of a stored value set in a cycle: at the supplied value set's import that leads into it.

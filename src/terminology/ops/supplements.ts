@@ -65,7 +65,7 @@ export function requireSupplements(vs: CompiledValueSet, ctx: TerminologyContext
       // HL7's VALUESET_SUPPLEMENT_MISSING, shaped as the reference servers give it (no `expression`, but at the extension
       // of a value set the request supplies, the client's input at fault).
       if (cs === null) throw missingDependency(`The supplement '${name}' that ${by} names could not be found`, path === undefined ? [] : [path], 'VALUESET_SUPPLEMENT_MISSING');
-      if (cs.content !== 'supplement') throw invalid(`'${name}', named as a supplement by ${by}, is not a supplement (its content is '${cs.content}')`, ['url'], 'vs-invalid');
+      if (cs.content !== 'supplement') throw invalid(`'${name}', named as a supplement by ${by}, is not a supplement (its content is '${cs.content}')`, [path ?? 'url'], 'vs-invalid');
       return cs;
     }),
   );

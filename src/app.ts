@@ -80,8 +80,7 @@ import pkg from '../package.json' with { type: 'json' };
 import { bodyLimits, fhirBaseOf } from './config.ts';
 import { stillRegistered } from './auth/issue.ts';
 import { accessFromScopes, readsNotImplied } from './auth/scopes.ts';
-import { createUserCache } from './auth/user-cache.ts';
-import { createPatientChoiceCheck, tokenPatientHeld } from './auth/patient-held.ts';
+import { tokenPatientHeld } from './auth/patient-held.ts';
 import { TENANT_ID } from './auth/admin.ts';
 import { SubscriptionHub } from './fhir/subscriptions/hub.ts';
 import { SubscriptionDelivery } from './fhir/subscriptions/delivery.ts';
@@ -207,10 +206,7 @@ export function createApp(deps: AppDeps): App {
   const completeConditions = (tenant: string, pending: PendingCondition[]) =>
     withRegexAccounts(tenant, () => resolveConditions({ expandCodes, store, fhirBase: (t) => fhirBaseOf(config.baseUrl, t) }, tenant, pending));
   // User records as the FHIR gate and the Subscription hub read them: cached, a change seen within 5 s.
-  const user = createUserCache(deps.store, clock);
-  // Whether a user's chosen patient in context still holds (a guardian's record may stop naming the child): the FHIR
-  // gate asks it of user tokens, the Subscription hub of Subscriptions activated with one.
-  const patientChoices = createPatientChoiceCheck(authDeps, user);
+  const { users: user, patientChoices } = authDeps;
   const patientHeld = tokenPatientHeld(patientChoices);
   const admit = fhirAdmission({ store, verify: authDeps.verifyAccess, completeConditions, patientHeld });
   // The format layer outside the gate, so that its refusals are answered in the format asked for too.
@@ -281,7 +277,7 @@ export function createApp(deps: AppDeps): App {
   // gate (gatedStore), which would refuse every write while the index is rebuilt.
   // Deletion is soft, so a deleted client is found, disabled; only tokens crafted in tests name no client at all.
   const client = (clientId: string) => authDeps.clients.get(clientId);
-  fhirDeps.subscriptions = new SubscriptionHub({ fhir: { ...fhirDeps, store: deps.store }, clock, log, restoreAccess, client, user, patientHeld: patientChoices, allowPrivate, ...resolve });
+  fhirDeps.subscriptions = new SubscriptionHub({ fhir: { ...fhirDeps, store: deps.store }, clock, log, restoreAccess, client, user, patientHeld: patientChoices.all, allowPrivate, ...resolve });
   // Binding tokens of topic-based websocket Subscriptions: signed with the server's keys, so any process verifies them.
   const wsTokens: WsBindingTokens = {
     sign: (tenant, subscription, owner) => signWsBinding(authDeps, { tenant, subscription, owner }),

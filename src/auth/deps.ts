@@ -12,6 +12,8 @@ import { createRateLimits, type RateLimits } from './rate-limit.ts';
 import { createRevocationList, type RevocationList } from './revocation.ts';
 import { createSealer, type Sealer } from './sealed.ts';
 import { createTokenVerifier, type TokenVerifier } from './tokens.ts';
+import { createPatientChoiceCheck, type PatientChoiceCheck } from './patient-held.ts';
+import { createUserCache, type UserLookup } from './user-cache.ts';
 
 /** What the authorization server's functions need; built once in createApp. */
 export interface AuthDeps {
@@ -35,6 +37,13 @@ export interface AuthDeps {
   deviceCookies: Sealer;
   /** Verifies access tokens locally and checks the in-memory revocation list (the FHIR API's check). */
   verifyAccess: TokenVerifier;
+  /** User records as the FHIR gate and the Subscription hub read them: cached, a change seen within 5 s. */
+  users: UserLookup;
+  /**
+   * Whether a user's chosen patient in context still holds (a guardian's record may stop naming the child): the FHIR gate
+   * asks it of user tokens, the Subscription hub of Subscriptions activated with one, introspection anew (`fresh`).
+   */
+  patientChoices: PatientChoiceCheck;
   /** The audit trail (CINDER_AUDIT=on): sign-ins and token requests are recorded (src/audit/trail.ts). */
   audit?: AuthAudit;
 }
@@ -54,7 +63,7 @@ export interface AuthDepsInput {
 /** Builds the authorization server's per-app state (caches, limiters); STYLE rule 1, no globals. */
 export function createAuthDeps(i: AuthDepsInput): AuthDeps {
   const revocations = createRevocationList(i.store, i.clock);
-  return {
+  const deps: Omit<AuthDeps, 'patientChoices'> & Partial<Pick<AuthDeps, 'patientChoices'>> = {
     store: i.store, keys: i.keys, clock: i.clock, config: i.config, log: i.log, revocations,
     jwks: createJwksFetcher(i.clock, {
       allowPrivate: i.config.jwksAllowPrivate === 'true', ...(i.fetch ? { fetch: i.fetch } : {}), ...(i.resolveHost ? { resolve: i.resolveHost } : {}),
@@ -65,7 +74,11 @@ export function createAuthDeps(i: AuthDepsInput): AuthDeps {
     searchCursors: createSealer(i.keys, 'search cursor'),
     deviceCookies: createSealer(i.keys, 'sign-in device'),
     verifyAccess: createTokenVerifier(i.keys, i.clock, i.config.baseUrl, revocations),
+    users: createUserCache(i.store, i.clock),
   };
+  // The check searches with the deps it belongs to.
+  deps.patientChoices = createPatientChoiceCheck(deps as AuthDeps, deps.users);
+  return deps as AuthDeps;
 }
 
 

@@ -5,7 +5,7 @@ import { revocationQuery } from './revocation.ts';
 import { tokenEndpointCall } from './revoke.ts';
 import { scopesForUser } from './claims.ts';
 import { chosenPatientHeld, patientContext, releasedContext, stillRegistered, type PatientContext } from './issue.ts';
-import { patientHeld, tokenChoice } from './patient-held.ts';
+import { tokenChoice } from './patient-held.ts';
 import { needsPatientContext, splitScopes } from './scopes.ts';
 import { sha256Hex } from './secrets.ts';
 import type { Client, RefreshToken } from '../store/types.ts';
@@ -30,9 +30,10 @@ async function accessTokenInfo(deps: AuthDeps, token: string, caller: Client): P
   // A disabled or deleted client's tokens are inactive at once, whatever was issued by a process that had not yet seen it.
   const client = await deps.clients.get(t.client_id);
   if (!client || client.disabled) return INACTIVE;
-  // As the FHIR API refuses it: a patient in context the user may no longer choose (src/auth/patient-held.ts).
+  // As the FHIR API refuses it: a patient in context the user may no longer choose (src/auth/patient-held.ts), read anew
+  // and remembered for the API too; while a reindex refuses the search, the answer the API keeps (the last one known).
   const choice = tokenChoice(t);
-  if (choice !== null && !(await patientHeld(deps, (tenant, id) => deps.store.users.get(tenant, id), choice))) return INACTIVE;
+  if (choice !== null && !(await deps.patientChoices.fresh(choice))) return INACTIVE;
   const info: Record<string, unknown> = {
     active: true, token_type: 'Bearer', scope: t.scope, client_id: t.client_id, sub: t.sub, aud: t.aud, iss: t.iss,
     exp: t.exp, iat: t.iat, jti: t.jti, tenant: t.tenant,

@@ -2,7 +2,7 @@ import type { SyncOrAsync } from '../sync-or-async.ts';
 import { patientOf } from './claims.ts';
 import { CLIENT_CACHE_TTL_MS } from './client-cache.ts';
 import type { AuthDeps } from './deps.ts';
-import { mayStillHaveInContext } from './patient-picker.ts';
+import { mayStillHaveAmong } from './patient-picker.ts';
 import type { VerifiedToken } from './tokens.ts';
 import type { UserLookup } from './user-cache.ts';
 
@@ -14,9 +14,17 @@ export interface PatientChoice {
   patient: string;
 }
 
-/** Whether a choice (PatientChoice) still holds: at once when known, else once read. */
-export type PatientChoiceCheck = (choice: PatientChoice) => SyncOrAsync<boolean>;
-
+/**
+ * Whether a choice (PatientChoice) still holds: at once when known, else once read. `all` asks it of many choices
+ * together (the Subscription hub, before a write: one search per user and hundred patients, not one per choice);
+ * `fresh` reads it anew (introspection: the database is authoritative), remembers the answer for the others, and
+ * answers as they do while a reindex refuses the search (the last answer known).
+ */
+export interface PatientChoiceCheck {
+  (choice: PatientChoice): SyncOrAsync<boolean>;
+  all(choices: readonly PatientChoice[]): SyncOrAsync<boolean[]>;
+  fresh(choice: PatientChoice): Promise<boolean>;
+}
 /** Whether the patient in context of a verified access token is still one its user may have there. */
 export type PatientHeldCheck = (token: VerifiedToken) => SyncOrAsync<boolean>;
 
@@ -31,27 +39,35 @@ export function tokenChoice(token: VerifiedToken): PatientChoice | null {
  * Whether the user of a choice may still have its patient in context (mayHaveInContext, the picker's rules; the rule a
  * refresh applies, issue.ts chosenPatientHeld), the user read with `users`: not when their record no longer names it (a
  * guardian's RelatedPerson), the Patient was deleted, or the user is gone or disabled. A patient that is the user's own
- * record (a Patient user) is derived anew by each refresh, never chosen, and holds. Uncached: introspection asks it of
- * the database, the FHIR gate and the Subscription hub through createPatientChoiceCheck.
+ * record (a Patient user) is derived anew by each refresh, never chosen, and holds. Asked through
+ * createPatientChoiceCheck: by the FHIR gate and the Subscription hub cached, by introspection anew (`fresh`).
  *
- * While a reindex refuses the search the picker's rules run (503, src/fhir/reindex.ts gatedStore), the answer is that
- * the choice holds (createPatientChoiceCheck: the last answer it knew, else that): the check adds to what the token already says, and a user's reads, which
- * the reindex does not refuse, and every write of the tenant (which matches Subscriptions activated with such tokens)
- * must not fail for it for the minutes a reindex takes.
+ * undefined while a reindex refuses the search the picker's rules run (503, src/fhir/reindex.ts gatedStore): the check
+ * then answers with the last answer it knew, else that the choice holds. The check adds to what the token already says,
+ * and a user's reads, which the reindex does not refuse, and every write of the tenant (which matches Subscriptions
+ * activated with such tokens) must not fail for it for the minutes a reindex takes; and introspection answers as the API
+ * does, which keeps its last refusal.
  */
-export async function patientHeld(deps: AuthDeps, users: UserLookup, choice: PatientChoice): Promise<boolean> {
-  return (await readHeld(deps, users, choice)) ?? true;
-}
-
-/** patientHeld's answer; undefined when its search is refused for the moment (mayStillHaveInContext). */
 async function readHeld(deps: AuthDeps, users: UserLookup, choice: PatientChoice): Promise<boolean | undefined> {
-  const user = await users(choice.tenant, choice.userId);
-  if (user === null || user.disabled) return false;
-  return choice.patient === patientOf(user, deps.config.baseUrl) || mayStillHaveInContext(deps, choice.clientId, user, choice.patient);
+  return (await readHeldOfUser(deps, users, [choice]))[0];
 }
 
 /**
- * patientHeld, each answer remembered for `ttlMs` as the client and user caches remember theirs (a change seen by every
+ * readHeld of choices of one user and app (the same tenant, clientId and userId): the user read once, and the patients
+ * searched together (mayStillHaveAmong); each undefined when that search is refused for the moment.
+ */
+async function readHeldOfUser(deps: AuthDeps, users: UserLookup, choices: readonly PatientChoice[]): Promise<(boolean | undefined)[]> {
+  const { tenant, userId, clientId } = choices[0]!;
+  const user = await users(tenant, userId);
+  if (user === null || user.disabled) return choices.map(() => false);
+  const own = patientOf(user, deps.config.baseUrl);
+  const chosen = choices.filter((c) => c.patient !== own).map((c) => c.patient);
+  const may = chosen.length ? await mayStillHaveAmong(deps, clientId, user, chosen) : new Set<string>();
+  return choices.map((c) => c.patient === own || (may === undefined ? undefined : may.has(c.patient)));
+}
+
+/**
+ * readHeld, each answer remembered for `ttlMs` as the client and user caches remember theirs (a change seen by every
  * process within it): one user read and one search per user, app and patient each `ttlMs` while they are asked, a map
  * lookup in between. So a guardian whose record no longer names the child stops reading the child's records (the FHIR
  * gate) and being notified of them (the Subscription hub) within seconds, not at the token's expiry an hour later, nor
@@ -59,15 +75,22 @@ async function readHeld(deps: AuthDeps, users: UserLookup, choice: PatientChoice
  */
 export function createPatientChoiceCheck(deps: AuthDeps, users: UserLookup, ttlMs = CLIENT_CACHE_TTL_MS, maxEntries = 10_000): PatientChoiceCheck {
   const answers = new Map<string, { held: SyncOrAsync<boolean>; until: number }>();
-  return (choice) => {
-    const now = deps.clock.now();
-    const key = `${choice.tenant}\u0000${choice.clientId}\u0000${choice.userId}\u0000${choice.patient}`;
+  const keyOf = (c: PatientChoice) => `${c.tenant}\u0000${c.clientId}\u0000${c.userId}\u0000${c.patient}`;
+  /** The answer remembered for `key` while it is current; undefined when it must be read. */
+  const known = (key: string, now: number) => {
     const hit = answers.get(key);
-    if (hit && hit.until > now && hit.until - ttlMs <= now) return hit.held;
-    // The last answer known, for a moment the search is refused (patientHeld).
-    const last = hit !== undefined && typeof hit.held === 'boolean' ? hit.held : true;
+    return hit && hit.until > now && hit.until - ttlMs <= now ? hit.held : undefined;
+  };
+  // The last answer known, for a moment the search is refused (patientHeld).
+  const lastOf = (key: string) => {
+    const held = answers.get(key)?.held;
+    return typeof held === 'boolean' ? held : true;
+  };
+  /** Remembers `read` (the answer for `key`, undefined for refused now) from `now`, as its last answer when refused. */
+  const remember = (key: string, now: number, read: Promise<boolean | undefined>): Promise<boolean> => {
+    const last = lastOf(key);
     if (answers.size >= maxEntries) answers.clear();
-    const pending = readHeld(deps, users, choice).then((held) => held ?? last);
+    const pending = read.then((held) => held ?? last);
     const entry: { held: SyncOrAsync<boolean>; until: number } = { held: pending, until: now + ttlMs };
     answers.set(key, entry);
     pending.then(
@@ -76,6 +99,40 @@ export function createPatientChoiceCheck(deps: AuthDeps, users: UserLookup, ttlM
     );
     return pending;
   };
+  const all = (choices: readonly PatientChoice[]): SyncOrAsync<boolean[]> => {
+    const now = deps.clock.now();
+    const answered: SyncOrAsync<boolean>[] = [];
+    // Those to read, by user and app, each key once, with the places that wait for it.
+    const toRead = new Map<string, Map<string, { choice: PatientChoice; at: number[] }>>();
+    choices.forEach((c, i) => {
+      const key = keyOf(c);
+      const held = known(key, now);
+      answered.push(held ?? true);
+      if (held !== undefined) return;
+      const of = `${c.tenant}\u0000${c.clientId}\u0000${c.userId}`;
+      const group = toRead.get(of) ?? toRead.set(of, new Map()).get(of)!;
+      const wanted = group.get(key) ?? group.set(key, { choice: c, at: [] }).get(key)!;
+      wanted.at.push(i);
+    });
+    // Each user's choices in one read, the users side by side.
+    for (const group of toRead.values()) {
+      const wanted = [...group.entries()];
+      const read = readHeldOfUser(deps, users, wanted.map(([, w]) => w.choice));
+      wanted.forEach(([key, w], i) => {
+        const held = remember(key, now, read.then((h) => h[i]));
+        for (const at of w.at) answered[at] = held;
+      });
+    }
+    return answered.some((h) => h instanceof Promise) ? Promise.all(answered) : (answered as boolean[]);
+  };
+  const check = ((choice) => {
+    const key = keyOf(choice);
+    const now = deps.clock.now();
+    return known(key, now) ?? remember(key, now, readHeld(deps, users, choice));
+  }) as PatientChoiceCheck;
+  check.all = all;
+  check.fresh = (choice) => remember(keyOf(choice), deps.clock.now(), readHeld(deps, (tenant, id) => deps.store.users.get(tenant, id), choice));
+  return check;
 }
 
 /** The FHIR gate's check of a token (bearerAuthenticator): one without a chosen patient (tokenChoice) needs nothing. */

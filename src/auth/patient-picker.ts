@@ -76,10 +76,15 @@ function pickerAccess(clientId: string, reach: PickerReach): Access {
  * The EHR launch asks this of the patient it launched (src/auth/picker-flow.ts).
  */
 export async function mayHaveInContext(deps: AuthDeps, clientId: string, user: User, id: string): Promise<boolean> {
+  return (await mayHaveAmong(deps, clientId, user, [id])).has(id);
+}
+
+/** Those of the Patients `ids` that `user` may have in context (mayHaveInContext), found together: a search per CHOOSABLE_BATCH ids. */
+export async function mayHaveAmong(deps: AuthDeps, clientId: string, user: User, ids: readonly string[]): Promise<Set<string>> {
   const own = patientOf(user, deps.config.baseUrl);
-  if (own !== undefined && own !== id) return false;
   const reach = pickerReach(deps, user);
-  return reach !== null && (await isChoosable(deps, clientId, user, reach, id));
+  if (reach === null) return new Set();
+  return choosableAmong(deps, clientId, user, reach, own === undefined ? ids : ids.filter((id) => id === own));
 }
 
 /**
@@ -89,8 +94,14 @@ export async function mayHaveInContext(deps: AuthDeps, clientId: string, user: U
  * refreshes and the tenant's writes into 503s for the minutes a reindex takes.
  */
 export async function mayStillHaveInContext(deps: AuthDeps, clientId: string, user: User, id: string): Promise<boolean | undefined> {
+  const among = await mayStillHaveAmong(deps, clientId, user, [id]);
+  return among === undefined ? undefined : among.has(id);
+}
+
+/** mayHaveAmong, for checks of choices already made (mayStillHaveInContext): undefined while its search is refused for the moment. */
+export async function mayStillHaveAmong(deps: AuthDeps, clientId: string, user: User, ids: readonly string[]): Promise<Set<string> | undefined> {
   try {
-    return await mayHaveInContext(deps, clientId, user, id);
+    return await mayHaveAmong(deps, clientId, user, ids);
   } catch (err) {
     if (err instanceof FhirError && err.category === 'unavailable') return undefined;
     throw err;
@@ -158,17 +169,35 @@ export async function searchPatients(deps: AuthDeps, clientId: string, user: Use
 
 /** Whether `user` may choose the Patient `id`: it exists in the user's tenant, is not deleted, and is within their reach. */
 export async function isChoosable(deps: AuthDeps, clientId: string, user: User, reach: PickerReach, id: string): Promise<boolean> {
-  if (!FHIR_ID.test(id)) return false;
-  try {
-    const { rows } = await search(deps, clientId, user, reach, new URLSearchParams({ _id: id, _count: '1' }));
-    return rows.length === 1 && rows[0]!.id === id;
-  } catch (err) {
-    // A reindex beside the server holds searches of rows not rebuilt yet (a 503, src/fhir/reindex.ts gatedStore). The FHIR
-    // gate asks this of every guardian's token every few seconds: answered from the records themselves instead, or each of
-    // their requests would be a 503 for as long as the rebuild runs.
-    if (!(err instanceof FhirError) || err.status !== 503) throw err;
-    return choosableByReads(deps, user, reach, id);
+  return (await choosableAmong(deps, clientId, user, reach, [id])).has(id);
+}
+
+/** The most ids one search of choosableAmong names (a comma-separated `_id`). */
+export const CHOOSABLE_BATCH = 100;
+
+/**
+ * Those of the Patients `ids` that `user` may choose (isChoosable), by one search of the engine per CHOOSABLE_BATCH of
+ * them (`_id=a,b,...` within the user's reach): a write that checks the choices of many Subscriptions costs a search per
+ * user and hundred patients, not one per Subscription.
+ */
+export async function choosableAmong(deps: AuthDeps, clientId: string, user: User, reach: PickerReach, ids: readonly string[]): Promise<Set<string>> {
+  const asked = [...new Set(ids.filter((id) => FHIR_ID.test(id)))];
+  const found = new Set<string>();
+  for (let i = 0; i < asked.length; i += CHOOSABLE_BATCH) {
+    const batch = asked.slice(i, i + CHOOSABLE_BATCH);
+    const wanted = new Set(batch);
+    try {
+      const { rows } = await search(deps, clientId, user, reach, new URLSearchParams({ _id: batch.join(','), _count: String(batch.length) }));
+      for (const row of rows) if (wanted.has(row.id)) found.add(row.id);
+    } catch (err) {
+      // A reindex beside the server holds searches of rows not rebuilt yet (a 503, src/fhir/reindex.ts gatedStore). The FHIR
+      // gate asks this of every guardian's token every few seconds: answered from the records themselves instead, or each of
+      // their requests would be a 503 for as long as the rebuild runs.
+      if (!(err instanceof FhirError) || err.status !== 503) throw err;
+      for (const id of batch) if (await choosableByReads(deps, user, reach, id)) found.add(id);
+    }
   }
+  return found;
 }
 
 /**

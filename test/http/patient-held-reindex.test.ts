@@ -120,4 +120,33 @@ describe('a user token with a chosen patient while the search index is being reb
       rebuilding = undefined;
     }
   });
+
+  // Introspection read the database anew and, during a reindex, answered that the choice held, while the FHIR API kept
+  // its last refusal (and within the 5 s cache, its last grant): one token, two answers.
+  test('introspection and the FHIR API give one answer: at once after a change, and during a reindex', async () => {
+    await api.put200({ resourceType: 'RelatedPerson', id: 'rp-3', patient: { reference: 'Patient/p-1' } });
+    await createUser(t.store, t.clock, { tenant: 't1', username: 'rel-3', password: PASSWORD, fhirUser: 'RelatedPerson/rp-3' });
+    const token = await tokenOf('rel-3');
+    const read = async () => (await t.request(`${t.fhir()}/Observation/o-1`, { headers: { Authorization: `Bearer ${token}` } })).status;
+    const active = async () => {
+      const res = await post(t, { token }, { Authorization: basic(c.id, c.secret) }, '/oauth2/introspect');
+      expect(res.status).toBe(200);
+      return ((await res.json()) as { active: boolean }).active;
+    };
+    expect(`${await read()} ${await active()}`).toBe('200 true');
+    // The guardian's record stops naming the child: introspection reads it anew, and the API answers as it did.
+    await api.put200({ resourceType: 'RelatedPerson', id: 'rp-3', patient: { reference: 'Patient/p-other' } });
+    expect(`${await active()} ${await read()}`).toBe('false 401');
+    rebuilding = { from: 0, examined: 3 };
+    try {
+      t.clock.advance(CLIENT_CACHE_TTL_MS + 1);
+      expect(`${await active()} ${await read()}`).toBe('false 401');
+      t.clock.advance(CLIENT_CACHE_TTL_MS + 1);
+      expect(`${await read()} ${await active()}`).toBe('401 false');
+    } finally {
+      rebuilding = undefined;
+    }
+    await api.put200({ resourceType: 'RelatedPerson', id: 'rp-3', patient: { reference: 'Patient/p-1' } });
+    expect(`${await active()} ${await read()}`).toBe('true 200');
+  });
 });

@@ -64,9 +64,10 @@ export interface HubOptions {
    * Whether the patient in context a user's sign-in chose, recorded with a subscription activated with its token, is
    * still one the user may choose (src/auth/patient-held.ts, cached as `user`): once it is not (a guardian's record no
    * longer names the child, the Patient deleted), the subscription is matched for nothing, as the token reads nothing;
-   * named again, it is matched again. Without it, not asked.
+   * named again, it is matched again. Asked of all of a write's Subscriptions together (one search per user and hundred
+   * patients when its cache lapsed, not one per Subscription after another). Without it, not asked.
    */
-  patientHeld?: (choice: { tenant: string; clientId: string; userId: string; patient: string }) => boolean | Promise<boolean>;
+  patientHeld?: (choices: readonly { tenant: string; clientId: string; userId: string; patient: string }[]) => SyncOrAsync<boolean[]>;
   /** CINDER_SUBSCRIPTION_ALLOW_PRIVATE. */
   allowPrivate: boolean;
   resolve?: ResolveHost;
@@ -396,15 +397,27 @@ export class SubscriptionHub {
     for (const list of active.byType.values()) for (const s of list) if (s.clientId !== null) subs.add(s);
     const clients = new Map<string, Client | null>();
     const users = new Map<string, User | null>();
-    const read = async (clientId: string, user: OwnerUser | null) => {
-      if (!clients.has(clientId)) clients.set(clientId, await this.options.client(clientId));
-      if (user !== null && !users.has(user.id)) users.set(user.id, await this.options.user(tenant, user.id));
+    // Side by side: with the caches lapsed, hundreds of owners read one after another held every write up.
+    const read = async (owners: Iterable<{ clientId: string; user: OwnerUser | null }>) => {
+      const reads: Promise<unknown>[] = [];
+      for (const { clientId, user } of owners) {
+        if (!clients.has(clientId)) {
+          clients.set(clientId, null);
+          reads.push(this.options.client(clientId).then((c) => clients.set(clientId, c)));
+        }
+        if (user !== null && !users.has(user.id)) {
+          users.set(user.id, null);
+          reads.push(this.options.user(tenant, user.id).then((u) => users.set(user.id, u)));
+        }
+      }
+      await Promise.all(reads);
     };
-    for (const s of subs) await read(s.clientId!, s.user);
+    await read([...subs].map((s) => ({ clientId: s.clientId!, user: s.user })));
     const out = new Set<Compiled>();
     // Those silenced for their owner's authority, once each (a Subscription has an entry per trigger type).
     const silenced = new Map<string, Silenced>();
     const revokedOf = (clientId: string, user: OwnerUser | null) => user !== null && authorityRevoked(clients.get(clientId) ?? null, users.get(user.id) ?? null, user);
+    const judged: Compiled[] = [];
     for (const s of subs) {
       const client = clients.get(s.clientId!) ?? null;
       const revoked = revokedOf(s.clientId!, s.user);
@@ -412,9 +425,12 @@ export class SubscriptionHub {
         silenced.set(s.id, { id: s.id, owner: s.owner, clientId: s.clientId!, why: revoked ? 'sign-in' : 'client', client });
         continue;
       }
-      if (client?.disabled) continue;
-      const held = this.choiceHeld(tenant, s);
-      if (!(held instanceof Promise ? await held : held)) continue;
+      if (!client?.disabled) judged.push(s);
+    }
+    const held = await this.choicesHeld(tenant, judged);
+    for (const [i, s] of judged.entries()) {
+      if (!held[i]) continue;
+      const client = clients.get(s.clientId!) ?? null;
       const now = (client?.scopes.join(' ') ?? null) === s.registered ? 'notifies' : await this.current(tenant, active, s);
       if (now === 'notifies') out.add(s);
       // Its client's registration no longer lets it search what it selects: paused for its scopes, as the set's load pauses one.
@@ -424,17 +440,31 @@ export class SubscriptionHub {
     for (const r of active.refused) {
       const user = ownerUser(r.owner);
       const paused = r.why === 'scopes' || r.why === 'topic';
-      if (paused && user !== null) await read(r.clientId, user);
+      if (paused && user !== null) await read([{ clientId: r.clientId, user }]);
       silenced.set(r.id, paused && revokedOf(r.clientId, user) ? { ...r, why: 'sign-in' } : r);
     }
     return { notifying: out, silenced: [...silenced.values(), ...active.resumed] };
   }
 
-  /** Whether the patient in context `s` was activated with, a user's choice, still holds (HubOptions.patientHeld); true without one. */
-  private choiceHeld(tenant: string, s: Compiled): boolean | Promise<boolean> {
-    const patient = s.user === null ? null : ownerPatient(s.owner);
-    if (patient === null || !this.options.patientHeld) return true;
-    return this.options.patientHeld({ tenant, clientId: s.clientId!, userId: s.user!.id, patient });
+  /**
+   * Whether the patient in context each of `subs` was activated with, a user's choice, still holds (HubOptions.patientHeld),
+   * asked of them all together; true for one without.
+   */
+  private async choicesHeld(tenant: string, subs: readonly Compiled[]): Promise<boolean[]> {
+    const asked: number[] = [];
+    const choices: { tenant: string; clientId: string; userId: string; patient: string }[] = [];
+    subs.forEach((s, i) => {
+      const patient = s.user === null ? null : ownerPatient(s.owner);
+      if (patient === null || !this.options.patientHeld) return;
+      asked.push(i);
+      choices.push({ tenant, clientId: s.clientId!, userId: s.user!.id, patient });
+    });
+    const held = subs.map(() => true);
+    if (!choices.length) return held;
+    const answers = this.options.patientHeld!(choices);
+    const found = answers instanceof Promise ? await answers : answers;
+    asked.forEach((at, j) => (held[at] = found[j]!));
+    return held;
   }
 
   /** A client's registered scopes, as compared to see whether its subscriptions need compiling again. */

@@ -1,0 +1,109 @@
+/**
+ * Measures a write in a tenant with N active Subscriptions activated with user tokens that carry a chosen patient,
+ * once the 5 s cache of the patients' checks (src/auth/patient-held.ts) has lapsed (docs/PERFORMANCE.md, "Fifty-first
+ * session", reindex-auth): POSTs of an Observation through app.request() on SQLite (or PostgreSQL), the test clock
+ * moved past the cache's life before each. Two owners' shapes: one Practitioner user with N patients (`staff`), and N
+ * guardians, each a RelatedPerson user naming its own patient (`guardians`). Each checkout named is loaded in this one
+ * process (its src and test helpers) and measured in turn, round by round, so that their ratio is of one run.
+ *   bun bench/subscription-patient-choices.ts [N, default 300] [rounds, default 20] [sqlite|postgres] [checkout...]
+ * (checkouts default to this one; with PostgreSQL, new databases of CINDER_BENCH_POSTGRES_URL's server, dropped at the end).
+ */
+import postgres from 'postgres';
+import { resolve } from 'node:path';
+
+const N = Number(process.argv[2] ?? 300);
+const ROUNDS = Number(process.argv[3] ?? 20);
+const onPostgres = process.argv[4] === 'postgres';
+const roots = process.argv.slice(5).map((r) => resolve(r));
+if (!roots.length) roots.push(resolve(import.meta.dir, '..'));
+const adminUrl = process.env.CINDER_BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const admin = onPostgres ? postgres(adminUrl, { max: 1, onnotice: () => undefined }) : undefined;
+const databases: string[] = [];
+const SCOPES = ['launch/patient', 'patient/*.rs'];
+type Json = Record<string, any>;
+
+interface Case {
+  name: string;
+  write(): Promise<number>;
+  close(): Promise<void>;
+}
+
+async function setUp(root: string, shape: 'staff' | 'guardians'): Promise<Case> {
+  const { createTestApp } = await import(`${root}/test/helpers/app.ts`);
+  const { createClient } = await import(`${root}/src/auth/admin.ts`);
+  const { CLIENT_CACHE_TTL_MS } = await import(`${root}/src/auth/client-cache.ts`);
+  let store;
+  if (admin) {
+    const database = 'cinder_bench_' + crypto.randomUUID().replaceAll('-', '').slice(0, 12);
+    await admin`CREATE DATABASE ${admin(database)}`;
+    databases.push(database);
+    const { createPostgresStore } = await import(`${root}/src/store/postgres/index.ts`);
+    store = createPostgresStore(Object.assign(new URL(adminUrl), { pathname: `/${database}` }).toString());
+  }
+  const t = await createTestApp({ resolveHost: async () => ['93.184.215.14'], ...(store && { store }) });
+  const token = await t.token();
+  const post = async (path: string, body: Json) => {
+    const res = await t.request(`${t.fhir()}${path}`, { method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/fhir+json' }, body: JSON.stringify(body) });
+    if (res.status >= 300) throw new Error(`${path}: ${res.status} ${await res.text()}`);
+    return (await res.json()) as Json;
+  };
+  const transaction = (entry: Json[]) => post('', { resourceType: 'Bundle', type: 'transaction', entry });
+  const clientId = (await createClient(t.store, t.clock, { tenant: 't1', name: 'App', grants: ['authorization_code'], redirectUris: ['https://app.example/cb'], scopes: SCOPES })).client.clientId;
+  await transaction(Array.from({ length: N }, (_, i) => ({ resource: { resourceType: 'Patient', id: `p-${i}`, name: [{ family: `F${i}` }] }, request: { method: 'PUT', url: `Patient/p-${i}` } })));
+  const hash = await Bun.password.hash('correct horse battery');
+  const user = async (username: string, fhirUser: string) => {
+    const id = crypto.randomUUID();
+    await t.store.users.create({
+      id, tenant: 't1', username, passwordHash: hash, name: null, email: null, emailVerified: false, phone: null, phoneVerified: false, address: null,
+      fhirUser, createdAt: t.clock.now(), disabled: false, deletedAt: null, tokensRevokedAt: null,
+    });
+    return id;
+  };
+  const owners: string[] = [];
+  if (shape === 'staff') {
+    const doc = await user('doc', 'Practitioner/d-1');
+    for (let i = 0; i < N; i++) owners.push(doc);
+  } else {
+    await transaction(Array.from({ length: N }, (_, i) => ({ resource: { resourceType: 'RelatedPerson', id: `rp-${i}`, patient: { reference: `Patient/p-${i}` } }, request: { method: 'PUT', url: `RelatedPerson/rp-${i}` } })));
+    for (let i = 0; i < N; i++) owners.push(await user(`rel-${i}`, `RelatedPerson/rp-${i}`));
+  }
+  const sub = { resourceType: 'Subscription', status: 'requested', reason: 'bench', criteria: 'Observation?code:text=watched', channel: { type: 'rest-hook', endpoint: 'https://hooks.example.org/fhir' } };
+  const made = await transaction(owners.map(() => ({ resource: sub, request: { method: 'POST', url: 'Subscription' } })));
+  const ids = made.entry.map((e: Json) => e.resource.id as string);
+  await t.store.resources.write('t1', async (w: Json) => {
+    for (const [i, id] of ids.entries()) {
+      await w.ownSubscription(id, JSON.stringify({ scopes: SCOPES, clientId, patient: `p-${i}`, user: { id: owners[i], readAt: t.clock.now() } }), 'rest-hook');
+    }
+  });
+  // A write of a type the hub watches: its set is read again, with the owners above.
+  await post('/ValueSet', { resourceType: 'ValueSet', status: 'active' });
+  const obs = { resourceType: 'Observation', status: 'final', code: { text: 'watched' }, subject: { reference: 'Patient/p-1' } };
+  await post('/Observation', obs);
+  return {
+    name: `${shape} ${root}`,
+    async write() {
+      t.clock.advance(CLIENT_CACHE_TTL_MS + 1);
+      const started = performance.now();
+      await post('/Observation', obs);
+      return performance.now() - started;
+    },
+    close: () => t.close(),
+  };
+}
+
+const cases: Case[] = [];
+for (const shape of ['staff', 'guardians'] as const) for (const root of roots) cases.push(await setUp(root, shape));
+const times = new Map<Case, number[]>(cases.map((c) => [c, []]));
+for (let r = 0; r < ROUNDS; r++) for (const c of cases) times.get(c)!.push(await c.write());
+const q = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) * p)]!;
+console.log(`${N} Subscriptions, ${ROUNDS} writes each, ${onPostgres ? 'PostgreSQL' : 'SQLite'}`);
+console.log('| case | lowest ms | median ms | upper quartile ms |\n|---|---:|---:|---:|');
+for (const c of cases) {
+  const xs = times.get(c)!;
+  console.log(`| ${c.name} | ${q(xs, 0).toFixed(1)} | ${q(xs, 0.5).toFixed(1)} | ${q(xs, 0.75).toFixed(1)} |`);
+}
+for (const c of cases) await c.close();
+if (admin) {
+  for (const d of databases) await admin`DROP DATABASE IF EXISTS ${admin(d)} WITH (FORCE)`;
+  await admin.end();
+}

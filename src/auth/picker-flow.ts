@@ -27,10 +27,14 @@ export interface PickerView {
   error?: string;
 }
 
-/** Where an authorization request goes after a step: back to the client with a code, or to the picker. */
+/**
+ * Where an authorization request goes after a step: back to the client with a code, to the picker, or back to the
+ * sign-in page with `error` (an EHR launch whose patient cannot be checked for a moment: try again shortly).
+ */
 export type AuthorizeStep =
   | { kind: 'redirect'; location: string }
-  | { kind: 'picker'; status: number; view: PickerView; retryAfter?: string };
+  | { kind: 'picker'; status: number; view: PickerView; retryAfter?: string }
+  | { kind: 'sign-in'; status: number; username: string; error: string; retryAfter?: string };
 
 /** A submission of the picker form, as posted. */
 export interface PickerInput {
@@ -86,10 +90,22 @@ async function listing(deps: AuthDeps, req: AuthorizationRequest, s: SignedInUse
 /**
  * After signing in for an EHR launch (SMART App Launch 2.2): the code with the launch's context (patient,
  * encounter, fhirContext, need_patient_banner), without a picker, when the user may have that patient in context by the
- * picker's rules (mayHaveInContext); otherwise `access_denied` back to the app, and no code.
+ * picker's rules (mayHaveInContext); otherwise `access_denied` back to the app, and no code. While a reindex refuses the
+ * search those rules run (503, src/fhir/reindex.ts gatedStore), the sign-in page again, with a 503 and its Retry-After,
+ * as the picker shows its page: the launched patient is a new choice, never checked, and granting it unchecked would let
+ * a guardian open whichever patient a launch names (a refresh goes on during a reindex only for a patient checked when
+ * it was chosen: issue.ts chosenPatientHeld).
  */
 async function launchedSignIn(deps: AuthDeps, req: AuthorizationRequest, launch: LaunchContext, user: User, authTime: number): Promise<AuthorizeStep> {
-  if (!(await mayHaveInContext(deps, req.client.clientId, user, launch.patient))) {
+  let may: boolean;
+  try {
+    may = await mayHaveInContext(deps, req.client.clientId, user, launch.patient);
+  } catch (err) {
+    if (!(err instanceof FhirError && err.status === 503)) throw err;
+    const error = "The launched patient's record cannot be checked for a moment. Sign in again shortly.";
+    return { kind: 'sign-in', status: 503, username: user.username, error, ...(err.headers['Retry-After'] ? { retryAfter: err.headers['Retry-After'] } : {}) };
+  }
+  if (!may) {
     deps.log.info('EHR launch: the user may not have the launched patient in context', { tenant: user.tenant, clientId: req.client.clientId, userId: user.id });
     const description = "the signed-in user may not open the launched patient's record";
     return { kind: 'redirect', location: redirectWith(req.redirectUri, { error: 'access_denied', error_description: description, state: req.state, iss: deps.config.baseUrl }) };

@@ -58,11 +58,16 @@ function deviceCookie(l: LoginContext, value: string): string {
 }
 
 /**
- * Where a sign-in or picker step leads: the client's redirect URI with a code, or the patient picker.
+ * Where a sign-in or picker step leads: the client's redirect URI with a code, the patient picker, or the sign-in page again.
  * The picker is shown with a fresh CSRF token after sign-in, then keeps the one its form carries.
  */
 function showStep(l: LoginContext, req: AuthorizationRequest, step: AuthorizeStep, csrf = randomToken(32)): Response {
   if (step.kind === 'redirect') return seeOther(step.location);
+  if (step.kind === 'sign-in') {
+    const res = showLogin(l, req, step.status, step.error, step.username);
+    if (step.retryAfter) res.headers.set('Retry-After', step.retryAfter);
+    return res;
+  }
   const body = pickerPage({ clientName: req.client.name, params: req.params, csrfToken: csrf, view: step.view });
   const headers = { ...csrfCookie(l, csrf), ...(step.retryAfter ? { 'Retry-After': step.retryAfter } : {}) };
   return html(l, body, step.status, `'self' ${formTarget(req.redirectUri)}`, headers);

@@ -13,6 +13,8 @@ import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { fhirClient, type FhirClient } from '../helpers/fhir.ts';
 import { basic, csrfCookie, FORM, hiddenFields, PASSWORD, REDIRECT, post, redeem, redirectParams, signIn } from '../helpers/oauth.ts';
 
+const LAUNCH_SCOPE = 'launch openid fhirUser patient/*.rs';
+
 const SCOPE = 'openid fhirUser launch/patient patient/*.rs';
 
 describe('a user token with a chosen patient while the search index is being rebuilt', () => {
@@ -148,5 +150,35 @@ describe('a user token with a chosen patient while the search index is being reb
     }
     await api.put200({ resourceType: 'RelatedPerson', id: 'rp-3', patient: { reference: 'Patient/p-1' } });
     expect(`${await active()} ${await read()}`).toBe('true 200');
+  });
+
+  test("an EHR launch's sign-in during a reindex is the sign-in page again with a 503 and Retry-After, then signs in once it ends", async () => {
+    const minted = await t.request('/oauth2/launch', {
+      method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${await t.token()}` }, body: JSON.stringify({ patient: 'p-1', client_id: c.id }),
+    });
+    expect(minted.status).toBe(201);
+    const { launch } = (await minted.json()) as { launch: string };
+    const params = { clientId: c.id, scope: LAUNCH_SCOPE, state: 'st-1', extra: { launch } };
+    rebuilding = { from: 0, examined: 3 };
+    let res: Response;
+    try {
+      res = await signIn(t, params, 'rel');
+    } finally {
+      rebuilding = undefined;
+    }
+    expect(res.status).toBe(503);
+    expect(res.headers.get('location')).toBeNull();
+    expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(res.headers.get('content-type')).toStartWith('text/html');
+    const page = await res.text();
+    expect(page).toContain("The launched patient&#39;s record cannot be checked for a moment. Sign in again shortly.");
+    // The sign-in form again, its user's name filled in, to sign in with once the reindex ends.
+    expect(page).toContain('name="password"');
+    expect(page).toContain('value="rel"');
+    const again = await signIn(t, params, 'rel');
+    const code = redirectParams(again).get('code')!;
+    const tokens = await redeem(t, code, c);
+    expect(tokens.status).toBe(200);
+    expect(await tokens.json()).toMatchObject({ patient: 'p-1' });
   });
 });

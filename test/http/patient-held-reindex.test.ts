@@ -2,7 +2,8 @@
  * The check that a user token's patient in context is still one its user may choose (src/auth/patient-held.ts)
  * while a reindex runs beside the server: it searches, and a reindex's gate refuses searches of rows not rebuilt yet
  * (src/fhir/reindex.ts gatedStore). A user's reads, which the gate does not refuse, and every write of the tenant
- * (which matches its Subscriptions), must not fail for it; nor is the token refused.
+ * (which matches its Subscriptions), must not fail for it; nor is the token refused. Introspection answers as the FHIR
+ * API does, and an EHR launch's sign-in is the sign-in page again. On both databases.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createClient } from '../../src/auth/admin.ts';
@@ -11,13 +12,17 @@ import { createUser } from '../../src/auth/users.ts';
 import type { Rebuilding } from '../../src/fhir/reindex.ts';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { fhirClient, type FhirClient } from '../helpers/fhir.ts';
+import { storeTargets } from '../helpers/stores.ts';
 import { basic, csrfCookie, FORM, hiddenFields, PASSWORD, REDIRECT, post, redeem, redirectParams, signIn } from '../helpers/oauth.ts';
 
 const LAUNCH_SCOPE = 'launch openid fhirUser patient/*.rs';
 
+const targets = await storeTargets({ main: false });
+afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
+
 const SCOPE = 'openid fhirUser launch/patient patient/*.rs';
 
-describe('a user token with a chosen patient while the search index is being rebuilt', () => {
+for (const target of targets) describe(`a user token with a chosen patient while the search index is being rebuilt, on ${target.kind}`, () => {
   let t: TestApp;
   let api: FhirClient;
   let c: { id: string; secret: string };
@@ -26,7 +31,9 @@ describe('a user token with a chosen patient while the search index is being reb
   let rebuilding: Rebuilding | undefined;
 
   beforeAll(async () => {
-    t = await createTestApp({ rebuilding: () => rebuilding });
+    const store = (await target.migrated()).open();
+    await store.migrate();
+    t = await createTestApp({ store, rebuilding: () => rebuilding });
     api = fhirClient(t, await t.token());
     const client = await createClient(t.store, t.clock, {
       tenant: 't1', name: 'App', grants: ['authorization_code', 'refresh_token'], redirectUris: [REDIRECT], scopes: ['launch/patient', 'patient/*.rs'],

@@ -25,6 +25,7 @@ export interface PatientChoiceCheck {
   all(choices: readonly PatientChoice[]): SyncOrAsync<boolean[]>;
   fresh(choice: PatientChoice): Promise<boolean>;
 }
+
 /** Whether the patient in context of a verified access token is still one its user may have there. */
 export type PatientHeldCheck = (token: VerifiedToken) => SyncOrAsync<boolean>;
 

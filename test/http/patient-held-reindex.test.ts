@@ -3,7 +3,7 @@
  * while a reindex runs beside the server: it searches, and a reindex's gate refuses searches of rows not rebuilt yet
  * (src/fhir/reindex.ts gatedStore). A user's reads, which the gate does not refuse, and every write of the tenant
  * (which matches its Subscriptions), must not fail for it; nor is the token refused. Introspection answers as the FHIR
- * API does, and an EHR launch's sign-in is the sign-in page again. On both databases.
+ * API does, and an EHR launch's sign-in checks its patient by reads (src/auth/patient-picker.ts choosableByReads). On both databases.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createClient } from '../../src/auth/admin.ts';
@@ -159,33 +159,33 @@ for (const target of targets) describe(`a user token with a chosen patient while
     expect(`${await active()} ${await read()}`).toBe('true 200');
   });
 
-  test("an EHR launch's sign-in during a reindex is the sign-in page again with a 503 and Retry-After, then signs in once it ends", async () => {
-    const minted = await t.request('/oauth2/launch', {
-      method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${await t.token()}` }, body: JSON.stringify({ patient: 'p-1', client_id: c.id }),
-    });
-    expect(minted.status).toBe(201);
-    const { launch } = (await minted.json()) as { launch: string };
-    const params = { clientId: c.id, scope: LAUNCH_SCOPE, state: 'st-1', extra: { launch } };
+  test("an EHR launch's sign-in during a reindex checks the launched patient by reads: the guardian's own is signed in, another is access_denied", async () => {
+    await api.put200({ resourceType: 'Patient', id: 'p-2', name: [{ family: 'Jones', given: ['Bo'] }] });
+    const launched = async (patient: string) => {
+      const minted = await t.request('/oauth2/launch', {
+        method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${await t.token()}` }, body: JSON.stringify({ patient, client_id: c.id }),
+      });
+      expect(minted.status).toBe(201);
+      const { launch } = (await minted.json()) as { launch: string };
+      return { clientId: c.id, scope: LAUNCH_SCOPE, state: 'st-1', extra: { launch } };
+    };
+    const own = await launched('p-1');
+    const other = await launched('p-2');
     rebuilding = { from: 0, examined: 3 };
-    let res: Response;
+    let signedIn: Response;
+    let refused: Response;
     try {
-      res = await signIn(t, params, 'rel');
+      // The reindex refuses the search the picker's rules run: the patient and the guardian's RelatedPerson are read instead.
+      signedIn = await signIn(t, own, 'rel');
+      refused = await signIn(t, other, 'rel');
     } finally {
       rebuilding = undefined;
     }
-    expect(res.status).toBe(503);
-    expect(res.headers.get('location')).toBeNull();
-    expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
-    expect(res.headers.get('content-type')).toStartWith('text/html');
-    const page = await res.text();
-    expect(page).toContain("The launched patient&#39;s record cannot be checked for a moment. Sign in again shortly.");
-    // The sign-in form again, its user's name filled in, to sign in with once the reindex ends.
-    expect(page).toContain('name="password"');
-    expect(page).toContain('value="rel"');
-    const again = await signIn(t, params, 'rel');
-    const code = redirectParams(again).get('code')!;
+    const code = redirectParams(signedIn).get('code')!;
     const tokens = await redeem(t, code, c);
     expect(tokens.status).toBe(200);
     expect(await tokens.json()).toMatchObject({ patient: 'p-1' });
+    expect(redirectParams(refused).get('error')).toBe('access_denied');
+    expect(redirectParams(refused).get('code')).toBeNull();
   });
 });

@@ -73,6 +73,17 @@ const EVERY_SEARCH = [
   '_sort=-verification-status&_count=10',
   '_sort=-verification-status&_count=300',
   '_sort=-verification-status,onset-date&_count=100',
+  // The walks' caps: the ties walked by the next key (at most four times the ties counted), with matches
+  // common, every 50th and every 300th in that order; ties in id order in growing windows; pages of 1,000; a
+  // page at an offset among the last dated (`_offset` applied as the route applies it).
+  '_sort=verification-status,onset-date&_count=10',
+  'clinical-status=resolved&_sort=verification-status,-onset-date&_count=10',
+  'code=http://snomed.info/sct|38341003&_sort=verification-status,onset-date&_count=10',
+  'subject=Patient/p1&_sort=verification-status,onset-date&_count=10',
+  'clinical-status=resolved&_sort=verification-status&_count=10',
+  '_sort=verification-status&_count=1000',
+  '_sort=-verification-status&_count=1000',
+  'clinical-status=resolved&_sort=onset-date&_count=10&_offset=6660',
   // An export page filtered by `_has` (`_typeFilter`), through the snapshot: `export:` before the type's query.
   'export:Patient?_has:Condition:subject:code=http://snomed.info/sct|38341003',
   'export:Patient?_has:Condition:subject:clinical-status=resolved',
@@ -155,7 +166,9 @@ const { compileSearch } = await import(`${dirs[0]}/src/fhir/search.ts`);
 const compiled = (search: string): Json => {
   const c = compileSearch(typeOf(search), new URLSearchParams(queryOf(search)), true);
   const patient = compartmentOf(search);
-  return { ...c.query, where: patient === undefined ? c.pending : [...c.pending, { kind: 'compartment', patient }] };
+  // `_offset`, which the route applies (searchAtOffset), as the store's offset.
+  const offset = new URLSearchParams(queryOf(search)).get('_offset');
+  return { ...c.query, ...(offset !== null && { offset: Number(offset) }), where: patient === undefined ? c.pending : [...c.pending, { kind: 'compartment', patient }] };
 };
 /** A search's answer: its ids, or an export's, page by page (1,000 a page, as the export reads them). */
 async function answer(store: Store, search: string): Promise<string> {

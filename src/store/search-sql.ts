@@ -2509,7 +2509,7 @@ function sortedDriven(b: SqlBuilder, q: SearchQuery, driven: string, where: stri
  * (sets intersected, or a condition whose rows are a set) are left to the database's plan of their values.
  */
 export function countForm(q: SearchQuery, plan?: SearchPlan): StatementForm | undefined {
-  if (countsOnIndex(q)) return fixedForm(q) === 'plain' ? 'plain' : undefined;
+  if (countsOnIndex(q) && plan?.driver !== 'sort') return fixedForm(q) === 'plain' ? 'plain' : undefined;
   return plan?.driver !== undefined ? fixedForm(q) : undefined;
 }
 
@@ -2518,7 +2518,8 @@ export function countSql(dialect: Dialect, tenant: string, q: SearchQuery, plan?
   // Ids listed, each is read by its key and the other conditions probed on it (fromWhere, idsDrive).
   const ids = plan === undefined && idsDrive(dialect, q);
   const b = new SqlBuilder(dialect, tenant, plan || ids ? dialect.probe : 'in');
-  const direct = ids ? undefined : indexCount(b, q);
+  // Driven by a sort key's rows (withoutKey: the matches with the key), not the one condition's (or the compartment's) alone.
+  const direct = ids || plan?.driver === 'sort' ? undefined : indexCount(b, q);
   if (direct !== undefined) return { sql: direct, values: b.values };
   const sets = plan === undefined && !ids ? intersected(b, q) : undefined;
   if (sets !== undefined) return { sql: `SELECT COUNT(*) AS n FROM (${sets}) x`, values: b.values };

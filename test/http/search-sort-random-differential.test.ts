@@ -214,7 +214,8 @@ const query = (s: Search) => `${s.type}?_sort=${s.sort}&_count=${s.count}${CONDI
 /** The pages read of a search: all of them, or the first 16 of small pages. */
 const MAX_PAGES = 16;
 
-const N = Number(process.env.SORT_DIFF_N ?? 700);
+/** Beyond DRIVER_MAX_ROWS (2,000) matches of the common conditions in the extreme set: the walk, not the condition, drives. */
+const N = Number(process.env.SORT_DIFF_N ?? 2600);
 const M = 150;
 /** A data set of drawn skews, and an extreme one. */
 const SETS = [SEED, SEED + 1];

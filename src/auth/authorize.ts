@@ -8,7 +8,7 @@ import { grantContext, type GrantContext } from './grant-context.ts';
 import { LaunchError, verifyLaunch, type LaunchContext } from './launch.ts';
 import { LOGIN_TICKET_TTL_S } from './login-ticket.ts';
 import { S256_CHALLENGE } from './pkce.ts';
-import { isImpliedBy, isResourceScope, resourceScopeProblem, splitScopes } from './scopes.ts';
+import { isImpliedBy, isResourceScope, requestedScopeProblem, splitScopes } from './scopes.ts';
 import { isRegisteredRedirectUri } from './redirect-uris.ts';
 import { randomToken, sha256Hex } from './secrets.ts';
 
@@ -158,8 +158,8 @@ async function launchOf(deps: AuthDeps, client: Client, q: URLSearchParams, stag
 function grantedScopes(client: Client, q: URLSearchParams, launch: LaunchContext | null, fail: Fail): string[] {
   const requested = splitScopes(q.get('scope'));
   if (requested.length === 0) fail('scope is required', 'invalid_scope');
-  const bad = requested.find((s) => resourceScopeProblem(s) !== null);
-  if (bad !== undefined) fail(`scope '${bad}' cannot be granted: ${resourceScopeProblem(bad)}`, 'invalid_scope');
+  const bad = requested.find((s) => requestedScopeProblem(s) !== null);
+  if (bad !== undefined) fail(`scope '${bad}' cannot be granted: ${requestedScopeProblem(bad)}`, 'invalid_scope');
   const scopes = grantableScopes(client, requested, launch);
   if (scopes.filter((s) => !OFFLINE_SCOPES.includes(s)).length === 0) fail('none of the requested scopes may be granted to this client', 'invalid_scope');
   return scopes;

@@ -80,6 +80,16 @@ export function resourceScopeProblem(scope: string): string | null {
   return 'not a valid SMART resource scope';
 }
 
+/**
+ * resourceScopeProblem for a scope an app asks for: only a filter (`?...`) the engine cannot apply is refused, as a
+ * filter left out would widen or empty what the app expects without its knowing; a resource scope of a type R4 does
+ * not have, or otherwise not granted, is left out of the grant as any scope the server does not grant is (RFC 6749
+ * 3.3: apps written for other FHIR versions ask for such types).
+ */
+export function requestedScopeProblem(scope: string): string | null {
+  return scope.includes('?') ? resourceScopeProblem(scope) : null;
+}
+
 /** Whether `scope` is a well-formed SMART resource scope. */
 export function isResourceScope(scope: string): boolean {
   return parseResourceScope(scope) !== null;

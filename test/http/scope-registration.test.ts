@@ -97,6 +97,10 @@ describe('the authorization request', () => {
       expect(q.get('error')).toBe('invalid_scope');
       expect(q.get('error_description')).toContain("'status' is not supported for Flag");
       expect(q.get('state')).toBe('s1');
+      // A scope of a type R4 does not have (an app written for another FHIR version) is left out, not refused.
+      const other = await t.request(`/oauth2/authorize?${authorizeQuery({ clientId: c.id, challenge, state: 's2', scope: 'openid user/BodySite.read user/Patient.read' })}`);
+      expect(other.status).toBe(200);
+      expect(other.headers.get('content-type')).toStartWith('text/html');
     } finally {
       await t.close();
     }

@@ -571,7 +571,7 @@ function quantityParts(item: unknown, out: QuantityParts): boolean {
   out.value = v.value;
   if (item instanceof Typed && item.type === 'System.Quantity') {
     out.unit = v.unit as string;
-    out.system = UCUM;
+    out.system = CALENDAR_MS.has(out.unit) ? CALENDAR : UCUM;
     return true;
   }
   out.system = typeof v.system === 'string' ? v.system : undefined;
@@ -596,17 +596,66 @@ function commensurable(a: string, b: string): [CanonicalUnit, CanonicalUnit] | n
   return ca === undefined || cb === undefined || ca.code !== cb.code ? null : [ca, cb];
 }
 
-/** Quantities compare when their units are the same (none on either: unitless), or UCUM units of one dimension; otherwise empty. */
+/**
+ * FHIRPath's calendar durations (N1, Time-valued Quantities: `1 year`, `4 days`): a literal's keyword, held in its singular
+ * form as the unit of a System.Quantity, each with its length in milliseconds by the calendar conversion
+ * factors of N1's toQuantity() (a year 365 days, a month 30 days, a week 7 days, a day 24 hours).
+ */
+const CALENDAR = 'calendar';
+const CALENDAR_MS = new Map<string, number>([
+  ['year', 365 * 86_400_000], ['month', 30 * 86_400_000], ['week', 7 * 86_400_000], ['day', 86_400_000],
+  ['hour', 3_600_000], ['minute', 60_000], ['second', 1000], ['millisecond', 1],
+]);
+/** The definite-duration UCUM unit each calendar duration corresponds to (N1's table: `1 year ~ 1 'a'`, `1 second = 1 's'`). */
+const CALENDAR_UCUM = new Map<string, string>([
+  ['year', 'a'], ['month', 'mo'], ['week', 'wk'], ['day', 'd'], ['hour', 'h'], ['minute', 'min'], ['second', 's'], ['millisecond', 'ms'],
+]);
+/** The calendar durations N1 makes equal to their UCUM units (`1 second = 1 's'`); the others only equivalent (`1 year ~ 1 'a'`). */
+const isDefiniteCalendar = (unit: string) => unit === 'second' || unit === 'millisecond';
+/** A year and a month compare by months (`1 year = 12 months`); the other calendar durations by their lengths (`1 year = 365 days`, `1 month = 30 days`). */
+const isCalendarMonths = (unit: string) => unit === 'year' || unit === 'month';
+
+/**
+ * Puts `q` (a calendar second or millisecond, which N1 makes equal to its UCUM unit) under UCUM, so it compares with
+ * definite durations; a calendar duration above seconds stays as it is (N1 makes it unequal to a definite duration and
+ * unordered against one: `1 year = 1 'a'` is false, `1 day > 1 'h'` empty).
+ */
+function definite(q: QuantityParts): void {
+  if (q.system === CALENDAR && isDefiniteCalendar(q.unit)) {
+    q.unit = CALENDAR_UCUM.get(q.unit)!;
+    q.system = UCUM;
+  }
+}
+
+/** Two calendar durations' units in a common one: months for a year and a month, milliseconds otherwise. */
+function calendarFactors(a: string, b: string): [number, number] {
+  if (isCalendarMonths(a) && isCalendarMonths(b)) return [a === 'year' ? 12 : 1, b === 'year' ? 12 : 1];
+  return [CALENDAR_MS.get(a)!, CALENDAR_MS.get(b)!];
+}
+
+/**
+ * Quantities compare when their units are the same (none on either: unitless), or UCUM units of one dimension, or
+ * two calendar durations, or a calendar second or millisecond and a UCUM time; otherwise empty (a calendar duration
+ * above seconds and any UCUM unit, as N1 says of `1 year > 1 'a'`).
+ */
 function compareQuantities(a: unknown, b: unknown): number | undefined {
   if (!quantityParts(a, QA) || !quantityParts(b, QB)) return undefined;
   let x = QA.value;
   let y = QB.value;
   if (QA.unit !== QB.unit || QA.system !== QB.system) {
-    if (QA.system !== UCUM || QB.system !== UCUM) return undefined;
-    const units = commensurable(QA.unit, QB.unit);
-    if (units === null) return undefined;
-    x = units[0].convert(x);
-    y = units[1].convert(y);
+    if (QA.system === CALENDAR && QB.system === CALENDAR) {
+      const [fa, fb] = calendarFactors(QA.unit, QB.unit);
+      x *= fa;
+      y *= fb;
+    } else {
+      definite(QA);
+      definite(QB);
+      if (QA.system !== UCUM || QB.system !== UCUM) return undefined;
+      const units = commensurable(QA.unit, QB.unit);
+      if (units === null) return undefined;
+      x = units[0].convert(x);
+      y = units[1].convert(y);
+    }
   }
   return x < y ? -1 : x > y ? 1 : 0;
 }
@@ -746,6 +795,19 @@ function equivalentQuantities(a: unknown, b: unknown): boolean | undefined {
   if (!quantityParts(a, QA) || !quantityParts(b, QB)) return undefined;
   const [x, y] = [QA.value, QB.value];
   if (QA.unit === QB.unit && QA.system === QB.system) return equivalentNumbers(x, y);
+  if (QA.system === CALENDAR && QB.system === CALENDAR) {
+    // In the unit of the less precise value, at its precision, as below.
+    const [fa, fb] = calendarFactors(QA.unit, QB.unit);
+    const [pa, pb] = [decimalPlaces(x), decimalPlaces(y)];
+    return pa <= pb ? roundedEqual(x, (y * fb) / fa, pa) : roundedEqual((x * fa) / fb, y, pb);
+  }
+  // N1: a calendar duration is equivalent to its definite duration (`1 year ~ 1 'a'`, `1 day ~ 1 'd'`).
+  for (const q of [QA, QB]) {
+    if (q.system === CALENDAR) {
+      q.unit = CALENDAR_UCUM.get(q.unit)!;
+      q.system = UCUM;
+    }
+  }
   if (QA.system !== UCUM || QB.system !== UCUM) return false;
   const units = commensurable(QA.unit, QB.unit);
   if (units === null) return false;
@@ -804,9 +866,53 @@ function equivalentColls(a: Coll, at: string | undefined, b: Coll, bt: string | 
   return true;
 }
 
-/** A key that equal items share (for de-duplicating large collections): of an item of category `c` whose value is `v`. */
+/** A key that equal items share (for de-duplicating large collections): of an item of category `c` (not a quantity) whose value is `v`. */
 function itemKey(v: unknown, c: Category): string {
-  return c === 'object' || c === 'quantity' ? `o${canonicalJson(v)}` : `${c[0]}${String(v)}`;
+  return c === 'object' ? `o${canonicalJson(v)}` : `${c[0]}${String(v)}`;
+}
+
+/**
+ * The quantities of a large collection kept so far, found again by `=`. `=` on quantities is no relation a single
+ * key captures (units convert, a calendar year is 12 months and also 365 days, two literals of one JSON are equal
+ * where their units do not convert), so each quantity is filed under a few keys, one for each way `=` can find two
+ * equal (its JSON; its system, unit and value; its value in its UCUM canonical unit; as a calendar duration, in
+ * months and in milliseconds), and a quantity is a repeat when `=` finds it equal to one filed under one of its keys.
+ */
+class QuantitySet {
+  private readonly filed = new Map<string, unknown[]>();
+  private readonly keys: string[] = [];
+
+  constructor(private readonly type: string | undefined) {}
+
+  /** Whether `x` equals no quantity added before (then it is added). */
+  add(x: unknown): boolean {
+    this.keysOf(x);
+    for (const k of this.keys) {
+      const ys = this.filed.get(k);
+      if (ys !== undefined) for (const y of ys) if (equalItems(x, this.type, y, this.type) === true) return false;
+    }
+    for (const k of this.keys) {
+      const ys = this.filed.get(k);
+      if (ys === undefined) this.filed.set(k, [x]);
+      else ys.push(x);
+    }
+    return true;
+  }
+
+  private keysOf(x: unknown): void {
+    const keys = this.keys;
+    keys.length = 0;
+    keys.push(`j${canonicalJson(valueOf(x))}`);
+    if (!quantityParts(x, QA)) return;
+    keys.push(`s${QA.system ?? ''}|${QA.unit}|${QA.value}`);
+    if (QA.system === CALENDAR) {
+      keys.push(`t${QA.value * CALENDAR_MS.get(QA.unit)!}`);
+      if (isCalendarMonths(QA.unit)) keys.push(`m${QA.value * (QA.unit === 'year' ? 12 : 1)}`);
+    }
+    definite(QA);
+    const unit = QA.system === UCUM ? canonicalUnit(QA.unit) : undefined;
+    if (unit !== undefined) keys.push(`c${unit.code}|${unit.convert(QA.value)}`);
+  }
 }
 
 function canonicalJson(v: unknown): string {
@@ -842,6 +948,7 @@ function isDistinctColl(items: Coll, type: string | undefined): boolean {
 function firstOfEach(items: Coll, type: string | undefined, out: unknown[] | null): boolean {
   const texts = new Set<string>();
   const others = new Set<string>();
+  let quantities: QuantitySet | undefined;
   let distinct = true;
   // The category of the last Typed item's type: a large collection's items are mostly of one type.
   let lastType: string | undefined;
@@ -857,10 +964,17 @@ function firstOfEach(items: Coll, type: string | undefined, out: unknown[] | nul
       }
       c = lastCategory ?? categoryOf(x, type);
     } else c = categoryOf(x, type);
-    const seen = c === 'string' ? texts : others;
-    const before = seen.size;
-    seen.add(c === 'string' ? (typeof v === 'string' ? v : String(v)) : itemKey(v, c));
-    if (seen.size > before) out?.push(x);
+    let added: boolean;
+    if (c === 'quantity') {
+      quantities ??= new QuantitySet(type);
+      added = quantities.add(x);
+    } else {
+      const seen = c === 'string' ? texts : others;
+      const before = seen.size;
+      seen.add(c === 'string' ? (typeof v === 'string' ? v : String(v)) : itemKey(v, c));
+      added = seen.size > before;
+    }
+    if (added) out?.push(x);
     else if (out === null) return false;
     else distinct = false;
   }
@@ -1145,8 +1259,8 @@ function literal(l: Literal): Expr {
     case 'dateTime': return constExpr('System.DateTime', [new Typed('System.DateTime', l.value, undefined)]);
     case 'time': return constExpr('System.Time', [new Typed('System.Time', l.value, undefined)]);
     case 'quantity': {
-      const unit = { year: 'a', years: 'a', month: 'mo', months: 'mo', week: 'wk', weeks: 'wk', day: 'd', days: 'd', hour: 'h', hours: 'h',
-        minute: 'min', minutes: 'min', second: 's', seconds: 's', millisecond: 'ms', milliseconds: 'ms' }[l.unit] ?? l.unit;
+      // A calendar duration keyword, singular or plural, is held singular (its unit representation, `1 'year'`).
+      const unit = l.unit.endsWith('s') && CALENDAR_MS.has(l.unit.slice(0, -1)) ? l.unit.slice(0, -1) : l.unit;
       return constExpr('System.Quantity', [new Typed('System.Quantity', { value: l.value, unit }, undefined)]);
     }
     case 'empty': return constExpr(undefined, EMPTY);

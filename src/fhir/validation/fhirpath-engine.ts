@@ -902,8 +902,15 @@ class QuantitySet {
   private keysOf(x: unknown): void {
     const keys = this.keys;
     keys.length = 0;
-    keys.push(`j${canonicalJson(valueOf(x))}`);
-    if (!quantityParts(x, QA)) return;
+    const v = valueOf(x);
+    const parsed = quantityParts(x, QA);
+    // By JSON alone (deepEqual) only where `=` may come to it: a quantity it cannot read, a literal, and a FHIR
+    // Quantity of no code and no system, whose JSON a literal's can be. A FHIR Quantity that has either meets
+    // one of the same JSON only as a FHIR Quantity, which `=` reads the same way, by the keys below.
+    if (!parsed || (x instanceof Typed && x.type === 'System.Quantity') || !isObject(v) || (v.code === undefined && v.system === undefined)) {
+      keys.push(`j${canonicalJson(v)}`);
+    }
+    if (!parsed) return;
     keys.push(`s${QA.system ?? ''}|${QA.unit}|${QA.value}`);
     if (QA.system === CALENDAR) {
       keys.push(`t${QA.value * CALENDAR_MS.get(QA.unit)!}`);

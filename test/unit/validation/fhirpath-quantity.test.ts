@@ -174,6 +174,18 @@ describe('distinct() and isDistinct() on quantities agree with `=`, large collec
     }
   });
 
+  test('a literal and an uncoded FHIR Quantity of the same JSON are equal by `=`, and one value to distinct(), few or many', () => {
+    const uncoded = (n: number) => ({
+      resourceType: 'Observation', status: 'final', code: { text: 'panel' },
+      component: [{ value: 1, unit: 'mg' }, ...Array.from({ length: n }, (_, i) => ({ value: i + 10, unit: 'mg' }))].map((valueQuantity, i) => ({ code: { text: `c${i}` }, valueQuantity })),
+    });
+    expect(cinder("component.value.ofType(Quantity).first() = 1 'mg'", uncoded(0), 'Observation')).toBe('true');
+    for (const n of [2, 12]) {
+      expect(cinder("(1 'mg').combine(component.value.ofType(Quantity)).distinct().count()", uncoded(n), 'Observation')).toBe(`[${n + 1}]`);
+      expect(cinder("(1 'mg').combine(component.value.ofType(Quantity)).isDistinct()", uncoded(n), 'Observation')).toBe('false');
+    }
+  });
+
   test('the keyed path still serves other items: strings, numbers and mixed collections', () => {
     const many = Array.from({ length: 30 }, (_, i) => `'s${i % 10}'`).join(' | ');
     expect(cinder(`(${many}).count()`)).toBe('[10]');

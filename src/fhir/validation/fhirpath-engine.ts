@@ -634,11 +634,26 @@ function calendarFactors(a: string, b: string): [number, number] {
 }
 
 /**
- * Quantities compare when their units are the same (none on either: unitless), or UCUM units of one dimension, or
- * two calendar durations, or a calendar second or millisecond and a UCUM time; otherwise empty (a calendar duration
- * above seconds and any UCUM unit, as N1 says of `1 year > 1 'a'`).
+ * For ordering only: a calendar week, day, hour or minute under its UCUM unit too (`2 'd' < 3 days` true), as HL7's
+ * FHIRPath.js and the later FHIRPath releases order them; these have one length, so the order is never in doubt
+ * (N1 relates them to UCUM by `~` alone, and a profile's `value < 3 days` on a FHIR Duration, always in UCUM, would
+ * otherwise give nothing and fail). A year and a month, whose lengths vary, stay unordered against UCUM (`1 year > 1
+ * 'a'` empty, as N1 says); `=` keeps N1's answers (equalQuantities).
  */
-function compareQuantities(a: unknown, b: unknown): number | undefined {
+function orderable(q: QuantityParts): void {
+  if (q.system === CALENDAR && !isCalendarMonths(q.unit)) {
+    q.unit = CALENDAR_UCUM.get(q.unit)!;
+    q.system = UCUM;
+  }
+}
+
+/**
+ * Quantities compare when their units are the same (none on either: unitless), or UCUM units of one dimension, or
+ * two calendar durations, or a calendar second or millisecond and a UCUM time, and when `ordering` (`<`, `>`, ...) a
+ * calendar week to minute and a UCUM time too (orderable); otherwise empty (a calendar year or month and any UCUM
+ * unit, as N1 says of `1 year > 1 'a'`).
+ */
+function compareQuantities(a: unknown, b: unknown, ordering = false): number | undefined {
   if (!quantityParts(a, QA) || !quantityParts(b, QB)) return undefined;
   let x = QA.value;
   let y = QB.value;
@@ -648,8 +663,10 @@ function compareQuantities(a: unknown, b: unknown): number | undefined {
       x *= fa;
       y *= fb;
     } else {
-      definite(QA);
-      definite(QB);
+      // `=` by N1 (a second or millisecond alone is a UCUM time); `<` and the like as orderable says.
+      const asUcum = ordering ? orderable : definite;
+      asUcum(QA);
+      asUcum(QB);
       if (QA.system !== UCUM || QB.system !== UCUM) return undefined;
       const units = commensurable(QA.unit, QB.unit);
       if (units === null) return undefined;
@@ -716,7 +733,7 @@ function compareItems(a: unknown, at: string | undefined, b: unknown, bt: string
       case 'time':
         return compareTemporal(x as string, y as string, true);
       case 'quantity':
-        return compareQuantities(a, b) ?? compareByUnitText(a, b);
+        return compareQuantities(a, b, true) ?? compareByUnitText(a, b);
       default:
     }
   }

@@ -6,7 +6,7 @@
  */
 import { describe, expect, test } from 'bun:test';
 import { join } from 'node:path';
-import { createCliEnv } from '../helpers/cli.ts';
+import { tenantWithOnePatient } from '../helpers/cli.ts';
 import { startPgFaultProxy } from '../helpers/pg-fault-proxy.ts';
 import { cinderCommands, cleanupAfterFile } from '../helpers/processes.ts';
 import { rawStatements, storeTargets } from '../helpers/stores.ts';
@@ -25,15 +25,7 @@ describe.skipIf(!pg)('cinder export stopped by a signal', () => {
   for (const [signal, code] of [['SIGTERM', 143], ['SIGINT', 130]] as const) {
     test(`${signal}: exit ${code}, saying so, and its job is removed`, async () => {
       const db = await pg!.migrated();
-      const cli = createCliEnv({ CINDER_DATABASE_URL: db.url, CINDER_BASE_URL: 'http://cinder.test' });
-      try {
-        expect((await cli.run(['tenant', 'create', 't1'])).code).toBe(0);
-        const file = join(cli.dir, 'p.ndjson');
-        await Bun.write(file, JSON.stringify({ resourceType: 'Patient', id: 'p1' }) + '\n');
-        expect((await cli.run(['import', '--tenant', 't1', file])).code).toBe(0);
-      } finally {
-        cli.close();
-      }
+      await tenantWithOnePatient(db.url);
       const target = new URL(db.url);
       const proxy = await startPgFaultProxy(Number(target.port || 5432));
       try {

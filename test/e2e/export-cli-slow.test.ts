@@ -15,7 +15,7 @@ import { drainJobs, runSettings } from '../../src/export/runner.ts';
 import { silentLogger } from '../../src/log.ts';
 import { openSink } from '../../src/export/sink.ts';
 import { openStore } from '../../src/store/open.ts';
-import { createCliEnv } from '../helpers/cli.ts';
+import { tenantWithOnePatient } from '../helpers/cli.ts';
 import { cinderCommands, cleanupAfterFile } from '../helpers/processes.ts';
 import { rawStatements, storeTargets } from '../helpers/stores.ts';
 
@@ -27,15 +27,7 @@ const [, fromSource] = cinderCommands()[0]!;
 describe.skipIf(!pg)('cinder export whose counting outlasts the export lease', () => {
   test('keeps its job: a server runner claims nothing, and the export completes', async () => {
     const db = await pg!.migrated();
-    const cli = createCliEnv({ CINDER_DATABASE_URL: db.url, CINDER_BASE_URL: 'http://cinder.test' });
-    try {
-      expect((await cli.run(['tenant', 'create', 't1'])).code).toBe(0);
-      const file = join(cli.dir, 'p.ndjson');
-      await Bun.write(file, JSON.stringify({ resourceType: 'Patient', id: 'p1' }) + '\n');
-      expect((await cli.run(['import', '--tenant', 't1', file])).code).toBe(0);
-    } finally {
-      cli.close();
-    }
+    await tenantWithOnePatient(db.url);
     const lock = postgres(db.url, { max: 1, onnotice: () => undefined });
     const config = loadConfig({ CINDER_DATABASE_URL: db.url, CINDER_BASE_URL: 'http://cinder.test', CINDER_EXPORT_LEASE_SECONDS: '2', CINDER_DATA_DIR: tempDir('cinder-export-slow-server-') });
     const server = openStore(db.url);

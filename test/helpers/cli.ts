@@ -52,3 +52,17 @@ export function createCliEnv(extraEnv: Record<string, string> = {}, opts: { data
     close: () => rmSync(dir, { recursive: true, force: true }),
   };
 }
+
+/** Makes tenant t1 in the database at `url` (a migrated one) and imports one Patient, p1, through the CLI. */
+export async function tenantWithOnePatient(url: string): Promise<void> {
+  const cli = createCliEnv({ CINDER_DATABASE_URL: url, CINDER_BASE_URL: 'http://cinder.test' });
+  try {
+    if ((await cli.run(['tenant', 'create', 't1'])).code !== 0) throw new Error('tenant create t1 failed');
+    const file = join(cli.dir, 'p.ndjson');
+    await Bun.write(file, JSON.stringify({ resourceType: 'Patient', id: 'p1' }) + '\n');
+    const imported = await cli.run(['import', '--tenant', 't1', file]);
+    if (imported.code !== 0) throw new Error(`import of p1 failed: ${imported.stderr}`);
+  } finally {
+    cli.close();
+  }
+}

@@ -220,9 +220,9 @@ for (const target of targets) {
       expect(await ids(`value-quantity=${encodeURIComponent(`50|${UCUM}|/10*3{WBCs}`)}`)).toEqual(['nrbc-5']);
     });
 
-    test('a database of index model 20 gets the canonical rows of units with a leading slash or an annotated number by the reindex at start', async () => {
-      // Without the rows model 21 writes for them (model 20 wrote none for /100{WBCs}, and other ones for /L/h).
-      const newer = new Set(['/L/h', '/100{WBCs}']);
+    /** The database as index model `model` left it: no canonical rows of the quantities in `units`, and the model recorded. */
+    async function asModel(model: number, units: string[]): Promise<void> {
+      const newer = new Set(units);
       const page = await t.store.resources.indexing.page(0, 1000);
       await t.store.resources.write('t1', (w) => w.replaceIndex(page.map((r) => {
         const resource = JSON.parse(r.content) as Json;
@@ -230,7 +230,12 @@ for (const target of targets) {
         if (newer.has(resource.valueQuantity?.code)) index.ranges = index.ranges.filter((e) => !e.param.endsWith(canonicalParam('')));
         return { type: r.type, id: r.id, index, compartments: [] };
       }), ['search_range', 'search_composite']));
-      await t.store.resources.indexing.setState({ model: 20, after: 0 });
+      await t.store.resources.indexing.setState({ model, after: 0 });
+    }
+
+    test('a database of index model 20 gets the canonical rows of units with a leading slash or an annotated number by the reindex at start', async () => {
+      // Without the rows model 21 writes for them (model 20 wrote none for /100{WBCs}, and other ones for /L/h).
+      await asModel(20, ['/L/h', '/100{WBCs}']);
       expect(await ids(`value-quantity=${encodeURIComponent(`5|${UCUM}|%`)}`)).toEqual([]);
       const run = await reindex(t.store);
       // Only the two Observations whose units model 21 reads otherwise.
@@ -243,15 +248,7 @@ for (const target of targets) {
 
     test('a database of index model 19 gets the canonical rows of the units of the atoms added by the reindex at start', async () => {
       // As model 19 wrote them: no canonical rows of a unit of an atom outside its table.
-      const newer = new Set(['[psi]', 'Torr', '[CFU]/mL', '[HPF]']);
-      const page = await t.store.resources.indexing.page(0, 1000);
-      await t.store.resources.write('t1', (w) => w.replaceIndex(page.map((r) => {
-        const resource = JSON.parse(r.content) as Json;
-        const index = storedIndex(resource);
-        if (newer.has(resource.valueQuantity?.code)) index.ranges = index.ranges.filter((e) => !e.param.endsWith(canonicalParam('')));
-        return { type: r.type, id: r.id, index, compartments: [] };
-      }), ['search_range', 'search_composite']));
-      await t.store.resources.indexing.setState({ model: 19, after: 0 });
+      await asModel(19, ['[psi]', 'Torr', '[CFU]/mL', '[HPF]']);
       expect(await ids(`value-quantity=gt13|${UCUM}|kPa`)).toEqual([]);
       const run = await reindex(t.store);
       // Only the Observations whose UCUM unit has an atom model 20 added (psi-2, torr-760, cfu-3 and hpf-5), or that

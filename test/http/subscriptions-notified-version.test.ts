@@ -97,35 +97,37 @@ for (const target of targets) {
       await t.close();
     });
 
+    /** A topic Subscription of full-resource rest-hook notifications. */
+    const fullResourceTopic = () => subscribe({
+      resourceType: 'Subscription', status: 'requested', reason: 'test', criteria: TOPIC,
+      channel: { type: 'rest-hook', endpoint: hook.url, payload: 'application/fhir+json', _payload: { extension: [{ url: `${BP}backport-payload-content`, valueCode: 'full-resource' }] } },
+    });
+    /** What a notification of Encounter `id`'s first version, whose subject is pa, carries (carried()). */
+    const firstVersionForPa = (id: string) => ({ focus: `Encounter/${id}/1/Patient/pa`, after: [`${t.fhir()}/Patient/pa`], context: [`${t.fhir()}/Patient/pa`] });
+
     test('a topic notification carries the version created and the patient it names, though the Encounter was deleted before the delivery', async () => {
-      const s = await subscribe({
-        resourceType: 'Subscription', status: 'requested', reason: 'test', criteria: TOPIC,
-        channel: { type: 'rest-hook', endpoint: hook.url, payload: 'application/fhir+json', _payload: { extension: [{ url: `${BP}backport-payload-content`, valueCode: 'full-resource' }] } },
-      });
+      const s = await fullResourceTopic();
       const e = await json(call('POST', 'Encounter', encounter('pa')));
       expect((await call('DELETE', `Encounter/${e.id}`)).status).toBe(200);
       await drain();
       await off(s);
       const bundles = hook.got.splice(0).map((r) => JSON.parse(r.body) as Json);
-      expect(bundles.map(carried)).toEqual([{ focus: `Encounter/${e.id}/1/Patient/pa`, after: [`${t.fhir()}/Patient/pa`], context: [`${t.fhir()}/Patient/pa`] }]);
+      expect(bundles.map(carried)).toEqual([firstVersionForPa(e.id)]);
       // $events tells the same of it.
       const events = await json(call('GET', `Subscription/${s.id}/$events?content=full-resource`));
-      expect(carried(events)).toEqual({ focus: `Encounter/${e.id}/1/Patient/pa`, after: [`${t.fhir()}/Patient/pa`], context: [`${t.fhir()}/Patient/pa`] });
+      expect(carried(events)).toEqual(firstVersionForPa(e.id));
     });
 
     test("a topic notification carries the version created and its own subject, not the subject of the version written over it before the delivery", async () => {
-      const s = await subscribe({
-        resourceType: 'Subscription', status: 'requested', reason: 'test', criteria: TOPIC,
-        channel: { type: 'rest-hook', endpoint: hook.url, payload: 'application/fhir+json', _payload: { extension: [{ url: `${BP}backport-payload-content`, valueCode: 'full-resource' }] } },
-      });
+      const s = await fullResourceTopic();
       const e = await json(call('POST', 'Encounter', encounter('pa')));
       expect((await call('PUT', `Encounter/${e.id}`, { ...encounter('pb'), id: e.id })).status).toBe(200);
       await drain();
       await off(s);
       const bundles = hook.got.splice(0).map((r) => JSON.parse(r.body) as Json);
-      expect(bundles.map(carried)).toEqual([{ focus: `Encounter/${e.id}/1/Patient/pa`, after: [`${t.fhir()}/Patient/pa`], context: [`${t.fhir()}/Patient/pa`] }]);
+      expect(bundles.map(carried)).toEqual([firstVersionForPa(e.id)]);
       const events = await json(call('GET', `Subscription/${s.id}/$events?content=full-resource`));
-      expect(carried(events)).toEqual({ focus: `Encounter/${e.id}/1/Patient/pa`, after: [`${t.fhir()}/Patient/pa`], context: [`${t.fhir()}/Patient/pa`] });
+      expect(carried(events)).toEqual(firstVersionForPa(e.id));
     });
 
     test('an R4 criteria rest-hook with a payload is sent the version that matched, though the resource was deleted before the delivery', async () => {

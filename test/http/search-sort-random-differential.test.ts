@@ -13,6 +13,7 @@ import postgres from 'postgres';
 import type { TestApp } from '../helpers/app.ts';
 import { craftToken, fhirClient, ids, link, type FhirClient, type Json } from '../helpers/fhir.ts';
 import { appOnFresh } from '../helpers/search-runner.ts';
+import { prng } from '../helpers/prng.ts';
 import { storeTargets } from '../helpers/stores.ts';
 import { firstVersions } from '../helpers/versions.ts';
 
@@ -20,18 +21,6 @@ import { firstVersions } from '../helpers/versions.ts';
 const SEED = Number(process.env.SORT_DIFF_SEED ?? 20261202);
 const CAT = 'http://terminology.hl7.org/CodeSystem/observation-category';
 const DAY = 86_400_000;
-
-/** mulberry32: a small seeded generator. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface Obs {
   type: 'Observation';
@@ -65,7 +54,7 @@ const D0 = Date.parse('2026-03-01T10:00:00Z');
  * with a second category (a resource whose key is before the common value, that value among its others).
  */
 function dataSet(seed: number, n: number, m: number, extreme = false): Rec[] {
-  const r = rng(seed);
+  const r = prng(seed);
   const share = () => (extreme ? 0.85 : 0.45 + r() * 0.45);
   const missing = () => (extreme ? 0.05 : r() < 0.3 ? 0 : r() * 0.5);
   const second = extreme ? 0.4 : 0.15;
@@ -197,7 +186,7 @@ interface Search { type: string; sort: string; count: number; condition: number 
 
 /** The searches of a data set: every sort, each at two counts and a condition drawn from `seed`. */
 function searches(seed: number): Search[] {
-  const r = rng(seed);
+  const r = prng(seed);
   const out: Search[] = [];
   for (const sort of OBS_SORTS) {
     for (let k = 0; k < 2; k++) {
@@ -231,7 +220,7 @@ for (const target of targets) {
       /** A client whose token's patient in context is p0: its searches hold p0's compartment as a condition. */
       let p0: FhirClient;
       let data: Rec[];
-      const r = rng(seed * 7 + 1);
+      const r = prng(seed * 7 + 1);
 
       beforeAll(async () => {
         let url: string;

@@ -6,7 +6,7 @@
  * at activation and at delivery, and two servers on one database delivering each notification once.
  * On both databases.
  */
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'bun:test';
 import { createApp } from '../../src/app.ts';
 import { createKeyRing } from '../../src/auth/keys.ts';
 import { MAX_TOKEN_TTL } from '../../src/auth/tokens.ts';
@@ -74,14 +74,18 @@ for (const target of targets) {
     const post = (path: string, body: unknown, tok = token, headers: Record<string, string> = {}) => t.request(`${t.fhir()}/${path}`, fhirInit(tok, 'POST', body, headers));
     const put = (path: string, body: unknown, tok = token) => t.request(`${t.fhir()}/${path}`, fhirInit(tok, 'PUT', body));
     const read = async (path: string) => (await (await t.request(`${t.fhir()}/${path}`, fhirInit(token))).json()) as Json;
+    /** Subscriptions a test made and has not stopped with `off`: afterEach stops them when the test did not get that far. */
+    const unstopped = new Set<string>();
     const subscribe = async (body: Json, tok = token) => {
       const res = await post('Subscription', body, tok);
       const json = (await res.json()) as Json;
       if (res.status !== 201) throw new Error(`subscription refused: ${res.status} ${JSON.stringify(json)}`);
+      unstopped.add(json.id as string);
       return json;
     };
     /** Stops a subscription (so later tests start clean) and forgets what the receiver got. */
     const off = async (sub: Json) => {
+      unstopped.delete(sub.id as string);
       const current = await read(`Subscription/${sub.id}`);
       expect((await put(`Subscription/${sub.id}`, { ...current, status: 'off' })).status).toBe(200);
       // Its waiting notifications are dropped when they next come up (after any backoff), unsent.
@@ -104,6 +108,21 @@ for (const target of targets) {
     afterAll(async () => {
       hook.stop();
       await t.close();
+    });
+    // A test that failed before its `off` left its Subscriptions notifying: they are stopped and their notifications
+    // dropped here, so the tests after it start clean and fail only for their own reasons.
+    afterEach(async () => {
+      if (!unstopped.size) return;
+      token = await t.token();
+      for (const id of unstopped) {
+        const current = await read(`Subscription/${id}`);
+        if (current.resourceType === 'Subscription' && current.status !== 'off') await put(`Subscription/${id}`, { ...current, status: 'off' });
+      }
+      unstopped.clear();
+      t.clock.advance(60_000);
+      await drain(t);
+      hook.got.length = 0;
+      hook.state.status = 200;
     });
 
     test('a requested rest-hook Subscription is stored active; off and error ones as written', async () => {

@@ -155,5 +155,35 @@ for (const target of targets) {
       expect((await s.subscriptions.pending(tenant, 'a', 10)).map((n) => n.id)).toEqual(['o4']);
       await s.close();
     }, 30_000);
+
+    test('a write counting an event whose state row was updated by a write committed after its statement began folds the tally into the newest row: no count lost', async () => {
+      const s = target.open();
+      await s.migrate();
+      const tenant = `locks-${crypto.randomUUID().slice(0, 8)}`;
+      const admin = '{"operator":true}';
+      const matched = (id: string) => ({ subscriptionId: 'a', type: 'Observation', id, versionId: 1, matchedFor: admin });
+      await s.resources.write(tenant, (w) => w.ownSubscription('a', admin, 'rest-hook'));
+      const raw = postgres(target.url, { max: 1, onnotice: () => undefined });
+      try {
+        let later: Promise<unknown> = Promise.resolve();
+        // A write counting its own event holds the state row; one beside it finds the row held and adds a tally row.
+        const counting = raw.begin(async (tx) => {
+          await tx`SELECT 1 FROM subscription_state WHERE tenant = ${tenant} AND id = 'a' FOR NO KEY UPDATE`;
+          await s.resources.write(tenant, (w) => w.notify([matched('o1')], 1_000));
+          await tx`SELECT 1 FROM subscription_state WHERE tenant = ${tenant} AND id = 'a' FOR UPDATE`;
+          await tx`UPDATE subscription_state SET events = events + 1 WHERE tenant = ${tenant} AND id = 'a'`;
+          // A third write's statement begins now and waits for the row; it takes it once this one has committed.
+          later = s.resources.write(tenant, (w) => w.notify([matched('o2')], 1_000)).then(() => 'committed', (e: Error) => e);
+          await Bun.sleep(300);
+          return 'committed';
+        });
+        expect(await counting).toBe('committed');
+        expect(await later).toBe('committed');
+        expect(await s.subscriptions.events(tenant, 'a')).toBe(3);
+      } finally {
+        await raw.end({ timeout: 1 });
+        await s.close();
+      }
+    }, 30_000);
   });
 }

@@ -64,6 +64,11 @@ export function createSubscriptionWrites(tx: PgTx, tenant: string): Subscription
    * subscription_event_tally. One statement; no write waits for another notifying the same Subscription, as a topic's
    * numbered events do. The count is read as the state's and the tally's sum (SubscriptionRepo.events); the tally holds
    * at most a row per write that found the state row held, until the next write that holds it.
+   *
+   * The update names the row by its key, not by the ctid `locked` returns: when the write holding the row before
+   * committed after this statement's snapshot, the lock follows the row to its newest version, whose ctid the
+   * snapshot cannot see, so an update by ctid changed nothing and the folded tally rows were lost (a count short
+   * under concurrent writes). By key, the update finds the version it sees and follows it to the newest.
    */
   async function ownerCounting(id: string, matchedFor: string, n: number): Promise<string | null> {
     const [row] = await tx<{ owner: string }[]>`
@@ -72,7 +77,7 @@ export function createSubscriptionWrites(tx: PgTx, tenant: string): Subscription
       folded AS (DELETE FROM subscription_event_tally WHERE tenant = ${tenant} AND subscription_id = ${id} AND EXISTS (SELECT 1 FROM locked) RETURNING events),
       counted AS (
         UPDATE subscription_state SET events = events + ${n} + (SELECT COALESCE(SUM(events), 0) FROM folded)
-        WHERE ctid IN (SELECT ctid FROM locked) RETURNING 1 AS one),
+        WHERE tenant = ${tenant} AND id = ${id} AND EXISTS (SELECT 1 FROM locked) RETURNING 1 AS one),
       tallied AS (
         INSERT INTO subscription_event_tally (tenant, subscription_id, events)
         SELECT ${tenant}, ${id}, ${n} FROM shared WHERE shared.owner = ${matchedFor} AND NOT EXISTS (SELECT 1 FROM counted))

@@ -37,8 +37,21 @@ export interface StoreTarget extends StoreDatabase {
    * databases took most of a second apiece), on SQLite a copy of a migrated template file (migratedSqliteFile).
    */
   migrated(): Promise<StoreDatabase>;
+  /**
+   * Closes every Store opened here but `keep` (its databases stay until cleanup): for a file whose tests each open
+   * their own, so that the connections of earlier tests are not held to the end of the file beside the other
+   * worker's (PostgreSQL's default 100 ran out).
+   */
+  release(keep: readonly Store[]): Promise<void>;
   /** Closes every Store opened here and drops every database made. */
   cleanup(): Promise<void>;
+}
+
+/** Closes and forgets the stores of `opened` not in `keep`. */
+async function closeAllBut(opened: Store[], keep: readonly Store[]): Promise<void> {
+  const closing = opened.filter((s) => !keep.includes(s));
+  opened.splice(0, opened.length, ...opened.filter((s) => keep.includes(s)));
+  await Promise.all(closing.map((s) => s.close()));
 }
 
 function randomName(): string {
@@ -88,6 +101,7 @@ function sqliteTarget(): StoreTarget {
     ...database(join(dir, 'main.db')),
     fresh: async () => database(join(dir, `${randomName()}.db`)),
     migrated: async () => database(migratedSqliteFile(join(dir, `${randomName()}.db`))),
+    release: (keep) => closeAllBut(opened, keep),
     async cleanup() {
       await Promise.all(opened.splice(0).map((s) => s.close()));
       rmSync(dir, { recursive: true, force: true });
@@ -194,6 +208,7 @@ async function postgresTarget(admin: postgres.Sql, withMain: boolean): Promise<S
     open: main.open,
     fresh: () => create(),
     migrated: async () => create(await migratedTemplate(admin)),
+    release: (keep) => closeAllBut(opened, keep),
     async cleanup() {
       await Promise.all(opened.splice(0).map((s) => s.close()));
       await admin.end();

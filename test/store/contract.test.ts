@@ -2,7 +2,7 @@
  * The storage contract: the same tests against every adapter (SQLite always; PostgreSQL on a fresh
  * database for this file when the server is reachable, see test/helpers/stores.ts).
  */
-import { afterAll, beforeAll, describe } from 'bun:test';
+import { afterAll, afterEach, beforeAll, describe } from 'bun:test';
 import type { Store } from '../../src/store/types.ts';
 import { storeTargets } from '../helpers/stores.ts';
 import { accountsContract } from './contract/accounts.ts';
@@ -36,6 +36,9 @@ describe.each(targets.map((t) => [t.kind, t] as const))('%s store', (kind, targe
     store = target.open();
     await store.migrate();
   }, 30_000);
+  // The stores a test opened besides the shared one are closed after it (their connections held to the end of
+  // the file, with the other worker's, ran past PostgreSQL's default 100).
+  afterEach(() => target.release([store]), 30_000);
   // Dropping databases can take seconds on a busy shared server.
   afterAll(() => target.cleanup(), 60_000);
 

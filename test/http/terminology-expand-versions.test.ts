@@ -2,7 +2,8 @@
  * `contains.version` where it tells something `used-codesystem` does not, as HL7's reference terminology
  * servers give it: on the codes of a code system the value set includes in several versions, or of which
  * the expansion drew on several versions (through an import); not when one version of the system is used,
- * which `used-codesystem` names. On both databases.
+ * which `used-codesystem` names. The `system-version`, `check-system-version` and `force-system-version` inputs echoed
+ * only where they decided a version, as the reference servers echo them. On both databases.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -60,6 +61,28 @@ await eachStore((kind, fresh) => {
 
     test('two versions drawn on through an import: both carry theirs', async () => {
       expect(shape(await expand('imports'))).toEqual({ codes: ['oak@1', 'ash@2'], used: [`${CS}|1`, `${CS}|2`] });
+    });
+
+    test('the version parameters echoed are those that decided a version: not a default or check for a pinned include', async () => {
+      const echoed = async (id: string, extra: Param[]) => {
+        const r = await expand(id, extra);
+        expect(r.status).toBe(200);
+        const e = r.body.expansion as { parameter?: Param[] };
+        return (e.parameter ?? []).filter((p) => p.name.endsWith('system-version')).map((p) => `${p.name} ${p.valueUri}`);
+      };
+      // An include without a version takes the default (or the check's version): echoed.
+      expect(await echoed('one', [{ name: 'system-version', valueUri: `${CS}|1` }])).toEqual([`system-version ${CS}|1`]);
+      expect(await echoed('one', [{ name: 'check-system-version', valueUri: `${CS}|1` }])).toEqual([`check-system-version ${CS}|1`]);
+      // Includes that pin their versions keep them: the default did nothing, nor did a check they pass.
+      expect(await echoed('v1', [{ name: 'system-version', valueUri: `${CS}|2` }])).toEqual([]);
+      expect(await echoed('v1', [{ name: 'check-system-version', valueUri: `${CS}|1` }])).toEqual([]);
+      // A default for a code system the value set does not use: not echoed; a forced version: echoed.
+      expect(await echoed('v1', [{ name: 'system-version', valueUri: `${OTHER}|7` }])).toEqual([]);
+      expect(await echoed('v1', [{ name: 'force-system-version', valueUri: `${CS}|2` }])).toEqual([`force-system-version ${CS}|2`]);
+      // One request, two systems: only the one that shaped the expansion.
+      expect(await echoed('imports', [{ name: 'system-version', valueUri: `${CS}|1` }, { name: 'system-version', valueUri: `${OTHER}|7` }])).toEqual([]);
+      expect(await echoed('one', [{ name: 'system-version', valueUri: `${CS}|1` }, { name: 'system-version', valueUri: `${OTHER}|7` }]))
+        .toEqual([`system-version ${CS}|1`, `system-version ${OTHER}|7`]);
     });
   });
 });

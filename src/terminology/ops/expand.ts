@@ -16,7 +16,7 @@ import { nestContains } from './expansion-tree.ts';
 import { displayLanguageOf } from '../input/parameters.ts';
 import { resolveValueSet } from './resolve-value-set.ts';
 import { applicableSupplements, requireSupplements, unusedSupplements } from './supplements.ts';
-import { type SystemVersions, systemVersions, withSystemVersions } from './system-versions.ts';
+import { appliedVersionInputs, type SystemVersions, systemVersions, withSystemVersions } from './system-versions.ts';
 import { compareVersions, matchesVersion, splitCanonical } from '../version.ts';
 
 export interface ExpandInput {
@@ -46,8 +46,8 @@ export interface ExpandInput {
   readonly excludeSystems?: readonly string[];
   /** R4 `system-version`, `check-system-version` and `force-system-version`. */
   readonly systemVersions?: SystemVersions;
-  /** The three as given, to echo in the expansion's parameters. */
-  readonly systemVersionInputs?: readonly ExpansionParameter[];
+  /** The three as given, to echo in the expansion's parameters those that decided a version. */
+  readonly systemVersionInputs?: readonly { readonly name: string; readonly valueUri: string }[];
 }
 
 export interface ExpandDeps {
@@ -147,7 +147,9 @@ export async function expandValueSet(asked: ExpandInput, deps: ExpandDeps): Prom
   // Every code system (version) the expansion drew on, whether or not a code of it is in the page or passed the filters.
   const used = new Set<string>();
   const systems = new Map<string, CodeSystemIndex>();
-  const lookup = recording(withSystemVersions(terminology, input.systemVersions), used, systems);
+  // The version parameters that decided a version (echoed, with the other inputs).
+  const applied = new Set<string>();
+  const lookup = recording(withSystemVersions(terminology, input.systemVersions, applied), used, systems);
   const contains: ExpansionContainsOut[] = [];
   let total = 0;
   // The total is left out when counting it would cost more than the enumeration's budget and the page is full without it.
@@ -196,7 +198,7 @@ export async function expandValueSet(asked: ExpandInput, deps: ExpandDeps): Prom
   // R4's `valueset-unclosed` with the reason).
   const fragments = [...used].filter((key) => systems.get(key)?.content === 'fragment');
   const parameter = [
-    ...expansionParameters(input),
+    ...expansionParameters(input, applied),
     ...[...used].map((valueUri) => ({ name: 'used-codesystem', valueUri })),
     ...[...usedValueSets(vs)].map((valueUri) => ({ name: 'used-valueset', valueUri })),
     ...supplements.map((cs) => ({ name: 'used-supplement', valueUri: cs.version === undefined ? cs.url : `${cs.url}|${cs.version}` })),
@@ -323,7 +325,7 @@ function contained(e: Shown, input: ExpandInput): ExpansionContainsOut {
   };
 }
 
-function expansionParameters(input: ExpandInput): ExpansionParameter[] {
+function expansionParameters(input: ExpandInput, applied: ReadonlySet<string>): ExpansionParameter[] {
   const out: ExpansionParameter[] = [];
   if (input.filter !== undefined) out.push({ name: 'filter', valueString: input.filter });
   if (input.count !== undefined) out.push({ name: 'count', valueInteger: input.count });
@@ -337,6 +339,6 @@ function expansionParameters(input: ExpandInput): ExpansionParameter[] {
   if (input.excludeNested !== undefined) out.push({ name: 'excludeNested', valueBoolean: input.excludeNested });
   if (input.excludeNotForUI !== undefined) out.push({ name: 'excludeNotForUI', valueBoolean: input.excludeNotForUI });
   for (const c of input.excludeSystems ?? []) out.push({ name: 'exclude-system', valueUri: c });
-  out.push(...(input.systemVersionInputs ?? []));
+  out.push(...appliedVersionInputs(input.systemVersionInputs ?? [], applied));
   return out;
 }

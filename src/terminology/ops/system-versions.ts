@@ -73,12 +73,15 @@ export function requestedVersion(rules: SystemVersions, url: string, version: st
 /**
  * A CodeSystemLookup that resolves every code system version through `rules`. A pinned version that
  * `check-system-version` refuses is looked up first: one the server does not have is not found (the caller's
- * `not-found`, as the reference servers answer), and only one it has is the check's `version-error`.
+ * `not-found`, as the reference servers answer), and only one it has is the check's `version-error`. Each
+ * parameter that put its version in place of the value set's is noted in `applied` (appliedKey).
  */
-export function withSystemVersions(lookup: CodeSystemLookup, rules: SystemVersions | undefined): CodeSystemLookup {
+export function withSystemVersions(lookup: CodeSystemLookup, rules: SystemVersions | undefined, applied?: Set<string>): CodeSystemLookup {
   if (rules === undefined) return lookup;
   return {
     codeSystem: (url: string, version?: string) => {
+      const asked = applied === undefined ? undefined : askedFor(rules, url, version);
+      if (asked !== undefined) applied!.add(appliedKey(asked.parameter, url));
       const chosen = chooseVersion(rules, url, version);
       if (chosen !== refused) return lookup.codeSystem(url, chosen);
       // The pin (a pattern, say) judged by the version it resolves to, named in the refusal.
@@ -105,4 +108,16 @@ function askedFor(rules: SystemVersions, url: string, version: string | undefine
   if (chosen !== undefined) return { version: chosen, parameter: 'system-version' };
   const check = rules.checks.get(url);
   return check === undefined ? undefined : { version: check, parameter: 'check-system-version' };
+}
+
+/** How withSystemVersions notes that the parameter `name` decided the version of the code system `url`. */
+export const appliedKey = (name: string, url: string) => `${name} ${url}`;
+
+/**
+ * The version parameters an expansion echoes: those that decided a version it used (a forced one, or the
+ * version of an include that pins none), as the reference servers echo them. A default or check for a code
+ * system the value set does not use, or pins itself (a check it passes), did not shape the expansion.
+ */
+export function appliedVersionInputs<P extends { readonly name: string; readonly valueUri: string }>(inputs: readonly P[], applied: ReadonlySet<string>): P[] {
+  return inputs.filter((p) => applied.has(appliedKey(p.name, splitCanonical(p.valueUri).url)));
 }

@@ -150,8 +150,11 @@ const MESSAGE_ID = 'http://hl7.org/fhir/StructureDefinition/operationoutcome-mes
 
 /** The findings short of an error that the message repeats: about the concept's status and the display (tx.fhir.org's). */
 const MESSAGED: ReadonlySet<TxIssue['type']> = new Set(['code-comment', 'display-comment', 'invalid-display']);
-/** Of those, the ones it does not: a concept's presence in the value set marked deprecated, which `issues` alone gives. */
-const UNMESSAGED: ReadonlySet<string | undefined> = new Set(['CONCEPT_DEPRECATED_IN_VALUESET']);
+/**
+ * Of those, the ones it does not, which `issues` alone gives: a concept's presence in the value set marked deprecated, and
+ * a display that is a deprecated or withdrawn designation (HL7's validator returns it as an issue of a valid answer).
+ */
+const UNMESSAGED: ReadonlySet<string | undefined> = new Set(['CONCEPT_DEPRECATED_IN_VALUESET', 'INACTIVE_DISPLAY_FOUND']);
 /** Other warnings the message repeats: a coding without a system. */
 const MESSAGED_IDS: ReadonlySet<string | undefined> = new Set(['Coding_has_no_system__cannot_validate']);
 
@@ -277,9 +280,13 @@ export function finishMember(m: Member, coding: CheckedCoding, finish: Finish): 
       const id = fallback !== undefined ? 'NO_VALID_DISPLAY_FOUND_NONE_FOR_LANG_ERR' : ws ? 'Display_Name_WS_for__should_be_one_of__instead_of' : 'Display_Name_for__should_be_one_of__instead_of';
       const valid = (wanted.length > 0 ? wanted : all).filter((s) => !older.includes(s));
       issues.push(txIssue('error', 'invalid', 'invalid-display', wrongDisplay(coding.display, m, valid.length > 0 ? valid : all, languages, fallback), id));
-    } else if (onlyRetired(definition, m.displays, coding.display)) {
-      const current = definition?.display === undefined ? '' : ` The correct display is '${definition.display}'.`;
-      issues.push(txIssue('warning', 'invalid', 'display-comment', `'${coding.display}' is no longer considered a correct display for the code ${label} (its designation is deprecated or withdrawn).${current}`, 'INACTIVE_DISPLAY_FOUND'));
+    } else {
+      const status = retiredStatus(definition, m.displays, coding.display);
+      if (status !== undefined) {
+        // The displays still correct: not an older version's, nor another retired designation.
+        const current = wanted.filter((s) => !older.includes(s) && retiredStatus(definition, m.displays, s.value) === undefined);
+        issues.push(inactiveDisplayFound(coding.display, m.code, status, current.map((s) => s.value)));
+      }
     }
   }
   const display = definition === undefined ? undefined : displayIn(definition, m.cs?.language, displayLanguage);
@@ -328,10 +335,23 @@ export function statusOf(entry: Pick<ConceptEntry, 'status' | 'definition' | 'in
   return status !== undefined && status !== 'inactive' && checkPrimitive('code', status) === undefined ? { status } : {};
 }
 
-/** Whether `display` is only a designation marked deprecated or withdrawn (structuredefinition-standards-status). */
-function onlyRetired(definition: ConceptDefinition | undefined, displays: readonly string[], display: string): boolean {
-  if (definition === undefined || definition.display === display || displays.includes(display)) return false;
-  const matching = (definition.designation ?? []).filter((d) => d.value === display);
-  return matching.length > 0 && matching.every((d) => RETIRED.has(standardsStatus(d.extension) ?? ''));
+/**
+ * The status (`deprecated`, `withdrawn`) of the designations `display` is, when it is only designations so marked
+ * (structuredefinition-standards-status); undefined when it is also a current display, or none.
+ */
+function retiredStatus(definition: ConceptDefinition | undefined, displays: readonly string[], display: string): string | undefined {
+  if (definition === undefined || definition.display === display || displays.includes(display)) return undefined;
+  const statuses = (definition.designation ?? []).filter((d) => d.value === display).map((d) => standardsStatus(d.extension) ?? '');
+  return statuses.length > 0 && statuses.every((status) => RETIRED.has(status)) ? statuses[0] : undefined;
+}
+
+/**
+ * HL7's INACTIVE_DISPLAY_FOUND, as its validator words it: the display given, the code, the status of the designation
+ * it is, and the displays still correct in the languages asked for (sorted, each quoted), at the display.
+ */
+function inactiveDisplayFound(display: string, code: string, status: string, valid: readonly string[]): TxIssue {
+  const current = [...new Set(valid.filter((v) => v !== display))].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  const correct = current.length === 0 ? '' : ` The correct display is one of ${current.map((v) => `"${v}"`).join(', ')}.`;
+  return txIssue('warning', 'invalid', 'display-comment', `'${display}' is no longer considered a correct display for code '${code}' (status = ${status}).${correct}`, 'INACTIVE_DISPLAY_FOUND');
 }
 const RETIRED: ReadonlySet<string> = new Set(['deprecated', 'withdrawn']);

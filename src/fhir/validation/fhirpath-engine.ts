@@ -19,7 +19,13 @@
  * of the same non-UCUM unit compare by value (rng-2). A dateTime without an offset is read in UTC.
  */
 import { guarded, guardedTest } from '../../regex-guard.ts';
+import type { Clock } from '../../clock.ts';
 import { canonicalUnit, type CanonicalUnit } from '../ucum.ts';
+import {
+  addQuantities, CALENDAR_MS, CALENDAR_UCUM, calendarFactors, calendarKeyword, convertQuantity, isCalendarMonths, isDefiniteCalendar,
+  multiplyQuantities, parseQuantityText, type PlainQuantity,
+} from './fhirpath-quantity-math.ts';
+import { currentTemporal, shiftTemporal, TemporalArithmeticError, type TemporalKind } from './fhirpath-temporal.ts';
 import { FhirPathSyntaxError, parseFhirPath, UnsupportedFhirPath, type Ast, type Literal, type TypeName } from './fhirpath-parse.ts';
 
 export { FhirPathSyntaxError, UnsupportedFhirPath };
@@ -45,6 +51,8 @@ export interface InvariantContext {
    * be evaluated), as a regex that backtracks is. `what` names who is held to it in the error's words.
    */
   budget?: { left: number; readonly limit: number; readonly what?: string };
+  /** The time `now()`, `today()` and `timeOfDay()` read, once per evaluation (N1: the same throughout it); the system's when absent. */
+  clock?: Clock;
 }
 /**
  * An invariant run on a focus: true when it holds, false when it does not; undefined when it does not because its
@@ -596,24 +604,8 @@ function commensurable(a: string, b: string): [CanonicalUnit, CanonicalUnit] | n
   return ca === undefined || cb === undefined || ca.code !== cb.code ? null : [ca, cb];
 }
 
-/**
- * FHIRPath's calendar durations (N1, Time-valued Quantities: `1 year`, `4 days`): a literal's keyword, held in its singular
- * form as the unit of a System.Quantity, each with its length in milliseconds by the calendar conversion
- * factors of N1's toQuantity() (a year 365 days, a month 30 days, a week 7 days, a day 24 hours).
- */
+/** The system of a calendar duration's unit (N1, Time-valued Quantities: `1 year`, `4 days`, held as `'year'`, `'day'`). */
 const CALENDAR = 'calendar';
-const CALENDAR_MS = new Map<string, number>([
-  ['year', 365 * 86_400_000], ['month', 30 * 86_400_000], ['week', 7 * 86_400_000], ['day', 86_400_000],
-  ['hour', 3_600_000], ['minute', 60_000], ['second', 1000], ['millisecond', 1],
-]);
-/** The definite-duration UCUM unit each calendar duration corresponds to (N1's table: `1 year ~ 1 'a'`, `1 second = 1 's'`). */
-const CALENDAR_UCUM = new Map<string, string>([
-  ['year', 'a'], ['month', 'mo'], ['week', 'wk'], ['day', 'd'], ['hour', 'h'], ['minute', 'min'], ['second', 's'], ['millisecond', 'ms'],
-]);
-/** The calendar durations N1 makes equal to their UCUM units (`1 second = 1 's'`); the others only equivalent (`1 year ~ 1 'a'`). */
-const isDefiniteCalendar = (unit: string) => unit === 'second' || unit === 'millisecond';
-/** A year and a month compare by months (`1 year = 12 months`); the other calendar durations by their lengths (`1 year = 365 days`, `1 month = 30 days`). */
-const isCalendarMonths = (unit: string) => unit === 'year' || unit === 'month';
 
 /**
  * Puts `q` (a calendar second or millisecond, which N1 makes equal to its UCUM unit) under UCUM, so it compares with
@@ -625,12 +617,6 @@ function definite(q: QuantityParts): void {
     q.unit = CALENDAR_UCUM.get(q.unit)!;
     q.system = UCUM;
   }
-}
-
-/** Two calendar durations' units in a common one: months for a year and a month, milliseconds otherwise. */
-function calendarFactors(a: string, b: string): [number, number] {
-  if (isCalendarMonths(a) && isCalendarMonths(b)) return [a === 'year' ? 12 : 1, b === 'year' ? 12 : 1];
-  return [CALENDAR_MS.get(a)!, CALENDAR_MS.get(b)!];
 }
 
 /**
@@ -775,13 +761,35 @@ function equalItems(a: unknown, at: string | undefined, b: unknown, bt: string |
     }
     case 'quantity': {
       const c = compareQuantities(a, b);
-      return c === undefined ? deepEqual(x, y) : c === 0;
+      if (c !== undefined) return c === 0;
+      const unequal = unequalUnits(a, b);
+      return unequal === null ? deepEqual(x, y) : unequal;
     }
     case 'object':
       return deepEqual(x, y);
     default:
       return x === y;
   }
+}
+
+/**
+ * N1 Quantity Equality where compareQuantities found no answer: false for a calendar duration above seconds and a UCUM
+ * time (`1 year = 1 'a'`, `1 day = 1 'd'`: "considered unequal"); empty for units of two dimensions or a UCUM unit
+ * that cannot be read ("invalid units": `1 'g' = 1 'mL'`, `1 year = 1 'g'`); null where the quantities are of
+ * another system or carry a comparator (their JSON decides).
+ */
+function unequalUnits(a: unknown, b: unknown): false | undefined | null {
+  if (!quantityParts(a, QA) || !quantityParts(b, QB)) return null;
+  definite(QA);
+  definite(QB);
+  const [calendar, other] = QA.system === CALENDAR ? [QA, QB] : [QB, QA];
+  if (calendar.system === CALENDAR) {
+    if (other.system === CALENDAR) return null;
+    if (other.system !== UCUM) return null;
+    return canonicalUnit(other.unit)?.code === 's' ? false : undefined;
+  }
+  if (QA.system !== UCUM || QB.system !== UCUM) return null;
+  return undefined;
 }
 
 /** § 6.1.3 `~` on two items. */
@@ -1091,6 +1099,9 @@ interface Env {
   /** `%previous` and `%current`: a SubscriptionTopic trigger's versions (compileTopicCriteria). */
   previous?: unknown;
   current?: unknown;
+  /** InvariantContext.clock, and the instant `now()` read from it in this evaluation (set on its first call). */
+  clock?: Clock;
+  instant?: number;
 }
 
 /** The variables a path may start from whose value is the same for every item an evaluation iterates. */
@@ -1284,7 +1295,7 @@ function literal(l: Literal): Expr {
     case 'time': return constExpr('System.Time', [new Typed('System.Time', l.value, undefined)]);
     case 'quantity': {
       // A calendar duration keyword, singular or plural, is held singular (its unit representation, `1 'year'`).
-      const unit = l.unit.endsWith('s') && CALENDAR_MS.has(l.unit.slice(0, -1)) ? l.unit.slice(0, -1) : l.unit;
+      const unit = calendarKeyword(l.unit) ?? l.unit;
       return constExpr('System.Quantity', [new Typed('System.Quantity', { value: l.value, unit }, undefined)]);
     }
     case 'empty': return constExpr(undefined, EMPTY);
@@ -1603,12 +1614,16 @@ function arithmetic(op: string, left: Expr, right: Expr): Expr {
   const integer = CATEGORIES.get(left.type ?? '') === 'number' && CATEGORIES.get(right.type ?? '') === 'number'
     && !['decimal', 'System.Decimal'].includes(left.type!) && !['decimal', 'System.Decimal'].includes(right.type!) && op !== '/';
   const stringType = op === '+' && CATEGORIES.get(left.type ?? '') === 'string' ? 'System.String' : undefined;
-  return collExpr(stringType ?? (integer ? 'System.Integer' : 'System.Decimal'), (env) => {
-    const a = valueOf(single(left.coll(env)));
-    const b = valueOf(single(right.coll(env)));
+  // A date, time or quantity operand gives an item that carries its own type (quantityArithmetic).
+  const typed = [left.type, right.type].some((t) => ['datetime', 'time', 'quantity'].includes(CATEGORIES.get(t ?? '') ?? ''));
+  return collExpr(stringType ?? (integer ? 'System.Integer' : typed ? undefined : 'System.Decimal'), (env) => {
+    const x = single(left.coll(env));
+    const y = single(right.coll(env));
+    const a = valueOf(x);
+    const b = valueOf(y);
     if (a === undefined || a === null || b === undefined || b === null) return EMPTY;
     if (op === '+' && typeof a === 'string' && typeof b === 'string') return [a + b];
-    if (typeof a !== 'number' || typeof b !== 'number') throw new EvaluationError(`cannot apply ${op}`);
+    if (typeof a !== 'number' || typeof b !== 'number') return quantityArithmetic(op, x, left.type, y, right.type);
     switch (op) {
       case '+': return [a + b];
       case '-': return [a - b];
@@ -1620,6 +1635,96 @@ function arithmetic(op: string, left: Expr, right: Expr): Expr {
   });
 }
 
+/** A System.Quantity item of `q`. */
+const quantityItem = (q: PlainQuantity) => new Typed('System.Quantity', { value: q.value, unit: q.unit }, undefined);
+
+/**
+ * An item as a quantity for arithmetic: a quantity (a FHIR Quantity in UCUM, or whose unit text is its unit, or a
+ * literal), or a number as a quantity of unit '1'; undefined for a quantity of another system or with a comparator.
+ */
+function arithmeticQuantity(item: unknown, type: string | undefined): PlainQuantity | undefined {
+  const v = valueOf(item);
+  if (typeof v === 'number') return { value: v, unit: '1', calendar: false };
+  if (categoryOf(item, type) !== 'quantity' || !quantityParts(item, QA)) return undefined;
+  if (QA.system === CALENDAR) return { value: QA.value, unit: QA.unit, calendar: true };
+  if (QA.system !== UCUM && QA.system !== undefined) return undefined;
+  return { value: QA.value, unit: QA.unit === '' ? '1' : QA.unit, calendar: false };
+}
+
+const TEMPORAL_KINDS = new Map<string, TemporalKind>([['date', 'date'], ['System.Date', 'date'], ['time', 'time'], ['System.Time', 'time']]);
+const TEMPORAL_TYPES: Record<TemporalKind, string> = { date: 'System.Date', dateTime: 'System.DateTime', time: 'System.Time' };
+
+/**
+ * `+ - * /` where an operand is no number: a Date, DateTime or Time moved by a time-valued quantity (N1 § 6.6,
+ * fhirpath-temporal.ts), or two quantities (or a quantity and a number) combined (fhirpath-quantity-math.ts); empty
+ * where their units do not combine; an error for any other operands, or a unit a date/time cannot be moved by.
+ */
+function quantityArithmetic(op: string, x: unknown, xt: string | undefined, y: unknown, yt: string | undefined): Coll {
+  const cx = categoryOf(x, xt);
+  if ((cx === 'datetime' || cx === 'time') && (op === '+' || op === '-') && categoryOf(y, yt) === 'quantity') {
+    if (!quantityParts(y, QB) || (QB.system !== CALENDAR && QB.system !== UCUM)) throw new EvaluationError('a time-valued quantity was expected');
+    const kind = cx === 'time' ? 'time' : TEMPORAL_KINDS.get(typeOfItem(x, xt) ?? '') ?? 'dateTime';
+    try {
+      return [new Typed(TEMPORAL_TYPES[kind], shiftTemporal(kind, String(valueOf(x)), op === '-' ? -QB.value : QB.value, QB.unit), undefined)];
+    } catch (err) {
+      if (err instanceof TemporalArithmeticError) throw new EvaluationError(err.message);
+      throw err;
+    }
+  }
+  const a = arithmeticQuantity(x, xt);
+  const b = arithmeticQuantity(y, yt);
+  if (a === undefined || b === undefined || (op !== '+' && op !== '-' && op !== '*' && op !== '/')) throw new EvaluationError(`cannot apply ${op}`);
+  const q = op === '*' || op === '/' ? multiplyQuantities(a, b, op === '/') : addQuantities(a, b, op === '+' ? 1 : -1);
+  return q === undefined ? EMPTY : [quantityItem(q)];
+}
+
+/** The item of `input` as toQuantity() reads it (N1 § 5.5.7: a number as unit '1', a Boolean as 1.0 or 0.0 '1', a string of a quantity). */
+function toQuantityOf(item: unknown, type: string | undefined, env: Env): PlainQuantity | undefined {
+  const v = valueOf(item);
+  if (typeof v === 'boolean') return { value: v ? 1 : 0, unit: '1', calendar: false };
+  if (typeof v === 'string') {
+    chargeText(env, v.length);
+    return categoryOf(item, type) === 'string' ? parseQuantityText(v) : undefined;
+  }
+  return arithmeticQuantity(item, type);
+}
+
+/** toQuantity([unit]) and convertsToQuantity([unit]): the quantity, converted to `unit` when one is given (convertQuantity). */
+function quantityConversion(input: Expr, args: Ast[], scope: Scope, converts: boolean): Expr {
+  const unit = args[0] === undefined ? undefined : build(args[0], scope);
+  const convert = (env: Env, item: unknown): PlainQuantity | undefined => {
+    const q = toQuantityOf(item, input.type, env);
+    if (q === undefined || unit === undefined) return q;
+    const u = singleString(unit.coll(env));
+    return u === undefined ? undefined : convertQuantity(q, u);
+  };
+  if (converts) {
+    return boolExpr((env) => {
+      const items = input.coll(env);
+      return items.length === 0 ? undefined : convert(env, single(items)) !== undefined;
+    });
+  }
+  return collExpr('System.Quantity', (env) => {
+    const items = input.coll(env);
+    if (items.length === 0) return EMPTY;
+    const q = convert(env, single(items));
+    return q === undefined ? EMPTY : [quantityItem(q)];
+  });
+}
+
+/**
+ * `now()`, `today()`, `timeOfDay()`: the evaluation's instant (read from its clock on the first call, N1 § 5.10.1). A
+ * SubscriptionTopic's fhirPathCriteria may not ask it (src/fhir/subscriptions/fhirpath-criteria.ts: not the write's).
+ */
+function currentExpr(kind: TemporalKind, scope: Scope, c: Call): Expr {
+  arity(c, scope, 0, 0);
+  if (scope.topicVariables) throw new UnsupportedFhirPath(scope.expression, c.at, `${c.name}()`);
+  return collExpr(TEMPORAL_TYPES[kind], (env) => {
+    env.instant ??= (env.clock?.now() ?? Date.now());
+    return [new Typed(TEMPORAL_TYPES[kind], currentTemporal(kind, env.instant), undefined)];
+  });
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Functions
 // ---------------------------------------------------------------------------------------------------
@@ -1628,7 +1733,7 @@ type Call = Extract<Ast, { kind: 'call' }>;
 type FunctionCompiler = (input: Expr, args: Ast[], scope: Scope, call: Call) => Expr;
 
 /** Functions that need something Cinder does not give an invariant (a server, a terminology, an HTML parser). */
-const NOT_EVALUATED = new Set(['resolve', 'memberOf', 'conformsTo', 'htmlChecks', 'subsumes', 'subsumedBy', 'elementDefinition', 'slice', 'checkModifiers', 'today', 'now', 'timeOfDay', 'aggregate', 'defineVariable']);
+const NOT_EVALUATED = new Set(['resolve', 'memberOf', 'conformsTo', 'htmlChecks', 'subsumes', 'subsumedBy', 'elementDefinition', 'slice', 'checkModifiers', 'aggregate', 'defineVariable']);
 
 function arity(call: Call, scope: Scope, min: number, max: number): void {
   if (call.args.length < min || call.args.length > max) {
@@ -2016,6 +2121,11 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
     if (typeof v === 'string' && /^[+-]?\d+(\.\d+)?$/.test(v)) return [Number(v)];
     return EMPTY;
   }))],
+  ['toQuantity', (input, args, scope, c) => (arity(c, scope, 0, 1), quantityConversion(input, args, scope, false))],
+  ['convertsToQuantity', (input, args, scope, c) => (arity(c, scope, 0, 1), quantityConversion(input, args, scope, true))],
+  ['now', (input, args, scope, c) => currentExpr('dateTime', scope, c)],
+  ['today', (input, args, scope, c) => currentExpr('date', scope, c)],
+  ['timeOfDay', (input, args, scope, c) => currentExpr('time', scope, c)],
   ['length', (input, args, scope, c) => (arity(c, scope, 0, 0), stringFunction(input, args, scope, 'System.Integer', (s) => s.length))],
   ['lower', (input, args, scope, c) => (arity(c, scope, 0, 0), stringFunction(input, args, scope, 'System.String', (s) => s.toLowerCase()))],
   ['upper', (input, args, scope, c) => (arity(c, scope, 0, 0), stringFunction(input, args, scope, 'System.String', (s) => s.toUpperCase()))],
@@ -2142,6 +2252,8 @@ export function compileInvariant(expression: string, types: FhirPathTypes, guard
       env.rootResource = ctx.rootResource ?? undefined;
       env.memo = ctx.memo;
       env.budget = ctx.budget;
+      env.clock = ctx.clock;
+      env.instant = undefined;
       const result = expr.bool(env);
       if (!emptyFails) return result !== false;
       return result === undefined ? undefined : result;
@@ -2198,7 +2310,7 @@ export function compileExtensionContext(expression: string, types: FhirPathTypes
     return e;
   };
   const evaluate = (focus: unknown, focusType: string, ctx: InvariantContext, extension?: unknown): Coll | undefined => {
-    const env: Env = { this: focus, index: 0, resource: ctx.resource, rootResource: ctx.rootResource, context: focus, memo: ctx.memo, budget: ctx.budget, extension };
+    const env: Env = { this: focus, index: 0, resource: ctx.resource, rootResource: ctx.rootResource, context: focus, memo: ctx.memo, budget: ctx.budget, clock: ctx.clock, extension };
     try {
       return exprFor(focusType).coll(env);
     } catch (err) {
@@ -2272,7 +2384,7 @@ export function compileCriterion(ast: Ast, expression: string, types: FhirPathTy
   return (focus, focusType, index, ctx, ext) => {
     const expr = exprFor(focusType);
     const self = ext === undefined ? focus : new Typed(normaliseType(focusType) ?? 'string', focus ?? undefined, ext);
-    const env: Env = { this: self, index, resource: ctx.resource, rootResource: ctx.rootResource, context: self, memo: ctx.memo, budget: ctx.budget };
+    const env: Env = { this: self, index, resource: ctx.resource, rootResource: ctx.rootResource, context: self, memo: ctx.memo, budget: ctx.budget, clock: ctx.clock };
     return expr.bool(env);
   };
 }
@@ -2291,7 +2403,7 @@ export function compileValues(expression: string, types: FhirPathTypes): Compile
   const exprFor = typedBuilds(ast, expression, types, false);
   return (focus, focusType, ctx) => {
     const expr = exprFor(focusType);
-    const env: Env = { this: focus ?? undefined, index: 0, resource: ctx.resource, rootResource: ctx.rootResource, context: focus ?? undefined, memo: ctx.memo, budget: ctx.budget };
+    const env: Env = { this: focus ?? undefined, index: 0, resource: ctx.resource, rootResource: ctx.rootResource, context: focus ?? undefined, memo: ctx.memo, budget: ctx.budget, clock: ctx.clock };
     return expr.coll(env).map(valueOf);
   };
 }

@@ -56,6 +56,8 @@ const AGREED: [string, string][] = [
   ["1 day ~ 1 'd'", 'true'],
   ["1 year ~ 12 'mo'", 'true'],
   ["1 year ~ 1 'g'", 'false'],
+  // Of two dimensions: nothing (N1's Quantity Equality: "invalid units" give empty), as FHIRPath.js answers too.
+  ["1 year = 1 'g'", 'empty'],
   // Not equal, and not comparable, above seconds (`1 year = 1 'a'`, `1 year > 1 'a'`): for a year and a month FHIRPath.js agrees.
   ["1 year > 1 'a'", 'empty'],
   ["1 year < 13 'mo'", 'empty'],
@@ -90,8 +92,10 @@ const DIVERGENT: [expression: string, n1: string, fhirpathJs: string][] = [
   ["1 hour = 1 'h'", 'false', 'true'],
   ["1 minute = 60 's'", 'false', 'true'],
   ["1 day = 24 'h'", 'false', 'true'],
-  ["1 year = 1 'g'", 'false', 'empty'],
   ["1 'year' = 1 year", 'true', 'empty'],
+  // Two dimensions: N1 gives nothing ("invalid units" give empty; 'g' and 'mL' cannot be compared); FHIRPath.js false.
+  ["1 'g' = 1 'mL'", 'empty', 'false'],
+  ["1 'g' != 1 'mL'", 'empty', 'true'],
 ];
 
 describe('calendar durations (FHIRPath N1: Time-valued Quantities, Equality, Equivalence, Comparison)', () => {

@@ -259,7 +259,7 @@ export function createApp(deps: AppDeps): App {
   const referentialIntegrity = config.referentialIntegrity === 'on' ? { fhirBase: (tenant: string) => fhirBaseOf(config.baseUrl, tenant) } : undefined;
   const fhirDeps: FhirDeps = {
     store, clock, expandCodes, validation: config.validation, core, fhirBase: (tenant) => fhirBaseOf(config.baseUrl, tenant),
-    profiles: new ProfileValidator(new ProfileRegistry(storeProfiles(store), { valueSets: (tenant) => valueSetSubset(terminology.service, tenant) }), valueSetMembership(terminology.service)),
+    profiles: new ProfileValidator(new ProfileRegistry(storeProfiles(store), { valueSets: (tenant) => valueSetSubset(terminology.service, tenant) }), valueSetMembership(terminology.service), clock),
     questionnaires: new QuestionnaireValidator(storeQuestionnaires(store), valueSetMembership(terminology.service)),
     ...(referentialIntegrity ? { referentialIntegrity } : {}), cursors: authDeps.searchCursors,
   };

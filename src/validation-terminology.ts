@@ -88,5 +88,5 @@ export function valueSetSubset(service: TerminologyService, tenant: string, memb
  */
 export function storeProfileValidator(store: Store, clock: Clock, coreBundle: CoreBundle = new CoreBundle()): ProfileValidator {
   const terminology = createTerminology({ store, clock, core: new CoreTerminology(coreBundle) });
-  return new ProfileValidator(new ProfileRegistry(storeProfiles(store), { valueSets: (tenant) => valueSetSubset(terminology.service, tenant) }), valueSetMembership(terminology.service));
+  return new ProfileValidator(new ProfileRegistry(storeProfiles(store), { valueSets: (tenant) => valueSetSubset(terminology.service, tenant) }), valueSetMembership(terminology.service), clock);
 }

@@ -40,7 +40,7 @@ type Verdict = boolean | ValidationIssue;
 function contextIssues(site: ExtensionSite, definition: CompiledProfile, cost: ProfileCost, memo: Map<object, unknown> | undefined): ValidationIssue[] {
   const use = definition.extension!;
   const label = definition.label;
-  const ctx: InvariantContext = { resource: site.resource, rootResource: site.root, memo, budget: cost.budget };
+  const ctx: InvariantContext = { resource: site.resource, rootResource: site.root, memo, budget: cost.budget, clock: cost.clock };
   if (use.contexts.length > 0) {
     let fits = use.contexts.some((c) => (c.type === 'element' ? site.names.has(c.expression) : c.type === 'extension' && site.inExtension !== undefined && site.inExtension === c.expression.split('#')[0]));
     const unevaluated: string[] = [];

@@ -3,6 +3,7 @@
  * profile's compiled rules (run.ts), its extension definitions, and its bindings decided by the base
  * table's codes or else the tenant's terminology (membership as `$validate-code` decides it).
  */
+import type { Clock } from '../../../clock.ts';
 import { invalidResource } from '../check.ts';
 import { tableValueSet } from '../model.ts';
 import type { ValidationIssue } from '../validate.ts';
@@ -69,7 +70,14 @@ function withheld(issues: readonly ValidationIssue[], what: string, where: strin
 type TenantProfiles = Awaited<ReturnType<ProfileRegistry['cache']>>;
 
 export class ProfileValidator {
-  constructor(readonly registry: ProfileRegistry, readonly membership?: CheckMembership) {}
+  /** `clock`: the time profile invariants' `now()` and `today()` read (the system's when absent). */
+  constructor(readonly registry: ProfileRegistry, readonly membership?: CheckMembership, readonly clock?: Clock) {}
+
+  /** `cost`, reading this validator's clock unless its caller gave it one. */
+  private timed(cost: ProfileCost): ProfileCost {
+    if (this.clock !== undefined) cost.clock ??= this.clock;
+    return cost;
+  }
 
   /**
    * The problems of `resource` against each of `canonicals` (the base definition of its type, and of
@@ -79,7 +87,7 @@ export class ProfileValidator {
     const type = String(resource.resourceType);
     const at = opts.at ?? type;
     const out: ValidationIssue[] = [];
-    const cost = opts.cost ?? profileCost();
+    const cost = this.timed(opts.cost ?? profileCost());
     const cache = opts.cache ?? (await this.registry.cache(tenant));
     const scope = opts.scope ?? targetScope(resource);
     const claimed = claimedProfiles(resource);
@@ -145,7 +153,7 @@ export class ProfileValidator {
     const sites = extensionSites(resource, opts.at);
     if (sites.length === 0) return [];
     const out: ValidationIssue[] = [];
-    const cost = opts.cost ?? profileCost();
+    const cost = this.timed(opts.cost ?? profileCost());
     const cache = await this.registry.cache(tenant);
     const extensions = new Map<string, CompiledProfile>();
     // A nested extension's relative url (`text` in a complex extension) names no definition.

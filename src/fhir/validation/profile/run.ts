@@ -5,6 +5,7 @@
  * `Observation.value.ofType(Quantity)`). Bindings are collected, to be decided by the terminology
  * (profile-check.ts), since a profile may bind value sets the base table does not hold.
  */
+import type { Clock } from '../../../clock.ts';
 import { EMPTY_RESULT_NOTE, FhirPathTooCostly, type InvariantContext } from '../fhirpath-engine.ts';
 import type { ValidationIssue } from '../validate.ts';
 import { ofTypeName, pathTypes } from '../model.ts';
@@ -44,6 +45,8 @@ export const PROFILE_VISITS = 1_000_000;
 export interface ProfileCost {
   readonly budget: { left: number; readonly limit: number; readonly what: string };
   refused?: string;
+  /** The time the invariants' `now()` and `today()` read (the app's clock, ProfileValidator's); the system's when absent. */
+  clock?: Clock;
 }
 
 export function profileCost(limit = PROFILE_VISITS): ProfileCost {
@@ -114,7 +117,7 @@ class Run {
     this.issues.push({ severity, code, expression, text });
   }
   context(): InvariantContext {
-    return (this.ctx ??= { resource: this.within?.resource ?? this.resource, rootResource: this.within?.root ?? this.resource, memo: this.memo, budget: this.cost.budget });
+    return (this.ctx ??= { resource: this.within?.resource ?? this.resource, rootResource: this.within?.root ?? this.resource, memo: this.memo, budget: this.cost.budget, clock: this.cost.clock });
   }
 }
 

@@ -1,0 +1,76 @@
+/**
+ * A tenant's profile invariants doing FHIRPath N1 arithmetic: an age from `today()` (the app's clock, not the
+ * system's), a date moved by calendar months, and quantities converted and multiplied through UCUM. Validation
+ * only: the store plays no part (SQLite).
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, testClock, type TestApp } from '../helpers/app.ts';
+import { countVersions, expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+
+const BASE_URL = 'http://example.org/fhir/StructureDefinition/';
+const DAY = 86_400_000;
+
+/** A tenant's profile on `type` whose root carries one invariant. */
+function profile(name: string, type: string, expression: string): Json {
+  const constraint = [{ key: `${name}-1`, severity: 'error', human: `${name} holds`, expression }];
+  const root = { id: type, path: type, short: 'r', definition: 'r', min: 0, max: '*', base: { path: type, min: 0, max: '*' }, constraint };
+  return {
+    resourceType: 'StructureDefinition', id: name, url: BASE_URL + name, name, status: 'active', kind: 'resource', abstract: false,
+    type, baseDefinition: `http://hl7.org/fhir/StructureDefinition/${type}`, derivation: 'constraint', fhirVersion: '4.0.1',
+    snapshot: { element: [root] },
+  };
+}
+
+const patient = (birthDate: string): Json => ({ resourceType: 'Patient', meta: { profile: [BASE_URL + 'adult'] }, birthDate });
+const ucum = (value: number, code: string) => ({ value, unit: code, system: 'http://unitsofmeasure.org', code });
+const observation = (profileName: string, extra: Json): Json => ({
+  resourceType: 'Observation', status: 'final', meta: { profile: [BASE_URL + profileName] }, code: { text: 'dose' }, ...extra,
+});
+const errors = (outcome: Json) => (outcome.issue as Json[]).filter((i) => i.severity === 'error').map((i) => String((i.details as Json).text));
+
+describe("a tenant's profile invariants on date and quantity arithmetic", () => {
+  let t: TestApp;
+  let api: FhirClient;
+  const clock = testClock(Date.parse('2026-01-15T10:00:00Z'));
+  beforeAll(async () => {
+    t = await createTestApp({ clock });
+    api = fhirClient(t, await t.token());
+    for (const sd of [
+      profile('adult', 'Patient', 'birthDate <= today() - 18 years'),
+      profile('small-dose', 'Observation', "value.ofType(Quantity).toQuantity('g') < 500 'g'"),
+      profile('double-dose', 'Observation', "value.ofType(Quantity) * 2 <= 1 'kg'"),
+      profile('within-a-month', 'Observation', 'effective.ofType(Period).end <= effective.ofType(Period).start + 1 month'),
+    ]) expect((await api.put(`StructureDefinition/${sd.id}`, sd)).status).toBeLessThan(300);
+  });
+  afterAll(() => t.close());
+
+  test("an age from today(): the app's clock decides, and moving it a day makes the patient of age", async () => {
+    const before = await countVersions(t);
+    expect((await api.post('Patient', patient('2008-01-15'))).status).toBe(201);
+    expect(errors(await expectOutcome(await api.post('Patient', patient('2008-01-16')), 422)))
+      .toEqual([expect.stringMatching(/adult holds \(adult-1\)$/)]);
+    // (Under the system's clock, months later, both would be of age.) A day on, with a token of that day:
+    clock.advance(DAY);
+    const later = fhirClient(t, await t.token());
+    expect((await later.post('Patient', patient('2008-01-16'))).status).toBe(201);
+    expect(errors(await expectOutcome(await later.post('Patient', patient('2008-01-17')), 422)))
+      .toEqual([expect.stringMatching(/adult holds \(adult-1\)$/)]);
+    expect(await countVersions(t)).toBe(before + 2);
+  });
+
+  test('quantities converted and multiplied through UCUM', async () => {
+    api = fhirClient(t, await t.token());
+    expect((await api.post('Observation', observation('small-dose', { valueQuantity: ucum(400, 'mg') }))).status).toBe(201);
+    expect(errors(await expectOutcome(await api.post('Observation', observation('small-dose', { valueQuantity: ucum(0.6, 'kg') })), 422)))
+      .toEqual([expect.stringMatching(/small-dose holds \(small-dose-1\)$/)]);
+    expect((await api.post('Observation', observation('double-dose', { valueQuantity: ucum(500, 'g') }))).status).toBe(201);
+    await expectOutcome(await api.post('Observation', observation('double-dose', { valueQuantity: ucum(501, 'g') })), 422);
+  });
+
+  test('a period of at most a calendar month: the end of January clamped to the end of February', async () => {
+    api = fhirClient(t, await t.token());
+    const period = (start: string, end: string) => observation('within-a-month', { effectivePeriod: { start, end } });
+    expect((await api.post('Observation', period('2019-01-31', '2019-02-28'))).status).toBe(201);
+    await expectOutcome(await api.post('Observation', period('2019-01-31', '2019-03-01')), 422);
+  });
+});

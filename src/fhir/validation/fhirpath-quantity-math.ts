@@ -43,6 +43,9 @@ export function calendarKeyword(word: string): string | undefined {
 /** 15 significant digits, as src/fhir/ucum.ts keeps conversions: `3 'm' + 3 'cm'` is 303, not 303.00000000000006. */
 const tidy = (x: number) => Number(x.toPrecision(15));
 
+/** `q`, or undefined where its value overflowed (N1: an overflow gives nothing). */
+const finite = (q: PlainQuantity | undefined) => (q === undefined || Number.isFinite(q.value) ? q : undefined);
+
 /** A calendar second or millisecond as UCUM's `s` or `ms`, which N1 makes it equal to; others unchanged. */
 function definite(q: PlainQuantity): PlainQuantity {
   return q.calendar && isDefiniteCalendar(q.unit) ? { value: q.value, unit: CALENDAR_UCUM.get(q.unit)!, calendar: false } : q;
@@ -57,6 +60,10 @@ function linear(unit: string): { code: string; factor: number } | undefined {
 
 /** `a + b` (`sign` 1) or `a - b` (`sign` -1) in the finer unit of the two; undefined where their units do not convert. */
 export function addQuantities(a: PlainQuantity, b: PlainQuantity, sign: 1 | -1): PlainQuantity | undefined {
+  return finite(sum(a, b, sign));
+}
+
+function sum(a: PlainQuantity, b: PlainQuantity, sign: 1 | -1): PlainQuantity | undefined {
   if (a.unit === b.unit && a.calendar === b.calendar) return { value: tidy(a.value + sign * b.value), unit: a.unit, calendar: a.calendar };
   if (a.calendar && b.calendar) {
     const [fa, fb] = calendarFactors(a.unit, b.unit);
@@ -74,6 +81,10 @@ export function addQuantities(a: PlainQuantity, b: PlainQuantity, sign: 1 | -1):
 
 /** `a * b`, or `a / b` (`divide`; undefined when `b` is zero), the units multiplied or divided. */
 export function multiplyQuantities(a: PlainQuantity, b: PlainQuantity, divide: boolean): PlainQuantity | undefined {
+  return finite(product(a, b, divide));
+}
+
+function product(a: PlainQuantity, b: PlainQuantity, divide: boolean): PlainQuantity | undefined {
   if (divide && b.value === 0) return undefined;
   const value = tidy(divide ? a.value / b.value : a.value * b.value);
   // A calendar duration times or over a number stays one (`2 days * 3` is `6 days`); over itself it is a number.

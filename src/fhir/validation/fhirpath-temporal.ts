@@ -118,7 +118,7 @@ export function shiftTemporal(kind: TemporalKind, text: string, amount: number, 
   } else {
     fromInstant(instant(p) + n * MS_PER[at]!, p);
   }
-  if (p.y < 1 || p.y > 9999) throw new TemporalArithmeticError('the result lies outside the years 0001 to 9999');
+  if (!(p.y >= 1 && p.y <= 9999)) throw new TemporalArithmeticError('the result lies outside the years 0001 to 9999');
   return format(kind, p);
 }
 

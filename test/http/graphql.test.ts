@@ -443,6 +443,19 @@ await eachStore((kind, fresh) => {
       await expectOutcome(instance, 403);
     });
 
+    test("a patient's token lists through a resource every patient shares only its own record, at system and instance level", async () => {
+      const patient = fhirClient(t, await craftToken(t, 'patient/*.rs', { patient: 'p1' }));
+      // Practitioner/dr performs every patient's Observations and is p1's and no other's general practitioner.
+      const shared = '{ ObservationList(_reference: performer, _sort: "_id") { id subject { reference } } PatientList(_reference: general_practitioner) { id } }';
+      const own = { ObservationList: ['o0', 'o3', 'o6', 'o9'].map((id) => ({ id, subject: { reference: 'Patient/p1' } })), PatientList: [{ id: 'p1' }] };
+      expect(await data(`{ Practitioner(id: "dr") ${shared} }`, undefined, patient)).toEqual({ Practitioner: own });
+      const instance = await patient.get(`Practitioner/dr/$graphql?query=${encodeURIComponent(shared)}`);
+      expect({ status: instance.status, body: await instance.json() }).toEqual({ status: 200, body: { data: own } });
+      // The admin's token lists all of them through the same resource.
+      const all = await data(`{ Practitioner(id: "dr") { ObservationList(_reference: performer) { id } } }`);
+      expect((all.Practitioner.ObservationList as Json[]).length).toBe(12);
+    });
+
     test('a scope filter narrows lists and reads as on REST; no token is a 401', async () => {
       const lab = fhirClient(t, await craftToken(t, 'system/Observation.rs?category=laboratory system/Patient.rs'));
       const d = await gql('{ ObservationList(_sort: "_id") { id } Observation(id: "o1") { id } o0: Observation(id: "o0") { subject { resource { ... on Patient { id } } } } }', undefined, lab);

@@ -132,9 +132,13 @@ describe('authorization_code', () => {
     expect(await error(await post(t, { grant_type: 'authorization_code', redirect_uri: REDIRECT }, { Authorization: basic(c.id, c.secret!) }))).toBe('invalid_request');
   });
 
-  test('PKCE: missing or wrong verifier -> invalid_grant; malformed verifier -> invalid_request', async () => {
-    const { challenge } = pkce();
-    expect(await error(await redeem(t, await getCode(t, { clientId: c.id, challenge }), c))).toBe('invalid_grant');
+  // The contract: code_verifier is required when the code was requested with PKCE, and a required parameter missing is
+  // invalid_request; the code stays unused for the request that sends it.
+  test('PKCE: missing verifier -> invalid_request, the code left unused; wrong verifier -> invalid_grant; malformed verifier -> invalid_request', async () => {
+    const { verifier, challenge } = pkce();
+    const code = await getCode(t, { clientId: c.id, challenge });
+    expect(await error(await redeem(t, code, c))).toBe('invalid_request');
+    expect((await redeem(t, code, c, { code_verifier: verifier })).status).toBe(200);
     expect(await error(await redeem(t, await getCode(t, { clientId: c.id, challenge }), c, { code_verifier: pkce().verifier }))).toBe('invalid_grant');
     expect(await error(await redeem(t, await getCode(t, { clientId: c.id, challenge }), c, { code_verifier: 'short' }))).toBe('invalid_request');
     expect(await error(await redeem(t, await getCode(t, { clientId: c.id, challenge }), c, { code_verifier: 'a'.repeat(42) + '!' }))).toBe('invalid_request');

@@ -83,10 +83,14 @@ for (const target of targets) {
       const app = await userClient(t, { secret: false, grants: ['authorization_code'], redirectUris: [REDIRECT, 'https://app.example/other'] });
       const { verifier, challenge } = pkce();
       const code = await getCode(t, { clientId: app.id, challenge });
-      for (const extra of [{}, { code_verifier: pkce().verifier }, { code_verifier: verifier, redirect_uri: 'https://app.example/other' }] as Record<string, string>[]) {
+      // No verifier is a required parameter missing (the contract's invalid_request); a wrong one, or another redirect URI, invalid_grant.
+      const refusals: [Record<string, string>, string][] = [
+        [{}, 'invalid_request'], [{ code_verifier: pkce().verifier }, 'invalid_grant'], [{ code_verifier: verifier, redirect_uri: 'https://app.example/other' }, 'invalid_grant'],
+      ];
+      for (const [extra, error] of refusals) {
         const res = await redeem(t, code, app, extra);
         expect(res.status).toBe(400);
-        expect(((await res.json()) as Tokens).error).toBe('invalid_grant');
+        expect(((await res.json()) as Tokens).error).toBe(error);
       }
       const res = await redeem(t, code, app, { code_verifier: verifier });
       expect(res.status).toBe(200);

@@ -16,13 +16,17 @@ function required(form: URLSearchParams, name: string): string {
   return v;
 }
 
-/** RFC 7636 4.6 and RFC 9700 2.1.1: a code requested with PKCE needs the matching verifier, and only it. */
+/**
+ * RFC 7636 4.6 and RFC 9700 2.1.1: a code requested with PKCE needs the matching verifier, and only it. The contract
+ * makes code_verifier a required parameter of such a code, and a required parameter missing `invalid_request`; a
+ * verifier that does not match, or one sent for a code without PKCE, is `invalid_grant`.
+ */
 function checkPkce(code: AuthCode, verifier: string | null): void {
   if (code.codeChallenge === null) {
     if (verifier !== null) throw new OAuthError('invalid_grant', 'code_verifier sent for a code requested without PKCE');
     return;
   }
-  if (verifier === null) throw new OAuthError('invalid_grant', 'code_verifier is required: the code was requested with PKCE');
+  if (verifier === null) throw new OAuthError('invalid_request', 'code_verifier is required: the code was requested with PKCE');
   if (!verifierMatches(verifier, code.codeChallenge)) throw new OAuthError('invalid_grant', 'code_verifier does not match the code_challenge');
 }
 

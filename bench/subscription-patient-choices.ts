@@ -2,7 +2,7 @@
  * Measures a write in a tenant with N active Subscriptions activated with user tokens that carry a chosen patient,
  * once the 5 s cache of the patients' checks (src/auth/patient-held.ts) has lapsed (docs/PERFORMANCE.md, "Fifty-first
  * session", reindex-auth): POSTs of an Observation through app.request() on SQLite (or PostgreSQL), the test clock
- * moved past the cache's life before each. Two owners' shapes: one Practitioner user with N patients (`staff`), and N
+ * moved past the cache's life before each; a write matching no Subscription, one, or all of them. Two owners' shapes: one Practitioner user with N patients (`staff`), and N
  * guardians, each a RelatedPerson user naming its own patient (`guardians`). Each checkout named is loaded in this one
  * process (its src and test helpers) and measured in turn, round by round, so that their ratio is of one run.
  *   bun bench/subscription-patient-choices.ts [N, default 300] [rounds, default 20] [sqlite|postgres] [checkout...]
@@ -22,9 +22,15 @@ const databases: string[] = [];
 const SCOPES = ['launch/patient', 'patient/*.rs'];
 type Json = Record<string, any>;
 
+/** What the measured write matches: no Subscription, one (the first), or all. */
+type Match = 'none' | 'one' | 'all';
+const MATCHES: Match[] = ['none', 'one', 'all'];
+const TEXT_OF: Record<Match, string> = { none: 'unwatched', one: 'w-0', all: 'watched' };
+
 interface Case {
   name: string;
-  write(): Promise<number>;
+  /** `lapsed`: the 5 s caches of owners and choices lapsed before it; else within them (the steady state of a busy tenant). */
+  write(match: Match, lapsed: boolean): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -67,8 +73,9 @@ async function setUp(root: string, shape: 'staff' | 'guardians'): Promise<Case> 
     await transaction(Array.from({ length: N }, (_, i) => ({ resource: { resourceType: 'RelatedPerson', id: `rp-${i}`, patient: { reference: `Patient/p-${i}` } }, request: { method: 'PUT', url: `RelatedPerson/rp-${i}` } })));
     for (let i = 0; i < N; i++) owners.push(await user(`rel-${i}`, `RelatedPerson/rp-${i}`));
   }
-  const sub = { resourceType: 'Subscription', status: 'requested', reason: 'bench', criteria: 'Observation?code:text=watched', channel: { type: 'rest-hook', endpoint: 'https://hooks.example.org/fhir' } };
-  const made = await transaction(owners.map(() => ({ resource: sub, request: { method: 'POST', url: 'Subscription' } })));
+  // Each matches an Observation of code text `watched` (all of them) or its own `w-<i>` (one).
+  const sub = (i: number) => ({ resourceType: 'Subscription', status: 'requested', reason: 'bench', criteria: `Observation?code:text=watched,w-${i}`, channel: { type: 'rest-hook', endpoint: 'https://hooks.example.org/fhir' } });
+  const made = await transaction(owners.map((_, i) => ({ resource: sub(i), request: { method: 'POST', url: 'Subscription' } })));
   const ids = made.entry.map((e: Json) => e.resource.id as string);
   await t.store.resources.write('t1', async (w: Json) => {
     for (const [i, id] of ids.entries()) {
@@ -77,14 +84,14 @@ async function setUp(root: string, shape: 'staff' | 'guardians'): Promise<Case> 
   });
   // A write of a type the hub watches: its set is read again, with the owners above.
   await post('/ValueSet', { resourceType: 'ValueSet', status: 'active' });
-  const obs = { resourceType: 'Observation', status: 'final', code: { text: 'watched' }, subject: { reference: 'Patient/p-1' } };
-  await post('/Observation', obs);
+  const obs = (text: string) => ({ resourceType: 'Observation', status: 'final', code: { text }, subject: { reference: 'Patient/p-1' } });
+  await post('/Observation', obs('watched'));
   return {
     name: `${shape} ${root}`,
-    async write() {
-      t.clock.advance(CLIENT_CACHE_TTL_MS + 1);
+    async write(match, lapsed) {
+      if (lapsed) t.clock.advance(CLIENT_CACHE_TTL_MS + 1);
       const started = performance.now();
-      await post('/Observation', obs);
+      await post('/Observation', obs(TEXT_OF[match]));
       return performance.now() - started;
     },
     close: () => t.close(),
@@ -93,15 +100,21 @@ async function setUp(root: string, shape: 'staff' | 'guardians'): Promise<Case> 
 
 const cases: Case[] = [];
 for (const shape of ['staff', 'guardians'] as const) for (const root of roots) cases.push(await setUp(root, shape));
-const times = new Map<Case, number[]>(cases.map((c) => [c, []]));
-for (let r = 0; r < ROUNDS; r++) for (const c of cases) times.get(c)!.push(await c.write());
+const times = new Map<string, number[]>();
+for (let r = 0; r < ROUNDS; r++) {
+  for (const c of cases) {
+    for (const lapsed of [true, false]) {
+      for (const m of MATCHES) {
+        const key = `${c.name} | ${m}, caches ${lapsed ? 'lapsed' : 'warm'}`;
+        (times.get(key) ?? times.set(key, []).get(key)!).push(await c.write(m, lapsed));
+      }
+    }
+  }
+}
 const q = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) * p)]!;
 console.log(`${N} Subscriptions, ${ROUNDS} writes each, ${onPostgres ? 'PostgreSQL' : 'SQLite'}`);
-console.log('| case | lowest ms | median ms | upper quartile ms |\n|---|---:|---:|---:|');
-for (const c of cases) {
-  const xs = times.get(c)!;
-  console.log(`| ${c.name} | ${q(xs, 0).toFixed(1)} | ${q(xs, 0.5).toFixed(1)} | ${q(xs, 0.75).toFixed(1)} |`);
-}
+console.log('| case | write matches | lowest ms | median ms | upper quartile ms |\n|---|---|---:|---:|---:|');
+for (const [name, xs] of times) console.log(`| ${name} | ${q(xs, 0).toFixed(1)} | ${q(xs, 0.5).toFixed(1)} | ${q(xs, 0.75).toFixed(1)} |`);
 for (const c of cases) await c.close();
 if (admin) {
   for (const d of databases) await admin`DROP DATABASE IF EXISTS ${admin(d)} WITH (FORCE)`;

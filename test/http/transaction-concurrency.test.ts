@@ -316,6 +316,49 @@ await eachStore((kind, fresh) => {
       expect(await matching('late-match')).toEqual(['late-match']);
     });
 
+    /** Conditional creates by family and given name (searched again together as one superset: valuesMerged), and what they wrote. */
+    const named = (family: string, given: string) => ({ name: [{ family, given: [given] }] });
+    const byName = (family: string, given: string, n: number): Json => ({
+      fullUrl: `urn:uuid:00000000-0000-4000-8000-0000000001${String(n).padStart(2, '0')}`,
+      resource: { resourceType: 'Patient', ...named(family, given) },
+      request: { method: 'POST', url: 'Patient', ifNoneExist: `family=${family}&given=${given}` },
+    });
+    const namedIds = async (family: string) => ((((await read(`Patient?family=${family}&_count=50`)).entry ?? []) as Json[]).map((e) => e.resource.id as string)).sort();
+    const statuses = (answer: Json) => (answer.entry as Json[]).map((e) => e.response.status as string);
+
+    test('its conditional creates by family and given, one of which another request makes match meanwhile, find that resource (they created a second)', async () => {
+      expect((await put('fg-stored', named('Fgone', 'Anna'))).status).toBe(201);
+      let created = 0;
+      meanwhile = async () => (created = (await put('fg-late', named('Fgtwo', 'Bert'))).status);
+      const res = await send([byName('Fgone', 'Anna', 1), byName('Fgtwo', 'Bert', 2), byName('Fgthree', 'Cara', 3), hook('names-late')]);
+      expect([created, res.status]).toEqual([201, 200]);
+      const answer = (await res.json()) as Json;
+      expect(statuses(answer).slice(0, 3)).toEqual(['200 OK', '200 OK', '201 Created']);
+      expect([await namedIds('Fgone'), await namedIds('Fgtwo'), (await namedIds('Fgthree')).length]).toEqual([['fg-stored'], ['fg-late'], 1]);
+    });
+
+    test('its conditional creates by family and given commit beside a resource another request writes meanwhile that meets one entry\'s family and another\'s given (none of their conditions)', async () => {
+      expect((await put('mx-stored', named('Mxone', 'Dora'))).status).toBe(201);
+      let created = 0;
+      meanwhile = async () => (created = (await put('mx-cross', named('Mxone', 'Emil'))).status);
+      const res = await send([byName('Mxone', 'Dora', 4), byName('Mxtwo', 'Emil', 5), hook('names-cross')]);
+      expect([created, res.status]).toEqual([201, 200]);
+      const answer = (await res.json()) as Json;
+      expect(statuses(answer).slice(0, 2)).toEqual(['200 OK', '201 Created']);
+      expect([await namedIds('Mxone'), (await namedIds('Mxtwo')).length]).toEqual([['mx-cross', 'mx-stored'], 1]);
+    });
+
+    test('its conditional creates by family and given, whose match another request renames meanwhile, create it again (they found a Patient their condition no longer matches)', async () => {
+      expect((await put('rn-stored', named('Rnone', 'Fred'))).status).toBe(201);
+      let renamed = 0;
+      meanwhile = async () => (renamed = (await put('rn-stored', named('Rnother', 'Fred'))).status);
+      const res = await send([byName('Rnone', 'Fred', 6), byName('Rntwo', 'Gus', 7), hook('names-renamed')]);
+      expect([renamed, res.status]).toEqual([200, 200]);
+      const answer = (await res.json()) as Json;
+      expect(statuses(answer).slice(0, 2)).toEqual(['201 Created', '201 Created']);
+      expect([(await namedIds('Rnone')).length, await namedIds('Rnother')]).toEqual([1, ['rn-stored']]);
+    });
+
     /** A resource written by id (PUT), `Type/id`'s status. */
     const write = async (resource: Json) => (await t.request(`${t.fhir()}/${resource.resourceType}/${resource.id}`, fhirInit(token, 'PUT', resource))).status;
     const location = (id: string, parent?: string) => write({ resourceType: 'Location', id, name: id, ...(parent ? { partOf: { reference: `Location/${parent}` } } : {}) });

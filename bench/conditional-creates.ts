@@ -1,0 +1,84 @@
+/**
+ * A transaction of conditional creates by family and given name (`ifNoneExist: family=F&given=G`), as an
+ * import of Patients keyed by name sends, through the in-process app of one or two checkouts, in turn
+ * (wall time: the database's work counts):
+ *
+ *   bun bench/conditional-creates.ts <checkout A> [<checkout B>] [--entries 1000] [--rounds 3] [--store sqlite|postgres|both]
+ *
+ * Each round, each side gets a fresh database (SQLite file, or a PostgreSQL database made from the test
+ * helpers' migrated template) holding `--entries` / 2 of the Patients already, then one transaction of
+ * `--entries` POSTs: half find a stored Patient (200), half create (201). Both sides' responses must agree
+ * (statuses, and the created count). Prints each round's ms and the median ratio B / A.
+ */
+import { resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+
+const { values, positionals } = parseArgs({
+  allowPositionals: true,
+  options: { entries: { type: 'string', default: '1000' }, rounds: { type: 'string', default: '3' }, store: { type: 'string', default: 'both' } },
+});
+if (positionals.length < 1 || positionals.length > 2 || !['sqlite', 'postgres', 'both'].includes(values.store)) {
+  console.error('usage: bun bench/conditional-creates.ts <checkout A> [<checkout B>] [--entries 1000] [--rounds 3] [--store sqlite|postgres|both]');
+  process.exit(2);
+}
+const entries = Number(values.entries);
+const rounds = Number(values.rounds);
+const kinds = values.store === 'both' ? ['sqlite', 'postgres'] : [values.store];
+
+const patient = (i: number) => ({ resourceType: 'Patient', name: [{ family: `Family${i % 97}`, given: [`Given${i}x`] }], gender: i % 2 ? 'male' : 'female' });
+
+function bundle(): unknown {
+  return {
+    resourceType: 'Bundle',
+    type: 'transaction',
+    entry: Array.from({ length: entries }, (_, i) => ({
+      fullUrl: `urn:uuid:${crypto.randomUUID()}`,
+      resource: patient(i),
+      request: { method: 'POST', url: 'Patient', ifNoneExist: `family=Family${i % 97}&given=Given${i}x` },
+    })),
+  };
+}
+
+/** One side's transaction on a fresh database: [ms, statuses]. */
+async function once(dir: string, kind: string): Promise<[number, string]> {
+  const { createTestApp, fhirInit } = await import(`${dir}/test/helpers/app.ts`);
+  const { storeTargets } = await import(`${dir}/test/helpers/stores.ts`);
+  const targets = await storeTargets();
+  const target = targets.find((t: { kind: string }) => t.kind === kind);
+  if (!target) throw new Error(`${kind}: not reachable`);
+  const db = await target.migrated();
+  const t = await createTestApp({ store: db.open(), env: { CINDER_RATE_LIMITS: 'off' } });
+  try {
+    const token: string = await t.token();
+    const fhir: string = t.fhir();
+    const seed = { resourceType: 'Bundle', type: 'batch', entry: Array.from({ length: entries / 2 }, (_, j) => ({ resource: patient(2 * j), request: { method: 'POST', url: 'Patient' } })) };
+    const seeded: Response = await t.request(fhir, fhirInit(token, 'POST', seed));
+    if (seeded.status !== 200) throw new Error(`${dir}: seed ${seeded.status} ${await seeded.text()}`);
+    const body = JSON.stringify(bundle());
+    const started = performance.now();
+    const res: Response = await t.request(fhir, { method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/fhir+json' }, body });
+    const text = await res.text();
+    const ms = performance.now() - started;
+    if (res.status !== 200) throw new Error(`${dir}: ${res.status} ${text.slice(0, 500)}`);
+    const statuses = (JSON.parse(text) as { entry: { response: { status: string } }[] }).entry.map((e) => e.response.status.split(' ')[0]).join(',');
+    return [ms, statuses];
+  } finally {
+    await t.close();
+    for (const x of targets) await x.cleanup();
+  }
+}
+
+const dirs = positionals.map((p) => resolve(p));
+for (const kind of kinds) {
+  const ratios: number[] = [];
+  for (let r = 0; r < rounds; r++) {
+    const order = r % 2 === 0 ? dirs : [...dirs].reverse();
+    const got = new Map<string, [number, string]>();
+    for (const dir of order) got.set(dir, await once(dir, kind));
+    const [a, b] = dirs.map((d) => got.get(d)!);
+    if (b && a![1] !== b[1]) throw new Error(`${kind}: the checkouts answer differently`);
+    console.log(`${kind} round ${r + 1}: ${dirs.map((d) => `${got.get(d)![0].toFixed(0)} ms`).join('  ')}`);
+    if (b) ratios.push(b[0] / a![0]);
+  }
+  if (ratios.length) console.log(`${kind}: median B / A ${ratios.sort((x, y) => x - y)[ratios.length >> 1]!.toFixed(3)}`);
+}

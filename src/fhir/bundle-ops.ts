@@ -635,14 +635,22 @@ export async function writeEntry(w: ResourceWriter, p: Planned, opts: PutOptions
   }
   const creates = p.creates;
   if (creates !== undefined && p.follows === undefined) {
-    // Its references rewritten to the ids the Bundle gives; judged, in a transaction, once every entry is written (a chain may name another's).
-    const resource = { ...p.entry.resource!, id: p.id } as Resource;
+    // As stored (a Subscription `requested` stored `active`, its meta and defaults), as a REST conditional create judges
+    // the version it wrote: the entry's own copy passed a condition the stored resource missed, and a repeat created another.
+    // Judged, in a transaction, once every entry is written (a chain may name another's).
+    const resource = storedResource(written) ?? ({ ...p.entry.resource!, id: p.id } as Resource);
     const ctx = opts.filterLookups?.(w) ?? { exists: async () => false, ...(opts.base !== undefined && { base: opts.base }) };
     const judge = () => requireFoundByCondition(resource, opts.now, creates.criteria, ctx, creates.condition, conditionElement(p.entry));
     if (opts.deferTargets) opts.deferTargets(judge);
     else await judgeEntry(p, judge);
   }
   return written;
+}
+
+/** The resource a write entry's response carries: the version it stored (writePlain), not yet shaped by `Prefer: return`. */
+function storedResource(written: Json): Resource | undefined {
+  const resource = written.resource as Resource | undefined;
+  return resource !== undefined && typeof resource === 'object' ? resource : undefined;
 }
 
 /**

@@ -21,7 +21,8 @@ await eachStore((kind, fresh) => {
     let api: FhirClient;
     const count = async (query: string) => ((await api.search(`${query}&_summary=count`)) as Json).total as number;
     beforeAll(async () => {
-      t = await createTestApp({ store: await fresh() });
+      // Subscriptions below name an endpoint on this machine, never called (no Patient meets their criteria).
+      t = await createTestApp({ store: await fresh(), env: { CINDER_SUBSCRIPTION_ALLOW_PRIVATE: 'true' } });
       api = fhirClient(t, await t.token());
     });
     afterAll(() => t.close());
@@ -178,6 +179,46 @@ await eachStore((kind, fresh) => {
       expect(res.entry.map((e: Json) => e.response.status.slice(0, 3))).toEqual(['400', '201']);
       expect(res.entry[0].response.outcome.issue[0].expression).toEqual(['Bundle.entry[0].request.ifNoneExist']);
       expect(await count('Patient?identifier=urn:s|b-other')).toBe(0);
+    });
+
+    // The server stores a Subscription written `requested` as `active`: what is stored is judged, not what was sent.
+    const subscription = (endpoint: string): Json => ({ resourceType: 'Subscription', status: 'requested', reason: 'own', criteria: 'Patient?family=own', channel: { type: 'rest-hook', endpoint } });
+    const asStored = (endpoint: string, status: string) => `url=${endpoint}&status=${status}`;
+
+    test('REST: the condition is judged on the resource as the server stores it (a Subscription requested is stored active)', async () => {
+      const missed = 'http://127.0.0.1:9/own-rest-missed';
+      await expectOutcome(await api.post('Subscription', subscription(missed), { 'If-None-Exist': asStored(missed, 'requested') }), 400, 'invalid');
+      await expectOutcome(await api.put(`Subscription?${asStored(missed, 'requested')}`, subscription(missed)), 400, 'invalid');
+      expect(await count(`Subscription?url=${missed}`)).toBe(0);
+      const met = 'http://127.0.0.1:9/own-rest-met';
+      expect((await api.post('Subscription', subscription(met), { 'If-None-Exist': asStored(met, 'active') })).status).toBe(201);
+      expect((await api.post('Subscription', subscription(met), { 'If-None-Exist': asStored(met, 'active') })).status).toBe(200);
+      const put = 'http://127.0.0.1:9/own-rest-put';
+      expect((await api.put(`Subscription?${asStored(put, 'active')}`, subscription(put))).status).toBe(201);
+      expect(await count(`Subscription?url=${met},${put}`)).toBe(2);
+    });
+
+    test('a transaction judges the condition on the resource as the server stores it, as REST does', async () => {
+      const missed = 'http://127.0.0.1:9/own-tx-missed';
+      for (const request of [
+        { method: 'POST', url: 'Subscription', ifNoneExist: asStored(missed, 'requested') },
+        { method: 'PUT', url: `Subscription?${asStored(missed, 'requested')}` },
+      ]) {
+        const res = await api.post('', bundle('transaction', [{ fullUrl: U1, request, resource: subscription(missed) }]));
+        await expectOutcome(res, 400, 'invalid');
+      }
+      expect(await count(`Subscription?url=${missed}`)).toBe(0);
+      const met = 'http://127.0.0.1:9/own-tx-met';
+      const put = 'http://127.0.0.1:9/own-tx-put';
+      const entries = [
+        { fullUrl: U1, request: { method: 'POST', url: 'Subscription', ifNoneExist: asStored(met, 'active') }, resource: subscription(met) },
+        { fullUrl: U2, request: { method: 'PUT', url: `Subscription?${asStored(put, 'active')}` }, resource: subscription(put) },
+      ];
+      const first = (await (await api.post('', bundle('transaction', entries))).json()) as Json;
+      expect(first.entry.map((e: Json) => e.response.status.slice(0, 3))).toEqual(['201', '201']);
+      const again = (await (await api.post('', bundle('transaction', entries))).json()) as Json;
+      expect(again.entry[0].response.status.slice(0, 3)).toBe('200');
+      expect(await count(`Subscription?url=${met},${put}`)).toBe(2);
     });
   });
 });

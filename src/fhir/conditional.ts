@@ -273,7 +273,9 @@ export async function requireFoundByCondition(
   resource: Resource, lastUpdated: number, criteria: Condition[], ctx: MatchContext, condition: string, expression: string | undefined,
 ): Promise<void> {
   if (await matchConditions(resource, lastUpdated, criteria, ctx)) return;
-  throw new FhirError('invalid', `The resource does not meet its own condition '${condition}': the condition would not find it once created, so a repeat of this request would create another`, {
+  // A plus left unencoded (`phone=+1-555`, `email=a+b@x`) is a space, as in any query: the usual cause of a value with one.
+  const plus = condition.includes(' ') ? " (a '+' in a query is read as a space, as in a search's URL: a plus is written %2B)" : '';
+  throw new FhirError('invalid', `The resource does not meet its own condition '${condition}'${plus}: the condition would not find it once created, so a repeat of this request would create another`, {
     ...(expression === undefined ? {} : { expression: [expression] }),
   });
 }

@@ -83,8 +83,9 @@ export async function conditionSearch(
   const params = new URLSearchParams(query);
   if (containedMode(params)) throw new FhirError('invalid', `${where}: condition '${showCondition(type, query)}' cannot use _contained (it selects one ${type})`, { expression: ['_contained'] });
   params.set('_count', String(count));
-  // A result parameter selects nothing: a condition's matches are all of them, whatever `_offset` skips.
-  params.delete('_offset');
+  // A result parameter selects nothing: a condition's matches are all of them, whatever `_offset` or `_cursor` skips, and
+  // found as rows, whatever `_summary` or `_elements` shows (`_summary=count` found none: a conditional create wrote a duplicate).
+  for (const shaping of ['_offset', '_cursor', '_summary', '_elements']) params.delete(shaping);
   const { rows, query: ran } = await searchResources(deps, req, type, params, true);
   return { rows, query: ran };
 }

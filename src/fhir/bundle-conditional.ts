@@ -8,13 +8,13 @@ import { FhirError } from '../errors.ts';
 import type { Condition, IndexRows, ResourceVersion, SearchQuery } from '../store/types.ts';
 import { entryPath, located, type Entry } from './bundle-entries.ts';
 import type { Planned } from './bundle-ops.ts';
-import { conditionKey, conditionSearch, parseCondition, showCondition } from './conditional.ts';
+import { conditionKey, parseCondition, searchBeside, showCondition } from './conditional.ts';
 import { findResources, lookups } from './core-search.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import type { Resource } from './resource.ts';
 import { hasEndpoint, isResourceType } from './resource-types.ts';
 import { withEntryIds } from './bundle-match-urls.ts';
-import { compileSearch, MAX_COUNT, storeQuery } from './search.ts';
+import { compileSearch, storeQuery } from './search.ts';
 import { matchConditions, type MatchContext } from './search-match.ts';
 import { indexEntries } from './indexer.ts';
 import type { HeldSearches } from './bundle-held-searches.ts';
@@ -120,12 +120,9 @@ export async function resolveConditionalReferences(
 
 async function resolveOne(deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, ref: ConditionalReference, written: WrittenResources, held: HeldSearches | undefined): Promise<string> {
   const replaced = written.replaced(type);
-  const count = Math.min(2 + replaced.size, MAX_COUNT);
-  const found = await conditionSearch(deps, req, type, query, ref.where, count);
   // Searched again at the commit (HeldSearches): a target deleted or a second match created meanwhile runs the Bundle again.
-  held?.add(type, query, ref.where, count, found);
-  const stored = found.rows;
-  const ids = new Set(stored.filter((v) => !replaced.has(v.id)).map((v) => v.id));
+  const stored = await searchBeside(deps, req, type, query, ref.where, replaced, 2, held);
+  const ids = new Set(stored.map((v) => v.id));
   for (const id of await writtenMatches(deps, req, type, query, written)) ids.add(id);
   const shown = `${ref.where}: conditional reference '${showCondition(type, query)}'`;
   if (ids.size === 0) throw new UnmatchedConditionalReference(`${shown} matches nothing`, ref.element());

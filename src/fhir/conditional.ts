@@ -8,7 +8,7 @@ import { asResource, checkTypeAndId, withoutId } from './resource.ts';
 import type { HeldSearches } from './bundle-held-searches.ts';
 import { requireIfMatch, VersionConflict, type IfMatch } from './if-match.ts';
 import { requireValidPaced } from './validation/check.ts';
-import { CONTROL, criteriaOf, searchResources } from './search.ts';
+import { CONTROL, criteriaOf, MAX_COUNT, searchResources } from './search.ts';
 import { writerTargetReads } from './provenance-reach.ts';
 import { matchConditions, type MatchContext } from './search-match.ts';
 import type { Resource } from './resource.ts';
@@ -98,11 +98,30 @@ export async function conditionSearch(
 export async function resolveCondition(
   deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, where: string, excluded: ReadonlySet<string> = new Set(), held?: HeldSearches,
 ): Promise<ResourceVersion | undefined> {
-  const found = await conditionSearch(deps, req, type, query, where, 2 + excluded.size);
-  held?.add(type, query, where, 2 + excluded.size, found);
-  const rows = found.rows.filter((v) => !excluded.has(v.id));
+  const rows = await searchBeside(deps, req, type, query, where, excluded, 2, held);
   if (rows.length > 1) throw new FhirError('precondition', `${where}: condition '${showCondition(type, query)}' matches more than one resource`);
   return rows[0];
+}
+
+/**
+ * The first `wanted` current resources the condition `query` matches but for those in `excluded` (a transaction deletes or
+ * replaces them), as conditionSearch finds them, the search recorded in `held` with the count it ran. The excluded are
+ * searched with the rest and dropped, all of them within one page (MAX_COUNT) or as many as it holds: a full page with
+ * fewer than `wanted` others may hide one past it (a conditional create beside a thousand deletes of its matches created a
+ * duplicate, and its search, held to a count no page gives, was found changed at every commit: 409), so it is a 400
+ * (`too-costly`) naming the condition rather than a guess.
+ */
+export async function searchBeside(
+  deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, where: string, excluded: ReadonlySet<string>, wanted: number, held: HeldSearches | undefined,
+): Promise<ResourceVersion[]> {
+  const count = Math.min(wanted + excluded.size, MAX_COUNT);
+  const found = await conditionSearch(deps, req, type, query, where, count);
+  held?.add(type, query, where, count, found);
+  const rows = found.rows.filter((v) => !excluded.has(v.id));
+  if (rows.length < wanted && found.rows.length >= count && count < wanted + excluded.size) {
+    throw new FhirError('invalid', `${where}: condition '${showCondition(type, query)}' matches more than ${MAX_COUNT - wanted} resources the transaction deletes or changes, past which another match cannot be told apart; split the transaction or narrow the condition`, { issueCode: 'too-costly' });
+  }
+  return rows;
 }
 
 /** Per store, the conditions of the conditional writes under way in this process (exclusively). */

@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
-import { fhirClient, ids, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { expectOutcome, fhirClient, ids, type FhirClient, type Json } from '../helpers/fhir.ts';
 
 const patient = (value: string, extra: Json = {}): Json => ({ resourceType: 'Patient', identifier: [{ system: 'urn:s', value }], ...extra });
 const bundle = (entry: Json[]) => ({ resourceType: 'Bundle', type: 'transaction', entry });
@@ -62,5 +62,38 @@ await eachStore((kind, fresh) => {
       expect(res.status).toBe(200);
       expect(((await res.json()) as Json).entry[0].resource.subject.reference).toBe(`Patient/${stored.id}`);
     });
+  });
+});
+
+await eachStore((kind, fresh) => {
+  describe(`a transaction's condition past a page of what it deletes (${kind})`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      api = fhirClient(t, await t.token());
+    });
+    afterAll(() => t.close());
+
+    test('a conditional create beside more deleted matches than a search page holds is refused, neither a duplicate nor a 409', async () => {
+      const family = { name: [{ family: 'paged' }] };
+      const made = (await (await api.post('', bundle(Array.from({ length: 1001 }, (_, i) => ({ request: { method: 'POST', url: 'Patient' }, resource: patient(`paged-${i}`, family) }))))).json()) as Json;
+      const created = made.entry.map((e: Json) => e.resource.id as string);
+      // The transaction deletes all but one: the page of its condition's search may hold only deleted matches, and the one left
+      // past it. The search cannot tell, so the transaction is a 400 naming the entry, and nothing is written.
+      const res = await api.post('', bundle([
+        ...created.slice(0, 1000).map((id: string) => ({ request: { method: 'DELETE', url: `Patient/${id}` } })),
+        { request: { method: 'POST', url: 'Patient', ifNoneExist: 'family=paged' }, resource: patient('paged-new', family) },
+      ]));
+      const outcome = await expectOutcome(res, 400, 'too-costly');
+      expect(outcome.issue[0].diagnostics).toContain("condition 'Patient?family=paged' matches more than 998 resources the transaction deletes");
+      expect((await api.search('Patient?family=paged&_summary=count')).total).toBe(1001);
+      // Fewer deletes fit a page: the 501 matches left are seen, a 412 as any condition matching several.
+      const fewer = await api.post('', bundle([
+        ...created.slice(0, 500).map((id: string) => ({ request: { method: 'DELETE', url: `Patient/${id}` } })),
+        { request: { method: 'POST', url: 'Patient', ifNoneExist: 'family=paged' }, resource: patient('paged-new', family) },
+      ]));
+      expect(fewer.status).toBe(412);
+    }, 120_000);
   });
 });

@@ -641,8 +641,17 @@ export async function writeEntry(w: ResourceWriter, p: Planned, opts: PutOptions
     const resource = storedResource(written) ?? ({ ...p.entry.resource!, id: p.id } as Resource);
     const ctx = opts.filterLookups?.(w) ?? { exists: async () => false, ...(opts.base !== undefined && { base: opts.base }) };
     const judge = () => requireFoundByCondition(resource, opts.now, creates.criteria, ctx, creates.condition, conditionElement(p.entry));
-    if (opts.deferTargets) opts.deferTargets(judge);
-    else await judgeEntry(p, judge);
+    if (opts.deferTargets) {
+      // Once all are written, as stored: another entry's resource the planning did not see meet the condition (its Bundle copy
+      // did not: a Subscription `requested`, stored `active`) would leave two resources the condition finds.
+      opts.deferTargets(async () => {
+        await judge();
+        const others: SearchQuery = { type: p.entry.type, where: [...creates.criteria, { kind: 'id', ids: [p.id!], not: true }], sort: [], count: 1 };
+        if (await ctx.exists(others)) {
+          throw new FhirError('precondition', `condition '${creates.condition}' matches the resources of more than one entry the transaction creates`, { expression: [conditionElement(p.entry)] });
+        }
+      });
+    } else await judgeEntry(p, judge);
   }
   return written;
 }

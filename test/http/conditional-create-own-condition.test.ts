@@ -220,5 +220,16 @@ await eachStore((kind, fresh) => {
       expect(again.entry[0].response.status.slice(0, 3)).toBe('200');
       expect(await count(`Subscription?url=${met},${put}`)).toBe(2);
     });
+
+    test("a transaction whose other entry's resource meets the condition only as stored leaves one resource of it, not two", async () => {
+      const both = 'http://127.0.0.1:9/own-tx-both';
+      const res = await api.post('', bundle('transaction', [
+        { request: { method: 'POST', url: 'Subscription' }, resource: subscription(both) },
+        { request: { method: 'POST', url: 'Subscription', ifNoneExist: asStored(both, 'active') }, resource: subscription(both) },
+      ]));
+      const outcome = await expectOutcome(res, 412);
+      expect(outcome.issue[0].expression).toEqual(['Bundle.entry[1].request.ifNoneExist']);
+      expect(await count(`Subscription?url=${both}`)).toBe(0);
+    });
   });
 });

@@ -643,10 +643,14 @@ export async function writeEntry(w: ResourceWriter, p: Planned, opts: PutOptions
     const judge = () => requireFoundByCondition(resource, opts.now, creates.criteria, ctx, creates.condition, conditionElement(p.entry));
     if (opts.deferTargets) {
       // Once all are written, as stored: another entry's resource the planning did not see meet the condition (its Bundle copy
-      // did not: a Subscription `requested`, stored `active`) would leave two resources the condition finds.
+      // did not: a Subscription `requested`, stored `active`) would leave two resources the condition finds. Only the
+      // transaction's own entries are looked at: what others wrote is the held searches' to judge (a race runs the Bundle
+      // again), and what the token may not read is no match of its condition.
+      const siblings = (opts.entryIds?.get(p.entry.type) ?? []).filter((id) => id !== p.id);
       opts.deferTargets(async () => {
         await judge();
-        const others: SearchQuery = { type: p.entry.type, where: [...creates.criteria, { kind: 'id', ids: [p.id!], not: true }], sort: [], count: 1 };
+        if (siblings.length === 0) return;
+        const others: SearchQuery = { type: p.entry.type, where: [...creates.criteria, { kind: 'id', ids: siblings }], sort: [], count: 1 };
         if (await ctx.exists(others)) {
           throw new FhirError('precondition', `condition '${creates.condition}' matches the resources of more than one entry the transaction creates`, { expression: [conditionElement(p.entry)] });
         }

@@ -491,6 +491,11 @@ export interface PutOptions {
    */
   deferTargets?: (judge: () => Promise<void>) => void;
   /**
+   * A transaction's: the ids its entries create or update, by type, among which a conditional create's condition must
+   * find no other resource once all are written (writeEntry). Absent: a write alone.
+   */
+  entryIds?: ReadonlyMap<string, readonly string[]>;
+  /**
    * How the chains and `_has` of the token's create or update scope filter (`Observation.cu?subject:Patient.name=x`)
    * look the other resources up inside the write's transaction `w` (its search and present: the transaction's own
    * writes included, and no second connection waited for). Absent (an import, the server's own writes): such a

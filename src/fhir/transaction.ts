@@ -97,9 +97,14 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
       const anew = (p: Planned) => versions.has(p) && writtenAnew(p, opts.activateSubscription !== undefined);
       // A patient's Provenance's targets and the token's write scope filters are judged once every entry is written: a record the Bundle writes counts, whatever the order.
       const deferred: { p: Planned; judge: () => Promise<void> }[] = [];
+      const entryIds = new Map<string, string[]>();
+      for (const p of sorted) {
+        if (p.entry.method === 'GET' || p.entry.method === 'DELETE' || p.follows || p.id === undefined) continue;
+        (entryIds.get(p.entry.type) ?? entryIds.set(p.entry.type, []).get(p.entry.type)!).push(p.id);
+      }
       for (const p of sorted) {
         if (p.entry.method === 'GET' || p.follows) continue;
-        const entryOpts = { ...noOps.options(p, anew(p) ? { ...opts, newVersion: true } : opts), deferTargets: (judge: () => Promise<void>) => void deferred.push({ p, judge }) };
+        const entryOpts = { ...noOps.options(p, anew(p) ? { ...opts, newVersion: true } : opts), deferTargets: (judge: () => Promise<void>) => void deferred.push({ p, judge }), entryIds };
         out[p.entry.index] = await writeEntry(w, p, entryOpts, base);
       }
       for (const { p, judge } of deferred.sort((a, b) => a.p.entry.index - b.p.entry.index)) await judgeEntry(p, judge);

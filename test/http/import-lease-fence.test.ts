@@ -130,7 +130,8 @@ for (const target of targets) {
         const firstRun = t.app.imports.runOnce();
         await first.began;
         // The batch let through may still be committing as the next one stalls.
-        for (let i = 0; i < 200 && first.state.committed < 1; i++) await Bun.sleep(10);
+        // However long a loaded machine takes to commit it (the test's timeout bounds the wait).
+        while (first.state.committed < 1) await Bun.sleep(10);
         expect((await t.request(`${t.fhir()}/Patient/p1`, fhirInit(token))).status).toBe(200);
         expect((await t.request(`${t.fhir()}/Patient/p3`, fhirInit(token))).status).toBe(404);
 

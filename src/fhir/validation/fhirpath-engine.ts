@@ -25,6 +25,7 @@ import {
   addQuantities, CALENDAR_MS, CALENDAR_UCUM, calendarFactors, calendarKeyword, convertQuantity, isCalendarMonths, isDefiniteCalendar,
   multiplyQuantities, parseQuantityText, type PlainQuantity,
 } from './fhirpath-quantity-math.ts';
+import { logarithm, power, roundTo, UNARY_MATH } from './fhirpath-math.ts';
 import { currentTemporal, shiftTemporal, TemporalArithmeticError, type TemporalKind } from './fhirpath-temporal.ts';
 import { FhirPathSyntaxError, parseFhirPath, UnsupportedFhirPath, type Ast, type Literal, type TypeName } from './fhirpath-parse.ts';
 
@@ -1268,10 +1269,11 @@ function build(ast: Ast, scope: Scope): Expr {
       const operand = build(ast.operand, scope);
       if (ast.op === '+') return operand;
       return collExpr(operand.type, (env) => {
-        const v = valueOf(single(operand.coll(env)));
+        const item = single(operand.coll(env));
+        const v = valueOf(item);
         if (v === undefined || v === null) return EMPTY;
-        if (typeof v !== 'number') throw new EvaluationError('a number was expected');
-        return [-v];
+        if (typeof v === 'number') return [-v];
+        return [signedQuantity(item, operand.type, (x) => -x)];
       });
     }
     case 'binary':
@@ -1623,7 +1625,7 @@ function arithmetic(op: string, left: Expr, right: Expr): Expr {
     const b = valueOf(y);
     if (a === undefined || a === null || b === undefined || b === null) return EMPTY;
     if (op === '+' && typeof a === 'string' && typeof b === 'string') return [a + b];
-    if (typeof a !== 'number' || typeof b !== 'number') return quantityArithmetic(op, x, left.type, y, right.type);
+    if (typeof a !== 'number' || typeof b !== 'number') return quantityArithmetic(op, x, left.type, y, right.type, env);
     switch (op) {
       case '+': return [a + b];
       case '-': return [a - b];
@@ -1659,7 +1661,7 @@ const TEMPORAL_TYPES: Record<TemporalKind, string> = { date: 'System.Date', date
  * fhirpath-temporal.ts), or two quantities (or a quantity and a number) combined (fhirpath-quantity-math.ts); empty
  * where their units do not combine; an error for any other operands, or a unit a date/time cannot be moved by.
  */
-function quantityArithmetic(op: string, x: unknown, xt: string | undefined, y: unknown, yt: string | undefined): Coll {
+function quantityArithmetic(op: string, x: unknown, xt: string | undefined, y: unknown, yt: string | undefined, env: Env): Coll {
   const cx = categoryOf(x, xt);
   if ((cx === 'datetime' || cx === 'time') && (op === '+' || op === '-') && categoryOf(y, yt) === 'quantity') {
     if (!quantityParts(y, QB) || (QB.system !== CALENDAR && QB.system !== UCUM)) throw new EvaluationError('a time-valued quantity was expected');
@@ -1671,11 +1673,52 @@ function quantityArithmetic(op: string, x: unknown, xt: string | undefined, y: u
       throw err;
     }
   }
+  if (op !== '+' && op !== '-' && op !== '*' && op !== '/') throw new EvaluationError(`cannot apply ${op}`);
+  const foreign = foreignArithmetic(op, x, xt, y, yt);
+  if (foreign !== null) return foreign;
   const a = arithmeticQuantity(x, xt);
   const b = arithmeticQuantity(y, yt);
-  if (a === undefined || b === undefined || (op !== '+' && op !== '-' && op !== '*' && op !== '/')) throw new EvaluationError(`cannot apply ${op}`);
+  if (a === undefined || b === undefined) throw new EvaluationError(`cannot apply ${op}`);
   const q = op === '*' || op === '/' ? multiplyQuantities(a, b, op === '/') : addQuantities(a, b, op === '+' ? 1 : -1);
-  return q === undefined ? EMPTY : [quantityItem(q)];
+  if (q === undefined) return EMPTY;
+  // A product's unit is text that grows with each product (`$this * $this` in repeat()): charged as text.
+  chargeText(env, q.unit.length);
+  return [quantityItem(q)];
+}
+
+/** A FHIR Quantity that UCUM does not read: one with a comparator, or of another system (`'tab'` in SNOMED CT). */
+function foreignQuantity(item: unknown, type: string | undefined): Json | undefined {
+  const v = valueOf(item);
+  if (!isObject(v) || (item instanceof Typed && item.type === 'System.Quantity') || categoryOf(item, type) !== 'quantity' || typeof v.value !== 'number') return undefined;
+  return v.comparator !== undefined || (typeof v.system === 'string' && v.system !== UCUM) ? v : undefined;
+}
+
+/**
+ * Arithmetic on a quantity UCUM does not read (foreignQuantity), or null when neither operand is one. N1 leaves a unit it
+ * cannot read empty, but two quantities of one unit add and subtract (`'tab' + 'tab'`), and a number scales one: a copy
+ * keeping its system, code and text; any other operand, or a comparator (a bound, no value to compute with), gives nothing.
+ */
+function foreignArithmetic(op: '+' | '-' | '*' | '/', x: unknown, xt: string | undefined, y: unknown, yt: string | undefined): Coll | null {
+  const fx = foreignQuantity(x, xt);
+  const fy = foreignQuantity(y, yt);
+  if (fx === undefined && fy === undefined) return null;
+  if (fx?.comparator !== undefined || fy?.comparator !== undefined) return EMPTY;
+  const a = valueOf(x);
+  const b = valueOf(y);
+  const scaled = (q: Json, value: number) => (Number.isFinite(value) ? [new Typed('Quantity', { ...q, value }, undefined)] : EMPTY);
+  if (fx !== undefined && typeof b === 'number' && (op === '*' || op === '/')) return op === '/' && b === 0 ? EMPTY : scaled(fx, op === '*' ? fx.value as number * b : fx.value as number / b);
+  if (fy !== undefined && typeof a === 'number' && op === '*') return scaled(fy, a * (fy.value as number));
+  if (fx === undefined || fy === undefined || (op !== '+' && op !== '-')) return EMPTY;
+  if (fx.system !== fy.system || fx.code === undefined || fx.code !== fy.code) return EMPTY;
+  return scaled(fx, (fx.value as number) + (op === '+' ? 1 : -1) * (fy.value as number));
+}
+
+/** A quantity item with `fn` applied to its value (unary minus, abs()): a literal stays one, a FHIR Quantity keeps its system, code and type. */
+function signedQuantity(item: unknown, type: string | undefined, fn: (value: number) => number): unknown {
+  const v = valueOf(item);
+  if (!isObject(v) || categoryOf(item, type) !== 'quantity' || typeof v.value !== 'number') throw new EvaluationError('a number or a quantity was expected');
+  const value = fn(v.value);
+  return item instanceof Typed ? new Typed(item.type, { ...v, value }, item.ext) : { ...v, value };
 }
 
 /** The item of `input` as toQuantity() reads it (N1 § 5.5.7: a number as unit '1', a Boolean as 1.0 or 0.0 '1', a string of a quantity). */
@@ -1728,6 +1771,36 @@ function currentExpr(kind: TemporalKind, scope: Scope, c: Call): Expr {
 // ---------------------------------------------------------------------------------------------------
 // Functions
 // ---------------------------------------------------------------------------------------------------
+
+/** Static types whose values are integers: an Integer function's result when its operands are of them (`2.power(3)`). */
+const isIntegerType = (t: string | undefined) => CATEGORIES.get(t ?? '') === 'number' && t !== 'decimal' && t !== 'System.Decimal';
+
+/**
+ * N1 § 5.7 on a number (fhirpath-math.ts): empty for an empty input or argument, or a result no number holds; an error
+ * for a collection of more than one, or an operand or argument that is no number. ceiling(), floor() and truncate()
+ * give an Integer, power() an Integer on Integers when its result is one, the others a Decimal.
+ */
+function mathFunction(input: Expr, args: Ast[], scope: Scope, name: string, fn: (x: number, arg: number | undefined) => number | undefined): Expr {
+  const arg = args[0] === undefined ? undefined : build(args[0], scope);
+  const integer = name === 'ceiling' || name === 'floor' || name === 'truncate';
+  const integral = name === 'power' && isIntegerType(input.type) && isIntegerType(arg?.type);
+  return collExpr(integer ? 'System.Integer' : integral ? undefined : 'System.Decimal', (env) => {
+    const x = valueOf(single(input.coll(env)));
+    if (x === undefined || x === null) return EMPTY;
+    if (typeof x !== 'number') throw new EvaluationError(`${name}() applies to a number`);
+    let a: number | undefined;
+    if (arg !== undefined) {
+      const v = valueOf(single(arg.coll(env)));
+      if (v === undefined || v === null) return EMPTY;
+      if (typeof v !== 'number') throw new EvaluationError(`the argument of ${name}() must be a number`);
+      a = v;
+    }
+    const r = fn(x, a);
+    if (r === undefined) return EMPTY;
+    if (!integral) return [r];
+    return [new Typed(Number.isSafeInteger(r) && a! >= 0 ? 'System.Integer' : 'System.Decimal', r, undefined)];
+  });
+}
 
 type Call = Extract<Ast, { kind: 'call' }>;
 type FunctionCompiler = (input: Expr, args: Ast[], scope: Scope, call: Call) => Expr;
@@ -2120,6 +2193,19 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
     if (typeof v === 'string') chargeText(env, v.length);
     if (typeof v === 'string' && /^[+-]?\d+(\.\d+)?$/.test(v)) return [Number(v)];
     return EMPTY;
+  }))],
+  ['abs', (input, args, scope, c) => (arity(c, scope, 0, 0), collExpr(input.type, (env) => {
+    const item = single(input.coll(env));
+    const v = valueOf(item);
+    if (v === undefined || v === null) return EMPTY;
+    return [typeof v === 'number' ? Math.abs(v) : signedQuantity(item, input.type, Math.abs)];
+  }))],
+  ...[...UNARY_MATH].map(([name, fn]): [string, FunctionCompiler] => [name, (input, args, scope, c) => (arity(c, scope, 0, 0), mathFunction(input, [], scope, name, (x) => fn(x)))]),
+  ['log', (input, args, scope, c) => (arity(c, scope, 1, 1), mathFunction(input, args, scope, 'log', (x, base) => logarithm(x, base!)))],
+  ['power', (input, args, scope, c) => (arity(c, scope, 1, 1), mathFunction(input, args, scope, 'power', (x, exponent) => power(x, exponent!)))],
+  ['round', (input, args, scope, c) => (arity(c, scope, 0, 1), mathFunction(input, args, scope, 'round', (x, precision) => {
+    if (precision !== undefined && (!Number.isInteger(precision) || precision < 0)) throw new EvaluationError('round() takes a precision that is an integer of 0 or more');
+    return roundTo(x, precision ?? 0);
   }))],
   ['toQuantity', (input, args, scope, c) => (arity(c, scope, 0, 1), quantityConversion(input, args, scope, false))],
   ['convertsToQuantity', (input, args, scope, c) => (arity(c, scope, 0, 1), quantityConversion(input, args, scope, true))],

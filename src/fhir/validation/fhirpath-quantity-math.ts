@@ -93,7 +93,8 @@ function product(a: PlainQuantity, b: PlainQuantity, divide: boolean): PlainQuan
   if (divide && a.calendar && b.calendar && a.unit === b.unit) return { value, unit: '1', calendar: false };
   const ua = a.calendar ? CALENDAR_UCUM.get(a.unit)! : a.unit;
   const ub = b.calendar ? CALENDAR_UCUM.get(b.unit)! : b.unit;
-  return { value, unit: productUnit(ua, ub, divide ? -1 : 1), calendar: false };
+  const unit = productUnit(ua, ub, divide ? -1 : 1);
+  return unit === undefined ? undefined : { value, unit, calendar: false };
 }
 
 /** A UCUM unit's terms (`kg.m2/s2`) as exponents by atom, or undefined where it is more than atoms joined by `.` and `/`. */
@@ -112,12 +113,19 @@ function terms(unit: string): Map<string, number> | undefined {
   return out;
 }
 
-/** The unit of `a` times `b` to the power `exponent` (1 or -1), written in UCUM (`cm` by `cm` is `cm2`; `g` over `m` `g/m`). */
-function productUnit(a: string, b: string, exponent: 1 | -1): string {
+/**
+ * The unit of `a` times `b` to the power `exponent` (1 or -1), written in UCUM (`cm` by `cm` is `cm2`; `g` over `m` `g/m`);
+ * undefined where an atom's exponent outgrows an integer a number holds exactly (an overflow: `$this * $this` repeated).
+ */
+function productUnit(a: string, b: string, exponent: 1 | -1): string | undefined {
   const ta = terms(a);
   const tb = terms(b);
   if (ta === undefined || tb === undefined) return exponent === 1 ? `(${a}).(${b})` : `(${a})/(${b})`;
-  for (const [atom, e] of tb) ta.set(atom, (ta.get(atom) ?? 0) + exponent * e);
+  for (const [atom, e] of tb) {
+    const sum = (ta.get(atom) ?? 0) + exponent * e;
+    if (!Number.isSafeInteger(sum)) return undefined;
+    ta.set(atom, sum);
+  }
   const write = (atom: string, e: number) => (e === 1 ? atom : `${atom}${e}`);
   const up = [...ta].filter(([, e]) => e > 0).map(([atom, e]) => write(atom, e));
   const down = [...ta].filter(([, e]) => e < 0).map(([atom, e]) => write(atom, -e));

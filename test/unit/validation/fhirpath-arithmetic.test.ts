@@ -4,7 +4,7 @@
  * the specification's own examples, and HL7's N1 test suite's cases on them (test/fixtures/fhirpath/n1-quantity-cases.json).
  */
 import { describe, expect, test } from 'bun:test';
-import { compileInvariant, compileTopicCriteria, compileValues, UnsupportedFhirPath } from '../../../src/fhir/validation/fhirpath-engine.ts';
+import { compileInvariant, compileTopicCriteria, compileValues, FhirPathTooCostly, UnsupportedFhirPath } from '../../../src/fhir/validation/fhirpath-engine.ts';
 import { elementType } from '../../../src/fhir/validation/model.ts';
 import suite from '../../fixtures/fhirpath/n1-quantity-cases.json' with { type: 'json' };
 
@@ -167,7 +167,53 @@ describe('quantity arithmetic (N1 § 6.6)', () => {
       ],
     };
     expect(run("component[0].value * 2 'm'", obs, 'Observation')).toBe("4 'kg.m'");
-    expect(run('component[1].value + component[1].value', obs, 'Observation')).toBe('error');
+    expect(run('component[1].value + component[1].value', obs, 'Observation')).toBe("6 'tab'");
+  });
+
+  test("quantities of one non-UCUM unit add and scale (N1: 'tab' + 'tab'); other units, or a comparator, give nothing, not an error", () => {
+    const obs = {
+      resourceType: 'Observation', status: 'final', code: { text: 'x' },
+      component: [
+        { code: { text: 'a' }, valueQuantity: { value: 3, unit: 'tablet', system: 'http://snomed.info/sct', code: '385055001' } },
+        { code: { text: 'b' }, valueQuantity: { value: 2, unit: 'tablets', system: 'http://snomed.info/sct', code: '385055001' } },
+        { code: { text: 'c' }, valueQuantity: { value: 2, system: 'http://snomed.info/sct', code: '428673006' } },
+        { code: { text: 'd' }, valueQuantity: { value: 2, comparator: '<', system: 'http://unitsofmeasure.org', code: 'mg' } },
+      ],
+    };
+    const values = (expression: string) => compileValues(expression, types)(obs, 'Observation', { resource: obs, rootResource: obs, clock });
+    expect(values('component[0].value + component[1].value')).toEqual([{ value: 5, unit: 'tablet', system: 'http://snomed.info/sct', code: '385055001' }]);
+    expect(values('component[0].value - component[1].value')).toEqual([{ value: 1, unit: 'tablet', system: 'http://snomed.info/sct', code: '385055001' }]);
+    expect(values('component[0].value * 2')).toEqual([{ value: 6, unit: 'tablet', system: 'http://snomed.info/sct', code: '385055001' }]);
+    expect(values('component[0].value / 2')).toEqual([{ value: 1.5, unit: 'tablet', system: 'http://snomed.info/sct', code: '385055001' }]);
+    expect(run('(component[0].value + component[1].value) > component[0].value', obs, 'Observation')).toBe('true');
+    expect(run('component[0].value + component[2].value', obs, 'Observation')).toBe('empty');
+    expect(run('component[0].value * component[1].value', obs, 'Observation')).toBe('empty');
+    expect(run("component[0].value + 1 'mg'", obs, 'Observation')).toBe('empty');
+    expect(run("component[3].value + 1 'mg'", obs, 'Observation')).toBe('empty');
+    expect(run("'tab' + 1 'mg'", obs, 'Observation')).toBe('error');
+  });
+
+  test("unary minus on a quantity: a literal, a FHIR Quantity keeping its system and code, a calendar duration", () => {
+    check([
+      ["-(5 'mg')", "-5 'mg'"],
+      ["-(5.5 'mg') + 6 'mg'", "0.5 'mg'"],
+      ['-(2 days)', "-2 'day'"],
+      ["@2026-01-10 + -(2 days)", '2026-01-08'],
+      ["-(5 'mg') < 0 'mg'", 'true'],
+    ]);
+    const obs = { resourceType: 'Observation', status: 'final', code: { text: 'x' }, valueQuantity: { value: 3, system: 'http://snomed.info/sct', code: '385055001' } };
+    expect(compileValues('-value', types)(obs, 'Observation', { resource: obs, rootResource: obs })).toEqual([{ value: -3, system: 'http://snomed.info/sct', code: '385055001' }]);
+    expect(run("-('a')")).toBe('error');
+  });
+
+  test('a product whose unit grows without end is charged to the budget: too costly, not a heap exhausted', () => {
+    const budget = () => ({ left: 10_000, limit: 10_000 });
+    const growing = (expression: string) => () => compileValues(expression, types)({}, undefined, { resource: {}, rootResource: {}, budget: budget() });
+    // An annotation is no atom the units' terms combine: its products were written out in full, doubling with each turn.
+    expect(growing("(1 '{a}').repeat($this * $this)")).toThrow(FhirPathTooCostly);
+    expect(growing("(1 '[in_i]/{b}').repeat($this * $this)")).toThrow(FhirPathTooCostly);
+    // An exponent past what a number holds exactly is an overflow: nothing, so repeat() ends.
+    expect(compileValues("(1 'g').repeat($this * $this).count()", types)({}, undefined, { resource: {}, rootResource: {}, budget: budget() })).toEqual([52]);
   });
 });
 
@@ -211,6 +257,40 @@ describe('Quantity Equality across dimensions (N1 § 6.1.1)', () => {
       ["1 year = 1 'g'", 'empty'],
       ["1 second = 1 's'", 'true'],
       ["1 'g' = 1000 'mg'", 'true'],
+    ]);
+  });
+});
+
+describe('math functions (N1 § 5.7: abs, ceiling, exp, floor, ln, log, power, round, sqrt, truncate)', () => {
+  test("the specification's examples and HL7's cases on them", () => {
+    check([
+      ['(-5).abs()', '5'], ['(-5.5).abs()', '5.5'], ["(-5.5 'mg').abs()", "5.5 'mg'"], ['(-2 days).abs()', "2 'day'"],
+      ['1.ceiling()', '1'], ['1.1.ceiling()', '2'], ['(-1.1).ceiling()', '-1'],
+      ['0.exp()', '1'], ['(-0.0).exp()', '1'],
+      ['2.1.floor()', '2'], ['(-2.1).floor()', '-3'],
+      ['1.ln()', '0'], ['1.0.ln()', '0'],
+      ['16.log(2)', '4'], ['100.0.log(10.0)', '2'],
+      ['2.power(3)', '8'], ['2.5.power(2)', '6.25'], ['(-1).power(0.5)', 'empty'], ['2.power(-1)', '0.5'],
+      ['1.round()', '1'], ['3.14159.round(3)', '3.142'], ['2.5.round()', '3'], ['1.005.round(2)', '1.01'], ['(-2.5).round()', '-3'],
+      ['81.sqrt()', '9'], ['(-1).sqrt()', 'empty'],
+      ['101.truncate()', '101'], ['1.00000001.truncate()', '1'], ['(-1.56).truncate()', '-1'],
+    ]);
+  });
+
+  test('types: ceiling, floor and truncate give an Integer; an Integer to a non-negative Integer power an Integer; the rest a Decimal', () => {
+    check([
+      ['1.1.ceiling() is Integer', 'true'], ['2.9.floor() is Integer', 'true'], ['2.9.truncate() is Integer', 'true'],
+      ['2.power(3) is Integer', 'true'], ['2.power(0.5) is Decimal', 'true'], ['4.sqrt() is Decimal', 'true'],
+      ['(-5).abs() is Integer', 'true'], ['1.round() is Decimal', 'true'],
+    ]);
+  });
+
+  test('empty in, empty out; an overflow or a result no number holds gives nothing; a wrong operand or argument is an error', () => {
+    check([
+      ['{}.abs()', 'empty'], ['{}.sqrt()', 'empty'], ['2.log({})', 'empty'], ['2.power({})', 'empty'],
+      ['0.ln()', 'empty'], ['(-1).ln()', 'empty'], ['1.log(1)', 'empty'], ['1000.exp()', 'empty'], ['10.power(400)', 'empty'],
+      ['0.power(-1)', 'empty'], ["'a'.abs()", 'error'], ['(1 | 2).abs()', 'error'], ['1.5.round(-1)', 'error'], ['1.5.round(0.5)', 'error'],
+      ["2.power('a')", 'error'], ['2.power()', 'error'], ["(1 'mg').sqrt()", 'error'],
     ]);
   });
 });

@@ -407,6 +407,18 @@ await eachStore((kind, fresh) => {
     });
 
     describe('FHIRPath Patch', () => {
+      test("a where() whose quantity's unit doubles with each product ends (an overflow past 4,096 characters), and math functions apply", async () => {
+        const id = await patient();
+        const replace = (path: string, value: boolean) => pathPatch(`Patient/${id}`, fhirPatch({ type: 'replace', path, value: { valueBoolean: value } }));
+        // It exhausted the heap: the unit ({a}).({a}) doubled on every turn of repeat(), each turn one value of the budget.
+        let res = await replace("Patient.active.where((1 '{a}').repeat($this * $this).count() = 9)", false);
+        expect(res.status).toBe(200);
+        expect(((await res.json()) as Json).active).toBe(false);
+        res = await replace("Patient.active.where((-2.5).abs().round() = 3 and 16.log(2) = 4 and -(5 'mg') < 0 'mg')", true);
+        expect(res.status).toBe(200);
+        expect(((await res.json()) as Json).active).toBe(true);
+      });
+
       test('a where() comparing each of 20,000 items with every other is 400 naming the limit; one reading %resource once applies', async () => {
         const id = await patient({ telecom: Array.from({ length: 20_000 }, (_, i) => ({ system: 'phone', value: `${i}` })) });
         const del = (path: string) => pathPatch(`Patient/${id}`, fhirPatch({ type: 'delete', path }));

@@ -94,8 +94,14 @@ function product(a: PlainQuantity, b: PlainQuantity, divide: boolean): PlainQuan
   const ua = a.calendar ? CALENDAR_UCUM.get(a.unit)! : a.unit;
   const ub = b.calendar ? CALENDAR_UCUM.get(b.unit)! : b.unit;
   const unit = productUnit(ua, ub, divide ? -1 : 1);
-  return unit === undefined ? undefined : { value, unit, calendar: false };
+  return unit === undefined || unit.length > MAX_UNIT_TEXT ? undefined : { value, unit, calendar: false };
 }
+
+/**
+ * The longest unit a product writes: past it the unit is an overflow (nothing), as a value past a number's range is.
+ * A product of units the terms cannot combine is written out in full (`({a}).({a})`), doubling with `$this * $this`.
+ */
+const MAX_UNIT_TEXT = 4096;
 
 /** A UCUM unit's terms (`kg.m2/s2`) as exponents by atom, or undefined where it is more than atoms joined by `.` and `/`. */
 function terms(unit: string): Map<string, number> | undefined {

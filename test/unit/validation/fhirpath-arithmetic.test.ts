@@ -212,6 +212,9 @@ describe('quantity arithmetic (N1 § 6.6)', () => {
     // An annotation is no atom the units' terms combine: its products were written out in full, doubling with each turn.
     expect(growing("(1 '{a}').repeat($this * $this).count()")).toEqual([9]);
     expect(growing("(1 '[in_i]/{b}').repeat($this * $this).all(toString().length() < 4200)")).toEqual([true]);
+    // A unit read from a resource's text, of a megabyte: no unit a product takes (its terms were read, 0.5 s each time).
+    const big = { resourceType: 'Basic', code: { text: `1 '${'g.'.repeat(500_000)}g'` } };
+    expect(compileValues("code.text.toQuantity() * 1 'g'", types)(big, 'Basic', { resource: big, rootResource: big })).toEqual([]);
     // Its text is charged: 8,000 characters of units are 80 values, past a budget of 60.
     const small = { left: 60, limit: 60 };
     expect(() => compileValues("(1 '{a}').repeat($this * $this).count()", types)({}, undefined, { resource: {}, rootResource: {}, budget: small })).toThrow(FhirPathTooCostly);

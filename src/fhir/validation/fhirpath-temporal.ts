@@ -113,7 +113,10 @@ export function shiftTemporal(kind: TemporalKind, text: string, amount: number, 
     fromInstant(instant(p) + n * MS_PER[DAY]!, p);
   } else if (kind === 'time') {
     const day = MS_PER[DAY]!;
-    const t = ((((p.h * 60 + p.mi) * 60_000 + p.ms + n * MS_PER[at]!) % day) + day) % day;
+    const shift = n * MS_PER[at]!;
+    // Wrapped at midnight, but only an amount whose milliseconds a number holds exactly (1e20 hours gave 17:36).
+    if (!Number.isSafeInteger(shift)) throw new TemporalArithmeticError(`${amount} ${unit} is more than a time can be moved by`);
+    const t = ((((p.h * 60 + p.mi) * 60_000 + p.ms + shift) % day) + day) % day;
     p.h = Math.floor(t / 3_600_000); p.mi = Math.floor(t / 60_000) % 60; p.ms = t % 60_000;
   } else {
     fromInstant(instant(p) + n * MS_PER[at]!, p);

@@ -87,6 +87,10 @@ describe('date/time arithmetic (N1 § 6.6)', () => {
       ['@9999-12-31 + 1 day', 'error'],
       ['@2014 + 100000000000000000000 years', 'error'],
       ['@2014-01-01 + 100000000000000000000 days', 'error'],
+      // A Time wraps at midnight, but not by an amount whose milliseconds no number holds exactly (it gave 17:36).
+      ["@T10:00 + 100000000000000000000 'h'", 'error'],
+      ['@T10:00:00 - 10000000000000000 seconds', 'error'],
+      ['@T10:00 + 1000000 hours', '02:00'],
       ['@2014-01-01 + {}', 'empty'],
     ]);
   });

@@ -140,6 +140,56 @@ describe.skipIf(!pg)('a PostgreSQL URL naming a Unix-domain socket, or its hosts
   }, 30_000);
 });
 
+describe.skipIf(!pg)("sslmode with a socket, ?dbname=, and host names the CLI uses as words, as libpq reads them", () => {
+  test('sslmode=require (or verify-full) over a Unix-domain socket connects without TLS, as libpq does: a socket never negotiates it', async () => {
+    const db = await pg!.migrated();
+    const target = new URL(db.url);
+    const port = Number(target.port || 5432);
+    const [[row]] = await rawStatements('postgres', db.url, [['SHOW unix_socket_directories', []]]);
+    const dir = String(row!.unix_socket_directories).split(',')[0]!.trim();
+    if (!dir.startsWith('/') || !existsSync(`${dir}/.s.PGSQL.${port}`)) return; // a server without a socket
+    const database = target.pathname.slice(1);
+    const user = target.username;
+    expect((await cliOn(db.url).run(['tenant', 'create', 't1'])).code).toBe(0);
+    for (const url of [
+      `postgres://${user}@/${database}?host=${dir}&port=${port}&sslmode=require`,
+      `postgresql://${user}@${encodeURIComponent(dir)}:${port}/${database}?sslmode=verify-full`,
+    ]) {
+      const r = await cliOn(url).run(['client', 'list', '--tenant', 't1', '--json']);
+      expect([url, r.code, r.stderr, r.stdout]).toEqual([url, 0, '', '[]\n']);
+    }
+  }, 30_000);
+
+  test("?dbname= names the database over the URL's path, as libpq takes it (was the path's, or a server refusing a dbname setting)", async () => {
+    const db = await pg!.migrated();
+    const target = new URL(db.url);
+    const database = target.pathname.slice(1);
+    expect((await cliOn(db.url).run(['tenant', 'create', 't1'])).code).toBe(0);
+    const other = new URL(db.url);
+    other.pathname = '/cinder_no_such_database';
+    other.searchParams.set('dbname', database);
+    const r = await cliOn(other.toString()).run(['client', 'list', '--tenant', 't1', '--json']);
+    expect([r.code, r.stderr, r.stdout]).toEqual([0, '', '[]\n']);
+    // And the other way round: the query's database, which does not exist, is the one named.
+    const wrong = new URL(db.url);
+    wrong.searchParams.set('dbname', 'cinder_no_such_database');
+    const refused = await cliOn(wrong.toString()).run(['client', 'list', '--tenant', 't1'])
+      .catch((err: Error) => ({ code: 1, stdout: '', stderr: `cinder: ${err.message}\n` }));
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toStartWith("cinder: cannot use the PostgreSQL database 'cinder_no_such_database' on ");
+    expect(refused.stderr).toContain('database "cinder_no_such_database" does not exist');
+  }, 30_000);
+
+  test('a host named as a command (cli, serve, migrate, help) is a host: the message names it, the command is not run instead', async () => {
+    for (const host of ['cli', 'serve', 'migrate', 'help']) {
+      const r = await cliOn(`postgres://postgres@${host}:5432/test?connect_timeout=2`).run(['client', 'list', '--tenant', 't1'])
+        .catch((err: Error) => ({ code: 1, stdout: '', stderr: `cinder: ${err.message}\n` }));
+      expect([host, r.code, r.stdout]).toEqual([host, 1, '']);
+      expect(r.stderr).toStartWith(`cinder: cannot use the PostgreSQL database 'test' on ${host}:5432 (CINDER_DATABASE_URL): `);
+    }
+  }, 60_000);
+});
+
 describe('a PostgreSQL URL that cannot work is a configuration error (exit 2)', () => {
   const cases: [string, string][] = [
     ['postgres://cinder:s3cr%zzet@127.0.0.1:5432/cinder', 'the password holds a % that is not percent-encoding (write % as %25)'],

@@ -83,10 +83,11 @@ export function connectForKeys(url: string): Pg {
 function open(url: string, o: { max: number; application_name: string; idle_timeout?: number; generic?: boolean }): Pg {
   // An IPv6 address in brackets, a Unix-domain socket's directory, the query's `host` and `port` are given
   // apart, as libpq reads them: postgres.js would take `[` for a host, connect to `%2Fvar%2Frun%2Fpostgresql`
-  // by TCP, and send `host` to the server as a setting, which refuses it.
+  // by TCP, and send `host` to the server as a setting, which refuses it; `?dbname=` names the database, and a
+  // socket is never asked for TLS (driverTarget).
   const { url: driverUrl, ...hosts } = driverTarget(url);
   const sql = postgres(driverUrl, {
-    ...(hosts as { host?: string; port?: number; path?: string }),
+    ...(hosts as { host?: string; port?: number; path?: string; database?: string; ssl?: false }),
     max: o.max,
     ...(o.idle_timeout !== undefined && { idle_timeout: o.idle_timeout }),
     prepare: true,

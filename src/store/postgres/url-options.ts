@@ -90,24 +90,47 @@ function endpoints(url: string): Endpoints | undefined {
   return { host: listed.map((h) => h.host || 'localhost'), port: listed.map((_, i) => portOf(i)) };
 }
 
+/** What postgres.js is given for a URL, apart from the URL: see driverTarget. */
+export interface DriverTarget {
+  url: string;
+  host?: string[];
+  port?: number[];
+  path?: string;
+  database?: string;
+  ssl?: false;
+}
+
+/** `url` without the query parameters `names`. */
+function withoutParams(url: string, names: string[]): string {
+  const q = url.indexOf('?');
+  if (q === -1) return url;
+  const hash = url.indexOf('#', q);
+  const kept = url.slice(q + 1, hash === -1 ? undefined : hash).split('&').filter((p) => !names.includes(p.split('=')[0]!));
+  return url.slice(0, q) + (kept.length ? `?${kept.join('&')}` : '') + (hash === -1 ? '' : url.slice(hash));
+}
+
 /**
- * What postgres.js is given for `url`: the URL, and where its hosts need reading apart (endpoints), the
- * hosts and ports, or the socket's path, with the URL's `host` and `port` query parameters removed (postgres.js
- * would send them to the server as settings, which refuses them) and a placeholder host it can parse.
+ * What postgres.js is given for `url`, as libpq reads it (libpq-connect "Connection URIs"): the URL, and where its
+ * hosts need reading apart (endpoints), the hosts and ports, or the socket's path, with the URL's `host` and `port`
+ * query parameters removed (postgres.js would send them to the server as settings, which refuses them) and a
+ * placeholder host it can parse; the query's `dbname`, which names the database over the path (postgres.js took the
+ * path's and sent `dbname` as a setting); and over a Unix-domain socket no TLS whatever `sslmode` says, as libpq
+ * never negotiates it there (postgres.js tried, and the server's socket refused every connection).
  */
-export function driverTarget(url: string): { url: string; host?: string[]; port?: number[]; path?: string } {
+export function driverTarget(url: string): DriverTarget {
   const target = endpoints(url);
-  if (!target) return { url };
-  const { at, end } = authority(url);
-  let rewritten = `${url.slice(0, at)}localhost${url.slice(end)}`;
-  const q = rewritten.indexOf('?');
-  if (q !== -1) {
-    const hash = rewritten.indexOf('#', q);
-    const kept = rewritten.slice(q + 1, hash === -1 ? undefined : hash).split('&').filter((p) => !/^(host|port)=/.test(p));
-    rewritten = rewritten.slice(0, q) + (kept.length ? `?${kept.join('&')}` : '') + (hash === -1 ? '' : rewritten.slice(hash));
+  const dbname = queryOf(url).get('dbname');
+  if (!target && dbname === null) return { url };
+  let rewritten = url;
+  if (target) {
+    const { at, end } = authority(url);
+    rewritten = `${url.slice(0, at)}localhost${url.slice(end)}`;
   }
-  if ('socket' in target) return { url: rewritten, path: `${target.socket.replace(/\/+$/, '')}/.s.PGSQL.${target.port}` };
-  return { url: rewritten, host: target.host, port: target.port };
+  rewritten = withoutParams(rewritten, ['dbname', ...(target ? ['host', 'port'] : []), ...(target && 'socket' in target ? ['sslmode'] : [])]);
+  const database = dbname ? { database: dbname } : {};
+  if (!target) return { url: rewritten, ...database };
+  if ('socket' in target) return { url: rewritten, ...database, path: `${target.socket.replace(/\/+$/, '')}/.s.PGSQL.${target.port}`, ssl: false };
+  return { url: rewritten, ...database, host: target.host, port: target.port };
 }
 
 /**
@@ -143,7 +166,7 @@ export function postgresUrlProblem(url: string): string | undefined {
 
 /**
  * The database and the hosts a postgres:// URL (postgresUrlProblem found none) names, as a message may show
- * them, never the password: the database is the URL's path, else the user's name, as postgres.js picks it.
+ * them, never the password: the database is the query's `dbname`, else the URL's path, else the user's name (driverTarget).
  */
 export function postgresTarget(url: string): { database: string; hosts: string } {
   const { hosts, single } = authority(url);
@@ -154,8 +177,9 @@ export function postgresTarget(url: string): { database: string; hosts: string }
     : 'socket' in target
       ? `the socket in ${target.socket}`
       : target.host.map((h, i) => `${h.includes(':') ? `[${h}]` : h}:${target.port[i]}`).join(',');
-  const user = queryOf(url).get('user');
-  return { database: decodeURIComponent(u.pathname.slice(1)) || user || decodeURIComponent(u.username) || 'postgres', hosts: where };
+  const query = queryOf(url);
+  const user = query.get('user');
+  return { database: query.get('dbname') || decodeURIComponent(u.pathname.slice(1)) || user || decodeURIComponent(u.username) || 'postgres', hosts: where };
 }
 
 /**

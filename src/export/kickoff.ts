@@ -281,7 +281,7 @@ export async function kickOff(deps: KickoffDeps, request: KickoffRequest): Promi
     {
       id, tenant: req.tenant, clientId: req.access.clientId, request: req.requestUrl, spec: encodeSpec(spec),
       transactionTime, progress: encodeProgress(initialProgress()), createdAt: now, ...(ownerUser === undefined ? {} : { ownerUser }),
-      ...(req.claim ? { claim: { owner: req.claim.owner, leaseUntil: now + req.claim.leaseMs } } : {}),
+      ...(req.claim ? { claim: { owner: req.claim.owner, leaseMs: req.claim.leaseMs } } : {}),
     },
     patients,
     deps.maxJobsPerClient,

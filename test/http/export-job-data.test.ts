@@ -78,11 +78,8 @@ await eachStore((kind, fresh) => {
         await seed(t);
         const token = await t.token();
         const status = await kickOff(t, token, '/$export?_type=Patient');
-        const leaseMs = t.config.exportLeaseSeconds * 1000;
-        for (let i = 0; i < 3; i++) {
-          expect(await t.store.exports.jobs.claim(`dead-${i}`, t.clock.now(), leaseMs)).not.toBeNull();
-          t.clock.advance(leaseMs + 1000);
-        }
+        // Each claimer died at once: its lease (by the database's clock) is already over.
+        for (let i = 0; i < 3; i++) expect(await t.store.exports.jobs.claim(`dead-${i}`, t.clock.now(), -1)).not.toBeNull();
         expect(await runExports(t)).toEqual(['failed']);
         const res = await t.request(status, fhirInit(token));
         expect(res.status).toBe(500);

@@ -30,7 +30,11 @@ export interface ExportJob {
   transactionTime: number;
   createdAt: number;
   updatedAt: number;
-  /** Worker holding an in-progress job, and until when its lease runs. */
+  /**
+   * Worker holding an in-progress job, and until when its lease runs, by the database's clock (epoch ms): the
+   * processes sharing the database (other machines, a `cinder export` command) judge leases by it, never by
+   * their own clocks, whose skew would have them take a live job for an abandoned one.
+   */
   leaseOwner: string | null;
   leaseUntil: number | null;
   /** How many times the job was claimed. */
@@ -50,8 +54,8 @@ export type NewExportJob = Pick<ExportJob, 'id' | 'tenant' | 'clientId' | 'reque
   createdAt: number;
   /** The signed-in user the job runs for (absent: the client's own authority): with the client, whose limit it counts in. */
   ownerUser?: string;
-  /** Creates the job already claimed (in-progress, first attempt) by this owner until `leaseUntil`. */
-  claim?: { owner: string; leaseUntil: number };
+  /** Creates the job already claimed (in-progress, first attempt) by this owner for `leaseMs` from the database's now. */
+  claim?: { owner: string; leaseMs: number };
 };
 
 export interface ExportPatient {
@@ -72,11 +76,15 @@ export interface ExportJobRepo {
   activeCount(tenant: string, clientId: string, ownerUser?: string): Promise<number>;
   get(tenant: string, id: string): Promise<ExportJob | null>;
   /**
-   * Claims one job (the oldest accepted one, or an in-progress one whose lease ran out; only `id` when
-   * given): in-progress, leased to `owner` until `now + leaseMs`, attempts + 1.
+   * Claims one job (the oldest accepted one, or an in-progress one whose lease ran out by the database's
+   * clock; only `id` when given): in-progress, leased to `owner` for `leaseMs` from the database's now,
+   * attempts + 1. `now` (the caller's clock) only stamps `updatedAt`.
    */
   claim(owner: string, now: number, leaseMs: number, id?: string): Promise<ExportJob | null>;
-  /** Renews the lease and stores `progress` when given; false when the job is no longer in progress under `owner`. */
+  /**
+   * Renews the lease (`leaseMs` from the database's now) and stores `progress` when given; false when the job
+   * is no longer in progress under `owner`.
+   */
   checkpoint(id: string, owner: string, now: number, leaseMs: number, progress?: string): Promise<boolean>;
   /** in-progress -> completed (under `owner`); false when the lease was lost or the job cancelled. */
   complete(id: string, owner: string, now: number, progress: string, expiresAt: number): Promise<boolean>;
@@ -117,7 +125,7 @@ export interface ExportDownloadRepo {
 export interface ExportCleanupRepo {
   /**
    * Jobs whose files may be removed at `now`: completed or failed and expired, or cancelled; never
-   * while a worker lease or a download runs.
+   * while a worker lease (by the database's clock) or a download runs.
    */
   purgeable(now: number, limit: number): Promise<ExportJob[]>;
   /**

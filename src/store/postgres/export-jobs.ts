@@ -5,11 +5,23 @@ import type { JobRow } from '../rows/export-jobs.ts';
 import type { Pg, PgTx } from './db.ts';
 import { transaction } from './transaction.ts';
 
+/**
+ * The database's clock in epoch ms, as a fragment: what every lease is set and judged by, so that processes on
+ * machines whose clocks disagree never take a live job for an abandoned one (a `cinder export` command's, another
+ * server's). clock_timestamp(), not now(): a transaction's start may lie well before its statement.
+ */
+export const dbNowOf = (sql: Pg | PgTx) => sql`(extract(epoch FROM clock_timestamp()) * 1000)::bigint`;
+
 /** A download holds the job's files at `now`. */
 async function held(tx: PgTx, id: string, now: number): Promise<boolean> {
   const [r] = await tx<{ held: boolean }[]>`SELECT EXISTS (SELECT 1 FROM export_downloads WHERE job_id = ${id} AND until >= ${now}) AS held`;
   return r!.held;
 }
+
+/**
+ * The database's clock in epoch ms: what every lease is set and judged by, so that processes on machines whose
+ * clocks disagree never take a live job for an abandoned one (a `cinder export` command's, another server's).
+ */
 
 /**
  * Export job lifecycle on Postgres. Claims take the oldest claimable row with `FOR UPDATE SKIP LOCKED`,
@@ -32,7 +44,7 @@ export function createPostgresExportJobs(sql: Pg): ExportJobRepo {
         await tx`
           INSERT INTO export_jobs (id, tenant, client_id, state, request, spec, transaction_time, created_at, updated_at, progress, lease_owner, lease_until, attempts, owner_user)
           VALUES (${job.id}, ${job.tenant}, ${job.clientId}, ${claim ? 'in-progress' : 'accepted'}, ${job.request}, ${job.spec}, ${job.transactionTime},
-                  ${job.createdAt}, ${job.createdAt}, ${job.progress}, ${claim?.owner ?? null}, ${claim?.leaseUntil ?? null}, ${claim ? 1 : 0}, ${job.ownerUser ?? null})`;
+                  ${job.createdAt}, ${job.createdAt}, ${job.progress}, ${claim?.owner ?? null}, ${claim ? tx`${dbNowOf(tx)} + ${claim.leaseMs}` : null}, ${claim ? 1 : 0}, ${job.ownerUser ?? null})`;
         if (patients.length) {
           await tx`
             INSERT INTO export_patients (job_id, patient, joined)
@@ -55,10 +67,10 @@ export function createPostgresExportJobs(sql: Pg): ExportJobRepo {
     async claim(owner, now, leaseMs, id) {
       const only = id === undefined ? sql`` : sql`AND id = ${id}`;
       const [r] = await sql<JobRow[]>`
-        UPDATE export_jobs SET state = 'in-progress', lease_owner = ${owner}, lease_until = ${now + leaseMs}, attempts = attempts + 1, updated_at = ${now}
+        UPDATE export_jobs SET state = 'in-progress', lease_owner = ${owner}, lease_until = ${dbNowOf(sql)} + ${leaseMs}, attempts = attempts + 1, updated_at = ${now}
         WHERE id = (
           SELECT id FROM export_jobs
-          WHERE (state = 'accepted' OR (state = 'in-progress' AND lease_until < ${now})) ${only}
+          WHERE (state = 'accepted' OR (state = 'in-progress' AND lease_until < ${dbNowOf(sql)})) ${only}
           ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
         RETURNING *`;
       return r ? toJob(r) : null;
@@ -66,7 +78,7 @@ export function createPostgresExportJobs(sql: Pg): ExportJobRepo {
     async checkpoint(id, owner, now, leaseMs, progress) {
       const set = progress === undefined ? sql`` : sql`, progress = ${progress}`;
       const r = await sql`
-        UPDATE export_jobs SET lease_until = ${now + leaseMs}, updated_at = ${now} ${set}
+        UPDATE export_jobs SET lease_until = ${dbNowOf(sql)} + ${leaseMs}, updated_at = ${now} ${set}
         WHERE ${inProgressBy(id, owner)}`;
       return r.count > 0;
     },
@@ -172,15 +184,15 @@ export function createPostgresExportCleanup(sql: Pg): ExportCleanupRepo {
       const rows = await sql<JobRow[]>`
         SELECT * FROM export_jobs j WHERE NOT purged
           AND NOT EXISTS (SELECT 1 FROM export_downloads d WHERE d.job_id = j.id AND d.until >= ${now})
-          AND ((state IN ('completed', 'failed') AND expires_at <= ${now}) OR (state = 'cancelled' AND COALESCE(lease_until, 0) < ${now}))
+          AND ((state IN ('completed', 'failed') AND expires_at <= ${now}) OR (state = 'cancelled' AND COALESCE(lease_until, 0) < ${dbNowOf(sql)}))
         ORDER BY updated_at LIMIT ${limit}`;
       return rows.map(toJob);
     },
     async markPurged(id, now) {
       return transaction(sql, async (tx) => {
-        const [job] = await tx<{ state: ExportJobState; lease_until: number | null }[]>`
-          SELECT state, lease_until FROM export_jobs WHERE id = ${id} AND NOT purged FOR UPDATE`;
-        if (!job || (job.state === 'cancelled' && (job.lease_until ?? 0) >= now)) return false;
+        const [job] = await tx<{ state: ExportJobState; leased: boolean }[]>`
+          SELECT state, COALESCE(lease_until, 0) >= ${dbNowOf(tx)} AS leased FROM export_jobs WHERE id = ${id} AND NOT purged FOR UPDATE`;
+        if (!job || (job.state === 'cancelled' && job.leased)) return false;
         // Read after taking the lock: a download that started meanwhile is visible now.
         if (await held(tx, id, now)) return false;
         await tx`UPDATE export_jobs SET purged = true, updated_at = ${now} WHERE id = ${id}`;

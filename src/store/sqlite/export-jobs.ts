@@ -6,6 +6,11 @@ import type { JobRow } from '../rows/export-jobs.ts';
 import { writeTransaction, type createMutex } from './db.ts';
 
 const IN_PROGRESS_BY = "state = 'in-progress' AND id = ? AND lease_owner = ?";
+/**
+ * The database's clock in epoch ms: what every lease is set and judged by, as on PostgreSQL (one rule, though a
+ * SQLite file has one machine's clock), never the caller's `now`.
+ */
+export const DB_NOW = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)";
 /** No download holds the job's files at `?` (now). */
 const NOT_HELD = 'NOT EXISTS (SELECT 1 FROM export_downloads d WHERE d.job_id = export_jobs.id AND d.until >= ?)';
 
@@ -42,11 +47,11 @@ export function createSqliteExportJobs(db: SqliteExportDb): ExportJobRepo {
         writer
           .query(
             `INSERT INTO export_jobs (id, tenant, client_id, state, request, spec, transaction_time, created_at, updated_at, progress,
-               lease_owner, lease_until, attempts, owner_user) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+               lease_owner, lease_until, attempts, owner_user) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ${DB_NOW} + ?, ?, ?)`,
           )
           .run(
             job.id, job.tenant, job.clientId, job.claim ? 'in-progress' : 'accepted', job.request, job.spec, job.transactionTime,
-            job.createdAt, job.createdAt, job.progress, job.claim?.owner ?? null, job.claim?.leaseUntil ?? null, job.claim ? 1 : 0, job.ownerUser ?? null,
+            job.createdAt, job.createdAt, job.progress, job.claim?.owner ?? null, job.claim?.leaseMs ?? null, job.claim ? 1 : 0, job.ownerUser ?? null,
           );
         const add = writer.query('INSERT OR IGNORE INTO export_patients (job_id, patient, joined) VALUES (?, ?, ?)');
         for (const p of patients) add.run(job.id, p.id, p.joined ? 1 : 0);
@@ -63,26 +68,26 @@ export function createSqliteExportJobs(db: SqliteExportDb): ExportJobRepo {
     claim(owner, now, leaseMs, id) {
       return w(() => {
         const pick = id
-          ? writer.query<{ id: string }, [string, number]>(
-              "SELECT id FROM export_jobs WHERE id = ? AND (state = 'accepted' OR (state = 'in-progress' AND lease_until < ?))",
-            ).get(id, now)
-          : writer.query<{ id: string }, [number]>(
-              "SELECT id FROM export_jobs WHERE state = 'accepted' OR (state = 'in-progress' AND lease_until < ?) ORDER BY created_at, id LIMIT 1",
-            ).get(now);
+          ? writer.query<{ id: string }, [string]>(
+              `SELECT id FROM export_jobs WHERE id = ? AND (state = 'accepted' OR (state = 'in-progress' AND lease_until < ${DB_NOW}))`,
+            ).get(id)
+          : writer.query<{ id: string }, []>(
+              `SELECT id FROM export_jobs WHERE state = 'accepted' OR (state = 'in-progress' AND lease_until < ${DB_NOW}) ORDER BY created_at, id LIMIT 1`,
+            ).get();
         if (!pick) return null;
         const r = writer
           .query<JobRow, [string, number, number, string]>(
-            "UPDATE export_jobs SET state = 'in-progress', lease_owner = ?, lease_until = ?, attempts = attempts + 1, updated_at = ? WHERE id = ? RETURNING *",
+            `UPDATE export_jobs SET state = 'in-progress', lease_owner = ?, lease_until = ${DB_NOW} + ?, attempts = attempts + 1, updated_at = ? WHERE id = ? RETURNING *`,
           )
-          .get(owner, now + leaseMs, now, pick.id)!;
+          .get(owner, leaseMs, now, pick.id)!;
         return toJob(r);
       });
     },
     checkpoint(id, owner, now, leaseMs, progress) {
       return w(() =>
         progress === undefined
-          ? changed(`UPDATE export_jobs SET lease_until = ?, updated_at = ? WHERE ${IN_PROGRESS_BY}`, now + leaseMs, now, id, owner)
-          : changed(`UPDATE export_jobs SET lease_until = ?, updated_at = ?, progress = ? WHERE ${IN_PROGRESS_BY}`, now + leaseMs, now, progress, id, owner),
+          ? changed(`UPDATE export_jobs SET lease_until = ${DB_NOW} + ?, updated_at = ? WHERE ${IN_PROGRESS_BY}`, leaseMs, now, id, owner)
+          : changed(`UPDATE export_jobs SET lease_until = ${DB_NOW} + ?, updated_at = ?, progress = ? WHERE ${IN_PROGRESS_BY}`, leaseMs, now, progress, id, owner),
       );
     },
     complete(id, owner, now, progress, expiresAt) {
@@ -204,19 +209,19 @@ export function createSqliteExportCleanup(db: SqliteExportDb): ExportCleanupRepo
   return {
     async purgeable(now, limit) {
       return reader
-        .query<JobRow, [number, number, number, number]>(
+        .query<JobRow, [number, number, number]>(
           `SELECT * FROM export_jobs WHERE purged = 0 AND ${NOT_HELD} AND (
-             (state IN ('completed', 'failed') AND expires_at <= ?) OR (state = 'cancelled' AND COALESCE(lease_until, 0) < ?))
+             (state IN ('completed', 'failed') AND expires_at <= ?) OR (state = 'cancelled' AND COALESCE(lease_until, 0) < ${DB_NOW}))
            ORDER BY updated_at LIMIT ?`,
         )
-        .all(now, now, now, limit)
+        .all(now, now, limit)
         .map(toJob);
     },
     markPurged(id, now) {
       return w(() => {
         const purged = changed(
-          `UPDATE export_jobs SET purged = 1, updated_at = ? WHERE id = ? AND purged = 0 AND ${NOT_HELD} AND (state <> 'cancelled' OR COALESCE(lease_until, 0) < ?)`,
-          now, id, now, now,
+          `UPDATE export_jobs SET purged = 1, updated_at = ? WHERE id = ? AND purged = 0 AND ${NOT_HELD} AND (state <> 'cancelled' OR COALESCE(lease_until, 0) < ${DB_NOW})`,
+          now, id, now,
         );
         if (purged) dropScratch(id);
         return purged;

@@ -11,18 +11,23 @@ export function exportCleanupContract(target: StoreTarget) {
       store = await freshStore(target);
     });
 
-    test('a cancelled job is purgeable once no worker lease runs', async () => {
+    test("a cancelled job is purgeable once no worker lease runs (by the database's clock)", async () => {
       await store.exports.jobs.create(job('a', 1), [], 9);
-      await store.exports.jobs.claim('w', 10, 1000);
+      await store.exports.jobs.create(job('b', 2), [], 9);
+      await store.exports.jobs.claim('w', 10, 60_000, 'a');
+      await store.exports.jobs.claim('w', 10, -1, 'b');
       expect(await store.exports.jobs.cancel('t1', 'a', 20)).toBe('in-progress');
+      expect(await store.exports.jobs.cancel('t1', 'b', 20)).toBe('in-progress');
       expect(await store.exports.jobs.checkpoint('a', 'w', 30, 1000)).toBe(false);
-      expect(await store.exports.cleanup.purgeable(500, 10)).toEqual([]);
-      expect((await store.exports.cleanup.purgeable(1011, 10)).map((j) => j.id)).toEqual(['a']);
+      // 'a' is leased for a minute from the database's now, whatever the caller's clock says.
+      expect((await store.exports.cleanup.purgeable(Date.now() + 3_600_000, 10)).map((j) => j.id)).toEqual(['b']);
+      expect(await store.exports.cleanup.markPurged('a', Date.now() + 3_600_000)).toBe(false);
+      expect(await store.exports.cleanup.markPurged('b', 30)).toBe(true);
     });
 
     test("purging a job's files drops its patients and Provenance notes at once; its record stays for the retention", async () => {
       await store.exports.jobs.create(job('a', 1), [{ id: 'p1', joined: false }, { id: 'p2', joined: true }], 9);
-      await store.exports.jobs.claim('w', 10, 1000);
+      await store.exports.jobs.claim('w', 10, -1);
       await store.exports.scratch.noteProvenance('a', [{ target: 'Patient/p1', provenance: 'pv1', rank: '1' }]);
       expect((await store.exports.scratch.patientsIn('a', ['p1', 'p2'])).map((p) => p.id).sort()).toEqual(['p1', 'p2']);
       expect(await store.exports.jobs.cancel('t1', 'a', 20)).toBe('in-progress');

@@ -42,19 +42,25 @@ export function exportJobsContract(target: StoreTarget) {
       expect(await store.exports.jobs.create(of('a3', 'alice'), [], 1)).toBe(true);
     });
 
-    test('claim: oldest first, leased, attempts counted; an expired lease can be taken over', async () => {
+    test("claim: oldest first, leased by the database's clock, attempts counted; an expired lease can be taken over", async () => {
       await store.exports.jobs.create(job('a', 1), [], 9);
       await store.exports.jobs.create(job('b', 2), [], 9);
-      const first = (await store.exports.jobs.claim('w1', 100, 1000))!;
-      expect([first.id, first.state, first.leaseOwner, first.leaseUntil, first.attempts]).toEqual(['a', 'in-progress', 'w1', 1100, 1]);
-      expect((await store.exports.jobs.claim('w2', 100, 1000))!.id).toBe('b');
-      expect(await store.exports.jobs.claim('w3', 100, 1000)).toBeNull();
-      expect(await store.exports.jobs.checkpoint('a', 'w1', 500, 1000, '{"step":1}')).toBe(true);
-      expect(await store.exports.jobs.checkpoint('b', 'w2', 500, 5000)).toBe(true);
-      expect(await store.exports.jobs.claim('w3', 1200, 1000)).toBeNull();
-      const stolen = (await store.exports.jobs.claim('w3', 1600, 1000))!;
+      const before = Date.now();
+      const first = (await store.exports.jobs.claim('w1', 100, 60_000))!;
+      expect([first.id, first.state, first.leaseOwner, first.attempts, first.updatedAt]).toEqual(['a', 'in-progress', 'w1', 1, 100]);
+      // The lease runs from the database's now (this machine's clock), not from the caller's `now` (100).
+      expect(first.leaseUntil!).toBeGreaterThanOrEqual(before + 60_000 - 1000);
+      expect((await store.exports.jobs.claim('w2', 100, 60_000))!.id).toBe('b');
+      expect(await store.exports.jobs.claim('w3', 100, 60_000)).toBeNull();
+      expect(await store.exports.jobs.checkpoint('a', 'w1', 500, 60_000, '{"step":1}')).toBe(true);
+      expect(await store.exports.jobs.checkpoint('b', 'w2', 500, 60_000)).toBe(true);
+      // A caller whose clock runs far ahead does not find either lease expired.
+      expect(await store.exports.jobs.claim('w3', before + 3_600_000, 60_000)).toBeNull();
+      // w1 stops renewing: its last renewal's lease ran out (renewed with a lease already over).
+      expect(await store.exports.jobs.checkpoint('a', 'w1', 600, -1)).toBe(true);
+      const stolen = (await store.exports.jobs.claim('w3', 0, 60_000))!;
       expect([stolen.id, stolen.attempts, stolen.progress]).toEqual(['a', 2, '{"step":1}']);
-      expect(await store.exports.jobs.checkpoint('a', 'w1', 1700, 1000)).toBe(false);
+      expect(await store.exports.jobs.checkpoint('a', 'w1', 1700, 60_000)).toBe(false);
       expect(await store.exports.jobs.complete('a', 'w1', 1700, '{}', 9999)).toBe(false);
       expect(await store.exports.jobs.complete('a', 'w3', 1700, '{"done":1}', 9999)).toBe(true);
       const done = (await store.exports.jobs.get('t1', 'a'))!;

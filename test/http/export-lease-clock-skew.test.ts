@@ -1,5 +1,5 @@
 /**
- * A job's lease is judged by the database's clock, not by the clocks of the processes that share it: a server
+ * A job's lease (bulk export, $import) is judged by the database's clock, not by the clocks of the processes that share it: a server
  * whose clock runs a minute ahead of the `cinder export` command's (another machine, no NTP) does not take
  * the command's live job for that of a killed command and fail it, nor a running API export's for an
  * abandoned one and run it twice; a job whose holder stopped renewing is still taken over. On both stores.
@@ -51,6 +51,22 @@ await eachStore((kind, fresh) => {
         await Bun.sleep(20);
         const taken = (await t.store.exports.jobs.claim('process-b', t.clock.now() - 60_000, LEASE_MS))!;
         expect([taken.id, taken.leaseOwner, taken.attempts]).toEqual([held.id, 'process-b', 2]);
+      } finally {
+        await t.close();
+      }
+    }, 30_000);
+
+    test('a running $import job is not claimed a second time by a process whose clock is ahead; a lapsed lease still is', async () => {
+      const t = await createTestApp({ store: await fresh(), clock: testClock(Date.now()) });
+      try {
+        const now = t.clock.now();
+        const id = crypto.randomUUID();
+        expect(await t.store.imports.create({ id, tenant: 't1', clientId: 'c1', request: 'https://x/$import', spec: '{"inputs":[]}', progress: '{"done":[]}', createdAt: now }, 5)).toBe(true);
+        expect((await t.store.imports.claim('process-a', now, LEASE_MS))!.id).toBe(id);
+        expect(await t.store.imports.claim('process-b', now + 60_000, LEASE_MS)).toBeNull();
+        expect(await t.store.imports.checkpoint(id, 'process-a', now - 60_000, 1)).toBe(true);
+        await Bun.sleep(20);
+        expect(await t.store.imports.claim('process-b', now - 60_000, LEASE_MS)).toMatchObject({ id, leaseOwner: 'process-b', attempts: 2 });
       } finally {
         await t.close();
       }

@@ -15,7 +15,7 @@ export interface ImportJob {
   spec: string;
   createdAt: number;
   updatedAt: number;
-  /** Runner holding an in-progress job, and until when its lease runs. */
+  /** Runner holding an in-progress job, and until when its lease runs, by the database's clock (ExportJob.leaseUntil). */
   leaseOwner: string | null;
   leaseUntil: number | null;
   /** How many times the job was claimed. */
@@ -54,7 +54,10 @@ export interface ImportJobRepo {
    */
   create(job: NewImportJob, maxActive: number): Promise<boolean>;
   get(tenant: string, id: string): Promise<ImportJob | null>;
-  /** Claims the oldest accepted job, or an in-progress one whose lease ran out: in-progress, leased to `owner` until `now + leaseMs`, attempts + 1. */
+  /**
+   * Claims the oldest accepted job, or an in-progress one whose lease ran out by the database's clock: in-progress,
+   * leased to `owner` for `leaseMs` from the database's now, attempts + 1 (`now`, the caller's clock, stamps `updatedAt`).
+   */
   claim(owner: string, now: number, leaseMs: number): Promise<ImportJob | null>;
   /**
    * Renews the lease and stores `progress` when given (the running input's `counts` then cleared, unless given too),
@@ -72,7 +75,10 @@ export interface ImportJobRepo {
   release(id: string, owner: string, now: number, refund?: boolean): Promise<void>;
   /** Cancels a job that is not cancelled yet, its credential wiped; returns its previous state, or null when unknown or already cancelled. */
   cancel(tenant: string, id: string, now: number): Promise<ImportJobState | null>;
-  /** Deletes jobs that ended (completed, failed, cancelled and not leased) before `before`; returns them (to remove their files). */
+  /**
+   * Deletes jobs that ended (completed, failed, cancelled and not leased by the database's clock) before `before`;
+   * returns them (to remove their files).
+   */
   removeEnded(before: number): Promise<{ tenant: string; id: string }[]>;
   /** Counts by state (for metrics). */
   countByState(): Promise<Record<string, number>>;

@@ -173,7 +173,7 @@ export interface ResourceWriter {
    */
   endSubscription(id: string): Promise<void>;
   /**
-   * The lease fence of an `$import` batch (src/import/run-job.ts): renews import job `job`'s lease to `now + leaseMs`
+   * The lease fence of an `$import` batch (src/import/run-job.ts): renews import job `job`'s lease to `leaseMs` from the database's now
    * in this transaction when it is still in progress under `owner` (the claim's token, ImportJobRepo.claim), and
    * tells whether it was. False when another runner claimed the job after the lease ran out, or it was cancelled:
    * the caller then rolls back, so that a runner that lost its job commits nothing more of it. On PostgreSQL the

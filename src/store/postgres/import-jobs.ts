@@ -3,6 +3,7 @@ import type { ImportJobRepo, ImportJobState } from '../types.ts';
 import { toImportJob, type ImportJobRow } from '../rows/import-jobs.ts';
 import type { Pg } from './db.ts';
 import { transaction } from './transaction.ts';
+import { dbNowOf } from './export-jobs.ts';
 
 /**
  * Import job lifecycle on Postgres. Claims take the oldest claimable row with `FOR UPDATE SKIP LOCKED`
@@ -33,9 +34,9 @@ export function createPostgresImportJobs(sql: Pg): ImportJobRepo {
     },
     async claim(owner, now, leaseMs) {
       const [r] = await sql<ImportJobRow[]>`
-        UPDATE import_jobs SET state = 'in-progress', lease_owner = ${owner}, lease_until = ${now + leaseMs}, attempts = attempts + 1, counts = NULL, updated_at = ${now}
+        UPDATE import_jobs SET state = 'in-progress', lease_owner = ${owner}, lease_until = ${dbNowOf(sql)} + ${leaseMs}, attempts = attempts + 1, counts = NULL, updated_at = ${now}
         WHERE id = (
-          SELECT id FROM import_jobs WHERE state = 'accepted' OR (state = 'in-progress' AND lease_until < ${now})
+          SELECT id FROM import_jobs WHERE state = 'accepted' OR (state = 'in-progress' AND lease_until < ${dbNowOf(sql)})
           ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
         RETURNING *`;
       return r ? toImportJob(r) : null;
@@ -44,7 +45,7 @@ export function createPostgresImportJobs(sql: Pg): ImportJobRepo {
       const set = progress !== undefined
         ? sql`, progress = ${progress}, counts = ${counts ?? null}`
         : counts !== undefined ? sql`, counts = ${counts}` : sql``;
-      const r = await sql`UPDATE import_jobs SET lease_until = ${now + leaseMs}, updated_at = ${now} ${set} WHERE ${inProgressBy(id, owner)}`;
+      const r = await sql`UPDATE import_jobs SET lease_until = ${dbNowOf(sql)} + ${leaseMs}, updated_at = ${now} ${set} WHERE ${inProgressBy(id, owner)}`;
       return r.count > 0;
     },
     async complete(id, owner, now, progress) {
@@ -74,7 +75,7 @@ export function createPostgresImportJobs(sql: Pg): ImportJobRepo {
     },
     async removeEnded(before) {
       return [...(await sql<{ tenant: string; id: string }[]>`
-        DELETE FROM import_jobs WHERE state IN ('completed', 'failed', 'cancelled') AND updated_at < ${before} AND COALESCE(lease_until, 0) < ${before}
+        DELETE FROM import_jobs WHERE state IN ('completed', 'failed', 'cancelled') AND updated_at < ${before} AND COALESCE(lease_until, 0) < ${dbNowOf(sql)}
         RETURNING tenant, id`)];
     },
     async createdSince(since) {

@@ -10,6 +10,7 @@ import { createLookupBatcher, deleteIndexRows, deleteTableRows, liveKeys, insert
 import type { IndexedVersion, LockedRow } from './write-sql.ts';
 import type { PostgresKeys } from './search-keys.ts';
 import { stageContents, type Staged } from './staged-content.ts';
+import { dbNowOf } from './export-jobs.ts';
 
 /** Pending puts are written in one batch once this many are buffered (bounds statement size). */
 const FLUSH_AT = 1000;
@@ -252,7 +253,7 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
     handshakeWaiting: mapped('subscription', async (id) =>
       (await tx`SELECT 1 FROM subscription_notifications WHERE tenant = ${tenant} AND subscription_id = ${id} AND event = 'handshake' LIMIT 1`).length > 0),
     holdImportLease: mapped('import lease', async (job, owner, now, leaseMs) =>
-      (await tx`UPDATE import_jobs SET lease_until = ${now + leaseMs}, updated_at = ${now}
+      (await tx`UPDATE import_jobs SET lease_until = ${dbNowOf(tx)} + ${leaseMs}, updated_at = ${now}
         WHERE id = ${job} AND state = 'in-progress' AND lease_owner = ${owner}`).count > 0),
     claim: mapped('claim', async (claims, now) => {
       for (const { key, seen } of inKeyOrder(claims)) {

@@ -3,6 +3,7 @@ import type { ImportJobRepo, ImportJobState } from '../types.ts';
 import { toImportJob, type ImportJobRow } from '../rows/import-jobs.ts';
 import type { SqliteExportDb } from './export-jobs.ts';
 import { writeTransaction } from './db.ts';
+import { DB_NOW } from './export-jobs.ts';
 
 const IN_PROGRESS_BY = "state = 'in-progress' AND id = ? AND lease_owner = ?";
 /** An owner's (a client and a user, or the client's own authority: null) accepted and in-progress jobs (the limit). */
@@ -30,26 +31,26 @@ export function createSqliteImportJobs({ writer, reader, serial }: SqliteExportD
     claim(owner, now, leaseMs) {
       return w(() => {
         const pick = writer
-          .query<{ id: string }, [number]>(
-            "SELECT id FROM import_jobs WHERE state = 'accepted' OR (state = 'in-progress' AND lease_until < ?) ORDER BY created_at, id LIMIT 1",
+          .query<{ id: string }, []>(
+            `SELECT id FROM import_jobs WHERE state = 'accepted' OR (state = 'in-progress' AND lease_until < ${DB_NOW}) ORDER BY created_at, id LIMIT 1`,
           )
-          .get(now);
+          .get();
         if (!pick) return null;
         const r = writer
           .query<ImportJobRow, [string, number, number, string]>(
-            "UPDATE import_jobs SET state = 'in-progress', lease_owner = ?, lease_until = ?, attempts = attempts + 1, counts = NULL, updated_at = ? WHERE id = ? RETURNING *",
+            `UPDATE import_jobs SET state = 'in-progress', lease_owner = ?, lease_until = ${DB_NOW} + ?, attempts = attempts + 1, counts = NULL, updated_at = ? WHERE id = ? RETURNING *`,
           )
-          .get(owner, now + leaseMs, now, pick.id)!;
+          .get(owner, leaseMs, now, pick.id)!;
         return toImportJob(r);
       });
     },
     checkpoint(id, owner, now, leaseMs, progress, counts) {
       return w(() => {
         if (progress !== undefined) {
-          return changed(`UPDATE import_jobs SET lease_until = ?, updated_at = ?, progress = ?, counts = ? WHERE ${IN_PROGRESS_BY}`, now + leaseMs, now, progress, counts ?? null, id, owner);
+          return changed(`UPDATE import_jobs SET lease_until = ${DB_NOW} + ?, updated_at = ?, progress = ?, counts = ? WHERE ${IN_PROGRESS_BY}`, leaseMs, now, progress, counts ?? null, id, owner);
         }
-        if (counts !== undefined) return changed(`UPDATE import_jobs SET lease_until = ?, updated_at = ?, counts = ? WHERE ${IN_PROGRESS_BY}`, now + leaseMs, now, counts, id, owner);
-        return changed(`UPDATE import_jobs SET lease_until = ?, updated_at = ? WHERE ${IN_PROGRESS_BY}`, now + leaseMs, now, id, owner);
+        if (counts !== undefined) return changed(`UPDATE import_jobs SET lease_until = ${DB_NOW} + ?, updated_at = ?, counts = ? WHERE ${IN_PROGRESS_BY}`, leaseMs, now, counts, id, owner);
+        return changed(`UPDATE import_jobs SET lease_until = ${DB_NOW} + ?, updated_at = ? WHERE ${IN_PROGRESS_BY}`, leaseMs, now, id, owner);
       });
     },
     complete(id, owner, now, progress) {
@@ -84,10 +85,10 @@ export function createSqliteImportJobs({ writer, reader, serial }: SqliteExportD
     removeEnded(before) {
       return w(() =>
         writer
-          .query<{ tenant: string; id: string }, [number, number]>(
-            "DELETE FROM import_jobs WHERE state IN ('completed', 'failed', 'cancelled') AND updated_at < ? AND COALESCE(lease_until, 0) < ? RETURNING tenant, id",
+          .query<{ tenant: string; id: string }, [number]>(
+            `DELETE FROM import_jobs WHERE state IN ('completed', 'failed', 'cancelled') AND updated_at < ? AND COALESCE(lease_until, 0) < ${DB_NOW} RETURNING tenant, id`,
           )
-          .all(before, before),
+          .all(before),
       );
     },
     async createdSince(since) {

@@ -6,6 +6,7 @@ import type { KeyOf } from '../search-keys.ts';
 import { textScope } from '../text-scope.ts';
 import { UNPACED, type Pacer } from './pacer.ts';
 import { BULK_TEXT_ROWS, TEXT_MERGE_DUE } from './text.ts';
+import { DB_NOW } from './export-jobs.ts';
 
 /** A current row as a writer knows it; `content` only once current() (or a write) has needed it. */
 type CurrentRow = { pk: number; version_id: number; last_updated: number; deleted: number; content?: string };
@@ -416,8 +417,8 @@ export function createWriter(
     },
     async holdImportLease(job, owner, now, leaseMs) {
       return db
-        .query("UPDATE import_jobs SET lease_until = ?, updated_at = ? WHERE id = ? AND state = 'in-progress' AND lease_owner = ?")
-        .run(now + leaseMs, now, job, owner).changes > 0;
+        .query(`UPDATE import_jobs SET lease_until = ${DB_NOW} + ?, updated_at = ? WHERE id = ? AND state = 'in-progress' AND lease_owner = ?`)
+        .run(leaseMs, now, job, owner).changes > 0;
     },
     async endSubscription(id) {
       for (const table of ['subscription_notifications', 'subscription_events']) db.query(`DELETE FROM ${table} WHERE tenant = ? AND subscription_id = ?`).run(tenant, id);

@@ -43,14 +43,15 @@ export function importJobsContract(store: () => Store) {
       expect(await s.imports.checkpoint(`${t}-n`, owner, 30_100, 1_000, '{"done":[1]}')).toBe(true);
       // The counts alone: the progress stays as stored.
       expect(await s.imports.checkpoint(`${t}-n`, owner, 30_200, 1_000, undefined, '{"imported":5,"failed":1}')).toBe(true);
-      expect(await s.imports.get(t, `${t}-n`)).toMatchObject({ progress: '{"done":[1]}', counts: '{"imported":5,"failed":1}', leaseUntil: 31_200 });
+      expect(await s.imports.get(t, `${t}-n`)).toMatchObject({ progress: '{"done":[1]}', counts: '{"imported":5,"failed":1}' });
       // A lease alone keeps both.
       expect(await s.imports.checkpoint(`${t}-n`, owner, 30_300, 1_000)).toBe(true);
       expect(await s.imports.get(t, `${t}-n`)).toMatchObject({ progress: '{"done":[1]}', counts: '{"imported":5,"failed":1}' });
       // The progress as an input ends: the counts were that input's.
       expect(await s.imports.checkpoint(`${t}-n`, owner, 30_400, 1_000, '{"done":[1,2]}')).toBe(true);
       expect(await s.imports.get(t, `${t}-n`)).toMatchObject({ progress: '{"done":[1,2]}', counts: null });
-      expect(await s.imports.checkpoint(`${t}-n`, owner, 30_500, 1_000, '{"done":[1,2]}', '{"imported":1,"failed":0}')).toBe(true);
+      // Renewed with a lease already over (by the database's clock): the owner stops here.
+      expect(await s.imports.checkpoint(`${t}-n`, owner, 30_500, -1, '{"done":[1,2]}', '{"imported":1,"failed":0}')).toBe(true);
       expect((await s.imports.get(t, `${t}-n`))!.counts).toBe('{"imported":1,"failed":0}');
       // Another claim (the lease ran out) reads its input again: no counts of the attempt before.
       const again = await s.imports.claim('owner-m', 40_000, 1_000);
@@ -64,13 +65,17 @@ export function importJobsContract(store: () => Store) {
       const s = store();
       const t = uniqueTenant();
       await s.imports.create(job(t, `${t}-1`), 5);
-      const [a, b] = await Promise.all([s.imports.claim('owner-a', 10_000, 1_000), s.imports.claim('owner-b', 10_000, 1_000)]);
+      const before = Date.now();
+      const [a, b] = await Promise.all([s.imports.claim('owner-a', 10_000, 60_000), s.imports.claim('owner-b', 10_000, 60_000)]);
       const claimed = [a, b].filter((j) => j !== null);
       expect(claimed).toHaveLength(1);
       const owner = claimed[0]!.leaseOwner!;
-      expect(claimed[0]).toMatchObject({ id: `${t}-1`, state: 'in-progress', attempts: 1, leaseUntil: 11_000 });
-      expect(await s.imports.claim('owner-c', 10_500, 1_000)).toBeNull();
-      expect(await s.imports.checkpoint(`${t}-1`, owner, 10_600, 1_000, '{"done":[1]}')).toBe(true);
+      expect(claimed[0]).toMatchObject({ id: `${t}-1`, state: 'in-progress', attempts: 1, updatedAt: 10_000 });
+      // Leased from the database's now (this machine's clock), not from the caller's `now`; a caller far ahead finds it live.
+      expect(claimed[0]!.leaseUntil!).toBeGreaterThanOrEqual(before + 60_000 - 1000);
+      expect(await s.imports.claim('owner-c', before + 3_600_000, 1_000)).toBeNull();
+      expect(await s.imports.checkpoint(`${t}-1`, owner, 10_600, 60_000, '{"done":[1]}')).toBe(true);
+      expect(await s.imports.checkpoint(`${t}-1`, owner, 10_700, -1)).toBe(true);
       expect((await s.imports.get(t, `${t}-1`))!.progress).toBe('{"done":[1]}');
       const again = await s.imports.claim('owner-c', 12_000, 1_000);
       expect(again).toMatchObject({ id: `${t}-1`, attempts: 2, leaseOwner: 'owner-c', progress: '{"done":[1]}' });

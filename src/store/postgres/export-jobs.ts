@@ -19,11 +19,6 @@ async function held(tx: PgTx, id: string, now: number): Promise<boolean> {
 }
 
 /**
- * The database's clock in epoch ms: what every lease is set and judged by, so that processes on machines whose
- * clocks disagree never take a live job for an abandoned one (a `cinder export` command's, another server's).
- */
-
-/**
  * Export job lifecycle on Postgres. Claims take the oldest claimable row with `FOR UPDATE SKIP LOCKED`,
  * so processes sharing the database never hand one job to two workers and never wait on each other.
  */

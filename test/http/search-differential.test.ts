@@ -85,11 +85,22 @@ function oracleValues(def: ParamDefinition, resource: Json, contained = false): 
   if (values === undefined) {
     const test = contained ? ".where(reference.startsWith('$1/') or reference.startsWith('#'))" : ".where(reference.startsWith('$1/'))";
     const expression = def.expression.replace(/\.where\(resolve\(\) is ([A-Za-z]+)\)/g, test);
-    memo.set(key, (values = fhirpath.evaluate(resource, expression, undefined, r4model) as unknown[]));
+    memo.set(key, (values = compiled(expression)(resource)));
   }
   return values;
 }
 const MEMO = new WeakMap<Json, Map<string, unknown[]>>();
+
+/**
+ * `expression` parsed once (fhirpath.evaluate parses it on every call, most of this file's time):
+ * fhirpath.compile's function, as evaluate itself runs it.
+ */
+function compiled(expression: string): (resource: Json) => unknown[] {
+  let fn = COMPILED.get(expression);
+  if (fn === undefined) COMPILED.set(expression, (fn = fhirpath.compile(expression, r4model) as unknown as (resource: Json) => unknown[]));
+  return fn;
+}
+const COMPILED = new Map<string, (resource: Json) => unknown[]>();
 
 /** The resources of `type` that reference parameter `def` of `resource` names: stored ones, and contained ones by `#id`. */
 function resolveIn(def: ParamDefinition, resource: Json, type: string): { stored: Json[]; contained: Json[] } {

@@ -21,7 +21,7 @@ export interface MatchContext {
   base?: string;
 }
 
-const AFTER_PREFIX = '\u{10FFFF}';
+const AFTER_PREFIX_POINT = 0x10ffff;
 
 const URL_PATTERNS = new Map<string, RegExp>();
 /** A `missing` condition's `urls` pattern, compiled once (a few: one per type a parameter is restricted to). */
@@ -109,7 +109,13 @@ export function instantMatches(at: number, t: DateTest): boolean {
   }
 }
 
-const prefixOf = (stored: string, prefix: string) => stored >= prefix && stored < prefix + AFTER_PREFIX;
+/**
+ * Whether `stored` is in [prefix, prefix + U+10FFFF) in code point order, as SqlBuilder.prefix compares (UTF-8 bytes,
+ * "C" collation): it starts with `prefix`, and U+10FFFF does not follow. Compared by UTF-16 units, a character of
+ * U+E000-U+FFFF after the prefix (halfwidth katakana, fullwidth letters) sorted after the bound: a resource the store
+ * finds was matched by none in memory.
+ */
+const prefixOf = (stored: string, prefix: string) => stored.startsWith(prefix) && stored.codePointAt(prefix.length) !== AFTER_PREFIX_POINT;
 
 function unitMatches(t: NumberTest, system: string, code: string): boolean {
   return (t.system === undefined || t.system === system) && (t.code === undefined || t.code === code);

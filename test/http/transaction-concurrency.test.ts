@@ -359,6 +359,71 @@ await eachStore((kind, fresh) => {
       expect([(await namedIds('Rnone')).length, await namedIds('Rnother')]).toEqual([1, ['rn-stored']]);
     });
 
+    test('its conditional creates by family and given in halfwidth katakana, one of which another request makes match meanwhile by a longer name, find that resource (they created a second)', async () => {
+      // The name after the searched prefix goes on with a character above the surrogates (U+FF80), which the in-memory
+      // match of the superset compared by UTF-16 units: the store found the Patient, the match did not.
+      let created = 0;
+      meanwhile = async () => (created = (await put('kana-late', named('ﾔﾏﾀﾞ', 'ﾀﾛｳ'))).status);
+      const res = await send([byName('ﾔﾏ', 'ﾀﾛｳ', 8), byName('ﾀﾅｶ', 'ﾊﾅｺ', 9), hook('names-kana')]);
+      expect([created, res.status]).toEqual([201, 200]);
+      const answer = (await res.json()) as Json;
+      expect(statuses(answer).slice(0, 2)).toEqual(['200 OK', '201 Created']);
+      expect([await namedIds('ﾔﾏ'), (await namedIds('ﾀﾅｶ')).length]).toEqual([['kana-late'], 1]);
+    });
+
+    test('its conditional updates by family and given in halfwidth katakana, one of which another request makes match meanwhile by a longer name, update that resource (they created a second)', async () => {
+      let created = 0;
+      meanwhile = async () => (created = (await put('kana-upd', named('ｻﾄｳﾏ', 'ｼﾞﾛｳ'))).status);
+      const update = (family: string, given: string): Json => ({
+        resource: { resourceType: 'Patient', ...named(family, given), active: true },
+        request: { method: 'PUT', url: `Patient?family=${family}&given=${given}` },
+      });
+      const res = await send([update('ｻﾄｳ', 'ｼﾞﾛｳ'), update('ｽｽﾞｷ', 'ﾊﾅｺ'), hook('names-kana-upd')]);
+      expect([created, res.status]).toEqual([201, 200]);
+      const answer = (await res.json()) as Json;
+      expect(statuses(answer).slice(0, 2)).toEqual(['200 OK', '201 Created']);
+      expect([await namedIds('ｻﾄｳ'), (await namedIds('ｽｽﾞｷ')).length]).toEqual([['kana-upd'], 1]);
+    });
+
+    test('its conditional deletes by family and given in halfwidth katakana, one of which another request makes match a second Patient meanwhile, are a 412 and delete nothing (it deleted the first)', async () => {
+      expect((await put('kd-one', named('ｲﾄｳ', 'ｹﾝ'))).status).toBe(201);
+      expect((await put('kd-two', named('ｶﾄｳ', 'ﾕｷ'))).status).toBe(201);
+      let created = 0;
+      meanwhile = async () => (created = (await put('kd-late', named('ｲﾄｳﾀﾞ', 'ｹﾝ'))).status);
+      const remove = (family: string, given: string): Json => ({ request: { method: 'DELETE', url: `Patient?family=${family}&given=${given}` } });
+      const res = await send([remove('ｲﾄｳ', 'ｹﾝ'), remove('ｶﾄｳ', 'ﾕｷ'), hook('names-kana-del')]);
+      expect([created, res.status]).toEqual([201, 412]);
+      expect([await namedIds('ｲﾄｳ'), await namedIds('ｶﾄｳ')]).toEqual([['kd-late', 'kd-one'], ['kd-two']]);
+    });
+
+    /**
+     * Conditions of one shape (searched again together: tokensMerged, or valuesMerged as a superset matched in memory),
+     * the `n`th's search, and a Patient that meets it (with a longer name where the search is by prefix or contains).
+     */
+    const shapes: Record<string, (n: number) => { search: string; meets: Json }> = {
+      identifier: (n) => ({ search: `identifier=urn:race|v${n}`, meets: { identifier: [{ system: 'urn:race', value: `v${n}` }] } }),
+      'family and given': (n) => ({ search: `family=Rfam${n}&given=Rgiv${n}`, meets: named(`Rfam${n}x`, `Rgiv${n}`) }),
+      'family:exact and gender': (n) => ({ search: `family:exact=Rexact${n}&gender=male`, meets: { ...named(`Rexact${n}`, 'Any'), gender: 'male' } }),
+      'given:contains beside a birth date': (n) => ({ search: `given:contains=cont${n}z&birthdate=1990-01-01`, meets: { ...named('Any', `Xcont${n}zY`), birthDate: '1990-01-01' } }),
+      'name in kana, active missing': (n) => ({ search: `name=ｶﾅ${n}&active:missing=true`, meets: named(`ｶﾅ${n}ﾀﾞ`, 'ﾊﾅ') }),
+      'gender, several values': (n) => ({ search: `gender=other,unknown&family=Rsev${n}`, meets: { ...named(`Rsev${n}`, 'Any'), gender: 'unknown' } }),
+    };
+    for (const [shape, condition] of Object.entries(shapes)) {
+      test(`its conditional creates by ${shape}, several of which other requests make match meanwhile, find those resources: no duplicate`, async () => {
+        const entries = Array.from({ length: 8 }, (_, n) => ({ resource: { resourceType: 'Patient', ...condition(n).meets }, request: { method: 'POST', url: 'Patient', ifNoneExist: condition(n).search } }));
+        const late = [2, 5];
+        const written: number[] = [];
+        meanwhile = async () => {
+          for (const n of late) written.push((await put(`race-${shape.replace(/[^a-z]/g, '')}-${n}`, condition(n).meets)).status);
+        };
+        const res = await send([...entries, hook(`race-${shape.replace(/[^a-z]/g, '')}`)]);
+        expect([written, res.status]).toEqual([[201, 201], 200]);
+        expect(statuses((await res.json()) as Json).slice(0, 8)).toEqual(entries.map((_, n) => (late.includes(n) ? '200 OK' : '201 Created')));
+        const counts = await Promise.all(entries.map(async (_, n) => ((await read(`Patient?${condition(n).search}&_summary=count`)).total as number)));
+        expect(counts).toEqual(entries.map(() => 1));
+      });
+    }
+
     /** A resource written by id (PUT), `Type/id`'s status. */
     const write = async (resource: Json) => (await t.request(`${t.fhir()}/${resource.resourceType}/${resource.id}`, fhirInit(token, 'PUT', resource))).status;
     const location = (id: string, parent?: string) => write({ resourceType: 'Location', id, name: id, ...(parent ? { partOf: { reference: `Location/${parent}` } } : {}) });

@@ -30,6 +30,7 @@ function patient(rand: () => number, id: string): Json {
   if (rand() < 0.8) p.gender = pick(rand, ['male', 'female', 'other']);
   if (rand() < 0.8) p.identifier = [{ system: pick(rand, SYSTEMS), value: pick(rand, ['1', '2', '3']) }];
   if (rand() < 0.5) p.active = rand() < 0.5;
+  if (rand() < 0.6) p.text = { status: 'generated', div: `<div xmlns="http://www.w3.org/1999/xhtml">${word(rand, 1)} ${pick(rand, ['alpha', 'Alphas', 'beta', 'bétà'])}</div>` };
   if (rand() < 0.7) p.birthDate = `19${pick(rand, ['70', '80'])}-0${pick(rand, ['1', '2'])}-15`;
   return p;
 }
@@ -45,7 +46,7 @@ const PLACES: Record<string, Place> = {
 };
 /** Conditions every search of a group shares (not merged: the same in each). */
 const SHARED = ['active:missing=true', 'active:missing=false', 'birthdate=ge1980', 'birthdate=1970-01', 'gender:not=male', 'gender:text=ale',
-  '_lastUpdated=ge2000-01-01', 'identifier=urn:s1|', 'name=a', 'given:exact=a', 'family:missing=false', ''];
+  '_lastUpdated=ge2000-01-01', 'identifier=urn:s1|', 'name=a', 'given:exact=a', 'family:missing=false', '_text=alpha', '_content=beta', '_text=alpha,beta', ''];
 const prefixOf = (rand: () => number) => Array.from({ length: 1 + Math.floor(rand() * 2) }, () => pick(rand, LETTERS)).join('') + (rand() < 0.2 ? `,${pick(rand, LETTERS)}` : '');
 
 await eachStore((kind, fresh) => {

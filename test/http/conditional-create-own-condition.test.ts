@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
-import { expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { craftToken, expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
 
 const patient = (value: string, extra: Json = {}): Json => ({ resourceType: 'Patient', identifier: [{ system: 'urn:s', value }], ...extra });
 const bundle = (type: string, entry: Json[]) => ({ resourceType: 'Bundle', type, entry });
@@ -230,6 +230,25 @@ await eachStore((kind, fresh) => {
       const outcome = await expectOutcome(res, 412);
       expect(outcome.issue[0].expression).toEqual(['Bundle.entry[1].request.ifNoneExist']);
       expect(await count(`Subscription?url=${both}`)).toBe(0);
+    });
+
+    test("a patient's token's conditional creates meet their condition beside resources out of its reach that meet it too (another patient's, outside its scope filter): created, as REST creates them, not a 412", async () => {
+      const CAT = 'http://terminology.hl7.org/CodeSystem/observation-category';
+      const obs = (patient: string, category: string): Json => ({
+        resourceType: 'Observation', status: 'final', category: [{ coding: [{ system: CAT, code: category }] }],
+        code: { coding: [{ system: 'urn:own-reach', code: 'x' }] }, subject: { reference: `Patient/${patient}` },
+      });
+      for (const id of ['reach-a', 'reach-b']) expect((await api.put(`Patient/${id}`, { resourceType: 'Patient', id })).status).toBe(201);
+      expect((await api.put('Observation/reach-other', { ...obs('reach-b', 'laboratory'), id: 'reach-other' })).status).toBe(201);
+      expect((await api.put('Observation/reach-vital', { ...obs('reach-a', 'vital-signs'), id: 'reach-vital' })).status).toBe(201);
+      const mine = fhirClient(t, await craftToken(t, `patient/Patient.rs patient/Observation.cruds?category=${CAT}|laboratory`, { patient: 'reach-a' }));
+      const condition = 'code=urn:own-reach|x';
+      const res = await mine.post('', bundle('transaction', [{ request: { method: 'POST', url: 'Observation', ifNoneExist: condition }, resource: obs('reach-a', 'laboratory') }]));
+      expect(res.status).toBe(200);
+      expect(((await res.json()) as Json).entry[0].response.status.slice(0, 3)).toBe('201');
+      // REST alike: the same request again finds the one it created.
+      expect((await mine.post('Observation', obs('reach-a', 'laboratory'), { 'If-None-Exist': condition })).status).toBe(200);
+      expect(await count(`Observation?${condition}`)).toBe(3);
     });
   });
 });

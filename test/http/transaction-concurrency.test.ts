@@ -396,6 +396,27 @@ await eachStore((kind, fresh) => {
       expect([await namedIds('ｲﾄｳ'), await namedIds('ｶﾄｳ')]).toEqual([['kd-late', 'kd-one'], ['kd-two']]);
     });
 
+    test("a patient's token's conditional creates under a scope filter, matches of which other requests write meanwhile outside its compartment, outside its filter and inside both, find the one inside both alone", async () => {
+      for (const id of ['cp-1', 'cp-2']) expect((await put(id, named('Cp', id))).status).toBe(201);
+      const CAT = 'http://terminology.hl7.org/CodeSystem/observation-category';
+      const obs = (n: number, patient: string, category: string): Json => ({
+        resourceType: 'Observation', status: 'final', category: [{ coding: [{ system: CAT, code: category }] }],
+        code: { coding: [{ system: 'urn:cp', code: `c${n}` }], text: `Cpname${n}x` }, subject: { reference: `Patient/${patient}` },
+      });
+      const mine = await craftToken(t, `patient/Patient.rs user/Subscription.c patient/Observation.cruds?category=${CAT}|laboratory`, { patient: 'cp-1' });
+      const entries = [0, 1, 2, 3].map((n) => ({ resource: obs(n, 'cp-1', 'laboratory'), request: { method: 'POST', url: 'Observation', ifNoneExist: `code=urn:cp|c${n}&code:text=Cpname${n}` } }));
+      const written: number[] = [];
+      const admin = async (id: string, body: Json) => (await t.request(`${t.fhir()}/Observation/${id}`, fhirInit(token, 'PUT', { ...body, id }))).status;
+      meanwhile = async () => {
+        written.push(await admin('cp-other', obs(0, 'cp-2', 'laboratory')), await admin('cp-vital', obs(1, 'cp-1', 'vital-signs')), await admin('cp-in', obs(2, 'cp-1', 'laboratory')));
+      };
+      const res = await t.request(t.fhir(), fhirInit(mine, 'POST', { resourceType: 'Bundle', type: 'transaction', entry: [...entries, hook('cp-scope')] }));
+      expect([written, res.status]).toEqual([[201, 201, 201], 200]);
+      expect(statuses((await res.json()) as Json).slice(0, 4)).toEqual(['201 Created', '201 Created', '200 OK', '201 Created']);
+      const count = async (query: string) => (await read(`Observation?${query}&_summary=count`)).total as number;
+      expect(await Promise.all([0, 1, 2, 3].map((n) => count(`code=urn:cp|c${n}`)))).toEqual([2, 2, 1, 1]);
+    });
+
     /**
      * Conditions of one shape (searched again together: tokensMerged, or valuesMerged as a superset matched in memory),
      * the `n`th's search, and a Patient that meets it (with a longer name where the search is by prefix or contains).

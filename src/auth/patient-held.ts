@@ -23,6 +23,8 @@ export interface PatientChoice {
 export interface PatientChoiceCheck {
   (choice: PatientChoice): SyncOrAsync<boolean>;
   all(choices: readonly PatientChoice[]): SyncOrAsync<boolean[]>;
+  /** The answers remembered for `choices` while current, reading nothing: undefined for each not known (or still being read). */
+  known(choices: readonly PatientChoice[]): (boolean | undefined)[];
   fresh(choice: PatientChoice): Promise<boolean>;
 }
 
@@ -132,6 +134,13 @@ export function createPatientChoiceCheck(deps: AuthDeps, users: UserLookup, ttlM
     return known(key, now) ?? remember(key, now, readHeld(deps, users, choice));
   }) as PatientChoiceCheck;
   check.all = all;
+  check.known = (choices) => {
+    const now = deps.clock.now();
+    return choices.map((c) => {
+      const held = known(keyOf(c), now);
+      return typeof held === 'boolean' ? held : undefined;
+    });
+  };
   check.fresh = (choice) => remember(keyOf(choice), deps.clock.now(), readHeld(deps, (tenant, id) => deps.store.users.get(tenant, id), choice));
   return check;
 }

@@ -136,16 +136,20 @@ const WRITE_ATTEMPTS = 5;
 export async function writeTx<T>(deps: FhirDeps, tenant: string, fn: (w: ResourceWriter) => Promise<T>): Promise<T> {
   // The tenant's subscriptions are told of what the transaction writes, in it (hub.ts).
   const hook = deps.subscriptions && (await deps.subscriptions.hook(tenant));
-  for (let attempt = 1; ; attempt++) {
+  for (let attempt = 1; ; ) {
     try {
       const out = await deps.store.resources.write(tenant, hook ? hook.wrap(fn) : fn);
       await hook?.committed();
       return out;
     } catch (err) {
+      // It matched Subscriptions whose owners the hook judges outside the transaction (hub.ts OwnersToJudge): run again,
+      // with no wait and no attempt counted (a run asks only of Subscriptions no earlier run judged: the runs are bounded).
+      if (hook && (await hook.judge(err))) continue;
       if (!(err instanceof StoreConflictError)) throw err;
       if (attempt === WRITE_ATTEMPTS) throw new FhirError('conflict', 'A concurrent write changed the same resource; retry the request', { cause: err });
     }
     await Bun.sleep(Math.random() * 2 ** attempt);
+    attempt++;
   }
 }
 

@@ -1,9 +1,10 @@
 /**
  * What a write costs a tenant with many Subscriptions activated with user tokens that carry a chosen patient, on both
  * databases (hub.ts notifying, src/auth/patient-held.ts): once the 5 s cache of those checks lapsed, a write checked
- * each Subscription's patient with a search of its own, one after another. Now the choices of one user are searched
- * together (CHOOSABLE_BATCH a search), the users side by side; and each Subscription is still matched for nothing once
- * its user may no longer have its patient in context.
+ * each Subscription's patient with a search of its own, one after another; then the choices of one user were searched
+ * together (CHOOSABLE_BATCH a search), the users side by side, of every such Subscription whatever the write matched.
+ * Now only the Subscriptions the write matched are asked (outside its transaction, which then runs again: hub.ts
+ * OwnersToJudge); and each Subscription is still matched for nothing once its user may no longer have its patient in context.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createClient } from '../../src/auth/admin.ts';
@@ -86,19 +87,38 @@ await eachStore((kind, fresh) => {
     }, 120_000);
     afterAll(() => t.close());
 
-    test("a write once the checks' cache lapsed searches each user's patients together, and notifies the Subscription of the patient written", async () => {
-      t.clock.advance(CLIENT_CACHE_TTL_MS + 1);
+    /** The searches of Patient a write of `observe(id, patient)` ran, `code` its code's text. */
+    const searchesOf = async (id: string, patient: string, code = 'watched') => {
       patientSearches = 0;
       counting = true;
       try {
-        expect((await observe('o-5', 'p-5')).status).toBe(201);
+        const res = await api.put(`Observation/${id}`, { resourceType: 'Observation', id, status: 'final', code: { text: code }, subject: { reference: `Patient/${patient}` } });
+        expect(res.status).toBe(201);
       } finally {
         counting = false;
       }
-      // Before: one search per Subscription (SUBS + 1); now one per user and CHOOSABLE_BATCH patients.
-      expect(patientSearches).toBe(Math.ceil(SUBS / CHOOSABLE_BATCH) + 1);
+      return patientSearches;
+    };
+
+    test("a write matching no Subscription, once the checks' cache lapsed, searches no user's patients", async () => {
+      t.clock.advance(CLIENT_CACHE_TTL_MS + 1);
+      // Before: every Subscription's choice judged whatever the write matched (one search per user and CHOOSABLE_BATCH patients).
+      expect(await searchesOf('o-none', 'p-5', 'ignored')).toBe(0);
+      // Its own subject's reach alone: the others' patients are not searched either.
+      expect(await searchesOf('o-5', 'p-5')).toBe(1);
       expect(await pending(subs[5]!)).toEqual(['o-5']);
-      expect(await pending(subs[6]!)).toEqual([]);
+      for (const id of [...subs, guarded]) expect(await pending(id)).toEqual(id === subs[5] ? ['o-5'] : []);
+      // Within the cache: nothing searched, and the Subscription still notified.
+      expect(await searchesOf('o-5b', 'p-5')).toBe(0);
+      expect(await pending(subs[5]!)).toEqual(['o-5', 'o-5b']);
+    });
+
+    test("a write once the checks' cache lapsed searches the patients of the Subscriptions it matches, and notifies the Subscription of the patient written", async () => {
+      t.clock.advance(CLIENT_CACHE_TTL_MS + 1);
+      expect(await searchesOf('o-6', 'p-6')).toBe(1);
+      expect(await pending(subs[6]!)).toEqual(['o-6']);
+      expect(await pending(subs[5]!)).toEqual(['o-5', 'o-5b']);
+      expect(await pending(subs[7]!)).toEqual([]);
       expect(await pending(guarded)).toEqual([]);
     });
 
@@ -117,6 +137,32 @@ await eachStore((kind, fresh) => {
       expect(await pending(subs[12]!)).toEqual([]);
       expect((await observe('o-13', 'p-13')).status).toBe(201);
       expect(await pending(subs[13]!)).toEqual(['o-13']);
+    });
+
+    test("a transaction matching every Subscription, once the checks' cache lapsed, searches each user's patients together", async () => {
+      t.clock.advance(CLIENT_CACHE_TTL_MS + 1);
+      // Every patient's but the deleted p-12's.
+      const entry = Array.from({ length: SUBS }, (_, i) => i).filter((i) => i !== 12).map((i) => ({
+        resource: { resourceType: 'Observation', id: `all-${i}`, status: 'final', code: { text: 'watched' }, subject: { reference: `Patient/p-${i}` } },
+        request: { method: 'PUT', url: `Observation/all-${i}` },
+      }));
+      patientSearches = 0;
+      counting = true;
+      try {
+        const res = await t.request(t.fhir(), {
+          method: 'POST', headers: { Authorization: `Bearer ${await t.token()}`, 'Content-Type': 'application/fhir+json' },
+          body: JSON.stringify({ resourceType: 'Bundle', type: 'transaction', entry }),
+        });
+        expect(res.status).toBe(200);
+      } finally {
+        counting = false;
+      }
+      // One search per user and CHOOSABLE_BATCH patients (the Practitioner's, and the guardian's p-9), not one per Subscription.
+      expect(patientSearches).toBe(Math.ceil((SUBS - 1) / CHOOSABLE_BATCH) + 1);
+      expect(await pending(subs[20]!)).toEqual(['all-20']);
+      expect(await pending(subs[9]!)).toEqual(['o-9a', 'o-9b', 'all-9']);
+      // The guardian's record no longer names p-9 (above).
+      expect(await pending(guarded)).toEqual(['o-9a']);
     });
   });
 });

@@ -34,6 +34,7 @@ import { authorityRevoked, ownerAccess, ownerClient, ownerPatient, ownerUser, ty
 import { grantReaches, searchesWhatItSelects, topicRefusal, unsearchedTriggers } from './owner-reach.ts';
 import { showSilenced, type Resumed, type ShowFailure, type Silenced } from './silenced.ts';
 import { statusBefore, TOPIC_PAUSE_HEAD, topicPausedFor } from './client-authority.ts';
+import type { PatientChoice } from '../../auth/patient-held.ts';
 import type { UserLookup } from '../../auth/user-cache.ts';
 import type { User } from '../../store/types.ts';
 
@@ -64,10 +65,13 @@ export interface HubOptions {
    * Whether the patient in context a user's sign-in chose, recorded with a subscription activated with its token, is
    * still one the user may choose (src/auth/patient-held.ts, cached as `user`): once it is not (a guardian's record no
    * longer names the child, the Patient deleted), the subscription is matched for nothing, as the token reads nothing;
-   * named again, it is matched again. Asked of all of a write's Subscriptions together (one search per user and hundred
-   * patients when its cache lapsed, not one per Subscription after another). Without it, not asked.
+   * named again, it is matched again. Asked only of the Subscriptions a write matched, all of them together (one search
+   * per user and hundred patients when its cache lapsed), outside the write's transaction (WriteHook.judge). Without it,
+   * not asked.
    */
-  patientHeld?: (choices: readonly { tenant: string; clientId: string; userId: string; patient: string }[]) => SyncOrAsync<boolean[]>;
+  patientHeld?: (choices: readonly PatientChoice[]) => SyncOrAsync<boolean[]>;
+  /** What patientHeld answers from what it remembers, reading nothing (undefined: not known). Without it, each is read. */
+  patientKnown?: (choices: readonly PatientChoice[]) => (boolean | undefined)[];
   /** CINDER_SUBSCRIPTION_ALLOW_PRIVATE. */
   allowPrivate: boolean;
   resolve?: ResolveHost;
@@ -146,9 +150,25 @@ export interface ActivateSubscription {
   prepare(resources: readonly (Resource | undefined)[], together?: Together): Promise<void>;
 }
 
+/**
+ * Thrown by a write's transaction (WriteHook.wrap), which it rolls back, when what it wrote matched Subscriptions whose
+ * user's chosen patient is not known to hold now (its cache lapsed): judged outside the transaction (WriteHook.judge),
+ * where reading on the store's other connections holds up no transaction, the write runs again.
+ */
+export class OwnersToJudge extends Error {
+  constructor(readonly subscriptions: readonly Compiled[]) {
+    super('Subscriptions matched whose owners are to be judged before the write runs again');
+  }
+}
+
 /** What one write does around its transaction: `wrap` the function it runs, `committed` once it committed. */
 export interface WriteHook {
   wrap<T>(fn: (w: ResourceWriter) => Promise<T>): (w: ResourceWriter) => Promise<T>;
+  /**
+   * Whether `err`, which ended a run of the transaction, asked for owners to be judged (OwnersToJudge): then they are,
+   * once the transaction is over, and the write is to run again (crud.ts writeTx), finding them judged.
+   */
+  judge(err: unknown): Promise<boolean>;
   /** After the commit: the cache dropped after a watched write, and the Subscriptions found silenced shown (silenced.ts). */
   committed(): Promise<void>;
 }
@@ -251,8 +271,17 @@ export class SubscriptionHub {
     // Before the transaction, as the set: matching in it reads nothing on another connection (a client's or user's
     // record read there, once its cache lapsed, waited for ever on a PostgreSQL pool that concurrent writes filled).
     const { notifying, silenced } = await this.notifying(tenant, active);
+    // The chosen patients of the Subscriptions this write matched, judged between its runs (OwnersToJudge): a patient's
+    // search each is what a Subscription costs, so only those the write matches pay it, not all the tenant has.
+    const choices = new Map<Compiled, boolean>();
     let watchedWritten = false;
     return {
+      judge: async (err) => {
+        if (!(err instanceof OwnersToJudge)) return false;
+        const held = await this.choicesHeld(tenant, err.subscriptions);
+        err.subscriptions.forEach((s, i) => choices.set(s, held[i]!));
+        return true;
+      },
       wrap: (fn) => async (w) => {
         const written: Written[] = [];
         // FHIR writes a transaction's DELETEs, then its POSTs, then its PUTs: its events were written after a deletion of a
@@ -289,7 +318,14 @@ export class SubscriptionHub {
         };
         const result = await fn(watched);
         if (written.length) {
-          const notifications = (await this.match(tenant, active, notifying, written, w)).flatMap((n) =>
+          const unjudged = new Set<Compiled>();
+          const matched = await this.match(tenant, active, notifying, written, w, (s) => {
+            const held = this.choiceKnown(tenant, s, choices);
+            if (held === undefined) unjudged.add(s);
+            return held === true;
+          });
+          if (unjudged.size) throw new OwnersToJudge([...unjudged]);
+          const notifications = matched.flatMap((n) =>
             ended.has(n.subscriptionId) ? [] : reowned.has(n.subscriptionId) ? [{ ...n, unsent: true }] : [n]);
           if (notifications.length) await w.notify(notifications, this.options.clock.now());
         }
@@ -312,7 +348,7 @@ export class SubscriptionHub {
    * The notifications `versions` give the tenant's active subscriptions: one per subscription whose criteria,
    * as its owner's search, matches; one per topic-based subscription with a trigger the write passes.
    */
-  private async match(tenant: string, active: ActiveSet, notifying: ReadonlySet<Compiled>, versions: Written[], w: ResourceWriter): Promise<NotificationToWrite[]> {
+  private async match(tenant: string, active: ActiveSet, notifying: ReadonlySet<Compiled>, versions: Written[], w: ResourceWriter, held: (s: Compiled) => boolean): Promise<NotificationToWrite[]> {
     // Chains and `_has` are searched in the write's transaction, as a Binary's securityContext is read there.
     const ctx = cachedLookups(this.options.fhir, tenant, { search: (query) => w.search(query), present: (type, ids) => w.present(type, ids) });
     // A Provenance's targets, and the earlier versions it names, are read in the write's transaction too (a vread).
@@ -376,10 +412,12 @@ export class SubscriptionHub {
           if (tests.length && !(trigger.requireBoth ? tests.every(Boolean) : tests.some(Boolean))) continue;
           // fhirPathCriteria (fhirpath-criteria.ts) must hold as well as queryCriteria, on the versions as written.
           if (trigger.fhirPath && !fhirPathPasses(trigger.fhirPath.test, s.topic.url)) continue;
+          if (!held(s)) continue;
           notified.add(s.id);
           out.push({ subscriptionId: s.id, type: v.type, id: v.id, versionId: v.versionId, event: interaction!, matchedFor: s.owner });
           continue;
         }
+        if (!held(s)) continue;
         out.push({ subscriptionId: s.id, type: v.type, id: v.id, versionId: v.versionId, matchedFor: s.owner });
       }
     }
@@ -417,7 +455,7 @@ export class SubscriptionHub {
     // Those silenced for their owner's authority, once each (a Subscription has an entry per trigger type).
     const silenced = new Map<string, Silenced>();
     const revokedOf = (clientId: string, user: OwnerUser | null) => user !== null && authorityRevoked(clients.get(clientId) ?? null, users.get(user.id) ?? null, user);
-    const judged: Compiled[] = [];
+    const live: Compiled[] = [];
     for (const s of subs) {
       const client = clients.get(s.clientId!) ?? null;
       const revoked = revokedOf(s.clientId!, s.user);
@@ -425,11 +463,9 @@ export class SubscriptionHub {
         silenced.set(s.id, { id: s.id, owner: s.owner, clientId: s.clientId!, why: revoked ? 'sign-in' : 'client', client });
         continue;
       }
-      if (!client?.disabled) judged.push(s);
+      if (!client?.disabled) live.push(s);
     }
-    const held = await this.choicesHeld(tenant, judged);
-    for (const [i, s] of judged.entries()) {
-      if (!held[i]) continue;
+    for (const s of live) {
       const client = clients.get(s.clientId!) ?? null;
       const now = (client?.scopes.join(' ') ?? null) === s.registered ? 'notifies' : await this.current(tenant, active, s);
       if (now === 'notifies') out.add(s);
@@ -446,18 +482,34 @@ export class SubscriptionHub {
     return { notifying: out, silenced: [...silenced.values(), ...active.resumed] };
   }
 
+  /** The choice of patient `s` was activated with (a user's, through a client), when it must be judged (HubOptions.patientHeld). */
+  private choiceOf(tenant: string, s: Compiled): PatientChoice | null {
+    const patient = s.user === null || s.clientId === null || !this.options.patientHeld ? null : ownerPatient(s.owner);
+    return patient === null ? null : { tenant, clientId: s.clientId!, userId: s.user!.id, patient };
+  }
+
+  /**
+   * Whether the patient in context `s` was activated with still holds, as known without reading: judged for this write
+   * (`judged`), else remembered (HubOptions.patientKnown); undefined when it is to be read (OwnersToJudge). True for one without.
+   */
+  private choiceKnown(tenant: string, s: Compiled, judged: ReadonlyMap<Compiled, boolean>): boolean | undefined {
+    const choice = this.choiceOf(tenant, s);
+    if (choice === null) return true;
+    return judged.get(s) ?? this.options.patientKnown?.([choice])[0];
+  }
+
   /**
    * Whether the patient in context each of `subs` was activated with, a user's choice, still holds (HubOptions.patientHeld),
    * asked of them all together; true for one without.
    */
   private async choicesHeld(tenant: string, subs: readonly Compiled[]): Promise<boolean[]> {
     const asked: number[] = [];
-    const choices: { tenant: string; clientId: string; userId: string; patient: string }[] = [];
+    const choices: PatientChoice[] = [];
     subs.forEach((s, i) => {
-      const patient = s.user === null ? null : ownerPatient(s.owner);
-      if (patient === null || !this.options.patientHeld) return;
+      const choice = this.choiceOf(tenant, s);
+      if (choice === null) return;
       asked.push(i);
-      choices.push({ tenant, clientId: s.clientId!, userId: s.user!.id, patient });
+      choices.push(choice);
     });
     const held = subs.map(() => true);
     if (!choices.length) return held;

@@ -25,7 +25,7 @@ type Json = Record<string, any>;
 /** What the measured write matches: no Subscription, one (the first), or all. */
 type Match = 'none' | 'one' | 'all';
 const MATCHES: Match[] = ['none', 'one', 'all'];
-const TEXT_OF: Record<Match, string> = { none: 'unwatched', one: 'w-0', all: 'watched' };
+const TEXT_OF: Record<Match, string> = { none: 'ignored', one: 'w-0', all: 'watched' };
 
 interface Case {
   name: string;

@@ -52,7 +52,7 @@ export async function openDownload(deps: StatusDeps, request: StatusRequest, id:
   }
   const download = crypto.randomUUID();
   const lease = (starting: boolean) =>
-    deps.store.exports.downloads.holdFiles(req.tenant, id, download, deps.clock.now(), deps.clock.now() + DOWNLOAD_LEASE_MS, starting);
+    deps.store.exports.downloads.holdFiles(req.tenant, id, download, deps.clock.now(), DOWNLOAD_LEASE_MS, starting);
   if (!(await lease(true))) throw new FhirError('not-found', `The files of export job '${id}' have expired`);
   const stored = await storedSize(deps.sink, file.key).catch(async (err: unknown) => {
     await deps.store.exports.downloads.releaseFiles(id, download);

@@ -113,10 +113,12 @@ export interface ExportScratchRepo {
 /** Holds that keep a completed job's files while downloads stream them. */
 export interface ExportDownloadRepo {
   /**
-   * Keeps the files of a completed job from removal until `until` while download `download` streams.
-   * A download `starting` needs unexpired files; one under way only needs them not removed. False otherwise.
+   * Keeps the files of a completed job from removal for `holdMs` from the database's clock (not the caller's:
+   * a clean-up process whose clock runs ahead must not purge them mid-download) while download `download`
+   * streams. A download `starting` needs files unexpired at `now`; one under way only needs them not removed.
+   * False otherwise.
    */
-  holdFiles(tenant: string, id: string, download: string, now: number, until: number, starting: boolean): Promise<boolean>;
+  holdFiles(tenant: string, id: string, download: string, now: number, holdMs: number, starting: boolean): Promise<boolean>;
   /** Ends a download's hold on the files. */
   releaseFiles(id: string, download: string): Promise<void>;
 }

@@ -12,9 +12,9 @@ import { transaction } from './transaction.ts';
  */
 export const dbNowOf = (sql: Pg | PgTx) => sql`(extract(epoch FROM clock_timestamp()) * 1000)::bigint`;
 
-/** A download holds the job's files at `now`. */
-async function held(tx: PgTx, id: string, now: number): Promise<boolean> {
-  const [r] = await tx<{ held: boolean }[]>`SELECT EXISTS (SELECT 1 FROM export_downloads WHERE job_id = ${id} AND until >= ${now}) AS held`;
+/** A download holds the job's files now, by the database's clock. */
+async function held(tx: PgTx, id: string): Promise<boolean> {
+  const [r] = await tx<{ held: boolean }[]>`SELECT EXISTS (SELECT 1 FROM export_downloads WHERE job_id = ${id} AND until >= ${dbNowOf(tx)}) AS held`;
   return r!.held;
 }
 
@@ -154,14 +154,14 @@ export function createPostgresExportScratch(sql: Pg): ExportScratchRepo {
  */
 export function createPostgresExportDownloads(sql: Pg): ExportDownloadRepo {
   return {
-    async holdFiles(tenant, id, download, now, until, starting) {
+    async holdFiles(tenant, id, download, now, holdMs, starting) {
       return transaction(sql, async (tx) => {
         const unexpired = starting ? tx`AND expires_at > ${now}` : tx``;
         const [job] = await tx`
           SELECT id FROM export_jobs WHERE tenant = ${tenant} AND id = ${id} AND state = 'completed' AND NOT purged ${unexpired} FOR SHARE`;
         if (!job) return false;
         await tx`
-          INSERT INTO export_downloads (job_id, download, until) VALUES (${id}, ${download}, ${until})
+          INSERT INTO export_downloads (job_id, download, until) VALUES (${id}, ${download}, ${dbNowOf(tx)} + ${holdMs})
           ON CONFLICT (job_id, download) DO UPDATE SET until = excluded.until`;
         return true;
       });
@@ -178,7 +178,7 @@ export function createPostgresExportCleanup(sql: Pg): ExportCleanupRepo {
     async purgeable(now, limit) {
       const rows = await sql<JobRow[]>`
         SELECT * FROM export_jobs j WHERE NOT purged
-          AND NOT EXISTS (SELECT 1 FROM export_downloads d WHERE d.job_id = j.id AND d.until >= ${now})
+          AND NOT EXISTS (SELECT 1 FROM export_downloads d WHERE d.job_id = j.id AND d.until >= ${dbNowOf(sql)})
           AND ((state IN ('completed', 'failed') AND expires_at <= ${now}) OR (state = 'cancelled' AND COALESCE(lease_until, 0) < ${dbNowOf(sql)}))
         ORDER BY updated_at LIMIT ${limit}`;
       return rows.map(toJob);
@@ -189,7 +189,7 @@ export function createPostgresExportCleanup(sql: Pg): ExportCleanupRepo {
           SELECT state, COALESCE(lease_until, 0) >= ${dbNowOf(tx)} AS leased FROM export_jobs WHERE id = ${id} AND NOT purged FOR UPDATE`;
         if (!job || (job.state === 'cancelled' && job.leased)) return false;
         // Read after taking the lock: a download that started meanwhile is visible now.
-        if (await held(tx, id, now)) return false;
+        if (await held(tx, id)) return false;
         await tx`UPDATE export_jobs SET purged = true, updated_at = ${now} WHERE id = ${id}`;
         // The job's patients and Provenance notes: no request reads them once its files are removed.
         await tx`DELETE FROM export_patients WHERE job_id = ${id}`;

@@ -1,5 +1,6 @@
 import type { ClaimedSubscription, KeptEvent, PendingBatch, PendingNotification, SubscriptionRepo, TopicEvent } from '../types.ts';
 import type { Pg } from './db.ts';
+import { dbNowOf } from './export-jobs.ts';
 import { transaction } from './transaction.ts';
 
 interface NotificationRow {
@@ -19,7 +20,8 @@ type BatchRow = { [K in keyof NotificationRow]: NotificationRow[K] | null } & { 
 /**
  * Subscription owners and the notification outbox on PostgreSQL. A claim leases subscriptions with
  * `FOR UPDATE SKIP LOCKED`, so processes sharing the database never hold one subscription together
- * (each notification is delivered by one of them) and never wait on each other.
+ * (each notification is delivered by one of them) and never wait on each other. A lease is set and judged by
+ * the database's clock (`dbNowOf`), never the caller's `now`, which only says which retries are due.
  */
 export function createPostgresSubscriptions(sql: Pg): SubscriptionRepo {
   const heldBy = (tenant: string, id: string, worker: string) => sql`tenant = ${tenant} AND id = ${id} AND leased_by = ${worker}`;
@@ -41,10 +43,10 @@ export function createPostgresSubscriptions(sql: Pg): SubscriptionRepo {
       // The owner's app read only when some are excluded (the owner is the JSON of owner.ts ownerOf).
       const apps = exclude.length ? sql`AND coalesce((s.owner::jsonb)->>'clientId', '') <> ALL(${[...exclude]}::text[])` : sql``;
       const rows = await sql<(Omit<ClaimedSubscription, 'failures'> & { failures: number })[]>`
-        UPDATE subscription_state SET lease_until = ${now + leaseMs}, leased_by = ${worker}
+        UPDATE subscription_state SET lease_until = ${dbNowOf(sql)} + ${leaseMs}, leased_by = ${worker}
         WHERE (tenant, id) IN (
           SELECT s.tenant, s.id FROM subscription_state s
-          WHERE s.channel = 'rest-hook' AND s.lease_until < ${now} AND s.next_attempt_at <= ${now} ${apps}
+          WHERE s.channel = 'rest-hook' AND s.lease_until < ${dbNowOf(sql)} AND s.next_attempt_at <= ${now} ${apps}
             AND EXISTS (SELECT 1 FROM subscription_notifications n WHERE n.tenant = s.tenant AND n.subscription_id = s.id)
           ORDER BY s.next_attempt_at LIMIT ${limit} FOR UPDATE SKIP LOCKED)
         RETURNING tenant, id, owner, failures`;

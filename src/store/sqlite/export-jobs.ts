@@ -11,8 +11,8 @@ const IN_PROGRESS_BY = "state = 'in-progress' AND id = ? AND lease_owner = ?";
  * SQLite file has one machine's clock), never the caller's `now`.
  */
 export const DB_NOW = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)";
-/** No download holds the job's files at `?` (now). */
-const NOT_HELD = 'NOT EXISTS (SELECT 1 FROM export_downloads d WHERE d.job_id = export_jobs.id AND d.until >= ?)';
+/** No download holds the job's files now, by the database's clock. */
+const NOT_HELD = `NOT EXISTS (SELECT 1 FROM export_downloads d WHERE d.job_id = export_jobs.id AND d.until >= ${DB_NOW})`;
 
 /** The connections the export repositories share. Writes go through the writer connection's queue (`serial`); reads use `reader`. */
 export interface SqliteExportDb {
@@ -179,7 +179,7 @@ export function createSqliteExportDownloads(db: SqliteExportDb): ExportDownloadR
   const { writer } = db;
   const { w } = writes(db);
   return {
-    holdFiles(tenant, id, download, now, until, starting) {
+    holdFiles(tenant, id, download, now, holdMs, starting) {
       return w(() => {
         const ok = writer
           .query<{ id: string }, [string, string, number]>(
@@ -187,7 +187,7 @@ export function createSqliteExportDownloads(db: SqliteExportDb): ExportDownloadR
           )
           .get(tenant, id, now);
         if (!ok) return false;
-        writer.query('INSERT OR REPLACE INTO export_downloads (job_id, download, until) VALUES (?, ?, ?)').run(id, download, until);
+        writer.query(`INSERT OR REPLACE INTO export_downloads (job_id, download, until) VALUES (?, ?, ${DB_NOW} + ?)`).run(id, download, holdMs);
         return true;
       });
     },
@@ -209,19 +209,19 @@ export function createSqliteExportCleanup(db: SqliteExportDb): ExportCleanupRepo
   return {
     async purgeable(now, limit) {
       return reader
-        .query<JobRow, [number, number, number]>(
+        .query<JobRow, [number, number]>(
           `SELECT * FROM export_jobs WHERE purged = 0 AND ${NOT_HELD} AND (
              (state IN ('completed', 'failed') AND expires_at <= ?) OR (state = 'cancelled' AND COALESCE(lease_until, 0) < ${DB_NOW}))
            ORDER BY updated_at LIMIT ?`,
         )
-        .all(now, now, limit)
+        .all(now, limit)
         .map(toJob);
     },
     markPurged(id, now) {
       return w(() => {
         const purged = changed(
           `UPDATE export_jobs SET purged = 1, updated_at = ? WHERE id = ? AND purged = 0 AND ${NOT_HELD} AND (state <> 'cancelled' OR COALESCE(lease_until, 0) < ${DB_NOW})`,
-          now, id, now,
+          now, id,
         );
         if (purged) dropScratch(id);
         return purged;

@@ -1,4 +1,5 @@
 import type { Database } from 'bun:sqlite';
+import { DB_NOW } from './export-jobs.ts';
 import type { ClaimedSubscription, KeptEvent, PendingBatch, PendingNotification, RecentNotification, SubscriptionRepo, TopicEvent } from '../types.ts';
 
 interface NotificationRow {
@@ -20,7 +21,8 @@ const HELD_BY = 'tenant = ? AND id = ? AND leased_by = ?';
 /**
  * Subscription owners and the notification outbox on SQLite. Every write runs in the writer's queue
  * inside a write transaction (src/store/sqlite/index.ts `repo`), which holds the database's write lock,
- * so a claim is atomic whichever processes share the file.
+ * so a claim is atomic whichever processes share the file. A lease is set and judged by the database's clock
+ * (`DB_NOW`), as on PostgreSQL; the caller's `now` only says which retries are due.
  */
 export function createSqliteSubscriptions(db: Database): SubscriptionRepo {
   return {
@@ -41,13 +43,13 @@ export function createSqliteSubscriptions(db: Database): SubscriptionRepo {
     async claim(worker, now, leaseMs, limit, exclude = []) {
       // The owner's app read only when some are excluded (the owner is the JSON of owner.ts ownerOf).
       const apps = exclude.length ? `AND coalesce(json_extract(s.owner, '$.clientId'), '') NOT IN (SELECT value FROM json_each(?5))` : '';
-      const args: [number, string, number, number, ...string[]] = [now + leaseMs, worker, now, limit, ...(exclude.length ? [JSON.stringify(exclude)] : [])];
+      const args: [number, string, number, number, ...string[]] = [leaseMs, worker, now, limit, ...(exclude.length ? [JSON.stringify(exclude)] : [])];
       return db
         .query<ClaimedSubscription, (string | number)[]>(
-          `UPDATE subscription_state SET lease_until = ?1, leased_by = ?2
+          `UPDATE subscription_state SET lease_until = ${DB_NOW} + ?1, leased_by = ?2
            WHERE (tenant, id) IN (
              SELECT s.tenant, s.id FROM subscription_state s
-             WHERE s.channel = 'rest-hook' AND s.lease_until < ?3 AND s.next_attempt_at <= ?3 ${apps}
+             WHERE s.channel = 'rest-hook' AND s.lease_until < ${DB_NOW} AND s.next_attempt_at <= ?3 ${apps}
                AND EXISTS (SELECT 1 FROM subscription_notifications n WHERE n.tenant = s.tenant AND n.subscription_id = s.id)
              ORDER BY s.next_attempt_at LIMIT ?4)
            RETURNING tenant, id, owner, failures`,

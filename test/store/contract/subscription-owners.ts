@@ -100,5 +100,28 @@ export function subscriptionOwnersContract(store: () => Store) {
       expect(await claim('w2', 2_002)).toEqual([]);
       expect(await claim('w2', 3_000)).toEqual(['a1']);
     });
+
+    test("a delivery lease is judged by the database's clock: a worker far ahead does not take a live lease, one behind takes a lapsed one", async () => {
+      const s = store();
+      const t = uniqueTenant();
+      const now = Date.now();
+      await s.resources.write(t, async (w) => {
+        await w.ownSubscription('k1', '{"operator":true}', 'rest-hook');
+        await w.notify([{ subscriptionId: 'k1', type: 'Encounter', id: 'e1', versionId: 1 }], now);
+      });
+      const claim = async (worker: string, at: number, leaseMs: number) => {
+        const got = await s.subscriptions.claim(worker, at, leaseMs, 10_000);
+        for (const c of got) if (c.tenant !== t) await s.subscriptions.release(c.tenant, c.id, worker);
+        return got.filter((c) => c.tenant === t).map((c) => c.id);
+      };
+      expect(await claim('w1', now, 30_000)).toEqual(['k1']);
+      // A worker whose clock is a minute ahead: the lease has 30 s to run by the database's clock.
+      expect(await claim('w2', now + 60_000, 30_000)).toEqual([]);
+      await s.subscriptions.release(t, 'k1', 'w1');
+      // A holder whose clock is a minute behind does not stretch its lease; once it lapses, another worker takes it.
+      expect(await claim('w1', now - 60_000, 1)).toEqual(['k1']);
+      await Bun.sleep(20);
+      expect(await claim('w2', now, 30_000)).toEqual(['k1']);
+    });
   });
 }

@@ -645,10 +645,11 @@ export async function writeEntry(w: ResourceWriter, p: Planned, opts: PutOptions
       // Once all are written, as stored: another entry's resource the planning did not see meet the condition (its Bundle copy
       // did not: a Subscription `requested`, stored `active`) would leave two resources the condition finds. Only the
       // transaction's own entries are looked at: what others wrote is the held searches' to judge (a race runs the Bundle
-      // again), and what the token may not read is no match of its condition.
-      const siblings = (opts.entryIds?.get(p.entry.type) ?? []).filter((id) => id !== p.id);
+      // again), and what the token may not read is no match of its condition. The planning matched the others' Bundle
+      // copies already: only those stored otherwise are looked at (entryIds, filled once all are written: storedOtherwise).
       opts.deferTargets(async () => {
         await judge();
+        const siblings = (opts.entryIds?.get(p.entry.type) ?? []).filter((id) => id !== p.id);
         if (siblings.length === 0) return;
         const others: SearchQuery = { type: p.entry.type, where: [...creates.criteria, { kind: 'id', ids: siblings }], sort: [], count: 1 };
         if (await ctx.exists(others)) {
@@ -658,6 +659,18 @@ export async function writeEntry(w: ResourceWriter, p: Planned, opts: PutOptions
     } else await judgeEntry(p, judge);
   }
   return written;
+}
+
+/**
+ * Whether a create entry's resource was stored otherwise than its Bundle copy (a Subscription `requested` stored `active`),
+ * its id and meta aside: only then may it meet a condition the planning found its copy did not (writeEntry).
+ */
+export function storedOtherwise(entry: Resource | undefined, written: Json | undefined): boolean {
+  const stored = written === undefined ? undefined : storedResource(written);
+  if (entry === undefined || stored === undefined) return false;
+  const { id: _a, meta: _b, ...asked } = entry as Resource & { meta?: unknown };
+  const { id: _c, meta: _d, ...kept } = stored as Resource & { meta?: unknown };
+  return !Bun.deepEquals(asked, kept, true);
 }
 
 /** The resource a write entry's response carries: the version it stored (writePlain), not yet shaped by `Prefer: return`. */

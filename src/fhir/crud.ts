@@ -495,8 +495,9 @@ export interface PutOptions {
    */
   deferTargets?: (judge: () => Promise<void>) => void;
   /**
-   * A transaction's: the ids its entries create or update, by type, among which a conditional create's condition must
-   * find no other resource once all are written (writeEntry). Absent: a write alone.
+   * A transaction's: the ids of the resources its create entries stored otherwise than their Bundle copies, by type,
+   * filled once all entries are written, among which a conditional create's condition must find no other resource
+   * (writeEntry: the planning matched the copies). Absent: a write alone.
    */
   entryIds?: ReadonlyMap<string, readonly string[]>;
   /**

@@ -2,7 +2,7 @@ import { FhirError } from '../errors.ts';
 import { batch, operationEntry, type OperationCall } from './batch.ts';
 import { writeConditions, exclusively, type Settle } from './conditional.ts';
 import { parseBundle, type Entry } from './bundle-entries.ts';
-import { entriesPerAttempt, entryResources, errorEntry, followerEntry, hasConditionalReferences, judgeEntry, judgesReach, plan, requireEntriesInReach, requireJudgedEntries, requireValidPatched, RefusedNoOps, rewriteReferences, settledConditions, writeEntry, writtenBy, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
+import { entriesPerAttempt, entryResources, errorEntry, followerEntry, hasConditionalReferences, judgeEntry, judgesReach, plan, requireEntriesInReach, requireJudgedEntries, requireValidPatched, RefusedNoOps, rewriteReferences, settledConditions, storedOtherwise, writeEntry, writtenBy, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
 import { requireVersionsWritten, settleVersions, writtenAnew } from './bundle-versions.ts';
 import { withStaticIds } from './bundle-match-urls.ts';
 import { checkRead, checkReadDeletion, checkReadTarget, readBudget, readEntry } from './bundle-reads.ts';
@@ -99,13 +99,13 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
       const deferred: { p: Planned; judge: () => Promise<void> }[] = [];
       const entryIds = new Map<string, string[]>();
       for (const p of sorted) {
-        if (p.entry.method === 'GET' || p.entry.method === 'DELETE' || p.follows || p.id === undefined) continue;
-        (entryIds.get(p.entry.type) ?? entryIds.set(p.entry.type, []).get(p.entry.type)!).push(p.id);
-      }
-      for (const p of sorted) {
         if (p.entry.method === 'GET' || p.follows) continue;
         const entryOpts = { ...noOps.options(p, anew(p) ? { ...opts, newVersion: true } : opts), deferTargets: (judge: () => Promise<void>) => void deferred.push({ p, judge }), entryIds };
         out[p.entry.index] = await writeEntry(w, p, entryOpts, base);
+      }
+      for (const p of sorted) {
+        if (p.entry.method !== 'POST' || p.follows || p.id === undefined || !storedOtherwise(p.entry.resource, out[p.entry.index])) continue;
+        (entryIds.get(p.entry.type) ?? entryIds.set(p.entry.type, []).get(p.entry.type)!).push(p.id);
       }
       for (const { p, judge } of deferred.sort((a, b) => a.p.entry.index - b.p.entry.index)) await judgeEntry(p, judge);
       requireVersionsWritten(versions, out);

@@ -110,16 +110,22 @@ describe.skipIf(!pg)('a PostgreSQL URL whose host is an IPv6 address in brackets
   }, 30_000);
 });
 
+/** A new migrated database and the server's Unix-domain socket it is reached by; undefined when the server has none. */
+async function socketDatabase() {
+  const db = await pg!.migrated();
+  const target = new URL(db.url);
+  const port = Number(target.port || 5432);
+  const [[row]] = await rawStatements('postgres', db.url, [['SHOW unix_socket_directories', []]]);
+  const dir = String(row!.unix_socket_directories).split(',')[0]!.trim();
+  if (!dir.startsWith('/') || !existsSync(`${dir}/.s.PGSQL.${port}`)) return undefined;
+  return { db, dir, port, database: target.pathname.slice(1), user: target.username };
+}
+
 describe.skipIf(!pg)('a PostgreSQL URL naming a Unix-domain socket, or its hosts in the query, as libpq reads it', () => {
   test('commands connect through the socket (was a TCP connection to %2F..., or the server refusing a "host" setting)', async () => {
-    const db = await pg!.migrated();
-    const target = new URL(db.url);
-    const port = Number(target.port || 5432);
-    const [[row]] = await rawStatements('postgres', db.url, [['SHOW unix_socket_directories', []]]);
-    const dir = String(row!.unix_socket_directories).split(',')[0]!.trim();
-    if (!dir.startsWith('/') || !existsSync(`${dir}/.s.PGSQL.${port}`)) return; // a server without a socket
-    const database = target.pathname.slice(1);
-    const user = target.username;
+    const on = await socketDatabase();
+    if (on === undefined) return; // a server without a socket
+    const { dir, port, database, user } = on;
     const made = await cliOn(`postgres://${user}@/${database}?host=${dir}&port=${port}`).run(['tenant', 'create', 't1', '--json']);
     expect([made.code, made.stderr]).toEqual([0, '']);
     for (const url of [
@@ -142,14 +148,9 @@ describe.skipIf(!pg)('a PostgreSQL URL naming a Unix-domain socket, or its hosts
 
 describe.skipIf(!pg)("sslmode with a socket, ?dbname=, and host names the CLI uses as words, as libpq reads them", () => {
   test('sslmode=require (or verify-full) over a Unix-domain socket connects without TLS, as libpq does: a socket never negotiates it', async () => {
-    const db = await pg!.migrated();
-    const target = new URL(db.url);
-    const port = Number(target.port || 5432);
-    const [[row]] = await rawStatements('postgres', db.url, [['SHOW unix_socket_directories', []]]);
-    const dir = String(row!.unix_socket_directories).split(',')[0]!.trim();
-    if (!dir.startsWith('/') || !existsSync(`${dir}/.s.PGSQL.${port}`)) return; // a server without a socket
-    const database = target.pathname.slice(1);
-    const user = target.username;
+    const on = await socketDatabase();
+    if (on === undefined) return; // a server without a socket
+    const { db, dir, port, database, user } = on;
     expect((await cliOn(db.url).run(['tenant', 'create', 't1'])).code).toBe(0);
     for (const url of [
       `postgres://${user}@/${database}?host=${dir}&port=${port}&sslmode=require`,

@@ -20,7 +20,7 @@ import { enumerationAccess, requireAccess } from './access.ts';
 import type { CapabilityContribution } from './capability.ts';
 import { readResource, type FhirDeps, type FhirRequest } from './crud.ts';
 import { encounterCompartment } from './definitions.ts';
-import { encodePosition, everythingInput, referenced, type EverythingPage } from './everything.ts';
+import { encodePosition, everythingInput, kept, referenced, type EverythingPage } from './everything.ts';
 import { guardOf } from './everything-rows.ts';
 import { ID_PATTERN } from './resource-types.ts';
 import { parameterCondition } from './search-compile.ts';
@@ -41,10 +41,10 @@ export async function encounterEverything(deps: FhirDeps, req: FhirRequest, para
   const input = everythingInput(deps, listed, params, strict, TYPES);
   if (!ID_PATTERN.test(encounterId)) throw new FhirError('invalid', `Invalid id '${encounterId}'`);
   await readResource(deps, req, 'Encounter', encounterId); // 404 / 410 / 403 as a read would
-  const { types, limit, pos } = input;
+  const { types, walk, limit, pos } = input;
   const rows: ResourceVersion[] = [];
-  for (let t = pos.t, after = pos.a; t < types.length && rows.length <= limit; t++, after = undefined) {
-    const type = types[t]!;
+  for (let t = pos.t, after = pos.a; t < walk.length && rows.length <= limit; t++, after = undefined) {
+    const type = walk[t]!;
     const where: Condition[] = type === 'Encounter'
       ? [{ kind: 'id', ids: [encounterId] }]
       : encounterCompartment().get(type)!.map((param) => parameterCondition(type, param, `Encounter/${encounterId}`, deps.clock.now()) as Condition);
@@ -55,12 +55,13 @@ export async function encounterEverything(deps: FhirDeps, req: FhirRequest, para
     if (after !== undefined) q.after = { lastUpdated: 0, id: after };
     rows.push(...(await deps.store.resources.search(req.tenant, q)));
   }
-  const result: EverythingPage = { rows: rows.slice(0, limit), included: [], self: input.self, warnings: input.warnings, ...input.page };
+  const read = rows.slice(0, limit);
+  const result: EverythingPage = { rows: kept(read, types, walk), included: [], self: input.self, warnings: input.warnings, ...input.page };
   if (rows.length > limit) {
     const last = rows[limit - 1]!;
-    result.next = encodePosition({ t: types.indexOf(last.type), a: last.id });
+    result.next = encodePosition({ t: walk.indexOf(last.type), a: last.id });
   }
-  // What the matches refer to (the patient, practitioners, locations, another Encounter of `partOf`...), every type.
-  result.included = await referenced(deps, req, result.rows, params, () => false, result.warnings);
+  // What the rows read refer to (the patient, practitioners, locations, another Encounter of `partOf`...), every type.
+  result.included = await referenced(deps, req, read, params, () => false, result.warnings);
   return result;
 }

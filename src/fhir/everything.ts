@@ -130,6 +130,11 @@ function decode(raw: string | null): Position {
   throw new FhirError('invalid', 'Invalid _cursor: it is none this server gives; search again from the first page (without _cursor)', { expression: ['_cursor'] });
 }
 
+/** The rows of a page read over `walk` that are matches: those of `types` (all of them when the two are one list). */
+export function kept<R extends { type: string }>(rows: R[], types: string[], walk: string[]): R[] {
+  return types === walk ? rows : rows.filter((r) => types.includes(r.type));
+}
+
 export const encodePosition = (p: Position) => Buffer.from(JSON.stringify(p)).toString('base64url');
 
 /**
@@ -138,13 +143,16 @@ export const encodePosition = (p: Position) => Buffer.from(JSON.stringify(p)).to
  * writes one for each request, this one too) is no part of the patient's record, and would grow it with every
  * read; `_type=AuditEvent` asks for it.
  */
-function typesOf(req: FhirRequest, all: string[], raw: string | null): string[] {
-  let types = all.filter((t) => t !== 'AuditEvent');
-  if (raw !== null) {
-    const wanted = typeList(raw);
-    types = all.filter((t) => wanted.includes(t));
-  }
-  return types.filter((t) => req.access.can(t, 'r'));
+function typesOf(req: FhirRequest, all: string[], raw: string | null): { types: string[]; walk: string[] } {
+  const every = all.filter((t) => t !== 'AuditEvent' && req.access.can(t, 'r'));
+  if (raw === null) return { types: every, walk: every };
+  const wanted = typeList(raw);
+  const types = all.filter((t) => wanted.includes(t) && req.access.can(t, 'r'));
+  // A type outside the compartments (Practitioner, Organization, Medication, Binary...) comes only as what the
+  // records refer to, whichever records those are: the pages read every type (R4: `_type` names the types of
+  // the resources returned, not those whose references are followed; HAPI FHIR's issue 4844).
+  const outside = wanted.some((t) => !all.includes(t));
+  return { types, walk: outside ? all.filter((t) => types.includes(t) || every.includes(t)) : types };
 }
 
 /** Every `_type` parameter's types as one comma-separated list (R4 repeats the parameter, as search ORs a list), or null without one. */
@@ -162,8 +170,13 @@ export interface EverythingInput {
   since?: { low: number; high: number };
   /** `start` and `end` (Patient-everything's care dates). */
   care?: CareDates;
-  /** The types to read, in order (restricted by `_type` and the token's scopes). */
+  /** The types returned as matches, in order (restricted by `_type` and the token's scopes). */
   types: string[];
+  /**
+   * The types whose rows a page reads, in order (`_type`'s cursor positions index it): `types`, or, when `_type`
+   * names a type outside the compartment, every type the token reads, whose references the page follows.
+   */
+  walk: string[];
   /** Where the page starts (`_cursor`). */
   pos: Position;
   /** The parameters its links carry. */
@@ -189,13 +202,13 @@ export function everythingInput(deps: FhirDeps, req: FhirRequest, params: URLSea
   if (since === null) throw new FhirError('invalid', `Invalid _since '${rawSince}': expected a FHIR instant, dateTime or date`, { expression: ['_since'] });
   // `_type` may be repeated (R4: 0..*, each a comma-separated list): the types of all of them.
   const wantedTypes = typesParam(params);
-  const types = typesOf(req, all, wantedTypes);
+  const { types, walk } = typesOf(req, all, wantedTypes);
   const self = new URLSearchParams();
   for (const key of ['_since', '_type', '_count', ...(care ? CARE_DATES : [])]) if (params.get(key) !== null) self.set(key, key === '_type' ? wantedTypes! : params.get(key)!);
   const cursor = params.get('_cursor');
   // Keyset pages: the previous page's cursor is not known, so there is no `previous` link.
   const page = cursor === null ? {} : { page: { cursor } };
-  return { warnings, limit, types, pos: decode(cursor), self, page, ...(since && { since: { low: since.low, high: since.high } }), ...(care && { care }) };
+  return { warnings, limit, types, walk, pos: decode(cursor), self, page, ...(since && { since: { low: since.low, high: since.high } }), ...(care && { care }) };
 }
 
 /**
@@ -261,7 +274,7 @@ export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSe
   const listed: FhirRequest = { ...req, access: enumerationAccess(req.access, patientId === undefined ? undefined : 'Patient') };
   if (patientId === undefined) requireAccess(listed.access, 'Patient', 's');
   const input = everythingInput(deps, listed, params, strict, ['Patient', ...compartmentTypes().filter((t) => t !== 'Patient')], true);
-  const { types, limit, pos } = input;
+  const { types, walk, limit, pos } = input;
   const limited = listed.access.patientLimit('Patient', 'r');
   if (patientId !== undefined && !ID_PATTERN.test(patientId)) throw new FhirError('invalid', `Invalid id '${patientId}'`);
   // The patients whose everything this is: one, or (type level) each live patient in id order.
@@ -270,18 +283,19 @@ export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSe
   // level does (a deleted patient's other records, an Observation naming it, were listed under a 200).
   if (patient !== undefined) await readResource(deps, req, 'Patient', patient);
   const rows = await everythingRows(deps, listed, {
-    types, count: limit + 1, ...(input.since && { since: input.since }),
+    types: walk, count: limit + 1, ...(input.since && { since: input.since }),
     ...(input.care && { where: (type: string) => careConditions(type, input.care!) }),
     ...(patient !== undefined && { patient }), start: { patient: pos.p, type: pos.t, id: pos.a },
   });
-  const result: EverythingPage = { rows: rows.slice(0, limit), included: [], self: input.self, warnings: input.warnings, ...input.page };
+  const read = rows.slice(0, limit);
+  const result: EverythingPage = { rows: kept(read, types, walk), included: [], self: input.self, warnings: input.warnings, ...input.page };
   if (rows.length > limit) {
     const last = rows[limit - 1]!;
-    const at = types.indexOf(last.type);
+    const at = walk.indexOf(last.type);
     result.next = encodePosition(patient !== undefined ? { t: at, a: last.id } : { p: last.patient, t: at, a: last.id });
   }
   // Patients are not included: the patient is a match (on this page or another), and the others (a
   // Group's members, a Patient.link) are not this patient's record; at the type level each is a match of its own.
-  result.included = await referenced(deps, req, result.rows, params, (type) => type === 'Patient', result.warnings);
+  result.included = await referenced(deps, req, read, params, (type) => type === 'Patient', result.warnings);
   return result;
 }

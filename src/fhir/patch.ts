@@ -3,6 +3,7 @@
  * Parameters in `application/fhir+json`) applied to the current version, whose result is written as the
  * next version through the update path (validation, indexing, history, referential integrity, access).
  */
+import type { Clock } from '../clock.ts';
 import { FhirError } from '../errors.ts';
 import { conditionKey, exclusively, hasCriteria, resolveCondition, writeToMatch } from './conditional.ts';
 import { hasCoreResources } from './core-layer.ts';
@@ -85,9 +86,10 @@ export function entryPatch(resource: Resource): PatchDocument {
 /**
  * Applies `patch` to a copy of `current`; the result must still be a resource of the same type and id
  * (400 otherwise, as HAPI FHIR refuses such patches). Validation is the caller's (the update path's).
+ * `clock`: the time a FHIRPath Patch's `now()`, `today()` and `timeOfDay()` read (the app's).
  */
-export function applyPatch(current: Resource, patch: PatchDocument): Resource {
-  const out = patch.kind === 'json-patch' ? applyJsonPatch(current, patch.operations) : applyFhirPathPatch(current, patch.operations);
+export function applyPatch(current: Resource, patch: PatchDocument, clock?: Clock): Resource {
+  const out = patch.kind === 'json-patch' ? applyJsonPatch(current, patch.operations) : applyFhirPathPatch(current, patch.operations, clock);
   if (out === null || typeof out !== 'object' || Array.isArray(out)) throw new FhirError('invalid', 'The patch does not leave a resource (a JSON object)', { issueCode: 'processing' });
   // Numbers the patch put in keep their literals on the way to the stored text (exact-json.ts).
   refreshLiterals(out);
@@ -135,7 +137,7 @@ export async function patchCurrent(
   let resource: Resource;
   try {
     const content = parseExact(current.content) as Resource;
-    resource = typeof patch === 'function' ? patch(content) : applyPatch(content, patch);
+    resource = typeof patch === 'function' ? patch(content) : applyPatch(content, patch, deps.clock);
   } catch (err) {
     if (!(err instanceof FhirError) || at === undefined) throw err;
     throw underEntry(err, at);

@@ -11,6 +11,7 @@ import {
   defaultFieldResolver, DirectiveLocation, GraphQLDirective, GraphQLNonNull, GraphQLString, Kind, type DocumentNode, type FieldNode, type FragmentDefinitionNode,
   type GraphQLFieldResolver, type OperationDefinitionNode, type SelectionSetNode, type StringValueNode, valueFromASTUntyped,
 } from 'graphql';
+import type { Clock } from '../../clock.ts';
 import { compileValues, FhirPathEvaluationError, FhirPathSyntaxError, UnsupportedFhirPath, type CompiledValues } from '../validation/fhirpath-engine.ts';
 import { elementType } from '../validation/model.ts';
 
@@ -103,14 +104,20 @@ const asName = (v: unknown) => (v !== null && typeof v === 'object' ? '' : Strin
 /**
  * Applies the directives of `op` to `data` in place; the errors of `@singleton`s with more than one item
  * and of `@slice`s that cannot be applied. `sources`: the raw values of sliced fields (sliceSourceResolver).
+ * `clock`: the time the paths' `now()`, `today()` and `timeOfDay()` read (the app's); the system's when absent.
  */
-export function applyFhirDirectives(doc: DocumentNode, op: OperationDefinitionNode, data: Obj, sources = new Map<string, unknown>(), variables?: Record<string, unknown>): ShapeError[] {
+export function applyFhirDirectives(
+  doc: DocumentNode, op: OperationDefinitionNode, data: Obj, sources = new Map<string, unknown>(), variables?: Record<string, unknown>, clock?: Clock,
+): ShapeError[] {
   // The request's variables over the operation's defaults (a variable left out takes its default).
   const defaults: Record<string, unknown> = {};
   for (const d of op.variableDefinitions ?? []) if (d.defaultValue) defaults[d.variable.name.value] = valueFromASTUntyped(d.defaultValue);
   variables = { ...defaults, ...variables };
   const compiled = new Map<string, CompiledValues | string>();
   const budget = { left: MAX_SLICE_VISITS, limit: MAX_SLICE_VISITS, what: "a request's @slice paths" };
+  // Every path of the request reads one instant (N1 § 5.10.1 has one per evaluation), the app's when given.
+  const now = clock?.now() ?? Date.now();
+  const ctx = { resource: undefined, rootResource: undefined, budget, clock: { now: () => now } };
   /** The name suffix of each item of a sliced field (`.official`), or an error message. */
   const sliceNames = (f: FieldNode, at: (string | number)[]): string[] | string => {
     const path = slicePath(f, variables);
@@ -134,7 +141,7 @@ export function applyFhirDirectives(doc: DocumentNode, op: OperationDefinitionNo
     const names: string[] = [];
     for (const item of items) {
       try {
-        names.push(`.${c(item, undefined, { resource: undefined, rootResource: undefined, budget }).map(asName).join('')}`);
+        names.push(`.${c(item, undefined, ctx).map(asName).join('')}`);
       } catch (err) {
         if (err instanceof FhirPathEvaluationError) return `@slice: the path '${path}' could not be evaluated: ${err.message}`;
         throw err;

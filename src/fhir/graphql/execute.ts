@@ -209,7 +209,7 @@ async function run(deps: FhirDeps, req: FhirRequest, schema: GraphQLSchema, doc:
   const errors = (result.errors ?? []).map(rendered);
   if (answer.data && directives) {
     const op = chosenOperation(doc, request.operationName);
-    if (op) errors.push(...applyFhirDirectives(doc, op, answer.data, sliceSources, request.variables).map((e) => ({ message: e.message, path: e.path })));
+    if (op) errors.push(...applyFhirDirectives(doc, op, answer.data, sliceSources, request.variables, deps.clock).map((e) => ({ message: e.message, path: e.path })));
   }
   if (errors.length) answer.errors = errors;
   return answer;

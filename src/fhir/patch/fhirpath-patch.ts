@@ -4,6 +4,7 @@
  * a 400 `structure`; an operation that cannot be applied is a 400 `processing`; both name the
  * parameter (`Parameters.parameter[1]`).
  */
+import type { Clock } from '../../clock.ts';
 import { FhirError } from '../../errors.ts';
 import { cloneExact, setLiteral, spliceExact } from '../exact-json.ts';
 import { elementType, typeModel } from '../validation/model.ts';
@@ -325,16 +326,33 @@ function applyOne(state: ListState, op: FhirPathPatchOperation, resource: Json):
   }
 }
 
+/** `path` evaluated with `clock` (its criteria's `now()`, `today()`, `timeOfDay()`). */
+function withClock(path: CompiledPath, clock: Clock): CompiledPath {
+  const { last } = path;
+  return {
+    expression: path.expression,
+    select: (resource) => path.select(resource, clock),
+    ...(last === undefined ? {} : { last: { name: last.name, holders: (resource: Json) => last.holders(resource, clock) } }),
+  };
+}
+
 /**
  * Applies `operations` in order to a copy of `resource` and returns it; `resource` is never changed. The
  * first operation that cannot be applied is a 400 naming its parameter, and nothing applies. Numbers
- * keep their literals (exact-json.ts) where they move, and take the values' own.
+ * keep their literals (exact-json.ts) where they move, and take the values' own. `clock`: the time the
+ * paths' `now()`, `today()` and `timeOfDay()` read (the app's), one instant for the whole patch as N1
+ * § 5.10.1 has it for one evaluation; the system's when absent.
  */
-export function applyFhirPathPatch(resource: Json, operations: readonly FhirPathPatchOperation[]): Json {
+export function applyFhirPathPatch(resource: Json, operations: readonly FhirPathPatchOperation[], clock?: Clock): Json {
   const out = cloneExact(resource);
   const state = createListState();
+  let instant: Clock | undefined;
   operations.forEach((op, i) => {
     try {
+      if (clock !== undefined) {
+        const t = (instant ??= { now: ((ms) => () => ms)(clock.now()) });
+        op = { ...op, path: withClock(op.path, t) };
+      }
       applyOne(state, op, out);
       prune(out, state);
     } catch (err) {

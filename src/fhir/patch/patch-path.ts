@@ -9,6 +9,7 @@
 import { compileCriterion, FhirPathEvaluationError, type CompiledCriterion } from '../validation/fhirpath-engine.ts';
 import { FhirPathSyntaxError, parseFhirPath, UnsupportedFhirPath, type Ast } from '../validation/fhirpath-parse.ts';
 import { elementType, typeModel } from '../validation/model.ts';
+import type { Clock } from '../../clock.ts';
 
 export type Json = Record<string, unknown>;
 
@@ -41,11 +42,20 @@ export const MAX_WHERE_VISITS = 5_000_000;
 
 const TYPES = { elementType };
 
+/**
+ * A compiled patch path. `clock`: the time `now()`, `today()` and `timeOfDay()` read in its `where()`
+ * criteria (the app's, held at one instant for a whole patch); the system's when absent.
+ */
 export interface CompiledPath {
   expression: string;
-  select(resource: Json): Located[];
+  select(resource: Json, clock?: Clock): Located[];
   /** For a path ending in an element name (`Patient.identifier`): that name and what holds it (`Patient`). */
-  last?: { name: string; holders(resource: Json): Located[] };
+  last?: { name: string; holders(resource: Json, clock?: Clock): Located[] };
+}
+
+/** The root of one evaluation: the resource, and the clock its criteria read. */
+interface Root extends Located {
+  clock?: Clock | undefined;
 }
 
 function isObject(v: unknown): v is Json {
@@ -155,7 +165,7 @@ function isOfType(type: string | undefined, wanted: string): boolean {
   return wanted === 'Quantity' && ['Age', 'Count', 'Distance', 'Duration', 'MoneyQuantity', 'SimpleQuantity'].includes(type);
 }
 
-type Step = (input: readonly Located[], root: Located) => Located[];
+type Step = (input: readonly Located[], root: Root) => Located[];
 
 function arity(ast: Extract<Ast, { kind: 'call' }>, expression: string, n: number): void {
   if (ast.args.length !== n) throw new UnsupportedFhirPath(expression, ast.at, `${ast.name}() with ${ast.args.length} arguments`);
@@ -163,7 +173,7 @@ function arity(ast: Extract<Ast, { kind: 'call' }>, expression: string, n: numbe
 
 function compileCall(ast: Extract<Ast, { kind: 'call' }>, expression: string): Step {
   const input = ast.target === undefined ? (c: readonly Located[]) => [...c] : compileStep(ast.target, expression);
-  const on = (f: (items: Located[], root: Located) => Located[]): Step => (c, root) => f(input(c, root), root);
+  const on = (f: (items: Located[], root: Root) => Located[]): Step => (c, root) => f(input(c, root), root);
   switch (ast.name) {
     case 'first':
       arity(ast, expression, 0);
@@ -202,7 +212,7 @@ function compileCall(ast: Extract<Ast, { kind: 'call' }>, expression: string): S
       const criterion: CompiledCriterion = compileCriterion(ast.args[0]!, expression, TYPES);
       return on((items, root) => {
         // One memo and one budget for the criterion's evaluations on every item.
-        const ctx = { resource: root.value, rootResource: root.value, memo: new Map<object, unknown>(), budget: { left: MAX_WHERE_VISITS, limit: MAX_WHERE_VISITS } };
+        const ctx = { resource: root.value, rootResource: root.value, memo: new Map<object, unknown>(), budget: { left: MAX_WHERE_VISITS, limit: MAX_WHERE_VISITS }, clock: root.clock };
         return items.filter((item, i) => {
           try {
             // A primitive's id and extensions are its children (`given.where(extension(url).exists())`), and one
@@ -261,8 +271,8 @@ function compileStep(ast: Ast, expression: string): Step {
 export function compilePath(expression: string): CompiledPath {
   try {
     const ast = parseFhirPath(expression);
-    const run = (step: Step) => (resource: Json) => {
-      const root: Located = { value: resource, type: typeof resource.resourceType === 'string' ? resource.resourceType : undefined };
+    const run = (step: Step) => (resource: Json, clock?: Clock) => {
+      const root: Root = { value: resource, type: typeof resource.resourceType === 'string' ? resource.resourceType : undefined, clock };
       return step([root], root);
     };
     const path: CompiledPath = { expression, select: run(compileStep(ast, expression)) };

@@ -296,6 +296,23 @@ await eachStore((kind, fresh) => {
         expect(await read(id)).toEqual(body);
       });
 
+      test("replace keeps the member where it stands, in an object and in an array (a diff of the stored text shows only the change)", async () => {
+        const id = await patient();
+        const before = Object.keys(await read(id));
+        const res = await jsonPatch(`Patient/${id}`, [
+          { op: 'replace', path: '/active', value: false },
+          { op: 'replace', path: '/name/0/family', value: 'Smith' },
+          { op: 'replace', path: '/identifier/0', value: { value: 'x', system: 'urn:x' } },
+        ]);
+        expect(res.status).toBe(200);
+        const text = await (await api.get(`Patient/${id}`)).text();
+        const body = JSON.parse(text) as Json;
+        expect(Object.keys(body).filter((k) => k !== 'meta')).toEqual(before.filter((k) => k !== 'meta'));
+        expect(Object.keys(body.name[0])).toEqual(['family', 'given']);
+        expect(body.identifier.map((i: Json) => i.value)).toEqual(['x', `ssn-${id}`]);
+        expect(text.indexOf('"active":false')).toBeLessThan(text.indexOf('"gender"'));
+      });
+
       test('history grows by exactly one version; the previous one is unchanged', async () => {
         const id = await patient();
         const before = await countVersions(t);
@@ -407,6 +424,19 @@ await eachStore((kind, fresh) => {
     });
 
     describe('FHIRPath Patch', () => {
+      test('replace keeps the element where it stands, a choice element taking another type too', async () => {
+        const id = await patient();
+        const before = Object.keys(await read(id)).filter((k) => k !== 'meta');
+        const res = await pathPatch(`Patient/${id}`, fhirPatch({ type: 'replace', path: 'Patient.active', value: { valueBoolean: false } }));
+        expect(res.status).toBe(200);
+        expect(Object.keys(await read(id)).filter((k) => k !== 'meta')).toEqual(before);
+        await api.put200({ resourceType: 'Observation', id: `o-${id}`, status: 'final', code: { text: 'x' }, valueString: 'high', note: [{ text: 'n' }] });
+        const changed = await pathPatch(`Observation/o-${id}`, fhirPatch({ type: 'replace', path: 'Observation.value', value: { valueQuantity: { value: 5, unit: 'mg' } } }));
+        expect(changed.status).toBe(200);
+        const obs = (await (await api.get(`Observation/o-${id}`)).json()) as Json;
+        expect(Object.keys(obs).filter((k) => k !== 'meta')).toEqual(['resourceType', 'id', 'status', 'code', 'valueQuantity', 'note']);
+      });
+
       test("a where() whose quantity's unit doubles with each product ends (an overflow past 4,096 characters), and math functions apply", async () => {
         const id = await patient();
         const replace = (path: string, value: boolean) => pathPatch(`Patient/${id}`, fhirPatch({ type: 'replace', path, value: { valueBoolean: value } }));

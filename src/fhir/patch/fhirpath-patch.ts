@@ -272,6 +272,16 @@ function insert(state: ListState, op: Extract<FhirPathPatchOperation, { type: 'i
   if (ext !== undefined) putExt(holder, key, op.index, ext);
 }
 
+/**
+ * Renames member `from` of `obj` to `to` where it stands (a choice element taking another type,
+ * `valueString` to `valueQuantity`), so that the others keep their order around it.
+ */
+function renameInPlace(obj: Json, from: string, to: string): void {
+  const entries = Object.entries(obj);
+  for (const [k] of entries) delete obj[k];
+  for (const [k, v] of entries) obj[k === from ? to : k] = v;
+}
+
 function replace(state: ListState, op: Extract<FhirPathPatchOperation, { type: 'replace' }>, resource: Json): void {
   const target = one(op.path.select(resource), op, 'replacing');
   const { parent, key, index } = target;
@@ -289,10 +299,9 @@ function replace(state: ListState, op: Extract<FhirPathPatchOperation, { type: '
     putExt(parent, key, index, ext);
     return;
   }
-  if (newKey !== key || json === null) {
-    delete parent[key];
-    setLiteral(parent, key, undefined);
-  }
+  if (newKey !== key && json !== null) renameInPlace(parent, key, newKey);
+  else if (json === null) delete parent[key];
+  if (newKey !== key || json === null) setLiteral(parent, key, undefined);
   if (newKey !== key) delete parent['_' + key];
   if (json !== null) parent[newKey] = json;
   setLiteral(parent, newKey, literal);

@@ -137,6 +137,22 @@ function remove(doc: unknown, path: string): unknown {
   return doc;
 }
 
+/**
+ * Replaces the value at `path` (which must exist) where it stands: an object's member keeps its place among
+ * the others (FHIR JSON's order is not significant, but a client diffing the stored text sees only the change).
+ */
+function replace(doc: unknown, path: string, value: unknown, literal?: string): unknown {
+  get(doc, path);
+  if (path === '') return value;
+  const { parent, key } = parentOf(doc, path);
+  if (Array.isArray(parent)) spliceExact(parent, Number(key), 1, [value], [literal]);
+  else {
+    parent[key] = value;
+    setLiteral(parent, key, literal);
+  }
+  return doc;
+}
+
 function deepEqual(a: unknown, b: unknown): boolean {
   if (a === b) return true;
   if (!isContainer(a) || !isContainer(b) || Array.isArray(a) !== Array.isArray(b)) return false;
@@ -180,8 +196,7 @@ function applyOne(doc: unknown, op: JsonPatchOperation, copied: Copied): unknown
     case 'remove':
       return remove(doc, op.path);
     case 'replace':
-      get(doc, op.path);
-      return add(op.path === '' ? doc : remove(doc, op.path), op.path, cloneExact(op.value), op.literal);
+      return replace(doc, op.path, cloneExact(op.value), op.literal);
     case 'move': {
       if (op.path === op.from) return (get(doc, op.from), doc);
       if (op.path.startsWith(op.from + '/')) throw new Failure(`${op.from} cannot be moved into its own child ${op.path}`);

@@ -705,7 +705,7 @@ async function writeOne(w: ResourceWriter, p: Planned, opts: PutOptions, base: s
   const { entry } = p;
   const ifMatch = entryIfMatch(entry);
   if ((entry.method === 'PUT' || entry.method === 'DELETE') && entry.ifNoneMatch !== undefined) opts = { ...opts, ifNoneMatch: entryIfNoneMatch(entry) };
-  if (p.patched) return writePatched(w, p, p.patched, { ...opts, ...(p.patched.base !== undefined ? { ifMatch: [p.patched.base] } : {}) }, base, ifMatch);
+  if (p.patched) return writePatched(w, p, p.patched, { ...opts, ifMatch: [p.patched.base] }, base, ifMatch);
   if (p.matched) return heldToMatch(p.matched, ifMatch, `${entry.type}/${p.matched.id}`, (held) => writePlain(w, p, { ...opts, ifMatch: held }, base));
   return writePlain(w, p, ifMatch === undefined ? opts : { ...opts, ifMatch }, base);
 }
@@ -760,7 +760,7 @@ async function writePatched(w: ResourceWriter, p: Planned, patched: Patched, opt
   } catch (err) {
     // A list naming a later version than the one patched may hold on the version written meanwhile: planned again, its
     // If-Match is checked on that version (a 412 then when it does not hold), as a REST PATCH's is on each attempt.
-    const mayHold = clientIfMatch === undefined || clientIfMatch === '*' || clientIfMatch.some((v) => patched.base === undefined || v > patched.base);
+    const mayHold = clientIfMatch === undefined || clientIfMatch === '*' || clientIfMatch.some((v) => v > patched.base);
     if (mayHold && err instanceof VersionConflict) throw new ConditionRaced();
     throw patchRace(err, p.entry.type, p.id!, clientIfMatch);
   }

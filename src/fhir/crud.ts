@@ -577,14 +577,15 @@ export async function putPrepared(w: ResourceWriter, p: PreparedVersion, opts: P
   const { type, id } = p;
   const current = await w.current(type, id);
   const exists = current !== null && !current.deleted;
+  const shadowed = current === null ? await shadowedVersionId(opts.core, type, id) : 0;
   requireAccess(opts.access, type, exists ? 'u' : 'c');
   if (exists) refuseAuditChange(opts.access, type, 'updated');
-  requireIfMatch(opts.ifMatch, `${type}/${id}`, current);
-  requireIfNoneMatch(opts.ifNoneMatch, `${type}/${id}`, current);
+  requireIfMatch(opts.ifMatch, `${type}/${id}`, current ?? coreCurrent(shadowed));
+  requireIfNoneMatch(opts.ifNoneMatch, `${type}/${id}`, current ?? coreCurrent(shadowed));
   if (opts.createOnly && exists) {
     throw new FhirError('conflict', `${type}/${id} exists but does not match the condition: a conditional update that matches nothing only creates`, { expression: ['id'] });
   }
-  const versionId = (current?.versionId ?? (await shadowedVersionId(opts.core, type, id))) + 1;
+  const versionId = (current?.versionId ?? shadowed) + 1;
   const lastUpdated = Math.max(opts.now, (current?.lastUpdated ?? 0) + 1);
   requireInCompartment(opts.access, type, () => p.compartments, exists ? 'u' : 'c');
   const v = versionToWrite(p, versionId, lastUpdated, method);
@@ -611,15 +612,26 @@ export async function putPrepared(w: ResourceWriter, p: PreparedVersion, opts: P
   return { version: { type, id, versionId, lastUpdated, deleted: false, content: v.content }, created: !exists, unchanged: false };
 }
 
+/**
+ * The current version, as preconditions judge it, of a resource the tenant never stored: the core CodeSystem or
+ * ValueSet of that id (version `shadowed`, as a read serves it with ETag `W/"1"`), or none (0). If-Match and
+ * If-None-Match on an update or patch see the version a read gave (FHIR R4 http.html#concurrency), whether
+ * the tenant stored it or the core serves it.
+ */
+function coreCurrent(shadowed: number): { versionId: number; deleted: false } | null {
+  return shadowed > 0 ? { versionId: shadowed, deleted: false } : null;
+}
+
 /** Marks `type/id` deleted with a new version; returns null when there was nothing to delete. */
 export async function deleteVersion(w: ResourceWriter, type: string, id: string, opts: PutOptions): Promise<ResourceVersion | null> {
   requireAccess(opts.access, type, 'd');
   refuseAuditChange(opts.access, type, 'deleted');
   const current = await w.current(type, id);
   const exists = current !== null && !current.deleted;
+  // A core resource is never deleted (409), whatever the preconditions say of it.
+  if (current === null) await refuseCoreDelete(opts.core, type, id);
   requireIfMatch(opts.ifMatch, `${type}/${id}`, current);
   requireIfNoneMatch(opts.ifNoneMatch, `${type}/${id}`, current);
-  if (current === null) await refuseCoreDelete(opts.core, type, id);
   if (!exists) return null;
   refusePatientTopic(opts.access, type, 'd', current.content);
   const versionId = current.versionId + 1;

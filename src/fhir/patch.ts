@@ -6,7 +6,6 @@
 import type { Clock } from '../clock.ts';
 import { FhirError } from '../errors.ts';
 import { conditionKey, exclusively, hasCriteria, resolveCondition, writeToMatch } from './conditional.ts';
-import { hasCoreResources } from './core-layer.ts';
 import { lookups } from './core-search.ts';
 import { readResource, requireFilter, updateResource, type FhirDeps, type FhirRequest, type WriteResult } from './crud.ts';
 import { requireAccess } from './access.ts';
@@ -114,10 +113,10 @@ export interface Patched {
   /** The result, not yet validated (the write path validates it). */
   resource: Resource;
   /**
-   * The version patched, which the write must still find current (undefined: a core CodeSystem or
-   * ValueSet the tenant never stored, which becomes the tenant's own version 1 as a PUT would make it).
+   * The version patched, which the write must still find current (a core CodeSystem or ValueSet the
+   * tenant never stored is the core's version, 1, which the write judges as current: crud.ts coreCurrent).
    */
-  base: number | undefined;
+  base: number;
 }
 
 /**
@@ -142,8 +141,7 @@ export async function patchCurrent(
     if (!(err instanceof FhirError) || at === undefined) throw err;
     throw underEntry(err, at);
   }
-  const stored = deps.core === undefined || !hasCoreResources(type) || (await deps.store.resources.read(req.tenant, type, id)) !== null;
-  return { resource, base: stored ? current.versionId : undefined };
+  return { resource, base: current.versionId };
 }
 
 /**
@@ -221,7 +219,7 @@ export async function patchResource(
     for (let attempt = 1; ; attempt++) {
       const { resource, base } = await patchCurrent(deps, req, type, id, patch, ifMatch, undefined, ifNoneMatch);
       try {
-        return await updateResource(deps, req, type, id, resource, base === undefined ? {} : { ifMatch: [base] }, undefined, false, 'PATCH');
+        return await updateResource(deps, req, type, id, resource, { ifMatch: [base] }, undefined, false, 'PATCH');
       } catch (err) {
         if (!isRace(err)) throw err;
         if (attempt === PATCH_ATTEMPTS) throw await racesLost(deps, req, type, id, ifMatch, err);

@@ -237,6 +237,34 @@ await eachStore((kind, fresh) => {
       }
     });
 
+    test("If-Match and If-None-Match on a core resource the tenant never stored judge the version a read gave (W/\"1\"): PUT, PATCH and a transaction's entries agree", async () => {
+      const JSON_PATCH = { 'Content-Type': 'application/json-patch+json' };
+      const retitle = [{ op: 'replace', path: '/title', value: 'Local' }];
+      for (const [method, path] of [['PUT', 'CodeSystem/link-type'], ['PATCH', 'ValueSet/link-type'], ['PUT', 'ValueSet/name-use']] as const) {
+        const core = await api.get(path);
+        expect(core.headers.get('etag')).toBe('W/"1"');
+        const body = { ...((await core.json()) as Json), meta: undefined, title: 'Local' };
+        const send = (headers: Record<string, string>) => (method === 'PUT' ? api.put(path, body, headers) : api.call('PATCH', path, retitle, { ...JSON_PATCH, ...headers }));
+        await expectOutcome(await send({ 'If-Match': 'W/"2"' }), 412, 'conflict');
+        await expectOutcome(await send({ 'If-None-Match': '*' }), 412);
+        await expectOutcome(await send({ 'If-None-Match': 'W/"1"' }), 412);
+        const res = await send({ 'If-Match': 'W/"1"' });
+        expect([method, path, res.status, res.headers.get('etag')]).toEqual([method, path, method === 'PUT' ? 201 : 200, 'W/"2"']);
+        // The ETag the client had no longer matches: the tenant's own version 2 is current.
+        await expectOutcome(await send({ 'If-Match': 'W/"1"' }), 412, 'conflict');
+      }
+      // In a transaction, request.ifMatch likewise.
+      const entry = (method: string, url: string, ifMatch: string, resource?: Json) => ({ ...(resource ? { resource } : {}), request: { method, url, ifMatch } });
+      const vs = { ...((await (await api.get('ValueSet/contact-point-use')).json()) as Json), meta: undefined, title: 'Local' };
+      await expectOutcome(await api.post('', { resourceType: 'Bundle', type: 'transaction', entry: [entry('PUT', 'ValueSet/contact-point-use', 'W/"2"', vs)] }), 412);
+      const ok = await api.post('', { resourceType: 'Bundle', type: 'transaction', entry: [entry('PUT', 'ValueSet/contact-point-use', 'W/"1"', vs)] });
+      expect(ok.status).toBe(200);
+      expect(((await ok.json()) as Json).entry[0].response.etag).toBe('W/"2"');
+      // A core resource is never deleted, whatever If-Match says.
+      await expectOutcome(await api.del('CodeSystem/contact-point-use', { 'If-Match': 'W/"1"' }), 409, 'conflict');
+      for (const path of ['CodeSystem/link-type', 'ValueSet/link-type', 'ValueSet/name-use', 'ValueSet/contact-point-use']) expect((await api.del(path)).status).toBe(200);
+    });
+
     test('deleting a core resource the tenant never stored is 409; conditionally and in a transaction too', async () => {
       const outcome = await expectOutcome(await api.del('CodeSystem/administrative-gender'), 409, 'conflict');
       expect(outcome.issue[0].details.text).toContain('part of the built-in FHIR R4 terminology');
@@ -248,7 +276,7 @@ await eachStore((kind, fresh) => {
       expect((await api.del('CodeSystem/no-such-code-system')).status).toBe(200);
     });
 
-    test('conditional interactions see the core: an update stores the tenant\'s own of that id, a create finds it; If-Match needs a stored version; a transaction reads the core', async () => {
+    test('conditional interactions see the core: an update stores the tenant\'s own of that id, a create finds it; If-Match judges the core\'s version; a transaction reads the core', async () => {
       const res = await api.put(`CodeSystem?url=http://terminology.hl7.org/CodeSystem/v2-0203`, {
         resourceType: 'CodeSystem', url: 'http://terminology.hl7.org/CodeSystem/v2-0203', status: 'active', content: 'complete', concept: [{ code: 'MR' }],
       });
@@ -259,7 +287,7 @@ await eachStore((kind, fresh) => {
       const ifNoneExist = await api.post('ValueSet', localValueSet('ignored', 'Ignored'), { 'If-None-Exist': 'url=http://hl7.org/fhir/ValueSet/jurisdiction' });
       expect(ifNoneExist.status).toBe(200);
       expect(((await ifNoneExist.json()) as Json).id).toBe('jurisdiction');
-      const ifMatch = await api.put('ValueSet/observation-status', { resourceType: 'ValueSet', id: 'observation-status', status: 'draft' }, { 'If-Match': 'W/"1"' });
+      const ifMatch = await api.put('ValueSet/observation-status', { resourceType: 'ValueSet', id: 'observation-status', status: 'draft' }, { 'If-Match': 'W/"2"' });
       await expectOutcome(ifMatch, 412);
       const bundle = { resourceType: 'Bundle', type: 'transaction', entry: [{ request: { method: 'GET', url: 'CodeSystem/v3-ActCode' } }] };
       const out = await api.post('', bundle);

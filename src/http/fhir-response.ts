@@ -125,11 +125,18 @@ export const GRAPHQL_RESPONSE = 'application/graphql-response+json';
 /**
  * The media type of a `$graphql` answer (GraphQL over HTTP, "Accept"): `application/graphql-response+json`
  * when the client ranks it at least as high as any JSON type it accepts (by `q`), else `application/json`,
- * as with no `Accept`; `_format` overrides `Accept` as checkAccept reads it. Nothing acceptable: 406.
+ * as with no `Accept`; `_format` overrides `Accept` as checkAccept reads it. Nothing acceptable: 406, and so
+ * is `_format=xml` (or an XML type): the operation's `result` "is always returned as application/json"
+ * (OperationDefinition Resource-graphql), so a request for XML alone is one the server cannot answer, as an
+ * `Accept` of XML alone is (http.html: a format the server does not support for it is a 406).
  */
 export function graphqlResponseType(accept: string | undefined, format: string | null): typeof GRAPHQL_RESPONSE | 'application/json' {
   if (format !== null) {
-    if (formatRange(format).type === GRAPHQL_RESPONSE) return GRAPHQL_RESPONSE;
+    const { type } = formatRange(format);
+    if (type === GRAPHQL_RESPONSE) return GRAPHQL_RESPONSE;
+    if (type === 'xml' || XML_TYPES.includes(type)) {
+      throw new FhirError('not-acceptable', `_format '${format}' is not supported by $graphql: its answer is always JSON (application/json or ${GRAPHQL_RESPONSE})`, { expression: ['_format'] });
+    }
     checkAccept(undefined, format);
     return 'application/json';
   }

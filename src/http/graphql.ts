@@ -70,7 +70,7 @@ async function graphqlRequest(c: Context<AppEnv>, maxBodyBytes: number): Promise
   if (c.req.method === 'GET') {
     const query = url.get('query');
     if (!query) throw invalid("A GET to $graphql takes the query in the parameter 'query'", 'query');
-    return { query, variables: jsonVariables(url.get('variables')), operationName: url.get('operationName') ?? undefined };
+    return { query, variables: jsonVariables(url.get('variables')), operationName: url.get('operationName') ?? undefined, viaGet: true };
   }
   const media = (c.req.header('content-type') ?? '').split(';', 1)[0]!.trim().toLowerCase();
   // The media type before the body: one of another type is its 415 whatever its bytes (a 400 were they not UTF-8).

@@ -361,6 +361,34 @@ await eachStore((kind, fresh) => {
       await expectOutcome(await api.call('DELETE', '$graphql'), 405);
     });
 
+    test('a mutation sent by GET is 405 with Allow: POST, nothing run (GraphQL over HTTP); a query by GET runs', async () => {
+      for (const path of ['$graphql', 'Patient/p1/$graphql']) {
+        const res = await api.get(`${path}?query=${encodeURIComponent('mutation { PatientCreate { id } }')}`);
+        const outcome = await expectOutcome(res, 405);
+        expect(res.headers.get('allow')).toBe('POST');
+        expect(outcome.issue[0].expression).toEqual(['query']);
+        expect(outcome.issue[0].diagnostics).toContain('GET');
+      }
+      // The operation named decides: a document holding a mutation beside the query run is a query by GET.
+      const doc = encodeURIComponent('query Q { Patient(id: "p2") { id } } mutation M { PatientCreate { id } }');
+      const query = await api.get(`$graphql?query=${doc}&operationName=Q`);
+      expect([query.status, await query.json()]).toEqual([200, { data: { Patient: { id: 'p2' } } }]);
+      await expectOutcome(await api.get(`$graphql?query=${doc}&operationName=M`), 405);
+    });
+
+    test('_format=xml is 406 naming _format: a $graphql answer is always JSON (OperationDefinition Resource-graphql), as an Accept of XML alone is', async () => {
+      const q = encodeURIComponent('{ Patient(id: "p2") { id } }');
+      for (const format of ['xml', 'application/fhir+xml', 'text/xml']) {
+        const outcome = await expectOutcome(await api.get(`$graphql?query=${q}&_format=${encodeURIComponent(format)}`, { Accept: 'application/json' }), 406);
+        expect(outcome.issue[0].expression).toEqual(['_format']);
+      }
+      await expectOutcome(await api.get(`$graphql?query=${q}`, { Accept: 'application/fhir+xml' }), 406);
+      for (const format of ['json', 'application/json', 'application/fhir+json']) {
+        const res = await api.get(`$graphql?query=${q}&_format=${encodeURIComponent(format)}`);
+        expect([format, res.status, res.headers.get('content-type')]).toEqual([format, 200, 'application/json; charset=utf-8']);
+      }
+    });
+
     test('limits: an answer that selects one value over and over (aliases, fragments) is refused past 64 Mi characters, not built', async () => {
       const big = 'x'.repeat(40 * 1024);
       await api.put200({

@@ -22,6 +22,8 @@ export interface GraphqlRequest {
   query: string;
   variables?: Record<string, unknown> | undefined;
   operationName?: string | undefined;
+  /** Sent by GET, which may not run a mutation (GraphQL over HTTP: 405). */
+  viaGet?: boolean | undefined;
 }
 
 /** An instance-level request's focus: the resource read first, the query's root. */
@@ -98,6 +100,12 @@ function checked(schema: GraphQLSchema, request: GraphqlRequest): DocumentNode |
     throw err;
   }
   const op = chosenOperation(doc, request.operationName);
+  if (op?.operation === 'mutation' && request.viaGet) {
+    // GraphQL over HTTP: "GET requests MUST NOT be used for executing mutation operations" (405, execution halted).
+    throw new FhirError('method-not-allowed', 'A GraphQL mutation is not sent by GET (GraphQL over HTTP); Cinder\'s $graphql is read-only, so it runs none: use the REST API to write', {
+      headers: { Allow: 'POST' }, expression: ['query'],
+    });
+  }
   if (op && op.operation !== 'query') return refused(`Cinder's $graphql is read-only: ${op.operation}s are not supported (use the REST API to write)`);
   const problem = shapeProblem(doc);
   if (problem) return refused(problem);

@@ -376,6 +376,13 @@ await eachStore((kind, fresh) => {
       await expectOutcome(await api.get(`$graphql?query=${doc}&operationName=M`), 405);
     });
 
+    test("@slice paths compute Integers in 32 bits (FHIRPath N1): an overflow gives nothing, not a number past the range", async () => {
+      const body = await data('{ Patient(id: "p1") { name @slice(path: "(2147483646 + 1).toString()") { family } } }');
+      expect(body.Patient).toEqual({ name: [{ 'family.2147483647': 'Smith' }] });
+      const overflow = await data('{ Patient(id: "p1") { name @slice(path: "(2147483647 + 1).toString()") { family } } }');
+      expect(overflow.Patient).toEqual({ name: [{ 'family.': 'Smith' }] });
+    });
+
     test('_format=xml is 406 naming _format: a $graphql answer is always JSON (OperationDefinition Resource-graphql), as an Accept of XML alone is', async () => {
       const q = encodeURIComponent('{ Patient(id: "p2") { id } }');
       for (const format of ['xml', 'application/fhir+xml', 'text/xml']) {

@@ -424,6 +424,17 @@ await eachStore((kind, fresh) => {
     });
 
     describe('FHIRPath Patch', () => {
+      test("a where() computes Integers in 32 bits (N1): an overflow gives nothing, a literal past the range is a 400 naming it", async () => {
+        const id = await patient();
+        const replace = (path: string) => pathPatch(`Patient/${id}`, fhirPatch({ type: 'replace', path, value: { valueBoolean: false } }));
+        const res = await replace("Patient.active.where((2147483647 + 1).empty() and '2147483648'.toInteger().empty() and 2.power(31).empty())");
+        expect(res.status).toBe(200);
+        expect(((await res.json()) as Json).active).toBe(false);
+        const issue = await refused(() => replace('Patient.active.where(2147483648 > 0)'), 400);
+        expect(issue.diagnostics).toContain("the Integer 2147483648 is past FHIRPath's 32-bit range");
+        expect(issue.expression).toEqual(['Parameters.parameter[0]']);
+      });
+
       test('replace keeps the element where it stands, a choice element taking another type too', async () => {
         const id = await patient();
         const before = Object.keys(await read(id)).filter((k) => k !== 'meta');

@@ -104,6 +104,16 @@ function valueOf(item: unknown): unknown {
 // ---------------------------------------------------------------------------------------------------
 
 const CATEGORIES = new Map<string, Category>();
+/**
+ * FHIRPath's Integer: "whole numbers in the range -2^31 to 2^31-1" (N1 § 2.1.x System types); an Integer
+ * result outside it is an overflow, which gives nothing ("Operations that cause arithmetic overflow or
+ * underflow will result in empty", § 6.6).
+ */
+const INT_MIN = -(2 ** 31);
+const INT_MAX = 2 ** 31 - 1;
+const isInt32 = (n: number) => Number.isInteger(n) && n >= INT_MIN && n <= INT_MAX;
+/** An Integer result as a collection: itself, or nothing past the 32-bit range. */
+const int32Result = (n: number): Coll => (isInt32(n) ? [n] : EMPTY);
 for (const t of ['boolean', 'System.Boolean']) CATEGORIES.set(t, 'boolean');
 for (const t of ['integer', 'positiveInt', 'unsignedInt', 'decimal', 'integer64', 'System.Integer', 'System.Decimal']) CATEGORIES.set(t, 'number');
 for (const t of ['string', 'code', 'id', 'markdown', 'uri', 'url', 'canonical', 'oid', 'uuid', 'base64Binary', 'xhtml', 'System.String']) {
@@ -1244,6 +1254,9 @@ const VARIABLES = new Map([['ucum', UCUM], ['sct', 'http://snomed.info/sct'], ['
 function build(ast: Ast, scope: Scope): Expr {
   switch (ast.kind) {
     case 'literal':
+      if (ast.literal.kind === 'number' && ast.literal.integer && ast.literal.value > INT_MAX) {
+        throw new FhirPathSyntaxError(scope.expression, ast.at, `the Integer ${ast.literal.value} is past FHIRPath's 32-bit range (at most ${INT_MAX}): write a Decimal (${ast.literal.value}.0)`);
+      }
       return literal(ast.literal);
     case 'this':
       return collExpr(scope.thisType, (env) => (env.this === undefined ? EMPTY : [env.this]), (env) => (env.this === undefined ? 0 : 1));
@@ -1266,13 +1279,17 @@ function build(ast: Ast, scope: Scope): Expr {
       });
     }
     case 'unary': {
-      const operand = build(ast.operand, scope);
+      const o = ast.operand;
+      // -2147483648: the least Integer, whose magnitude alone is past the range.
+      if (ast.op === '-' && o.kind === 'literal' && o.literal.kind === 'number' && o.literal.integer && o.literal.value === -INT_MIN) return constExpr('System.Integer', [INT_MIN]);
+      const operand = build(o, scope);
       if (ast.op === '+') return operand;
+      const integer = isIntegerType(operand.type);
       return collExpr(operand.type, (env) => {
         const item = single(operand.coll(env));
         const v = valueOf(item);
         if (v === undefined || v === null) return EMPTY;
-        if (typeof v === 'number') return [-v];
+        if (typeof v === 'number') return integer ? int32Result(-v) : [-v];
         return [signedQuantity(item, operand.type, (x) => -x)];
       });
     }
@@ -1626,14 +1643,17 @@ function arithmetic(op: string, left: Expr, right: Expr): Expr {
     if (a === undefined || a === null || b === undefined || b === null) return EMPTY;
     if (op === '+' && typeof a === 'string' && typeof b === 'string') return [a + b];
     if (typeof a !== 'number' || typeof b !== 'number') return quantityArithmetic(op, x, left.type, y, right.type, env);
+    let r: number;
     switch (op) {
-      case '+': return [a + b];
-      case '-': return [a - b];
-      case '*': return [a * b];
+      case '+': r = a + b; break;
+      case '-': r = a - b; break;
+      case '*': r = a * b; break;
       case '/': return b === 0 ? EMPTY : [a / b];
-      case 'div': return b === 0 ? EMPTY : [Math.trunc(a / b)];
-      default: return b === 0 ? EMPTY : [a % b];
+      case 'div': if (b === 0) return EMPTY; r = Math.trunc(a / b); break;
+      default: if (b === 0) return EMPTY; r = a % b;
     }
+    // Integers stay 32-bit (an overflow gives nothing); `r || 0` keeps -0 out of Integers.
+    return integer ? int32Result(r || 0) : [r];
   });
 }
 
@@ -1797,8 +1817,11 @@ function mathFunction(input: Expr, args: Ast[], scope: Scope, name: string, fn: 
     }
     const r = fn(x, a);
     if (r === undefined) return EMPTY;
+    if (integer) return int32Result(r);
     if (!integral) return [r];
-    return [new Typed(Number.isSafeInteger(r) && a! >= 0 ? 'System.Integer' : 'System.Decimal', r, undefined)];
+    // An Integer to a non-negative Integer power is an Integer, nothing past the 32-bit range; to a negative one a Decimal.
+    if (a! < 0) return [new Typed('System.Decimal', r, undefined)];
+    return isInt32(r) ? [new Typed('System.Integer', r, undefined)] : EMPTY;
   });
 }
 
@@ -2180,10 +2203,11 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
   }))],
   ['toInteger', (input, args, scope, c) => (arity(c, scope, 0, 0), collExpr('System.Integer', (env) => {
     const v = valueOf(single(input.coll(env)));
-    if (typeof v === 'number') return Number.isInteger(v) ? [v] : EMPTY;
+    if (typeof v === 'number') return isInt32(v) ? [v] : EMPTY;
     if (typeof v === 'boolean') return [v ? 1 : 0];
     if (typeof v === 'string') chargeText(env, v.length);
-    if (typeof v === 'string' && /^[+-]?\d+$/.test(v)) return [Number(v)];
+    // A string of an Integer past the 32-bit range converts to nothing (N1 § 5.5.3: it is no Integer).
+    if (typeof v === 'string' && /^[+-]?\d+$/.test(v)) return int32Result(Number(v) || 0);
     return EMPTY;
   }))],
   ['toDecimal', (input, args, scope, c) => (arity(c, scope, 0, 0), collExpr('System.Decimal', (env) => {
@@ -2198,7 +2222,8 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
     const item = single(input.coll(env));
     const v = valueOf(item);
     if (v === undefined || v === null) return EMPTY;
-    return [typeof v === 'number' ? Math.abs(v) : signedQuantity(item, input.type, Math.abs)];
+    if (typeof v === 'number') return isIntegerType(input.type) ? int32Result(Math.abs(v)) : [Math.abs(v)];
+    return [signedQuantity(item, input.type, Math.abs)];
   }))],
   ...[...UNARY_MATH].map(([name, fn]): [string, FunctionCompiler] => [name, (input, args, scope, c) => (arity(c, scope, 0, 0), mathFunction(input, [], scope, name, (x) => fn(x)))]),
   ['log', (input, args, scope, c) => (arity(c, scope, 1, 1), mathFunction(input, args, scope, 'log', (x, base) => logarithm(x, base!)))],

@@ -305,6 +305,42 @@ describe('math functions (N1 § 5.7: abs, ceiling, exp, floor, ln, log, power, r
   });
 });
 
+describe('Integer is 32-bit (N1: -2^31 to 2^31-1; an overflow gives nothing, § 6.6)', () => {
+  test('literals: the range is an Integer, past it a compile error (a Decimal may be written instead)', () => {
+    check([
+      ['2147483647', '2147483647'], ['-2147483648', '-2147483648'], ['-2147483648 is Integer', 'true'],
+      ['2147483648', 'error'], ['-2147483649', 'error'], ['2147483648.0', '2147483648'], ['2147483648.0 is Decimal', 'true'],
+    ]);
+    expect(() => compileValues('Patient.multipleBirth + 99999999999', types)).toThrow(/past FHIRPath's 32-bit range/);
+  });
+
+  test('arithmetic on Integers past the range gives nothing; Decimals keep their values', () => {
+    check([
+      ['2147483647 + 1', 'empty'], ['-2147483648 - 1', 'empty'], ['65536 * 65536', 'empty'], ['46340 * 46340', '2147395600'],
+      ['-2147483648 div -1', 'empty'], ['-(-2147483648)', 'empty'], ['(-2147483648).abs()', 'empty'], ['-2147483648 mod -1', '0'],
+      ['(2147483647 + 1).empty()', 'true'], ['2147483646 + 1', '2147483647'], ['-2147483647 - 1', '-2147483648'],
+      ['2147483647.0 + 1', '2147483648'], ['2147483647 + 1.0', '2147483648'], ['2147483647 / 1', '2147483647'],
+      ['2.power(31)', 'empty'], ['2.power(30)', '1073741824'], ['(-2).power(31)', '-2147483648'], ['2.power(-1)', '0.5'],
+      ['3000000000.5.floor()', 'empty'], ['(-2147483648.5).ceiling()', '-2147483648'], ['2147483647.9.truncate()', '2147483647'],
+    ]);
+  });
+
+  test('toInteger(): a string or number past the range converts to nothing', () => {
+    check([
+      ["'2147483647'.toInteger()", '2147483647'], ["'-2147483648'.toInteger()", '-2147483648'],
+      ["'2147483648'.toInteger()", 'empty'], ["'-2147483649'.toInteger()", 'empty'], ["'99999999999999999999'.toInteger()", 'empty'],
+      ['2147483648.0.toInteger()', 'empty'], ['12.0.toInteger()', '12'],
+    ]);
+  });
+
+  test('FHIR integer elements are Integers: their sums past the range give nothing', () => {
+    const q = { resourceType: 'Questionnaire', status: 'draft', item: [{ linkId: 'a', type: 'string', maxLength: 2147483647 }] };
+    expect(run('Questionnaire.item.maxLength + 1', q, 'Questionnaire')).toBe('empty');
+    expect(run('Questionnaire.item.maxLength - 1', q, 'Questionnaire')).toBe('2147483646');
+    expect(run('Questionnaire.item.maxLength * 2.0', q, 'Questionnaire')).toBe('4294967294');
+  });
+});
+
 describe("HL7's N1 test suite: its cases on quantities and the current time (differential)", () => {
   /**
    * Where the suite and N1's text disagree Cinder follows the text: `7 days = 1 'wk'` (a calendar week is unequal to a

@@ -160,8 +160,8 @@ await eachStore((kind, fresh) => {
       const values = /"component":\[(.*)\]/.exec(await stored('Observation', id))![1]!.match(/"value":[^}]*/g);
       // Components were 98.60, 1.0, 0.010, 1e-26, ...: 98.60 moved to index 3, then index 1 (0.010) copied to index 2.
       expect(values).toEqual(['"value":1.0', '"value":0.010', '"value":0.010', '"value":98.60', '"value":12345678901234567890.5', '"value":-0.0', '"value":0.00000000000000000000000001', '"value":2.50']);
-      // A replace is a remove and an add (RFC 6902 4.3): the value comes after the unit.
-      expect(text).toContain('"valueQuantity":{"unit":"degF","value":98.600}');
+      // A replace puts the value where the old one stood (RFC 6902 4.3's remove and add, functionally; member order is no part of JSON's value).
+      expect(text).toContain('"valueQuantity":{"value":98.600,"unit":"degF"}');
     });
 
     test('FHIRPath Patch: valueDecimal and Quantity values keep their literals; the rest of the resource too', async () => {
@@ -219,18 +219,18 @@ await eachStore((kind, fresh) => {
       const res = await api.post('', json({ resourceType: 'Bundle', type: 'transaction', entry: [{ resource: binary, request: { method: 'PATCH', url: `Observation/${target}` } }] }));
       const text = await res.text();
       expect({ status: res.status, text }).toMatchObject({ status: 200 });
-      // A replace is a remove and an add (RFC 6902 4.3): the value comes after the unit.
-      expect(text).toContain('"valueQuantity":{"unit":"degF","value":1.50}');
-      expectLiterals((await stored('Observation', target)).replace('{"unit":"degF","value":1.50}', '{"value":98.60,"unit":"degF"}'));
+      // A replace puts the value where the old one stood (RFC 6902 4.3's remove and add, functionally; member order is no part of JSON's value).
+      expect(text).toContain('"valueQuantity":{"value":1.50,"unit":"degF"}');
+      expectLiterals((await stored('Observation', target)).replace('{"value":1.50,"unit":"degF"}', '{"value":98.60,"unit":"degF"}'));
       const fhirPatch = {
         resourceType: 'Parameters',
         parameter: [{ name: 'operation', part: [{ name: 'type', valueCode: 'replace' }, { name: 'path', valueString: 'Observation.valueQuantity.value' }, { name: 'value', valueDecimal: n('2.500') }] }],
       };
       const batch = await api.post('', json({ resourceType: 'Bundle', type: 'batch', entry: [{ resource: fhirPatch, request: { method: 'PATCH', url: `Observation/${target}` } }] }));
       const batchText = await batch.text();
-      expect(batchText).toContain('"valueQuantity":{"unit":"degF","value":2.500}');
+      expect(batchText).toContain('"valueQuantity":{"value":2.500,"unit":"degF"}');
       for (const l of LITERALS) expect(batchText).toContain(`{"value":${l}}`);
-      expect(await stored('Observation', target)).toContain('"valueQuantity":{"unit":"degF","value":2.500}');
+      expect(await stored('Observation', target)).toContain('"valueQuantity":{"value":2.500,"unit":"degF"}');
     });
 
     test('a transaction rewrites urn:uuid references and keeps the literals, in its answer and in what it stores', async () => {

@@ -104,10 +104,11 @@ await eachStore((kind, fresh) => {
       expect(await version(a)).toBe('2');
     });
 
-    test('a core ValueSet the tenant never stored has no stored version: * writes the tenant\'s own, as If-Match: * is a 412 there', async () => {
+    test("a core ValueSet the tenant never stored is current as the core's version 1, which a read serves: * is a 412, If-Match: * writes the tenant's own (as a PATCH judges it)", async () => {
       const vs = { resourceType: 'ValueSet', id: 'observation-status', status: 'draft' };
-      await refused(() => api.put('ValueSet/observation-status', vs, { 'If-Match': '*' }), 412);
-      expect((await api.put('ValueSet/observation-status', vs, { 'If-None-Match': '*' })).status).toBe(201);
+      await refused(() => api.put('ValueSet/observation-status', vs, { 'If-None-Match': '*' }), 412);
+      await refused(() => api.put('ValueSet/observation-status', vs, { 'If-None-Match': 'W/"1"' }), 412);
+      expect((await api.put('ValueSet/observation-status', vs, { 'If-Match': '*' })).status).toBe(201);
       await refused(() => api.put('ValueSet/observation-status', { ...vs, status: 'active' }, { 'If-None-Match': '*' }), 412);
     });
 

@@ -355,13 +355,11 @@ function withClock(path: CompiledPath, clock: Clock): CompiledPath {
 export function applyFhirPathPatch(resource: Json, operations: readonly FhirPathPatchOperation[], clock?: Clock): Json {
   const out = cloneExact(resource);
   const state = createListState();
-  let instant: Clock | undefined;
+  const instant = clock?.now();
+  const fixed: Clock | undefined = instant === undefined ? undefined : { now: () => instant };
   operations.forEach((op, i) => {
     try {
-      if (clock !== undefined) {
-        const t = (instant ??= { now: ((ms) => () => ms)(clock.now()) });
-        op = { ...op, path: withClock(op.path, t) };
-      }
+      if (fixed !== undefined) op = { ...op, path: withClock(op.path, fixed) };
       applyOne(state, op, out);
       prune(out, state);
     } catch (err) {

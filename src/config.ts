@@ -1,6 +1,6 @@
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
-import { connectTimeoutFromUrl, poolSizeFromUrl, postgresUrlProblem, withoutPassword } from './store/postgres/url-options.ts';
+import { connectTimeoutFromUrl, poolSizeFromUrl, postgresUrlProblem, tlsFromUrl, withoutPassword } from './store/postgres/url-options.ts';
 
 /** The most HTTP server processes CINDER_PROCESSES may start (`auto` included). */
 const MAX_PROCESSES = 64;
@@ -228,6 +228,7 @@ export function loadConfig(env: Record<string, string | undefined>, flags: Recor
     try {
       poolSizeFromUrl(databaseUrl);
       connectTimeoutFromUrl(databaseUrl);
+      tlsFromUrl(databaseUrl);
     } catch (err) {
       throw new ConfigError(`invalid ${name('databaseUrl')}: ${(err as Error).message}`);
     }

@@ -3,7 +3,7 @@ import { StoreConflictError } from '../types.ts';
 import { declareArrayTypes } from './array-types.ts';
 import type { PgMigration } from './migrations.ts';
 import { transaction } from './transaction.ts';
-import { connectTimeoutFromUrl, driverTarget, MAX_POOL_SIZE, poolSizeFromUrl } from './url-options.ts';
+import { connectTimeoutFromUrl, driverTarget, MAX_POOL_SIZE, poolSizeFromUrl, type DriverTls } from './url-options.ts';
 
 export interface PostgresStoreOptions {
   /** Connection pool size; default 10 (or `?max=N` in the URL). */
@@ -84,10 +84,10 @@ function open(url: string, o: { max: number; application_name: string; idle_time
   // An IPv6 address in brackets, a Unix-domain socket's directory, the query's `host` and `port` are given
   // apart, as libpq reads them: postgres.js would take `[` for a host, connect to `%2Fvar%2Frun%2Fpostgresql`
   // by TCP, and send `host` to the server as a setting, which refuses it; `?dbname=` names the database, and a
-  // socket is never asked for TLS (driverTarget).
+  // socket is never asked for TLS; `sslrootcert` is read here, not sent to the server (driverTarget).
   const { url: driverUrl, ...hosts } = driverTarget(url);
   const sql = postgres(driverUrl, {
-    ...(hosts as { host?: string; port?: number; path?: string; database?: string; ssl?: false }),
+    ...(hosts as { host?: string; port?: number; path?: string; database?: string; ssl?: DriverTls }),
     max: o.max,
     ...(o.idle_timeout !== undefined && { idle_timeout: o.idle_timeout }),
     prepare: true,

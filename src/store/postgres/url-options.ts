@@ -1,5 +1,7 @@
+import { readFileSync } from 'node:fs';
+
 /**
- * The options Cinder reads from a PostgreSQL URL's query (`?max=N&connect_timeout=N`), with nothing to
+ * The options Cinder reads from a PostgreSQL URL's query (`?max=N&connect_timeout=N`, `?sslrootcert=`), with nothing to
  * import: src/config.ts checks them at start, so that a bad one stops every command with a line naming
  * CINDER_DATABASE_URL, and db.ts opens the pools with them.
  */
@@ -90,6 +92,52 @@ function endpoints(url: string): Endpoints | undefined {
   return { host: listed.map((h) => h.host || 'localhost'), port: listed.map((_, i) => portOf(i)) };
 }
 
+/**
+ * The TLS postgres.js is given for a URL naming `sslrootcert`: none, the system's trusted roots with the host name checked
+ * (`verify-full`), or the certificate authorities of the file, the host name checked or not (tls.connect's options).
+ */
+export type DriverTls = false | 'verify-full' | { ca: string; checkServerIdentity?: () => undefined };
+
+const SSL_MODES = ['disable', 'allow', 'prefer', 'require', 'verify-ca', 'verify-full'];
+
+/**
+ * The TLS of a URL naming `sslrootcert`, as libpq takes it (libpq-ssl "Client Verification of Server Certificates"), or
+ * undefined for one naming none (postgres.js reads its `sslmode`). `sslrootcert` is an option of the client, never sent to
+ * the server (postgres.js sent it as a setting, which the server refused: every connection failed). `system`: the system's
+ * trusted roots, with `verify-full` only (libpq refuses a weaker sslmode with it). A file: read here, its certificates the
+ * only authorities trusted; `verify-full` checks the host name too, every other mode but `disable` (which reads no file)
+ * the chain alone, as `verify-ca` (libpq's rule for `require` with a root certificate file). Where libpq's `prefer` (its
+ * default) would fall back to no TLS on a server without it, the connection fails: a URL naming the authority to trust
+ * asks for TLS. Throws a RangeError naming the option for an sslmode libpq does not know or a file it cannot read.
+ */
+export function tlsFromUrl(url: string): DriverTls | undefined {
+  const query = queryOf(url);
+  const root = query.get('sslrootcert');
+  if (root === null) return undefined;
+  const mode = query.get('sslmode');
+  if (mode !== null && !SSL_MODES.includes(mode)) {
+    throw new RangeError(`invalid sslmode '${mode}' in the database URL: expected one of ${SSL_MODES.join(', ')}`);
+  }
+  if (root === 'system') {
+    if (mode !== null && mode !== 'verify-full') {
+      throw new RangeError(`sslmode=${mode} may not be used with sslrootcert=system in the database URL: use sslmode=verify-full (the system's roots trust any host they signed for)`);
+    }
+    return 'verify-full';
+  }
+  if (mode === 'disable') return false;
+  if (root === '') throw new RangeError('empty sslrootcert in the database URL: name a file of PEM certificates, or system');
+  let ca: string;
+  try {
+    ca = readFileSync(root, 'utf8');
+  } catch (err) {
+    throw new RangeError(`cannot read the root certificate file '${root}' (sslrootcert in the database URL): ${(err as Error).message}`);
+  }
+  if (!ca.includes('-----BEGIN CERTIFICATE-----')) {
+    throw new RangeError(`the root certificate file '${root}' (sslrootcert in the database URL) holds no PEM certificate (-----BEGIN CERTIFICATE-----)`);
+  }
+  return mode === 'verify-full' ? { ca } : { ca, checkServerIdentity: () => undefined };
+}
+
 /** What postgres.js is given for a URL, apart from the URL: see driverTarget. */
 export interface DriverTarget {
   url: string;
@@ -97,7 +145,7 @@ export interface DriverTarget {
   port?: number[];
   path?: string;
   database?: string;
-  ssl?: false;
+  ssl?: DriverTls;
 }
 
 /** `url` without the query parameters `names`. */
@@ -115,22 +163,27 @@ function withoutParams(url: string, names: string[]): string {
  * query parameters removed (postgres.js would send them to the server as settings, which refuses them) and a
  * placeholder host it can parse; the query's `dbname`, which names the database over the path (postgres.js took the
  * path's and sent `dbname` as a setting); and over a Unix-domain socket no TLS whatever `sslmode` says, as libpq
- * never negotiates it there (postgres.js tried, and the server's socket refused every connection).
+ * never negotiates it there (postgres.js tried, and the server's socket refused every connection); over TCP, the TLS of
+ * `sslrootcert` (tlsFromUrl), which with `sslmode` is then not left in the URL for postgres.js to send as settings.
  */
 export function driverTarget(url: string): DriverTarget {
   const target = endpoints(url);
   const dbname = queryOf(url).get('dbname');
-  if (!target && dbname === null) return { url };
+  const socket = target !== undefined && 'socket' in target;
+  // Read for TCP only: over a socket there is no TLS, and libpq reads no certificate file.
+  const tls = socket ? undefined : tlsFromUrl(url);
+  if (!target && dbname === null && tls === undefined) return { url };
   let rewritten = url;
   if (target) {
     const { at, end } = authority(url);
     rewritten = `${url.slice(0, at)}localhost${url.slice(end)}`;
   }
-  rewritten = withoutParams(rewritten, ['dbname', ...(target ? ['host', 'port'] : []), ...(target && 'socket' in target ? ['sslmode'] : [])]);
-  const database = dbname ? { database: dbname } : {};
-  if (!target) return { url: rewritten, ...database };
-  if ('socket' in target) return { url: rewritten, ...database, path: `${target.socket.replace(/\/+$/, '')}/.s.PGSQL.${target.port}`, ssl: false };
-  return { url: rewritten, ...database, host: target.host, port: target.port };
+  const tlsParams = socket || tls !== undefined ? ['sslmode', 'sslrootcert'] : [];
+  rewritten = withoutParams(rewritten, ['dbname', ...(target ? ['host', 'port'] : []), ...tlsParams]);
+  const options: Omit<DriverTarget, 'url'> = { ...(dbname && { database: dbname }), ...(tls !== undefined && { ssl: tls }) };
+  if (!target) return { url: rewritten, ...options };
+  if ('socket' in target) return { url: rewritten, ...options, path: `${target.socket.replace(/\/+$/, '')}/.s.PGSQL.${target.port}`, ssl: false };
+  return { url: rewritten, ...options, host: target.host, port: target.port };
 }
 
 /**

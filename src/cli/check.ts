@@ -6,7 +6,9 @@ import { indexState } from '../store/sqlite/db.ts';
 import { errorText, foreignKeyProblems, integrityProblems, openExisting, sqliteSchema } from '../store/sqlite/maintenance.ts';
 import type { SchemaState } from '../store/schema-state.ts';
 import type { CliIO, Command } from './command.ts';
-import { connectionProblem } from './context.ts';
+import { unusableDatabase } from './context.ts';
+import { StoreUnavailableError } from '../store/types.ts';
+import { isPostgresOutage } from '../store/postgres/db.ts';
 import { isPostgresUrl } from './sqlite-file.ts';
 
 /** Exit code of `cinder check` when it finds a problem (0: healthy; 1: the check itself failed; 2: usage error). */
@@ -64,19 +66,19 @@ async function checkFile(path: string, report: Report): Promise<void> {
   }
 }
 
-/** PostgreSQL: the database answers, then the schema checks through the store. */
+/**
+ * PostgreSQL: the database answers, then the schema checks through the store. A database that cannot be used (the server
+ * unreachable, a wrong password, no such database, the connection lost during the checks) fails the check itself, as it
+ * ends every other command (exit 1, `cinder: cannot use the PostgreSQL database ...`): nothing of it could be checked.
+ */
 async function checkServer(url: string, report: Report): Promise<void> {
   const store = openStore(url);
   try {
-    try {
-      await store.ping();
-      report.checks.connection = 'ok';
-    } catch (err) {
-      report.problems.push(`the database cannot be reached: ${connectionProblem(err, url)}`);
-      return;
-    }
+    await store.ping();
+    report.checks.connection = 'ok';
     await checkSchema({ schema: () => store.schema(), indexState: () => store.resources.indexing.state() }, report);
   } catch (err) {
+    if (!report.checks.connection || err instanceof StoreUnavailableError || isPostgresOutage(err)) throw unusableDatabase(err, url);
     report.problems.push(`the database cannot be read: ${errorText(err)}`);
   } finally {
     await store.close().catch(() => undefined);
@@ -114,7 +116,7 @@ export const checkCommand: Command = {
     '  SQLite: PRAGMA integrity_check and foreign_key_check on the file; PostgreSQL: the database answers;\n' +
     '  both: every migration of this release is applied and none unknown (a newer\n' +
     '  Cinder\'s database), and no reindex is pending (what `cinder reindex --if-needed` would rebuild).\n' +
-    `Prints each check and each problem. Exit 0 healthy, ${PROBLEM_EXIT} a problem found, 1 the check failed, 2 usage error.`,
+    `Prints each check and each problem. Exit 0 healthy, ${PROBLEM_EXIT} a problem found, 1 the check failed (a PostgreSQL database that cannot be used), 2 usage error.`,
   options: { json: { type: 'boolean' } },
   async run(args, io) {
     const { databaseUrl } = loadConfig(io.env);

@@ -118,7 +118,7 @@ export async function openContext(io: CliIO, flags: Record<string, string> = {},
     } catch (err) {
       // The first statement opens the connection: an unreachable server, a wrong password, a missing database.
       if (!postgres) throw err;
-      throw new Error(`cannot use the PostgreSQL ${postgresName(config.databaseUrl)} (CINDER_DATABASE_URL): ${connectionProblem(err, config.databaseUrl)}`, { cause: err });
+      throw unusableDatabase(err, config.databaseUrl);
     }
     if (postgres && schema.version === 0) {
       if (!create) throw new NoDatabaseError(`the PostgreSQL ${postgresName(config.databaseUrl)} holds no Cinder schema: ${noDatabaseAdvice('CINDER_DATABASE_URL')}`);
@@ -155,6 +155,14 @@ export function connectionProblem(err: unknown, url: string): string {
     `no session started within connect_timeout (${seconds} s): the server did not answer or closed the connection ` +
     `(a wrong host or port, a firewall, a pooler refusing sessions, a server shutting down): ${message}`
   );
+}
+
+/**
+ * The error that ends a command (exit 1, one line) when the PostgreSQL database at `url` cannot be used: the server
+ * refuses connections or does not answer, the password is wrong, the database does not exist.
+ */
+export function unusableDatabase(err: unknown, url: string): Error {
+  return new Error(`cannot use the PostgreSQL ${postgresName(url)} (CINDER_DATABASE_URL): ${connectionProblem(err, url)}`, { cause: err });
 }
 
 /** Prints `data` as JSON with --json, otherwise as `key: value` lines. */

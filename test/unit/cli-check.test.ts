@@ -1,7 +1,8 @@
 /**
  * `cinder check` in-process on both stores: a healthy database exits 0; a missing migration, a migration a
- * newer Cinder applied, a pending reindex, a corrupted SQLite file (bytes overwritten in a copy) and an
- * unreachable or missing database each exit 3 naming the problem; PostgreSQL skips the SQLite-only checks.
+ * newer Cinder applied, a pending reindex, a corrupted SQLite file (bytes overwritten in a copy) and a missing
+ * SQLite file each exit 3 naming the problem; a PostgreSQL database that cannot be used (unreachable, no such database)
+ * fails the check itself (exit 1, one line, as every command); PostgreSQL skips the SQLite-only checks.
  */
 import { Database } from 'bun:sqlite';
 import { afterAll, describe, expect, test } from 'bun:test';
@@ -148,12 +149,26 @@ describe('cinder check on a damaged or missing SQLite file', () => {
     }
   });
 
-  test('an unreachable PostgreSQL server is a problem (exit 3)', async () => {
-    const { code, report } = await check('postgres://postgres@127.0.0.1:9/nowhere?connect_timeout=2');
-    expect(code).toBe(3);
-    expect(report.problems).toHaveLength(1);
-    expect(report.problems[0]).toStartWith('the database cannot be reached: ');
-    // The driver's reason follows at once, not the store's own "the database is unreachable" said twice.
-    expect(report.problems[0]).not.toContain('unreachable');
+  test('a PostgreSQL database that cannot be used fails the check itself: exit 1 and one line, as every command', async () => {
+    // An unreachable server, and (when there is one) a database name the server does not have.
+    const pg = targets.find((t) => t.kind === 'postgres');
+    const urls = ['postgres://postgres@127.0.0.1:9/nowhere?connect_timeout=2'];
+    if (pg) urls.push((await pg.migrated()).url.replace(/\/([^/?]+)(\?|$)/, '/cinder_no_such_database$2'));
+    for (const url of urls) {
+      const cli = createCliEnv({ CINDER_DATABASE_URL: url });
+      try {
+        for (const argv of [['check'], ['check', '--json']]) {
+          const r = await cli.run(argv).catch((err: Error) => ({ code: 1, stdout: '', stderr: `cinder: ${err.message}\n` }));
+          expect([url, r.code, r.stdout]).toEqual([url, 1, '']);
+          const database = url.includes(':9/') ? "'nowhere' on 127.0.0.1:9" : "'cinder_no_such_database' on ";
+          expect(r.stderr).toStartWith(`cinder: cannot use the PostgreSQL database ${database}`);
+          expect(r.stderr.trimEnd().split('\n')).toHaveLength(1);
+          // The driver's reason follows at once, not the store's own "the database is unreachable".
+          expect(r.stderr).not.toContain('unreachable');
+        }
+      } finally {
+        cli.close();
+      }
+    }
   });
 });

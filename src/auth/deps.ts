@@ -13,7 +13,7 @@ import { createRevocationList, type RevocationList } from './revocation.ts';
 import { createSealer, type Sealer } from './sealed.ts';
 import { createTokenVerifier, type TokenVerifier } from './tokens.ts';
 import { createPatientChoiceCheck, type PatientChoiceCheck } from './patient-held.ts';
-import { createUserCache, type UserLookup } from './user-cache.ts';
+import { createUserCache, type UserLookup, type UsersLookup } from './user-cache.ts';
 
 /** What the authorization server's functions need; built once in createApp. */
 export interface AuthDeps {
@@ -38,7 +38,7 @@ export interface AuthDeps {
   /** Verifies access tokens locally and checks the in-memory revocation list (the FHIR API's check). */
   verifyAccess: TokenVerifier;
   /** User records as the FHIR gate and the Subscription hub read them: cached, a change seen within 5 s. */
-  users: UserLookup;
+  users: UserLookup & { many: UsersLookup };
   /**
    * Whether a user's chosen patient in context still holds (a guardian's record may stop naming the child): the FHIR gate
    * asks it of user tokens, the Subscription hub of Subscriptions activated with one, introspection anew (`fresh`).

@@ -35,7 +35,7 @@ import { grantReaches, searchesWhatItSelects, topicRefusal, unsearchedTriggers }
 import { showSilenced, type Resumed, type ShowFailure, type Silenced } from './silenced.ts';
 import { statusBefore, TOPIC_PAUSE_HEAD, topicPausedFor } from './client-authority.ts';
 import type { PatientChoice } from '../../auth/patient-held.ts';
-import type { UserLookup } from '../../auth/user-cache.ts';
+import type { UserLookup, UsersLookup } from '../../auth/user-cache.ts';
 import type { User } from '../../store/types.ts';
 
 /** How long a read of the Subscription change token is trusted before it is read again (ms). */
@@ -61,6 +61,13 @@ export interface HubOptions {
    * client's): once their tokens are revoked after the activation (owner.ts authorityRevoked) it notifies nothing.
    */
   user: UserLookup;
+  /**
+   * The records of the clients and of a tenant's users of `ids`, those their caches do not hold read in one statement
+   * each (null for one not found): a write judges all its tenant's owners with them, two reads in all once the caches
+   * lapsed, not one per owner.
+   */
+  clients: (ids: Iterable<string>) => Promise<Map<string, Client | null>>;
+  users: UsersLookup;
   /**
    * Whether the patient in context a user's sign-in chose, recorded with a subscription activated with its token, is
    * still one the user may choose (src/auth/patient-held.ts, cached as `user`): once it is not (a guardian's record no
@@ -433,24 +440,24 @@ export class SubscriptionHub {
     // then each subscription is judged without waiting, unless its client's registration changed (compiled again).
     const subs = new Set<Compiled>();
     for (const list of active.byType.values()) for (const s of list) if (s.clientId !== null) subs.add(s);
-    const clients = new Map<string, Client | null>();
-    const users = new Map<string, User | null>();
-    // Side by side: with the caches lapsed, hundreds of owners read one after another held every write up.
-    const read = async (owners: Iterable<{ clientId: string; user: OwnerUser | null }>) => {
-      const reads: Promise<unknown>[] = [];
-      for (const { clientId, user } of owners) {
-        if (!clients.has(clientId)) {
-          clients.set(clientId, null);
-          reads.push(this.options.client(clientId).then((c) => clients.set(clientId, c)));
-        }
-        if (user !== null && !users.has(user.id)) {
-          users.set(user.id, null);
-          reads.push(this.options.user(tenant, user.id).then((u) => users.set(user.id, u)));
-        }
-      }
-      await Promise.all(reads);
-    };
-    await read([...subs].map((s) => ({ clientId: s.clientId!, user: s.user })));
+    // The owners of the refused paused for their scopes or topic too: a user's whose sign-in ended since is turned off for that.
+    const refusedOwners = active.refused.map((r) => ({ r, user: r.why === 'scopes' || r.why === 'topic' ? ownerUser(r.owner) : null }));
+    const clientIds = new Set<string>();
+    const userIds = new Set<string>();
+    for (const s of subs) {
+      clientIds.add(s.clientId!);
+      if (s.user !== null) userIds.add(s.user.id);
+    }
+    for (const { r, user } of refusedOwners) {
+      if (user === null) continue;
+      clientIds.add(r.clientId);
+      userIds.add(user.id);
+    }
+    // One read of the clients and one of the users for them all (those their caches hold, none), side by side.
+    const [clients, users] = await Promise.all([
+      clientIds.size ? this.options.clients(clientIds) : new Map<string, Client | null>(),
+      userIds.size ? this.options.users(tenant, userIds) : new Map<string, User | null>(),
+    ]);
     const out = new Set<Compiled>();
     // Those silenced for their owner's authority, once each (a Subscription has an entry per trigger type).
     const silenced = new Map<string, Silenced>();
@@ -473,12 +480,7 @@ export class SubscriptionHub {
       else if (now === 'refused' && !silenced.has(s.id)) silenced.set(s.id, { id: s.id, owner: s.owner, clientId: s.clientId!, why: 'scopes', client: null, registered: client?.scopes.join(' ') ?? null });
     }
     // Those the set's load refused: a user's whose sign-in ended since is turned off for that rather than paused for its scopes or topic.
-    for (const r of active.refused) {
-      const user = ownerUser(r.owner);
-      const paused = r.why === 'scopes' || r.why === 'topic';
-      if (paused && user !== null) await read([{ clientId: r.clientId, user }]);
-      silenced.set(r.id, paused && revokedOf(r.clientId, user) ? { ...r, why: 'sign-in' } : r);
-    }
+    for (const { r, user } of refusedOwners) silenced.set(r.id, user !== null && revokedOf(r.clientId, user) ? { ...r, why: 'sign-in' } : r);
     return { notifying: out, silenced: [...silenced.values(), ...active.resumed] };
   }
 
@@ -636,6 +638,14 @@ export class SubscriptionHub {
     const rows = await fhir.store.resources.search(tenant, { type: 'Subscription', where, sort: [], count: MAX_ACTIVE + 1 });
     if (rows.length > MAX_ACTIVE) log.warn('a tenant has more active subscriptions than are matched', { tenant, matched: MAX_ACTIVE });
     const owners = await fhir.store.subscriptions.owners(tenant);
+    // Their clients in one read, into the cache the compilations below read each from (registeredScopes, restoreAccess).
+    const clientIds = new Set<string>();
+    for (const row of rows.slice(0, MAX_ACTIVE)) {
+      const owner = owners.get(row.id);
+      const clientId = owner === undefined ? null : ownerClient(owner);
+      if (clientId !== null) clientIds.add(clientId);
+    }
+    if (clientIds.size) await this.options.clients(clientIds);
     const byType = new Map<string, Compiled[]>();
     const topicTypes = new Set<string>();
     const add = (c: Compiled) => {

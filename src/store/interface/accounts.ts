@@ -84,6 +84,8 @@ export interface ClientRepo {
   create(client: Client): Promise<void>;
   /** The client, deleted ones included (their `deletedAt` is set). */
   get(clientId: string): Promise<Client | null>;
+  /** The clients of `clientIds` found (deleted ones included), in one statement, in no particular order. */
+  getMany(clientIds: readonly string[]): Promise<Client[]>;
   /** The tenant's clients, deleted ones included, oldest first. */
   list(tenant: string): Promise<Client[]>;
   /** Writes every field of an existing client but its id, tenant and creation time. */
@@ -136,6 +138,8 @@ export interface UserRepo {
   /** Throws StoreConflictError when the username is taken in the tenant. */
   create(user: User): Promise<void>;
   get(tenant: string, id: string): Promise<User | null>;
+  /** The tenant's users of `ids` found, in one statement, in no particular order. */
+  getMany(tenant: string, ids: readonly string[]): Promise<User[]>;
   byUsername(tenant: string, username: string): Promise<User | null>;
   /** The tenant's users, deleted ones included, by username. */
   list(tenant: string): Promise<User[]>;

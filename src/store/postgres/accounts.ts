@@ -52,6 +52,11 @@ export function createPostgresClients(sql: Pg): ClientRepo {
       const [r] = await sql<ClientRow[]>`SELECT * FROM clients WHERE client_id = ${clientId}`;
       return r ? toClient(r) : null;
     },
+    async getMany(clientIds) {
+      if (!clientIds.length) return [];
+      const rows = await sql<ClientRow[]>`SELECT * FROM clients WHERE client_id = ANY(${clientIds as string[]}::text[])`;
+      return rows.map(toClient);
+    },
     async list(tenant) {
       const rows = await sql<ClientRow[]>`SELECT * FROM clients WHERE tenant = ${tenant} ORDER BY created_at, client_id`;
       return rows.map(toClient);

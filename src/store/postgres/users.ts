@@ -17,6 +17,11 @@ export function createPostgresUsers(sql: Pg): UserRepo {
       const [r] = await sql<UserRow[]>`SELECT * FROM users WHERE tenant = ${tenant} AND id = ${id}`;
       return r ? toUser(r) : null;
     },
+    async getMany(tenant, ids) {
+      if (!ids.length) return [];
+      const rows = await sql<UserRow[]>`SELECT * FROM users WHERE tenant = ${tenant} AND id = ANY(${ids as string[]}::text[])`;
+      return rows.map(toUser);
+    },
     async byUsername(tenant, username) {
       const [r] = await sql<UserRow[]>`SELECT * FROM users WHERE tenant = ${tenant} AND username = ${username}`;
       return r ? toUser(r) : null;

@@ -54,6 +54,10 @@ export function createSqliteClients(db: Database): ClientRepo {
       const r = db.query<ClientRow, [string]>('SELECT * FROM clients WHERE client_id = ?').get(clientId);
       return r ? toClient(r) : null;
     },
+    async getMany(clientIds) {
+      if (!clientIds.length) return [];
+      return db.query<ClientRow, [string]>('SELECT * FROM clients WHERE client_id IN (SELECT value FROM json_each(?))').all(JSON.stringify(clientIds)).map(toClient);
+    },
     async list(tenant) {
       return db.query<ClientRow, [string]>('SELECT * FROM clients WHERE tenant = ? ORDER BY created_at, client_id').all(tenant).map(toClient);
     },

@@ -23,6 +23,10 @@ export function createSqliteUsers(db: Database): UserRepo {
       const r = db.query<UserRow, [string, string]>('SELECT * FROM users WHERE tenant = ? AND id = ?').get(tenant, id);
       return r ? toUser(r) : null;
     },
+    async getMany(tenant, ids) {
+      if (!ids.length) return [];
+      return db.query<UserRow, [string, string]>('SELECT * FROM users WHERE tenant = ? AND id IN (SELECT value FROM json_each(?))').all(tenant, JSON.stringify(ids)).map(toUser);
+    },
     async byUsername(tenant, username) {
       const r = db.query<UserRow, [string, string]>('SELECT * FROM users WHERE tenant = ? AND username = ?').get(tenant, username);
       return r ? toUser(r) : null;

@@ -95,6 +95,10 @@ export function accountsContract(store: () => Store) {
       expect(await s.clients.get(full.clientId)).toEqual(full);
       expect(await s.clients.get(plain.clientId)).toEqual(plain);
       expect(await s.clients.get(`${t}-missing`)).toBeNull();
+      // Several in one read: those found, whatever the order asked, none for an empty list.
+      const many = await s.clients.getMany([`${t}-missing`, plain.clientId, full.clientId]);
+      expect(many.sort((a, b) => a.clientId.localeCompare(b.clientId))).toEqual([full, plain].sort((a, b) => a.clientId.localeCompare(b.clientId)));
+      expect(await s.clients.getMany([])).toEqual([]);
     });
 
     test('update writes every field but id, tenant and creation time; deleted clients are still read and listed', async () => {

@@ -40,6 +40,13 @@ export function oauthContract(store: () => Store) {
       expect(await s.users.byUsername('ta', u.username)).toEqual(u);
       expect(await s.users.byUsername('tb', u.username)).toBeNull();
       expect(await s.users.get('tb', u.id)).toBeNull();
+      // Several in one read, of one tenant: those found.
+      const other = user('ta');
+      await s.users.create(other);
+      const many = await s.users.getMany('ta', [u.id, other.id, 'missing']);
+      expect(many.sort((a, b) => a.id.localeCompare(b.id))).toEqual([u, other].sort((a, b) => a.id.localeCompare(b.id)));
+      expect(await s.users.getMany('tb', [u.id, other.id])).toEqual([]);
+      expect(await s.users.getMany('ta', [])).toEqual([]);
       await expect(s.users.create(user('ta', { username: u.username }))).rejects.toBeInstanceOf(StoreConflictError);
       await s.users.create(user('tb', { username: u.username }));
     });

@@ -147,7 +147,7 @@ describe.skipIf(!pg)('a PostgreSQL URL naming a Unix-domain socket, or its hosts
 });
 
 describe.skipIf(!pg)("sslmode with a socket, ?dbname=, and host names the CLI uses as words, as libpq reads them", () => {
-  test('sslmode=require (or verify-full) over a Unix-domain socket connects without TLS, as libpq does: a socket never negotiates it', async () => {
+  test('sslmode=require (or verify-full, with sslrootcert) over a Unix-domain socket connects without TLS, as libpq does: a socket never negotiates it', async () => {
     const on = await socketDatabase();
     if (on === undefined) return; // a server without a socket
     const { db, dir, port, database, user } = on;
@@ -155,6 +155,8 @@ describe.skipIf(!pg)("sslmode with a socket, ?dbname=, and host names the CLI us
     for (const url of [
       `postgres://${user}@/${database}?host=${dir}&port=${port}&sslmode=require`,
       `postgresql://${user}@${encodeURIComponent(dir)}:${port}/${database}?sslmode=verify-full`,
+      // A root certificate file is neither read (there is none here) nor sent to the server as a setting.
+      `postgres://${user}@/${database}?host=${dir}&port=${port}&sslmode=verify-full&sslrootcert=/nonexistent/root.crt`,
     ]) {
       const r = await cliOn(url).run(['client', 'list', '--tenant', 't1', '--json']);
       expect([url, r.code, r.stderr, r.stdout]).toEqual([url, 0, '', '[]\n']);

@@ -108,12 +108,15 @@ const SSL_MODES = ['disable', 'allow', 'prefer', 'require', 'verify-ca', 'verify
  * only authorities trusted; `verify-full` checks the host name too, every other mode but `disable` (which reads no file)
  * the chain alone, as `verify-ca` (libpq's rule for `require` with a root certificate file). Where libpq's `prefer` (its
  * default) would fall back to no TLS on a server without it, the connection fails: a URL naming the authority to trust
- * asks for TLS. Throws a RangeError naming the option for an sslmode libpq does not know or a file it cannot read.
+ * asks for TLS. Undefined over a Unix-domain socket, which never uses TLS (driverTarget). Throws a RangeError naming the
+ * option for an sslmode libpq does not know or a file it cannot read.
  */
 export function tlsFromUrl(url: string): DriverTls | undefined {
   const query = queryOf(url);
   const root = query.get('sslrootcert');
-  if (root === null) return undefined;
+  // Over a Unix-domain socket there is no TLS, and libpq reads no certificate file.
+  const target = endpoints(url);
+  if (root === null || (target !== undefined && 'socket' in target)) return undefined;
   const mode = query.get('sslmode');
   if (mode !== null && !SSL_MODES.includes(mode)) {
     throw new RangeError(`invalid sslmode '${mode}' in the database URL: expected one of ${SSL_MODES.join(', ')}`);
@@ -170,8 +173,7 @@ export function driverTarget(url: string): DriverTarget {
   const target = endpoints(url);
   const dbname = queryOf(url).get('dbname');
   const socket = target !== undefined && 'socket' in target;
-  // Read for TCP only: over a socket there is no TLS, and libpq reads no certificate file.
-  const tls = socket ? undefined : tlsFromUrl(url);
+  const tls = tlsFromUrl(url);
   if (!target && dbname === null && tls === undefined) return { url };
   let rewritten = url;
   if (target) {

@@ -20,7 +20,8 @@ import { enumerationAccess, requireAccess } from './access.ts';
 import type { CapabilityContribution } from './capability.ts';
 import { readResource, type FhirDeps, type FhirRequest } from './crud.ts';
 import { encounterCompartment } from './definitions.ts';
-import { encodePosition, everythingInput, kept, referenced, type EverythingPage } from './everything.ts';
+import { encodePosition, everythingInput, type EverythingPage } from './everything.ts';
+import { pageRows } from './everything-fill.ts';
 import { guardOf } from './everything-rows.ts';
 import { ID_PATTERN } from './resource-types.ts';
 import { parameterCondition } from './search-compile.ts';
@@ -41,27 +42,28 @@ export async function encounterEverything(deps: FhirDeps, req: FhirRequest, para
   const input = everythingInput(deps, listed, params, strict, TYPES);
   if (!ID_PATTERN.test(encounterId)) throw new FhirError('invalid', `Invalid id '${encounterId}'`);
   await readResource(deps, req, 'Encounter', encounterId); // 404 / 410 / 403 as a read would
-  const { types, walk, limit, pos } = input;
-  const rows: ResourceVersion[] = [];
-  for (let t = pos.t, after = pos.a; t < walk.length && rows.length <= limit; t++, after = undefined) {
-    const type = walk[t]!;
-    const where: Condition[] = type === 'Encounter'
-      ? [{ kind: 'id', ids: [encounterId] }]
-      : encounterCompartment().get(type)!.map((param) => parameterCondition(type, param, `Encounter/${encounterId}`, deps.clock.now()) as Condition);
-    if (where.length > 1) where.splice(0, where.length, { kind: 'or', any: [...where] });
-    if (input.since) where.push({ kind: 'lastUpdated', tests: [{ op: 'ge', ...input.since }] });
-    where.push(...(guardOf(listed, type, undefined) ?? []));
-    const q: SearchQuery = { type, where, sort: [], count: limit + 1 - rows.length };
-    if (after !== undefined) q.after = { lastUpdated: 0, id: after };
-    rows.push(...(await deps.store.resources.search(req.tenant, q)));
-  }
-  const read = rows.slice(0, limit);
-  const result: EverythingPage = { rows: kept(read, types, walk), included: [], self: input.self, warnings: input.warnings, ...input.page };
-  if (rows.length > limit) {
-    const last = rows[limit - 1]!;
-    result.next = encodePosition({ t: walk.indexOf(last.type), a: last.id });
-  }
+  const { walk, pos } = input;
+  /** The first `count` rows of the compartment after `after` (undefined: from the cursor), type after type, each by id. */
+  const readRows = async (after: ResourceVersion | undefined, count: number) => {
+    const rows: ResourceVersion[] = [];
+    const from = after === undefined ? pos : { t: walk.indexOf(after.type), a: after.id };
+    for (let t = from.t, id = from.a; t < walk.length && rows.length < count; t++, id = undefined) {
+      const type = walk[t]!;
+      const where: Condition[] = type === 'Encounter'
+        ? [{ kind: 'id', ids: [encounterId] }]
+        : encounterCompartment().get(type)!.map((param) => parameterCondition(type, param, `Encounter/${encounterId}`, deps.clock.now()) as Condition);
+      if (where.length > 1) where.splice(0, where.length, { kind: 'or', any: [...where] });
+      if (input.since) where.push({ kind: 'lastUpdated', tests: [{ op: 'ge', ...input.since }] });
+      where.push(...(guardOf(listed, type, undefined) ?? []));
+      const q: SearchQuery = { type, where, sort: [], count: count - rows.length };
+      if (id !== undefined) q.after = { lastUpdated: 0, id };
+      rows.push(...(await deps.store.resources.search(req.tenant, q)));
+    }
+    return rows;
+  };
   // What the rows read refer to (the patient, practitioners, locations, another Encounter of `partOf`...), every type.
-  result.included = await referenced(deps, req, read, params, () => false, result.warnings);
+  const { matches, included, last } = await pageRows(deps, req, params, input, readRows, () => false, input.warnings);
+  const result: EverythingPage = { rows: matches, included, self: input.self, warnings: input.warnings, ...input.page };
+  if (last !== undefined) result.next = encodePosition({ t: walk.indexOf(last.type), a: last.id });
   return result;
 }

@@ -9,12 +9,13 @@
  * level, its type's index, its id). src/fhir/everything-rows.ts reads them.
  */
 import { FhirError, type FhirIssue } from '../errors.ts';
-import type { Condition, ResourceVersion } from '../store/types.ts';
+import type { CompartmentRow, Condition, ResourceVersion } from '../store/types.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import { readResource } from './crud.ts';
 import { enumerationAccess, requireAccess } from './access.ts';
 import { compartmentTypes, paramOf } from './definitions.ts';
 import { everythingRows } from './everything-rows.ts';
+import { pageRows } from './everything-fill.ts';
 import { dateTest } from './search-compile.ts';
 import { queryDateRange } from './dates.ts';
 import { addIncludes, DEFAULT_COUNT, MAX_COUNT, MAX_INCLUDES, type PageLinks } from './search.ts';
@@ -130,11 +131,6 @@ function decode(raw: string | null): Position {
   throw new FhirError('invalid', 'Invalid _cursor: it is none this server gives; search again from the first page (without _cursor)', { expression: ['_cursor'] });
 }
 
-/** The rows of a page read over `walk` that are matches: those of `types` (all of them when the two are one list). */
-export function kept<R extends { type: string }>(rows: R[], types: string[], walk: string[]): R[] {
-  return types === walk ? rows : rows.filter((r) => types.includes(r.type));
-}
-
 export const encodePosition = (p: Position) => Buffer.from(JSON.stringify(p)).toString('base64url');
 
 /**
@@ -212,18 +208,28 @@ export function everythingInput(deps: FhirDeps, req: FhirRequest, params: URLSea
 }
 
 /**
- * The resources a page's matches refer to (Practitioner, Organization, Medication...), once per page,
- * but those of the types `leaveOut` names, then the Binaries their Attachments name by url
- * (attachedBinaries); `_type` restricts them too. `warnings` takes what was left out for its cost.
+ * What the earlier reads of a page included (everything-fill.ts reads a page in several): not read again,
+ * and the Binaries' characters counted against the page's bound.
  */
-export async function referenced(deps: FhirDeps, req: FhirRequest, rows: ResourceVersion[], params: URLSearchParams, leaveOut: (type: string) => boolean, warnings: FhirIssue[]): Promise<ResourceVersion[]> {
+export interface IncludedSoFar {
+  included: Map<string, ResourceVersion>;
+  chars: number;
+}
+
+/**
+ * The resources a page's rows refer to (Practitioner, Organization, Medication...), once per page,
+ * but those of the types `leaveOut` names, then the Binaries their Attachments name by url
+ * (attachedBinaries); `_type` restricts them too. `warnings` takes what was left out for its cost;
+ * `so`, what the page's earlier reads included, when it is read in several.
+ */
+export async function referenced(deps: FhirDeps, req: FhirRequest, rows: ResourceVersion[], params: URLSearchParams, leaveOut: (type: string) => boolean, warnings: FhirIssue[], so?: IncludedSoFar): Promise<ResourceVersion[]> {
   const includes = [...new Set(rows.map((r) => r.type))].map((source) => ({ source, param: '*', iterate: false }));
   const inc = await addIncludes(deps, req, { includes, revincludes: [] }, rows, leaveOut);
   const wanted = typesParam(params);
   const only = wanted === null ? undefined : new Set(wanted.split(',').map((x) => x.trim()));
   const included = only ? inc.included.filter((r) => only.has(r.type)) : inc.included;
   if (only && !only.has('Binary')) return included;
-  return [...included, ...(await attachedBinaries(deps, req, rows, included, warnings))];
+  return [...included, ...(await attachedBinaries(deps, req, rows, included, warnings, so))];
 }
 
 /** Most characters of Binaries one page includes for its Attachments (a search Bundle's GET entries' bound). */
@@ -237,10 +243,11 @@ const MAX_ATTACHED_CHARS = MAX_BUNDLE_READ_CHARS;
  * per page (MAX_ATTACHED_CHARS, MAX_INCLUDES of them): those past it are left out with a warning naming
  * them, to be read by their url.
  */
-async function attachedBinaries(deps: FhirDeps, req: FhirRequest, rows: ResourceVersion[], already: ResourceVersion[], warnings: FhirIssue[]): Promise<ResourceVersion[]> {
+async function attachedBinaries(deps: FhirDeps, req: FhirRequest, rows: ResourceVersion[], already: ResourceVersion[], warnings: FhirIssue[], so?: IncludedSoFar): Promise<ResourceVersion[]> {
   if (!req.access.can('Binary', 'r')) return [];
   const base = deps.fhirBase?.(req.tenant);
-  const have = new Set([...rows, ...already].filter((r) => r.type === 'Binary').map((r) => r.id));
+  const earlier = so ? [...so.included.values()] : [];
+  const have = new Set([...rows, ...already, ...earlier].filter((r) => r.type === 'Binary').map((r) => r.id));
   const ids: string[] = [];
   for (const r of rows) {
     if (!mayNameBinary(r.content)) continue;
@@ -250,16 +257,19 @@ async function attachedBinaries(deps: FhirDeps, req: FhirRequest, rows: Resource
     }
   }
   if (ids.length === 0) return [];
-  const found = await readableVersions(deps, req, 'Binary', ids.slice(0, MAX_INCLUDES));
+  // The page's bound counts the Binaries its earlier reads included.
+  const room = Math.max(0, MAX_INCLUDES - earlier.filter((r) => r.type === 'Binary').length);
+  const found = room ? await readableVersions(deps, req, 'Binary', ids.slice(0, room)) : new Map<string, ResourceVersion>();
   const out: ResourceVersion[] = [];
-  const left: string[] = ids.slice(MAX_INCLUDES);
-  let chars = 0;
-  for (const id of ids.slice(0, MAX_INCLUDES)) {
+  const left: string[] = ids.slice(room);
+  let chars = so?.chars ?? 0;
+  for (const id of ids.slice(0, room)) {
     const v = found.get(id);
     if (v === undefined) continue;
     if (chars + v.content.length > MAX_ATTACHED_CHARS) left.push(id);
     else (chars += v.content.length, out.push(v));
   }
+  if (so) so.chars = chars;
   if (left.length) {
     const named = left.slice(0, 10).map((id) => `Binary/${id}`).join(', ');
     warnings.push(issue('warning', 'too-costly', `The page's attachments name more Binaries than one page includes (${MAX_INCLUDES}, ${MAX_ATTACHED_CHARS} characters): ${left.length} left out (${named}${left.length > 10 ? '...' : ''}), to be read by their url`));
@@ -274,7 +284,7 @@ export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSe
   const listed: FhirRequest = { ...req, access: enumerationAccess(req.access, patientId === undefined ? undefined : 'Patient') };
   if (patientId === undefined) requireAccess(listed.access, 'Patient', 's');
   const input = everythingInput(deps, listed, params, strict, ['Patient', ...compartmentTypes().filter((t) => t !== 'Patient')], true);
-  const { types, walk, limit, pos } = input;
+  const { walk, pos } = input;
   const limited = listed.access.patientLimit('Patient', 'r');
   if (patientId !== undefined && !ID_PATTERN.test(patientId)) throw new FhirError('invalid', `Invalid id '${patientId}'`);
   // The patients whose everything this is: one, or (type level) each live patient in id order.
@@ -282,20 +292,20 @@ export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSe
   // 404 / 410 / 403 as a read would: the type level of a token bound to its patient answers as that patient's instance
   // level does (a deleted patient's other records, an Observation naming it, were listed under a 200).
   if (patient !== undefined) await readResource(deps, req, 'Patient', patient);
-  const rows = await everythingRows(deps, listed, {
-    types: walk, count: limit + 1, ...(input.since && { since: input.since }),
+  const start = (after?: CompartmentRow) => (after === undefined ? { patient: pos.p, type: pos.t, id: pos.a } : { patient: after.patient, type: walk.indexOf(after.type), id: after.id });
+  const readRows = (after: CompartmentRow | undefined, count: number) => everythingRows(deps, listed, {
+    types: walk, count, ...(input.since && { since: input.since }),
     ...(input.care && { where: (type: string) => careConditions(type, input.care!) }),
-    ...(patient !== undefined && { patient }), start: { patient: pos.p, type: pos.t, id: pos.a },
+    ...(patient !== undefined && { patient }), start: start(after),
   });
-  const read = rows.slice(0, limit);
-  const result: EverythingPage = { rows: kept(read, types, walk), included: [], self: input.self, warnings: input.warnings, ...input.page };
-  if (rows.length > limit) {
-    const last = rows[limit - 1]!;
+  const warnings = input.warnings;
+  // Patients are not included: the patient is a match (on this page or another), and the others (a
+  // Group's members, a Patient.link) are not this patient's record; at the type level each is a match of its own.
+  const { matches, included, last } = await pageRows(deps, req, params, input, readRows, (type) => type === 'Patient', warnings);
+  const result: EverythingPage = { rows: matches, included, self: input.self, warnings, ...input.page };
+  if (last !== undefined) {
     const at = walk.indexOf(last.type);
     result.next = encodePosition(patient !== undefined ? { t: at, a: last.id } : { p: last.patient, t: at, a: last.id });
   }
-  // Patients are not included: the patient is a match (on this page or another), and the others (a
-  // Group's members, a Patient.link) are not this patient's record; at the type level each is a match of its own.
-  result.included = await referenced(deps, req, read, params, (type) => type === 'Patient', result.warnings);
   return result;
 }

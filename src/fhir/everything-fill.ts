@@ -1,0 +1,91 @@
+/**
+ * The rows of one page of `Patient/$everything`, `Patient/{id}/$everything` or `Encounter/{id}/$everything`
+ * (src/fhir/everything.ts, src/fhir/encounter-everything.ts), and what they refer to.
+ *
+ * Without a `_type` outside the compartment every row read is a match: a page reads `_count` rows (and one
+ * more, to know whether a next page has any). With one (`_type=Organization`, `_type=Observation,Medication`),
+ * a page reads every type's rows to follow their references, and most rows are no match: it reads on, in
+ * reads growing fourfold, until what it returns reaches `_count` (its matches, and the resources of `_type`
+ * outside the compartment that its rows refer to, each once; a resource of a type returned as matches, the
+ * Encounter an Observation names under `_type=Encounter,Organization`, is the match of its own page and so
+ * no measure of this one), or it has read FILL_ROWS rows (`_count` when larger), or the records end; only then
+ * does it give its `next`. A page so never stops empty while records are left within its row budget, a request
+ * reads a bounded number of rows whatever the records, and each page but the last reads at least `_count` rows
+ * (`_count` matches are as many rows), so no walk takes more pages than one that read `_count` rows a page.
+ */
+import type { FhirIssue } from '../errors.ts';
+import type { ResourceVersion } from '../store/types.ts';
+import type { FhirDeps, FhirRequest } from './crud.ts';
+import { referenced, type EverythingInput, type IncludedSoFar } from './everything.ts';
+import { issue } from './outcome.ts';
+
+/**
+ * Most rows one page reads to fill itself when `_type` names a type outside the compartment (`_count`
+ * when larger): twice a page of `_count=1000`, about 0.1 s at most on a loaded 2-core machine
+ * (docs/PERFORMANCE.md, "`$everything` pages that read types outside `_type`").
+ */
+export const FILL_ROWS = 2000;
+/** How much larger each read of a page that fills itself is than the one before. */
+const GROWTH = 4;
+
+/** A page's rows: its matches, what it includes, and the last row it read when more are left (its `next`'s position). */
+export interface PageRows<R extends ResourceVersion> {
+  matches: R[];
+  included: ResourceVersion[];
+  last?: R;
+}
+
+/**
+ * The rows of a page. `readRows(after, count)` reads the first `count` rows after the row `after` (undefined:
+ * from the page's cursor); `leaveOut` the types never included (referenced). `warnings` takes what the
+ * includes left out, and a note on a page that read its row budget without anything to return.
+ */
+export async function pageRows<R extends ResourceVersion>(
+  deps: FhirDeps, req: FhirRequest, params: URLSearchParams, input: Pick<EverythingInput, 'types' | 'walk' | 'limit'>,
+  readRows: (after: R | undefined, count: number) => Promise<R[]>, leaveOut: (type: string) => boolean, warnings: FhirIssue[],
+): Promise<PageRows<R>> {
+  const { types, walk, limit } = input;
+  if (types === walk) {
+    const rows = await readRows(undefined, limit + 1);
+    const matches = rows.slice(0, limit);
+    const included = await referenced(deps, req, matches, params, leaveOut, warnings);
+    return { matches, included, ...(rows.length > limit && { last: matches[limit - 1] }) };
+  }
+  const budget = Math.max(FILL_ROWS, limit);
+  const matches: R[] = [];
+  const so: IncludedSoFar = { included: new Map(), chars: 0 };
+  const warned = warnings.length;
+  let read = 0;
+  /** The included resources of types only includes bring (those of a type returned as matches are some page's match). */
+  let outside = 0;
+  let last: R | undefined;
+  let more = true;
+  for (let size = limit; more; size *= GROWTH) {
+    const count = Math.min(size, budget - read);
+    const rows = await readRows(last, count + 1);
+    let chunk = rows.slice(0, count);
+    // At most `_count` matches: the page ends at the row that makes them so.
+    for (let i = 0; i < chunk.length && matches.length < limit; i++) {
+      if (!types.includes(chunk[i]!.type)) continue;
+      matches.push(chunk[i]!);
+      if (matches.length === limit) chunk = chunk.slice(0, i + 1);
+    }
+    more = rows.length > chunk.length;
+    read += chunk.length;
+    if (chunk.length) last = chunk[chunk.length - 1];
+    for (const v of await referenced(deps, req, chunk, params, leaveOut, warnings, so)) {
+      const key = `${v.type}/${v.id}`;
+      if (!so.included.has(key) && !types.includes(v.type)) outside++;
+      so.included.set(key, v);
+    }
+    // What the includes left out (past their bounds) ends the page: the next page reads on after its rows.
+    if (matches.length + outside >= limit || read >= budget || warnings.length > warned) break;
+  }
+  // A resource the first reads included that a later read has as a match is a match alone (bdl-7: once in a Bundle).
+  const kept = new Set(matches.map((r) => `${r.type}/${r.id}`));
+  const included = [...so.included.values()].filter((v) => !kept.has(`${v.type}/${v.id}`));
+  if (more && matches.length + included.length === 0) {
+    warnings.push(issue('information', 'informational', `This page read ${read} records without finding any resource of _type; the records go on: its next link reads on from where it stopped`, ['_type']));
+  }
+  return { matches, included, ...(more && { last }) };
+}

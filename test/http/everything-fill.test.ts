@@ -148,5 +148,27 @@ await eachStore((kind, fresh) => {
       const some = await walk(api, 'Encounter/enc/$everything?_type=Encounter,Organization&_count=1');
       expect({ matches: some.matches, included: some.included, pages: some.pages.length }).toEqual({ matches: ['Encounter/enc'], included: ['Encounter/enc', 'Organization/org-late'], pages: 2 });
     });
+
+    test('the Binaries of its reads together stay within a page\'s bound of 1,000, the rest left out with the warning', async () => {
+      // b0000 (in the page's first read of 1,000 rows) and b1500 (in its second) each name 600 Binaries by attachment.
+      const binary = (id: string) => ({ resourceType: 'Binary', id, contentType: 'text/plain', data: 'aGVsbG8=' });
+      const named = (prefix: string) => Array.from({ length: 600 }, (_, i) => `${prefix}${pad(i, 3)}`);
+      const put = (resource: Json) => ({ resource, request: { method: 'PUT', url: `${resource.resourceType}/${resource.id}` } });
+      const entries = [...named('bin-a'), ...named('bin-b')].map((id) => put(binary(id)));
+      for (const [id, prefix] of [['b0000', 'bin-a'], ['b1500', 'bin-b']] as const) {
+        entries.push(put(observation(id, 'zz-big', { extension: named(prefix).map((b) => ({ url: 'http://example.org/attached', valueAttachment: { contentType: 'text/plain', url: `Binary/${b}` } })) })));
+      }
+      const res = await api.post('', { resourceType: 'Bundle', type: 'transaction', entry: entries });
+      expect(res.status).toBe(200);
+      const first = await api.search('Patient/zz-big/$everything?_type=Binary&_count=1000');
+      const binaries = of(first, 'include');
+      expect(binaries.length).toBe(1000);
+      expect(binaries.filter((b: string) => b.startsWith('Binary/bin-a')).length).toBe(600);
+      const warning = first.entry.find((e: Json) => e.search.mode === 'outcome').resource.issue[0];
+      expect(warning).toMatchObject({ severity: 'warning', code: 'too-costly' });
+      expect(warning.diagnostics).toContain('200 left out (Binary/bin-b400, Binary/bin-b401');
+      // The page ends at the read whose Binaries were cut: the next page reads on after it.
+      expect(link(first, 'next')).toBeDefined();
+    });
   });
 });

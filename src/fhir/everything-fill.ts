@@ -18,6 +18,7 @@ import type { ResourceVersion } from '../store/types.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import { referenced, type EverythingInput, type IncludedSoFar } from './everything.ts';
 import { issue } from './outcome.ts';
+import { MAX_INCLUDES } from './search.ts';
 
 /**
  * Most rows one page reads to fill itself when `_type` names a type outside the compartment (`_count`
@@ -78,8 +79,9 @@ export async function pageRows<R extends ResourceVersion>(
       if (!so.included.has(key) && !types.includes(v.type)) outside++;
       so.included.set(key, v);
     }
-    // What the includes left out (past their bounds) ends the page: the next page reads on after its rows.
-    if (matches.length + outside >= limit || read >= budget || warnings.length > warned) break;
+    // What the includes left out (past their bounds) ends the page, as do MAX_INCLUDES included (of the types that
+    // do not count, the Encounters Observations name under `_type=Encounter,Organization`): the next page reads on.
+    if (matches.length + outside >= limit || read >= budget || warnings.length > warned || so.included.size >= MAX_INCLUDES) break;
   }
   // A resource the first reads included that a later read has as a match is a match alone (bdl-7: once in a Bundle).
   const kept = new Set(matches.map((r) => `${r.type}/${r.id}`));

@@ -170,5 +170,23 @@ await eachStore((kind, fresh) => {
       // The page ends at the read whose Binaries were cut: the next page reads on after it.
       expect(link(first, 'next')).toBeDefined();
     });
+
+    test('a page that has included 1,000 resources of any type reads no further: the next page reads on', async () => {
+      // q's Lists l00 to l83 (one read of 4 rows, then 16, then 64 at _count=1): l00, l10 and l50 name 600 Observations
+      // of another patient each, of a type returned as matches, so no measure of a page's worth.
+      const put = (resource: Json) => ({ resource, request: { method: 'PUT', url: `${resource.resourceType}/${resource.id}` } });
+      const named = (k: number) => Array.from({ length: 600 }, (_, i) => `x${pad(k * 600 + i, 4)}`);
+      const entries = [put({ resourceType: 'Patient', id: 'other' }), put({ resourceType: 'Patient', id: 'q' }), ...[0, 1, 2].flatMap((k) => named(k).map((id) => put(observation(id, 'other'))))];
+      for (let i = 0; i < 84; i++) {
+        const items = i === 0 ? named(0) : i === 10 ? named(1) : i === 50 ? named(2) : [];
+        entries.push(put({ resourceType: 'List', id: `l${pad(i, 2)}`, status: 'current', mode: 'working', subject: { reference: 'Patient/q' }, ...(items.length && { entry: items.map((x) => ({ item: { reference: `Observation/${x}` } })) }) }));
+      }
+      for (let i = 0; i < entries.length; i += 1000) expect((await api.post('', { resourceType: 'Bundle', type: 'transaction', entry: entries.slice(i, i + 1000) })).status).toBe(200);
+      const first = await api.search('Patient/q/$everything?_type=Observation,Organization&_count=1');
+      // l00's and l10's, not l50's: 1,200, the page ending at the read that passed 1,000.
+      expect(of(first, 'include').length).toBe(1200);
+      expect(link(first, 'next')).toBeDefined();
+      expect((await walk(api, 'Patient/q/$everything?_type=Observation,Organization&_count=1')).included.length).toBe(1800);
+    });
   });
 });

@@ -13,7 +13,7 @@ import { isIPv4, isIPv6 } from 'node:net';
 export type ResolveHost = (host: string) => Promise<string[]>;
 
 /** How long a resolution may take before the endpoint counts as not resolving. */
-const RESOLVE_TIMEOUT_MS = 3_000;
+export const RESOLVE_TIMEOUT_MS = 3_000;
 
 /** The system resolver (getaddrinfo), every address. */
 export const systemResolve: ResolveHost = async (host) => (await lookup(host, { all: true, verbatim: true })).map((a) => a.address);

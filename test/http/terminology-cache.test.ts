@@ -111,9 +111,9 @@ describe('answers kept per coding', () => {
 
 describe('a large CodeSystem', () => {
   test('100,000 concepts load through PUT and validate against an is-a ValueSet', async () => {
-    const started = performance.now();
+    // Loaded at all within the test's timeout (about 0.1 s on an idle machine): a load costing more than linear time
+    // in its concepts would take minutes for 100,000.
     await putResource(t, token, generatedCodeSystem(100_000));
-    const loadMs = performance.now() - started;
     await putResource(t, token, generatedIsAValueSet('C1'));
     const check = async (code: string) =>
       outcome(await getOperation(t, token, 'ValueSet/$validate-code', { url: BENCH_VALUE_SET, system: BENCH_SYSTEM, code }));
@@ -122,6 +122,5 @@ describe('a large CodeSystem', () => {
     expect((await check('C100000')).message).toContain("Unknown code 'C100000'");
     const lookup = await getOperation(t, token, 'CodeSystem/$lookup', { system: BENCH_SYSTEM, code: 'C1', property: 'child' });
     expect(lookup.body.parameter?.filter((p) => p.name === 'property').length).toBe(10);
-    expect(loadMs).toBeLessThan(10_000); // about 0.1 s on an idle machine; generous for shared CI
   });
 });

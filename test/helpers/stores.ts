@@ -7,6 +7,7 @@
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { Database } from 'bun:sqlite';
 import postgres from 'postgres';
 import { connect, runMigrations as runPgMigrations } from '../../src/store/postgres/db.ts';
 import { createPostgresStore } from '../../src/store/postgres/index.ts';
@@ -37,6 +38,12 @@ export interface StoreTarget extends StoreDatabase {
    * databases took most of a second apiece), on SQLite a copy of a migrated template file (migratedSqliteFile).
    */
   migrated(): Promise<StoreDatabase>;
+  /**
+   * A new database holding what `of` (one of this target's) holds, removed by cleanup(): for a file whose tests each
+   * start from the same large fixture, written once. Every Store opened on `of` must be closed first (PostgreSQL
+   * copies a database no session is on; SQLite copies what is committed, by VACUUM INTO).
+   */
+  copy(of: StoreDatabase): Promise<StoreDatabase>;
   /**
    * Closes every Store opened here but `keep` (its databases stay until cleanup): for a file whose tests each open
    * their own, so that the connections of earlier tests are not held to the end of the file beside the other
@@ -101,6 +108,17 @@ function sqliteTarget(): StoreTarget {
     ...database(join(dir, 'main.db')),
     fresh: async () => database(join(dir, `${randomName()}.db`)),
     migrated: async () => database(migratedSqliteFile(join(dir, `${randomName()}.db`))),
+    async copy(of) {
+      const path = join(dir, `${randomName()}.db`);
+      // SQLite's own copy of what is committed, WAL included.
+      const source = new Database(of.url, { readonly: true });
+      try {
+        source.run('VACUUM INTO ?', [path]);
+      } finally {
+        source.close();
+      }
+      return database(path);
+    },
     release: (keep) => closeAllBut(opened, keep),
     async cleanup() {
       await Promise.all(opened.splice(0).map((s) => s.close()));
@@ -208,6 +226,7 @@ async function postgresTarget(admin: postgres.Sql, withMain: boolean): Promise<S
     open: main.open,
     fresh: () => create(),
     migrated: async () => create(await migratedTemplate(admin)),
+    copy: (of) => create(new URL(of.url).pathname.slice(1)),
     release: (keep) => closeAllBut(opened, keep),
     async cleanup() {
       await Promise.all(opened.splice(0).map((s) => s.close()));

@@ -1,6 +1,7 @@
-import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
-import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
-import { download, eachStore, finish, kickOff, observation, patient, put, refs, remove } from '../helpers/export.ts';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from 'bun:test';
+import { createTestApp, fhirInit, type TestApp, testClock } from '../helpers/app.ts';
+import { download, finish, kickOff, observation, patient, put, refs, remove } from '../helpers/export.ts';
+import { type StoreDatabase, storeTargets } from '../helpers/stores.ts';
 import type { SnapshotQuery, Store } from '../../src/store/types.ts';
 
 let t: TestApp;
@@ -23,10 +24,45 @@ async function many(prefix: string, n: number) {
 
 const NEW = 9990;
 
-await eachStore((kind, open) => {
-  describe(`${kind}: an export with _since across 10,000 changed rows of a type`, () => {
+const targets = await storeTargets({ main: false });
+afterAll(() => Promise.all(targets.map((target) => target.cleanup())), 60_000);
+
+for (const target of targets) {
+  describe(`${target.kind}: an export with _since across 10,000 changed rows of a type`, () => {
+    /** What every level's export starts from: written once (most of the file's time), a copy for each test. */
+    let seeded: StoreDatabase;
+    /** The seeding app's clock when it ended, and `_since`. */
+    let seededAt: number;
+    let since: string;
+    beforeAll(async () => {
+      seeded = await target.migrated();
+      t = await createTestApp({ store: seeded.open() });
+      try {
+        token = await t.token();
+        for (const id of ['m1', 'm2', 'x']) await put(t, patient(id));
+        await put(t, { resourceType: 'Group', id: 'g', type: 'person', actual: true, member: [{ entity: { reference: 'Patient/m1' } }, { entity: { reference: 'Patient/m2' } }] });
+        for (const id of ['old-a', 'old-b', 'old-del', 'old-upd', 'old-late', 'old-upd-late', 'old-recreated', 'old-out']) await put(t, observation(id, 'm1'));
+        await put(t, observation('old-in', 'x'));
+        t.clock.advance(60_000);
+        since = new Date(t.clock.now()).toISOString();
+        t.clock.advance(1000);
+        await remove(t, 'Observation', 'old-del');
+        await put(t, observation('old-upd', 'm1', 'c2'));
+        await put(t, observation('old-upd-late', 'm1', 'c2'));
+        await remove(t, 'Observation', 'old-recreated');
+        await put(t, observation('old-recreated', 'm1', 'c2'));
+        await put(t, observation('old-in', 'm2'));
+        await put(t, observation('old-out', 'x'));
+        // With the six above, 9,996 changed since: under the window's bound.
+        await many('new', NEW);
+        seededAt = t.clock.now();
+      } finally {
+        await t.close();
+      }
+    }, 120_000);
     beforeEach(async () => {
-      t = await createTestApp({ store: await open() });
+      // Another app on a copy of the seeded database, its clock where the seeding app's stopped.
+      t = await createTestApp({ store: (await target.copy(seeded)).open(), clock: testClock(seededAt) });
       token = await t.token();
     });
     afterEach(async () => t.close());
@@ -38,22 +74,7 @@ await eachStore((kind, open) => {
     ];
     for (const [path, level, keeps, deletions] of levels) {
       test(`${level}: exactly the resources changed since as of transactionTime, found by the last-updated index or by reading the type`, async () => {
-        for (const id of ['m1', 'm2', 'x']) await put(t, patient(id));
-        await put(t, { resourceType: 'Group', id: 'g', type: 'person', actual: true, member: [{ entity: { reference: 'Patient/m1' } }, { entity: { reference: 'Patient/m2' } }] });
-        for (const id of ['old-a', 'old-b', 'old-del', 'old-upd', 'old-late', 'old-upd-late', 'old-recreated', 'old-out']) await put(t, observation(id, 'm1'));
-        await put(t, observation('old-in', 'x'));
-        t.clock.advance(60_000);
-        const since = new Date(t.clock.now()).toISOString();
-        t.clock.advance(1000);
-        await remove(t, 'Observation', 'old-del');
-        await put(t, observation('old-upd', 'm1', 'c2'));
-        await put(t, observation('old-upd-late', 'm1', 'c2'));
-        await remove(t, 'Observation', 'old-recreated');
-        await put(t, observation('old-recreated', 'm1', 'c2'));
-        await put(t, observation('old-in', 'm2'));
-        await put(t, observation('old-out', 'x'));
-        // With the six above, 9,996 changed since: under the window's bound.
-        await many('new', NEW);
+        // Written before the test (beforeAll): the writes before and since `since`.
         t.clock.advance(1000);
         const status = await kickOff(t, token, `${path}&_since=${since}`);
         t.clock.advance(1000);
@@ -95,4 +116,4 @@ await eachStore((kind, open) => {
       }, 120_000);
     }
   });
-});
+}

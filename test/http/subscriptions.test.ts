@@ -999,6 +999,7 @@ for (const target of targets) {
       };
       const resolveHost = async (host: string) => {
         lookups.set(host, (lookups.get(host) ?? 0) + 1);
+        if (host.startsWith('nowhere')) throw new Error(`${host} does not resolve`);
         if (host === 'slow.example') {
           dns.asked.resolve();
           await dns.release.promise;
@@ -1085,6 +1086,16 @@ for (const target of targets) {
       expect(sent).toEqual(['http://203.0.113.30/x (Host: rebind.example)']);
       sent.length = 0;
       // A later delivery resolves the name again and is refused on the loopback answer (as in the test above).
+    });
+
+    test("a transaction's Subscriptions to a name that does not resolve ask for it once, before the transaction", async () => {
+      const entry = [1, 2, 3].map((i) => ({ resource: subscription(`https://nowhere.example/${i}`, { criteria: 'Observation?code=http://loinc.org|never' }), request: { method: 'POST', url: 'Subscription' } }));
+      const res = await t.request(t.fhir(), fhirInit(token, 'POST', { resourceType: 'Bundle', type: 'transaction', entry }));
+      expect(res.status).toBe(200);
+      // Not resolving is no reason to refuse (each delivery resolves it again); each entry activated.
+      expect(((await res.json()) as Json).entry.map((e: Json) => e.resource.status)).toEqual(['active', 'active', 'active']);
+      // Once for the three, before the transaction: not again by each activation inside it.
+      expect(lookups.get('nowhere.example')).toBe(1);
     });
 
     test("each delivery resolves the endpoint's name once", async () => {

@@ -197,7 +197,7 @@ const PAUSED_PAGE = 1_000;
  */
 const WATCHED_TYPES = ['Subscription', 'ValueSet', 'CodeSystem', 'Basic'];
 
-/** How long an activation trusts a host name's resolution (ms): prepare() resolves it before the write's transaction. */
+/** How long an activation trusts a host name's resolution, or its failure (ms): prepare() resolves it before the write's transaction. */
 export const RESOLVED_FOR_MS = 30_000;
 /** The most host names remembered (then the memory starts afresh). */
 const RESOLVED_MAX = 1_000;
@@ -249,9 +249,11 @@ export class SubscriptionHub {
     const known = this.resolved.get(host);
     if (known && now - known.at < RESOLVED_FOR_MS && now >= known.at) return known.addresses;
     if (this.resolved.size >= RESOLVED_MAX) this.resolved.clear();
+    // A name that did not resolve is kept as long (an activation accepts it: each delivery resolves it again): asked
+    // again inside the transaction, a slow failing lookup held it once per Subscription (0.2 s apiece here).
     const addresses = resolve(host);
     this.resolved.set(host, { at: now, addresses });
-    addresses.catch(() => this.resolved.get(host)?.addresses === addresses && this.resolved.delete(host));
+    addresses.catch(() => undefined);
     return addresses;
   }
 

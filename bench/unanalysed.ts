@@ -98,6 +98,10 @@ const EVERY_SEARCH = [
   // keyset place a `_cursor` holds): `pages:` before the query; the time of all ten.
   'pages:Patient?_has:Condition:subject:clinical-status=resolved&_count=10',
   'pages:Patient?_has:Condition:subject:subject:Patient.gender=male&_count=10',
+  // Pages 1..10 of a chain beside a common token (half the Conditions refer to a male patient, a third are
+  // resolved): driven by the chain's rows, or the type walked in id order with the chain's set hashed.
+  'pages:Condition?clinical-status=resolved&subject:Patient.gender=male&_count=10',
+  'pages:Condition?clinical-status=resolved&subject:Patient.gender=male&_count=50',
 ];
 /** The searches timed: those whose text holds `--only`'s, or all. */
 const SEARCHES = EVERY_SEARCH.filter((search) => values.only === undefined || search.includes(values.only));

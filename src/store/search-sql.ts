@@ -1884,8 +1884,14 @@ async function sortWalk<R>(
       const at = crossed === undefined ? sortRange : { keys: sortRange.keys, from: sortRange.to, to: sortRange.to };
       const page = { ...q, count: q.count - before.length };
       const ties = await tiesPage(dialect, tenant, page, run, first, at, typeSizes, tied, crossed !== undefined);
-      if (ties?.complete) return [...before, ...ties.rows];
-      if (ties !== undefined) {
+      // Matches too rare among the ties for the windows, and a `:missing=true` or `:not` to drive instead
+      // (lastResort, which a sort on a parameter takes): where the ties cost more to read (each with its key:
+      // a driver's row) than that condition's rows (the type's: Dialect.missingRows), the walk gives way
+      // rather than read them (`Condition?code:missing=true&_sort=verification-status`, 8 uncoded among
+      // 19,960 `confirmed`: the ties read, too few, and then the missing rows; docs/PERFORMANCE.md, fifty-third session).
+      if (ties === 'rare' && (q.where ?? []).some(isLastResort) && await costlierTies(dialect, tenant, q, run, first, at, typeSizes)) return undefined;
+      if (ties !== undefined && ties !== 'rare' && ties.complete) return [...before, ...ties.rows];
+      if (ties !== undefined && ties !== 'rare') {
         // Every tie at the value after the place, fewer than the page: the rest of it comes after them.
         const next = q.sort[1];
         const past = (descending: boolean) => (descending ? '' : AFTER_PREFIX);
@@ -1916,6 +1922,15 @@ async function sortWalk<R>(
     rows = Math.min(most, Math.max(rows * SORT_WALK_GROWTH, Math.ceil(wanted)));
   }
   return undefined;
+}
+
+/** Whether a walk's ties (`range`, one value's) cost more to read than a condition of last resort's rows, counted up to the ties that would (PlanCosts). */
+async function costlierTies<R>(
+  dialect: Dialect, tenant: string, q: SearchQuery, run: SearchRunner<R>, first: ParamSortKey, range: SortRange, typeSizes: (type: string) => number | Promise<number>,
+): Promise<boolean> {
+  const { missingRow, driverRow } = dialect.costs;
+  const ties = Math.ceil(((await typeSizes(q.type)) * missingRow) / driverRow);
+  return range.from !== null && await manyTies(dialect, tenant, run, first, range.keys, range.from, ties);
 }
 
 /**
@@ -2028,13 +2043,13 @@ const TIES_PROBE_RISK = 4;
  * goes on from its last resource, so that the windows read at most TIES_PROBE_RISK times the ties counted
  * before the walk reads the ties. Not `complete` where a window held the rest of the type and the page is
  * not filled at `v`: the rows are then every tie after the place, and the page goes on after `v`.
- * Undefined where it does not apply or the windows end before the page is filled, and the walk reads the
- * ties as before.
+ * Undefined where it does not apply, and `rare` where the windows in id order end before the page is
+ * filled: the walk reads the ties as before, or gives way to a condition of last resort.
  */
 async function tiesPage<R>(
   dialect: Dialect, tenant: string, q: SearchQuery, run: SearchRunner<R>, first: ParamSortKey, range: SortRange,
   typeSizes: (type: string) => number | Promise<number>, tied: TiedKey[], counted = false,
-): Promise<{ rows: R[]; complete: boolean } | undefined> {
+): Promise<{ rows: R[]; complete: boolean } | 'rare' | undefined> {
   const value = range.from;
   if (value === null || value !== range.to || !tiesApply(q)) return undefined;
   const next = q.sort[1];
@@ -2075,7 +2090,7 @@ async function tiesPage<R>(
     const bound = found.length > 0 ? (found[0] as { bound_id?: string | null }).bound_id ?? null : await windowEnd(dialect, tenant, page, run, window);
     if (bound === null) return { rows, complete: false };
     // Beyond what reading the ties costs, the walk reads them as before.
-    if (read >= most) return undefined;
+    if (read >= most) return 'rare';
     after = bound;
     window = Math.min(window * SORT_WALK_GROWTH, most - read);
   }

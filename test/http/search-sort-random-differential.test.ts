@@ -13,6 +13,7 @@ import postgres from 'postgres';
 import type { TestApp } from '../helpers/app.ts';
 import { craftToken, fhirClient, ids, link, type FhirClient, type Json } from '../helpers/fhir.ts';
 import { appOnFresh } from '../helpers/search-runner.ts';
+import { limiter } from '../helpers/in-flight.ts';
 import { prng } from '../helpers/prng.ts';
 import { storeTargets } from '../helpers/stores.ts';
 import { firstVersions } from '../helpers/versions.ts';
@@ -263,17 +264,20 @@ for (const target of targets) {
         }
       };
 
-      /** Offsets near each place the sort changes value (and the keyless' start), and one drawn, each with its next page. */
-      const offsets = async (s: Search, expected: string[]) => {
+      /** Offsets near each place the sort changes value (and the keyless' start), and one drawn: up to four. */
+      const offsetsOf = (s: Search, expected: string[], byId: Map<string, Rec>): number[] => {
         const keys = parseSort(s.sort);
-        const byId = new Map(data.map((x) => [x.id, x]));
         const at = new Set<number>();
         for (let i = 1; i < expected.length; i++) {
           const [a, b] = [keyOf(byId.get(expected[i - 1]!)!, keys[0]!.param, keys[0]!.desc), keyOf(byId.get(expected[i]!)!, keys[0]!.param, keys[0]!.desc)];
           if (a !== b) for (const d of [-1, 0]) at.add(Math.max(1, i + d));
         }
         at.add(1 + Math.floor(r() * Math.max(1, expected.length)));
-        const chosen = [...at].sort(() => r() - 0.5).slice(0, 4);
+        return [...at].sort(() => r() - 0.5).slice(0, 4);
+      };
+
+      /** The pages at `chosen` offsets, each with its next page. */
+      const offsets = async (s: Search, expected: string[], chosen: number[]) => {
         for (const offset of chosen) {
           const q = `${query(s)}&_offset=${offset}`;
           const b = await api.search(q);
@@ -286,18 +290,39 @@ for (const target of targets) {
         }
       };
 
+      /**
+       * Every search's pages, a few searches at a time (each one's pages in turn: they wait mostly on the
+       * database). What each expects, and the offsets drawn, are worked out first, in the searches' order, so that
+       * a seed draws the same offsets whatever order the answers come in.
+       */
       const run = async (phase: string) => {
+        // On PostgreSQL the server's backends do the work; SQLite's run in this process, where overlapping gains nothing.
+        const limit = limiter(target.kind === 'postgres' ? 4 : 1);
+        const jobs: Promise<void>[] = [];
+        const byId = new Map(data.map((x) => [x.id, x]));
+        // A search drawn twice (the same sort, count and condition) is walked once; its offsets are drawn for each.
+        const walked = new Set<string>();
+        const sortedAs = new Map<string, string[]>();
         for (const s of searches(seed)) {
-          const expected = ordered(data, s.type, CONDITIONS[s.condition]![1], s.sort);
-          await walk(query(s), s.count, expected, phase);
-          if (s.count < 300) await offsets(s, expected);
+          const as = `${s.type}?${s.sort}&${s.condition}`;
+          const expected = sortedAs.get(as) ?? sortedAs.set(as, ordered(data, s.type, CONDITIONS[s.condition]![1], s.sort)).get(as)!;
+          const chosen = s.count < 300 ? offsetsOf(s, expected, byId) : [];
+          const first = !walked.has(query(s));
+          walked.add(query(s));
+          jobs.push(limit(async () => {
+            if (first) await walk(query(s), s.count, expected, phase);
+            await offsets(s, expected, chosen);
+          }));
         }
         // In patient p0's compartment (its Observations by `subject`: a Group p0's are not among them).
         for (const s of searches(seed + 5).filter((x) => x.type === 'Observation').slice(0, 16)) {
           const [, test] = CONDITIONS[s.condition]!;
           const expected = ordered(data, s.type, (x) => test(x) && x.type === 'Observation' && x.subject === 'Patient/p0', s.sort);
-          await walk(query(s), s.count, expected, `${phase}, patient p0`, p0);
+          jobs.push(limit(() => walk(query(s), s.count, expected, `${phase}, patient p0`, p0)));
         }
+        // Every search ends before the test does (its app closed after), the first failure reported.
+        const failed = (await Promise.allSettled(jobs)).find((x): x is PromiseRejectedResult => x.status === 'rejected');
+        if (failed) throw failed.reason;
       };
 
       /** A first page, resources deleted and updated after it, then the next pages: the rest after the first page's last place. */

@@ -121,7 +121,7 @@ export async function resolveConditionalReferences(
 async function resolveOne(deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, ref: ConditionalReference, written: WrittenResources, held: HeldSearches | undefined): Promise<string> {
   const replaced = written.replaced(type);
   // Searched again at the commit (HeldSearches): a target deleted or a second match created meanwhile runs the Bundle again.
-  const stored = await searchBeside(deps, req, type, query, ref.where, replaced, 2, held);
+  const stored = await searchBeside(deps, req, type, query, ref.where, replaced, 2, held, ref.element());
   const ids = new Set(stored.map((v) => v.id));
   for (const id of await writtenMatches(deps, req, type, query, written)) ids.add(id);
   const shown = `${ref.where}: conditional reference '${showCondition(type, query)}'`;

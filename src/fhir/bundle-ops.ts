@@ -105,7 +105,7 @@ async function resolveTarget(
   }
   // A conditional create runs after the transaction's deletes (http.html 3.1.0.11.2): what they delete
   // matches nothing. The targets of updates and patches, matched by content, are left to checkTargets.
-  const match = await resolveCondition(deps, req, entry.type, query, at(entry), entry.method === 'POST' ? deleted : undefined, held);
+  const match = await resolveCondition(deps, req, entry.type, query, at(entry), entry.method === 'POST' ? deleted : undefined, held, conditionElement(entry));
   if (!match && (entry.method === 'POST' || entry.method === 'PUT')) {
     p.settles = conditionKey(entry.type, entry.condition);
     p.creates = { condition: showCondition(entry.type, query), criteria: await criteriaOf(deps, req, entry.type, query, deps.clock.now()) };

@@ -93,12 +93,12 @@ export async function conditionSearch(
 /**
  * Resolves a conditional query to at most one current resource (conditionMatches); two or more matches
  * are 412. The ids in `excluded` (a transaction deletes them) match nothing. A transaction's search is
- * recorded in `held`, to be searched again at its commit (HeldSearches).
+ * recorded in `held`, to be searched again at its commit (HeldSearches); `expression` names the element holding its condition (searchBeside).
  */
 export async function resolveCondition(
-  deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, where: string, excluded: ReadonlySet<string> = new Set(), held?: HeldSearches,
+  deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, where: string, excluded: ReadonlySet<string> = new Set(), held?: HeldSearches, expression?: string,
 ): Promise<ResourceVersion | undefined> {
-  const rows = await searchBeside(deps, req, type, query, where, excluded, 2, held);
+  const rows = await searchBeside(deps, req, type, query, where, excluded, 2, held, expression);
   if (rows.length > 1) throw new FhirError('precondition', `${where}: condition '${showCondition(type, query)}' matches more than one resource`);
   return rows[0];
 }
@@ -109,17 +109,21 @@ export async function resolveCondition(
  * searched with the rest and dropped, all of them within one page (MAX_COUNT) or as many as it holds: a full page with
  * fewer than `wanted` others may hide one past it (a conditional create beside a thousand deletes of its matches created a
  * duplicate, and its search, held to a count no page gives, was found changed at every commit: 409), so it is a 400
- * (`too-costly`) naming the condition rather than a guess.
+ * (`too-costly`) naming the condition, and the element holding it (`expression`), rather than a guess.
  */
 export async function searchBeside(
   deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, where: string, excluded: ReadonlySet<string>, wanted: number, held: HeldSearches | undefined,
+  expression?: string,
 ): Promise<ResourceVersion[]> {
   const count = Math.min(wanted + excluded.size, MAX_COUNT);
   const found = await conditionSearch(deps, req, type, query, where, count);
   held?.add(type, query, where, count, found);
   const rows = found.rows.filter((v) => !excluded.has(v.id));
   if (rows.length < wanted && found.rows.length >= count && count < wanted + excluded.size) {
-    throw new FhirError('invalid', `${where}: condition '${showCondition(type, query)}' matches more than ${MAX_COUNT - wanted} resources the transaction deletes or changes, past which another match cannot be told apart; split the transaction or narrow the condition`, { issueCode: 'too-costly' });
+    throw new FhirError('invalid', `${where}: condition '${showCondition(type, query)}' matches more than ${MAX_COUNT - wanted} resources the transaction deletes or changes, past which another match cannot be told apart; split the transaction or narrow the condition`, {
+      issueCode: 'too-costly',
+      ...(expression === undefined ? {} : { expression: [expression] }),
+    });
   }
   return rows;
 }

@@ -87,6 +87,16 @@ await eachStore((kind, fresh) => {
       ]));
       const outcome = await expectOutcome(res, 400, 'too-costly');
       expect(outcome.issue[0].diagnostics).toContain("condition 'Patient?family=paged' matches more than 998 resources the transaction deletes");
+      // Named where it is written, as the transaction's other refusals of a condition are.
+      expect(outcome.issue[0].expression).toEqual(['Bundle.entry[1000].request.ifNoneExist']);
+      expect((await api.search('Patient?family=paged&_summary=count')).total).toBe(1001);
+      // A conditional reference beside the same deletes: the reference's element named.
+      const referring = await api.post('', bundle([
+        ...created.slice(0, 1000).map((id: string) => ({ request: { method: 'DELETE', url: `Patient/${id}` } })),
+        { request: { method: 'POST', url: 'Observation' }, resource: { resourceType: 'Observation', status: 'final', code: { text: 'x' }, subject: { reference: 'Patient?family=paged' } } },
+      ]));
+      const refused = await expectOutcome(referring, 400, 'too-costly');
+      expect(refused.issue[0].expression).toEqual(['Bundle.entry[1000].resource.subject']);
       expect((await api.search('Patient?family=paged&_summary=count')).total).toBe(1001);
       // Fewer deletes fit a page: the 501 matches left are seen, a 412 as any condition matching several.
       const fewer = await api.post('', bundle([

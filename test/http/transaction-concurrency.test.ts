@@ -445,6 +445,22 @@ await eachStore((kind, fresh) => {
       });
     }
 
+    test('its conditional creates by family and given, more than one statement searches again together, find the matches other requests write meanwhile in each', async () => {
+      const condition = shapes['family and given']!;
+      const entries = Array.from({ length: 80 }, (_, n) => ({ resource: { resourceType: 'Patient', ...condition(100 + n).meets }, request: { method: 'POST', url: 'Patient', ifNoneExist: condition(100 + n).search } }));
+      // Beyond the first of the statements the searches are checked in: in one of the middle and in the last.
+      const late = [40, 79];
+      const written: number[] = [];
+      meanwhile = async () => {
+        for (const n of late) written.push((await put(`race-many-${n}`, condition(100 + n).meets)).status);
+      };
+      const res = await send([...entries, hook('race-many')]);
+      expect([written, res.status]).toEqual([[201, 201], 200]);
+      expect(statuses((await res.json()) as Json).slice(0, 80)).toEqual(entries.map((_, n) => (late.includes(n) ? '200 OK' : '201 Created')));
+      const counts = await Promise.all(entries.map(async (_, n) => ((await read(`Patient?${condition(100 + n).search}&_summary=count`)).total as number)));
+      expect(counts).toEqual(entries.map(() => 1));
+    });
+
     /** A resource written by id (PUT), `Type/id`'s status. */
     const write = async (resource: Json) => (await t.request(`${t.fhir()}/${resource.resourceType}/${resource.id}`, fhirInit(token, 'PUT', resource))).status;
     const location = (id: string, parent?: string) => write({ resourceType: 'Location', id, name: id, ...(parent ? { partOf: { reference: `Location/${parent}` } } : {}) });

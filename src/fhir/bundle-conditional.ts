@@ -227,22 +227,26 @@ export class WrittenResources {
     for (const lookUp of [false, true]) {
       for (const c of where) {
         if (best.length < NARROWED_FROM) return best;
-        const some = await this.narrowed(type, c, lookUp);
+        const some = await this.narrowed(type, c, lookUp, best.length);
         if (some !== undefined && some.length < best.length) best = some;
       }
     }
     return best;
   }
 
-  /** The written resources of `type` that may meet `c` (undefined: any may), its chains narrowed by their targets when `lookUp`. */
-  private async narrowed(type: string, c: Condition, lookUp: boolean): Promise<TransactionWrite[] | undefined> {
+  /**
+   * The written resources of `type` that may meet `c` (undefined: any may, or `fewer` or more of them, which are not
+   * gathered: gathering a common value's every time made the Bundle's conditional creates cost its size squared), its
+   * chains narrowed by their targets when `lookUp`.
+   */
+  private async narrowed(type: string, c: Condition, lookUp: boolean, fewer: number): Promise<TransactionWrite[] | undefined> {
     switch (c.kind) {
-      case 'token': return this.holdingTokens(type, c);
-      case 'string': return this.holdingStrings(type, c);
+      case 'token': return this.holdingTokens(type, c, fewer);
+      case 'string': return this.holdingStrings(type, c, fewer);
       case 'chain': {
         if (!lookUp || c.canonical || this.find === undefined) return undefined;
         const targets = await this.find({ type: c.targetType, where: c.where, sort: [], count: CHAIN_TARGETS + 1 });
-        return targets.length > CHAIN_TARGETS ? undefined : this.holding(type, c.param, targets.map((v) => v.id));
+        return targets.length > CHAIN_TARGETS ? undefined : this.holding(type, c.param, targets.map((v) => v.id), fewer);
       }
       // `_has:Observation:subject:code=x`: the resources the few current referrers refer to through the parameter.
       case 'has': {
@@ -259,9 +263,10 @@ export class WrittenResources {
       case 'or': {
         const out = new Set<TransactionWrite>();
         for (const x of c.any) {
-          const some = await this.narrowed(type, x, lookUp);
+          const some = await this.narrowed(type, x, lookUp, fewer - out.size);
           if (some === undefined) return undefined;
           for (const w of some) out.add(w);
+          if (out.size >= fewer) return undefined;
         }
         return [...out];
       }
@@ -269,13 +274,16 @@ export class WrittenResources {
     }
   }
 
-  private holdingTokens(type: string, c: Extract<Condition, { kind: 'token' }>): TransactionWrite[] | undefined {
+  private holdingTokens(type: string, c: Extract<Condition, { kind: 'token' }>, fewer: number): TransactionWrite[] | undefined {
     if (c.not || c.unequal || c.fold || !c.values.every((v) => v.value !== undefined)) return undefined;
-    return this.holding(type, c.param, c.values.map((v) => v.value!));
+    return this.holding(type, c.param, c.values.map((v) => v.value!), fewer);
   }
 
-  /** The written resources of `type` holding a token row of `param` whose value (whatever its system) is one of `values`. */
-  private holding(type: string, param: string, values: string[]): TransactionWrite[] {
+  /**
+   * The written resources of `type` holding a token row of `param` whose value (whatever its system) is one of `values`;
+   * undefined where their rows are `fewer` or more (narrowed).
+   */
+  private holding(type: string, param: string, values: string[], fewer: number): TransactionWrite[] | undefined {
     const key = `${type}\u0000${param}`;
     let byValue = this.byToken.get(key);
     if (byValue === undefined) {
@@ -286,10 +294,14 @@ export class WrittenResources {
       this.byToken.set(key, byValue);
     }
     const found = byValue;
+    let rows = 0;
+    for (const v of values) rows += found.get(v)?.length ?? 0;
+    if (rows >= fewer) return undefined;
     return [...new Set(values.flatMap((v) => found.get(v) ?? []))];
   }
 
-  private holdingStrings(type: string, c: Extract<Condition, { kind: 'string' }>): TransactionWrite[] | undefined {
+  /** The written resources of `type` holding a string of `c`'s parameter in one of its ranges; undefined where their rows are `fewer` or more (narrowed). */
+  private holdingStrings(type: string, c: Extract<Condition, { kind: 'string' }>, fewer: number): TransactionWrite[] | undefined {
     if (!c.values.every((v) => v.match === 'prefix' || v.match === 'equal')) return undefined;
     const key = `${type}\u0000${c.param}`;
     let sorted = this.byString.get(key);
@@ -299,12 +311,11 @@ export class WrittenResources {
       sorted.sort((a, b) => (a.value < b.value ? -1 : a.value > b.value ? 1 : 0));
       this.byString.set(key, sorted);
     }
+    // As prefixOf (search-match.ts): from the value up to the value followed by the highest code point. Their sizes first.
+    const ranges = c.values.map((v) => [firstAtLeast(sorted, v.value), firstAtLeast(sorted, v.value + '\u{10FFFF}')] as const);
+    if (ranges.reduce((n, [from, to]) => n + to - from, 0) >= fewer) return undefined;
     const out = new Set<TransactionWrite>();
-    for (const v of c.values) {
-      // As prefixOf (search-match.ts): from the value up to the value followed by the highest code point.
-      const end = v.value + '\u{10FFFF}';
-      for (let i = firstAtLeast(sorted, v.value); i < sorted.length && sorted[i]!.value < end; i++) out.add(sorted[i]!.w);
-    }
+    for (const [from, to] of ranges) for (let i = from; i < to; i++) out.add(sorted[i]!.w);
     return [...out];
   }
 }

@@ -461,6 +461,26 @@ await eachStore((kind, fresh) => {
       expect(counts).toEqual(entries.map(() => 1));
     });
 
+    test('its conditional creates by family and given, whose superset finds more than 100 other Patients, find the matches other requests write meanwhile (searched again as an `or`, a few at a time)', async () => {
+      // Each search's family beside six other searches' given names: Patients the merged superset finds and none of the searches does.
+      const search = (n: number) => `family=Orf${n}q&given=Org${n}q`;
+      const crossed = Array.from({ length: 80 * 6 }, (_, k) => ({
+        resource: { resourceType: 'Patient', ...named(`Orf${Math.floor(k / 6)}q`, `Org${(Math.floor(k / 6) + 1 + (k % 6)) % 80}q`) }, request: { method: 'POST', url: 'Patient' },
+      }));
+      expect((await t.request(t.fhir(), fhirInit(token, 'POST', { resourceType: 'Bundle', type: 'batch', entry: crossed }))).status).toBe(200);
+      const entries = Array.from({ length: 80 }, (_, n) => ({ resource: { resourceType: 'Patient', ...named(`Orf${n}q`, `Org${n}q`) }, request: { method: 'POST', url: 'Patient', ifNoneExist: search(n) } }));
+      const late = [40, 79];
+      const written: number[] = [];
+      meanwhile = async () => {
+        for (const n of late) written.push((await put(`or-many-${n}`, named(`Orf${n}q`, `Org${n}q`))).status);
+      };
+      const res = await send([...entries, hook('or-many')]);
+      expect([written, res.status]).toEqual([[201, 201], 200]);
+      expect(statuses((await res.json()) as Json).slice(0, 80)).toEqual(entries.map((_, n) => (late.includes(n) ? '200 OK' : '201 Created')));
+      const counts = await Promise.all(entries.map(async (_, n) => ((await read(`Patient?${search(n)}&_summary=count`)).total as number)));
+      expect(counts).toEqual(entries.map(() => 1));
+    });
+
     /** A resource written by id (PUT), `Type/id`'s status. */
     const write = async (resource: Json) => (await t.request(`${t.fhir()}/${resource.resourceType}/${resource.id}`, fhirInit(token, 'PUT', resource))).status;
     const location = (id: string, parent?: string) => write({ resourceType: 'Location', id, name: id, ...(parent ? { partOf: { reference: `Location/${parent}` } } : {}) });

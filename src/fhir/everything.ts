@@ -224,9 +224,13 @@ export interface IncludedSoFar {
  */
 export async function referenced(deps: FhirDeps, req: FhirRequest, rows: ResourceVersion[], params: URLSearchParams, leaveOut: (type: string) => boolean, warnings: FhirIssue[], so?: IncludedSoFar): Promise<ResourceVersion[]> {
   const includes = [...new Set(rows.map((r) => r.type))].map((source) => ({ source, param: '*', iterate: false }));
-  const inc = await addIncludes(deps, req, { includes, revincludes: [] }, rows, leaveOut);
   const wanted = typesParam(params);
   const only = wanted === null ? undefined : new Set(wanted.split(',').map((x) => x.trim()));
+  // Only `_type`'s types are read: the others, read to be dropped, took the page's MAX_INCLUDES (an Organization
+  // named after 1,000 Practitioners was left out, silently) and cost a read each.
+  const inc = await addIncludes(deps, req, { includes, revincludes: [] }, rows, only ? (type) => leaveOut(type) || !only.has(type) : leaveOut);
+  // Past MAX_INCLUDES the rest are left out: the page says so, as a search's does.
+  for (const w of inc.warnings) if (!warnings.some((x) => x.diagnostics === w.diagnostics)) warnings.push(w);
   const included = only ? inc.included.filter((r) => only.has(r.type)) : inc.included;
   if (only && !only.has('Binary')) return included;
   return [...included, ...(await attachedBinaries(deps, req, rows, included, warnings, so))];

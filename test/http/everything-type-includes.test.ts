@@ -1,0 +1,66 @@
+/**
+ * `$everything`'s includes under `_type`, on both databases: only the types `_type` names are followed (a page's
+ * rows' other references are not read), so those of `_type` are not crowded out of a page's MAX_INCLUDES by
+ * resources that would be thrown away; and a page whose includes were cut says so.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { fhirClient, link, type FhirClient, type Json } from '../helpers/fhir.ts';
+
+const name = (e: Json) => `${e.resource.resourceType}/${e.resource.id}`;
+const of = (b: Json, mode: string) => (b.entry ?? []).filter((e: Json) => e.search.mode === mode).map(name);
+const pad = (n: number, width: number) => String(n).padStart(width, '0');
+
+async function walk(api: FhirClient, first: string, most = 50) {
+  const pages: Json[] = [];
+  for (let next: string | undefined = first; next; next = link(pages[pages.length - 1]!, 'next')) {
+    if (pages.length === most) throw new Error(`${first}: more than ${most} pages`);
+    pages.push(await api.search(next));
+  }
+  return { included: [...new Set(pages.flatMap((b) => of(b, 'include')))].sort(), pages };
+}
+
+await eachStore((kind, fresh) => {
+  describe(`$everything includes of _type's types alone, on ${kind}`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    /** 300 Observations of q, each naming five Practitioners of its own (1,500 in all); o0290 names `org` after its own. */
+    const OBS = Array.from({ length: 300 }, (_, i) => `o${pad(i, 4)}`);
+
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      api = fhirClient(t, await t.token());
+      const put = (resource: Json) => ({ resource, request: { method: 'PUT', url: `${resource.resourceType}/${resource.id}` } });
+      const entries = [
+        put({ resourceType: 'Patient', id: 'q' }),
+        put({ resourceType: 'Organization', id: 'org', name: 'Named late' }),
+        ...OBS.flatMap((_, i) => [0, 1, 2, 3, 4].map((k) => put({ resourceType: 'Practitioner', id: `pr${pad(i * 5 + k, 4)}` }))),
+        ...OBS.map((id, i) => put({
+          resourceType: 'Observation', id, status: 'final', code: { text: id }, subject: { reference: 'Patient/q' },
+          performer: [...[0, 1, 2, 3, 4].map((k) => ({ reference: `Practitioner/pr${pad(i * 5 + k, 4)}` })), ...(id === 'o0290' ? [{ reference: 'Organization/org' }] : [])],
+        })),
+      ];
+      for (let i = 0; i < entries.length; i += 1000) {
+        const res = await api.post('', { resourceType: 'Bundle', type: 'transaction', entry: entries.slice(i, i + 1000) });
+        expect(res.status).toBe(200);
+      }
+    });
+    afterAll(() => t.close());
+
+    test('an Organization named beside more than 1,000 Practitioners is included under _type=Organization', async () => {
+      // At _count=1 a page reads 1, 4, 16, 64 and then 256 rows: the last names 1,080 Practitioners, `org` after 1,000 of them.
+      expect((await walk(api, 'Patient/q/$everything?_type=Organization&_count=1')).included).toEqual(['Organization/org']);
+      // One page of 300 Observations: 1,500 Practitioners named, `org` after 1,450 of them.
+      expect((await walk(api, 'Patient/q/$everything?_type=Observation,Organization&_count=300')).included).toEqual(['Organization/org']);
+    });
+
+    test('a page whose rows name more resources than it includes says so', async () => {
+      // 300 Observations name 1,500 Practitioners and the Organization: 1,000 are included, and a warning tells the rest.
+      const page = await api.search('Patient/q/$everything?_count=300');
+      expect(of(page, 'include').length).toBe(1000);
+      const issues = (page.entry ?? []).filter((e: Json) => e.search.mode === 'outcome').flatMap((e: Json) => e.resource.issue);
+      expect(issues).toContainEqual(expect.objectContaining({ severity: 'warning', code: 'too-costly' }));
+    });
+  });
+});

@@ -8,7 +8,8 @@
  * reads growing fourfold, until what it returns reaches `_count` (its matches, and the resources of `_type`
  * outside the compartment that its rows refer to, each once; a resource of a type returned as matches, the
  * Encounter an Observation names under `_type=Encounter,Organization`, is the match of its own page and so
- * no measure of this one), or it has read FILL_ROWS rows (`_count` when larger), or the records end; only then
+ * no measure of this one), or it has read FILL_ROWS rows (`_count` when larger) or FILL_CHARS characters of rows
+ * after its first read, or the records end; only then
  * does it give its `next`. A page so never stops empty while records are left within its row budget, a request
  * reads a bounded number of rows whatever the records, and each page but the last reads at least `_count` rows
  * (`_count` matches are as many rows), so no walk takes more pages than one that read `_count` rows a page.
@@ -19,6 +20,7 @@ import type { FhirDeps, FhirRequest } from './crud.ts';
 import { referenced, type EverythingInput, type IncludedSoFar } from './everything.ts';
 import { issue } from './outcome.ts';
 import { MAX_INCLUDES } from './search.ts';
+import { MAX_BUNDLE_READ_CHARS } from './bundle-reads.ts';
 
 /**
  * Most rows one page reads to fill itself when `_type` names a type outside the compartment (`_count`
@@ -28,6 +30,12 @@ import { MAX_INCLUDES } from './search.ts';
 export const FILL_ROWS = 2000;
 /** How much larger each read of a page that fills itself is than the one before. */
 const GROWTH = 4;
+/**
+ * Most characters of rows a page that fills itself reads past its first read of `_count` rows (a search Bundle's
+ * GET entries' bound): its reads are sized by the characters of the rows read so far too, so that records of
+ * megabytes (a DocumentReference's inline PDF) are not read a thousand at once for a page of `_count=1`.
+ */
+export const FILL_CHARS = MAX_BUNDLE_READ_CHARS;
 
 /** A page's rows: its matches, what it includes, and the last row it read when more are left (its `next`'s position). */
 export interface PageRows<R extends ResourceVersion> {
@@ -57,12 +65,16 @@ export async function pageRows<R extends ResourceVersion>(
   const so: IncludedSoFar = { included: new Map(), chars: 0 };
   const warned = warnings.length;
   let read = 0;
+  /** The characters of the rows read. */
+  let chars = 0;
   /** The included resources of types only includes bring (those of a type returned as matches are some page's match). */
   let outside = 0;
   let last: R | undefined;
   let more = true;
   for (let size = limit; more; size *= GROWTH) {
-    const count = Math.min(size, budget - read);
+    // After the first read, no more rows than the characters left take at the size of those read so far.
+    const room = read === 0 ? size : Math.max(1, Math.floor((FILL_CHARS - chars) / (chars / read)));
+    const count = Math.min(size, budget - read, room);
     const rows = await readRows(last, count + 1);
     let chunk = rows.slice(0, count);
     // At most `_count` matches: the page ends at the row that makes them so.
@@ -73,6 +85,7 @@ export async function pageRows<R extends ResourceVersion>(
     }
     more = rows.length > chunk.length;
     read += chunk.length;
+    for (const r of chunk) chars += r.content.length;
     if (chunk.length) last = chunk[chunk.length - 1];
     for (const v of await referenced(deps, req, chunk, params, leaveOut, warnings, so)) {
       const key = `${v.type}/${v.id}`;
@@ -81,7 +94,7 @@ export async function pageRows<R extends ResourceVersion>(
     }
     // What the includes left out (past their bounds) ends the page, as do MAX_INCLUDES included (of the types that
     // do not count, the Encounters Observations name under `_type=Encounter,Organization`): the next page reads on.
-    if (matches.length + outside >= limit || read >= budget || warnings.length > warned || so.included.size >= MAX_INCLUDES) break;
+    if (matches.length + outside >= limit || read >= budget || chars >= FILL_CHARS || warnings.length > warned || so.included.size >= MAX_INCLUDES) break;
   }
   // A resource the first reads included that a later read has as a match is a match alone (bdl-7: once in a Bundle).
   const kept = new Set(matches.map((r) => `${r.type}/${r.id}`));

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
 import { fhirClient, link, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { FILL_CHARS } from '../../src/fhir/everything-fill.ts';
 
 const name = (e: Json) => `${e.resource.resourceType}/${e.resource.id}`;
 const of = (b: Json, mode: string) => (b.entry ?? []).filter((e: Json) => e.search.mode === mode).map(name);
@@ -53,6 +54,27 @@ await eachStore((kind, fresh) => {
       expect((await walk(api, 'Patient/q/$everything?_type=Organization&_count=1')).included).toEqual(['Organization/org']);
       // One page of 300 Observations: 1,500 Practitioners named, `org` after 1,450 of them.
       expect((await walk(api, 'Patient/q/$everything?_type=Observation,Organization&_count=300')).included).toEqual(['Organization/org']);
+    });
+
+    test('a page that reads on through records of a megabyte stops at FILL_CHARS of them, its next reading on', async () => {
+      // d's 40 DocumentReferences hold 1 Mi characters of inline data each; the last names `org-docs`.
+      const MI = 1 << 20;
+      const put = (resource: Json) => ({ resource, request: { method: 'PUT', url: `${resource.resourceType}/${resource.id}` } });
+      const docs = Array.from({ length: 40 }, (_, i) => put({
+        resourceType: 'DocumentReference', id: `d${pad(i, 2)}`, status: 'current', subject: { reference: 'Patient/d' },
+        content: [{ attachment: { contentType: 'application/pdf', data: 'A'.repeat(MI) } }], ...(i === 39 && { author: [{ reference: 'Organization/org-docs' }] }),
+      }));
+      const entries = [put({ resourceType: 'Patient', id: 'd' }), put({ resourceType: 'Organization', id: 'org-docs', name: 'Docs' }), ...docs];
+      for (let i = 0; i < entries.length; i += 10) expect((await api.post('', { resourceType: 'Bundle', type: 'transaction', entry: entries.slice(i, i + 10) })).status).toBe(200);
+      // _count=1: reads of 1, 4, 16 rows (21 Mi), then as many as the characters left take (11): 32 records, 32 Mi.
+      const first = await api.search('Patient/d/$everything?_type=Organization&_count=1');
+      expect(link(first, 'next')).toBeDefined();
+      const note = first.entry.find((e: Json) => e.search.mode === 'outcome').resource.issue[0];
+      const read = Number(/read (\d+) records/.exec(note.diagnostics)![1]);
+      expect(read).toBeLessThanOrEqual(Math.ceil(FILL_CHARS / MI) + 1);
+      expect(read).toBeGreaterThan(1);
+      // The next page reads on after them and finds the Organization.
+      expect((await walk(api, 'Patient/d/$everything?_type=Organization&_count=1')).included).toEqual(['Organization/org-docs']);
     });
 
     test('a page whose rows name more resources than it includes says so', async () => {

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
-import { fhirClient, link, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { craftToken, fhirClient, link, type FhirClient, type Json } from '../helpers/fhir.ts';
 import { FILL_CHARS } from '../../src/fhir/everything-fill.ts';
 
 const name = (e: Json) => `${e.resource.resourceType}/${e.resource.id}`;
@@ -75,6 +75,24 @@ await eachStore((kind, fresh) => {
       expect(read).toBeGreaterThan(1);
       // The next page reads on after them and finds the Organization.
       expect((await walk(api, 'Patient/d/$everything?_type=Organization&_count=1')).included).toEqual(['Organization/org-docs']);
+    });
+
+    test('a patient token: what the records read for _type\'s outside types name of another patient is not included', async () => {
+      // a's Encounter (read only for its references under _type=Observation,Organization) names b's Observation and an Organization.
+      await api.put200({ resourceType: 'Patient', id: 'a' });
+      await api.put200({ resourceType: 'Patient', id: 'b' });
+      await api.put200({ resourceType: 'Organization', id: 'org-a', name: 'A' });
+      await api.put200({ resourceType: 'Observation', id: 'ob-b', status: 'final', code: { text: 'b' }, subject: { reference: 'Patient/b' } });
+      await api.put200({ resourceType: 'Encounter', id: 'en-a', status: 'finished', class: { code: 'AMB' }, subject: { reference: 'Patient/a' },
+        reasonReference: [{ reference: 'Observation/ob-b' }], serviceProvider: { reference: 'Organization/org-a' } });
+      const patient = fhirClient(t, await craftToken(t, 'patient/*.rs', { patient: 'a' }));
+      for (const count of [1, 50]) {
+        expect(await walk(patient, `Patient/a/$everything?_type=Observation,Organization&_count=${count}`)).toMatchObject({ included: ['Organization/org-a'] });
+        expect(await walk(patient, `Patient/$everything?_type=Observation,Organization&_count=${count}`)).toMatchObject({ included: ['Organization/org-a'] });
+        expect(await walk(patient, `Encounter/en-a/$everything?_type=Observation,Organization&_count=${count}`)).toMatchObject({ included: ['Organization/org-a'] });
+      }
+      // A user token includes it, as _include would.
+      expect((await walk(api, 'Encounter/en-a/$everything?_type=Observation,Organization')).included).toEqual(['Observation/ob-b', 'Organization/org-a']);
     });
 
     test('a page whose rows name more resources than it includes says so', async () => {

@@ -1,6 +1,6 @@
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
-import { connectTimeoutFromUrl, poolSizeFromUrl, postgresUrlProblem, tlsFromUrl, withoutPassword } from './store/postgres/url-options.ts';
+import { checkUrlOptions, postgresUrlProblem, withoutPassword } from './store/postgres/url-options.ts';
 
 /** The most HTTP server processes CINDER_PROCESSES may start (`auto` included). */
 const MAX_PROCESSES = 64;
@@ -226,9 +226,7 @@ export function loadConfig(env: Record<string, string | undefined>, flags: Recor
     const problem = postgresUrlProblem(databaseUrl);
     if (problem) throw new ConfigError(`invalid ${name('databaseUrl')}: ${problem}`);
     try {
-      poolSizeFromUrl(databaseUrl);
-      connectTimeoutFromUrl(databaseUrl);
-      tlsFromUrl(databaseUrl);
+      checkUrlOptions(databaseUrl);
     } catch (err) {
       throw new ConfigError(`invalid ${name('databaseUrl')}: ${(err as Error).message}`);
     }

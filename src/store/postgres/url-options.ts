@@ -1,3 +1,4 @@
+import { createPrivateKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 
 /**
@@ -93,52 +94,221 @@ function endpoints(url: string): Endpoints | undefined {
 }
 
 /**
- * The TLS postgres.js is given for a URL naming `sslrootcert`: none, the system's trusted roots with the host name checked
- * (`verify-full`), or the certificate authorities of the file, the host name checked or not (tls.connect's options).
+ * The TLS postgres.js is given for a URL naming one of libpq's TLS options (TLS_OPTIONS): none, the system's trusted roots
+ * with the host name checked (`verify-full`), or tls.connect's options (authorities, the host name checked or not, a client
+ * certificate, revocation lists, protocol versions, no SNI).
  */
-export type DriverTls = false | 'verify-full' | { ca: string; checkServerIdentity?: () => undefined };
+export type DriverTls =
+  | false
+  | 'verify-full'
+  | {
+      ca?: string;
+      checkServerIdentity?: () => undefined;
+      rejectUnauthorized?: boolean;
+      cert?: string;
+      key?: string;
+      passphrase?: string;
+      crl?: string;
+      servername?: undefined;
+      minVersion?: TlsVersion;
+      maxVersion?: TlsVersion;
+    };
+
+type TlsVersion = 'TLSv1' | 'TLSv1.1' | 'TLSv1.2' | 'TLSv1.3';
+const TLS_VERSIONS: TlsVersion[] = ['TLSv1', 'TLSv1.1', 'TLSv1.2', 'TLSv1.3'];
 
 const SSL_MODES = ['disable', 'allow', 'prefer', 'require', 'verify-ca', 'verify-full'];
 
+/** libpq's options of the client's TLS that Cinder reads itself (tlsFromUrl): never sent to the server. */
+const TLS_OPTIONS = ['sslrootcert', 'sslcert', 'sslkey', 'sslpassword', 'sslcrl', 'sslsni', 'sslcertmode', 'ssl_min_protocol_version', 'ssl_max_protocol_version'];
+
+/** A file a TLS option names, read at start: a RangeError naming the option when it cannot be read or holds no `marker`. */
+function pemFile(option: string, what: string, path: string, marker: RegExp, expected: string): string {
+  if (path === '') throw new RangeError(`empty ${option} in the database URL: name a file of ${what}`);
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new RangeError(`cannot read the ${what} file '${path}' (${option} in the database URL): ${(err as Error).message}`);
+  }
+  if (!marker.test(text)) throw new RangeError(`the ${what} file '${path}' (${option} in the database URL) holds no ${expected}`);
+  return text;
+}
+
+/** The URL's TLS protocol version `option` (libpq's names, TLSv1 to TLSv1.3), or undefined. */
+function tlsVersion(query: URLSearchParams, option: string): TlsVersion | undefined {
+  const v = query.get(option);
+  if (v === null) return undefined;
+  if (!(TLS_VERSIONS as string[]).includes(v)) throw new RangeError(`invalid ${option} '${v}' in the database URL: expected one of ${TLS_VERSIONS.join(', ')}`);
+  return v as TlsVersion;
+}
+
 /**
- * The TLS of a URL naming `sslrootcert`, as libpq takes it (libpq-ssl "Client Verification of Server Certificates"), or
- * undefined for one naming none (postgres.js reads its `sslmode`). `sslrootcert` is an option of the client, never sent to
- * the server (postgres.js sent it as a setting, which the server refused: every connection failed). `system`: the system's
- * trusted roots, with `verify-full` only (libpq refuses a weaker sslmode with it). A file: read here, its certificates the
- * only authorities trusted; `verify-full` checks the host name too, every other mode but `disable` (which reads no file)
- * the chain alone, as `verify-ca` (libpq's rule for `require` with a root certificate file). Where libpq's `prefer` (its
- * default) would fall back to no TLS on a server without it, the connection fails: a URL naming the authority to trust
- * asks for TLS. Undefined over a Unix-domain socket, which never uses TLS (driverTarget). Throws a RangeError naming the
- * option for an sslmode libpq does not know or a file it cannot read.
+ * The TLS of a URL naming one of libpq's TLS options (TLS_OPTIONS), as libpq takes them (libpq-ssl), or undefined for one
+ * naming none (postgres.js reads its `sslmode`). They are options of the client, never sent to the server (postgres.js
+ * sent them as settings, which the server refused: every connection failed).
+ *
+ * `sslrootcert=system`: the system's trusted roots, with `verify-full` only (libpq refuses a weaker sslmode with it). A
+ * file: read here, its certificates the only authorities trusted; `verify-full` checks the host name too, every other mode
+ * but `disable` (which reads no file) the chain alone, as `verify-ca` (libpq's rule for `require` with a root certificate
+ * file). Without `sslrootcert`, `verify-full` and `verify-ca` verify by the system's roots (`verify-ca` the chain alone),
+ * other modes nothing. `sslcert` and `sslkey` (both, PEM; `sslpassword` decrypts the key, checked here) are the client's
+ * certificate, sent when the server asks, not read with `sslcertmode=disable`; `sslcrl` the revocation lists checked when
+ * the server's certificate is verified; `sslsni=0` sends no server name; `ssl_min_protocol_version` and
+ * `ssl_max_protocol_version` bound the protocol. Where libpq's `prefer` (its default) would fall back to no TLS on a server
+ * without it, the connection fails: a URL naming TLS options asks for TLS. Undefined over a Unix-domain socket, which never
+ * uses TLS (driverTarget), where no file is read. Throws a RangeError naming the option for a value libpq does not know or
+ * a file that cannot be read.
  */
 export function tlsFromUrl(url: string): DriverTls | undefined {
   const query = queryOf(url);
-  const root = query.get('sslrootcert');
   // Over a Unix-domain socket there is no TLS, and libpq reads no certificate file.
   const target = endpoints(url);
-  if (root === null || (target !== undefined && 'socket' in target)) return undefined;
+  if (!TLS_OPTIONS.some((o) => query.has(o)) || (target !== undefined && 'socket' in target)) return undefined;
   const mode = query.get('sslmode');
   if (mode !== null && !SSL_MODES.includes(mode)) {
     throw new RangeError(`invalid sslmode '${mode}' in the database URL: expected one of ${SSL_MODES.join(', ')}`);
   }
-  if (root === 'system') {
-    if (mode !== null && mode !== 'verify-full') {
-      throw new RangeError(`sslmode=${mode} may not be used with sslrootcert=system in the database URL: use sslmode=verify-full (the system's roots trust any host they signed for)`);
-    }
-    return 'verify-full';
+  const root = query.get('sslrootcert');
+  const sni = query.get('sslsni');
+  if (sni !== null && sni !== '0' && sni !== '1') throw new RangeError(`invalid sslsni '${sni}' in the database URL: expected 1 (send the host name) or 0`);
+  const certMode = query.get('sslcertmode');
+  if (certMode !== null && certMode !== 'allow' && certMode !== 'disable') {
+    throw new RangeError(
+      certMode === 'require'
+        ? 'sslcertmode=require in the database URL is not supported (the driver cannot tell whether the server asked for the certificate): use allow'
+        : `invalid sslcertmode '${certMode}' in the database URL: expected allow or disable`,
+    );
+  }
+  const minVersion = tlsVersion(query, 'ssl_min_protocol_version');
+  const maxVersion = tlsVersion(query, 'ssl_max_protocol_version');
+  if (minVersion && maxVersion && TLS_VERSIONS.indexOf(minVersion) > TLS_VERSIONS.indexOf(maxVersion)) {
+    throw new RangeError(`ssl_min_protocol_version ${minVersion} is above ssl_max_protocol_version ${maxVersion} in the database URL`);
+  }
+  if (root === 'system' && mode !== null && mode !== 'verify-full') {
+    throw new RangeError(`sslmode=${mode} may not be used with sslrootcert=system in the database URL: use sslmode=verify-full (the system's roots trust any host they signed for)`);
   }
   if (mode === 'disable') return false;
-  if (root === '') throw new RangeError('empty sslrootcert in the database URL: name a file of PEM certificates, or system');
-  let ca: string;
-  try {
-    ca = readFileSync(root, 'utf8');
-  } catch (err) {
-    throw new RangeError(`cannot read the root certificate file '${root}' (sslrootcert in the database URL): ${(err as Error).message}`);
+  const tls: Exclude<DriverTls, false | 'verify-full'> = {};
+  if (root === 'system' || (root === null && mode === 'verify-full')) {
+    // the system's roots and the host name: tls.connect's defaults
+  } else if (root !== null) {
+    tls.ca = pemFile('sslrootcert', 'root certificate', root, /-----BEGIN CERTIFICATE-----/, 'PEM certificate (-----BEGIN CERTIFICATE-----)');
+    if (mode !== 'verify-full') tls.checkServerIdentity = () => undefined;
+  } else if (mode === 'verify-ca') {
+    tls.checkServerIdentity = () => undefined;
+  } else {
+    tls.rejectUnauthorized = false;
   }
-  if (!ca.includes('-----BEGIN CERTIFICATE-----')) {
-    throw new RangeError(`the root certificate file '${root}' (sslrootcert in the database URL) holds no PEM certificate (-----BEGIN CERTIFICATE-----)`);
+  const cert = query.get('sslcert');
+  const key = query.get('sslkey');
+  if (certMode !== 'disable' && (cert !== null || key !== null)) {
+    if (cert === null || key === null) {
+      throw new RangeError(`${cert === null ? 'sslkey' : 'sslcert'} in the database URL needs ${cert === null ? 'sslcert' : 'sslkey'} too: name the client's certificate and its private key`);
+    }
+    tls.cert = pemFile('sslcert', 'client certificate', cert, /-----BEGIN CERTIFICATE-----/, 'PEM certificate (-----BEGIN CERTIFICATE-----)');
+    tls.key = pemFile('sslkey', 'private key', key, /-----BEGIN [A-Z ]*PRIVATE KEY-----/, 'PEM private key (-----BEGIN PRIVATE KEY-----)');
+    const passphrase = query.get('sslpassword');
+    try {
+      createPrivateKey({ key: tls.key, format: 'pem', ...(passphrase !== null && { passphrase }) });
+    } catch (err) {
+      throw new RangeError(
+        passphrase === null
+          ? `the private key file '${key}' (sslkey in the database URL) is encrypted: give its password as sslpassword`
+          : `cannot decrypt the private key file '${key}' (sslkey in the database URL) with sslpassword: ${(err as Error).message}`,
+      );
+    }
+    if (passphrase !== null) tls.passphrase = passphrase;
   }
-  return mode === 'verify-full' ? { ca } : { ca, checkServerIdentity: () => undefined };
+  const crl = query.get('sslcrl');
+  if (crl !== null && tls.rejectUnauthorized !== false) {
+    tls.crl = pemFile('sslcrl', 'certificate revocation list', crl, /-----BEGIN X509 CRL-----/, 'PEM revocation list (-----BEGIN X509 CRL-----)');
+  }
+  if (sni === '0') tls.servername = undefined;
+  if (minVersion) tls.minVersion = minVersion;
+  if (maxVersion) tls.maxVersion = maxVersion;
+  return Object.keys(tls).length === 0 ? 'verify-full' : tls;
+}
+
+/**
+ * libpq's options of the client (libpq-connect "Parameter Key Words") that Cinder neither reads nor can pass on, with why:
+ * refused at start (postgresUrlOptions), never dropped silently nor sent to the server, which refuses them as settings.
+ */
+const UNSUPPORTED: Record<string, string> = {
+  hostaddr: 'name the host by its address in the host',
+  passfile: 'give the password in the URL',
+  require_auth: 'the driver cannot restrict the authentication methods',
+  keepalives: 'the driver keeps TCP connections alive itself',
+  keepalives_idle: 'the driver keeps TCP connections alive itself',
+  keepalives_interval: 'the driver keeps TCP connections alive itself',
+  keepalives_count: 'the driver keeps TCP connections alive itself',
+  tcp_user_timeout: 'the driver cannot set it',
+  replication: 'Cinder needs ordinary sessions',
+  krbsrvname: 'the driver has no GSSAPI',
+  gsslib: 'the driver has no GSSAPI',
+  gssdelegation: 'the driver has no GSSAPI',
+  sslcrldir: 'name a file of revocation lists as sslcrl',
+  sslkeylogfile: 'the driver cannot log TLS keys',
+  requirepeer: 'the driver cannot check the peer of a Unix-domain socket',
+  service: 'Cinder reads no connection service file: put its settings in the URL',
+  scram_client_key: 'the driver cannot use SCRAM keys',
+  scram_server_key: 'the driver cannot use SCRAM keys',
+  oauth_issuer: 'the driver has no OAuth',
+  oauth_client_id: 'the driver has no OAuth',
+  oauth_client_secret: 'the driver has no OAuth',
+  oauth_scope: 'the driver has no OAuth',
+  requiressl: 'use sslmode=require',
+};
+
+/**
+ * libpq's options of the client whose one value (or values) the driver does anyway, and what else each value would need:
+ * the value accepted and not sent, another refused.
+ */
+const ONLY: Record<string, [values: string[], why: string]> = {
+  channel_binding: [['disable', 'prefer'], 'the driver has no SCRAM-SHA-256-PLUS, which binds the channel: use prefer or disable'],
+  gssencmode: [['disable', 'prefer'], 'the driver has no GSSAPI encryption: use prefer or disable'],
+  sslcompression: [['0'], 'TLS compression is not available: use 0'],
+  load_balance_hosts: [['disable'], 'the hosts are tried in the order given: use disable'],
+  min_protocol_version: [['3.0'], 'the driver speaks protocol 3.0'],
+  max_protocol_version: [['3.0'], 'the driver speaks protocol 3.0'],
+  client_encoding: [['UTF8', 'utf8', 'UTF-8', 'utf-8', 'auto'], 'the driver reads and writes UTF8 only'],
+  sslnegotiation: [['postgres', 'direct'], 'expected postgres or direct'],
+};
+
+const SESSION_ATTRS = ['any', 'read-write', 'read-only', 'primary', 'standby', 'prefer-standby'];
+
+/**
+ * libpq's options of the client that driverTarget takes out of the URL once read (checkUrlOptions refused the others);
+ * `sslnegotiation`, `connect_timeout` and `target_session_attrs` other than `any` are left for the driver, which reads them.
+ */
+const CLIENT_OPTIONS = ['user', 'password', 'fallback_application_name', ...Object.keys(ONLY).filter((o) => o !== 'sslnegotiation')];
+
+/**
+ * Checks every option of `url`'s query Cinder or the driver reads (the pool size, connect_timeout, TLS,
+ * target_session_attrs) and refuses libpq's options of the client it cannot honour (UNSUPPORTED, ONLY): a RangeError
+ * naming the option. What is left (application_name, options, a server setting such as statement_timeout) is sent to
+ * the server in the start-up message, as libpq sends application_name and options.
+ */
+export function checkUrlOptions(url: string): void {
+  poolSizeFromUrl(url);
+  connectTimeoutFromUrl(url);
+  tlsFromUrl(url);
+  const query = queryOf(url);
+  for (const name of new Set(query.keys())) {
+    if (name in UNSUPPORTED) throw new RangeError(`${name} in the database URL is an option of libpq's client that Cinder does not support (${UNSUPPORTED[name]}): remove it`);
+    const v = query.get(name)!;
+    const only = ONLY[name];
+    if (only && !only[0].includes(v)) throw new RangeError(`${name}=${v} in the database URL is not supported: ${only[1]}`);
+  }
+  const attrs = query.get('target_session_attrs');
+  if (attrs !== null && !SESSION_ATTRS.includes(attrs)) {
+    throw new RangeError(`invalid target_session_attrs '${attrs}' in the database URL: expected one of ${SESSION_ATTRS.join(', ')}`);
+  }
+  const negotiation = query.get('sslnegotiation');
+  const mode = query.get('sslmode');
+  if (negotiation === 'direct' && !['require', 'verify-ca', 'verify-full'].includes(mode ?? '')) {
+    throw new RangeError(`sslnegotiation=direct in the database URL needs sslmode require, verify-ca or verify-full (sslmode=${mode ?? 'prefer'})`);
+  }
 }
 
 /** What postgres.js is given for a URL, apart from the URL: see driverTarget. */
@@ -149,6 +319,10 @@ export interface DriverTarget {
   path?: string;
   database?: string;
   ssl?: DriverTls;
+  user?: string;
+  pass?: string;
+  /** The URL's `fallback_application_name`, when it names no `application_name`: the connections' name in place of Cinder's. */
+  applicationName?: string;
 }
 
 /** `url` without the query parameters `names`. */
@@ -167,22 +341,38 @@ function withoutParams(url: string, names: string[]): string {
  * placeholder host it can parse; the query's `dbname`, which names the database over the path (postgres.js took the
  * path's and sent `dbname` as a setting); and over a Unix-domain socket no TLS whatever `sslmode` says, as libpq
  * never negotiates it there (postgres.js tried, and the server's socket refused every connection); over TCP, the TLS of
- * `sslrootcert` (tlsFromUrl), which with `sslmode` is then not left in the URL for postgres.js to send as settings.
+ * libpq's TLS options (tlsFromUrl), which with `sslmode` are then not left in the URL for postgres.js to send as settings;
+ * the query's `user` and `password` (postgres.js sent them as settings, the password in the clear), and
+ * `fallback_application_name`; and libpq's other options of the client checkUrlOptions accepted (`channel_binding=prefer`,
+ * `target_session_attrs=any`, which postgres.js refused, `client_encoding=UTF8`...), read and taken out.
  */
 export function driverTarget(url: string): DriverTarget {
   const target = endpoints(url);
-  const dbname = queryOf(url).get('dbname');
+  const query = queryOf(url);
+  const dbname = query.get('dbname');
   const socket = target !== undefined && 'socket' in target;
   const tls = tlsFromUrl(url);
-  if (!target && dbname === null && tls === undefined) return { url };
+  const names = new Set(query.keys());
+  const client = CLIENT_OPTIONS.filter((o) => names.has(o));
+  if (query.get('target_session_attrs') === 'any') client.push('target_session_attrs');
+  if (!target && dbname === null && tls === undefined && client.length === 0 && !TLS_OPTIONS.some((o) => names.has(o))) return { url };
   let rewritten = url;
   if (target) {
     const { at, end } = authority(url);
     rewritten = `${url.slice(0, at)}localhost${url.slice(end)}`;
   }
-  const tlsParams = socket || tls !== undefined ? ['sslmode', 'sslrootcert'] : [];
-  rewritten = withoutParams(rewritten, ['dbname', ...(target ? ['host', 'port'] : []), ...tlsParams]);
-  const options: Omit<DriverTarget, 'url'> = { ...(dbname && { database: dbname }), ...(tls !== undefined && { ssl: tls }) };
+  const tlsParams = socket || tls !== undefined ? ['sslmode', ...TLS_OPTIONS] : [];
+  rewritten = withoutParams(rewritten, ['dbname', ...(target ? ['host', 'port'] : []), ...tlsParams, ...client]);
+  const user = query.get('user');
+  const pass = query.get('password');
+  const fallback = query.get('fallback_application_name');
+  const options: Omit<DriverTarget, 'url'> = {
+    ...(dbname && { database: dbname }),
+    ...(tls !== undefined && { ssl: tls }),
+    ...(user && { user }),
+    ...(pass !== null && { pass }),
+    ...(fallback && !query.get('application_name') && { applicationName: fallback }),
+  };
   if (!target) return { url: rewritten, ...options };
   if ('socket' in target) return { url: rewritten, ...options, path: `${target.socket.replace(/\/+$/, '')}/.s.PGSQL.${target.port}`, ssl: false };
   return { url: rewritten, ...options, host: target.host, port: target.port };

@@ -306,5 +306,10 @@ describe.skipIf(!pg || !openssl)("libpq's options of the client in a PostgreSQL 
       expect([query, r.stderr]).toEqual([query, expect.stringContaining(message)]);
       expect(r.stderr).not.toContain('s3cret');
     }
+    // A URL quoted in a message shows neither the query's password nor sslpassword.
+    const quoted = await attempt('POSTGRES://cinder@127.0.0.1:5432/cinder?password=s3cret&sslpassword=s3cret&sslmode=require', ['client', 'list', '--tenant', 't1']);
+    expect(quoted.code).toBe(2);
+    expect(quoted.stderr).toContain('password=***&sslpassword=***&sslmode=require');
+    expect(quoted.stderr).not.toContain('s3cret');
   });
 });

@@ -469,9 +469,14 @@ function userInformationAfterHost(url: string): boolean {
 
 /**
  * `url` with the password of its user information, if any, as `***`: what a message may quote. A password
- * holding an unencoded '/', '?' or '#' is masked up to the '@' that ends it (lateUserInformationEnd).
+ * holding an unencoded '/', '?' or '#' is masked up to the '@' that ends it (lateUserInformationEnd). The query's
+ * `password` and `sslpassword` (libpq's) are masked too.
  */
 export function withoutPassword(url: string): string {
+  return userPasswordMasked(url).replace(/([?&](?:ssl)?password=)[^&#]*/gi, '$1***');
+}
+
+function userPasswordMasked(url: string): string {
   const late = lateUserInformationEnd(url);
   if (late !== -1) {
     const start = url.indexOf('://') + 3;

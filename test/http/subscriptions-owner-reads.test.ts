@@ -3,6 +3,8 @@
  * client and user records lapsed, each owner's client and user were read with a statement of their own (hundreds of
  * owners, hundreds of reads before every write); now the clients are one read and the users one, for them all. An owner
  * whose user was disabled or whose client was disabled since is still never notified, its neighbours still are.
+ * Delivery likewise: the owners of the Subscriptions a round claims are read together before their deliveries start (one
+ * read for the clients, one for the users), not one by each delivery; one whose user or client was disabled is sent nothing.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createClient } from '../../src/auth/admin.ts';
@@ -48,6 +50,12 @@ await eachStore((kind, fresh) => {
       return new Proxy(store, { get: (target, key) => (key === 'clients' ? clients : key === 'users' ? users : Reflect.get(target, key)) });
     };
     const SUBSCRIPTION = { resourceType: 'Subscription', status: 'requested', reason: 'owners', criteria: 'Observation?code:text=watched', channel: { type: 'rest-hook', endpoint: 'https://hook.example/owners' } };
+    /** The endpoints the hooks were sent to (each Subscription's its own: /owners/<its user's index>), in order. */
+    const sent: string[] = [];
+    const hook = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      sent.push(new URL(new Request(input, init).url).pathname);
+      return new Response(null, { status: 200 });
+    }) as typeof fetch;
     const pending = async (id: string) => (await t.store.subscriptions.pending('t1', id, 100)).length;
     /** Writes an Observation (`code` its text) once the caches lapsed, counting the owners' reads. */
     const write = async (id: string, code: string) => {
@@ -64,7 +72,7 @@ await eachStore((kind, fresh) => {
     };
 
     beforeAll(async () => {
-      t = await createTestApp({ store: counted(await fresh()), resolveHost: async () => ['93.184.215.14'] });
+      t = await createTestApp({ store: counted(await fresh()), resolveHost: async () => ['93.184.215.14'], fetch: hook });
       api = fhirClient(t, await t.token());
       for (const name of ['A', 'B']) {
         clientIds.push((await createClient(t.store, t.clock, { tenant: 't1', name, grants: ['authorization_code'], redirectUris: [REDIRECT], scopes: SCOPES })).client.clientId);
@@ -72,7 +80,7 @@ await eachStore((kind, fresh) => {
       for (let i = 0; i < USERS; i++) userIds.push((await createUser(t.store, t.clock, { tenant: 't1', username: `u${i}`, password: PASSWORD })).id);
       const res = await t.request(t.fhir(), {
         method: 'POST', headers: { Authorization: `Bearer ${await t.token()}`, 'Content-Type': 'application/fhir+json' },
-        body: JSON.stringify({ resourceType: 'Bundle', type: 'transaction', entry: userIds.map(() => ({ resource: SUBSCRIPTION, request: { method: 'POST', url: 'Subscription' } })) }),
+        body: JSON.stringify({ resourceType: 'Bundle', type: 'transaction', entry: userIds.map((_, i) => ({ resource: { ...SUBSCRIPTION, channel: { ...SUBSCRIPTION.channel, endpoint: `${SUBSCRIPTION.channel.endpoint}/${i}` } }, request: { method: 'POST', url: 'Subscription' } })) }),
       });
       expect(res.status).toBe(200);
       subs.push(...((await res.json()) as Json).entry.map((e: Json) => e.resource.id as string));
@@ -111,6 +119,25 @@ await eachStore((kind, fresh) => {
       const after = await Promise.all(subs.map(pending));
       // u0's (client A) and every Subscription of client B (u1, u3, u5): nothing more; u2's and u4's (client A): one more.
       expect(after.map((n, i) => n - before[i]!)).toEqual([0, 0, 1, 0, 1, 0]);
+    });
+
+    test("once the caches lapsed, a delivery round reads its owners' clients in one statement and their users in another; the disabled are sent nothing", async () => {
+      const waiting = await Promise.all(subs.map(pending));
+      // u0's (its user disabled) and client B's: waiting from before the disables; u2's and u4's: two each.
+      expect(waiting).toEqual([1, 1, 2, 1, 2, 1]);
+      t.clock.advance(CLIENT_CACHE_TTL_MS + 1);
+      reads.clients = reads.users = 0;
+      counting = true;
+      try {
+        expect(await t.app.subscriptions.runOnce()).toBe(subs.length);
+      } finally {
+        counting = false;
+      }
+      expect(reads).toEqual({ clients: 1, users: 1 });
+      for (let i = 0; i < 10 && (await t.app.subscriptions.runOnce()) > 0; i++);
+      // Nothing of u0's nor of client B's; all of u2's and u4's.
+      expect(new Set(sent)).toEqual(new Set(['/owners/2', '/owners/4']));
+      expect(await Promise.all(subs.map(pending))).toEqual([0, 0, 0, 0, 0, 0]);
     });
   });
 });

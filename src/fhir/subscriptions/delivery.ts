@@ -20,7 +20,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../../clock.ts';
 import type { Logger } from '../../log.ts';
-import type { ClaimedSubscription, Client, PendingNotification, ResourceVersion } from '../../store/types.ts';
+import type { ClaimedSubscription, Client, PendingNotification, ResourceVersion, User } from '../../store/types.ts';
 import type { FhirDeps } from '../crud.ts';
 import { isActivated, payloadType, sendablePayload } from './activation.ts';
 import { parseExact } from '../exact-json.ts';
@@ -31,7 +31,7 @@ import { appOf, authorityRevoked, ownerClient, ownerPatientLost, ownerUser, type
 import { serverPaused } from './client-authority.ts';
 import { grantError, grantReaches } from './owner-reach.ts';
 import { writeServerStatus } from './server-status.ts';
-import type { UserLookup } from '../../auth/user-cache.ts';
+import type { UserLookup, UsersLookup } from '../../auth/user-cache.ts';
 import { topicBundle, type StatusNotification } from './topic-bundle.ts';
 import { isTopicCriteria, topicRequest } from './topic-subscription.ts';
 import type { SubscriptionSockets } from './sockets.ts';
@@ -79,6 +79,13 @@ export interface DeliveryOptions {
   client: (clientId: string) => Promise<Client | null>;
   /** The user on whose authority a subscription was activated (HubOptions.user): once they lost it, what waits is dropped. */
   user: UserLookup;
+  /**
+   * The records of the clients, and of a tenant's users, of `ids` (HubOptions.clients and users): a claim's owners read
+   * together, one statement for the clients and one per tenant for the users once the caches lapsed, not one each.
+   * Without them, each delivery reads its owner's with `client` and `user`.
+   */
+  clients?: (ids: Iterable<string>) => Promise<Map<string, Client | null>>;
+  users?: UsersLookup;
   /** Whether the patient in context its user chose still holds (HubOptions.patientHeld): once not, what waits is dropped. */
   patientHeld?: OwnerAuthority['patientHeld'];
   /** CINDER_SUBSCRIPTION_MAX_PENDING: the most notifications a rest-hook Subscription may have waiting. */
@@ -108,6 +115,12 @@ export interface DeliveryCounts {
 }
 
 type Json = Record<string, unknown>;
+
+/** The claimed Subscriptions' owners' records read together (SubscriptionDelivery.ownersOf): users by tenant and id. */
+interface Owners {
+  clients: Map<string, Client | null>;
+  users: Map<string, User | null>;
+}
 
 /** A handshake made at delivery, for a Subscription awaiting one with none waiting: sent first, deleted from no outbox. */
 interface MadeHandshake extends StatusNotification {
@@ -166,7 +179,8 @@ export class SubscriptionDelivery {
     const { fhir, clock, sockets } = this.options;
     await fhir.store.subscriptions.heartbeats(clock.now());
     const claimed = await fhir.store.subscriptions.claim(this.worker, clock.now(), LEASE_MS, CLAIMS);
-    await Promise.all(claimed.map((c) => this.deliver(c)));
+    const owners = await this.ownersOf(claimed);
+    await Promise.all(claimed.map((c) => this.deliver(c, owners)));
     const pinged = sockets ? await sockets.round() : 0;
     this.counts.pinged += pinged;
     return claimed.length + pinged;
@@ -213,10 +227,11 @@ export class SubscriptionDelivery {
       if (free > 0) {
         const list = await this.claimShared(free);
         claimed = list.length;
+        const owners = await this.ownersOf(list);
         for (const c of list) {
           const app = appOf(c.owner);
           this.appsInFlight.set(app, (this.appsInFlight.get(app) ?? 0) + 1);
-          const delivery: Promise<void> = this.deliver(c).catch((err: unknown) => log.warn('subscription delivery failed unexpectedly', { err })).finally(() => {
+          const delivery: Promise<void> = this.deliver(c, owners).catch((err: unknown) => log.warn('subscription delivery failed unexpectedly', { err })).finally(() => {
             this.inFlight.delete(delivery);
             const left = (this.appsInFlight.get(app) ?? 1) - 1;
             if (left > 0) this.appsInFlight.set(app, left);
@@ -299,7 +314,40 @@ export class SubscriptionDelivery {
     await Promise.all([...this.inFlight].map((p) => p.catch(() => undefined)));
   }
 
-  private async deliver(c: ClaimedSubscription): Promise<void> {
+  /**
+   * The clients and users of the claimed Subscriptions' owners, read together before their deliveries start (the clients
+   * in one read, each tenant's users in one, those the caches hold in none): with the caches lapsed, a claim of CLAIMS
+   * Subscriptions made as many reads of each, one per delivery. Each delivery judges its owner with them as it would with
+   * its own reads (a disabled client or user, a sign-in revoked: nothing sent). Empty without options.clients and users.
+   */
+  private async ownersOf(list: ClaimedSubscription[]): Promise<Owners> {
+    const { clients, users } = this.options;
+    const owners: Owners = { clients: new Map(), users: new Map() };
+    if (!clients || !users || list.length < 2) return owners;
+    const clientIds = new Set<string>();
+    const userIds = new Map<string, Set<string>>();
+    for (const c of list) {
+      const clientId = ownerClient(c.owner);
+      const user = ownerUser(c.owner);
+      if (clientId !== null) clientIds.add(clientId);
+      if (user === null) continue;
+      const ids = userIds.get(c.tenant) ?? new Set<string>();
+      ids.add(user.id);
+      userIds.set(c.tenant, ids);
+    }
+    const reads: Promise<void>[] = [];
+    if (clientIds.size) reads.push(clients(clientIds).then((found) => void (owners.clients = found)));
+    for (const [tenant, ids] of userIds) {
+      reads.push(users(tenant, ids).then((found) => {
+        for (const [id, user] of found) owners.users.set(`${tenant}\u0000${id}`, user);
+      }));
+    }
+    // A read that failed leaves its owners to their deliveries' own reads (each then fails or succeeds as before).
+    await Promise.all(reads.map((r) => r.catch((err: unknown) => this.options.log.warn('subscription owners could not be read together', { err }))));
+    return owners;
+  }
+
+  private async deliver(c: ClaimedSubscription, owners?: Owners): Promise<void> {
     const { fhir, clock, log } = this.options;
     const repo = fhir.store.subscriptions;
     let failures = c.failures;
@@ -312,8 +360,10 @@ export class SubscriptionDelivery {
       const channel = (sub?.channel ?? {}) as Json;
       const clientId = ownerClient(c.owner);
       const user = ownerUser(c.owner);
-      const client = clientId === null ? null : await this.options.client(clientId);
-      const revoked = user !== null && authorityRevoked(client, await this.options.user(c.tenant, user.id), user);
+      const client = clientId === null ? null : owners?.clients.has(clientId) ? (owners.clients.get(clientId) ?? null) : await this.options.client(clientId);
+      const userKey = user === null ? '' : `${c.tenant}\u0000${user.id}`;
+      const record = user === null ? null : owners?.users.has(userKey) ? (owners.users.get(userKey) ?? null) : await this.options.user(c.tenant, user.id);
+      const revoked = user !== null && authorityRevoked(client, record, user);
       // A guardian whose record no longer names the child is sent nothing recorded of the child before (the hub records nothing more).
       const lost = !revoked && !client?.disabled && !!sub && (await ownerPatientLost(this.options, c.tenant, c.owner));
       if (!sub || !isActivated(sub) || channel.type !== 'rest-hook' || revoked || client?.disabled || lost) {

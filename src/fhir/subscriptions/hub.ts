@@ -476,7 +476,7 @@ export class SubscriptionHub {
     }
     for (const s of live) {
       const client = clients.get(s.clientId!) ?? null;
-      const now = (client?.scopes.join(' ') ?? null) === s.registered ? 'notifies' : await this.current(tenant, active, s);
+      const now = (client?.scopes.join(' ') ?? null) === s.registered ? 'notifies' : await this.current(tenant, active, s, client, s.user === null ? null : (users.get(s.user.id) ?? null));
       if (now === 'notifies') out.add(s);
       // Its client's registration no longer lets it search what it selects: paused for its scopes, as the set's load pauses one.
       else if (now === 'refused' && !silenced.has(s.id)) silenced.set(s.id, { id: s.id, owner: s.owner, clientId: s.clientId!, why: 'scopes', client: null, registered: client?.scopes.join(' ') ?? null });
@@ -534,12 +534,13 @@ export class SubscriptionHub {
    * compiled, compiled again first (in place: the set is this process's latest), as the set's load compiles it: a
    * topic-based one as a whole, each of its entries in `active` (one per trigger) given its filters, reach and
    * queryCriteria tests compiled with the new access. `refused` when that compilation is a 403: the scopes its client
-   * now has registered no longer let it search what it selects (a pause to show).
+   * now has registered no longer let it search what it selects (a pause to show). `client` and `user` are the records
+   * `notifying` read for all its owners together: not read again per Subscription (a compilation of one before may have
+   * outlived the caches, when each changed one read its client and user anew).
    */
-  private async current(tenant: string, active: ActiveSet, s: Compiled): Promise<'notifies' | 'silent' | 'refused'> {
-    const client = await this.options.client(s.clientId!);
+  private async current(tenant: string, active: ActiveSet, s: Compiled, client: Client | null, user: User | null): Promise<'notifies' | 'silent' | 'refused'> {
     if (client?.disabled) return 'silent';
-    if (s.user !== null && authorityRevoked(client, await this.options.user(tenant, s.user.id), s.user)) return 'silent';
+    if (s.user !== null && authorityRevoked(client, user, s.user)) return 'silent';
     const registered = client?.scopes.join(' ') ?? null;
     if (registered === s.registered) return 'notifies';
     const { fhir, clock, log, restoreAccess } = this.options;

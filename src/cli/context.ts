@@ -16,7 +16,7 @@ import type { AdminTarget } from '../audit/event.ts';
 import { fhirBaseOf } from '../config.ts';
 import { NoDatabaseError, UsageError, type CliIO, type Command } from './command.ts';
 import { isPostgresUrl } from './sqlite-file.ts';
-import { connectTimeoutFromUrl, postgresTarget } from '../store/postgres/url-options.ts';
+import { connectTimeoutFromUrl, postgresTarget, sessionAttrsFromUrl } from '../store/postgres/url-options.ts';
 import { DEFAULT_CONNECT_TIMEOUT } from '../store/postgres/db.ts';
 
 /** What a command that works on the server's database says when the configuration finds none (`variable`: where it looked). */
@@ -150,6 +150,9 @@ export function connectionProblem(err: unknown, url: string): string {
   const message = cause instanceof Error ? cause.message : String(cause);
   const code = (cause as { code?: unknown } | null)?.code;
   const seconds = connectTimeoutFromUrl(url) ?? DEFAULT_CONNECT_TIMEOUT;
+  // The driver ends each session whose server is not of the kind asked for (as libpq does), and then the last.
+  const attrs = sessionAttrsFromUrl(url);
+  if (code === 'CONNECTION_DESTROYED' && attrs !== undefined) return `no server of the URL is one target_session_attrs=${attrs} asks for: ${message}`;
   if (code !== 'CONNECT_TIMEOUT' && code !== 'CONNECTION_CLOSED') return message;
   return (
     `no session started within connect_timeout (${seconds} s): the server did not answer or closed the connection ` +

@@ -238,7 +238,6 @@ const UNSUPPORTED: Record<string, string> = {
   hostaddr: 'name the host by its address in the host',
   passfile: 'give the password in the URL',
   require_auth: 'the driver cannot restrict the authentication methods',
-  keepalives: 'the driver keeps TCP connections alive itself',
   keepalives_idle: 'the driver keeps TCP connections alive itself',
   keepalives_interval: 'the driver keeps TCP connections alive itself',
   keepalives_count: 'the driver keeps TCP connections alive itself',
@@ -265,6 +264,7 @@ const UNSUPPORTED: Record<string, string> = {
  * the value accepted and not sent, another refused.
  */
 const ONLY: Record<string, [values: string[], why: string]> = {
+  keepalives: [['1'], 'the driver keeps its TCP connections alive (libpq\'s default, 1)'],
   channel_binding: [['disable', 'prefer'], 'the driver has no SCRAM-SHA-256-PLUS, which binds the channel: use prefer or disable'],
   gssencmode: [['disable', 'prefer'], 'the driver has no GSSAPI encryption: use prefer or disable'],
   sslcompression: [['0'], 'TLS compression is not available: use 0'],
@@ -276,6 +276,12 @@ const ONLY: Record<string, [values: string[], why: string]> = {
 };
 
 const SESSION_ATTRS = ['any', 'read-write', 'read-only', 'primary', 'standby', 'prefer-standby'];
+
+/** The URL's `target_session_attrs` when it asks for a kind of server (not `any`), else undefined. */
+export function sessionAttrsFromUrl(url: string): string | undefined {
+  const attrs = queryOf(url).get('target_session_attrs');
+  return attrs === null || attrs === 'any' ? undefined : attrs;
+}
 
 /**
  * libpq's options of the client that driverTarget takes out of the URL once read (checkUrlOptions refused the others);

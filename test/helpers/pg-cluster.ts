@@ -4,7 +4,7 @@
  * as root, initdb and pg_ctl run as the `postgres` user (PostgreSQL refuses to run as root).
  * `remove()` kills the postmaster by its PID file, whatever state the test left it in.
  */
-import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -44,6 +44,12 @@ export interface PgCluster {
   /** SIGCONT to the server and its backends. */
   thaw(): void;
   remove(): Promise<void>;
+  /** Writes `name` in the data directory (owned by the server's user, readable by it alone): a key, certificate, pg_hba.conf. */
+  writeDataFile(name: string, text: string): void;
+  /** Appends settings to postgresql.conf, read at the next start or reload. */
+  configure(lines: string[]): void;
+  /** `pg_ctl reload`: pg_hba.conf and the reloadable settings read again. */
+  reload(): Promise<void>;
 }
 
 /** The postmaster's PID (from its PID file) and its children's (from /proc), or [] when it is not running. */
@@ -93,6 +99,16 @@ export async function createPgCluster(bin: string): Promise<PgCluster> {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
     start: () => run([pgCtl, '-D', data, '-o', options, '-l', join(dir, 'server.log'), '-w', '-t', '30', 'start']),
     stopImmediate: () => run([pgCtl, '-D', data, '-m', 'immediate', '-w', 'stop']),
+    writeDataFile(name, text) {
+      const path = join(data, name);
+      writeFileSync(path, text, { mode: 0o600 });
+      if (owner) chownSync(path, owner.uid, owner.gid);
+    },
+    configure(lines) {
+      const path = join(data, 'postgresql.conf');
+      writeFileSync(path, `${readFileSync(path, 'utf8')}\n${lines.join('\n')}\n`);
+    },
+    reload: () => run([pgCtl, '-D', data, 'reload']),
     freeze: () => signal(serverPids(data), 'SIGSTOP'),
     thaw: () => signal(serverPids(data), 'SIGCONT'),
     async remove() {

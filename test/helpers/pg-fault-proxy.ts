@@ -6,7 +6,8 @@
  * passing the session's messages on, so that its client waits for an answer that never comes. It can also
  * shed sessions as a connection pooler or proxy does when it cannot serve (PgBouncer, RDS Proxy, Supavisor
  * restarting or over their limits): each one closed cleanly (a FIN, no ErrorResponse) as soon as its client
- * sends the start-up message, before the server ever answers.
+ * sends the start-up message, before the server ever answers. A client's request for TLS is refused, as by a pooler
+ * without it.
  */
 import type { Socket, TCPSocketListener } from 'bun';
 
@@ -22,6 +23,9 @@ function terminationMessage(): Uint8Array {
   out.set(body, 5);
   return out;
 }
+
+/** The code of the SSLRequest packet a client sends before its start-up message to ask for TLS. */
+const SSL_REQUEST = 80877103;
 
 interface Session {
   upstream?: Socket<undefined>;
@@ -112,6 +116,12 @@ export async function startPgFaultProxy(upstreamPort: number): Promise<PgFaultPr
       data(client, chunk) {
         const s = client.data;
         if (s.ended || s.swallowing) return;
+        // The driver asks for TLS first (libpq's sslmode=prefer, Cinder's default): refused, as by a pooler without TLS,
+        // so that what follows is the start-up message.
+        if (s.startup === undefined && chunk.length === 8 && new DataView(chunk.buffer, chunk.byteOffset, 8).getInt32(4) === SSL_REQUEST) {
+          client.write('N');
+          return;
+        }
         const text = decoder.decode(chunk);
         if (s.shed === true || (s.shed && text.includes(s.shed))) {
           shedCount++;

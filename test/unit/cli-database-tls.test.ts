@@ -258,7 +258,8 @@ describe.skipIf(!pg || !openssl)("libpq's options of the client in a PostgreSQL 
       expect(made).toMatchObject({ code: 0, stderr: '' });
       expect(forwarder.seen.length).toBeGreaterThan(0);
       for (const s of forwarder.seen) {
-        expect(s.tls).toBe(false);
+        // No sslmode: libpq's prefer, TLS since the forwarder has it.
+        expect(s.tls).toBe(true);
         expect(s.startup).toContain(`user\0${user}\0`);
         expect(s.startup).toContain('application_name\0cinder-ops\0');
         expect(s.startup).toContain('options\0-c statement_timeout=60000\0');

@@ -105,10 +105,13 @@ function open(url: string, o: { max: number; application_name: string; idle_time
   return sql;
 }
 
-/** Driver and socket error codes of a connection that could not be made or was lost. */
+/**
+ * Driver and socket error codes of a connection that could not be made or was lost; SSL_NOT_SUPPORTED, a server without
+ * TLS where `sslmode` requires it (the patched driver's; it reset the connection before), as a server refusing sessions.
+ */
 const CONNECTION_ERRORS = new Set([
   'ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN',
-  'CONNECT_TIMEOUT', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED',
+  'CONNECT_TIMEOUT', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'SSL_NOT_SUPPORTED',
 ]);
 
 /**

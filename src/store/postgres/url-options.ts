@@ -93,15 +93,20 @@ function endpoints(url: string): Endpoints | undefined {
   return { host: listed.map((h) => h.host || 'localhost'), port: listed.map((_, i) => portOf(i)) };
 }
 
+/** libpq's `sslmode` values, weakest first. */
+export type SslMode = 'disable' | 'allow' | 'prefer' | 'require' | 'verify-ca' | 'verify-full';
+
 /**
- * The TLS postgres.js is given for a URL naming one of libpq's TLS options (TLS_OPTIONS): none, the system's trusted roots
- * with the host name checked (`verify-full`), or tls.connect's options (authorities, the host name checked or not, a client
- * certificate, revocation lists, protocol versions, no SNI).
+ * The TLS postgres.js is given for a TCP connection (tlsFromUrl): none (`disable`), or libpq's `sslmode` with tls.connect's
+ * options (authorities, the host name checked or not, a client certificate, revocation lists, protocol versions, no SNI);
+ * without options, the system's trusted roots with the host name checked. The patched driver (patches/postgres@3.4.9.patch)
+ * negotiates as libpq does for the mode: `allow` plain first and TLS when the server refuses it, `prefer` TLS first and plain
+ * when the server has none, its handshake fails or the server refuses the session over it, the others TLS or nothing.
  */
 export type DriverTls =
   | false
-  | 'verify-full'
   | {
+      sslmode: Exclude<SslMode, 'disable'>;
       ca?: string;
       checkServerIdentity?: () => undefined;
       rejectUnauthorized?: boolean;
@@ -117,7 +122,7 @@ export type DriverTls =
 type TlsVersion = 'TLSv1' | 'TLSv1.1' | 'TLSv1.2' | 'TLSv1.3';
 const TLS_VERSIONS: TlsVersion[] = ['TLSv1', 'TLSv1.1', 'TLSv1.2', 'TLSv1.3'];
 
-const SSL_MODES = ['disable', 'allow', 'prefer', 'require', 'verify-ca', 'verify-full'];
+const SSL_MODES: SslMode[] = ['disable', 'allow', 'prefer', 'require', 'verify-ca', 'verify-full'];
 
 /** libpq's options of the client's TLS that Cinder reads itself (tlsFromUrl): never sent to the server. */
 const TLS_OPTIONS = ['sslrootcert', 'sslcert', 'sslkey', 'sslpassword', 'sslcrl', 'sslsni', 'sslcertmode', 'ssl_min_protocol_version', 'ssl_max_protocol_version'];
@@ -144,9 +149,14 @@ function tlsVersion(query: URLSearchParams, option: string): TlsVersion | undefi
 }
 
 /**
- * The TLS of a URL naming one of libpq's TLS options (TLS_OPTIONS), as libpq takes them (libpq-ssl), or undefined for one
- * naming none (postgres.js reads its `sslmode`). They are options of the client, never sent to the server (postgres.js
- * sent them as settings, which the server refused: every connection failed).
+ * The TLS of a TCP connection to `url`'s hosts, as libpq takes `sslmode` and its TLS options (TLS_OPTIONS, libpq-ssl):
+ * options of the client, never sent to the server (postgres.js sent them as settings, which the server refused: every
+ * connection failed). No `sslmode` is libpq's default, `prefer` (`verify-full` with `sslrootcert=system`): TLS when the
+ * server has it, plain when not (postgres.js connected in plain whatever the server had). `allow` is plain first, TLS when
+ * the server refuses a session in plain; `prefer` TLS first, plain when the server has no TLS, the handshake fails (a
+ * certificate the authorities of `sslrootcert` did not sign too) or the server refuses the session over TLS; `require`,
+ * `verify-ca` and `verify-full` TLS or no connection ("the server does not support SSL, but SSL was required"), whatever
+ * TLS options the URL names (postgres.js took `allow` as TLS only, and forced TLS, fallback or not, with a TLS option).
  *
  * `sslrootcert=system`: the system's trusted roots, with `verify-full` only (libpq refuses a weaker sslmode with it). A
  * file: read here, its certificates the only authorities trusted; `verify-full` checks the host name too, every other mode
@@ -155,20 +165,18 @@ function tlsVersion(query: URLSearchParams, option: string): TlsVersion | undefi
  * other modes nothing. `sslcert` and `sslkey` (both, PEM; `sslpassword` decrypts the key, checked here) are the client's
  * certificate, sent when the server asks, not read with `sslcertmode=disable`; `sslcrl` the revocation lists checked when
  * the server's certificate is verified; `sslsni=0` sends no server name; `ssl_min_protocol_version` and
- * `ssl_max_protocol_version` bound the protocol. Where libpq's `prefer` (its default) would fall back to no TLS on a server
- * without it, the connection fails: a URL naming TLS options asks for TLS. Undefined over a Unix-domain socket, which never
- * uses TLS (driverTarget), where no file is read. Throws a RangeError naming the option for a value libpq does not know or
- * a file that cannot be read.
+ * `ssl_max_protocol_version` bound the protocol. Undefined over a Unix-domain socket, which never uses TLS (driverTarget),
+ * where no file is read. Throws a RangeError naming the option for a value libpq does not know or a file that cannot be read.
  */
 export function tlsFromUrl(url: string): DriverTls | undefined {
   const query = queryOf(url);
-  // Over a Unix-domain socket there is no TLS, and libpq reads no certificate file.
-  const target = endpoints(url);
-  if (!TLS_OPTIONS.some((o) => query.has(o)) || (target !== undefined && 'socket' in target)) return undefined;
   const mode = query.get('sslmode');
-  if (mode !== null && !SSL_MODES.includes(mode)) {
+  if (mode !== null && !(SSL_MODES as string[]).includes(mode)) {
     throw new RangeError(`invalid sslmode '${mode}' in the database URL: expected one of ${SSL_MODES.join(', ')}`);
   }
+  // Over a Unix-domain socket there is no TLS, and libpq reads no certificate file.
+  const target = endpoints(url);
+  if (target !== undefined && 'socket' in target) return undefined;
   const root = query.get('sslrootcert');
   const sni = query.get('sslsni');
   if (sni !== null && sni !== '0' && sni !== '1') throw new RangeError(`invalid sslsni '${sni}' in the database URL: expected 1 (send the host name) or 0`);
@@ -189,7 +197,7 @@ export function tlsFromUrl(url: string): DriverTls | undefined {
     throw new RangeError(`sslmode=${mode} may not be used with sslrootcert=system in the database URL: use sslmode=verify-full (the system's roots trust any host they signed for)`);
   }
   if (mode === 'disable') return false;
-  const tls: Exclude<DriverTls, false | 'verify-full'> = {};
+  const tls: Exclude<DriverTls, false> = { sslmode: (mode ?? (root === 'system' ? 'verify-full' : 'prefer')) as Exclude<SslMode, 'disable'> };
   if (root === 'system' || (root === null && mode === 'verify-full')) {
     // the system's roots and the host name: tls.connect's defaults
   } else if (root !== null) {
@@ -227,7 +235,7 @@ export function tlsFromUrl(url: string): DriverTls | undefined {
   if (sni === '0') tls.servername = undefined;
   if (minVersion) tls.minVersion = minVersion;
   if (maxVersion) tls.maxVersion = maxVersion;
-  return Object.keys(tls).length === 0 ? 'verify-full' : tls;
+  return tls;
 }
 
 /**
@@ -347,7 +355,8 @@ function withoutParams(url: string, names: string[]): string {
  * placeholder host it can parse; the query's `dbname`, which names the database over the path (postgres.js took the
  * path's and sent `dbname` as a setting); and over a Unix-domain socket no TLS whatever `sslmode` says, as libpq
  * never negotiates it there (postgres.js tried, and the server's socket refused every connection); over TCP, the TLS of
- * libpq's TLS options (tlsFromUrl), which with `sslmode` are then not left in the URL for postgres.js to send as settings;
+ * `sslmode` and libpq's TLS options (tlsFromUrl, `prefer` when none), which are not left in the URL for postgres.js to
+ * read or send as settings;
  * the query's `user` and `password` (postgres.js sent them as settings, the password in the clear), and
  * `fallback_application_name`; and libpq's other options of the client checkUrlOptions accepted (`channel_binding=prefer`,
  * `target_session_attrs=any`, which postgres.js refused, `client_encoding=UTF8`...), read and taken out.
@@ -361,14 +370,12 @@ export function driverTarget(url: string): DriverTarget {
   const names = new Set(query.keys());
   const client = CLIENT_OPTIONS.filter((o) => names.has(o));
   if (query.get('target_session_attrs') === 'any') client.push('target_session_attrs');
-  if (!target && dbname === null && tls === undefined && client.length === 0 && !TLS_OPTIONS.some((o) => names.has(o))) return { url };
   let rewritten = url;
   if (target) {
     const { at, end } = authority(url);
     rewritten = `${url.slice(0, at)}localhost${url.slice(end)}`;
   }
-  const tlsParams = socket || tls !== undefined ? ['sslmode', ...TLS_OPTIONS] : [];
-  rewritten = withoutParams(rewritten, ['dbname', ...(target ? ['host', 'port'] : []), ...tlsParams, ...client]);
+  rewritten = withoutParams(rewritten, ['dbname', ...(target ? ['host', 'port'] : []), 'sslmode', ...TLS_OPTIONS, ...client]);
   const user = query.get('user');
   const pass = query.get('password');
   const fallback = query.get('fallback_application_name');

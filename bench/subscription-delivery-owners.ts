@@ -7,6 +7,8 @@
  * in this one process (its src and test helpers) and measured in turn, round by round, so that their ratio is of one run.
  *   bun bench/subscription-delivery-owners.ts [N, default 16] [rounds, default 40] [sqlite|postgres] [checkout...]
  * (checkouts default to this one; with PostgreSQL, new databases of CINDER_BENCH_POSTGRES_URL's server, dropped at the end).
+ * With CINDER_BENCH_PATIENTS=1 each owner (a staff user) activated theirs with a patient in context, a Patient of its own,
+ * whose check (src/auth/patient-held.ts, remembered as long as the caches) has lapsed too (fifty-fourth session).
  */
 import postgres from 'postgres';
 import { resolve } from 'node:path';
@@ -20,6 +22,7 @@ const adminUrl = process.env.CINDER_BENCH_POSTGRES_URL ?? 'postgres://postgres@1
 const admin = onPostgres ? postgres(adminUrl, { max: 1, onnotice: () => undefined }) : undefined;
 const databases: string[] = [];
 const SCOPES = ['user/*.rs'];
+const PATIENTS = process.env.CINDER_BENCH_PATIENTS === '1';
 type Json = Record<string, any>;
 
 interface Case {
@@ -65,12 +68,16 @@ async function setUp(root: string): Promise<Case> {
       fhirUser: null, createdAt: t.clock.now(), disabled: false, deletedAt: null, tokensRevokedAt: null,
     });
     users.push(id);
+    if (PATIENTS) {
+      const res = await t.request(`${t.fhir()}/Patient/p${i}`, { method: 'PUT', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/fhir+json' }, body: JSON.stringify({ resourceType: 'Patient', id: `p${i}`, name: [{ family: `Chosen${i}` }] }) });
+      if (res.status >= 300) throw new Error(`Patient/p${i}: ${res.status} ${await res.text()}`);
+    }
   }
   const sub = (i: number) => ({ resourceType: 'Subscription', status: 'requested', reason: 'bench', criteria: 'Observation?code:text=watched', channel: { type: 'rest-hook', endpoint: `https://hooks.example.org/fhir/${i}` } });
   const made = await post('', { resourceType: 'Bundle', type: 'transaction', entry: users.map((_, i) => ({ resource: sub(i), request: { method: 'POST', url: 'Subscription' } })) });
   const ids = made.entry.map((e: Json) => e.resource.id as string);
   await t.store.resources.write('t1', async (w: Json) => {
-    for (const [i, id] of ids.entries()) await w.ownSubscription(id, JSON.stringify({ scopes: SCOPES, clientId: clients[i % 4], user: { id: users[i], readAt: t.clock.now() } }), 'rest-hook');
+    for (const [i, id] of ids.entries()) await w.ownSubscription(id, JSON.stringify({ scopes: SCOPES, clientId: clients[i % 4], ...(PATIENTS && { patient: `p${i}` }), user: { id: users[i], readAt: t.clock.now() } }), 'rest-hook');
   });
   await post('/ValueSet', { resourceType: 'ValueSet', status: 'active' });
   const obs = { resourceType: 'Observation', status: 'final', code: { text: 'watched' } };
@@ -100,7 +107,7 @@ for (let r = 0; r < ROUNDS; r++) {
   for (const c of cases) (times.get(c.name) ?? times.set(c.name, []).get(c.name)!).push(await c.round());
 }
 const q = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) * p)]!;
-console.log(`${N} Subscriptions, one notification each, ${ROUNDS} rounds, caches lapsed, ${onPostgres ? 'PostgreSQL' : 'SQLite'}`);
+console.log(`${N} Subscriptions, one notification each${PATIENTS ? ', a patient in context each' : ''}, ${ROUNDS} rounds, caches lapsed, ${onPostgres ? 'PostgreSQL' : 'SQLite'}`);
 console.log('| checkout | lowest ms | median ms | upper quartile ms |\n|---|---:|---:|---:|');
 for (const [name, xs] of times) console.log(`| ${name} | ${q(xs, 0).toFixed(1)} | ${q(xs, 0.5).toFixed(1)} | ${q(xs, 0.75).toFixed(1)} |`);
 for (const c of cases) await c.close();

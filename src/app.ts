@@ -296,7 +296,7 @@ export function createApp(deps: AppDeps): App {
     'limit=client': sockets.refused.client,
   }));
   const subscriptions = new SubscriptionDelivery({
-    fhir: fhirDeps, clock, log, allowPrivate, sockets, client, user, clients: (ids) => authDeps.clients.getMany(ids), users: user.many, patientHeld: patientChoices, restoreAccess, maxPending: config.subscriptionMaxPending, ...resolve, ...(deps.fetch ? { fetch: deps.fetch } : {}),
+    fhir: fhirDeps, clock, log, allowPrivate, sockets, client, user, clients: (ids) => authDeps.clients.getMany(ids), users: user.many, patientHeld: patientChoices, patientsHeld: patientChoices.all, restoreAccess, maxPending: config.subscriptionMaxPending, ...resolve, ...(deps.fetch ? { fetch: deps.fetch } : {}),
   });
   metrics.counter('cinder_subscription_deliveries_total', 'Subscription notification deliveries of this process since it started, by result.', () =>
     Object.fromEntries(Object.entries(subscriptions.counts).map(([result, n]) => [`result=${result}`, n])),

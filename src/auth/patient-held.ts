@@ -2,7 +2,8 @@ import type { SyncOrAsync } from '../sync-or-async.ts';
 import { patientOf } from './claims.ts';
 import { CLIENT_CACHE_TTL_MS } from './client-cache.ts';
 import type { AuthDeps } from './deps.ts';
-import { mayStillHaveAmong } from './patient-picker.ts';
+import { pickerReach, stillChoosableAmong, type PickerReach } from './patient-picker.ts';
+import type { User } from '../store/types.ts';
 import type { VerifiedToken } from './tokens.ts';
 import type { UserLookup } from './user-cache.ts';
 
@@ -16,7 +17,8 @@ export interface PatientChoice {
 
 /**
  * Whether a choice (PatientChoice) still holds: at once when known, else once read. `all` asks it of many choices
- * together (the Subscription hub, before a write: one search per user and hundred patients, not one per choice);
+ * together (the Subscription hub, before a write, and its delivery loop, before a round: each user read once, and one
+ * search per tenant, app, reach and hundred patients, not one per choice);
  * `fresh` reads it anew (introspection: the database is authoritative), remembers the answer for the others, and
  * answers as they do while a reindex refuses the search (the last answer known).
  */
@@ -52,21 +54,40 @@ export function tokenChoice(token: VerifiedToken): PatientChoice | null {
  * does, which keeps its last refusal.
  */
 async function readHeld(deps: AuthDeps, users: UserLookup, choice: PatientChoice): Promise<boolean | undefined> {
-  return (await readHeldOfUser(deps, users, [choice]))[0];
+  return (await readHeldOfUsers(deps, users, [[choice]]))[0]![0];
 }
 
 /**
- * readHeld of choices of one user and app (the same tenant, clientId and userId): the user read once, and the patients
- * searched together (mayStillHaveAmong); each undefined when that search is refused for the moment.
+ * readHeld of the choices of several users, `groups` each of one user and app (the same tenant, clientId and userId): each
+ * user read once, the users side by side, and then the patients chosen by the users of one tenant and app whose reach is the
+ * same (mayHaveAmong's rules: staff reach any Patient of the tenant, a RelatedPerson or Person user those their record
+ * names) in one search (stillChoosableAmong), which answers for each of them alike; each undefined when its search is
+ * refused for the moment. A Patient user may hold their own record alone (no search), one without a reach nothing.
  */
-async function readHeldOfUser(deps: AuthDeps, users: UserLookup, choices: readonly PatientChoice[]): Promise<(boolean | undefined)[]> {
-  const { tenant, userId, clientId } = choices[0]!;
-  const user = await users(tenant, userId);
-  if (user === null || user.disabled) return choices.map(() => false);
-  const own = patientOf(user, deps.config.baseUrl);
-  const chosen = choices.filter((c) => c.patient !== own).map((c) => c.patient);
-  const may = chosen.length ? await mayStillHaveAmong(deps, clientId, user, chosen) : new Set<string>();
-  return choices.map((c) => c.patient === own || (may === undefined ? undefined : may.has(c.patient)));
+async function readHeldOfUsers(deps: AuthDeps, users: UserLookup, groups: readonly (readonly PatientChoice[])[]): Promise<(boolean | undefined)[][]> {
+  const read = await Promise.all(groups.map((g) => users(g[0]!.tenant, g[0]!.userId)));
+  const answers: (boolean | undefined)[][] = [];
+  const searches = new Map<string, { clientId: string; user: User; reach: PickerReach; ids: Set<string>; waiting: [group: number, at: number][] }>();
+  groups.forEach((choices, g) => {
+    const user = read[g]!;
+    if (user === null || user.disabled) return void (answers[g] = choices.map(() => false));
+    const own = patientOf(user, deps.config.baseUrl);
+    answers[g] = choices.map((c) => c.patient === own);
+    const reach = pickerReach(deps, user);
+    // A Patient user may have their own record alone; one whose record is not this tenant's, none.
+    if (reach === null || own !== undefined) return;
+    choices.forEach((c, at) => {
+      const key = `${user.tenant}\u0000${c.clientId}\u0000${JSON.stringify(reach)}`;
+      const search = searches.get(key) ?? searches.set(key, { clientId: c.clientId, user, reach, ids: new Set(), waiting: [] }).get(key)!;
+      search.ids.add(c.patient);
+      search.waiting.push([g, at]);
+    });
+  });
+  await Promise.all([...searches.values()].map(async ({ clientId, user, reach, ids, waiting }) => {
+    const may = await stillChoosableAmong(deps, clientId, user, reach, [...ids]);
+    for (const [g, at] of waiting) answers[g]![at] = may === undefined ? undefined : may.has(groups[g]![at]!.patient);
+  }));
+  return answers;
 }
 
 /**
@@ -117,15 +138,15 @@ export function createPatientChoiceCheck(deps: AuthDeps, users: UserLookup, ttlM
       const wanted = group.get(key) ?? group.set(key, { choice: c, at: [] }).get(key)!;
       wanted.at.push(i);
     });
-    // Each user's choices in one read, the users side by side.
-    for (const group of toRead.values()) {
-      const wanted = [...group.entries()];
-      const read = readHeldOfUser(deps, users, wanted.map(([, w]) => w.choice));
+    // Each user's choices in one read, the users side by side, those of a reach searched together.
+    const groups = [...toRead.values()].map((group) => [...group.entries()]);
+    const read = groups.length ? readHeldOfUsers(deps, users, groups.map((wanted) => wanted.map(([, w]) => w.choice))) : undefined;
+    groups.forEach((wanted, g) => {
       wanted.forEach(([key, w], i) => {
-        const held = remember(key, now, read.then((h) => h[i]));
+        const held = remember(key, now, read!.then((h) => h[g]![i]));
         for (const at of w.at) answered[at] = held;
       });
-    }
+    });
     return answered.some((h) => h instanceof Promise) ? Promise.all(answered) : (answered as boolean[]);
   };
   const check = ((choice) => {

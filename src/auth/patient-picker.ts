@@ -98,6 +98,20 @@ export async function mayStillHaveInContext(deps: AuthDeps, clientId: string, us
   return among === undefined ? undefined : among.has(id);
 }
 
+/**
+ * choosableAmong, for checks of choices already made (src/auth/patient-held.ts): undefined while its search is refused for
+ * the moment, as mayStillHaveAmong. The search depends on the user's tenant and `reach` alone: it answers for every user of
+ * that tenant with the same reach (staff: any Patient of it), whose choices are so searched together.
+ */
+export async function stillChoosableAmong(deps: AuthDeps, clientId: string, user: User, reach: PickerReach, ids: readonly string[]): Promise<Set<string> | undefined> {
+  try {
+    return await choosableAmong(deps, clientId, user, reach, ids);
+  } catch (err) {
+    if (err instanceof FhirError && err.category === 'unavailable') return undefined;
+    throw err;
+  }
+}
+
 /** mayHaveAmong, for checks of choices already made (mayStillHaveInContext): undefined while its search is refused for the moment. */
 export async function mayStillHaveAmong(deps: AuthDeps, clientId: string, user: User, ids: readonly string[]): Promise<Set<string> | undefined> {
   try {

@@ -27,11 +27,13 @@ import { parseExact } from '../exact-json.ts';
 import { toFhirXml } from '../xml/to-xml.ts';
 import { endpointUrl, systemResolve, type ResolveHost } from './endpoint.ts';
 import { outboundFetch, RefusedAddress } from '../../http/outbound.ts';
-import { appOf, authorityRevoked, ownerClient, ownerPatientLost, ownerUser, type OwnerAuthority, type RestoreAccess } from './owner.ts';
+import { appOf, authorityRevoked, ownerClient, ownerPatient, ownerPatientLost, ownerUser, type OwnerAuthority, type RestoreAccess } from './owner.ts';
 import { serverPaused } from './client-authority.ts';
 import { grantError, grantReaches } from './owner-reach.ts';
 import { writeServerStatus } from './server-status.ts';
 import type { UserLookup, UsersLookup } from '../../auth/user-cache.ts';
+import type { PatientChoice } from '../../auth/patient-held.ts';
+import type { SyncOrAsync } from '../../sync-or-async.ts';
 import { topicBundle, type StatusNotification } from './topic-bundle.ts';
 import { isTopicCriteria, topicRequest } from './topic-subscription.ts';
 import type { SubscriptionSockets } from './sockets.ts';
@@ -88,6 +90,13 @@ export interface DeliveryOptions {
   users?: UsersLookup;
   /** Whether the patient in context its user chose still holds (HubOptions.patientHeld): once not, what waits is dropped. */
   patientHeld?: OwnerAuthority['patientHeld'];
+  /**
+   * patientHeld asked of many choices together (HubOptions.patientHeld, src/auth/patient-held.ts `all`): a claim's owners'
+   * choices judged before their deliveries start, each user read once and one search per tenant, app and reach, not one
+   * each. Without
+   * it, each delivery asks patientHeld of its own.
+   */
+  patientsHeld?: (choices: readonly PatientChoice[]) => SyncOrAsync<boolean[]>;
   /** CINDER_SUBSCRIPTION_MAX_PENDING: the most notifications a rest-hook Subscription may have waiting. */
   maxPending?: number;
   /** Rebuilds an owner's access (HubOptions.restoreAccess): a topic's notificationShape includes what its owner may read. */
@@ -116,11 +125,25 @@ export interface DeliveryCounts {
 
 type Json = Record<string, unknown>;
 
-/** The claimed Subscriptions' owners' records read together (SubscriptionDelivery.ownersOf): users by tenant and id. */
+/**
+ * The claimed Subscriptions' owners' records read together (SubscriptionDelivery.ownersOf): users by tenant and id; whether
+ * the patient in context each chose still holds, by choiceKey.
+ */
 interface Owners {
   clients: Map<string, Client | null>;
   users: Map<string, User | null>;
+  held: Map<string, boolean>;
 }
+
+/** The patient in context `owner` was activated with in `tenant` (a user's choice, through a client), or null: ownerPatientLost judges it. */
+function choiceOf(tenant: string, owner: string): PatientChoice | null {
+  const user = ownerUser(owner);
+  const patient = ownerPatient(owner);
+  const clientId = ownerClient(owner);
+  return user === null || patient === null || clientId === null ? null : { tenant, clientId, userId: user.id, patient };
+}
+
+const choiceKey = (c: PatientChoice) => `${c.tenant}\u0000${c.clientId}\u0000${c.userId}\u0000${c.patient}`;
 
 /** A handshake made at delivery, for a Subscription awaiting one with none waiting: sent first, deleted from no outbox. */
 interface MadeHandshake extends StatusNotification {
@@ -319,10 +342,12 @@ export class SubscriptionDelivery {
    * in one read, each tenant's users in one, those the caches hold in none): with the caches lapsed, a claim of CLAIMS
    * Subscriptions made as many reads of each, one per delivery. Each delivery judges its owner with them as it would with
    * its own reads (a disabled client or user, a sign-in revoked: nothing sent). Empty without options.clients and users.
+   * So are the patients in context their users chose (options.patientsHeld, asked once the users' reads are under way,
+   * whose records it then shares): each delivery asked patientHeld of its own, a user read and a search each.
    */
   private async ownersOf(list: ClaimedSubscription[]): Promise<Owners> {
-    const { clients, users } = this.options;
-    const owners: Owners = { clients: new Map(), users: new Map() };
+    const { clients, users, patientsHeld, patientHeld } = this.options;
+    const owners: Owners = { clients: new Map(), users: new Map(), held: new Map() };
     if (!clients || !users || list.length < 2) return owners;
     const clientIds = new Set<string>();
     const userIds = new Map<string, Set<string>>();
@@ -341,6 +366,16 @@ export class SubscriptionDelivery {
       reads.push(users(tenant, ids).then((found) => {
         for (const [id, user] of found) owners.users.set(`${tenant}\u0000${id}`, user);
       }));
+    }
+    // Each choice once (several Subscriptions of one sign-in share it); the user cache already holds the reads above.
+    const choices = new Map<string, PatientChoice>();
+    for (const c of list) {
+      const choice = choiceOf(c.tenant, c.owner);
+      if (choice !== null) choices.set(choiceKey(choice), choice);
+    }
+    if (patientsHeld && patientHeld && choices.size) {
+      const asked = [...choices.values()];
+      reads.push(Promise.resolve().then(() => patientsHeld(asked)).then((held) => asked.forEach((c, i) => owners.held.set(choiceKey(c), held[i]!))));
     }
     // A read that failed leaves its owners to their deliveries' own reads (each then fails or succeeds as before).
     await Promise.all(reads.map((r) => r.catch((err: unknown) => this.options.log.warn('subscription owners could not be read together', { err }))));
@@ -365,7 +400,9 @@ export class SubscriptionDelivery {
       const record = user === null ? null : owners?.users.has(userKey) ? (owners.users.get(userKey) ?? null) : await this.options.user(c.tenant, user.id);
       const revoked = user !== null && authorityRevoked(client, record, user);
       // A guardian whose record no longer names the child is sent nothing recorded of the child before (the hub records nothing more).
-      const lost = !revoked && !client?.disabled && !!sub && (await ownerPatientLost(this.options, c.tenant, c.owner));
+      const choice = choiceOf(c.tenant, c.owner);
+      const held = choice === null ? undefined : owners?.held.get(choiceKey(choice));
+      const lost = !revoked && !client?.disabled && !!sub && (held === undefined ? await ownerPatientLost(this.options, c.tenant, c.owner) : !held);
       if (!sub || !isActivated(sub) || channel.type !== 'rest-hook' || revoked || client?.disabled || lost) {
         // A client's disable is undone by its enable, when its own Subscriptions resume: their heartbeats too (one the
         // disable set `error`, client-authority.ts, is set back then, the period kept); so is a relationship named again.

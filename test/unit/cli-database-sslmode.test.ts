@@ -135,6 +135,15 @@ describe.skipIf(!pg || !openssl || !bin)('sslmode against a server with TLS (a t
       expect([query, refused.code]).toEqual([query, 1]);
       expect(refused.stderr).toContain('SSL encryption');
     }
+    // Several hosts: the retry in plain goes to the host that refused the TLS session, not to the next (which refuses all).
+    const closed = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } });
+    const refusing = closed.port;
+    closed.stop(true);
+    const here = `127.0.0.1:${cluster!.port}`;
+    for (const hosts of [`${here},127.0.0.1:${refusing}`, `127.0.0.1:${refusing},${here}`]) {
+      const listed = await attempt(withQuery(url.replace(here, hosts), 'sslmode=prefer'), ['client', 'list', '--tenant', 't1', '--json']);
+      expect([hosts, listed.code, listed.stderr]).toEqual([hosts, 0, '']);
+    }
   }, 60_000);
 
   test('a certificate the root certificate file does not trust: prefer goes on in plain, as libpq does; require and verify-ca fail', async () => {

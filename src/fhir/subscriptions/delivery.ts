@@ -93,8 +93,7 @@ export interface DeliveryOptions {
   /**
    * patientHeld asked of many choices together (HubOptions.patientHeld, src/auth/patient-held.ts `all`): a claim's owners'
    * choices judged before their deliveries start, each user read once and one search per tenant, app and reach, not one
-   * each. Without
-   * it, each delivery asks patientHeld of its own.
+   * each. Without it, each delivery asks patientHeld of its own.
    */
   patientsHeld?: (choices: readonly PatientChoice[]) => SyncOrAsync<boolean[]>;
   /** CINDER_SUBSCRIPTION_MAX_PENDING: the most notifications a rest-hook Subscription may have waiting. */

@@ -67,7 +67,8 @@ function jsonVariables(text: string | null): Record<string, unknown> | undefined
  */
 async function graphqlRequest(c: Context<AppEnv>, maxBodyBytes: number): Promise<GraphqlRequest> {
   const url = new URL(c.req.url).searchParams;
-  if (c.req.method === 'GET') {
+  // HEAD is GET without the content (RFC 9110 9.3.2): its query is in the URL too.
+  if (c.req.method === 'GET' || c.req.method === 'HEAD') {
     const query = url.get('query');
     if (!query) throw invalid("A GET to $graphql takes the query in the parameter 'query'", 'query');
     return { query, variables: jsonVariables(url.get('variables')), operationName: url.get('operationName') ?? undefined, viaGet: true };

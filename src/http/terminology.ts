@@ -69,7 +69,8 @@ export const VALUE_SET_VALIDATE_CODE_ROUTE = '/ValueSet/$validate-code';
 function requestInputs<S extends OperationSpec>(req: Request, params: OperationParameters<S>, maxBodyBytes: number): SyncOrAsync<OperationInput<S>> {
   const prefer = req.headers.get('prefer');
   const strict = prefer !== null && parsePrefer(prefer).get('handling') === 'strict';
-  if (req.method === 'GET') return params.fromQuery(new URL(req.url).searchParams, strict);
+  // HEAD is GET without the content (RFC 9110 9.3.2): its inputs are in the query too.
+  if (req.method === 'GET' || req.method === 'HEAD') return params.fromQuery(new URL(req.url).searchParams, strict);
   if (strict) params.checkPostQuery(new URL(req.url).searchParams, strict);
   return readFhirBody(req, maxBodyBytes).then((body) => params.fromBody(body, strict));
 }

@@ -1,7 +1,7 @@
 /**
  * HEAD (RFC 9110 9.3.2): the header fields GET would send, no content. Content-Length is the length of
  * GET's content (8.6), never the 0 of the empty body, on every route: FHIR reads, searches and history,
- * metadata, native Binary (streamed content included, whose length is told without decoding it), export
+ * metadata, $graphql and the terminology operations, native Binary (streamed content included, whose length is told without decoding it), export
  * status and downloads, discovery and the ops endpoints, errors. HEAD on an export kick-off starts
  * nothing. On both databases, and once through a listening server, whose framing is what clients see.
  */
@@ -87,6 +87,22 @@ await eachStore((kind, fresh) => {
       await sameAsGet(fhir('Patient/h1', { 'If-None-Match': 'W/"2"' }));
       const noToken = await sameAsGet((method) => t.request(`${t.fhir()}/Patient/h1`, { method }));
       expect(noToken.head.status).toBe(401);
+    });
+
+    test('$graphql and the terminology operations take their inputs from the URL, as GET does', async () => {
+      const gender = 'http://hl7.org/fhir/administrative-gender';
+      for (const [path, status] of [
+        [`$graphql?query=${encodeURIComponent('{PatientList{id name{family}}}')}`, 200],
+        [`Patient/h1/$graphql?query=${encodeURIComponent('{id name{given}}')}`, 200],
+        ['$graphql', 400],
+        [`CodeSystem/$lookup?system=${gender}&code=male`, 200],
+        ['ValueSet/$expand?url=http://hl7.org/fhir/ValueSet/administrative-gender', 200],
+        [`ValueSet/$validate-code?url=http://hl7.org/fhir/ValueSet/administrative-gender&system=${gender}&code=female`, 200],
+        [`CodeSystem/$subsumes?system=${gender}&codeA=male&codeB=male`, 200],
+      ] as const) {
+        const { head, bytes } = await sameAsGet(fhir(path));
+        expect({ path, status: head.status, length: head.headers.get('content-length') }).toEqual({ path, status, length: String(bytes) });
+      }
     });
 
     test('native Binary: the content\'s length, the large streamed one\'s too', async () => {

@@ -424,14 +424,38 @@ await eachStore((kind, fresh) => {
     });
 
     describe('FHIRPath Patch', () => {
-      test("a where() computes Integers in 32 bits (N1): an overflow gives nothing, a literal past the range is a 400 naming it", async () => {
+      test("a where() computes Integers in 32 bits (N1): an overflow gives nothing, a literal past the range is a Decimal", async () => {
         const id = await patient();
-        const replace = (path: string) => pathPatch(`Patient/${id}`, fhirPatch({ type: 'replace', path, value: { valueBoolean: false } }));
+        const replace = (path: string, value = false) => pathPatch(`Patient/${id}`, fhirPatch({ type: 'replace', path, value: { valueBoolean: value } }));
         const res = await replace("Patient.active.where((2147483647 + 1).empty() and '2147483648'.toInteger().empty() and 2.power(31).empty())");
         expect(res.status).toBe(200);
         expect(((await res.json()) as Json).active).toBe(false);
-        const issue = await refused(() => replace('Patient.active.where(2147483648 > 0)'), 400);
-        expect(issue.diagnostics).toContain("the Integer 2147483648 is past FHIRPath's 32-bit range");
+        // A whole number past the range is a Decimal (N1: an Integer is 32-bit), as HL7's validator reads it: no error.
+        for (const [i, criteria] of ['2147483648 > 2147483647', '2147483648 is Decimal', '(-2147483649 + 1) = -2147483648.0', '(2147483648 * 2) = 4294967296.0'].entries()) {
+          const changed = await replace(`Patient.active.where(${criteria})`, i % 2 === 0);
+          expect({ criteria, status: changed.status }).toEqual({ criteria, status: 200 });
+          expect(((await changed.json()) as Json).active).toBe(i % 2 === 0);
+        }
+      });
+
+      test("a where() with N1's conversions, aggregate() and the string functions trim(), split() and join()", async () => {
+        const id = await patient();
+        const replace = (path: string, value: boolean) => pathPatch(`Patient/${id}`, fhirPatch({ type: 'replace', path, value: { valueBoolean: value } }));
+        for (const [i, criteria] of [
+          // toInteger() of a Decimal is nothing, whole or not (N1 defines no Decimal to Integer conversion).
+          '12.0.toInteger().empty() and 12.toInteger() = 12 and true.toInteger() = 1',
+          "'1'.convertsToInteger() and '1.5'.convertsToInteger().not() and 'yes'.toBoolean() and 'F'.toBoolean() = false",
+          "'2015-02'.convertsToDate() and '2015-02-04T14:34'.toDateTime() = @2015-02-04T14:34 and '14:34'.toTime() = @T14:34",
+          '(1 | 2 | 3).aggregate($this + $total, 0) = 6 and (3 | 1 | 2).aggregate(iif($total.empty() or $this < $total, $this, $total)) = 1',
+          "' a b '.trim() = 'a b' and 'a,,b'.split(',').count() = 3 and ('a' | 'b').join('-') = 'a-b'",
+        ].entries()) {
+          const changed = await replace(`Patient.active.where(${criteria})`, i % 2 === 0);
+          expect({ criteria, status: changed.status }).toEqual({ criteria, status: 200 });
+          expect(((await changed.json()) as Json).active).toBe(i % 2 === 0);
+        }
+        // `$total` outside aggregate() is no FHIRPath: a 400 naming the parameter.
+        const issue = await refused(() => replace('Patient.active.where($total > 0)', true), 400);
+        expect(issue.diagnostics).toContain("'$total' outside aggregate()");
         expect(issue.expression).toEqual(['Parameters.parameter[0]']);
       });
 

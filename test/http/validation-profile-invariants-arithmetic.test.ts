@@ -74,3 +74,52 @@ describe("a tenant's profile invariants on date and quantity arithmetic", () => 
     await expectOutcome(await api.post('Observation', period('2019-01-31', '2019-03-01')), 422);
   });
 });
+
+describe("a tenant's profile invariants on large numbers, N1's conversions, aggregate() and the string functions", () => {
+  let t: TestApp;
+  let api: FhirClient;
+  const component = (text: string, value: number) => ({ code: { text }, valueQuantity: ucum(value, 'mg') });
+  beforeAll(async () => {
+    t = await createTestApp();
+    api = fhirClient(t, await t.token());
+    for (const sd of [
+      // A whole number past 32 bits is a Decimal (N1), not an expression the profile cannot use.
+      profile('below-ten-billion', 'Observation', 'value.ofType(Quantity).value < 10000000000'),
+      profile('components-total', 'Observation', 'component.value.ofType(Quantity).value.aggregate($total + $this, 0) <= 100'),
+      profile('whole-count-text', 'Observation', 'value.ofType(string).convertsToInteger()'),
+      profile('short-given', 'Patient', "name.all(given.join(' ').length() <= 12)"),
+      profile('two-part-mrn', 'Patient', "identifier.all(value.split('-').count() = 2 and value.split('-').all(trim().length() > 0))"),
+    ]) expect((await api.put(`StructureDefinition/${sd.id}`, sd)).status).toBeLessThan(300);
+  });
+  afterAll(() => t.close());
+
+  const refusedBy = async (res: Response, name: string) => {
+    expect(errors(await expectOutcome(res, 422))).toEqual([expect.stringMatching(new RegExp(`${name} holds \\(${name}-1\\)$`))]);
+  };
+  const patientOf = (name: string, extra: Json) => ({ resourceType: 'Patient', meta: { profile: [BASE_URL + name] }, ...extra });
+
+  test('a literal past 32 bits compares as a Decimal', async () => {
+    const before = await countVersions(t);
+    expect((await api.post('Observation', observation('below-ten-billion', { valueQuantity: ucum(5_000_000_000, 'mg') }))).status).toBe(201);
+    await refusedBy(await api.post('Observation', observation('below-ten-billion', { valueQuantity: ucum(20_000_000_000, 'mg') })), 'below-ten-billion');
+    expect(await countVersions(t)).toBe(before + 1);
+  });
+
+  test('aggregate() sums the components', async () => {
+    expect((await api.post('Observation', observation('components-total', { component: [component('a', 60), component('b', 40)] }))).status).toBe(201);
+    await refusedBy(await api.post('Observation', observation('components-total', { component: [component('a', 60), component('b', 41)] })), 'components-total');
+  });
+
+  test('convertsToInteger() on a string', async () => {
+    expect((await api.post('Observation', observation('whole-count-text', { valueString: '+12' }))).status).toBe(201);
+    await refusedBy(await api.post('Observation', observation('whole-count-text', { valueString: '12.5' })), 'whole-count-text');
+  });
+
+  test('join(), split() and trim()', async () => {
+    expect((await api.post('Patient', patientOf('short-given', { name: [{ given: ['Ann', 'Mary'] }] }))).status).toBe(201);
+    await refusedBy(await api.post('Patient', patientOf('short-given', { name: [{ given: ['Ann', 'Mary', 'Louise'] }] })), 'short-given');
+    expect((await api.post('Patient', patientOf('two-part-mrn', { identifier: [{ system: 'urn:mrn', value: 'ab-12' }] }))).status).toBe(201);
+    await refusedBy(await api.post('Patient', patientOf('two-part-mrn', { identifier: [{ system: 'urn:mrn', value: 'ab-12-3' }] })), 'two-part-mrn');
+    await refusedBy(await api.post('Patient', patientOf('two-part-mrn', { identifier: [{ system: 'urn:mrn', value: 'ab- ' }] })), 'two-part-mrn');
+  });
+});

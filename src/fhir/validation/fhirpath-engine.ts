@@ -1113,6 +1113,8 @@ interface Env {
   /** InvariantContext.clock, and the instant `now()` read from it in this evaluation (set on its first call). */
   clock?: Clock;
   instant?: number;
+  /** `$total`: the running result of the innermost aggregate(). */
+  total?: Coll;
 }
 
 /** The variables a path may start from whose value is the same for every item an evaluation iterates. */
@@ -1154,6 +1156,8 @@ interface Scope {
   extensionVariable?: true;
   /** A SubscriptionTopic's fhirPathCriteria: `%previous` and `%current` name the versions (compileTopicCriteria). */
   topicVariables?: true;
+  /** Inside aggregate()'s aggregator: `$total` is defined, of this static type (undefined: its items tell). */
+  total?: { type: string | undefined };
 }
 
 function singletonBool(c: Coll): boolean | undefined {
@@ -1254,9 +1258,9 @@ const VARIABLES = new Map([['ucum', UCUM], ['sct', 'http://snomed.info/sct'], ['
 function build(ast: Ast, scope: Scope): Expr {
   switch (ast.kind) {
     case 'literal':
-      if (ast.literal.kind === 'number' && ast.literal.integer && ast.literal.value > INT_MAX) {
-        throw new FhirPathSyntaxError(scope.expression, ast.at, `the Integer ${ast.literal.value} is past FHIRPath's 32-bit range (at most ${INT_MAX}): write a Decimal (${ast.literal.value}.0)`);
-      }
+      // A whole number past the 32-bit range is no Integer (N1 § 2.1.x): it is read as a Decimal, as HL7's
+      // validator reads a literal that is no 32-bit integer (`2147483648 is Decimal`).
+      if (ast.literal.kind === 'number' && ast.literal.integer && ast.literal.value > INT_MAX) return literal({ ...ast.literal, integer: false });
       return literal(ast.literal);
     case 'this':
       return collExpr(scope.thisType, (env) => (env.this === undefined ? EMPTY : [env.this]), (env) => (env.this === undefined ? 0 : 1));
@@ -1264,7 +1268,8 @@ function build(ast: Ast, scope: Scope): Expr {
       if (!scope.iterating) throw new UnsupportedFhirPath(scope.expression, ast.at, '$index outside an iteration');
       return collExpr('System.Integer', (env) => [env.index]);
     case 'total':
-      throw new UnsupportedFhirPath(scope.expression, ast.at, '$total');
+      if (scope.total === undefined) throw new FhirPathSyntaxError(scope.expression, ast.at, "'$total' outside aggregate()");
+      return collExpr(scope.total.type, (env) => env.total ?? EMPTY);
     case 'var':
       return variable(ast.name, ast.at, scope);
     case 'member':
@@ -1829,7 +1834,7 @@ type Call = Extract<Ast, { kind: 'call' }>;
 type FunctionCompiler = (input: Expr, args: Ast[], scope: Scope, call: Call) => Expr;
 
 /** Functions that need something Cinder does not give an invariant (a server, a terminology, an HTML parser). */
-const NOT_EVALUATED = new Set(['resolve', 'memberOf', 'conformsTo', 'htmlChecks', 'subsumes', 'subsumedBy', 'elementDefinition', 'slice', 'checkModifiers', 'aggregate', 'defineVariable']);
+const NOT_EVALUATED = new Set(['resolve', 'memberOf', 'conformsTo', 'htmlChecks', 'subsumes', 'subsumedBy', 'elementDefinition', 'slice', 'checkModifiers', 'defineVariable']);
 
 function arity(call: Call, scope: Scope, min: number, max: number): void {
   if (call.args.length < min || call.args.length > max) {
@@ -1940,6 +1945,161 @@ function toRegex(r: Expr | RegExp, env: Env, flags: string): RegExp | undefined 
   } catch {
     throw new EvaluationError('invalid regular expression');
   }
+}
+
+/**
+ * N1 § 5.5 conversion functions `to<Name>()` and `convertsTo<Name>()` from one conversion: the converted item, or
+ * undefined where N1's tables define no conversion of the item (or its text does not convert). Both take a single
+ * item (many is an error) and give nothing for none.
+ */
+function conversions(name: string, type: string, convert: (item: unknown, type: string | undefined, env: Env) => unknown): [string, FunctionCompiler][] {
+  return [
+    [`to${name}`, (input, args, scope, c) => (arity(c, scope, 0, 0), collExpr(type, (env) => {
+      const item = single(input.coll(env));
+      if (item === undefined) return EMPTY;
+      const r = convert(item, input.type, env);
+      return r === undefined ? EMPTY : [r];
+    }))],
+    [`convertsTo${name}`, (input, args, scope, c) => (arity(c, scope, 0, 0), boolExpr((env) => {
+      const item = single(input.coll(env));
+      if (item === undefined) return undefined;
+      return convert(item, input.type, env) !== undefined;
+    }))],
+  ];
+}
+
+/** An item's text for a conversion, charged as text (undefined when it is no string). */
+function textOf(item: unknown, type: string | undefined, env: Env): string | undefined {
+  const v = valueOf(item);
+  if (typeof v !== 'string' || categoryOf(item, type) !== 'string') return undefined;
+  chargeText(env, v.length);
+  return v;
+}
+
+/** Whether a number item is a Decimal (by its static or own type; an untyped whole number is an Integer). */
+function isDecimalItem(item: unknown, type: string | undefined): boolean {
+  const t = typeOfItem(item, type);
+  return t === 'decimal' || t === 'System.Decimal' || (t === undefined || !CATEGORIES.has(t) ? !Number.isInteger(valueOf(item)) : false);
+}
+
+/**
+ * N1 toInteger(): an Integer, a Boolean (1 or 0), or a String of `(\+|-)?\d+` within the 32-bit range; a Decimal
+ * converts to nothing, whole or not (N1's table defines no Decimal to Integer conversion).
+ */
+function integerOf(item: unknown, type: string | undefined, env: Env): number | undefined {
+  const v = valueOf(item);
+  if (typeof v === 'boolean') return v ? 1 : 0;
+  if (typeof v === 'number') return !isDecimalItem(item, type) && isInt32(v) ? v : undefined;
+  const text = textOf(item, type, env);
+  if (text === undefined || !/^[+-]?\d+$/.test(text)) return undefined;
+  const n = Number(text) || 0;
+  return isInt32(n) ? n : undefined;
+}
+
+/** N1 toDecimal(): an Integer or Decimal, a Boolean (1.0 or 0.0), or a String of `(\+|-)?\d+(\.\d+)?`. */
+function decimalOf(item: unknown, type: string | undefined, env: Env): number | undefined {
+  const v = valueOf(item);
+  if (typeof v === 'boolean') return v ? 1 : 0;
+  if (typeof v === 'number') return v;
+  const text = textOf(item, type, env);
+  return text !== undefined && /^[+-]?\d+(\.\d+)?$/.test(text) ? Number(text) : undefined;
+}
+
+const TRUE_TEXTS = new Set(['true', 't', 'yes', 'y', '1', '1.0']);
+const FALSE_TEXTS = new Set(['false', 'f', 'no', 'n', '0', '0.0']);
+
+/** N1 toBoolean(): a Boolean; an Integer or Decimal 1 or 0; a String of N1's table, case ignored. */
+function booleanOf(item: unknown, type: string | undefined, env: Env): boolean | undefined {
+  const v = valueOf(item);
+  if (typeof v === 'boolean') return v;
+  if (typeof v === 'number') return v === 1 ? true : v === 0 ? false : undefined;
+  const text = textOf(item, type, env);
+  if (text === undefined || text.length > 5) return undefined;
+  const lower = text.toLowerCase();
+  return TRUE_TEXTS.has(lower) ? true : FALSE_TEXTS.has(lower) ? false : undefined;
+}
+
+/**
+ * N1 toDate(), toDateTime(), toTime(): a value of the type; a DateTime to a Date (its date part, at most the day), a
+ * Date to a DateTime (the same components, no time set); a String in the type's format, partial precisions kept.
+ */
+function temporalOf(item: unknown, type: string | undefined, kind: TemporalKind): Typed | undefined {
+  const category = categoryOf(item, type);
+  const v = valueOf(item);
+  if (typeof v !== 'string') return undefined;
+  const t = typeOfItem(item, type);
+  const own = category === 'time' ? 'time' : category === 'datetime' ? (t === 'date' || t === 'System.Date' ? 'date' : 'dateTime') : undefined;
+  const result = (text: string) => new Typed(TEMPORAL_TYPES[kind], text, undefined);
+  if (own !== undefined) {
+    if (own === kind) return result(v);
+    if (kind === 'date' && own === 'dateTime') return result(v.length > 10 ? v.slice(0, 10) : v);
+    if (kind === 'dateTime' && own === 'date') return result(v);
+    return undefined;
+  }
+  if (category !== 'string' || v.length > 40) return undefined;
+  if (kind === 'time') return parseTime(v, DA) ? result(v) : undefined;
+  if (!parseDateTime(v, DA)) return undefined;
+  return kind === 'dateTime' || DA.precision <= 2 ? result(v) : undefined;
+}
+
+/** Removes FHIRPath's whitespace (tab, space, line feed, carriage return: its lexical category) from both ends. */
+function trimWhitespace(s: string): string {
+  const ws = (c: number) => c === 32 || c === 9 || c === 10 || c === 13;
+  let start = 0;
+  let end = s.length;
+  while (start < end && ws(s.charCodeAt(start))) start++;
+  while (end > start && ws(s.charCodeAt(end - 1))) end--;
+  return s.slice(start, end);
+}
+
+/**
+ * aggregate(aggregator [, init]): `$total` starts as `init` (evaluated once, on the outer context; empty without
+ * one) and becomes the aggregator's result for each item in turn (`$this`, `$index` set); the last `$total` is the
+ * result. `$total` is typed as `init` when the aggregator keeps that type (`$this + $total, 0` stays an Integer);
+ * otherwise each of its items carries its own type.
+ */
+function aggregate(input: Expr, aggregatorAst: Ast, initAst: Ast | undefined, scope: Scope): Expr {
+  const init = initAst === undefined ? constExpr(undefined, EMPTY) : build(initAst, scope);
+  const compile = (totalType: string | undefined) => build(aggregatorAst, { ...scope, thisType: input.type, iterating: true, total: { type: totalType } });
+  let aggregator = compile(init.type);
+  let type = init.type;
+  if (aggregator.type !== type) {
+    // Without an init (an empty one suits every type), the aggregator's own type may hold throughout.
+    const again = initAst === undefined && aggregator.type !== undefined ? compile(aggregator.type) : undefined;
+    if (again !== undefined && again.type === aggregator.type) {
+      type = aggregator.type;
+      aggregator = again;
+    } else {
+      type = undefined;
+      aggregator = compile(undefined);
+    }
+  }
+  const typed = (items: Coll, itemsType: string | undefined): Coll => {
+    if (type !== undefined || itemsType === undefined) return items;
+    const out: unknown[] = [];
+    retype(items, itemsType, out);
+    return out;
+  };
+  return collExpr(type, (env) => {
+    const items = input.coll(env);
+    let total = typed(init.coll(env), init.type);
+    const savedThis = env.this;
+    const savedIndex = env.index;
+    const savedTotal = env.total;
+    try {
+      for (let i = 0; i < items.length; i++) {
+        env.this = items[i];
+        env.index = i;
+        env.total = total;
+        total = typed(aggregator.coll(env), aggregator.type);
+      }
+    } finally {
+      env.this = savedThis;
+      env.index = savedIndex;
+      env.total = savedTotal;
+    }
+    return total;
+  });
 }
 
 const FUNCTIONS = new Map<string, FunctionCompiler>([
@@ -2201,23 +2361,57 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
     }
     return [String(v)];
   }))],
-  ['toInteger', (input, args, scope, c) => (arity(c, scope, 0, 0), collExpr('System.Integer', (env) => {
-    const v = valueOf(single(input.coll(env)));
-    if (typeof v === 'number') return isInt32(v) ? [v] : EMPTY;
-    if (typeof v === 'boolean') return [v ? 1 : 0];
-    if (typeof v === 'string') chargeText(env, v.length);
-    // A string of an Integer past the 32-bit range converts to nothing (N1 § 5.5.3: it is no Integer).
-    if (typeof v === 'string' && /^[+-]?\d+$/.test(v)) return int32Result(Number(v) || 0);
-    return EMPTY;
+  ...conversions('Integer', 'System.Integer', integerOf),
+  ...conversions('Decimal', 'System.Decimal', decimalOf),
+  ...conversions('Boolean', 'System.Boolean', booleanOf),
+  ...conversions('Date', 'System.Date', (item, type) => temporalOf(item, type, 'date')),
+  ...conversions('DateTime', 'System.DateTime', (item, type) => temporalOf(item, type, 'dateTime')),
+  ...conversions('Time', 'System.Time', (item, type) => temporalOf(item, type, 'time')),
+  ['convertsToString', (input, args, scope, c) => (arity(c, scope, 0, 0), boolExpr((env) => {
+    const item = single(input.coll(env));
+    const v = valueOf(item);
+    if (v === undefined || v === null) return undefined;
+    return !isObject(v) || (categoryOf(item, input.type) === 'quantity' && typeof v.value === 'number');
   }))],
-  ['toDecimal', (input, args, scope, c) => (arity(c, scope, 0, 0), collExpr('System.Decimal', (env) => {
-    const v = valueOf(single(input.coll(env)));
-    if (typeof v === 'number') return [v];
-    if (typeof v === 'boolean') return [v ? 1 : 0];
-    if (typeof v === 'string') chargeText(env, v.length);
-    if (typeof v === 'string' && /^[+-]?\d+(\.\d+)?$/.test(v)) return [Number(v)];
-    return EMPTY;
-  }))],
+  ['aggregate', (input, args, scope, c) => {
+    arity(c, scope, 1, 2);
+    return aggregate(input, args[0]!, args[1], scope);
+  }],
+  ['trim', (input, args, scope, c) => (arity(c, scope, 0, 0), stringFunction(input, args, scope, 'System.String', trimWhitespace))],
+  ['split', (input, args, scope, c) => {
+    arity(c, scope, 1, 1);
+    const separator = build(args[0]!, scope);
+    return collExpr('System.String', (env) => {
+      const s = singleString(input.coll(env));
+      const sep = singleString(separator.coll(env));
+      if (s === undefined || sep === undefined) return EMPTY;
+      chargeText(env, s.length);
+      // An empty separator splits between characters (code points, a surrogate pair kept whole), as toChars() does.
+      const parts = sep === '' ? Array.from(s) : s.split(sep);
+      charge(env, parts.length);
+      return parts;
+    });
+  }],
+  ['join', (input, args, scope, c) => {
+    arity(c, scope, 0, 1);
+    const separator = args[0] === undefined ? undefined : build(args[0], scope);
+    return collExpr('System.String', (env) => {
+      const items = input.coll(env);
+      if (items.length === 0) return EMPTY;
+      const sep = separator === undefined ? '' : singleString(separator.coll(env));
+      if (sep === undefined) return EMPTY;
+      const parts: string[] = [];
+      let length = 0;
+      for (const item of items) {
+        const v = valueOf(item);
+        if (typeof v !== 'string' || categoryOf(item, input.type) !== 'string') throw new EvaluationError('join() applies to strings');
+        parts.push(v);
+        length += v.length + sep.length;
+      }
+      chargeText(env, length);
+      return [parts.join(sep)];
+    });
+  }],
   ['abs', (input, args, scope, c) => (arity(c, scope, 0, 0), collExpr(input.type, (env) => {
     const item = single(input.coll(env));
     const v = valueOf(item);

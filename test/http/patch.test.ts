@@ -484,6 +484,19 @@ await eachStore((kind, fresh) => {
         expect(((await res.json()) as Json).active).toBe(true);
       });
 
+      test('a where() whose string doubles with each concatenation (& or +, in repeat() or aggregate()) is 400 naming the limit, not a 500', async () => {
+        const id = await patient();
+        const replace = (path: string) => pathPatch(`Patient/${id}`, fhirPatch({ type: 'replace', path, value: { valueBoolean: false } }));
+        const items = Array.from({ length: 40 }, (_, i) => i + 1).join(' | ');
+        for (const criteria of ["'x'.repeat($this & $this).exists()", "'x'.repeat($this + $this).exists()", `(${items}).aggregate($total & $total, 'xx').exists()`]) {
+          const issue = await refused(() => replace(`Patient.active.where(${criteria})`), 400);
+          expect(issue.diagnostics).toContain('more than 5000000 values');
+        }
+        // A few concatenations apply.
+        const res = await replace("Patient.active.where(('a' | 'b' | 'c').aggregate($total & $this, '') + 'd' = 'abcd')");
+        expect([res.status, ((await res.json()) as Json).active]).toEqual([200, false]);
+      });
+
       test('a where() comparing each of 20,000 items with every other is 400 naming the limit; one reading %resource once applies', async () => {
         const id = await patient({ telecom: Array.from({ length: 20_000 }, (_, i) => ({ system: 'phone', value: `${i}` })) });
         const del = (path: string) => pathPatch(`Patient/${id}`, fhirPatch({ type: 'delete', path }));

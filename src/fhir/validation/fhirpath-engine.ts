@@ -1613,6 +1613,8 @@ function binary(op: string, left: Expr, right: Expr, at: number, scope: Scope): 
       return collExpr('System.String', (env) => {
         const a = singleString(left.coll(env)) ?? '';
         const b = singleString(right.coll(env)) ?? '';
+        // What it makes is charged as text: a concatenation may double a string (`repeat($this & $this)`).
+        chargeText(env, a.length + b.length);
         return [a + b];
       });
     case '+': case '-': case '*': case '/': case 'div': case 'mod':
@@ -1646,7 +1648,10 @@ function arithmetic(op: string, left: Expr, right: Expr): Expr {
     const a = valueOf(x);
     const b = valueOf(y);
     if (a === undefined || a === null || b === undefined || b === null) return EMPTY;
-    if (op === '+' && typeof a === 'string' && typeof b === 'string') return [a + b];
+    if (op === '+' && typeof a === 'string' && typeof b === 'string') {
+      chargeText(env, a.length + b.length);
+      return [a + b];
+    }
     if (typeof a !== 'number' || typeof b !== 'number') return quantityArithmetic(op, x, left.type, y, right.type, env);
     let r: number;
     switch (op) {

@@ -497,6 +497,16 @@ await eachStore((kind, fresh) => {
         expect([res.status, ((await res.json()) as Json).active]).toEqual([200, false]);
       });
 
+      test('aggregate() nested 40 deep compiles once per level (each compiled again for its types took 2^n compilations: an outage)', async () => {
+        const id = await patient();
+        // 5.aggregate(5.aggregate(... 5.aggregate($this + 1) ... + 1) + 1): 6 innermost, each level adding 1. Without an
+        // init, each level's aggregator was compiled again for the type it gives.
+        let nested = '$this';
+        for (let i = 0; i < 40; i++) nested = `5.aggregate(${nested} + 1)`;
+        const res = await pathPatch(`Patient/${id}`, fhirPatch({ type: 'replace', path: `Patient.active.where(${nested} = 45)`, value: { valueBoolean: false } }));
+        expect([res.status, ((await res.json()) as Json).active]).toEqual([200, false]);
+      });
+
       test('a where() comparing each of 20,000 items with every other is 400 naming the limit; one reading %resource once applies', async () => {
         const id = await patient({ telecom: Array.from({ length: 20_000 }, (_, i) => ({ system: 'phone', value: `${i}` })) });
         const del = (path: string) => pathPatch(`Patient/${id}`, fhirPatch({ type: 'delete', path }));

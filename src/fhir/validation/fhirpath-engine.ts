@@ -2066,6 +2066,9 @@ function trimWhitespace(s: string): string {
 function aggregate(input: Expr, aggregatorAst: Ast, initAst: Ast | undefined, scope: Scope): Expr {
   const init = initAst === undefined ? constExpr(undefined, EMPTY) : build(initAst, scope);
   const compile = (totalType: string | undefined) => build(aggregatorAst, { ...scope, thisType: input.type, iterating: true, total: { type: totalType } });
+  // An aggregate() inside another's aggregator is compiled once, `$total` untyped: were each compiled again for its
+  // types, as many levels as the expression nests would compile its innermost 2^n times (30 levels: hours).
+  if (scope.total !== undefined) return aggregated(input, init, compile(undefined), undefined);
   let aggregator = compile(init.type);
   let type = init.type;
   if (aggregator.type !== type) {
@@ -2079,6 +2082,11 @@ function aggregate(input: Expr, aggregatorAst: Ast, initAst: Ast | undefined, sc
       aggregator = compile(undefined);
     }
   }
+  return aggregated(input, init, aggregator, type);
+}
+
+/** aggregate()'s evaluation: `aggregator` run for each item with `$total`; `type`, when known, that of every `$total`. */
+function aggregated(input: Expr, init: Expr, aggregator: Expr, type: string | undefined): Expr {
   const typed = (items: Coll, itemsType: string | undefined): Coll => {
     if (type !== undefined || itemsType === undefined) return items;
     const out: unknown[] = [];

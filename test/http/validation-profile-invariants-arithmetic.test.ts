@@ -89,6 +89,7 @@ describe("a tenant's profile invariants on large numbers, N1's conversions, aggr
       profile('whole-count-text', 'Observation', 'value.ofType(string).convertsToInteger()'),
       profile('short-given', 'Patient', "name.all(given.join(' ').length() <= 12)"),
       profile('two-part-mrn', 'Patient', "identifier.all(value.split('-').count() = 2 and value.split('-').all(trim().length() > 0))"),
+      profile('parts-within-total', 'Observation', 'component[0].value.ofType(Quantity).value + component[1].value.ofType(Quantity).value <= value.ofType(Quantity).value'),
     ]) expect((await api.put(`StructureDefinition/${sd.id}`, sd)).status).toBeLessThan(300);
   });
   afterAll(() => t.close());
@@ -108,6 +109,13 @@ describe("a tenant's profile invariants on large numbers, N1's conversions, aggr
   test('aggregate() sums the components', async () => {
     expect((await api.post('Observation', observation('components-total', { component: [component('a', 60), component('b', 40)] }))).status).toBe(201);
     await refusedBy(await api.post('Observation', observation('components-total', { component: [component('a', 60), component('b', 41)] })), 'components-total');
+  });
+
+  test('Decimal arithmetic is decimal: 0.1 + 0.2 is within 0.3 (in binary it was 0.30000000000000004, refused)', async () => {
+    const parts = (a: number, b: number, total: number) => observation('parts-within-total', { valueQuantity: ucum(total, 'mg'), component: [component('a', a), component('b', b)] });
+    expect((await api.post('Observation', parts(0.1, 0.2, 0.3))).status).toBe(201);
+    expect((await api.post('Observation', parts(1.1, 2.2, 3.3))).status).toBe(201);
+    await refusedBy(await api.post('Observation', parts(0.1, 0.21, 0.3)), 'parts-within-total');
   });
 
   test('convertsToInteger() on a string', async () => {

@@ -25,7 +25,7 @@ import {
   addQuantities, CALENDAR_MS, CALENDAR_UCUM, calendarFactors, calendarKeyword, convertQuantity, isCalendarMonths, isDefiniteCalendar,
   multiplyQuantities, parseQuantityText, type PlainQuantity,
 } from './fhirpath-quantity-math.ts';
-import { logarithm, power, roundTo, UNARY_MATH } from './fhirpath-math.ts';
+import { decimalArithmetic, logarithm, power, roundTo, UNARY_MATH } from './fhirpath-math.ts';
 import { currentTemporal, shiftTemporal, TemporalArithmeticError, type TemporalKind } from './fhirpath-temporal.ts';
 import { FhirPathSyntaxError, parseFhirPath, UnsupportedFhirPath, type Ast, type Literal, type TypeName } from './fhirpath-parse.ts';
 
@@ -1653,17 +1653,20 @@ function arithmetic(op: string, left: Expr, right: Expr): Expr {
       return [a + b];
     }
     if (typeof a !== 'number' || typeof b !== 'number') return quantityArithmetic(op, x, left.type, y, right.type, env);
+    if (!integer) {
+      const d = decimalArithmetic(op, a, b);
+      return d === undefined ? EMPTY : [d];
+    }
     let r: number;
     switch (op) {
       case '+': r = a + b; break;
       case '-': r = a - b; break;
       case '*': r = a * b; break;
-      case '/': return b === 0 ? EMPTY : [a / b];
       case 'div': if (b === 0) return EMPTY; r = Math.trunc(a / b); break;
       default: if (b === 0) return EMPTY; r = a % b;
     }
     // Integers stay 32-bit (an overflow gives nothing); `r || 0` keeps -0 out of Integers.
-    return integer ? int32Result(r || 0) : [r];
+    return int32Result(r || 0);
   });
 }
 

@@ -35,3 +35,41 @@ export const UNARY_MATH: ReadonlyMap<string, (x: number) => number | undefined> 
   ['ln', (x: number) => logarithm(x, undefined)],
   ['sqrt', (x: number) => finite(Math.sqrt(x))],
 ]);
+
+/** 15 significant digits: what a binary double holds of a decimal exactly (as fhirpath-quantity-math.ts keeps quantities). */
+const tidy = (x: number) => Number(x.toPrecision(15));
+
+/** The decimal places `x` is written with in its shortest form (`0.1` 1, `1e-7` 7, `120` 0). */
+function decimalPlaces(x: number): number {
+  const s = String(x);
+  const e = s.indexOf('e');
+  const mantissa = e < 0 ? s : s.slice(0, e);
+  const dot = mantissa.indexOf('.');
+  return Math.max(0, (dot < 0 ? 0 : mantissa.length - dot - 1) - (e < 0 ? 0 : Number(s.slice(e + 1))));
+}
+
+/**
+ * `a op b` on Decimals (N1 § 6.6; a Decimal is a decimal, not a binary fraction): `+ - * /` to 15 significant digits,
+ * so `0.1 + 0.2 = 0.3` and `1.1 * 3 = 3.3` hold; `div` and `mod` on the operands scaled to whole numbers, so `0.3 mod
+ * 0.1` is 0 and `0.3 div 0.1` is 3 (a binary remainder was 0.09999999999999998, a quotient 2). Undefined for a
+ * division by zero or a result no number holds.
+ */
+export function decimalArithmetic(op: string, a: number, b: number): number | undefined {
+  let r: number;
+  switch (op) {
+    case '+': r = tidy(a + b); break;
+    case '-': r = tidy(a - b); break;
+    case '*': r = tidy(a * b); break;
+    case '/': if (b === 0) return undefined; r = tidy(a / b); break;
+    default: {
+      if (b === 0) return undefined;
+      const scale = 10 ** Math.max(decimalPlaces(a), decimalPlaces(b));
+      const x = Math.round(a * scale);
+      const y = Math.round(b * scale);
+      const whole = Number.isSafeInteger(x) && Number.isSafeInteger(y) && scale <= 1e15;
+      if (op === 'div') r = whole ? Math.trunc(x / y) : Math.trunc(a / b);
+      else r = whole ? (x % y) / scale : tidy(a % b);
+    }
+  }
+  return finite(r || 0);
+}

@@ -305,6 +305,17 @@ describe('math functions (N1 § 5.7: abs, ceiling, exp, floor, ln, log, power, r
   });
 });
 
+describe('Decimal arithmetic is decimal (N1 § 2.1: a Decimal, not a binary fraction)', () => {
+  test('sums, differences, products and quotients to 15 significant digits; div and mod on the decimals as written', () => {
+    check([
+      ['0.1 + 0.2 = 0.3', 'true'], ['0.1 + 0.2', '0.3'], ['(0.1 + 0.2) > 0.3', 'false'], ['0.3 - 0.1 = 0.2', 'true'], ['1.1 * 3 = 3.3', 'true'],
+      ['3.3 / 3 = 1.1', 'true'], ['1 / 3', '0.333333333333333'], ['0.3 mod 0.1', '0'], ['0.3 div 0.1', '3'], ['5.5 mod 2', '1.5'],
+      ['-5.5 mod 2', '-1.5'], ['5.5 div 2', '2'], ['1.0 / 0', 'empty'], ['7 mod 0.0', 'empty'], ['(0.1 | 0.2 | 0.4).aggregate($this + $total, 0.0) = 0.7', 'true'],
+      ['2147483647.0 + 1', '2147483648'], ['0.000001 * 0.000001', '1e-12'],
+    ]);
+  });
+});
+
 describe('Integer is 32-bit (N1: -2^31 to 2^31-1; an overflow gives nothing, § 6.6)', () => {
   test('literals: the range is an Integer, past it a Decimal (as HL7\'s validator reads a literal that is no 32-bit integer)', () => {
     check([

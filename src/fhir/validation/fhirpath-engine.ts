@@ -25,7 +25,7 @@ import {
   addQuantities, CALENDAR_MS, CALENDAR_UCUM, calendarFactors, calendarKeyword, convertQuantity, isCalendarMonths, isDefiniteCalendar,
   multiplyQuantities, parseQuantityText, type PlainQuantity,
 } from './fhirpath-quantity-math.ts';
-import { decimalArithmetic, logarithm, power, roundTo, UNARY_MATH } from './fhirpath-math.ts';
+import { decimalArithmetic, logarithm, numberText, power, roundTo, UNARY_MATH } from './fhirpath-math.ts';
 import { currentTemporal, shiftTemporal, TemporalArithmeticError, type TemporalKind } from './fhirpath-temporal.ts';
 import { FhirPathSyntaxError, parseFhirPath, UnsupportedFhirPath, type Ast, type Literal, type TypeName } from './fhirpath-parse.ts';
 
@@ -2373,9 +2373,9 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
     if (v === undefined || v === null) return EMPTY;
     if (isObject(v)) {
       if (categoryOf(item, input.type) !== 'quantity' || typeof v.value !== 'number') return EMPTY;
-      return [`${v.value} '${String(v.code ?? v.unit ?? '1')}'`];
+      return [`${numberText(v.value)} '${String(v.code ?? v.unit ?? '1')}'`];
     }
-    return [String(v)];
+    return [typeof v === 'number' ? numberText(v) : String(v)];
   }))],
   ...conversions('Integer', 'System.Integer', integerOf),
   ...conversions('Decimal', 'System.Decimal', decimalOf),

@@ -40,7 +40,7 @@ export const UNARY_MATH: ReadonlyMap<string, (x: number) => number | undefined> 
 const tidy = (x: number) => Number(x.toPrecision(15));
 
 /** The decimal places `x` is written with in its shortest form (`0.1` 1, `1e-7` 7, `120` 0). */
-function decimalPlaces(x: number): number {
+export function decimalPlaces(x: number): number {
   const s = String(x);
   const e = s.indexOf('e');
   const mantissa = e < 0 ? s : s.slice(0, e);
@@ -72,4 +72,14 @@ export function decimalArithmetic(op: string, a: number, b: number): number | un
     }
   }
   return finite(r || 0);
+}
+
+/**
+ * A number's text as N1's toString() writes it, `(\\+|-)?\\d+(.\\d+)?`: never in exponent notation, which JavaScript uses
+ * from 1e21 and below 1e-6 (`0.0000001` was `'1e-7'`).
+ */
+export function numberText(x: number): string {
+  const s = String(x);
+  if (!s.includes('e')) return s;
+  return Number.isInteger(x) ? BigInt(x).toString() : x.toFixed(Math.min(100, decimalPlaces(x)));
 }

@@ -87,7 +87,11 @@ describe("conversions against N1's table (§ 5.5)", () => {
     check([['Patient.birthDate.toDateTime() is DateTime', 'true'], ['Patient.birthDate.toDate() is Date', 'true']], { resourceType: 'Patient', birthDate: '1974-12-25' }, 'Patient');
   });
 
-  test('convertsToString(): every primitive and a Quantity; an element that is neither converts to nothing', () => {
+  test('toString() writes a number without exponent; convertsToString(): every primitive and a Quantity, an element that is neither not', () => {
+    check([
+      ['0.0000001.toString()', "'0.0000001'"], ['(-0.00000012).toString()', "'-0.00000012'"], ['1000000000000000000000.0.toString()', "'1000000000000000000000'"],
+      ["(0.0000001 'mg').toString()", "'0.0000001 'mg''"], ['(0.1 + 0.2).toString()', "'0.3'"],
+    ]);
     check([['@2014.convertsToString()', 'true'], ['@T10:00.convertsToString()', 'true'], ["(1 'mg').convertsToString()", 'true'], ['{}.convertsToString()', 'empty']]);
     check([['Patient.name.convertsToString()', 'false'], ['Patient.name.toString()', 'empty']], { resourceType: 'Patient', name: [{ family: 'a' }] }, 'Patient');
   });

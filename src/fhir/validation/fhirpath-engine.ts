@@ -2010,7 +2010,10 @@ function decimalOf(item: unknown, type: string | undefined, env: Env): number | 
   if (typeof v === 'boolean') return v ? 1 : 0;
   if (typeof v === 'number') return v;
   const text = textOf(item, type, env);
-  return text !== undefined && /^[+-]?\d+(\.\d+)?$/.test(text) ? Number(text) : undefined;
+  if (text === undefined || !/^[+-]?\d+(\.\d+)?$/.test(text)) return undefined;
+  // A text past what a number holds (400 digits) is an overflow: nothing (N1 § 6.6), not Infinity.
+  const n = Number(text);
+  return Number.isFinite(n) ? n : undefined;
 }
 
 const TRUE_TEXTS = new Set(['true', 't', 'yes', 'y', '1', '1.0']);
@@ -2402,10 +2405,13 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
       const sep = singleString(separator.coll(env));
       if (s === undefined || sep === undefined) return EMPTY;
       chargeText(env, s.length);
-      // An empty separator splits between characters (code points, a surrogate pair kept whole), as toChars() does.
-      const parts = sep === '' ? Array.from(s) : s.split(sep);
-      charge(env, parts.length);
-      return parts;
+      // The parts are charged before they are made. An empty separator splits between characters (code points, a
+      // surrogate pair kept whole), as toChars() does.
+      let count = 1;
+      if (sep === '') count = s.length;
+      else for (let at = s.indexOf(sep); at >= 0; at = s.indexOf(sep, at + sep.length)) count++;
+      charge(env, count);
+      return sep === '' ? Array.from(s) : s.split(sep);
     });
   }],
   ['join', (input, args, scope, c) => {

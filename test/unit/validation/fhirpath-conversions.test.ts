@@ -68,7 +68,7 @@ describe("conversions against N1's table (§ 5.5)", () => {
   test('toDecimal(), toBoolean() and their convertsTo: the values of the table, a string case-insensitively', () => {
     check([
       ['1.toDecimal() is Decimal', 'true'], ['true.toDecimal()', '1'], ["'-1.5'.toDecimal()", '-1.5'], ["'1.'.toDecimal()", 'empty'], ["'1e3'.convertsToDecimal()", 'false'],
-      ['@2014.convertsToDecimal()', 'false'],
+      ['@2014.convertsToDecimal()', 'false'], [`'${'1'.repeat(400)}'.toDecimal()`, 'empty'], [`'${'1'.repeat(400)}'.convertsToDecimal()`, 'false'],
       ["'T'.toBoolean()", 'true'], ["'No'.toBoolean()", 'false'], ["'0.0'.toBoolean()", 'false'], ["'1.0'.toBoolean()", 'true'], ["'2'.toBoolean()", 'empty'],
       ["'yes please'.convertsToBoolean()", 'false'], ['0.0.toBoolean()', 'false'], ['0.5.toBoolean()', 'empty'], ['1.toBoolean() is Boolean', 'true'],
       ['@2014.convertsToBoolean()', 'false'], ['{}.toBoolean()', 'empty'],
@@ -145,7 +145,7 @@ describe('trim(), split(), join() (FHIRPath 2.0 § 5.6, STU)', () => {
     check([
       ["'\\t a \\r\\n'.trim()", "'a'"], ["'\\u00a0a\\u00a0'.trim().length()", '3'], ['{}.trim()', 'empty'], ['1.trim()', 'error'], ["('a' | 'b').trim()", 'error'],
       ["''.split(',')", "''"], ["'a1b1'.split('1')", "'a', 'b', ''"], ["'ab'.split('')", "'a', 'b'"], ["'a\\uD83D\\uDD25'.split('').count()", '2'],
-      ["{}.split(',')", 'empty'], ["'a'.split({})", 'empty'], ["'a'.split(1)", 'error'], ["'a,b'.split(',').join('+')", "'a+b'"],
+      ["{}.split(',')", 'empty'], ["'aaa'.split('aa')", "'', 'a'"], ["'a'.split({})", 'empty'], ["'a'.split(1)", 'error'], ["'a,b'.split(',').join('+')", "'a+b'"],
       ['{}.join()', 'empty'], ["('a' | 'b').join({})", 'empty'], ['(1 | 2).join()', 'error'], ["('a').join(', ')", "'a'"],
     ]);
     check([["Patient.name.given.join(' ')", "'Peter Jim'"], ['Patient.gender.join()', "'male'"]], { resourceType: 'Patient', gender: 'male', name: [{ given: ['Peter', 'Jim'] }] }, 'Patient');

@@ -283,7 +283,7 @@ export const POSTGRES: Dialect = {
   unindexed: (col) => `(${col} + 0)`,
   probedValue: (col) => col,
   idIn: (b, col, ids, not) => `${not ? 'NOT ' : ''}${col} = ANY(${b.v(textArray(ids))}::text[])`,
-  // A semi-join, hashed or merged with statistics (see POSTGRES_MISJUDGED without).
+  // A semi-join, hashed or merged with statistics (a chain's set, and any set without statistics, is written in POSTGRES_MISJUDGED).
   inSet: (col, set) => `${col} IN (${set})`,
   drivenChainTargets: false,
   // Each id one probe of the (tenant, type, id) key, the rows found then sorted (the LIMIT keeps the
@@ -306,17 +306,20 @@ export const POSTGRES: Dialect = {
 };
 
 /**
- * POSTGRES for a search whose type PostgreSQL's statistics take for far fewer rows than it holds (none
- * yet, or older than the type's writes: the adapter's type sizes tell, src/store/postgres/resources.ts).
- * A `_has`'s set is then a hashed subplan, run once and its values hashed, each resource tested against
- * them: as a semi-join, the planner took the resources for a row or so and ran the set again for each
- * of them, its reference rows hash-joined with a scan of all of `search_index` (`Patient?_has:Condition:
+ * POSTGRES for a search holding a chain, and for one with other sets (a `_has`, a compartment) whose type
+ * PostgreSQL's statistics take for far fewer rows than it holds (none yet, or older than the type's
+ * writes: the adapter's type sizes tell, src/store/postgres/resources.ts `dialectOf`). A `_has`'s set is
+ * then a hashed subplan, run once and its values hashed, each resource tested against them: as a
+ * semi-join, the planner took the resources for a row or so and ran the set again for each of them, its
+ * reference rows hash-joined with a scan of all of `search_index` (`Patient?_has:Condition:
  * subject:code=..` among 20,000 Conditions never analysed: 300 Patients, the set run 300 times, 9.0 s;
  * hashed once, 20 ms, its reference rows probed by their `res`). A chain's set likewise: as a semi-join it
  * was run again for each resource read (`Condition?subject:Patient.gender=male&_count=10` among 20,000
  * Conditions never analysed, some with a contained Patient: the set run for each of 32 Conditions read in
- * id order, 4,401 reference rows each, 121 ms; hashed once, 25 ms). Only where the statistics misjudge a
- * type: with them the semi-join hashes or merges the set, estimated well.
+ * id order, 4,401 reference rows each, 121 ms; hashed once, 25 ms). Statistics do not
+ * make a chain's semi-join good: its keys are computed in the statement (`k = ANY(ARRAY(...))`), which they
+ * do not describe, and analysed the planner still joined the set to every match and sorted them for each
+ * page (docs/PERFORMANCE.md, fifty-fourth session).
  * The set is an array computed once (an InitPlan, as `driven` reads a driver's rows) and unnested: the
  * planner hashes a subplan only where it estimates its rows fit in the hash memory (`work_mem` ×
  * `hash_mem_multiplier`), and a set estimated from the statistics of another type (the referring type

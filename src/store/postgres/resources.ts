@@ -114,12 +114,34 @@ function holdsSet(where: Condition[] | undefined): boolean {
   return (where ?? []).some((c) => c.kind === 'has' || c.kind === 'chain' || c.kind === 'compartment' || (c.kind === 'or' && holdsSet(c.any)) || (c.kind === 'and' && holdsSet(c.all)) || (c.kind === 'not' && holdsSet([c.condition])));
 }
 
+/** Whether `where` holds a chain, at any depth (inside a `_has`'s or another chain's conditions too). */
+function holdsChain(where: Condition[] | undefined): boolean {
+  return (where ?? []).some((c) => {
+    switch (c.kind) {
+      case 'chain': return true;
+      case 'has': return holdsChain(c.where);
+      case 'or': return holdsChain(c.any);
+      case 'and': return holdsChain(c.all);
+      case 'not': return holdsChain([c.condition]);
+      default: return false;
+    }
+  });
+}
+
 /**
- * The dialect of a search of `query` in `tenant`: POSTGRES_MISJUDGED where it holds a `_has`, a chain or a compartment condition, or is
- * kept to a patient's compartment (`query.compartment`, a set where it does not drive), and PostgreSQL's statistics misjudge its type
- * (measured with its size, if not yet), else POSTGRES.
+ * The dialect of a search of `query` in `tenant`: POSTGRES_MISJUDGED where it holds a chain (at any depth), whatever the statistics;
+ * where it holds a `_has` or a compartment condition, or is kept to a patient's compartment (`query.compartment`, a set where it does
+ * not drive), POSTGRES_MISJUDGED if PostgreSQL's statistics misjudge its type or a type its sets read (measured with its size, if not
+ * yet); else POSTGRES.
+ *
+ * A chain's set is its targets' ids found by keys computed in the statement (`k = ANY(ARRAY(...))`, an InitPlan), which no statistics
+ * describe: analysed, PostgreSQL still took it for a row or so and joined it to every match, for each page
+ * (`Observation?patient.gender=female&status=final&_count=50`, 3,553 of 6,923 Observations: 34-99 ms a page, every match's resource
+ * read and sorted), where the set hashed once and the type walked in id order found the page in 12-20 ms (docs/PERFORMANCE.md,
+ * fifty-fourth session). A `_has` alone was as fast either way analysed (0.9-1.15 ×), so it keeps the statistics' plans.
  */
 async function dialectOf(sizes: PostgresSizes, tenant: string, query: Pick<SearchQuery, 'type' | 'where' | 'compartment'>): Promise<Dialect> {
+  if (holdsChain(query.where)) return POSTGRES_MISJUDGED;
   if (!holdsSet(query.where) && query.compartment === undefined) return POSTGRES;
   for (const type of [query.type, ...setTypes(query.where ?? [])]) {
     await sizes.get(tenant, type);
@@ -128,11 +150,10 @@ async function dialectOf(sizes: PostgresSizes, tenant: string, query: Pick<Searc
   return POSTGRES;
 }
 
-/** The types whose resources `where`'s sets read (a chain's targets, a `_has`'s referring resources), at any depth. */
+/** The types whose resources `where`'s sets read (a `_has`'s referring resources), at any depth. */
 function setTypes(where: Condition[]): string[] {
   return where.flatMap((c): string[] => {
     switch (c.kind) {
-      case 'chain': return [c.targetType, ...setTypes(c.where)];
       case 'has': return [c.type, ...setTypes(c.where)];
       case 'or': return setTypes(c.any);
       case 'and': return setTypes(c.all);

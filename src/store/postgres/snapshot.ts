@@ -129,7 +129,7 @@ async function resolve(sql: Pg, tenant: string, q: SnapshotQuery, pks: number[])
 
 /**
  * The dialect of a snapshot's filters, as a search's (`dialectOf` in resources.ts): POSTGRES_MISJUDGED where
- * they hold a set and the statistics misjudge the type.
+ * they hold a chain, or another set and the statistics misjudge the type.
  */
 export type FiltersDialect = (tenant: string, type: string, conditions: Condition[]) => Promise<Dialect>;
 

@@ -54,6 +54,42 @@ function countRows(sql: Pg, genericSql: Pg) {
     Number((await (form === 'plain' ? genericSql : sql).unsafe<{ n: number }[]>(text, values, { prepare: true }))[0]!.n);
 }
 
+/** How long a planner's count answers again for the same statement and values (recentCounts). */
+const PLAN_COUNT_MS = 5_000;
+
+/** recentCounts keeps at most this many statements' counts; past that it starts afresh. */
+const PLAN_COUNTS_KEPT = 2_000;
+
+type CountFn = ReturnType<typeof countRows>;
+
+/**
+ * The counts that only steer a plan (SearchRunner.planCount), each statement's answer taken again for
+ * PLAN_COUNT_MS (one in flight shared). A walk through a search's pages asked the same candidates'
+ * counts for every page, and a page with `_total` asked them twice, for the page and for the count run
+ * beside it: `Observation?patient.gender=female&status=final&_count=50&_total=accurate` ran nine such
+ * counts a page, 12 of its 28 ms. A plan from counts a few seconds old is no worse than one from
+ * PostgreSQL's statistics, which are older; what a search answers never depends on them.
+ */
+function recentCounts(count: CountFn): CountFn {
+  const kept = new Map<number | bigint, { at: number; n: Promise<number> }>();
+  return (text, values, form) => {
+    // A digest, not the text (a statement of 1,000 ids is tens of kB): two statements sharing one would share a
+    // plan's count, never an answer.
+    const key = Bun.hash(`${form ?? ''}\u0000${text}\u0000${JSON.stringify(values)}`);
+    const now = performance.now();
+    const hit = kept.get(key);
+    if (hit !== undefined && now - hit.at < PLAN_COUNT_MS) return hit.n;
+    if (kept.size >= PLAN_COUNTS_KEPT) kept.clear();
+    const entry = { at: now, n: count(text, values, form) };
+    kept.set(key, entry);
+    // A failed count is not kept: the next plan asks again.
+    entry.n.catch(() => {
+      if (kept.get(key) === entry) kept.delete(key);
+    });
+    return entry.n;
+  };
+}
+
 /** A type PostgreSQL estimates below this many rows is counted (estimatedSizes). */
 const COUNT_BELOW = 10_000;
 
@@ -216,6 +252,7 @@ export function createPostgresResources(sql: Pg, keys: KeysConnection, genericSq
   const sizes = estimatedSizes(sql);
   const snapshot = createPostgresSnapshot(sql, (tenant, type, where) => dialectOf(sizes, tenant, { type, where }));
   const count = countRows(sql, genericSql);
+  const planCount = recentCounts(count);
   // Keys of reference and token rows found (a key is never removed), for withoutAbsentKeys.
   const foundKeys = new Set<string>();
   // `on`: the pool, or a write's transaction (searchIn).
@@ -401,6 +438,7 @@ export function createPostgresResources(sql: Pg, keys: KeysConnection, genericSq
       if (selectsNothing(query)) return [];
       const rows = await plannedSearch<Row>(await dialectOf(sizes, tenant, query), tenant, query, {
         count,
+        planCount,
         rows: (text, values, form) => (form === 'plain' ? genericSql : sql).unsafe<Row[]>(text, values, { prepare: form !== undefined }),
       }, (type) => sizes.get(tenant, type));
       return rows.map(toVersion);
@@ -413,7 +451,7 @@ export function createPostgresResources(sql: Pg, keys: KeysConnection, genericSq
       query = await withoutAbsentKeys(boundedQuery(query), keyExists(tenant));
       if (selectsNothing(query)) return 0;
       const dialect = await dialectOf(sizes, tenant, query);
-      const plan = countsOnIndex(query) ? undefined : await planSearch(driverCandidates(dialect, tenant, query), count);
+      const plan = countsOnIndex(query) ? undefined : await planSearch(driverCandidates(dialect, tenant, query), planCount);
       const planned = plan?.driver === undefined ? undefined : plan;
       const q = countSql(dialect, tenant, query, planned);
       const form = countForm(query, planned);

@@ -39,7 +39,7 @@ export async function encounterEverything(deps: FhirDeps, req: FhirRequest, para
   // The compartment's rows are listed, as a search lists them: each type needs read and search (its bound and
   // filter the narrower of the two); the Encounter itself is read by its id, with read alone.
   const listed: FhirRequest = { ...req, access: enumerationAccess(req.access, 'Encounter') };
-  const input = everythingInput(deps, listed, params, strict, TYPES);
+  const input = everythingInput(deps, listed, params, strict, TYPES, (t) => req.access.can(t, 'r'));
   if (!ID_PATTERN.test(encounterId)) throw new FhirError('invalid', `Invalid id '${encounterId}'`);
   await readResource(deps, req, 'Encounter', encounterId); // 404 / 410 / 403 as a read would
   const { walk, pos } = input;
@@ -64,6 +64,6 @@ export async function encounterEverything(deps: FhirDeps, req: FhirRequest, para
   // What the rows read refer to (the patient, practitioners, locations, another Encounter of `partOf`...), every type.
   const { matches, included, last } = await pageRows(deps, req, params, input, readRows, () => false, input.warnings);
   const result: EverythingPage = { rows: matches, included, self: input.self, warnings: input.warnings, ...input.page };
-  if (last !== undefined) result.next = encodePosition({ t: walk.indexOf(last.type), a: last.id });
+  if (last !== undefined) result.next = encodePosition({ type: last.type, a: last.id });
   return result;
 }

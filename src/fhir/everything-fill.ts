@@ -17,7 +17,7 @@
 import type { FhirIssue } from '../errors.ts';
 import type { ResourceVersion } from '../store/types.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
-import { referenced, type EverythingInput, type IncludedSoFar } from './everything.ts';
+import { includeNamer, referenced, type EverythingInput, type IncludedSoFar } from './everything.ts';
 import { issue } from './outcome.ts';
 import { MAX_INCLUDES } from './search.ts';
 import { MAX_BUNDLE_READ_CHARS } from './bundle-reads.ts';
@@ -48,17 +48,24 @@ export interface PageRows<R extends ResourceVersion> {
  * The rows of a page. `readRows(after, count)` reads the first `count` rows after the row `after` (undefined:
  * from the page's cursor); `leaveOut` the types never included (referenced). `warnings` takes what the
  * includes left out, and a note on a page that read its row budget without anything to return.
+ *
+ * A page ends before the row whose references would take its includes past MAX_INCLUDES (`Named`), so that
+ * each page holds whole what its rows refer to and the rows after come with theirs on the next page (the
+ * includes past the bound were left out, and no page gave them). `_since` keeps the included resources
+ * updated since then too (R4: "Resources updated after this period will be included in the response").
  */
 export async function pageRows<R extends ResourceVersion>(
-  deps: FhirDeps, req: FhirRequest, params: URLSearchParams, input: Pick<EverythingInput, 'types' | 'walk' | 'limit'>,
+  deps: FhirDeps, req: FhirRequest, params: URLSearchParams, input: Pick<EverythingInput, 'types' | 'walk' | 'limit' | 'since'>,
   readRows: (after: R | undefined, count: number) => Promise<R[]>, leaveOut: (type: string) => boolean, warnings: FhirIssue[],
 ): Promise<PageRows<R>> {
-  const { types, walk, limit } = input;
+  const { types, walk, limit, since } = input;
+  const named = new Named(includeNamer(deps, req, params, leaveOut), warnings);
+  const recent = (vs: ResourceVersion[]) => (since === undefined ? vs : vs.filter((v) => v.lastUpdated >= since.low));
   if (types === walk) {
     const rows = await readRows(undefined, limit + 1);
-    const matches = rows.slice(0, limit);
-    const included = await referenced(deps, req, matches, params, leaveOut, warnings);
-    return { matches, included, ...(rows.length > limit && { last: matches[limit - 1] }) };
+    const matches = rows.slice(0, named.fit(rows.slice(0, limit)));
+    const included = recent(await referenced(deps, req, matches, params, leaveOut, warnings));
+    return { matches, included, ...(rows.length > matches.length && { last: matches[matches.length - 1] }) };
   }
   const budget = Math.max(FILL_ROWS, limit);
   const matches: R[] = [];
@@ -78,23 +85,26 @@ export async function pageRows<R extends ResourceVersion>(
     const rows = await readRows(last, count + 1);
     let chunk = rows.slice(0, count);
     // At most `_count` matches: the page ends at the row that makes them so.
-    for (let i = 0; i < chunk.length && matches.length < limit; i++) {
-      if (!types.includes(chunk[i]!.type)) continue;
-      matches.push(chunk[i]!);
-      if (matches.length === limit) chunk = chunk.slice(0, i + 1);
+    for (let i = 0, m = matches.length; i < chunk.length; i++) {
+      if (types.includes(chunk[i]!.type) && ++m === limit) (chunk = chunk.slice(0, i + 1));
     }
+    // And before the row whose references would take the includes past their bound.
+    const fits = named.fit(chunk);
+    const full = fits < chunk.length;
+    chunk = chunk.slice(0, fits);
+    for (const r of chunk) if (types.includes(r.type)) matches.push(r);
     more = rows.length > chunk.length;
     read += chunk.length;
     for (const r of chunk) chars += r.content.length;
     if (chunk.length) last = chunk[chunk.length - 1];
-    for (const v of await referenced(deps, req, chunk, params, leaveOut, warnings, so)) {
+    for (const v of chunk.length ? recent(await referenced(deps, req, chunk, params, leaveOut, warnings, so)) : []) {
       const key = `${v.type}/${v.id}`;
       if (!so.included.has(key) && !types.includes(v.type)) outside++;
       so.included.set(key, v);
     }
     // What the includes left out (past their bounds) ends the page, as do MAX_INCLUDES included (of the types that
     // do not count, the Encounters Observations name under `_type=Encounter,Organization`): the next page reads on.
-    if (matches.length + outside >= limit || read >= budget || chars >= FILL_CHARS || warnings.length > warned || so.included.size >= MAX_INCLUDES) break;
+    if (full || matches.length + outside >= limit || read >= budget || chars >= FILL_CHARS || warnings.length > warned || so.included.size >= MAX_INCLUDES) break;
   }
   // A resource the first reads included that a later read has as a match is a match alone (bdl-7: once in a Bundle).
   const kept = new Set(matches.map((r) => `${r.type}/${r.id}`));
@@ -103,4 +113,28 @@ export async function pageRows<R extends ResourceVersion>(
     warnings.push(issue('information', 'informational', `This page read ${read} records without finding any resource of _type; the records go on: its next link reads on from where it stopped`, ['_type']));
   }
   return { matches, included, ...(more && { last }) };
+}
+
+/**
+ * What a page's rows name to include, so far (`includeNamer`: ids, versions, canonicals, attached Binaries).
+ * `fit(rows)` keeps the first of `rows` whose names, with those kept before, are at most MAX_INCLUDES; the
+ * page's first row always, whose names past the bound are then left out with a warning naming it.
+ */
+class Named {
+  private readonly keys = new Set<string>();
+  constructor(private readonly namesOf: (row: ResourceVersion) => string[], private readonly warnings: FhirIssue[]) {}
+
+  fit(rows: ResourceVersion[]): number {
+    let k = 0;
+    for (const row of rows) {
+      const fresh = new Set(this.namesOf(row).filter((x) => !this.keys.has(x)));
+      if (this.keys.size + fresh.size > MAX_INCLUDES) {
+        if (k > 0 || this.keys.size > 0) break;
+        this.warnings.push(issue('warning', 'too-costly', `${row.type}/${row.id} refers to ${fresh.size} resources, more than a page includes (${MAX_INCLUDES}): those past the first ${MAX_INCLUDES} are left out; read them by the references ${row.type}/${row.id} holds`));
+      }
+      for (const x of fresh) this.keys.add(x);
+      k++;
+    }
+    return k;
+  }
 }

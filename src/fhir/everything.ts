@@ -18,7 +18,7 @@ import { everythingRows } from './everything-rows.ts';
 import { pageRows } from './everything-fill.ts';
 import { dateTest } from './search-compile.ts';
 import { queryDateRange } from './dates.ts';
-import { addIncludes, DEFAULT_COUNT, MAX_COUNT, MAX_INCLUDES, type PageLinks } from './search.ts';
+import { addIncludes, DEFAULT_COUNT, includeKeysOf, MAX_COUNT, MAX_INCLUDES, type PageLinks } from './search.ts';
 import { attachmentUrls, mayNameBinary } from './attachments.ts';
 import { MAX_BUNDLE_READ_CHARS } from './bundle-reads.ts';
 import { readableVersions } from './read-many.ts';
@@ -111,27 +111,67 @@ export function careConditions(type: string, care: CareDates): Condition[] | und
   return out;
 }
 
-/** Position: the patient (type-level), the type index in the compartment's types, the last id of that type. */
+/**
+ * Where a page starts: the patient (type level), the type (its index in the types read) and the last id of that
+ * type read. Its cursor names the type (`y`): an index means another type where the types read differ (another
+ * `_type`, a token of other scopes, another release's compartment).
+ */
 export interface Position {
   p?: string;
   t: number;
   a?: string;
 }
 
-function decode(raw: string | null): Position {
-  if (raw === null) return { t: 0 };
+/** A cursor as given: the type by name (`y`), or, in the format before it, by its index in the types read (`t`). */
+interface Cursor {
+  p?: string;
+  y?: string;
+  t?: number;
+  a?: string;
+}
+
+const INVALID_CURSOR = 'Invalid _cursor: it is none this server gives; search again from the first page (without _cursor)';
+
+function decode(raw: string): Cursor {
   try {
-    const v = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as Position | null;
-    // Only what encode writes: a type index, and ids where present (a forged cursor is a 400, never a 500).
+    const v = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as Cursor | null;
+    // Only what encode writes: a type, and ids where present (a forged cursor is a 400, never a 500).
     const id = (x: unknown) => x === undefined || (typeof x === 'string' && ID_PATTERN.test(x));
-    if (v !== null && typeof v === 'object' && Number.isSafeInteger(v.t) && v.t >= 0 && id(v.p) && id(v.a)) return v;
+    const type = v !== null && typeof v === 'object' && (typeof v.y === 'string' ? v.t === undefined : Number.isSafeInteger(v.t) && v.t! >= 0);
+    if (type && id(v!.p) && id(v!.a)) return v!;
   } catch {
     // fall through
   }
-  throw new FhirError('invalid', 'Invalid _cursor: it is none this server gives; search again from the first page (without _cursor)', { expression: ['_cursor'] });
+  throw new FhirError('invalid', INVALID_CURSOR, { expression: ['_cursor'] });
 }
 
-export const encodePosition = (p: Position) => Buffer.from(JSON.stringify(p)).toString('base64url');
+/**
+ * The position a cursor names among `walk` (`all`: the operation's every type, in order). A type not read now
+ * (the token reads other types than the one given the cursor) starts at the next type read after it. A cursor of
+ * the earlier format names a type by its index, which meant what it means now unless `_type` names a type outside
+ * the compartment (it indexed `_type`'s compartment types, and since their references are followed, every type read): that
+ * one is a 400 telling the client to start again, not a walk restarted or gone on from another type.
+ */
+function positionOf(raw: string | null, all: string[], types: string[], walk: string[]): Position {
+  if (raw === null) return { t: 0 };
+  const c = decode(raw);
+  const at = (p: Position): Position => (c.p === undefined ? p : { p: c.p, ...p });
+  if (c.y === undefined) {
+    if (walk !== types) {
+      throw new FhirError('invalid', '_cursor: this cursor was given by an earlier version of this server and cannot be continued with a _type naming a type outside the compartment: start again from the first page (without _cursor)', { expression: ['_cursor'] });
+    }
+    return at({ t: c.t!, ...(c.a !== undefined && { a: c.a }) });
+  }
+  const t = walk.indexOf(c.y);
+  if (t >= 0) return at({ t, ...(c.a !== undefined && { a: c.a }) });
+  const rank = all.indexOf(c.y);
+  if (rank < 0) throw new FhirError('invalid', INVALID_CURSOR, { expression: ['_cursor'] });
+  const next = walk.findIndex((x) => all.indexOf(x) > rank);
+  return at({ t: next < 0 ? walk.length : next });
+}
+
+/** The cursor of the position after `id` of `type` (of `patient`, at the type level). */
+export const encodePosition = (p: { p?: string; type: string; a: string }) => Buffer.from(JSON.stringify({ ...(p.p !== undefined && { p: p.p }), y: p.type, a: p.a })).toString('base64url');
 
 /**
  * The types an `$everything` returns: `all` (its focus's type first) restricted by `_type`, those the token
@@ -139,15 +179,16 @@ export const encodePosition = (p: Position) => Buffer.from(JSON.stringify(p)).to
  * writes one for each request, this one too) is no part of the patient's record, and would grow it with every
  * read; `_type=AuditEvent` asks for it.
  */
-function typesOf(req: FhirRequest, all: string[], raw: string | null): { types: string[]; walk: string[] } {
+function typesOf(req: FhirRequest, all: string[], raw: string | null, includes: (type: string) => boolean): { types: string[]; walk: string[] } {
   const every = all.filter((t) => t !== 'AuditEvent' && req.access.can(t, 'r'));
   if (raw === null) return { types: every, walk: every };
   const wanted = typeList(raw);
   const types = all.filter((t) => wanted.includes(t) && req.access.can(t, 'r'));
   // A type outside the compartments (Practitioner, Organization, Medication, Binary...) comes only as what the
   // records refer to, whichever records those are: the pages read every type (R4: `_type` names the types of
-  // the resources returned, not those whose references are followed; HAPI FHIR's issue 4844).
-  const outside = wanted.some((t) => !all.includes(t));
+  // the resources returned, not those whose references are followed; HAPI FHIR's issue 4844). One the token may not
+  // read is none of them: every record was read for nothing.
+  const outside = wanted.some((t) => !all.includes(t) && includes(t));
   return { types, walk: outside ? all.filter((t) => types.includes(t) || every.includes(t)) : types };
 }
 
@@ -183,9 +224,10 @@ export interface EverythingInput {
 
 /**
  * The parameters of an `$everything` over `all` (the focus's type first), checked: 400 naming the one that
- * is wrong. `careDates`: whether it takes `start` and `end` (Patient-everything does, Encounter-everything not).
+ * is wrong. `includes`: whether the page reads a type as an include (read on it, as `_include`'s targets are
+ * read); `careDates`: whether it takes `start` and `end` (Patient-everything does, Encounter-everything not).
  */
-export function everythingInput(deps: FhirDeps, req: FhirRequest, params: URLSearchParams, strict: boolean, all: string[], takesCareDates = false): EverythingInput {
+export function everythingInput(deps: FhirDeps, req: FhirRequest, params: URLSearchParams, strict: boolean, all: string[], includes: (type: string) => boolean, takesCareDates = false): EverythingInput {
   const warnings = ignored(params, strict, takesCareDates);
   const care = takesCareDates ? careDates(params, deps.clock.now()) : undefined;
   // Digits alone, as search's _count (`1e9`, `0x10` and ` 5` were taken); at least 1, at most a page's most.
@@ -198,13 +240,13 @@ export function everythingInput(deps: FhirDeps, req: FhirRequest, params: URLSea
   if (since === null) throw new FhirError('invalid', `Invalid _since '${rawSince}': expected a FHIR instant, dateTime or date`, { expression: ['_since'] });
   // `_type` may be repeated (R4: 0..*, each a comma-separated list): the types of all of them.
   const wantedTypes = typesParam(params);
-  const { types, walk } = typesOf(req, all, wantedTypes);
+  const { types, walk } = typesOf(req, all, wantedTypes, includes);
   const self = new URLSearchParams();
   for (const key of ['_since', '_type', '_count', ...(care ? CARE_DATES : [])]) if (params.get(key) !== null) self.set(key, key === '_type' ? wantedTypes! : params.get(key)!);
   const cursor = params.get('_cursor');
   // Keyset pages: the previous page's cursor is not known, so there is no `previous` link.
   const page = cursor === null ? {} : { page: { cursor } };
-  return { warnings, limit, types, walk, pos: decode(cursor), self, page, ...(since && { since: { low: since.low, high: since.high } }), ...(care && { care }) };
+  return { warnings, limit, types, walk, pos: positionOf(cursor, all, types, walk), self, page, ...(since && { since: { low: since.low, high: since.high } }), ...(care && { care }) };
 }
 
 /**
@@ -234,6 +276,28 @@ export async function referenced(deps: FhirDeps, req: FhirRequest, rows: Resourc
   const included = only ? inc.included.filter((r) => only.has(r.type)) : inc.included;
   if (only && !only.has('Binary')) return included;
   return [...included, ...(await attachedBinaries(deps, req, rows, included, warnings, so))];
+}
+
+/**
+ * What `referenced` reads for one row, as keys (`Type/id`, a version's, a canonical's): what its references name
+ * of the types it includes (readable, not left out, `_type`'s when given), and the Binaries its Attachments name
+ * by url. A page counts them to keep its includes within MAX_INCLUDES (everything-fill.ts).
+ */
+export function includeNamer(deps: FhirDeps, req: FhirRequest, params: URLSearchParams, leaveOut: (type: string) => boolean): (row: ResourceVersion) => string[] {
+  const wanted = typesParam(params);
+  const only = wanted === null ? undefined : new Set(wanted.split(',').map((x) => x.trim()));
+  const base = deps.fhirBase?.(req.tenant);
+  const binaries = (!only || only.has('Binary')) && req.access.can('Binary', 'r');
+  return (row) => {
+    const out = includeKeysOf(row, base).filter(([type]) => req.access.can(type, 'r') && !leaveOut(type) && (!only || only.has(type))).map(([, key]) => key);
+    if (binaries && mayNameBinary(row.content)) {
+      for (const url of attachmentUrls(JSON.parse(row.content) as Record<string, unknown>)) {
+        const ref = parseReference(url, base);
+        if (ref?.type === 'Binary') out.push(`Binary/${ref.id}`);
+      }
+    }
+    return out;
+  };
 }
 
 /** Most characters of Binaries one page includes for its Attachments (a search Bundle's GET entries' bound). */
@@ -287,7 +351,7 @@ export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSe
   // of the instance level is read by its id, with read alone. The type level lists the Patients too.
   const listed: FhirRequest = { ...req, access: enumerationAccess(req.access, patientId === undefined ? undefined : 'Patient') };
   if (patientId === undefined) requireAccess(listed.access, 'Patient', 's');
-  const input = everythingInput(deps, listed, params, strict, ['Patient', ...compartmentTypes().filter((t) => t !== 'Patient')], true);
+  const input = everythingInput(deps, listed, params, strict, ['Patient', ...compartmentTypes().filter((t) => t !== 'Patient')], (t) => req.access.can(t, 'r'), true);
   const { walk, pos } = input;
   const limited = listed.access.patientLimit('Patient', 'r');
   if (patientId !== undefined && !ID_PATTERN.test(patientId)) throw new FhirError('invalid', `Invalid id '${patientId}'`);
@@ -308,8 +372,7 @@ export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSe
   const { matches, included, last } = await pageRows(deps, req, params, input, readRows, (type) => type === 'Patient', warnings);
   const result: EverythingPage = { rows: matches, included, self: input.self, warnings, ...input.page };
   if (last !== undefined) {
-    const at = walk.indexOf(last.type);
-    result.next = encodePosition(patient !== undefined ? { t: at, a: last.id } : { p: last.patient, t: at, a: last.id });
+    result.next = encodePosition({ ...(patient === undefined && { p: last.patient }), type: last.type, a: last.id });
   }
   return result;
 }

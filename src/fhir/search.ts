@@ -769,6 +769,20 @@ function includeTargets(rows: ResourceVersion[], includes: Include[], base: stri
   return { ids, versions, canonicals };
 }
 
+/**
+ * What `_include=*` reaches from one row, as addIncludes reads it: `[type, key]` for each resource a literal
+ * reference names (`Type/id`), each version a version-specific one names (`Type/id/_history/n`) and each
+ * canonical (`Type|url`). $everything counts them to keep a page's includes within MAX_INCLUDES.
+ */
+export function includeKeysOf(row: ResourceVersion, base: string | undefined): [type: string, key: string][] {
+  const { ids, versions, canonicals } = includeTargets([row], [{ source: row.type, param: '*', iterate: false }], base);
+  const out: [string, string][] = [];
+  for (const [type, of] of ids) for (const id of of) out.push([type, `${type}/${id}`]);
+  for (const v of versions.values()) out.push([v.type, `${v.type}/${v.id}/_history/${v.version}`]);
+  for (const [type, of] of canonicals) for (const url of of) out.push([type, `${type}|${url}`]);
+  return out;
+}
+
 /** The resource and version a Reference names when it is version-specific and of this tenant (`Patient/1/_history/2`). */
 function versionedReference(v: unknown, base: string | undefined): { type: string; id: string; version: string } | undefined {
   const ref = v !== null && typeof v === 'object' ? (v as Json).reference : undefined;

@@ -1,0 +1,120 @@
+/**
+ * `$everything` (Patient and Encounter) on both databases: what a page's records refer to reaches the client
+ * on some page even past a page's MAX_INCLUDES (the records past it come on the next page with theirs);
+ * `_since` keeps the included resources updated since then, as R4 says of the whole response ("Resources
+ * updated after this period will be included in the response"); a cursor of the earlier format (a type's
+ * index) either continues where it was given or is a 400 telling the client to start again.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { expectOutcome, fhirClient, link, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { compartmentTypes } from '../../src/fhir/definitions.ts';
+import { MAX_INCLUDES } from '../../src/fhir/search.ts';
+
+const name = (e: Json) => `${e.resource.resourceType}/${e.resource.id}`;
+const of = (b: Json, mode: string) => (b.entry ?? []).filter((e: Json) => e.search.mode === mode).map(name);
+const pad = (n: number) => String(n).padStart(4, '0');
+
+/** Every page from `first`: the matches in order, every included resource (once), the Bundles. */
+async function walk(api: FhirClient, first: string, most = 40) {
+  const pages: Json[] = [];
+  for (let next: string | undefined = first; next; next = link(pages[pages.length - 1]!, 'next')) {
+    if (pages.length === most) throw new Error(`${first}: more than ${most} pages`);
+    pages.push(await api.search(next));
+  }
+  return { matches: pages.flatMap((b) => of(b, 'match')), included: [...new Set(pages.flatMap((b) => of(b, 'include')))].sort(), pages };
+}
+
+/** A cursor of the format before type names: the type's index in the types read, the last id. */
+const oldCursor = (t: number, a: string, p?: string) => Buffer.from(JSON.stringify(p === undefined ? { t, a } : { p, t, a })).toString('base64url');
+
+await eachStore((kind, fresh) => {
+  describe(`$everything leftovers on ${kind}`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    /** 600 Practitioners `a…` named by Observation oa, 600 `b…` by ob, `c0000` by oc: 1,201, past a page's includes. */
+    const A = Array.from({ length: 600 }, (_, i) => `a${pad(i)}`);
+    const B = Array.from({ length: 600 }, (_, i) => `b${pad(i)}`);
+    const ALL = [...A, ...B, 'c0000'].map((id) => `Practitioner/${id}`).sort();
+    const T0 = Date.parse('2026-01-15T10:00:00Z');
+    const SINCE = '2026-01-15T10:01:00Z';
+
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      api = fhirClient(t, await t.token());
+      const put = (resource: Json) => ({ resource, request: { method: 'PUT', url: `${resource.resourceType}/${resource.id}` } });
+      const performers = (ids: string[]) => ids.map((id) => ({ reference: `Practitioner/${id}` }));
+      const obs = (id: string, patient: string, more: Json) => put({ resourceType: 'Observation', id, status: 'final', code: { text: id }, subject: { reference: `Patient/${patient}` }, ...more });
+      const entries = [
+        ...[...A, ...B, 'c0000'].map((id) => put({ resourceType: 'Practitioner', id })),
+        put({ resourceType: 'Patient', id: 'pa' }),
+        obs('oa', 'pa', { performer: performers(A) }),
+        obs('ob', 'pa', { performer: performers(B) }),
+        obs('oc', 'pa', { performer: performers(['c0000']) }),
+        // pc: written at T0 with its Encounter and old-dr; o-new (a minute later) names old-dr and new-dr.
+        put({ resourceType: 'Patient', id: 'pc' }),
+        put({ resourceType: 'Practitioner', id: 'old-dr' }),
+        put({ resourceType: 'Encounter', id: 'enc-c', status: 'finished', class: { code: 'AMB' }, subject: { reference: 'Patient/pc' } }),
+        obs('o-old', 'pc', { performer: performers(['old-dr']), encounter: { reference: 'Encounter/enc-c' } }),
+      ];
+      t.clock.set(T0);
+      for (let i = 0; i < entries.length; i += 500) {
+        const res = await api.post('', { resourceType: 'Bundle', type: 'transaction', entry: entries.slice(i, i + 500) });
+        expect(res.status).toBe(200);
+      }
+      t.clock.set(Date.parse(SINCE) + 1000);
+      await api.put200({ resourceType: 'Practitioner', id: 'new-dr' });
+      await api.put200({ resourceType: 'Observation', id: 'o-new', status: 'final', code: { text: 'new' }, subject: { reference: 'Patient/pc' }, encounter: { reference: 'Encounter/enc-c' }, performer: performers(['old-dr', 'new-dr']) });
+    }, 120_000);
+    afterAll(() => t.close());
+
+    test('what records refer to past a page\'s includes comes with them on the next page, at any _count', async () => {
+      for (const query of ['Patient/pa/$everything?_count=10', 'Patient/pa/$everything', 'Patient/$everything?_count=1000', 'Patient/pa/$everything?_type=Observation,Practitioner&_count=10']) {
+        const { matches, included, pages } = await walk(api, query);
+        const observations = ['Observation/oa', 'Observation/ob', 'Observation/oc', ...(query.startsWith('Patient/$') ? ['Observation/o-new', 'Observation/o-old'] : [])];
+        expect({ query, matches: matches.filter((m) => m.startsWith('Observation/')) }).toEqual({ query, matches: observations });
+        expect({ query, missing: ALL.filter((p) => !included.includes(p)) }).toEqual({ query, missing: [] });
+        for (const page of pages) {
+          // Each page holds what its own records refer to, whole, and says nothing was left out.
+          const performers = (page.entry ?? []).filter((e: Json) => e.search.mode === 'match' && e.resource.resourceType === 'Observation')
+            .flatMap((e: Json) => e.resource.performer.map((r: Json) => r.reference));
+          expect({ query, missing: performers.filter((r: string) => !of(page, 'include').includes(r)) }).toEqual({ query, missing: [] });
+          expect(of(page, 'include').length).toBeLessThanOrEqual(MAX_INCLUDES);
+          const issues = (page.entry ?? []).filter((e: Json) => e.search.mode === 'outcome').flatMap((e: Json) => e.resource.issue);
+          expect({ query, issues }).toEqual({ query, issues: [] });
+        }
+      }
+    });
+
+    test('_since keeps the included resources updated since then too (R4: only resources updated after it)', async () => {
+      const patient = await walk(api, `Patient/pc/$everything?_since=${SINCE}`);
+      expect(patient.matches).toEqual(['Observation/o-new']);
+      expect(patient.included).toEqual(['Practitioner/new-dr']);
+      const encounter = await walk(api, `Encounter/enc-c/$everything?_since=${SINCE}`);
+      expect(encounter.matches).toEqual(['Observation/o-new']);
+      expect(encounter.included).toEqual(['Practitioner/new-dr']);
+      // Without _since, all of them.
+      expect((await walk(api, 'Patient/pc/$everything')).included).toEqual(['Practitioner/new-dr', 'Practitioner/old-dr']);
+      expect((await walk(api, 'Encounter/enc-c/$everything')).included).toEqual(['Patient/pc', 'Practitioner/new-dr', 'Practitioner/old-dr']);
+    });
+
+    test('a cursor of the earlier format continues where it was given, or is a 400 telling the client to start again', async () => {
+      // Without a _type outside the compartment its type index meant what it means now: it continues.
+      const types = ['Patient', ...compartmentTypes().filter((x) => x !== 'Patient' && x !== 'AuditEvent')];
+      const page = await api.search(`Patient/pa/$everything?_count=1&_cursor=${oldCursor(types.indexOf('Observation'), 'oa')}`);
+      expect(of(page, 'match')).toEqual(['Observation/ob']);
+      const typeLevel = await api.search(`Patient/$everything?_count=1&_cursor=${oldCursor(types.indexOf('Observation'), 'oa', 'pa')}`);
+      expect(of(typeLevel, 'match')).toEqual(['Observation/ob']);
+      // With one, it indexed `_type`'s compartment types before and every type after: a 400, not a restart.
+      for (const query of ['Patient/pa/$everything?_type=Observation,Practitioner', 'Encounter/enc-c/$everything?_type=Observation,Practitioner']) {
+        const body = await expectOutcome(await api.get(`${query}&_count=1&_cursor=${oldCursor(0, 'oa')}`), 400);
+        expect(body.issue[0].diagnostics).toContain('start again');
+        expect(body.issue[0].expression).toEqual(['_cursor']);
+      }
+      // The cursors given now name their type: the pages of a walk continue whatever the token reads.
+      const walked = await walk(api, 'Patient/pa/$everything?_count=1&_type=Observation,Practitioner');
+      expect(walked.matches).toEqual(['Observation/oa', 'Observation/ob', 'Observation/oc']);
+    });
+  });
+});

@@ -63,9 +63,11 @@ export async function pageRows<R extends ResourceVersion>(
   const recent = (vs: ResourceVersion[]) => (since === undefined ? vs : vs.filter((v) => v.lastUpdated >= since.low));
   if (types === walk) {
     const rows = await readRows(undefined, limit + 1);
-    const matches = rows.slice(0, named.fit(rows.slice(0, limit)));
-    const included = recent(await referenced(deps, req, matches, params, leaveOut, warnings));
-    return { matches, included, ...(rows.length > matches.length && { last: matches[matches.length - 1] }) };
+    let matches = rows.slice(0, named.fit(rows.slice(0, limit)));
+    const { included, cut } = await referenced(deps, req, matches, params, leaveOut, warnings);
+    // The page ends before the row whose attached Binaries passed its characters (never its first).
+    if (cut !== undefined) matches = matches.slice(0, cut);
+    return { matches, included: recent(included), ...(rows.length > matches.length && { last: matches[matches.length - 1] }) };
   }
   const budget = Math.max(FILL_ROWS, limit);
   const matches: R[] = [];
@@ -90,14 +92,17 @@ export async function pageRows<R extends ResourceVersion>(
     }
     // And before the row whose references would take the includes past their bound.
     const fits = named.fit(chunk);
-    const full = fits < chunk.length;
+    let full = fits < chunk.length;
     chunk = chunk.slice(0, fits);
+    const refs = chunk.length ? await referenced(deps, req, chunk, params, leaveOut, warnings, so, read === 0) : { included: [] };
+    // And before the row whose attached Binaries passed the page's characters (those of the rows before it fit).
+    if (refs.cut !== undefined) (chunk = chunk.slice(0, refs.cut), (full = true));
     for (const r of chunk) if (types.includes(r.type)) matches.push(r);
     more = rows.length > chunk.length;
     read += chunk.length;
     for (const r of chunk) chars += r.content.length;
     if (chunk.length) last = chunk[chunk.length - 1];
-    for (const v of chunk.length ? recent(await referenced(deps, req, chunk, params, leaveOut, warnings, so)) : []) {
+    for (const v of recent(refs.included)) {
       const key = `${v.type}/${v.id}`;
       if (!so.included.has(key) && !types.includes(v.type)) outside++;
       so.included.set(key, v);

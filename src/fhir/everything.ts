@@ -258,13 +258,25 @@ export interface IncludedSoFar {
   chars: number;
 }
 
+/** What `referenced` gives: the resources, and where the rows' attached Binaries passed the page's characters. */
+export interface Referenced {
+  included: ResourceVersion[];
+  /**
+   * The index of the first row whose attached Binaries did not fit the page's characters (MAX_ATTACHED_CHARS):
+   * the page ends before it, and the next page includes them with it. Undefined when all fit, or when that row
+   * is the page's first (its Binaries past the bound are then named in a warning).
+   */
+  cut?: number;
+}
+
 /**
  * The resources a page's rows refer to (Practitioner, Organization, Medication...), once per page,
  * but those of the types `leaveOut` names, then the Binaries their Attachments name by url
  * (attachedBinaries); `_type` restricts them too. `warnings` takes what was left out for its cost;
- * `so`, what the page's earlier reads included, when it is read in several.
+ * `so`, what the page's earlier reads included, when it is read in several; `first`, whether `rows[0]` is
+ * the page's first row.
  */
-export async function referenced(deps: FhirDeps, req: FhirRequest, rows: ResourceVersion[], params: URLSearchParams, leaveOut: (type: string) => boolean, warnings: FhirIssue[], so?: IncludedSoFar): Promise<ResourceVersion[]> {
+export async function referenced(deps: FhirDeps, req: FhirRequest, rows: ResourceVersion[], params: URLSearchParams, leaveOut: (type: string) => boolean, warnings: FhirIssue[], so?: IncludedSoFar, first = true): Promise<Referenced> {
   const includes = [...new Set(rows.map((r) => r.type))].map((source) => ({ source, param: '*', iterate: false }));
   const wanted = typesParam(params);
   const only = wanted === null ? undefined : new Set(wanted.split(',').map((x) => x.trim()));
@@ -274,8 +286,9 @@ export async function referenced(deps: FhirDeps, req: FhirRequest, rows: Resourc
   // Past MAX_INCLUDES the rest are left out: the page says so, as a search's does.
   for (const w of inc.warnings) if (!warnings.some((x) => x.diagnostics === w.diagnostics)) warnings.push(w);
   const included = only ? inc.included.filter((r) => only.has(r.type)) : inc.included;
-  if (only && !only.has('Binary')) return included;
-  return [...included, ...(await attachedBinaries(deps, req, rows, included, warnings, so))];
+  if (only && !only.has('Binary')) return { included };
+  const attached = await attachedBinaries(deps, req, rows, included, warnings, first, so);
+  return { included: [...included, ...attached.binaries], ...(attached.cut !== undefined && { cut: attached.cut }) };
 }
 
 /**
@@ -308,41 +321,50 @@ const MAX_ATTACHED_CHARS = MAX_BUNDLE_READ_CHARS;
  * tenant's FHIR base; R4 Patient-everything: "including binaries and attachments"), those not among the
  * matches or `already` included, read as `_include` reads its targets (the token's access, a Binary's
  * securityContext): one the token may not read, unknown or deleted is left out. Their content is bounded
- * per page (MAX_ATTACHED_CHARS, MAX_INCLUDES of them): those past it are left out with a warning naming
- * them, to be read by their url.
+ * per page (MAX_ATTACHED_CHARS, MAX_INCLUDES of them): the page ends before the row whose Binaries pass it
+ * (`cut`), which comes with them on the next page; those of the page's first row (`first`) past it are left
+ * out with a warning naming them, to be read by their url.
  */
-async function attachedBinaries(deps: FhirDeps, req: FhirRequest, rows: ResourceVersion[], already: ResourceVersion[], warnings: FhirIssue[], so?: IncludedSoFar): Promise<ResourceVersion[]> {
-  if (!req.access.can('Binary', 'r')) return [];
+async function attachedBinaries(deps: FhirDeps, req: FhirRequest, rows: ResourceVersion[], already: ResourceVersion[], warnings: FhirIssue[], first: boolean, so?: IncludedSoFar): Promise<{ binaries: ResourceVersion[]; cut?: number }> {
+  if (!req.access.can('Binary', 'r')) return { binaries: [] };
   const base = deps.fhirBase?.(req.tenant);
   const earlier = so ? [...so.included.values()] : [];
   const have = new Set([...rows, ...already, ...earlier].filter((r) => r.type === 'Binary').map((r) => r.id));
   const ids: string[] = [];
-  for (const r of rows) {
+  /** The row that names each id first. */
+  const rowOf = new Map<string, number>();
+  for (const [i, r] of rows.entries()) {
     if (!mayNameBinary(r.content)) continue;
     for (const url of attachmentUrls(JSON.parse(r.content) as Record<string, unknown>)) {
       const ref = parseReference(url, base);
-      if (ref?.type === 'Binary' && !have.has(ref.id)) (have.add(ref.id), ids.push(ref.id));
+      if (ref?.type === 'Binary' && !have.has(ref.id)) (have.add(ref.id), ids.push(ref.id), rowOf.set(ref.id, i));
     }
   }
-  if (ids.length === 0) return [];
+  if (ids.length === 0) return { binaries: [] };
   // The page's bound counts the Binaries its earlier reads included.
   const room = Math.max(0, MAX_INCLUDES - earlier.filter((r) => r.type === 'Binary').length);
   const found = room ? await readableVersions(deps, req, 'Binary', ids.slice(0, room)) : new Map<string, ResourceVersion>();
   const out: ResourceVersion[] = [];
   const left: string[] = ids.slice(room);
   let chars = so?.chars ?? 0;
+  let cut: number | undefined;
   for (const id of ids.slice(0, room)) {
     const v = found.get(id);
     if (v === undefined) continue;
-    if (chars + v.content.length > MAX_ATTACHED_CHARS) left.push(id);
-    else (chars += v.content.length, out.push(v));
+    if (chars + v.content.length <= MAX_ATTACHED_CHARS) (chars += v.content.length, out.push(v));
+    else if (rowOf.get(id)! > 0 || !first) {
+      // The page ends before the row that names it: the Binaries of the rows after are the next page's too.
+      cut = rowOf.get(id)!;
+      break;
+    } else left.push(id);
   }
   if (so) so.chars = chars;
+  if (cut !== undefined) return { binaries: out.filter((v) => rowOf.get(v.id)! < cut!), cut };
   if (left.length) {
     const named = left.slice(0, 10).map((id) => `Binary/${id}`).join(', ');
-    warnings.push(issue('warning', 'too-costly', `The page's attachments name more Binaries than one page includes (${MAX_INCLUDES}, ${MAX_ATTACHED_CHARS} characters): ${left.length} left out (${named}${left.length > 10 ? '...' : ''}), to be read by their url`));
+    warnings.push(issue('warning', 'too-costly', `${rows[0]!.type}/${rows[0]!.id}'s attachments name more Binaries than one page includes (${MAX_INCLUDES}, ${MAX_ATTACHED_CHARS} characters): ${left.length} left out (${named}${left.length > 10 ? '...' : ''}), to be read by their url`));
   }
-  return out;
+  return { binaries: out };
 }
 
 export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSearchParams, strict: boolean, patientId?: string): Promise<EverythingPage> {

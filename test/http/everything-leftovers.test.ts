@@ -87,6 +87,24 @@ await eachStore((kind, fresh) => {
       }
     });
 
+    test('attached Binaries past a page\'s characters come with their record on the next page, not left out', async () => {
+      // pd's 34 DocumentReferences each name a Binary of 1 Mi characters by url: 32 Mi a page, so not all on one.
+      const MI = 1 << 20;
+      const put = (resource: Json) => ({ resource, request: { method: 'PUT', url: `${resource.resourceType}/${resource.id}` } });
+      const ids = Array.from({ length: 34 }, (_, i) => pad(i));
+      const entries = [put({ resourceType: 'Patient', id: 'pd' }), ...ids.flatMap((i) => [
+        put({ resourceType: 'Binary', id: `bd${i}`, contentType: 'application/pdf', data: 'A'.repeat(MI) }),
+        put({ resourceType: 'DocumentReference', id: `d${i}`, status: 'current', subject: { reference: 'Patient/pd' }, content: [{ attachment: { contentType: 'application/pdf', url: `Binary/bd${i}` } }] }),
+      ])];
+      for (let i = 0; i < entries.length; i += 10) expect((await api.post('', { resourceType: 'Bundle', type: 'transaction', entry: entries.slice(i, i + 10) })).status).toBe(200);
+      for (const query of ['Patient/pd/$everything?_count=50', 'Patient/pd/$everything?_type=DocumentReference,Binary&_count=50', 'Patient/pd/$everything?_type=Binary&_count=50']) {
+        const { matches, included, pages } = await walk(api, query);
+        expect({ query, included }).toEqual({ query, included: ids.map((i) => `Binary/bd${i}`) });
+        if (!query.includes('_type=Binary')) expect(matches.filter((m) => m.startsWith('DocumentReference/'))).toEqual(ids.map((i) => `DocumentReference/d${i}`));
+        expect({ query, pages: pages.length, outcomes: pages.flatMap((b) => of(b, 'outcome')) }).toEqual({ query, pages: 2, outcomes: [] });
+      }
+    }, 60_000);
+
     test('_since keeps the included resources updated since then too (R4: only resources updated after it)', async () => {
       const patient = await walk(api, `Patient/pc/$everything?_since=${SINCE}`);
       expect(patient.matches).toEqual(['Observation/o-new']);

@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
-import { expectOutcome, fhirClient, link, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { craftToken, expectOutcome, fhirClient, link, type FhirClient, type Json } from '../helpers/fhir.ts';
 import { compartmentTypes } from '../../src/fhir/definitions.ts';
 import { MAX_INCLUDES } from '../../src/fhir/search.ts';
 
@@ -104,6 +104,28 @@ await eachStore((kind, fresh) => {
         expect({ query, pages: pages.length, outcomes: pages.flatMap((b) => of(b, 'outcome')) }).toEqual({ query, pages: 2, outcomes: [] });
       }
     }, 60_000);
+
+    test('a patient token: nothing another patient\'s record names comes through includes, whatever the page', async () => {
+      // pb's Observation names dr-b, org-b and pa's Encounter; pa's Observation names it (hasMember) and dr-e.
+      for (const r of [
+        { resourceType: 'Patient', id: 'pb' },
+        { resourceType: 'Practitioner', id: 'dr-b' }, { resourceType: 'Practitioner', id: 'dr-e' },
+        { resourceType: 'Organization', id: 'org-b', name: 'B' },
+        { resourceType: 'Encounter', id: 'enc-e', status: 'finished', class: { code: 'AMB' }, subject: { reference: 'Patient/pe' }, participant: [{ individual: { reference: 'Practitioner/dr-e' } }] },
+        { resourceType: 'Patient', id: 'pe' },
+        { resourceType: 'Observation', id: 'ob-b', status: 'final', code: { text: 'b' }, subject: { reference: 'Patient/pb' }, encounter: { reference: 'Encounter/enc-e' }, performer: [{ reference: 'Practitioner/dr-b' }, { reference: 'Organization/org-b' }] },
+        { resourceType: 'Observation', id: 'oe', status: 'final', code: { text: 'e' }, subject: { reference: 'Patient/pe' }, encounter: { reference: 'Encounter/enc-e' }, hasMember: [{ reference: 'Observation/ob-b' }] },
+      ]) await api.put200(r);
+      const own = fhirClient(t, await craftToken(t, 'patient/*.rs', { patient: 'pe' }));
+      const theirs = ['Observation/ob-b', 'Patient/pb', 'Practitioner/dr-b', 'Organization/org-b'];
+      for (const query of ['Patient/pe/$everything', 'Patient/$everything', 'Patient/pe/$everything?_type=Observation,Practitioner,Organization', 'Patient/$everything?_type=Practitioner,Organization&_count=1', 'Encounter/enc-e/$everything', 'Encounter/enc-e/$everything?_type=Practitioner,Organization,Patient&_count=1']) {
+        const { matches, included } = await walk(own, query);
+        expect({ query, leaked: [...matches, ...included].filter((x) => theirs.includes(x)) }).toEqual({ query, leaked: [] });
+        if (!query.includes('_type') || query.includes('Practitioner')) expect({ query, included: included.includes('Practitioner/dr-e') }).toEqual({ query, included: true });
+      }
+      // An admin sees them all (the guard is the token's, not the data's).
+      expect((await walk(api, 'Encounter/enc-e/$everything')).included).toEqual(['Patient/pb', 'Patient/pe', 'Practitioner/dr-b', 'Practitioner/dr-e', 'Organization/org-b'].sort());
+    });
 
     test('_since keeps the included resources updated since then too (R4: only resources updated after it)', async () => {
       const patient = await walk(api, `Patient/pc/$everything?_since=${SINCE}`);

@@ -17,7 +17,7 @@
 import type { FhirIssue } from '../errors.ts';
 import type { ResourceVersion } from '../store/types.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
-import { includeNamer, referenced, type EverythingInput, type IncludedSoFar } from './everything.ts';
+import { includeNamer, referenced, type EverythingInput, type IncludedSoFar, type Referenced } from './everything.ts';
 import { issue } from './outcome.ts';
 import { MAX_INCLUDES } from './search.ts';
 import { MAX_BUNDLE_READ_CHARS } from './bundle-reads.ts';
@@ -49,25 +49,42 @@ export interface PageRows<R extends ResourceVersion> {
  * from the page's cursor); `leaveOut` the types never included (referenced). `warnings` takes what the
  * includes left out, and a note on a page that read its row budget without anything to return.
  *
- * A page ends before the row whose references would take its includes past MAX_INCLUDES (`Named`), so that
- * each page holds whole what its rows refer to and the rows after come with theirs on the next page (the
- * includes past the bound were left out, and no page gave them). `_since` keeps the included resources
- * updated since then too (R4: "Resources updated after this period will be included in the response").
+ * Where a page's rows name more than its includes take (MAX_INCLUDES, `Referenced.over`), the page ends before
+ * the row that passes them (`fitted`), so that it holds whole what its rows refer to and the rows after come
+ * with theirs on the next page (the includes past the bound were left out, and no page gave them). `_since`
+ * keeps the included resources updated since then too (R4: "Resources updated after this period will be
+ * included in the response").
  */
 export async function pageRows<R extends ResourceVersion>(
   deps: FhirDeps, req: FhirRequest, params: URLSearchParams, input: Pick<EverythingInput, 'types' | 'walk' | 'limit' | 'since'>,
   readRows: (after: R | undefined, count: number) => Promise<R[]>, leaveOut: (type: string) => boolean, warnings: FhirIssue[],
 ): Promise<PageRows<R>> {
   const { types, walk, limit, since } = input;
-  const named = new Named(includeNamer(deps, req, params, leaveOut), warnings);
+  const namesOf = includeNamer(deps, req, params, leaveOut);
   const recent = (vs: ResourceVersion[]) => (since === undefined ? vs : vs.filter((v) => v.lastUpdated >= since.low));
+  /**
+   * What `rows` refer to, the page's first rows when `first`; where they name more than the includes take, those
+   * of the first rows that do not (their warnings dropped), then `kept`, how many. From a read after the page's
+   * first, none: the page ends before it (`kept` 0).
+   */
+  const fit = async (rows: R[], first: boolean, so?: IncludedSoFar): Promise<Referenced & { kept: number }> => {
+    const before = { warnings: warnings.length, chars: so?.chars ?? 0 };
+    const refs = await referenced(deps, req, rows, params, leaveOut, warnings, so, first);
+    if (!refs.over) return { ...refs, kept: rows.length };
+    // The page's first row alone names more: it is the page, its warning naming it.
+    if (first && rows.length === 1) return { ...refs, kept: fitted(rows, namesOf, warnings) };
+    warnings.length = before.warnings;
+    if (so) so.chars = before.chars;
+    if (!first) return { included: [], over: false, kept: 0 };
+    const kept = fitted(rows, namesOf, warnings);
+    return { ...(await referenced(deps, req, rows.slice(0, kept), params, leaveOut, warnings, so, first)), kept };
+  };
   if (types === walk) {
     const rows = await readRows(undefined, limit + 1);
-    let matches = rows.slice(0, named.fit(rows.slice(0, limit)));
-    const { included, cut } = await referenced(deps, req, matches, params, leaveOut, warnings);
+    const refs = await fit(rows.slice(0, limit), true);
     // The page ends before the row whose attached Binaries passed its characters (never its first).
-    if (cut !== undefined) matches = matches.slice(0, cut);
-    return { matches, included: recent(included), ...(rows.length > matches.length && { last: matches[matches.length - 1] }) };
+    const matches = rows.slice(0, refs.cut ?? refs.kept);
+    return { matches, included: recent(refs.included), ...(rows.length > matches.length && { last: matches[matches.length - 1] }) };
   }
   const budget = Math.max(FILL_ROWS, limit);
   const matches: R[] = [];
@@ -90,13 +107,11 @@ export async function pageRows<R extends ResourceVersion>(
     for (let i = 0, m = matches.length; i < chunk.length; i++) {
       if (types.includes(chunk[i]!.type) && ++m === limit) (chunk = chunk.slice(0, i + 1));
     }
-    // And before the row whose references would take the includes past their bound.
-    const fits = named.fit(chunk);
-    let full = fits < chunk.length;
-    chunk = chunk.slice(0, fits);
-    const refs = chunk.length ? await referenced(deps, req, chunk, params, leaveOut, warnings, so, read === 0) : { included: [] };
-    // And before the row whose attached Binaries passed the page's characters (those of the rows before it fit).
-    if (refs.cut !== undefined) (chunk = chunk.slice(0, refs.cut), (full = true));
+    // And before the row whose references pass what the includes take, or whose attached Binaries pass the
+    // page's characters (those of the rows before it fit).
+    const refs: Referenced & { kept: number } = chunk.length ? await fit(chunk, read === 0, so) : { included: [], over: false, kept: 0 };
+    const full = (refs.cut ?? refs.kept) < chunk.length;
+    chunk = chunk.slice(0, refs.cut ?? refs.kept);
     for (const r of chunk) if (types.includes(r.type)) matches.push(r);
     more = rows.length > chunk.length;
     read += chunk.length;
@@ -121,25 +136,21 @@ export async function pageRows<R extends ResourceVersion>(
 }
 
 /**
- * What a page's rows name to include, so far (`includeNamer`: ids, versions, canonicals, attached Binaries).
- * `fit(rows)` keeps the first of `rows` whose names, with those kept before, are at most MAX_INCLUDES; the
- * page's first row always, whose names past the bound are then left out with a warning naming it.
+ * How many of `rows`, from the first, name at most MAX_INCLUDES resources together (`namesOf`: ids, versions,
+ * canonicals, attached Binaries, held or not: at least what the includes read); the first always, whose names
+ * past the bound are then left out with a warning naming it.
  */
-class Named {
-  private readonly keys = new Set<string>();
-  constructor(private readonly namesOf: (row: ResourceVersion) => string[], private readonly warnings: FhirIssue[]) {}
-
-  fit(rows: ResourceVersion[]): number {
-    let k = 0;
-    for (const row of rows) {
-      const fresh = new Set(this.namesOf(row).filter((x) => !this.keys.has(x)));
-      if (this.keys.size + fresh.size > MAX_INCLUDES) {
-        if (k > 0 || this.keys.size > 0) break;
-        this.warnings.push(issue('warning', 'too-costly', `${row.type}/${row.id} refers to ${fresh.size} resources, more than a page includes (${MAX_INCLUDES}): those past the first ${MAX_INCLUDES} are left out; read them by the references ${row.type}/${row.id} holds`));
-      }
-      for (const x of fresh) this.keys.add(x);
-      k++;
+function fitted(rows: ResourceVersion[], namesOf: (row: ResourceVersion) => string[], warnings: FhirIssue[]): number {
+  const keys = new Set<string>();
+  let k = 0;
+  for (const row of rows) {
+    const fresh = new Set(namesOf(row).filter((x) => !keys.has(x)));
+    if (keys.size + fresh.size > MAX_INCLUDES) {
+      if (k > 0) break;
+      warnings.push(issue('warning', 'too-costly', `${row.type}/${row.id} refers to ${fresh.size} resources, more than a page includes (${MAX_INCLUDES}): those past the first ${MAX_INCLUDES} are left out; read them by the references ${row.type}/${row.id} holds`));
     }
-    return k;
+    for (const x of fresh) keys.add(x);
+    k++;
   }
+  return k;
 }

@@ -267,6 +267,11 @@ export interface Referenced {
    * is the page's first (its Binaries past the bound are then named in a warning).
    */
   cut?: number;
+  /**
+   * Whether the rows name more than a page includes (MAX_INCLUDES of `_include`'s targets, or of Binaries): some
+   * were left out, with a warning (everything-fill.ts then ends the page before the row that passes the bound).
+   */
+  over: boolean;
 }
 
 /**
@@ -286,9 +291,10 @@ export async function referenced(deps: FhirDeps, req: FhirRequest, rows: Resourc
   // Past MAX_INCLUDES the rest are left out: the page says so, as a search's does.
   for (const w of inc.warnings) if (!warnings.some((x) => x.diagnostics === w.diagnostics)) warnings.push(w);
   const included = only ? inc.included.filter((r) => only.has(r.type)) : inc.included;
-  if (only && !only.has('Binary')) return { included };
+  const over = inc.warnings.length > 0;
+  if (only && !only.has('Binary')) return { included, over };
   const attached = await attachedBinaries(deps, req, rows, included, warnings, first, so);
-  return { included: [...included, ...attached.binaries], ...(attached.cut !== undefined && { cut: attached.cut }) };
+  return { included: [...included, ...attached.binaries], over: over || attached.over, ...(attached.cut !== undefined && { cut: attached.cut }) };
 }
 
 /**
@@ -325,8 +331,8 @@ const MAX_ATTACHED_CHARS = MAX_BUNDLE_READ_CHARS;
  * (`cut`), which comes with them on the next page; those of the page's first row (`first`) past it are left
  * out with a warning naming them, to be read by their url.
  */
-async function attachedBinaries(deps: FhirDeps, req: FhirRequest, rows: ResourceVersion[], already: ResourceVersion[], warnings: FhirIssue[], first: boolean, so?: IncludedSoFar): Promise<{ binaries: ResourceVersion[]; cut?: number }> {
-  if (!req.access.can('Binary', 'r')) return { binaries: [] };
+async function attachedBinaries(deps: FhirDeps, req: FhirRequest, rows: ResourceVersion[], already: ResourceVersion[], warnings: FhirIssue[], first: boolean, so?: IncludedSoFar): Promise<{ binaries: ResourceVersion[]; cut?: number; over: boolean }> {
+  if (!req.access.can('Binary', 'r')) return { binaries: [], over: false };
   const base = deps.fhirBase?.(req.tenant);
   const earlier = so ? [...so.included.values()] : [];
   const have = new Set([...rows, ...already, ...earlier].filter((r) => r.type === 'Binary').map((r) => r.id));
@@ -340,7 +346,7 @@ async function attachedBinaries(deps: FhirDeps, req: FhirRequest, rows: Resource
       if (ref?.type === 'Binary' && !have.has(ref.id)) (have.add(ref.id), ids.push(ref.id), rowOf.set(ref.id, i));
     }
   }
-  if (ids.length === 0) return { binaries: [] };
+  if (ids.length === 0) return { binaries: [], over: false };
   // The page's bound counts the Binaries its earlier reads included.
   const room = Math.max(0, MAX_INCLUDES - earlier.filter((r) => r.type === 'Binary').length);
   const found = room ? await readableVersions(deps, req, 'Binary', ids.slice(0, room)) : new Map<string, ResourceVersion>();
@@ -359,12 +365,13 @@ async function attachedBinaries(deps: FhirDeps, req: FhirRequest, rows: Resource
     } else left.push(id);
   }
   if (so) so.chars = chars;
-  if (cut !== undefined) return { binaries: out.filter((v) => rowOf.get(v.id)! < cut!), cut };
+  const over = ids.length > room;
+  if (cut !== undefined) return { binaries: out.filter((v) => rowOf.get(v.id)! < cut!), cut, over };
   if (left.length) {
     const named = left.slice(0, 10).map((id) => `Binary/${id}`).join(', ');
     warnings.push(issue('warning', 'too-costly', `${rows[0]!.type}/${rows[0]!.id}'s attachments name more Binaries than one page includes (${MAX_INCLUDES}, ${MAX_ATTACHED_CHARS} characters): ${left.length} left out (${named}${left.length > 10 ? '...' : ''}), to be read by their url`));
   }
-  return { binaries: out };
+  return { binaries: out, over };
 }
 
 export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSearchParams, strict: boolean, patientId?: string): Promise<EverythingPage> {

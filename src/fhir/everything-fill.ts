@@ -14,7 +14,7 @@
  * reads a bounded number of rows whatever the records, and each page but the last reads at least `_count` rows
  * (`_count` matches are as many rows), so no walk takes more pages than one that read `_count` rows a page.
  */
-import type { FhirIssue } from '../errors.ts';
+import { FhirError, type FhirIssue } from '../errors.ts';
 import type { ResourceVersion } from '../store/types.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import { includeNamer, referenced, type EverythingInput, type IncludedSoFar, type Referenced } from './everything.ts';
@@ -69,10 +69,16 @@ export async function pageRows<R extends ResourceVersion>(
    */
   const fit = async (rows: R[], first: boolean, so?: IncludedSoFar): Promise<Referenced & { kept: number }> => {
     const before = { warnings: warnings.length, chars: so?.chars ?? 0 };
-    const refs = await referenced(deps, req, rows, params, leaveOut, warnings, so, first);
-    if (!refs.over) return { ...refs, kept: rows.length };
+    const alone = first && rows.length === 1;
+    // Rows naming more than 20,000 resources not held or out of reach are a 400 of addIncludes (PAGE_READ_IN_REACH):
+    // fewer of them are read, as rows naming too many, or no page would ever get past them.
+    const refs = await referenced(deps, req, rows, params, leaveOut, warnings, so, first).catch((err: unknown) => {
+      if (alone || !(err instanceof FhirError) || err.issues[0]?.code !== 'too-costly') throw err;
+      return undefined;
+    });
+    if (refs !== undefined && !refs.over) return { ...refs, kept: rows.length };
     // The page's first row alone names more: it is the page, its warning naming it.
-    if (first && rows.length === 1) return { ...refs, kept: fitted(rows, namesOf, warnings) };
+    if (alone) return { ...refs!, kept: fitted(rows, namesOf, warnings) };
     warnings.length = before.warnings;
     if (so) so.chars = before.chars;
     if (!first) return { included: [], over: false, kept: 0 };

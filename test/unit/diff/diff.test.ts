@@ -84,3 +84,44 @@ describe('diffResources: lists aligned', () => {
     expect(apply(patient([0, 1, 2, 3, 4].map(() => given)), diff)).toEqual(patient([0, 1, 2, 3, 4].map(() => [...given].reverse())));
   });
 });
+
+/**
+ * `value` and everything in it behind proxies that count the members read (`reads.n`): the work of a diff,
+ * machine-independent, where the time it takes depends on the machine and what else runs on it.
+ */
+function counted<T>(value: T, reads: { n: number }): T {
+  if (value === null || typeof value !== 'object') return value;
+  const inner: unknown = Array.isArray(value) ? value.map((v) => counted(v, reads)) : Object.fromEntries(Object.entries(value).map(([k, v]) => [k, counted(v, reads)]));
+  return new Proxy(inner as object, {
+    get(target, key, receiver) {
+      reads.n++;
+      return Reflect.get(target, key, receiver);
+    },
+    ownKeys(target) {
+      reads.n++;
+      return Reflect.ownKeys(target);
+    },
+  }) as T;
+}
+
+describe('diffResources: the work of nested lists', () => {
+  test('a change under 150 nested items reads about as many members as one under 1: their size, not their size times their depth', () => {
+    // A QuestionnaireResponse whose item holds an item ... `depth` deep, the last holding 2,000 answers, of which the last changes.
+    const nested = (depth: number, last: string) => {
+      let item: Json = { linkId: 'leaf', answer: Array.from({ length: 2_000 }, (_, i) => ({ valueString: i === 1_999 ? last : `answer ${i}` })) };
+      for (let d = depth - 1; d > 0; d--) item = { linkId: `l${d}`, item: [item] };
+      return { resourceType: 'QuestionnaireResponse', status: 'completed', item: [item] };
+    };
+    const work = (depth: number) => {
+      const reads = { n: 0 };
+      const diff = diffResources(counted(nested(depth, 'before'), reads), counted(nested(depth, 'after'), reads));
+      expect(diff.parameter).toHaveLength(1);
+      expect((diff.parameter as Json[])[0]!.part).toContainEqual({ name: 'path', valueString: `QuestionnaireResponse${'.item[0]'.repeat(depth)}.answer[1999].value` });
+      return reads.n;
+    };
+    const flat = work(1);
+    const deep = work(150);
+    // Keyed anew at each level, the deep one read about 100 times as many.
+    expect(deep).toBeLessThan(2 * flat);
+  });
+});

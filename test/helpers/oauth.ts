@@ -38,12 +38,23 @@ export async function userClient(t: TestApp, o: Partial<NewClientOptions> = {}) 
 
 export const PASSWORD = 'correct horse battery';
 
-/** A user in tenant t1 with every attribute set. */
-export function testUser(t: TestApp, o: Partial<NewUserOptions> = {}) {
-  return createUser(t.store, t.clock, {
+/**
+ * The argon2id parameters of a test user's password: the least argon2 allows. Each sign-in verifies the
+ * password at the parameters its hash names, and at the production ones (src/auth/users.ts, 19 MiB and two
+ * passes) a verification took 40 to 130 ms of a test, hundreds of times in a file of failed sign-ins. The
+ * production parameters are asserted in test/unit/cli-auth.test.ts (`cinder user create`).
+ */
+const TEST_HASH = { algorithm: 'argon2id', memoryCost: 8, timeCost: 1 } as const;
+
+/** A user in tenant t1 with every attribute set, made as `cinder user create` makes one, its password hashed at TEST_HASH. */
+export async function testUser(t: TestApp, o: Partial<NewUserOptions> = {}) {
+  const made = await createUser(t.store, t.clock, {
     tenant: 't1', username: 'alice', password: PASSWORD, name: 'Alice Example', email: 'alice@example.org', emailVerified: true,
     phone: '+1 555 0100', phoneVerified: false, address: '1 Main St', fhirUser: 'Patient/p1', ...o,
   });
+  const user = { ...made, passwordHash: await Bun.password.hash(o.password ?? PASSWORD, TEST_HASH) };
+  await t.store.users.update(user);
+  return user;
 }
 
 function unescape(s: string): string {

@@ -5,6 +5,8 @@ import { s256 } from '../../src/auth/pkce.ts';
 import { randomToken } from '../../src/auth/secrets.ts';
 import { signAccessToken } from '../../src/auth/tokens.ts';
 import { createUser, type NewUserOptions } from '../../src/auth/users.ts';
+import type { Clock } from '../../src/clock.ts';
+import type { Store, User } from '../../src/store/types.ts';
 import { BASE, createTestApp, type TestApp } from './app.ts';
 import type { StoreTarget } from './stores.ts';
 
@@ -46,15 +48,19 @@ export const PASSWORD = 'correct horse battery';
  */
 const TEST_HASH = { algorithm: 'argon2id', memoryCost: 8, timeCost: 1 } as const;
 
-/** A user in tenant t1 with every attribute set, made as `cinder user create` makes one, its password hashed at TEST_HASH. */
-export async function testUser(t: TestApp, o: Partial<NewUserOptions> = {}) {
-  const made = await createUser(t.store, t.clock, {
+/** A user made as `cinder user create` makes one (createUser), its password then hashed at TEST_HASH. */
+export async function makeUser(store: Store, clock: Clock, o: NewUserOptions): Promise<User> {
+  const user = { ...(await createUser(store, clock, o)), passwordHash: await Bun.password.hash(o.password, TEST_HASH) };
+  await store.users.update(user);
+  return user;
+}
+
+/** A user in tenant t1 with every attribute set (makeUser). */
+export function testUser(t: TestApp, o: Partial<NewUserOptions> = {}) {
+  return makeUser(t.store, t.clock, {
     tenant: 't1', username: 'alice', password: PASSWORD, name: 'Alice Example', email: 'alice@example.org', emailVerified: true,
     phone: '+1 555 0100', phoneVerified: false, address: '1 Main St', fhirUser: 'Patient/p1', ...o,
   });
-  const user = { ...made, passwordHash: await Bun.password.hash(o.password ?? PASSWORD, TEST_HASH) };
-  await t.store.users.update(user);
-  return user;
 }
 
 function unescape(s: string): string {

@@ -9,10 +9,9 @@ import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { createClient, createTenant } from '../../src/auth/admin.ts';
 import { LAUNCH_TTL_S } from '../../src/auth/launch.ts';
 import { LOGIN_TICKET_TTL_S } from '../../src/auth/login-ticket.ts';
-import { createUser } from '../../src/auth/users.ts';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { fhirClient, ids, type FhirClient, type Json } from '../helpers/fhir.ts';
-import { authorizeQuery, basic, csrfCookie, FORM, hiddenFields, PASSWORD, pkce, post, redeem, REDIRECT, redirectParams, signIn, type AuthorizeParams } from '../helpers/oauth.ts';
+import { authorizeQuery, basic, csrfCookie, FORM, hiddenFields, makeUser, PASSWORD, pkce, post, redeem, REDIRECT, redirectParams, signIn, type AuthorizeParams } from '../helpers/oauth.ts';
 import { appOnFresh } from '../helpers/search-runner.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
@@ -44,7 +43,7 @@ for (const target of targets) {
     let t2Client: { id: string; secret: string };
     let adminToken: string;
 
-    const user = (username: string, fhirUser: string | null, tenant = 't1') => createUser(t.store, t.clock, { tenant, username, password: PASSWORD, fhirUser });
+    const user = (username: string, fhirUser: string | null, tenant = 't1') => makeUser(t.store, t.clock, { tenant, username, password: PASSWORD, fhirUser });
 
     /** POST /oauth2/launch with `token` and a JSON body. */
     const mint = (token: string | null, body: Body | string, headers: Record<string, string> = {}) =>

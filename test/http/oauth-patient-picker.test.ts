@@ -10,11 +10,10 @@ import { createClient, createTenant } from '../../src/auth/admin.ts';
 import { CLIENT_CACHE_TTL_MS } from '../../src/auth/client-cache.ts';
 import { PICKER_PAGE_SIZE } from '../../src/auth/patient-picker.ts';
 import { randomToken, sha256Hex } from '../../src/auth/secrets.ts';
-import { createUser } from '../../src/auth/users.ts';
 import { disableUser, enableUser, updateUser } from '../../src/auth/user-lifecycle.ts';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { fhirClient, ids as matchIds, type FhirClient, type Json } from '../helpers/fhir.ts';
-import { basic, csrfCookie, FORM, hiddenFields, PASSWORD, post, redeem, REDIRECT, redirectParams, signIn } from '../helpers/oauth.ts';
+import { basic, csrfCookie, FORM, hiddenFields, makeUser, PASSWORD, post, redeem, REDIRECT, redirectParams, signIn } from '../helpers/oauth.ts';
 import { finish } from '../helpers/export.ts';
 import { appOnFresh } from '../helpers/search-runner.ts';
 import { storeTargets } from '../helpers/stores.ts';
@@ -50,7 +49,7 @@ for (const target of targets) {
     let c: { id: string; secret: string };
 
     const user = (username: string, fhirUser: string | null, tenant = 't1', name: string | null = null) =>
-      createUser(t.store, t.clock, { tenant, username, password: PASSWORD, fhirUser, name });
+      makeUser(t.store, t.clock, { tenant, username, password: PASSWORD, fhirUser, name });
 
     beforeAll(async () => {
       ({ t, api: admin } = await appOnFresh(target));
@@ -566,7 +565,7 @@ describe('the patient picker while the search index is being rebuilt', () => {
       const client = await createClient(t.store, t.clock, {
         tenant: 't1', name: 'App', grants: ['authorization_code'], redirectUris: [REDIRECT], scopes: ['launch/patient', 'patient/*.rs'],
       });
-      await createUser(t.store, t.clock, { tenant: 't1', username: 'doc', password: PASSWORD, fhirUser: 'Practitioner/d-1' });
+      await makeUser(t.store, t.clock, { tenant: 't1', username: 'doc', password: PASSWORD, fhirUser: 'Practitioner/d-1' });
       const first = await signIn(t, { clientId: client.client.clientId, scope: SCOPE }, 'doc');
       const html = await first.text();
       const fields = hiddenFields(html);

@@ -10,10 +10,9 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { decodeJwt } from 'jose';
 import { createClient } from '../../src/auth/admin.ts';
 import { randomToken, sha256Hex } from '../../src/auth/secrets.ts';
-import { createUser } from '../../src/auth/users.ts';
 import type { TestApp } from '../helpers/app.ts';
 import { fhirClient, ids, type Json } from '../helpers/fhir.ts';
-import { basic, csrfCookie, FORM, hiddenFields, PASSWORD, post, redeem, REDIRECT, redirectParams, signIn, type AuthorizeParams } from '../helpers/oauth.ts';
+import { basic, csrfCookie, FORM, hiddenFields, makeUser, PASSWORD, post, redeem, REDIRECT, redirectParams, signIn, type AuthorizeParams } from '../helpers/oauth.ts';
 import { appOnFresh } from '../helpers/search-runner.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
@@ -30,7 +29,7 @@ for (const target of targets) {
     let c: { id: string; secret: string };
     const auth = () => ({ Authorization: basic(c.id, c.secret) });
 
-    const user = (username: string, fhirUser: string | null) => createUser(t.store, t.clock, { tenant: 't1', username, password: PASSWORD, fhirUser });
+    const user = (username: string, fhirUser: string | null) => makeUser(t.store, t.clock, { tenant: 't1', username, password: PASSWORD, fhirUser });
 
     beforeAll(async () => {
       let admin;

@@ -57,5 +57,18 @@ await eachStore((kind, fresh) => {
       expect(same(await native('Binary/doc/_history/1'), first)).toBe(true);
       expect((await asJson('Binary/doc/_history/2')).data === Buffer.from(second).toString('base64')).toBe(true);
     });
+
+    test('FHIR JSON with base64 data before other elements is stored with its elements in their order, the data to the byte', async () => {
+      const bytes = content(1024 * 1024 + 2, 17);
+      const data = Buffer.from(bytes).toString('base64');
+      const body = { resourceType: 'Binary', id: 'ordered', meta: { tag: [{ system: 'http://example.org/t', code: 'x' }] }, data, contentType: 'image/png', securityContext: { reference: 'Patient/nobody' } };
+      const put = await t.request(`${t.fhir()}/Binary/ordered`, { method: 'PUT', headers: { ...auth, 'Content-Type': 'application/fhir+json' }, body: JSON.stringify(body) });
+      expect(put.status).toBe(201);
+      const read = await t.request(`${t.fhir()}/Binary/ordered`, { headers: { ...auth, Accept: 'application/fhir+json' } });
+      const json = (await read.json()) as Json;
+      expect(Object.keys(json)).toEqual(['resourceType', 'id', 'meta', 'data', 'contentType', 'securityContext']);
+      expect([json.data === data, json.contentType, json.securityContext, (json.meta as Json).tag]).toEqual([true, 'image/png', body.securityContext, body.meta.tag]);
+      expect(same(await native('Binary/ordered'), bytes)).toBe(true);
+    });
   });
 });

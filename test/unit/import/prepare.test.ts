@@ -6,7 +6,7 @@ import { packVersions, unpackVersions } from '../../../src/fhir/import/packing.t
 import { prepareVersion, versionToWrite, type PreparedVersion } from '../../../src/fhir/prepared.ts';
 import { parseReference } from '../../../src/fhir/references.ts';
 import type { SharedKey } from '../../../src/store/types.ts';
-import { newId, stamp, stampHead, stampTail, type Resource } from '../../../src/fhir/resource.ts';
+import { newId, SPLICED_CHARS, stamp, stampHead, stampTail, type Resource } from '../../../src/fhir/resource.ts';
 
 /** The stored text as composed before the split: resourceType, id, meta (versionId, lastUpdated, rest), rest. */
 function reference(resource: Resource, id: string, versionId: number, lastUpdated: number): string {
@@ -34,6 +34,23 @@ describe('stampHead + stampTail', () => {
     expect(JSON.parse(stamp(samples[3]!, 'new', 3, 0))).toEqual({
       resourceType: 'Patient', id: 'new', meta: { versionId: '3', lastUpdated: '1970-01-01T00:00:00.000Z', source: 'x' }, gender: 'male', name: [{ family: 'Ng' }],
     });
+  });
+
+  test('large top-level strings are put into the text as they are, which is the text the serialiser writes', () => {
+    const big = (c: string) => c.repeat(SPLICED_CHARS);
+    const cases: Resource[] = [
+      // Base64 last (a native Binary), first among the rest, and two of them around small elements with a number.
+      { resourceType: 'Binary', contentType: 'application/octet-stream', data: big('QUJD') },
+      { resourceType: 'Binary', data: big('QUJD'), contentType: 'text/plain', meta: { source: 'x' } },
+      { resourceType: 'CodeSystem', url: big('a'), status: 'draft', count: 2, description: big('é'), content: 'not-present' },
+      // Strings JSON escapes (a quote, a line break, a surrogate pair), and one holding what the marker's JSON looks like.
+      { resourceType: 'CodeSystem', status: 'draft', description: big('"\n') + '😀', content: 'not-present' },
+      { resourceType: 'CodeSystem', status: 'draft', description: big('x') + '\\u0000spliced-', content: 'not-present' },
+      { resourceType: 'Basic', code: { text: big('nested') }, id: 'b' },
+    ];
+    for (const r of cases) expect(stamp(r, 'id-1', 2, 5) === reference(r, 'id-1', 2, 5)).toBe(true);
+    // The resource is left as it was given.
+    expect(cases[0]!.data === big('QUJD')).toBe(true);
   });
 
   test('versionToWrite completes a prepared version with its number and time', () => {

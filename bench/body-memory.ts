@@ -1,0 +1,87 @@
+/**
+ * The server's peak memory for one large write, in a fresh `cinder serve` per measurement: a Binary created
+ * from native content (`POST /Binary`, `application/octet-stream`) and a Binary written as FHIR JSON
+ * (`PUT /Binary/{id}`, create-on-update), each of `--mib` MiB of random bytes.
+ *
+ *   ulimit -v 4000000; bun bench/body-memory.ts [--mib 10,50] [--runs 1] [--postgres postgres://server/db]
+ *
+ * With --postgres each server runs on a database of its own, created on that server and dropped after.
+ * Each measurement is one server process: started, warmed up with a small write of each kind, then its peak
+ * RSS (VmHWM) reset (Linux `clear_refs` 5) after a full collection, and the one large request sent with
+ * `Prefer: return=minimal`. The figure is the peak above the RSS just before, and that over the body's size.
+ * The content is then read back raw and compared with what was sent.
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import postgres from 'postgres';
+import { adminToken, startServer } from './lib/server.ts';
+
+const arg = (name: string, fallback: string) => {
+  const i = process.argv.indexOf(name);
+  return i >= 0 ? process.argv[i + 1]! : fallback;
+};
+const sizes = arg('--mib', '10,50').split(',').map(Number);
+const runs = Number(arg('--runs', '1'));
+const postgresServer = process.argv.includes('--postgres') ? arg('--postgres', '') : undefined;
+
+const status = (pid: number, field: string) => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
+
+type Kind = 'POST native' | 'PUT FHIR JSON';
+
+/** One fresh server, one large write of `kind`: the server's RSS before and its peak during, in MiB. */
+async function measure(kind: Kind, mib: number): Promise<{ before: number; peak: number }> {
+  const admin = postgresServer ? postgres(postgresServer, { max: 1, onnotice: () => undefined }) : undefined;
+  const database = `cinder_bench_bodies_${process.pid}`;
+  if (admin) await admin.unsafe(`CREATE DATABASE ${database}`);
+  const url = postgresServer ? Object.assign(new URL(postgresServer), { pathname: '/' + database }).toString() : undefined;
+  const server = await startServer({
+    CINDER_MAX_BODY_BYTES: String(256 * 1024 * 1024), CINDER_MAX_BINARY_BYTES: String(256 * 1024 * 1024),
+    CINDER_MAX_RESOURCE_BYTES: String(256 * 1024 * 1024),
+    ...(url ? { CINDER_DATABASE_URL: url } : {}),
+  });
+  try {
+    const auth = { Authorization: `Bearer ${await adminToken(server)}` };
+    const send = (bytes: Uint8Array<ArrayBuffer>, id: string) => kind === 'POST native'
+      ? fetch(`${server.fhir}/Binary`, { method: 'POST', headers: { ...auth, 'Content-Type': 'application/octet-stream', Prefer: 'return=minimal' }, body: bytes })
+      : fetch(`${server.fhir}/Binary/${id}`, {
+        method: 'PUT', headers: { ...auth, 'Content-Type': 'application/fhir+json', Prefer: 'return=minimal' },
+        body: JSON.stringify({ resourceType: 'Binary', id, contentType: 'application/octet-stream', data: Buffer.from(bytes).toString('base64') }),
+      });
+    const written = async (res: Response) => {
+      if (res.status !== 201) throw new Error(`${kind}: expected 201, got ${res.status}: ${(await res.text()).slice(0, 300)}`);
+      await res.arrayBuffer();
+      return /Binary\/([^/]+)\//.exec(res.headers.get('location')!)![1]!;
+    };
+    // Warm up the routes and the code they compile.
+    await written(await send(new Uint8Array(randomBytes(4096)), 'warm-up'));
+    const body = new Uint8Array(randomBytes(mib * 1024 * 1024));
+    await Bun.sleep(300);
+    // The server collects its garbage when idle; give it the time, then reset its peak.
+    await Bun.sleep(1000);
+    const before = status(server.pid, 'VmRSS');
+    writeFileSync(`/proc/${server.pid}/clear_refs`, '5');
+    const id = await written(await send(body, 'large'));
+    const peak = status(server.pid, 'VmHWM');
+    const read = await fetch(`${server.fhir}/Binary/${id}`, { headers: auth });
+    if (!Buffer.from(await read.arrayBuffer()).equals(body)) throw new Error(`${kind}: the content read back differs from what was sent`);
+    return { before, peak };
+  } finally {
+    await server.stop();
+    if (admin) {
+      await admin.unsafe(`DROP DATABASE IF EXISTS ${database}`);
+      await admin.end();
+    }
+  }
+}
+
+console.log(`${postgresServer ? 'PostgreSQL' : 'SQLite'}, a fresh server per measurement, ${runs} run(s) each\n`);
+console.log('| request | body (MiB) | server RSS before (MiB) | peak - before (MiB) | ratio to the body |');
+console.log('|---|---:|---:|---:|---:|');
+for (const kind of ['POST native', 'PUT FHIR JSON'] as Kind[]) {
+  for (const mib of sizes) {
+    for (let run = 0; run < runs; run++) {
+      const { before, peak } = await measure(kind, mib);
+      console.log(`| ${kind} | ${mib} | ${before.toFixed(0)} | ${(peak - before).toFixed(0)} | ${((peak - before) / mib).toFixed(1)}x |`);
+    }
+  }
+}

@@ -1,14 +1,17 @@
 /**
  * The server's peak memory for one large write, in a fresh `cinder serve` per measurement: a Binary created
- * from native content (`POST /Binary`, `application/octet-stream`) and a Binary written as FHIR JSON
- * (`PUT /Binary/{id}`, create-on-update), each of `--mib` MiB of random bytes.
+ * from native content (`POST /Binary`, `application/octet-stream`), a Binary written as FHIR JSON
+ * (`PUT /Binary/{id}`, create-on-update), and an update as FHIR JSON of a Binary holding as much already (the
+ * first write not measured), each of `--mib` MiB of random bytes.
  *
- *   ulimit -v 4000000; bun bench/body-memory.ts [--mib 10,50] [--runs 1] [--postgres postgres://server/db]
+ *   ulimit -v 4000000; bun bench/body-memory.ts [--mib 10,50] [--runs 1] [--kinds post,put,update] [--postgres postgres://server/db]
  *
  * With --postgres each server runs on a database of its own, created on that server and dropped after.
  * Each measurement is one server process: started, warmed up with a small write of each kind, then its peak
  * RSS (VmHWM) reset (Linux `clear_refs` 5) after a full collection, and the one large request sent with
- * `Prefer: return=minimal`. The figure is the peak above the RSS just before, and that over the body's size.
+ * `Prefer: return=minimal`. The figure is the peak above the server's RSS after the warm-up (before any large body:
+ * what the server holds after the first write of an update, freed heap not yet handed back, is counted as the
+ * update's, which may reuse it), and that over the body's size.
  * The content is then read back raw and compared with what was sent.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -26,10 +29,12 @@ const postgresServer = process.argv.includes('--postgres') ? arg('--postgres', '
 
 const status = (pid: number, field: string) => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
 
-type Kind = 'POST native' | 'PUT FHIR JSON';
+type Kind = 'POST native' | 'PUT FHIR JSON' | 'PUT FHIR JSON, update';
+const KINDS: Record<string, Kind> = { post: 'POST native', put: 'PUT FHIR JSON', update: 'PUT FHIR JSON, update' };
+const kinds = arg('--kinds', 'post,put,update').split(',').map((k) => KINDS[k]!);
 
-/** One fresh server, one large write of `kind`: the server's RSS before and its peak during, in MiB. */
-async function measure(kind: Kind, mib: number): Promise<{ before: number; peak: number }> {
+/** One fresh server, one large write of `kind`: the server's RSS after the warm-up and just before, and its peak during, in MiB. */
+async function measure(kind: Kind, mib: number): Promise<{ idle: number; before: number; peak: number }> {
   const admin = postgresServer ? postgres(postgresServer, { max: 1, onnotice: () => undefined }) : undefined;
   const database = `cinder_bench_bodies_${process.pid}`;
   if (admin) await admin.unsafe(`CREATE DATABASE ${database}`);
@@ -47,24 +52,27 @@ async function measure(kind: Kind, mib: number): Promise<{ before: number; peak:
         method: 'PUT', headers: { ...auth, 'Content-Type': 'application/fhir+json', Prefer: 'return=minimal' },
         body: JSON.stringify({ resourceType: 'Binary', id, contentType: 'application/octet-stream', data: Buffer.from(bytes).toString('base64') }),
       });
-    const written = async (res: Response) => {
-      if (res.status !== 201) throw new Error(`${kind}: expected 201, got ${res.status}: ${(await res.text()).slice(0, 300)}`);
+    const written = async (res: Response, want = 201) => {
+      if (res.status !== want) throw new Error(`${kind}: expected ${want}, got ${res.status}: ${(await res.text()).slice(0, 300)}`);
       await res.arrayBuffer();
-      return /Binary\/([^/]+)\//.exec(res.headers.get('location')!)![1]!;
+      return /Binary\/([^/]+)\//.exec(res.headers.get('location') ?? '')?.[1];
     };
     // Warm up the routes and the code they compile.
     await written(await send(new Uint8Array(randomBytes(4096)), 'warm-up'));
+    await Bun.sleep(1000);
+    const idle = status(server.pid, 'VmRSS');
     const body = new Uint8Array(randomBytes(mib * 1024 * 1024));
+    if (kind === 'PUT FHIR JSON, update') await written(await send(new Uint8Array(randomBytes(mib * 1024 * 1024)), 'large'));
     await Bun.sleep(300);
     // The server collects its garbage when idle; give it the time, then reset its peak.
     await Bun.sleep(1000);
     const before = status(server.pid, 'VmRSS');
     writeFileSync(`/proc/${server.pid}/clear_refs`, '5');
-    const id = await written(await send(body, 'large'));
+    const id = (await written(await send(body, 'large'), kind === 'PUT FHIR JSON, update' ? 200 : 201)) ?? 'large';
     const peak = status(server.pid, 'VmHWM');
     const read = await fetch(`${server.fhir}/Binary/${id}`, { headers: auth });
     if (!Buffer.from(await read.arrayBuffer()).equals(body)) throw new Error(`${kind}: the content read back differs from what was sent`);
-    return { before, peak };
+    return { idle, before, peak };
   } finally {
     await server.stop();
     if (admin) {
@@ -75,13 +83,13 @@ async function measure(kind: Kind, mib: number): Promise<{ before: number; peak:
 }
 
 console.log(`${postgresServer ? 'PostgreSQL' : 'SQLite'}, a fresh server per measurement, ${runs} run(s) each\n`);
-console.log('| request | body (MiB) | server RSS before (MiB) | peak - before (MiB) | ratio to the body |');
-console.log('|---|---:|---:|---:|---:|');
-for (const kind of ['POST native', 'PUT FHIR JSON'] as Kind[]) {
+console.log('| request | body (MiB) | server RSS after warm-up (MiB) | RSS just before (MiB) | peak - after warm-up (MiB) | ratio to the body |');
+console.log('|---|---:|---:|---:|---:|---:|');
+for (const kind of kinds) {
   for (const mib of sizes) {
     for (let run = 0; run < runs; run++) {
-      const { before, peak } = await measure(kind, mib);
-      console.log(`| ${kind} | ${mib} | ${before.toFixed(0)} | ${(peak - before).toFixed(0)} | ${((peak - before) / mib).toFixed(1)}x |`);
+      const { idle, before, peak } = await measure(kind, mib);
+      console.log(`| ${kind} | ${mib} | ${idle.toFixed(0)} | ${before.toFixed(0)} | ${(peak - idle).toFixed(0)} | ${((peak - idle) / mib).toFixed(1)}x |`);
     }
   }
 }

@@ -603,7 +603,7 @@ export async function putPrepared(w: ResourceWriter, p: PreparedVersion, opts: P
     if (opts.deferTargets) opts.deferTargets(judge);
     else await judge();
   }
-  if (exists && !always && storesSame(current, p)) {
+  if (exists && !always && storesSame(current, p, v.content)) {
     const refused = opts.unvalidated && { refused: opts.unvalidated.issues };
     return { version: { type, id, versionId: current.versionId, lastUpdated: current.lastUpdated, deleted: false, content: current.content }, created: false, unchanged: true, ...refused };
   }

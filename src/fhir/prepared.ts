@@ -114,20 +114,32 @@ export function versionToWrite(p: PreparedVersion, versionId: number, lastUpdate
  * changes them, mostly); only texts of the same characters (keys in another order, or characters moved) are
  * parsed and compared as JSON values, numbers by their literals (`1.0` is no `1`:
  * datatypes.html, decimal). A deletion is never the same.
+ *
+ * `written`, when given, is the text the write would store (versionToWrite's `content`: another head, then `p.tail`):
+ * the tail is then read as the end of it. A tail holding a large string put in as it is (stampTail) is a rope that
+ * reading its characters flattens: flattened as part of `written`, it is one copy, which the store's statement then
+ * binds as it is, not a second.
  */
-export function storesSame(current: CurrentVersion, p: Pick<PreparedVersion, 'type' | 'id' | 'tail'>): boolean {
+export function storesSame(current: CurrentVersion, p: Pick<PreparedVersion, 'type' | 'id' | 'tail'>, written?: string): boolean {
   if (current.deleted) return false;
   const head = stampHead(p.type, p.id, current.versionId, current.lastUpdated);
   const stored = current.content;
   if (stored.length !== head.length + p.tail.length) return false;
-  if (stored.startsWith(head) && stored.endsWith(p.tail)) return true;
-  // The texts of one value with its members in other orders hold the same characters, only elsewhere: texts whose
-  // characters differ are of different values, found without parsing (an update of a 2.4 MB List that kept its
-  // text's length held the event loop 0.9 s in the two parses and their comparison).
+  const tail = written === undefined ? p.tail : written.slice(written.length - p.tail.length);
+  return (stored.startsWith(head) && stored.endsWith(tail)) || sameValue(stored, head, tail);
+}
+
+/**
+ * Whether `stored` and `head + tail`, texts of equal length that differ, are the texts of one value: only texts of the same
+ * characters are. The texts of one value with its members in other orders hold the same characters, only elsewhere: texts
+ * whose characters differ are of different values, found without parsing (an update of a 2.4 MB List that kept its
+ * text's length held the event loop 0.9 s in the two parses and their comparison).
+ */
+function sameValue(stored: string, head: string, tail: string): boolean {
   const [sum, squares] = characterSums(stored, 0, 0);
-  const [newSum, newSquares] = characterSums(p.tail, ...characterSums(head, 0, 0));
+  const [newSum, newSquares] = characterSums(tail, ...characterSums(head, 0, 0));
   if (sum !== newSum || squares !== newSquares) return false;
-  return isDeepStrictEqual(parseLiterally(stored), parseLiterally(head + p.tail));
+  return isDeepStrictEqual(parseLiterally(stored), parseLiterally(head + tail));
 }
 
 /** `sum` and `squares` (mod 2^32) plus the sums of `text`'s UTF-16 code units and of their squares: the same whatever their order. */

@@ -70,5 +70,21 @@ await eachStore((kind, fresh) => {
       expect([json.data === data, json.contentType, json.securityContext, (json.meta as Json).tag]).toEqual([true, 'image/png', body.securityContext, body.meta.tag]);
       expect(same(await native('Binary/ordered'), bytes)).toBe(true);
     });
+
+    test('an update with content of the same length is a new version holding it; the same content sent again changes nothing', async () => {
+      const put = (bytes: Uint8Array) => t.request(`${t.fhir()}/Binary/same-length`, {
+        method: 'PUT', headers: { ...auth, 'Content-Type': 'application/fhir+json' },
+        body: JSON.stringify({ resourceType: 'Binary', id: 'same-length', contentType: 'application/octet-stream', data: Buffer.from(bytes).toString('base64') }),
+      });
+      const first = content(1024 * 1024 + 5, 19);
+      const second = content(1024 * 1024 + 5, 23);
+      expect((await put(first)).status).toBe(201);
+      const changed = await put(second);
+      expect([changed.status, changed.headers.get('etag')]).toEqual([200, 'W/"2"']);
+      const again = await put(second);
+      expect([again.status, again.headers.get('etag')]).toEqual([200, 'W/"2"']);
+      expect(same(await native('Binary/same-length'), second)).toBe(true);
+      expect(same(await native('Binary/same-length/_history/1'), first)).toBe(true);
+    });
   });
 });

@@ -131,3 +131,61 @@ describe("a tenant's profile invariants on large numbers, N1's conversions, aggr
     await refusedBy(await api.post('Patient', patientOf('two-part-mrn', { identifier: [{ system: 'urn:mrn', value: 'ab- ' }] })), 'two-part-mrn');
   });
 });
+
+describe("a tenant's profile invariant that cannot be evaluated fails, naming itself (HL7's validator reports it so)", () => {
+  let t: TestApp;
+  let api: FhirClient;
+  const patientOf = (name: string, extra: Json) => ({ resourceType: 'Patient', meta: { profile: [BASE_URL + name] }, ...extra });
+  beforeAll(async () => {
+    t = await createTestApp();
+    api = fhirClient(t, await t.token());
+    for (const sd of [
+      // length() of many given names is N1's error (a singleton expected), not a pass.
+      profile('short-givens', 'Patient', 'name.given.length() <= 5'),
+      // substring(), skip() and take() take an Integer (N1): a Decimal, even a whole one, is an error.
+      profile('initial-by-decimal', 'Patient', "name.family.substring(0, 1.0) = 'S'"),
+      profile('skip-by-decimal', 'Patient', 'name.skip(1.0).empty()'),
+      profile('take-by-decimal', 'Patient', 'name.take(1.5).exists()'),
+      profile('initial-by-text', 'Patient', "name.family.substring('0') = 'S'"),
+    ]) expect((await api.put(`StructureDefinition/${sd.id}`, sd)).status).toBeLessThan(300);
+    const warning = profile('warn-givens', 'Patient', 'name.given.length() <= 5');
+    ((warning.snapshot as Json).element as Json[])[0]!.constraint = [{ key: 'warn-givens-1', severity: 'warning', human: 'warn-givens holds', expression: 'name.given.length() <= 5' }];
+    expect((await api.put('StructureDefinition/warn-givens', warning)).status).toBeLessThan(300);
+  });
+  afterAll(() => t.close());
+
+  const refusedAsUnevaluable = async (res: Response, name: string, why: RegExp) => {
+    const outcome = await expectOutcome(res, 422);
+    const issues = (outcome.issue as Json[]).filter((i) => i.severity === 'error');
+    expect(issues.length).toBe(1);
+    expect(issues[0]!.code).toBe('invariant');
+    expect(issues[0]!.expression).toEqual(['Patient']);
+    const text = String((issues[0]!.details as Json).text);
+    expect(text).toMatch(new RegExp(`^Patient \\(profile .*${name}.*\\): ${name} holds \\(the invariant cannot be evaluated here: .+\\) \\(${name}-1\\)$`));
+    expect(text).toMatch(why);
+  };
+
+  test('an evaluation error is a 422 naming the element and the constraint; nothing is written', async () => {
+    const before = await countVersions(t);
+    expect((await api.post('Patient', patientOf('short-givens', { name: [{ given: ['Ann'] }] }))).status).toBe(201);
+    await refusedAsUnevaluable(await api.post('Patient', patientOf('short-givens', { name: [{ given: ['Ann', 'Mary'] }] })), 'short-givens', /single value/);
+    expect(await countVersions(t)).toBe(before + 1);
+  });
+
+  test('a warning invariant that cannot be evaluated is a warning, the write kept', async () => {
+    const res = await api.post('Patient', patientOf('warn-givens', { name: [{ given: ['Ann', 'Mary'] }] }));
+    expect(res.status).toBe(201);
+    const validated = await api.post('Patient/$validate', { resourceType: 'Parameters', parameter: [{ name: 'resource', resource: patientOf('warn-givens', { name: [{ given: ['Ann', 'Mary'] }] }) }] });
+    const outcome = (await validated.json()) as Json;
+    expect((outcome.issue as Json[]).filter((i) => i.severity === 'warning' && /warn-givens-1\)$/.test(String((i.details as Json).text))).map((i) => String((i.details as Json).text)))
+      .toEqual([expect.stringMatching(/cannot be evaluated here: a single value was expected\) \(warn-givens-1\)$/)]);
+  });
+
+  test('substring(), skip() and take() with a Decimal or a String argument: an error, not a truncation', async () => {
+    const smith = { name: [{ family: 'Smith' }, { family: 'Jones' }] };
+    await refusedAsUnevaluable(await api.post('Patient', patientOf('initial-by-decimal', { name: [{ family: 'Smith' }] })), 'initial-by-decimal', /substring\(\) takes an Integer/);
+    await refusedAsUnevaluable(await api.post('Patient', patientOf('skip-by-decimal', smith)), 'skip-by-decimal', /skip\(\) takes an Integer/);
+    await refusedAsUnevaluable(await api.post('Patient', patientOf('take-by-decimal', smith)), 'take-by-decimal', /take\(\) takes an Integer/);
+    await refusedAsUnevaluable(await api.post('Patient', patientOf('initial-by-text', { name: [{ family: 'Smith' }] })), 'initial-by-text', /substring\(\) takes an Integer/);
+  });
+});

@@ -81,7 +81,7 @@ class Typed {
   constructor(readonly type: string, readonly value: unknown, readonly ext: Json | undefined) {}
 }
 
-/** A run-time error of an evaluation (FHIRPath's "error"): the invariant holds. */
+/** A run-time error of an evaluation (FHIRPath's "error"): an R4 invariant holds, a client's fails (compileInvariant). */
 class EvaluationError extends Error {}
 
 /**
@@ -1224,6 +1224,27 @@ function singleInteger(c: Coll): number | undefined {
   return v;
 }
 
+/** The static types of FHIRPath's Integer (N1) and the FHIR integers it reads as one. */
+const INTEGER_TYPES = new Set(['System.Integer', 'integer', 'positiveInt', 'unsignedInt']);
+
+/**
+ * An argument N1 types Integer (`substring()`, `skip()`, `take()`): its single value, undefined when empty. Anything
+ * else is an error (N1 converts no Decimal to an Integer implicitly): a value of another static type, `1.0` among
+ * them, which JavaScript cannot tell from `1`, or a value that is no whole number.
+ */
+function integerArgument(arg: Expr, name: string): (env: Env) => number | undefined {
+  const notInteger = arg.type !== undefined && !INTEGER_TYPES.has(arg.type);
+  return (env) => {
+    const item = single(arg.coll(env));
+    const v = valueOf(item);
+    if (v === undefined || v === null) return undefined;
+    if (notInteger || typeof v !== 'number' || !Number.isInteger(v) || (item instanceof Typed && !INTEGER_TYPES.has(item.type))) {
+      throw new EvaluationError(`${name}() takes an Integer`);
+    }
+    return v;
+  };
+}
+
 /** Wraps raw items of a statically typed collection so that they keep their type in a mixed one. */
 function retype(items: Coll, type: string | undefined, out: unknown[]): void {
   for (const x of items) out.push(type === undefined || x instanceof Typed || (isObject(x) && typeof x.resourceType === 'string') ? x : new Typed(type, x, undefined));
@@ -2258,13 +2279,13 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
   ['tail', (input, args, scope, c) => (arity(c, scope, 0, 0), collExpr(input.type, (env) => input.coll(env).slice(1)))],
   ['skip', (input, args, scope, c) => {
     arity(c, scope, 1, 1);
-    const n = build(args[0]!, scope);
-    return collExpr(input.type, (env) => input.coll(env).slice(Math.max(0, singleInteger(n.coll(env)) ?? 0)));
+    const n = integerArgument(build(args[0]!, scope), 'skip');
+    return collExpr(input.type, (env) => input.coll(env).slice(Math.max(0, n(env) ?? 0)));
   }],
   ['take', (input, args, scope, c) => {
     arity(c, scope, 1, 1);
-    const n = build(args[0]!, scope);
-    return collExpr(input.type, (env) => input.coll(env).slice(0, Math.max(0, singleInteger(n.coll(env)) ?? 0)));
+    const n = integerArgument(build(args[0]!, scope), 'take');
+    return collExpr(input.type, (env) => input.coll(env).slice(0, Math.max(0, n(env) ?? 0)));
   }],
   ['distinct', (input, args, scope, c) => (arity(c, scope, 0, 0), collExpr(input.type, (env) => distinctItems(compared(env, input.coll(env)), input.type)))],
   ['isDistinct', (input, args, scope, c) => (arity(c, scope, 0, 0), boolExpr((env) => {
@@ -2464,12 +2485,21 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
     stringFunction(input, args, scope, 'System.Boolean', (s, p) => s.includes(p as string)))],
   ['indexOf', (input, args, scope, c) => (arity(c, scope, 1, 1),
     stringFunction(input, args, scope, 'System.Integer', (s, p) => s.indexOf(p as string)))],
-  ['substring', (input, args, scope, c) => (arity(c, scope, 1, 2),
-    stringFunction(input, args, scope, 'System.String', (s, start, length) => {
-      const from = start as number;
-      if (from < 0 || from >= s.length) return undefined;
-      return length === NO_ARGUMENT ? s.slice(from) : s.slice(from, from + Math.max(0, length as number));
-    }))],
+  ['substring', (input, args, scope, c) => {
+    arity(c, scope, 1, 2);
+    const start = integerArgument(build(args[0]!, scope), 'substring');
+    const length = args[1] === undefined ? undefined : integerArgument(build(args[1], scope), 'substring');
+    return collExpr('System.String', (env) => {
+      const s = singleString(input.coll(env));
+      if (s === undefined) return EMPTY;
+      const from = start(env);
+      const n = length === undefined ? NO_ARGUMENT : length(env);
+      if (from === undefined || n === undefined) return EMPTY;
+      chargeText(env, s.length);
+      if (from < 0 || from >= s.length) return EMPTY;
+      return [n === NO_ARGUMENT ? s.slice(from) : s.slice(from, from + Math.max(0, n))];
+    });
+  }],
   ['replace', (input, args, scope, c) => (arity(c, scope, 2, 2),
     stringFunction(input, args, scope, 'System.String', (s, p, r, env) => {
       const parts = s.split(p as string);
@@ -2544,7 +2574,10 @@ function call(ast: Call, scope: Scope): Expr {
  * `false`; with `emptyFails`, only when it is `true`, as HL7's validator takes an invariant's result:
  * an empty one fails); it never throws, unless `guarded`: then the expression is a client's (a tenant's
  * profile), held as a FHIRPath Patch path is to the regex guard and to the context's `budget`, and throws
- * FhirPathTooCostly when it cannot be evaluated for either.
+ * FhirPathTooCostly when it cannot be evaluated for either, and FhirPathEvaluationError for any other
+ * run-time error (N1's "error": `single()` on many, a string function on a number...), which the caller
+ * reports as the invariant's failure, as HL7's validator does, never as holding. R4's own invariants
+ * (not guarded) hold on an error, as FHIRPath.js reads them (the engine's differential test).
  */
 export function compileInvariant(expression: string, types: FhirPathTypes, guarded = false, emptyFails = false): CompiledInvariant {
   const ast = parseFhirPath(expression);
@@ -2585,8 +2618,11 @@ export function compileInvariant(expression: string, types: FhirPathTypes, guard
       if (!emptyFails) return result !== false;
       return result === undefined ? undefined : result;
     } catch (err) {
-      if (guarded && err instanceof FhirPathTooCostly) throw err;
-      return true;
+      if (!guarded) return true;
+      if (err instanceof EvaluationError) throw err;
+      // Not one of FHIRPath's errors but the engine's own (a stack too deep, a fault): the client's
+      // expression cannot be evaluated all the same, said so rather than holding.
+      throw new EvaluationError(err instanceof RangeError ? 'the expression nests too deeply to evaluate' : `the evaluation failed (${err instanceof Error ? err.message : String(err)})`);
     }
   };
 }

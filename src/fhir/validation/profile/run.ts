@@ -6,7 +6,7 @@
  * (profile-check.ts), since a profile may bind value sets the base table does not hold.
  */
 import type { Clock } from '../../../clock.ts';
-import { EMPTY_RESULT_NOTE, FhirPathTooCostly, type InvariantContext } from '../fhirpath-engine.ts';
+import { EMPTY_RESULT_NOTE, FhirPathEvaluationError, FhirPathTooCostly, type InvariantContext } from '../fhirpath-engine.ts';
 import type { ValidationIssue } from '../validate.ts';
 import { ofTypeName, pathTypes } from '../model.ts';
 import { coreType } from './compile.ts';
@@ -242,9 +242,14 @@ function checkItem(run: Run, profile: CompiledProfile, el: ProfileElement, item:
       try {
         holds = c.fn(item.value, item.type, ctx);
       } catch (err) {
-        if (!(err instanceof FhirPathTooCostly)) throw err;
-        tooCostly(run, pathOf(item), `${whereOf(profile, el)}: the invariant ${c.key} cannot be evaluated: ${err.message}`);
-        break;
+        if (err instanceof FhirPathTooCostly) {
+          tooCostly(run, pathOf(item), `${whereOf(profile, el)}: the invariant ${c.key} cannot be evaluated: ${err.message}`);
+          break;
+        }
+        if (!(err instanceof FhirPathEvaluationError)) throw err;
+        // An error evaluating it fails the invariant (HL7's validator reports it so, at the invariant's severity).
+        run.add(c.severity, 'invariant', pathOf(item), `${whereOf(profile, el)}: ${c.human} (the invariant cannot be evaluated here: ${err.message}) (${c.key})`);
+        continue;
       }
       if (holds !== true) run.add(c.severity, 'invariant', pathOf(item), `${whereOf(profile, el)}: ${c.human}${holds === undefined ? ` (${EMPTY_RESULT_NOTE})` : ''} (${c.key})`);
     }

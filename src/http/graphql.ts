@@ -117,7 +117,7 @@ export function graphqlRoutes(deps: GraphqlRouteDeps): Hono<AppEnv> {
     return new Response(reply.text, { status, headers: { 'Content-Type': `${type}; charset=utf-8` } });
   };
   const refuse = (c: Context<AppEnv>) => {
-    throw new FhirError('method-not-allowed', `${c.req.method} is not supported on $graphql`, { headers: { Allow: 'GET, POST' } });
+    throw new FhirError('method-not-allowed', `${c.req.method} is not supported on $graphql`, { headers: { Allow: 'GET, HEAD, POST' } });
   };
   app.on(['GET', 'POST'], '/$graphql', (c) => answer(c));
   app.on(['GET', 'POST'], '/:type/:id/$graphql', (c) => {

@@ -361,6 +361,20 @@ await eachStore((kind, fresh) => {
       await expectOutcome(await api.call('DELETE', '$graphql'), 405);
     });
 
+    test('PUT, PATCH and DELETE on $graphql are 405 whose Allow lists every method it answers, HEAD among them', async () => {
+      for (const path of ['$graphql', 'Patient/p1/$graphql']) {
+        for (const method of ['PUT', 'PATCH', 'DELETE']) {
+          const res = await api.call(method, path, method === 'DELETE' ? undefined : { query: '{ x }' });
+          await expectOutcome(res, 405);
+          expect(res.headers.get('allow')).toBe('GET, HEAD, POST');
+        }
+        // HEAD is answered as GET is, without the body.
+        const head = await api.call('HEAD', `${path}?query=${encodeURIComponent('{ Patient(id: "p1") { id } }')}`);
+        expect(head.status).toBe(200);
+        expect(await head.text()).toBe('');
+      }
+    });
+
     test('a mutation sent by GET is 405 with Allow: POST, nothing run (GraphQL over HTTP); a query by GET runs', async () => {
       for (const path of ['$graphql', 'Patient/p1/$graphql']) {
         const res = await api.get(`${path}?query=${encodeURIComponent('mutation { PatientCreate { id } }')}`);

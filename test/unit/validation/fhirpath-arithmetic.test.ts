@@ -316,6 +316,26 @@ describe('Decimal arithmetic is decimal (N1 § 2.1: a Decimal, not a binary frac
   });
 });
 
+describe("Decimal equality and equivalence (N1 § 6.1: = exact, trailing zeroes aside; ~ at the less precise operand's precision)", () => {
+  test("HL7's case: 1.2 / 1.8 equals only itself; rounded, or compared by ~, it is 0.67 (guards behaviour that held)", () => {
+    check([
+      ['1.2 / 1.8 = 0.66666667', 'false'], ['1.2 / 1.8 ~ 0.66666667', 'true'], ['(1.2 / 1.8).round(2) = 0.67', 'true'], ['1.2 / 1.8 ~ 0.67', 'true'],
+      ['1.2 / 1.8 ~ 0.66', 'false'], ['1.0 = 1.00', 'true'], ['1.5 = 1.50', 'true'], ['0.67 = 0.670', 'true'], ['0.67 = 0.671', 'false'],
+    ]);
+  });
+});
+
+describe('substring(), skip() and take() take an Integer (N1 signatures): anything else is an error', () => {
+  test('a Decimal (a whole one too), a String, or a decimal element: an error; an Integer or nothing: the result', () => {
+    check([
+      ["'abcdef'.substring(1.5)", 'error'], ["'abcdef'.substring(1.0)", 'error'], ["'abcdef'.substring(1, 2.0)", 'error'], ["'abc'.substring('x')", 'error'],
+      ['(1 | 2 | 3).skip(1.0)', 'error'], ['(1 | 2 | 3).take(1.5)', 'error'], ["(1 | 2 | 3).take('2')", 'error'], ['(1 | 2 | 3).skip(2.5.floor())', '3'],
+      ["'abcdef'.substring(1, 2)", 'bc'], ["'abcdef'.substring(2)", 'cdef'], ["'abc'.substring({})", 'empty'], ["'abc'.substring(1, {})", 'empty'],
+      ["'abc'.substring(3)", 'empty'], ['(1 | 2 | 3).take(2)', '1, 2'], ['(1 | 2 | 3).skip({})', '1, 2, 3'], ["'abcdef'.substring('ab'.length())", 'cdef'],
+    ]);
+  });
+});
+
 describe('Integer is 32-bit (N1: -2^31 to 2^31-1; an overflow gives nothing, § 6.6)', () => {
   test('literals: the range is an Integer, past it a Decimal (as HL7\'s validator reads a literal that is no 32-bit integer)', () => {
     check([

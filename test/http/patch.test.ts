@@ -507,6 +507,11 @@ await eachStore((kind, fresh) => {
         for (let i = 0; i < 40; i++) nested = `5.aggregate(${nested} + 1)`;
         const res = await pathPatch(`Patient/${id}`, fhirPatch({ type: 'replace', path: `Patient.active.where(${nested} = 45)`, value: { valueBoolean: false } }));
         expect([res.status, ((await res.json()) as Json).active]).toEqual([200, false]);
+        // Each level's aggregator compiled for three types of `$total` (an Integer init, a Decimal result, untyped): still once per level and type.
+        let typed = '$this';
+        for (let i = 0; i < 40; i++) typed = `5.aggregate(${typed} + $total / 2, 0)`;
+        const again = await pathPatch(`Patient/${id}`, fhirPatch({ type: 'replace', path: `Patient.active.where(${typed} = 5)`, value: { valueBoolean: true } }));
+        expect([again.status, ((await again.json()) as Json).active]).toEqual([200, true]);
       });
 
       test('a where() comparing each of 20,000 items with every other is 400 naming the limit; one reading %resource once applies', async () => {

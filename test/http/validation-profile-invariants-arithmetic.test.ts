@@ -89,6 +89,8 @@ describe("a tenant's profile invariants on large numbers, N1's conversions, aggr
       profile('whole-count-text', 'Observation', 'value.ofType(string).convertsToInteger()'),
       profile('short-given', 'Patient', "name.all(given.join(' ').length() <= 12)"),
       profile('two-part-mrn', 'Patient', "identifier.all(value.split('-').count() = 2 and value.split('-').all(trim().length() > 0))"),
+      // An aggregate() in another's aggregator sums Integers to an Integer (its `$total` was untyped: a Decimal).
+      profile('given-total', 'Patient', 'name.aggregate($total + $this.given.aggregate($total + 1, 0), 0) is Integer and name.aggregate($total + $this.given.aggregate($total + 1, 0), 0) <= 3'),
       profile('parts-within-total', 'Observation', 'component[0].value.ofType(Quantity).value + component[1].value.ofType(Quantity).value <= value.ofType(Quantity).value'),
     ]) expect((await api.put(`StructureDefinition/${sd.id}`, sd)).status).toBeLessThan(300);
   });
@@ -116,6 +118,11 @@ describe("a tenant's profile invariants on large numbers, N1's conversions, aggr
     expect((await api.post('Observation', parts(0.1, 0.2, 0.3))).status).toBe(201);
     expect((await api.post('Observation', parts(1.1, 2.2, 3.3))).status).toBe(201);
     await refusedBy(await api.post('Observation', parts(0.1, 0.21, 0.3)), 'parts-within-total');
+  });
+
+  test("aggregate() in another's aggregator: an Integer sum is an Integer", async () => {
+    expect((await api.post('Patient', patientOf('given-total', { name: [{ given: ['Ann', 'Mary'] }, { given: ['Jo'] }] }))).status).toBe(201);
+    await refusedBy(await api.post('Patient', patientOf('given-total', { name: [{ given: ['Ann', 'Mary'] }, { given: ['Jo', 'Al'] }] })), 'given-total');
   });
 
   test('convertsToInteger() on a string', async () => {

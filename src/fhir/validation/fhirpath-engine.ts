@@ -1158,6 +1158,11 @@ interface Scope {
   topicVariables?: true;
   /** Inside aggregate()'s aggregator: `$total` is defined, of this static type (undefined: its items tell). */
   total?: { type: string | undefined };
+  /**
+   * The aggregators of aggregate()s nested in an aggregator, compiled once for each type of `$this` and `$total`
+   * they are compiled for (aggregate()): shared by the whole of the outermost aggregate()'s compilation.
+   */
+  aggregators?: Map<Ast, Map<string, Expr>>;
 }
 
 function singletonBool(c: Coll): boolean | undefined {
@@ -2092,10 +2097,20 @@ function trimWhitespace(s: string): string {
  */
 function aggregate(input: Expr, aggregatorAst: Ast, initAst: Ast | undefined, scope: Scope): Expr {
   const init = initAst === undefined ? constExpr(undefined, EMPTY) : build(initAst, scope);
-  const compile = (totalType: string | undefined) => build(aggregatorAst, { ...scope, thisType: input.type, iterating: true, total: { type: totalType } });
-  // An aggregate() inside another's aggregator is compiled once, `$total` untyped: were each compiled again for its
-  // types, as many levels as the expression nests would compile its innermost 2^n times (30 levels: hours).
-  if (scope.total !== undefined) return aggregated(input, init, compile(undefined), undefined);
+  // An aggregator is compiled for up to three types of `$total`; one nested in it, in each of those compilations
+  // again. Compiled once for each type of `$this` and `$total` (what its scope varies by within one expression),
+  // the levels of an expression that nests them add compilations (at most three each) where they multiplied them
+  // (30 levels: 3^30). Until the fifty-fourth session a nested one was compiled once, `$total` untyped, and an
+  // Integer sum in it was a Decimal.
+  const aggregators = scope.aggregators ?? new Map<Ast, Map<string, Expr>>();
+  let compiled = aggregators.get(aggregatorAst);
+  if (compiled === undefined) aggregators.set(aggregatorAst, (compiled = new Map()));
+  const compile = (totalType: string | undefined): Expr => {
+    const key = `${input.type ?? ''}|${totalType ?? ''}`;
+    let e = compiled.get(key);
+    if (e === undefined) compiled.set(key, (e = build(aggregatorAst, { ...scope, thisType: input.type, iterating: true, total: { type: totalType }, aggregators })));
+    return e;
+  };
   let aggregator = compile(init.type);
   let type = init.type;
   if (aggregator.type !== type) {

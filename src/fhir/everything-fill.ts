@@ -14,7 +14,7 @@
  * reads a bounded number of rows whatever the records, and each page but the last reads at least `_count` rows
  * (`_count` matches are as many rows), so no walk takes more pages than one that read `_count` rows a page.
  */
-import { FhirError, type FhirIssue } from '../errors.ts';
+import type { FhirIssue } from '../errors.ts';
 import type { ResourceVersion } from '../store/types.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import { includeNamer, referenced, type EverythingInput, type IncludedSoFar, type Referenced } from './everything.ts';
@@ -69,20 +69,18 @@ export async function pageRows<R extends ResourceVersion>(
    */
   const fit = async (rows: R[], first: boolean, so?: IncludedSoFar): Promise<Referenced & { kept: number }> => {
     const before = { warnings: warnings.length, chars: so?.chars ?? 0 };
-    const alone = first && rows.length === 1;
-    // Rows naming more than 20,000 resources not held or out of reach are a 400 of addIncludes (PAGE_READ_IN_REACH):
-    // fewer of them are read, as rows naming too many, or no page would ever get past them.
-    const refs = await referenced(deps, req, rows, params, leaveOut, warnings, so, first).catch((err: unknown) => {
-      if (alone || !(err instanceof FhirError) || err.issues[0]?.code !== 'too-costly') throw err;
-      return undefined;
-    });
-    if (refs !== undefined && !refs.over) return { ...refs, kept: rows.length };
-    // The page's first row alone names more: it is the page, its warning naming it.
-    if (alone) return { ...refs!, kept: fitted(rows, namesOf, warnings) };
+    // Rows naming more than PAGE_READ_IN_REACH resources not held or out of reach stop the reading (`stopped`), as
+    // rows naming more than the includes take do: fewer rows are read; the first row alone is the page.
+    const refs = await referenced(deps, req, rows, params, leaveOut, warnings, so, first);
+    if (!refs.over) return { ...refs, kept: rows.length };
+    // The page's first row alone names more: it is the page, with what was read of its references and a warning
+    // naming it (reading stopped, or past the first MAX_INCLUDES).
+    if (first && rows.length === 1) return { ...refs, kept: refs.stopped ? 1 : fitted(rows, namesOf, warnings) };
     warnings.length = before.warnings;
     if (so) so.chars = before.chars;
     if (!first) return { included: [], over: false, kept: 0 };
-    const kept = fitted(rows, namesOf, warnings);
+    const kept = fitted(rows, namesOf);
+    if (kept === 1) return fit(rows.slice(0, 1), true, so);
     return { ...(await referenced(deps, req, rows.slice(0, kept), params, leaveOut, warnings, so, first)), kept };
   };
   if (types === walk) {
@@ -144,16 +142,16 @@ export async function pageRows<R extends ResourceVersion>(
 /**
  * How many of `rows`, from the first, name at most MAX_INCLUDES resources together (`namesOf`: ids, versions,
  * canonicals, attached Binaries, held or not: at least what the includes read); the first always, whose names
- * past the bound are then left out with a warning naming it.
+ * past the bound are then left out (with `warnings`, a warning naming it).
  */
-function fitted(rows: ResourceVersion[], namesOf: (row: ResourceVersion) => string[], warnings: FhirIssue[]): number {
+function fitted(rows: ResourceVersion[], namesOf: (row: ResourceVersion) => string[], warnings?: FhirIssue[]): number {
   const keys = new Set<string>();
   let k = 0;
   for (const row of rows) {
     const fresh = new Set(namesOf(row).filter((x) => !keys.has(x)));
     if (keys.size + fresh.size > MAX_INCLUDES) {
       if (k > 0) break;
-      warnings.push(issue('warning', 'too-costly', `${row.type}/${row.id} refers to ${fresh.size} resources, more than a page includes (${MAX_INCLUDES}): those past the first ${MAX_INCLUDES} are left out; read them by the references ${row.type}/${row.id} holds`));
+      warnings?.push(issue('warning', 'too-costly', `${row.type}/${row.id} refers to ${fresh.size} resources, more than a page includes (${MAX_INCLUDES}): those past the first ${MAX_INCLUDES} are left out; read them by the references ${row.type}/${row.id} holds`));
     }
     for (const x of fresh) keys.add(x);
     k++;

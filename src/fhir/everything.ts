@@ -18,7 +18,7 @@ import { everythingRows } from './everything-rows.ts';
 import { pageRows } from './everything-fill.ts';
 import { dateTest } from './search-compile.ts';
 import { queryDateRange } from './dates.ts';
-import { addIncludes, DEFAULT_COUNT, includeKeysOf, MAX_COUNT, MAX_INCLUDES, type PageLinks } from './search.ts';
+import { addIncludes, DEFAULT_COUNT, includeKeysOf, MAX_COUNT, MAX_INCLUDES, PAGE_READ_IN_REACH, type PageLinks } from './search.ts';
 import { attachmentUrls, mayNameBinary } from './attachments.ts';
 import { MAX_BUNDLE_READ_CHARS } from './bundle-reads.ts';
 import { readableVersions } from './read-many.ts';
@@ -272,6 +272,11 @@ export interface Referenced {
    * were left out, with a warning (everything-fill.ts then ends the page before the row that passes the bound).
    */
   over: boolean;
+  /**
+   * Whether reading what the rows name stopped past PAGE_READ_IN_REACH references to resources not held or out of
+   * reach (`over` too): those not read were left out, with a warning naming the row when it is the one read.
+   */
+  stopped?: boolean;
 }
 
 /**
@@ -287,14 +292,24 @@ export async function referenced(deps: FhirDeps, req: FhirRequest, rows: Resourc
   const only = wanted === null ? undefined : new Set(wanted.split(',').map((x) => x.trim()));
   // Only `_type`'s types are read: the others, read to be dropped, took the page's MAX_INCLUDES (an Organization
   // named after 1,000 Practitioners was left out, silently) and cost a read each.
-  const inc = await addIncludes(deps, req, { includes, revincludes: [] }, rows, only ? (type) => leaveOut(type) || !only.has(type) : leaveOut);
+  // Past PAGE_READ_IN_REACH references read to no purpose reading stops, in $everything's words: it takes no `_include`
+  // to narrow, and a record naming that many would otherwise be a 400 on every page that reaches it.
+  const reading = { stopped: false };
+  const pastReach = (unread: number) => {
+    reading.stopped = true;
+    // Kept only where the row is the page's one (everything-fill.ts reads fewer rows again otherwise).
+    const row = `${rows[0]!.type}/${rows[0]!.id}`;
+    const what = rows.length === 1 ? row : `The records from ${row} on`;
+    return issue('warning', 'too-costly', `${what} name${rows.length === 1 ? 's' : ''} more than ${PAGE_READ_IN_REACH} resources that are not held or out of this token's reach: reading the references stopped after them, and the ${unread} named past them are left out; read them by the references ${rows.length === 1 ? `${row} holds` : 'those records hold'}`);
+  };
+  const inc = await addIncludes(deps, req, { includes, revincludes: [] }, rows, only ? (type) => leaveOut(type) || !only.has(type) : leaveOut, [], pastReach);
   // Past MAX_INCLUDES the rest are left out: the page says so, as a search's does.
   for (const w of inc.warnings) if (!warnings.some((x) => x.diagnostics === w.diagnostics)) warnings.push(w);
   const included = only ? inc.included.filter((r) => only.has(r.type)) : inc.included;
   const over = inc.warnings.length > 0;
-  if (only && !only.has('Binary')) return { included, over };
+  if (only && !only.has('Binary')) return { included, over, ...(reading.stopped && { stopped: true }) };
   const attached = await attachedBinaries(deps, req, rows, included, warnings, first, so);
-  return { included: [...included, ...attached.binaries], over: over || attached.over, ...(attached.cut !== undefined && { cut: attached.cut }) };
+  return { included: [...included, ...attached.binaries], over: over || attached.over, ...(attached.cut !== undefined && { cut: attached.cut }), ...(reading.stopped && { stopped: true }) };
 }
 
 /**

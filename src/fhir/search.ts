@@ -817,11 +817,13 @@ type KeepRows = ((rows: ResourceVersion[]) => Promise<ResourceVersion[]>) | unde
  * them, so that what is included, and the `too-costly` warning, are what the token would get were the
  * rows out of its reach not there: the warning when rows within reach were left out, and only then.
  * Reading on past more than PAGE_READ_IN_REACH rows out of reach, or references (ids, canonicals) read to no
- * purpose (to resources not held, out of reach or included already), is a 400 (`too-costly`).
+ * purpose (to resources not held, out of reach or included already), is a 400 (`too-costly`) naming `_include`;
+ * with `pastReach` (`$everything`, which takes no `_include`) it is no error: past the bound, reading stops before
+ * the next statement, and the warning `pastReach` gives for the references of the round not read ends the includes.
  */
 export async function addIncludes(
   deps: FhirDeps, req: FhirRequest, compiled: Pick<CompiledSearch, 'includes' | 'revincludes'>, rows: ResourceVersion[],
-  leaveOut?: (type: string) => boolean, rowsNotCurrent: readonly string[] = [],
+  leaveOut?: (type: string) => boolean, rowsNotCurrent: readonly string[] = [], pastReach?: (unread: number) => FhirIssue,
 ): Promise<{ included: ResourceVersion[]; warnings: FhirIssue[] }> {
   const seen = new Set(rows.map((r) => `${r.type}/${r.id}`));
   const included: ResourceVersion[] = [];
@@ -848,6 +850,14 @@ export async function addIncludes(
   const listing: FhirRequest = { ...req, access: enumerationAccess(req.access) };
   const binaries = (on: FhirRequest): KeepRows => (binaryReachLimited(on.access) ? (rows) => rowsInReach(deps, on, rows) : undefined);
   let outOfReach = 0;
+  /** The references (ids, canonicals) of the round's `_include` statements not read yet. */
+  let unread = 0;
+  /** With `pastReach`: whether reading stops here, past PAGE_READ_IN_REACH read to no purpose (its warning given once). */
+  const stopHere = () => {
+    if (!pastReach || outOfReach <= PAGE_READ_IN_REACH) return false;
+    if (!warnings.length) warnings.push(pastReach(unread));
+    return true;
+  };
   /**
    * Adds the rows of `q` (its count MAX_INCLUDES + 1, sorted by id) that `keep` keeps, and returns those
    * added: one statement when it holds fewer rows, or when they fill the included (the warning), else read
@@ -862,12 +872,12 @@ export async function addIncludes(
       for (const row of batch) {
         if (warnings.length) return fresh;
         if (!within || within.has(row)) fresh.push(...add([row]));
-        else if (++outOfReach > PAGE_READ_IN_REACH) {
+        else if (++outOfReach > PAGE_READ_IN_REACH && !pastReach) {
           const why = q.type === 'Binary' ? 'their securityContext is' : 'the versions their targets name are';
           throw new FhirError('invalid', `The included resources of this search take reading more than ${PAGE_READ_IN_REACH} ${q.type} resources out of this token's reach (${why} in no index): narrow the search or its _include and _revinclude`, { issueCode: 'too-costly', expression: ['_include'] });
         }
       }
-      if (batch.length < q.count || warnings.length || searchesCore(deps, q)) return fresh;
+      if (batch.length < q.count || warnings.length || searchesCore(deps, q) || stopHere()) return fresh;
     }
   };
   /**
@@ -904,7 +914,7 @@ export async function addIncludes(
      * more than MAX_INCLUDES, so that a page the first search fills knows there are more, warns, and reads no further.
      */
     const reach = async (type: string, where: Condition, named: number) => {
-      if (!visible(type) || leaveOut?.(type) || warnings.length) return;
+      if (!visible(type) || leaveOut?.(type) || warnings.length || stopHere()) return;
       const q: SearchQuery = { type, where: [where], sort: [], count: MAX_INCLUDES + 1 };
       const filter = scopeFilter(req, type, 'r');
       if (filter) q.where!.push(filter);
@@ -915,7 +925,8 @@ export async function addIncludes(
       // The references read to no purpose (not held, out of reach, included already) count as rows out of reach do:
       // a page naming tens of thousands of them is as costly, and was read on without bound.
       outOfReach = Math.max(outOfReach, before + named - fresh.length);
-      if (outOfReach > PAGE_READ_IN_REACH) {
+      unread -= named;
+      if (outOfReach > PAGE_READ_IN_REACH && !pastReach) {
         throw new FhirError('invalid', `The included resources of this search take reading more than ${PAGE_READ_IN_REACH} references to ${type} resources that are not held, out of this token's reach or included already: narrow the search or its _include and _revinclude`, { issueCode: 'too-costly', expression: ['_include'] });
       }
     };
@@ -935,11 +946,12 @@ export async function addIncludes(
     }
     // MAX_INCLUDES ids a statement, until the included are full: those out of reach or not held take no room, and past
     // PAGE_READ_IN_REACH of them (with the rows out of reach) it is a 400, as canonicals are.
+    const statements: { type: string; where: Condition; named: number }[] = [];
     for (const [type, ids] of reached.ids) {
       const list = [...ids].filter((id) => !seen.has(`${type}/${id}`));
-      for (let i = 0; i < list.length && !warnings.length; i += MAX_INCLUDES) {
+      for (let i = 0; i < list.length; i += MAX_INCLUDES) {
         const ids = list.slice(i, i + MAX_INCLUDES);
-        await reach(type, { kind: 'id', ids }, ids.length);
+        statements.push({ type, where: { kind: 'id', ids }, named: ids.length });
       }
     }
     // MAX_SEARCH_VALUES canonicals a statement, as many as the included take: a page may name thousands.
@@ -951,10 +963,15 @@ export async function addIncludes(
       const done = followed.get(type) ?? followed.set(type, new Set()).get(type)!;
       const list = [...canonicals].filter((c) => !done.has(c));
       for (const c of list) done.add(c);
-      for (let i = 0; i < list.length && !warnings.length; i += MAX_SEARCH_VALUES) {
+      for (let i = 0; i < list.length; i += MAX_SEARCH_VALUES) {
         const urls = list.slice(i, i + MAX_SEARCH_VALUES);
-        await reach(type, canonicalCondition(urls), urls.length);
+        statements.push({ type, where: canonicalCondition(urls), named: urls.length });
       }
+    }
+    unread = statements.reduce((n, s) => n + (visible(s.type) && !leaveOut?.(s.type) ? s.named : 0), 0);
+    for (const { type, where, named } of statements) {
+      if (warnings.length) break;
+      await reach(type, where, named);
     }
     const values = frontier.map((r) => ({ system: r.type, value: r.id }));
     // A canonical resource is also referred to by its `url` (canonical rows have no type: search.html

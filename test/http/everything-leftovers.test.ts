@@ -142,6 +142,42 @@ await eachStore((kind, fresh) => {
       expect(pages.flatMap((b) => of(b, 'outcome'))).toEqual([]);
     }, 60_000);
 
+    test('one record naming more than 20,000 resources not held is a page of its own: what is held, and a warning naming what was left out', async () => {
+      // g-big names held-1, 25,000 Practitioners not held, then org-g: reading stops past 20,000 read to no purpose
+      // (21 statements of 1,000), the rest unread (org-g among them). It was a 400 on every page reaching it.
+      const put = (resource: Json) => ({ resource, request: { method: 'PUT', url: `${resource.resourceType}/${resource.id}` } });
+      const big = {
+        resourceType: 'Observation', id: 'g-big', status: 'final', code: { text: 'g' }, subject: { reference: 'Patient/pg' }, encounter: { reference: 'Encounter/enc-g' },
+        performer: [{ reference: 'Practitioner/held-1' }, ...Array.from({ length: 25_000 }, (_, k) => ({ reference: `Practitioner/ghost-g-${k}` })), { reference: 'Organization/org-g' }],
+      };
+      const entries = [
+        { resourceType: 'Patient', id: 'pg' }, { resourceType: 'Practitioner', id: 'held-1' }, { resourceType: 'Practitioner', id: 'held-2' },
+        { resourceType: 'Organization', id: 'org-g', name: 'G' },
+        { resourceType: 'Encounter', id: 'enc-g', status: 'finished', class: { code: 'AMB' }, subject: { reference: 'Patient/pg' } },
+        big,
+        { resourceType: 'Observation', id: 'g-small', status: 'final', code: { text: 'g' }, subject: { reference: 'Patient/pg' }, encounter: { reference: 'Encounter/enc-g' }, performer: [{ reference: 'Practitioner/held-2' }] },
+      ].map(put);
+      expect((await api.post('', { resourceType: 'Bundle', type: 'transaction', entry: entries })).status).toBe(200);
+      const own = fhirClient(t, await craftToken(t, 'patient/*.rs', { patient: 'pg' }));
+      for (const [client, query] of [[api, 'Patient/pg/$everything'], [api, 'Patient/pg/$everything?_count=1'], [own, 'Patient/$everything'], [api, 'Encounter/enc-g/$everything'], [api, 'Patient/pg/$everything?_type=Observation,Practitioner']] as const) {
+        const typed = query.includes('_type');
+        const { matches, included, pages } = await walk(client, query);
+        expect({ query, matches }).toEqual({ query, matches: [...(query.startsWith('Encounter') || typed ? [] : ['Patient/pg']), ...(typed ? [] : ['Encounter/enc-g']), 'Observation/g-big', 'Observation/g-small'] });
+        expect({ query, included: included.filter((x) => x.startsWith('Practitioner/') || x.startsWith('Organization/')) }).toEqual({ query, included: ['Practitioner/held-1', 'Practitioner/held-2'] });
+        // The record is a page alone, with its warning; no other page warns (under _type, the page of the records before it,
+        // none of _type, says so: an information).
+        const issuesOf = (b: Json) => (b.entry ?? []).filter((e: Json) => e.search.mode === 'outcome').flatMap((e: Json) => e.resource.issue).filter((i: Json) => i.severity !== 'information');
+        const warned = pages.filter((b) => issuesOf(b).length);
+        expect({ query, warned: warned.map((b) => of(b, 'match')) }).toEqual({ query, warned: [['Observation/g-big']] });
+        const issues = issuesOf(warned[0]!);
+        expect(issues.length).toBe(1);
+        expect(issues[0]).toMatchObject({ severity: 'warning', code: 'too-costly' });
+        // Unread: 4,001 Practitioners and org-g (but under a _type without Organizations); under the Encounter, pg too.
+        expect({ query, d: issues[0].diagnostics }).toEqual({ query, d: `Observation/g-big names more than 20000 resources that are not held or out of this token's reach: reading the references stopped after them, and the ${query.startsWith('Encounter') ? 4003 : typed ? 4001 : 4002} named past them are left out; read them by the references Observation/g-big holds` });
+        expect(JSON.stringify(issues)).not.toContain('_include');
+      }
+    }, 120_000);
+
     test('_since keeps the included resources updated since then too (R4: only resources updated after it)', async () => {
       const patient = await walk(api, `Patient/pc/$everything?_since=${SINCE}`);
       expect(patient.matches).toEqual(['Observation/o-new']);

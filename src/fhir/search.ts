@@ -930,20 +930,6 @@ export async function addIncludes(
         throw new FhirError('invalid', `The included resources of this search take reading more than ${PAGE_READ_IN_REACH} references to ${type} resources that are not held, out of this token's reach or included already: narrow the search or its _include and _revinclude`, { issueCode: 'too-costly', expression: ['_include'] });
       }
     };
-    // A version-specific reference includes the version it names, read as a vread reads it (the
-    // token's access, compartment and scope filters): a deletion, or a version not held, is left out.
-    // Past MAX_INCLUDES, the first one within reach gives the warning.
-    for (const { type, id, version } of reached.versions.values()) {
-      if (warnings.length) break;
-      if (seen.has(`${type}/${id}`) || !visible(type) || leaveOut?.(type)) continue;
-      const v = await vreadResource(deps, req, type, id, version).catch((err: unknown) => {
-        if (err instanceof FhirError && err.status < 500) return undefined;
-        throw err;
-      });
-      if (v) next.push(...add([v]));
-      // The version it names may be an earlier one: not the record as it is now (provenance-reach.ts patientRecords).
-      if (v) notCurrent.add(`${type}/${id}`);
-    }
     // MAX_INCLUDES ids a statement, until the included are full: those out of reach or not held take no room, and past
     // PAGE_READ_IN_REACH of them (with the rows out of reach) it is a 400, as canonicals are.
     const statements: { type: string; where: Condition; named: number }[] = [];
@@ -968,7 +954,27 @@ export async function addIncludes(
         statements.push({ type, where: canonicalCondition(urls), named: urls.length });
       }
     }
-    unread = statements.reduce((n, s) => n + (visible(s.type) && !leaveOut?.(s.type) ? s.named : 0), 0);
+    // A version-specific reference includes the version it names, read as a vread reads it (the
+    // token's access, compartment and scope filters): a deletion, or a version not held, is left out, and is
+    // read to no purpose as an id not held is (tens of thousands of them were each a read, without bound).
+    // Past MAX_INCLUDES, the first one within reach gives the warning.
+    const versions = [...reached.versions.values()].filter(({ type, id }) => visible(type) && !leaveOut?.(type) && !seen.has(`${type}/${id}`));
+    unread = versions.length + statements.reduce((n, s) => n + (visible(s.type) && !leaveOut?.(s.type) ? s.named : 0), 0);
+    for (const { type, id, version } of versions) {
+      if (warnings.length || stopHere()) break;
+      unread--;
+      if (seen.has(`${type}/${id}`)) continue;
+      const v = await vreadResource(deps, req, type, id, version).catch((err: unknown) => {
+        if (err instanceof FhirError && err.status < 500) return undefined;
+        throw err;
+      });
+      if (v) next.push(...add([v]));
+      // The version it names may be an earlier one: not the record as it is now (provenance-reach.ts patientRecords).
+      if (v) notCurrent.add(`${type}/${id}`);
+      else if (++outOfReach > PAGE_READ_IN_REACH && !pastReach) {
+        throw new FhirError('invalid', `The included resources of this search take reading more than ${PAGE_READ_IN_REACH} versions of ${type} resources that are not held or out of this token's reach, with the references read to no purpose: narrow the search or its _include and _revinclude`, { issueCode: 'too-costly', expression: ['_include'] });
+      }
+    }
     for (const { type, where, named } of statements) {
       if (warnings.length) break;
       await reach(type, where, named);

@@ -178,6 +178,21 @@ await eachStore((kind, fresh) => {
       }
     }, 120_000);
 
+    test('a record naming more than 20,000 versions not held is a page of its own too, not every version read', async () => {
+      // h-vers names held-1's version 1, then 20,500 versions not held: reading stops past 20,000 of them, 499 unread.
+      const versions = Array.from({ length: 20_500 }, (_, k) => ({ reference: `Practitioner/ghost-v-${k}/_history/1` }));
+      await api.put200({ resourceType: 'Practitioner', id: 'held-v' });
+      await api.put200({ resourceType: 'Patient', id: 'ph' });
+      await api.put200({ resourceType: 'Observation', id: 'h-vers', status: 'final', code: { text: 'h' }, subject: { reference: 'Patient/ph' }, performer: [{ reference: 'Practitioner/held-v/_history/1' }, ...versions] });
+      const { matches, included, pages } = await walk(api, 'Patient/ph/$everything');
+      expect(matches).toEqual(['Patient/ph', 'Observation/h-vers']);
+      expect(included).toEqual(['Practitioner/held-v']);
+      const issues = pages.flatMap((b) => (b.entry ?? []).filter((e: Json) => e.search.mode === 'outcome').flatMap((e: Json) => e.resource.issue));
+      expect(issues.map((i: Json) => i.diagnostics)).toEqual([
+        "Observation/h-vers names more than 20000 resources that are not held or out of this token's reach: reading the references stopped after them, and the 499 named past them are left out; read them by the references Observation/h-vers holds",
+      ]);
+    }, 120_000);
+
     test('_since keeps the included resources updated since then too (R4: only resources updated after it)', async () => {
       const patient = await walk(api, `Patient/pc/$everything?_since=${SINCE}`);
       expect(patient.matches).toEqual(['Observation/o-new']);

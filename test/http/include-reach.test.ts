@@ -144,6 +144,21 @@ await eachStore((kind, fresh) => {
       }
     }, 60_000);
 
+    test('versions not held count toward the bound too: past 20,000 of them read to no purpose, a 400 too-costly', async () => {
+      // Each version-specific reference is a read of its own: tens of thousands of versions not held were each read, without bound.
+      const missing = (n: number) => Array.from({ length: n }, (_, i) => `Patient/none-${String(i).padStart(5, '0')}/_history/1`);
+      await write([
+        observation('vers-bound', 'p1', { focus: [...missing(BOUND), 'Patient/p1/_history/1'].map((reference) => ({ reference })) }),
+        observation('vers-past', 'p1', { focus: [...missing(BOUND + 1), 'Patient/p1/_history/1'].map((reference) => ({ reference })) }),
+      ]);
+      const b = await admin.search('Observation?_id=vers-bound&_include=Observation:focus');
+      expect({ included: included(b), warned: warned(b) }).toEqual({ included: ['Patient/p1'], warned: false });
+      const outcome = await expectOutcome(await admin.get('Observation?_id=vers-past&_include=Observation:focus'), 400, 'too-costly');
+      expect({ diagnostics: outcome.issue[0].diagnostics, expression: outcome.issue[0].expression }).toEqual({
+        diagnostics: expect.stringContaining('more than 20000 versions of Patient resources that are not held'), expression: ['_include'],
+      });
+    }, 120_000);
+
     test('canonicals followed in an earlier round are not read again: a long chain through resources included already is followed to its end', async () => {
       // Libraries c-000 -> c-001 -> ... -> c-099, each also depending on the same 210 hubs: every round past the
       // first names the 210 again (included in the first), 99 x 210 = 20,790 canonicals read to no purpose when

@@ -115,6 +115,21 @@ const CONNECTION_ERRORS = new Set([
 ]);
 
 /**
+ * OpenSSL's verdicts on the server's certificate (X509_V_ERR_*, as node:tls names them): a certificate the URL's
+ * `sslmode` and `sslrootcert` do not trust (another authority's, expired, revoked, for another host) makes every new
+ * connection fail, as a server that is down does, until it is replaced; with the TLS handshakes that failed (ERR_SSL_*,
+ * ERR_TLS_*), an outage (503, probed again), not a fault of the request (500 on each one).
+ */
+const CERTIFICATE_ERRORS = new Set([
+  'UNABLE_TO_GET_ISSUER_CERT', 'UNABLE_TO_GET_CRL', 'UNABLE_TO_DECRYPT_CERT_SIGNATURE', 'UNABLE_TO_DECRYPT_CRL_SIGNATURE',
+  'UNABLE_TO_DECODE_ISSUER_PUBLIC_KEY', 'CERT_SIGNATURE_FAILURE', 'CRL_SIGNATURE_FAILURE', 'CERT_NOT_YET_VALID', 'CERT_HAS_EXPIRED',
+  'CRL_NOT_YET_VALID', 'CRL_HAS_EXPIRED', 'ERROR_IN_CERT_NOT_BEFORE_FIELD', 'ERROR_IN_CERT_NOT_AFTER_FIELD',
+  'ERROR_IN_CRL_LAST_UPDATE_FIELD', 'ERROR_IN_CRL_NEXT_UPDATE_FIELD', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'SELF_SIGNED_CERT_IN_CHAIN',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'CERT_CHAIN_TOO_LONG', 'CERT_REVOKED', 'INVALID_CA',
+  'PATH_LENGTH_EXCEEDED', 'INVALID_PURPOSE', 'CERT_UNTRUSTED', 'CERT_REJECTED', 'HOSTNAME_MISMATCH',
+]);
+
+/**
  * SQLSTATEs of a server that cannot serve now: admin_shutdown, crash_shutdown, cannot_connect_now
  * (starting up or shutting down), too_many_connections, disk_full, out_of_memory, io_error; and the
  * whole connection-exception class 08. Also what refuses a new session, which no statement of Cinder's
@@ -128,7 +143,7 @@ const UNAVAILABLE_STATES = new Set(['57P01', '57P02', '57P03', '53300', '53100',
 export function isPostgresOutage(err: unknown): boolean {
   if (err instanceof postgres.PostgresError) return err.code.startsWith('08') || UNAVAILABLE_STATES.has(err.code);
   const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && CONNECTION_ERRORS.has(code);
+  return typeof code === 'string' && (CONNECTION_ERRORS.has(code) || CERTIFICATE_ERRORS.has(code) || /^ERR_(SSL|TLS)_/.test(code));
 }
 
 /** True for a statement the server cancelled: `statement_timeout`, or an administrator (query_canceled, 57014). */

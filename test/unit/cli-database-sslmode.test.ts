@@ -80,6 +80,65 @@ describe.skipIf(!pg || !openssl)('sslmode against a server without TLS (the loca
   }, 60_000);
 });
 
+/** Runs `fn` with libpq's environment variables `vars` set (undefined: unset), as a libpq client of the host would have them. */
+async function withEnv<T>(vars: Record<string, string | undefined>, fn: () => Promise<T>): Promise<T> {
+  const saved = Object.fromEntries(Object.keys(vars).map((k) => [k, process.env[k]]));
+  const set = (values: Record<string, string | undefined>) => {
+    for (const [k, v] of Object.entries(values)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  };
+  set(vars);
+  try {
+    return await fn();
+  } finally {
+    set(saved);
+  }
+}
+
+describe.skipIf(!pg || !openssl)("libpq's TLS environment variables (PGSSLMODE...), read when the URL does not name the option", () => {
+  test('PGSSLMODE=require refuses a server without TLS, as libpq does; the URL\'s sslmode wins over it', async () => {
+    const db = await pg!.migrated();
+    expect(await attempt(withQuery(db.url, ''), ['tenant', 'create', 't1', '--json'])).toMatchObject({ code: 0, stderr: '' });
+    await withEnv({ PGSSLMODE: 'require' }, async () => {
+      const refused = await attempt(withQuery(db.url, ''), ['client', 'list', '--tenant', 't1']);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain('the server does not support SSL, but SSL was required (sslmode=require)');
+      expect(await attempt(withQuery(db.url, 'sslmode=prefer'), ['client', 'list', '--tenant', 't1', '--json'])).toMatchObject({ code: 0, stderr: '' });
+    });
+    await withEnv({ PGSSLMODE: 'verify-ca', PGSSLROOTCERT: join(dir, 'ca.pem') }, async () => {
+      const refused = await attempt(withQuery(db.url, ''), ['client', 'list', '--tenant', 't1']);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain('(sslmode=verify-ca)');
+    });
+    // An empty variable is unset, as libpq takes it.
+    await withEnv({ PGSSLMODE: '' }, async () => {
+      expect(await attempt(withQuery(db.url, ''), ['client', 'list', '--tenant', 't1', '--json'])).toMatchObject({ code: 0, stderr: '' });
+    });
+  }, 60_000);
+
+  test('a bad value or an unreadable file in a variable is refused at start naming the variable; PGSSLCRLDIR is refused as sslcrldir is', async () => {
+    const base = 'postgres://cinder@127.0.0.1:5432/cinder';
+    const cases: [Record<string, string>, string][] = [
+      [{ PGSSLMODE: 'bogus' }, "invalid sslmode 'bogus' in PGSSLMODE"],
+      [{ PGSSLROOTCERT: join(dir, 'missing.pem') }, `cannot read the root certificate file '${join(dir, 'missing.pem')}' (sslrootcert in PGSSLROOTCERT)`],
+      [{ PGSSLCERT: join(dir, 'client.pem') }, 'sslcert in PGSSLCERT needs sslkey too'],
+      [{ PGSSLMINPROTOCOLVERSION: 'TLSv9' }, "invalid ssl_min_protocol_version 'TLSv9' in PGSSLMINPROTOCOLVERSION"],
+      [{ PGSSLCRLDIR: dir }, 'PGSSLCRLDIR is an option of libpq\'s client that Cinder does not support'],
+      [{ PGSSLNEGOTIATION: 'direct' }, 'sslnegotiation=direct in PGSSLNEGOTIATION needs sslmode require'],
+    ];
+    for (const [vars, message] of cases) {
+      const r = await withEnv(vars, () => attempt(base, ['client', 'list', '--tenant', 't1']));
+      expect([vars, r.code]).toEqual([vars, 2]);
+      expect([vars, r.stderr]).toEqual([vars, expect.stringContaining(message)]);
+    }
+    // The URL's option wins: its sslmode is read, the variable's never checked.
+    const r = await withEnv({ PGSSLMODE: 'bogus' }, () => attempt(`${base}?sslmode=disable&connect_timeout=1`, ['client', 'list', '--tenant', 't1']));
+    expect(r.stderr).not.toContain('PGSSLMODE');
+  }, 60_000);
+});
+
 type Hba = 'both' | 'tls' | 'plain';
 
 describe.skipIf(!pg || !openssl || !bin)('sslmode against a server with TLS (a throwaway cluster, ssl=on)', () => {

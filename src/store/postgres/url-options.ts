@@ -127,24 +127,62 @@ const SSL_MODES: SslMode[] = ['disable', 'allow', 'prefer', 'require', 'verify-c
 /** libpq's options of the client's TLS that Cinder reads itself (tlsFromUrl): never sent to the server. */
 const TLS_OPTIONS = ['sslrootcert', 'sslcert', 'sslkey', 'sslpassword', 'sslcrl', 'sslsni', 'sslcertmode', 'ssl_min_protocol_version', 'ssl_max_protocol_version'];
 
+/**
+ * libpq's environment variables of its TLS options (libpq-envars): each read, as libpq reads it, when the URL does not
+ * name its option (the URL wins), so that a PGSSLMODE=verify-full set for every libpq client of the host is not dropped
+ * for an unverified `prefer`. PGSSLCRLDIR and PGREQUIRESSL, options Cinder cannot honour, are refused as in the URL;
+ * PGSSLNEGOTIATION (which postgres.js reads itself when the URL names no `sslnegotiation`) is checked as the URL's.
+ */
+const TLS_ENV: Record<string, string> = {
+  sslmode: 'PGSSLMODE',
+  sslrootcert: 'PGSSLROOTCERT',
+  sslcert: 'PGSSLCERT',
+  sslkey: 'PGSSLKEY',
+  sslcrl: 'PGSSLCRL',
+  sslsni: 'PGSSLSNI',
+  sslcertmode: 'PGSSLCERTMODE',
+  ssl_min_protocol_version: 'PGSSLMINPROTOCOLVERSION',
+  ssl_max_protocol_version: 'PGSSLMAXPROTOCOLVERSION',
+  sslnegotiation: 'PGSSLNEGOTIATION',
+  sslcrldir: 'PGSSLCRLDIR',
+  requiressl: 'PGREQUIRESSL',
+};
+
+/**
+ * The URL's query with libpq's TLS environment variables (TLS_ENV) for the options it does not name (an empty variable
+ * is unset, as libpq takes it), and where each option came from, for messages: ` in the database URL` or ` in PGSSLMODE`.
+ */
+function tlsQuery(url: string): { query: URLSearchParams; at: (option: string) => string } {
+  const query = queryOf(url);
+  const fromEnv = new Map<string, string>();
+  for (const [option, name] of Object.entries(TLS_ENV)) {
+    const v = process.env[name];
+    if (!query.has(option) && v !== undefined && v !== '') {
+      query.set(option, v);
+      fromEnv.set(option, name);
+    }
+  }
+  return { query, at: (option) => (fromEnv.has(option) ? ` in ${fromEnv.get(option)}` : ' in the database URL') };
+}
+
 /** A file a TLS option names, read at start: a RangeError naming the option when it cannot be read or holds no `marker`. */
-function pemFile(option: string, what: string, path: string, marker: RegExp, expected: string): string {
-  if (path === '') throw new RangeError(`empty ${option} in the database URL: name a file of ${what}`);
+function pemFile(option: string, at: string, what: string, path: string, marker: RegExp, expected: string): string {
+  if (path === '') throw new RangeError(`empty ${option}${at}: name a file of ${what}`);
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
   } catch (err) {
-    throw new RangeError(`cannot read the ${what} file '${path}' (${option} in the database URL): ${(err as Error).message}`);
+    throw new RangeError(`cannot read the ${what} file '${path}' (${option}${at}): ${(err as Error).message}`);
   }
-  if (!marker.test(text)) throw new RangeError(`the ${what} file '${path}' (${option} in the database URL) holds no ${expected}`);
+  if (!marker.test(text)) throw new RangeError(`the ${what} file '${path}' (${option}${at}) holds no ${expected}`);
   return text;
 }
 
 /** The URL's TLS protocol version `option` (libpq's names, TLSv1 to TLSv1.3), or undefined. */
-function tlsVersion(query: URLSearchParams, option: string): TlsVersion | undefined {
+function tlsVersion(query: URLSearchParams, option: string, at: string): TlsVersion | undefined {
   const v = query.get(option);
   if (v === null) return undefined;
-  if (!(TLS_VERSIONS as string[]).includes(v)) throw new RangeError(`invalid ${option} '${v}' in the database URL: expected one of ${TLS_VERSIONS.join(', ')}`);
+  if (!(TLS_VERSIONS as string[]).includes(v)) throw new RangeError(`invalid ${option} '${v}'${at}: expected one of ${TLS_VERSIONS.join(', ')}`);
   return v as TlsVersion;
 }
 
@@ -169,39 +207,40 @@ function tlsVersion(query: URLSearchParams, option: string): TlsVersion | undefi
  * where no file is read. Throws a RangeError naming the option for a value libpq does not know or a file that cannot be read.
  */
 export function tlsFromUrl(url: string): DriverTls | undefined {
-  const query = queryOf(url);
+  const { query, at } = tlsQuery(url);
   const mode = query.get('sslmode');
   if (mode !== null && !(SSL_MODES as string[]).includes(mode)) {
-    throw new RangeError(`invalid sslmode '${mode}' in the database URL: expected one of ${SSL_MODES.join(', ')}`);
+    throw new RangeError(`invalid sslmode '${mode}'${at('sslmode')}: expected one of ${SSL_MODES.join(', ')}`);
   }
   // Over a Unix-domain socket there is no TLS, and libpq reads no certificate file.
   const target = endpoints(url);
   if (target !== undefined && 'socket' in target) return undefined;
   const root = query.get('sslrootcert');
   const sni = query.get('sslsni');
-  if (sni !== null && sni !== '0' && sni !== '1') throw new RangeError(`invalid sslsni '${sni}' in the database URL: expected 1 (send the host name) or 0`);
+  if (sni !== null && sni !== '0' && sni !== '1') throw new RangeError(`invalid sslsni '${sni}'${at('sslsni')}: expected 1 (send the host name) or 0`);
   const certMode = query.get('sslcertmode');
   if (certMode !== null && certMode !== 'allow' && certMode !== 'disable') {
     throw new RangeError(
       certMode === 'require'
-        ? 'sslcertmode=require in the database URL is not supported (the driver cannot tell whether the server asked for the certificate): use allow'
-        : `invalid sslcertmode '${certMode}' in the database URL: expected allow or disable`,
+        ? `sslcertmode=require${at('sslcertmode')} is not supported (the driver cannot tell whether the server asked for the certificate): use allow`
+        : `invalid sslcertmode '${certMode}'${at('sslcertmode')}: expected allow or disable`,
     );
   }
-  const minVersion = tlsVersion(query, 'ssl_min_protocol_version');
-  const maxVersion = tlsVersion(query, 'ssl_max_protocol_version');
+  const minVersion = tlsVersion(query, 'ssl_min_protocol_version', at('ssl_min_protocol_version'));
+  const maxVersion = tlsVersion(query, 'ssl_max_protocol_version', at('ssl_max_protocol_version'));
   if (minVersion && maxVersion && TLS_VERSIONS.indexOf(minVersion) > TLS_VERSIONS.indexOf(maxVersion)) {
-    throw new RangeError(`ssl_min_protocol_version ${minVersion} is above ssl_max_protocol_version ${maxVersion} in the database URL`);
+    const [minAt, maxAt] = [at('ssl_min_protocol_version'), at('ssl_max_protocol_version')];
+    throw new RangeError(`ssl_min_protocol_version ${minVersion}${minAt === maxAt ? '' : minAt} is above ssl_max_protocol_version ${maxVersion}${maxAt}`);
   }
   if (root === 'system' && mode !== null && mode !== 'verify-full') {
-    throw new RangeError(`sslmode=${mode} may not be used with sslrootcert=system in the database URL: use sslmode=verify-full (the system's roots trust any host they signed for)`);
+    throw new RangeError(`sslmode=${mode}${at('sslmode') === at('sslrootcert') ? '' : at('sslmode')} may not be used with sslrootcert=system${at('sslrootcert')}: use sslmode=verify-full (the system's roots trust any host they signed for)`);
   }
   if (mode === 'disable') return false;
   const tls: Exclude<DriverTls, false> = { sslmode: (mode ?? (root === 'system' ? 'verify-full' : 'prefer')) as Exclude<SslMode, 'disable'> };
   if (root === 'system' || (root === null && mode === 'verify-full')) {
     // the system's roots and the host name: tls.connect's defaults
   } else if (root !== null) {
-    tls.ca = pemFile('sslrootcert', 'root certificate', root, /-----BEGIN CERTIFICATE-----/, 'PEM certificate (-----BEGIN CERTIFICATE-----)');
+    tls.ca = pemFile('sslrootcert', at('sslrootcert'), 'root certificate', root, /-----BEGIN CERTIFICATE-----/, 'PEM certificate (-----BEGIN CERTIFICATE-----)');
     if (mode !== 'verify-full') tls.checkServerIdentity = () => undefined;
   } else if (mode === 'verify-ca') {
     tls.checkServerIdentity = () => undefined;
@@ -212,25 +251,25 @@ export function tlsFromUrl(url: string): DriverTls | undefined {
   const key = query.get('sslkey');
   if (certMode !== 'disable' && (cert !== null || key !== null)) {
     if (cert === null || key === null) {
-      throw new RangeError(`${cert === null ? 'sslkey' : 'sslcert'} in the database URL needs ${cert === null ? 'sslcert' : 'sslkey'} too: name the client's certificate and its private key`);
+      throw new RangeError(`${cert === null ? `sslkey${at('sslkey')}` : `sslcert${at('sslcert')}`} needs ${cert === null ? 'sslcert' : 'sslkey'} too: name the client's certificate and its private key`);
     }
-    tls.cert = pemFile('sslcert', 'client certificate', cert, /-----BEGIN CERTIFICATE-----/, 'PEM certificate (-----BEGIN CERTIFICATE-----)');
-    tls.key = pemFile('sslkey', 'private key', key, /-----BEGIN [A-Z ]*PRIVATE KEY-----/, 'PEM private key (-----BEGIN PRIVATE KEY-----)');
+    tls.cert = pemFile('sslcert', at('sslcert'), 'client certificate', cert, /-----BEGIN CERTIFICATE-----/, 'PEM certificate (-----BEGIN CERTIFICATE-----)');
+    tls.key = pemFile('sslkey', at('sslkey'), 'private key', key, /-----BEGIN [A-Z ]*PRIVATE KEY-----/, 'PEM private key (-----BEGIN PRIVATE KEY-----)');
     const passphrase = query.get('sslpassword');
     try {
       createPrivateKey({ key: tls.key, format: 'pem', ...(passphrase !== null && { passphrase }) });
     } catch (err) {
       throw new RangeError(
         passphrase === null
-          ? `the private key file '${key}' (sslkey in the database URL) is encrypted: give its password as sslpassword`
-          : `cannot decrypt the private key file '${key}' (sslkey in the database URL) with sslpassword: ${(err as Error).message}`,
+          ? `the private key file '${key}' (sslkey${at('sslkey')}) is encrypted: give its password as sslpassword`
+          : `cannot decrypt the private key file '${key}' (sslkey${at('sslkey')}) with sslpassword: ${(err as Error).message}`,
       );
     }
     if (passphrase !== null) tls.passphrase = passphrase;
   }
   const crl = query.get('sslcrl');
   if (crl !== null && tls.rejectUnauthorized !== false) {
-    tls.crl = pemFile('sslcrl', 'certificate revocation list', crl, /-----BEGIN X509 CRL-----/, 'PEM revocation list (-----BEGIN X509 CRL-----)');
+    tls.crl = pemFile('sslcrl', at('sslcrl'), 'certificate revocation list', crl, /-----BEGIN X509 CRL-----/, 'PEM revocation list (-----BEGIN X509 CRL-----)');
   }
   if (sni === '0') tls.servername = undefined;
   if (minVersion) tls.minVersion = minVersion;
@@ -318,10 +357,17 @@ export function checkUrlOptions(url: string): void {
   if (attrs !== null && !SESSION_ATTRS.includes(attrs)) {
     throw new RangeError(`invalid target_session_attrs '${attrs}' in the database URL: expected one of ${SESSION_ATTRS.join(', ')}`);
   }
-  const negotiation = query.get('sslnegotiation');
-  const mode = query.get('sslmode');
+  const tls = tlsQuery(url);
+  for (const name of ['sslcrldir', 'requiressl', 'sslnegotiation']) {
+    const v = tls.query.get(name);
+    if (v === null || query.has(name)) continue;
+    if (name in UNSUPPORTED) throw new RangeError(`${TLS_ENV[name]} is an option of libpq's client that Cinder does not support (${UNSUPPORTED[name]}): unset it`);
+    if (!ONLY[name]![0].includes(v)) throw new RangeError(`${TLS_ENV[name]}=${v} is not supported: ${ONLY[name]![1]}`);
+  }
+  const negotiation = tls.query.get('sslnegotiation');
+  const mode = tls.query.get('sslmode');
   if (negotiation === 'direct' && !['require', 'verify-ca', 'verify-full'].includes(mode ?? '')) {
-    throw new RangeError(`sslnegotiation=direct in the database URL needs sslmode require, verify-ca or verify-full (sslmode=${mode ?? 'prefer'})`);
+    throw new RangeError(`sslnegotiation=direct${tls.at('sslnegotiation')} needs sslmode require, verify-ca or verify-full (sslmode=${mode ?? 'prefer'}${tls.at('sslmode')})`);
   }
 }
 

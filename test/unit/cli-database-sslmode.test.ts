@@ -126,6 +126,7 @@ describe.skipIf(!pg || !openssl)("libpq's TLS environment variables (PGSSLMODE..
       [{ PGSSLCERT: join(dir, 'client.pem') }, 'sslcert in PGSSLCERT needs sslkey too'],
       [{ PGSSLMINPROTOCOLVERSION: 'TLSv9' }, "invalid ssl_min_protocol_version 'TLSv9' in PGSSLMINPROTOCOLVERSION"],
       [{ PGSSLCRLDIR: dir }, 'PGSSLCRLDIR is an option of libpq\'s client that Cinder does not support'],
+      [{ PGREQUIRESSL: '1' }, 'PGREQUIRESSL is an option of libpq\'s client that Cinder does not support (use sslmode=require)'],
       [{ PGSSLNEGOTIATION: 'direct' }, 'sslnegotiation=direct in PGSSLNEGOTIATION needs sslmode require'],
     ];
     for (const [vars, message] of cases) {
@@ -133,9 +134,10 @@ describe.skipIf(!pg || !openssl)("libpq's TLS environment variables (PGSSLMODE..
       expect([vars, r.code]).toEqual([vars, 2]);
       expect([vars, r.stderr]).toEqual([vars, expect.stringContaining(message)]);
     }
-    // The URL's option wins: its sslmode is read, the variable's never checked.
-    const r = await withEnv({ PGSSLMODE: 'bogus' }, () => attempt(`${base}?sslmode=disable&connect_timeout=1`, ['client', 'list', '--tenant', 't1']));
+    // The URL's option wins: its sslmode is read, the variable's never checked; PGREQUIRESSL=0 asks for nothing.
+    const r = await withEnv({ PGSSLMODE: 'bogus', PGREQUIRESSL: '0' }, () => attempt(`${base}?sslmode=disable&connect_timeout=1`, ['client', 'list', '--tenant', 't1']));
     expect(r.stderr).not.toContain('PGSSLMODE');
+    expect(r.stderr).not.toContain('PGREQUIRESSL');
   }, 60_000);
 });
 

@@ -130,7 +130,7 @@ const TLS_OPTIONS = ['sslrootcert', 'sslcert', 'sslkey', 'sslpassword', 'sslcrl'
 /**
  * libpq's environment variables of its TLS options (libpq-envars): each read, as libpq reads it, when the URL does not
  * name its option (the URL wins), so that a PGSSLMODE=verify-full set for every libpq client of the host is not dropped
- * for an unverified `prefer`. PGSSLCRLDIR and PGREQUIRESSL, options Cinder cannot honour, are refused as in the URL;
+ * for an unverified `prefer`. PGSSLCRLDIR and PGREQUIRESSL (but 0), options Cinder cannot honour, are refused as in the URL;
  * PGSSLNEGOTIATION (which postgres.js reads itself when the URL names no `sslnegotiation`) is checked as the URL's.
  */
 const TLS_ENV: Record<string, string> = {
@@ -360,7 +360,8 @@ export function checkUrlOptions(url: string): void {
   const tls = tlsQuery(url);
   for (const name of ['sslcrldir', 'requiressl', 'sslnegotiation']) {
     const v = tls.query.get(name);
-    if (v === null || query.has(name)) continue;
+    // PGREQUIRESSL=0 asks for nothing (libpq's default); 1 is refused, as requiressl is in the URL.
+    if (v === null || query.has(name) || (name === 'requiressl' && v === '0')) continue;
     if (name in UNSUPPORTED) throw new RangeError(`${TLS_ENV[name]} is an option of libpq's client that Cinder does not support (${UNSUPPORTED[name]}): unset it`);
     if (!ONLY[name]![0].includes(v)) throw new RangeError(`${TLS_ENV[name]}=${v} is not supported: ${ONLY[name]![1]}`);
   }

@@ -46,6 +46,28 @@ describe.skipIf(!pg)('a PostgreSQL URL listing several hosts', () => {
     expect(failed.code).toBe(1);
     expect(failed.stderr).toStartWith(`cinder: cannot use the PostgreSQL database 'cinder_nowhere' on 127.0.0.1:${a},127.0.0.1:${b} (CINDER_DATABASE_URL): `);
   }, 30_000);
+
+  test('a host that never answers (a machine gone, its address black-holed) is given up after connect_timeout and the next one tried, as libpq does', async () => {
+    const db = await pg!.migrated();
+    const target = new URL(db.url);
+    // Takes the connection and says nothing: no answer to the TLS request nor to the start-up message.
+    const silent = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } });
+    try {
+      for (const query of ['', 'sslmode=disable']) {
+        const listed = `${db.url.replace(`@${target.host}`, `@127.0.0.1:${silent.port},${target.host}`)}?connect_timeout=1${query ? `&${query}` : ''}`;
+        const cli = cliOn(listed);
+        const made = await cli.run(['tenant', 'create', query ? 'plain' : 'tls', '--json']).catch((err: Error) => ({ code: 1, stdout: '', stderr: `cinder: ${err.message}\n` }));
+        expect([query, made.code, made.stderr]).toEqual([query, 0, '']);
+      }
+      // Every host silent: the connection fails, naming both, once each has had its connect_timeout.
+      const nowhere = cliOn(`postgres://${target.username}@127.0.0.1:${silent.port},127.0.0.1:${silent.port}/cinder_nowhere?connect_timeout=1`);
+      const failed = await nowhere.run(['client', 'list', '--tenant', 't1']).catch((err: Error) => ({ code: 1, stdout: '', stderr: `cinder: ${err.message}\n` }));
+      expect(failed.code).toBe(1);
+      expect(failed.stderr).toContain('CONNECT_TIMEOUT');
+    } finally {
+      silent.stop(true);
+    }
+  }, 30_000);
 });
 
 /** A TCP forwarder listening on the IPv6 loopback, to `port` on 127.0.0.1: a PostgreSQL server at [::1]. */

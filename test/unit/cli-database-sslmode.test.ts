@@ -80,6 +80,32 @@ describe.skipIf(!pg || !openssl)('sslmode against a server without TLS (the loca
   }, 60_000);
 });
 
+describe('a server answering the TLS request with an error (it could not start a backend: out of processes or memory)', () => {
+  /** An ErrorResponse, as a postmaster writes when its fork fails: 53300 with its message. */
+  function errorResponse(): Uint8Array {
+    const body = new TextEncoder().encode('SFATAL\0C53300\0Msorry, too many clients already\0\0');
+    const out = new Uint8Array(5 + body.length);
+    out[0] = 0x45;
+    new DataView(out.buffer).setInt32(1, 4 + body.length);
+    out.set(body, 5);
+    return out;
+  }
+
+  test("every sslmode reports the server's error, not a server without TLS", async () => {
+    const failing = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { open: (s) => void s.write(errorResponse()), data: (s) => void s.end() } });
+    try {
+      for (const mode of ['require', 'prefer', 'allow']) {
+        const r = await attempt(`postgres://postgres@127.0.0.1:${failing.port}/cinder?sslmode=${mode}&connect_timeout=1`, ['client', 'list', '--tenant', 't1']);
+        expect([mode, r.code]).toEqual([mode, 1]);
+        expect([mode, r.stderr]).toEqual([mode, expect.stringContaining('sorry, too many clients already')]);
+        expect(r.stderr).not.toContain('does not support SSL');
+      }
+    } finally {
+      failing.stop(true);
+    }
+  }, 30_000);
+});
+
 /** Runs `fn` with libpq's environment variables `vars` set (undefined: unset), as a libpq client of the host would have them. */
 async function withEnv<T>(vars: Record<string, string | undefined>, fn: () => Promise<T>): Promise<T> {
   const saved = Object.fromEntries(Object.keys(vars).map((k) => [k, process.env[k]]));

@@ -123,7 +123,7 @@ async function withEnv<T>(vars: Record<string, string | undefined>, fn: () => Pr
   }
 }
 
-describe.skipIf(!pg || !openssl)("libpq's TLS environment variables (PGSSLMODE...), read when the URL does not name the option", () => {
+describe.skipIf(!pg || !openssl)("libpq's environment variables (PGSSLMODE...), read when the URL does not name the option", () => {
   test('PGSSLMODE=require refuses a server without TLS, as libpq does; the URL\'s sslmode wins over it', async () => {
     const db = await pg!.migrated();
     expect(await attempt(withQuery(db.url, ''), ['tenant', 'create', 't1', '--json'])).toMatchObject({ code: 0, stderr: '' });
@@ -164,6 +164,23 @@ describe.skipIf(!pg || !openssl)("libpq's TLS environment variables (PGSSLMODE..
     const r = await withEnv({ PGSSLMODE: 'bogus', PGREQUIRESSL: '0' }, () => attempt(`${base}?sslmode=disable&connect_timeout=1`, ['client', 'list', '--tenant', 't1']));
     expect(r.stderr).not.toContain('PGSSLMODE');
     expect(r.stderr).not.toContain('PGREQUIRESSL');
+  }, 60_000);
+
+  test("PGTARGETSESSIONATTRS: any (libpq's default) connects, read-write picks the server, another value is refused at start naming it", async () => {
+    const db = await pg!.migrated();
+    expect(await attempt(withQuery(db.url, ''), ['tenant', 'create', 't1', '--json'])).toMatchObject({ code: 0, stderr: '' });
+    for (const value of ['any', 'read-write', '']) {
+      const listed = await withEnv({ PGTARGETSESSIONATTRS: value }, () => attempt(withQuery(db.url, ''), ['client', 'list', '--tenant', 't1', '--json']));
+      expect([value, listed.code, listed.stderr]).toEqual([value, 0, '']);
+    }
+    const standby = await withEnv({ PGTARGETSESSIONATTRS: 'standby' }, () => attempt(withQuery(db.url, ''), ['client', 'list', '--tenant', 't1']));
+    expect(standby.code).toBe(1);
+    const bad = await withEnv({ PGTARGETSESSIONATTRS: 'bogus' }, () => attempt(withQuery(db.url, ''), ['client', 'list', '--tenant', 't1']));
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("invalid target_session_attrs 'bogus' in PGTARGETSESSIONATTRS");
+    // The URL's wins.
+    const url = await withEnv({ PGTARGETSESSIONATTRS: 'standby' }, () => attempt(withQuery(db.url, 'target_session_attrs=any'), ['client', 'list', '--tenant', 't1', '--json']));
+    expect([url.code, url.stderr]).toEqual([0, '']);
   }, 60_000);
 });
 

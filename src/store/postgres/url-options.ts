@@ -324,15 +324,19 @@ const ONLY: Record<string, [values: string[], why: string]> = {
 
 const SESSION_ATTRS = ['any', 'read-write', 'read-only', 'primary', 'standby', 'prefer-standby'];
 
-/** The URL's `target_session_attrs` when it asks for a kind of server (not `any`), else undefined. */
+/**
+ * The URL's `target_session_attrs` (or libpq's PGTARGETSESSIONATTRS when it names none, which postgres.js reads itself)
+ * when it asks for a kind of server (not `any`), else undefined.
+ */
 export function sessionAttrsFromUrl(url: string): string | undefined {
-  const attrs = queryOf(url).get('target_session_attrs');
+  const attrs = queryOf(url).get('target_session_attrs') ?? (process.env.PGTARGETSESSIONATTRS || null);
   return attrs === null || attrs === 'any' ? undefined : attrs;
 }
 
 /**
  * libpq's options of the client that driverTarget takes out of the URL once read (checkUrlOptions refused the others);
- * `sslnegotiation`, `connect_timeout` and `target_session_attrs` other than `any` are left for the driver, which reads them.
+ * `sslnegotiation`, `connect_timeout` and `target_session_attrs` are left for the driver, which reads them (`any`, which
+ * postgres.js refused, as none: patches/postgres@3.4.9.patch, so that the URL's `any` wins over PGTARGETSESSIONATTRS).
  */
 const CLIENT_OPTIONS = ['user', 'password', 'fallback_application_name', ...Object.keys(ONLY).filter((o) => o !== 'sslnegotiation')];
 
@@ -356,6 +360,10 @@ export function checkUrlOptions(url: string): void {
   const attrs = query.get('target_session_attrs');
   if (attrs !== null && !SESSION_ATTRS.includes(attrs)) {
     throw new RangeError(`invalid target_session_attrs '${attrs}' in the database URL: expected one of ${SESSION_ATTRS.join(', ')}`);
+  }
+  const envAttrs = process.env.PGTARGETSESSIONATTRS;
+  if (attrs === null && envAttrs && !SESSION_ATTRS.includes(envAttrs)) {
+    throw new RangeError(`invalid target_session_attrs '${envAttrs}' in PGTARGETSESSIONATTRS: expected one of ${SESSION_ATTRS.join(', ')}`);
   }
   const tls = tlsQuery(url);
   for (const name of ['sslcrldir', 'requiressl', 'sslnegotiation']) {
@@ -406,7 +414,7 @@ function withoutParams(url: string, names: string[]): string {
  * read or send as settings;
  * the query's `user` and `password` (postgres.js sent them as settings, the password in the clear), and
  * `fallback_application_name`; and libpq's other options of the client checkUrlOptions accepted (`channel_binding=prefer`,
- * `target_session_attrs=any`, which postgres.js refused, `client_encoding=UTF8`...), read and taken out.
+ * `client_encoding=UTF8`...), read and taken out.
  */
 export function driverTarget(url: string): DriverTarget {
   const target = endpoints(url);
@@ -416,7 +424,6 @@ export function driverTarget(url: string): DriverTarget {
   const tls = tlsFromUrl(url);
   const names = new Set(query.keys());
   const client = CLIENT_OPTIONS.filter((o) => names.has(o));
-  if (query.get('target_session_attrs') === 'any') client.push('target_session_attrs');
   let rewritten = url;
   if (target) {
     const { at, end } = authority(url);

@@ -70,6 +70,39 @@ describe.skipIf(!pg)('a PostgreSQL URL listing several hosts', () => {
   }, 30_000);
 });
 
+describe('target_session_attrs against a server that does not report its state (PostgreSQL before 14, a pooler)', () => {
+  test('a session closed while its state is asked for fails the command with the close, and no promise is left rejected unhandled', async () => {
+    const rejections: unknown[] = [];
+    const onRejection = (reason: unknown) => void rejections.push(reason);
+    process.on('unhandledRejection', onRejection);
+    // Lets the session in (AuthenticationOk, ReadyForQuery, no in_hot_standby) and closes it at its first query.
+    const server = Bun.listen<{ started: boolean }>({
+      hostname: '127.0.0.1',
+      port: 0,
+      socket: {
+        open: (s) => void (s.data = { started: false }),
+        data(s, chunk) {
+          if (chunk.length === 8 && new DataView(chunk.buffer, chunk.byteOffset, 8).getInt32(4) === 80877103) return void s.write('N');
+          if (s.data.started) return void s.end();
+          s.data.started = true;
+          s.write(new Uint8Array([0x52, 0, 0, 0, 8, 0, 0, 0, 0, 0x5a, 0, 0, 0, 5, 0x49]));
+        },
+      },
+    });
+    try {
+      const cli = cliOn(`postgres://postgres@127.0.0.1:${server.port}/cinder?connect_timeout=1&target_session_attrs=read-write`);
+      const failed = await cli.run(['client', 'list', '--tenant', 't1']).catch((err: Error) => ({ code: 1, stdout: '', stderr: `cinder: ${err.message}\n` }));
+      expect(failed.code).toBe(1);
+      expect(failed.stderr).toContain('CONNECTION_CLOSED');
+      await Bun.sleep(100);
+      expect(rejections).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onRejection);
+      server.stop(true);
+    }
+  }, 20_000);
+});
+
 /** A TCP forwarder listening on the IPv6 loopback, to `port` on 127.0.0.1: a PostgreSQL server at [::1]. */
 function ipv6Forwarder(port: number) {
   type Side = { peer?: Socket<Side>; pending: Uint8Array[] };

@@ -117,7 +117,7 @@ async function resolveTarget(
   } else if (entry.method === 'PUT') {
     const bodyId = entry.resource!.id;
     if (match && bodyId !== undefined && bodyId !== match.id) {
-      throw new FhirError('invalid', `${at(entry)}: resource id '${bodyId}' differs from the id '${match.id}' the condition matched`);
+      throw new FhirError('invalid', `${at(entry)}: resource id '${bodyId}' differs from the id '${match.id}' the condition matched`, { expression: [`${at(entry)}.resource.id`] });
     }
     p.id = match?.id ?? bodyId ?? newId();
     if (match && (await storedMatch(deps, req, entry.type, match))) p.matched = match;
@@ -126,7 +126,7 @@ async function resolveTarget(
     p.id = match.id;
     if (entry.method === 'DELETE' && (await storedMatch(deps, req, entry.type, match))) p.matched = match;
   } else if (entry.method === 'PATCH') {
-    throw new FhirError('not-found', `${at(entry)}: conditional patch '${showCondition(entry.type, query)}' matches no resource`);
+    throw new FhirError('not-found', `${at(entry)}: conditional patch '${showCondition(entry.type, query)}' matches no resource`, { expression: [conditionElement(entry)] });
   }
   return p;
 }

@@ -93,13 +93,18 @@ export async function conditionSearch(
 /**
  * Resolves a conditional query to at most one current resource (conditionMatches); two or more matches
  * are 412. The ids in `excluded` (a transaction deletes them) match nothing. A transaction's search is
- * recorded in `held`, to be searched again at its commit (HeldSearches); `expression` names the element holding its condition (searchBeside).
+ * recorded in `held`, to be searched again at its commit (HeldSearches); `expression` names the element (or header) holding its condition,
+ * in the 412 and in searchBeside's 400.
  */
 export async function resolveCondition(
   deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, where: string, excluded: ReadonlySet<string> = new Set(), held?: HeldSearches, expression?: string,
 ): Promise<ResourceVersion | undefined> {
   const rows = await searchBeside(deps, req, type, query, where, excluded, 2, held, expression);
-  if (rows.length > 1) throw new FhirError('precondition', `${where}: condition '${showCondition(type, query)}' matches more than one resource`);
+  if (rows.length > 1) {
+    throw new FhirError('precondition', `${where}: condition '${showCondition(type, query)}' matches more than one resource`, {
+      ...(expression === undefined ? {} : { expression: [expression] }),
+    });
+  }
   return rows[0];
 }
 
@@ -337,7 +342,7 @@ export async function conditionalCreate(
   const query = parseCondition(ifNoneExist, type, 'If-None-Exist', 'If-None-Exist', deps.fhirBase?.(req.tenant));
   const condition = conditionKey(type, query);
   return exclusively(deps, req.tenant, [condition], async (settle) => {
-    const match = await resolveCondition(deps, req, type, query, 'If-None-Exist');
+    const match = await resolveCondition(deps, req, type, query, 'If-None-Exist', undefined, undefined, 'If-None-Exist');
     if (match) return { version: match, created: false, unchanged: false, matched: true };
     return createResource(deps, req, type, resource, await settledAndFound(deps, req, type, query, condition, settle, 'If-None-Exist'));
   });

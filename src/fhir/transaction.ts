@@ -4,7 +4,7 @@ import { writeConditions, exclusively, type Settle } from './conditional.ts';
 import { parseBundle, type Entry } from './bundle-entries.ts';
 import { entriesPerAttempt, entryResources, errorEntry, followerEntry, hasConditionalReferences, judgeEntry, judgesReach, plan, requireEntriesInReach, requireJudgedEntries, requireValidPatched, RefusedNoOps, rewriteReferences, settledConditions, storedOtherwise, writeEntry, writtenBy, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
 import { requireVersionsWritten, settleVersions, writtenAnew } from './bundle-versions.ts';
-import { withStaticIds } from './bundle-match-urls.ts';
+import { conditionElement, withStaticIds } from './bundle-match-urls.ts';
 import { checkRead, checkReadDeletion, checkReadTarget, readBudget, readEntry } from './bundle-reads.ts';
 import { lockActivationsFirst, noteValidationLevel, putOptions, referenceReach, validationLevel, writeTx, type FhirDeps, type FhirRequest } from './crud.ts';
 import { requireReferences } from './referential-integrity.ts';
@@ -28,7 +28,8 @@ const ORDER: Record<string, number> = { DELETE: 0, POST: 1, PUT: 2, PATCH: 2, GE
  */
 function checkTargets(planned: Planned[]): void {
   const changed = new Set<string>();
-  const at = (p: Planned) => ({ expression: [`Bundle.entry[${p.entry.index}]`] });
+  // A conditional entry's target is its condition's: the element holding it is named (`request.url`, `request.ifNoneExist`).
+  const at = (p: Planned) => ({ expression: [p.entry.condition ? conditionElement(p.entry) : `Bundle.entry[${p.entry.index}]`] });
   for (const p of planned) {
     if (!p.id || p.entry.method === 'GET' || p.existing || p.follows) continue;
     const key = `${p.entry.type}/${p.id}`;

@@ -206,11 +206,46 @@ await eachStore((kind, fresh) => {
       await api.create(patient('loc-2'));
       await api.create(patient('loc-2'));
       outcome = await nothingWritten(tx([update(undefined, 'Patient?identifier=urn%3Ax%7Cloc-2', patient('loc-2'))]), 412);
-      expect(outcome.issue[0].expression).toEqual(['Bundle.entry[0]']);
+      expect(outcome.issue[0].expression).toEqual(['Bundle.entry[0].request.url']);
       expect(outcome.issue[0].diagnostics).toContain("'Patient?identifier=urn:x|loc-2'");
       const batch = await ok(tx([{ ...update(undefined, 'Patient/loc-1', { resourceType: 'Patient', id: 'loc-1' }), request: { method: 'PUT', url: 'Patient/loc-1', ifMatch: 'W/"4"' } }], 'batch'));
       expect(batch.entry[0].response.status).toBe('412 Precondition Failed');
       expect(batch.entry[0].response.outcome.issue[0].expression).toEqual(['Bundle.entry[0].request.ifMatch']);
+    });
+
+    test("a condition's failures name the element holding it, in a transaction, a batch, and an If-None-Exist header", async () => {
+      await api.create(patient('el-2'));
+      await api.create(patient('el-2'));
+      const kept = await api.create(patient('el-1'));
+      const patch = { resourceType: 'Parameters', parameter: [{ name: 'operation', part: [{ name: 'type', valueCode: 'add' }, { name: 'path', valueString: 'Patient' }, { name: 'name', valueString: 'active' }, { name: 'value', valueBoolean: true }] }] };
+      const filler = create(undefined, patient('el-filler'));
+      const failing: [Json, number, string][] = [
+        // Several matches: 412, for each method.
+        [create(undefined, patient('el-2'), 'identifier=urn:x|el-2'), 412, 'request.ifNoneExist'],
+        [update(undefined, 'Patient?identifier=urn:x|el-2', patient('el-2')), 412, 'request.url'],
+        [{ request: { method: 'DELETE', url: 'Patient?identifier=urn:x|el-2' } }, 412, 'request.url'],
+        [{ resource: patch, request: { method: 'PATCH', url: 'Patient?identifier=urn:x|el-2' } }, 412, 'request.url'],
+        // A conditional patch matching nothing: 404.
+        [{ resource: patch, request: { method: 'PATCH', url: 'Patient?identifier=urn:x|el-none' } }, 404, 'request.url'],
+        // The body's id other than the match's.
+        [update(undefined, 'Patient?identifier=urn:x|el-1', patient('el-1', { id: 'other-id' })), 400, 'resource.id'],
+      ];
+      for (const [entry, status, element] of failing) {
+        const outcome = await nothingWritten(tx([filler, entry]), status);
+        expect([outcome.issue[0].code, outcome.issue[0].expression]).toEqual([status === 404 ? 'not-found' : status === 412 ? 'conflict' : 'invalid', [`Bundle.entry[1].${element}`]]);
+        const batch = await ok(tx([filler, entry], 'batch'));
+        expect([batch.entry[1].response.status.slice(0, 3), batch.entry[1].response.outcome.issue[0].expression]).toEqual([String(status), [`Bundle.entry[1].${element}`]]);
+      }
+      // A conditional create matching what another entry updates.
+      const changed = await nothingWritten(tx([create(undefined, patient('el-1'), 'identifier=urn:x|el-1'), update(undefined, `Patient/${kept.id}`, patient('el-1', { id: kept.id, active: true }))]), 400);
+      expect(changed.issue[0].expression).toEqual(['Bundle.entry[0].request.ifNoneExist']);
+      // A conditional update and a conditional delete of one resource.
+      const twice = await nothingWritten(tx([update(undefined, 'Patient?identifier=urn:x|el-1', patient('el-1', { active: false })), { request: { method: 'DELETE', url: 'Patient?identifier=urn:x|el-1' } }]), 400);
+      expect(twice.issue[0].expression).toEqual(['Bundle.entry[1].request.url']);
+      // The REST header: several matches name it.
+      const rest = await api.post('Patient', patient('el-2'), { 'If-None-Exist': 'identifier=urn:x|el-2' });
+      expect(rest.status).toBe(412);
+      expect(((await rest.json()) as Json).issue[0].expression).toEqual(['If-None-Exist']);
     });
 
   });

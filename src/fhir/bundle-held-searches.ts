@@ -324,7 +324,7 @@ export function valuesMerged(wheres: Condition[][]): Condition[] | undefined {
 }
 
 /** A condition's shape but for its values, where any one of its values matching is enough (valuesMerged); else undefined. */
-function mergeShape(c: Condition): string | undefined {
+export function mergeShape(c: Condition): string | undefined {
   if (c.kind === 'token' && !c.not && !c.unequal) return JSON.stringify({ ...c, values: [] });
   if (c.kind === 'string') return JSON.stringify({ ...c, values: [] });
   return undefined;

@@ -8,7 +8,8 @@ import { etag } from './bundle.ts';
 import { conditionElement, withEntryIds } from './bundle-match-urls.ts';
 import { splitVersion, versionBeforeWrite, type PendingVersion } from './bundle-versions.ts';
 import { cloneExact, parseExact } from './exact-json.ts';
-import { ConditionRaced, conditionKey, heldToMatch, requireFoundByCondition, resolveCondition, showCondition, storedMatch } from './conditional.ts';
+import { besideCount, ConditionRaced, conditionKey, conditionParams, heldToMatch, requireFoundByCondition, resolveCondition, showCondition, storedMatch, type ConditionAnswers } from './conditional.ts';
+import { GroupedConditionAnswers, type AheadSearch } from './bundle-condition-answers.ts';
 import { deleteVersion, putVersion, reachJudged, refusedNoOp, requireStoredInReach, requireWritableContext, stillJudged, type ContextReads, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
 import { securityContextTarget } from './binary.ts';
 import { findResources, lookups } from './core-search.ts';
@@ -95,6 +96,7 @@ export function hasConditionalReferences(entries: Entry[]): boolean {
  */
 async function resolveTarget(
   deps: FhirDeps, req: FhirRequest, entry: Entry, query: URLSearchParams | undefined, id: string | undefined, deleted: ReadonlySet<string>, held: HeldSearches | undefined,
+  answers: ConditionAnswers | undefined,
 ): Promise<Planned> {
   const p: Planned = { entry };
   // A conditional create is a create, whether or not a resource matches (as in REST).
@@ -105,7 +107,7 @@ async function resolveTarget(
   }
   // A conditional create runs after the transaction's deletes (http.html 3.1.0.11.2): what they delete
   // matches nothing. The targets of updates and patches, matched by content, are left to checkTargets.
-  const match = await resolveCondition(deps, req, entry.type, query, at(entry), entry.method === 'POST' ? deleted : undefined, held, conditionElement(entry));
+  const match = await resolveCondition(deps, req, entry.type, query, at(entry), entry.method === 'POST' ? deleted : undefined, held, conditionElement(entry), answers);
   if (!match && (entry.method === 'POST' || entry.method === 'PUT')) {
     p.settles = conditionKey(entry.type, entry.condition);
     p.creates = { condition: showCondition(entry.type, query), criteria: await criteriaOf(deps, req, entry.type, query, deps.clock.now()) };
@@ -150,9 +152,10 @@ function entryIfNoneMatch(entry: Entry): IfMatch | undefined {
  */
 async function target(
   deps: FhirDeps, req: FhirRequest, entry: Entry, query: URLSearchParams | undefined, id: string | undefined, deleted: ReadonlySet<string>, held: HeldSearches | undefined,
+  answers?: ConditionAnswers,
 ): Promise<Planned> {
   try {
-    const p = await resolveTarget(deps, req, entry, query, id, deleted, held);
+    const p = await resolveTarget(deps, req, entry, query, id, deleted, held, answers);
     if (p.id && (entry.method === 'PUT' || entry.method === 'DELETE')) {
       const judged = await requireStoredInReach(deps, req, entry.type, p.id, entry.method === 'PUT' ? 'u' : 'd');
       if (judged !== undefined) p.judged = judged;
@@ -259,16 +262,22 @@ export async function plan(
   for (const [e, id] of preset) deletes(e, id);
   // Entry by entry, letting other requests run every few ms (most entries' targets need no query: a loop of settled awaits).
   const pace = pacedTurns();
+  // A transaction's conditions are searched ahead, those of one shape together (bundle-condition-answers.ts).
+  const answers = held === undefined ? undefined : new GroupedConditionAnswers(deps, req);
+  const aheadOf = new Set<Entry>();
   while (left.length > 0) {
     const later: Entry[] = [];
-    for (const entry of left) {
+    for (const [i, entry] of left.entries()) {
       await pace();
       const query = entry.condition && withEntryIds(entry.condition, lookup, waiting);
       if (entry.condition && !query) {
         later.push(entry);
         continue;
       }
-      const found = await target(deps, req, entry, query, preset.get(entry), deleted.get(entry.type) ?? new Set(), held);
+      if (answers !== undefined && query && !aheadOf.has(entry)) {
+        await answers.ahead(searchesAhead(left.slice(i), aheadOf, (e) => e.condition && withEntryIds(e.condition, lookup, waiting), (e) => deleted.get(e.type)));
+      }
+      const found = await target(deps, req, entry, query, preset.get(entry), deleted.get(entry.type) ?? new Set(), held, answers);
       const p = found.creates ? await createdByEarlier(deps, found, created) : found;
       byEntry.set(entry, p);
       created.note(p);
@@ -299,6 +308,32 @@ export async function plan(
     return p;
   });
   return { planned, ids };
+}
+
+/**
+ * The condition searches of the entries from `entries[0]` on, up to the first that is not a DELETE if it is one (a
+ * transaction's deletes are planned first, and the creates' searches leave their matches out), whose conditions are
+ * known now (`query`: none while one names a fullUrl not resolved yet), as searchBeside will run them with the ids
+ * `deleted` gives now (a search whose count differs by then is searched alone), each entry noted in `seen`.
+ */
+function searchesAhead(
+  entries: Entry[], seen: Set<Entry>, query: (e: Entry) => URLSearchParams | undefined, deleted: (e: Entry) => ReadonlySet<string> | undefined,
+): AheadSearch[] {
+  const deletes = entries[0]!.method === 'DELETE';
+  const out: AheadSearch[] = [];
+  for (const e of entries) {
+    if (deletes && e.method !== 'DELETE') break;
+    const q = e.condition && e.method !== 'GET' && !seen.has(e) ? query(e) : undefined;
+    if (q === undefined) continue;
+    seen.add(e);
+    const excluded = e.method === 'POST' ? deleted(e) ?? new Set<string>() : new Set<string>();
+    try {
+      out.push({ type: e.type, params: conditionParams(e.type, q, at(e), besideCount(2, excluded)) });
+    } catch {
+      // Refused as its entry is planned.
+    }
+  }
+  return out;
 }
 
 /**

@@ -76,30 +76,58 @@ export async function conditionMatches(
   return (await conditionSearch(deps, req, type, query, where, count)).rows;
 }
 
-/** conditionMatches, with the store query it ran (none: the token sees none of the type), which a transaction searches again at its commit (HeldSearches). */
+/** What a condition search found: its rows, and the store query it ran (none: the token sees none of the type). */
+export interface ConditionFound {
+  rows: ResourceVersion[];
+  query: SearchQuery | undefined;
+}
+
+/** Condition searches answered before they are asked (a transaction's, grouped: bundle-condition-answers.ts), each once. */
+export interface ConditionAnswers {
+  take(type: string, params: URLSearchParams): ConditionFound | undefined;
+}
+
+/**
+ * conditionMatches, with the store query it ran, which a transaction searches again at its commit (HeldSearches);
+ * answered by `answers` where they hold its answer (the same rows and query).
+ */
 export async function conditionSearch(
-  deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, where: string, count: number,
-): Promise<{ rows: ResourceVersion[]; query: SearchQuery | undefined }> {
+  deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, where: string, count: number, answers?: ConditionAnswers,
+): Promise<ConditionFound> {
+  const params = conditionParams(type, query, where, count);
+  const answered = answers?.take(type, params);
+  if (answered !== undefined) return answered;
+  const { rows, query: ran } = await searchResources(deps, req, type, params, true);
+  return { rows, query: ran };
+}
+
+/** The search parameters conditionSearch runs a condition with: its first `count` matches, whatever its result parameters ask. */
+export function conditionParams(type: string, query: URLSearchParams, where: string, count: number): URLSearchParams {
   const params = new URLSearchParams(query);
   if (containedMode(params)) throw new FhirError('invalid', `${where}: condition '${showCondition(type, query)}' cannot use _contained (it selects one ${type})`, { expression: ['_contained'] });
   params.set('_count', String(count));
   // A result parameter selects nothing: a condition's matches are all of them, whatever `_offset` or `_cursor` skips, and
   // found as rows, whatever `_summary` or `_elements` shows (`_summary=count` found none: a conditional create wrote a duplicate).
   for (const shaping of ['_offset', '_cursor', '_summary', '_elements']) params.delete(shaping);
-  const { rows, query: ran } = await searchResources(deps, req, type, params, true);
-  return { rows, query: ran };
+  return params;
+}
+
+/** The count searchBeside searches with, for `wanted` matches beside those in `excluded`. */
+export function besideCount(wanted: number, excluded: ReadonlySet<string>): number {
+  return Math.min(wanted + excluded.size, MAX_COUNT);
 }
 
 /**
  * Resolves a conditional query to at most one current resource (conditionMatches); two or more matches
  * are 412. The ids in `excluded` (a transaction deletes them) match nothing. A transaction's search is
  * recorded in `held`, to be searched again at its commit (HeldSearches); `expression` names the element (or header) holding its condition,
- * in the 412 and in searchBeside's 400.
+ * in the 412 and in searchBeside's 400. `answers`: the searches a transaction's planning read ahead (conditionSearch).
  */
 export async function resolveCondition(
   deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, where: string, excluded: ReadonlySet<string> = new Set(), held?: HeldSearches, expression?: string,
+  answers?: ConditionAnswers,
 ): Promise<ResourceVersion | undefined> {
-  const rows = await searchBeside(deps, req, type, query, where, excluded, 2, held, expression);
+  const rows = await searchBeside(deps, req, type, query, where, excluded, 2, held, expression, answers);
   if (rows.length > 1) {
     throw new FhirError('precondition', `${where}: condition '${showCondition(type, query)}' matches more than one resource`, {
       ...(expression === undefined ? {} : { expression: [expression] }),
@@ -118,10 +146,10 @@ export async function resolveCondition(
  */
 export async function searchBeside(
   deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, where: string, excluded: ReadonlySet<string>, wanted: number, held: HeldSearches | undefined,
-  expression?: string,
+  expression?: string, answers?: ConditionAnswers,
 ): Promise<ResourceVersion[]> {
-  const count = Math.min(wanted + excluded.size, MAX_COUNT);
-  const found = await conditionSearch(deps, req, type, query, where, count);
+  const count = besideCount(wanted, excluded);
+  const found = await conditionSearch(deps, req, type, query, where, count, answers);
   held?.add(type, query, where, count, found);
   const rows = found.rows.filter((v) => !excluded.has(v.id));
   if (rows.length < wanted && found.rows.length >= count && count < wanted + excluded.size) {

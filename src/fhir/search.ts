@@ -1317,6 +1317,30 @@ export function withinCompartment(compiled: CompiledSearch, within: Compartment 
   return compiled;
 }
 
+/** A page's search compiled and completed for the store (storeQuery: undefined when the token sees none of it). */
+async function pageQuery(
+  deps: FhirDeps, req: FhirRequest, type: string, params: URLSearchParams, strict: boolean, within?: Compartment,
+): Promise<{ compiled: CompiledSearch; query: SearchQuery | undefined }> {
+  const compiled = withinCompartment(await compileLinked(deps, req, type, params, strict), within);
+  return { compiled, query: await storeQuery(deps, req, type, compiled, patientOf(within)) };
+}
+
+/**
+ * The store query of a type-level search whose page is one plain store search, its first `_count` rows (searchPage's
+ * last way: no core resources merged in, no matches kept in reach by reads of their own, no parameter but criteria and
+ * `_count`), as searchResources would run it and return it as its `query`: `{ query: undefined }` where the token sees
+ * none of the type. Undefined for any other search, which searchResources alone answers. Errors are searchResources'.
+ */
+export async function plainPageQuery(deps: FhirDeps, req: FhirRequest, type: string, params: URLSearchParams): Promise<{ query: SearchQuery | undefined } | undefined> {
+  if ([...params.keys()].some((k) => k !== '_count' && CONTROL.has(k.split(':', 1)[0]!))) return undefined;
+  checkRestType(type);
+  requireAccess(req.access, type, 's');
+  const { compiled, query } = await pageQuery(deps, req, type, params, true);
+  if (query === undefined) return { query };
+  if (compiled.summary === 'count' || query.count === 0 || searchesCore(deps, query) || keptInReach(deps, req, type) !== undefined) return undefined;
+  return { query };
+}
+
 /** A page of a type-level search, from its start or its `_cursor` (searchResources). */
 async function searchPage(
   deps: FhirDeps, req: FhirRequest, type: string, params: URLSearchParams, strict: boolean, within?: Compartment,
@@ -1326,9 +1350,8 @@ async function searchPage(
   const contained = containedMode(params);
   if (contained) return searchContained(deps, req, type, params, strict, contained, within);
   const compartment = patientOf(within);
-  const compiled = withinCompartment(await compileLinked(deps, req, type, params, strict), within);
+  const { compiled, query } = await pageQuery(deps, req, type, params, strict, within);
   const { warnings, self, total } = compiled;
-  const query = await storeQuery(deps, req, type, compiled, compartment);
   if (query === undefined) return { rows: [], included: [], total: 0, warnings, self };
   const repo = deps.store.resources;
   const core = searchesCore(deps, query);

@@ -1,9 +1,9 @@
 /**
  * A transaction of conditional creates by family and given name (`ifNoneExist: family=F&given=G`), as an
- * import of Patients keyed by name sends, through the in-process app of one or two checkouts, in turn
- * (wall time: the database's work counts):
+ * import of Patients keyed by name sends, or with `--by identifier` by identifier (`identifier=urn:x|idN`), through
+ * the in-process app of one or two checkouts, in turn (wall time: the database's work counts):
  *
- *   bun bench/conditional-creates.ts <checkout A> [<checkout B>] [--entries 1000] [--rounds 3] [--store sqlite|postgres|both] [--crossed 0]
+ *   bun bench/conditional-creates.ts <checkout A> [<checkout B>] [--entries 1000] [--rounds 3] [--store sqlite|postgres|both] [--crossed 0] [--by name|identifier]
  *
  * Each round, each side gets a fresh database (SQLite file, or a PostgreSQL database made from the test
  * helpers' migrated template) holding `--entries` / 2 of the Patients already, then one transaction of
@@ -20,11 +20,15 @@ import { parseArgs } from 'node:util';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
-  options: { entries: { type: 'string', default: '1000' }, rounds: { type: 'string', default: '3' }, store: { type: 'string', default: 'both' }, crossed: { type: 'string', default: '0' } },
+  options: {
+    entries: { type: 'string', default: '1000' }, rounds: { type: 'string', default: '3' }, store: { type: 'string', default: 'both' }, crossed: { type: 'string', default: '0' },
+    by: { type: 'string', default: 'name' },
+  },
 });
 // At most 9 other families of 10, so that no stored Patient meets its own given name's condition.
-if (positionals.length < 1 || positionals.length > 2 || !['sqlite', 'postgres', 'both'].includes(values.store) || !(Number(values.crossed) >= 0 && Number(values.crossed) <= 9)) {
-  console.error('usage: bun bench/conditional-creates.ts <checkout A> [<checkout B>] [--entries 1000] [--rounds 3] [--store sqlite|postgres|both] [--crossed 0]');
+const badBy = !['name', 'identifier'].includes(values.by) || (values.by === 'identifier' && values.crossed !== '0');
+if (positionals.length < 1 || positionals.length > 2 || !['sqlite', 'postgres', 'both'].includes(values.store) || !(Number(values.crossed) >= 0 && Number(values.crossed) <= 9) || badBy) {
+  console.error('usage: bun bench/conditional-creates.ts <checkout A> [<checkout B>] [--entries 1000] [--rounds 3] [--store sqlite|postgres|both] [--crossed 0] [--by name|identifier] (--crossed with --by name only)');
   process.exit(2);
 }
 const entries = Number(values.entries);
@@ -34,7 +38,12 @@ const crossed = Number(values.crossed);
 const families = crossed > 0 ? 10 : 97;
 
 /** The `i`th entry's Patient, of the `f`th family (its own by default). */
-const patient = (i: number, f = i) => ({ resourceType: 'Patient', name: [{ family: `Family${f % families}`, given: [`Given${i}x`] }], gender: i % 2 ? 'male' : 'female' });
+const patient = (i: number, f = i) => ({
+  resourceType: 'Patient', name: [{ family: `Family${f % families}`, given: [`Given${i}x`] }], gender: i % 2 ? 'male' : 'female',
+  ...(values.by === 'identifier' ? { identifier: [{ system: 'urn:x', value: `id${i}` }] } : {}),
+});
+/** The `i`th entry's condition. */
+const condition = (i: number) => (values.by === 'identifier' ? `identifier=urn:x|id${i}` : `family=Family${i % families}&given=Given${i}x`);
 /** What the database holds before the transaction: half the entries' Patients, or `crossed` of each given name under other families. */
 const stored = () => crossed > 0
   ? Array.from({ length: entries * crossed }, (_, k) => patient(Math.floor(k / crossed), Math.floor(k / crossed) + 1 + (k % crossed)))
@@ -47,7 +56,7 @@ function bundle(): unknown {
     entry: Array.from({ length: entries }, (_, i) => ({
       fullUrl: `urn:uuid:${crypto.randomUUID()}`,
       resource: patient(i),
-      request: { method: 'POST', url: 'Patient', ifNoneExist: `family=Family${i % families}&given=Given${i}x` },
+      request: { method: 'POST', url: 'Patient', ifNoneExist: condition(i) },
     })),
   };
 }

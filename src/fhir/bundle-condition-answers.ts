@@ -2,9 +2,9 @@
  * A transaction's condition searches read ahead together (FHIR R4 http 3.1.0.11.2: its conditional creates, updates,
  * patches and deletes are resolved before it writes). Planned one by one, each entry's condition was a statement of its
  * own: 1,000 conditional creates were 1,000 round trips to PostgreSQL, most of their planning. Conditions of one shape
- * (`family=F&given=G` for every entry) are searched as one superset (valuesMerged, as their commit searches them again:
+ * (`identifier=urn:mrn|N` for every entry) are searched as one superset (valuesMerged, as their commit searches them again:
  * bundle-held-searches.ts), whose rows are given to each condition by matching in memory only the conditions in which
- * they differ (a token or a string condition, each row narrowed first by its values: WrittenResources); those they share
+ * they differ (token conditions, each row narrowed first by its values: WrittenResources); those they share
  * the statement itself judged. A condition gets an answer only where it is exactly the search's: its matches all in
  * the superset (which is not cut short), fewer than its count (so that which of them a page holds never depends on
  * order), and its search a plain page (plainPageQuery). Any other is searched alone when its entry is planned.
@@ -68,12 +68,17 @@ export class GroupedConditionAnswers implements ConditionAnswers {
       if (shape === undefined) continue;
       (groups.get(shape) ?? groups.set(shape, []).get(shape)!).push({ key, query: plain.query });
     }
-    const most = this.deps.store.kind === 'sqlite' ? SQLITE_AT_ONCE : POSTGRES_AT_ONCE;
     for (const group of groups.values()) {
-      // Alone, a search is no cheaper as a superset.
-      if (group.length < 2) continue;
-      for (let i = 0; i < group.length; i += most) await this.together(group.slice(i, i + most));
+      // Alone, a search is no cheaper as a superset: it runs now, as searchResources would run it, compiled once.
+      if (group.length < 2) await this.alone(group[0]!);
+      else for (let i = 0; i < group.length; i += AT_ONCE) await this.together(group.slice(i, i + AT_ONCE));
     }
+  }
+
+  /** Answers a search by its own statement: its page's rows (searchResources reads one more, for its next link). */
+  private async alone(p: Prepared): Promise<void> {
+    const rows = await this.deps.store.resources.search(this.req.tenant, { ...p.query, count: p.query.count + 1 });
+    this.answers.set(p.key, { rows: rows.slice(0, p.query.count), query: p.query });
   }
 
   /** Answers `group`'s searches (one shape) from one superset statement, where each answer is exactly its search's. */
@@ -121,21 +126,20 @@ export class GroupedConditionAnswers implements ConditionAnswers {
 const keyOf = (type: string, params: URLSearchParams) => `${type}?${params}`;
 
 /**
- * The shape of a store query whose searches may be merged (valuesMerged): all but the values of its token and string
- * conditions. Undefined without conditions.
+ * The shape of a store query whose searches may be merged (valuesMerged): all but the values of its token conditions,
+ * which the merged statement looks up by its index, a value at a time. Its string conditions must be the same: their
+ * values merged are an `or` of ranges (a prefix each), which both databases weigh for every row of the parameter
+ * (250 searches by family and given among 5,000 Patients: 400 ms on PostgreSQL against 193 ms for each searched alone,
+ * 346 against 98 ms on SQLite; by identifier, 291 against 492 ms and 11 against 204 ms). Undefined without conditions.
  */
 function shapeOf(query: SearchQuery): string | undefined {
   const where = query.where ?? [];
   if (where.length === 0) return undefined;
-  return JSON.stringify({ ...query, where: where.map((c: Condition) => mergeShape(c) ?? JSON.stringify(c)) });
+  return JSON.stringify({ ...query, where: where.map((c: Condition) => (c.kind === 'token' ? mergeShape(c) : undefined) ?? JSON.stringify(c)) });
 }
 
-/**
- * The most searches merged into one statement. On SQLite, a merged string condition's prefix ranges are an `or` weighed
- * for every row read (as at the commit: MERGED_AT_MOST in bundle-held-searches.ts); PostgreSQL reads them by its index.
- */
-const SQLITE_AT_ONCE = 25;
-const POSTGRES_AT_ONCE = 250;
+/** The most searches merged into one statement (their token values one `IN` list). */
+const AT_ONCE = 250;
 
 /** The most rows a superset may hold beyond its searches' counts: more, and its halves are searched (or, fewer than SPLIT_FROM, each search alone). */
 const SUPERSET_OTHERS = 100;

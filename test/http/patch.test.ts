@@ -519,10 +519,9 @@ await eachStore((kind, fresh) => {
         const del = (path: string) => pathPatch(`Patient/${id}`, fhirPatch({ type: 'delete', path }));
         const issue = await refused(() => del("Patient.telecom.where(%resource.telecom.where(value = %context.value).count() = 1 and value = '19999')"), 400);
         expect(issue.diagnostics).toContain('more than 5000000 values');
-        // The same collection for every item: read once (it took 60 s), answered within the test timeout.
-        const started = performance.now();
+        // The same collection for every item: read once (it took 60 s). The work is counted by the where()'s budget
+        // of 5,000,000 values visited: read for each of the 20,000 items it would be 400,000,000, a 400 like the above.
         const res = await del("Patient.telecom.where(value in %resource.telecom.value and value = '19999')");
-        expect(performance.now() - started).toBeLessThan(30_000);
         expect(res.status).toBe(200);
         expect(((await res.json()) as Json).telecom.length).toBe(19_999);
       });

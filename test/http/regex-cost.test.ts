@@ -10,37 +10,13 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
 import { expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { engineRuns as countedRuns } from '../helpers/regex-runs.ts';
 
 /** Strings that `(a+)+$`-style patterns take exponential time to reject. */
 const evil = (i: number) => `${'a'.repeat(30)}!${i}`;
 
-/**
- * `fn()`'s answer and the runs of the backtracking engine it made on patterns nesting `(a+)+`: tests and
- * replaces, counted on RegExp's prototype while it runs (the work the guard bounds, whatever the machine).
- */
-async function engineRuns<T>(fn: () => T | Promise<T>): Promise<{ value: T; runs: number }> {
-  const proto = RegExp.prototype;
-  const test = proto.test;
-  const replace = proto[Symbol.replace];
-  let runs = 0;
-  const counted = (re: RegExp) => {
-    if (re.source.includes('(a+)+')) runs++;
-  };
-  proto.test = function (this: RegExp, input: string) {
-    counted(this);
-    return test.call(this, input);
-  };
-  proto[Symbol.replace] = function (this: RegExp, ...args: unknown[]) {
-    counted(this);
-    return Reflect.apply(replace, this, args) as string;
-  } as typeof replace;
-  try {
-    return { value: await fn(), runs };
-  } finally {
-    proto.test = test;
-    proto[Symbol.replace] = replace;
-  }
-}
+/** Runs of the backtracking engine on the patterns here, all of which nest `(a+)+`. */
+const engineRuns = <T>(fn: () => T | Promise<T>) => countedRuns('(a+)+', fn);
 
 await eachStore((kind, fresh) => {
   describe(`client-written regular expressions on ${kind}`, () => {

@@ -80,6 +80,54 @@ describe.skipIf(!pg || !openssl)('sslmode against a server without TLS (the loca
   }, 60_000);
 });
 
+describe.skipIf(!pg)("postgres.js's own spelling of the URL's options", () => {
+  test('?ssl= is its sslmode (true: verify-full, false: disable), read before PGSSLMODE; a bad or disagreeing value is refused at start', async () => {
+    const db = await pg!.migrated();
+    const made = await attempt(withQuery(db.url, ''), ['tenant', 'create', 't1', '--json']);
+    expect(made).toMatchObject({ code: 0, stderr: '' });
+    // Against the local server, which has no TLS: ssl=require was TLS or nothing before Cinder read sslmode, and stays so.
+    for (const [query, mode] of [['ssl=require', 'require'], ['ssl=true', 'verify-full'], ['ssl=verify-ca', 'verify-ca'], ['ssl=require&sslmode=require', 'require']] as const) {
+      const refused = await withEnv({ PGSSLMODE: 'disable' }, () => attempt(withQuery(db.url, query), ['client', 'list', '--tenant', 't1']));
+      expect([query, refused.code]).toEqual([query, 1]);
+      expect(refused.stderr).toContain(`the server does not support SSL, but SSL was required (sslmode=${mode})`);
+    }
+    for (const query of ['ssl=false', 'ssl=disable', 'ssl=prefer']) {
+      const listed = await withEnv({ PGSSLMODE: 'require' }, () => attempt(withQuery(db.url, query), ['client', 'list', '--tenant', 't1', '--json']));
+      expect([query, listed.code, listed.stderr]).toEqual([query, 0, '']);
+    }
+    const bad = await attempt(withQuery(db.url, 'ssl=yes'), ['client', 'list', '--tenant', 't1']);
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toContain("invalid ssl 'yes' in the database URL");
+    const disagree = await attempt(withQuery(db.url, 'ssl=require&sslmode=disable'), ['client', 'list', '--tenant', 't1']);
+    expect(disagree.code).not.toBe(0);
+    expect(disagree.stderr).toContain('ssl=require and sslmode=disable in the database URL disagree');
+  }, 60_000);
+
+  test("the driver's own options (debug, idle_timeout...) are refused in the URL, and never read from PG<OPTION> variables", async () => {
+    const db = await pg!.migrated();
+    for (const option of ['debug=1', 'idle_timeout=1', 'max_lifetime=1', 'keep_alive=0', 'max_pipeline=1', 'prepare=false', 'fetch_types=true', 'backoff=0', 'publications=x']) {
+      const refused = await attempt(withQuery(db.url, option), ['client', 'list', '--tenant', 't1']);
+      const name = option.split('=')[0]!;
+      expect([option, refused.code === 0]).toEqual([option, false]);
+      expect(refused.stderr).toContain(`${name} in the database URL is an option of the driver that Cinder sets itself`);
+    }
+    const { connect } = await import('../../src/store/postgres/db.ts');
+    const sql = await withEnv({ PGDEBUG: '1', PGIDLE_TIMEOUT: '1', PGMAX_LIFETIME: '1', PGKEEP_ALIVE: '1', PGMAX_PIPELINE: '1', PGPUBLICATIONS: 'x' }, async () => connect(db.url));
+    try {
+      // PGDEBUG would have put each failed statement's text and values on its error, into logs.
+      const failed = await sql.unsafe('select $1::int / 0', [7]).catch((err: Error) => err);
+      expect(failed).toBeInstanceOf(Error);
+      expect(Object.keys(failed as object)).not.toContain('parameters');
+      expect(Object.keys(failed as object)).not.toContain('query');
+      const o = sql.options as unknown as Record<string, unknown>;
+      expect([o.debug, o.idle_timeout, o.keep_alive, o.max_pipeline, o.publications]).toEqual([false, undefined, 60, 100, 'alltables']);
+      expect(typeof o.max_lifetime).toBe('function');
+    } finally {
+      await sql.end();
+    }
+  }, 60_000);
+});
+
 describe('a server answering the TLS request with an error (it could not start a backend: out of processes or memory)', () => {
   /** An ErrorResponse, as a postmaster writes when its fork fails: 53300 with its message. */
   function errorResponse(): Uint8Array {

@@ -80,6 +80,11 @@ export function connectForKeys(url: string): Pg {
   return open(url, { max: 1, application_name: 'cinder-keys', idle_timeout: KEYS_IDLE_TIMEOUT });
 }
 
+/** Seconds a connection is kept before it is replaced: 30 to 60 minutes, spread so a pool's connections are not replaced at once (postgres.js's default). */
+function connectionLifetime(): number {
+  return 60 * (30 + Math.random() * 30);
+}
+
 function open(url: string, o: { max: number; application_name: string; idle_timeout?: number; generic?: boolean }): Pg {
   // An IPv6 address in brackets, a Unix-domain socket's directory, the query's `host` and `port` are given
   // apart, as libpq reads them: postgres.js would take `[` for a host, connect to `%2Fvar%2Frun%2Fpostgresql`
@@ -89,7 +94,17 @@ function open(url: string, o: { max: number; application_name: string; idle_time
   const sql = postgres(driverUrl, {
     ...(hosts as { host?: string; port?: number; path?: string; database?: string; ssl?: DriverTls; user?: string; pass?: string }),
     max: o.max,
-    ...(o.idle_timeout !== undefined && { idle_timeout: o.idle_timeout }),
+    // Each of postgres.js's options is given, so that none is read from a PG<OPTION> environment variable (PGDEBUG would
+    // put each failed statement's text and values on its error, into logs); the URL may name none (checkUrlOptions).
+    // Given even when undefined (none): `'idle_timeout' in options` is what keeps the variable unread.
+    idle_timeout: o.idle_timeout,
+    // The driver takes a function, drawn for each connection, though its types say a number.
+    max_lifetime: connectionLifetime as unknown as number,
+    keep_alive: 60,
+    // Not in the driver's types, but read as the others.
+    ...({ max_pipeline: 100 } as object),
+    debug: false,
+    publications: 'alltables',
     prepare: true,
     types: { int8: int8AsNumber },
     // The built-in array types are declared below, not fetched by each new connection (array-types.ts).

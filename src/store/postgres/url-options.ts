@@ -149,12 +149,34 @@ const TLS_ENV: Record<string, string> = {
 };
 
 /**
+ * postgres.js's `ssl` values that are not an sslmode, as it took them: `true` TLS verified by the system's roots and the
+ * host name (tls.connect's defaults, libpq's `verify-full`), `false` none. Its other values are sslmodes.
+ */
+const SSL_ALIASES: Record<string, string> = { true: 'verify-full', false: 'disable' };
+
+/**
+ * postgres.js's options that it reads from a URL's query (and else from a `PG<OPTION>` environment variable), which Cinder
+ * sets itself (db.ts): refused in the URL, never taken silently (`?debug=1` would put each failed statement's text and
+ * values on its error, into logs).
+ */
+const DRIVER_OPTIONS = ['debug', 'idle_timeout', 'max_lifetime', 'keep_alive', 'max_pipeline', 'publications', 'prepare', 'fetch_types', 'backoff'];
+
+/**
  * The URL's query with libpq's TLS environment variables (TLS_ENV) for the options it does not name (an empty variable
  * is unset, as libpq takes it), and where each option came from, for messages: ` in the database URL` or ` in PGSSLMODE`.
  */
 function tlsQuery(url: string): { query: URLSearchParams; at: (option: string) => string } {
   const query = queryOf(url);
   const fromEnv = new Map<string, string>();
+  // postgres.js's `ssl` (`?ssl=require`, `?ssl=true`): the URL's sslmode, as that driver read it, before any variable.
+  const alias = query.get('ssl');
+  if (alias !== null) {
+    const mode = Object.hasOwn(SSL_ALIASES, alias) ? SSL_ALIASES[alias] : (SSL_MODES as string[]).includes(alias) ? alias : undefined;
+    if (mode === undefined) throw new RangeError(`invalid ssl '${alias}' in the database URL: expected true, false or an sslmode (${SSL_MODES.join(', ')})`);
+    const named = query.get('sslmode');
+    if (named !== null && named !== mode) throw new RangeError(`ssl=${alias} and sslmode=${named} in the database URL disagree: name sslmode alone`);
+    query.set('sslmode', mode);
+  }
   for (const [option, name] of Object.entries(TLS_ENV)) {
     const v = process.env[name];
     if (!query.has(option) && v !== undefined && v !== '') {
@@ -352,6 +374,7 @@ export function checkUrlOptions(url: string): void {
   tlsFromUrl(url);
   const query = queryOf(url);
   for (const name of new Set(query.keys())) {
+    if (DRIVER_OPTIONS.includes(name)) throw new RangeError(`${name} in the database URL is an option of the driver that Cinder sets itself: remove it`);
     if (name in UNSUPPORTED) throw new RangeError(`${name} in the database URL is an option of libpq's client that Cinder does not support (${UNSUPPORTED[name]}): remove it`);
     const v = query.get(name)!;
     const only = ONLY[name];
@@ -429,7 +452,7 @@ export function driverTarget(url: string): DriverTarget {
     const { at, end } = authority(url);
     rewritten = `${url.slice(0, at)}localhost${url.slice(end)}`;
   }
-  rewritten = withoutParams(rewritten, ['dbname', ...(target ? ['host', 'port'] : []), 'sslmode', ...TLS_OPTIONS, ...client]);
+  rewritten = withoutParams(rewritten, ['dbname', ...(target ? ['host', 'port'] : []), 'sslmode', 'ssl', ...TLS_OPTIONS, ...client]);
   const user = query.get('user');
   const pass = query.get('password');
   const fallback = query.get('fallback_application_name');

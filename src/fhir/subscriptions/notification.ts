@@ -7,6 +7,8 @@
  * `$status` and `$events` (operations.ts) answer the same Parameters.
  */
 import { randomUUID } from 'node:crypto';
+import type { FhirIssue } from '../../errors.ts';
+import { operationOutcome } from '../outcome.ts';
 import { STATUS_PROFILE } from './topics.ts';
 import type { PayloadContent } from './topic-subscription.ts';
 
@@ -27,6 +29,11 @@ export interface NotifiedEvent {
   resource?: Json;
   /** Resources the topic's notificationShape includes (full-resource). */
   included?: { type: string; id: string; resource: Json }[];
+  /**
+   * What was left out of `included` for its cost (full-resource): carried as the OperationOutcome of the focus entry's
+   * `response.outcome` (R4 Bundle.entry.response.outcome: the hints and warnings of processing that entry).
+   */
+  warnings?: FhirIssue[];
   /** Sent as with `empty` (its number and time alone): its focus is not the reader's to know (`$events`). */
   withheld?: boolean;
 }
@@ -86,7 +93,10 @@ export function notificationBundle(s: StatusInput, now: number): Json {
         fullUrl: `${s.base}/${e.type}/${e.id}`,
         ...(s.content === 'full-resource' && e.resource !== undefined && { resource: e.resource }),
         request: { method, url: method === 'POST' ? e.type : `${e.type}/${e.id}` },
-        response: { status: method === 'POST' ? '201' : method === 'PUT' ? '200' : '204' },
+        response: {
+          status: method === 'POST' ? '201' : method === 'PUT' ? '200' : '204',
+          ...(s.content === 'full-resource' && e.warnings?.length && { outcome: operationOutcome(e.warnings) }),
+        },
       });
       if (s.content === 'full-resource') {
         for (const inc of e.included ?? []) entry.push({ fullUrl: `${s.base}/${inc.type}/${inc.id}`, resource: inc.resource, request: { method: 'GET', url: `${inc.type}/${inc.id}` }, response: { status: '200' } });

@@ -111,7 +111,11 @@ export async function subscriptionEvents(deps: FhirDeps, req: FhirRequest, base:
         if (content === 'full-resource' && e.event !== 'delete') {
           event.resource = JSON.parse(read.content) as Json;
           const include = await includesOf(e.type);
-          if (include.length > 0) event.included = await shapeIncluded(deps, req, read, include);
+          if (include.length > 0) {
+            const shaped = await shapeIncluded(deps, req, read, include);
+            event.included = shaped.included;
+            if (shaped.warnings.length) event.warnings = shaped.warnings;
+          }
         }
       } catch (err) {
         if (!(err instanceof FhirError && err.status < 500)) throw err;

@@ -6,7 +6,9 @@ import type { Clock } from '../../clock.ts';
 import type { PendingNotification, ResourceVersion } from '../../store/types.ts';
 import { requireAccess } from '../access.ts';
 import type { FhirDeps, FhirRequest } from '../crud.ts';
-import { addIncludes, compileSearch } from '../search.ts';
+import type { FhirIssue } from '../../errors.ts';
+import { issue } from '../outcome.ts';
+import { addIncludes, compileSearch, PAGE_READ_IN_REACH } from '../search.ts';
 import { notificationBundle, type NotifiedEvent } from './notification.ts';
 import { ownerAccess, type RestoreAccess } from './owner.ts';
 import type { TopicRequest } from './topic-subscription.ts';
@@ -58,7 +60,9 @@ export async function topicBundle(deps: TopicBundleDeps, sub: NotifiedSubscripti
     const shape = topic?.shapes.find((sh) => sh.type === n.type);
     if (shape?.include.length && deps.restoreAccess) {
       const access = await ownerAccess(sub.tenant, sub.owner, deps.restoreAccess);
-      event.included = await shapeIncluded(fhir, { tenant: sub.tenant, access }, v!, shape.include);
+      const shaped = await shapeIncluded(fhir, { tenant: sub.tenant, access }, v!, shape.include);
+      event.included = shaped.included;
+      if (shaped.warnings.length) event.warnings = shaped.warnings;
     }
   }
   return notificationBundle({ ...status, type: 'event-notification', eventsSinceStart: event.number, events: [event] }, clock.now());
@@ -70,10 +74,15 @@ export async function topicBundle(deps: TopicBundleDeps, sub: NotifiedSubscripti
  * stands (written again since, its new subject was named beside the version notified; deleted since, nothing was). The
  * same steps as a search's includes (addIncludes: each target held to the reader's reach), with `version` as the page.
  * A reader that may not search the focus type gets none (a 403), as a search of it by `_id` answered.
+ * What a search would refuse for its cost is no error here: a notification is sent, or an event listed, once its focus
+ * was written, and nothing its subscriber can narrow would make it cheaper (it was a 400 thrown on every delivery
+ * attempt until the Subscription went to `error`, and an event `$events` withheld). Past PAGE_READ_IN_REACH references
+ * read to no purpose, reading stops as `$everything`'s does: `warnings` names the focus and what was left out; past
+ * MAX_INCLUDES, it says that only the first are carried.
  */
 export async function shapeIncluded(
   fhir: FhirDeps, req: FhirRequest, version: ResourceVersion, include: readonly [string, string][],
-): Promise<{ type: string; id: string; resource: Json }[]> {
+): Promise<{ included: { type: string; id: string; resource: Json }[]; warnings: FhirIssue[] }> {
   requireAccess(req.access, version.type, 's');
   const compiled = compileSearch(version.type, new URLSearchParams(include as [string, string][]), false, fhir.clock.now());
   // A version written over since is no longer the record: a patient-bound reader's `_revinclude=Provenance:target` must not
@@ -81,6 +90,8 @@ export async function shapeIncluded(
   // it now is (moved to another patient) would be included. Those are then found as a search finds them, by today's reach.
   const current = await fhir.store.resources.read(req.tenant, version.type, version.id);
   const stale = current?.versionId === version.versionId ? [] : [`${version.type}/${version.id}`];
-  const { included } = await addIncludes(fhir, req, compiled, [version], undefined, stale);
-  return included.map((r) => ({ type: r.type, id: r.id, resource: JSON.parse(r.content) as Json }));
+  const focus = `${version.type}/${version.id}`;
+  const pastReach = (unread: number) => issue('warning', 'too-costly', `${focus} (version ${version.versionId}) names more than ${PAGE_READ_IN_REACH} resources that are not held or out of this reader's reach: reading its references stopped after them, and the ${unread} named past them are not included; read them by the references that version holds`);
+  const { included, warnings } = await addIncludes(fhir, req, compiled, [version], undefined, stale, pastReach);
+  return { included: included.map((r) => ({ type: r.type, id: r.id, resource: JSON.parse(r.content) as Json })), warnings };
 }

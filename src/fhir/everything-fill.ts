@@ -10,7 +10,9 @@
  * Encounter an Observation names under `_type=Encounter,Organization`, is the match of its own page and so
  * no measure of this one), or it has read FILL_ROWS rows (`_count` when larger) or FILL_CHARS characters of rows
  * after its first read, or the records end; only then
- * does it give its `next`. A page so never stops empty while records are left within its row budget, a request
+ * does it give its `next`. A page so never stops empty while records are left within its row budget (a row whose
+ * references pass the includes' bounds, which ends a page, is taken by a page that has nothing else: it is no
+ * empty page before that row's own), a request
  * reads a bounded number of rows whatever the records, and each page but the last reads at least `_count` rows
  * (`_count` matches are as many rows), so no walk takes more pages than one that read `_count` rows a page.
  */
@@ -101,6 +103,20 @@ export async function pageRows<R extends ResourceVersion>(
   let outside = 0;
   let last: R | undefined;
   let more = true;
+  /** Whether the page has nothing to return yet: no match, nothing included. */
+  const empty = () => matches.length === 0 && so.included.size === 0;
+  /** Adds rows read, `chunk`, to the page: its matches, and `refs`, what they refer to. */
+  const take = (chunk: R[], refs: Referenced) => {
+    for (const r of chunk) if (types.includes(r.type)) matches.push(r);
+    read += chunk.length;
+    for (const r of chunk) chars += r.content.length;
+    if (chunk.length) last = chunk[chunk.length - 1];
+    for (const v of recent(refs.included)) {
+      const key = `${v.type}/${v.id}`;
+      if (!so.included.has(key) && !types.includes(v.type)) outside++;
+      so.included.set(key, v);
+    }
+  };
   for (let size = limit; more; size *= GROWTH) {
     // After the first read, no more rows than the characters left take at the size of those read so far.
     const room = read === 0 ? size : Math.max(1, Math.floor((FILL_CHARS - chars) / (chars / read)));
@@ -112,20 +128,23 @@ export async function pageRows<R extends ResourceVersion>(
       if (types.includes(chunk[i]!.type) && ++m === limit) (chunk = chunk.slice(0, i + 1));
     }
     // And before the row whose references pass what the includes take, or whose attached Binaries pass the
-    // page's characters (those of the rows before it fit).
-    const refs: Referenced & { kept: number } = chunk.length ? await fit(chunk, read === 0, so) : { included: [], over: false, kept: 0 };
-    const full = (refs.cut ?? refs.kept) < chunk.length;
-    chunk = chunk.slice(0, refs.cut ?? refs.kept);
-    for (const r of chunk) if (types.includes(r.type)) matches.push(r);
-    more = rows.length > chunk.length;
-    read += chunk.length;
-    for (const r of chunk) chars += r.content.length;
-    if (chunk.length) last = chunk[chunk.length - 1];
-    for (const v of recent(refs.included)) {
-      const key = `${v.type}/${v.id}`;
-      if (!so.included.has(key) && !types.includes(v.type)) outside++;
-      so.included.set(key, v);
+    // page's characters (those of the rows before it fit). Rows after reads that found nothing to return are read as
+    // the page's first: the row that passes is then the page's (alone, with what was read of its references and a
+    // warning), not left to a next page after an empty one.
+    const refs: Referenced & { kept: number } = chunk.length ? await fit(chunk, read === 0 || empty(), so) : { included: [], over: false, kept: 0 };
+    let taken = refs.cut ?? refs.kept;
+    const full = taken < chunk.length;
+    take(chunk.slice(0, taken), refs);
+    // The rows before the one that passes found nothing either: that row joins them, read as the page's first row
+    // alone (its references read up to their bounds), so that the page carries it, and what it refers to or the
+    // warning of what it left out, rather than coming back empty (the rows read before it are no page of their own).
+    if (full && empty()) {
+      const alone = await fit(chunk.slice(taken, taken + 1), true, so);
+      const kept = alone.cut ?? alone.kept;
+      take(chunk.slice(taken, taken + kept), alone);
+      taken += kept;
     }
+    more = rows.length > taken;
     // What the includes left out (past their bounds) ends the page, as do MAX_INCLUDES included (of the types that
     // do not count, the Encounters Observations name under `_type=Encounter,Organization`): the next page reads on.
     if (full || matches.length + outside >= limit || read >= budget || chars >= FILL_CHARS || warnings.length > warned || so.included.size >= MAX_INCLUDES) break;

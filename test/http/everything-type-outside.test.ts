@@ -91,5 +91,42 @@ await eachStore((kind, fresh) => {
       const noObservations = fhirClient(t, await craftToken(t, 'patient/Patient.rs patient/Encounter.rs patient/Practitioner.rs', { patient: 'p1' }));
       expect(await walk(noObservations, 'Patient/p1/$everything?_type=Practitioner')).toMatchObject({ matches: [], included: ['Practitioner/doc', 'Practitioner/gp'] });
     });
+
+    test('a record naming more than a page includes, after records of no _type resource, is on the page that read them: no page comes back empty', async () => {
+      // pz and its Encounter name no Practitioner; oz names 1,001, past a page's 1,000 includes. The page that read pz and
+      // its Encounter ended before oz and came back empty (an information alone), oz a page of its own after it.
+      const zs = Array.from({ length: 1_001 }, (_, i) => `z${String(i).padStart(4, '0')}`);
+      const put = (resource: Json) => ({ resource, request: { method: 'PUT', url: `${resource.resourceType}/${resource.id}` } });
+      expect((await api.post('', {
+        resourceType: 'Bundle', type: 'transaction', entry: [
+          ...zs.map((id) => put({ resourceType: 'Practitioner', id })),
+          put({ resourceType: 'Patient', id: 'pz' }),
+          put({ resourceType: 'Encounter', id: 'ez', status: 'finished', class: { code: 'AMB' }, subject: { reference: 'Patient/pz' } }),
+          put({ resourceType: 'Observation', id: 'oz', status: 'final', code: { text: 'z' }, subject: { reference: 'Patient/pz' }, performer: zs.map((id) => ({ reference: `Practitioner/${id}` })) }),
+        ],
+      })).status).toBe(200);
+      for (const query of ['Patient/pz/$everything?_type=Practitioner', 'Patient/pz/$everything?_type=Practitioner&_count=1', 'Patient/pz/$everything?_type=Observation,Practitioner&_count=2']) {
+        const pages: { entries: string[]; issues: string[] }[] = [];
+        for (let next: string | undefined = query; next; pages.length) {
+          if (pages.length === 10) throw new Error(`${query}: more than 10 pages`);
+          const b = await api.search(next);
+          pages.push({
+            entries: (b.entry ?? []).filter((e: Json) => e.search.mode !== 'outcome').map(name),
+            issues: (b.entry ?? []).filter((e: Json) => e.search.mode === 'outcome').flatMap((e: Json) => e.resource.issue.map((i: Json) => `${i.severity} ${i.code}: ${i.diagnostics}`)),
+          });
+          next = link(b, 'next');
+        }
+        // One page: the first 1,000 Practitioners oz names, and the warnings that the rest are left out (the includes'
+        // cap, and oz named as the record whose references pass it).
+        const typed = query.includes('Observation');
+        expect({ query, pages: pages.map((p) => ({ entries: p.entries.length, issues: p.issues })) }).toEqual({
+          query, pages: [{ entries: 1_000 + (typed ? 1 : 0), issues: [
+            'warning too-costly: Only the first 1000 included resources are returned',
+            'warning too-costly: Observation/oz refers to 1001 resources, more than a page includes (1000): those past the first 1000 are left out; read them by the references Observation/oz holds',
+          ] }],
+        });
+        expect(pages[0]!.entries.filter((e) => e.startsWith('Practitioner/')).sort()).toEqual(zs.slice(0, 1_000).map((id) => `Practitioner/${id}`));
+      }
+    }, 60_000);
   });
 });

@@ -17,6 +17,7 @@ import { withEntryIds } from './bundle-match-urls.ts';
 import { compileSearch, storeQuery } from './search.ts';
 import { matchConditions, type MatchContext } from './search-match.ts';
 import { indexEntries } from './indexer.ts';
+import { textKey } from './search-order.ts';
 import type { HeldSearches } from './bundle-held-searches.ts';
 
 /**
@@ -159,7 +160,7 @@ export class WrittenResources {
   private readonly indexRows = new Map<TransactionWrite, IndexRows>();
   /** By `Type\0param`: the written resources holding each token value of the parameter (made when a condition first asks). */
   private readonly byToken = new Map<string, Map<string, TransactionWrite[]>>();
-  /** By `Type\0param`: the parameter's normalised string values of the written resources, in code point order (made alike). */
+  /** By `Type\0param`: the parameter's normalised string values of the written resources as textKey, in code point order (made alike). */
   private readonly byString = new Map<string, { value: string; w: TransactionWrite }[]>();
 
   constructor(
@@ -188,7 +189,7 @@ export class WrittenResources {
     for (const [key, sorted] of this.byString) {
       if (!key.startsWith(prefix)) continue;
       const param = key.slice(prefix.length);
-      for (const e of this.rows(w).strings) if (e.param === param) sorted.splice(firstAtLeast(sorted, e.value), 0, { value: e.value, w });
+      for (const e of this.rows(w).strings) if (e.param === param) sorted.splice(firstAtLeast(sorted, textKey(e.value)), 0, { value: textKey(e.value), w });
     }
   }
 
@@ -336,13 +337,14 @@ export class WrittenResources {
     let sorted = this.byString.get(key);
     if (sorted === undefined) {
       sorted = [];
-      for (const w of this.of(type)) for (const e of this.rows(w).strings) if (e.param === c.param) sorted.push({ value: e.value, w });
+      for (const w of this.of(type)) for (const e of this.rows(w).strings) if (e.param === c.param) sorted.push({ value: textKey(e.value), w });
       sorted.sort((a, b) => (a.value < b.value ? -1 : a.value > b.value ? 1 : 0));
       this.byString.set(key, sorted);
     }
-    // As prefixOf (search-match.ts): from the value up to the value followed by the highest code point.
+    // As prefixOf (search-match.ts): from the value up to the value followed by the highest code point, in code point
+    // order (textKey): by UTF-16 units, `annｶ` (U+FF76) sorted past `ann` + U+10FFFF (a surrogate pair) and was missed.
     const found = sorted;
-    return c.values.map((v) => [firstAtLeast(found, v.value), firstAtLeast(found, v.value + '\u{10FFFF}')] as const);
+    return c.values.map((v) => [firstAtLeast(found, textKey(v.value)), firstAtLeast(found, textKey(v.value + '\u{10FFFF}'))] as const);
   }
 }
 
@@ -361,7 +363,7 @@ const NARROWED_FROM = 8;
 /** The most targets of a chain WrittenResources.candidates narrows by: past them, it does not. */
 const CHAIN_TARGETS = 100;
 
-/** The index of the first entry of `sorted` (in code unit order) whose value is at least `value`. */
+/** The index of the first entry of `sorted` (its values textKeys, in code unit order) whose value is at least `value` (a textKey). */
 function firstAtLeast(sorted: readonly { value: string }[], value: string): number {
   let lo = 0;
   let hi = sorted.length;

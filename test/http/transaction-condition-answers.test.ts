@@ -78,6 +78,22 @@ await eachStore((kind, fresh) => {
       for (let i = 1; i < n; i += 2) expect([i, await ids(cond(i))]).toEqual([i, [res.entry[i].resource.id]]);
     });
 
+    test('a prefix finds names going on past it in U+E000..U+FFFF (halfwidth katakana), as a search alone does: grouped, and created earlier in the Bundle', async () => {
+      // UTF-16 sorts U+FF76 after the surrogates of the prefix's bound (prefix + U+10FFFF); the stores compare code points.
+      const named = (f: string, i: number) => ({ resourceType: 'Patient', name: [{ family: f, given: [`Ann${i}ｶ`] }] });
+      const n = 10;
+      await ok(tx(Array.from({ length: n }, (_, i) => ({ resource: named('Kat', i), request: { method: 'POST', url: 'Patient' } })), 'batch'));
+      const stored = await Promise.all(Array.from({ length: n }, (_, i) => ids(`family=Kat&given=Ann${i}`)));
+      expect(stored.every((s) => s.length === 1)).toBe(true);
+      const res = await ok(tx(Array.from({ length: n }, (_, i) => ({ resource: named('Kat', i), request: { method: 'POST', url: 'Patient', ifNoneExist: `family=Kat&given=Ann${i}` } }))));
+      expect(res.entry.map((e: Json) => [e.response.status, e.resource.id])).toEqual(stored.map((s) => ['200 OK', s[0]]));
+      // Written earlier in the same Bundle: the conditional create follows the entry that creates its match.
+      const written = Array.from({ length: n }, (_, i) => ({ fullUrl: `urn:uuid:00000000-0000-4000-8000-00000000000${i}`, resource: named('Lat', i), request: { method: 'POST', url: 'Patient' } }));
+      const after = await ok(tx([...written, { resource: named('Lat', 3), request: { method: 'POST', url: 'Patient', ifNoneExist: 'family=Lat&given=Ann3' } }]));
+      expect(after.entry[n].resource.id).toBe(after.entry[3].resource.id);
+      expect(await ids('family=Lat&given=Ann3')).toEqual([after.entry[3].resource.id]);
+    });
+
     test('grouped, a condition with two matches is still a 412 naming its entry, and one whose match another entry deletes creates', async () => {
       await ok(tx([
         ...[1, 2].map(() => ({ resource: person('twice', 'male'), request: { method: 'POST', url: 'Patient' } })),

@@ -1,0 +1,115 @@
+/**
+ * Differential check of a transaction's grouped condition answers (bundle-condition-answers.ts) on both stores: random
+ * conditions of a few shapes (token systems and codes with escaped `|` and `,`, modifiers, string prefixes that are each
+ * other's prefixes, case, accents, halfwidth katakana, astral characters, deleted resources) are each searched alone,
+ * then sent together as a transaction's conditional creates, which must find exactly what each found alone.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { bundlePoster, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+
+/** A small deterministic generator (mulberry32). */
+function random(seed: number) {
+  let a = seed;
+  return () => {
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const SYSTEMS = ['urn:a', 'urn:a|b', 'urn:b', 'urn:a,b'];
+const CODES = ['1', '1,2', '2', 'x|y', 'x', 'a\\b', 'A', 'a', 'ｶ', 'カ', '𝔸', '𝔸1', '1$2'];
+const NAMES = ['Smith', 'smith', 'Smíth', 'Sm', 'Smi', 'SMITHSON', 'ｶﾀ', 'ｶ', 'カタ', '𝔸b', '𝔸', 'Ab', 'Øre', 'oere', 'Ære', 'Straße', 'STRASSE'];
+const GIVEN = ['Jo', 'Jon', 'John', 'jóhn', 'Joh', 'Ann', 'Anna', 'ann', 'Ａnn', '𝔹o'];
+
+/** A search parameter value's escapes (FHIR R4 search 3.1.1.4.1.1: `\`, `|`, `,` and `$`). */
+const esc = (s: string) => s.replace(/[\\|,$]/g, (c) => `\\${c}`);
+const enc = (s: string) => encodeURIComponent(s);
+
+await eachStore((kind, fresh) => {
+  describe(`grouped condition answers equal each condition searched alone (${kind})`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    const { ok, send } = bundlePoster(() => t, () => api);
+
+    /** The values the Patients hold, some cut short to a prefix of theirs (by code points) when picked. */
+    const seen = { codes: new Set<string>(), names: new Set<string>(), given: new Set<string>() };
+    const cut = (rnd: () => number, s: string) => (rnd() < 0.4 ? [...s].slice(0, 1 + Math.floor(rnd() * [...s].length)).join('') : s);
+    const CODE = (rnd: () => number) => (rnd() < 0.8 ? [...seen.codes][Math.floor(rnd() * seen.codes.size)]! : CODES[Math.floor(rnd() * CODES.length)]!);
+    const FAMILY = (rnd: () => number) => cut(rnd, rnd() < 0.8 ? [...seen.names][Math.floor(rnd() * seen.names.size)]! : NAMES[Math.floor(rnd() * NAMES.length)]!);
+    const GIVEN_ = (rnd: () => number) => cut(rnd, rnd() < 0.8 ? [...seen.given][Math.floor(rnd() * seen.given.size)]! : GIVEN[Math.floor(rnd() * GIVEN.length)]!);
+
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      api = fhirClient(t, await t.token());
+      const rnd = random(7);
+      const pick = <T>(xs: T[]) => xs[Math.floor(rnd() * xs.length)]!;
+      const entries: Json[] = [];
+      const code = () => pick(CODES) + (rnd() < 0.7 ? String(Math.floor(rnd() * 12)) : '');
+      const named = (xs: string[]) => pick(xs) + (rnd() < 0.7 ? pick(['', 'a', 'ｶ', 'é', '𝔸', 'Z']) + String(Math.floor(rnd() * 6)) : '');
+      for (let i = 0; i < 160; i++) {
+        const resource: Json = { resourceType: 'Patient', id: `s${i}` };
+        if (rnd() < 0.9) resource.identifier = Array.from({ length: 1 + Math.floor(rnd() * 2) }, () => ({ system: pick(SYSTEMS), value: code() }));
+        if (rnd() < 0.3) (resource.identifier ??= []).push({ value: code() });
+        if (rnd() < 0.9) resource.name = [{ family: named(NAMES), given: [named(GIVEN)] }];
+        if (rnd() < 0.7) resource.gender = pick(['male', 'female']);
+        for (const id of resource.identifier ?? []) seen.codes.add(id.value);
+        for (const n of resource.name ?? []) (seen.names.add(n.family), seen.given.add(n.given[0]));
+        entries.push({ resource, request: { method: 'PUT', url: `Patient/s${i}` } });
+      }
+      await ok({ resourceType: 'Bundle', type: 'batch', entry: entries });
+      // Some deleted: a condition never matches them.
+      for (let i = 0; i < 160; i += 9) expect((await api.del(`Patient/s${i}`)).status).toBeLessThan(300);
+    });
+    afterAll(() => t.close());
+
+    const shapes: Record<string, (pick: <T>(xs: T[]) => T, rnd: () => number) => string> = {
+      'identifier system|code': (pick, rnd) => `identifier=${enc(`${esc(pick(SYSTEMS))}|${esc(CODE(rnd))}`)}`,
+      'identifier code alone or any system': (pick, rnd) => `identifier=${enc(rnd() < 0.5 ? esc(CODE(rnd)) : `|${esc(CODE(rnd))}`)}`,
+      'identifier of two values': (pick, rnd) => `identifier=${enc(`${esc(pick(SYSTEMS))}|${esc(CODE(rnd))},${esc(pick(SYSTEMS))}|${esc(CODE(rnd))}`)}`,
+      'identifier and gender': (pick, rnd) => `identifier=${enc(`${esc(pick(SYSTEMS))}|${esc(CODE(rnd))}`)}&gender=${pick(['male', 'female'])}`,
+      'identifier and gender:not': (pick, rnd) => `identifier=${enc(`${esc(pick(SYSTEMS))}|${esc(CODE(rnd))}`)}&gender:not=male`,
+      'identifier:text': (pick, rnd) => `identifier:text=${enc(esc(CODE(rnd)))}&gender=male`,
+      'family and given': (pick, rnd) => `family=${enc(esc(FAMILY(rnd)))}&given=${enc(esc(GIVEN_(rnd)))}`,
+      'family alone': (pick, rnd) => `family=${enc(esc(FAMILY(rnd)))}`,
+      'name of two prefixes': (pick, rnd) => `name=${enc(`${esc(FAMILY(rnd))},${esc(GIVEN_(rnd))}`)}`,
+      'family:exact and identifier': (pick, rnd) => `family:exact=${enc(esc(FAMILY(rnd)))}&identifier=${enc(`${esc(pick(SYSTEMS))}|${esc(CODE(rnd))}`)}`,
+      'family and identifier:missing': (pick, rnd) => `family=${enc(esc(FAMILY(rnd)))}&identifier:missing=${rnd() < 0.5}`,
+      'given and gender:missing': (pick, rnd) => `given=${enc(esc(GIVEN_(rnd)))}&gender:missing=true`,
+    };
+
+    for (const [name, shape] of Object.entries(shapes)) {
+      test(name, async () => {
+        const rnd = random(name.length * 7919 + 13);
+        const pick = <T>(xs: T[]) => xs[Math.floor(rnd() * xs.length)]!;
+        const conditions = [...new Set(Array.from({ length: 60 }, () => shape(pick, rnd)))];
+        const alone = new Map<string, Json[]>();
+        for (const c of conditions) alone.set(c, ((await api.search(`Patient?${c}&_count=3`)).entry ?? []).map((e: Json) => e.resource));
+        // A conditional create of a copy of the condition's match (a resource that meets it): found, never created again.
+        const create = (c: string) => {
+          const { id: _id, meta: _meta, text: _text, ...copy } = alone.get(c)![0]!;
+          return { resource: copy, request: { method: 'POST', url: 'Patient', ifNoneExist: c } };
+        };
+        const one = conditions.filter((c) => alone.get(c)!.length === 1);
+        if (one.length > 0) {
+          const res = await ok({ resourceType: 'Bundle', type: 'transaction', entry: one.map(create) });
+          const got = one.map((c, i) => [c, res.entry[i].response.status, res.entry[i].resource.id]);
+          expect(got).toEqual(one.map((c) => [c, '200 OK', alone.get(c)![0]!.id]));
+        }
+        // Conditional deletes of conditions matching nothing delete nothing.
+        const none = conditions.filter((c) => alone.get(c)!.length === 0);
+        const before = (await api.search('Patient?_summary=count')).total;
+        if (none.length > 0) await ok({ resourceType: 'Bundle', type: 'transaction', entry: none.map((c) => ({ request: { method: 'DELETE', url: `Patient?${c}` } })) });
+        expect((await api.search('Patient?_summary=count')).total).toBe(before);
+        // Each condition of several matches fails its transaction, beside those of one.
+        for (const c of conditions.filter((c) => alone.get(c)!.length >= 2).slice(0, 4)) {
+          const r = await send({ resourceType: 'Bundle', type: 'transaction', entry: [...one.slice(0, 20), c].map(create) });
+          expect([c, r.status]).toEqual([c, 412]);
+        }
+      });
+    }
+  });
+});

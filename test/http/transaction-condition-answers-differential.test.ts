@@ -23,6 +23,7 @@ function random(seed: number) {
 const SYSTEMS = ['urn:a', 'urn:a|b', 'urn:b', 'urn:a,b'];
 const CODES = ['1', '1,2', '2', 'x|y', 'x', 'a\\b', 'A', 'a', 'ｶ', 'カ', '𝔸', '𝔸1', '1$2'];
 const NAMES = ['Smith', 'smith', 'Smíth', 'Sm', 'Smi', 'SMITHSON', 'ｶﾀ', 'ｶ', 'カタ', '𝔸b', '𝔸', 'Ab', 'Øre', 'oere', 'Ære', 'Straße', 'STRASSE'];
+const EMAILS = ['a@x.org', 'A@X.org', 'a@x.or', 'b@x.org', 'ｶ@x.org', 'Ｂ@x.org', 'b@X.ORG', '𝔸@x.org'];
 const GIVEN = ['Jo', 'Jon', 'John', 'jóhn', 'Joh', 'Ann', 'Anna', 'ann', 'Ａnn', '𝔹o'];
 
 /** A search parameter value's escapes (FHIR R4 search 3.1.1.4.1.1: `\`, `|`, `,` and `$`). */
@@ -56,6 +57,9 @@ await eachStore((kind, fresh) => {
         if (rnd() < 0.3) (resource.identifier ??= []).push({ value: code() });
         if (rnd() < 0.9) resource.name = [{ family: named(NAMES), given: [named(GIVEN)] }];
         if (rnd() < 0.7) resource.gender = pick(['male', 'female']);
+        if (rnd() < 0.6) resource.telecom = [{ system: 'email', value: pick(EMAILS) }];
+        if (rnd() < 0.6) resource.active = rnd() < 0.5;
+        if (rnd() < 0.6) resource.meta = { tag: [{ system: pick(SYSTEMS), code: code() }] };
         for (const id of resource.identifier ?? []) seen.codes.add(id.value);
         for (const n of resource.name ?? []) (seen.names.add(n.family), seen.given.add(n.given[0]));
         entries.push({ resource, request: { method: 'PUT', url: `Patient/s${i}` } });
@@ -78,6 +82,12 @@ await eachStore((kind, fresh) => {
       'name of two prefixes': (pick, rnd) => `name=${enc(`${esc(FAMILY(rnd))},${esc(GIVEN_(rnd))}`)}`,
       'family:exact and identifier': (pick, rnd) => `family:exact=${enc(esc(FAMILY(rnd)))}&identifier=${enc(`${esc(pick(SYSTEMS))}|${esc(CODE(rnd))}`)}`,
       'family and identifier:missing': (pick, rnd) => `family=${enc(esc(FAMILY(rnd)))}&identifier:missing=${rnd() < 0.5}`,
+      'email': (pick) => `email=${enc(esc(pick(EMAILS)))}`,
+      'email and active': (pick, rnd) => `email=${enc(esc(pick(EMAILS)))}&active=${rnd() < 0.5}`,
+      '_tag and family': (pick, rnd) => `_tag=${enc(`${esc(pick(SYSTEMS))}|${esc(CODE(rnd))}`)}&family=${enc(esc(FAMILY(rnd)))}`,
+      'identifier or _tag of a code in any system': (pick, rnd) => `_tag=${enc(esc(CODE(rnd)))}&identifier=${enc(esc(CODE(rnd)))}`,
+      'identifier:missing and active:missing': (pick, rnd) => `identifier=${enc(`${esc(pick(SYSTEMS))}|${esc(CODE(rnd))}`)}&active:missing=${rnd() < 0.5}`,
+      'identifier of a system alone, or a code': (pick, rnd) => `identifier=${enc(rnd() < 0.5 ? `${esc(pick(SYSTEMS))}|` : `${esc(pick(SYSTEMS))}|${esc(CODE(rnd))}`)}`,
       'given and gender:missing': (pick, rnd) => `given=${enc(esc(GIVEN_(rnd)))}&gender:missing=true`,
     };
 
@@ -111,5 +121,19 @@ await eachStore((kind, fresh) => {
         }
       });
     }
+
+    test('more than 250 conditions of one shape (several statements), half matching, some in Patients deleted', async () => {
+      const n = 320;
+      const big = (i: number, extra: Json = {}) => ({ resourceType: 'Patient', identifier: [{ system: 'urn:big', value: `k${i}` }], ...extra });
+      const seed = Array.from({ length: n / 2 }, (_, i) => ({ resource: { ...big(i * 2), id: `b${i * 2}` }, request: { method: 'PUT', url: `Patient/b${i * 2}` } }));
+      await ok({ resourceType: 'Bundle', type: 'batch', entry: seed });
+      for (let i = 0; i < n; i += 10) expect((await api.del(`Patient/b${i}`)).status).toBeLessThan(300);
+      const res = await ok({ resourceType: 'Bundle', type: 'transaction', entry: Array.from({ length: n }, (_, i) => ({ resource: big(i, { active: true }), request: { method: 'POST', url: 'Patient', ifNoneExist: `identifier=urn:big|k${i}` } })) });
+      const expected = Array.from({ length: n }, (_, i) => (i % 2 === 0 && i % 10 !== 0 ? ['200 OK', `b${i}`] : ['201 Created', true]));
+      expect(res.entry.map((e: Json) => [e.response.status, e.response.status === '200 OK' ? e.resource.id : e.resource.active])).toEqual(expected);
+      // Sent again, every one is found.
+      const again = await ok({ resourceType: 'Bundle', type: 'transaction', entry: Array.from({ length: n }, (_, i) => ({ resource: big(i), request: { method: 'POST', url: 'Patient', ifNoneExist: `identifier=urn:big|k${i}` } })) });
+      expect(again.entry.map((e: Json) => e.resource.id)).toEqual(res.entry.map((e: Json) => e.resource.id));
+    });
   });
 });

@@ -109,6 +109,12 @@ await eachStore((kind, fresh) => {
           const got = one.map((c, i) => [c, res.entry[i].response.status, res.entry[i].resource.id]);
           expect(got).toEqual(one.map((c) => [c, '200 OK', alone.get(c)![0]!.id]));
         }
+        // Conditional updates of a copy each update their match (one condition a match: a transaction updates it once).
+        const byMatch = [...new Map(one.map((c) => [alone.get(c)![0]!.id as string, c])).values()];
+        if (byMatch.length > 0) {
+          const res = await ok({ resourceType: 'Bundle', type: 'transaction', entry: byMatch.map((c) => ({ resource: create(c).resource, request: { method: 'PUT', url: `Patient?${c}` } })) });
+          expect(byMatch.map((c, i) => [c, res.entry[i].resource.id])).toEqual(byMatch.map((c) => [c, alone.get(c)![0]!.id]));
+        }
         // Conditional deletes of conditions matching nothing delete nothing.
         const none = conditions.filter((c) => alone.get(c)!.length === 0);
         const before = (await api.search('Patient?_summary=count')).total;

@@ -88,6 +88,9 @@ await eachStore((kind, fresh) => {
       'identifier or _tag of a code in any system': (pick, rnd) => `_tag=${enc(esc(CODE(rnd)))}&identifier=${enc(esc(CODE(rnd)))}`,
       'identifier:missing and active:missing': (pick, rnd) => `identifier=${enc(`${esc(pick(SYSTEMS))}|${esc(CODE(rnd))}`)}&active:missing=${rnd() < 0.5}`,
       'identifier of a system alone, or a code': (pick, rnd) => `identifier=${enc(rnd() < 0.5 ? `${esc(pick(SYSTEMS))}|` : `${esc(pick(SYSTEMS))}|${esc(CODE(rnd))}`)}`,
+      '_filter identifier eq (case folded)': (pick, rnd) => `_filter=${enc(`identifier eq "${pick(SYSTEMS).toUpperCase()}|${CODE(rnd)}"`)}`,
+      '_filter family sw and gender': (pick, rnd) => `_filter=${enc(`family sw "${FAMILY(rnd)}" and gender eq ${pick(['male', 'female'])}`)}`,
+      '_filter given sw or family eq': (pick, rnd) => `_filter=${enc(`given sw "${GIVEN_(rnd)}" or family eq "${FAMILY(rnd)}"`)}`,
       'given and gender:missing': (pick, rnd) => `given=${enc(esc(GIVEN_(rnd)))}&gender:missing=true`,
     };
 

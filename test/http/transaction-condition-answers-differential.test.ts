@@ -131,6 +131,34 @@ await eachStore((kind, fresh) => {
       });
     }
 
+    test('references (relative, absolute on this base, external, versioned) and codes: conditional creates find, deletes delete nothing', async () => {
+      const rnd = random(3);
+      const pick = <T>(xs: T[]) => xs[Math.floor(rnd() * xs.length)]!;
+      const patient = () => `s${1 + Math.floor(rnd() * 12)}`;
+      const refs = (p: string) => [`Patient/${p}`, `${api.base}/Patient/${p}`, `http://other.org/fhir/Patient/${p}`, `Patient/${p}/_history/1`];
+      const entries = Array.from({ length: 80 }, () => ({
+        resource: { resourceType: 'Observation', status: 'final', code: { coding: [{ system: 'urn:c', code: pick(['a', 'b', 'c']) }] }, subject: { reference: pick(refs(patient())) } },
+        request: { method: 'POST', url: 'Observation' },
+      }));
+      await ok({ resourceType: 'Bundle', type: 'batch', entry: entries.filter((e) => !/\/s9(\/|$)/.test(e.resource.subject.reference)) });
+      const conditions = [...new Set(Array.from({ length: 80 }, () => {
+        const p = patient();
+        return `${pick(['subject', 'patient', 'subject:Patient'])}=${enc(pick([p, ...refs(p)]))}&code=urn:c|${pick(['a', 'b', 'c'])}`;
+      }))];
+      const alone = new Map<string, Json[]>();
+      for (const c of conditions) alone.set(c, ((await api.search(`Observation?${c}&_count=3`)).entry ?? []).map((e: Json) => e.resource));
+      const one = conditions.filter((c) => alone.get(c)!.length === 1);
+      const res = await ok({ resourceType: 'Bundle', type: 'transaction', entry: one.map((c) => {
+        const { id: _id, meta: _meta, text: _text, ...copy } = alone.get(c)![0]!;
+        return { resource: copy, request: { method: 'POST', url: 'Observation', ifNoneExist: c } };
+      }) });
+      expect(one.map((c, i) => [c, res.entry[i].response.status, res.entry[i].resource.id])).toEqual(one.map((c) => [c, '200 OK', alone.get(c)![0]!.id]));
+      const none = conditions.filter((c) => alone.get(c)!.length === 0);
+      const before = (await api.search('Observation?_summary=count')).total;
+      if (none.length > 0) await ok({ resourceType: 'Bundle', type: 'transaction', entry: none.map((c) => ({ request: { method: 'DELETE', url: `Observation?${c}` } })) });
+      expect((await api.search('Observation?_summary=count')).total).toBe(before);
+    });
+
     test('more than 250 conditions of one shape (several statements), half matching, some in Patients deleted', async () => {
       const n = 320;
       const big = (i: number, extra: Json = {}) => ({ resourceType: 'Patient', identifier: [{ system: 'urn:big', value: `k${i}` }], ...extra });

@@ -215,15 +215,21 @@ export async function requireStoredInReach(deps: FhirDeps, req: FhirRequest, typ
   const compartment = req.access.patientLimit(type, perm) !== undefined && inPatientCompartment(type);
   const filtered = req.access.filters?.(type, perm) !== undefined;
   if (!reachJudged(req.access, type, perm)) return undefined;
-  const current = await deps.store.resources.read(req.tenant, type, id);
+  // A Binary is judged on its elements but its data, which the store leaves out (a large one's content was read whole
+  // here, and again by the write: docs/PERFORMANCE.md, Memory of large request bodies).
+  const binary = type === 'Binary';
+  const repo = deps.store.resources;
+  const current = await (binary ? repo.readWithoutData(req.tenant, type, id) : repo.read(req.tenant, type, id));
   const judged = current?.versionId ?? 0;
   // An update of a deleted resource creates it again, continuing its history: it is held to the
   // content the resource had before its deletion, so that a token cannot take over another patient's
   // record (what refers to it would then name the new content). Nothing is deleted twice.
-  const stored = current && (perm === 'u' ? await lastContent(deps, req.tenant, current) : current);
+  const stored = current && (perm !== 'u' || !current.deleted ? current
+    : current.versionId > 1 ? await (binary ? repo.readWithoutData(req.tenant, type, id, current.versionId - 1) : repo.vread(req.tenant, type, id, current.versionId - 1))
+    : null);
   if (!stored || stored.deleted) return judged;
-  const resource = type === 'Binary' ? splitStoredBinary(stored.content).resource : (JSON.parse(stored.content) as Resource);
-  if (type === 'Binary') {
+  const resource = binary ? splitStoredBinary(stored.content).resource : (JSON.parse(stored.content) as Resource);
+  if (binary) {
     await requireContextReadable(deps, req, resource);
     requireFiled(req.access, resource, deps.fhirBase?.(req.tenant), perm);
   } else if (compartment) requireCompartment(req.access, resource, deps.fhirBase?.(req.tenant), perm);

@@ -11,6 +11,7 @@ import { storeTargets } from '../helpers/stores.ts';
 import { tailHold } from '../helpers/loop.ts';
 import { NO_INDEX_ROWS, type VersionToWrite } from '../../src/store/types.ts';
 import type { Store } from '../../src/store/types.ts';
+import { splitStoredBinary } from '../../src/fhir/binary.ts';
 
 const MI = 1 << 20;
 
@@ -102,6 +103,40 @@ for (const target of targets) {
       expect(inserted).toEqual([true, false, true]);
       const [r1, s1, r2] = await Promise.all(['i1', 's1', 'i2'].map((id) => store.resources.read('t', 'Binary', id)));
       expect([r1!.content === i1, s1!.content, r2!.content === i2]).toEqual([true, '{"resourceType":"Binary","id":"s1","contentType":"text/plain"}', true]);
+    });
+
+    test('readWithoutData: the elements of a large Binary but its data, read without the data; the same resource as the stored text gives, whatever its layout', async () => {
+      if (!store) await open();
+      const big = binaryText('w1', 8 * MI).replace('"contentType"', '"securityContext":{"reference":"Patient/é€"},"contentType"');
+      const layouts: Record<string, string> = {
+        // data first, an element after it: the whole text on PostgreSQL, the same resource either way.
+        w2: '{"resourceType":"Binary","id":"w2","data":"QUJD","contentType":"text/plain","securityContext":{"reference":"Patient/p"}}',
+        // a `data` in an extension before the top-level one, which is last.
+        w3: '{"resourceType":"Binary","id":"w3","extension":[{"url":"http://example.org/x","valueAttachment":{"data":"WFla"}}],"contentType":"text/plain","data":"QUJD"}',
+        // base64 in lines (JSON escapes), and no data at all.
+        w4: '{"resourceType":"Binary","id":"w4","contentType":"text/plain","data":"QUJD\\r\\nREVG"}',
+        w5: '{"resourceType":"Binary","id":"w5","contentType":"text/plain","securityContext":{"reference":"Patient/q"}}',
+      };
+      await store.resources.write('t', async (w) => {
+        await w.put(version('w1', big));
+        for (const [id, text] of Object.entries(layouts)) await w.put(version(id, text));
+      });
+      const w1 = (await store.resources.readWithoutData('t', 'Binary', 'w1'))!;
+      expect([w1.versionId, w1.deleted, w1.content.length < 1000, splitStoredBinary(w1.content)]).toEqual([
+        1, false, true, { resource: { resourceType: 'Binary', id: 'w1', securityContext: { reference: 'Patient/é€' }, contentType: 'text/plain' }, data: '' },
+      ]);
+      for (const [id, text] of Object.entries(layouts)) {
+        const read = (await store.resources.readWithoutData('t', 'Binary', id))!;
+        expect([id, splitStoredBinary(read.content).resource]).toEqual([id, splitStoredBinary(text).resource]);
+      }
+      // A deletion reads as one; the version before it (history) without its data.
+      await store.resources.write('t', (w) => w.put({ ...version('w1', '', 2), deleted: true, method: 'DELETE' }));
+      const [deleted, before, none] = [
+        await store.resources.readWithoutData('t', 'Binary', 'w1'), await store.resources.readWithoutData('t', 'Binary', 'w1', 1), await store.resources.readWithoutData('t', 'Binary', 'nothing'),
+      ];
+      expect([deleted!.deleted, deleted!.versionId, before!.versionId, before!.content.length < 1000, splitStoredBinary(before!.content).resource.securityContext, none]).toEqual([
+        true, 2, 1, true, { reference: 'Patient/é€' }, null,
+      ]);
     });
 
     if (target.kind === 'postgres') {

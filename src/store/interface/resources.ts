@@ -280,6 +280,14 @@ export interface ResourceRepo extends CompartmentReads {
   read(tenant: string, type: string, id: string): Promise<ResourceVersion | null>;
   vread(tenant: string, type: string, id: string, versionId: number): Promise<ResourceVersion | null>;
   /**
+   * The current version (or, given `versionId`, that version, as `vread` reads it) with its content's top-level `data`
+   * element left out by the database where it can (SQLite always; PostgreSQL where `data` is the last element, a string
+   * needing no escapes, as in every Binary written from native content): a Binary's elements as judging its reach needs
+   * them (its `securityContext`, meta), without its data crossing into this process (a 50 MiB Binary is 67 Mi characters).
+   * splitStoredBinary reads from the content the resource it reads from the stored text; elements may come in any order.
+   */
+  readWithoutData(tenant: string, type: string, id: string, versionId?: number): Promise<ResourceVersion | null>;
+  /**
    * The versions of `type` among `versions` (each id's version `versionId`, as `vread` reads it) that exist, in
    * any order, each once: one statement for the lot (the caller bounds how many it asks at once, VREAD_MANY_MAX).
    */

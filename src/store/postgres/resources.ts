@@ -23,6 +23,14 @@ export interface Row {
   content: string;
 }
 
+/**
+ * ResourceRepo.readWithoutData's columns, over a row and `at`, where `,"data":"` starts in its content: the text before
+ * it, closed, when the rest is a string of base64 closing the resource (`"}` its only quote, no escapes).
+ */
+const WITHOUT_DATA = `type, id, version_id, last_updated, deleted, CASE WHEN at > 0 AND right(content, 2) = '"}'
+  AND strpos(substr(content, at + 9), '"') = length(content) - at - 9 AND strpos(substr(content, at + 9), '\\') = 0
+  THEN left(content, at - 1) || '}' ELSE content END AS content`;
+
 function toVersion(r: Row): ResourceVersion {
   return { type: r.type, id: r.id, versionId: r.version_id, lastUpdated: r.last_updated, deleted: r.deleted, content: r.content };
 }
@@ -331,6 +339,25 @@ export function createPostgresResources(sql: Pg, keys: KeysConnection, genericSq
         SELECT type, id, version_id, last_updated, deleted, content FROM resource_history
         WHERE tenant = ${tenant} AND type = ${type} AND id = ${id} AND version_id = ${versionId}
         LIMIT 1`;
+      return row ? toVersion(row) : null;
+    },
+    // The database cuts the content before `,"data":"` where `data` is its last element, a string of base64 alone
+    // (as splitStoredBinary reads it: every Binary written from native content); any other content is sent whole.
+    // Text functions only: no JSON parse that a stored text could fail (jsonb refuses \u0000).
+    async readWithoutData(tenant, type, id, versionId) {
+      const [row] = versionId === undefined
+        ? await sql.unsafe<Row[]>(
+          `SELECT ${WITHOUT_DATA} FROM (SELECT *, strpos(content, ',"data":"') AS at FROM resources WHERE tenant = $1 AND type = $2 AND id = $3) r`,
+          [tenant, type, id],
+        )
+        : await sql.unsafe<Row[]>(
+          `SELECT ${WITHOUT_DATA} FROM (SELECT *, strpos(content, ',"data":"') AS at FROM (
+            SELECT type, id, version_id, last_updated, deleted, content FROM resources WHERE tenant = $1 AND type = $2 AND id = $3 AND version_id = $4
+            UNION ALL
+            SELECT type, id, version_id, last_updated, deleted, content FROM resource_history WHERE tenant = $1 AND type = $2 AND id = $3 AND version_id = $4
+            LIMIT 1) v) r`,
+          [tenant, type, id, versionId],
+        );
       return row ? toVersion(row) : null;
     },
     async vreadMany(tenant, type, versions) {

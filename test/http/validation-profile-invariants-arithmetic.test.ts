@@ -118,6 +118,10 @@ describe("a tenant's profile invariants on large numbers, N1's conversions, aggr
     expect((await api.post('Observation', parts(0.1, 0.2, 0.3))).status).toBe(201);
     expect((await api.post('Observation', parts(1.1, 2.2, 3.3))).status).toBe(201);
     await refusedBy(await api.post('Observation', parts(0.1, 0.21, 0.3)), 'parts-within-total');
+    // Values of 16 digits keep them (rounded to 15 significant digits, the sums were above the totals, refused).
+    expect((await api.post('Observation', parts(0.1234567890123456, 0, 0.1234567890123456))).status).toBe(201);
+    expect((await api.post('Observation', parts(123456789012345.6, 0.1, 123456789012345.7))).status).toBe(201);
+    await refusedBy(await api.post('Observation', parts(123456789012345.6, 0.2, 123456789012345.7)), 'parts-within-total');
   });
 
   test("aggregate() in another's aggregator: an Integer sum is an Integer", async () => {

@@ -36,8 +36,18 @@ export const UNARY_MATH: ReadonlyMap<string, (x: number) => number | undefined> 
   ['sqrt', (x: number) => finite(Math.sqrt(x))],
 ]);
 
-/** 15 significant digits: what a binary double holds of a decimal exactly (as fhirpath-quantity-math.ts keeps quantities). */
-const tidy = (x: number) => Number(x.toPrecision(15));
+/**
+ * `x` at 15 significant digits (what a binary double holds of a decimal exactly, as fhirpath-quantity-math.ts keeps
+ * quantities) when it is within two units of its last place of that (`0.3 / 0.1` is 2.9999999999999996 in binary: 3),
+ * else `x` as it is (`1 / 3` keeps its 16 digits, so `1 / 3 * 3` is 1, not 0.999999999999999).
+ */
+function snapped(x: number): number {
+  const t = Number(x.toPrecision(15));
+  return Math.abs(t - x) <= Math.abs(x) * 2 * Number.EPSILON ? t : x;
+}
+
+/** `x` rounded to `places` decimal places (JavaScript writes at most 100; a result from 1e21 is left as it is). */
+const toPlaces = (x: number, places: number): number => (places > 100 ? x : Number(x.toFixed(places)));
 
 /** The decimal places `x` is written with in its shortest form (`0.1` 1, `1e-7` 7, `120` 0). */
 export function decimalPlaces(x: number): number {
@@ -49,18 +59,20 @@ export function decimalPlaces(x: number): number {
 }
 
 /**
- * `a op b` on Decimals (N1 § 6.6; a Decimal is a decimal, not a binary fraction): `+ - * /` to 15 significant digits,
- * so `0.1 + 0.2 = 0.3` and `1.1 * 3 = 3.3` hold; `div` and `mod` on the operands scaled to whole numbers, so `0.3 mod
- * 0.1` is 0 and `0.3 div 0.1` is 3 (a binary remainder was 0.09999999999999998, a quotient 2). Undefined for a
- * division by zero or a result no number holds.
+ * `a op b` on Decimals (N1 § 6.6; a Decimal is a decimal, not a binary fraction): `+ -` to the decimal places of the
+ * operands and `*` to the sum of theirs, which is the exact decimal result wherever a double holds it (`0.1 + 0.2 = 0.3`,
+ * `1.1 * 3 = 3.3`, and a value of 16 or 17 digits keeps them all: `x + 0 = x`); `/` to 15 significant digits when that
+ * is within binary noise of the quotient (`0.3 / 0.1 = 3`), else the quotient; `div` and `mod` on the operands scaled
+ * to whole numbers, so `0.3 mod 0.1` is 0 and `0.3 div 0.1` is 3 (a binary remainder was 0.09999999999999998, a
+ * quotient 2). Undefined for a division by zero or a result no number holds.
  */
 export function decimalArithmetic(op: string, a: number, b: number): number | undefined {
   let r: number;
   switch (op) {
-    case '+': r = tidy(a + b); break;
-    case '-': r = tidy(a - b); break;
-    case '*': r = tidy(a * b); break;
-    case '/': if (b === 0) return undefined; r = tidy(a / b); break;
+    case '+': r = toPlaces(a + b, Math.max(decimalPlaces(a), decimalPlaces(b))); break;
+    case '-': r = toPlaces(a - b, Math.max(decimalPlaces(a), decimalPlaces(b))); break;
+    case '*': r = toPlaces(a * b, decimalPlaces(a) + decimalPlaces(b)); break;
+    case '/': if (b === 0) return undefined; r = snapped(a / b); break;
     default: {
       if (b === 0) return undefined;
       const scale = 10 ** Math.max(decimalPlaces(a), decimalPlaces(b));
@@ -68,10 +80,10 @@ export function decimalArithmetic(op: string, a: number, b: number): number | un
       const y = Math.round(b * scale);
       const whole = Number.isSafeInteger(x) && Number.isSafeInteger(y) && scale <= 1e15;
       if (op === 'div') r = whole ? Math.trunc(x / y) : Math.trunc(a / b);
-      else r = whole ? (x % y) / scale : tidy(a % b);
+      else r = whole ? (x % y) / scale : snapped(a % b);
     }
   }
-  return finite(r || 0);
+  return Number.isFinite(r) ? r || 0 : undefined;
 }
 
 /**

@@ -306,10 +306,12 @@ describe('math functions (N1 § 5.7: abs, ceiling, exp, floor, ln, log, power, r
 });
 
 describe('Decimal arithmetic is decimal (N1 § 2.1: a Decimal, not a binary fraction)', () => {
-  test('sums, differences, products and quotients to 15 significant digits; div and mod on the decimals as written', () => {
+  test('sums and differences to the operands\' places, products to their sum, quotients to 15 digits where binary noise is all that differs; div and mod on the decimals as written', () => {
     check([
       ['0.1 + 0.2 = 0.3', 'true'], ['0.1 + 0.2', '0.3'], ['(0.1 + 0.2) > 0.3', 'false'], ['0.3 - 0.1 = 0.2', 'true'], ['1.1 * 3 = 3.3', 'true'],
-      ['3.3 / 3 = 1.1', 'true'], ['1 / 3', '0.333333333333333'], ['0.3 mod 0.1', '0'], ['0.3 div 0.1', '3'], ['5.5 mod 2', '1.5'],
+      ['3.3 / 3 = 1.1', 'true'], ['1 / 3', '0.3333333333333333'], ['1 / 3 * 3', '1'], ['0.3 / 0.1', '3'], ['1.2345678901234567 + 0 = 1.2345678901234567', 'true'],
+      ['100000000000000.1 + 0.01', '100000000000000.11'], ['123456789012345678 + 0.1', '123456789012345680'], ['1.1 * 1.1', '1.21'],
+      ['2.5 mod 0.3', '0.1'], ['-0.5 + 0.5', '0'], ['-0.0 * 1', '0'], ['0.3 mod 0.1', '0'], ['0.3 div 0.1', '3'], ['5.5 mod 2', '1.5'],
       ['-5.5 mod 2', '-1.5'], ['5.5 div 2', '2'], ['1.0 / 0', 'empty'], ['7 mod 0.0', 'empty'], ['(0.1 | 0.2 | 0.4).aggregate($this + $total, 0.0) = 0.7', 'true'],
       ['2147483647.0 + 1', '2147483648'], ['0.000001 * 0.000001', '1e-12'],
     ]);

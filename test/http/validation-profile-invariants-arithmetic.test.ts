@@ -92,6 +92,7 @@ describe("a tenant's profile invariants on large numbers, N1's conversions, aggr
       // An aggregate() in another's aggregator sums Integers to an Integer (its `$total` was untyped: a Decimal).
       profile('given-total', 'Patient', 'name.aggregate($total + $this.given.aggregate($total + 1, 0), 0) is Integer and name.aggregate($total + $this.given.aggregate($total + 1, 0), 0) <= 3'),
       profile('parts-within-total', 'Observation', 'component[0].value.ofType(Quantity).value + component[1].value.ofType(Quantity).value <= value.ofType(Quantity).value'),
+      profile('not-inactive', 'Patient', 'active.allFalse().not()'),
     ]) expect((await api.put(`StructureDefinition/${sd.id}`, sd)).status).toBeLessThan(300);
   });
   afterAll(() => t.close());
@@ -140,6 +141,14 @@ describe("a tenant's profile invariants on large numbers, N1's conversions, aggr
     expect((await api.post('Patient', patientOf('two-part-mrn', { identifier: [{ system: 'urn:mrn', value: 'ab-12' }] }))).status).toBe(201);
     await refusedBy(await api.post('Patient', patientOf('two-part-mrn', { identifier: [{ system: 'urn:mrn', value: 'ab-12-3' }] })), 'two-part-mrn');
     await refusedBy(await api.post('Patient', patientOf('two-part-mrn', { identifier: [{ system: 'urn:mrn', value: 'ab- ' }] })), 'two-part-mrn');
+  });
+
+  test('join() and allFalse() over elements with extensions and no value: no text, no Boolean, not an error (was a 422)', async () => {
+    const absent = { extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/data-absent-reason', valueCode: 'unknown' }] };
+    expect((await api.post('Patient', patientOf('short-given', { name: [{ given: ['Ann', null, 'Mary'], _given: [null, absent, null] }] }))).status).toBe(201);
+    await refusedBy(await api.post('Patient', patientOf('short-given', { name: [{ given: ['Ann', null, 'Mary Louise'], _given: [null, absent, null] }] })), 'short-given');
+    expect((await api.post('Patient', patientOf('not-inactive', { _active: absent }))).status).toBe(201);
+    await refusedBy(await api.post('Patient', patientOf('not-inactive', { active: false })), 'not-inactive');
   });
 });
 

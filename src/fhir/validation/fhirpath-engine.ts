@@ -2177,6 +2177,12 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
     return boolExpr((env) => {
       for (const item of input.coll(env)) {
         const v = valueOf(item);
+        // A Boolean element with extensions and no value (`_active`) is neither true nor false: not all are true
+        // (or false), and it makes none of them so; HL7's validator errs on neither.
+        if ((v === undefined || v === null) && categoryOf(item, input.type) === 'boolean') {
+          if (!any) return false;
+          continue;
+        }
         if (typeof v !== 'boolean') throw new EvaluationError(`${name}() on a non-Boolean`);
         if (any && v === wanted) return true;
         if (!any && v !== wanted) return false;
@@ -2462,7 +2468,11 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
       let length = 0;
       for (const item of items) {
         const v = valueOf(item);
-        if (typeof v !== 'string' || categoryOf(item, input.type) !== 'string') throw new EvaluationError('join() applies to strings');
+        const string = categoryOf(item, input.type) === 'string';
+        // A string element with extensions and no value (`_given` with a data-absent-reason) has no text to join (as
+        // FHIRPath.js reads it; HL7's validator errs on it no more).
+        if ((v === undefined || v === null) && string) continue;
+        if (typeof v !== 'string' || !string) throw new EvaluationError('join() applies to strings');
         parts.push(v);
         length += v.length + sep.length;
       }

@@ -46,8 +46,40 @@ function snapped(x: number): number {
   return Math.abs(t - x) <= Math.abs(x) * 2 * Number.EPSILON ? t : x;
 }
 
-/** `x` rounded to `places` decimal places (JavaScript writes at most 100; a result from 1e21 is left as it is). */
-const toPlaces = (x: number, places: number): number => (places > 100 ? x : Number(x.toFixed(places)));
+/** Powers of ten a double holds exactly. */
+const POW10 = Array.from({ length: 23 }, (_, i) => 10 ** i);
+
+/**
+ * The fewest decimal places `p` (at most 15) at which a whole number of 10^-p gives `x` back (`0.1` 1, `12.25` 2), by
+ * arithmetic alone; -1 when there is none such under 2^53 (`1e-20`, a value of 16 or 17 digits):
+ * the common case without the text conversions `decimalPlaces` makes.
+ */
+function fastPlaces(x: number): number {
+  for (let p = 0; p <= 15; p++) {
+    const m = x * POW10[p]!;
+    if (!(Math.abs(m) < 2 ** 53)) return -1;
+    // The one rounding of k / 10^p is exact, so it gives `x` back only where k·10^-p is a decimal `x` is the double of.
+    if (Math.round(m) / POW10[p]! === x) return p;
+  }
+  return -1;
+}
+
+/**
+ * `a op b` (`+ - * /`) on the operands as whole numbers of 10^-p, each exact, so the one rounding is the last
+ * division's: the double nearest the exact decimal result (`0.1 + 0.2` is 3 / 10, 0.3; `3.3 / 3` 33 / 30, 1.1). Undefined
+ * where an operand or a product is past what this holds exactly: the caller's slower path then.
+ */
+function scaledArithmetic(op: string, a: number, b: number): number | undefined {
+  const pa = fastPlaces(a);
+  const pb = pa < 0 ? -1 : fastPlaces(b);
+  if (pb < 0) return undefined;
+  const p = op === '*' ? pa + pb : Math.max(pa, pb);
+  const x = Math.round(a * POW10[op === '*' ? pa : p]!);
+  const y = Math.round(b * POW10[op === '*' ? pb : p]!);
+  const r = op === '+' ? x + y : op === '-' ? x - y : op === '*' ? x * y : x / y;
+  if (op === '/') return Number.isSafeInteger(x) && Number.isSafeInteger(y) ? r : undefined;
+  return Number.isSafeInteger(x) && Number.isSafeInteger(y) && Number.isSafeInteger(r) ? r / POW10[p]! : undefined;
+}
 
 /** The decimal places `x` is written with in its shortest form (`0.1` 1, `1e-7` 7, `120` 0). */
 export function decimalPlaces(x: number): number {
@@ -59,20 +91,20 @@ export function decimalPlaces(x: number): number {
 }
 
 /**
- * `a op b` on Decimals (N1 § 6.6; a Decimal is a decimal, not a binary fraction): `+ -` to the decimal places of the
- * operands and `*` to the sum of theirs, which is the exact decimal result wherever a double holds it (`0.1 + 0.2 = 0.3`,
- * `1.1 * 3 = 3.3`, and a value of 16 or 17 digits keeps them all: `x + 0 = x`); `/` to 15 significant digits when that
- * is within binary noise of the quotient (`0.3 / 0.1 = 3`), else the quotient; `div` and `mod` on the operands scaled
- * to whole numbers, so `0.3 mod 0.1` is 0 and `0.3 div 0.1` is 3 (a binary remainder was 0.09999999999999998, a
- * quotient 2). Undefined for a division by zero or a result no number holds.
+ * `a op b` on Decimals (N1 § 6.6; a Decimal is a decimal, not a binary fraction): `+ - * /` on the operands as whole
+ * numbers of 10^-p (scaledArithmetic), so the result is the double nearest the exact decimal one (`0.1 + 0.2 = 0.3`,
+ * `1.1 * 3 = 3.3`, `0.3 / 0.1 = 3`, `1 / 3` 0.3333333333333333), and a value of 16 or 17 digits, or past 2^53, is
+ * computed as the double it is (`x + 0 = x`, `1 / 3 * 3 = 1`); `div` and `mod` on the operands scaled to whole
+ * numbers, so `0.3 mod 0.1` is 0 and `0.3 div 0.1` is 3 (a binary remainder was 0.09999999999999998, a quotient 2).
+ * Undefined for a division by zero or a result no number holds.
  */
 export function decimalArithmetic(op: string, a: number, b: number): number | undefined {
   let r: number;
   switch (op) {
-    case '+': r = toPlaces(a + b, Math.max(decimalPlaces(a), decimalPlaces(b))); break;
-    case '-': r = toPlaces(a - b, Math.max(decimalPlaces(a), decimalPlaces(b))); break;
-    case '*': r = toPlaces(a * b, decimalPlaces(a) + decimalPlaces(b)); break;
-    case '/': if (b === 0) return undefined; r = snapped(a / b); break;
+    case '+': r = scaledArithmetic(op, a, b) ?? a + b; break;
+    case '-': r = scaledArithmetic(op, a, b) ?? a - b; break;
+    case '*': r = scaledArithmetic(op, a, b) ?? a * b; break;
+    case '/': if (b === 0) return undefined; r = scaledArithmetic(op, a, b) ?? a / b; break;
     default: {
       if (b === 0) return undefined;
       const scale = 10 ** Math.max(decimalPlaces(a), decimalPlaces(b));

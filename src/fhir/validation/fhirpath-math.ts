@@ -7,11 +7,18 @@
 /** A function's result, or undefined where it is not a finite number. */
 const finite = (x: number): number | undefined => (Number.isFinite(x) ? x : undefined);
 
+/** `x` times 10^`n`, in decimal text: its exponent moved (a text already in exponent notation, `1.5e-7`, too). */
+function shift(x: number, n: number): number {
+  const s = String(x);
+  const e = s.indexOf('e');
+  return e < 0 ? Number(`${s}e${n}`) : Number(`${s.slice(0, e)}e${Number(s.slice(e + 1)) + n}`);
+}
+
 /** `x` rounded to `precision` decimal places, halves away from zero (`2.5` to 3, `-2.5` to -3, `1.005` to 1.01 as written). */
 export function roundTo(x: number, precision: number): number | undefined {
   // Shifted in decimal text, not by multiplying: 1.005 * 100 is 100.49999999999999 in binary.
-  const shifted = Number(`${Math.abs(x)}e${precision}`);
-  const rounded = Number(`${Math.round(shifted)}e-${precision}`);
+  const shifted = shift(Math.abs(x), precision);
+  const rounded = shift(Math.round(shifted), -precision);
   return finite(Math.sign(x) * rounded || 0);
 }
 

@@ -81,6 +81,7 @@ function scaledArithmetic(op: string, a: number, b: number): number | undefined 
   const pb = pa < 0 ? -1 : fastPlaces(b);
   if (pb < 0) return undefined;
   const p = op === '*' ? pa + pb : Math.max(pa, pb);
+  if (p >= POW10.length) return undefined;
   const x = Math.round(a * POW10[op === '*' ? pa : p]!);
   const y = Math.round(b * POW10[op === '*' ? pb : p]!);
   const r = op === '+' ? x + y : op === '-' ? x - y : op === '*' ? x * y : x / y;

@@ -11,6 +11,7 @@ import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
 import { expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
 import { validateResource } from '../../src/fhir/validation/validate.ts';
+import { counted } from '../helpers/counted.ts';
 
 const N = 30_000;
 const range = (n: number) => Array.from({ length: n }, (_, i) => i);
@@ -66,25 +67,6 @@ const guide = (n: number, stray: boolean, url: string) => ({
     resource: range(n).map((i) => ({ reference: { reference: `Patient/p${i}` }, groupingId: stray && i === n - 1 ? 'nowhere' : `g${n - 1 - i}` })),
   },
 });
-
-/**
- * `value` and everything in it behind proxies that count the members read (`reads.n`): the work of a
- * validation, machine-independent, where the time it takes depends on the machine and what else runs on it.
- */
-function counted<T>(value: T, reads: { n: number }): T {
-  if (value === null || typeof value !== 'object') return value;
-  const inner: unknown = Array.isArray(value) ? value.map((v) => counted(v, reads)) : Object.fromEntries(Object.entries(value).map(([k, v]) => [k, counted(v, reads)]));
-  return new Proxy(inner as object, {
-    get(target, key, receiver) {
-      reads.n++;
-      return Reflect.get(target, key, receiver);
-    },
-    ownKeys(target) {
-      reads.n++;
-      return Reflect.ownKeys(target);
-    },
-  }) as T;
-}
 
 /** The members validating `resource` reads, and the invariants it finds broken. */
 function validationWork(resource: Json): { reads: number; broken: (string | undefined)[] } {

@@ -5,6 +5,7 @@ import { diffResources } from '../../../src/fhir/diff/diff.ts';
 import { applyFhirPathPatch, parseFhirPathPatch } from '../../../src/fhir/patch/fhirpath-patch.ts';
 import { cloneExact, parseExact } from '../../../src/fhir/exact-json.ts';
 import { LIST_MUTATIONS, MUTATIONS, mutate, prng } from '../../helpers/mutations.ts';
+import { counted } from '../../helpers/counted.ts';
 
 type Json = Record<string, unknown>;
 const DIR = join(import.meta.dir, '../../../node_modules/hl7.fhir.r4.examples');
@@ -84,25 +85,6 @@ describe('diffResources: lists aligned', () => {
     expect(apply(patient([0, 1, 2, 3, 4].map(() => given)), diff)).toEqual(patient([0, 1, 2, 3, 4].map(() => [...given].reverse())));
   });
 });
-
-/**
- * `value` and everything in it behind proxies that count the members read (`reads.n`): the work of a diff,
- * machine-independent, where the time it takes depends on the machine and what else runs on it.
- */
-function counted<T>(value: T, reads: { n: number }): T {
-  if (value === null || typeof value !== 'object') return value;
-  const inner: unknown = Array.isArray(value) ? value.map((v) => counted(v, reads)) : Object.fromEntries(Object.entries(value).map(([k, v]) => [k, counted(v, reads)]));
-  return new Proxy(inner as object, {
-    get(target, key, receiver) {
-      reads.n++;
-      return Reflect.get(target, key, receiver);
-    },
-    ownKeys(target) {
-      reads.n++;
-      return Reflect.ownKeys(target);
-    },
-  }) as T;
-}
 
 describe('diffResources: the work of nested lists', () => {
   test('a change under 150 nested items reads about as many members as one under 1: their size, not their size times their depth', () => {

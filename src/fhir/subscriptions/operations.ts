@@ -111,11 +111,7 @@ export async function subscriptionEvents(deps: FhirDeps, req: FhirRequest, base:
         if (content === 'full-resource' && e.event !== 'delete') {
           event.resource = JSON.parse(read.content) as Json;
           const include = await includesOf(e.type);
-          if (include.length > 0) {
-            const shaped = await shapeIncluded(deps, req, read, include);
-            event.included = shaped.included;
-            if (shaped.warnings.length) event.warnings = shaped.warnings;
-          }
+          if (include.length > 0) Object.assign(event, await shapeIncluded(deps, req, read, include));
         }
       } catch (err) {
         if (!(err instanceof FhirError && err.status < 500)) throw err;

@@ -6,7 +6,6 @@ import type { Clock } from '../../clock.ts';
 import type { PendingNotification, ResourceVersion } from '../../store/types.ts';
 import { requireAccess } from '../access.ts';
 import type { FhirDeps, FhirRequest } from '../crud.ts';
-import type { FhirIssue } from '../../errors.ts';
 import { issue } from '../outcome.ts';
 import { addIncludes, compileSearch, PAGE_READ_IN_REACH } from '../search.ts';
 import { notificationBundle, type NotifiedEvent } from './notification.ts';
@@ -60,9 +59,7 @@ export async function topicBundle(deps: TopicBundleDeps, sub: NotifiedSubscripti
     const shape = topic?.shapes.find((sh) => sh.type === n.type);
     if (shape?.include.length && deps.restoreAccess) {
       const access = await ownerAccess(sub.tenant, sub.owner, deps.restoreAccess);
-      const shaped = await shapeIncluded(fhir, { tenant: sub.tenant, access }, v!, shape.include);
-      event.included = shaped.included;
-      if (shaped.warnings.length) event.warnings = shaped.warnings;
+      Object.assign(event, await shapeIncluded(fhir, { tenant: sub.tenant, access }, v!, shape.include));
     }
   }
   return notificationBundle({ ...status, type: 'event-notification', eventsSinceStart: event.number, events: [event] }, clock.now());
@@ -78,11 +75,11 @@ export async function topicBundle(deps: TopicBundleDeps, sub: NotifiedSubscripti
  * was written, and nothing its subscriber can narrow would make it cheaper (it was a 400 thrown on every delivery
  * attempt until the Subscription went to `error`, and an event `$events` withheld). Past PAGE_READ_IN_REACH references
  * read to no purpose, reading stops as `$everything`'s does: `warnings` names the focus and what was left out; past
- * MAX_INCLUDES, it says that only the first are carried.
+ * MAX_INCLUDES, it says that only the first are carried. The answer is the event's `included` and `warnings` (none: absent).
  */
 export async function shapeIncluded(
   fhir: FhirDeps, req: FhirRequest, version: ResourceVersion, include: readonly [string, string][],
-): Promise<{ included: { type: string; id: string; resource: Json }[]; warnings: FhirIssue[] }> {
+): Promise<Required<Pick<NotifiedEvent, 'included'>> & Pick<NotifiedEvent, 'warnings'>> {
   requireAccess(req.access, version.type, 's');
   const compiled = compileSearch(version.type, new URLSearchParams(include as [string, string][]), false, fhir.clock.now());
   // A version written over since is no longer the record: a patient-bound reader's `_revinclude=Provenance:target` must not
@@ -93,5 +90,5 @@ export async function shapeIncluded(
   const focus = `${version.type}/${version.id}`;
   const pastReach = (unread: number) => issue('warning', 'too-costly', `${focus} (version ${version.versionId}) names more than ${PAGE_READ_IN_REACH} resources that are not held or out of this reader's reach: reading its references stopped after them, and the ${unread} named past them are not included; read them by the references that version holds`);
   const { included, warnings } = await addIncludes(fhir, req, compiled, [version], undefined, stale, pastReach);
-  return { included: included.map((r) => ({ type: r.type, id: r.id, resource: JSON.parse(r.content) as Json })), warnings };
+  return { included: included.map((r) => ({ type: r.type, id: r.id, resource: JSON.parse(r.content) as Json })), ...(warnings.length && { warnings }) };
 }

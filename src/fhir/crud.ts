@@ -224,9 +224,7 @@ export async function requireStoredInReach(deps: FhirDeps, req: FhirRequest, typ
   // An update of a deleted resource creates it again, continuing its history: it is held to the
   // content the resource had before its deletion, so that a token cannot take over another patient's
   // record (what refers to it would then name the new content). Nothing is deleted twice.
-  const stored = current && (perm !== 'u' || !current.deleted ? current
-    : current.versionId > 1 ? await (binary ? repo.readWithoutData(req.tenant, type, id, current.versionId - 1) : repo.vread(req.tenant, type, id, current.versionId - 1))
-    : null);
+  const stored = current && (perm === 'u' ? await lastContent(deps, req.tenant, current, binary ? (...a) => repo.readWithoutData(...a) : undefined) : current);
   if (!stored || stored.deleted) return judged;
   const resource = binary ? splitStoredBinary(stored.content).resource : (JSON.parse(stored.content) as Resource);
   if (binary) {
@@ -288,11 +286,15 @@ async function judgedReach<T>(deps: FhirDeps, req: FhirRequest, type: string, id
 
 /**
  * The version holding a resource's last content: `v` itself, or for a deletion the version before it
- * (null when there is none). What a deleted resource's history, and its creation again, are judged by.
+ * (null when there is none), read by `vread` (a Binary's access check reads it without its data). What a deleted
+ * resource's history, and its creation again, are judged by.
  */
-export async function lastContent(deps: FhirDeps, tenant: string, v: ResourceVersion): Promise<ResourceVersion | null> {
+export async function lastContent(
+  deps: FhirDeps, tenant: string, v: ResourceVersion,
+  vread: (tenant: string, type: string, id: string, versionId: number) => Promise<ResourceVersion | null> = (...a) => deps.store.resources.vread(...a),
+): Promise<ResourceVersion | null> {
   if (!v.deleted) return v;
-  return v.versionId > 1 ? deps.store.resources.vread(tenant, v.type, v.id, v.versionId - 1) : null;
+  return v.versionId > 1 ? vread(tenant, v.type, v.id, v.versionId - 1) : null;
 }
 
 /**

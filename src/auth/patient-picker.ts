@@ -103,19 +103,19 @@ export async function mayStillHaveInContext(deps: AuthDeps, clientId: string, us
  * the moment, as mayStillHaveAmong. The search depends on the user's tenant and `reach` alone: it answers for every user of
  * that tenant with the same reach (staff: any Patient of it), whose choices are so searched together.
  */
-export async function stillChoosableAmong(deps: AuthDeps, clientId: string, user: User, reach: PickerReach, ids: readonly string[]): Promise<Set<string> | undefined> {
-  try {
-    return await choosableAmong(deps, clientId, user, reach, ids);
-  } catch (err) {
-    if (err instanceof FhirError && err.category === 'unavailable') return undefined;
-    throw err;
-  }
+export function stillChoosableAmong(deps: AuthDeps, clientId: string, user: User, reach: PickerReach, ids: readonly string[]): Promise<Set<string> | undefined> {
+  return unlessUnavailable(choosableAmong(deps, clientId, user, reach, ids));
 }
 
 /** mayHaveAmong, for checks of choices already made (mayStillHaveInContext): undefined while its search is refused for the moment. */
-export async function mayStillHaveAmong(deps: AuthDeps, clientId: string, user: User, ids: readonly string[]): Promise<Set<string> | undefined> {
+export function mayStillHaveAmong(deps: AuthDeps, clientId: string, user: User, ids: readonly string[]): Promise<Set<string> | undefined> {
+  return unlessUnavailable(mayHaveAmong(deps, clientId, user, ids));
+}
+
+/** What `search` finds, or undefined while it is refused for the moment (a reindex's 503). */
+async function unlessUnavailable<T>(search: Promise<T>): Promise<T | undefined> {
   try {
-    return await mayHaveAmong(deps, clientId, user, ids);
+    return await search;
   } catch (err) {
     if (err instanceof FhirError && err.category === 'unavailable') return undefined;
     throw err;

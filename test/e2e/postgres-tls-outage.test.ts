@@ -11,6 +11,7 @@ import postgres from 'postgres';
 import { createPostgresStore } from '../../src/store/postgres/index.ts';
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import { createPgCluster, postgresBinDir, type PgCluster } from '../helpers/pg-cluster.ts';
+import { runOpenssl } from '../helpers/tls-certificates.ts';
 
 const bin = postgresBinDir();
 const openssl = Bun.which('openssl');
@@ -18,10 +19,7 @@ const dir = mkdtempSync(join(tmpdir(), 'cinder-tls-outage-'));
 let cluster: PgCluster | undefined;
 let t: TestApp | undefined;
 
-function run(...args: string[]): void {
-  const r = Bun.spawnSync([openssl!, ...args], { cwd: dir, stderr: 'pipe' });
-  if (r.exitCode !== 0) throw new Error(`openssl ${args[0]}: ${r.stderr.toString()}`);
-}
+const run = (...args: string[]) => runOpenssl(dir, ...args);
 
 /** A server certificate for 127.0.0.1 signed by `ca` (a new authority of that name). */
 function signed(ca: string): void {

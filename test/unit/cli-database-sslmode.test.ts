@@ -6,12 +6,13 @@
  * lets in TLS sessions alone, plain ones alone, or both: a command that runs shows which encryption the session used.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createCliEnv } from '../helpers/cli.ts';
 import { createPgCluster, postgresBinDir, type PgCluster } from '../helpers/pg-cluster.ts';
 import { storeTargets } from '../helpers/stores.ts';
+import { testCertificates } from '../helpers/tls-certificates.ts';
 
 const targets = await storeTargets({ main: false });
 const pg = targets.find((t) => t.kind === 'postgres');
@@ -21,29 +22,13 @@ const dir = mkdtempSync(join(tmpdir(), 'cinder-sslmode-'));
 const clis: ReturnType<typeof createCliEnv>[] = [];
 let cluster: PgCluster | undefined;
 
-function run(...args: string[]): void {
-  const r = Bun.spawnSync([openssl!, ...args], { cwd: dir, stderr: 'pipe' });
-  if (r.exitCode !== 0) throw new Error(`openssl ${args[0]}: ${r.stderr.toString()}`);
-}
-
-/** ca.pem signs server.pem (for db.invalid) and client.pem (its key encrypted with 'pw'); other.pem signs nothing here. */
-function certificates(): void {
-  run('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=Cinder test CA');
-  run('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'other.key', '-out', 'other.pem', '-days', '2', '-subj', '/CN=Other CA');
-  run('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=db.invalid');
-  writeFileSync(join(dir, 'ext'), 'subjectAltName=DNS:db.invalid\n');
-  run('x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.pem', '-days', '2', '-extfile', 'ext');
-  run('req', '-newkey', 'rsa:2048', '-passout', 'pass:pw', '-keyout', 'client.key', '-out', 'client.csr', '-subj', '/CN=cinder-client');
-  run('x509', '-req', '-in', 'client.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'client.pem', '-days', '2');
-}
-
 const file = (name: string) => encodeURIComponent(join(dir, name));
 /** TLS options of the client: a root certificate file, and a client certificate with its key. */
 const ROOT = () => `sslrootcert=${file('ca.pem')}`;
 const CLIENT = () => `sslcert=${file('client.pem')}&sslkey=${file('client.key')}&sslpassword=pw`;
 
 beforeAll(() => {
-  if (openssl) certificates();
+  if (openssl) testCertificates(dir);
 });
 
 afterAll(async () => {

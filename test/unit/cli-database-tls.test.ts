@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createCliEnv } from '../helpers/cli.ts';
 import { storeTargets } from '../helpers/stores.ts';
+import { runOpenssl, testCertificates } from '../helpers/tls-certificates.ts';
 
 const targets = await storeTargets({ main: false });
 const pg = targets.find((t) => t.kind === 'postgres');
@@ -26,22 +27,10 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 }, 60_000);
 
-function run(...args: string[]): void {
-  const r = Bun.spawnSync([openssl!, ...args], { cwd: dir, stderr: 'pipe' });
-  if (r.exitCode !== 0) throw new Error(`openssl ${args[0]}: ${r.stderr.toString()}`);
-}
-
-/** Two authorities (ca.pem signs server.pem for db.invalid; other.pem signs nothing here). */
+/** Two authorities (testCertificates), and a revocation list of ca.pem revoking the server's certificate. */
 function certificates(): void {
-  run('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=Cinder test CA');
-  run('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'other.key', '-out', 'other.pem', '-days', '2', '-subj', '/CN=Other CA');
-  run('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=db.invalid');
-  writeFileSync(join(dir, 'ext'), 'subjectAltName=DNS:db.invalid\n');
-  run('x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.pem', '-days', '2', '-extfile', 'ext');
-  // The client's certificate, its key encrypted with the password 'pw'.
-  run('req', '-newkey', 'rsa:2048', '-passout', 'pass:pw', '-keyout', 'client.key', '-out', 'client.csr', '-subj', '/CN=cinder-client');
-  run('x509', '-req', '-in', 'client.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'client.pem', '-days', '2');
-  // A revocation list of ca.pem revoking the server's certificate.
+  testCertificates(dir);
+  const run = (...args: string[]) => runOpenssl(dir, ...args);
   writeFileSync(join(dir, 'index.txt'), '');
   writeFileSync(join(dir, 'crlnumber'), '01\n');
   writeFileSync(join(dir, 'ca.cnf'), `[ca]\ndefault_ca=d\n[d]\ndatabase=${join(dir, 'index.txt')}\ncrlnumber=${join(dir, 'crlnumber')}\ndefault_md=sha256\ndefault_crl_days=2\n`);

@@ -137,7 +137,12 @@ describe('what counts as unavailable', () => {
   });
 
   test('PostgreSQL: lost connections and shutdown states do; a syntax error does not', () => {
-    for (const code of ['ECONNREFUSED', 'ECONNRESET', 'CONNECT_TIMEOUT', 'CONNECTION_CLOSED']) expect(isPostgresOutage({ code })).toBe(true);
+    // As postgres.js rejects a statement: the statement on the error (its socket's errors), or the code as errno (its own).
+    const ofStatement = (code: string) => Object.defineProperty({ code, errno: -104 }, 'query', { value: 'SELECT 1' });
+    for (const code of ['ECONNREFUSED', 'ECONNRESET', 'EPIPE']) expect(isPostgresOutage(ofStatement(code))).toBe(true);
+    for (const code of ['CONNECT_TIMEOUT', 'CONNECTION_CLOSED']) expect(isPostgresOutage({ code, errno: code })).toBe(true);
+    // The same codes on another client's error (a fetch's, an S3 request's) are not the database's.
+    for (const code of ['ECONNREFUSED', 'ECONNRESET']) expect(isPostgresOutage(Object.assign(new TypeError(code), { code, errno: 0 }))).toBe(false);
     expect(isPostgresOutage(new Error('plain'))).toBe(false);
     expect(isPostgresOutage({ code: '42601' })).toBe(false);
   });

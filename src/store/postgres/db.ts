@@ -154,11 +154,27 @@ const CERTIFICATE_ERRORS = new Set([
  */
 const UNAVAILABLE_STATES = new Set(['57P01', '57P02', '57P03', '53300', '53100', '53200', '58030', '28000', '28P01', '3D000']);
 
-/** True for errors that mean the database is unreachable or cannot work for now, not that the query was wrong. */
+/**
+ * True for errors that mean the database is unreachable or cannot work for now, not that the query was wrong. A socket
+ * or TLS code counts only on an error of the driver's own connections (fromDriver): a store call runs its caller's code
+ * too (a write's callback, a sink's stream read inside it), whose fetch or S3 request failing with ECONNRESET or
+ * ECONNREFUSED says nothing of the database, and opened the circuit breaker (every call 503 until the probe answered).
+ */
 export function isPostgresOutage(err: unknown): boolean {
   if (err instanceof postgres.PostgresError) return err.code.startsWith('08') || UNAVAILABLE_STATES.has(err.code);
   const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && (CONNECTION_ERRORS.has(code) || CERTIFICATE_ERRORS.has(code) || /^ERR_(SSL|TLS)_/.test(code));
+  return typeof code === 'string' && (CONNECTION_ERRORS.has(code) || CERTIFICATE_ERRORS.has(code) || /^ERR_(SSL|TLS)_/.test(code)) && fromDriver(err as object);
+}
+
+/**
+ * Whether `err` came out of postgres.js: every error it rejects a statement with carries that statement (`query`, its
+ * own property, which the driver defines, src/connection.js queryError), and its own connection errors (CONNECTION_CLOSED,
+ * CONNECT_TIMEOUT...) have their code as `errno` (src/errors.js connection). A socket error of a fetch or of an S3
+ * client has neither (Bun's have `errno` 0, Node's a negative number).
+ */
+function fromDriver(err: object): boolean {
+  const e = err as { code?: unknown; errno?: unknown };
+  return Object.hasOwn(err, 'query') || (typeof e.errno === 'string' && e.errno === e.code);
 }
 
 /** True for a statement the server cancelled: `statement_timeout`, or an administrator (query_canceled, 57014). */

@@ -341,13 +341,15 @@ export class SubscriptionDelivery {
    * in one read, each tenant's users in one, those the caches hold in none): with the caches lapsed, a claim of CLAIMS
    * Subscriptions made as many reads of each, one per delivery. Each delivery judges its owner with them as it would with
    * its own reads (a disabled client or user, a sign-in revoked: nothing sent). Empty without options.clients and users.
+   * A claim of one too (what the loop claims as each place frees up): its delivery read its client, then its user, then
+   * its patient's check, one wait after another, where here the client and user are read side by side (as many statements).
    * So are the patients in context their users chose (options.patientsHeld, asked once the users' reads are under way,
    * whose records it then shares): each delivery asked patientHeld of its own, a user read and a search each.
    */
   private async ownersOf(list: ClaimedSubscription[]): Promise<Owners> {
     const { clients, users, patientsHeld, patientHeld } = this.options;
     const owners: Owners = { clients: new Map(), users: new Map(), held: new Map() };
-    if (!clients || !users || list.length < 2) return owners;
+    if (!clients || !users || list.length === 0) return owners;
     const clientIds = new Set<string>();
     const userIds = new Map<string, Set<string>>();
     for (const c of list) {

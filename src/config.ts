@@ -1,5 +1,6 @@
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
+import { libpqUrl, type LibpqUrl } from './store/postgres/libpq-env.ts';
 import { checkUrlOptions, postgresUrlProblem, withoutPassword } from './store/postgres/url-options.ts';
 
 /** The most HTTP server processes CINDER_PROCESSES may start (`auto` included). */
@@ -171,7 +172,10 @@ export type Config = Readonly<
   Omit<Parsed, 'baseUrl' | 'databaseUrl' | 'exportStorage' | 'processes'> & {
     processes: number;
     baseUrl: string;
+    /** On PostgreSQL, the URL with what libpq reads beside it written in (libpq-env.ts): what every pool opens. */
     databaseUrl: string;
+    /** What libpq would warn of reading the database's configuration (a password file others may read, not read). */
+    databaseWarnings: readonly string[];
     exportStorage: string;
   }
 >;
@@ -221,14 +225,23 @@ export function loadConfig(env: Record<string, string | undefined>, flags: Recor
   const dataDir = resolve(c.dataDir);
   const databaseUrl = c.databaseUrl ?? 'sqlite:' + join(dataDir, 'cinder.db');
   const onPostgres = /^postgres(ql)?:\/\//i.test(databaseUrl);
+  let libpq: LibpqUrl | undefined;
   if (onPostgres) {
     // The pool's options in the URL's query, checked here so that a bad one stops every command as any bad setting does.
     const problem = postgresUrlProblem(databaseUrl);
     if (problem) throw new ConfigError(`invalid ${name('databaseUrl')}: ${problem}`);
+    // What libpq reads beside the URL (its connection service, PGCONNECT_TIMEOUT, PGOPTIONS, the password file) is
+    // written into it here, once, so that every pool and worker reads the same URL (libpq-env.ts).
     try {
-      checkUrlOptions(databaseUrl);
+      libpq = libpqUrl(databaseUrl);
     } catch (err) {
       throw new ConfigError(`invalid ${name('databaseUrl')}: ${(err as Error).message}`);
+    }
+    try {
+      checkUrlOptions(libpq.url);
+    } catch (err) {
+      const from = libpq.service ? ` (the URL with the settings of service '${libpq.service.name}' in ${libpq.service.file})` : '';
+      throw new ConfigError(`invalid ${name('databaseUrl')}: ${(err as Error).message}${from}`);
     }
   }
   if (c.exportStorage === 'postgres' && !onPostgres) {
@@ -245,7 +258,8 @@ export function loadConfig(env: Record<string, string | undefined>, flags: Recor
     // `auto` is one per CPU, at most the 64 a number may ask for (a 128-core host is not 128 SQLite writers' worth of work).
     processes: c.processes === 'auto' ? Math.min(MAX_PROCESSES, navigator.hardwareConcurrency) : c.processes,
     baseUrl: (c.baseUrl ?? `http://localhost:${c.port}`).replace(/\/+$/, ''),
-    databaseUrl,
+    databaseUrl: libpq?.url ?? databaseUrl,
+    databaseWarnings: libpq?.warnings ?? [],
     exportStorage,
   });
 }

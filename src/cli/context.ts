@@ -100,6 +100,14 @@ export async function openContext(io: CliIO, flags: Record<string, string> = {},
   if (path !== undefined && (create === false || (create === 'missing' && !missing))) requireSqliteDatabase(path);
   let created = create !== false && missing;
   const log = createLogger(config.logLevel);
+  // What libpq would say of the database's configuration and go on (a password file others may read, not read); a
+  // server's siblings (CINDER_PROCESSES) leave it to the first process, as below.
+  if (!(server && !migrate)) {
+    for (const warning of config.databaseWarnings) {
+      if (server) log.warn(warning);
+      else io.stderr(`cinder: warning: ${warning}\n`);
+    }
+  }
   // Set once the start is done, and only for a server: a start that fails says why in its last line.
   let started = false;
   const store: Store = openStore(config.databaseUrl, {

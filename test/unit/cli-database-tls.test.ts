@@ -275,7 +275,8 @@ describe.skipIf(!pg || !openssl)("libpq's options of the client in a PostgreSQL 
       ['keepalives_idle=30', 'keepalives_idle in the database URL is an option of libpq\'s client that Cinder does not support'],
       ['keepalives=0', 'keepalives=0 in the database URL is not supported'],
       ['hostaddr=10.0.0.5', 'hostaddr in the database URL'],
-      ['service=prod', 'service in the database URL'],
+      // A connection service is read as libpq reads it (cli-database-libpq-env.test.ts): one defined nowhere is refused.
+      ['service=prod', "definition of service 'prod' not found"],
       ['require_auth=scram-sha-256', 'require_auth in the database URL'],
       ['channel_binding=require', 'channel_binding=require in the database URL is not supported: the driver has no SCRAM-SHA-256-PLUS'],
       ['client_encoding=LATIN1', 'client_encoding=LATIN1 in the database URL is not supported'],

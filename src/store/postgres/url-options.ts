@@ -42,7 +42,7 @@ export function connectTimeoutFromUrl(url: string): number | undefined {
  * authority without a host (`postgres://u@/db?host=/var/run/postgresql`, as libpq takes it) is given
  * `localhost` in `single`, which only parses it.
  */
-function authority(url: string): { hosts: string; single: string; at: number; end: number } {
+export function authority(url: string): { hosts: string; single: string; at: number; end: number } {
   const scheme = url.indexOf('://') + 3;
   const end = url.slice(scheme).search(/[/?#]/);
   const whole = end === -1 ? url.slice(scheme) : url.slice(scheme, scheme + end);
@@ -53,7 +53,7 @@ function authority(url: string): { hosts: string; single: string; at: number; en
 }
 
 /** The URL's query parameters (after '?', before '#'). */
-function queryOf(url: string): URLSearchParams {
+export function queryOf(url: string): URLSearchParams {
   const q = url.indexOf('?');
   if (q === -1) return new URLSearchParams();
   const hash = url.indexOf('#', q);
@@ -61,7 +61,7 @@ function queryOf(url: string): URLSearchParams {
 }
 
 /** Where a URL connects to as libpq reads it: TCP hosts and ports, or the directory of a Unix-domain socket. */
-type Endpoints = { socket: string; port: number } | { host: string[]; port: number[] };
+export type Endpoints = { socket: string; port: number } | { host: string[]; port: number[] };
 
 /**
  * The hosts of `url` as libpq takes them: the query's `host` (and `port`) before the authority's, a host that
@@ -69,7 +69,7 @@ type Endpoints = { socket: string; port: number } | { host: string[]; port: numb
  * server's Unix-domain socket, an IPv6 address in brackets; no port, PGPORT's or 5432. Undefined for a URL
  * postgres.js reads itself (neither a socket, brackets, nor a `host` or `port` in its query).
  */
-function endpoints(url: string): Endpoints | undefined {
+export function endpoints(url: string): Endpoints | undefined {
   const { hosts } = authority(url);
   const query = queryOf(url);
   const queryHost = query.get('host');
@@ -305,7 +305,6 @@ export function tlsFromUrl(url: string): DriverTls | undefined {
  */
 const UNSUPPORTED: Record<string, string> = {
   hostaddr: 'name the host by its address in the host',
-  passfile: 'give the password in the URL',
   require_auth: 'the driver cannot restrict the authentication methods',
   keepalives_idle: 'the driver keeps TCP connections alive itself',
   keepalives_interval: 'the driver keeps TCP connections alive itself',
@@ -318,7 +317,6 @@ const UNSUPPORTED: Record<string, string> = {
   sslcrldir: 'name a file of revocation lists as sslcrl',
   sslkeylogfile: 'the driver cannot log TLS keys',
   requirepeer: 'the driver cannot check the peer of a Unix-domain socket',
-  service: 'Cinder reads no connection service file: put its settings in the URL',
   scram_client_key: 'the driver cannot use SCRAM keys',
   scram_server_key: 'the driver cannot use SCRAM keys',
   oauth_issuer: 'the driver has no OAuth',

@@ -1,0 +1,136 @@
+import { homedir, userInfo } from 'node:os';
+import { join } from 'node:path';
+import { passwordFor, readPasswordFile, type PasswordKey } from './password-file.ts';
+import { readService, type Service } from './service-file.ts';
+import { authority, endpoints, queryOf } from './url-options.ts';
+
+/** A database URL with what libpq would read beside it written into it (libpqUrl). */
+export interface LibpqUrl {
+  url: string;
+  /** What libpq would say on stderr and go on: a password file it does not read. */
+  warnings: string[];
+  /** The connection service read, if any (for messages about its settings). */
+  service?: Service;
+  /** The password file the password was taken from, if it was. */
+  passwordFile?: string;
+}
+
+type Env = Record<string, string | undefined>;
+
+/** An environment variable as libpq reads it: an empty one is unset. */
+const envValue = (env: Env, name: string) => (env[name] ? env[name] : undefined);
+
+/** `url` with the query parameters `names` removed. */
+function withoutParams(url: string, names: string[]): string {
+  const q = url.indexOf('?');
+  if (q === -1) return url;
+  const hash = url.indexOf('#', q);
+  const kept = url.slice(q + 1, hash === -1 ? undefined : hash).split('&').filter((p) => p !== '' && !names.includes(decodeURIComponent(p.split('=')[0]!)));
+  return url.slice(0, q) + (kept.length ? `?${kept.join('&')}` : '') + (hash === -1 ? '' : url.slice(hash));
+}
+
+/** `url` with the query parameters `params` added (before any fragment). */
+function withParams(url: string, params: [string, string][]): string {
+  if (!params.length) return url;
+  const hash = url.indexOf('#');
+  const [head, tail] = hash === -1 ? [url, ''] : [url.slice(0, hash), url.slice(hash)];
+  const added = params.map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join('&');
+  return `${head}${head.includes('?') ? (head.endsWith('?') || head.endsWith('&') ? '' : '&') : '?'}${added}${tail}`;
+}
+
+/** What `url` itself names of libpq's key words that a URL may carry outside its query (its authority and path). */
+function namedOutsideQuery(url: string): Set<string> {
+  const { hosts, single } = authority(url);
+  const u = new URL(single);
+  const named = new Set<string>();
+  if (hosts.split(',').some((h) => h.replace(/^\[[^\]]*\]/, '').replace(/:\d*$/, '') !== '' || h.startsWith('['))) named.add('host');
+  if (hosts.split(',').some((h) => /:\d+$/.test(h.replace(/^\[[^\]]*\]/, '')))) named.add('port');
+  if (u.pathname.length > 1) named.add('dbname');
+  if (u.username) named.add('user');
+  if (u.password) named.add('password');
+  return named;
+}
+
+/**
+ * `url` (a postgres:// URL) with what libpq reads beside a connection string written into its query, so that the rest of
+ * Cinder (url-options.ts, the driver) reads one URL, libpq's order kept (libpq-connect, libpq-envars, libpq-pgservice,
+ * libpq-pgpass): what the URL names; then the settings of its connection service (`?service=`, else PGSERVICE) for the
+ * key words it does not name; then PGCONNECT_TIMEOUT and PGOPTIONS for `connect_timeout` and `options` (the driver reads
+ * PGHOST, PGPORT, PGDATABASE, PGUSER and PGPASSWORD itself, url-options.ts the TLS variables, each after the service's);
+ * then, when no password is given anywhere, the password file's line for the connection (`?passfile=`, else PGPASSFILE,
+ * else ~/.pgpass). `service`, `servicefile` and `passfile` are taken out. PGHOSTADDR, which the driver cannot honour, is
+ * refused as `hostaddr` is. A RangeError names the variable or file of a value that cannot be used.
+ */
+export function libpqUrl(url: string, env: Env = process.env, home: string = env.HOME || homedir()): LibpqUrl {
+  const query = queryOf(url);
+  if (envValue(env, 'PGHOSTADDR') !== undefined && !query.has('hostaddr')) {
+    throw new RangeError("PGHOSTADDR is an option of libpq's client that Cinder does not support (name the host by its address in the host, or in PGHOST): unset it");
+  }
+  const named = namedOutsideQuery(url);
+  const added: [string, string][] = [];
+  const given = (key: string) => named.has(key) || query.has(key) || added.some(([k]) => k === key);
+  const serviceName = query.get('service') || envValue(env, 'PGSERVICE');
+  const service = serviceName ? readService(serviceName, query.get('servicefile') || undefined, env, home) : undefined;
+  for (const [key, value] of service?.settings ?? []) if (!given(key)) added.push([key, value]);
+  const timeout = envValue(env, 'PGCONNECT_TIMEOUT');
+  if (timeout !== undefined && !given('connect_timeout')) {
+    if (!/^\d+(\.\d+)?$/.test(timeout)) throw new RangeError(`invalid connect_timeout '${timeout}' in PGCONNECT_TIMEOUT: expected seconds, 0 for none`);
+    added.push(['connect_timeout', timeout]);
+  }
+  const options = envValue(env, 'PGOPTIONS');
+  if (options !== undefined && !given('options')) added.push(['options', options]);
+  const passfile = added.find(([k]) => k === 'passfile')?.[1] ?? query.get('passfile');
+  let out = withParams(withoutParams(url, ['service', 'servicefile', 'passfile']), added.filter(([k]) => k !== 'passfile'));
+  const warnings: string[] = [];
+  if (given('password') || envValue(env, 'PGPASSWORD') !== undefined) return { url: out, warnings, ...(service && { service }) };
+  const path = passfile || envValue(env, 'PGPASSFILE') || join(home, '.pgpass');
+  const file = readPasswordFile(path);
+  if (file === undefined) return { url: out, warnings, ...(service && { service }) };
+  if ('warning' in file) return { url: out, warnings: [file.warning], ...(service && { service }) };
+  const keys = passwordKeys(out, env);
+  const found = keys.map((k) => passwordFor(file.lines, k));
+  const distinct = new Set(found);
+  if (distinct.size > 1) {
+    const hosts = keys.map((k, i) => `${k.host}:${k.port} (${found[i] === undefined ? 'none' : 'a password'})`).join(', ');
+    throw new RangeError(
+      `the password file '${path}' gives the URL's hosts different passwords, or some none: ${hosts}; Cinder sends one password to every host, so give it in the URL (or PGPASSWORD)`,
+    );
+  }
+  const password = found[0];
+  if (password === undefined) return { url: out, warnings, ...(service && { service }) };
+  out = withParams(out, [['password', password]]);
+  return { url: out, warnings, passwordFile: path, ...(service && { service }) };
+}
+
+/** The operating system's user, as the driver names it when nothing else does (postgres.js osUsername). */
+function osUser(env: Env): string {
+  return env.USERNAME || env.USER || env.LOGNAME || userInfo().username;
+}
+
+/**
+ * The host, port, database and user of each host `url` connects to, as libpq and the driver resolve them (the query's,
+ * the URL's, PGHOST, PGPORT, PGDATABASE, PGUSER; localhost, 5432, the user's name, the operating system's user).
+ */
+function passwordKeys(url: string, env: Env): PasswordKey[] {
+  const query = queryOf(url);
+  const { hosts, single } = authority(url);
+  const u = new URL(single);
+  const decode = (s: string) => {
+    try {
+      return decodeURIComponent(s);
+    } catch {
+      return s;
+    }
+  };
+  const user = query.get('user') || decode(u.username) || envValue(env, 'PGUSERNAME') || envValue(env, 'PGUSER') || osUser(env);
+  const database = query.get('dbname') || decode(u.pathname.slice(1)) || envValue(env, 'PGDATABASE') || user;
+  const defaultPort = envValue(env, 'PGPORT') || '5432';
+  const target = endpoints(url);
+  if (target && 'socket' in target) return [{ host: target.socket, port: String(target.port), database, user }];
+  if (target) return target.host.map((host, i) => ({ host, port: String(target.port[i]), database, user }));
+  const listed = hosts === '' ? (envValue(env, 'PGHOST') ?? 'localhost').split(',').map((h) => [h, ''] as const) : hosts.split(',').map((h) => {
+    const m = /^(.*?)(?::(\d*))?$/.exec(h)!;
+    return [decode(m[1]!), m[2] ?? ''] as const;
+  });
+  return listed.map(([host, port]) => ({ host: host || 'localhost', port: port || defaultPort, database, user }));
+}

@@ -1,0 +1,210 @@
+/**
+ * What libpq reads beside a connection string, read by `cinder` commands as libpq reads it (src/store/postgres/libpq-env.ts):
+ * PGCONNECT_TIMEOUT and PGOPTIONS, a connection service (`?service=` or PGSERVICE, in PGSERVICEFILE, `?servicefile=` or
+ * ~/.pg_service.conf) whose settings come after the URL's and before the environment's, and the password file
+ * (`?passfile=`, PGPASSFILE or ~/.pgpass) when no password is given, its lines matched as libpq matches them (`*`, `\`
+ * escapes, the first match) and the file not read, with libpq's warning, when others may read it. PGHOSTADDR, which the
+ * driver cannot honour, is refused at start naming it. These were ignored: a PGSERVICE or ~/.pgpass set up for every
+ * libpq client of the host left Cinder on other defaults, with no password, or on another database.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createCliEnv } from '../helpers/cli.ts';
+import { createPgCluster, postgresBinDir, type PgCluster } from '../helpers/pg-cluster.ts';
+import { storeTargets } from '../helpers/stores.ts';
+
+const targets = await storeTargets({ main: false });
+const pg = targets.find((t) => t.kind === 'postgres');
+const bin = postgresBinDir();
+const dir = mkdtempSync(join(tmpdir(), 'cinder-libpq-env-'));
+mkdirSync(join(dir, 'home'));
+const clis: ReturnType<typeof createCliEnv>[] = [];
+let cluster: PgCluster | undefined;
+
+afterAll(async () => {
+  for (const c of clis) c.close();
+  await cluster?.remove();
+  for (const t of targets) await t.cleanup();
+  rmSync(dir, { recursive: true, force: true });
+}, 60_000);
+
+/** libpq's variables unset for each command, but those given: the test's own environment may set any of them. */
+const LIBPQ_VARS = ['PGSERVICE', 'PGSERVICEFILE', 'PGSYSCONFDIR', 'PGPASSFILE', 'PGPASSWORD', 'PGCONNECT_TIMEOUT', 'PGOPTIONS', 'PGHOSTADDR', 'PGDATABASE', 'PGHOST', 'PGPORT', 'PGUSER'];
+
+/** A command's exit code and stderr with libpq's variables `vars` set (and the others unset), HOME an empty directory. */
+async function attempt(url: string, argv: string[], vars: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+  const saved = Object.fromEntries([...LIBPQ_VARS, 'HOME'].map((k) => [k, process.env[k]]));
+  for (const k of LIBPQ_VARS) delete process.env[k];
+  process.env.HOME = join(dir, 'home');
+  Object.assign(process.env, vars);
+  try {
+    const cli = createCliEnv({ CINDER_DATABASE_URL: url, CINDER_BASE_URL: 'http://cinder.test' }, { database: false });
+    clis.push(cli);
+    return await cli.run(argv).catch((err: Error) => ({ code: 1, stdout: '', stderr: `cinder: ${err.message}\n` }));
+  } finally {
+    for (const [k, v] of Object.entries(saved)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  }
+}
+
+/** Writes `text` to `name` in the test's directory with `mode`; its path. */
+function file(name: string, text: string, mode = 0o600): string {
+  const path = join(dir, name);
+  writeFileSync(path, text);
+  chmodSync(path, mode);
+  return path;
+}
+
+describe.skipIf(!pg)('PGCONNECT_TIMEOUT, PGOPTIONS and PGHOSTADDR', () => {
+  test('PGCONNECT_TIMEOUT is the seconds a connection may take (the URL\'s connect_timeout wins); a bad value is refused at start naming it', async () => {
+    // A server that accepts connections and never answers.
+    const silent = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } });
+    try {
+      const url = `postgres://postgres@127.0.0.1:${silent.port}/cinder`;
+      const timedOut = await attempt(url, ['client', 'list', '--tenant', 't1'], { PGCONNECT_TIMEOUT: '1' });
+      expect(timedOut.code).toBe(1);
+      expect(timedOut.stderr).toContain('no session started within connect_timeout (1 s)');
+      const urlWins = await attempt(`${url}?connect_timeout=2`, ['client', 'list', '--tenant', 't1'], { PGCONNECT_TIMEOUT: '1' });
+      expect(urlWins.stderr).toContain('no session started within connect_timeout (2 s)');
+    } finally {
+      silent.stop(true);
+    }
+    const bad = await attempt('postgres://postgres@127.0.0.1:5432/cinder', ['client', 'list', '--tenant', 't1'], { PGCONNECT_TIMEOUT: 'soon' });
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("invalid connect_timeout 'soon' in PGCONNECT_TIMEOUT: expected seconds, 0 for none");
+  }, 60_000);
+
+  test("PGOPTIONS is sent to the server as the session's options (the URL's options win); PGHOSTADDR is refused at start", async () => {
+    const db = await pg!.migrated();
+    expect(await attempt(db.url, ['tenant', 'create', 't1', '--json'])).toMatchObject({ code: 0, stderr: '' });
+    expect(await attempt(db.url, ['client', 'list', '--tenant', 't1', '--json'], { PGOPTIONS: '-c work_mem=8MB' })).toMatchObject({ code: 0, stderr: '' });
+    // The server refuses a setting it does not know: it was sent.
+    const refused = await attempt(db.url, ['client', 'list', '--tenant', 't1'], { PGOPTIONS: '-c cinder_no_such_setting=1' });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('cinder_no_such_setting');
+    const urlWins = await attempt(`${db.url}?options=${encodeURIComponent('-c work_mem=8MB')}`, ['client', 'list', '--tenant', 't1', '--json'], { PGOPTIONS: '-c cinder_no_such_setting=1' });
+    expect(urlWins).toMatchObject({ code: 0, stderr: '' });
+    const hostaddr = await attempt(db.url, ['client', 'list', '--tenant', 't1'], { PGHOSTADDR: '127.0.0.1' });
+    expect(hostaddr.code).toBe(2);
+    expect(hostaddr.stderr).toContain("PGHOSTADDR is an option of libpq's client that Cinder does not support");
+  }, 60_000);
+});
+
+describe.skipIf(!pg)('a connection service (PGSERVICE, ?service=, PGSERVICEFILE, ~/.pg_service.conf)', () => {
+  test("its settings are read for what the URL does not name, before libpq's environment variables; errors are libpq's, at start", async () => {
+    const db = await pg!.migrated();
+    const target = new URL(db.url);
+    const database = target.pathname.slice(1);
+    const services = file('services.conf', [
+      '# the test database',
+      '[other]',
+      'dbname=cinder_no_such_database',
+      `[cinder]`,
+      `host=${target.hostname}`,
+      `port=${target.port || 5432}`,
+      `dbname=${database}`,
+      `user=${decodeURIComponent(target.username)}`,
+      'dbname=cinder_second_setting_ignored',
+      '[after]',
+      'dbname=cinder_no_such_database',
+    ].join('\n'));
+    expect(await attempt(`postgres://?service=cinder`, ['tenant', 'create', 't1', '--json'], { PGSERVICEFILE: services })).toMatchObject({ code: 0, stderr: '' });
+    // PGSERVICE names it too; the service's database comes before PGDATABASE's.
+    const listed = await attempt('postgres://', ['client', 'list', '--tenant', 't1', '--json'], { PGSERVICE: 'cinder', PGSERVICEFILE: services, PGDATABASE: 'cinder_no_such_database' });
+    expect(listed).toMatchObject({ code: 0, stderr: '' });
+    // The URL's database comes before the service's.
+    const named = await attempt(`postgres:///cinder_no_such_database?service=cinder`, ['client', 'list', '--tenant', 't1'], { PGSERVICEFILE: services });
+    expect(named.code).toBe(1);
+    expect(named.stderr).toContain('cinder_no_such_database');
+    // ~/.pg_service.conf when no PGSERVICEFILE; ?servicefile= before both.
+    writeFileSync(join(dir, 'home', '.pg_service.conf'), `[cinder]\nhost=${target.hostname}\nport=${target.port || 5432}\ndbname=${database}\nuser=postgres\n`);
+    expect(await attempt('postgres://?service=cinder', ['client', 'list', '--tenant', 't1', '--json'])).toMatchObject({ code: 0, stderr: '' });
+    const other = file('other-services.conf', '[cinder]\ndbname=cinder_no_such_database\n');
+    const fromParam = await attempt(`postgres://?service=cinder&servicefile=${encodeURIComponent(other)}`, ['client', 'list', '--tenant', 't1'], { PGSERVICEFILE: services });
+    expect(fromParam.stderr).toContain('cinder_no_such_database');
+
+    const refusals: [string, Record<string, string>, string][] = [
+      ['postgres://?service=missing', { PGSERVICEFILE: services }, "definition of service 'missing' not found"],
+      ['postgres://?service=cinder', { PGSERVICEFILE: file('bad-key.conf', '[cinder]\nhost=localhost\nsslmode_typo=require\n') }, `syntax error in service file '${join(dir, 'bad-key.conf')}', line 3`],
+      ['postgres://?service=cinder', { PGSERVICEFILE: file('no-equals.conf', '[cinder]\nhost\n') }, 'syntax error in service file'],
+      ['postgres://?service=cinder', { PGSERVICEFILE: file('nested.conf', '[cinder]\nservice=other\n') }, 'nested service specifications not supported'],
+      ['postgres://?service=cinder', { PGSERVICEFILE: file('hostaddr.conf', '[cinder]\nhostaddr=127.0.0.1\n') }, `hostaddr in the database URL is an option of libpq's client that Cinder does not support`],
+      ['postgres://?service=cinder', { PGSERVICEFILE: file('sslmode.conf', '[cinder]\nsslmode=sometimes\n') }, `invalid sslmode 'sometimes' in the database URL: expected one of disable, allow, prefer, require, verify-ca, verify-full (the URL with the settings of service 'cinder' in ${join(dir, 'sslmode.conf')})`],
+    ];
+    for (const [url, vars, message] of refusals) {
+      const r = await attempt(url, ['client', 'list', '--tenant', 't1'], vars);
+      expect([message, r.code]).toEqual([message, 2]);
+      expect(r.stderr).toContain(message);
+    }
+    rmSync(join(dir, 'home', '.pg_service.conf'));
+  }, 60_000);
+});
+
+describe.skipIf(!pg || !bin)('the password file (PGPASSFILE, ?passfile=, ~/.pgpass), against a server that asks for a password', () => {
+  /** A password holding the characters a password file escapes. */
+  const PASSWORD = 'se:cr\\et';
+  const escaped = PASSWORD.replace(/\\/g, '\\\\').replace(/:/g, '\\:');
+  let base = '';
+
+  beforeAll(async () => {
+    cluster = await createPgCluster(bin!);
+    await cluster.start();
+    base = `postgres://postgres@127.0.0.1:${cluster.port}/postgres`;
+    expect(await attempt(`${base}?connect_timeout=5`, ['migrate'])).toMatchObject({ code: 0 });
+    expect((await attempt(base, ['tenant', 'create', 't1', '--json'])).code).toBe(0);
+    const sql = (await import('postgres')).default(cluster.url, { max: 1, onnotice: () => undefined });
+    await sql.unsafe(`ALTER ROLE postgres PASSWORD '${PASSWORD.replace(/'/g, "''")}'`);
+    await sql.end();
+    cluster.writeDataFile('pg_hba.conf', 'host all all 127.0.0.1/32 scram-sha-256\n');
+    await cluster.reload();
+  }, 120_000);
+
+  test("no password given: the file's first matching line's, its escapes and wildcards read as libpq reads them", async () => {
+    const port = cluster!.port;
+    const none = await attempt(base, ['client', 'list', '--tenant', 't1']);
+    expect(none.code).toBe(1);
+    const lines = [
+      '# comment',
+      `127.0.0.1:${port}:postgres:someone_else:wrong`,
+      `127.0.0.1:${port + 1}:postgres:postgres:wrong`,
+      `127.0.0.1:${port}:postgres:postgres:${escaped}`,
+      `*:*:*:*:wrong`,
+    ];
+    const passfile = file('pgpass', lines.join('\n') + '\n');
+    expect(await attempt(base, ['client', 'list', '--tenant', 't1', '--json'], { PGPASSFILE: passfile })).toMatchObject({ code: 0, stderr: '' });
+    // Wildcards; a line with CRLF.
+    const wild = file('pgpass-wild', `*:${port}:*:postgres:${escaped}\r\n`);
+    expect(await attempt(base, ['client', 'list', '--tenant', 't1', '--json'], { PGPASSFILE: wild })).toMatchObject({ code: 0, stderr: '' });
+    // ?passfile= before PGPASSFILE; ~/.pgpass when neither.
+    const wrong = file('pgpass-wrong', '*:*:*:*:wrong\n');
+    expect(await attempt(`${base}?passfile=${encodeURIComponent(wild)}`, ['client', 'list', '--tenant', 't1', '--json'], { PGPASSFILE: wrong })).toMatchObject({ code: 0, stderr: '' });
+    expect((await attempt(base, ['client', 'list', '--tenant', 't1'], { PGPASSFILE: wrong })).code).toBe(1);
+    writeFileSync(join(dir, 'home', '.pgpass'), `127.0.0.1:*:postgres:postgres:${escaped}\n`);
+    chmodSync(join(dir, 'home', '.pgpass'), 0o600);
+    expect(await attempt(base, ['client', 'list', '--tenant', 't1', '--json'])).toMatchObject({ code: 0, stderr: '' });
+    // A password given (the URL's, PGPASSWORD) is used and the file not read.
+    expect((await attempt(base, ['client', 'list', '--tenant', 't1'], { PGPASSWORD: 'wrong' })).code).toBe(1);
+    rmSync(join(dir, 'home', '.pgpass'));
+  }, 60_000);
+
+  test('a file others may read is not read, with libpq\'s warning; the service\'s host, port and user are what its lines match', async () => {
+    const open = file('pgpass-open', `*:*:*:*:${escaped}\n`, 0o644);
+    expect((await attempt(base, ['client', 'list', '--tenant', 't1'], { PGPASSFILE: open })).code).toBe(1);
+    // Where the server asks for no password (the local one), the command runs, and says why the file was not read.
+    const local = await pg!.migrated();
+    expect((await attempt(local.url, ['tenant', 'create', 't1', '--json'])).code).toBe(0);
+    const warned = await attempt(local.url, ['client', 'list', '--tenant', 't1', '--json'], { PGPASSFILE: open });
+    expect(warned).toMatchObject({ code: 0, stderr: `cinder: warning: password file '${open}' has group or world access; permissions should be u=rw (0600) or less: not read\n` });
+    const services = file('pgpass-services.conf', `[pw]\nhost=127.0.0.1\nport=${cluster!.port}\ndbname=postgres\nuser=postgres\n`);
+    const matched = file('pgpass-matched', `127.0.0.1:${cluster!.port}:postgres:postgres:${escaped}\n`);
+    expect(await attempt('postgres://?service=pw', ['client', 'list', '--tenant', 't1', '--json'], { PGSERVICEFILE: services, PGPASSFILE: matched })).toMatchObject({ code: 0, stderr: '' });
+    // Two hosts the file gives different passwords (or one none) are refused at start: one password goes to every host.
+    const two = await attempt(`postgres://postgres@127.0.0.1:${cluster!.port},localhost:${cluster!.port}/postgres`, ['client', 'list', '--tenant', 't1'], { PGPASSFILE: matched });
+    expect(two.code).toBe(2);
+    expect(two.stderr).toContain(`the password file '${matched}' gives the URL's hosts different passwords, or some none`);
+  }, 60_000);
+});

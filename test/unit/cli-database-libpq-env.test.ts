@@ -1,6 +1,6 @@
 /**
  * What libpq reads beside a connection string, read by `cinder` commands as libpq reads it (src/store/postgres/libpq-env.ts):
- * PGCONNECT_TIMEOUT and PGOPTIONS, a connection service (`?service=` or PGSERVICE, in PGSERVICEFILE, `?servicefile=` or
+ * PGCONNECT_TIMEOUT, PGOPTIONS, PGAPPNAME and libpq's other variables of its key words, a connection service (`?service=` or PGSERVICE, in PGSERVICEFILE, `?servicefile=` or
  * ~/.pg_service.conf) whose settings come after the URL's and before the environment's, and the password file
  * (`?passfile=`, PGPASSFILE or ~/.pgpass) when no password is given, its lines matched as libpq matches them (`*`, `\`
  * escapes, the first match) and the file not read, with libpq's warning, when others may read it. PGHOSTADDR, which the
@@ -31,7 +31,10 @@ afterAll(async () => {
 }, 60_000);
 
 /** libpq's variables unset for each command, but those given: the test's own environment may set any of them. */
-const LIBPQ_VARS = ['PGSERVICE', 'PGSERVICEFILE', 'PGSYSCONFDIR', 'PGPASSFILE', 'PGPASSWORD', 'PGCONNECT_TIMEOUT', 'PGOPTIONS', 'PGHOSTADDR', 'PGDATABASE', 'PGHOST', 'PGPORT', 'PGUSER'];
+const LIBPQ_VARS = [
+  'PGSERVICE', 'PGSERVICEFILE', 'PGSYSCONFDIR', 'PGPASSFILE', 'PGPASSWORD', 'PGCONNECT_TIMEOUT', 'PGOPTIONS', 'PGAPPNAME', 'PGHOSTADDR', 'PGDATABASE',
+  'PGHOST', 'PGPORT', 'PGUSER', 'PGREQUIREAUTH', 'PGCHANNELBINDING', 'PGCLIENTENCODING', 'PGGSSENCMODE', 'PGLOADBALANCEHOSTS',
+];
 
 /** A command's exit code and stderr with libpq's variables `vars` set (and the others unset), HOME an empty directory. */
 async function attempt(url: string, argv: string[], vars: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -78,7 +81,7 @@ describe.skipIf(!pg)('PGCONNECT_TIMEOUT, PGOPTIONS and PGHOSTADDR', () => {
     expect(bad.stderr).toContain("invalid connect_timeout 'soon' in PGCONNECT_TIMEOUT: expected seconds, 0 for none");
   }, 60_000);
 
-  test("PGOPTIONS is sent to the server as the session's options (the URL's options win); PGHOSTADDR is refused at start", async () => {
+  test("PGOPTIONS is sent to the server as the session's options (the URL's options win); PGHOSTADDR is refused at start, as are the values of libpq's other variables the driver cannot honour", async () => {
     const db = await pg!.migrated();
     expect(await attempt(db.url, ['tenant', 'create', 't1', '--json'])).toMatchObject({ code: 0, stderr: '' });
     expect(await attempt(db.url, ['client', 'list', '--tenant', 't1', '--json'], { PGOPTIONS: '-c work_mem=8MB' })).toMatchObject({ code: 0, stderr: '' });
@@ -91,6 +94,18 @@ describe.skipIf(!pg)('PGCONNECT_TIMEOUT, PGOPTIONS and PGHOSTADDR', () => {
     const hostaddr = await attempt(db.url, ['client', 'list', '--tenant', 't1'], { PGHOSTADDR: '127.0.0.1' });
     expect(hostaddr.code).toBe(2);
     expect(hostaddr.stderr).toContain("PGHOSTADDR is an option of libpq's client that Cinder does not support");
+    // libpq's other variables of its key words: what the driver does anyway accepted, what it cannot do refused naming the variable.
+    const vars = { PGCLIENTENCODING: 'UTF8', PGCHANNELBINDING: 'prefer', PGGSSENCMODE: 'disable', PGLOADBALANCEHOSTS: 'disable', PGAPPNAME: 'cinder-env-test' };
+    expect(await attempt(db.url, ['client', 'list', '--tenant', 't1', '--json'], vars)).toMatchObject({ code: 0, stderr: '' });
+    for (const [vars, message] of [
+      [{ PGREQUIREAUTH: 'scram-sha-256' }, "require_auth in PGREQUIREAUTH is an option of libpq's client that Cinder does not support (the driver cannot restrict the authentication methods): unset it"],
+      [{ PGCHANNELBINDING: 'require' }, 'channel_binding=require in PGCHANNELBINDING is not supported'],
+      [{ PGCLIENTENCODING: 'LATIN1' }, 'client_encoding=LATIN1 in PGCLIENTENCODING is not supported'],
+    ] as const) {
+      const r = await attempt(db.url, ['client', 'list', '--tenant', 't1'], vars);
+      expect([vars, r.code]).toEqual([vars, 2]);
+      expect(r.stderr).toContain(message);
+    }
   }, 60_000);
 });
 

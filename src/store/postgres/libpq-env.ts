@@ -2,7 +2,7 @@ import { homedir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { passwordFor, readPasswordFile, type PasswordKey } from './password-file.ts';
 import { readService, type Service } from './service-file.ts';
-import { authority, endpoints, queryOf } from './url-options.ts';
+import { authority, checkUrlOptions, endpoints, queryOf } from './url-options.ts';
 
 /** A database URL with what libpq would read beside it written into it (libpqUrl). */
 export interface LibpqUrl {
@@ -52,11 +52,43 @@ function namedOutsideQuery(url: string): Set<string> {
 }
 
 /**
+ * libpq's environment variables of its key words that neither the driver nor url-options.ts reads (libpq-envars), each
+ * read for a key word the URL and its service do not name: PGOPTIONS and PGAPPNAME are sent to the server as the URL's
+ * `options` and `application_name` are; the others are checked as the URL's (what the driver does anyway accepted, what
+ * it cannot do refused at start naming the variable).
+ */
+const ENV_KEY_WORDS: Record<string, string> = {
+  PGOPTIONS: 'options',
+  PGAPPNAME: 'application_name',
+  PGCLIENTENCODING: 'client_encoding',
+  PGCHANNELBINDING: 'channel_binding',
+  PGGSSENCMODE: 'gssencmode',
+  PGREQUIREAUTH: 'require_auth',
+  PGKRBSRVNAME: 'krbsrvname',
+  PGGSSLIB: 'gsslib',
+  PGGSSDELEGATION: 'gssdelegation',
+  PGREQUIREPEER: 'requirepeer',
+  PGSSLCOMPRESSION: 'sslcompression',
+  PGLOADBALANCEHOSTS: 'load_balance_hosts',
+  PGMINPROTOCOLVERSION: 'min_protocol_version',
+  PGMAXPROTOCOLVERSION: 'max_protocol_version',
+};
+
+/** Checks variable `name`'s value for key word `key` as checkUrlOptions checks the URL's: its RangeError names the variable. */
+function checkFromEnv(name: string, key: string, value: string): void {
+  try {
+    checkUrlOptions(`postgres://localhost/?${encodeURIComponent(key)}=${encodeURIComponent(value)}`);
+  } catch (err) {
+    throw new RangeError((err as Error).message.replace(' in the database URL', ` in ${name}`).replace(/: remove it$/, ': unset it'));
+  }
+}
+
+/**
  * `url` (a postgres:// URL) with what libpq reads beside a connection string written into its query, so that the rest of
  * Cinder (url-options.ts, the driver) reads one URL, libpq's order kept (libpq-connect, libpq-envars, libpq-pgservice,
  * libpq-pgpass): what the URL names; then the settings of its connection service (`?service=`, else PGSERVICE) for the
- * key words it does not name; then PGCONNECT_TIMEOUT and PGOPTIONS for `connect_timeout` and `options` (the driver reads
- * PGHOST, PGPORT, PGDATABASE, PGUSER and PGPASSWORD itself, url-options.ts the TLS variables, each after the service's);
+ * key words it does not name; then PGCONNECT_TIMEOUT for `connect_timeout` and the variables of ENV_KEY_WORDS (the driver
+ * reads PGHOST, PGPORT, PGDATABASE, PGUSER and PGPASSWORD itself, url-options.ts the TLS variables, each after the service's);
  * then, when no password is given anywhere, the password file's line for the connection (`?passfile=`, else PGPASSFILE,
  * else ~/.pgpass). `service`, `servicefile` and `passfile` are taken out. PGHOSTADDR, which the driver cannot honour, is
  * refused as `hostaddr` is. A RangeError names the variable or file of a value that cannot be used.
@@ -77,8 +109,12 @@ export function libpqUrl(url: string, env: Env = process.env, home: string = env
     if (!/^\d+(\.\d+)?$/.test(timeout)) throw new RangeError(`invalid connect_timeout '${timeout}' in PGCONNECT_TIMEOUT: expected seconds, 0 for none`);
     added.push(['connect_timeout', timeout]);
   }
-  const options = envValue(env, 'PGOPTIONS');
-  if (options !== undefined && !given('options')) added.push(['options', options]);
+  for (const [name, key] of Object.entries(ENV_KEY_WORDS)) {
+    const value = envValue(env, name);
+    if (value === undefined || given(key)) continue;
+    checkFromEnv(name, key, value);
+    added.push([key, value]);
+  }
   const passfile = added.find(([k]) => k === 'passfile')?.[1] ?? query.get('passfile');
   let out = withParams(withoutParams(url, ['service', 'servicefile', 'passfile']), added.filter(([k]) => k !== 'passfile'));
   const warnings: string[] = [];

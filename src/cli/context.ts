@@ -126,7 +126,7 @@ export async function openContext(io: CliIO, flags: Record<string, string> = {},
     } catch (err) {
       // The first statement opens the connection: an unreachable server, a wrong password, a missing database.
       if (!postgres) throw err;
-      throw unusableDatabase(err, config.databaseUrl);
+      throw unusableDatabase(err, config.databaseUrl, config.databasePasswordFile);
     }
     if (postgres && schema.version === 0) {
       if (!create) throw new NoDatabaseError(`the PostgreSQL ${postgresName(config.databaseUrl)} holds no Cinder schema: ${noDatabaseAdvice('CINDER_DATABASE_URL')}`);
@@ -172,8 +172,11 @@ export function connectionProblem(err: unknown, url: string): string {
  * The error that ends a command (exit 1, one line) when the PostgreSQL database at `url` cannot be used: the server
  * refuses connections or does not answer, the password is wrong, the database does not exist.
  */
-export function unusableDatabase(err: unknown, url: string): Error {
-  return new Error(`cannot use the PostgreSQL ${postgresName(url)} (CINDER_DATABASE_URL): ${connectionProblem(err, url)}`, { cause: err });
+export function unusableDatabase(err: unknown, url: string, passwordFile?: string): Error {
+  // As libpq says it: a password the server refused came from the password file, not from the URL (libpq-env.ts).
+  const cause = err instanceof StoreUnavailableError ? err.cause : err;
+  const fromFile = passwordFile && (cause as { code?: unknown } | null)?.code === '28P01' ? ` (password retrieved from file '${passwordFile}')` : '';
+  return new Error(`cannot use the PostgreSQL ${postgresName(url)} (CINDER_DATABASE_URL): ${connectionProblem(err, url)}${fromFile}`, { cause: err });
 }
 
 /** Prints `data` as JSON with --json, otherwise as `key: value` lines. */

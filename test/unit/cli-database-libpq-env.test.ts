@@ -197,7 +197,9 @@ describe.skipIf(!pg || !bin)('the password file (PGPASSFILE, ?passfile=, ~/.pgpa
     // ?passfile= before PGPASSFILE; ~/.pgpass when neither.
     const wrong = file('pgpass-wrong', '*:*:*:*:wrong\n');
     expect(await attempt(`${base}?passfile=${encodeURIComponent(wild)}`, ['client', 'list', '--tenant', 't1', '--json'], { PGPASSFILE: wrong })).toMatchObject({ code: 0, stderr: '' });
-    expect((await attempt(base, ['client', 'list', '--tenant', 't1'], { PGPASSFILE: wrong })).code).toBe(1);
+    const refused = await attempt(base, ['client', 'list', '--tenant', 't1'], { PGPASSFILE: wrong });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(`password authentication failed for user "postgres" (password retrieved from file '${wrong}')`);
     writeFileSync(join(dir, 'home', '.pgpass'), `127.0.0.1:*:postgres:postgres:${escaped}\n`);
     chmodSync(join(dir, 'home', '.pgpass'), 0o600);
     expect(await attempt(base, ['client', 'list', '--tenant', 't1', '--json'])).toMatchObject({ code: 0, stderr: '' });

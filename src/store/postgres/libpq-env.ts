@@ -116,26 +116,32 @@ export function libpqUrl(url: string, env: Env = process.env, home: string = env
     added.push([key, value]);
   }
   const passfile = added.find(([k]) => k === 'passfile')?.[1] ?? query.get('passfile');
-  let out = withParams(withoutParams(url, ['service', 'servicefile', 'passfile']), added.filter(([k]) => k !== 'passfile'));
-  const warnings: string[] = [];
-  if (given('password') || envValue(env, 'PGPASSWORD') !== undefined) return { url: out, warnings, ...(service && { service }) };
-  const path = passfile || envValue(env, 'PGPASSFILE') || join(home, '.pgpass');
+  const out = withParams(withoutParams(url, ['service', 'servicefile', 'passfile']), added.filter(([k]) => k !== 'passfile'));
+  // libpq reads the file when the password it has is none or empty.
+  const passwordGiven = named.has('password') || !!query.get('password') || added.some(([k, v]) => k === 'password' && v !== '') || envValue(env, 'PGPASSWORD') !== undefined;
+  const fromFile = passwordGiven ? { url: out, warnings: [] } : withPasswordFile(out, passfile || envValue(env, 'PGPASSFILE') || join(home, '.pgpass'), env);
+  return { ...fromFile, ...(service && { service }) };
+}
+
+/**
+ * `url` with the password of the password file at `path` for the connection (libpq-pgpass), when it has one; a warning
+ * when libpq would not read the file. The same password for every host of the URL or none: the driver sends one.
+ */
+function withPasswordFile(url: string, path: string, env: Env): Omit<LibpqUrl, 'service'> {
   const file = readPasswordFile(path);
-  if (file === undefined) return { url: out, warnings, ...(service && { service }) };
-  if ('warning' in file) return { url: out, warnings: [file.warning], ...(service && { service }) };
-  const keys = passwordKeys(out, env);
+  if (file === undefined) return { url, warnings: [] };
+  if ('warning' in file) return { url, warnings: [file.warning] };
+  const keys = passwordKeys(url, env);
   const found = keys.map((k) => passwordFor(file.lines, k));
-  const distinct = new Set(found);
-  if (distinct.size > 1) {
+  if (new Set(found).size > 1) {
     const hosts = keys.map((k, i) => `${k.host}:${k.port} (${found[i] === undefined ? 'none' : 'a password'})`).join(', ');
     throw new RangeError(
       `the password file '${path}' gives the URL's hosts different passwords, or some none: ${hosts}; Cinder sends one password to every host, so give it in the URL (or PGPASSWORD)`,
     );
   }
   const password = found[0];
-  if (password === undefined) return { url: out, warnings, ...(service && { service }) };
-  out = withParams(out, [['password', password]]);
-  return { url: out, warnings, passwordFile: path, ...(service && { service }) };
+  if (password === undefined) return { url, warnings: [] };
+  return { url: withParams(url, [['password', password]]), warnings: [], passwordFile: path };
 }
 
 /** The operating system's user, as the driver names it when nothing else does (postgres.js osUsername). */

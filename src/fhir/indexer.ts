@@ -18,6 +18,16 @@ const MARKS = /[\u0300-\u036f]/g;
 const FINAL_SIGMA = /\u03c2/g;
 const SHARP_S = /\u00df/g;
 const UNFOLDED = /[\u00df\u03c2]/;
+/**
+ * Latin letters whose mark Unicode does not decompose (a stroke or a bar: `ø`, `ł`, `đ`, `ħ`), and those
+ * written as ligatures or kept from runes (`æ`, `œ`, `ĳ`, `ð`, `þ`), in lower case, and the letters they
+ * fold to, as Lucene's ASCII folding and ICU's Latin-ASCII transliteration fold them (index model 22).
+ */
+const UNDECOMPOSED: Record<string, string> = {
+  '\u00e6': 'ae', '\u00f0': 'd', '\u00f8': 'o', '\u00fe': 'th', '\u0111': 'd', '\u0127': 'h', '\u0133': 'ij', '\u0140': 'l',
+  '\u0142': 'l', '\u014b': 'n', '\u0153': 'oe', '\u0167': 't', '\u0180': 'b', '\u01b6': 'z', '\u0268': 'i',
+};
+const UNDECOMPOSED_LETTER = /[\u00e6\u00f0\u00f8\u00fe\u0111\u0127\u0133\u0140\u0142\u014b\u0153\u0167\u0180\u01b6\u0268]/g;
 
 /**
  * A string's `exact` form, which `:exact` compares ("the whole string, including casing and accents"):
@@ -34,7 +44,9 @@ export function exactString(s: string): string {
  * (NFD, combining marks dropped), then full case folding, as HAPI's upper-casing does: upper case then
  * lower case, so a character whose upper case is longer folds to it (`ß` to `ss`, `ﬁ` to `fi`), a
  * dotless `ı` and a long `ſ` to their ASCII letter, a final `ς` to `σ`, a capital `ẞ` to `ss` too
- * (index model 10). ASCII text is only lower-cased: the fold changes no ASCII character.
+ * (index model 10); then the letters whose mark does not decompose and the ligatures to their letters
+ * (`ø` to `o`, `ł` to `l`, `æ` to `ae`, `þ` to `th`: UNDECOMPOSED, index model 22), so that `soren`
+ * finds Søren as `muller` finds Müller. ASCII text is only lower-cased: the fold changes no ASCII character.
  */
 export function normalizeString(s: string): string {
   const folded = NOT_ASCII.test(s) ? foldCase(s.normalize('NFD').replace(MARKS, '')) : s.toLowerCase();
@@ -47,9 +59,10 @@ export function normalizeString(s: string): string {
  */
 function foldCase(s: string): string {
   if (!NOT_ASCII.test(s)) return s.toLowerCase();
-  const folded = s.toUpperCase().toLowerCase();
+  const cased = s.toUpperCase().toLowerCase();
   // Left by the lower-casing: `ς` (a sigma ending a word), `ß` (of a capital `ẞ`, which upper-casing keeps).
-  return UNFOLDED.test(folded) ? folded.replace(FINAL_SIGMA, '\u03c3').replace(SHARP_S, 'ss') : folded;
+  const folded = UNFOLDED.test(cased) ? cased.replace(FINAL_SIGMA, '\u03c3').replace(SHARP_S, 'ss') : cased;
+  return folded.replace(UNDECOMPOSED_LETTER, (c) => UNDECOMPOSED[c]!);
 }
 
 /** American Soundex of a name (the `phonetic` parameter): letter + three digits, '' for no letters. */

@@ -44,9 +44,11 @@ import { reachesContactPoints } from './contact-points.ts';
  * the US survey, troy and apothecaries' units...), where a unit outside a table of about 130 atoms had none
  * and sorted as written; model 21 the same rows of a UCUM unit whose leading `/` divides its first component
  * alone (`/s.m` is m/s, `/kg/d` 1/(kg.d)), where it divided the whole unit, and of one holding an annotated
- * number (`/100{WBCs}`) or parenthesis, where it had none (src/fhir/ucum.ts).
+ * number (`/100{WBCs}`) or parenthesis, where it had none (src/fhir/ucum.ts); model 22 a string's Latin
+ * letters whose mark does not decompose and its ligatures folded to their letters (`ø` as `o`, `ł` as `l`, `æ`
+ * as `ae`, `þ` as `th`; indexer.ts normalizeString), where they were kept.
  */
-export const INDEX_MODEL = 21;
+export const INDEX_MODEL = 22;
 
 /**
  * What each model changed. `touches`: a test of a stored resource's JSON, true for every resource whose
@@ -228,6 +230,15 @@ const MODEL_CHANGES: Record<number, ModelChange | undefined> = {
     reads: (c) => (c.kind === 'number' || c.kind === 'composite') && c.param.endsWith(CANONICAL_SUFFIX),
     sorts: (k) => k.by === 'param' && k.param.endsWith(SORT_SUFFIX),
   },
+  // Text holding a Latin letter whose mark does not decompose or a ligature (`ø`, `ł`, `đ`, `æ`, `œ`, `þ`...,
+  // indexer.ts UNDECOMPOSED, in either case, or a letter that decomposes to one: `ǿ`, `ǽ`), as itself or as
+  // a JSON escape, now folded to its letters: the same rows as model 10's, read by the same conditions and sorts.
+  22: {
+    touches: (content) => UNDECOMPOSED.test(content) || UNDECOMPOSED_ESCAPE.test(content),
+    tables: ['search_index', 'search_string', 'search_composite'],
+    reads: readsFoldedRows,
+    sorts: (k) => k.by === 'param' && k.table === 'search_string',
+  },
 };
 
 /**
@@ -387,6 +398,10 @@ const SHORT_FRACTION = /"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{1,2}(?:Z|[+-]\d
 // end; stored JSON writes them as themselves (JSON.stringify), or, written otherwise, as escapes.
 const FOLDED = /[\u00b5\u00df\u0131\u0149\u017f\u03a3\u03c2\u03d0\u03d1\u03d5\u03d6\u03f0\u03f1\u03f5\u0587\u1c80-\u1c88\u1e9a\u1e9b\u1e9e\ufb00-\ufb06\ufb13-\ufb17]/;
 const FOLDED_ESCAPE = /\\u(?:00b5|00df|0131|0149|017f|03a3|03c2|03d[0156]|03f[015]|0587|1c8[0-8]|1e9[abe]|fb0[0-6]|fb1[3-7])/i;
+// The letters model 22 folded (indexer.ts UNDECOMPOSED), in upper and lower case, and those that decompose to
+// one of them (`ǿ` to `ø` and an acute; `ǣ`, `ǽ` to `æ` and a mark), as themselves or as escapes.
+const UNDECOMPOSED = /[\u00c6\u00d0\u00d8\u00de\u00e6\u00f0\u00f8\u00fe\u0110\u0111\u0126\u0127\u0132\u0133\u013f-\u0142\u014a\u014b\u0152\u0153\u0166\u0167\u0180\u0197\u01b5\u01b6\u01e2\u01e3\u01fc-\u01ff\u0243\u0268]/;
+const UNDECOMPOSED_ESCAPE = /\\u(?:00c6|00d0|00d8|00de|00e6|00f0|00f8|00fe|011[01]|012[67]|013[23f]|014[0-2ab]|015[23]|016[67]|0180|0197|01b[56]|01e[23]|01f[c-f]|0243|0268)/i;
 const CANONICAL_SUFFIX = canonicalParam('');
 const SORT_SUFFIX = sortParam('');
 // A number value: a Quantity's (Age, Duration, Money, SimpleQuantity), a Range end's.

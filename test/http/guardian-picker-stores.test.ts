@@ -35,7 +35,8 @@ for (const target of targets) describe(`a guardian's patient picker on ${target.
     await createUser(t.store, t.clock, { tenant: 't1', username: 'g', password: PASSWORD, fhirUser: 'Person/g' });
     const first = await signIn(t, { clientId: client.client.clientId, scope: 'openid launch/patient patient/*.rs' }, 'g');
     const html = await first.text();
-    expect(listed(html)).toBe('c0 c1 c4 c3 c2 c6 c9 c10 c7 c5 c8');
+    // (`Æsir` folds to `aesir`, as the string search folds it since index model 22.)
+    expect(listed(html)).toBe('c0 c8 c1 c4 c3 c2 c6 c9 c10 c7 c5');
     const found: Record<string, string> = {};
     for (const q of ['baker', 'emile', 'ss', "o'neil", 'zed bob']) {
       const res = await t.request('/oauth2/authorize', {

@@ -187,7 +187,8 @@ await eachStore((kind, fresh) => {
               if (writes >= 4) return;
               for (const q of ['Condition?code:text=back', 'Condition?code:missing=true', `Condition?_filter=${encodeURIComponent('code pr false')}`]) expect((await api.get(q)).status).toBe(503);
               expect(await ids('Condition?code=urn:rv|A')).toEqual(tens(1));
-              expect(await ids('Patient?family=chalmers')).toEqual(['p1']);
+              // (Not a string's prefix: model 22 changed the normalised strings it reads.)
+              expect(await ids('Patient?family:exact=Chalmers')).toEqual(['p1']);
               // c3 (no code) is given a display without a code, c0 loses its: their rows follow the write.
               if (writes === 2) await api.put200(condition(3, { coding: [{ display: 'Back pain again' }] }));
               if (writes === 3) await api.put200(condition(0, { text: 'Headache' }));
@@ -271,18 +272,30 @@ describe('readsRowsBeingRebuilt', () => {
   const near: Condition = { kind: 'near', param: 'near', points: [{ latitude: 1, longitude: 2, km: 3 }] };
 
   test('names the conditions each later model changed the rows of', () => {
-    expect(INDEX_MODEL).toBe(21);
+    expect(INDEX_MODEL).toBe(22);
+    // Model 22: normalised strings (letters whose mark does not decompose, ligatures): as model 10's, string
+    // values but `:exact`, token `:text`, a composite's string component, in a chain, and a sort on strings.
+    const family22: Condition = { kind: 'string', param: 'family', values: [{ value: 'soren', match: 'prefix' }] };
+    expect(readsRowsBeingRebuilt(21, query(family22))).toBe(true);
+    expect(readsRowsBeingRebuilt(21, query({ ...family22, values: [{ value: 'ore', match: 'contains' }] }))).toBe(true);
+    expect(readsRowsBeingRebuilt(21, query(tokenText))).toBe(true);
+    expect(readsRowsBeingRebuilt(21, query({ kind: 'composite', param: 'y', tests: [{ value1: 'a', parts: [{ kind: 'string', value: 'b' }] }] }))).toBe(true);
+    expect(readsRowsBeingRebuilt(21, query({ kind: 'chain', param: 'subject', targetType: 'Patient', where: [family22] }))).toBe(true);
+    expect(readsRowsBeingRebuilt(21, { ...query(), sort: [{ by: 'param', table: 'search_string', param: 'family', descending: false }] })).toBe(true);
+    expect(readsRowsBeingRebuilt(21, query({ ...family22, values: [{ value: 'Søren', match: 'exact' }] }, plain, canonical, near, text))).toBe(false);
+    expect(readsRowsBeingRebuilt(21, query({ kind: 'token', param: 'code', values: [{ system: 'urn:cs' }] }))).toBe(false);
+    // (From here on, those string conditions wait for model 22 whatever the model before.)
     // Model 21: the canonical rows and sort keys of a UCUM unit with a leading `/` or an annotated number: as model 20's.
     expect(readsRowsBeingRebuilt(20, query(canonical))).toBe(true);
     expect(readsRowsBeingRebuilt(20, query({ kind: 'composite', param: 'component-value-quantity:canonical', tests: [] }))).toBe(true);
     expect(readsRowsBeingRebuilt(20, { ...query(), sort: [{ by: 'param', table: 'search_range', param: sortParam('value-quantity'), descending: false }] })).toBe(true);
-    expect(readsRowsBeingRebuilt(20, query(plain, near, text, tokenText, { kind: 'token', param: 'code', values: [{ system: 'urn:cs' }] }))).toBe(false);
+    expect(readsRowsBeingRebuilt(20, query(plain, near, text, { kind: 'token', param: 'code', values: [{ system: 'urn:cs' }] }))).toBe(false);
     // Model 20: a UCUM quantity of any atom of the essence, canonical rows and sort keys: conditions on canonical
     // rows (a UCUM unit's search, a composite's too) and a quantity sort; not the rows as written, nor others.
     expect(readsRowsBeingRebuilt(19, query(canonical))).toBe(true);
     expect(readsRowsBeingRebuilt(19, query({ kind: 'composite', param: 'component-value-quantity:canonical', tests: [] }))).toBe(true);
     expect(readsRowsBeingRebuilt(19, { ...query(), sort: [{ by: 'param', table: 'search_range', param: sortParam('value-quantity'), descending: false }] })).toBe(true);
-    expect(readsRowsBeingRebuilt(19, query(plain, near, text, tokenText, { kind: 'token', param: 'code', values: [{ system: 'urn:cs' }] }))).toBe(false);
+    expect(readsRowsBeingRebuilt(19, query(plain, near, text, { kind: 'token', param: 'code', values: [{ system: 'urn:cs' }] }))).toBe(false);
     // (From here on, a condition on canonical rows waits for model 20 whatever the model before.)
     // Model 19: a Coding, Identifier or ContactPoint with a system alone as a token row of its system:
     // token conditions on a system alone (in a chain too), `_filter`'s `ne`, `:missing` on tokens and
@@ -303,7 +316,7 @@ describe('readsRowsBeingRebuilt', () => {
     expect(readsRowsBeingRebuilt(17, query(text18))).toBe(true);
     expect(readsRowsBeingRebuilt(17, query(missing18))).toBe(true);
     expect(readsRowsBeingRebuilt(17, query({ kind: 'chain', param: 'subject', targetType: 'Patient', where: [text18] }))).toBe(true);
-    expect(readsRowsBeingRebuilt(17, query(plain, near, text, { kind: 'string', param: 'family', values: [{ value: 'x', match: 'prefix' }] }))).toBe(false);
+    expect(readsRowsBeingRebuilt(17, query(plain, near, text, { kind: 'string', param: 'family', values: [{ value: 'x', match: 'exact' }] }))).toBe(false);
     // Model 17: email addresses lower-cased in token rows: token conditions on contact point parameters alone.
     const email17: Condition = { kind: 'token', param: 'email', values: [{ value: 'a@b.c' }] };
     expect(readsRowsBeingRebuilt(16, query(email17))).toBe(true);
@@ -318,7 +331,7 @@ describe('readsRowsBeingRebuilt', () => {
     const exact15: Condition = { kind: 'string', param: 'family', values: [{ value: 'Zo\u00e9', match: 'exact' }] };
     expect(readsRowsBeingRebuilt(14, query(exact15))).toBe(true);
     expect(readsRowsBeingRebuilt(14, query({ kind: 'chain', param: 'subject', targetType: 'Patient', where: [exact15] }))).toBe(true);
-    expect(readsRowsBeingRebuilt(14, query({ ...exact15, values: [{ value: 'zoe', match: 'prefix' }] }, plain, near, text))).toBe(false);
+    expect(readsRowsBeingRebuilt(14, query(plain, near, text))).toBe(false);
     // Model 14: number and quantity rows (a Quantity with a comparator, a range): number and quantity
     // conditions, canonical ones, a composite's quantity part, in a chain.
     const codeQuantity: Condition = { kind: 'composite', param: 'code-value-quantity', tests: [{ value1: 'a', parts: [{ kind: 'number', column: 'both', test: { op: 'gt', value: 1, low: 0.5, high: 1.5 } }] }] };
@@ -328,7 +341,7 @@ describe('readsRowsBeingRebuilt', () => {
     expect(readsRowsBeingRebuilt(13, query({ kind: 'chain', param: 'subject', targetType: 'Patient', where: [plain] }))).toBe(true);
     expect(readsRowsBeingRebuilt(13, query(near, text, { kind: 'date', param: 'date', tests: [{ op: 'eq', low: 0, high: 1 }] }))).toBe(false);
     // Model 11: token rows' displays: token `:text` alone (in a chain too).
-    const family11: Condition = { kind: 'string', param: 'family', values: [{ value: 'x', match: 'prefix' }] };
+    const family11: Condition = { kind: 'missing', table: 'search_string', params: ['family'], missing: true };
     expect(readsRowsBeingRebuilt(10, query(tokenText))).toBe(true);
     expect(readsRowsBeingRebuilt(10, query({ kind: 'chain', param: 'subject', targetType: 'Patient', where: [tokenText] }))).toBe(true);
     expect(readsRowsBeingRebuilt(10, query(family11, near, text))).toBe(false);

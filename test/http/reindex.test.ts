@@ -139,8 +139,29 @@ describe('touchedSince', () => {
       changed.push(c);
       expect({ c, touched: since9(`{"name":[{"family":"x${c}y"}]}`) }).toEqual({ c, touched: true });
     }
-    expect(changed.length).toBe(38);
+    // 38 of model 10's full case folding, 36 of model 22's letters (which model 10's test touches too).
+    expect(changed.length).toBe(74);
     for (let cp = 0; cp < 0x80; cp++) expect(normalizeString(`${String.fromCharCode(cp)}ß`)).toBe(`${String.fromCharCode(cp).toLowerCase()}ss`);
+  });
+
+  test('model 22 touches every resource holding a character whose normalised form it changed, raw or escaped, and no other', () => {
+    // Model 21's normalised form: accents removed, full case folding, the letters whose mark does not decompose kept.
+    const model21 = (s: string) => {
+      const folded = s.normalize('NFD').replace(/[\u0300-\u036f]/g, '');
+      return /[^\x00-\x7f]/.test(folded) ? folded.toUpperCase().toLowerCase().replace(/\u03c2/g, '\u03c3').replace(/\u00df/g, 'ss') : folded.toLowerCase();
+    };
+    const since21 = touchedSince(21);
+    const changed: string[] = [];
+    for (let cp = 0x80; cp <= 0x10ffff; cp++) {
+      if (cp >= 0xd800 && cp <= 0xdfff) continue;
+      const c = String.fromCodePoint(cp);
+      if (normalizeString(c) === model21(c)) continue;
+      changed.push(c);
+      expect({ c, touched: since21(`{"name":[{"family":"x${c}y"}]}`), escaped: since21(`{"name":[{"family":"x\\u${cp.toString(16).padStart(4, '0')}y"}]}`) }).toEqual({ c, touched: true, escaped: true });
+    }
+    expect(changed.join('')).toBe('ÆÐØÞæðøþĐđĦħĲĳĿŀŁłŊŋŒœŦŧƀƗƵƶǢǣǼǽǾǿɃɨ');
+    expect(normalizeString('Søren Łukasz Æsa Þór Guðrún')).toBe('soren lukasz aesa thor gudrun');
+    expect(since21('{"resourceType":"Patient","name":[{"family":"Müller","given":["José","Straße"]}]}')).toBe(false);
   });
 
   test('models 1 and 2 touch every resource; model 3 those with a type object and a text', () => {
@@ -186,7 +207,8 @@ describe('touchedSince', () => {
     expect(tablesSince(16)).toEqual(['search_index', 'search_string', 'search_composite', 'search_range']);
     expect(tablesSince(17)).toEqual(['search_string', 'search_index', 'search_composite', 'search_range']);
     expect(tablesSince(18)).toEqual(['search_index', 'search_string', 'search_composite', 'search_range']);
-    expect(tablesSince(19)).toEqual(['search_range', 'search_composite']);
+    // Model 22: token, string and composite rows (normalised strings).
+    expect(tablesSince(19)).toEqual(['search_range', 'search_composite', 'search_index', 'search_string']);
     // Model 20: resources holding a UCUM unit of an atom the table before it did not read (in a component too), a
     // binary prefix, `[g]` with a prefix or a barn with one; not those of the units it read.
     const since19 = touchedSince(19);
@@ -197,7 +219,8 @@ describe('touchedSince', () => {
     expect(since19(quantity('[psi]', 'http://example.org/units'))).toBe(false);
     // Model 21 range and composite rows: resources holding a UCUM unit with a leading `/` and more after its first
     // component (read as the whole unit divided before), or an annotated number or parenthesis (not read before).
-    expect(tablesSince(20)).toEqual(['search_range', 'search_composite']);
+    expect(tablesSince(20)).toEqual(['search_range', 'search_composite', 'search_index', 'search_string']);
+    expect(tablesSince(21)).toEqual(['search_index', 'search_string', 'search_composite']);
     const since20 = touchedSince(20);
     for (const code of ['/kg/d', '/s.m', '/L/h', '/100{WBCs}', '{#}/100{WBCs}', '(2){x}', 'mg/(kg.d){x}']) expect({ code, touched: since20(quantity(code)) }).toEqual({ code, touched: true });
     for (const code of ['/min', '/h', '/[HPF]', '/10*3', '/{tot}', 'mL/kg/d', 'mg/dL/h', '{cells}/uL', '10*3{copies}/mL', 'mg', '[psi]']) expect({ code, touched: since20(quantity(code)) }).toEqual({ code, touched: false });

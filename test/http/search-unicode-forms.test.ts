@@ -115,7 +115,9 @@ describe('model 15', () => {
     const prefix: Condition = { kind: 'string', param: 'family', values: [{ value: 'zoe', match: 'prefix' }] };
     expect(readsRowsBeingRebuilt(14, query(exact))).toBe(true);
     expect(readsRowsBeingRebuilt(14, query({ kind: 'chain', param: 'subject', targetType: 'Patient', where: [exact] }))).toBe(true);
-    expect(readsRowsBeingRebuilt(14, query(prefix))).toBe(false);
+    // (A prefix waits from model 14 too: model 22 changed the normalised strings it reads.)
+    expect(readsRowsBeingRebuilt(14, query(prefix))).toBe(true);
+    expect(readsRowsBeingRebuilt(21, query(exact))).toBe(false);
     expect(readsRowsBeingRebuilt(14, query({ kind: 'token', param: 'identifier', values: [{ value: NFD }] }))).toBe(false);
   });
 });

@@ -798,4 +798,16 @@ UPDATE index_state SET value = 20 WHERE name = 'model' AND NOT EXISTS (SELECT 1 
 UPDATE index_state SET value = 21 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
 `,
   },
+  {
+    version: 50,
+    name: 'string_letters_folded',
+    sql: `
+-- Index model 22 (src/fhir/reindex.ts): a string's Latin letters whose mark does not decompose and its
+-- ligatures fold to their letters in its normalised form (\`ø\` as \`o\`, \`ł\` as \`l\`, \`æ\` as \`ae\`, \`þ\` as \`th\`;
+-- src/fhir/indexer.ts normalizeString), which string searches, token \`:text\` and a composite's string part read.
+-- A database holding resources gets them from the reindex that \`cinder serve\` runs at start (only the
+-- resources holding such a letter are rebuilt, their token, string and composite rows); an empty one follows model 22.
+UPDATE index_state SET value = 22 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
+`,
+  },
 ];

@@ -65,9 +65,15 @@ function foldCase(s: string): string {
   return folded.replace(UNDECOMPOSED_LETTER, (c) => UNDECOMPOSED[c]!);
 }
 
-/** American Soundex of a name (the `phonetic` parameter): letter + three digits, '' for no letters. */
+/**
+ * American Soundex of a name (the `phonetic` parameter): letter + three digits, '' for no letters. Its
+ * letters are the name's accents removed and the letters whose mark does not decompose, and ligatures,
+ * read as their letters (UNDECOMPOSED: `Łukasz` is `Lukasz`, `Þór` `Thor`; index model 22).
+ */
 export function soundex(name: string): string {
-  const letters = name.normalize('NFD').replace(/[^A-Za-z]/g, '').toUpperCase();
+  const bare = name.normalize('NFD').replace(MARKS, '');
+  const read = NOT_ASCII.test(bare) ? bare.toLowerCase().replace(UNDECOMPOSED_LETTER, (c) => UNDECOMPOSED[c]!) : bare;
+  const letters = read.replace(/[^A-Za-z]/g, '').toUpperCase();
   if (!letters) return '';
   const codes: Record<string, string> = { B: '1', F: '1', P: '1', V: '1', C: '2', G: '2', J: '2', K: '2', Q: '2', S: '2', X: '2', Z: '2', D: '3', T: '3', L: '4', M: '5', N: '5', R: '6' };
   let out = letters[0]!;

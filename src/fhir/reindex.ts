@@ -46,7 +46,8 @@ import { reachesContactPoints } from './contact-points.ts';
  * alone (`/s.m` is m/s, `/kg/d` 1/(kg.d)), where it divided the whole unit, and of one holding an annotated
  * number (`/100{WBCs}`) or parenthesis, where it had none (src/fhir/ucum.ts); model 22 a string's Latin
  * letters whose mark does not decompose and its ligatures folded to their letters (`ø` as `o`, `ł` as `l`, `æ`
- * as `ae`, `þ` as `th`; indexer.ts normalizeString), where they were kept.
+ * as `ae`, `þ` as `th`; indexer.ts normalizeString), where they were kept, and read so by a name's Soundex
+ * (`phonetic`; indexer.ts soundex), which dropped them.
  */
 export const INDEX_MODEL = 22;
 

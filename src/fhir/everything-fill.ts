@@ -19,7 +19,7 @@
 import type { FhirIssue } from '../errors.ts';
 import type { ResourceVersion } from '../store/types.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
-import { includeNamer, referenced, type EverythingInput, type IncludedSoFar, type Referenced } from './everything.ts';
+import { includeNamer, namedBinaries, referenced, type EverythingInput, type IncludedSoFar, type Referenced } from './everything.ts';
 import { issue } from './outcome.ts';
 import { MAX_INCLUDES } from './search.ts';
 import { MAX_BUNDLE_READ_CHARS } from './bundle-reads.ts';
@@ -75,9 +75,15 @@ export async function pageRows<R extends ResourceVersion>(
     // rows naming more than the includes take do: fewer rows are read; the first row alone is the page.
     const refs = await referenced(deps, req, rows, params, leaveOut, warnings, so, first);
     if (!refs.over) return { ...refs, kept: rows.length };
-    // The page's first row alone names more: it is the page, with what was read of its references and a warning
-    // naming it (reading stopped, or past the first MAX_INCLUDES).
-    if (first && rows.length === 1) return { ...refs, kept: refs.stopped ? 1 : fitted(rows, namesOf, warnings) };
+    // The page's first row alone names more: it is the page, with what was read of its references and one warning
+    // naming it: reading stopped (pastReach's), or past MAX_INCLUDES (passedBound's, in place of the includes' own
+    // warnings: search's "Only the first 1000", the attachments' Binaries left out).
+    if (first && rows.length === 1) {
+      if (refs.stopped) return { ...refs, kept: 1 };
+      warnings.length = before.warnings;
+      warnings.push(passedBound(rows[0]!, namesOf, refs));
+      return { ...refs, kept: 1 };
+    }
     warnings.length = before.warnings;
     if (so) so.chars = before.chars;
     if (!first) return { included: [], over: false, kept: 0 };
@@ -160,20 +166,29 @@ export async function pageRows<R extends ResourceVersion>(
 
 /**
  * How many of `rows`, from the first, name at most MAX_INCLUDES resources together (`namesOf`: ids, versions,
- * canonicals, attached Binaries, held or not: at least what the includes read); the first always, whose names
- * past the bound are then left out (with `warnings`, a warning naming it).
+ * canonicals, attached Binaries, held or not: at least what the includes read); the first always (a row naming
+ * more alone is a page of its own: passedBound).
  */
-function fitted(rows: ResourceVersion[], namesOf: (row: ResourceVersion) => string[], warnings?: FhirIssue[]): number {
+function fitted(rows: ResourceVersion[], namesOf: (row: ResourceVersion) => string[]): number {
   const keys = new Set<string>();
   let k = 0;
   for (const row of rows) {
     const fresh = new Set(namesOf(row).filter((x) => !keys.has(x)));
-    if (keys.size + fresh.size > MAX_INCLUDES) {
-      if (k > 0) break;
-      warnings?.push(issue('warning', 'too-costly', `${row.type}/${row.id} refers to ${fresh.size} resources, more than a page includes (${MAX_INCLUDES}): those past the first ${MAX_INCLUDES} are left out; read them by the references ${row.type}/${row.id} holds`));
-    }
+    if (keys.size + fresh.size > MAX_INCLUDES && k > 0) break;
     for (const x of fresh) keys.add(x);
     k++;
   }
   return k;
+}
+
+/**
+ * The one warning of a page that is `row` alone, whose references pass what a page includes: how many resources
+ * it names (`namesOf`, held or not), how many of them the page includes, and the Binaries of its attachments left
+ * out (the first ten), to be read by the references it holds.
+ */
+function passedBound(row: ResourceVersion, namesOf: (row: ResourceVersion) => string[], refs: Referenced): FhirIssue {
+  const name = `${row.type}/${row.id}`;
+  const names = new Set(namesOf(row)).size;
+  const binaries = refs.leftOut?.length ? ` (of its attachments' Binaries ${refs.leftOut.length} left out: ${namedBinaries(refs.leftOut)}, to be read by their url)` : '';
+  return issue('warning', 'too-costly', `${name} refers to ${names} resources, more than a page includes (${MAX_INCLUDES}): ${refs.included.length} are included and the others left out${binaries}; read them by the references ${name} holds`);
 }

@@ -277,6 +277,8 @@ export interface Referenced {
    * reach (`over` too): those not read were left out, with a warning naming the row when it is the one read.
    */
   stopped?: boolean;
+  /** The ids of the Binaries of the page's first row left out past the page's bound, named in a warning. */
+  leftOut?: string[];
 }
 
 /**
@@ -309,7 +311,10 @@ export async function referenced(deps: FhirDeps, req: FhirRequest, rows: Resourc
   const over = inc.warnings.length > 0;
   if (only && !only.has('Binary')) return { included, over, ...(reading.stopped && { stopped: true }) };
   const attached = await attachedBinaries(deps, req, rows, included, warnings, first, so);
-  return { included: [...included, ...attached.binaries], over: over || attached.over, ...(attached.cut !== undefined && { cut: attached.cut }), ...(reading.stopped && { stopped: true }) };
+  return {
+    included: [...included, ...attached.binaries], over: over || attached.over, ...(attached.cut !== undefined && { cut: attached.cut }),
+    ...(reading.stopped && { stopped: true }), ...(attached.left?.length && { leftOut: attached.left }),
+  };
 }
 
 /**
@@ -346,7 +351,7 @@ const MAX_ATTACHED_CHARS = MAX_BUNDLE_READ_CHARS;
  * (`cut`), which comes with them on the next page; those of the page's first row (`first`) past it are left
  * out with a warning naming them, to be read by their url.
  */
-async function attachedBinaries(deps: FhirDeps, req: FhirRequest, rows: ResourceVersion[], already: ResourceVersion[], warnings: FhirIssue[], first: boolean, so?: IncludedSoFar): Promise<{ binaries: ResourceVersion[]; cut?: number; over: boolean }> {
+async function attachedBinaries(deps: FhirDeps, req: FhirRequest, rows: ResourceVersion[], already: ResourceVersion[], warnings: FhirIssue[], first: boolean, so?: IncludedSoFar): Promise<{ binaries: ResourceVersion[]; cut?: number; over: boolean; left?: string[] }> {
   if (!req.access.can('Binary', 'r')) return { binaries: [], over: false };
   const base = deps.fhirBase?.(req.tenant);
   const earlier = so ? [...so.included.values()] : [];
@@ -383,10 +388,15 @@ async function attachedBinaries(deps: FhirDeps, req: FhirRequest, rows: Resource
   const over = ids.length > room;
   if (cut !== undefined) return { binaries: out.filter((v) => rowOf.get(v.id)! < cut!), cut, over };
   if (left.length) {
-    const named = left.slice(0, 10).map((id) => `Binary/${id}`).join(', ');
-    warnings.push(issue('warning', 'too-costly', `${rows[0]!.type}/${rows[0]!.id}'s attachments name more Binaries than one page includes (${MAX_INCLUDES}, ${MAX_ATTACHED_CHARS} characters): ${left.length} left out (${named}${left.length > 10 ? '...' : ''}), to be read by their url`));
+    warnings.push(issue('warning', 'too-costly', `${rows[0]!.type}/${rows[0]!.id}'s attachments name more Binaries than one page includes (${MAX_INCLUDES}, ${MAX_ATTACHED_CHARS} characters): ${left.length} left out (${namedBinaries(left)}), to be read by their url`));
   }
-  return { binaries: out, over };
+  return { binaries: out, over, left };
+}
+
+/** The first ten of the Binaries `ids` (left out) as `Binary/id`, `...` after them when there are more. */
+export function namedBinaries(ids: string[]): string {
+  const named = ids.slice(0, 10).map((id) => `Binary/${id}`).join(', ');
+  return `${named}${ids.length > 10 ? '...' : ''}`;
 }
 
 export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSearchParams, strict: boolean, patientId?: string): Promise<EverythingPage> {

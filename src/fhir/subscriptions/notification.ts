@@ -34,6 +34,12 @@ export interface NotifiedEvent {
    * `response.outcome` (R4 Bundle.entry.response.outcome: the hints and warnings of processing that entry).
    */
   warnings?: FhirIssue[];
+  /**
+   * Why the event's focus could not be carried, the Subscription's, its topic's or its owner's doing (full-resource:
+   * the version notified no longer held, a 4xx refusal of its includes): its entry's `response.status`, and its issues
+   * as `response.outcome`, in place of the resource (topic-bundle.ts).
+   */
+  error?: { status: number; issues: FhirIssue[] };
   /** Sent as with `empty` (its number and time alone): its focus is not the reader's to know (`$events`). */
   withheld?: boolean;
 }
@@ -89,16 +95,17 @@ export function notificationBundle(s: StatusInput, now: number): Json {
   if (s.content !== 'empty') {
     for (const e of (s.events ?? []).filter((ev) => !ev.withheld)) {
       const method = e.interaction === 'create' ? 'POST' : e.interaction === 'update' ? 'PUT' : 'DELETE';
+      const failed = s.content === 'full-resource' ? e.error : undefined;
       entry.push({
         fullUrl: `${s.base}/${e.type}/${e.id}`,
-        ...(s.content === 'full-resource' && e.resource !== undefined && { resource: e.resource }),
+        ...(s.content === 'full-resource' && !failed && e.resource !== undefined && { resource: e.resource }),
         request: { method, url: method === 'POST' ? e.type : `${e.type}/${e.id}` },
-        response: {
+        response: failed ? { status: String(failed.status), outcome: operationOutcome(failed.issues) } : {
           status: method === 'POST' ? '201' : method === 'PUT' ? '200' : '204',
           ...(s.content === 'full-resource' && e.warnings?.length && { outcome: operationOutcome(e.warnings) }),
         },
       });
-      if (s.content === 'full-resource') {
+      if (s.content === 'full-resource' && !failed) {
         for (const inc of e.included ?? []) entry.push({ fullUrl: `${s.base}/${inc.type}/${inc.id}`, resource: inc.resource, request: { method: 'GET', url: `${inc.type}/${inc.id}` }, response: { status: '200' } });
       }
     }

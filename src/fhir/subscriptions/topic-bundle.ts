@@ -4,6 +4,7 @@
  */
 import type { Clock } from '../../clock.ts';
 import type { PendingNotification, ResourceVersion } from '../../store/types.ts';
+import { FhirError } from '../../errors.ts';
 import { requireAccess } from '../access.ts';
 import type { FhirDeps, FhirRequest } from '../crud.ts';
 import { issue } from '../outcome.ts';
@@ -53,16 +54,37 @@ export async function topicBundle(deps: TopicBundleDeps, sub: NotifiedSubscripti
   }
   const event: NotifiedEvent = { number: n.eventNumber ?? 0, at: n.createdAt, type: n.type, id: n.id, interaction: n.event };
   if (request.content === 'full-resource' && n.event !== 'delete') {
-    const v = await fhir.store.resources.vread(sub.tenant, n.type, n.id, n.versionId);
-    if (v && !v.deleted) event.resource = JSON.parse(v.content) as Json;
-    const topic = event.resource && (await tenantTopics(fhir, sub.tenant, clock.now())).find((t) => t.url === request.url && (request.version === undefined || t.version === request.version));
-    const shape = topic?.shapes.find((sh) => sh.type === n.type);
-    if (shape?.include.length && deps.restoreAccess) {
-      const access = await ownerAccess(sub.tenant, sub.owner, deps.restoreAccess);
-      Object.assign(event, await shapeIncluded(fhir, { tenant: sub.tenant, access }, v!, shape.include));
+    try {
+      Object.assign(event, await fullResource(deps, sub, request, n));
+    } catch (err) {
+      // What the Subscription, its topic or its owner's access cause (the focus no longer held, an include the owner may
+      // not follow, a 4xx FhirError) is no fault of the server: the event is sent with that error as its entry's status
+      // and OperationOutcome, and no focus. A fault of the server or its database still fails the delivery (delivery.ts).
+      if (!(err instanceof FhirError) || err.status >= 500) throw err;
+      event.error = { status: err.status, issues: err.issues };
     }
   }
   return notificationBundle({ ...status, type: 'event-notification', eventsSinceStart: event.number, events: [event] }, clock.now());
+}
+
+/**
+ * A full-resource event's focus, the version notified, and what its topic's notificationShape includes for it as
+ * its owner may read it now; a 404 when that version is no longer held.
+ */
+async function fullResource(deps: TopicBundleDeps, sub: NotifiedSubscription, request: TopicRequest, n: PendingNotification): Promise<Pick<NotifiedEvent, 'resource' | 'included' | 'warnings'>> {
+  const { fhir, clock } = deps;
+  const v = await fhir.store.resources.vread(sub.tenant, n.type, n.id, n.versionId);
+  if (!v || v.deleted) {
+    throw new FhirError('not-found', `${n.type}/${n.id} version ${n.versionId}, the focus of event ${n.eventNumber ?? 0}, is no longer held: the notification carries no focus resource`);
+  }
+  const out: Pick<NotifiedEvent, 'resource' | 'included' | 'warnings'> = { resource: JSON.parse(v.content) as Json };
+  const topic = (await tenantTopics(fhir, sub.tenant, clock.now())).find((t) => t.url === request.url && (request.version === undefined || t.version === request.version));
+  const shape = topic?.shapes.find((sh) => sh.type === n.type);
+  if (shape?.include.length && deps.restoreAccess) {
+    const access = await ownerAccess(sub.tenant, sub.owner, deps.restoreAccess);
+    Object.assign(out, await shapeIncluded(fhir, { tenant: sub.tenant, access }, v, shape.include));
+  }
+  return out;
 }
 
 /**

@@ -16,10 +16,18 @@ import { linearRegex } from './linear-regex.ts';
  * is answered instead by the pattern's linear-time automaton where it has one (linear-regex.ts), so such
  * a pattern is answered, rightly, rather than refused.
  *
- * Accounts and refusals are kept per tenant (withRegexAccounts, around each FHIR request, `$import` job and the
- * completion of a token's scope filters, at `POST /oauth2/launch` or for a Subscription's delivery too):
+ * Accounts and refusals are kept per tenant (withRegexAccounts, around each FHIR request, `$import` and `$export`
+ * job and the completion of a token's scope filters, at `POST /oauth2/launch` or for a Subscription's delivery too):
  * a pattern one tenant proved too costly on its own data (a pattern that backtracks on a code it wrote) is
- * not refused to another, whose data it may run on in microseconds; each tenant pays for its own few runs.
+ * not refused to another, whose data it may run on in microseconds; each tenant pays for its own few runs. Each
+ * tenant's are bounded on their own (MAX_PATTERNS): a tenant that proves a thousand patterns too costly starts
+ * its own afresh, never another's (one set for all cleared every tenant's refusals, whose patterns then ran again).
+ *
+ * They are this process's, on purpose, not the database's: a refusal is a bound on the work a pattern costs, which
+ * neither the interface nor DESIGN.md asks to persist, not an answer. A restart (or another process sharing the
+ * database) pays for the few runs that prove the pattern too costly again, at most about SLOW_MS of one tenant's
+ * requests per pattern, and answers as this one did: a run the engine gave up is never an answer, so a pattern
+ * is answered by its automaton or refused in every process, never answered wrongly in a fresh one.
  */
 
 /** A run of a pattern longer than this (ms) marks it too costly, as do slow runs adding up to it. */
@@ -28,10 +36,23 @@ const SLOW_MS = 100;
 const COSTLY_MS = 5;
 /** An account older than this (ms) starts afresh, so that rare pauses (a collection during a run) never add up. */
 const DEBT_WINDOW_MS = 60_000;
-/** The patterns marked (tenant, flags and source), and the accounts of slow runs, at most MAX_PATTERNS each: then they start afresh. */
-const refused = new Set<string>();
-const accounts = new Map<string, { ms: number; since: number }>();
+/** Most patterns a tenant has marked, and most accounts of slow runs it keeps: then its own start afresh. */
 const MAX_PATTERNS = 1000;
+
+/** A tenant's patterns marked too costly (flags and source), and its accounts of their slow runs. */
+interface TenantAccounts {
+  refused: Set<string>;
+  accounts: Map<string, { ms: number; since: number }>;
+}
+
+/** Each tenant's accounts ('' for work outside a tenant's: the CLI, start-up). */
+const tenants = new Map<string, TenantAccounts>();
+
+function accountsOfTenant(tenant: string): TenantAccounts {
+  let found = tenants.get(tenant);
+  if (found === undefined) tenants.set(tenant, (found = { refused: new Set(), accounts: new Map() }));
+  return found;
+}
 
 /** The tenant whose accounts the runs of the current request or job are kept in (none outside them: one shared account). */
 const accountsOf = new AsyncLocalStorage<string>();
@@ -46,15 +67,16 @@ export function withRegexAccounts<T>(tenant: string, fn: () => T): T {
  * is `instead()`'s, or `tooCostly()` is thrown where that has none (undefined).
  */
 export function guarded<T>(re: RegExp, run: () => T, tooCostly: () => Error, instead?: () => T | undefined): T {
-  const key = `${accountsOf.getStore() ?? ''}\u0000${re.flags}/${re.source}`;
-  if (refused.has(key)) return otherwise(instead, tooCostly);
+  const own = accountsOfTenant(accountsOf.getStore() ?? '');
+  const key = `${re.flags}/${re.source}`;
+  if (own.refused.has(key)) return otherwise(instead, tooCostly);
   const start = performance.now();
   const result = run();
   const end = performance.now();
-  if (end - start > COSTLY_MS && slowRun(key, end - start, end)) {
-    if (refused.size >= MAX_PATTERNS) refused.clear();
-    refused.add(key);
-    accounts.delete(key);
+  if (end - start > COSTLY_MS && slowRun(own, key, end - start, end)) {
+    if (own.refused.size >= MAX_PATTERNS) own.refused.clear();
+    own.refused.add(key);
+    own.accounts.delete(key);
     return otherwise(instead, tooCostly);
   }
   return result;
@@ -79,8 +101,8 @@ export function guardedTest(re: RegExp, input: string, tooCostly: () => Error): 
   return guarded(re, () => re.test(input), tooCostly, linear && (() => linear.test(input)));
 }
 
-/** Records a slow run of the pattern `key`; true when it makes the pattern too costly. */
-function slowRun(key: string, ms: number, now: number): boolean {
+/** Records a slow run of the pattern `key` in a tenant's accounts; true when it makes the pattern too costly. */
+function slowRun({ accounts }: TenantAccounts, key: string, ms: number, now: number): boolean {
   let account = accounts.get(key);
   if (account === undefined || now - account.since > DEBT_WINDOW_MS) {
     if (account === undefined && accounts.size >= MAX_PATTERNS) accounts.clear();

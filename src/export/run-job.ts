@@ -1,3 +1,4 @@
+import { withRegexAccounts } from '../regex-guard.ts';
 import type { Clock } from '../clock.ts';
 import type { Logger } from '../log.ts';
 import { StoreUnavailableError, type ExportJob, type Store } from '../store/types.ts';
@@ -127,7 +128,13 @@ async function pauseForStorage(deps: RunDeps, job: ExportJob, log: RunDeps['log'
  * `maxAttempts`, then the job fails with a message for the client (what failed, that it may be tried again) and
  * the cause in the log, under the job's id.
  */
-export async function runJob(deps: RunDeps, job: ExportJob): Promise<RunOutcome> {
+export function runJob(deps: RunDeps, job: ExportJob): Promise<RunOutcome> {
+  // With the tenant's regex accounts, as its requests and imports are (src/regex-guard.ts): the patterns its steps ran
+  // were kept in the one account every tenant's exports shared, so one tenant's refusal refused them to all.
+  return withRegexAccounts(job.tenant, () => runClaimed(deps, job));
+}
+
+async function runClaimed(deps: RunDeps, job: ExportJob): Promise<RunOutcome> {
   // Each claim counts an attempt; a stop or an outage hands it back and an error caught below is retried or
   // fails the job. A claim past `maxAttempts` therefore follows attempts that ended their process (a crash,
   // a kill, a lost lease): a job that keeps doing that is not tried again.

@@ -4,19 +4,21 @@
  * which check the answers, and an NDJSON line of 64 MB arriving in 64 KiB chunks, as `$import` and
  * `cinder import` read it; the time is measured here, since timing belongs in benchmarks).
  *
- *   bun bench/hostile-input.ts [--rounds N]
+ *   bun bench/hostile-input.ts [--rounds N] [--case TEXT]
  *
  * One in-process app (test/helpers/app.ts) on a fresh SQLite file; each request sent N times (default 3)
  * through `app.request()`, the whole answer read; prints each case's status and median ms. The work is
- * synchronous, so a case that regresses to quadratic shows as seconds or minutes here.
+ * synchronous, so a case that regresses to quadratic shows as seconds or minutes here. `--case` runs only the cases
+ * whose name holds TEXT. The UCUM case is test/http/validation-units-whitespace.test.ts's, which counts its work.
  */
 import { parseArgs } from 'node:util';
 import { readLines } from '../src/fhir/import/lines.ts';
 import { createTestApp, fhirInit } from '../test/helpers/app.ts';
 import { median } from './lib/stats.ts';
 
-const { values } = parseArgs({ options: { rounds: { type: 'string', default: '3' } } });
+const { values } = parseArgs({ options: { rounds: { type: 'string', default: '3' }, case: { type: 'string' } } });
 const ROUNDS = Number(values.rounds);
+const ONLY = values.case;
 
 const t = await createTestApp();
 const token = await t.token();
@@ -64,7 +66,15 @@ const cases: [string, () => Response | Promise<Response>][] = [
   ],
   ['Patient/$match: 40,000 names and identifiers against 100 candidates', () => t.request(`${base}/Patient/$match`, fhirInit(token, 'POST', matchInput))],
   ['NDJSON: a 64 MB line in 64 KiB chunks', longLine],
+  ['UCUM: a Quantity unit of 100,000 digits and a letter', ucum(100_000)],
+  ['UCUM: a Quantity unit of 10,000 digits and a letter', ucum(10_000)],
 ];
+
+/** An Observation whose valueQuantity's UCUM code is `n` digits and a letter: refused (422) at its code. */
+function ucum(n: number) {
+  const code = `${'1'.repeat(n)}a`;
+  return () => t.request(`${base}/Observation`, fhirInit(token, 'POST', { resourceType: 'Observation', status: 'final', code: { text: 'weight' }, valueQuantity: { value: 70, system: 'http://unitsofmeasure.org', code } }));
+}
 
 /** Reads a 64 MB line and a short one through readLines; answers a Response so it runs as the other cases. */
 async function longLine(): Promise<Response> {
@@ -82,6 +92,7 @@ async function longLine(): Promise<Response> {
 }
 
 for (const [name, send] of cases) {
+  if (ONLY !== undefined && !name.includes(ONLY)) continue;
   const times: number[] = [];
   let status = 0;
   for (let r = 0; r < ROUNDS; r++) {

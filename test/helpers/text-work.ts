@@ -1,0 +1,38 @@
+/**
+ * The work `fn()` does on text, in units a test can count whatever the machine: characters handed to a RegExp run
+ * (`test`, `exec`), characters copied by `String.prototype.slice`, and `charCodeAt` reads, counted on the prototypes
+ * while it runs. A parser that reads its input once does a few per character; one that re-reads a suffix at every
+ * position does a number that grows with the input's length squared. The time the work takes is the benchmarks'.
+ */
+export async function textWork<T>(fn: () => T | Promise<T>): Promise<{ value: T; work: number }> {
+  const re = RegExp.prototype;
+  const str = String.prototype;
+  const { test, exec } = re;
+  const { slice, charCodeAt } = str;
+  let work = 0;
+  re.test = function (this: RegExp, input: string) {
+    work += String(input).length;
+    return test.call(this, input);
+  };
+  re.exec = function (this: RegExp, input: string) {
+    work += String(input).length;
+    return exec.call(this, input);
+  };
+  str.slice = function (this: string, start?: number, end?: number) {
+    const out = slice.call(this, start, end);
+    work += out.length;
+    return out;
+  };
+  str.charCodeAt = function (this: string, at: number) {
+    work++;
+    return charCodeAt.call(this, at);
+  };
+  try {
+    return { value: await fn(), work };
+  } finally {
+    re.test = test;
+    re.exec = exec;
+    str.slice = slice;
+    str.charCodeAt = charCodeAt;
+  }
+}

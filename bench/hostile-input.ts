@@ -13,6 +13,7 @@
  */
 import { parseArgs } from 'node:util';
 import { readLines } from '../src/fhir/import/lines.ts';
+import { linearRegex } from '../src/linear-regex.ts';
 import { createTestApp, fhirInit } from '../test/helpers/app.ts';
 import { median } from './lib/stats.ts';
 
@@ -68,7 +69,47 @@ const cases: [string, () => Response | Promise<Response>][] = [
   ['NDJSON: a 64 MB line in 64 KiB chunks', longLine],
   ['UCUM: a Quantity unit of 100,000 digits and a letter', ucum(100_000)],
   ['UCUM: a Quantity unit of 10,000 digits and a letter', ucum(10_000)],
+  ['linear regex: the four nested-quantifier tests of test/unit/linear-regex.test.ts', linearTests],
+  ['$expand of 20,000 codes, Accept-Language of one tag', languages('de')],
+  ['$expand of 20,000 codes, Accept-Language of 16 tags', languages(junk(16).join(','))],
+  ['$expand of 20,000 codes, Accept-Language of 2,000 tags (8 KB)', languages(junk(2_000).join(','))],
 ];
+
+/** Tags no concept has a display in (`xaa`, `xab`, ...), as test/http/terminology-language-list.test.ts writes them. */
+function junk(n: number): string[] {
+  return Array.from({ length: n }, (_, i) => `x${String.fromCharCode(97 + (i % 26))}${String.fromCharCode(97 + (Math.floor(i / 26) % 26))}${String.fromCharCode(97 + (Math.floor(i / 676) % 26))}`);
+}
+
+/** test/http/terminology-language-list.test.ts's `$expand` (its CodeSystem of 20,000 codes written on first use) with this Accept-Language. */
+let languageData: Promise<void> | undefined;
+function languages(acceptLanguage: string) {
+  const CS = 'http://cinder.test/CodeSystem/lang-many';
+  const VS = 'http://cinder.test/ValueSet/lang-many';
+  return async () => {
+    languageData ??= (async () => {
+      const put = (r: Record<string, unknown>) => t.request(`${base}/${r.resourceType}/${r.id}`, fhirInit(token, 'PUT', r));
+      await put({
+        resourceType: 'CodeSystem', id: 'lang-many', url: CS, status: 'active', content: 'complete', language: 'en',
+        concept: Array.from({ length: 20_000 }, (_, i) => ({ code: `c${i}`, display: `Code ${i}`, designation: [{ language: 'de', value: `Kode ${i}` }] })),
+      });
+      await put({ resourceType: 'ValueSet', id: 'lang-many', url: VS, status: 'active', compose: { include: [{ system: CS }] } });
+      // One expansion before the first timed one: the code system's index built.
+      await (await t.request(`${base}/ValueSet/$expand?url=${encodeURIComponent(VS)}&count=10`, { headers: { authorization: `Bearer ${token}` } })).arrayBuffer();
+    })();
+    await languageData;
+    return t.request(`${base}/ValueSet/$expand?url=${encodeURIComponent(VS)}&count=10`, { headers: { authorization: `Bearer ${token}`, 'accept-language': acceptLanguage } });
+  };
+}
+
+/** The linear-time automaton's answers to test/unit/linear-regex.test.ts's patterns that backtrack without end (200 when right). */
+function linearTests(): Response {
+  const cases: [RegExp, string, boolean][] = [
+    [/^(?:(a+)+)$/, `${'a'.repeat(5_000)}!`, false], [/^(?:(a+)+)$/, 'a'.repeat(5_000), true],
+    [/((a+)+)+b/s, `${'a'.repeat(10_000)}!`, false], [/(x+x+)+y/, `${'x'.repeat(3_000)}y`, true],
+  ];
+  const right = cases.every(([re, input, answer]) => linearRegex(re)?.test(input) === answer);
+  return new Response(null, { status: right ? 200 : 500 });
+}
 
 /** An Observation whose valueQuantity's UCUM code is `n` digits and a letter: refused (422) at its code. */
 function ucum(n: number) {

@@ -1,6 +1,6 @@
 /**
  * The work `fn()` does on text, in units a test can count whatever the machine: characters handed to a RegExp run
- * (`test`, `exec`), characters copied by `String.prototype.slice`, and `charCodeAt` reads, counted on the prototypes
+ * (`test`, `exec`), characters copied by `String.prototype.slice` and split by `split`, and `charCodeAt` reads, counted on the prototypes
  * while it runs. A parser that reads its input once does a few per character; one that re-reads a suffix at every
  * position does a number that grows with the input's length squared. The time the work takes is the benchmarks'.
  */
@@ -8,7 +8,7 @@ export async function textWork<T>(fn: () => T | Promise<T>): Promise<{ value: T;
   const re = RegExp.prototype;
   const str = String.prototype;
   const { test, exec } = re;
-  const { slice, charCodeAt } = str;
+  const { slice, split, charCodeAt } = str;
   let work = 0;
   re.test = function (this: RegExp, input: string) {
     work += String(input).length;
@@ -23,6 +23,10 @@ export async function textWork<T>(fn: () => T | Promise<T>): Promise<{ value: T;
     work += out.length;
     return out;
   };
+  str.split = function (this: string, ...args: unknown[]) {
+    work += this.length;
+    return Reflect.apply(split, this, args) as string[];
+  } as typeof split;
   str.charCodeAt = function (this: string, at: number) {
     work++;
     return charCodeAt.call(this, at);
@@ -33,6 +37,7 @@ export async function textWork<T>(fn: () => T | Promise<T>): Promise<{ value: T;
     re.test = test;
     re.exec = exec;
     str.slice = slice;
+    str.split = split;
     str.charCodeAt = charCodeAt;
   }
 }

@@ -124,10 +124,10 @@ test('account and OAuth writes wait without blocking the thread', async () => {
 test('a read through the writer queue takes no lock: another process holding it does not hold the read up', async () => {
   const lock = holdWriteLock();
   try {
-    const started = performance.now();
+    // Answered while the lock is held, which it is until `finally`: a read that took it could only have failed
+    // (SQLITE_BUSY after the busy timeout), never answered, so no time need be measured.
     expect(await t.store.tenants.get('t1')).not.toBeNull();
     expect(await t.store.clients.get(t.admin.client.clientId)).not.toBeNull();
-    expect(performance.now() - started).toBeLessThan(BLOCKED_MS);
   } finally {
     lock.release();
   }

@@ -37,14 +37,12 @@ describe.skipIf(!reachable)('a postgres.js pool whose sessions are closed during
     const sql = connect(viaProxy(proxy.port), { max: 2 });
     try {
       proxy.shed(true);
-      const started = performance.now();
+      // Not for ever: rejected, not 'still waiting' after 10 s. The work, not the time (bench/postgres-start-failures.ts
+      // times it): one connection, about a second of attempts each at least 25 ms after the last (thousands before),
+      // the last beginning within connect_timeout of the first failure.
       const err = await Promise.race([sql`SELECT 1`.then(() => null, (e: unknown) => e), Bun.sleep(10_000).then(() => 'still waiting')]);
-      const waited = performance.now() - started;
       expect((err as { code?: string } | null)?.code).toBe('CONNECTION_CLOSED');
       expect(isPostgresOutage(err)).toBe(true);
-      // Not for ever: the last attempt begins within connect_timeout of the first failure.
-      expect(waited).toBeLessThan(5000);
-      // One connection, about a second of attempts each at least 25 ms after the last (thousands before).
       expect(proxy.opened).toBeGreaterThan(2);
       expect(proxy.opened).toBeLessThan(40);
       proxy.shed(false);
@@ -107,11 +105,10 @@ describe.skipIf(!reachable)('a postgres.js pool whose sessions are closed during
     const sql = connect(hosts(a, b), { max: 2 });
     const failover = connect(hosts(a, Number(target.port || 5432)), { max: 2 });
     try {
-      const started = performance.now();
+      // Rejected, not 'still waiting' after 10 s: not tried again for ever (bench/postgres-start-failures.ts times it).
       const err = await Promise.race([sql`SELECT 1`.then(() => null, (e: unknown) => e), Bun.sleep(10_000).then(() => 'still waiting')]);
       expect((err as { code?: string } | null)?.code).toBe('ECONNREFUSED');
       expect(isPostgresOutage(err)).toBe(true);
-      expect(performance.now() - started).toBeLessThan(5000);
       // The first host refuses, the second answers: the query runs there, at once.
       const rows = await Promise.race([failover`SELECT 2 AS two`.then((r) => [...r], (e: unknown) => e), Bun.sleep(10_000).then(() => 'still waiting')]);
       expect(rows).toEqual([{ two: 2 }]);

@@ -73,7 +73,30 @@ const cases: [string, () => Response | Promise<Response>][] = [
   ['$expand of 20,000 codes, Accept-Language of one tag', languages('de')],
   ['$expand of 20,000 codes, Accept-Language of 16 tags', languages(junk(16).join(','))],
   ['$expand of 20,000 codes, Accept-Language of 2,000 tags (8 KB)', languages(junk(2_000).join(','))],
+  ['$expand excludeNested=false: 9,999 codes at the foot of a chain of 50,000', chainFoot],
 ];
+
+/** test/http/terminology-expansion-cost.test.ts's chain (written on first use): 9,999 leaves nested under its top, 50,000 levels up. */
+let chainData: Promise<void> | undefined;
+async function chainFoot(): Promise<Response> {
+  const CHAIN = 'http://example.org/cs/chain';
+  const VS = 'http://example.org/vs/chain';
+  chainData ??= (async () => {
+    const parent = (code: string) => ({ property: [{ code: 'parent', valueCode: code }] });
+    await t.request(`${base}/CodeSystem/chain`, fhirInit(token, 'PUT', {
+      resourceType: 'CodeSystem', id: 'chain', url: CHAIN, status: 'active', content: 'complete',
+      property: [{ code: 'parent', uri: 'http://hl7.org/fhir/concept-properties#parent', type: 'code' }],
+      concept: [
+        { code: 'link0', display: 'leaf holder' },
+        ...Array.from({ length: 49_999 }, (_, i) => ({ code: `link${i + 1}`, ...parent(`link${i}`) })),
+        ...Array.from({ length: 9_999 }, (_, i) => ({ code: `leaf${i}`, ...parent('link49999') })),
+      ],
+    }));
+    await t.request(`${base}/ValueSet/chain`, fhirInit(token, 'PUT', { resourceType: 'ValueSet', id: 'chain', url: VS, status: 'active', compose: { include: [{ system: CHAIN }] } }));
+  })();
+  await chainData;
+  return t.request(`${base}/ValueSet/$expand?url=${encodeURIComponent(VS)}&filter=leaf&excludeNested=false`, { headers: { authorization: `Bearer ${token}` } });
+}
 
 /** Tags no concept has a display in (`xaa`, `xab`, ...), as test/http/terminology-language-list.test.ts writes them. */
 function junk(n: number): string[] {

@@ -41,3 +41,27 @@ export async function textWork<T>(fn: () => T | Promise<T>): Promise<{ value: T;
     str.charCodeAt = charCodeAt;
   }
 }
+
+/**
+ * The `Map` look-ups (`get`, `has`) `fn()` makes, counted on the prototype while it runs: the steps of a walk through
+ * indexed records (a code system's concepts by code, say), the same on any machine.
+ */
+export async function mapLookups<T>(fn: () => T | Promise<T>): Promise<{ value: T; lookups: number }> {
+  const proto = Map.prototype;
+  const { get, has } = proto;
+  let lookups = 0;
+  proto.get = function (this: Map<unknown, unknown>, key: unknown) {
+    lookups++;
+    return get.call(this, key);
+  };
+  proto.has = function (this: Map<unknown, unknown>, key: unknown) {
+    lookups++;
+    return has.call(this, key);
+  };
+  try {
+    return { value: await fn(), lookups };
+  } finally {
+    proto.get = get;
+    proto.has = has;
+  }
+}

@@ -20,12 +20,13 @@
  */
 import { guarded, guardedTest } from '../../regex-guard.ts';
 import type { Clock } from '../../clock.ts';
+import { literalOf } from '../exact-json.ts';
 import { canonicalUnit, type CanonicalUnit } from '../ucum.ts';
 import {
   addQuantities, CALENDAR_MS, CALENDAR_UCUM, calendarFactors, calendarKeyword, convertQuantity, isCalendarMonths, isDefiniteCalendar,
   multiplyQuantities, parseQuantityText, type PlainQuantity,
 } from './fhirpath-quantity-math.ts';
-import { decimalArithmetic, logarithm, numberText, power, roundTo, UNARY_MATH } from './fhirpath-math.ts';
+import { decimalArithmetic, decimalPlaces, logarithm, numberText, power, roundTo, UNARY_MATH } from './fhirpath-math.ts';
 import { currentTemporal, shiftTemporal, TemporalArithmeticError, type TemporalKind } from './fhirpath-temporal.ts';
 import { FhirPathSyntaxError, parseFhirPath, UnsupportedFhirPath, type Ast, type Literal, type TypeName } from './fhirpath-parse.ts';
 
@@ -76,12 +77,26 @@ const TRUE: Coll = [true];
 const FALSE: Coll = [false];
 const UCUM = 'http://unitsofmeasure.org';
 
-/** A value with the FHIR (or `System.`) type its position does not tell, and a primitive's `_name` sibling. */
+/**
+ * A value with the FHIR (or `System.`) type its position does not tell, and a primitive's `_name` sibling; `text`, a
+ * Decimal's (or a quantity literal's number's) text as written where String() would not give it back (`1.0`, `1.50`):
+ * the precision N1's toString() keeps (a literal's, a FHIR decimal's as its JSON wrote it, `toDecimal()` of a string).
+ */
 class Typed {
-  constructor(readonly type: string, readonly value: unknown, readonly ext: Json | undefined) {}
+  constructor(readonly type: string, readonly value: unknown, readonly ext: Json | undefined, readonly text?: string) {}
 }
 
-/** A run-time error of an evaluation (FHIRPath's "error"): an R4 invariant holds, a client's fails (compileInvariant). */
+/** A Decimal `value` written `text`: the number, or a Typed keeping the text where numberText would not give it back. */
+function decimalItem(type: string, value: number, text: string): unknown {
+  return numberText(value) === text ? value : new Typed(type, value, undefined, text);
+}
+
+/** The text of a number item: as written where it was kept (Typed.text), else as N1 writes a number. */
+function numberTextOf(item: unknown, value: number): string {
+  return item instanceof Typed && item.text !== undefined ? item.text : numberText(value);
+}
+
+/** A run-time error of an evaluation (FHIRPath's "error"): an invariant fails on it (compileInvariant), a client's expression is a 4xx. */
 class EvaluationError extends Error {}
 
 /**
@@ -236,6 +251,32 @@ function testedType(test: TypeTest): string | undefined {
 }
 
 // ---------------------------------------------------------------------------------------------------
+// Reflection (N1 § 10, STU): type()
+// ---------------------------------------------------------------------------------------------------
+
+/** The members of the TypeInfo values type() gives, by their System types (a TypeSpecifier as its text, `FHIR.Element`). */
+const REFLECTION_TYPES = new Map<string, ReadonlyMap<string, string>>([
+  ['System.SimpleTypeInfo', new Map([['namespace', 'System.String'], ['name', 'System.String'], ['baseType', 'System.String']])],
+  ['System.ClassInfo', new Map([['namespace', 'System.String'], ['name', 'System.String'], ['baseType', 'System.String']])],
+]);
+
+/**
+ * N1 type() of one item: a SimpleTypeInfo for a primitive (a System type, `baseType` System.Any; a FHIR primitive, in
+ * namespace FHIR with its FHIR base, `FHIR.Element` or `FHIR.string` for a code), a ClassInfo for a FHIR data type or
+ * resource (its base: `FHIR.Element`, `FHIR.DomainResource`...; a backbone element is a `BackboneElement`); undefined
+ * where the item's type is not known (a value of an element the model does not define), which N1 gives as nothing.
+ */
+function typeInfoOf(item: unknown, type: string | undefined): Typed | undefined {
+  const t = typeOfItem(item, type);
+  if (t === undefined || REFLECTION_TYPES.has(t)) return undefined;
+  if (t.startsWith('System.')) return new Typed('System.SimpleTypeInfo', { namespace: 'System', name: t.slice('System.'.length), baseType: 'System.Any' }, undefined);
+  const name = t.includes('.') ? 'BackboneElement' : t;
+  const base = parentOf(name);
+  const info = { namespace: 'FHIR', name, ...(base !== undefined && { baseType: `FHIR.${base}` }) };
+  return new Typed(PRIMITIVES.has(name) ? 'System.SimpleTypeInfo' : 'System.ClassInfo', info, undefined);
+}
+
+// ---------------------------------------------------------------------------------------------------
 // Navigation
 // ---------------------------------------------------------------------------------------------------
 
@@ -275,6 +316,12 @@ function byKey(choices: Child[]): Map<string, Child> {
 
 /** Resolves `name` on values of type `owner` (undefined owner: by the JSON alone, choice elements by their suffixes). */
 function lookup(types: FhirPathTypes, owner: string | undefined, name: string, dynamic: boolean): Lookup {
+  const reflected = owner === undefined ? undefined : REFLECTION_TYPES.get(owner);
+  if (reflected !== undefined) {
+    // type()'s TypeInfo (N1 § 10 Reflection): its members by their System types.
+    const t = reflected.get(name);
+    return { single: { key: name, extKey: undefined, type: t, wrap: dynamic && t !== undefined } };
+  }
   if (owner !== undefined && isPrimitiveType(owner)) {
     // A primitive's `_name` sibling holds its id and extensions.
     const t = name === 'extension' ? 'Extension' : name === 'id' ? 'string' : undefined;
@@ -296,8 +343,18 @@ function lookup(types: FhirPathTypes, owner: string | undefined, name: string, d
 }
 
 function pushValue(out: unknown[], v: unknown, c: Child): void {
-  if (c.wrap && !(isObject(v) && typeof v.resourceType === 'string')) out.push(new Typed(c.type!, v, undefined));
+  if (c.wrap && !(v instanceof Typed) && !(isObject(v) && typeof v.resourceType === 'string')) out.push(new Typed(c.type!, v, undefined));
   else out.push(v);
+}
+
+/**
+ * A number of `holder` (at `key`) whose JSON wrote it otherwise than String() writes it (`1.50`, src/fhir/exact-json.ts):
+ * as a Typed keeping that text (toString() gives it), of type `type` (the element's, else a Decimal). Undefined otherwise.
+ */
+function writtenNumber(holder: object, key: string | number, v: number, type: string | undefined, ext?: Json): Typed | undefined {
+  const text = literalOf(holder, key);
+  // An exponent (`1e-7`) is no text of N1's (its toString() writes none): the number is written as numberText writes it.
+  return text === undefined || /[eE]/.test(text) ? undefined : new Typed(type ?? 'System.Decimal', v, ext, text);
 }
 
 /** Appends the values of property `c` of `obj` to `out`, pairing primitives with their `_key` siblings. */
@@ -307,8 +364,11 @@ function collect(obj: Json, c: Child, out: unknown[]): void {
   if (e === undefined || e === null) {
     if (v === undefined || v === null) return;
     if (Array.isArray(v)) {
-      for (const x of v) if (x !== null && x !== undefined) pushValue(out, x, c);
-    } else pushValue(out, v, c);
+      for (let i = 0; i < v.length; i++) {
+        const x = v[i];
+        if (x !== null && x !== undefined) pushValue(out, (typeof x === 'number' && writtenNumber(v, i, x, c.type)) || x, c);
+      }
+    } else pushValue(out, (typeof v === 'number' && writtenNumber(obj, c.key, v, c.type)) || v, c);
     return;
   }
   const type = c.type ?? 'string';
@@ -319,9 +379,13 @@ function collect(obj: Json, c: Child, out: unknown[]): void {
     for (let i = 0; i < n; i++) {
       const x = vs[i] ?? undefined;
       const y = es[i] ?? undefined;
-      if (x !== undefined || y !== undefined) out.push(new Typed(type, x, isObject(y) ? y : undefined));
+      const ext = isObject(y) ? y : undefined;
+      if (x !== undefined || y !== undefined) out.push((typeof x === 'number' && Array.isArray(v) && writtenNumber(v, i, x, type, ext)) || new Typed(type, x, ext));
     }
-  } else out.push(new Typed(type, v ?? undefined, isObject(e) ? e : undefined));
+  } else {
+    const ext = isObject(e) ? e : undefined;
+    out.push((typeof v === 'number' && writtenNumber(obj, c.key, v, type, ext)) || new Typed(type, v ?? undefined, ext));
+  }
 }
 
 /** How many values `collect` would append. */
@@ -726,9 +790,10 @@ function compareItems(a: unknown, at: string | undefined, b: unknown, bt: string
       case 'string':
         return (x as number) < (y as number) ? -1 : (x as number) > (y as number) ? 1 : 0;
       case 'datetime':
-        return compareTemporal(x as string, y as string, false);
       case 'time':
-        return compareTemporal(x as string, y as string, true);
+        // A date element whose JSON holds no text (`"end": 5`, refused by the structure check too) is no date to order.
+        if (typeof x !== 'string' || typeof y !== 'string') throw new EvaluationError(`cannot compare ${typeof x} with ${typeof y} as dates or times`);
+        return compareTemporal(x, y, ca === 'time');
       case 'quantity':
         return compareQuantities(a, b, true) ?? compareByUnitText(a, b);
       default:
@@ -809,6 +874,9 @@ function equivalentItems(a: unknown, at: string | undefined, b: unknown, bt: str
   const y = valueOf(b);
   const ca = categoryOf(a, at);
   if (ca !== categoryOf(b, bt)) return false;
+  // Values whose JSON is not of their type's kind (a date element holding 5) are equivalent only when the same.
+  const kind = ca === 'number' ? 'number' : ca === 'string' || ca === 'datetime' || ca === 'time' ? 'string' : undefined;
+  if (kind !== undefined && (typeof x !== kind || typeof y !== kind)) return x === y;
   if (ca === 'string') return normaliseText(x as string) === normaliseText(y as string);
   if (ca === 'number') return equivalentNumbers(x as number, y as number);
   if (ca === 'datetime' || ca === 'time') {
@@ -859,16 +927,12 @@ function valueIn(unit: CanonicalUnit, canonical: number): number {
   return (canonical - zero) / (unit.convert(1) - zero);
 }
 
-const roundedEqual = (x: number, y: number, places: number) => x.toFixed(places) === y.toFixed(places);
+/** `x` and `y` the same once rounded to `places` decimal places, halves away from zero, in decimal (roundTo: `1.005` to 1.01). */
+const roundedEqual = (x: number, y: number, places: number) => roundTo(x, places) === roundTo(y, places);
 
 /** § 6.1.3 string equivalence: case and the kind of each whitespace character are ignored. */
 function normaliseText(s: string): string {
   return s.toUpperCase().replace(/\s/g, ' ');
-}
-
-/** The decimal places `n` is written with (as JavaScript writes it). */
-function decimalPlaces(n: number): number {
-  return (String(n).split('.')[1] ?? '').length;
 }
 
 function equivalentNumbers(x: number, y: number): boolean {
@@ -1320,7 +1384,11 @@ function build(ast: Ast, scope: Scope): Expr {
         const item = single(operand.coll(env));
         const v = valueOf(item);
         if (v === undefined || v === null) return EMPTY;
-        if (typeof v === 'number') return integer ? int32Result(-v) : [-v];
+        if (typeof v === 'number') {
+          if (integer) return int32Result(-v);
+          // A Decimal keeps its written precision (`-1.0`).
+          return item instanceof Typed && item.text !== undefined ? [new Typed(item.type, -v, undefined, item.text.startsWith('-') ? item.text.slice(1) : `-${item.text}`)] : [-v];
+        }
         return [signedQuantity(item, operand.type, (x) => -x)];
       });
     }
@@ -1338,7 +1406,7 @@ function build(ast: Ast, scope: Scope): Expr {
 function literal(l: Literal): Expr {
   switch (l.kind) {
     case 'string': return constExpr('System.String', [l.value]);
-    case 'number': return constExpr(l.integer ? 'System.Integer' : 'System.Decimal', [l.value]);
+    case 'number': return constExpr(l.integer ? 'System.Integer' : 'System.Decimal', [l.integer ? l.value : decimalItem('System.Decimal', l.value, l.text)]);
     case 'boolean': return constExpr('System.Boolean', [l.value]);
     case 'date': return constExpr('System.Date', [new Typed('System.Date', l.value, undefined)]);
     case 'dateTime': return constExpr('System.DateTime', [new Typed('System.DateTime', l.value, undefined)]);
@@ -1346,7 +1414,7 @@ function literal(l: Literal): Expr {
     case 'quantity': {
       // A calendar duration keyword, singular or plural, is held singular (its unit representation, `1 'year'`).
       const unit = calendarKeyword(l.unit) ?? l.unit;
-      return constExpr('System.Quantity', [new Typed('System.Quantity', { value: l.value, unit }, undefined)]);
+      return constExpr('System.Quantity', [new Typed('System.Quantity', { value: l.value, unit }, undefined, numberText(l.value) === l.text ? undefined : l.text)]);
     }
     case 'empty': return constExpr(undefined, EMPTY);
   }
@@ -1765,11 +1833,13 @@ function foreignArithmetic(op: '+' | '-' | '*' | '/', x: unknown, xt: string | u
   const a = valueOf(x);
   const b = valueOf(y);
   const scaled = (q: Json, value: number) => (Number.isFinite(value) ? [new Typed('Quantity', { ...q, value }, undefined)] : EMPTY);
-  if (fx !== undefined && typeof b === 'number' && (op === '*' || op === '/')) return op === '/' && b === 0 ? EMPTY : scaled(fx, op === '*' ? fx.value as number * b : fx.value as number / b);
-  if (fy !== undefined && typeof a === 'number' && op === '*') return scaled(fy, a * (fy.value as number));
+  // In decimal, as Decimals and UCUM quantities compute (decimalArithmetic); NaN, dropped, for a division by zero.
+  const dec = (o: string, m: number, n: number) => decimalArithmetic(o, m, n) ?? Number.NaN;
+  if (fx !== undefined && typeof b === 'number' && (op === '*' || op === '/')) return scaled(fx, dec(op, fx.value as number, b));
+  if (fy !== undefined && typeof a === 'number' && op === '*') return scaled(fy, dec('*', a, fy.value as number));
   if (fx === undefined || fy === undefined || (op !== '+' && op !== '-')) return EMPTY;
   if (fx.system !== fy.system || fx.code === undefined || fx.code !== fy.code) return EMPTY;
-  return scaled(fx, (fx.value as number) + (op === '+' ? 1 : -1) * (fy.value as number));
+  return scaled(fx, dec(op, fx.value as number, fy.value as number));
 }
 
 /** A quantity item with `fn` applied to its value (unary minus, abs()): a literal stays one, a FHIR Quantity keeps its system, code and type. */
@@ -2031,15 +2101,15 @@ function integerOf(item: unknown, type: string | undefined, env: Env): number | 
 }
 
 /** N1 toDecimal(): an Integer or Decimal, a Boolean (1.0 or 0.0), or a String of `(\+|-)?\d+(\.\d+)?`. */
-function decimalOf(item: unknown, type: string | undefined, env: Env): number | undefined {
+function decimalOf(item: unknown, type: string | undefined, env: Env): unknown {
   const v = valueOf(item);
   if (typeof v === 'boolean') return v ? 1 : 0;
-  if (typeof v === 'number') return v;
+  if (typeof v === 'number') return item instanceof Typed && item.text !== undefined ? new Typed('System.Decimal', v, undefined, item.text) : v;
   const text = textOf(item, type, env);
   if (text === undefined || !/^[+-]?\d+(\.\d+)?$/.test(text)) return undefined;
   // A text past what a number holds (400 digits) is an overflow: nothing (N1 § 6.6), not Infinity.
   const n = Number(text);
-  return Number.isFinite(n) ? n : undefined;
+  return Number.isFinite(n) ? decimalItem('System.Decimal', n, text.startsWith('+') ? text.slice(1) : text) : undefined;
 }
 
 const TRUE_TEXTS = new Set(['true', 't', 'yes', 'y', '1', '1.0']);
@@ -2412,15 +2482,32 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
     if (args[1] !== undefined) perItem(args[1], input, scope);
     return input;
   }],
+  ['type', (input, args, scope, c) => (arity(c, scope, 0, 0), collExpr(undefined, (env) => {
+    const out: unknown[] = [];
+    for (const item of input.coll(env)) {
+      const info = typeInfoOf(item, input.type);
+      if (info !== undefined) out.push(info);
+    }
+    return out;
+  }))],
+  ['toChars', (input, args, scope, c) => (arity(c, scope, 0, 0), collExpr('System.String', (env) => {
+    // N1 § 5.6: the characters of the string (code points: a surrogate pair is one), each charged as a value.
+    const s = singleString(input.coll(env));
+    if (s === undefined) return EMPTY;
+    charge(env, s.length);
+    return Array.from(s);
+  }))],
   ['toString', (input, args, scope, c) => (arity(c, scope, 0, 0), collExpr('System.String', (env) => {
     const item = single(input.coll(env));
     const v = valueOf(item);
     if (v === undefined || v === null) return EMPTY;
     if (isObject(v)) {
       if (categoryOf(item, input.type) !== 'quantity' || typeof v.value !== 'number') return EMPTY;
-      return [`${numberText(v.value)} '${String(v.code ?? v.unit ?? '1')}'`];
+      // The value as written: a literal's text, or a FHIR Quantity's as its JSON wrote it (`1.50`).
+      const text = item instanceof Typed && item.text !== undefined ? item.text : literalOf(v, 'value') ?? numberText(v.value);
+      return [`${text} '${String(v.code ?? v.unit ?? '1')}'`];
     }
-    return [typeof v === 'number' ? numberText(v) : String(v)];
+    return [typeof v === 'number' ? numberTextOf(item, v) : String(v)];
   }))],
   ...conversions('Integer', 'System.Integer', integerOf),
   ...conversions('Decimal', 'System.Decimal', decimalOf),
@@ -2597,14 +2684,18 @@ function call(ast: Call, scope: Scope): Expr {
  * construct the engine does not evaluate and FhirPathSyntaxError for one that is not FHIRPath. The
  * result runs on a focus value of a FHIR type: true when the invariant holds (its result is not
  * `false`; with `emptyFails`, only when it is `true`, as HL7's validator takes an invariant's result:
- * an empty one fails); it never throws, unless `guarded`: then the expression is a client's (a tenant's
- * profile), held as a FHIRPath Patch path is to the regex guard and to the context's `budget`, and throws
- * FhirPathTooCostly when it cannot be evaluated for either, and FhirPathEvaluationError for any other
- * run-time error (N1's "error": `single()` on many, a string function on a number...), which the caller
- * reports as the invariant's failure, as HL7's validator does, never as holding. R4's own invariants
- * (not guarded) hold on an error, as FHIRPath.js reads them (the engine's differential test).
+ * an empty one fails). It throws FhirPathEvaluationError for a run-time error (N1's "error": `single()` on
+ * many, a string function on a number...; the engine's own fault turned into one), which the caller reports
+ * as the invariant's failure, as HL7's validator does, never as holding: R4's own invariants as a tenant's
+ * (until the fifty-fifth session R4's held on an error, so a resource their evaluation failed on was accepted).
+ * With `guarded` the expression is a client's (a tenant's profile), held as a FHIRPath Patch path is to the
+ * regex guard and to the context's `budget`, and throws FhirPathTooCostly when it cannot be evaluated for either.
  */
 export function compileInvariant(expression: string, types: FhirPathTypes, guarded = false, emptyFails = false): CompiledInvariant {
+  return compiling(expression, () => invariantOf(expression, types, guarded, emptyFails));
+}
+
+function invariantOf(expression: string, types: FhirPathTypes, guarded: boolean, emptyFails: boolean): CompiledInvariant {
   const ast = parseFhirPath(expression);
   const scopeOf = (focusType: string | undefined): Scope => {
     const type = staticType(normaliseType(focusType));
@@ -2643,13 +2734,34 @@ export function compileInvariant(expression: string, types: FhirPathTypes, guard
       if (!emptyFails) return result !== false;
       return result === undefined ? undefined : result;
     } catch (err) {
-      if (!guarded) return true;
-      if (err instanceof EvaluationError) throw err;
-      // Not one of FHIRPath's errors but the engine's own (a stack too deep, a fault): the client's
-      // expression cannot be evaluated all the same, said so rather than holding.
-      throw new EvaluationError(err instanceof RangeError ? 'the expression nests too deeply to evaluate' : `the evaluation failed (${err instanceof Error ? err.message : String(err)})`);
+      throw asEvaluationError(err);
     }
   };
+}
+
+/**
+ * `err`, thrown while evaluating an expression, as FHIRPath's run-time error: itself when it is one; the engine's own
+ * (a stack too deep, a fault) as one too, so a client's expression that the engine fails on is said not to be
+ * evaluable (a 4xx naming it, an invariant failed) rather than failing the request.
+ */
+function asEvaluationError(err: unknown): EvaluationError {
+  if (err instanceof EvaluationError) return err;
+  return new EvaluationError(err instanceof RangeError ? 'the expression nests too deeply to evaluate' : `the evaluation failed (${err instanceof Error ? err.message : String(err)})`);
+}
+
+/**
+ * `compile()`, a client's expression compiled: FHIRPath's own compile-time errors (FhirPathSyntaxError,
+ * UnsupportedFhirPath) as they are, and the engine's own fault as UnsupportedFhirPath naming the expression (a 4xx where
+ * a client wrote it), never another error.
+ */
+function compiling<T>(expression: string, compile: () => T): T {
+  try {
+    return compile();
+  } catch (err) {
+    if (err instanceof FhirPathSyntaxError || err instanceof UnsupportedFhirPath) throw err;
+    const what = err instanceof RangeError ? 'an expression nested too deeply to compile' : `an expression the engine failed to compile (${err instanceof Error ? err.message : String(err)})`;
+    throw new UnsupportedFhirPath(expression, 0, what);
+  }
 }
 
 /**
@@ -2676,6 +2788,10 @@ export interface CompiledExtensionContext {
 }
 
 export function compileExtensionContext(expression: string, types: FhirPathTypes, invariant: boolean): CompiledExtensionContext {
+  return compiling(expression, () => extensionContextOf(expression, types, invariant));
+}
+
+function extensionContextOf(expression: string, types: FhirPathTypes, invariant: boolean): CompiledExtensionContext {
   const ast = parseFhirPath(expression);
   const scopeOf = (focusType: string | undefined): Scope => {
     const type = staticType(normaliseType(focusType));
@@ -2768,12 +2884,16 @@ export type CompiledCriterion = (focus: unknown, focusType: string | undefined, 
  * its position. Throws UnsupportedFhirPath at once for a construct the engine does not evaluate.
  */
 export function compileCriterion(ast: Ast, expression: string, types: FhirPathTypes): CompiledCriterion {
-  const exprFor = typedBuilds(ast, expression, types, true);
+  const exprFor = compiling(expression, () => typedBuilds(ast, expression, types, true));
   return (focus, focusType, index, ctx, ext) => {
-    const expr = exprFor(focusType);
-    const self = ext === undefined ? focus : new Typed(normaliseType(focusType) ?? 'string', focus ?? undefined, ext);
-    const env: Env = { this: self, index, resource: ctx.resource, rootResource: ctx.rootResource, context: self, memo: ctx.memo, budget: ctx.budget, clock: ctx.clock };
-    return expr.bool(env);
+    try {
+      const expr = exprFor(focusType);
+      const self = ext === undefined ? focus : new Typed(normaliseType(focusType) ?? 'string', focus ?? undefined, ext);
+      const env: Env = { this: self, index, resource: ctx.resource, rootResource: ctx.rootResource, context: self, memo: ctx.memo, budget: ctx.budget, clock: ctx.clock };
+      return expr.bool(env);
+    } catch (err) {
+      throw asEvaluationError(err);
+    }
   };
 }
 
@@ -2787,12 +2907,15 @@ export type CompiledValues = (focus: unknown, focusType: string | undefined, ctx
  * FhirPathEvaluationError, or FhirPathTooCostly past the context's `budget` or the regex guard.
  */
 export function compileValues(expression: string, types: FhirPathTypes): CompiledValues {
-  const ast = parseFhirPath(expression);
-  const exprFor = typedBuilds(ast, expression, types, false);
+  const exprFor = compiling(expression, () => typedBuilds(parseFhirPath(expression), expression, types, false));
   return (focus, focusType, ctx) => {
-    const expr = exprFor(focusType);
-    const env: Env = { this: focus ?? undefined, index: 0, resource: ctx.resource, rootResource: ctx.rootResource, context: focus ?? undefined, memo: ctx.memo, budget: ctx.budget, clock: ctx.clock };
-    return expr.coll(env).map(valueOf);
+    try {
+      const expr = exprFor(focusType);
+      const env: Env = { this: focus ?? undefined, index: 0, resource: ctx.resource, rootResource: ctx.rootResource, context: focus ?? undefined, memo: ctx.memo, budget: ctx.budget, clock: ctx.clock };
+      return expr.coll(env).map(valueOf);
+    } catch (err) {
+      throw asEvaluationError(err);
+    }
   };
 }
 
@@ -2814,13 +2937,16 @@ export type CompiledTopicCriteria = (type: string, versions: TopicVersions, budg
  * than one result), or FhirPathTooCostly past `budget` or the regex guard.
  */
 export function compileTopicCriteria(expression: string, types: FhirPathTypes): CompiledTopicCriteria {
-  const ast = parseFhirPath(expression);
-  const exprFor = typedBuilds(ast, expression, types, false, true);
+  const exprFor = compiling(expression, () => typedBuilds(parseFhirPath(expression), expression, types, false, true));
   return (type, versions, budget) => {
     const focus = versions.current ?? versions.previous;
     const env: Env = {
       this: focus, index: 0, resource: focus, rootResource: focus, context: focus, budget, previous: versions.previous ?? undefined, current: versions.current ?? undefined,
     };
-    return exprFor(type).bool(env);
+    try {
+      return exprFor(type).bool(env);
+    } catch (err) {
+      throw asEvaluationError(err);
+    }
   };
 }

@@ -29,10 +29,11 @@ export interface TypeName {
 
 export type Literal =
   | { kind: 'string'; value: string }
-  | { kind: 'number'; value: number; integer: boolean }
+  /** `text`: the number as written (`1.0`), whose precision a Decimal keeps (N1: `1.0.toString()` is '1.0'). */
+  | { kind: 'number'; value: number; integer: boolean; text: string }
   | { kind: 'boolean'; value: boolean }
   | { kind: 'date' | 'dateTime' | 'time'; value: string }
-  | { kind: 'quantity'; value: number; unit: string }
+  | { kind: 'quantity'; value: number; unit: string; text: string }
   | { kind: 'empty' };
 
 export type Ast =
@@ -347,9 +348,9 @@ export function parseFhirPath(expression: string): Ast {
     const next = peek();
     if (next.kind === 'string' || (next.kind === 'ident' && CALENDAR_UNITS.has(next.text))) {
       pos++;
-      return { kind: 'literal', at: t.at, literal: { kind: 'quantity', value, unit: next.text } };
+      return { kind: 'literal', at: t.at, literal: { kind: 'quantity', value, unit: next.text, text: t.text } };
     }
-    return { kind: 'literal', at: t.at, literal: { kind: 'number', value, integer: !t.text.includes('.') } };
+    return { kind: 'literal', at: t.at, literal: { kind: 'number', value, integer: !t.text.includes('.'), text: t.text } };
   }
 
   const root = binary(0);

@@ -9,6 +9,7 @@
  * Units of different dimensions, or that UCUM (src/fhir/ucum.ts) cannot read, give nothing (undefined here).
  */
 import { canonicalUnit } from '../ucum.ts';
+import { decimalArithmetic } from './fhirpath-math.ts';
 
 /** A quantity's value and unit: a calendar keyword (singular) when `calendar`, else a UCUM code (`'1'` for a number). */
 export interface PlainQuantity { value: number; unit: string; calendar: boolean }
@@ -40,8 +41,14 @@ export function calendarKeyword(word: string): string | undefined {
   return CALENDAR_MS.has(singular) ? singular : undefined;
 }
 
-/** 15 significant digits, as src/fhir/ucum.ts keeps conversions: `3 'm' + 3 'cm'` is 303, not 303.00000000000006. */
-const tidy = (x: number) => Number(x.toPrecision(15));
+/**
+ * `a op b` (`+ - * /`) in decimal, as Decimals compute (fhirpath-math.ts: the operands as whole numbers of 10^-p, so the
+ * one rounding is the last division's): `3 'm' + 3 'cm'` is 303, not 303.00000000000006, and no result is cut to 15
+ * digits (`0.1234567890123456 'g' + 0 'g'` keeps its 16). NaN for a division by zero or an overflow (finite() drops it).
+ */
+const dec = (op: '+' | '-' | '*' | '/', a: number, b: number): number => decimalArithmetic(op, a, b) ?? Number.NaN;
+/** `x * f + sign * (y * g)`, each step in decimal. */
+const combined = (x: number, f: number, sign: 1 | -1, y: number, g: number) => dec(sign === 1 ? '+' : '-', dec('*', x, f), dec('*', y, g));
 
 /** `q`, or undefined where its value overflowed (N1: an overflow gives nothing). */
 const finite = (q: PlainQuantity | undefined) => (q === undefined || Number.isFinite(q.value) ? q : undefined);
@@ -64,19 +71,19 @@ export function addQuantities(a: PlainQuantity, b: PlainQuantity, sign: 1 | -1):
 }
 
 function sum(a: PlainQuantity, b: PlainQuantity, sign: 1 | -1): PlainQuantity | undefined {
-  if (a.unit === b.unit && a.calendar === b.calendar) return { value: tidy(a.value + sign * b.value), unit: a.unit, calendar: a.calendar };
+  if (a.unit === b.unit && a.calendar === b.calendar) return { value: dec(sign === 1 ? '+' : '-', a.value, b.value), unit: a.unit, calendar: a.calendar };
   if (a.calendar && b.calendar) {
     const [fa, fb] = calendarFactors(a.unit, b.unit);
     const [unit, f] = fa <= fb ? [a.unit, fa] : [b.unit, fb];
-    return { value: tidy((a.value * fa + sign * b.value * fb) / f), unit, calendar: true };
+    return { value: dec('/', combined(a.value, fa, sign, b.value, fb), f), unit, calendar: true };
   }
   const [x, y] = [definite(a), definite(b)];
   if (x.calendar || y.calendar) return undefined;
-  if (x.unit === y.unit) return { value: tidy(x.value + sign * y.value), unit: x.unit, calendar: false };
+  if (x.unit === y.unit) return { value: dec(sign === 1 ? '+' : '-', x.value, y.value), unit: x.unit, calendar: false };
   const [ux, uy] = [linear(x.unit), linear(y.unit)];
   if (ux === undefined || uy === undefined || ux.code !== uy.code) return undefined;
   const [unit, f] = ux.factor <= uy.factor ? [x.unit, ux.factor] : [y.unit, uy.factor];
-  return { value: tidy((x.value * ux.factor + sign * y.value * uy.factor) / f), unit, calendar: false };
+  return { value: dec('/', combined(x.value, ux.factor, sign, y.value, uy.factor), f), unit, calendar: false };
 }
 
 /** `a * b`, or `a / b` (`divide`; undefined when `b` is zero), the units multiplied or divided. */
@@ -88,7 +95,7 @@ function product(a: PlainQuantity, b: PlainQuantity, divide: boolean): PlainQuan
   if (divide && b.value === 0) return undefined;
   // A unit past MAX_UNIT_TEXT is none a product writes, and reading its terms costs by its length (a 1 MB code took 0.5 s).
   if (a.unit.length > MAX_UNIT_TEXT || b.unit.length > MAX_UNIT_TEXT) return undefined;
-  const value = tidy(divide ? a.value / b.value : a.value * b.value);
+  const value = dec(divide ? '/' : '*', a.value, b.value);
   // A calendar duration times or over a number stays one (`2 days * 3` is `6 days`); over itself it is a number.
   if (b.unit === '1' && !b.calendar) return { value, unit: a.unit, calendar: a.calendar };
   if (!divide && a.unit === '1' && !a.calendar) return { value, unit: b.unit, calendar: b.calendar };
@@ -166,13 +173,18 @@ export function convertQuantity(q: PlainQuantity, unit: string): PlainQuantity |
   if (target.unit === q.unit && target.calendar === q.calendar) return q;
   if (q.calendar && target.calendar) {
     const [fq, ft] = calendarFactors(q.unit, target.unit);
-    return { value: tidy((q.value * fq) / ft), unit: target.unit, calendar: true };
+    return finite({ value: dec('/', dec('*', q.value, fq), ft), unit: target.unit, calendar: true });
   }
   const [x, y] = [definite(q), definite(target)];
   if (x.calendar || y.calendar) return undefined;
   if (x.unit === y.unit) return { value: x.value, unit: target.unit, calendar: target.calendar };
+  // Units of factors alone (mg, [lb_av]): by their factors, in decimal; a temperature (Cel, [degF]) through its canonical kelvin.
+  const [lx, ly] = [linear(x.unit), linear(y.unit)];
+  if (lx !== undefined && ly !== undefined) {
+    return lx.code === ly.code ? finite({ value: dec('/', dec('*', x.value, lx.factor), ly.factor), unit: target.unit, calendar: target.calendar }) : undefined;
+  }
   const [cx, cy] = [canonicalUnit(x.unit), canonicalUnit(y.unit)];
   if (cx === undefined || cy === undefined || cx.code !== cy.code) return undefined;
   const zero = cy.convert(0);
-  return { value: tidy((cx.convert(x.value) - zero) / (cy.convert(1) - zero)), unit: target.unit, calendar: target.calendar };
+  return finite({ value: dec('/', dec('-', cx.convert(x.value), zero), dec('-', cy.convert(1), zero)), unit: target.unit, calendar: target.calendar });
 }

@@ -3,7 +3,7 @@
  * compiled once by the FHIRPath engine and run on the values the walk meets (the resource is parsed
  * whole before the walk, so `%resource` is complete).
  */
-import { compileInvariant, EMPTY_RESULT_NOTE, UnsupportedFhirPath, type CompiledInvariant } from './fhirpath-engine.ts';
+import { compileInvariant, EMPTY_RESULT_NOTE, FhirPathEvaluationError, UnsupportedFhirPath, type CompiledInvariant, type InvariantContext } from './fhirpath-engine.ts';
 import { elementType, type InvariantModel, type TypeModel } from './model.ts';
 
 /** Where the walk collects problems. */
@@ -43,8 +43,7 @@ export function checkInvariants(sink: IssueSink, model: TypeModel, focus: Record
     const fn = compile(inv);
     if (fn === null) continue;
     if (inv.element === undefined) {
-      const holds = fn(focus, model.name, ctx);
-      if (holds !== true) report(sink, inv, path, holds);
+      evaluate(sink, inv, fn, focus, model.name, ctx, path);
       continue;
     }
     // An invariant on an element: once for each of its values.
@@ -53,16 +52,28 @@ export function checkInvariants(sink: IssueSink, model: TypeModel, focus: Record
       const type = elementType(model.name, key);
       const v = focus[key];
       if (Array.isArray(v)) {
-        for (let i = 0; i < v.length; i++) {
-          const holds = fn(v[i], type, ctx);
-          if (holds !== true) report(sink, inv, `${path}.${inv.element}[${i}]`, holds);
-        }
-      } else {
-        const holds = fn(v, type, ctx);
-        if (holds !== true) report(sink, inv, `${path}.${inv.element}`, holds);
-      }
+        for (let i = 0; i < v.length; i++) evaluate(sink, inv, fn, v[i], type, ctx, `${path}.${inv.element}[${i}]`);
+      } else evaluate(sink, inv, fn, v, type, ctx, `${path}.${inv.element}`);
     }
   }
+}
+
+/**
+ * Runs `inv` on one value and reports it when it does not hold. An invariant whose evaluation fails (FHIRPath's
+ * run-time error: `single()` on many, a value of a type it cannot take) does not hold either: reported at its
+ * severity with the error before its key, as HL7's validator (InstanceValidator.checkInvariant) reports an
+ * invariant that throws, never taken as holding (it was until the fifty-fifth session, so such a resource was accepted).
+ */
+function evaluate(sink: IssueSink, inv: InvariantModel, fn: CompiledInvariant, value: unknown, type: string | undefined, ctx: InvariantContext, path: string): void {
+  let holds: boolean | undefined;
+  try {
+    holds = fn(value, type, ctx);
+  } catch (err) {
+    if (!(err instanceof FhirPathEvaluationError)) throw err;
+    sink.add('invariant', path, `${inv.human} (the invariant cannot be evaluated here: ${err.message}) (${inv.key})`, inv.severity, inv.key);
+    return;
+  }
+  if (holds !== true) report(sink, inv, path, holds);
 }
 
 /** `holds`: false, or undefined when the expression gave nothing (said so before the key, which ends the text). */

@@ -227,6 +227,22 @@ describe('quantity arithmetic (N1 § 6.6)', () => {
   });
 });
 
+describe('quantity arithmetic is decimal, as Decimal arithmetic is (no rounding to 15 digits)', () => {
+  test('sums, differences, products and quotients keep every digit a double gives back; conversions by factors in decimal', () => {
+    check([
+      // 15 digits cut the 16th: 0.123456789012346 and 0.999999999999999 before.
+      ["(0.1234567890123456 'g' + 0 'g').value = 0.1234567890123456", 'true'], ["(1 'g' / 3 * 3).value", '1'], ["(0.1234567890123456 'g' * 1).value", '0.1234567890123456'],
+      ["(1.1 'cm' * 3).value", '3.3'], ["0.1 'mg' + 0.2 'mg'", "0.3 'mg'"], ["(0.3 'mg' / 0.1).value", '3'], ["3 'm' + 3 'cm'", "303 'cm'"],
+      ["(0.1234567890123456 'kg').toQuantity('g').value", '123.4567890123456'], ["(5 '[lb_av]').toQuantity('kg')", "2.26796185 'kg'"],
+      ['(1 year / 3 * 3).value', '1'],
+    ]);
+    // A FHIR Quantity of another system scales in decimal too.
+    const obs = { resourceType: 'Observation', valueQuantity: { value: 0.1, system: 'http://snomed.info/sct', code: '732936001' } };
+    expect(run('(Observation.value * 3).value', obs, 'Observation')).toBe('0.3');
+    expect(run('(Observation.value + Observation.value + Observation.value).value', obs, 'Observation')).toBe('0.3');
+  });
+});
+
 describe('toQuantity() and convertsToQuantity() (N1 § 5.5.7)', () => {
   test('from strings, numbers and Booleans; the unit argument converts through UCUM or the calendar factors', () => {
     check([
@@ -325,6 +341,23 @@ describe("Decimal equality and equivalence (N1 § 6.1: = exact, trailing zeroes 
       ['1.2 / 1.8 = 0.66666667', 'false'], ['1.2 / 1.8 ~ 0.66666667', 'true'], ['(1.2 / 1.8).round(2) = 0.67', 'true'], ['1.2 / 1.8 ~ 0.67', 'true'],
       ['1.2 / 1.8 ~ 0.66', 'false'], ['1.0 = 1.00', 'true'], ['1.5 = 1.50', 'true'], ['0.67 = 0.670', 'true'], ['0.67 = 0.671', 'false'],
     ]);
+  });
+});
+
+describe('~ and comparisons on decimals a double writes with an exponent (1e-7)', () => {
+  test('~ rounds to the places the less precise operand is written with, 7 for 0.0000001 (it counted none: 0.0000001 ~ 0.0000002 was true)', () => {
+    check([
+      ['0.0000001 ~ 0.0000002', 'false'], ['0.0000001 ~ 0.00000012', 'true'], ['0.0000001 !~ 0.0000002', 'true'], ['0.00000015 ~ 0.0000002', 'true'],
+      ['0.000000123 ~ 0.000000124', 'false'], ['1.005 ~ 1.01', 'true'], ['1.2 ~ 1.24', 'true'], ['1.2 ~ 1.25', 'false'],
+      ["0.0000001 'mg' ~ 0.0000002 'mg'", 'false'], ["0.0000001 'g' ~ 0.0001 'mg'", 'true'], ["0.0000001 'g' ~ 0.0002 'mg'", 'false'],
+      ['0.0000001 < 0.0000002', 'true'], ['0.0000002 <= 0.0000001', 'false'], ['0.0000001 = 0.00000010', 'true'], ["0.0000001 'g' < 0.0002 'mg'", 'true'],
+    ]);
+    // A FHIR decimal written with an exponent in its JSON reads as the same number.
+    const obs = { resourceType: 'Observation', valueQuantity: { value: 1e-7, unit: 'g', system: 'http://unitsofmeasure.org', code: 'g' } };
+    expect(run('Observation.value.value ~ 0.0000002', obs, 'Observation')).toBe('false');
+    expect(run('Observation.value.value ~ 0.0000001', obs, 'Observation')).toBe('true');
+    expect(run("Observation.value ~ 0.0002 'mg'", obs, 'Observation')).toBe('false');
+    expect(run('Observation.value.value < 0.0000002', obs, 'Observation')).toBe('true');
   });
 });
 

@@ -5,6 +5,7 @@
  * (test/fixtures/fhirpath/n1-conversion-cases.json).
  */
 import { describe, expect, test } from 'bun:test';
+import { parseExact } from '../../../src/fhir/exact-json.ts';
 import { compileValues } from '../../../src/fhir/validation/fhirpath-engine.ts';
 import { elementType } from '../../../src/fhir/validation/model.ts';
 import suite from '../../fixtures/fhirpath/n1-conversion-cases.json' with { type: 'json' };
@@ -29,11 +30,8 @@ const check = (cases: [string, string][], focus?: Json, type?: string) => {
 };
 
 describe("HL7's N1 test suite: its cases on the conversion functions and aggregate()", () => {
-  /**
-   * A Decimal's text keeps no trailing zeros here (`1.0.toString()` is '1'): its value is a JSON number, as a FHIR
-   * decimal read from JSON is, whose text is not kept.
-   */
-  const DIVERGENT = new Set(['testDecimalLiteralToString', 'testToString4']);
+  /** None: a Decimal keeps its written precision (`1.0.toString()` is '1.0'; it was '1' until the fifty-fifth session). */
+  const DIVERGENT = new Set<string>();
   const outcome = (expression: string): string[] => {
     const r = run(expression);
     if (r === 'empty') return [];
@@ -41,7 +39,7 @@ describe("HL7's N1 test suite: its cases on the conversion functions and aggrega
     return r.split(', ').map((x) => x.replace(/^'|'$/g, ''));
   };
 
-  test(`${suite.cases.length} cases: all but the ${DIVERGENT.size} on a Decimal's text`, () => {
+  test(`${suite.cases.length} cases: all of them`, () => {
     const failed: string[] = [];
     for (const c of suite.cases as { name: string; expression: string; invalid?: string; outputs: string[] }[]) {
       const expected = c.invalid !== undefined ? ['error'] : c.outputs.map((o) => o.slice(o.indexOf(':') + 1));
@@ -89,11 +87,53 @@ describe("conversions against N1's table (§ 5.5)", () => {
 
   test('toString() writes a number without exponent; convertsToString(): every primitive and a Quantity, an element that is neither not', () => {
     check([
-      ['0.0000001.toString()', "'0.0000001'"], ['(-0.00000012).toString()', "'-0.00000012'"], ['1000000000000000000000.0.toString()', "'1000000000000000000000'"],
+      ['0.0000001.toString()', "'0.0000001'"], ['(-0.00000012).toString()', "'-0.00000012'"], ['1000000000000000000000.0.toString()', "'1000000000000000000000.0'"],
       ["(0.0000001 'mg').toString()", "'0.0000001 'mg''"], ['(0.1 + 0.2).toString()', "'0.3'"],
     ]);
     check([['@2014.convertsToString()', 'true'], ['@T10:00.convertsToString()', 'true'], ["(1 'mg').convertsToString()", 'true'], ['{}.convertsToString()', 'empty']]);
     check([['Patient.name.convertsToString()', 'false'], ['Patient.name.toString()', 'empty']], { resourceType: 'Patient', name: [{ family: 'a' }] }, 'Patient');
+  });
+
+  test("toString() keeps a Decimal's written precision (N1: '1.0', not '1'): a literal, a string converted, a FHIR decimal as its JSON wrote it", () => {
+    check([
+      ['1.0.toString()', "'1.0'"], ['(-1.50).toString()', "'-1.50'"], ['1.5.toString()', "'1.5'"], ['1.toString()', "'1'"], ["(1.0 'mg').toString()", "'1.0 'mg''"],
+      ["'1.10'.toDecimal().toString()", "'1.10'"], ["'+2.0'.toDecimal().toString()", "'2.0'"], ['(1.0 + 1).toString()', "'2'"],
+      // The value is unchanged: equal to its shorter forms, a Decimal still.
+      ['1.0 = 1', 'true'], ['1.50 = 1.5', 'true'], ['1.0 is Decimal', 'true'], ['1.0.toInteger()', 'empty'], ['(1.0 | 1).count()', '1'],
+    ]);
+    const obs = parseExact('{"resourceType":"Observation","status":"final","code":{"text":"x"},"valueQuantity":{"value":1.50,"unit":"mg"},'
+      + '"component":[{"code":{"text":"a"},"valueQuantity":{"value":2.0}},{"code":{"text":"b"},"valueQuantity":{"value":1E-7}}]}') as Json;
+    check([
+      ['Observation.value.value.toString()', "'1.50'"], ['Observation.value.toString()', "'1.50 'mg''"], ['Observation.component.value.value.first().toString()', "'2.0'"],
+      // An exponent is no text N1's toString() writes.
+      ['Observation.component.value.value.last().toString()', "'0.0000001'"], ['Observation.value.value = 1.5', 'true'], ['(Observation.value.value * 2).toString()', "'3'"],
+    ], obs, 'Observation');
+  });
+});
+
+describe('toChars() and type() (N1 § 5.6, § 10 Reflection)', () => {
+  test("toChars(): the string's characters (a surrogate pair is one), nothing for nothing, an error for many", () => {
+    check([["'t2'.toChars()", "'t', '2'"], ["''.toChars()", 'empty'], ['{}.toChars()', 'empty'], ["'a😀b'.toChars().count()", '3'], ["('a' | 'b').toChars()", 'error'], ['1.toChars()', 'error']]);
+  });
+
+  test('type(): a SimpleTypeInfo of each System primitive (base System.Any), HL7\'s testType cases', () => {
+    check([
+      ["1.type().namespace = 'System'", 'true'], ["1.type().name = 'Integer'", 'true'], ["'1'.type().namespace = 'System'", 'true'], ["'1'.type().name = 'String'", 'true'],
+      ["true.type().namespace = 'System'", 'true'], ["true.type().name = 'Boolean'", 'true'], ['1.5.type().name', "'Decimal'"], ['@2020-01.type().name', "'Date'"],
+      ["(1 'mg').type().name", "'Quantity'"], ["('John' | 'Mary').type().name", "'String', 'String'"], ["'x'.type().baseType", "'System.Any'"],
+      ["'x'.type() is System.SimpleTypeInfo", 'true'], ['{}.type()', 'empty'],
+    ]);
+  });
+
+  test('type() of FHIR values: a FHIR primitive a SimpleTypeInfo, a data type or resource a ClassInfo, with namespace FHIR and its base', () => {
+    const patient = { resourceType: 'Patient', active: true, gender: 'male', maritalStatus: { text: 'Married' }, contact: [{ gender: 'female' }] };
+    check([
+      ["Patient.active.type().namespace = 'FHIR'", 'true'], ["Patient.active.type().name = 'boolean'", 'true'], ["Patient.type().namespace = 'FHIR'", 'true'],
+      ["Patient.type().name = 'Patient'", 'true'], ['Patient.type().baseType', "'FHIR.DomainResource'"], ['Patient.active.type().baseType', "'FHIR.Element'"],
+      ['Patient.gender.type().name', "'code'"], ['Patient.gender.type().baseType', "'FHIR.string'"], ['Patient.maritalStatus.type().name', "'CodeableConcept'"],
+      ['Patient.maritalStatus.type() is System.ClassInfo', 'true'], ['Patient.active.type() is System.SimpleTypeInfo', 'true'],
+      ['Patient.contact.type().name', "'BackboneElement'"], ["Patient.children().where(type().name = 'code').count()", '1'],
+    ], patient, 'Patient');
   });
 });
 

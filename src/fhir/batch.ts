@@ -45,7 +45,7 @@ async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string,
     return writeTx(deps, req.tenant, async (w) => {
       await lockActivationsFirst(w, opts, planned.map(writtenBy));
       await settle(w, settledConditions(planned));
-      await Promise.all(held.targets().map((k) => w.current(k.type, k.id)));
+      await Promise.all(held.targets().map((k) => w.measured(k.type, k.id)));
       await held.requireUnchanged(w);
       await requireJudgedEntries(w, planned);
       // Its own fullUrl, with a version, in its resource (a batch's entries may not refer to each other).

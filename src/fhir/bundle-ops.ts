@@ -753,7 +753,7 @@ async function writeOne(w: ResourceWriter, p: Planned, opts: PutOptions, base: s
  * committing references to a deleted resource and answering 200 for it.
  */
 async function requireExistingCurrent(w: ResourceWriter, match: ResourceVersion): Promise<void> {
-  const now = await w.current(match.type, match.id);
+  const now = await w.measured(match.type, match.id);
   if (now === null || now.deleted || now.versionId !== match.versionId) throw new ConditionRaced();
 }
 

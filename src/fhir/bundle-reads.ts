@@ -120,7 +120,7 @@ const searchPath = (entry: Entry) => (entry.compartment === undefined ? (entry.t
 export async function checkReadTarget(w: ResourceWriter, entry: Entry, core?: CoreLayer): Promise<void> {
   if (!entry.id) return;
   const { type, id, version } = entry;
-  const current = await w.current(type, id);
+  const current = await w.measured(type, id);
   if (!current && core !== undefined && (await core.read(type, id)) !== null) return;
   if (!current) throw new FhirError('not-found', `${entryPath(entry)}: ${type}/${id} is not known`, { expression: [entryPath(entry)] });
   if (entry.history) return;

@@ -7,7 +7,7 @@ import type { ResourceWriter } from '../store/types.ts';
 import { etag } from './bundle.ts';
 import type { Json, Planned } from './bundle-ops.ts';
 import { shadowedVersionId, type PutOptions } from './crud.ts';
-import { prepareVersion, storesSame } from './prepared.ts';
+import { prepareVersion, storesSameMeasured } from './prepared.ts';
 import type { Resource } from './resource.ts';
 
 /** A reference `{fullUrl}/_history/{vid}` (or relative `Type/id/_history/{vid}`): what names the entry, and the version. */
@@ -57,10 +57,10 @@ export async function settleVersions(
     const ready = targets.filter((t) => !waiting.has(t));
     const cycle = ready.length === 0;
     for (const t of cycle ? targets : ready) {
-      const current = await w.current(t.entry.type, t.id!);
+      const current = await w.measured(t.entry.type, t.id!);
       // A Subscription is stored as activation rewrites it (its status, its error): it is given the next version,
       // which its write then stores whatever activation makes of it (writtenAnew, PutOptions.newVersion).
-      const same = !cycle && !writtenAnew(t, activateSubscription !== undefined) && current !== null && storesSame(current, prepareVersion(written(t), t.id!, base));
+      const same = !cycle && !writtenAnew(t, activateSubscription !== undefined) && current !== null && (await storesSameMeasured(w, current, prepareVersion(written(t), t.id!, base))) !== undefined;
       versions.set(t, current === null ? (await shadowedVersionId(core, t.entry.type, t.id!)) + 1 : same ? current.versionId : current.versionId + 1);
     }
     left = left.filter((r) => {

@@ -10,7 +10,7 @@ import { compartmentsOf } from './indexer.ts';
 import type { CodeSet } from './search-compile.ts';
 import { matchConditions, type MatchContext } from './search-match.ts';
 import { provenanceOfReadableRecord, PROVENANCE_REFUSAL, requireOwnTargets, writerTargetReads, type TargetReads } from './provenance-reach.ts';
-import { prepareVersionPaced, storesSame, versionToWrite, wouldStoreSame, type PreparedVersion, type PutMethod } from './prepared.ts';
+import { prepareVersionPaced, storesSameMeasured, versionToWrite, wouldStoreSame, type PreparedVersion, type PutMethod } from './prepared.ts';
 import { requireReferences, type ReferenceReach, type ReferentialIntegrity } from './referential-integrity.ts';
 import { asResource, checkTypeAndId, newId, withoutId, type Resource } from './resource.ts';
 import { R4_RESOURCE_TYPES, versionNumber } from './resource-types.ts';
@@ -583,7 +583,8 @@ export async function putVersion(w: ResourceWriter, resource: Resource, id: stri
  */
 export async function putPrepared(w: ResourceWriter, p: PreparedVersion, opts: PutOptions, method: PutMethod, always = false): Promise<WriteResult> {
   const { type, id } = p;
-  const current = await w.current(type, id);
+  // Its text only when small: a large one is read only if the update may store it again (storesSameMeasured).
+  const current = await w.measured(type, id);
   const exists = current !== null && !current.deleted;
   const shadowed = current === null ? await shadowedVersionId(opts.core, type, id) : 0;
   requireAccess(opts.access, type, exists ? 'u' : 'c');
@@ -597,7 +598,7 @@ export async function putPrepared(w: ResourceWriter, p: PreparedVersion, opts: P
   const lastUpdated = Math.max(opts.now, (current?.lastUpdated ?? 0) + 1);
   requireInCompartment(opts.access, type, () => p.compartments, exists ? 'u' : 'c');
   const v = versionToWrite(p, versionId, lastUpdated, method);
-  refusePatientTopic(opts.access, type, exists ? 'u' : 'c', v.content, exists ? current.content : undefined);
+  await refusePatientTopic(opts.access, type, exists ? 'u' : 'c', v.content, exists ? async () => current.content ?? (await w.current(type, id))!.content : undefined);
   const provenanceOf = type === 'Provenance' ? opts.access.patientLimit(type, exists ? 'u' : 'c') : undefined;
   if (provenanceOf !== undefined) {
     const judge = () => requireOwnTargets(w, JSON.parse(v.content) as Record<string, unknown>, provenanceOf, opts.base);
@@ -611,9 +612,10 @@ export async function putPrepared(w: ResourceWriter, p: PreparedVersion, opts: P
     if (opts.deferTargets) opts.deferTargets(judge);
     else await judge();
   }
-  if (exists && !always && storesSame(current, p, v.content)) {
+  const same = exists && !always ? await storesSameMeasured(w, current, p, v.content) : undefined;
+  if (same !== undefined) {
     const refused = opts.unvalidated && { refused: opts.unvalidated.issues };
-    return { version: { type, id, versionId: current.versionId, lastUpdated: current.lastUpdated, deleted: false, content: current.content }, created: false, unchanged: true, ...refused };
+    return { version: { type, id, versionId: same.versionId, lastUpdated: same.lastUpdated, deleted: false, content: same.content }, created: false, unchanged: true, ...refused };
   }
   if (opts.unvalidated) throw opts.unvalidated;
   await w.put(v);
@@ -641,7 +643,7 @@ export async function deleteVersion(w: ResourceWriter, type: string, id: string,
   requireIfMatch(opts.ifMatch, `${type}/${id}`, current);
   requireIfNoneMatch(opts.ifNoneMatch, `${type}/${id}`, current);
   if (!exists) return null;
-  refusePatientTopic(opts.access, type, 'd', current.content);
+  await refusePatientTopic(opts.access, type, 'd', current.content);
   const versionId = current.versionId + 1;
   const lastUpdated = Math.max(opts.now, current.lastUpdated + 1);
   const version = { type, id, versionId, lastUpdated, deleted: true, content: '' };
@@ -671,9 +673,10 @@ function refuseAuditChange(access: Access, type: string, verb: string): void {
  * Basic are bound to a patient neither writes one, nor turns a Basic into one or one into another Basic, nor deletes
  * one (403), as patient-context scopes grant nothing on Subscription (src/auth/scopes.ts NOT_A_PATIENTS).
  */
-function refusePatientTopic(access: Access, type: string, perm: Permission, ...contents: (string | undefined)[]): void {
+async function refusePatientTopic(access: Access, type: string, perm: Permission, ...contents: (string | (() => Promise<string>) | undefined)[]): Promise<void> {
   if (type !== 'Basic' || access.patientLimit(type, perm) === undefined) return;
-  if (!contents.some((c) => c !== undefined && c !== '' && isTopicResource(JSON.parse(c)))) return;
+  const texts = await Promise.all(contents.map((c) => (typeof c === 'function' ? c() : c)));
+  if (!texts.some((c) => c !== undefined && c !== '' && isTopicResource(JSON.parse(c)))) return;
   throw new FhirError('forbidden', `A patient-context token may not ${WRITE_VERBS[perm]} a SubscriptionTopic: it is the tenant's, named by every app's Subscriptions`);
 }
 

@@ -91,7 +91,8 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
       // The matches of conditional creates, which their writes hold to (requireExistingCurrent), are among them,
       // and so are the resources its conditions and conditional references found (held), searched again then.
       const locked = [...sorted.filter((p) => changesExisting(p) || p.holdsExisting === true).map((p) => ({ type: p.entry.type, id: p.id! })), ...held.targets()];
-      await Promise.all(locked.map((k) => w.current(k.type, k.id)));
+      // Locked without reading a large stored text (measured): an entry's write reads it only if it may store it again.
+      await Promise.all(locked.map((k) => w.measured(k.type, k.id)));
       await held.requireUnchanged(w);
       await requireJudgedEntries(w, planned);
       const versions = await settleVersions(w, pending, opts, (p) => writtenBy(p)!);

@@ -68,6 +68,19 @@ export interface CurrentVersion {
   content: string;
 }
 
+/**
+ * Stored texts from this many bytes of UTF-8 on are not read by ResourceWriter.measured(): their length is given instead
+ * (`bytes`). Below it the text comes with the lookup, as one round trip costs more than reading it.
+ */
+export const MEASURED_TEXT_BYTES = 64 * 1024;
+
+/**
+ * The current version as ResourceWriter.measured() finds it: its stored text (`content`) when that is shorter than
+ * MEASURED_TEXT_BYTES in UTF-8 (or its length cannot be told without reading it), otherwise that length (`bytes`) and
+ * not the text, which current() then reads.
+ */
+export type MeasuredVersion = Omit<CurrentVersion, 'content'> & ({ content: string; bytes?: undefined } | { content?: undefined; bytes: number });
+
 /** Writes inside one database transaction; everything is committed or nothing is. */
 export interface ResourceWriter {
   /**
@@ -75,6 +88,14 @@ export interface ResourceWriter {
    * transaction where the database can). Sees this transaction's own writes.
    */
   current(type: string, id: string): Promise<CurrentVersion | null>;
+  /**
+   * current() without reading a large stored text: the row found and locked alike, with the text's length in UTF-8
+   * bytes in its place when it is MEASURED_TEXT_BYTES or more, which both databases know without reading the text
+   * (SQLite from the record's header, PostgreSQL from the TOAST pointer: `octet_length`). An update compares the text
+   * it would store with it by that length first (fhir/prepared.ts measuresSame) and reads it by current() only when
+   * the lengths agree. Sees this transaction's own writes.
+   */
+  measured(type: string, id: string): Promise<MeasuredVersion | null>;
   /**
    * The current resources of `query` (ResourceRepo.search), read in this transaction: it sees the transaction's
    * own writes, and on PostgreSQL it runs on the transaction's connection. Whatever must be searched while a write's

@@ -1,5 +1,5 @@
 import postgres from 'postgres';
-import type { CurrentVersion, ResourceVersion, ResourceWriter, SearchQuery, VersionToWrite } from '../types.ts';
+import type { CurrentVersion, MeasuredVersion, ResourceVersion, ResourceWriter, SearchQuery, VersionToWrite } from '../types.ts';
 import { CLAIM_KEPT_MS, inKeyOrder, StoreConflictError } from '../types.ts';
 import { onlyTables } from '../index-tables.ts';
 import { copyVersions, reserveNumbers } from './copy.ts';
@@ -122,7 +122,8 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
     return pks;
   }
 
-  const lookups = createLookupBatcher(tx, tenant);
+  const lookups = createLookupBatcher(tx, tenant, 'content');
+  const measuredLookups = createLookupBatcher(tx, tenant, 'measured');
 
   async function current(type: string, id: string): Promise<CurrentVersion | null> {
     const k = keyOf(type, id);
@@ -135,6 +136,21 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
       if (!pending.has(k)) locked.set(k, row);
     }
     return row && { versionId: row.version_id, lastUpdated: row.last_updated, deleted: row.deleted, content: row.content! };
+  }
+
+  async function measured(type: string, id: string): Promise<MeasuredVersion | null> {
+    const k = keyOf(type, id);
+    const p = pending.get(k);
+    if (p) return { versionId: p.versionId, lastUpdated: p.lastUpdated, deleted: p.deleted, content: p.content };
+    let row = locked.get(k) ?? null;
+    // A row locked by a lookup that read neither its text nor its length is read again (as by current()).
+    if (!row || (row.content === undefined && typeof row.bytes !== 'number')) {
+      row = await measuredLookups(type, id);
+      if (!pending.has(k)) locked.set(k, row);
+    }
+    if (row === null) return null;
+    const head = { versionId: row.version_id, lastUpdated: row.last_updated, deleted: row.deleted };
+    return row.content === undefined ? { ...head, bytes: row.bytes! } : { ...head, content: row.content };
   }
 
   async function exists(type: string, id: string): Promise<boolean> {
@@ -185,6 +201,7 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
 
   return {
     current: mapped('current', current),
+    measured: mapped('current', measured),
     exists: mapped('exists', exists),
     existing: mapped('exists', existing),
     present: mapped('present', present),

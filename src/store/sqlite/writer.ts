@@ -1,15 +1,19 @@
 import type { Database, Statement } from 'bun:sqlite';
-import type { CurrentVersion, IndexTable, ResourceVersion, ResourceWriter, VersionToWrite } from '../types.ts';
-import { CLAIM_KEPT_MS, EVENTS_KEPT, inKeyOrder, StoreConflictError } from '../types.ts';
+import type { CurrentVersion, IndexTable, MeasuredVersion, ResourceVersion, ResourceWriter, VersionToWrite } from '../types.ts';
+import { CLAIM_KEPT_MS, MEASURED_TEXT_BYTES, EVENTS_KEPT, inKeyOrder, StoreConflictError } from '../types.ts';
 import { columnsOf, INDEX_TABLES, onlyTables, rowsOf } from '../index-tables.ts';
 import type { KeyOf } from '../search-keys.ts';
 import { textScope } from '../text-scope.ts';
 import { UNPACED, type Pacer } from './pacer.ts';
 import { BULK_TEXT_ROWS, TEXT_MERGE_DUE } from './text.ts';
 import { DB_NOW } from './export-jobs.ts';
+import { utf8LengthOfContent } from './text-length.ts';
 
-/** A current row as a writer knows it; `content` only once current() (or a write) has needed it. */
-type CurrentRow = { pk: number; version_id: number; last_updated: number; deleted: number; content?: string };
+/**
+ * A current row as a writer knows it; `content` only once current() (or a write) has needed it, `bytes` (its length in
+ * UTF-8, null when the database cannot tell it without reading it: text-length.ts) when it was looked up.
+ */
+type CurrentRow = { pk: number; version_id: number; last_updated: number; deleted: number; content?: string; bytes?: number | null };
 /** A version as vread() selects it. */
 type VersionRow = { type: string; id: string; version_id: number; last_updated: number; deleted: number; content: string };
 type Value = string | number;
@@ -73,7 +77,7 @@ export function createWriter(
   const ended = () => new Error('The transaction this writer belongs to has ended: nothing more is written through it');
   const q = {
     locate: db.query<CurrentRow, [string, string, string]>(
-      'SELECT pk, version_id, last_updated, deleted FROM resources WHERE tenant = ? AND type = ? AND id = ?',
+      `SELECT pk, version_id, last_updated, deleted, ${utf8LengthOfContent(db)} AS bytes FROM resources WHERE tenant = ? AND type = ? AND id = ?`,
     ),
     current: db.query<CurrentRow, [string, string, string]>(
       'SELECT pk, version_id, last_updated, deleted, content FROM resources WHERE tenant = ? AND type = ? AND id = ?',
@@ -269,6 +273,17 @@ export function createWriter(
       if (closed) throw ended();
       const row = lookupContent(type, id);
       return row ? { versionId: row.version_id, lastUpdated: row.last_updated, deleted: row.deleted === 1, content: row.content! } : null;
+    },
+    async measured(type, id): Promise<MeasuredVersion | null> {
+      const turn = pacer.pace();
+      if (turn) await turn;
+      if (closed) throw ended();
+      let row = lookup(type, id);
+      if (row === null) return null;
+      const head = { versionId: row.version_id, lastUpdated: row.last_updated, deleted: row.deleted === 1 };
+      if (row.content === undefined && typeof row.bytes === 'number' && row.bytes >= MEASURED_TEXT_BYTES) return { ...head, bytes: row.bytes };
+      row = lookupContent(type, id)!;
+      return { ...head, content: row.content! };
     },
     async exists(type, id) {
       const row = lookup(type, id);

@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'bun:test';
 import type { SearchQuery, Store } from '../../../src/store/types.ts';
-import { StoreConflictError } from '../../../src/store/types.ts';
+import { MEASURED_TEXT_BYTES, StoreConflictError } from '../../../src/store/types.ts';
 import { ids, save, stored, tokens, uniqueTenant, version, versions } from './fixtures.ts';
 
 const byIdentifier = (value: string, system?: string): SearchQuery => ({
@@ -39,6 +39,29 @@ export function writesContract(store: () => Store) {
       expect(ids(await s.resources.search(t, byIdentifier('new')))).toEqual([]);
       expect(await s.resources.count(t, { type: 'Observation', sort: [], count: 10, compartment: 'keep' })).toBe(0);
       expect(await s.resources.changeToken(t, ['Patient', 'Observation'])).toBe(token);
+    });
+
+    test('measured() gives a small stored text, and of a large one its length in UTF-8 bytes alone; current() then reads it', async () => {
+      const s = store();
+      const t = uniqueTenant();
+      // 2-, 3- and 4-byte characters, and characters JSON escapes.
+      const large = await save(s, t, 'Basic', 'large', { body: { text: 'für 退院 🏥 "q"\n'.repeat(MEASURED_TEXT_BYTES / 8) } });
+      const small = await save(s, t, 'Basic', 'small', { body: { text: 'für' } });
+      await save(s, t, 'Basic', 'gone');
+      await save(s, t, 'Basic', 'gone', { versionId: 2, lastUpdated: 2_000, deleted: true });
+      await s.resources.write(t, async (w) => {
+        expect(await w.measured('Basic', 'large')).toEqual({ versionId: 1, lastUpdated: 1_700_000_000_000, deleted: false, bytes: Buffer.byteLength(large.content) });
+        expect(await w.measured('Basic', 'small')).toEqual({ versionId: 1, lastUpdated: 1_700_000_000_000, deleted: false, content: small.content });
+        expect(await w.measured('Basic', 'gone')).toEqual({ versionId: 2, lastUpdated: 2_000, deleted: true, content: '' });
+        expect(await w.measured('Basic', 'none')).toBeNull();
+        // The row measured() locked is read whole by current(), and then known whole.
+        expect((await w.current('Basic', 'large'))!.content === large.content).toBe(true);
+        expect((await w.measured('Basic', 'large'))!.content === large.content).toBe(true);
+        // This transaction's own writes, large ones included, with their text.
+        const next = version('Basic', 'small', { versionId: 2, lastUpdated: 3_000, body: { text: 'x'.repeat(MEASURED_TEXT_BYTES) } });
+        await w.put(next);
+        expect((await w.measured('Basic', 'small'))!.content === next.content).toBe(true);
+      });
     });
 
     test('present() names the ids of a type with a current row, deleted ones and this transaction\'s writes included, as ResourceRepo.present', async () => {

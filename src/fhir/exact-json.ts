@@ -568,6 +568,18 @@ export function stringifyExact(value: unknown, space?: number): string {
   return needsLiterals(value) ? JSON.stringify(value, restore as (key: string, value: unknown) => unknown, space) : JSON.stringify(value, null, space);
 }
 
+/**
+ * stringifyExact with every string that `swap` answers for written as its answer instead (a marker standing for a large
+ * string: resource.ts membersText). The replacer runs for every value, so only for values known to need it.
+ */
+export function stringifyExactSwapping(value: unknown, swap: (s: string) => string | undefined): string {
+  const literals = needsLiterals(value);
+  return JSON.stringify(value, function (this: Holder, key: string, v: unknown): unknown {
+    if (typeof v === 'string') return swap(v) ?? v;
+    return literals ? restore.call(this, key, v) : v;
+  });
+}
+
 /** The recorded literal of the number at `holder[key]`, if any (none: String(value) is its text). */
 export function literalOf(holder: unknown, key: string | number): string | undefined {
   return holder !== null && typeof holder === 'object' ? LITERALS.get(holder)?.get(String(key)) : undefined;

@@ -1,6 +1,6 @@
 import { FhirError } from '../errors.ts';
 import { MAX_JSON_DEPTH } from '../terminology/model/depth.ts';
-import { carryLiterals, type JsonScan, memberPath, parseExact, scanJson, stringifyExact } from './exact-json.ts';
+import { carryLiterals, type JsonScan, memberPath, parseExact, scanJson, stringifyExact, stringifyExactSwapping } from './exact-json.ts';
 import { hasEndpoint, ID_PATTERN, isResourceType } from './resource-types.ts';
 
 export type Resource = Record<string, unknown> & { resourceType: string; id?: string; meta?: Record<string, unknown> };
@@ -156,40 +156,70 @@ export function stampTail(resource: Resource): string {
   return tail + '}';
 }
 
-/** Characters from which a top-level string element is put into the stored text as it is, not serialised (membersText). */
+/** Characters from which a string element, at any depth, is put into the stored text as it is, not serialised (membersText). */
 export const SPLICED_CHARS = 1024 * 1024;
+
+/** How JSON writes the end of a marker (membersText) and its closing quote. */
+const MARKER_END = JSON.stringify('\u0000').slice(1);
 
 /** A character JSON.stringify writes otherwise than as itself: a quote, a backslash, a control character, a surrogate (alone or not). */
 const ESCAPED = /["\\\u0000-\u001f\ud800-\udfff]/;
 
 /**
- * stringifyExact of `members` without its opening brace (an object of the caller's own, whose top-level strings it may replace), with each
- * top-level string of SPLICED_CHARS or more that JSON writes as itself (a Binary's `data`: base64) put into the text
- * as it is rather than copied by the serialiser: each stands for a marker while the rest is written, and the text is
- * joined around it. The result is the same text (the join is a rope, flattened once, where the store binds it), and
- * a write of 50 MiB of content holds one copy fewer of its 67 Mi characters.
+ * stringifyExact of `members` without its opening brace, with each string of SPLICED_CHARS or more that JSON writes as
+ * itself, at any depth (a Binary's `data`, a DocumentReference's `content[].attachment.data`: base64), put into the
+ * text as it is rather than copied by the serialiser: the serialiser writes a marker of its own for each (its
+ * replacer, which runs only for a resource holding such a string: holdsSpliced), and the text is joined around them.
+ * The result is the same text (the join is a rope, flattened once, where the store binds it), and a write of 50 MiB of
+ * content holds one copy fewer of its 67 Mi characters.
  */
 function membersText(members: Record<string, unknown>): string {
-  const large: [string, string][] = [];
-  for (const k in members) {
-    const v = members[k];
-    if (typeof v === 'string' && v.length >= SPLICED_CHARS && !ESCAPED.test(v)) large.push([k, v]);
-  }
-  if (large.length === 0) return stringifyExact(members).slice(1);
-  // A marker holding characters JSON escapes, and a random part: text of the resource's own cannot hold its JSON form
-  // but by holding it whole, which the count below tells (then the resource is serialised as it is).
-  const marker = `\u0000spliced-${crypto.randomUUID()}\u0000`;
-  for (const [k] of large) members[k] = marker;
-  const text = stringifyExact(members);
-  const quoted = JSON.stringify(marker);
-  const pieces = text.split(quoted);
-  for (const [k, v] of large) members[k] = v;
+  if (!holdsSpliced(members)) return stringifyExact(members).slice(1);
+  // Markers holding a character JSON escapes and a random part, numbered: text of the resource's own holds one's JSON
+  // form only by holding it whole, which the numbering below tells (then the resource is serialised as it is).
+  const tag = `\u0000spliced-${crypto.randomUUID()}-`;
+  const large: string[] = [];
+  const text = stringifyExactSwapping(members, (s) => (s.length < SPLICED_CHARS || ESCAPED.test(s) ? undefined : `${tag}${large.push(s) - 1}\u0000`));
+  if (large.length === 0) return text.slice(1);
+  // Each marker once, in the order the serialiser wrote them: `"` and the tag as JSON writes it, the number, `\u0000"`.
+  const pieces = text.split(JSON.stringify(tag).slice(0, -1));
   if (pieces.length !== large.length + 1) return stringifyExact(members).slice(1);
-  // Object members are written in their order: the markers stand for the large strings in the order they were found.
   // The pieces are sliced, never the joined text (a slice of a rope would flatten it).
   let out = pieces[0]!.slice(1);
-  for (let i = 0; i < large.length; i++) out = out + '"' + large[i]![1] + '"' + pieces[i + 1]!;
+  for (let i = 0; i < large.length; i++) {
+    const end = `${i}${MARKER_END}`;
+    if (!pieces[i + 1]!.startsWith(end)) return stringifyExact(members).slice(1);
+    out = out + '"' + large[i]! + '"' + pieces[i + 1]!.slice(end.length);
+  }
   return out;
+}
+
+/** How many objects and arrays holdsSpliced reads, at most, below the top level. */
+const SPLICE_WALK = 1024;
+
+/**
+ * Whether `members` holds a string of SPLICED_CHARS or more: at the top level (a Binary's `data`), or below it within
+ * the first SPLICE_WALK objects and arrays, which a resource carrying a large attachment (a DocumentReference, Media,
+ * a DiagnosticReport's `presentedForm`) never reaches. A walk of every value of every resource written cost 20-30 ms
+ * on a CodeSystem of 100,000 concepts (docs/PERFORMANCE.md, fifty-fourth session); past the bound, a nested large string
+ * is serialised as any other (the text is the same, with one copy more).
+ */
+function holdsSpliced(members: Record<string, unknown>): boolean {
+  let steps = 0;
+  // true: found; false: none there, or the walk ran out of steps (then only top-level strings are looked at).
+  const walk = (v: object): boolean => {
+    if (++steps > SPLICE_WALK) return false;
+    if (Array.isArray(v)) {
+      for (let i = 0; i < v.length; i++) if (spliced(v[i])) return true;
+    } else {
+      for (const k in v) if (spliced((v as Record<string, unknown>)[k])) return true;
+    }
+    return false;
+  };
+  const spliced = (x: unknown): boolean =>
+    typeof x === 'string' ? x.length >= SPLICED_CHARS : x !== null && typeof x === 'object' && steps < SPLICE_WALK && walk(x);
+  for (const k in members) if (spliced(members[k])) return true;
+  return false;
 }
 
 /**

@@ -6,6 +6,7 @@ import { packVersions, unpackVersions } from '../../../src/fhir/import/packing.t
 import { prepareVersion, versionToWrite, type PreparedVersion } from '../../../src/fhir/prepared.ts';
 import { parseReference } from '../../../src/fhir/references.ts';
 import type { SharedKey } from '../../../src/store/types.ts';
+import { carryLiterals, parseExact, stringifyExact } from '../../../src/fhir/exact-json.ts';
 import { newId, SPLICED_CHARS, stamp, stampHead, stampTail, type Resource } from '../../../src/fhir/resource.ts';
 
 /** The stored text as composed before the split: resourceType, id, meta (versionId, lastUpdated, rest), rest. */
@@ -51,6 +52,55 @@ describe('stampHead + stampTail', () => {
     for (const r of cases) expect(stamp(r, 'id-1', 2, 5) === reference(r, 'id-1', 2, 5)).toBe(true);
     // The resource is left as it was given.
     expect(cases[0]!.data === big('QUJD')).toBe(true);
+  });
+
+  test('large nested strings (an attachment\'s data) are put into the text as they are: the serialiser never writes them', () => {
+    const big = (c: string) => c.repeat(SPLICED_CHARS);
+    const decimal = parseExact(`{"resourceType":"Basic","code":{"text":"c"},"extension":[{"url":"urn:a","valueDecimal":1.50},{"url":"urn:b","valueBase64Binary":"${big('QUJD')}"}]}`) as Resource;
+    const spliced: Resource[] = [
+      // Two attachments, the data first in one and last in the other; a string of an array; a number written as sent.
+      {
+        resourceType: 'DocumentReference', status: 'current',
+        content: [{ attachment: { data: big('QUJD'), contentType: 'application/pdf' } }, { attachment: { contentType: 'text/plain', title: 'two', data: big('QkNE') } }],
+      },
+      { resourceType: 'Patient', name: [{ given: ['Peter', big('J')], family: 'Chalmers' }] },
+      decimal,
+    ];
+    const escaped: Resource[] = [
+      // A nested string JSON escapes beside one it does not, and one holding what a marker's JSON looks like.
+      { resourceType: 'Media', status: 'completed', content: { data: big('QUJD'), title: big('"\n') + '😀' }, note: [{ text: big('x') + '\\u0000spliced-' }] },
+      // Beyond the objects the walk reads: serialised as any other string.
+      { resourceType: 'List', status: 'current', mode: 'working', entry: [...Array.from({ length: 1100 }, (_, i) => ({ item: { display: `item ${i}` } })), { item: { display: big('z') } }] },
+    ];
+    const expected = [...spliced, ...escaped].map((r) => {
+      const { resourceType, ...rest } = r;
+      return stringifyExact(carryLiterals(r, { resourceType, id: 'id-1', meta: { versionId: '2', lastUpdated: new Date(5).toISOString() }, ...rest }));
+    });
+    const stringify = JSON.stringify;
+    let longest = 0;
+    JSON.stringify = ((...a: Parameters<typeof stringify>) => {
+      const out = stringify.apply(JSON, a);
+      longest = Math.max(longest, out?.length ?? 0);
+      return out;
+    }) as typeof stringify;
+    const texts: string[] = [];
+    const written: number[] = [];
+    try {
+      for (const r of [...spliced, ...escaped]) {
+        longest = 0;
+        texts.push(stamp(r, 'id-1', 2, 5));
+        written.push(longest);
+      }
+    } finally {
+      JSON.stringify = stringify;
+    }
+    texts.forEach((text, i) => expect(text === expected[i]).toBe(true));
+    expect(texts[2]).toContain('"valueDecimal":1.50');
+    // The serialiser wrote the small rest of the spliced ones; the escaped string and the one past the walk, whole.
+    expect(written.slice(0, spliced.length).every((n) => n < 1000)).toBe(true);
+    expect(written.slice(spliced.length).every((n) => n > SPLICED_CHARS)).toBe(true);
+    // The resources are left as they were given.
+    expect((spliced[0]!.content as { attachment: { data: string } }[])[1]!.attachment.data === big('QkNE')).toBe(true);
   });
 
   test('versionToWrite completes a prepared version with its number and time', () => {

@@ -121,7 +121,7 @@ export function besideCount(wanted: number, excluded: ReadonlySet<string>): numb
  * Resolves a conditional query to at most one current resource (conditionMatches); two or more matches
  * are 412. The ids in `excluded` (a transaction deletes them) match nothing. A transaction's search is
  * recorded in `held`, to be searched again at its commit (HeldSearches); `expression` names the element (or header) holding its condition,
- * in the 412 and in searchBeside's 400. `answers`: the searches a transaction's planning read ahead (conditionSearch).
+ * in the 412 and in searchBeside's 400; without it (a REST update, patch or delete by its URL) the 412 names the criteria's parameters. `answers`: the searches a transaction's planning read ahead (conditionSearch).
  */
 export async function resolveCondition(
   deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, where: string, excluded: ReadonlySet<string> = new Set(), held?: HeldSearches, expression?: string,
@@ -130,10 +130,18 @@ export async function resolveCondition(
   const rows = await searchBeside(deps, req, type, query, where, excluded, 2, held, expression, answers);
   if (rows.length > 1) {
     throw new FhirError('precondition', `${where}: condition '${showCondition(type, query)}' matches more than one resource`, {
-      ...(expression === undefined ? {} : { expression: [expression] }),
+      expression: expression === undefined ? criteriaNames(query) : [expression],
     });
   }
   return rows[0];
+}
+
+/**
+ * The search parameters a REST conditional update, patch or delete selects by (its URL's criteria, as written, each
+ * once): what its 412 names, as a search's error names its parameter, where a Bundle entry's names its `request.url`.
+ */
+function criteriaNames(query: URLSearchParams): string[] {
+  return [...new Set([...query].filter(([k, v]) => isCriterion(k, v)).map(([k]) => k))];
 }
 
 /**

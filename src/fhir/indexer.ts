@@ -10,7 +10,13 @@ import { canonicalUnit, UCUM_SYSTEM } from './ucum.ts';
 
 type Json = Record<string, unknown>;
 
-/** Normalised string values are cut to this many characters (index keys stay small; longer prefixes compare on the cut). */
+/**
+ * Normalised string values are cut to this many UTF-16 units (index keys stay small; longer prefixes compare on the
+ * cut). A cut through a surrogate pair leaves U+FFFD in its half's place, as the databases stored it (a lone surrogate
+ * bound as UTF-8 is U+FFFD), so that the value compares alike in memory, as a bound value and in a JSON list of them
+ * (SQLite's json_each read `\ud83d` as the bytes ED A0 BD, which no stored value holds: a search of eight names or
+ * more missed a 256-character name whose 256th unit began an emoji).
+ */
 export const STRING_INDEX_CHARS = 256;
 
 const NOT_ASCII = /[^\x00-\x7f]/;
@@ -50,7 +56,7 @@ export function exactString(s: string): string {
  */
 export function normalizeString(s: string): string {
   const folded = NOT_ASCII.test(s) ? foldCase(s.normalize('NFD').replace(MARKS, '')) : s.toLowerCase();
-  return folded.length > STRING_INDEX_CHARS ? folded.slice(0, STRING_INDEX_CHARS) : folded;
+  return folded.length > STRING_INDEX_CHARS ? folded.slice(0, STRING_INDEX_CHARS).toWellFormed() : folded;
 }
 
 /**

@@ -638,7 +638,8 @@ export class SqlBuilder {
   private rangesJoined(type: string, c: Extract<Condition, { kind: 'string' }>): string {
     const s = this.alias('s');
     const j = this.alias('j');
-    const ranges = this.v(JSON.stringify(c.values.map((v) => [v.value, v.value + AFTER_PREFIX])));
+    // Well-formed, as a bound value is: JSON's `\ud800` of a lone surrogate is read by json_each as bytes no stored value holds.
+    const ranges = this.v(JSON.stringify(c.values.map((v) => [v.value.toWellFormed(), v.value.toWellFormed() + AFTER_PREFIX])));
     return `SELECT ${s}.res FROM json_each(${ranges}) ${j} CROSS JOIN search_string ${s} WHERE ${this.keyIn(s, 'search_string', type, [c.param], false)} ` +
       `AND ${s}.value >= ${j}.value ->> '$[0]' AND ${s}.value < ${j}.value ->> '$[1]'`;
   }

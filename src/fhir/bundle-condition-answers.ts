@@ -4,7 +4,7 @@
  * own: 1,000 conditional creates were 1,000 round trips to PostgreSQL, most of their planning. Conditions of one shape
  * (`identifier=urn:mrn|N` for every entry) are searched as one superset (valuesMerged, as their commit searches them again:
  * bundle-held-searches.ts), whose rows are given to each condition by matching in memory only the conditions in which
- * they differ (token conditions, and on SQLite string prefixes, each row narrowed first by its values: WrittenResources); those they share
+ * they differ (token conditions and string prefixes, each row narrowed first by its values: WrittenResources); those they share
  * the statement itself judged. A condition gets an answer only where it is exactly the search's: its matches all in
  * the superset (which is not cut short), fewer than its count (so that which of them a page holds never depends on
  * order), and its search a plain page (plainPageQuery). Any other is searched alone when its entry is planned.
@@ -64,7 +64,7 @@ export class GroupedConditionAnswers implements ConditionAnswers {
         this.answers.set(key, { rows: [], query: undefined });
         continue;
       }
-      const shape = shapeOf(plain.query, this.deps.store.kind === 'sqlite');
+      const shape = shapeOf(plain.query);
       if (shape === undefined) continue;
       (groups.get(shape) ?? groups.set(shape, []).get(shape)!).push({ key, query: plain.query });
     }
@@ -127,16 +127,16 @@ const keyOf = (type: string, params: URLSearchParams) => `${type}?${params}`;
 
 /**
  * The shape of a store query whose searches may be merged (valuesMerged): all but the values of its token conditions,
- * which the merged statement looks up by its index, a value at a time, and where `prefixes` (SQLite: Dialect.joinsRanges)
- * of its string conditions of prefixes, an index range each. Other string conditions must be the same: on PostgreSQL
- * their values merged are an `or` of ranges weighed for every row of the parameter (250 searches by family and given
- * among 5,000 Patients: 400 ms against 193 ms for each searched alone; by identifier, 291 against 492 ms).
- * Undefined without conditions.
+ * which the merged statement looks up by its index, a value at a time, and of its string conditions of prefixes, an
+ * index range each (Dialect.rangeList: a join on the list of ranges, on PostgreSQL too since the fifty-fifth session,
+ * where the `or` of them was weighed for every row of the parameter: 250 searches by family and given among 5,000
+ * Patients took 400 ms merged against 193 ms each searched alone; joined, 48 ms; docs/PERFORMANCE.md). Other string
+ * conditions must be the same. Undefined without conditions.
  */
-function shapeOf(query: SearchQuery, prefixes: boolean): string | undefined {
+function shapeOf(query: SearchQuery): string | undefined {
   const where = query.where ?? [];
   if (where.length === 0) return undefined;
-  const merges = (c: Condition) => c.kind === 'token' || (prefixes && c.kind === 'string' && c.values.every((v) => v.match === 'prefix'));
+  const merges = (c: Condition) => c.kind === 'token' || (c.kind === 'string' && c.values.every((v) => v.match === 'prefix'));
   return JSON.stringify({ ...query, where: where.map((c: Condition) => (merges(c) ? mergeShape(c) : undefined) ?? JSON.stringify(c)) });
 }
 

@@ -14,11 +14,13 @@ export type SqlValue = string | number;
 
 export interface Dialect {
   /**
-   * A string condition's prefix ranges, when it drives, are a join on a JSON list of them (SqlBuilder.rangesJoined: an
+   * A string condition's prefix ranges, when it drives, are a join on a list of them (SqlBuilder.rangesJoined: an
    * index range read for each), not an `or`: SQLite weighs an `or` of ranges for every row of the parameter's key (a
-   * merged given name of 250 prefixes among 5,000 Patients: 91 ms against 0.7 ms as the join; docs/PERFORMANCE.md).
+   * merged given name of 250 prefixes among 5,000 Patients: 91 ms against 0.7 ms as the join; docs/PERFORMANCE.md),
+   * and PostgreSQL tests every range of it on each row of the parameter the bitmap of its ranges reads. The FROM item
+   * (aliased `alias`) of `ranges`, [low, high) each, and the expressions of a range's two ends.
    */
-  joinsRanges?: boolean;
+  rangeList?: (b: SqlBuilder, ranges: [low: string, high: string][], alias: string) => { from: string; low: string; high: string };
   /** The SQL for "row `a` is not a deletion". */
   live(alias: string): string;
   placeholder(n: number): string;
@@ -222,7 +224,7 @@ export interface PlanCosts {
 export const textArray = (values: string[]): string => `{${values.map((v) => `"${v.replace(/["\\]/g, '\\$&')}"`).join(',')}}`;
 
 export const SQLITE: Dialect = {
-  joinsRanges: true,
+  rangeList: (b, ranges, j) => ({ from: `json_each(${b.v(JSON.stringify(ranges))}) ${j}`, low: `${j}.value ->> '$[0]'`, high: `${j}.value ->> '$[1]'` }),
   live: (a) => `${a}.deleted = 0`, placeholder: (n) => `?${n}`, probe: 'exists', driverJoin: 'CROSS JOIN',
   // CROSS JOIN keeps the driver first: each row's resource is read by its key.
   resourceOf: (pk, a = 'r') => `CROSS JOIN resources ${a} ON ${a}.pk = ${pk}`,
@@ -253,6 +255,11 @@ export const SQLITE: Dialect = {
 };
 
 export const POSTGRES: Dialect = {
+  // Two arrays unnested together, each element a range's end (the column's "C" collation compares them).
+  rangeList: (b, ranges, j) => ({
+    from: `unnest(${b.v(textArray(ranges.map((r) => r[0])))}::text[], ${b.v(textArray(ranges.map((r) => r[1])))}::text[]) AS ${j}(low, high)`,
+    low: `${j}.low`, high: `${j}.high`,
+  }),
   live: (a) => `NOT ${a}.deleted`, placeholder: (n) => `$${n}`, probe: 'lateral', driverJoin: 'JOIN',
   // Each row's resource by its key, in a lateral subquery the LIMIT keeps from being flattened: as a join, a
   // plan without statistics (a new database, a bulk import not yet analyzed) read the type's rows by (tenant,
@@ -393,7 +400,7 @@ function unionAll(b: SqlBuilder, rows: string[]): string {
 /** Upper bound of every string starting with a prefix (U+10FFFF sorts after any character, in UTF-8 bytes and in "C" collation). */
 const AFTER_PREFIX = '\u{10FFFF}';
 
-/** The fewest prefixes of a string condition joined as a list of ranges where the dialect does (Dialect.joinsRanges). */
+/** The fewest prefixes of a string condition joined as a list of ranges where the dialect does (Dialect.rangeList). */
 const RANGES_JOINED_FROM = 8;
 
 /** `s` with its ASCII letters, and those alone, in lower case: what Dialect.foldAscii computes in SQL. */
@@ -596,7 +603,7 @@ export class SqlBuilder {
       case 'uri-prefix':
         return this.select('search_index', (s, byRes) => this.keyed(s, 'search_index', type, c.param, byRes, this.any(c.values.map((v) => this.prefix(`${s}.value`, v)))));
       case 'string':
-        if (this.dialect.joinsRanges && c.values.length >= RANGES_JOINED_FROM && c.values.every((v) => v.match === 'prefix')) return this.rangesJoined(type, c);
+        if (this.dialect.rangeList && c.values.length >= RANGES_JOINED_FROM && c.values.every((v) => v.match === 'prefix')) return this.rangesJoined(type, c);
         return this.select('search_string', (s, byRes) => this.keyed(s, 'search_string', type, c.param, byRes, this.any(c.values.map((v) => this.stringTest(s, v)))));
       case 'date':
         return this.select('search_range', (s, byRes) => this.keyed(s, 'search_range', type, c.param, byRes, this.drivingRanges(s, c.tests.map((t) =>
@@ -631,17 +638,16 @@ export class SqlBuilder {
   }
 
   /**
-   * The rows of a string condition of prefixes (Dialect.joinsRanges) as a join on the JSON list of their ranges, each an
+   * The rows of a string condition of prefixes (Dialect.rangeList) as a join on the list of their ranges, each an
    * index range of the parameter's key: a resource with values in several ranges comes once for each, as an `or`'s
    * alternatives do (a driver's rows are made DISTINCT where they drive).
    */
   private rangesJoined(type: string, c: Extract<Condition, { kind: 'string' }>): string {
     const s = this.alias('s');
-    const j = this.alias('j');
     // Well-formed, as a bound value is: JSON's `\ud800` of a lone surrogate is read by json_each as bytes no stored value holds.
-    const ranges = this.v(JSON.stringify(c.values.map((v) => [v.value.toWellFormed(), v.value.toWellFormed() + AFTER_PREFIX])));
-    return `SELECT ${s}.res FROM json_each(${ranges}) ${j} CROSS JOIN search_string ${s} WHERE ${this.keyIn(s, 'search_string', type, [c.param], false)} ` +
-      `AND ${s}.value >= ${j}.value ->> '$[0]' AND ${s}.value < ${j}.value ->> '$[1]'`;
+    const list = this.dialect.rangeList!(this, c.values.map((v) => [v.value.toWellFormed(), v.value.toWellFormed() + AFTER_PREFIX]), this.alias('j'));
+    return `SELECT ${s}.res FROM ${list.from} CROSS JOIN search_string ${s} WHERE ${this.keyIn(s, 'search_string', type, [c.param], false)} ` +
+      `AND ${s}.value >= ${list.low} AND ${s}.value < ${list.high}`;
   }
 
   /**

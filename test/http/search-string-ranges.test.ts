@@ -1,6 +1,6 @@
 /**
- * A string condition of many prefixes (`given=a,b,...`), on both databases: on SQLite it drives as a join on the list of
- * its ranges (Dialect.joinsRanges), which must find what the `or` of them found, each resource once (overlapping
+ * A string condition of many prefixes (`given=a,b,...`), on both databases: on both it drives as a join on the list of
+ * its ranges (Dialect.rangeList: a JSON list on SQLite, unnested arrays on PostgreSQL), which must find what the `or` of them found, each resource once (overlapping
  * prefixes, several names of one resource), counted once in `_total`.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';

@@ -8,7 +8,7 @@ import { FhirError } from '../errors.ts';
 import type { Condition, IndexRows, ResourceVersion, SearchQuery } from '../store/types.ts';
 import { entryPath, located, type Entry } from './bundle-entries.ts';
 import type { Planned } from './bundle-ops.ts';
-import { conditionKey, parseCondition, searchBeside, showCondition } from './conditional.ts';
+import { besideCount, conditionKey, conditionParams, parseCondition, searchBeside, showCondition, type ConditionAnswers } from './conditional.ts';
 import { findResources, lookups } from './core-search.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import type { Resource } from './resource.ts';
@@ -94,24 +94,31 @@ export class UnmatchedConditionalReference extends FhirError {
  * by its `Type/id`; none or several are 412. References of one condition are resolved once. A value
  * naming an entry's fullUrl (`Observation?subject=urn:uuid:X`: `lookup` gives its `Type/id`) is searched
  * as that resource, as the entries' own conditions are (bundle-match-urls.ts; HAPI FHIR does the same).
- * A transaction's searches are recorded in `held`, to be searched again at its commit (HeldSearches).
+ * A transaction's searches are recorded in `held`, to be searched again at its commit (HeldSearches), and read ahead by
+ * `answers` first, those of one type and shape together (bundle-condition-answers.ts): one by one, 1,000 references by
+ * identifier were 1,000 statements.
  */
 export async function resolveConditionalReferences(
   deps: FhirDeps, req: FhirRequest, refs: ConditionalReference[], writes: TransactionWrite[], lookup: (fullUrl: string) => string | undefined, held?: HeldSearches,
+  answers?: AheadAnswers,
 ): Promise<void> {
   const found = new Map<string, string>();
   const writtenResources = new WrittenResources(writes, lookups(deps, req.tenant), (q) => findResources(deps, req.tenant, q));
-  for (const ref of refs) {
+  const conditionOf = (ref: ConditionalReference): { type: string; query: URLSearchParams } => {
     const written = ref.holder.reference;
     const type = written.slice(0, written.indexOf('?'));
+    if (!isResourceType(type)) throw new FhirError('invalid', `${ref.where}: conditional reference '${written}' does not name a known resource type`);
+    if (!hasEndpoint(type)) throw new FhirError('invalid', `${ref.where}: conditional reference '${written}' names ${type}, which has no RESTful endpoint and is never stored`);
+    // Values naming an entry's fullUrl are searched as its `Type/id`; others (a token's `urn:oid:` system too) as written.
+    return { type, query: withEntryIds(parseCondition(written, type, ref.where), lookup, () => false)! };
+  };
+  if (answers !== undefined) await answers.ahead(referenceSearches(refs, conditionOf, writtenResources));
+  for (const ref of refs) {
     try {
-      if (!isResourceType(type)) throw new FhirError('invalid', `${ref.where}: conditional reference '${written}' does not name a known resource type`);
-      if (!hasEndpoint(type)) throw new FhirError('invalid', `${ref.where}: conditional reference '${written}' names ${type}, which has no RESTful endpoint and is never stored`);
-      // Values naming an entry's fullUrl are searched as its `Type/id`; others (a token's `urn:oid:` system too) as written.
-      const query = withEntryIds(parseCondition(written, type, ref.where), lookup, () => false)!;
+      const { type, query } = conditionOf(ref);
       const key = conditionKey(type, query);
       let target = found.get(key);
-      if (target === undefined) found.set(key, (target = await resolveOne(deps, req, type, query, ref, writtenResources, held)));
+      if (target === undefined) found.set(key, (target = await resolveOne(deps, req, type, query, ref, writtenResources, held, answers)));
       ref.holder.reference = target;
     } catch (err) {
       throw err instanceof FhirError ? located(err, ref.element()) : err;
@@ -119,10 +126,41 @@ export async function resolveConditionalReferences(
   }
 }
 
-async function resolveOne(deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, ref: ConditionalReference, written: WrittenResources, held: HeldSearches | undefined): Promise<string> {
+/** Condition searches answered ahead (GroupedConditionAnswers): `ahead` reads them, searchBeside takes them. */
+export interface AheadAnswers extends ConditionAnswers {
+  ahead(searches: { type: string; params: URLSearchParams }[]): Promise<void>;
+}
+
+/**
+ * The searches of the distinct conditions of `refs` as resolveOne runs them (searchBeside's count beside the stored
+ * resources the transaction replaces); one that fails to parse or compile is left out, to fail at its reference.
+ */
+function referenceSearches(
+  refs: ConditionalReference[], conditionOf: (ref: ConditionalReference) => { type: string; query: URLSearchParams }, written: WrittenResources,
+): { type: string; params: URLSearchParams }[] {
+  const seen = new Set<string>();
+  const out: { type: string; params: URLSearchParams }[] = [];
+  for (const ref of refs) {
+    try {
+      const { type, query } = conditionOf(ref);
+      const key = conditionKey(type, query);
+      if (seen.has(key)) continue;
+      seen.add(key);
+      out.push({ type, params: conditionParams(type, query, ref.where, besideCount(2, written.replaced(type))) });
+    } catch {
+      // Refused as its reference is resolved.
+    }
+  }
+  return out;
+}
+
+async function resolveOne(
+  deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, ref: ConditionalReference, written: WrittenResources, held: HeldSearches | undefined,
+  answers: ConditionAnswers | undefined,
+): Promise<string> {
   const replaced = written.replaced(type);
   // Searched again at the commit (HeldSearches): a target deleted or a second match created meanwhile runs the Bundle again.
-  const stored = await searchBeside(deps, req, type, query, ref.where, replaced, 2, held, ref.element());
+  const stored = await searchBeside(deps, req, type, query, ref.where, replaced, 2, held, ref.element(), answers);
   const ids = new Set(stored.map((v) => v.id));
   for (const id of await writtenMatches(deps, req, type, query, written)) ids.add(id);
   const shown = `${ref.where}: conditional reference '${showCondition(type, query)}'`;

@@ -511,7 +511,9 @@ export async function rewriteReferences(
   if (conditional.length > 0) {
     // A fullUrl in a conditional reference's values (`Observation?subject=urn:uuid:X`) is searched as its entry's `Type/id`.
     const lookup = (item: string) => known(item) ?? ids.get(`${base}/${item}`);
-    await resolveConditionalReferences(deps, req, conditional, transactionWrites(planned), lookup, held);
+    // A transaction's read ahead, those of one type and shape together, as its conditional entries' are.
+    const answers = held === undefined ? undefined : new GroupedConditionAnswers(deps, req);
+    await resolveConditionalReferences(deps, req, conditional, transactionWrites(planned), lookup, held, answers);
   }
   return pending;
 }

@@ -253,7 +253,12 @@ function requireOneVersionEach(group: Held[]): Map<string, number> {
   return found;
 }
 
-/** The most searches of a group searched again in one statement where one of them all costs more than they do (requireGroupUnchanged). */
+/**
+ * The most searches of a group searched again in one statement where one of them all costs more than they do
+ * (requireGroupUnchanged). 50 was faster without others in the superset (a transaction of 1,000 creates by family and
+ * given on SQLite: 0.81 of the time) and 3-4.5 times slower with each name crossed with 3 other families, whose supersets
+ * then pass MERGED_OTHERS and fall back to the `or` (docs/PERFORMANCE.md, fifty-fifth session).
+ */
 const MERGED_AT_MOST = 25;
 
 /** The most resources a merged search (valuesMerged) may find beyond the searches' own, each matched in memory against every search. */

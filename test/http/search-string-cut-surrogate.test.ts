@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
-import { fhirClient, ids, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { expectOutcome, fhirClient, ids, type FhirClient, type Json } from '../helpers/fhir.ts';
 
 /** A family name whose 256th UTF-16 unit begins an emoji (U+1F600), distinct in its first 255 units. */
 const cutName = (head: string) => head + 'a'.repeat(255 - head.length) + '\u{1F600}tail';
@@ -38,6 +38,18 @@ await eachStore((kind, fresh) => {
       const res = await api.post('Patient', patient(cutName('create')), { 'If-None-Exist': condition });
       expect([res.status, ((await res.json()) as Json).id]).toEqual([200, stored.id]);
       expect(ids(await api.search(`Patient?name=${encodeURIComponent(cutName('create'))}`))).toEqual([stored.id]);
+    });
+
+    test('a lone surrogate a client sends is its 4xx naming where, never a 500 (guards)', async () => {
+      // Percent-encoded, a lone surrogate is no UTF-8: the search's and the condition's 400 naming the parameter.
+      expect((await expectOutcome(await api.get('Patient?name=x%ED%A0%80'), 400)).issue[0].expression).toEqual(['name']);
+      const header = await api.post('Patient', patient('Lone'), { 'If-None-Exist': `name=${['x%ED%A0%80', ...OTHERS].join(',')}` });
+      expect((await expectOutcome(header, 400)).issue[0].expression).toEqual(['If-None-Exist']);
+      // Escaped in JSON (`\ud800`), an entry's condition is no Unicode text: 422 at the element holding it.
+      const entry = [{ request: { method: 'POST', url: 'Patient', ifNoneExist: `name=${['x\ud800', ...OTHERS].join(',')}` }, resource: patient('Lone') }];
+      const tx = await api.post('', { resourceType: 'Bundle', type: 'transaction', entry });
+      expect((await expectOutcome(tx, 422)).issue[0].expression).toEqual(['Bundle.entry[0].request.ifNoneExist']);
+      expect(ids(await api.search('Patient?family=Lone'))).toEqual([]);
     });
 
     test("a transaction's conditional creates of nine such names find each its own", async () => {

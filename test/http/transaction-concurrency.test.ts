@@ -233,7 +233,9 @@ await eachStore((kind, fresh) => {
       const resources = t.store.resources;
       const search = resources.search;
       let moved = 0;
-      // Between the planning's two searches: ver-p leaves the first condition for the second's.
+      // Right after the planning's search of ver-a: ver-p leaves the first condition for the second's. The planning reads
+      // both conditions ahead in one statement (bundle-condition-answers.ts), as the state was before the move, so ver-b
+      // matches nothing there; searched one by one, ver-b's search came after the move and found ver-p too.
       resources.search = async (tenant, query) => {
         const rows = await search.call(resources, tenant, query);
         if (moved === 0 && JSON.stringify(query.where).includes('"ver-a"')) moved = (await put('ver-p', mrn('ver-b'))).status;
@@ -243,7 +245,7 @@ await eachStore((kind, fresh) => {
         const res = await send(['ver-a', 'ver-b'].map((id) => observation(`Patient?identifier=http://example.org/mrn|${id}`)));
         expect([moved, res.status]).toEqual([200, 412]);
         const outcome = (await res.json()) as Json;
-        expect([outcome.issue[0].expression, outcome.issue[0].diagnostics]).toEqual([['Bundle.entry[0].resource.subject'], expect.stringContaining('matches nothing')]);
+        expect([outcome.issue[0].expression, outcome.issue[0].diagnostics]).toEqual([['Bundle.entry[1].resource.subject'], expect.stringContaining('matches nothing')]);
       } finally {
         resources.search = search;
       }

@@ -8,7 +8,7 @@
  * libpq client of the host left Cinder on other defaults, with no password, or on another database.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createCliEnv } from '../helpers/cli.ts';
@@ -223,5 +223,34 @@ describe.skipIf(!pg || !bin)('the password file (PGPASSFILE, ?passfile=, ~/.pgpa
     const two = await attempt(`postgres://postgres@127.0.0.1:${cluster!.port},localhost:${cluster!.port}/postgres`, ['client', 'list', '--tenant', 't1'], { PGPASSFILE: matched });
     expect(two.code).toBe(2);
     expect(two.stderr).toContain(`the password file '${matched}' gives the URL's hosts different passwords, or some none`);
+  }, 60_000);
+
+  test("an empty password (the URL's `password=`, a service's) reads the file, whose password is the one sent", async () => {
+    const matched = file('pgpass-empty', `127.0.0.1:${cluster!.port}:postgres:postgres:${escaped}\n`);
+    expect(await attempt(`${base}?password=`, ['client', 'list', '--tenant', 't1', '--json'], { PGPASSFILE: matched })).toMatchObject({ code: 0, stderr: '' });
+    const services = file('pgpass-empty.conf', `[empty]\nhost=127.0.0.1\nport=${cluster!.port}\ndbname=postgres\nuser=postgres\npassword=\n`);
+    expect(await attempt('postgres://?service=empty', ['client', 'list', '--tenant', 't1', '--json'], { PGSERVICEFILE: services, PGPASSFILE: matched })).toMatchObject({ code: 0, stderr: '' });
+  }, 60_000);
+
+  test('a socket directory is matched by a line naming it before one naming localhost, as libpq built for that directory does', async () => {
+    // The server's socket, seen in /tmp (upstream libpq's default directory; Debian's is /var/run/postgresql).
+    const sql = (await import('postgres')).default(`${base}?sslmode=disable`, { max: 1, onnotice: () => undefined, pass: PASSWORD });
+    const [{ unix_socket_directories: socketDir }] = await sql<{ unix_socket_directories: string }[]>`SHOW unix_socket_directories`;
+    await sql.end();
+    const link = `/tmp/.s.PGSQL.${cluster!.port}`;
+    rmSync(link, { force: true });
+    symlinkSync(join(socketDir!.split(',')[0]!.trim(), `.s.PGSQL.${cluster!.port}`), link);
+    try {
+      cluster!.writeDataFile('pg_hba.conf', 'host all all 127.0.0.1/32 scram-sha-256\nlocal all all scram-sha-256\n');
+      await cluster!.reload();
+      const url = `postgres://postgres@/postgres?host=/tmp&port=${cluster!.port}`;
+      const lines = [`localhost:${cluster!.port}:postgres:postgres:wrong`, `/tmp:${cluster!.port}:postgres:postgres:${escaped}`];
+      expect(await attempt(url, ['client', 'list', '--tenant', 't1', '--json'], { PGPASSFILE: file('pgpass-dir', lines.join('\n') + '\n') })).toMatchObject({ code: 0, stderr: '' });
+      // A line naming localhost still serves a default directory no line names.
+      const local = file('pgpass-local', `localhost:${cluster!.port}:postgres:postgres:${escaped}\n`);
+      expect(await attempt(url, ['client', 'list', '--tenant', 't1', '--json'], { PGPASSFILE: local })).toMatchObject({ code: 0, stderr: '' });
+    } finally {
+      rmSync(link, { force: true });
+    }
   }, 60_000);
 });

@@ -141,7 +141,8 @@ function withPasswordFile(url: string, path: string, env: Env): Omit<LibpqUrl, '
   }
   const password = found[0];
   if (password === undefined) return { url, warnings: [] };
-  return { url: withParams(url, [['password', password]]), warnings: [], passwordFile: path };
+  // In place of an empty `password=` (the URL's or its service's): the driver would read that one, first, and send it.
+  return { url: withParams(withoutParams(url, ['password']), [['password', password]]), warnings: [], passwordFile: path };
 }
 
 /** The operating system's user, as the driver names it when nothing else does (postgres.js osUsername). */

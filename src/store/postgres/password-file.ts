@@ -10,15 +10,17 @@ export interface PasswordKey {
 
 /**
  * The directories libpq is commonly built to take as its default socket's (upstream `/tmp`, Debian's and Red Hat's
- * `/var/run/postgresql`): a connection there is matched as `localhost`, as libpq matches its own default directory.
+ * `/var/run/postgresql`), which it matches as `localhost` (libpq passwordFromFile compares the host with its own
+ * DEFAULT_PGSOCKET_DIR). Which one that is differs between builds: a line naming the directory is looked for first (what a
+ * libpq built for another directory matches, Debian's psql for `/tmp`), then one naming `localhost`.
  */
 const DEFAULT_SOCKET_DIRS = new Set(['/tmp', '/var/run/postgresql', '/run/postgresql']);
 
-/** The host a password file's line names for a connection to `host` (libpq passwordFromFile). */
-export function passwordFileHost(host: string): string {
-  if (host === '') return 'localhost';
+/** The hosts a password file's line may name for a connection to `host`, in the order they are looked for. */
+export function passwordFileHosts(host: string): string[] {
+  if (host === '') return ['localhost'];
   const dir = host.replace(/(.)\/+$/, '$1');
-  return DEFAULT_SOCKET_DIRS.has(dir) ? 'localhost' : host;
+  return DEFAULT_SOCKET_DIRS.has(dir) ? [host, 'localhost'] : [host];
 }
 
 /**
@@ -83,20 +85,22 @@ export function readPasswordFile(path: string): PasswordFile {
 }
 
 /**
- * The password of the first line of `lines` (`hostname:port:database:username:password`) that matches `key`, or
+ * The password of the first line of `lines` (`hostname:port:database:username:password`) that matches `key` (for a
+ * default socket directory, naming it, else `localhost`: passwordFileHosts), or
  * undefined: comment lines (`#` first) and empty ones skipped; an empty database or user name matches nothing.
  */
 export function passwordFor(lines: string[], key: PasswordKey): string | undefined {
   if (key.database === '' || key.user === '') return undefined;
-  const host = passwordFileHost(key.host);
-  for (const line of lines) {
-    if (line === '' || line.startsWith('#')) continue;
-    let rest: string | undefined = line;
-    for (const token of [host, key.port, key.database, key.user]) {
-      rest = matchField(rest, token);
-      if (rest === undefined) break;
+  for (const host of passwordFileHosts(key.host)) {
+    for (const line of lines) {
+      if (line === '' || line.startsWith('#')) continue;
+      let rest: string | undefined = line;
+      for (const token of [host, key.port, key.database, key.user]) {
+        rest = matchField(rest, token);
+        if (rest === undefined) break;
+      }
+      if (rest !== undefined) return unescapePassword(rest);
     }
-    if (rest !== undefined) return unescapePassword(rest);
   }
   return undefined;
 }

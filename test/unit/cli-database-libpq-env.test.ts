@@ -232,6 +232,20 @@ describe.skipIf(!pg || !bin)('the password file (PGPASSFILE, ?passfile=, ~/.pgpa
     expect(await attempt('postgres://?service=empty', ['client', 'list', '--tenant', 't1', '--json'], { PGSERVICEFILE: services, PGPASSFILE: matched })).toMatchObject({ code: 0, stderr: '' });
   }, 60_000);
 
+  test("cinder check, the database's diagnosis, says what the other commands say: the file not read, a refused password from it", async () => {
+    const open = file('pgpass-check-open', `*:*:*:*:${escaped}\n`, 0o644);
+    // Where the server asks for no password (the local one), the check runs, and says why the file was not read.
+    const local = await pg!.migrated();
+    const unread = await attempt(local.url, ['check'], { PGPASSFILE: open });
+    expect(unread.code).toBe(0);
+    expect(unread.stderr).toBe(`cinder: warning: password file '${open}' has group or world access; permissions should be u=rw (0600) or less: not read\n`);
+    const wrong = file('pgpass-check-wrong', '*:*:*:*:wrong\n');
+    const refused = await attempt(base, ['check'], { PGPASSFILE: wrong });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(`password authentication failed for user "postgres" (password retrieved from file '${wrong}')`);
+    expect(refused.stderr).not.toContain('wrong\n');
+  }, 60_000);
+
   test('a socket directory is matched by a line naming it before one naming localhost, as libpq built for that directory does', async () => {
     // The server's socket, seen in /tmp (upstream libpq's default directory; Debian's is /var/run/postgresql).
     const sql = (await import('postgres')).default(`${base}?sslmode=disable`, { max: 1, onnotice: () => undefined, pass: PASSWORD });

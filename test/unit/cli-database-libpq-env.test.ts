@@ -203,6 +203,8 @@ describe.skipIf(!pg || !bin)('the password file (PGPASSFILE, ?passfile=, ~/.pgpa
     writeFileSync(join(dir, 'home', '.pgpass'), `127.0.0.1:*:postgres:postgres:${escaped}\n`);
     chmodSync(join(dir, 'home', '.pgpass'), 0o600);
     expect(await attempt(base, ['client', 'list', '--tenant', 't1', '--json'])).toMatchObject({ code: 0, stderr: '' });
+    // An empty ?passfile= is ~/.pgpass, as libpq reads it: PGPASSFILE is not read then.
+    expect(await attempt(`${base}?passfile=`, ['client', 'list', '--tenant', 't1', '--json'], { PGPASSFILE: wrong })).toMatchObject({ code: 0, stderr: '' });
     // A password given (the URL's, PGPASSWORD) is used and the file not read.
     expect((await attempt(base, ['client', 'list', '--tenant', 't1'], { PGPASSWORD: 'wrong' })).code).toBe(1);
     rmSync(join(dir, 'home', '.pgpass'));

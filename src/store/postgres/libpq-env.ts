@@ -90,7 +90,7 @@ function checkFromEnv(name: string, key: string, value: string): void {
  * key words it does not name; then PGCONNECT_TIMEOUT for `connect_timeout` and the variables of ENV_KEY_WORDS (the driver
  * reads PGHOST, PGPORT, PGDATABASE, PGUSER and PGPASSWORD itself, url-options.ts the TLS variables, each after the service's);
  * then, when no password is given anywhere, the password file's line for the connection (`?passfile=`, else PGPASSFILE,
- * else ~/.pgpass). `service`, `servicefile` and `passfile` are taken out. PGHOSTADDR, which the driver cannot honour, is
+ * else ~/.pgpass; an empty `passfile` is ~/.pgpass, PGPASSFILE unread, as libpq has it). `service`, `servicefile` and `passfile` are taken out. PGHOSTADDR, which the driver cannot honour, is
  * refused as `hostaddr` is. A RangeError names the variable or file of a value that cannot be used.
  */
 export function libpqUrl(url: string, env: Env = process.env, home: string = env.HOME || homedir()): LibpqUrl {
@@ -119,7 +119,9 @@ export function libpqUrl(url: string, env: Env = process.env, home: string = env
   const out = withParams(withoutParams(url, ['service', 'servicefile', 'passfile']), added.filter(([k]) => k !== 'passfile'));
   // libpq reads the file when the password it has is none or empty.
   const passwordGiven = named.has('password') || !!query.get('password') || added.some(([k, v]) => k === 'password' && v !== '') || envValue(env, 'PGPASSWORD') !== undefined;
-  const fromFile = passwordGiven ? { url: out, warnings: [] } : withPasswordFile(out, passfile || envValue(env, 'PGPASSFILE') || join(home, '.pgpass'), env);
+  // A `passfile` given (the URL's, the service's), empty included, keeps PGPASSFILE unread; an empty one is ~/.pgpass.
+  const path = (passfile ?? envValue(env, 'PGPASSFILE')) || join(home, '.pgpass');
+  const fromFile = passwordGiven ? { url: out, warnings: [] } : withPasswordFile(out, path, env);
   return { ...fromFile, ...(service && { service }) };
 }
 

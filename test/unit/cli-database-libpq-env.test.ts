@@ -248,6 +248,15 @@ describe.skipIf(!pg || !bin)('the password file (PGPASSFILE, ?passfile=, ~/.pgpa
     expect(refused.stderr).not.toContain('wrong\n');
   }, 60_000);
 
+  test("a port named without a host (the URL's `?port=`, a service's) goes to PGHOST's host, as libpq's does, and its password file line is that host's", async () => {
+    const port = cluster!.port;
+    const passfile = file('pgpass-pghost', [`localhost:${port}:postgres:postgres:wrong`, `127.0.0.1:${port}:postgres:postgres:${escaped}`].join('\n') + '\n');
+    const vars = { PGPASSFILE: passfile, PGHOST: '127.0.0.1' };
+    expect(await attempt(`postgres://postgres@/postgres?port=${port}`, ['client', 'list', '--tenant', 't1', '--json'], vars)).toMatchObject({ code: 0, stderr: '' });
+    const services = file('pgpass-pghost.conf', `[portonly]\nport=${port}\ndbname=postgres\nuser=postgres\n`);
+    expect(await attempt('postgres://?service=portonly', ['client', 'list', '--tenant', 't1', '--json'], { ...vars, PGSERVICEFILE: services })).toMatchObject({ code: 0, stderr: '' });
+  }, 60_000);
+
   test('a socket directory is matched by a line naming it before one naming localhost, as libpq built for that directory does', async () => {
     // The server's socket, seen in /tmp (upstream libpq's default directory; Debian's is /var/run/postgresql).
     const sql = (await import('postgres')).default(`${base}?sslmode=disable`, { max: 1, onnotice: () => undefined, pass: PASSWORD });

@@ -66,7 +66,7 @@ export type Endpoints = { socket: string; port: number } | { host: string[]; por
 /**
  * The hosts of `url` as libpq takes them: the query's `host` (and `port`) before the authority's, a host that
  * is a path (`?host=/var/run/postgresql`, or `%2Fvar%2Frun%2Fpostgresql` as the authority) the directory of the
- * server's Unix-domain socket, an IPv6 address in brackets; no port, PGPORT's or 5432. Undefined for a URL
+ * server's Unix-domain socket, an IPv6 address in brackets; no host, PGHOST's or localhost; no port, PGPORT's or 5432. Undefined for a URL
  * postgres.js reads itself (neither a socket, brackets, nor a `host` or `port` in its query).
  */
 export function endpoints(url: string): Endpoints | undefined {
@@ -76,9 +76,11 @@ export function endpoints(url: string): Endpoints | undefined {
   const queryPort = query.get('port');
   if (!hosts.includes('[') && !hosts.includes('%') && queryHost === null && queryPort === null) return undefined;
   const fallback = Number(process.env.PGPORT) || 5432;
-  const listed = (queryHost ?? hosts).split(',').map((h) => {
+  // No host in the URL (a `port` alone, the query's or a service's): PGHOST's, as libpq reads it (bare, as the query's).
+  const bare = queryHost ?? (hosts === '' ? process.env.PGHOST || '' : null);
+  const listed = (bare ?? hosts).split(',').map((h) => {
     // The query's hosts are bare (their ports are the query's `port`); the authority's may carry one.
-    const m = queryHost === null ? /^\[([^\]]*)\](?::(\d*))?$|^([^:]*)(?::(\d*))?$/.exec(h) : null;
+    const m = bare === null ? /^\[([^\]]*)\](?::(\d*))?$|^([^:]*)(?::(\d*))?$/.exec(h) : null;
     let host = m?.[1] ?? m?.[3] ?? h;
     try {
       host = decodeURIComponent(host);

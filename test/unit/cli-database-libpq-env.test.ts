@@ -9,7 +9,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { createCliEnv } from '../helpers/cli.ts';
 import { createPgCluster, postgresBinDir, type PgCluster } from '../helpers/pg-cluster.ts';
@@ -38,7 +38,7 @@ const LIBPQ_VARS = [
 
 /** A command's exit code and stderr with libpq's variables `vars` set (and the others unset), HOME an empty directory. */
 async function attempt(url: string, argv: string[], vars: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
-  const saved = Object.fromEntries([...LIBPQ_VARS, 'HOME'].map((k) => [k, process.env[k]]));
+  const saved = Object.fromEntries([...LIBPQ_VARS, 'HOME', 'USER', 'LOGNAME', 'USERNAME'].map((k) => [k, process.env[k]]));
   for (const k of LIBPQ_VARS) delete process.env[k];
   process.env.HOME = join(dir, 'home');
   Object.assign(process.env, vars);
@@ -255,6 +255,16 @@ describe.skipIf(!pg || !bin)('the password file (PGPASSFILE, ?passfile=, ~/.pgpa
     expect(await attempt(`postgres://postgres@/postgres?port=${port}`, ['client', 'list', '--tenant', 't1', '--json'], vars)).toMatchObject({ code: 0, stderr: '' });
     const services = file('pgpass-pghost.conf', `[portonly]\nport=${port}\ndbname=postgres\nuser=postgres\n`);
     expect(await attempt('postgres://?service=portonly', ['client', 'list', '--tenant', 't1', '--json'], { ...vars, PGSERVICEFILE: services })).toMatchObject({ code: 0, stderr: '' });
+  }, 60_000);
+
+  test("no user named: the file's line of the process's own user, whom the driver connects as, whatever USER says", async () => {
+    const me = userInfo().username;
+    const sql = (await import('postgres')).default(`${base}?sslmode=disable`, { max: 1, onnotice: () => undefined, pass: PASSWORD });
+    if (me !== 'postgres') await sql.unsafe(`CREATE ROLE "${me.replace(/"/g, '""')}" LOGIN SUPERUSER PASSWORD '${PASSWORD.replace(/'/g, "''")}'`);
+    await sql.end();
+    const passfile = file('pgpass-os-user', [`*:*:*:someone_else:wrong`, `*:*:*:${me}:${escaped}`].join('\n') + '\n');
+    const url = `postgres://127.0.0.1:${cluster!.port}/postgres`;
+    expect(await attempt(url, ['client', 'list', '--tenant', 't1', '--json'], { PGPASSFILE: passfile, USER: 'someone_else', LOGNAME: 'someone_else' })).toMatchObject({ code: 0, stderr: '' });
   }, 60_000);
 
   test('a socket directory is matched by a line naming it before one naming localhost, as libpq built for that directory does', async () => {

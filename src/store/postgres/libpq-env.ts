@@ -147,9 +147,16 @@ function withPasswordFile(url: string, path: string, env: Env): Omit<LibpqUrl, '
   return { url: withParams(withoutParams(url, ['password']), [['password', password]]), warnings: [], passwordFile: path };
 }
 
-/** The operating system's user, as the driver names it when nothing else does (postgres.js osUsername). */
+/**
+ * The operating system's user, as the driver names it when nothing else does (postgres.js osUsername): the process's
+ * own, as libpq's too; USERNAME, USER or LOGNAME only when it has none (a USER left from another account is not it).
+ */
 function osUser(env: Env): string {
-  return env.USERNAME || env.USER || env.LOGNAME || userInfo().username;
+  try {
+    return userInfo().username;
+  } catch {
+    return env.USERNAME || env.USER || env.LOGNAME || '';
+  }
 }
 
 /**

@@ -18,6 +18,7 @@ import { versionNumber } from './resource-types.ts';
 import { compileSearch, openCursor, searchResources } from './search.ts';
 import { checkSearchTypes, searchTypes } from './search-system.ts';
 import { ownCursor, pagedAt } from './search-time.ts';
+import { carriedTotal } from './search-total.ts';
 import { instanceShape } from './subset.ts';
 import { safeTimeNow } from '../store/write-times.ts';
 
@@ -99,7 +100,7 @@ async function checkOne(deps: FhirDeps, req: FhirRequest, entry: Entry): Promise
     checkRestType(entry.type);
     requireAccess(req.access, entry.type, 's');
     // A place in a sort on parameters is sealed: opened for the tenant, as the search after the commit opens it.
-    const { own } = ownCursor(entry.query!);
+    const { params: own } = carriedTotal(ownCursor(entry.query!).own);
     compileSearch(entry.type, own, false, deps.clock.now(), undefined, await openCursor(deps, req, entry.type, own.get('_cursor')));
   }
 }

@@ -26,6 +26,7 @@ import { CONTROL_CHARACTER } from './validation/primitives.ts';
 import { TEXT_MAX_QUERY_WORDS } from './text-index.ts';
 import { checkOffset, parseOffset, searchAtOffset } from './search-offset.ts';
 import { sortKeysOf } from './search-order.ts';
+import { carriedTotal, carrying, pageTotal, totalContext } from './search-total.ts';
 import { boundedValue } from '../store/index-limits.ts';
 
 export const DEFAULT_COUNT = 50;
@@ -1343,10 +1344,11 @@ export async function plainPageQuery(deps: FhirDeps, req: FhirRequest, type: str
 
 /** A page of a type-level search, from its start or its `_cursor` (searchResources). */
 async function searchPage(
-  deps: FhirDeps, req: FhirRequest, type: string, params: URLSearchParams, strict: boolean, within?: Compartment,
+  deps: FhirDeps, req: FhirRequest, type: string, given: URLSearchParams, strict: boolean, within?: Compartment,
 ): Promise<SearchResult> {
   checkRestType(type);
   requireAccess(req.access, type, 's');
+  const { params, carried } = carriedTotal(given);
   const contained = containedMode(params);
   if (contained) return searchContained(deps, req, type, params, strict, contained, within);
   const compartment = patientOf(within);
@@ -1359,9 +1361,12 @@ async function searchPage(
   if (compiled.summary === 'count' || query.count === 0) {
     return { rows: [], included: [], total: await requiredCount(deps, req, query), warnings, self };
   }
-  // `_total` is counted while the page is read (on PostgreSQL on a connection of its own); a failed
-  // page leaves the count's outcome unread, so it is caught here.
-  const counting = total === 'accurate' || total === 'estimate' ? count() : undefined;
+  // `_total` is counted while the page is read (on PostgreSQL on a connection of its own), or carried from
+  // the page before while the tenant's data is unchanged (search-total.ts); a failed page leaves the count's
+  // outcome unread, so it is caught here.
+  const counting = total === 'accurate' || total === 'estimate'
+    ? (await pageTotal(deps, req, carried, totalContext(req, cursorContext(req, type), self, query, within), count)).counting
+    : undefined;
   counting?.catch(() => undefined);
   const keep = keptInReach(deps, req, type, compartment);
   // A place in a sort on parameters is a cursor of a plain page (below): the core matches and those
@@ -1390,8 +1395,9 @@ async function searchPage(
   if (compiled.cursor !== undefined) result.page = pageLinks(compiled);
   const first = !query.after && !query.afterKeys && !query.offset && !compiled.coreOffset;
   const counted = await counting;
-  if (counted !== undefined) result.total = counted;
+  if (counted?.total !== undefined) result.total = counted.total;
   else if (total !== 'none' && first && !result.next) result.total = result.rows.length;
+  if (result.next !== undefined && counted?.carry !== undefined) result.next = carrying(result.next, await counted.carry());
   if (compiled.includes.length || compiled.revincludes.length) {
     const inc = await addIncludes(deps, req, compiled, result.rows);
     result.included = inc.included;

@@ -368,6 +368,13 @@ export interface ResourceRepo extends CompartmentReads {
   claims(tenant: string, keys: string[]): Promise<number[]>;
   /** Runs `fn` in one transaction. Throws what `fn` throws, after rolling back. */
   write<T>(tenant: string, fn: (w: ResourceWriter) => Promise<T>): Promise<T>;
+  /**
+   * The tenant's write mark: a value that moves with every committed transaction changing the tenant's resources
+   * or their index rows (a write, an import, a reindex, an expunge of current rows), by any process. Read before a
+   * statement, an equal mark read later proves that statement's answer still holds (a `_total` carried across a
+   * search's pages, src/fhir/search-total.ts).
+   */
+  writeMark(tenant: string): Promise<string>;
   /** A value that changes whenever any resource of these types changes in this tenant (any process). */
   changeToken(tenant: string, types: string[]): Promise<string>;
   /** changeToken of each of `tenants` (at most 1,000), read together in one statement. */

@@ -1,7 +1,7 @@
 import type { ExpungeBatch, ExpungeRepo } from '../types.ts';
 import { expungeBatch, type ExpungeStatements } from '../expunge-batch.ts';
 import type { Pg, PgTx } from './db.ts';
-import { deleteIndexRows } from './write-sql.ts';
+import { deleteIndexRows, markWrite } from './write-sql.ts';
 import { transaction } from './transaction.ts';
 
 /**
@@ -80,6 +80,8 @@ export function createPostgresExpunge(sql: Pg): ExpungeRepo {
             DELETE FROM subscription_event_tally WHERE ${b.type === 'Subscription'} AND tenant = ${b.tenant} AND subscription_id = ANY(${ids}::text[])
           )
           DELETE FROM resources WHERE pk = ANY(${pks}::bigint[])`;
+        // Current rows removed: the tenant's counts may change, so its write mark moves (ResourceRepo.writeMark).
+        await markWrite(tx, b.tenant);
       },
     };
   };

@@ -810,4 +810,16 @@ UPDATE index_state SET value = 21 WHERE name = 'model' AND NOT EXISTS (SELECT 1 
 UPDATE index_state SET value = 22 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
 `,
   },
+  {
+    version: 51,
+    name: 'tenant_writes',
+    sql: `
+-- A tenant's write mark (ResourceRepo.writeMark): every transaction that changes a tenant's resources or their
+-- index rows (a write, an import, a reindex, an expunge) adds one to one of its rows, so that a search's \`_total\`
+-- carried in its next link is used again only while the mark (the rows' sum) has not moved
+-- (src/fhir/search-total.ts). Sixteen rows a tenant (by the writing backend), so that concurrent writers
+-- seldom wait for one another's row lock; each adds its one as the last statement before COMMIT.
+CREATE TABLE tenant_writes (tenant TEXT COLLATE "C" NOT NULL, shard INTEGER NOT NULL, n BIGINT NOT NULL, PRIMARY KEY (tenant, shard));
+`,
+  },
 ];

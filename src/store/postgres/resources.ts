@@ -522,6 +522,7 @@ export function createPostgresResources(sql: Pg, keys: KeysConnection, genericSq
           const value = await fn(w);
           fromFn = false;
           await w.flush();
+          await w.markWritten();
           return [value];
         });
         return result[0] as Awaited<ReturnType<typeof fn>>;
@@ -529,6 +530,10 @@ export function createPostgresResources(sql: Pg, keys: KeysConnection, genericSq
         // What fn throws is passed on as is; a failing COMMIT (e.g. deadlock) becomes a conflict.
         throw fromFn ? err : asConflict(err, 'write');
       }
+    },
+    async writeMark(tenant) {
+      const [row] = await sql<{ n: string }[]>`SELECT COALESCE(sum(n), 0)::text AS n FROM tenant_writes WHERE tenant = ${tenant}`;
+      return row!.n;
     },
     async changeToken(tenant, types) {
       // seq only grows and every write gives its row a seq drawn after the row was locked, so the sum

@@ -158,6 +158,16 @@ export async function deleteIndexRows(tx: PgTx, pks: number[]): Promise<void> {
 }
 
 /**
+ * Moves the tenant's write mark (ResourceRepo.writeMark) by one, on one of its sixteen rows (the backend's):
+ * the last statement of a transaction that changed its resources or index rows, so that the row lock it
+ * takes is held only for the COMMIT and concurrent writers of the tenant seldom wait for it.
+ */
+export async function markWrite(tx: PgTx, tenant: string): Promise<void> {
+  await tx`INSERT INTO tenant_writes (tenant, shard, n) VALUES (${tenant}, pg_backend_pid() % 16, 1)
+    ON CONFLICT (tenant, shard) DO UPDATE SET n = tenant_writes.n + 1`;
+}
+
+/**
  * Locks the current rows of these resources and returns them, with their stored text when `content`
  * (a reindex does not read it again). One index probe per key (a LATERAL join leaves the planner no
  * whole-table plan, even before statistics exist), in sorted key order so that concurrent writers lock

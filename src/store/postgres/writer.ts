@@ -6,7 +6,7 @@ import { copyVersions, reserveNumbers } from './copy.ts';
 import { createSubscriptionWrites } from './subscription-writes.ts';
 import { asConflict } from './db.ts';
 import type { PgTx } from './db.ts';
-import { createLookupBatcher, deleteIndexRows, deleteTableRows, liveKeys, insertIndexRows, presentIds, insertTokenAndCompartmentRows, insertVersions, lockVersions, replaceVersions } from './write-sql.ts';
+import { createLookupBatcher, deleteIndexRows, markWrite, deleteTableRows, liveKeys, insertIndexRows, presentIds, insertTokenAndCompartmentRows, insertVersions, lockVersions, replaceVersions } from './write-sql.ts';
 import type { IndexedVersion, LockedRow } from './write-sql.ts';
 import type { PostgresKeys } from './search-keys.ts';
 import { stageContents, type Staged } from './staged-content.ts';
@@ -19,6 +19,8 @@ const UNIQUE_VIOLATION = '23505';
 export interface PostgresWriter extends ResourceWriter {
   /** Writes every buffered put; `write()` calls it before COMMIT. */
   flush(): Promise<void>;
+  /** Moves the tenant's write mark when this transaction changed its resources or index rows: `write()`'s last statement before COMMIT. */
+  markWritten(): Promise<void>;
 }
 
 /**
@@ -40,6 +42,8 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
   /** Keys of the texts staged in this transaction (staged-content.ts). */
   let stagedKeys = 0;
   const stage = (vs: VersionToWrite[]) => stageContents(tx, vs, () => ++stagedKeys);
+  /** Whether this transaction wrote a version or replaced index rows (markWritten). */
+  let changed = false;
 
   function replacement(v: VersionToWrite, cur: LockedRow): { pk: number; v: VersionToWrite } {
     if (v.versionId <= cur.version_id) {
@@ -75,6 +79,7 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
 
   async function writePending(): Promise<void> {
     if (!pending.size) return;
+    changed = true;
     const batch = [...pending.values()];
     pending.clear();
     const replaced: { pk: number; v: VersionToWrite }[] = [];
@@ -105,6 +110,7 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
    */
   async function createFirst(vs: VersionToWrite[]): Promise<Map<string, number>> {
     if (!vs.length) return new Map();
+    changed = true;
     const indexKeys = await searchKeys.resolve(tenant, vs);
     const numbers = await reserveNumbers(tx, vs.length);
     const rows = vs.map((v, i) => ({ v, ...numbers[i]! }));
@@ -250,6 +256,7 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
         return [{ pk: row.pk, v }];
       });
       if (!versions.length) return;
+      changed = true;
       const indexKeys = await searchKeys.resolve(tenant, versions.map((x) => x.v));
       if (tables) await deleteTableRows(tx, versions.map((x) => x.pk), tables);
       else await deleteIndexRows(tx, versions.map((x) => x.pk));
@@ -291,6 +298,9 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
     flush: mapped('commit', async () => {
       await flush();
       await subscriptions.commit();
+    }),
+    markWritten: mapped('commit', async () => {
+      if (changed) await markWrite(tx, tenant);
     }),
   };
 }

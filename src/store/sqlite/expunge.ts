@@ -2,6 +2,7 @@ import type { Database } from 'bun:sqlite';
 import type { ExpungeBatch, ExpungeRepo } from '../types.ts';
 import { expungeBatch, type ExpungeCandidate, type ExpungeStatements } from '../expunge-batch.ts';
 import { INDEX_TABLES } from '../index-tables.ts';
+import { MARK_WRITE } from './writer.ts';
 
 type Value = string | number;
 
@@ -93,4 +94,6 @@ function removeRows(db: Database, b: ExpungeBatch, rows: ExpungeCandidate[]): vo
     db.prepare(`DELETE FROM subscription_events WHERE tenant = ? AND subscription_id IN ${inIds}`).run(b.tenant, ...ids);
   }
   db.prepare(`DELETE FROM resources WHERE pk IN ${inPks}`).run(...pks);
+  // Current rows removed: the tenant's counts may change, so its write mark moves (ResourceRepo.writeMark).
+  db.prepare(MARK_WRITE).run(b.tenant);
 }

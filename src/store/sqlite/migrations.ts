@@ -751,4 +751,14 @@ UPDATE index_state SET value = 21 WHERE name = 'model' AND NOT EXISTS (SELECT 1 
 UPDATE index_state SET value = 22 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
 `,
   },
+  {
+    version: 47,
+    name: 'tenant_writes',
+    sql: `
+-- A tenant's write mark (ResourceRepo.writeMark): every transaction that changes a tenant's resources or their
+-- index rows (a write, an import, a reindex, an expunge) adds one to its row, so that a search's \`_total\`
+-- carried in its next link is used again only while the mark has not moved (src/fhir/search-total.ts).
+CREATE TABLE tenant_writes (tenant TEXT NOT NULL, shard INTEGER NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (tenant, shard)) WITHOUT ROWID;
+`,
+  },
 ];

@@ -425,6 +425,9 @@ export function createSqliteResources(
         if (!scheduled) schedule();
       });
     },
+    async writeMark(tenant) {
+      return String(reader.query<{ n: number | null }, [string]>('SELECT sum(n) AS n FROM tenant_writes WHERE tenant = ?').get(tenant)!.n ?? 0);
+    },
     async changeToken(tenant, types) {
       const marks = types.map(() => '?').join(', ');
       const row = reader

@@ -9,6 +9,9 @@ import { BULK_TEXT_ROWS, TEXT_MERGE_DUE } from './text.ts';
 import { DB_NOW } from './export-jobs.ts';
 import { utf8LengthOfContent } from './text-length.ts';
 
+/** Moves a tenant's write mark (ResourceRepo.writeMark) by one: in every transaction that changes its resources or index rows. */
+export const MARK_WRITE = 'INSERT INTO tenant_writes (tenant, shard, n) VALUES (?, 0, 1) ON CONFLICT (tenant, shard) DO UPDATE SET n = n + 1';
+
 /**
  * A current row as a writer knows it; `content` only once current() (or a write) has needed it, `bytes` (its length in
  * UTF-8, null when the database cannot tell it without reading it: text-length.ts) when it was looked up.
@@ -90,6 +93,7 @@ export function createWriter(
     ),
     readSeq: db.query<{ value: number }, []>("SELECT value FROM counters WHERE name = 'resource_seq'"),
     storeSeq: db.query("UPDATE counters SET value = ? WHERE name = 'resource_seq'"),
+    markWrite: db.query(MARK_WRITE),
     toHistory: db.query(
       'INSERT INTO resource_history (tenant, type, id, version_id, last_updated, deleted, seq, content, method) ' +
         'SELECT tenant, type, id, version_id, last_updated, deleted, seq, content, method FROM resources WHERE pk = ?',
@@ -156,6 +160,8 @@ export function createWriter(
   }
   let seq: number | undefined;
   let written = 0;
+  /** Whether replaceIndex changed index rows (a reindex), which moves the tenant's write mark as a version does. */
+  let reindexed = false;
   /**
    * A put() writing its rows with turns of the event loop between them (pacedRows): another put() of this
    * transaction waits for it, so that no write of the same resource clears or adds rows in between.
@@ -303,9 +309,10 @@ export function createWriter(
       const row = q.vreadCurrent.get(tenant, type, id, versionId) ?? q.vreadHistory.get(tenant, type, id, versionId);
       return row ? { type: row.type, id: row.id, versionId: row.version_id, lastUpdated: row.last_updated, deleted: row.deleted === 1, content: row.content } : null;
     },
-    /** Stores the seq counter; returns how many versions this transaction wrote. */
+    /** Stores the seq counter and moves the tenant's write mark (ResourceRepo.writeMark); returns how many versions this transaction wrote. */
     finish() {
       if (seq !== undefined) q.storeSeq.run(seq);
+      if (written > 0 || reindexed) q.markWrite.run(tenant);
       return written;
     },
     /** Rows this writer left in search_text_recent and search_text_stale. */
@@ -452,6 +459,7 @@ export function createWriter(
     },
     async replaceIndex(items, tables) {
       if (!items.length) return;
+      reindexed = true;
       if (tables) return replaceTables(items, tables);
       // A reindex deletes and writes again every resource's words. FTS5 rewrites a segment once a
       // tenth of its rows are deleted (`deletemerge`), so the segments of a large index were rewritten

@@ -523,6 +523,15 @@ export class SqlBuilder {
    * resource's reference) would be large.
    */
   hasProbed = false;
+  /**
+   * A chain on the resource row (or the driver's row) is probed per row, its reference rows by their `res` and their
+   * values tested against the targets (SqlBuilder.chainTarget), rather than a set of every referring resource: in a
+   * sort walk's statements (searchSql with `driver: 'sort'`), which read a bounded window of the sort key's rows and
+   * where no condition is small enough to drive (so neither is the chain's referring set), each statement built
+   * that set again (`Observation?subject:Patient.gender=female&_sort=date`: every Observation of a female patient,
+   * for every window and tie the walk read).
+   */
+  chainProbed = false;
 
   /** Full-text conditions as sets even where the others are probed (Dialect.text.setWhenUndriven). */
   textAsSet = false;
@@ -670,8 +679,8 @@ export class SqlBuilder {
     return `SELECT CASE WHEN (${keys}) <= 1 THEN (${rows}) ELSE (${distinct()}) END AS n`;
   }
 
-  /** A chain's reference rows (of `type`) point at targets meeting the rest of the chain. */
-  private chainTarget(s: string, type: string, c: Condition & { kind: 'chain' }): string {
+  /** A chain's reference rows (of `type`; `byRes`: probed by their `res`) point at targets meeting the rest of the chain. */
+  private chainTarget(s: string, type: string, c: Condition & { kind: 'chain' }, byRes = false): string {
     if (c.canonical) return this.canonicalChain(s, type, c);
     const r = this.alias('r');
     const driver = this.dialect.drivenChainTargets ? c.where.findIndex(canDrive) : -1;
@@ -680,14 +689,23 @@ export class SqlBuilder {
       const d = this.alias('d');
       const rows = this.driverRows(c.where[driver]!, c.targetType)!;
       const inner = [`${r}.tenant = ${this.v(this.tenant)}`, `${r}.type = ${this.v(c.targetType)}`, this.dialect.live(r), ...c.where.filter((_, i) => i !== driver).map((w) => this.condition(w, r, c.targetType))];
-      const key = this.keyIn(s, 'search_index', type, [c.param], false, { systems: [c.targetType] });
+      const key = this.keyIn(s, 'search_index', type, [c.param], byRes, { systems: [c.targetType] });
       // Each row's resource read by its key (Dialect.resourceOf): joined, PostgreSQL took the misjudged target
       // type for a row or a few and read the condition's rows again for each target resource.
-      return `${key} AND ${s}.value IN (SELECT ${r}.id FROM (${rows}) ${d} ${this.dialect.resourceOf(`${d}.res`, r)} WHERE ${inner.join(' AND ')})`;
+      return `${key} AND ${this.targetIds(`${s}.value`, `SELECT ${r}.id FROM (${rows}) ${d} ${this.dialect.resourceOf(`${d}.res`, r)} WHERE ${inner.join(' AND ')}`, byRes)}`;
     }
     const inner = [`${r}.tenant = ${this.v(this.tenant)}`, `${r}.type = ${this.v(c.targetType)}`, this.dialect.live(r), ...c.where.map((w) => this.condition(w, r, c.targetType))];
-    const key = this.keyIn(s, 'search_index', type, [c.param], false, { systems: [c.targetType] });
-    return `${key} AND ${s}.value IN (SELECT ${r}.id FROM resources ${r} WHERE ${inner.join(' AND ')})`;
+    const key = this.keyIn(s, 'search_index', type, [c.param], byRes, { systems: [c.targetType] });
+    return `${key} AND ${this.targetIds(`${s}.value`, `SELECT ${r}.id FROM resources ${r} WHERE ${inner.join(' AND ')}`, byRes)}`;
+  }
+
+  /**
+   * `value` among a chain's target ids: inside the set, a semi-join; probed per row (chainProbed), a set of the dialect
+   * (Dialect.inSet), which PostgreSQL builds once per statement (an array hashed), where as a semi-join inside each
+   * row's lateral probe it looked the targets up again for every row (4 to 8 times the set's time).
+   */
+  private targetIds(value: string, ids: string, byRes: boolean): string {
+    return byRes ? this.dialect.inSet(value, ids) : `${value} IN (${ids})`;
   }
 
   /**
@@ -1014,7 +1032,11 @@ export class SqlBuilder {
       case 'text':
         return this.text(a, c, type);
       case 'chain':
-        // Always a set: probed per row, SQLite would look the targets up again for every row. Its rows' `res`
+        // A sort walk's bounded window: each row's reference rows probed (chainProbed), the targets one set.
+        if (!c.canonical && this.probesChains(a)) {
+          return this.rowsOf(a, 'search_index', (s, byRes) => this.chainTarget(s, type, c, byRes));
+        }
+        // Otherwise a set: probed per row, SQLite would look the targets up again for every row. Its rows' `res`
         // (live versions' alone), so a `_has` probe tests it on the reference row's (onProbedRows).
         return this.dialect.inSet(this.setKey(a), this.select('search_index', (s) => this.chainTarget(s, type, c)));
       case 'compartment':
@@ -1031,13 +1053,19 @@ export class SqlBuilder {
         // A chain or the same on contained resources' rows: one set, as the chain alone is (the
         // contained resources' rows probed for each resource row the chain's set rejected took SQLite
         // 1.6-1.9 × the time of the chain alone).
-        if (c.contained !== undefined && canDrive(c)) return this.dialect.inSet(this.setKey(a), this.driverRows(c, type)!);
+        // In a sort walk's window (chainProbed), each alternative probed on the row instead.
+        if (c.contained !== undefined && canDrive(c) && !this.probesChains(a)) return this.dialect.inSet(this.setKey(a), this.driverRows(c, type)!);
         return this.any(c.any.map((x) => this.condition(x, a, type)));
       case 'not':
         return `NOT (${this.condition(c.condition, a, type)})`;
       case 'and':
         return c.all.length === 0 ? '1 = 1' : `(${c.all.map((x) => this.condition(x, a, type)).join(' AND ')})`;
     }
+  }
+
+  /** Whether a chain on row `a` is probed per row (chainProbed): the resource row's, or the driver row's. */
+  private probesChains(a: string): boolean {
+    return this.chainProbed && (a === 'r' || a === DRIVER_ROW) && this.probeKey(a) !== undefined;
   }
 
   /**
@@ -2508,6 +2536,8 @@ export function searchSql(dialect: Dialect, tenant: string, q: SearchQuery, plan
   // The last of the first resources, read once (nthRow; its values come first in the statement).
   b.lastUpdatedUnindexed = dialect.plansLastUpdated && plan?.driver === undefined && keyset?.by !== 'lastUpdated';
   b.hasProbed = bounded;
+  // A sort walk's windows, and those of its ties (tiesPage): each reads a bounded window of rows.
+  b.chainProbed = plan?.driver === 'sort' || plan?.tied !== undefined;
   const bound = bounded ? `WITH bound AS MATERIALIZED (${nthRow(b, q, within!, keyset!.by === 'id' ? 'x.id AS id' : 'x.id AS id, x.last_updated AS last_updated')}) ` : '';
   const key = carriedKey(q, plan);
   const { from, where, driven, alone } = fromWhere(b, q, true, plan, bounded, true, key);

@@ -2,6 +2,7 @@ import type { CompositeEntry, IndexEntry, IndexRows, RangeEntry, StringEntry } f
 import { contactKey, reachesContactPoints } from './contact-points.ts';
 import { dateRange } from './dates.ts';
 import { compartmentPaths, paramsOf, type ParamDefinition, type ParamType } from './definitions.ts';
+import { foldCase, foldUndecomposed } from './case-fold.ts';
 import { evaluatePath, type CompiledPath } from './fhirpath.ts';
 import { absoluteType, isAbsoluteReference, parseReference } from './references.ts';
 import { textIndexOf } from './text-index.ts';
@@ -21,19 +22,6 @@ export const STRING_INDEX_CHARS = 256;
 
 const NOT_ASCII = /[^\x00-\x7f]/;
 const MARKS = /[\u0300-\u036f]/g;
-const FINAL_SIGMA = /\u03c2/g;
-const SHARP_S = /\u00df/g;
-const UNFOLDED = /[\u00df\u03c2]/;
-/**
- * Latin letters whose mark Unicode does not decompose (a stroke or a bar: `ø`, `ł`, `đ`, `ħ`), and those
- * written as ligatures or kept from runes (`æ`, `œ`, `ĳ`, `ð`, `þ`), in lower case, and the letters they
- * fold to, as Lucene's ASCII folding and ICU's Latin-ASCII transliteration fold them (index model 22).
- */
-const UNDECOMPOSED: Record<string, string> = {
-  '\u00e6': 'ae', '\u00f0': 'd', '\u00f8': 'o', '\u00fe': 'th', '\u0111': 'd', '\u0127': 'h', '\u0133': 'ij', '\u0140': 'l',
-  '\u0142': 'l', '\u014b': 'n', '\u0153': 'oe', '\u0167': 't', '\u0180': 'b', '\u01b6': 'z', '\u0268': 'i',
-};
-const UNDECOMPOSED_LETTER = /[\u00e6\u00f0\u00f8\u00fe\u0111\u0127\u0133\u0140\u0142\u014b\u0153\u0167\u0180\u01b6\u0268]/g;
 
 /**
  * A string's `exact` form, which `:exact` compares ("the whole string, including casing and accents"):
@@ -51,7 +39,7 @@ export function exactString(s: string): string {
  * lower case, so a character whose upper case is longer folds to it (`ß` to `ss`, `ﬁ` to `fi`), a
  * dotless `ı` and a long `ſ` to their ASCII letter, a final `ς` to `σ`, a capital `ẞ` to `ss` too
  * (index model 10); then the letters whose mark does not decompose and the ligatures to their letters
- * (`ø` to `o`, `ł` to `l`, `æ` to `ae`, `þ` to `th`: UNDECOMPOSED, index model 22), so that `soren`
+ * (`ø` to `o`, `ł` to `l`, `æ` to `ae`, `þ` to `th`: case-fold.ts UNDECOMPOSED, index model 22), so that `soren`
  * finds Søren as `muller` finds Müller. ASCII text is only lower-cased: the fold changes no ASCII character.
  */
 export function normalizeString(s: string): string {
@@ -60,25 +48,13 @@ export function normalizeString(s: string): string {
 }
 
 /**
- * Full case folding of accent-free text: upper then lower case (Unicode full case mappings), every sigma
- * `σ`; text that is ASCII once its accents are gone (`Müller`) is only lower-cased.
- */
-function foldCase(s: string): string {
-  if (!NOT_ASCII.test(s)) return s.toLowerCase();
-  const cased = s.toUpperCase().toLowerCase();
-  // Left by the lower-casing: `ς` (a sigma ending a word), `ß` (of a capital `ẞ`, which upper-casing keeps).
-  const folded = UNFOLDED.test(cased) ? cased.replace(FINAL_SIGMA, '\u03c3').replace(SHARP_S, 'ss') : cased;
-  return folded.replace(UNDECOMPOSED_LETTER, (c) => UNDECOMPOSED[c]!);
-}
-
-/**
  * American Soundex of a name (the `phonetic` parameter): letter + three digits, '' for no letters. Its
  * letters are the name's accents removed and the letters whose mark does not decompose, and ligatures,
- * read as their letters (UNDECOMPOSED: `Łukasz` is `Lukasz`, `Þór` `Thor`; index model 22).
+ * read as their letters (case-fold.ts UNDECOMPOSED: `Łukasz` is `Lukasz`, `Þór` `Thor`; index model 22).
  */
 export function soundex(name: string): string {
   const bare = name.normalize('NFD').replace(MARKS, '');
-  const read = NOT_ASCII.test(bare) ? bare.toLowerCase().replace(UNDECOMPOSED_LETTER, (c) => UNDECOMPOSED[c]!) : bare;
+  const read = NOT_ASCII.test(bare) ? foldUndecomposed(bare.toLowerCase()) : bare;
   const letters = read.replace(/[^A-Za-z]/g, '').toUpperCase();
   if (!letters) return '';
   const codes: Record<string, string> = { B: '1', F: '1', P: '1', V: '1', C: '2', G: '2', J: '2', K: '2', Q: '2', S: '2', X: '2', Z: '2', D: '3', T: '3', L: '4', M: '5', N: '5', R: '6' };

@@ -1,6 +1,6 @@
 import { FhirError } from '../errors.ts';
 import type { Condition, NumberTest, SearchQuery, SortKey } from '../store/interface/search.ts';
-import type { IndexTable, Store } from '../store/types.ts';
+import type { ReindexTable, Store } from '../store/types.ts';
 import { paramsOf } from './definitions.ts';
 import { canonicalParam, compartmentsOf, sortParam, storedIndex } from './indexer.ts';
 import { R4_RESOURCE_TYPES } from './resource-types.ts';
@@ -47,9 +47,11 @@ import { reachesContactPoints } from './contact-points.ts';
  * number (`/100{WBCs}`) or parenthesis, where it had none (src/fhir/ucum.ts); model 22 a string's Latin
  * letters whose mark does not decompose and its ligatures folded to their letters (`ø` as `o`, `ł` as `l`, `æ`
  * as `ae`, `þ` as `th`; indexer.ts normalizeString), where they were kept, and read so by a name's Soundex
- * (`phonetic`; indexer.ts soundex), which dropped them.
+ * (`phonetic`; indexer.ts soundex), which dropped them; model 23 the words of `_text` and `_content` case folded
+ * as string search folds them (case-fold.ts foldCase: `ß` as `ss`, a final `ς` as `σ`, `ø` as `o`, `æ` as `ae`;
+ * text-index.ts textWords), where they were only lower-cased.
  */
-export const INDEX_MODEL = 22;
+export const INDEX_MODEL = 23;
 
 /**
  * What each model changed. `touches`: a test of a stored resource's JSON, true for every resource whose
@@ -57,13 +59,14 @@ export const INDEX_MODEL = 22;
  * tables whose rows it changes, when not all of them (nor the words or the compartments). `reads`: the
  * search conditions that read the rows it changed, which give incomplete answers until a reindex from an
  * older model is done (`serve` answers every other search meanwhile: gatedStore); none: every condition.
+ * (`search_text` among `tables` names the words of `_text` and `_content`; the compartments are never named.)
  * A reindex from an older model rebuilds the resources that a test of a model after it names, every
  * resource when one of those models has none (model 1 changed rows of every resource), and of those only
  * the tables the models name, when each names some; a forced one rebuilds every resource, every row.
  */
 interface ModelChange {
   touches?: (content: string) => boolean;
-  tables?: IndexTable[];
+  tables?: ReindexTable[];
   reads?: (c: Condition) => boolean;
   /** Whether it changes compartments: a compartment search (or a patient-context token's) reads them. */
   compartments?: true;
@@ -240,7 +243,35 @@ const MODEL_CHANGES: Record<number, ModelChange | undefined> = {
     reads: readsFoldedRows,
     sorts: (k) => k.by === 'param' && k.table === 'search_string',
   },
+  // Text holding a character that full case folding changes or a letter model 22 folded (model 10's and model 22's
+  // characters, the same set: text-index.ts textWords folds as normalizeString does), as itself, as a JSON escape or
+  // as a narrative's numeric character reference (`&#248;`), now folded in the words of `_text` and `_content`: the
+  // words alone. Full-text conditions read them.
+  23: {
+    touches: (content) => FOLDED.test(content) || FOLDED_ESCAPE.test(content) || UNDECOMPOSED.test(content) || UNDECOMPOSED_ESCAPE.test(content) || referencesFolded(content),
+    tables: ['search_text'],
+    reads: (c) => c.kind === 'text',
+  },
 };
+
+/**
+ * Whether a narrative's numeric character reference (`&#248;`, `&#xD8;`; text-index.ts narrativeText decodes them
+ * into the words) names a character model 23 folds. An `&` written as a JSON escape (`\u0026`) is read back first.
+ */
+function referencesFolded(content: string): boolean {
+  const text = AMPERSAND_ESCAPE.test(content) ? JSON.stringify(JSON.parse(content)) : content;
+  if (!text.includes('&#')) return false;
+  for (const m of text.matchAll(CHARACTER_REFERENCE)) {
+    const ref = m[1]!;
+    const code = ref[0] === 'x' ? parseInt(ref.slice(1), 16) : parseInt(ref, 10);
+    if (code <= 0x7f || code > 0x10ffff) continue;
+    const c = String.fromCodePoint(code);
+    if (FOLDED.test(c) || UNDECOMPOSED.test(c)) return true;
+  }
+  return false;
+}
+const CHARACTER_REFERENCE = /&#(x[0-9a-fA-F]+|[0-9]+);/g;
+const AMPERSAND_ESCAPE = /\\u0026/i;
 
 /**
  * Whether src/fhir/ucum.ts reads `code` otherwise since model 21: a leading `/` with an operator after it
@@ -422,8 +453,8 @@ const ESCAPE = /\\u(?!00[0-7])[0-9a-fA-F]{4}/;
 const LEAP_SECOND = /"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:60(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})?"/;
 
 /** The index tables a reindex from `model` rewrites (see MODEL_CHANGES); undefined for every row. */
-export function tablesSince(model: number): IndexTable[] | undefined {
-  const tables = new Set<IndexTable>();
+export function tablesSince(model: number): ReindexTable[] | undefined {
+  const tables = new Set<ReindexTable>();
   for (let m = model + 1; m <= INDEX_MODEL; m++) {
     const changed = MODEL_CHANGES[m]?.tables;
     if (!changed) return undefined;

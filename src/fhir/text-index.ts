@@ -1,10 +1,13 @@
 /**
  * The text behind `_text` (the narrative) and `_content` (the whole resource): words, as both
  * databases' full-text indexes store them and as the in-memory matcher compares them. A word is a run
- * of letters and digits, accents removed and in lower case, so `Hémoglobine A1c/Total` holds the words
- * `hemoglobine`, `a1c` and `total`. Each side keeps its words in order, joined by spaces.
+ * of letters and digits, accents removed and case folded as string search folds them (case-fold.ts
+ * foldCase: `ß` as `ss`, a final `ς` as `σ`, `ø` as `o`, `æ` as `ae`; index model 23), so `Hémoglobine
+ * A1c/Total` holds the words `hemoglobine`, `a1c` and `total`, and `Søren Straße` `soren` and `strasse`.
+ * Each side keeps its words in order, joined by spaces.
  */
 import type { TextEntry, TextTerm } from '../store/types.ts';
+import { foldCase } from './case-fold.ts';
 
 type Json = Record<string, unknown>;
 
@@ -24,7 +27,8 @@ const MARKS = /\p{M}/gu;
 export function textWords(s: string): string[] {
   // Most text is ASCII: lower case and an ASCII split give the same words as the Unicode path.
   const ascii = !NOT_ASCII.test(s);
-  const folded = ascii ? s.toLowerCase() : s.normalize('NFD').replace(MARKS, '').toLowerCase();
+  // Every mark goes (not only the Latin accents string search drops): a mark is no letter, so it would split a word.
+  const folded = ascii ? s.toLowerCase() : foldCase(s.normalize('NFD').replace(MARKS, ''));
   const out: string[] = [];
   for (const w of folded.split(ascii ? ASCII_SEPARATOR : SEPARATOR)) if (w) out.push(w.length > TEXT_WORD_CHARS ? w.slice(0, TEXT_WORD_CHARS) : w);
   return out;

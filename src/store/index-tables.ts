@@ -1,4 +1,4 @@
-import type { IndexRows, IndexTable } from './types.ts';
+import type { IndexRows, IndexTable, ReindexTable } from './types.ts';
 
 /** The row lists of IndexRows (the words of `text` have a table of their own, `search_text`). */
 export type IndexRowLists = Omit<IndexRows, 'text'>;
@@ -54,9 +54,10 @@ export function rowCount(index: IndexRows): number {
   return index.tokens.length + index.strings.length + index.ranges.length + index.composites.length;
 }
 
-/** `index` with the rows of `tables` alone (no words): what a reindex of those tables writes. */
-export function onlyTables(index: IndexRows, tables: readonly IndexTable[]): IndexRows {
+/** `index` with the rows of `tables` alone (the words with `search_text` only): what a reindex of those tables writes. */
+export function onlyTables(index: IndexRows, tables: readonly ReindexTable[]): IndexRows {
   const out: IndexRows = { tokens: [], strings: [], ranges: [], composites: [] };
   for (const spec of INDEX_TABLES) if (tables.includes(spec.table)) (out[spec.rows] as unknown[]) = index[spec.rows];
+  if (tables.includes('search_text') && index.text) out.text = index.text;
   return out;
 }

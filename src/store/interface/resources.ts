@@ -1,6 +1,6 @@
 /** Resources: versions, the transactional writer, reads, search, history and index maintenance. */
 import type { CompartmentReads } from './compartments.ts';
-import type { Condition, IndexRows, IndexTable, SearchQuery } from './search.ts';
+import type { Condition, IndexRows, ReindexTable, SearchQuery } from './search.ts';
 import type { SnapshotPage, SnapshotQuery } from './snapshot.ts';
 import type { NotificationToWrite } from './subscriptions.ts';
 
@@ -139,10 +139,10 @@ export interface ResourceWriter {
    * Replaces the index and compartment rows of current, live resources (reindexing), leaving their
    * versions alone; resources that no longer exist or are deleted are skipped, and so is one whose
    * current version is not the item's `versionId` when given (it changed after the reindexer read it,
-   * and its own write indexed it). With `tables`, only the rows of those index tables are replaced
-   * (the items' other rows are ignored), and the words and compartments are kept as they are.
+   * and its own write indexed it). With `tables`, only the rows of those tables are replaced (the
+   * items' other rows are ignored): the words only with `search_text`, and the compartments never.
    */
-  replaceIndex(items: { type: string; id: string; versionId?: number; index: IndexRows; compartments: string[] }[], tables?: readonly IndexTable[]): Promise<void>;
+  replaceIndex(items: { type: string; id: string; versionId?: number; index: IndexRows; compartments: string[] }[], tables?: readonly ReindexTable[]): Promise<void>;
   /**
    * Moves each condition's claim on from `seen` (stamped `now`), in key order, and tells whether every
    * one was still at `seen`: false when another transaction has settled one of them since it was read

@@ -141,6 +141,9 @@ export interface CompositeTest {
 /** The index tables a `missing` condition can look in. */
 export type IndexTable = 'search_index' | 'search_string' | 'search_range' | 'search_composite';
 
+/** The tables a reindex can rewrite alone (ResourceWriter.replaceIndex): the index tables and the full-text words (`search_text`). */
+export type ReindexTable = IndexTable | 'search_text';
+
 /** A word of a `_text` or `_content` value (normalised as the index stores words); `prefix`: any word starting so. */
 export interface TextTerm {
   word: string;

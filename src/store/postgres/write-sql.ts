@@ -1,7 +1,7 @@
 import { specOf } from '../index-tables.ts';
 import type { KeyOf } from '../search-keys.ts';
 import { textScope } from '../text-scope.ts';
-import { MEASURED_TEXT_BYTES, type IndexTable, type VersionToWrite } from '../types.ts';
+import { MEASURED_TEXT_BYTES, type IndexTable, type ReindexTable, type VersionToWrite } from '../types.ts';
 import type { PgTx } from './db.ts';
 import { STAGED_TABLE, type Staged } from './staged-content.ts';
 
@@ -141,8 +141,8 @@ export async function insertTokenAndCompartmentRows(tx: PgTx, tenant: string, ro
     SELECT e.res, ${tenant}, e.patient, e.type FROM unnest(${cmp.ref}::bigint[], ${cmp.patient}::text[], ${cmp.type}::text[]) AS e(res, patient, type)`;
 }
 
-/** Deletes the rows of these index tables of these resource rows. */
-export async function deleteTableRows(tx: PgTx, pks: number[], tables: readonly IndexTable[]): Promise<void> {
+/** Deletes the rows of these tables (index tables, the words) of these resource rows. */
+export async function deleteTableRows(tx: PgTx, pks: number[], tables: readonly ReindexTable[]): Promise<void> {
   for (const table of tables) await tx`DELETE FROM ${tx(table)} WHERE res = ANY(${pks}::bigint[])`;
 }
 

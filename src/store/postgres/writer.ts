@@ -250,7 +250,7 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
       const versions = items.flatMap((item) => {
         const row = byKey.get(keyOf(item.type, item.id));
         if (!row || (item.versionId !== undefined && row.version_id !== item.versionId)) return [];
-        // With `tables`, the rows of those alone: no words, no compartments (they stay as they are).
+        // With `tables`, the rows of those alone (the words only with `search_text`), no compartments (they stay as they are).
         const only = tables ? { index: onlyTables(item.index, tables), compartments: [] } : {};
         const v: IndexedVersion = { ...item, ...only, versionId: row.version_id, lastUpdated: row.last_updated, deleted: false, content: '' };
         return [{ pk: row.pk, v }];

@@ -761,4 +761,16 @@ UPDATE index_state SET value = 22 WHERE name = 'model' AND NOT EXISTS (SELECT 1 
 CREATE TABLE tenant_writes (tenant TEXT NOT NULL, shard INTEGER NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (tenant, shard)) WITHOUT ROWID;
 `,
   },
+  {
+    version: 48,
+    name: 'text_words_folded',
+    sql: `
+-- Index model 23 (src/fhir/reindex.ts): the words of \`_text\` and \`_content\` are case folded as string search folds
+-- them (\`ß\` as \`ss\`, a final \`ς\` as \`σ\`, \`ø\` as \`o\`, \`æ\` as \`ae\`, \`þ\` as \`th\`; src/fhir/case-fold.ts foldCase,
+-- src/fhir/text-index.ts textWords), where they were only lower-cased. A database holding resources gets them from
+-- the reindex that \`cinder serve\` runs at start (only the resources holding such a character are rebuilt, their
+-- words alone); an empty one follows model 23.
+UPDATE index_state SET value = 23 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
+`,
+  },
 ];

@@ -1,5 +1,5 @@
 import type { Database, Statement } from 'bun:sqlite';
-import type { CurrentVersion, IndexTable, MeasuredVersion, ResourceVersion, ResourceWriter, VersionToWrite } from '../types.ts';
+import type { CurrentVersion, IndexTable, MeasuredVersion, ReindexTable, ResourceVersion, ResourceWriter, VersionToWrite } from '../types.ts';
 import { CLAIM_KEPT_MS, MEASURED_TEXT_BYTES, EVENTS_KEPT, inKeyOrder, StoreConflictError } from '../types.ts';
 import { columnsOf, INDEX_TABLES, onlyTables, rowsOf } from '../index-tables.ts';
 import type { KeyOf } from '../search-keys.ts';
@@ -183,7 +183,6 @@ export function createWriter(
     known.set(`${v.type}/${v.id}`, { pk, version_id: v.versionId, last_updated: v.lastUpdated, deleted: v.deleted ? 1 : 0, content: v.content });
   }
 
-  /** replaceIndex of the rows of `tables` alone: the words and compartments stay. */
   /**
    * Asks the pacer every INSERT_STEP items of a reindex (replaceIndex) whether to let the event loop turn, first
    * writing the rows collected (`rows`): a reindex batch beside `serve` (500 resources) held the thread for
@@ -197,12 +196,19 @@ export function createWriter(
     if (closed) throw ended();
   }
 
-  async function replaceTables(items: Parameters<ResourceWriter['replaceIndex']>[0], tables: readonly IndexTable[]): Promise<void> {
+  /** replaceIndex of the rows of `tables` alone: the compartments stay, and the words unless `search_text` is one. */
+  async function replaceTables(items: Parameters<ResourceWriter['replaceIndex']>[0], tables: readonly ReindexTable[]): Promise<void> {
     const specs = INDEX_TABLES.filter((t) => tables.includes(t.table));
+    const words = tables.includes('search_text');
+    // The words go to FTS5 directly, their merge left to after the run (as replaceIndex's of every row).
+    if (words) db.exec("INSERT INTO search_text (search_text, rank) VALUES ('deletemerge', 0)");
     let index = newIndexValues();
+    let text: Value[] = [];
     const rows = () => {
       addIndex(index);
+      addText(text, true);
       index = newIndexValues();
+      text = [];
     };
     for (const [i, item] of items.entries()) {
       await paceItems(i, rows);
@@ -211,8 +217,16 @@ export function createWriter(
       for (const t of specs) db.query(`DELETE FROM ${t.table} WHERE res = ?`).run(row.pk);
       const v = { ...item, index: onlyTables(item.index, tables), compartments: [], versionId: row.version_id, lastUpdated: row.last_updated, deleted: false, content: '' };
       entryValues(v, row.pk, index, []);
+      if (words) {
+        clearText(row.pk, true);
+        textValues(v, row.pk, text);
+      }
     }
     rows();
+    if (words) {
+      db.exec("INSERT INTO search_text (search_text, rank) VALUES ('deletemerge', 10)");
+      db.exec(`INSERT OR REPLACE INTO index_state (name, value) VALUES ('${TEXT_MERGE_DUE}', 1)`);
+    }
   }
 
   /**

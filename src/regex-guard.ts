@@ -1,4 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { createHash } from 'node:crypto';
 import { linearRegex } from './linear-regex.ts';
 
 /**
@@ -22,6 +23,10 @@ import { linearRegex } from './linear-regex.ts';
  * not refused to another, whose data it may run on in microseconds; each tenant pays for its own few runs. Each
  * tenant's are bounded on their own (MAX_PATTERNS): a tenant that proves a thousand patterns too costly starts
  * its own afresh, never another's (one set for all cleared every tenant's refusals, whose patterns then ran again).
+ * All tenants' together are bounded too (MAX_HELD): past it, the tenant holding the most gives up its oldest, so a
+ * tenant within its share (MAX_HELD over the tenants holding any) loses none to another. A tenant is held only once
+ * a run of its is slow (a lookup makes no entry, whatever tenant a request names), and a pattern longer than
+ * MAX_KEY_CHARS is kept by its digest, so what is held does not grow with the patterns' length.
  *
  * They are this process's, on purpose, not the database's: a refusal is a bound on the work a pattern costs, which
  * neither the interface nor DESIGN.md asks to persist, not an answer. A restart (or another process sharing the
@@ -38,6 +43,10 @@ const COSTLY_MS = 5;
 const DEBT_WINDOW_MS = 60_000;
 /** Most patterns a tenant has marked, and most accounts of slow runs it keeps: then its own start afresh. */
 const MAX_PATTERNS = 1000;
+/** Most refusals and accounts all tenants hold together: past it, the tenant holding the most gives up its oldest. */
+export const MAX_HELD = 10_000;
+/** A pattern (flags and source) longer than this is kept by its SHA-256 digest. */
+const MAX_KEY_CHARS = 256;
 
 /** A tenant's patterns marked too costly (flags and source), and its accounts of their slow runs. */
 interface TenantAccounts {
@@ -48,10 +57,63 @@ interface TenantAccounts {
 /** Each tenant's accounts ('' for work outside a tenant's: the CLI, start-up). */
 const tenants = new Map<string, TenantAccounts>();
 
+/** A tenant's accounts, made when it first has a slow run to keep. */
 function accountsOfTenant(tenant: string): TenantAccounts {
   let found = tenants.get(tenant);
   if (found === undefined) tenants.set(tenant, (found = { refused: new Set(), accounts: new Map() }));
   return found;
+}
+
+/** The key of a pattern: its flags and source, or their digest when longer than MAX_KEY_CHARS (remembered per RegExp). */
+const keys = new WeakMap<RegExp, string>();
+function keyOf(re: RegExp): string {
+  let key = keys.get(re);
+  if (key === undefined) {
+    key = `${re.flags}/${re.source}`;
+    if (key.length > MAX_KEY_CHARS) key = `#${createHash('sha256').update(key).digest('base64url')}`;
+    keys.set(re, key);
+  }
+  return key;
+}
+
+/**
+ * How many tenants hold accounts, how many refusals and accounts they hold together, and the characters of their
+ * keys (for tests and operators).
+ */
+export function regexGuardHeld(): { tenants: number; held: number; chars: number } {
+  let held = 0;
+  let chars = 0;
+  for (const t of tenants.values()) {
+    held += size(t);
+    for (const k of t.refused) chars += k.length;
+    for (const k of t.accounts.keys()) chars += k.length;
+  }
+  return { tenants: tenants.size, held, chars };
+}
+
+/**
+ * Past MAX_HELD in all, the tenant holding the most gives up its oldest account, else its oldest refusal, until
+ * they are within it; a tenant left with none is no longer held.
+ */
+function withinBound(): void {
+  let held = 0;
+  for (const t of tenants.values()) held += size(t);
+  while (held > MAX_HELD) {
+    let most: [string, TenantAccounts] | undefined;
+    for (const entry of tenants) {
+      if (most === undefined || size(entry[1]) > size(most[1])) most = entry;
+    }
+    const [tenant, own] = most!;
+    const oldest = own.accounts.keys().next();
+    if (!oldest.done) own.accounts.delete(oldest.value);
+    else own.refused.delete(own.refused.values().next().value!);
+    if (size(own) === 0) tenants.delete(tenant);
+    held--;
+  }
+}
+
+function size(t: TenantAccounts): number {
+  return t.refused.size + t.accounts.size;
 }
 
 /** The tenant whose accounts the runs of the current request or job are kept in (none outside them: one shared account). */
@@ -67,19 +129,22 @@ export function withRegexAccounts<T>(tenant: string, fn: () => T): T {
  * is `instead()`'s, or `tooCostly()` is thrown where that has none (undefined).
  */
 export function guarded<T>(re: RegExp, run: () => T, tooCostly: () => Error, instead?: () => T | undefined): T {
-  const own = accountsOfTenant(accountsOf.getStore() ?? '');
-  const key = `${re.flags}/${re.source}`;
-  if (own.refused.has(key)) return otherwise(instead, tooCostly);
+  const tenant = accountsOf.getStore() ?? '';
+  const key = keyOf(re);
+  if (tenants.get(tenant)?.refused.has(key)) return otherwise(instead, tooCostly);
   const start = performance.now();
   const result = run();
   const end = performance.now();
-  if (end - start > COSTLY_MS && slowRun(own, key, end - start, end)) {
+  if (end - start <= COSTLY_MS) return result;
+  const own = accountsOfTenant(tenant);
+  const costly = slowRun(own, key, end - start, end);
+  if (costly) {
     if (own.refused.size >= MAX_PATTERNS) own.refused.clear();
     own.refused.add(key);
     own.accounts.delete(key);
-    return otherwise(instead, tooCostly);
   }
-  return result;
+  withinBound();
+  return costly ? otherwise(instead, tooCostly) : result;
 }
 
 function otherwise<T>(instead: (() => T | undefined) | undefined, tooCostly: () => Error): T {

@@ -6,7 +6,7 @@
  * counted as the runs the guard let through.
  */
 import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
-import { guarded, withRegexAccounts } from '../../src/regex-guard.ts';
+import { guarded, MAX_HELD, regexGuardHeld, withRegexAccounts } from '../../src/regex-guard.ts';
 
 const realNow = performance.now.bind(performance);
 let clock = 0;
@@ -50,5 +50,31 @@ describe('regex guard accounts per tenant', () => {
     expect(attempt('s1', kept, 200)).toEqual({ ran: false, refused: true });
     // s2's first patterns were forgotten with its own set: run again.
     expect(attempt('s2', /^(?!x0)(c+)+$/, 1)).toEqual({ ran: true, refused: false });
+  });
+});
+
+describe('regex guard memory across tenants', () => {
+  test('a run that is not slow makes no entry, whatever tenant the request names', () => {
+    const before = regexGuardHeld();
+    for (let i = 0; i < 500; i++) expect(attempt(`unknown-${i}`, /^[a-z]+$/, 0)).toEqual({ ran: true, refused: false });
+    expect(regexGuardHeld()).toEqual(before);
+  });
+
+  test('all tenants together hold at most MAX_HELD; a tenant within its share keeps its refusal', () => {
+    const kept = /^(?!small)(d+)+$/;
+    expect(attempt('small', kept, 200)).toEqual({ ran: true, refused: true });
+    // 25 tenants prove a thousand patterns each too costly: 25,000 refusals, past what all may hold together.
+    for (let t = 0; t < 25; t++) {
+      for (let i = 0; i < 1_000; i++) attempt(`big-${t}`, new RegExp(`^(?!y${i})(e+)+$`), 200);
+    }
+    expect(regexGuardHeld().held).toBeLessThanOrEqual(MAX_HELD);
+    expect(attempt('small', kept, 200)).toEqual({ ran: false, refused: true });
+  });
+
+  test("a long pattern is kept by its digest: what is held does not grow with the patterns' length", () => {
+    const before = regexGuardHeld().chars;
+    const long = 'z'.repeat(10_000);
+    for (let i = 0; i < 100; i++) expect(attempt('long', new RegExp(`^(?!${long}${i})(f+)+$`), 200).refused).toBe(true);
+    expect(regexGuardHeld().chars - before).toBeLessThan(100 * 100);
   });
 });

@@ -33,7 +33,10 @@ const topic: Json = {
 };
 
 /** What the store double does to the delivery's reads of Observations while set. */
-type Fault = 'focus-gone' | 'include-refused' | 'server-fault' | undefined;
+type Fault = 'focus-gone' | 'include-refused' | 'server-fault' | 'throttled' | 'throttled-vread' | undefined;
+
+/** A refusal that asks for the same request later (429), as a rate limit or a busy service answers. */
+const throttled = () => new FhirError('too-many', 'injected: too many requests; retry after 1 s', { headers: { 'Retry-After': '1' } });
 
 const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((x) => x.cleanup())), 60_000);
@@ -66,8 +69,12 @@ for (const target of targets) {
       const resources = new Proxy(store.resources, {
         get: (repo, key) => {
           const real = Reflect.get(repo, key) as (...a: unknown[]) => unknown;
+          if (key === 'vread' && fault === 'throttled-vread') return (...a: unknown[]) => (a[1] === 'Observation' ? Promise.reject(throttled()) : real.apply(repo, a));
           if (key === 'vread') return (...a: unknown[]) => (fault === 'focus-gone' && a[1] === 'Observation' ? Promise.resolve(undefined) : fault === 'server-fault' && a[1] === 'Observation' ? Promise.reject(new Error('injected read fault')) : real.apply(repo, a));
-          if (key === 'read') return (...a: unknown[]) => (fault === 'include-refused' && a[1] === 'Observation' ? Promise.reject(new FhirError('forbidden', 'injected: the owner may not read Observation/o1 as it stands')) : real.apply(repo, a));
+          if (key === 'read') {
+            return (...a: unknown[]) => (fault === 'include-refused' && a[1] === 'Observation' ? Promise.reject(new FhirError('forbidden', 'injected: the owner may not read Observation/o1 as it stands'))
+              : fault === 'throttled' && a[1] === 'Observation' ? Promise.reject(throttled()) : real.apply(repo, a));
+          }
           return real;
         },
       });
@@ -140,6 +147,38 @@ for (const target of targets) {
       expect(received()).toEqual([]);
       expect(unexpected()).toHaveLength(1);
       expect(await t.store.subscriptions.waiting()).toBe(1);
+    }, 60_000);
+
+    test('a refusal to be retried (429) reading the includes fails the delivery, to be retried; sent whole once it passes', async () => {
+      expect((await call('PUT', 'Observation/o3', { resourceType: 'Observation', id: 'o3', status: 'final', code: { text: 'z' }, subject: { reference: 'Patient/p1' } })).status).toBe(201);
+      const waiting = await t.store.subscriptions.waiting();
+      const failures = unexpected().length;
+      fault = 'throttled';
+      t.clock.advance(60_000); // past the back-off of the guard's failed attempt: o2's delivery is tried again, then o3's
+      await drain();
+      fault = undefined;
+      // Not sent as the focus entry's error (a 429 settles nothing about the focus): a failed attempt, kept to be sent again.
+      expect(received()).toEqual([]);
+      expect(unexpected()).toHaveLength(failures + 1);
+      expect(await t.store.subscriptions.waiting()).toBe(waiting);
+      // Once nothing refuses it, the next attempt sends o2 whole, with its include.
+      t.clock.advance(60_000);
+      await drain();
+      const sent = received();
+      expect(sent.length).toBeGreaterThanOrEqual(1);
+      expect(sent[0]!.focus.resource?.id).toBe('o2');
+      expect(sent[0]!.focus.response.status).toBe('201');
+    }, 60_000);
+
+    test("$events: a 429 reading an event's focus is the request's answer, not the event withheld", async () => {
+      const subs = await json(call('GET', 'Subscription?status=active'));
+      const id = ((subs.entry as Json[])[0]!.resource as Json).id as string;
+      fault = 'throttled-vread';
+      const res = await call('GET', `Subscription/${id}/$events?content=id-only`);
+      fault = undefined;
+      expect(res.status).toBe(429);
+      const ok = await call('GET', `Subscription/${id}/$events?content=id-only`);
+      expect(ok.status).toBe(200);
     }, 60_000);
   });
 }

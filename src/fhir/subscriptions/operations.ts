@@ -12,7 +12,7 @@ import { readResource, vreadResource, type FhirDeps, type FhirRequest } from '..
 import { MAX_COUNT, searchResources } from '../search.ts';
 import { notificationBundle, statusParameters, type NotifiedEvent } from './notification.ts';
 import { ownerClient, ownerDigest, ownerPatient, ownerScopes, ownerUser } from './owner.ts';
-import { shapeIncluded } from './topic-bundle.ts';
+import { settledRefusal, shapeIncluded } from './topic-bundle.ts';
 import { isTopicCriteria, topicRequest } from './topic-subscription.ts';
 import { PAYLOAD_CONTENT, tenantTopics } from './topics.ts';
 
@@ -114,7 +114,8 @@ export async function subscriptionEvents(deps: FhirDeps, req: FhirRequest, base:
           if (include.length > 0) Object.assign(event, await shapeIncluded(deps, req, read, include));
         }
       } catch (err) {
-        if (!(err instanceof FhirError && err.status < 500)) throw err;
+        // A 408 or 429 (or a fault) is the request's answer, to be retried, not an event withheld for good.
+        if (!settledRefusal(err)) throw err;
         event.withheld = true;
       }
     }

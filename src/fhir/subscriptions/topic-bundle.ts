@@ -59,12 +59,22 @@ export async function topicBundle(deps: TopicBundleDeps, sub: NotifiedSubscripti
     } catch (err) {
       // What the Subscription, its topic or its owner's access cause (the focus no longer held, an include the owner may
       // not follow, a 4xx FhirError) is no fault of the server: the event is sent with that error as its entry's status
-      // and OperationOutcome, and no focus. A fault of the server or its database still fails the delivery (delivery.ts).
-      if (!(err instanceof FhirError) || err.status >= 500) throw err;
+      // and OperationOutcome, and no focus. A fault of the server or its database still fails the delivery (delivery.ts),
+      // as does a refusal to be retried (a 408 or 429): it is no answer about the focus, and an attempt later may carry it.
+      if (!settledRefusal(err)) throw err;
       event.error = { status: err.status, issues: err.issues };
     }
   }
   return notificationBundle({ ...status, type: 'event-notification', eventsSinceStart: event.number, events: [event] }, clock.now());
+}
+
+/**
+ * Whether `err` is a refusal that settles what an event's focus is for its reader (a FhirError under 500 but a 408
+ * or 429, which ask for the same request later): sent as the focus entry's error (delivery), or the event withheld
+ * (`$events`). Any other error fails the delivery or the request, to be retried.
+ */
+export function settledRefusal(err: unknown): err is FhirError {
+  return err instanceof FhirError && err.status < 500 && err.status !== 408 && err.status !== 429;
 }
 
 /**

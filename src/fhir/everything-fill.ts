@@ -81,7 +81,7 @@ export async function pageRows<R extends ResourceVersion>(
     if (first && rows.length === 1) {
       if (refs.stopped) return { ...refs, kept: 1 };
       warnings.length = before.warnings;
-      warnings.push(passedBound(rows[0]!, namesOf, refs));
+      warnings.push(passedBound(rows[0]!, namesOf, refs, since === undefined ? undefined : recent(refs.included).length));
       return { ...refs, kept: 1 };
     }
     warnings.length = before.warnings;
@@ -183,12 +183,14 @@ function fitted(rows: ResourceVersion[], namesOf: (row: ResourceVersion) => stri
 
 /**
  * The one warning of a page that is `row` alone, whose references pass what a page includes: how many resources
- * it names (`namesOf`, held or not), how many of them the page includes, and the Binaries of its attachments left
- * out (the first ten), to be read by the references it holds.
+ * it names (`namesOf`, held or not), how many of them the page includes (`since`: how many of those read were
+ * updated since `_since`, the page's, where it is given), and the Binaries of its attachments left out (the first
+ * ten), to be read by the references it holds.
  */
-function passedBound(row: ResourceVersion, namesOf: (row: ResourceVersion) => string[], refs: Referenced): FhirIssue {
+function passedBound(row: ResourceVersion, namesOf: (row: ResourceVersion) => string[], refs: Referenced, since?: number): FhirIssue {
   const name = `${row.type}/${row.id}`;
   const names = new Set(namesOf(row)).size;
   const binaries = refs.leftOut?.length ? ` (of its attachments' Binaries ${refs.leftOut.length} left out: ${namedBinaries(refs.leftOut)}, to be read by their url)` : '';
-  return issue('warning', 'too-costly', `${name} refers to ${names} resources, more than a page includes (${MAX_INCLUDES}): ${refs.included.length} are included and the others left out${binaries}; read them by the references ${name} holds`);
+  const included = since === undefined ? `${refs.included.length} are included` : `${refs.included.length} were read, ${since} of them updated since _since are included,`;
+  return issue('warning', 'too-costly', `${name} refers to ${names} resources, more than a page includes (${MAX_INCLUDES}): ${included} and the others left out${binaries}; read them by the references ${name} holds`);
 }

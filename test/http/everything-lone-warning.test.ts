@@ -54,6 +54,9 @@ await eachStore((kind, fresh) => {
           }),
         ],
       })).status).toBe(200);
+      // ol written again a minute later: `_since` between the writes returns it without the Practitioners it names.
+      t.clock.advance(60_000);
+      expect((await api.put('Observation/ol', { resourceType: 'Observation', id: 'ol', status: 'amended', code: { text: 'x' }, subject: { reference: 'Patient/pl' }, performer: PRACTITIONERS.map((id) => ({ reference: `Practitioner/${id}` })) })).status).toBe(200);
     });
     afterAll(() => t.close());
 
@@ -68,6 +71,24 @@ await eachStore((kind, fresh) => {
         });
         // The other pages warn of nothing.
         expect(pages.filter((p) => p !== page).flatMap((p) => p.issues)).toEqual([]);
+      }
+    }, 60_000);
+
+    test('_since: the warning counts the includes the page returns (those updated since), not those read', async () => {
+      const since = new Date(t.clock.now() - 30_000).toISOString();
+      for (const query of [`Patient/pl/$everything?_since=${since}`, `Patient/pl/$everything?_count=1&_since=${since}`]) {
+        const b = await api.search(query);
+        const entries = (b.entry ?? []) as Json[];
+        expect({
+          query,
+          matches: entries.filter((e) => e.search.mode === 'match').map(name),
+          included: entries.filter((e) => e.search.mode === 'include').length,
+          issues: entries.filter((e) => e.search.mode === 'outcome').flatMap((e) => e.resource.issue.map((i: Json) => i.diagnostics)),
+        }).toEqual({
+          query, matches: ['Observation/ol'], included: 0, issues: [
+            'Observation/ol refers to 1001 resources, more than a page includes (1000): 1000 were read, 0 of them updated since _since are included, and the others left out; read them by the references Observation/ol holds',
+          ],
+        });
       }
     }, 60_000);
 

@@ -45,6 +45,8 @@ await eachStore((kind, fresh) => {
           // pl: its Observation names the 1,001 Practitioners.
           put({ resourceType: 'Patient', id: 'pl' }),
           put({ resourceType: 'Observation', id: 'ol', status: 'final', code: { text: 'x' }, subject: { reference: 'Patient/pl' }, performer: PRACTITIONERS.map((id) => ({ reference: `Practitioner/${id}` })) }),
+          // Records before and after it, naming one Practitioner each: the pages around the lone one.
+          ...['ok', 'om'].map((id, i) => put({ resourceType: 'Observation', id, status: 'final', code: { text: 'x' }, subject: { reference: 'Patient/pl' }, performer: [{ reference: `Practitioner/${PRACTITIONERS[i]}` }] })),
           // pm: its DocumentReference names the 1,001 Practitioners as authors, and the 1,001 Binaries by url.
           put({ resourceType: 'Patient', id: 'pm' }),
           put({
@@ -71,6 +73,18 @@ await eachStore((kind, fresh) => {
         });
         // The other pages warn of nothing.
         expect(pages.filter((p) => p !== page).flatMap((p) => p.issues)).toEqual([]);
+      }
+    }, 60_000);
+
+    test('guard: the pages around the lone record return each record once, with what it names', async () => {
+      for (const query of ['Patient/pl/$everything', 'Patient/pl/$everything?_count=1', 'Patient/pl/$everything?_count=2', 'Patient/pl/$everything?_count=1&_type=Observation,Practitioner']) {
+        const pages = await pagesOf(api, query);
+        const records = pages.flatMap((p) => p.entries).filter((e) => e.startsWith('Observation/') || e.startsWith('Patient/'));
+        const expected = ['Observation/ok', 'Observation/ol', 'Observation/om', ...(query.includes('_type') ? [] : ['Patient/pl'])];
+        expect({ query, records: records.sort() }).toEqual({ query, records: expected.sort() });
+        const ok = pages.find((p) => p.entries.includes('Observation/ok'))!;
+        const om = pages.find((p) => p.entries.includes('Observation/om'))!;
+        expect({ query, ok: ok.entries.includes('Practitioner/pr0000'), om: om.entries.includes('Practitioner/pr0001') }).toEqual({ query, ok: true, om: true });
       }
     }, 60_000);
 

@@ -521,8 +521,8 @@ export function createPostgresResources(sql: Pg, keys: KeysConnection, genericSq
           fromFn = true;
           const value = await fn(w);
           fromFn = false;
-          await w.flush();
-          await w.markWritten();
+          // The write mark's statement pipelined with the last writes (one round trip fewer on every write).
+          await Promise.all([w.markWritten(), w.flush()]);
           return [value];
         });
         return result[0] as Awaited<ReturnType<typeof fn>>;

@@ -159,8 +159,9 @@ export async function deleteIndexRows(tx: PgTx, pks: number[]): Promise<void> {
 
 /**
  * Moves the tenant's write mark (ResourceRepo.writeMark) by one, on one of its sixteen rows (the backend's):
- * the last statement of a transaction that changed its resources or index rows, so that the row lock it
- * takes is held only for the COMMIT and concurrent writers of the tenant seldom wait for it.
+ * in a transaction that changed its resources or index rows, sent beside its last writes (pipelined, no round
+ * trip of its own), so that the row lock it takes is held only for those and the COMMIT, and concurrent writers
+ * of the tenant seldom wait for it.
  */
 export async function markWrite(tx: PgTx, tenant: string): Promise<void> {
   await tx`INSERT INTO tenant_writes (tenant, shard, n) VALUES (${tenant}, pg_backend_pid() % 16, 1)

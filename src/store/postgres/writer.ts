@@ -19,7 +19,10 @@ const UNIQUE_VIOLATION = '23505';
 export interface PostgresWriter extends ResourceWriter {
   /** Writes every buffered put; `write()` calls it before COMMIT. */
   flush(): Promise<void>;
-  /** Moves the tenant's write mark when this transaction changed its resources or index rows: `write()`'s last statement before COMMIT. */
+  /**
+   * Moves the tenant's write mark when this transaction changed, or its pending puts will change, its resources or
+   * index rows: sent by `write()` beside flush(), before COMMIT.
+   */
   markWritten(): Promise<void>;
 }
 
@@ -299,8 +302,10 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
       await flush();
       await subscriptions.commit();
     }),
+    // Asked before flush() (whose puts are still pending) and sent beside it, so that the mark's statement is
+    // pipelined with the last writes, not a round trip of its own after them (write()).
     markWritten: mapped('commit', async () => {
-      if (changed) await markWrite(tx, tenant);
+      if (changed || pending.size > 0) await markWrite(tx, tenant);
     }),
   };
 }

@@ -3,7 +3,7 @@
  * (no sockets), without the drift between runs that makes separate processes hard to compare on a
  * shared machine (both apps see the same heap, cores and moment):
  *
- *   bun bench/inprocess-ab.ts <checkout A> <checkout B> [--rounds N] [--route validate|read|pages|update|transaction]
+ *   bun bench/inprocess-ab.ts <checkout A> <checkout B> [--rounds N] [--route validate|read|pages|update|transaction] [--postgres]
  *
  * Each checkout (a directory such as a git worktree with its dependencies installed) gets its own
  * in-process app on a fresh SQLite file (its `test/helpers/app.ts`), with what the route needs:
@@ -13,17 +13,19 @@
  * `code=`, 20 a page), reached by each checkout's own `next` links, `update` PUTs of 1,000 Patients in turn
 (each a new version), `transaction` transactions of 10 such PUTs each. Then rounds of 2,000
  * requests (200 for `pages`) alternate between the two (A B, B A, ...), the first two rounds discarded as warm-up.
- * Prints the lowest, lower-quartile and median CPU µs per request of each.
+ * Prints the lowest, lower-quartile and median CPU µs per request of each. `--postgres`: each app on a database of
+ * its own on the test PostgreSQL (CINDER_TEST_POSTGRES_URL, its checkout's `test/helpers/stores.ts`), dropped at the
+ * end, and the wall µs per request beside the CPU (the server's work and the round trips are not this process's CPU).
  */
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
-  options: { rounds: { type: 'string', default: '30' }, route: { type: 'string', default: 'validate' } },
+  options: { rounds: { type: 'string', default: '30' }, route: { type: 'string', default: 'validate' }, postgres: { type: 'boolean', default: false } },
 });
 if (positionals.length !== 2 || !['validate', 'read', 'pages', 'update', 'transaction'].includes(values.route)) {
-  console.error('usage: bun bench/inprocess-ab.ts <checkout A> <checkout B> [--rounds N] [--route validate|read|pages|update|transaction]');
+  console.error('usage: bun bench/inprocess-ab.ts <checkout A> <checkout B> [--rounds N] [--route validate|read|pages|update|transaction] [--postgres]');
   process.exit(2);
 }
 const rounds = Number(values.rounds);
@@ -35,12 +37,23 @@ interface Side {
   fetch: (req: Request) => Promise<Response>;
   request: (i: number) => Request;
   perRequest: number[];
+  wallPerRequest: number[];
+  cleanup(): Promise<void>;
 }
 
 async function side(dir: string): Promise<Side> {
   const { createTestApp, fhirInit } = await import(`${dir}/test/helpers/app.ts`);
   const { BENCH_SYSTEM, BENCH_VALUE_SET, generatedCodeSystem, generatedIsAValueSet } = await import(`${dir}/bench/lib/terminology.ts`);
-  const t = await createTestApp({ env: { CINDER_RATE_LIMITS: 'off' } });
+  let store: unknown;
+  let cleanup = async () => {};
+  if (values.postgres) {
+    const { storeTargets } = await import(`${dir}/test/helpers/stores.ts`);
+    const target = (await storeTargets({ main: false })).find((x: { kind: string }) => x.kind === 'postgres');
+    if (!target) throw new Error('--postgres: the test PostgreSQL is unreachable');
+    store = (await target.migrated()).open();
+    cleanup = () => target.cleanup();
+  }
+  const t = await createTestApp({ env: { CINDER_RATE_LIMITS: 'off' }, ...(store !== undefined && { store }) });
   const token: string = await t.token();
   const fhir: string = t.fhir();
   const put = async (path: string, body: unknown) => {
@@ -99,7 +112,7 @@ async function side(dir: string): Promise<Side> {
   }
   const first = await t.app.fetch(request(0));
   if (first.status !== 200 && first.status !== 201) throw new Error(`${dir}: ${values.route} answered ${first.status}: ${await first.text()}`);
-  return { dir, fetch: (req) => t.app.fetch(req), request, perRequest: [] };
+  return { dir, fetch: (req) => t.app.fetch(req), request, perRequest: [], wallPerRequest: [], cleanup };
 }
 
 const sides = [await side(resolve(positionals[0]!)), await side(resolve(positionals[1]!))];
@@ -107,16 +120,23 @@ for (let round = 0; round < rounds + 2; round++) {
   for (const s of round % 2 ? sides : [...sides].reverse()) {
     const requests = Array.from({ length: PER_ROUND }, (_, i) => s.request(i));
     const before = process.cpuUsage();
+    const started = performance.now();
     for (const req of requests) await (await s.fetch(req)).text();
     const used = process.cpuUsage(before);
-    if (round >= 2) s.perRequest.push((used.user + used.system) / PER_ROUND);
+    if (round >= 2) {
+      s.perRequest.push((used.user + used.system) / PER_ROUND);
+      s.wallPerRequest.push(((performance.now() - started) * 1000) / PER_ROUND);
+    }
   }
 }
-console.log(`| checkout (${values.route}, ${rounds} rounds of ${PER_ROUND}) | lowest µs | lower quartile µs | median µs |`);
-console.log('|---|---:|---:|---:|');
-for (const s of sides) {
-  const v = [...s.perRequest].sort((a, b) => a - b);
+const quantiles = (values: number[]) => {
+  const v = [...values].sort((a, b) => a - b);
   const at = (q: number) => v[Math.floor(q * (v.length - 1))]!.toFixed(2);
-  console.log(`| ${s.dir} | ${at(0)} | ${at(0.25)} | ${at(0.5)} |`);
-}
+  return `${at(0)} | ${at(0.25)} | ${at(0.5)}`;
+};
+const wall = values.postgres ? ' | wall lowest µs | wall lower quartile µs | wall median µs' : '';
+console.log(`| checkout (${values.route}${values.postgres ? ', PostgreSQL' : ''}, ${rounds} rounds of ${PER_ROUND}) | lowest µs | lower quartile µs | median µs${wall} |`);
+console.log(`|---|---:|---:|---:${values.postgres ? '|---:|---:|---:' : ''}|`);
+for (const s of sides) console.log(`| ${s.dir} | ${quantiles(s.perRequest)}${values.postgres ? ` | ${quantiles(s.wallPerRequest)}` : ''} |`);
+for (const s of sides) await s.cleanup();
 process.exit(0);

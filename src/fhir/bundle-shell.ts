@@ -4,6 +4,7 @@
  */
 import type { Resource } from './resource.ts';
 import { capped, validateResource, type ValidationIssue, type ValidationLevel } from './validation/validate.ts';
+import { NOT_EVALUATED_NOTE } from './validation/invariants.ts';
 
 type Json = Record<string, unknown>;
 
@@ -98,6 +99,9 @@ export async function pacedShellErrors(bundle: Resource, level: ValidationLevel,
   const options = { entryResources: false, uncapped: true };
   const fromEntries: ValidationIssue[] = [];
   const broken = new Set<string>();
+  // An invariant over entries that a chunk could not evaluate (a fullUrl that is no string, for bdl-7): the whole could
+  // not either, whatever the other chunks hold, and says so as the first chunk's evaluation did.
+  const unevaluated = new Map<string, string>();
   const fullUrls = new Set<string>();
   const elementIds = new Map<string, string>();
   // The Bundle's own `id` is its resource id, no element id (the validator checks those below a resource only).
@@ -108,7 +112,10 @@ export async function pacedShellErrors(bundle: Resource, level: ValidationLevel,
     if (ownIds && chunk.some((e) => holdsElementIds(e))) return shellErrors(bundle, level);
     for (const issue of validateResource({ ...bundle, entry: chunk }, level, undefined, { ...options, entryOffset: at, elementIds })) {
       if (ENTRY.test(issue.expression)) fromEntries.push(issue);
-      else if (issue.expression === 'Bundle' && issue.invariant !== undefined && issue.invariant in OVER_ENTRIES) broken.add(issue.invariant);
+      else if (issue.expression === 'Bundle' && issue.invariant !== undefined && issue.invariant in OVER_ENTRIES) {
+        broken.add(issue.invariant);
+        if (issue.text.includes(NOT_EVALUATED_NOTE) && !unevaluated.has(issue.invariant)) unevaluated.set(issue.invariant, issue.text);
+      }
     }
     if (level === 'strict' && repeatsFullUrl(chunk, fullUrls)) broken.add('bdl-7');
     await pace();
@@ -117,7 +124,9 @@ export async function pacedShellErrors(bundle: Resource, level: ValidationLevel,
   const frame = validateResource({ ...bundle, entry: SAMPLE }, level, undefined, options);
   const block = frame.findIndex((i) => ENTRY.test(i.expression));
   if (block < 0) return shellErrors(bundle, level);
-  const own = (list: ValidationIssue[]) => list.filter((i) => !ENTRY.test(i.expression) && !(i.expression === 'Bundle' && i.invariant !== undefined && i.invariant in OVER_ENTRIES && !broken.has(i.invariant)));
+  const own = (list: ValidationIssue[]) => list
+    .filter((i) => !ENTRY.test(i.expression) && !(i.expression === 'Bundle' && i.invariant !== undefined && i.invariant in OVER_ENTRIES && !broken.has(i.invariant)))
+    .map((i) => (i.expression === 'Bundle' && i.invariant !== undefined && unevaluated.has(i.invariant) ? { ...i, text: unevaluated.get(i.invariant)! } : i));
   const all = [...own(frame.slice(0, block)), ...fromEntries, ...own(frame.slice(block))];
   return located(capped(all), bundle);
 }

@@ -58,6 +58,9 @@ export function checkInvariants(sink: IssueSink, model: TypeModel, focus: Record
   }
 }
 
+/** What an invariant's text says before its key when its evaluation failed (evaluate). */
+export const NOT_EVALUATED_NOTE = 'the invariant cannot be evaluated here';
+
 /**
  * Runs `inv` on one value and reports it when it does not hold. An invariant whose evaluation fails (FHIRPath's
  * run-time error: `single()` on many, a value of a type it cannot take) does not hold either: reported at its
@@ -70,7 +73,7 @@ function evaluate(sink: IssueSink, inv: InvariantModel, fn: CompiledInvariant, v
     holds = fn(value, type, ctx);
   } catch (err) {
     if (!(err instanceof FhirPathEvaluationError)) throw err;
-    sink.add('invariant', path, `${inv.human} (the invariant cannot be evaluated here: ${err.message}) (${inv.key})`, inv.severity, inv.key);
+    sink.add('invariant', path, `${inv.human} (${NOT_EVALUATED_NOTE}: ${err.message}) (${inv.key})`, inv.severity, inv.key);
     return;
   }
   if (holds !== true) report(sink, inv, path, holds);

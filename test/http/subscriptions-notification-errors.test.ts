@@ -1,8 +1,8 @@
 /**
  * A full-resource topic notification whose focus cannot be carried for a cause that is the Subscription's, its
- * topic's or its owner's (the version notified no longer held; a 4xx refusal while reading what its
- * notificationShape includes) is sent with that error as the focus entry's `response.status` and an
- * OperationOutcome as its `response.outcome`, without the resource: it went to the unexpected-failure route
+ * topic's or its owner's (the version notified no longer held) is sent with that error as the focus entry's
+ * `response.status` and an OperationOutcome as its `response.outcome`, without the resource; a 4xx refusal while
+ * reading what its notificationShape includes leaves the includes out, the focus carried, a warning saying why: it went to the unexpected-failure route
  * (logged as a server fault, retried five times, the Subscription set to `error` "an internal error"). A fault of
  * the server (an Error the store throws) still takes that route. Faults injected through the app's store (a
  * double), on both databases; the rest-hook, the Subscription and `$status` as a client sees them.
@@ -91,7 +91,7 @@ for (const target of targets) {
       await t.close();
     });
 
-    test('client-caused: sent with the error status and an OperationOutcome, no resource; the Subscription stays active', async () => {
+    test('client-caused: sent with the error status and an OperationOutcome, no resource (includes refused: the focus carried, a warning); the Subscription stays active', async () => {
       const res = await call('POST', 'Subscription', {
         resourceType: 'Subscription', status: 'requested', reason: 'test', criteria: TOPIC,
         channel: { type: 'rest-hook', endpoint: hook.url, payload: 'application/fhir+json', _payload: { extension: [{ url: `${BP}backport-payload-content`, valueCode: 'full-resource' }] } },
@@ -118,15 +118,25 @@ for (const target of targets) {
         },
       });
 
-      // Reading its includes refused (a 403 FhirError): a 403, neither the focus nor its includes.
+      // Reading its includes refused (a 403 FhirError): the focus, which the owner may read, is carried; only the
+      // includes are left out, and its entry's outcome says why (the IG: the entry's response tells what could not be carried).
       expect((await call('PUT', 'Observation/o1', { ...obs, status: 'amended' })).status).toBe(200);
       fault = 'include-refused';
       await drain();
       fault = undefined;
       const [refused] = received();
       expect(refused).toMatchObject({ type: 'event-notification', after: [] });
-      expect(refused!.focus.resource).toBeUndefined();
-      expect(refused!.focus.response).toMatchObject({ status: '403', outcome: { resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: 'forbidden' }] } });
+      expect({ id: refused!.focus.resource?.id, status: refused!.focus.resource?.status }).toEqual({ id: 'o1', status: 'amended' });
+      expect(refused!.focus.response).toEqual({
+        status: '200',
+        outcome: {
+          resourceType: 'OperationOutcome',
+          issue: [expect.objectContaining({
+            severity: 'warning', code: 'suppressed',
+            diagnostics: 'What the notificationShape of Observation includes for Observation/o1 (version 2) was left out: reading it was refused (403: injected: the owner may not read Observation/o1 as it stands)',
+          })],
+        },
+      });
 
       // Neither was a server fault: nothing logged as one, the Subscription active, and the next event carried whole.
       expect(unexpected()).toEqual([]);
@@ -168,6 +178,21 @@ for (const target of targets) {
       expect(sent.length).toBeGreaterThanOrEqual(1);
       expect(sent[0]!.focus.resource?.id).toBe('o2');
       expect(sent[0]!.focus.response.status).toBe('201');
+    }, 60_000);
+
+    test('$events: an include refused leaves the includes out, not the focus the caller may read', async () => {
+      const subs = await json(call('GET', 'Subscription?status=active'));
+      const id = ((subs.entry as Json[])[0]!.resource as Json).id as string;
+      fault = 'include-refused';
+      const res = await call('GET', `Subscription/${id}/$events?content=full-resource&eventsSinceNumber=1&eventsUntilNumber=1`);
+      fault = undefined;
+      expect(res.status).toBe(200);
+      const entries = (await json(res)).entry as Json[];
+      const focus = (((entries[0]!.resource as Json).parameter as Json[]).find((p) => p.name === 'notification-event')!.part as Json[]).find((p) => p.name === 'focus');
+      expect(focus?.valueReference).toEqual({ reference: `${t.fhir()}/Observation/o1` });
+      expect(entries.slice(1).map((e) => [e.fullUrl, (e.resource as Json | undefined)?.id, ((e.response as Json).outcome as Json | undefined)?.issue])).toEqual([
+        [`${t.fhir()}/Observation/o1`, 'o1', [expect.objectContaining({ severity: 'warning', code: 'suppressed' })]],
+      ]);
     }, 60_000);
 
     test("$events: a 429 reading an event's focus is the request's answer, not the event withheld", async () => {

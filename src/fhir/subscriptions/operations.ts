@@ -7,14 +7,13 @@ import { randomUUID } from 'node:crypto';
 import { FhirError } from '../../errors.ts';
 import type { CapabilityContribution } from '../capability.ts';
 import type { ResourceVersion } from '../../store/types.ts';
-import { enumerationAccess } from '../access.ts';
-import { readResource, vreadResource, type FhirDeps, type FhirRequest } from '../crud.ts';
+import { readResource, type FhirDeps, type FhirRequest } from '../crud.ts';
 import { MAX_COUNT, searchResources } from '../search.ts';
 import { notificationBundle, statusParameters, type NotifiedEvent } from './notification.ts';
 import { ownerClient, ownerDigest, ownerPatient, ownerScopes, ownerUser } from './owner.ts';
-import { settledRefusal, shapeIncluded } from './topic-bundle.ts';
+import { eventFocus, shapeOf } from './topic-bundle.ts';
 import { isTopicCriteria, topicRequest } from './topic-subscription.ts';
-import { PAYLOAD_CONTENT, tenantTopics } from './topics.ts';
+import { PAYLOAD_CONTENT, tenantTopics, type Topic } from './topics.ts';
 
 type Json = Record<string, unknown>;
 
@@ -68,10 +67,12 @@ function eventNumber(params: URLSearchParams, name: string): number | undefined 
  * (the last EVENTS_KEPT of a topic-based Subscription) numbered `eventsSinceNumber` to `eventsUntilNumber`
  * (default: the last MAX_EVENTS up to the latest; at most MAX_EVENTS, the earliest first), as a `history`
  * Bundle led by a SubscriptionStatus of type `query-event`, with `content` (default: the Subscription's
- * payload content). An event's focus is named only when the caller may read the version it was about (for a
- * deletion, the one deleted) and search its type, as a list of them: the events were matched with the owner's reach, and any reader of the Subscription
- * may ask; one it may not read (or gone) is sent with its number and time alone, as with `empty`. A full-resource
- * focus is that version.
+ * payload content). Each focus is judged for the caller as a delivery judges it for the owner (topic-bundle.ts
+ * eventFocus): named only when the caller may read the version it was about (a deletion, judged by what it deleted)
+ * and search its type, as a list of them: the events were matched with the owner's reach, and any reader of the
+ * Subscription may ask; one it may not read is sent with its number and time alone, as with `empty`. A full-resource
+ * focus is that version, with what its notificationShape includes as the caller may read it; one no longer held is
+ * named with a 404 in its place, as a delivery names it, when the caller's reach of its type does not depend on content.
  */
 export async function subscriptionEvents(deps: FhirDeps, req: FhirRequest, base: string, id: string, params: URLSearchParams): Promise<Json> {
   const row = await readResource(deps, req, 'Subscription', id);
@@ -92,45 +93,20 @@ export async function subscriptionEvents(deps: FhirDeps, req: FhirRequest, base:
   const from = since ?? Math.max(1, until - MAX_EVENTS + 1);
   const kept = from > until ? [] : await deps.store.subscriptions.eventLog(req.tenant, id, from, until, MAX_EVENTS);
   const events: NotifiedEvent[] = [];
-  // The events list the resources of their types that changed, as a search of them would: a focus is named only with
-  // read and search on its type (enumerationAccess), within the narrower of their bounds; with read alone
-  // (`user/Encounter.r`), every Encounter the owner's reach matched was named to a token that may not search one.
-  const listed: FhirRequest = { ...req, access: enumerationAccess(req.access) };
-  // A full-resource event carries what its topic's notificationShape includes for it, as a delivery does, but
-  // read as the caller (a search: what it may not read is left out), not as the owner.
-  let shapes: Promise<Map<string, [string, string][]>> | undefined;
-  const includesOf = (type: string) => (shapes ??= shapeIncludes(deps, req.tenant, sub)).then((m) => m.get(type) ?? []);
+  // Each focus judged for the caller as a delivery judges it for the owner (eventFocus): named and carried when the caller
+  // may read and search it, with what its topic's notificationShape includes for it as the caller may read that;
+  // withheld (its number and time alone) when not.
+  let topics: Promise<Topic[]> | undefined;
+  const request = topicRequest(sub);
+  const includesOf = (type: string) => async () => shapeOf(await (topics ??= tenantTopics(deps, req.tenant, deps.clock.now())), request, type);
   for (const e of kept) {
     const event: NotifiedEvent = { number: e.number, at: e.createdAt, type: e.type, id: e.id, interaction: e.event };
-    if (content !== 'empty') {
-      // The version the event was about, read as the caller: a deletion's, the one it deleted.
-      const version = e.event === 'delete' ? e.versionId - 1 : e.versionId;
-      try {
-        if (version < 1) throw new FhirError('not-found', `${e.type}/${e.id} has no version before its deletion`);
-        const read = await vreadResource(deps, listed, e.type, e.id, String(version));
-        if (content === 'full-resource' && e.event !== 'delete') {
-          event.resource = JSON.parse(read.content) as Json;
-          const include = await includesOf(e.type);
-          if (include.length > 0) Object.assign(event, await shapeIncluded(deps, req, read, include));
-        }
-      } catch (err) {
-        // A 408 or 429 (or a fault) is the request's answer, to be retried, not an event withheld for good.
-        if (!settledRefusal(err)) throw err;
-        event.withheld = true;
-      }
-    }
+    Object.assign(event, await eventFocus(deps, req, { number: e.number, type: e.type, id: e.id, versionId: e.versionId, interaction: e.event }, content, includesOf(e.type)));
     events.push(event);
   }
   return notificationBundle({
     base, subscriptionId: id, topic: sub.criteria as string, status: String(sub.status), type: 'query-event', eventsSinceStart: count, events, content,
   }, deps.clock.now());
-}
-
-/** The `_include`/`_revinclude` parameters of the notificationShape of each type, of the topic `sub` names. */
-async function shapeIncludes(deps: FhirDeps, tenant: string, sub: Json): Promise<Map<string, [string, string][]>> {
-  const request = topicRequest(sub);
-  const topic = (await tenantTopics(deps, tenant, deps.clock.now())).find((t) => t.url === request.url && (request.version === undefined || t.version === request.version));
-  return new Map((topic?.shapes ?? []).map((sh) => [sh.type, sh.include]));
 }
 
 /** A Subscription's backport-payload-content, or id-only when it has none. */

@@ -5,14 +5,14 @@
 import type { Clock } from '../../clock.ts';
 import type { PendingNotification, ResourceVersion } from '../../store/types.ts';
 import { FhirError } from '../../errors.ts';
-import { requireAccess } from '../access.ts';
-import type { FhirDeps, FhirRequest } from '../crud.ts';
+import { enumerationAccess, operatorAccess, requireAccess } from '../access.ts';
+import { deletionReachLimited, vreadResource, type FhirDeps, type FhirRequest } from '../crud.ts';
 import { issue } from '../outcome.ts';
 import { addIncludes, compileSearch, PAGE_READ_IN_REACH } from '../search.ts';
 import { notificationBundle, type NotifiedEvent } from './notification.ts';
 import { ownerAccess, type RestoreAccess } from './owner.ts';
-import type { TopicRequest } from './topic-subscription.ts';
-import { tenantTopics } from './topics.ts';
+import type { PayloadContent, TopicRequest } from './topic-subscription.ts';
+import { tenantTopics, type Topic } from './topics.ts';
 
 type Json = Record<string, unknown>;
 
@@ -53,17 +53,13 @@ export async function topicBundle(deps: TopicBundleDeps, sub: NotifiedSubscripti
     return notificationBundle({ ...status, ...(requested && { status: 'requested' }), type, eventsSinceStart: (await fhir.store.subscriptions.events(sub.tenant, sub.id)) ?? 0 }, clock.now());
   }
   const event: NotifiedEvent = { number: n.eventNumber ?? 0, at: n.createdAt, type: n.type, id: n.id, interaction: n.event };
-  if (request.content === 'full-resource' && n.event !== 'delete') {
-    try {
-      Object.assign(event, await fullResource(deps, sub, request, n));
-    } catch (err) {
-      // What the Subscription, its topic or its owner's access cause (the focus no longer held, an include the owner may
-      // not follow, a 4xx FhirError) is no fault of the server: the event is sent with that error as its entry's status
-      // and OperationOutcome, and no focus. A fault of the server or its database still fails the delivery (delivery.ts),
-      // as does a refusal to be retried (a 408 or 429): it is no answer about the focus, and an attempt later may carry it.
-      if (!settledRefusal(err)) throw err;
-      event.error = { status: err.status, issues: err.issues };
-    }
+  if (request.content !== 'empty') {
+    // The focus as its owner may read it now (its client's registration narrowed since the event was matched: held to
+    // the narrower reach), with what its topic's notificationShape includes for it, as `$events` judges it for its caller.
+    // Without the owners' access (an app built without it), the operator's: the focus carried as stored, no includes.
+    const reader = { tenant: sub.tenant, access: deps.restoreAccess ? await ownerAccess(sub.tenant, sub.owner, deps.restoreAccess) : operatorAccess };
+    const include = async () => (deps.restoreAccess ? shapeOf(await tenantTopics(fhir, sub.tenant, clock.now()), request, n.type) : []);
+    Object.assign(event, await eventFocus(fhir, reader, { number: event.number, type: n.type, id: n.id, versionId: n.versionId, interaction: n.event }, request.content, include));
   }
   return notificationBundle({ ...status, type: 'event-notification', eventsSinceStart: event.number, events: [event] }, clock.now());
 }
@@ -77,22 +73,61 @@ export function settledRefusal(err: unknown): err is FhirError {
   return err instanceof FhirError && err.status < 500 && err.status !== 408 && err.status !== 429;
 }
 
+/** The `_include`/`_revinclude` parameters of the notificationShape of `type` in the topic `request` names (none: no shape). */
+export function shapeOf(topics: Topic[], request: Pick<TopicRequest, 'url' | 'version'>, type: string): [string, string][] {
+  const topic = topics.find((t) => t.url === request.url && (request.version === undefined || t.version === request.version));
+  return [...(topic?.shapes.find((sh) => sh.type === type)?.include ?? [])];
+}
+
+/** An event as `eventFocus` judges its focus: its number, the resource and version it recorded, and what was done. */
+export interface RecordedEvent {
+  number: number;
+  type: string;
+  id: string;
+  versionId: number;
+  interaction: 'create' | 'update' | 'delete';
+}
+
 /**
- * A full-resource event's focus, the version notified, and what its topic's notificationShape includes for it as
- * its owner may read it now; a 404 when that version is no longer held.
+ * What `reader` is given of event `e`'s focus, the same for a delivery (the owner, as its access stands now) and for
+ * `$events` (the caller): the version the event recorded (a deletion: the deletion, judged by the content it deleted,
+ * as a vread of it is) read with read and search on its type (enumerationAccess, as the events list the type's changed
+ * resources). Readable: named, and for full-resource carried (not a deletion), with what `include` (the notificationShape's
+ * parameters) adds as `reader` may read it; an include refused leaves the includes out, with a warning saying why, and
+ * never the focus the reader may read. Not held (expunged since, or gone under a delivery): named, as the IG asks of
+ * id-only and full-resource notifications, with a 404 as the focus entry's response in place of the resource, when the
+ * reader's reach of the type does not depend on content; otherwise, as for one out of the reader's reach, withheld (its
+ * number and time alone). A refusal to be retried (408, 429) or a fault is thrown.
  */
-async function fullResource(deps: TopicBundleDeps, sub: NotifiedSubscription, request: TopicRequest, n: PendingNotification): Promise<Pick<NotifiedEvent, 'resource' | 'included' | 'warnings'>> {
-  const { fhir, clock } = deps;
-  const v = await fhir.store.resources.vread(sub.tenant, n.type, n.id, n.versionId);
-  if (!v || v.deleted) {
-    throw new FhirError('not-found', `${n.type}/${n.id} version ${n.versionId}, the focus of event ${n.eventNumber ?? 0}, is no longer held: the notification carries no focus resource`);
+export async function eventFocus(
+  fhir: FhirDeps, reader: FhirRequest, e: RecordedEvent, content: PayloadContent, include: () => Promise<[string, string][]>,
+): Promise<Pick<NotifiedEvent, 'resource' | 'included' | 'warnings' | 'error' | 'withheld'>> {
+  if (content === 'empty') return {};
+  const gone = (): FhirError => new FhirError('not-found', `${e.type}/${e.id} version ${e.versionId}, the focus of event ${e.number}, is no longer held: the notification carries no focus resource`);
+  let version: ResourceVersion;
+  const listed: FhirRequest = { ...reader, access: enumerationAccess(reader.access) };
+  try {
+    version = await vreadResource(fhir, listed, e.type, e.id, String(e.versionId));
+  } catch (err) {
+    if (!settledRefusal(err)) throw err;
+    // A deletion read within reach (judged by what it deleted): named, with no resource.
+    if (e.interaction === 'delete' && err.status === 410) return {};
+    if (err.status === 404 && !deletionReachLimited(listed.access, e.type)) {
+      const why = gone();
+      return content === 'full-resource' && e.interaction !== 'delete' ? { error: { status: why.status, issues: why.issues } } : {};
+    }
+    return { withheld: true };
   }
-  const out: Pick<NotifiedEvent, 'resource' | 'included' | 'warnings'> = { resource: JSON.parse(v.content) as Json };
-  const topic = (await tenantTopics(fhir, sub.tenant, clock.now())).find((t) => t.url === request.url && (request.version === undefined || t.version === request.version));
-  const shape = topic?.shapes.find((sh) => sh.type === n.type);
-  if (shape?.include.length && deps.restoreAccess) {
-    const access = await ownerAccess(sub.tenant, sub.owner, deps.restoreAccess);
-    Object.assign(out, await shapeIncluded(fhir, { tenant: sub.tenant, access }, v, shape.include));
+  if (content !== 'full-resource' || e.interaction === 'delete') return {};
+  const out: Pick<NotifiedEvent, 'resource' | 'included' | 'warnings'> = { resource: JSON.parse(version.content) as Json };
+  const params = await include();
+  if (params.length === 0) return out;
+  try {
+    Object.assign(out, await shapeIncluded(fhir, reader, version, params));
+  } catch (err) {
+    if (!settledRefusal(err)) throw err;
+    const why = err.issues.map((i) => i.diagnostics).filter(Boolean).join('; ');
+    out.warnings = [issue('warning', 'suppressed', `What the notificationShape of ${e.type} includes for ${e.type}/${e.id} (version ${e.versionId}) was left out: reading it was refused (${err.status}${why ? `: ${why}` : ''})`)];
   }
   return out;
 }

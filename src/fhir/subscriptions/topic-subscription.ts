@@ -7,6 +7,7 @@ import { FhirError } from '../../errors.ts';
 import type { Condition } from '../../store/types.ts';
 import { requireAccess, type Access } from '../access.ts';
 import type { FhirDeps } from '../crud.ts';
+import { paramOf } from '../definitions.ts';
 import { isResourceType } from '../resource-types.ts';
 import { compileFilter, resolveConditions } from '../search.ts';
 import { resolvedOnce, type ResolvedConditions } from './criteria.ts';
@@ -16,6 +17,9 @@ type Json = Record<string, unknown>;
 
 /** The R4 channel types' code system, which backport-channel-type's Coding may name. */
 const CHANNEL_TYPES = 'http://terminology.hl7.org/CodeSystem/subscription-channel-type';
+
+/** The search parameter types whose values may carry a comparator prefix. */
+const PREFIXED = new Set(['number', 'date', 'quantity']);
 
 const refuse = (text: string, at: string) => new FhirError('unprocessable', text, { expression: [at] });
 
@@ -156,15 +160,29 @@ export async function compileTopic(deps: FhirDeps, tenant: string, access: Acces
   for (const [type, query] of request.filters) {
     const at = filterAtOf(request, type);
     if (!triggerTypes.has(type)) throw refuse(`backport-filter-criteria names ${type}, which the topic '${topic.url}' does not trigger on (${[...triggerTypes].join(', ')})`, at);
-    for (const key of new URLSearchParams(query).keys()) {
+    for (const [key, value] of new URLSearchParams(query)) {
       const [param, modifier] = key.split(':', 2) as [string, string | undefined];
-      const allowed = topic.filters.find((f) => f.param === param && (f.type === undefined || f.type === type));
-      if (!allowed) {
+      const offers = topic.filters.filter((f) => f.param === param && (f.type === undefined || f.type === type));
+      if (!offers.length) {
         const offered = topic.filters.filter((f) => f.type === undefined || f.type === type).map((f) => f.param);
         throw refuse(`backport-filter-criteria parameter '${key}' of ${type} is not offered by the topic's canFilterBy (${offered.length ? offered.join(', ') : 'none'})`, at);
       }
-      if (modifier !== undefined && !allowed.modifiers.includes(modifier)) {
-        throw refuse(`backport-filter-criteria parameter '${key}': the topic's canFilterBy allows ${allowed.modifiers.length ? `the modifiers ${allowed.modifiers.join(', ')}` : 'no modifier'} on '${param}'`, at);
+      // The canFilterBy entries of the parameter (one for the type, one for every type) together say what it allows.
+      const modifiers = [...new Set(offers.flatMap((f) => f.modifiers))];
+      if (modifier !== undefined && !modifiers.includes(modifier)) {
+        throw refuse(`backport-filter-criteria parameter '${key}': the topic's canFilterBy allows ${modifiers.length ? `the modifiers ${modifiers.join(', ')}` : 'no modifier'} on '${param}'`, at);
+      }
+      // A comparator is a prefix of the value (R4's search syntax: `date=ge2024-01-01`), of the parameter types that take
+      // one; without a prefix it is `eq`. Listed for the parameter, only those are allowed (R5 canFilterBy.comparator).
+      const comparators = [...new Set(offers.flatMap((f) => f.comparators))];
+      const def = paramOf(type, param);
+      if (comparators.length && modifier === undefined && def !== undefined && PREFIXED.has(def.type)) {
+        for (const v of value.split(',')) {
+          const prefix = /^(eq|ne|gt|lt|ge|le|sa|eb|ap)/.exec(v)?.[1] ?? 'eq';
+          if (!comparators.includes(prefix)) {
+            throw refuse(`backport-filter-criteria parameter '${key}': the comparator '${prefix}' of '${v}' is not one the topic's canFilterBy allows on '${param}' (${comparators.join(', ')})`, at);
+          }
+        }
       }
     }
   }

@@ -62,6 +62,8 @@ export interface TopicFilter {
   type?: string;
   param: string;
   modifiers: string[];
+  /** The comparators (search prefixes) listed; none listed: the parameter's value may carry any. */
+  comparators: string[];
 }
 
 /** One notificationShape: what a full-resource notification about `type` includes (as `_include`/`_revinclude` values). */
@@ -258,13 +260,15 @@ function parseFilter(ext: Json, at: string): TopicFilter {
   let type: string | undefined;
   let param: string | undefined;
   const modifiers: string[] = [];
+  const comparators: string[] = [];
   for (const p of parts(ext, at)) {
     if (p.name === 'resource') type = typeOf(p.ext, p.at, 'SubscriptionTopic.canFilterBy.resource');
     else if (p.name === 'filterParameter') param = stringValue(p.ext, 'valueString', p.at, 'SubscriptionTopic.canFilterBy.filterParameter');
-    else if (p.name === 'modifier' || p.name === 'comparator') modifiers.push(stringValue(p.ext, 'valueCode', p.at, `SubscriptionTopic.canFilterBy.${p.name}`));
+    else if (p.name === 'modifier') modifiers.push(stringValue(p.ext, 'valueCode', p.at, 'SubscriptionTopic.canFilterBy.modifier'));
+    else if (p.name === 'comparator') comparators.push(stringValue(p.ext, 'valueCode', p.at, 'SubscriptionTopic.canFilterBy.comparator'));
   }
   if (param === undefined) throw refuse('SubscriptionTopic.canFilterBy needs its filterParameter', at);
-  return { ...(type !== undefined && { type }), param, modifiers };
+  return { ...(type !== undefined && { type }), param, modifiers, comparators };
 }
 
 function parseShape(ext: Json, at: string): TopicShape {

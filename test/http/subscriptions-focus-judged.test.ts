@@ -4,8 +4,8 @@
  * rule (topic-bundle.ts eventFocus), so the two tell the same of an event. A registration narrowed between the match
  * and the delivery: the event its owner may no longer read is sent with its number and time alone, never its resource.
  * A deletion whose deleted content was expunged since: named by both (the IG's id-only and full-resource notifications
- * name their focus), where `$events` withheld it while the delivery named it. Through a real rest-hook receiver, on
- * both databases.
+ * name their focus), where `$events` withheld it while the delivery named it. An R4 criteria Subscription's payload
+ * likewise: the version its owner may no longer read is not PUT. Through real rest-hook receivers, on both databases.
  */
 import { afterAll, expect, test } from 'bun:test';
 import { createClient } from '../../src/auth/admin.ts';
@@ -110,6 +110,31 @@ for (const target of targets) {
       expect(((await (await admin.get(`Subscription/${sub.id}`)).json()) as Json).status).toBe('active');
     } finally {
       hook.stop();
+      await t.close();
+    }
+  }, 60_000);
+
+  test(`${target.kind}: an R4 criteria Subscription with a payload: a version its owner's narrowed registration no longer reads is not PUT`, async () => {
+    const t = await createTestApp({ store: (await target.migrated()).open(), env: { CINDER_SUBSCRIPTION_ALLOW_PRIVATE: 'true' } });
+    const puts: string[] = [];
+    const server = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: async (req) => (puts.push(`${req.method} ${new URL(req.url).pathname} ${(JSON.parse(await req.text()) as Json).status}`), new Response(null, { status: 200 })) });
+    try {
+      const admin = fhirClient(t, await t.token());
+      const { client, clientSecret } = await createClient(t.store, t.clock, { tenant: 't1', scopes: ['system/Encounter.rs', 'system/Subscription.cruds'] });
+      const token = await t.token('system/Encounter.rs system/Encounter.rs?status=finished system/Subscription.cruds', client.clientId, clientSecret!);
+      await fhirClient(t, token).create({
+        resourceType: 'Subscription', status: 'requested', reason: 'encounters', criteria: 'Encounter?',
+        channel: { type: 'rest-hook', endpoint: `http://127.0.0.1:${server.port}/r4`, payload: 'application/fhir+json' },
+      });
+      await admin.put200(encounter('e1', 'planned'));
+      await admin.put200(encounter('e2', 'finished'));
+      await updateClient(t.store, t.clock, client.clientId, { scopes: ['system/Encounter.rs?status=finished', 'system/Subscription.cruds'] });
+      t.clock.advance(PAST_CACHES_MS);
+      for (let i = 0; i < 50 && (await t.app.subscriptions.runOnce()) > 0; i++);
+      expect(puts).toEqual(['PUT /r4/Encounter/e2 finished']);
+      expect(await t.store.subscriptions.waiting()).toBe(0);
+    } finally {
+      server.stop(true);
       await t.close();
     }
   }, 60_000);

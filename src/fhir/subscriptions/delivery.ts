@@ -21,20 +21,21 @@ import { randomUUID } from 'node:crypto';
 import type { Clock } from '../../clock.ts';
 import type { Logger } from '../../log.ts';
 import type { ClaimedSubscription, Client, PendingNotification, ResourceVersion, User } from '../../store/types.ts';
-import type { FhirDeps } from '../crud.ts';
+import { enumerationAccess } from '../access.ts';
+import { vreadResource, type FhirDeps } from '../crud.ts';
 import { isActivated, payloadType, sendablePayload } from './activation.ts';
 import { parseExact } from '../exact-json.ts';
 import { toFhirXml } from '../xml/to-xml.ts';
 import { endpointUrl, systemResolve, type ResolveHost } from './endpoint.ts';
 import { outboundFetch, RefusedAddress } from '../../http/outbound.ts';
-import { appOf, authorityRevoked, ownerClient, ownerPatient, ownerPatientLost, ownerUser, type OwnerAuthority, type RestoreAccess } from './owner.ts';
+import { appOf, authorityRevoked, ownerAccess, ownerClient, ownerPatient, ownerPatientLost, ownerUser, type OwnerAuthority, type RestoreAccess } from './owner.ts';
 import { serverPaused } from './client-authority.ts';
 import { grantError, grantReaches } from './owner-reach.ts';
 import { writeServerStatus } from './server-status.ts';
 import type { UserLookup, UsersLookup } from '../../auth/user-cache.ts';
 import type { PatientChoice } from '../../auth/patient-held.ts';
 import type { SyncOrAsync } from '../../sync-or-async.ts';
-import { topicBundle, type StatusNotification } from './topic-bundle.ts';
+import { settledRefusal, topicBundle, type StatusNotification } from './topic-bundle.ts';
 import { isTopicCriteria, topicRequest } from './topic-subscription.ts';
 import type { SubscriptionSockets } from './sockets.ts';
 
@@ -544,6 +545,26 @@ export class SubscriptionDelivery {
     return true;
   }
 
+  /**
+   * The version an R4 criteria notification with a payload PUTs, read as its owner may read it now (with read and search
+   * on its type, as the topic notifications' focus is: topic-bundle.ts eventFocus): its client's registration narrowed
+   * since the match, a version out of the narrower reach is not sent. Undefined for one out of reach or no longer held.
+   */
+  private async payloadVersion(c: ClaimedSubscription, n: PendingNotification): Promise<ResourceVersion | undefined> {
+    const { fhir, restoreAccess } = this.options;
+    if (restoreAccess === undefined) {
+      const v = await fhir.store.resources.vread(c.tenant, n.type, n.id, n.versionId);
+      return v && !v.deleted ? v : undefined;
+    }
+    const access = enumerationAccess(await ownerAccess(c.tenant, c.owner, restoreAccess));
+    try {
+      return await vreadResource(fhir, { tenant: c.tenant, access }, n.type, n.id, String(n.versionId));
+    } catch (err) {
+      if (settledRefusal(err)) return undefined;
+      throw err;
+    }
+  }
+
   /** Releases the claims whose release failed earlier; those that fail again stay for the next claim. */
   private async releaseLeftovers(): Promise<void> {
     for (const [k, { tenant, id }] of this.unreleased) {
@@ -605,8 +626,8 @@ export class SubscriptionDelivery {
       body = payloadType(channel.payload)!.endsWith('xml') ? toFhirXml(bundle) : JSON.stringify(bundle);
       headers.set('Content-Type', String(channel.payload));
     } else if (payloadType(channel.payload) !== undefined && 'pk' in n) {
-      const v = await this.options.fhir.store.resources.vread(tenant, n.type, n.id, n.versionId);
-      if (!v || v.deleted) return undefined; // the version is gone (nothing left to send)
+      const v = await this.payloadVersion(c, n);
+      if (!v) return undefined; // the version is gone, or out of the owner's reach as it now stands (nothing to send)
       method = 'PUT';
       // The stored JSON, or the same resource in FHIR XML for an XML payload (src/fhir/xml/to-xml.ts).
       body = payloadType(channel.payload)!.endsWith('xml') ? toFhirXml(parseExact(v.content) as Record<string, unknown>) : v.content;

@@ -198,11 +198,12 @@ for (const target of targets) {
     test("$events: a 429 reading an event's focus is the request's answer, not the event withheld", async () => {
       const subs = await json(call('GET', 'Subscription?status=active'));
       const id = ((subs.entry as Json[])[0]!.resource as Json).id as string;
+      // full-resource reads each focus (id-only reads none where the caller's reach of the type does not depend on content).
       fault = 'throttled-vread';
-      const res = await call('GET', `Subscription/${id}/$events?content=id-only`);
+      const res = await call('GET', `Subscription/${id}/$events?content=full-resource`);
       fault = undefined;
       expect(res.status).toBe(429);
-      const ok = await call('GET', `Subscription/${id}/$events?content=id-only`);
+      const ok = await call('GET', `Subscription/${id}/$events?content=full-resource`);
       expect(ok.status).toBe(200);
     }, 60_000);
   });

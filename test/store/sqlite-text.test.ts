@@ -188,6 +188,32 @@ test('two instances on one file: small writes of each, updates by the other and 
   }
 });
 
+/**
+ * Each `BEGIN IMMEDIATE` a connection of this process asks SQLite for, with the connection's busy timeout at the
+ * time (what SQLite's busy handler would sleep for, blocking the thread), and whether it found the lock taken.
+ */
+function watchImmediateBegins() {
+  const exec = Database.prototype.exec;
+  const seen: { busyTimeout: number; busy: boolean }[] = [];
+  let refused!: () => void;
+  const firstRefusal = new Promise<void>((r) => (refused = r));
+  Database.prototype.exec = function (this: Database, sql: string, ...rest: unknown[]) {
+    if (sql !== 'BEGIN IMMEDIATE') return (exec as (...a: unknown[]) => unknown).call(this, sql, ...rest);
+    const busyTimeout = this.query<{ timeout: number }, []>('PRAGMA busy_timeout').get()!.timeout;
+    try {
+      const result = (exec as (...a: unknown[]) => unknown).call(this, sql, ...rest);
+      seen.push({ busyTimeout, busy: false });
+      return result;
+    } catch (err) {
+      const busy = /^SQLITE_BUSY/.test(String((err as { code?: unknown }).code));
+      seen.push({ busyTimeout, busy });
+      if (busy) refused();
+      throw err;
+    }
+  } as typeof exec;
+  return { seen, firstRefusal, restore: () => void (Database.prototype.exec = exec) };
+}
+
 test('the mover waits for no lock: another connection of the thread holding it across an await neither blocks the thread nor loses the move', async () => {
   // The mover must come due while `b` holds the lock; on a loaded machine it may run before `b` takes it, when
   // the run proves nothing and is made again on a new file.
@@ -197,6 +223,7 @@ test('the mover waits for no lock: another connection of the thread holding it a
     const b = createSqliteStore(path, { text: { moveAt: 1e9, moveAfterMs: 1e9 } });
     await a.migrate();
     await b.migrate();
+    const begins = watchImmediateBegins();
     try {
       // A small write of `a`: its words wait outside FTS5, and its mover runs 100 ms later.
       await a.resources.write('t1', (w) => w.insertNew(firstVersions([condition('c1', 'asthma')])));
@@ -218,19 +245,21 @@ test('the mover waits for no lock: another connection of the thread holding it a
         continue;
       }
       expect(places(path).recent).toBe(1);
-      // The mover's turn comes while the lock is held: waiting for it (SQLite's busy handler sleeps, up
-      // to the 10 s busy timeout) would stall this thread, and `b` with it.
-      const started = performance.now();
-      await Bun.sleep(300);
-      expect(performance.now() - started).toBeLessThan(1500);
+      // The mover's turn comes while the lock is held. It asks for the lock with a busy timeout of 0, so SQLite
+      // refuses at once: waiting for it (the busy handler sleeps, up to the 10 s busy timeout) would stall this
+      // thread, and `b` with it, and could never succeed.
+      await begins.firstRefusal;
+      expect(begins.seen.filter((s) => s.busy)).toEqual([{ busyTimeout: 0, busy: true }]);
       expect(places(path).recent).toBe(1);
       release();
       await writing;
       // Tried again once the lock is free: both writes' words end up in FTS5.
       for (let i = 0; i < 100 && places(path).recent > 0; i++) await Bun.sleep(20);
       expect(places(path)).toEqual({ recent: 0, stale: 0, fts: 2 });
+      expect(begins.seen.at(-1)).toEqual({ busyTimeout: 0, busy: false });
       return;
     } finally {
+      begins.restore();
       await a.close();
       await b.close();
     }

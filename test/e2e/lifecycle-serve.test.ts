@@ -1,8 +1,10 @@
 /**
  * Cutting access across processes: a running `cinder serve` and the `cinder` command line as separate
  * processes on one database, an app driven by a real OAuth client library (oauth4webapi). A disabled
- * client is refused by the token endpoint and its access token by the FHIR API within the documented
- * 5 seconds (client cache, revocation poll); a rotated secret likewise. From source and (when built) dist/cinder.
+ * client comes to be refused by the token endpoint and its access token by the FHIR API (client cache,
+ * revocation poll); a rotated secret likewise. That this happens within the documented 5 seconds is
+ * tested on the app's clock, moved past those caches (test/http/lifecycle.test.ts, PAST_CACHES_MS);
+ * here, that the server applies what another process recorded. From source and (when built) dist/cinder.
  */
 import { describe, expect, test } from 'bun:test';
 import * as oauth from 'oauth4webapi';
@@ -10,13 +12,13 @@ import { freePort } from '../helpers/export-e2e.ts';
 import { cinderCommands, cleanupAfterFile, readBanner, serveEnv, spawnServe } from '../helpers/processes.ts';
 
 const insecure = { [oauth.allowInsecureRequests]: true } as const;
-/** The documented bound (docs/operations.md), and a margin for a loaded machine. */
-const BOUND_MS = 5_000;
+/** Between two looks at the server while waiting for it to apply a change. */
+const POLL_MS = 100;
 
 const { tempDir } = cleanupAfterFile();
 
 describe.each(cinderCommands())('cutting access beside a running cinder serve (%s)', (_, command) => {
-  test('client disable, enable and rotate-secret take effect in the server within 5 seconds', async () => {
+  test('client disable, enable and rotate-secret recorded by the command line take effect in the server', async () => {
     const dir = tempDir('cinder-lifecycle-');
     const port = freePort();
     const base = `http://127.0.0.1:${port}`;
@@ -55,33 +57,30 @@ describe.each(cinderCommands())('cutting access beside a running cinder serve (%
           throw err;
         }
       };
-      /** Polls until `check` holds; returns how long that took (ms), or fails past the bound. */
-      const within = async (check: () => Promise<boolean>) => {
-        const started = Date.now();
-        while (!(await check())) {
-          expect(Date.now() - started).toBeLessThan(BOUND_MS + 2_000);
-          await Bun.sleep(100);
-        }
-        return Date.now() - started;
+      /** Looks until `check` holds (the test's timeout bounds it): the server applied the change; returns how many looks it took. */
+      const applied = async (check: () => Promise<boolean>) => {
+        let looks = 1;
+        for (; !(await check()); looks++) await Bun.sleep(POLL_MS);
+        return looks;
       };
 
       const first = (await grant(app.client_secret!)).token!;
       expect(await read(first)).toBe(200);
       await cinder('client', 'disable', app.client_id!);
-      const refused = await within(async () => (await grant(app.client_secret!)).error === 'invalid_client');
-      const cut = await within(async () => (await read(first)) === 401);
+      const refused = await applied(async () => (await grant(app.client_secret!)).error === 'invalid_client');
+      const cut = await applied(async () => (await read(first)) === 401);
       expect(await grant(app.client_secret!)).toEqual({ error: 'invalid_client', status: 400 });
 
       await cinder('client', 'enable', app.client_id!);
       let second = '';
-      const back = await within(async () => !!(second = (await grant(app.client_secret!)).token ?? ''));
+      const back = await applied(async () => !!(second = (await grant(app.client_secret!)).token ?? ''));
       expect(await read(second)).toBe(200);
       expect(await read(first)).toBe(401);
 
       const rotated = await cinder('client', 'rotate-secret', app.client_id!);
-      const rotatedIn = await within(async () => (await grant(app.client_secret!)).error === 'invalid_client' && (await read(second)) === 401);
+      const rotatedIn = await applied(async () => (await grant(app.client_secret!)).error === 'invalid_client' && (await read(second)) === 401);
       expect(await read((await grant(rotated.client_secret!)).token!)).toBe(200);
-      console.log(`disable: grants refused after ${refused} ms, its token after ${cut} ms more; enable: ${back} ms; rotate-secret: ${rotatedIn} ms`);
+      console.log(`looks until applied (${POLL_MS} ms apart): disable ${refused}, its token ${cut} more; enable ${back}; rotate-secret ${rotatedIn}`);
     } finally {
       server.kill();
       await server.exited;

@@ -17,6 +17,7 @@
  */
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { benchDatabase, storeKinds, type StoreKind } from './lib/databases.ts';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -33,7 +34,7 @@ if (positionals.length < 1 || positionals.length > 2 || !['sqlite', 'postgres', 
 }
 const entries = Number(values.entries);
 const rounds = Number(values.rounds);
-const kinds = values.store === 'both' ? ['sqlite', 'postgres'] : [values.store];
+const kinds = storeKinds(values.store);
 const crossed = Number(values.crossed);
 const families = crossed > 0 ? 10 : 97;
 
@@ -62,13 +63,9 @@ function bundle(): unknown {
 }
 
 /** One side's transaction on a fresh database: [ms, statuses, CPU ms]. */
-async function once(dir: string, kind: string): Promise<[number, string, number]> {
+async function once(dir: string, kind: StoreKind): Promise<[number, string, number]> {
   const { createTestApp, fhirInit } = await import(`${dir}/test/helpers/app.ts`);
-  const { storeTargets } = await import(`${dir}/test/helpers/stores.ts`);
-  const targets = await storeTargets();
-  const target = targets.find((t: { kind: string }) => t.kind === kind);
-  if (!target) throw new Error(`${kind}: not reachable`);
-  const db = await target.migrated();
+  const db = await benchDatabase(dir, kind);
   const t = await createTestApp({ store: db.open(), env: { CINDER_RATE_LIMITS: 'off' } });
   try {
     const token: string = await t.token();
@@ -88,7 +85,7 @@ async function once(dir: string, kind: string): Promise<[number, string, number]
     return [ms, statuses, (used.user + used.system) / 1000];
   } finally {
     await t.close();
-    for (const x of targets) await x.cleanup();
+    await db.drop();
   }
 }
 

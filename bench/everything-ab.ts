@@ -5,8 +5,8 @@
  *   bun bench/everything-ab.ts <checkout A> [<checkout B>] [--rounds N] [--store sqlite|postgres|both]
  *
  * Each checkout (a directory such as a git worktree with its dependencies) gets its own in-process app
- * (its `test/helpers/app.ts`) on a fresh SQLite file, or on a PostgreSQL database made for it with
- * `createdb -h 127.0.0.1 -U postgres` and dropped at the end. Tenant `t1` holds 1,500 Patients and
+ * (its `test/helpers/app.ts`) on a database of its own (bench/lib/databases.ts: a SQLite file, or a PostgreSQL
+ * database on the test server, dropped at the end). Tenant `t1` holds 1,500 Patients and
  * nothing else; tenant `t2` 300 generated patients (bench/lib, `perPatientScale` 0.2: about 22
  * resources each over 8 types, 6,734 in all), written by id so both checkouts hold the same. Each
  * round times every scenario (and one patient's `Patient/{id}/$everything`) on A then B (B then A on odd rounds), after one warm-up round, and checks
@@ -14,6 +14,7 @@
  */
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
+import { benchDatabase, storeKinds, type StoreKind } from './lib/databases.ts';
 import { generatePatients } from './lib/generator.ts';
 
 const { values, positionals } = parseArgs({
@@ -55,23 +56,10 @@ interface Side {
   close(): Promise<void>;
 }
 
-function sh(cmd: string[]): void {
-  const r = Bun.spawnSync(cmd, { stderr: 'pipe' });
-  if (r.exitCode !== 0) throw new Error(`${cmd.join(' ')}: ${r.stderr.toString()}`);
-}
-
-async function side(dir: string, kind: 'sqlite' | 'postgres', n: number): Promise<Side> {
+async function side(dir: string, kind: StoreKind): Promise<Side> {
   const { createTestApp, fhirInit } = await import(`${dir}/test/helpers/app.ts`);
-  let store: unknown;
-  let dropDb: (() => void) | undefined;
-  if (kind === 'postgres') {
-    const { createPostgresStore } = await import(`${dir}/src/store/postgres/index.ts`);
-    const name = `cinder_everything_${process.pid}_${n}`;
-    sh(['createdb', '-h', '127.0.0.1', '-U', 'postgres', name]);
-    dropDb = () => sh(['dropdb', '-h', '127.0.0.1', '-U', 'postgres', '--if-exists', name]);
-    store = createPostgresStore(`postgres://postgres@127.0.0.1:5432/${name}`);
-  }
-  const t = await createTestApp({ env: { CINDER_RATE_LIMITS: 'off' }, ...(store ? { store } : {}) });
+  const db = await benchDatabase(dir, kind);
+  const t = await createTestApp({ env: { CINDER_RATE_LIMITS: 'off' }, store: db.open() });
   const tokens: Record<string, string> = { t1: await t.token(), t2: await t.tokenFor('t2', ['system/*.*']) };
   const post = async (tenant: string, entries: Json[]) => {
     const body = { resourceType: 'Bundle', type: 'transaction', entry: entries.map((resource) => ({ resource, request: { method: 'PUT', url: `${resource.resourceType}/${resource.id}` } })) };
@@ -106,16 +94,14 @@ async function side(dir: string, kind: 'sqlite' | 'postgres', n: number): Promis
     },
     async close() {
       await t.close();
-      dropDb?.();
+      await db.drop();
     },
   };
 }
 
-const kinds: ('sqlite' | 'postgres')[] = values.store === 'both' ? ['sqlite', 'postgres'] : [values.store as 'sqlite' | 'postgres'];
-let made = 0;
-for (const kind of kinds) {
+for (const kind of storeKinds(values.store)) {
   const sides: Side[] = [];
-  for (const dir of positionals) sides.push(await side(resolve(dir), kind, made++));
+  for (const dir of positionals) sides.push(await side(resolve(dir), kind));
   try {
     const times = sides.map(() => SCENARIOS.map(() => [] as number[]));
     for (let round = 0; round <= rounds; round++) {

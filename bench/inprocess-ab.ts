@@ -19,6 +19,7 @@
  */
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
+import { benchDatabase } from './lib/databases.ts';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -47,11 +48,9 @@ async function side(dir: string): Promise<Side> {
   let store: unknown;
   let cleanup = async () => {};
   if (values.postgres) {
-    const { storeTargets } = await import(`${dir}/test/helpers/stores.ts`);
-    const target = (await storeTargets({ main: false })).find((x: { kind: string }) => x.kind === 'postgres');
-    if (!target) throw new Error('--postgres: the test PostgreSQL is unreachable');
-    store = (await target.migrated()).open();
-    cleanup = () => target.cleanup();
+    const db = await benchDatabase(dir, 'postgres');
+    store = db.open();
+    cleanup = db.drop;
   }
   const t = await createTestApp({ env: { CINDER_RATE_LIMITS: 'off' }, ...(store !== undefined && { store }) });
   const token: string = await t.token();

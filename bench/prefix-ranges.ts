@@ -14,6 +14,7 @@
  */
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { benchDatabase, storeKinds, type StoreKind } from './lib/databases.ts';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -30,7 +31,7 @@ const patients = Number(values.patients);
 const sizes = values.sizes.split(',').map(Number);
 const runs = Number(values.runs);
 const atMost = values['at-most'] === '' ? [] : values['at-most'].split(',').map(Number);
-const kinds = values.store === 'both' ? ['sqlite', 'postgres'] : [values.store];
+const kinds = storeKinds(values.store);
 const crossed = Number(values.crossed);
 // With `--crossed k`, 10 families, and for each given name k more Patients of it under the other families (as
 // bench/conditional-creates.ts --crossed): a superset of N searches then holds about (k + 1) N rows.
@@ -48,13 +49,9 @@ const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[xs.length >> 1]!;
 
 interface Side { search: (where: unknown[], count: number) => Promise<number>; close: () => Promise<void> }
 
-async function open(dir: string, kind: string): Promise<Side> {
+async function open(dir: string, kind: StoreKind): Promise<Side> {
   const { createTestApp, fhirInit } = await import(`${dir}/test/helpers/app.ts`);
-  const { storeTargets } = await import(`${dir}/test/helpers/stores.ts`);
-  const targets = await storeTargets();
-  const target = targets.find((t: { kind: string }) => t.kind === kind);
-  if (!target) throw new Error(`${kind}: not reachable`);
-  const db = await target.migrated();
+  const db = await benchDatabase(dir, kind);
   const store = db.open();
   const t = await createTestApp({ store, env: { CINDER_RATE_LIMITS: 'off' } });
   const token: string = await t.token();
@@ -78,7 +75,7 @@ async function open(dir: string, kind: string): Promise<Side> {
     search: async (where, count) => (await store.resources.search('t1', { type: 'Patient', sort: [], where, count })).length,
     close: async () => {
       await t.close();
-      for (const x of targets) await x.cleanup();
+      await db.drop();
     },
   };
 }

@@ -10,17 +10,15 @@
  * With CINDER_BENCH_PATIENTS=1 each owner (a staff user) activated theirs with a patient in context, a Patient of its own,
  * whose check (src/auth/patient-held.ts, remembered as long as the caches) has lapsed too (fifty-fourth session).
  */
-import postgres from 'postgres';
 import { resolve } from 'node:path';
+import { type serverDatabase, serverStore } from './lib/databases.ts';
 
 const N = Number(process.argv[2] ?? 16);
 const ROUNDS = Number(process.argv[3] ?? 40);
 const onPostgres = process.argv[4] === 'postgres';
 const roots = process.argv.slice(5).map((r) => resolve(r));
 if (!roots.length) roots.push(resolve(import.meta.dir, '..'));
-const adminUrl = process.env.CINDER_BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-const admin = onPostgres ? postgres(adminUrl, { max: 1, onnotice: () => undefined }) : undefined;
-const databases: string[] = [];
+const databases: Awaited<ReturnType<typeof serverDatabase>>[] = [];
 const SCOPES = ['user/*.rs'];
 const PATIENTS = process.env.CINDER_BENCH_PATIENTS === '1';
 type Json = Record<string, any>;
@@ -36,12 +34,10 @@ async function setUp(root: string): Promise<Case> {
   const { createClient } = await import(`${root}/src/auth/admin.ts`);
   const { CLIENT_CACHE_TTL_MS } = await import(`${root}/src/auth/client-cache.ts`);
   let store;
-  if (admin) {
-    const database = 'cinder_bench_' + crypto.randomUUID().replaceAll('-', '').slice(0, 12);
-    await admin`CREATE DATABASE ${admin(database)}`;
-    databases.push(database);
-    const { createPostgresStore } = await import(`${root}/src/store/postgres/index.ts`);
-    store = createPostgresStore(Object.assign(new URL(adminUrl), { pathname: `/${database}` }).toString());
+  if (onPostgres) {
+    const made = await serverStore(root);
+    databases.push(made.database);
+    store = made.store;
   }
   let sent = 0;
   const hook = (async () => {
@@ -111,7 +107,4 @@ console.log(`${N} Subscriptions, one notification each${PATIENTS ? ', a patient 
 console.log('| checkout | lowest ms | median ms | upper quartile ms |\n|---|---:|---:|---:|');
 for (const [name, xs] of times) console.log(`| ${name} | ${q(xs, 0).toFixed(1)} | ${q(xs, 0.5).toFixed(1)} | ${q(xs, 0.75).toFixed(1)} |`);
 for (const c of cases) await c.close();
-if (admin) {
-  for (const d of databases) await admin`DROP DATABASE IF EXISTS ${admin(d)} WITH (FORCE)`;
-  await admin.end();
-}
+for (const d of databases) await d.drop();

@@ -8,17 +8,15 @@
  *   bun bench/subscription-patient-choices.ts [N, default 300] [rounds, default 20] [sqlite|postgres] [checkout...]
  * (checkouts default to this one; with PostgreSQL, new databases of CINDER_BENCH_POSTGRES_URL's server, dropped at the end).
  */
-import postgres from 'postgres';
 import { resolve } from 'node:path';
+import { type serverDatabase, serverStore } from './lib/databases.ts';
 
 const N = Number(process.argv[2] ?? 300);
 const ROUNDS = Number(process.argv[3] ?? 20);
 const onPostgres = process.argv[4] === 'postgres';
 const roots = process.argv.slice(5).map((r) => resolve(r));
 if (!roots.length) roots.push(resolve(import.meta.dir, '..'));
-const adminUrl = process.env.CINDER_BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-const admin = onPostgres ? postgres(adminUrl, { max: 1, onnotice: () => undefined }) : undefined;
-const databases: string[] = [];
+const databases: Awaited<ReturnType<typeof serverDatabase>>[] = [];
 const SCOPES = ['launch/patient', 'patient/*.rs'];
 type Json = Record<string, any>;
 
@@ -39,12 +37,10 @@ async function setUp(root: string, shape: 'staff' | 'guardians'): Promise<Case> 
   const { createClient } = await import(`${root}/src/auth/admin.ts`);
   const { CLIENT_CACHE_TTL_MS } = await import(`${root}/src/auth/client-cache.ts`);
   let store;
-  if (admin) {
-    const database = 'cinder_bench_' + crypto.randomUUID().replaceAll('-', '').slice(0, 12);
-    await admin`CREATE DATABASE ${admin(database)}`;
-    databases.push(database);
-    const { createPostgresStore } = await import(`${root}/src/store/postgres/index.ts`);
-    store = createPostgresStore(Object.assign(new URL(adminUrl), { pathname: `/${database}` }).toString());
+  if (onPostgres) {
+    const made = await serverStore(root);
+    databases.push(made.database);
+    store = made.store;
   }
   const t = await createTestApp({ resolveHost: async () => ['93.184.215.14'], ...(store && { store }) });
   // Signed again before each measured write (outside its time): the clock moved past the caches' life each round would
@@ -119,7 +115,4 @@ console.log(`${N} Subscriptions, ${ROUNDS} writes each, ${onPostgres ? 'PostgreS
 console.log('| case | write matches | lowest ms | median ms | upper quartile ms |\n|---|---|---:|---:|---:|');
 for (const [name, xs] of times) console.log(`| ${name} | ${q(xs, 0).toFixed(1)} | ${q(xs, 0.5).toFixed(1)} | ${q(xs, 0.75).toFixed(1)} |`);
 for (const c of cases) await c.close();
-if (admin) {
-  for (const d of databases) await admin`DROP DATABASE IF EXISTS ${admin(d)} WITH (FORCE)`;
-  await admin.end();
-}
+for (const d of databases) await d.drop();

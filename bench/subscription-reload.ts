@@ -12,6 +12,8 @@
  */
 import postgres from 'postgres';
 import { createPostgresStore } from '../src/store/postgres/index.ts';
+import { serverDatabase } from './lib/databases.ts';
+import { heartRate } from './lib/fhir.ts';
 import { topicPausedError } from '../src/fhir/subscriptions/client-authority.ts';
 import type { Resource } from '../src/fhir/resource.ts';
 import { createBatchWriter, DEFAULT_BATCH_LIMITS } from '../src/fhir/import/batches.ts';
@@ -21,19 +23,11 @@ import { fhirClient, type Json } from '../test/helpers/fhir.ts';
 const E = Number(process.argv[2] ?? 10_000);
 const onPostgres = process.argv[3] === 'postgres';
 const N = Number(process.argv[4] ?? 40);
-const adminUrl = process.env.CINDER_BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-const admin = onPostgres ? postgres(adminUrl, { max: 1, onnotice: () => undefined }) : undefined;
-const database = 'cinder_bench_' + crypto.randomUUID().replaceAll('-', '').slice(0, 12);
-if (admin) await admin`CREATE DATABASE ${admin(database)}`;
-const databaseUrl = Object.assign(new URL(adminUrl), { pathname: `/${database}` }).toString();
-const t = await createTestApp({ resolveHost: async () => ['93.184.215.14'], ...(admin && { store: createPostgresStore(databaseUrl) }) });
+const database = onPostgres ? await serverDatabase() : undefined;
+const t = await createTestApp({ resolveHost: async () => ['93.184.215.14'], ...(database && { store: createPostgresStore(database.url) }) });
 const api = fhirClient(t, await t.token());
 await api.put200({ resourceType: 'Patient', id: 'p1', name: [{ family: 'Chalmers' }] });
-// A heart rate as R4's heartrate profile, which a vital sign is held to claimed or not, wants it.
-const obs: Json = {
-  resourceType: 'Observation', status: 'final', category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'vital-signs' }] }], code: { coding: [{ system: 'http://loinc.org', code: '8867-4' }] },
-  subject: { reference: 'Patient/p1' }, effectiveDateTime: '2024-01-01', valueQuantity: { value: 70, unit: '/min', system: 'http://unitsofmeasure.org', code: '/min' },
-};
+const obs = heartRate('Patient/p1');
 const subscription = (status: string, i: number, error?: string): Json => ({
   resourceType: 'Subscription', status, reason: `${status}-${i}`, criteria: `Observation?code=http://loinc.org|x-${i}`,
   channel: { type: 'rest-hook', endpoint: `https://hooks-${i}.example.org/fhir`, payload: 'application/fhir+json', header: ['Authorization: Bearer bench'] },
@@ -46,8 +40,8 @@ async function batch(resources: Json[]): Promise<void> {
   for (const r of resources) await writer.addPrepared([writer.prepare({ ...r, id: `s-${String(r.reason)}` } as Resource)]);
   await writer.drain();
   // As `cinder import` ends on PostgreSQL (and autovacuum later): the statistics, and the GIN indexes' pending rows merged.
-  if (admin) {
-    const db = postgres(databaseUrl, { max: 1, onnotice: () => undefined });
+  if (database) {
+    const db = postgres(database.url, { max: 1, onnotice: () => undefined });
     await db`VACUUM (ANALYZE)`;
     await db.end();
   }
@@ -74,7 +68,4 @@ await measure(`${onPostgres ? 'postgres' : 'sqlite'}: 0 in error (10 active, 1 t
 await batch(Array.from({ length: E }, (_, i) => subscription('error', i, `the delivery failed 5 times in a row; the last: HTTP 503 from https://hooks-${i}.example.org/fhir`)));
 await measure(`${onPostgres ? 'postgres' : 'sqlite'}: ${E} in error (failed deliveries)`);
 await t.close();
-if (admin) {
-  await admin`DROP DATABASE IF EXISTS ${admin(database)} WITH (FORCE)`;
-  await admin.end();
-}
+await database?.drop();

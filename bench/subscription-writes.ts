@@ -8,25 +8,19 @@
  * dropped at the end.
  *   bun bench/subscription-writes.ts [writes per case, default 2000] [sqlite|postgres]
  */
-import postgres from 'postgres';
 import { createPostgresStore } from '../src/store/postgres/index.ts';
+import { serverDatabase } from './lib/databases.ts';
+import { heartRate } from './lib/fhir.ts';
 import { createTestApp } from '../test/helpers/app.ts';
 import { fhirClient, type Json } from '../test/helpers/fhir.ts';
 
 const N = Number(process.argv[2] ?? 2000);
 const onPostgres = process.argv[3] === 'postgres';
-const adminUrl = process.env.CINDER_BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-const admin = onPostgres ? postgres(adminUrl, { max: 1, onnotice: () => undefined }) : undefined;
-const database = 'cinder_bench_' + crypto.randomUUID().replaceAll('-', '').slice(0, 12);
-if (admin) await admin`CREATE DATABASE ${admin(database)}`;
-const databaseUrl = Object.assign(new URL(adminUrl), { pathname: `/${database}` }).toString();
-const t = await createTestApp({ resolveHost: async () => ['93.184.215.14'], ...(admin && { store: createPostgresStore(databaseUrl) }) });
+const database = onPostgres ? await serverDatabase() : undefined;
+const t = await createTestApp({ resolveHost: async () => ['93.184.215.14'], ...(database && { store: createPostgresStore(database.url) }) });
 const api = fhirClient(t, await t.token());
 await api.put200({ resourceType: 'Patient', id: 'p1', name: [{ family: 'Chalmers' }] });
-const obs: Json = {
-  resourceType: 'Observation', status: 'final', category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'vital-signs' }] }], code: { coding: [{ system: 'http://loinc.org', code: '8867-4' }] },
-  subject: { reference: 'Patient/p1' }, effectiveDateTime: '2024-01-01', valueQuantity: { value: 70, unit: '/min', system: 'http://unitsofmeasure.org', code: '/min' },
-};
+const obs = heartRate('Patient/p1');
 const subscription = (criteria: string): Json => ({
   resourceType: 'Subscription', status: 'requested', reason: 'bench', criteria, channel: { type: 'rest-hook', endpoint: 'https://hooks.example.org/fhir' },
 });
@@ -64,7 +58,4 @@ await clear();
 for (let i = 0; i < 100; i++) await add(`Observation?subject:Patient.name=nobody-${i}`);
 await measure('100 active, chained criteria (subject:Patient.name=)');
 await t.close();
-if (admin) {
-  await admin`DROP DATABASE IF EXISTS ${admin(database)} WITH (FORCE)`;
-  await admin.end();
-}
+await database?.drop();

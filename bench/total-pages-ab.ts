@@ -6,8 +6,8 @@
  *   bun bench/total-pages-ab.ts <checkout A> <checkout B> [--patients N] [--rounds N] [--store sqlite|postgres|both] [--only totals|chains]
  *
  * Each checkout (a git worktree with its dependencies) gets its own in-process app (its `test/helpers/app.ts`)
- * on a fresh SQLite file, or on a PostgreSQL database made for it with `createdb -h 127.0.0.1 -U postgres` and
- * dropped at the end, holding the same generated patients (bench/lib, seed 1; 1,000 patients: about 100,000
+ * on a database of its own (bench/lib/databases.ts: a SQLite file, or a PostgreSQL database on the test server,
+ * dropped at the end), holding the same generated patients (bench/lib, seed 1; 1,000 patients: about 100,000
  * resources), written by id through the store's bulk insert and analysed. Each round walks every scenario's first
  * PAGES pages on A then B (B then A on odd rounds), after one warm-up round, and checks that both answer the same
  * entries and totals. Prints the median ms of the first page and of the later pages together, and the median of
@@ -15,6 +15,7 @@
  */
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
+import { benchDatabase, storeKinds, type StoreKind } from './lib/databases.ts';
 import { generatePatients } from './lib/generator.ts';
 
 const { values, positionals } = parseArgs({
@@ -57,24 +58,11 @@ interface Side {
   close(): Promise<void>;
 }
 
-function sh(cmd: string[]): void {
-  const r = Bun.spawnSync(cmd, { stderr: 'pipe' });
-  if (r.exitCode !== 0) throw new Error(`${cmd.join(' ')}: ${r.stderr.toString()}`);
-}
-
-async function side(dir: string, kind: 'sqlite' | 'postgres', n: number): Promise<Side> {
+async function side(dir: string, kind: StoreKind): Promise<Side> {
   const { createTestApp, fhirInit } = await import(`${dir}/test/helpers/app.ts`);
   const { firstVersions } = await import(`${dir}/test/helpers/versions.ts`);
-  let store: unknown;
-  let dropDb: (() => void) | undefined;
-  if (kind === 'postgres') {
-    const { createPostgresStore } = await import(`${dir}/src/store/postgres/index.ts`);
-    const name = `cinder_totals_${process.pid}_${n}`;
-    sh(['createdb', '-h', '127.0.0.1', '-U', 'postgres', name]);
-    dropDb = () => sh(['dropdb', '-h', '127.0.0.1', '-U', 'postgres', '--if-exists', name]);
-    store = createPostgresStore(`postgres://postgres@127.0.0.1:5432/${name}`);
-  }
-  const t = await createTestApp({ env: { CINDER_RATE_LIMITS: 'off' }, ...(store ? { store } : {}) });
+  const db = await benchDatabase(dir, kind);
+  const t = await createTestApp({ env: { CINDER_RATE_LIMITS: 'off' }, store: db.open() });
   const token = await t.token();
   let batch: Json[] = [];
   const flush = async () => {
@@ -108,17 +96,15 @@ async function side(dir: string, kind: 'sqlite' | 'postgres', n: number): Promis
     },
     async close() {
       await t.close();
-      dropDb?.();
+      await db.drop();
     },
   };
 }
 
 const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor((v.length - 1) / 2)]!;
-const kinds: ('sqlite' | 'postgres')[] = values.store === 'both' ? ['sqlite', 'postgres'] : [values.store as 'sqlite' | 'postgres'];
-let made = 0;
-for (const kind of kinds) {
+for (const kind of storeKinds(values.store)) {
   const sides: Side[] = [];
-  for (const dir of positionals) sides.push(await side(resolve(dir), kind, made++));
+  for (const dir of positionals) sides.push(await side(resolve(dir), kind));
   try {
     const times = sides.map(() => SCENARIOS.map(() => ({ first: [] as number[], later: [] as number[] })));
     for (let round = 0; round <= rounds; round++) {

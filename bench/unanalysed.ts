@@ -7,8 +7,8 @@
  *
  *   bun bench/unanalysed.ts <checkout A> [<checkout B>] [--sizes 20000] [--rounds N] [--store sqlite|postgres|both] [--analyze] [--only <text>]
  *
- * For each size, one database of that many Conditions (a fresh SQLite file, or a PostgreSQL database made
- * with `createdb -h 127.0.0.1 -U postgres` and dropped at the end) that both checkouts search (their
+ * For each size, one database of that many Conditions (bench/lib/databases.ts, made by checkout A: a SQLite
+ * file, or a PostgreSQL database on the test server, dropped at the end) that both checkouts search (their
  * migrations must agree); `--analyze` gathers its statistics first. Condition `i` has a SNOMED CT code
  * (one of 50) but eight, an onset but five, a clinical status (a third `resolved`), a verification status
  * (`refuted` every 500th, otherwise `confirmed`) and one of 300 patients.
@@ -21,10 +21,9 @@
  * and checks that both answer the same ids. Prints the median ms of each, and the median of the rounds'
  * ratios B / A.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { benchDatabase, type BenchStore, storeKinds, type StoreKind } from './lib/databases.ts';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -113,20 +112,10 @@ const compartmentOf = (search: string) => /^\[([^\]]*)\]/.exec(search)?.[1];
 
 type Json = Record<string, unknown>;
 
-interface Store {
-  migrate(): Promise<void>;
-  close(): Promise<void>;
-  resources: {
-    write(tenant: string, fn: (w: { insertNew(v: unknown[]): Promise<unknown> }) => Promise<unknown>): Promise<unknown>;
-    search(tenant: string, q: Json): Promise<{ id: string }[]>;
+interface Store extends BenchStore {
+  resources: BenchStore['resources'] & {
     snapshot(tenant: string, q: Json): Promise<{ lines: Uint8Array; count: number; next: number | null }>;
-    indexing: { analyze(opts?: { onlyStale?: boolean }): Promise<unknown> };
   };
-}
-
-function sh(cmd: string[]): void {
-  const r = Bun.spawnSync(cmd, { stderr: 'pipe' });
-  if (r.exitCode !== 0) throw new Error(`${cmd.join(' ')}: ${r.stderr.toString()}`);
 }
 
 const condition = (i: number, size: number) => ({
@@ -137,28 +126,18 @@ const condition = (i: number, size: number) => ({
   verificationStatus: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/condition-ver-status', code: i % 500 === 7 ? 'refuted' : 'confirmed' }] },
 });
 
-const scratch = mkdtempSync(join(tmpdir(), 'cinder-bench-unanalysed-'));
-let made = 0;
-
 interface Database {
   /** A store of checkout `dir` on the database. */
   open(dir: string): Promise<Store>;
-  drop(): void;
+  drop(): Promise<void>;
 }
 
-async function database(dir: string, kind: 'sqlite' | 'postgres', size: number): Promise<Database> {
-  const n = made++;
-  let url: string;
-  let drop = () => undefined as void;
-  if (kind === 'postgres') {
-    const name = `cinder_unanalysed_${process.pid}_${n}`;
-    sh(['createdb', '-h', '127.0.0.1', '-U', 'postgres', name]);
-    drop = () => sh(['dropdb', '-h', '127.0.0.1', '-U', 'postgres', '--if-exists', name]);
-    url = `postgres://postgres@127.0.0.1:5432/${name}`;
-  } else url = join(scratch, `${n}.db`);
+async function database(dir: string, kind: StoreKind, size: number): Promise<Database> {
+  const db = await benchDatabase<Store>(dir, kind);
   const open = async (at: string): Promise<Store> => {
-    if (kind === 'postgres') return (await import(`${at}/src/store/postgres/index.ts`)).createPostgresStore(url);
-    return (await import(`${at}/src/store/sqlite/index.ts`)).createSqliteStore(url);
+    if (at === dir) return db.open();
+    if (kind === 'postgres') return (await import(`${at}/src/store/postgres/index.ts`)).createPostgresStore(db.url);
+    return (await import(`${at}/src/store/sqlite/index.ts`)).createSqliteStore(db.url);
   };
   const { firstVersions } = await import(`${dir}/test/helpers/versions.ts`);
   const store = await open(dir);
@@ -171,10 +150,9 @@ async function database(dir: string, kind: 'sqlite' | 'postgres', size: number):
   await store.resources.write(TENANT, (w) => w.insertNew(firstVersions(patients)));
   if (values.analyze) await store.resources.indexing.analyze();
   await store.close();
-  return { open, drop };
+  return { open, drop: db.drop };
 }
 
-const kinds: ('sqlite' | 'postgres')[] = values.store === 'both' ? ['sqlite', 'postgres'] : [values.store as 'sqlite' | 'postgres'];
 const dirs = positionals.map((d) => resolve(d));
 const { compileSearch } = await import(`${dirs[0]}/src/fhir/search.ts`);
 const compiled = (search: string): Json => {
@@ -211,40 +189,36 @@ async function answer(store: Store, search: string): Promise<string> {
 /** The pages a `pages:` search reads. */
 const PAGES = 10;
 const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor((v.length - 1) / 2)]!;
-try {
-  for (const kind of kinds) {
-    for (const size of sizes) {
-      const db = await database(dirs[0]!, kind, size);
-      const stores = await Promise.all(dirs.map((d) => db.open(d)));
-      const times = SEARCHES.map(() => dirs.map(() => [] as number[]));
-      try {
-        for (let round = 0; round < rounds + 1; round++) {
-          for (const [k, query] of SEARCHES.entries()) {
-            const order = round % 2 ? [...dirs.keys()].reverse() : [...dirs.keys()];
-            const answers: string[] = [];
-            for (const i of order) {
-              const start = performance.now();
-              answers[i] = await answer(stores[i]!, query);
-              if (round >= 1) times[k]![i]!.push(performance.now() - start);
-            }
-            if (answers.length === 2 && answers[0] !== answers[1]) throw new Error(`${kind}, ${query}: the checkouts answer differently`);
+for (const kind of storeKinds(values.store)) {
+  for (const size of sizes) {
+    const db = await database(dirs[0]!, kind, size);
+    const stores = await Promise.all(dirs.map((d) => db.open(d)));
+    const times = SEARCHES.map(() => dirs.map(() => [] as number[]));
+    try {
+      for (let round = 0; round < rounds + 1; round++) {
+        for (const [k, query] of SEARCHES.entries()) {
+          const order = round % 2 ? [...dirs.keys()].reverse() : [...dirs.keys()];
+          const answers: string[] = [];
+          for (const i of order) {
+            const start = performance.now();
+            answers[i] = await answer(stores[i]!, query);
+            if (round >= 1) times[k]![i]!.push(performance.now() - start);
           }
+          if (answers.length === 2 && answers[0] !== answers[1]) throw new Error(`${kind}, ${query}: the checkouts answer differently`);
         }
-      } finally {
-        for (const s of stores) await s.close();
-        db.drop();
       }
-      console.log(`\n### ${kind}, ${size.toLocaleString('en')} Conditions, ${rounds} rounds${values.analyze ? ', analysed' : ', no statistics'} (median ms${dirs.length === 2 ? "; B / A: median of the rounds' ratios" : ''})\n`);
-      console.log(`| Search | ${dirs.map((d, i) => `${'AB'[i]}: ${d}`).join(' | ')} |${dirs.length === 2 ? ' B / A |' : ''}`);
-      console.log(`|---|${dirs.map(() => '---:').join('|')}|${dirs.length === 2 ? '---:|' : ''}`);
-      for (const [k, query] of SEARCHES.entries()) {
-        const cells = times[k]!.map((t) => median(t).toFixed(1));
-        const ratio = dirs.length === 2 ? ` ${median(times[k]![1]!.map((b, r) => b / times[k]![0]![r]!)).toFixed(3)} |` : '';
-        console.log(`| \`${query.replaceAll('|', '\\|')}\` | ${cells.join(' | ')} |${ratio}`);
-      }
+    } finally {
+      for (const s of stores) await s.close();
+      await db.drop();
+    }
+    console.log(`\n### ${kind}, ${size.toLocaleString('en')} Conditions, ${rounds} rounds${values.analyze ? ', analysed' : ', no statistics'} (median ms${dirs.length === 2 ? "; B / A: median of the rounds' ratios" : ''})\n`);
+    console.log(`| Search | ${dirs.map((d, i) => `${'AB'[i]}: ${d}`).join(' | ')} |${dirs.length === 2 ? ' B / A |' : ''}`);
+    console.log(`|---|${dirs.map(() => '---:').join('|')}|${dirs.length === 2 ? '---:|' : ''}`);
+    for (const [k, query] of SEARCHES.entries()) {
+      const cells = times[k]!.map((t) => median(t).toFixed(1));
+      const ratio = dirs.length === 2 ? ` ${median(times[k]![1]!.map((b, r) => b / times[k]![0]![r]!)).toFixed(3)} |` : '';
+      console.log(`| \`${query.replaceAll('|', '\\|')}\` | ${cells.join(' | ')} |${ratio}`);
     }
   }
-} finally {
-  rmSync(scratch, { recursive: true, force: true });
 }
 process.exit(0);

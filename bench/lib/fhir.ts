@@ -69,3 +69,16 @@ export function round(value: number, decimals: number): number {
   const f = 10 ** decimals;
   return Math.round(value * f) / f;
 }
+
+/** A heart rate of `subject` (a reference), as R4's heartrate profile, which a vital sign is held to claimed or not, wants it. */
+export function heartRate(subject: string): { resourceType: "Observation"; [element: string]: unknown } {
+  return {
+    resourceType: "Observation",
+    status: "final",
+    category: [{ coding: [{ system: "http://terminology.hl7.org/CodeSystem/observation-category", code: "vital-signs" }] }],
+    code: { coding: [{ system: LOINC, code: "8867-4" }] },
+    subject: { reference: subject },
+    effectiveDateTime: "2024-01-01",
+    valueQuantity: { value: 70, unit: "/min", system: "http://unitsofmeasure.org", code: "/min" },
+  };
+}

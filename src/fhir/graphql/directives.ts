@@ -13,7 +13,7 @@ import {
 } from 'graphql';
 import type { Clock } from '../../clock.ts';
 import { compileValues, FhirPathEvaluationError, FhirPathSyntaxError, UnsupportedFhirPath, type CompiledValues } from '../validation/fhirpath-engine.ts';
-import { elementType } from '../validation/model.ts';
+import { FHIRPATH_TYPES } from '../validation/model.ts';
 
 export const FHIR_DIRECTIVES: readonly GraphQLDirective[] = [
   new GraphQLDirective({ name: 'first', description: 'A list field answers its first item (null for none): graphql.html', locations: [DirectiveLocation.FIELD] }),
@@ -96,7 +96,6 @@ function slicePath(f: FieldNode, variables: Record<string, unknown> | undefined)
   return (arg.value as StringValueNode).value;
 }
 
-const FHIRPATH_TYPES = { elementType };
 
 /** A value `@slice`'s path selected, as text in a field's name. */
 const asName = (v: unknown) => (v !== null && typeof v === 'object' ? '' : String(v));

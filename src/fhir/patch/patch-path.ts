@@ -8,7 +8,7 @@
  */
 import { compileCriterion, FhirPathEvaluationError, type CompiledCriterion } from '../validation/fhirpath-engine.ts';
 import { FhirPathSyntaxError, parseFhirPath, UnsupportedFhirPath, type Ast } from '../validation/fhirpath-parse.ts';
-import { elementType, typeModel } from '../validation/model.ts';
+import { elementType, FHIRPATH_TYPES, typeModel } from '../validation/model.ts';
 import type { Clock } from '../../clock.ts';
 
 export type Json = Record<string, unknown>;
@@ -40,7 +40,7 @@ export class PatchPathError extends Error {}
  */
 export const MAX_WHERE_VISITS = 5_000_000;
 
-const TYPES = { elementType };
+const TYPES = FHIRPATH_TYPES;
 
 /**
  * A compiled patch path. `clock`: the time `now()`, `today()` and `timeOfDay()` read in its `where()`

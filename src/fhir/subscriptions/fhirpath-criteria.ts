@@ -14,12 +14,12 @@
 import { FhirError } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
 import { compileTopicCriteria, FhirPathEvaluationError, FhirPathSyntaxError, UnsupportedFhirPath, type CompiledTopicCriteria, type TopicVersions } from '../validation/fhirpath-engine.ts';
-import { elementType } from '../validation/model.ts';
+import { FHIRPATH_TYPES } from '../validation/model.ts';
 
 /** The most values one evaluation of a fhirPathCriteria may visit. */
 export const MAX_VISITS = 100_000;
 
-const TYPES = { elementType };
+const TYPES = FHIRPATH_TYPES;
 
 /**
  * Compiled expressions by their text: topics are parsed again wherever they are read (the hub's set, activation,

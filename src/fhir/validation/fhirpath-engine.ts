@@ -35,6 +35,17 @@ export { FhirPathSyntaxError, UnsupportedFhirPath };
 export interface FhirPathTypes {
   /** The FHIR type of element `name` of a value of type `owner` (e.g. ('Observation','value') -> undefined for choice; ('Patient','birthDate') -> 'date'; ('Observation','valueQuantity') -> 'Quantity'), or undefined when unknown. Backbone elements are named by their path, e.g. 'Patient.contact'. */
   elementType(owner: string, name: string): string | undefined;
+  /**
+   * Every element of a type (inherited ones too), for type()'s ClassInfo (N1 § 10 Reflection); absent, a ClassInfo
+   * lists no element.
+   */
+  typeElements?(type: string): readonly ReflectedElement[] | undefined;
+}
+/** An element of a type as typeElements gives it: its name (`value` for `value[x]`), its FHIR types, whether it repeats. */
+export interface ReflectedElement {
+  name: string;
+  types: readonly string[];
+  many: boolean;
 }
 export interface InvariantContext {
   resource: unknown;
@@ -257,8 +268,41 @@ function testedType(test: TypeTest): string | undefined {
 /** The members of the TypeInfo values type() gives, by their System types (a TypeSpecifier as its text, `FHIR.Element`). */
 const REFLECTION_TYPES = new Map<string, ReadonlyMap<string, string>>([
   ['System.SimpleTypeInfo', new Map([['namespace', 'System.String'], ['name', 'System.String'], ['baseType', 'System.String']])],
-  ['System.ClassInfo', new Map([['namespace', 'System.String'], ['name', 'System.String'], ['baseType', 'System.String']])],
+  ['System.ClassInfo', new Map([['namespace', 'System.String'], ['name', 'System.String'], ['baseType', 'System.String'], ['element', 'System.ClassInfoElement']])],
+  ['System.ClassInfoElement', new Map([['name', 'System.String'], ['type', 'System.String'], ['isOneBased', 'System.Boolean']])],
 ]);
+
+/** A FHIR type as a TypeSpecifier: `FHIR.HumanName`; a backbone element (`Patient.contact`) by the type it is, `FHIR.BackboneElement`. */
+const typeSpecifier = (t: string) => `FHIR.${t.includes('.') ? 'BackboneElement' : t}`;
+
+/** The ClassInfoElements of each type, by the typeElements function that gave them. */
+const classElementCache = new WeakMap<NonNullable<FhirPathTypes['typeElements']>, Map<string, readonly Json[]>>();
+
+/**
+ * N1 § 10: the ClassInfoElements of type `t` (named `name` in its ClassInfo), the elements it defines beyond its base's
+ * (CodeableConcept: coding and text, not Element's id and extension; a backbone element, those its definition adds to
+ * BackboneElement's). Each has the element's name, its TypeSpecifier (`FHIR.string`; a repeating one `List<FHIR.Coding>`;
+ * a choice `Choice<FHIR.boolean, FHIR.dateTime>`, as CQL's model info writes one) and `isOneBased` false (FHIR's lists
+ * are indexed from 0).
+ */
+function classElements(types: FhirPathTypes, t: string, name: string): readonly Json[] {
+  const read = types.typeElements;
+  if (read === undefined) return [];
+  let byType = classElementCache.get(read);
+  if (byType === undefined) classElementCache.set(read, (byType = new Map()));
+  const known = byType.get(t);
+  if (known !== undefined) return known;
+  const base = t.includes('.') ? 'BackboneElement' : parentOf(name);
+  const inherited = new Set((base === undefined ? undefined : read(base))?.map((e) => e.name));
+  const out: Json[] = [];
+  for (const e of read(t) ?? []) {
+    if (inherited.has(e.name)) continue;
+    const one = e.types.length === 1 ? typeSpecifier(e.types[0]!) : `Choice<${e.types.map(typeSpecifier).join(', ')}>`;
+    out.push({ name: e.name, type: e.many ? `List<${one}>` : one, isOneBased: false });
+  }
+  byType.set(t, out);
+  return out;
+}
 
 /**
  * N1 type() of one item: a SimpleTypeInfo for a primitive (a System type, `baseType` System.Any; a FHIR primitive, in
@@ -266,14 +310,15 @@ const REFLECTION_TYPES = new Map<string, ReadonlyMap<string, string>>([
  * resource (its base: `FHIR.Element`, `FHIR.DomainResource`...; a backbone element is a `BackboneElement`); undefined
  * where the item's type is not known (a value of an element the model does not define), which N1 gives as nothing.
  */
-function typeInfoOf(item: unknown, type: string | undefined): Typed | undefined {
+function typeInfoOf(item: unknown, type: string | undefined, types: FhirPathTypes): Typed | undefined {
   const t = typeOfItem(item, type);
   if (t === undefined || REFLECTION_TYPES.has(t)) return undefined;
   if (t.startsWith('System.')) return new Typed('System.SimpleTypeInfo', { namespace: 'System', name: t.slice('System.'.length), baseType: 'System.Any' }, undefined);
   const name = t.includes('.') ? 'BackboneElement' : t;
   const base = parentOf(name);
   const info = { namespace: 'FHIR', name, ...(base !== undefined && { baseType: `FHIR.${base}` }) };
-  return new Typed(PRIMITIVES.has(name) ? 'System.SimpleTypeInfo' : 'System.ClassInfo', info, undefined);
+  if (PRIMITIVES.has(name)) return new Typed('System.SimpleTypeInfo', info, undefined);
+  return new Typed('System.ClassInfo', { ...info, element: classElements(types, t, name) }, undefined);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -2485,7 +2530,7 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
   ['type', (input, args, scope, c) => (arity(c, scope, 0, 0), collExpr(undefined, (env) => {
     const out: unknown[] = [];
     for (const item of input.coll(env)) {
-      const info = typeInfoOf(item, input.type);
+      const info = typeInfoOf(item, input.type, scope.types);
       if (info !== undefined) out.push(info);
     }
     return out;

@@ -4,7 +4,7 @@
  * whole before the walk, so `%resource` is complete).
  */
 import { compileInvariant, EMPTY_RESULT_NOTE, FhirPathEvaluationError, UnsupportedFhirPath, type CompiledInvariant, type InvariantContext } from './fhirpath-engine.ts';
-import { elementType, type InvariantModel, type TypeModel } from './model.ts';
+import { elementType, FHIRPATH_TYPES, type InvariantModel, type TypeModel } from './model.ts';
 
 /** Where the walk collects problems. */
 export interface IssueSink {
@@ -15,7 +15,7 @@ export interface IssueSink {
 const compiled = new Map<InvariantModel, CompiledInvariant | null>();
 /** Invariants checked natively by the walk (Narrative's txt-1 and txt-2 on `div`). */
 const NATIVE = new Set(['txt-1', 'txt-2']);
-const TYPES = { elementType };
+const TYPES = FHIRPATH_TYPES;
 
 function compile(inv: InvariantModel): CompiledInvariant | null {
   let fn = compiled.get(inv);

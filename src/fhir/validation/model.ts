@@ -185,3 +185,44 @@ export function elementType(owner: string, name: string): string | undefined {
 export function tableValueSet(url: string): BindingModel | undefined {
   return Object.hasOwn(table.valueSets, url) ? binding(url) : undefined;
 }
+
+/** One element of a type as FHIRPath's reflection lists it: its name (`value` for `value[x]`), its types, whether it repeats. */
+export interface TypeElement {
+  name: string;
+  types: readonly string[];
+  many: boolean;
+}
+
+/** R4's abstract bases, which the table has no entry of: their elements, as a concrete type of each base carries them. */
+const ABSTRACT_BASES: Record<string, [from: string, names: string[]]> = {
+  Element: ['Coding', ['id', 'extension']],
+  BackboneElement: ['Patient.contact', ['id', 'extension', 'modifierExtension']],
+  Resource: ['Binary', ['id', 'meta', 'implicitRules', 'language']],
+  DomainResource: ['Patient', ['id', 'meta', 'implicitRules', 'language', 'text', 'contained', 'extension', 'modifierExtension']],
+};
+
+const typeElementCache = new Map<string, readonly TypeElement[] | null>();
+
+/**
+ * Every element of a resource, data type, backbone element or abstract base (Element, BackboneElement, Resource,
+ * DomainResource), inherited ones included, in R4's order; undefined for a primitive or a name R4 has no type of.
+ */
+export function typeElements(type: string): readonly TypeElement[] | undefined {
+  const known = typeElementCache.get(type);
+  if (known !== undefined) return known ?? undefined;
+  let out: TypeElement[] | null = null;
+  const abstract = Object.hasOwn(ABSTRACT_BASES, type) ? ABSTRACT_BASES[type]! : undefined;
+  const def = Object.hasOwn(table.types, abstract?.[0] ?? type) ? table.types[abstract?.[0] ?? type]! : undefined;
+  if (def !== undefined && !PRIMITIVES.has(type)) {
+    out = [];
+    for (const [name, e] of Object.entries(def.e) as [string, TableElement][]) {
+      if (abstract !== undefined && !abstract[1].includes(name)) continue;
+      out.push({ name, types: Array.isArray(e.t) ? e.t : [e.t], many: e.max === '*' || (typeof e.max === 'number' && e.max > 1) });
+    }
+  }
+  if (Object.hasOwn(table.types, type) || abstract !== undefined) typeElementCache.set(type, out);
+  return out ?? undefined;
+}
+
+/** The R4 model as the FHIRPath engine reads it (FhirPathTypes): element types for navigation, elements for type()'s ClassInfo. */
+export const FHIRPATH_TYPES = { elementType, typeElements };

@@ -7,7 +7,7 @@
 import { describe, expect, test } from 'bun:test';
 import { parseExact } from '../../../src/fhir/exact-json.ts';
 import { compileValues } from '../../../src/fhir/validation/fhirpath-engine.ts';
-import { elementType } from '../../../src/fhir/validation/model.ts';
+import { elementType, FHIRPATH_TYPES } from '../../../src/fhir/validation/model.ts';
 import suite from '../../fixtures/fhirpath/n1-conversion-cases.json' with { type: 'json' };
 
 type Json = Record<string, unknown>;
@@ -134,6 +134,45 @@ describe('toChars() and type() (N1 § 5.6, § 10 Reflection)', () => {
       ['Patient.maritalStatus.type() is System.ClassInfo', 'true'], ['Patient.active.type() is System.SimpleTypeInfo', 'true'],
       ['Patient.contact.type().name', "'BackboneElement'"], ["Patient.children().where(type().name = 'code').count()", '1'],
     ], patient, 'Patient');
+  });
+});
+
+describe("type()'s ClassInfo lists the type's own elements (N1 § 10 Reflection: ClassInfoElement name, type, isOneBased)", () => {
+  /** `expression` on `focus` with the production model (its types' elements), as run() gives it. */
+  const reflect = (expression: string, focus: Json, type: string) => {
+    const out = compileValues(expression, FHIRPATH_TYPES)(focus, type, { resource: focus, rootResource: focus });
+    return out.length === 0 ? 'empty' : out.map((x) => (typeof x === 'string' ? `'${x}'` : String(x))).join(', ');
+  };
+  const patient = { resourceType: 'Patient', active: true, maritalStatus: { text: 'Married' }, contact: [{ gender: 'female' }], deceasedBoolean: false };
+
+  test("the specification's example: CodeableConcept's coding (a List<FHIR.Coding>) and text (FHIR.string), not Element's id and extension", () => {
+    for (const [expression, expected] of [
+      ['Patient.maritalStatus.type().element.name', "'coding', 'text'"],
+      ['Patient.maritalStatus.type().element.type', "'List<FHIR.Coding>', 'FHIR.string'"],
+      ['Patient.maritalStatus.type().element.isOneBased', 'false, false'],
+      ["Patient.maritalStatus.type().element.where(name = 'coding').type", "'List<FHIR.Coding>'"],
+      // A resource: its own elements after DomainResource's; a choice element once, with its types.
+      ['Patient.type().element.first().name', "'identifier'"],
+      ["Patient.type().element.where(name = 'deceased').type", "'Choice<FHIR.boolean, FHIR.dateTime>'"],
+      ["Patient.type().element.where(name = 'contact').type", "'List<FHIR.BackboneElement>'"],
+      ["Patient.type().element.where(name = 'text').exists()", 'false'],
+      // A backbone element: the elements its definition adds to BackboneElement's.
+      ['Patient.contact.type().element.name.first()', "'relationship'"],
+      ["Patient.contact.type().element.where(name = 'modifierExtension').exists()", 'false'],
+      // A primitive is a SimpleTypeInfo, which has no elements.
+      ['Patient.active.type().element', 'empty'],
+      ["Patient.children().type().where(name = 'CodeableConcept').element.count()", '2'],
+    ] as [string, string][]) {
+      expect(`${expression} -> ${reflect(expression, patient, 'Patient')}`).toBe(`${expression} -> ${expected}`);
+    }
+  });
+
+  test("a data type lists its own elements (Quantity's five); a resource based on Resource (Bundle) those after Resource's", () => {
+    const obs = { resourceType: 'Observation', status: 'final', code: { text: 'age' }, valueQuantity: { value: 4, unit: 'a' } };
+    expect(reflect('Observation.value.type().element.name', obs, 'Observation')).toBe("'value', 'comparator', 'unit', 'system', 'code'");
+    const bundle = { resourceType: 'Bundle', type: 'collection' };
+    expect(reflect('Bundle.type().element.first().name', bundle, 'Bundle')).toBe("'identifier'");
+    expect(reflect('Bundle.type().baseType', bundle, 'Bundle')).toBe("'FHIR.Resource'");
   });
 });
 

@@ -6,7 +6,7 @@
  */
 import { compileExtensionContext, compileInvariant, UnsupportedFhirPath } from '../fhirpath-engine.ts';
 import { FhirPathSyntaxError } from '../fhirpath-parse.ts';
-import { elementType, pathTypes, typeModel, type ElementModel, type TypeModel } from '../model.ts';
+import { FHIRPATH_TYPES, pathTypes, typeModel, type ElementModel, type TypeModel } from '../model.ts';
 import { R4_RESOURCE_TYPES } from '../../resource-types.ts';
 import type { CompiledProfile, Constraint, ContextExpression, ElementTypes, ExtensionUse, Discriminator, ProfileElement, Slice, SliceKey, Slicing, TypeRule } from './compiled.ts';
 import { splitPath, valuesAt } from './paths.ts';
@@ -20,7 +20,7 @@ export class ProfileUnusable extends Error {}
 const CORE_SD = 'http://hl7.org/fhir/StructureDefinition/';
 const RESOURCE_TYPES = new Set<string>(R4_RESOURCE_TYPES);
 const CODED = new Set(['code', 'Coding', 'CodeableConcept', 'Quantity', 'string', 'uri']);
-const TYPES = { elementType };
+const TYPES = FHIRPATH_TYPES;
 /** Invariants of Element, Extension, DomainResource and Narrative, which base validation checks natively everywhere. */
 const GENERIC_KEYS = ['ele-1', 'ext-1', 'dom-2', 'dom-3', 'dom-4', 'dom-5', 'dom-6', 'txt-1', 'txt-2'];
 

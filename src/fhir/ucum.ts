@@ -21,6 +21,7 @@
  * in one compares only with one of the same code.
  */
 import definitions from './ucum-units.json' with { type: 'json' };
+import { numberRational, type Rational } from './rational.ts';
 
 export const UCUM_SYSTEM = 'http://unitsofmeasure.org';
 
@@ -50,6 +51,35 @@ const BASES = ['m', 's', 'g', 'rad', 'K', 'C', 'cd', 'mol', 'eq'];
 
 /** The units a definition gives (`1 code = value unit`), by code, until each is reduced on first use. */
 const DEFINED = new Map<string, [metric: boolean, value: number, unit: string]>();
+
+/**
+ * The temperatures as kelvin = a * value + b, exactly (UCUM's functions Cel, degF, degRe): temperatureOf converts by
+ * these where a comparison must be exact. SPECIAL below is the same conversion in binary, for search's index.
+ */
+const TEMPERATURES: Record<string, [a: Rational, b: Rational]> = {
+  Cel: [{ n: 1n, d: 1n }, { n: 27315n, d: 100n }],
+  '[degF]': [{ n: 5n, d: 9n }, { n: 45967n * 5n, d: 900n }],
+  '[degRe]': [{ n: 5n, d: 4n }, { n: 27315n, d: 100n }],
+};
+
+/** A temperature unit's exact conversion into kelvin: kelvin = a * value + b. */
+export interface Temperature {
+  readonly a: Rational;
+  readonly b: Rational;
+}
+
+/**
+ * The exact conversion into kelvin of a UCUM temperature unit: Cel, [degF], [degRe], and the units that reduce to
+ * kelvin alone (`K`, `mK`: their factor read as the decimal it is written as, 0.001). Undefined for any other unit.
+ */
+export function temperatureOf(code: string): Temperature | undefined {
+  const special = TEMPERATURES[code];
+  if (special) return { a: special[0], b: special[1] };
+  const unit = canonicalUnit(code);
+  if (unit?.code !== 'K' || SPECIAL[code]) return undefined;
+  const a = numberRational(unit.convert(1));
+  return a === undefined ? undefined : { a, b: { n: 0n, d: 1n } };
+}
 
 /** The special units converted, as a whole unit only: a value's conversion into kelvin (UCUM's functions Cel, degF, degRe). */
 const SPECIAL: Record<string, { base: string; toBase: (v: number) => number }> = {

@@ -21,7 +21,8 @@
 import { guarded, guardedTest } from '../../regex-guard.ts';
 import type { Clock } from '../../clock.ts';
 import { literalOf } from '../exact-json.ts';
-import { canonicalUnit, type CanonicalUnit } from '../ucum.ts';
+import { add as addRational, compare as compareRational, divide, multiply as multiplyRational, numberRational, roundedUnits, subtract, type Rational } from '../rational.ts';
+import { canonicalUnit, temperatureOf, type CanonicalUnit, type Temperature } from '../ucum.ts';
 import {
   addQuantities, CALENDAR_MS, CALENDAR_UCUM, calendarFactors, calendarKeyword, convertQuantity, isCalendarMonths, isDefiniteCalendar,
   multiplyQuantities, parseQuantityText, type PlainQuantity,
@@ -724,6 +725,45 @@ function commensurable(a: string, b: string): [CanonicalUnit, CanonicalUnit] | n
   return ca === undefined || cb === undefined || ca.code !== cb.code ? null : [ca, cb];
 }
 
+/**
+ * `x` in unit `a` against `y` in unit `b` (commensurable), -1, 0 or 1: for two temperatures (Cel, [degF], [degRe], K)
+ * exactly, by UCUM's affine conversions on the values as decimals (`37.0000000000001 'Cel' > 310.15 'K'`, `100 '[degF]'
+ * = 37.77777777777778 'Cel'` false), which a kelvin value of 15 digits gave the wrong way; other units by their
+ * canonical values.
+ */
+function compareConverted(x: number, a: string, y: number, b: string, units: [CanonicalUnit, CanonicalUnit]): number {
+  const exact = inKelvin(x, a, y, b);
+  if (exact !== undefined) return compareRational(exact[0], exact[1]);
+  const [cx, cy] = [units[0].convert(x), units[1].convert(y)];
+  return cx < cy ? -1 : cx > cy ? 1 : 0;
+}
+
+/** Two temperatures' values in kelvin, exactly; undefined when either unit is no temperature or either value no decimal. */
+function inKelvin(x: number, a: string, y: number, b: string): [Rational, Rational] | undefined {
+  const [ta, tb] = [temperatureOf(a), temperatureOf(b)];
+  const [rx, ry] = [numberRational(x), numberRational(y)];
+  if (ta === undefined || tb === undefined || rx === undefined || ry === undefined) return undefined;
+  return [kelvin(rx, ta), kelvin(ry, tb)];
+}
+
+const kelvin = (v: Rational, t: Temperature): Rational => addRational(multiplyRational(v, t.a), t.b);
+
+/**
+ * § 6.1.3 `~` on two temperatures, exactly: the more precise value converted into the other's unit and both rounded to
+ * the less precise's places (`36.6 'Cel' ~ 97.88 '[degF]'` true, `100 '[degF]' ~ 37.8 'Cel'` true at 100's precision);
+ * undefined when either unit is no temperature.
+ */
+function equivalentTemperatures(x: number, a: string, y: number, b: string): boolean | undefined {
+  const [ta, tb] = [temperatureOf(a), temperatureOf(b)];
+  const [rx, ry] = [numberRational(x), numberRational(y)];
+  if (ta === undefined || tb === undefined || rx === undefined || ry === undefined) return undefined;
+  const [pa, pb] = [decimalPlaces(x), decimalPlaces(y)];
+  const [value, into, other, places] = pa <= pb ? [ry, ta, rx, pa] : [rx, tb, ry, pb];
+  const from = pa <= pb ? tb : ta;
+  const converted = divide(subtract(kelvin(value, from), into.b), into.a);
+  return converted !== undefined && roundedUnits(converted, places) === roundedUnits(other, places);
+}
+
 /** The system of a calendar duration's unit (N1, Time-valued Quantities: `1 year`, `4 days`, held as `'year'`, `'day'`). */
 const CALENDAR = 'calendar';
 
@@ -776,8 +816,7 @@ function compareQuantities(a: unknown, b: unknown, ordering = false): number | u
       if (QA.system !== UCUM || QB.system !== UCUM) return undefined;
       const units = commensurable(QA.unit, QB.unit);
       if (units === null) return undefined;
-      x = units[0].convert(x);
-      y = units[1].convert(y);
+      return compareConverted(x, QA.unit, y, QB.unit, units);
     }
   }
   return x < y ? -1 : x > y ? 1 : 0;
@@ -809,8 +848,7 @@ function compareByUnitText(a: unknown, b: unknown): number | undefined {
     if (ux !== uy) {
       const units = commensurable(ux, uy);
       if (units === null) return undefined;
-      xv = units[0].convert(xv);
-      yv = units[1].convert(yv);
+      return compareConverted(xv, ux, yv, uy, units);
     }
   }
   return xv < yv ? -1 : xv > yv ? 1 : 0;
@@ -960,6 +998,8 @@ function equivalentQuantities(a: unknown, b: unknown): boolean | undefined {
   if (QA.system !== UCUM || QB.system !== UCUM) return false;
   const units = commensurable(QA.unit, QB.unit);
   if (units === null) return false;
+  const temperatures = equivalentTemperatures(x, QA.unit, y, QB.unit);
+  if (temperatures !== undefined) return temperatures;
   const [ua, ub] = units;
   const [pa, pb] = [decimalPlaces(x), decimalPlaces(y)];
   // In the unit of the less precise value, at its precision.

@@ -8,7 +8,8 @@
  * and a definite UCUM duration do not mix in a sum (N1 makes them unequal), and multiply as their UCUM units.
  * Units of different dimensions, or that UCUM (src/fhir/ucum.ts) cannot read, give nothing (undefined here).
  */
-import { canonicalUnit } from '../ucum.ts';
+import { add, divide, multiply, numberRational, rationalNumber, subtract } from '../rational.ts';
+import { canonicalUnit, temperatureOf } from '../ucum.ts';
 import { decimalArithmetic } from './fhirpath-math.ts';
 
 /** A quantity's value and unit: a calendar keyword (singular) when `calendar`, else a UCUM code (`'1'` for a number). */
@@ -182,6 +183,12 @@ export function convertQuantity(q: PlainQuantity, unit: string): PlainQuantity |
   const [lx, ly] = [linear(x.unit), linear(y.unit)];
   if (lx !== undefined && ly !== undefined) {
     return lx.code === ly.code ? finite({ value: dec('/', dec('*', x.value, lx.factor), ly.factor), unit: target.unit, calendar: target.calendar }) : undefined;
+  }
+  // A temperature (Cel, [degF], [degRe], K) exactly, through its kelvin as a rational: `37 'Cel'.toQuantity('[degF]')` is 98.6.
+  const [tx, ty, rx] = [temperatureOf(x.unit), temperatureOf(y.unit), numberRational(x.value)];
+  if (tx !== undefined && ty !== undefined && rx !== undefined) {
+    const value = divide(subtract(add(multiply(rx, tx.a), tx.b), ty.b), ty.a);
+    return value === undefined ? undefined : finite({ value: rationalNumber(value), unit: target.unit, calendar: target.calendar });
   }
   const [cx, cy] = [canonicalUnit(x.unit), canonicalUnit(y.unit)];
   if (cx === undefined || cy === undefined || cx.code !== cy.code) return undefined;

@@ -9,7 +9,7 @@ import { describe, expect, test } from 'bun:test';
 import fhirpath from 'fhirpath';
 import r4 from 'fhirpath/fhir-context/r4';
 import { compileInvariant, compileValues } from '../../../src/fhir/validation/fhirpath-engine.ts';
-import { elementType } from '../../../src/fhir/validation/model.ts';
+import { elementType, FHIRPATH_TYPES } from '../../../src/fhir/validation/model.ts';
 
 type Json = Record<string, unknown>;
 const types = { elementType };
@@ -203,3 +203,26 @@ describe('distinct() and isDistinct() on quantities agree with `=`, large collec
     expect(cinder(`${mixed}.distinct().count()`)).toBe('[8]');
   });
 });
+
+describe('temperatures (UCUM Cel, [degF], [degRe], K) compare exactly: N1 Quantity Equality converts, and a conversion is exact', () => {
+  const exact = (expression: string) => compileValues(expression, FHIRPATH_TYPES)({}, undefined, { resource: {}, rootResource: {} });
+  test('order and equality past 15 digits of kelvin; equal amounts written in each unit stay equal', () => {
+    for (const [expression, expected] of [
+      // The 15th digit of kelvin: a 15-digit kelvin value made these equal.
+      ["37.0000000000001 'Cel' > 310.15 'K'", true], ["310.15 'K' < 37.0000000000001 'Cel'", true], ["37.77777777777777 'Cel' < 100 '[degF]'", true],
+      // 100 [degF] is 37.777... Cel: no decimal of 16 digits is it.
+      ["100 '[degF]' = 37.77777777777778 'Cel'", false], ["0.1 '[degF]' = -17.7222222222222 'Cel'", false], ["310.9277777777778 'K' = 100 '[degF]'", false],
+      ["37 'Cel' = 98.6 '[degF]'", true], ["-40 'Cel' = -40 '[degF]'", true], ["20.05 'Cel' = 293.2 'K'", true], ["5 '[degRe]' = 6.25 'Cel'", true],
+      ["37 'Cel' = 310150 'mK'", true], ["1000000.01 'Cel' = 1000273.16 'K'", true], ["212 '[degF]' > 99.99999999999999 'Cel'", true],
+      // ~ at the less precise value's places, the other converted exactly into its unit.
+      ["36.6 'Cel' ~ 97.88 '[degF]'", true], ["37.5 'Cel' ~ 99.5 '[degF]'", true], ["37.5 'Cel' ~ 99.4 '[degF]'", false], ["32.27 '[degF]' ~ 0.2 'Cel'", true],
+      ["(37 'Cel' | 98.6 '[degF]' | 310.15 'K').distinct().count() = 1", true],
+      // toQuantity() converts exactly too (98.59999999992152 before: the slope of [degF] came from two 15-digit kelvins).
+      ["37 'Cel'.toQuantity('[degF]').value = 98.6", true], ["36.6 'Cel'.toQuantity('[degF]').value = 97.88", true],
+      ["0.1 '[degF]'.toQuantity('K').value = 255.42777777777778", true], ["1 'Cel'.toQuantity('mK').value = 274150", true],
+    ] as [string, boolean][]) {
+      expect(`${expression} -> ${JSON.stringify(exact(expression))}`).toBe(`${expression} -> ${JSON.stringify([expected])}`);
+    }
+  });
+});
+

@@ -240,6 +240,28 @@ interface TypeTest {
 
 const SYSTEM_ONLY = new Map([['Boolean', 'boolean'], ['String', 'string'], ['Integer', 'integer'], ['Decimal', 'decimal'], ['Date', 'date'], ['DateTime', 'dateTime'], ['Time', 'time']]);
 
+/** FHIRPath's System types (N1 § 4, § 10), by name. */
+const SYSTEM_TYPES = new Set(['Any', 'Boolean', 'String', 'Integer', 'Decimal', 'Date', 'DateTime', 'Time', 'Quantity', 'SimpleTypeInfo', 'ClassInfo', 'ClassInfoElement', 'ListTypeInfo', 'TupleTypeInfo']);
+/** R4's abstract types, which no value has but which values are of (`is Resource`, `ofType(Element)`). */
+const ABSTRACT_TYPES = new Set(['Element', 'BackboneElement', 'Resource', 'DomainResource']);
+
+/**
+ * The type test of a type specifier the expression names (`is`, `as`, `ofType()`), refusing one that names no type
+ * (`as(string1)`, `ofType(Quantty)`): FHIRPath makes that an error, not an empty result that would make an invariant
+ * hold, or fail, whatever the resource. Names without a namespace or in FHIR's are checked where the model lists its
+ * types (typeElements).
+ */
+function namedTypeTest(t: TypeName, scope: Scope, at: number): TypeTest {
+  const elements = scope.types.typeElements;
+  // A System name that is none of its types tests false (HL7's suite: `Patient.is(System.Patient)` is false).
+  if (elements !== undefined && t.namespace !== 'System') {
+    const fhir = PRIMITIVES.has(t.name) || ABSTRACT_TYPES.has(t.name) || (!t.name.includes('.') && elements(t.name) !== undefined);
+    const system = t.namespace !== 'FHIR' && SYSTEM_TYPES.has(t.name);
+    if (!fhir && !system) throw new UnsupportedFhirPath(scope.expression, at, `unknown type ${t.namespace === undefined ? '' : `${t.namespace}.`}${t.name}`);
+  }
+  return typeTest(t);
+}
+
 function typeTest(t: TypeName): TypeTest {
   if (t.namespace === 'System') return { name: t.name, fhir: false, system: `System.${t.name}`, lenient: undefined };
   if (t.namespace === 'FHIR') return { name: t.name, fhir: true, system: undefined, lenient: undefined };
@@ -1481,7 +1503,8 @@ function build(ast: Ast, scope: Scope): Expr {
       return binary(ast.op, build(ast.left, scope), build(ast.right, scope), ast.at, scope);
     case 'type': {
       const operand = build(ast.operand, scope);
-      return ast.op === 'is' ? isType(operand, typeTest(ast.type)) : asType(operand, typeTest(ast.type));
+      const test = namedTypeTest(ast.type, scope, ast.at);
+      return ast.op === 'is' ? isType(operand, test) : asType(operand, test);
     }
     case 'call':
       return call(ast, scope);
@@ -2037,9 +2060,9 @@ function perItem(arg: Ast, input: Expr, scope: Scope): Expr {
 }
 
 function typeArgument(arg: Ast, scope: Scope): TypeTest {
-  if (arg.kind === 'member' && arg.target === undefined) return typeTest({ namespace: undefined, name: arg.name });
+  if (arg.kind === 'member' && arg.target === undefined) return namedTypeTest({ namespace: undefined, name: arg.name }, scope, arg.at);
   if (arg.kind === 'member' && arg.target?.kind === 'member' && arg.target.target === undefined && (arg.target.name === 'FHIR' || arg.target.name === 'System')) {
-    return typeTest({ namespace: arg.target.name, name: arg.name });
+    return namedTypeTest({ namespace: arg.target.name, name: arg.name }, scope, arg.at);
   }
   throw new FhirPathSyntaxError(scope.expression, arg.at, 'type name expected');
 }
@@ -2411,12 +2434,29 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
       const out: unknown[] = [];
       let level: unknown[] = [];
       retype(input.coll(env), input.type, level);
+      // "Until no new items are found" (N1 § 5.2): a node of the resource is new once (by identity: two equal
+      // Questionnaire items are two items), a primitive value once by its value (`repeat('test')` gives one 'test').
+      const seenNodes = new Set<object>();
+      const seenValues = new Set<string>();
+      const isNew = (x: unknown): boolean => {
+        const v = valueOf(x);
+        if (v !== null && typeof v === 'object') {
+          if (seenNodes.has(v)) return false;
+          seenNodes.add(v);
+          return true;
+        }
+        const key = `${typeof v}:${String(v)}`;
+        if (seenValues.has(key)) return false;
+        seenValues.add(key);
+        return true;
+      };
       while (level.length > 0) {
         const next: unknown[] = [];
         projectItems(env, level, projection, next, true);
         charge(env, next.length);
-        for (const x of next) out.push(x);
-        level = next;
+        const fresh = next.filter(isNew);
+        for (const x of fresh) out.push(x);
+        level = fresh;
         if (out.length > MAX_ITEMS) throw new EvaluationError('repeat() does not end');
       }
       return out;
@@ -2699,7 +2739,8 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
   }],
   ['replace', (input, args, scope, c) => (arity(c, scope, 2, 2),
     stringFunction(input, args, scope, 'System.String', (s, p, r, env) => {
-      const parts = s.split(p as string);
+      // N1: an empty pattern surrounds every character with the substitution (`'abc'.replace('', 'x')` is 'xaxbxcx').
+      const parts = p === '' ? ['', ...Array.from(s), ''] : s.split(p as string);
       // What the answer will hold is charged before it is made: one replace() may multiply a string's length.
       chargeText(env, s.length + (parts.length - 1) * Math.max(0, (r as string).length - (p as string).length));
       return parts.join(r as string);

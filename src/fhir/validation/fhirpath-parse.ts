@@ -104,6 +104,8 @@ function tokenize(text: string, fail: (at: number, what: string) => never): Toke
     }
     if (c === '/' && (text[at + 1] === '/' || text[at + 1] === '*')) {
       const end = text[at + 1] === '/' ? text.indexOf('\n', at) : text.indexOf('*/', at + 2);
+      // A block comment must be closed (`2 + 2 /* not finished` is no expression); a line comment ends with the text.
+      if (end < 0 && text[at + 1] === '*') fail(at, 'unterminated comment');
       at = end < 0 ? text.length : end + (text[at + 1] === '/' ? 1 : 2);
       continue;
     }

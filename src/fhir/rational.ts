@@ -79,3 +79,11 @@ function leadingZeros(n: bigint, d: bigint): number {
   for (let r = n * 10n; r < d && zeros < 400; r *= 10n) zeros++;
   return zeros;
 }
+
+/** A text equal rationals share (`1/2` for 2/4): the fraction in lowest terms. */
+export function rationalKey(a: Rational): string {
+  let [x, y] = [a.n < 0n ? -a.n : a.n, a.d];
+  while (y !== 0n) [x, y] = [y, x % y];
+  const g = x === 0n ? 1n : x;
+  return `${a.n / g}/${a.d / g}`;
+}

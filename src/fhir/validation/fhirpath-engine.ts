@@ -21,7 +21,7 @@
 import { guarded, guardedTest } from '../../regex-guard.ts';
 import type { Clock } from '../../clock.ts';
 import { literalOf } from '../exact-json.ts';
-import { add as addRational, compare as compareRational, divide, multiply as multiplyRational, numberRational, roundedUnits, subtract, type Rational } from '../rational.ts';
+import { add as addRational, compare as compareRational, divide, multiply as multiplyRational, numberRational, rationalKey, roundedUnits, subtract, type Rational } from '../rational.ts';
 import { canonicalUnit, temperatureOf, type CanonicalUnit, type Temperature } from '../ucum.ts';
 import {
   addQuantities, CALENDAR_MS, CALENDAR_UCUM, calendarFactors, calendarKeyword, convertQuantity, isCalendarMonths, isDefiniteCalendar,
@@ -1124,6 +1124,13 @@ class QuantitySet {
       if (isCalendarMonths(QA.unit)) keys.push(`m${QA.value * (QA.unit === 'year' ? 12 : 1)}`);
     }
     definite(QA);
+    // A temperature by its exact kelvin, as `=` compares it (inKelvin): two 15-digit kelvins of one amount may differ.
+    const temperature = QA.system === UCUM ? temperatureOf(QA.unit) : undefined;
+    const exact = temperature === undefined ? undefined : numberRational(QA.value);
+    if (temperature !== undefined && exact !== undefined) {
+      keys.push(`k${rationalKey(kelvin(exact, temperature))}`);
+      return;
+    }
     const unit = QA.system === UCUM ? canonicalUnit(QA.unit) : undefined;
     if (unit !== undefined) keys.push(`c${unit.code}|${unit.convert(QA.value)}`);
   }

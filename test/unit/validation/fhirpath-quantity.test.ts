@@ -217,6 +217,10 @@ describe('temperatures (UCUM Cel, [degF], [degRe], K) compare exactly: N1 Quanti
       // ~ at the less precise value's places, the other converted exactly into its unit.
       ["36.6 'Cel' ~ 97.88 '[degF]'", true], ["37.5 'Cel' ~ 99.5 '[degF]'", true], ["37.5 'Cel' ~ 99.4 '[degF]'", false], ["32.27 '[degF]' ~ 0.2 'Cel'", true],
       ["(37 'Cel' | 98.6 '[degF]' | 310.15 'K').distinct().count() = 1", true],
+      // Past eight items distinct() and isDistinct() file quantities by keys: a temperature's is its exact kelvin (0.01 K twice here;
+      // their 15-digit kelvins were 0.00999999999999091 and 0.0100000000000162, and the two were kept).
+      ["(-273.14 'Cel' | 1 'K' | 2 'K' | 3 'K' | 4 'K' | 5 'K' | 6 'K' | 7 'K' | 8 'K').combine(-459.652 '[degF]').distinct().count() = 9", true],
+      ["(-273.14 'Cel' | 1 'K' | 2 'K' | 3 'K' | 4 'K' | 5 'K' | 6 'K' | 7 'K' | 8 'K').combine(-459.652 '[degF]').isDistinct()", false],
       // toQuantity() converts exactly too (98.59999999992152 before: the slope of [degF] came from two 15-digit kelvins).
       ["37 'Cel'.toQuantity('[degF]').value = 98.6", true], ["36.6 'Cel'.toQuantity('[degF]').value = 97.88", true],
       ["0.1 '[degF]'.toQuantity('K').value = 255.42777777777778", true], ["1 'Cel'.toQuantity('mK').value = 274150", true],

@@ -762,9 +762,11 @@ function compareConverted(x: number, a: string, y: number, b: string, units: [Ca
 
 /** Two temperatures' values in kelvin, exactly; undefined when either unit is no temperature or either value no decimal. */
 function inKelvin(x: number, a: string, y: number, b: string): [Rational, Rational] | undefined {
-  const [ta, tb] = [temperatureOf(a), temperatureOf(b)];
+  const ta = temperatureOf(a);
+  const tb = ta === undefined ? undefined : temperatureOf(b);
+  if (ta === undefined || tb === undefined) return undefined;
   const [rx, ry] = [numberRational(x), numberRational(y)];
-  if (ta === undefined || tb === undefined || rx === undefined || ry === undefined) return undefined;
+  if (rx === undefined || ry === undefined) return undefined;
   return [kelvin(rx, ta), kelvin(ry, tb)];
 }
 
@@ -776,9 +778,11 @@ const kelvin = (v: Rational, t: Temperature): Rational => addRational(multiplyRa
  * undefined when either unit is no temperature.
  */
 function equivalentTemperatures(x: number, a: string, y: number, b: string): boolean | undefined {
-  const [ta, tb] = [temperatureOf(a), temperatureOf(b)];
+  const ta = temperatureOf(a);
+  const tb = ta === undefined ? undefined : temperatureOf(b);
+  if (ta === undefined || tb === undefined) return undefined;
   const [rx, ry] = [numberRational(x), numberRational(y)];
-  if (ta === undefined || tb === undefined || rx === undefined || ry === undefined) return undefined;
+  if (rx === undefined || ry === undefined) return undefined;
   const [pa, pb] = [decimalPlaces(x), decimalPlaces(y)];
   const [value, into, other, places] = pa <= pb ? [ry, ta, rx, pa] : [rx, tb, ry, pb];
   const from = pa <= pb ? tb : ta;

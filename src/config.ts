@@ -176,8 +176,6 @@ export type Config = Readonly<
     databaseUrl: string;
     /** What libpq would warn of reading the database's configuration (a password file others may read, not read). */
     databaseWarnings: readonly string[];
-    /** The password file the database's password was taken from, when it was (for the message of a refused password). */
-    databasePasswordFile?: string;
     exportStorage: string;
   }
 >;
@@ -262,7 +260,6 @@ export function loadConfig(env: Record<string, string | undefined>, flags: Recor
     baseUrl: (c.baseUrl ?? `http://localhost:${c.port}`).replace(/\/+$/, ''),
     databaseUrl: libpq?.url ?? databaseUrl,
     databaseWarnings: libpq?.warnings ?? [],
-    ...(libpq?.passwordFile !== undefined && { databasePasswordFile: libpq.passwordFile }),
     exportStorage,
   });
 }

@@ -71,14 +71,14 @@ async function checkFile(path: string, report: Report): Promise<void> {
  * unreachable, a wrong password, no such database, the connection lost during the checks) fails the check itself, as it
  * ends every other command (exit 1, `cinder: cannot use the PostgreSQL database ...`): nothing of it could be checked.
  */
-async function checkServer(url: string, report: Report, passwordFile?: string): Promise<void> {
+async function checkServer(url: string, report: Report): Promise<void> {
   const store = openStore(url);
   try {
     await store.ping();
     report.checks.connection = 'ok';
     await checkSchema({ schema: () => store.schema(), indexState: () => store.resources.indexing.state() }, report);
   } catch (err) {
-    if (!report.checks.connection || err instanceof StoreUnavailableError || isPostgresOutage(err)) throw unusableDatabase(err, url, passwordFile);
+    if (!report.checks.connection || err instanceof StoreUnavailableError || isPostgresOutage(err)) throw unusableDatabase(err, url);
     report.problems.push(`the database cannot be read: ${errorText(err)}`);
   } finally {
     await store.close().catch(() => undefined);
@@ -119,12 +119,12 @@ export const checkCommand: Command = {
     `Prints each check and each problem. Exit 0 healthy, ${PROBLEM_EXIT} a problem found, 1 the check failed (a PostgreSQL database that cannot be used), 2 usage error.`,
   options: { json: { type: 'boolean' } },
   async run(args, io) {
-    const { databaseUrl, databaseWarnings, databasePasswordFile } = loadConfig(io.env);
+    const { databaseUrl, databaseWarnings } = loadConfig(io.env);
     const postgres = isPostgresUrl(databaseUrl);
     const report: Report = { database: postgres ? 'postgres' : sqlitePath(databaseUrl), checks: {}, problems: [] };
     // As every command says them (openContext): a password file not read, a refused password that came from one.
     for (const warning of databaseWarnings) io.stderr(`cinder: warning: ${warning}\n`);
-    if (postgres) await checkServer(databaseUrl, report, databasePasswordFile);
+    if (postgres) await checkServer(databaseUrl, report);
     else await checkFile(report.database, report);
     print(io, !!args.values.json, report);
     return report.problems.length ? PROBLEM_EXIT : 0;

@@ -18,6 +18,7 @@ import { NoDatabaseError, UsageError, type CliIO, type Command } from './command
 import { isPostgresUrl } from './sqlite-file.ts';
 import { connectTimeoutFromUrl, postgresTarget, sessionAttrsFromUrl } from '../store/postgres/url-options.ts';
 import { DEFAULT_CONNECT_TIMEOUT } from '../store/postgres/db.ts';
+import { passwordFileSource } from '../store/postgres/libpq-env.ts';
 
 /** What a command that works on the server's database says when the configuration finds none (`variable`: where it looked). */
 function noDatabaseAdvice(variable: string): string {
@@ -126,7 +127,7 @@ export async function openContext(io: CliIO, flags: Record<string, string> = {},
     } catch (err) {
       // The first statement opens the connection: an unreachable server, a wrong password, a missing database.
       if (!postgres) throw err;
-      throw unusableDatabase(err, config.databaseUrl, config.databasePasswordFile);
+      throw unusableDatabase(err, config.databaseUrl);
     }
     if (postgres && schema.version === 0) {
       if (!create) throw new NoDatabaseError(`the PostgreSQL ${postgresName(config.databaseUrl)} holds no Cinder schema: ${noDatabaseAdvice('CINDER_DATABASE_URL')}`);
@@ -172,11 +173,15 @@ export function connectionProblem(err: unknown, url: string): string {
  * The error that ends a command (exit 1, one line) when the PostgreSQL database at `url` cannot be used: the server
  * refuses connections or does not answer, the password is wrong, the database does not exist.
  */
-export function unusableDatabase(err: unknown, url: string, passwordFile?: string): Error {
-  // As libpq says it: a password the server refused came from the password file, not from the URL (libpq-env.ts).
+export function unusableDatabase(err: unknown, url: string): Error {
   const cause = err instanceof StoreUnavailableError ? err.cause : err;
-  const fromFile = passwordFile && (cause as { code?: unknown } | null)?.code === '28P01' ? ` (password retrieved from file '${passwordFile}')` : '';
-  return new Error(`cannot use the PostgreSQL ${postgresName(url)} (CINDER_DATABASE_URL): ${connectionProblem(err, url)}${fromFile}`, { cause: err });
+  const refused = (cause as { code?: unknown } | null)?.code === '28P01';
+  // As libpq says it: a password the server refused came from the password file (libpq-env.ts), as the file is now.
+  const file = refused ? passwordFileSource(url)?.() : undefined;
+  const fromFile = file?.password ? ` (password retrieved from file '${file.path}')` : '';
+  // An empty password of the file is none: libpq sends nothing and says so.
+  const problem = file?.password === '' ? `fe_sendauth: no password supplied (the line of the password file '${file.path}' for this connection gives an empty one)` : connectionProblem(err, url);
+  return new Error(`cannot use the PostgreSQL ${postgresName(url)} (CINDER_DATABASE_URL): ${problem}${fromFile}`, { cause: err });
 }
 
 /** Prints `data` as JSON with --json, otherwise as `key: value` lines. */

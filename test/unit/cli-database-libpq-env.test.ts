@@ -234,6 +234,15 @@ describe.skipIf(!pg || !bin)('the password file (PGPASSFILE, ?passfile=, ~/.pgpa
     expect(await attempt('postgres://?service=empty', ['client', 'list', '--tenant', 't1', '--json'], { PGSERVICEFILE: services, PGPASSFILE: matched })).toMatchObject({ code: 0, stderr: '' });
   }, 60_000);
 
+  test("a line's empty password is the file's answer (the lines after it not read) and is none: libpq's 'no password supplied', not a refused password of the file", async () => {
+    const port = cluster!.port;
+    const empty = file('pgpass-empty-line', [`127.0.0.1:${port}:postgres:postgres:`, `*:*:*:*:${escaped}`].join('\n') + '\n');
+    const refused = await attempt(base, ['client', 'list', '--tenant', 't1'], { PGPASSFILE: empty });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(`fe_sendauth: no password supplied (the line of the password file '${empty}' for this connection gives an empty one)`);
+    expect(refused.stderr).not.toContain('password retrieved from file');
+  }, 60_000);
+
   test("cinder check, the database's diagnosis, says what the other commands say: the file not read, a refused password from it", async () => {
     const open = file('pgpass-check-open', `*:*:*:*:${escaped}\n`, 0o644);
     // Where the server asks for no password (the local one), the check runs, and says why the file was not read.

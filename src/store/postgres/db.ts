@@ -2,6 +2,7 @@ import postgres from 'postgres';
 import { StoreConflictError } from '../types.ts';
 import { declareArrayTypes } from './array-types.ts';
 import type { PgMigration } from './migrations.ts';
+import { passwordFileSource } from './libpq-env.ts';
 import { transaction } from './transaction.ts';
 import { connectTimeoutFromUrl, driverTarget, MAX_POOL_SIZE, poolSizeFromUrl, type DriverTls } from './url-options.ts';
 
@@ -91,8 +92,12 @@ function open(url: string, o: { max: number; application_name: string; idle_time
   // by TCP, and send `host` to the server as a setting, which refuses it; `?dbname=` names the database, and a
   // socket is never asked for TLS; `sslrootcert` is read here, not sent to the server (driverTarget).
   const { url: driverUrl, applicationName, ...hosts } = driverTarget(url);
+  // No password given: the password file's, read for each new connection as libpq reads it (a rotated password is used).
+  const fromFile = passwordFileSource(url);
   const sql = postgres(driverUrl, {
-    ...(hosts as { host?: string; port?: number; path?: string; database?: string; ssl?: DriverTls; user?: string; pass?: string }),
+    ...(hosts as { host?: string; port?: number; path?: string; database?: string; ssl?: DriverTls; user?: string; pass?: string | (() => string) }),
+    // The driver calls it for each connection the server asks a password of.
+    ...(fromFile && { pass: () => fromFile().password ?? '' }),
     max: o.max,
     // Each of postgres.js's options is given, so that none is read from a PG<OPTION> environment variable (PGDEBUG would
     // put each failed statement's text and values on its error, into logs); the URL may name none (checkUrlOptions).

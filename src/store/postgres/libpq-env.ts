@@ -1,6 +1,6 @@
 import { homedir, userInfo } from 'node:os';
 import { join } from 'node:path';
-import { passwordFor, readPasswordFile, type PasswordKey } from './password-file.ts';
+import { passwordFor, readPasswordFile, watchedPasswordFile, type PasswordKey } from './password-file.ts';
 import { readService, type Service } from './service-file.ts';
 import { authority, checkUrlOptions, endpoints, queryOf } from './url-options.ts';
 
@@ -11,8 +11,6 @@ export interface LibpqUrl {
   warnings: string[];
   /** The connection service read, if any (for messages about its settings). */
   service?: Service;
-  /** The password file the password was taken from, if it was. */
-  passwordFile?: string;
 }
 
 type Env = Record<string, string | undefined>;
@@ -126,13 +124,16 @@ export function libpqUrl(url: string, env: Env = process.env, home: string = env
 }
 
 /**
- * `url` with the password of the password file at `path` for the connection (libpq-pgpass), when it has one; a warning
- * when libpq would not read the file. The same password for every host of the URL or none: the driver sends one.
+ * `url` naming the password file at `path` as its `passfile` (in place of an empty `password=`, the URL's or its
+ * service's, which the driver would read first and send), read again for each new connection as libpq reads it
+ * (passwordFileSource): a password rotated in the file is used without a restart. Checked here as it is now: a warning
+ * when libpq would not read it; the same password for every host of the URL or none, as the driver sends one.
  */
-function withPasswordFile(url: string, path: string, env: Env): Omit<LibpqUrl, 'service'> {
+function withPasswordFile(url: string, path: string, env: Env): LibpqUrl {
+  const named = withParams(withoutParams(url, ['password']), [['passfile', path]]);
   const file = readPasswordFile(path);
-  if (file === undefined) return { url, warnings: [] };
-  if ('warning' in file) return { url, warnings: [file.warning] };
+  if (file === undefined) return { url: named, warnings: [] };
+  if ('warning' in file) return { url: named, warnings: [file.warning] };
   const keys = passwordKeys(url, env);
   const found = keys.map((k) => passwordFor(file.lines, k));
   if (new Set(found).size > 1) {
@@ -141,10 +142,39 @@ function withPasswordFile(url: string, path: string, env: Env): Omit<LibpqUrl, '
       `the password file '${path}' gives the URL's hosts different passwords, or some none: ${hosts}; Cinder sends one password to every host, so give it in the URL (or PGPASSWORD)`,
     );
   }
-  const password = found[0];
-  if (password === undefined) return { url, warnings: [] };
-  // In place of an empty `password=` (the URL's or its service's): the driver would read that one, first, and send it.
-  return { url: withParams(withoutParams(url, ['password']), [['password', password]]), warnings: [], passwordFile: path };
+  return { url: named, warnings: [] };
+}
+
+/** What the password file of a URL libpqUrl wrote (its `passfile`) gives a connection now. */
+export interface FilePassword {
+  /** The file's path. */
+  path: string;
+  /** The password of the file's first line matching the connection (the first host's that has one), or undefined. */
+  password: string | undefined;
+}
+
+/**
+ * For a URL libpqUrl named a password file in (`passfile`: no password given anywhere), a function giving what the file
+ * gives the connection now, as libpq reads the file for each connection: the file is looked at (stat) on each call and
+ * read again only when it changed (its inode, size, modification or change time), so that a password rotated in it, or
+ * a file written after the start, is used by the next connection without a restart; a file gone, or that others may now
+ * read, gives none. Never throws (the driver calls it while it authenticates). Undefined for another URL.
+ */
+export function passwordFileSource(url: string, env: Env = process.env): (() => FilePassword) | undefined {
+  const path = queryOf(url).get('passfile');
+  if (path === null) return undefined;
+  const keys = passwordKeys(url, env);
+  const current = watchedPasswordFile(path);
+  return () => {
+    const file = current();
+    if (file === undefined || 'warning' in file) return { path, password: undefined };
+    // One password goes to every host (the driver's); the hosts' lines may differ only after a rotation, after the start's check.
+    for (const key of keys) {
+      const password = passwordFor(file.lines, key);
+      if (password !== undefined) return { path, password };
+    }
+    return { path, password: undefined };
+  };
 }
 
 /**

@@ -85,6 +85,30 @@ export function readPasswordFile(path: string): PasswordFile {
 }
 
 /**
+ * The password file at `path` as it is when the returned function is called: looked at (stat) on each call, read again
+ * (readPasswordFile) only when its inode, size, mode, modification or change time differ from the last read's, as libpq
+ * reads it for each connection without reading it on each one.
+ */
+export function watchedPasswordFile(path: string): () => PasswordFile {
+  let seen: string | undefined;
+  let file: PasswordFile;
+  return () => {
+    let stamp = 'none';
+    try {
+      const st = statSync(path);
+      stamp = `${st.ino}:${st.size}:${st.mode}:${st.mtimeMs}:${st.ctimeMs}`;
+    } catch {
+      // gone: none, as readPasswordFile says
+    }
+    if (stamp !== seen) {
+      file = readPasswordFile(path);
+      seen = stamp;
+    }
+    return file;
+  };
+}
+
+/**
  * The password of the first line of `lines` (`hostname:port:database:username:password`) that matches `key` (for a
  * default socket directory, naming it, else `localhost`: passwordFileHosts), or
  * undefined: comment lines (`#` first) and empty ones skipped; an empty database or user name matches nothing.

@@ -356,11 +356,12 @@ export function sessionAttrsFromUrl(url: string): string | undefined {
 }
 
 /**
- * libpq's options of the client that driverTarget takes out of the URL once read (checkUrlOptions refused the others);
+ * libpq's options of the client that driverTarget takes out of the URL once read (checkUrlOptions refused the others;
+ * `passfile`, the password file libpqUrl named, is read by db.ts for each connection: passwordFileSource);
  * `sslnegotiation`, `connect_timeout` and `target_session_attrs` are left for the driver, which reads them (`any`, which
  * postgres.js refused, as none: patches/postgres@3.4.9.patch, so that the URL's `any` wins over PGTARGETSESSIONATTRS).
  */
-const CLIENT_OPTIONS = ['user', 'password', 'fallback_application_name', ...Object.keys(ONLY).filter((o) => o !== 'sslnegotiation')];
+const CLIENT_OPTIONS = ['user', 'password', 'passfile', 'fallback_application_name', ...Object.keys(ONLY).filter((o) => o !== 'sslnegotiation')];
 
 /**
  * Checks every option of `url`'s query Cinder or the driver reads (the pool size, connect_timeout, TLS,

@@ -1,4 +1,5 @@
 import { FhirError } from '../errors.ts';
+import { StoreTimeoutError, StoreUnavailableError } from '../store/types.ts';
 import type { ByteRange, ExportSink } from './sink.ts';
 import type { FileRecord } from './spec.ts';
 import { readPlan, readProgress } from './job-data.ts';
@@ -22,6 +23,16 @@ export interface Download {
 
 /** Seconds a client is asked to wait when the export storage could not be reached. */
 const STORAGE_RETRY_AFTER = '5';
+
+/**
+ * A file's first bytes that could not be read, as the client is answered: a failure of the store (the database's
+ * connection lost: StoreUnavailableError, 503 with Retry-After) as the store said it, any other (S3 unreachable, a disk
+ * error) as storedSize says it: a 503 with Retry-After, the file being there.
+ */
+export function readFailure(err: unknown): unknown {
+  if (err instanceof StoreUnavailableError || err instanceof StoreTimeoutError || err instanceof FhirError) return err;
+  return new FhirError('unavailable', 'The export storage could not be reached; retry shortly', { headers: { 'Retry-After': STORAGE_RETRY_AFTER }, cause: err });
+}
 
 /**
  * The stored size of a file, null when it is not stored; a storage that cannot tell (S3 unreachable or

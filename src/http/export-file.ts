@@ -1,4 +1,4 @@
-import type { Download } from '../export/download.ts';
+import { readFailure, type Download } from '../export/download.ts';
 import type { ByteRange } from '../export/sink.ts';
 import { prefersGzip } from './content-coding.ts';
 
@@ -50,6 +50,35 @@ function keepingAlive(stream: ReadableStream<Uint8Array>, download: Omit<Downloa
 }
 
 /**
+ * `stream` with its first chunk read already, so that a file that cannot be read at all (its storage or database
+ * unreachable, the connection lost) fails before the status is chosen and is answered as such (readFailure: 503 with
+ * Retry-After), where its 200 broke off with no byte; the download's hold is released then. A failure after the first
+ * chunk can only end the body early (a client sees fewer bytes than Content-Length and resumes with a Range).
+ */
+async function started(stream: ReadableStream<Uint8Array>, download: Omit<Download, 'file'>): Promise<ReadableStream<Uint8Array>> {
+  const reader = stream.getReader();
+  let head: Awaited<ReturnType<typeof reader.read>> | undefined;
+  try {
+    head = await reader.read();
+  } catch (err) {
+    await download.release().catch(() => undefined);
+    throw readFailure(err);
+  }
+  return new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        const next = head ?? (await reader.read());
+        head = undefined;
+        if (next.done) controller.close();
+        else controller.enqueue(next.value);
+      },
+      cancel: (reason) => reader.cancel(reason),
+    },
+    { highWaterMark: 0 },
+  );
+}
+
+/**
  * Serves an export file (Bulk Data 2.0 output file request): `application/fhir+ndjson`, streamed,
  * with ETag / If-None-Match, single byte ranges (206 / 416, honouring If-Range), and gzip when the
  * client prefers it (content-coding.ts prefersGzip) and asked for the whole file, its ETag then weak
@@ -87,11 +116,11 @@ export async function fileResponse(req: Request, download: Omit<Download, 'file'
   }
   if (range) {
     const headers = { ...base, 'Content-Range': `bytes ${range.start}-${range.end}/${download.size}`, 'Content-Length': String(range.end - range.start + 1) };
-    return new Response(keepingAlive(download.read(range), download), { status: 206, headers });
+    return new Response(keepingAlive(await started(download.read(range), download), download), { status: 206, headers });
   }
   if (gzip) {
     const compress = new CompressionStream('gzip') as unknown as ReadableWritablePair<Uint8Array, Uint8Array>;
-    return new Response(keepingAlive(download.read(), download).pipeThrough(compress), { status: 200, headers: whole });
+    return new Response(keepingAlive(await started(download.read(), download), download).pipeThrough(compress), { status: 200, headers: whole });
   }
-  return new Response(keepingAlive(download.read(), download), { status: 200, headers: { ...base, 'Content-Length': String(download.size) } });
+  return new Response(keepingAlive(await started(download.read(), download), download), { status: 200, headers: { ...base, 'Content-Length': String(download.size) } });
 }

@@ -44,6 +44,31 @@ export function guarded<T extends object>(repo: T, guard: OutageGuard): T {
   return out as T;
 }
 
+/**
+ * `stream` with its failures translated as a guarded call's are (an outage opens the circuit and leaves as
+ * StoreUnavailableError): a stream a repository returns reads the database after the call has returned (an export file's
+ * chunks, pulled as its download is sent), where guarded() no longer sees it.
+ */
+export function guardedStream<T>(stream: ReadableStream<T>, guard: OutageGuard): ReadableStream<T> {
+  const reader = stream.getReader();
+  return new ReadableStream<T>(
+    {
+      async pull(controller) {
+        let next: Awaited<ReturnType<typeof reader.read>>;
+        try {
+          next = await reader.read();
+        } catch (err) {
+          throw guard.translate(err);
+        }
+        if (next.done) controller.close();
+        else controller.enqueue(next.value);
+      },
+      cancel: (reason) => reader.cancel(reason),
+    },
+    { highWaterMark: 0 },
+  );
+}
+
 function isPlainObject(value: unknown): value is object {
   return typeof value === 'object' && value !== null && Object.getPrototypeOf(value) === Object.prototype;
 }

@@ -2,7 +2,7 @@ import type { Store } from '../types.ts';
 import { InFlightWrites } from '../write-times.ts';
 import { createPostgresClients, createPostgresKeys, createPostgresTenants } from './accounts.ts';
 import { appliedMigrations, connect, connectForKeys, connectGeneric, isPostgresOutage, isPostgresTimeout, isPostgresUnholdable, runMigrations } from './db.ts';
-import { circuitGuard, guarded } from '../unavailable.ts';
+import { circuitGuard, guarded, guardedStream } from '../unavailable.ts';
 import { createPostgresExportCleanup, createPostgresExportDownloads, createPostgresExportJobs, createPostgresExportScratch } from './export-jobs.ts';
 import { createPostgresExportFiles } from './export-files.ts';
 import { createPostgresImportJobs } from './import-jobs.ts';
@@ -73,6 +73,7 @@ export function createPostgresStore(url: string, options: PostgresStoreOptions =
       cleanup: g(createPostgresExportCleanup(sql)),
     },
     imports: g(createPostgresImportJobs(sql)),
-    exportFiles: g({ ...files, create: (key: string) => g(files.create(key)) }),
+    // A file's chunks are read as its download pulls them, after read() returned: their failures are guarded too.
+    exportFiles: g({ ...files, create: (key: string) => g(files.create(key)), read: (key: string, range?: { start: number; end: number }) => guardedStream(files.read(key, range), guard) }),
   };
 }

@@ -163,6 +163,7 @@ export function connectionProblem(err: unknown, url: string): string {
   const attrs = sessionAttrsFromUrl(url);
   if (code === 'CONNECTION_DESTROYED' && attrs !== undefined) return `no server of the URL is one target_session_attrs=${attrs} asks for: ${message}`;
   if (code !== 'CONNECT_TIMEOUT' && code !== 'CONNECTION_CLOSED') return message;
+  if (seconds === 0) return `no session started: the server closed the connection (a pooler refusing sessions, a server shutting down): ${message}`;
   return (
     `no session started within connect_timeout (${seconds} s): the server did not answer or closed the connection ` +
     `(a wrong host or port, a firewall, a pooler refusing sessions, a server shutting down): ${message}`

@@ -81,6 +81,28 @@ describe.skipIf(!pg)('PGCONNECT_TIMEOUT, PGOPTIONS and PGHOSTADDR', () => {
     expect(bad.stderr).toContain("invalid connect_timeout 'soon' in PGCONNECT_TIMEOUT: expected seconds, 0 for none");
   }, 60_000);
 
+  test("connect_timeout and PGCONNECT_TIMEOUT are read as libpq reads them: blanks and a sign taken, zero or negative no limit, past a 32-bit int refused; a long one waits, not times out at once", async () => {
+    const local = await pg!.migrated();
+    const sep = local.url.includes('?') ? '&' : '?';
+    // libpq (pqParseIntParam): a decimal integer, blanks around it; zero or negative waits without limit. Each was refused at start.
+    for (const value of ['-1', ' 10 ', '+7', '-0']) {
+      expect(await attempt(local.url, ['check'], { PGCONNECT_TIMEOUT: value })).toMatchObject({ code: 0 });
+    }
+    expect(await attempt(`${local.url}${sep}connect_timeout=-5`, ['check'])).toMatchObject({ code: 0 });
+    // More seconds than a timer holds (24.8 days): the driver's timer fired at once, and no connection was ever made.
+    expect(await attempt(`${local.url}${sep}connect_timeout=3000000`, ['check'])).toMatchObject({ code: 0 });
+    expect(await attempt(local.url, ['check'], { PGCONNECT_TIMEOUT: '2147483647' })).toMatchObject({ code: 0 });
+    // Past libpq's int, refused as libpq refuses it (it was taken, and timed out at once).
+    const huge = await attempt(local.url, ['check'], { PGCONNECT_TIMEOUT: '99999999999' });
+    expect(huge.code).toBe(2);
+    expect(huge.stderr).toContain("invalid connect_timeout '99999999999' in PGCONNECT_TIMEOUT: expected seconds, 0 for none");
+    for (const value of ['1 0', '- 1', '', '1e3']) {
+      const bad = await attempt(`${local.url}${sep}connect_timeout=${encodeURIComponent(value)}`, ['check']);
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toContain(`invalid connect_timeout '${value}' in the database URL`);
+    }
+  }, 60_000);
+
   test("PGOPTIONS is sent to the server as the session's options (the URL's options win); PGHOSTADDR is refused at start, as are the values of libpq's other variables the driver cannot honour", async () => {
     const db = await pg!.migrated();
     expect(await attempt(db.url, ['tenant', 'create', 't1', '--json'])).toMatchObject({ code: 0, stderr: '' });

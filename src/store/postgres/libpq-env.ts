@@ -2,7 +2,7 @@ import { homedir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { passwordFor, readPasswordFile, watchedPasswordFile, type PasswordKey } from './password-file.ts';
 import { readService, type Service } from './service-file.ts';
-import { authority, checkUrlOptions, endpoints, queryOf } from './url-options.ts';
+import { authority, checkUrlOptions, connectTimeoutSeconds, endpoints, queryOf } from './url-options.ts';
 
 /** A database URL with what libpq would read beside it written into it (libpqUrl). */
 export interface LibpqUrl {
@@ -104,7 +104,7 @@ export function libpqUrl(url: string, env: Env = process.env, home: string = env
   for (const [key, value] of service?.settings ?? []) if (!given(key)) added.push([key, value]);
   const timeout = envValue(env, 'PGCONNECT_TIMEOUT');
   if (timeout !== undefined && !given('connect_timeout')) {
-    if (!/^\d+(\.\d+)?$/.test(timeout)) throw new RangeError(`invalid connect_timeout '${timeout}' in PGCONNECT_TIMEOUT: expected seconds, 0 for none`);
+    if (connectTimeoutSeconds(timeout) === undefined) throw new RangeError(`invalid connect_timeout '${timeout}' in PGCONNECT_TIMEOUT: expected seconds, 0 for none`);
     added.push(['connect_timeout', timeout]);
   }
   for (const [name, key] of Object.entries(ENV_KEY_WORDS)) {

@@ -24,16 +24,31 @@ export function poolSizeFromUrl(url: string): number | undefined {
   return n;
 }
 
+/** The most seconds a timer can wait (2^31 - 1 ms): the driver's timer given more fires at once. */
+const MAX_TIMER_SECONDS = Math.floor(0x7fffffff / 1000);
+
 /**
- * The URL's `connect_timeout` in seconds (0: none). postgres.js would take a negative one as a timeout
- * at once (no connection ever made) and any other non-number as none (a start-up failing for ever left
- * its query waiting): both are refused, as a bad pool size is.
+ * A `connect_timeout` value (the URL's, a service's, PGCONNECT_TIMEOUT) in seconds, 0 for none, read as libpq reads it
+ * (pqParseIntParam, libpq-connect): a decimal integer with blanks around it and a sign allowed, zero or negative waiting
+ * without limit, a value past a 32-bit int refused; Cinder takes decimal seconds too (`2.5`). A wait longer than a timer
+ * holds (24.8 days) is that long: the driver's timer fired at once, and no connection was ever made. Undefined for
+ * anything else (postgres.js took a non-number as none, a start-up failing for ever left its query waiting).
  */
-export function connectTimeoutFromUrl(url: string): number | undefined {
-  const m = /[?&]connect_timeout=([^&#]*)/.exec(url);
+export function connectTimeoutSeconds(value: string): number | undefined {
+  const m = /^\s*([+-]?)(\d+(?:\.\d+)?)\s*$/.exec(value);
   if (!m) return undefined;
-  if (!/^\d+(\.\d+)?$/.test(m[1]!)) throw new RangeError(`invalid connect_timeout '${m[1]}' in the database URL: expected seconds, 0 for none`);
-  return Number(m[1]);
+  const n = Number(m[2]);
+  if (n > 0x7fffffff) return undefined;
+  return m[1] === '-' || n === 0 ? 0 : Math.min(n, MAX_TIMER_SECONDS);
+}
+
+/** The URL's `connect_timeout` in seconds (0: none; connectTimeoutSeconds), refused as a bad pool size is. */
+export function connectTimeoutFromUrl(url: string): number | undefined {
+  const value = queryOf(url).get('connect_timeout');
+  if (value === null) return undefined;
+  const seconds = connectTimeoutSeconds(value);
+  if (seconds === undefined) throw new RangeError(`invalid connect_timeout '${value}' in the database URL: expected seconds, 0 for none`);
+  return seconds;
 }
 
 /**

@@ -179,6 +179,19 @@ describe.skipIf(!pg)('a connection service (PGSERVICE, ?service=, PGSERVICEFILE,
     }
     rmSync(join(dir, 'home', '.pg_service.conf'));
   }, 60_000);
+
+  test("an empty host= or port= of a service is libpq's default, PGHOST and PGPORT unread (the service's value, empty, stands), as the URL's empty ?host= and ?port=", async () => {
+    const db = await pg!.migrated();
+    const target = new URL(db.url);
+    const database = target.pathname.slice(1);
+    const user = decodeURIComponent(target.username);
+    // The local server listens on localhost:5432; PGHOST and PGPORT name a host and port nothing answers on.
+    if (!['127.0.0.1', 'localhost'].includes(target.hostname) || (target.port || '5432') !== '5432') return;
+    const services = file('services-empty.conf', ['[blank]', 'host=', 'port=', `dbname=${database}`, `user=${user}`].join('\n') + '\n');
+    const away = { PGHOST: 'cinder-no-such-host.invalid', PGPORT: '9' };
+    expect(await attempt('postgres://?service=blank', ['check'], { ...away, PGSERVICEFILE: services })).toMatchObject({ code: 0 });
+    expect(await attempt(`postgres://${user}@/${database}?host=&port=`, ['check'], away)).toMatchObject({ code: 0 });
+  }, 60_000);
 });
 
 describe.skipIf(!pg || !bin)('the password file (PGPASSFILE, ?passfile=, ~/.pgpass), against a server that asks for a password', () => {

@@ -81,7 +81,9 @@ export type Endpoints = { socket: string; port: number } | { host: string[]; por
 /**
  * The hosts of `url` as libpq takes them: the query's `host` (and `port`) before the authority's, a host that
  * is a path (`?host=/var/run/postgresql`, or `%2Fvar%2Frun%2Fpostgresql` as the authority) the directory of the
- * server's Unix-domain socket, an IPv6 address in brackets; no host, PGHOST's or localhost; no port, PGPORT's or 5432. Undefined for a URL
+ * server's Unix-domain socket, an IPv6 address in brackets; no host, PGHOST's or localhost; no port, PGPORT's or 5432. A
+ * `host` or `port` the query names empty (`?host=`, a service's `host=`) is the default, localhost or 5432, with
+ * PGHOST and PGPORT unread, as libpq reads them (an empty value is a value: conninfo_add_defaults leaves it). Undefined for a URL
  * postgres.js reads itself (neither a socket, brackets, nor a `host` or `port` in its query).
  */
 export function endpoints(url: string): Endpoints | undefined {
@@ -105,7 +107,8 @@ export function endpoints(url: string): Endpoints | undefined {
     return { host, port: m?.[2] ?? m?.[4] };
   });
   const ports = queryPort === null ? listed.map((h) => h.port) : queryPort.split(',');
-  const portOf = (i: number) => Number(ports[ports.length === 1 ? 0 : i] || fallback);
+  // A port the query (or a service) names empty is libpq's compiled-in 5432, not PGPORT's: the empty value stands for it.
+  const portOf = (i: number) => Number(ports[ports.length === 1 ? 0 : i] || (queryPort === null ? fallback : 5432));
   if (listed[0]!.host.startsWith('/')) return { socket: listed[0]!.host, port: portOf(0) };
   return { host: listed.map((h) => h.host || 'localhost'), port: listed.map((_, i) => portOf(i)) };
 }

@@ -113,6 +113,10 @@ describe.skipIf(!pg)('PGCONNECT_TIMEOUT, PGOPTIONS and PGHOSTADDR', () => {
     expect(refused.stderr).toContain('cinder_no_such_setting');
     const urlWins = await attempt(`${db.url}?options=${encodeURIComponent('-c work_mem=8MB')}`, ['client', 'list', '--tenant', 't1', '--json'], { PGOPTIONS: '-c cinder_no_such_setting=1' });
     expect(urlWins).toMatchObject({ code: 0, stderr: '' });
+    // PGPORT, read by the driver itself, is checked as the URL's port: the driver threw from its socket, then waited.
+    const badPort = await attempt('postgres://postgres@127.0.0.1/cinder', ['client', 'list', '--tenant', 't1'], { PGPORT: 'abc' });
+    expect(badPort.code).toBe(2);
+    expect(badPort.stderr).toContain("invalid port 'abc' in PGPORT: expected a number from 1 to 65535");
     const hostaddr = await attempt(db.url, ['client', 'list', '--tenant', 't1'], { PGHOSTADDR: '127.0.0.1' });
     expect(hostaddr.code).toBe(2);
     expect(hostaddr.stderr).toContain("PGHOSTADDR is an option of libpq's client that Cinder does not support");

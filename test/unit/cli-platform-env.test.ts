@@ -56,6 +56,12 @@ describe('a bad pool option in a PostgreSQL URL stops a command as a bad setting
     ['max=1001', "invalid Postgres pool size '1001'"],
     ['connect_timeout=5s', "invalid connect_timeout '5s'"],
     ['max=4&connect_timeout=99999999999', "invalid connect_timeout '99999999999'"],
+    // libpq's ports: a number from 1 to 65535, one for every host or one for all. The driver threw from its socket (a
+    // stack trace on stderr), then the command waited out connect_timeout and said CONNECT_TIMEOUT undefined:undefined.
+    ['port=abc', "invalid port 'abc'"],
+    ['port=70000', "invalid port '70000'"],
+    ['host=127.0.0.1&port=0', "invalid port '0'"],
+    ['host=127.0.0.1,localhost&port=9,9,9', '3 ports for 2 hosts'],
   ];
   for (const [query, message] of cases) {
     test(`?${query}: exit 2, naming CINDER_DATABASE_URL`, async () => {
@@ -70,6 +76,19 @@ describe('a bad pool option in a PostgreSQL URL stops a command as a bad setting
       }
     });
   }
+
+  test("a port of the URL's hosts that is not one (0, or not a number past the first host) is refused at start", async () => {
+    for (const [hosts, port] of [['127.0.0.1:0', '0'], ['127.0.0.1:9,localhost:abc', 'abc'], ['127.0.0.1:9,localhost:0', '0']]) {
+      const cli = createCliEnv({ CINDER_DATABASE_URL: `postgres://postgres@${hosts}/nowhere` });
+      try {
+        const r = await cli.run(['check', '--json']);
+        expect(r.code).toBe(2);
+        expect(r.stderr).toContain(`cinder: invalid CINDER_DATABASE_URL (--database-url): invalid port '${port}' in the database URL`);
+      } finally {
+        cli.close();
+      }
+    }
+  });
 
   test('whole numbers in range are taken (no connection is made until a command needs one)', async () => {
     const port = await closedPort();

@@ -381,6 +381,37 @@ export function sessionAttrsFromUrl(url: string): string | undefined {
  */
 const CLIENT_OPTIONS = ['user', 'password', 'passfile', 'fallback_application_name', ...Object.keys(ONLY).filter((o) => o !== 'sslnegotiation')];
 
+/** A port as libpq takes it (pqParseIntParam, then 1 to 65535): a decimal integer, blanks around it and a sign allowed. */
+function isPort(value: string): boolean {
+  const m = /^\s*\+?(\d+)\s*$/.exec(value);
+  return m !== null && Number(m[1]) >= 1 && Number(m[1]) <= 65535;
+}
+
+/**
+ * The URL's ports, as libpq checks them (connectOptions2): each of the query's `port` (a service's too) and of its
+ * hosts' a number from 1 to 65535 or empty (the default), and one for every host or one for all ("could not match 3 port
+ * numbers to 2 hosts"); PGPORT's too, which the driver reads. The driver threw from its socket for a port out of range
+ * (a stack trace on stderr), then its query waited out connect_timeout; a port past the first host's went unchecked.
+ */
+function checkPorts(url: string, query: URLSearchParams): void {
+  const { hosts } = authority(url);
+  const listed = hosts === '' ? [] : hosts.split(',').map((h) => /^(?:\[[^\]]*\]|[^:]*)(?::(.*))?$/.exec(h)?.[1] ?? '');
+  const ports = query.get('port');
+  for (const port of [...listed, ...(ports?.split(',') ?? [])]) {
+    if (port !== '' && !isPort(port)) throw new RangeError(`invalid port '${port}' in the database URL: expected a number from 1 to 65535`);
+  }
+  const envPort = process.env.PGPORT;
+  for (const port of envPort ? envPort.split(',') : []) {
+    if (port !== '' && !isPort(port)) throw new RangeError(`invalid port '${port}' in PGPORT: expected a number from 1 to 65535`);
+  }
+  if (ports === null) return;
+  const hostCount = (query.get('host') ?? (hosts || process.env.PGHOST || '')).split(',').length;
+  const portCount = ports.split(',').length;
+  if (portCount !== 1 && portCount !== hostCount) {
+    throw new RangeError(`${portCount} ports for ${hostCount} hosts in the database URL: name one port for every host, or one for them all`);
+  }
+}
+
 /**
  * Checks every option of `url`'s query Cinder or the driver reads (the pool size, connect_timeout, TLS,
  * target_session_attrs) and refuses libpq's options of the client it cannot honour (UNSUPPORTED, ONLY): a RangeError
@@ -392,6 +423,7 @@ export function checkUrlOptions(url: string): void {
   connectTimeoutFromUrl(url);
   tlsFromUrl(url);
   const query = queryOf(url);
+  checkPorts(url, query);
   for (const name of new Set(query.keys())) {
     if (DRIVER_OPTIONS.includes(name)) throw new RangeError(`${name} in the database URL is an option of the driver that Cinder sets itself: remove it`);
     if (name in UNSUPPORTED) throw new RangeError(`${name} in the database URL is an option of libpq's client that Cinder does not support (${UNSUPPORTED[name]}): remove it`);

@@ -1,10 +1,12 @@
-import { afterEach, describe, expect, test } from 'bun:test';
+import { afterAll, afterEach, describe, expect, test } from 'bun:test';
+import postgres from 'postgres';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openStore, sqlitePath } from '../../src/store/open.ts';
 import { sqliteMigrations } from '../../src/store/sqlite/migrations.ts';
 import type { Store } from '../../src/store/types.ts';
+import { storeTargets } from '../helpers/stores.ts';
 
 describe('openStore', () => {
   const opened: Store[] = [];
@@ -60,6 +62,32 @@ describe('openStore', () => {
       const s = openStore(`postgres://h/db?max=3&connect_timeout=${v}`);
       opened.push(s);
       expect(s.kind).toBe('postgres');
+    }
+  });
+});
+
+/**
+ * The query's values the server is sent (application_name, options, any setting) are percent-decoded as libpq decodes
+ * them, a '+' kept: the driver read them as a form's, a '+' a blank (`application_name=etl+nightly` named `etl nightly`).
+ */
+describe('the server settings of a PostgreSQL URL', async () => {
+  const targets = await storeTargets({ main: false });
+  const pg = targets.find((t) => t.kind === 'postgres');
+  afterAll(async () => {
+    for (const t of targets) await t.cleanup();
+  });
+  test.skipIf(!pg)("application_name and a setting with a '+' reach the server with it", async () => {
+    const db = await pg!.migrated();
+    const sep = db.url.includes('?') ? '&' : '?';
+    const store = openStore(`${db.url}${sep}application_name=etl+nightly&search_path=a%2Bb`);
+    try {
+      await store.ping();
+      const admin = postgres(db.url, { max: 1, onnotice: () => undefined });
+      const rows = await admin<{ application_name: string }[]>`SELECT application_name FROM pg_stat_activity WHERE application_name LIKE 'etl%'`;
+      await admin.end();
+      expect(rows.map((r) => r.application_name)).toContain('etl+nightly');
+    } finally {
+      await store.close();
     }
   });
 });

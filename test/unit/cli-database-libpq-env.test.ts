@@ -282,6 +282,14 @@ describe.skipIf(!pg || !bin)('the password file (PGPASSFILE, ?passfile=, ~/.pgpa
     expect(refused.stderr).not.toContain('password retrieved from file');
   }, 60_000);
 
+  test("the URL's query is percent-decoded as libpq decodes it: a '+' is a '+' (a password holding one was sent with a blank), %20 a blank", async () => {
+    const sql = (await import('postgres')).default(`${base}?sslmode=disable`, { max: 1, onnotice: () => undefined, pass: PASSWORD });
+    await sql.unsafe(`CREATE ROLE plus_user LOGIN SUPERUSER PASSWORD 'p+q r'`);
+    await sql.end();
+    const url = `postgres://plus_user@127.0.0.1:${cluster!.port}/postgres?password=p+q%20r`;
+    expect(await attempt(url, ['client', 'list', '--tenant', 't1', '--json'])).toMatchObject({ code: 0, stderr: '' });
+  }, 60_000);
+
   test("cinder check, the database's diagnosis, says what the other commands say: the file not read, a refused password from it", async () => {
     const open = file('pgpass-check-open', `*:*:*:*:${escaped}\n`, 0o644);
     // Where the server asks for no password (the local one), the check runs, and says why the file was not read.

@@ -91,7 +91,7 @@ function open(url: string, o: { max: number; application_name: string; idle_time
   // apart, as libpq reads them: postgres.js would take `[` for a host, connect to `%2Fvar%2Frun%2Fpostgresql`
   // by TCP, and send `host` to the server as a setting, which refuses it; `?dbname=` names the database, and a
   // socket is never asked for TLS; `sslrootcert` is read here, not sent to the server (driverTarget).
-  const { url: driverUrl, applicationName, ...hosts } = driverTarget(url);
+  const { url: driverUrl, applicationName, settings, ...hosts } = driverTarget(url);
   // No password given: the password file's, read for each new connection as libpq reads it (a rotated password is used).
   const fromFile = passwordFileSource(url);
   const sql = postgres(driverUrl, {
@@ -117,7 +117,8 @@ function open(url: string, o: { max: number; application_name: string; idle_time
     onnotice: () => undefined,
     // JIT compilation pays off for long analytical queries only: a search whose cost the planner
     // overestimates (no statistics yet after a bulk import) spent 120 ms compiling a 4 ms query.
-    connection: { application_name: applicationName ?? o.application_name, jit: 'off', ...(o.generic && { plan_cache_mode: 'force_generic_plan' }) },
+    // The URL's settings (application_name, options, any other) after Cinder's, as the driver put them when it read them.
+    connection: { application_name: applicationName ?? o.application_name, jit: 'off', ...(o.generic && { plan_cache_mode: 'force_generic_plan' }), ...settings },
     backoff: (attempt: number) => reconnectBackoff(attempt),
     connect_timeout: connectTimeoutFromUrl(url) ?? DEFAULT_CONNECT_TIMEOUT,
   });

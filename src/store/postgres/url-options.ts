@@ -67,12 +67,30 @@ export function authority(url: string): { hosts: string; single: string; at: num
   return { hosts, single: url.slice(0, scheme + hostsAt) + first + url.slice(scheme + whole.length), at: scheme + hostsAt, end: scheme + whole.length };
 }
 
-/** The URL's query parameters (after '?', before '#'). */
+/** A piece of a URL percent-decoded as libpq decodes it (conninfo_uri_decode): `%XX` only, a '+' kept; one that does not decode as it is. */
+function uriDecode(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}
+
+/**
+ * The URL's query parameters (after '?', before '#'), decoded as libpq decodes them (conninfo_uri_parse_params): `%XX`
+ * only. URLSearchParams reads a form, whose '+' is a blank: a `?password=` holding a '+' was sent with a blank.
+ */
 export function queryOf(url: string): URLSearchParams {
+  const out = new URLSearchParams();
   const q = url.indexOf('?');
-  if (q === -1) return new URLSearchParams();
+  if (q === -1) return out;
   const hash = url.indexOf('#', q);
-  return new URLSearchParams(url.slice(q + 1, hash === -1 ? undefined : hash));
+  for (const param of url.slice(q + 1, hash === -1 ? undefined : hash).split('&')) {
+    if (param === '') continue;
+    const eq = param.indexOf('=');
+    out.append(uriDecode(eq === -1 ? param : param.slice(0, eq)), eq === -1 ? '' : uriDecode(param.slice(eq + 1)));
+  }
+  return out;
 }
 
 /** Where a URL connects to as libpq reads it: TCP hosts and ports, or the directory of a Unix-domain socket. */
@@ -466,6 +484,19 @@ export interface DriverTarget {
   pass?: string;
   /** The URL's `fallback_application_name`, when it names no `application_name`: the connections' name in place of Cinder's. */
   applicationName?: string;
+  /** The settings the server is sent (`application_name`, `options`, any other), decoded as libpq decodes them. */
+  settings: Record<string, string>;
+}
+
+/** The options of postgres.js that it reads from the URL's query and does not send to the server (Cinder's own are refused: DRIVER_OPTIONS). */
+const READ_BY_DRIVER = ['max', 'connect_timeout', 'sslnegotiation', 'target_session_attrs'];
+
+/** The names of `url`'s query parameters as written (not decoded). */
+function rawParamNames(url: string): string[] {
+  const q = url.indexOf('?');
+  if (q === -1) return [];
+  const hash = url.indexOf('#', q);
+  return url.slice(q + 1, hash === -1 ? undefined : hash).split('&').filter((p) => p !== '').map((p) => p.split('=')[0]!);
 }
 
 /** `url` without the query parameters `names`. */
@@ -503,11 +534,17 @@ export function driverTarget(url: string): DriverTarget {
     const { at, end } = authority(url);
     rewritten = `${url.slice(0, at)}localhost${url.slice(end)}`;
   }
-  rewritten = withoutParams(rewritten, ['dbname', ...(target ? ['host', 'port'] : []), 'sslmode', 'ssl', ...TLS_OPTIONS, ...client]);
+  const taken = ['dbname', ...(target ? ['host', 'port'] : []), 'sslmode', 'ssl', ...TLS_OPTIONS, ...client];
+  // What is left is sent to the server: given apart, decoded as libpq decodes it (the driver's URLSearchParams took '+' for a blank).
+  const settings: Record<string, string> = {};
+  for (const [name, value] of query) if (!taken.includes(name) && !READ_BY_DRIVER.includes(name)) settings[name] = value;
+  const raw = new Set(rawParamNames(url).filter((n) => Object.hasOwn(settings, uriDecode(n))));
+  rewritten = withoutParams(rewritten, [...taken, ...raw]);
   const user = query.get('user');
   const pass = query.get('password');
   const fallback = query.get('fallback_application_name');
   const options: Omit<DriverTarget, 'url'> = {
+    settings,
     ...(dbname && { database: dbname }),
     ...(tls !== undefined && { ssl: tls }),
     ...(user && { user }),

@@ -184,6 +184,26 @@ describe.skipIf(!pg)('a connection service (PGSERVICE, ?service=, PGSERVICEFILE,
     rmSync(join(dir, 'home', '.pg_service.conf'));
   }, 60_000);
 
+  test("a URL naming no host and no port (postgres:///db, postgres://user@/db) connects to PGHOST's host, else localhost, as libpq's; a socket directory among TCP hosts is refused at start", async () => {
+    const db = await pg!.migrated();
+    const target = new URL(db.url);
+    const database = target.pathname.slice(1);
+    const user = decodeURIComponent(target.username);
+    if (!['127.0.0.1', 'localhost'].includes(target.hostname) || (target.port || '5432') !== '5432') return;
+    // The driver was given the URL as it is, and its URL parser refused it: `cinder: Invalid URL`, whatever PGHOST said.
+    expect(await attempt(`postgres://${user}@/${database}`, ['check'], { PGHOST: '127.0.0.1' })).toMatchObject({ code: 0 });
+    expect(await attempt(`postgres:///${database}?user=${user}`, ['check'])).toMatchObject({ code: 0 });
+    // libpq tries a socket directory and TCP hosts in turn; the driver connects to one socket or TCP hosts: refused, not dropped.
+    for (const [url, vars] of [
+      [`postgres://${user}@/${database}?host=/var/run/postgresql,127.0.0.1`, {}],
+      [`postgres://${user}@/${database}`, { PGHOST: '127.0.0.1,/var/run/postgresql' }],
+    ] as const) {
+      const mixed = await attempt(url, ['check'], vars);
+      expect(mixed.code).toBe(2);
+      expect(mixed.stderr).toContain('a Unix-domain socket directory among several hosts');
+    }
+  }, 60_000);
+
   test("an empty host= or port= of a service is libpq's default, PGHOST and PGPORT unread (the service's value, empty, stands), as the URL's empty ?host= and ?port=", async () => {
     const db = await pg!.migrated();
     const target = new URL(db.url);

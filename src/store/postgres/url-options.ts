@@ -109,7 +109,8 @@ export function endpoints(url: string): Endpoints | undefined {
   const query = queryOf(url);
   const queryHost = query.get('host');
   const queryPort = query.get('port');
-  if (!hosts.includes('[') && !hosts.includes('%') && queryHost === null && queryPort === null) return undefined;
+  // A URL naming no host (`postgres:///db`, `postgres://u@/db`) is read here too: postgres.js's URL parser refused it.
+  if (hosts !== '' && !hosts.includes('[') && !hosts.includes('%') && queryHost === null && queryPort === null) return undefined;
   const fallback = Number(process.env.PGPORT) || 5432;
   // No host in the URL (a `port` alone, the query's or a service's): PGHOST's, as libpq reads it (bare, as the query's).
   const bare = queryHost ?? (hosts === '' ? process.env.PGHOST || '' : null);
@@ -422,8 +423,15 @@ function checkPorts(url: string, query: URLSearchParams): void {
   for (const port of envPort ? envPort.split(',') : []) {
     if (port !== '' && !isPort(port)) throw new RangeError(`invalid port '${port}' in PGPORT: expected a number from 1 to 65535`);
   }
+  const named = query.get('host') ?? (hosts ? hosts.split(',').map(uriDecode).join(',') : process.env.PGHOST || '');
+  const kinds = new Set(named.split(',').map((h) => h.startsWith('/')));
+  if (kinds.size > 1 || (kinds.has(true) && named.includes(','))) {
+    throw new RangeError(
+      `a Unix-domain socket directory among several hosts ('${named}'${query.has('host') || hosts ? ' in the database URL' : ' in PGHOST'}) is not supported: the driver connects to one socket, or to TCP hosts in turn; name one or the other`,
+    );
+  }
   if (ports === null) return;
-  const hostCount = (query.get('host') ?? (hosts || process.env.PGHOST || '')).split(',').length;
+  const hostCount = named.split(',').length;
   const portCount = ports.split(',').length;
   if (portCount !== 1 && portCount !== hostCount) {
     throw new RangeError(`${portCount} ports for ${hostCount} hosts in the database URL: name one port for every host, or one for them all`);

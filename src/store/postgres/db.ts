@@ -93,7 +93,7 @@ function open(url: string, o: { max: number; application_name: string; idle_time
   // socket is never asked for TLS; `sslrootcert` is read here, not sent to the server (driverTarget).
   const { url: driverUrl, applicationName, settings, ...hosts } = driverTarget(url);
   // No password given: the password file's, read for each new connection as libpq reads it (a rotated password is used).
-  const fromFile = passwordFileSource(url);
+  const fromFile = hosts.pass ? undefined : passwordFileSource(url);
   const sql = postgres(driverUrl, {
     ...(hosts as { host?: string; port?: number; path?: string; database?: string; ssl?: DriverTls; user?: string; pass?: string | (() => string) }),
     // The driver calls it for each connection the server asks a password of.

@@ -77,6 +77,27 @@ describe('a bad pool option in a PostgreSQL URL stops a command as a bad setting
     });
   }
 
+  test("a query parameter libpq would refuse (not name=value, no name, a % that is not percent-encoding) is refused at start, naming it and never quoting a value", async () => {
+    const cases: [string, string][] = [
+      ['%zz=1', "the query parameter '%zz' of the database URL holds a % that is not percent-encoding"],
+      ['password=se%zzcret', "the query parameter 'password' of the database URL holds a % that is not percent-encoding"],
+      ['application_name=%E0%A4%A', "the query parameter 'application_name' of the database URL holds a % that is not percent-encoding"],
+      ['=x', 'a query parameter of the database URL has no name'],
+      ['application_name', "the query parameter 'application_name' of the database URL has no value: write application_name=<value>"],
+    ];
+    for (const [query, message] of cases) {
+      const cli = createCliEnv({ CINDER_DATABASE_URL: `postgres://postgres@127.0.0.1:9/nowhere?${query}` });
+      try {
+        const r = await cli.run(['check', '--json']);
+        expect([query, r.code]).toEqual([query, 2]);
+        expect(r.stderr).toContain(`cinder: invalid CINDER_DATABASE_URL (--database-url): ${message}`);
+        expect(r.stderr).not.toContain('se%zzcret');
+      } finally {
+        cli.close();
+      }
+    }
+  });
+
   test("a port of the URL's hosts that is not one (0, or not a number past the first host) is refused at start", async () => {
     for (const [hosts, port] of [['127.0.0.1:0', '0'], ['127.0.0.1:9,localhost:abc', 'abc'], ['127.0.0.1:9,localhost:0', '0']]) {
       const cli = createCliEnv({ CINDER_DATABASE_URL: `postgres://postgres@${hosts}/nowhere` });

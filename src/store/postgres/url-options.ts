@@ -583,6 +583,8 @@ export function postgresUrlProblem(url: string): string | undefined {
     const quoted = authority(url).at > url.indexOf('://') + 3 || !url.includes('@');
     return `not a valid URL: check its host and port${quoted ? ` ('${hosts}')` : ", and percent-encode a '/', '?', '#' or '@' of the user name or password"}`;
   }
+  const query = queryProblem(url);
+  if (query) return query;
   const u = new URL(single);
   const parts: [string, string][] = [[u.username, 'user name'], [u.password, 'password'], [u.pathname.slice(1), 'database name']];
   for (const [value, what] of parts) {
@@ -591,6 +593,37 @@ export function postgresUrlProblem(url: string): string | undefined {
     } catch {
       return `the ${what} holds a % that is not percent-encoding (write % as %25)`;
     }
+  }
+  return undefined;
+}
+
+/**
+ * Why the query of `url` cannot be read as libpq reads it (conninfo_uri_parse_params), or undefined: a parameter without
+ * `=` or without a name, or a `%` that is not percent-encoding. The driver sent the first to the server (which refused the
+ * start-up packet), and the others as they were written, or stopped with "URI error". Names are quoted, values never.
+ */
+function queryProblem(url: string): string | undefined {
+  const q = url.indexOf('?');
+  if (q === -1) return undefined;
+  const hash = url.indexOf('#', q);
+  const decodes = (text: string) => {
+    try {
+      decodeURIComponent(text);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  for (const param of url.slice(q + 1, hash === -1 ? undefined : hash).split('&')) {
+    if (param === '') continue;
+    const eq = param.indexOf('=');
+    if (eq === 0) return 'a query parameter of the database URL has no name';
+    const name = eq === -1 ? param : param.slice(0, eq);
+    const shown = decodes(name) ? decodeURIComponent(name) : name;
+    if (!decodes(name) || (eq !== -1 && !decodes(param.slice(eq + 1)))) {
+      return `the query parameter '${shown}' of the database URL holds a % that is not percent-encoding (write % as %25)`;
+    }
+    if (eq === -1) return `the query parameter '${shown}' of the database URL has no value: write ${shown}=<value>`;
   }
   return undefined;
 }

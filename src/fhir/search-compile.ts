@@ -46,6 +46,11 @@ export interface ValueSetCondition {
   /** The parameter it is part of, for errors (`_filter`); none: `param:modifier` itself. */
   within?: string;
   not: boolean;
+  /**
+   * `:in` or `:not-in` given several ValueSets (`a,b`): those after the first, whose codes join `codes`'
+   * (search.html: a comma ORs a parameter's values; `:not-in` is then in none of them, as `:not` of several codes).
+   */
+  more?: CodeSet[];
 }
 
 /**
@@ -549,9 +554,10 @@ function uriAncestors(url: string): string[] {
  * (`combo-code`) is its members ORed, as its plain values are: one of them has such a code, and for
  * `:not-in` none has (as its `:not`); each member's condition names the parameter as written (`within`).
  */
-function codeSetCondition(def: ParamDefinition, name: string, modifier: string, codes: CodeSet, not: boolean): PendingCondition {
-  if (!def.unionOf) return { kind: 'value-set', param: def.code, codes, modifier, not };
-  const members = def.unionOf.map((param): ValueSetCondition => ({ kind: 'value-set', param, codes, modifier, within: name, not: false }));
+function codeSetCondition(def: ParamDefinition, name: string, modifier: string, codes: CodeSet, not: boolean, more: CodeSet[] = []): PendingCondition {
+  const also = more.length ? { more } : {};
+  if (!def.unionOf) return { kind: 'value-set', param: def.code, codes, modifier, not, ...also };
+  const members = def.unionOf.map((param): ValueSetCondition => ({ kind: 'value-set', param, codes, modifier, within: name, not: false, ...also }));
   const any = { kind: 'or', any: members as unknown as Condition[] } satisfies Condition;
   return not ? { kind: 'not', condition: any } : any;
 }
@@ -612,8 +618,8 @@ function simpleCondition(def: ParamDefinition, modifier: string | undefined, raw
         return union((param) => ({ kind: 'token', param: `${param}:of-type`, values }));
       }
       if (modifier === 'in' || modifier === 'not-in') {
-        if (parts().length !== 1) throw invalid(name, `':${modifier}' takes one ValueSet URL`);
-        return codeSetCondition(def, name, modifier, { kind: 'value-set', canonical: unescapeValue(parts()[0]!) }, modifier === 'not-in');
+        const [first, ...more] = parts().map((p): CodeSet => ({ kind: 'value-set', canonical: unescapeValue(p) }));
+        return codeSetCondition(def, name, modifier, first!, modifier === 'not-in', more);
       }
       if (modifier === 'below' || modifier === 'above') {
         const codes = parts().map((p) => {

@@ -651,17 +651,30 @@ async function resolveCondition(deps: ResolveDeps, tenant: string, c: PendingCon
   const where = { expression: [c.within ?? written] };
   const label = c.within ? `${c.within}: '${written}'` : written;
   if (!deps.expandCodes) throw new FhirError('not-supported', `${c.within ? `${label}: ` : ''}':${c.modifier}' needs the terminology service`, where);
-  let codes;
-  try {
-    codes = await deps.expandCodes(tenant, c.codes.kind === 'value-set' ? valueSetLocation(c.codes, deps.fhirBase?.(tenant)) : c.codes);
-  } catch (err) {
-    // Its issue code too (`too-costly` for a ValueSet whose codes cost too much to list).
-    if (err instanceof FhirError && err.status < 500) throw new FhirError(err.category, `${label}: ${err.message}`, { ...where, cause: err, issueCode: err.issues[0]?.code });
-    throw err;
+  // Several ValueSets (`:in=a,b`): their codes together, each code once, within the one bound.
+  const sets = [c.codes, ...(c.more ?? [])];
+  const codes: { system: string; code: string }[] = [];
+  const had = new Set<string>();
+  for (const set of sets) {
+    let some;
+    try {
+      some = await deps.expandCodes(tenant, set.kind === 'value-set' ? valueSetLocation(set, deps.fhirBase?.(tenant)) : set);
+    } catch (err) {
+      // Its issue code too (`too-costly` for a ValueSet whose codes cost too much to list).
+      if (err instanceof FhirError && err.status < 500) throw new FhirError(err.category, `${label}: ${err.message}`, { ...where, cause: err, issueCode: err.issues[0]?.code });
+      throw err;
+    }
+    for (const x of some) {
+      const key = `${x.system}|${x.code}`;
+      if (had.has(key)) continue;
+      had.add(key);
+      codes.push(x);
+    }
   }
   if (codes.length > MAX_SEARCH_VALUES) {
-    const what = c.codes.kind === 'value-set' ? `ValueSet '${c.codes.canonical}' has` : `'${label}' selects`;
-    throw new FhirError('invalid', `${what} more than ${MAX_SEARCH_VALUES} codes; ':${c.modifier}' takes at most ${MAX_SEARCH_VALUES}`, { ...where, issueCode: 'too-costly' });
+    const names = sets.map((set) => (set.kind === 'value-set' ? `'${set.canonical}'` : '')).join(', ');
+    const what = c.codes.kind !== 'value-set' ? `'${label}' selects` : sets.length > 1 ? `ValueSets ${names} have` : `ValueSet ${names} has`;
+    throw new FhirError('invalid', `${what} more than ${MAX_SEARCH_VALUES} codes${sets.length > 1 ? ' together' : ''}; ':${c.modifier}' takes at most ${MAX_SEARCH_VALUES}`, { ...where, issueCode: 'too-costly' });
   }
   // A `code` element (Patient.gender) is indexed without a system, its system being the binding's:
   // each code also matches there.

@@ -26,6 +26,7 @@ export function searchLinks(base: string, path: string, self: URLSearchParams, n
   if (page) out.push({ relation: 'first', url: at(null) });
   if (offset?.previous !== undefined) out.push({ relation: 'previous', url: offset.previous === null ? at(null) : at(null, offset.previous) });
   else if (page?.previous !== undefined) out.push({ relation: 'previous', url: at(page.previous) });
+  else if (page?.previousOffset !== undefined) out.push({ relation: 'previous', url: page.previousOffset === null ? at(null) : at(null, page.previousOffset) });
   if (next) out.push({ relation: 'next', url: at(next) });
   return out;
 }

@@ -24,7 +24,7 @@ import { countWithCore, findResources, searchesCore, searchWithCore } from './co
 import { hasCoreResources } from './core-layer.ts';
 import { CONTROL_CHARACTER } from './validation/primitives.ts';
 import { TEXT_MAX_QUERY_WORDS } from './text-index.ts';
-import { checkOffset, parseOffset, searchAtOffset } from './search-offset.ts';
+import { checkOffset, MAX_OFFSET, parseOffset, searchAtOffset } from './search-offset.ts';
 import { sortKeysOf } from './search-order.ts';
 import { carriedTotal, carrying, pageTotal, totalContext } from './search-total.ts';
 import { boundedValue } from '../store/index-limits.ts';
@@ -96,6 +96,11 @@ export interface CompiledSearch {
    * as many as the pages before held, for its `previous` link (an offset, which writes since may shift).
    */
   sortedOffset?: number;
+  /**
+   * Where this page starts among the matches, for a search paged by its last row's keys (`_id`,
+   * `_lastUpdated`) whose cursor carries the matches before it, for its `previous` link (by `_offset`).
+   */
+  keysetOffset?: number;
   /** The `_cursor` this page was asked with. */
   cursor?: string;
   total: string | null;
@@ -129,7 +134,7 @@ export interface SearchResult {
 }
 
 /** A page's start: a keyset position, or for other sorts an offset (with the core matches' own, see core-search.ts). */
-export type Cursor = { kind: 'keyset'; at: SearchCursor } | { kind: 'offset'; offset: number; core?: number } | { kind: 'sorted'; at: SortPosition; offset: number };
+export type Cursor = { kind: 'keyset'; at: SearchCursor; before?: number } | { kind: 'offset'; offset: number; core?: number } | { kind: 'sorted'; at: SortPosition; offset: number };
 
 /** A position in a sort on parameters, with the matches before it (the next page's offset, for its `previous` link). */
 export type SortedCursor = SortPosition & { offset: number };
@@ -140,6 +145,11 @@ export interface PageLinks {
   cursor?: string;
   /** The previous page's cursor; null for the first page; absent where it is not known (keyset paging, core matches). */
   previous?: string | null;
+  /**
+   * A page paged by its last row's keys: the previous page by `_offset` (the matches before it, which its
+   * cursor carries, less a page; null: the first page). Absent where not known or past MAX_OFFSET.
+   */
+  previousOffset?: number | null;
   /**
    * A page asked by `_offset` (src/fhir/search-offset.ts): its `self` link carries `_offset` (`at`), its
    * `previous` link the offset a page before (null: the first page; absent for the first page itself).
@@ -160,16 +170,22 @@ function pageLinks(compiled: CompiledSearch): PageLinks {
     const before = Math.max(0, at - query.count);
     page.previous = before === 0 ? null : encodeCursor({ offset: before });
   }
+  // A keyset page has no offset cursor (its order is read from a row's keys), but `_offset` reaches the page before.
+  const keyed = compiled.keysetOffset;
+  if (keyed !== undefined && keyed > 0 && keyed - query.count <= MAX_OFFSET) page.previousOffset = keyed <= query.count ? null : keyed - query.count;
   return page;
 }
 
 /**
- * Encodes a keyset position (`_sort` on `_id` or `_lastUpdated`: a time and an id) or an offset as a `_cursor`
- * value: base64url JSON, which tells nothing the page does not. A place in a sort on parameters holds the
- * last match's values, and is sealed instead (sortedCursor).
+ * Encodes a keyset position (`_sort` on `_id` or `_lastUpdated`: a time and an id, and the matches before
+ * the next page where known, for its `previous` link) or an offset as a `_cursor` value: base64url JSON,
+ * which tells nothing the page does not. A place in a sort on parameters holds the last match's values,
+ * and is sealed instead (sortedCursor).
  */
-export function encodeCursor(c: SearchCursor | { offset: number; core?: number }): string {
-  const value = 'offset' in c ? (c.core === undefined ? { o: c.offset } : { o: c.offset, c: c.core }) : [c.lastUpdated, c.id];
+export function encodeCursor(c: (SearchCursor & { before?: number }) | { offset: number; core?: number }): string {
+  const value = 'offset' in c
+    ? (c.core === undefined ? { o: c.offset } : { o: c.offset, c: c.core })
+    : c.before === undefined ? [c.lastUpdated, c.id] : [c.lastUpdated, c.id, c.before];
   return Buffer.from(JSON.stringify(value)).toString('base64url');
 }
 
@@ -186,8 +202,9 @@ function decodeCursor(raw: string): Cursor {
   try {
     const v = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8'));
     // Only what encodeCursor writes, within what the databases take (an offset of 1e300 was a 500).
-    if (Array.isArray(v) && v.length === 2 && Number.isSafeInteger(v[0]) && typeof v[1] === 'string' && ID_PATTERN.test(v[1])) {
-      return { kind: 'keyset', at: { lastUpdated: v[0], id: v[1] } };
+    // The matches before the page (a third member) are in the cursors given since; earlier ones had none.
+    if (Array.isArray(v) && (v.length === 2 || (v.length === 3 && isCount(v[2]))) && Number.isSafeInteger(v[0]) && typeof v[1] === 'string' && ID_PATTERN.test(v[1])) {
+      return v.length === 3 ? { kind: 'keyset', at: { lastUpdated: v[0], id: v[1] }, before: v[2] } : { kind: 'keyset', at: { lastUpdated: v[0], id: v[1] } };
     }
     if (v && isCount(v.o) && v.c === undefined && v.k === undefined) return { kind: 'offset', offset: v.o };
     if (v && isCount(v.o) && isCount(v.c)) return { kind: 'offset', offset: v.o, core: v.c };
@@ -522,10 +539,13 @@ export function compileSearch(type: string, given: URLSearchParams, strict: bool
   const cursor = params.get('_cursor');
   let coreOffset: number | undefined;
   let sortedOffset: number | undefined;
+  let keysetOffset: number | undefined;
   if (cursor !== null) {
     const c = opened ?? decodeCursor(cursor);
-    if (c.kind === 'keyset') query.after = c.at;
-    else if (c.kind === 'sorted') {
+    if (c.kind === 'keyset') {
+      query.after = c.at;
+      keysetOffset = c.before;
+    } else if (c.kind === 'sorted') {
       if (!fitsSort(c.at, query.sort)) throw new FhirError('invalid', "Invalid _cursor: it is not a place in this search's order", { expression: ['_cursor'] });
       query.afterKeys = c.at;
       sortedOffset = c.offset;
@@ -543,6 +563,7 @@ export function compileSearch(type: string, given: URLSearchParams, strict: bool
   const { summary, elements } = parseSubset(params, strict, warnings);
   const compiled: CompiledSearch = { query, pending, warnings, self, total, summary, includes, revincludes };
   if (coreOffset !== undefined) compiled.coreOffset = coreOffset;
+  if (keysetOffset !== undefined) compiled.keysetOffset = keysetOffset;
   if (sortedOffset !== undefined) compiled.sortedOffset = sortedOffset;
   if (cursor !== null) compiled.cursor = cursor;
   if (elements !== undefined) compiled.elements = elements;
@@ -1399,8 +1420,11 @@ async function searchPage(
     const at = page.offsets(query.count);
     // A sort on parameters pages on from the last match's keys (SearchQuery.afterKeys): by offset, a
     // match written or deleted before the place meanwhile made the next page repeat or skip others.
+    // A keyset cursor carries the matches before the next page where this page's are known (the first
+    // page, or a cursor that carried them), for that page's `previous` link.
+    const before = query.after === undefined ? 0 : compiled.keysetOffset;
     result.next = keysetSort(query.sort)
-      ? encodeCursor({ lastUpdated: last.lastUpdated, id: last.id })
+      ? encodeCursor({ lastUpdated: last.lastUpdated, id: last.id, ...(before === undefined ? {} : { before: before + result.rows.length }) })
       : !core && keep === undefined
         ? await sortedCursor(deps, req, type, last, query.sort, (compiled.sortedOffset ?? query.offset ?? 0) + query.count)
         : encodeCursor(at.core === undefined ? { offset: at.store } : { offset: at.store, core: at.core });

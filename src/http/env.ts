@@ -11,5 +11,10 @@ export interface AppEnv {
     access: Access;
     /** The tenant named in the path, known to exist. */
     tenant: string;
+    /**
+     * The `_format` and `_pretty` of a `_search` form (set where the form is read), which ask for the
+     * answer's format as the URL's do; where set, they are the request's (the first given, form then URL).
+     */
+    answerFormat: { format: string | null; pretty: boolean };
   };
 }

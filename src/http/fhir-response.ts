@@ -172,7 +172,7 @@ const FHIR_JSON_TYPES = ['application/fhir+json', 'application/json+fhir'];
  * asks for application/json, `*\/*` alone for the default; `text/*` ranked above every JSON type named
  * asks for text/json (TEXT_RANGE). Ranges of another `fhirVersion` count for nothing.
  */
-function asksForPlainJson(accept: string | null | undefined, format: string | null): string | undefined {
+export function asksForPlainJson(accept: string | null | undefined, format: string | null): string | undefined {
   if (format !== null) {
     const type = formatRange(format).type;
     return PLAIN_JSON_TYPES.includes(type) ? type : undefined;

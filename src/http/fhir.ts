@@ -37,7 +37,7 @@ import type { ResourceVersion } from '../store/types.ts';
 import { readFhirBody, readFhirText, readFormText, readOptionalFhirBody, requireUtf8 } from './body.ts';
 import type { AppEnv } from './env.ts';
 import { parsePrefer } from './prefer.ts';
-import { fhirJson, notModified, readConditions, versionHeaders, versionResponse, type ReadConditions } from './fhir-response.ts';
+import { checkAccept, fhirJson, notModified, readConditions, versionHeaders, versionResponse, type ReadConditions } from './fhir-response.ts';
 import { instanceShape, type Shape } from '../fhir/subset.ts';
 import { strictQuery } from '../fhir/query-encoding.ts';
 import { fhirBaseOf, type BodyLimits } from '../config.ts';
@@ -220,7 +220,15 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
       requireUtf8(c.req.header('content-type'));
       throw err;
     }
-    for (const [k, v] of new URL(c.req.url).searchParams) params.append(k, v);
+    const url = new URL(c.req.url).searchParams;
+    // The form's `_format` and `_pretty` ask for the answer's format as the URL's do (the first given is the
+    // search's, as compileSearch keeps it): an unknown format is the 406 the gate gives the URL's.
+    if (params.has('_format') || params.has('_pretty')) {
+      const format = params.get('_format') ?? url.get('_format');
+      if (format !== null) checkAccept(undefined, format);
+      c.set('answerFormat', { format, pretty: (params.get('_pretty') ?? url.get('_pretty')) === 'true' });
+    }
+    for (const [k, v] of url) params.append(k, v);
     return params;
   };
   /** `Patient/$everything` and `Patient/{id}/$everything`: by GET, or by POST with a Parameters body (or none), the URL's parameters after it. */

@@ -3,7 +3,7 @@ import { parseExact } from '../fhir/exact-json.ts';
 import { toFhirXml } from '../fhir/xml/to-xml.ts';
 import { textResponse } from './content-coding.ts';
 import type { AppEnv } from './env.ts';
-import { answerXmlType } from './fhir-response.ts';
+import { answerXmlType, asksForPlainJson } from './fhir-response.ts';
 
 /**
  * The kick-off (system, Patient, Group) and status routes of bulk export: Bulk Data 2.0 defines their answers in
@@ -28,11 +28,18 @@ export function xmlAnswers(): MiddlewareHandler<AppEnv> {
     const res = c.res;
     if (!(res.headers.get('content-type') ?? '').startsWith('application/fhir+json')) return;
     const url = c.req.url;
-    const format = url.includes('_format=') ? (new URL(url).searchParams.get('_format') ?? null) : null;
+    // A `_search` form's `_format` and `_pretty` are the request's where it gives them (AppEnv's answerFormat).
+    const asked = c.get('answerFormat');
+    const format = asked ? asked.format : url.includes('_format=') ? (new URL(url).searchParams.get('_format') ?? null) : null;
     const path = new URL(url).pathname;
     // `$convert` answers the format asked for, JSON by default: an XML body is what it converts, not a request for XML.
     const bodyType = path.endsWith('/$convert') ? undefined : c.req.header('content-type');
     const type = answerXmlType(c.req.header('accept'), format, bodyType);
+    if (type === undefined && asked?.format) {
+      // labelledAsAsked, at the edge, reads the URL's `_format`: the form's generic JSON type is labelled here.
+      const plain = asksForPlainJson(c.req.header('accept'), asked.format);
+      if (plain !== undefined) c.res.headers.set('Content-Type', `${plain}; charset=utf-8`);
+    }
     if (type === undefined || path.endsWith('/$graphql') || BULK_EXPORT.test(path)) return;
     const headers = new Headers(res.headers);
     headers.set('Content-Type', `${type}; charset=utf-8`);
@@ -50,7 +57,7 @@ export function xmlAnswers(): MiddlewareHandler<AppEnv> {
         c.res = new Response(text, res);
         return;
       }
-      const pretty = url.includes('_pretty=') && new URL(url).searchParams.get('_pretty') === 'true';
+      const pretty = asked ? asked.pretty : url.includes('_pretty=') && new URL(url).searchParams.get('_pretty') === 'true';
       answer = textResponse(toFhirXml(resource, pretty), { status: res.status, statusText: res.statusText, headers });
     }
     // Cleared first: Hono's setter would copy the JSON answer's fields (its Content-Length among them) onto the new one.

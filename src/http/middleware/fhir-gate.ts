@@ -98,7 +98,8 @@ export function fhirGate(o: FhirGateOptions, admit: FhirAdmission = fhirAdmissio
       c.set('access', bearer.access);
     }
     await next();
-    if (c.req.url.includes('_pretty=') && c.req.query('_pretty') === 'true') {
+    const asked = c.get('answerFormat');
+    if (asked ? asked.pretty : c.req.url.includes('_pretty=') && c.req.query('_pretty') === 'true') {
       const text = await prettyText(c.res);
       if (text !== null) {
         const headers = new Headers(c.res.headers);

@@ -11,7 +11,7 @@ import { issue } from './outcome.ts';
 import { patientRecords, provenanceRowsInReach, reachCondition, widenedPatient, writerTargetReads } from './provenance-reach.ts';
 import { foreignInclude, ignoredInclude, reachingRevinclude } from './revinclude-reach.ts';
 import { hasPending, hierarchyParam, parameterCondition, parseSort, referenceTargets, UnknownParameterError, type CodeSet, type HierarchyCondition, type PendingCondition } from './search-compile.ts';
-import { canonicalCondition, isCanonicalType } from './search-canonical.ts';
+import { canonicalCondition, isCanonicalType, namingCanonical } from './search-canonical.ts';
 import { containedMode, searchContained } from './search-contained.ts';
 import { membership, patientOf, type Compartment } from './compartments.ts';
 import { filterCondition } from './search-filter.ts';
@@ -825,15 +825,23 @@ function versionedReference(v: unknown, base: string | undefined): { type: strin
   return at?.version === undefined ? undefined : { type: at.type, id: at.id, version: at.version };
 }
 
-/** The `url` of each canonical resource of `rows` that has one. */
-function canonicalUrls(rows: ResourceVersion[]): { type: string; url: string }[] {
-  const out: { type: string; url: string }[] = [];
+/** The `url` (and `version`, if any) of each canonical resource of `rows` that has one. */
+function canonicalUrls(rows: ResourceVersion[]): { type: string; url: string; version?: string }[] {
+  const out: { type: string; url: string; version?: string }[] = [];
   for (const row of rows) {
     if (!isCanonicalType(row.type)) continue;
-    const url = (JSON.parse(row.content) as Json).url;
-    if (typeof url === 'string' && url) out.push({ type: row.type, url });
+    const { url, version } = JSON.parse(row.content) as Json;
+    if (typeof url === 'string' && url) out.push({ type: row.type, url, ...(typeof version === 'string' && version ? { version } : {}) });
   }
   return out;
+}
+
+/**
+ * What names the canonical resources of `named` (url → their versions) in reference parameter `param`:
+ * `url|version` of one of them, or `url` alone (namingCanonical), as chains and `_has` read canonicals.
+ */
+function namingAny(param: string, named: Map<string, Set<string>>): Condition[] {
+  return [...named].map(([url, versions]) => namingCanonical(param, url, [...versions]));
 }
 
 /** The reference parameters of `type` that keep rows (`_include=Type:*`). */
@@ -1015,9 +1023,10 @@ export async function addIncludes(
       await reach(type, where, named);
     }
     const values = frontier.map((r) => ({ system: r.type, value: r.id }));
-    // A canonical resource is also referred to by its `url` (canonical rows have no type: search.html
-    // finds `url` and `url|version` references by `url`, whatever version they name).
+    // A canonical resource is also referred to by its `url` (canonical rows have no type), alone or with
+    // its own version (`url|version`; another version names another resource), as `_has` reads them.
     const urls = revs.length ? canonicalUrls(frontier) : [];
+    const canonicalsBySource = new Map<string, Map<string, Map<string, Set<string>>>>();
     // The reference parameters to follow backwards, by source type: `*` is every one that may refer to a
     // type of the frontier and whose rows exist in the tenant (its search key; the core CodeSystems and
     // ValueSets have no rows); a source's several parameters are one search (their conditions ORed).
@@ -1043,15 +1052,24 @@ export async function addIncludes(
         const byColumn = bySource.get(source) ?? bySource.set(source, new Map()).get(source)!;
         const seen = byColumn.get(column) ?? byColumn.set(column, new Map()).get(column)!;
         for (const v of values) if (type(v.system)) seen.set(`${v.system}/${v.value}`, v);
-        for (const u of urls) if (def.targets.includes(u.type) && type(u.type)) seen.set(`/${u.url}`, { system: '', value: u.url });
+        const named = urls.filter((u) => def.targets.includes(u.type) && type(u.type));
+        if (!named.length) continue;
+        const byUrl = canonicalsBySource.get(source) ?? canonicalsBySource.set(source, new Map()).get(source)!;
+        const versions = byUrl.get(column) ?? byUrl.set(column, new Map()).get(column)!;
+        for (const u of named) {
+          const of = versions.get(u.url) ?? versions.set(u.url, new Set()).get(u.url)!;
+          if (u.version !== undefined) of.add(u.version);
+        }
       }
     }
     for (const [source, byColumn] of bySource) {
       // Past MAX_INCLUDES (the warning given) nothing more is added: no more reading.
       if (warnings.length) break;
       const filter = scopeFilter(listing, source, 'r');
+      const canonicals = [...(canonicalsBySource.get(source) ?? [])].flatMap(([param, named]) => namingAny(param, named));
       const referring = async (columns: [string, { system: string; value: string }[]][]) => {
         const any = columns.filter(([, vs]) => vs.length).map(([param, vs]): Condition => ({ kind: 'token', param, values: vs }));
+        any.push(...canonicals);
         if (!any.length) return;
         const q: SearchQuery = { type: source, where: [any.length === 1 ? any[0]! : { kind: 'or', any }], sort: [], count: MAX_INCLUDES + 1 };
         if (filter) q.where!.push(filter);

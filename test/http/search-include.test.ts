@@ -82,9 +82,9 @@ for (const target of targets) {
       expect(await included('Patient?_id=p1&_revinclude=Observation:subject&_revinclude:iterate=Provenance:target')).toEqual(['Observation/oa', 'Provenance/pv1', 'Provenance/pv2']);
       expect(await included('Patient?_id=p1&_revinclude=Provenance:*:Observation')).toEqual([]);
       expect(await included('Observation?_id=oa&_revinclude=Provenance:*:Observation')).toEqual(['Provenance/pv2']);
-      // A canonical resource is named by its url: the target type is its own type.
+      // A canonical resource is named by its url (and version): the target type is its own type.
       expect(await included('Questionnaire?_id=q1&_revinclude=QuestionnaireResponse:questionnaire:Questionnaire')).toEqual([
-        'QuestionnaireResponse/r1', 'QuestionnaireResponse/r2', 'QuestionnaireResponse/r4',
+        'QuestionnaireResponse/r1', 'QuestionnaireResponse/r2',
       ]);
     });
 
@@ -197,12 +197,25 @@ for (const target of targets) {
         .toEqual(['Questionnaire/q1', 'QuestionnaireResponse/r1']);
     });
 
-    test('a canonical resource is revincluded by what names its url, whatever version', async () => {
+    test('a canonical resource is revincluded by what names its url alone, or its url and its own version', async () => {
+      // r1 names `url|1` (q1), r4 `url|2` (q2), r2 the url alone (either): as `_has` and chains read them
+      // (src/fhir/search-canonical.ts); every version, as before, revincluded r4 with q1.
       expect(await included('Questionnaire?_id=q1&_revinclude=QuestionnaireResponse:questionnaire')).toEqual([
-        'QuestionnaireResponse/r1', 'QuestionnaireResponse/r2', 'QuestionnaireResponse/r4',
+        'QuestionnaireResponse/r1', 'QuestionnaireResponse/r2',
       ]);
       expect(await included('Questionnaire?_id=q3&_revinclude=QuestionnaireResponse:questionnaire')).toEqual([]);
-      expect(await included('Questionnaire?_id=q2&_revinclude=*')).toEqual(['QuestionnaireResponse/r1', 'QuestionnaireResponse/r2', 'QuestionnaireResponse/r4']);
+      expect(await included('Questionnaire?_id=q2&_revinclude=*')).toEqual(['QuestionnaireResponse/r2', 'QuestionnaireResponse/r4']);
+      expect(await included('Questionnaire?_id=q1,q2&_revinclude=QuestionnaireResponse:questionnaire')).toEqual([
+        'QuestionnaireResponse/r1', 'QuestionnaireResponse/r2', 'QuestionnaireResponse/r4',
+      ]);
+      for (const q of ['q1', 'q2']) {
+        const has = await api.search(`QuestionnaireResponse?questionnaire:Questionnaire._id=${q}`);
+        const rev = await included(`Questionnaire?_id=${q}&_revinclude=QuestionnaireResponse:questionnaire`);
+        expect(rev).toEqual((has.entry ?? []).map((e: Json) => `QuestionnaireResponse/${e.resource.id}`).sort());
+      }
+      // Through an iteration too: the Questionnaire a response names, back to the responses naming that version.
+      expect(await included('QuestionnaireResponse?_id=r4&_include=QuestionnaireResponse:questionnaire&_revinclude:iterate=QuestionnaireResponse:questionnaire'))
+        .toEqual(['Questionnaire/q2', 'QuestionnaireResponse/r2']);
       // A token that may not read QuestionnaireResponses gets none of them.
       const limited = fhirClient(t, await t.tokenFor('t1', ['system/Questionnaire.read']));
       const bundle = await limited.search('Questionnaire?_id=q1&_revinclude=QuestionnaireResponse:questionnaire');

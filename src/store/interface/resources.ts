@@ -299,6 +299,13 @@ export const META_PARAMS: readonly string[] = ['_tag', '_security', '_profile'];
 export interface ResourceRepo extends CompartmentReads {
   /** Current version (possibly a deletion), or null if the resource never existed. */
   read(tenant: string, type: string, id: string): Promise<ResourceVersion | null>;
+  /**
+   * read() as ResourceWriter.measured() reads, outside a transaction and locking nothing: the current version with its
+   * text when that is under MEASURED_TEXT_BYTES in UTF-8 (or its length cannot be told without reading it), otherwise that
+   * length alone. An import tells a line validation refused that changes a large stored resource by the length (a line
+   * equal to it would store the same text: fhir/prepared.ts storesSameMeasured), and reads the text only when it agrees.
+   */
+  measured(tenant: string, type: string, id: string): Promise<MeasuredVersion | null>;
   vread(tenant: string, type: string, id: string, versionId: number): Promise<ResourceVersion | null>;
   /**
    * The current version (or, given `versionId`, that version, as `vread` reads it) with its content's top-level `data`

@@ -11,6 +11,7 @@ import { createPostgresSnapshot } from './snapshot.ts';
 import { createPostgresKeys } from './search-keys.ts';
 import type { KeysConnection } from './keys-connection.ts';
 import { createPostgresWriter } from './writer.ts';
+import { textColumns } from './write-sql.ts';
 import { transaction } from './transaction.ts';
 
 /** A resource row as the statements select it. */
@@ -330,6 +331,15 @@ export function createPostgresResources(sql: Pg, keys: KeysConnection, genericSq
         SELECT type, id, version_id, last_updated, deleted, content FROM resources
         WHERE tenant = ${tenant} AND type = ${type} AND id = ${id}`;
       return row ? toVersion(row) : null;
+    },
+    async measured(tenant, type, id) {
+      // The length from the TOAST pointer (`octet_length` detoasts nothing), the text only when short: write-sql.ts textColumns.
+      const [row] = await sql<{ version_id: number; last_updated: number; deleted: boolean; bytes: number | null; content: string | null }[]>`
+        SELECT version_id, last_updated, deleted${textColumns(sql, 'measured')} FROM resources
+        WHERE tenant = ${tenant} AND type = ${type} AND id = ${id}`;
+      if (!row) return null;
+      const head = { versionId: row.version_id, lastUpdated: row.last_updated, deleted: row.deleted };
+      return row.content === null ? { ...head, bytes: row.bytes! } : { ...head, content: row.content };
     },
     async vread(tenant, type, id, versionId) {
       const [row] = await sql<Row[]>`

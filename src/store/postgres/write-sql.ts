@@ -2,7 +2,7 @@ import { specOf } from '../index-tables.ts';
 import type { KeyOf } from '../search-keys.ts';
 import { textScope } from '../text-scope.ts';
 import { MEASURED_TEXT_BYTES, type IndexTable, type ReindexTable, type VersionToWrite } from '../types.ts';
-import type { PgTx } from './db.ts';
+import type { Pg, PgTx } from './db.ts';
 import { STAGED_TABLE, type Staged } from './staged-content.ts';
 
 const TOKENS = specOf('tokens');
@@ -41,7 +41,7 @@ export type TextRead = 'none' | 'content' | 'measured';
  * (`octet_length` detoasts nothing: a 67 Mi-character text's in 1 ms, against 0.4-1 s to send the text) when the
  * database's bytes are UTF-8's; otherwise it is NULL and the text is read.
  */
-function textColumns(tx: PgTx, read: TextRead) {
+export function textColumns(tx: Pg | PgTx, read: TextRead) {
   if (read === 'none') return tx``;
   if (read === 'content') return tx`, content`;
   const bytes = tx`CASE WHEN current_setting('server_encoding') IN ('UTF8', 'SQL_ASCII') THEN octet_length(content) END`;

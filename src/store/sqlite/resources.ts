@@ -1,6 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Database } from 'bun:sqlite';
-import { META_PARAMS, storableVersion } from '../types.ts';
+import { MEASURED_TEXT_BYTES, META_PARAMS, storableVersion } from '../types.ts';
+import { utf8LengthOfContent } from './text-length.ts';
 import type {
   HistoryQuery,
   CodingPair,
@@ -48,6 +49,9 @@ function onceEach(versions: ResourceVersion[]): ResourceVersion[] {
     return true;
   });
 }
+
+/** A current row as ResourceRepo.measured reads it: its text only when short (or of a length not known). */
+type MeasuredRow = { version_id: number; last_updated: number; deleted: number; bytes: number | null; content: string | null };
 
 export function toVersion(r: Row): ResourceVersion {
   return { type: r.type, id: r.id, versionId: r.version_id, lastUpdated: r.last_updated, deleted: r.deleted === 1, content: r.content };
@@ -272,6 +276,11 @@ export function createSqliteResources(
   };
   const q = {
     read: reader.query<Row, [string, string, string]>(`SELECT ${COLS} FROM resources WHERE tenant = ? AND type = ? AND id = ?`),
+    // The text's length in UTF-8 from the record's header (text-length.ts), and the text only when under MEASURED_TEXT_BYTES.
+    measured: reader.query<MeasuredRow, [string, string, string]>(
+      `SELECT version_id, last_updated, deleted, bytes, CASE WHEN bytes IS NULL OR bytes < ${MEASURED_TEXT_BYTES} THEN content END AS content ` +
+        `FROM (SELECT version_id, last_updated, deleted, ${utf8LengthOfContent(reader)} AS bytes, content FROM resources WHERE tenant = ? AND type = ? AND id = ?)`,
+    ),
     vreadCurrent: reader.query<Row, [string, string, string, number]>(
       `SELECT ${COLS} FROM resources WHERE tenant = ? AND type = ? AND id = ? AND version_id = ?`,
     ),
@@ -348,6 +357,12 @@ export function createSqliteResources(
     async read(tenant, type, id) {
       const row = q.read.get(tenant, type, id);
       return row ? toVersion(row) : null;
+    },
+    async measured(tenant, type, id) {
+      const row = q.measured.get(tenant, type, id);
+      if (!row) return null;
+      const head = { versionId: row.version_id, lastUpdated: row.last_updated, deleted: row.deleted === 1 };
+      return row.content === null ? { ...head, bytes: row.bytes! } : { ...head, content: row.content };
     },
     async vread(tenant, type, id, versionId) {
       const row = q.vreadCurrent.get(tenant, type, id, versionId) ?? q.vreadHistory.get(tenant, type, id, versionId);

@@ -64,6 +64,22 @@ export function writesContract(store: () => Store) {
       });
     });
 
+    test('ResourceRepo.measured() reads as the writer\'s measured() does, outside a transaction: a large text by its UTF-8 length alone', async () => {
+      const s = store();
+      const t = uniqueTenant();
+      const large = await save(s, t, 'Basic', 'large', { body: { text: 'für 退院 🏥 "q"\n'.repeat(MEASURED_TEXT_BYTES / 8) } });
+      const small = await save(s, t, 'Basic', 'small', { body: { text: 'für' } });
+      const edge = await save(s, t, 'Basic', 'edge', { body: { text: 'x'.repeat(MEASURED_TEXT_BYTES) } });
+      await save(s, t, 'Basic', 'gone');
+      await save(s, t, 'Basic', 'gone', { versionId: 2, lastUpdated: 2_000, deleted: true });
+      expect(await s.resources.measured(t, 'Basic', 'large')).toEqual({ versionId: 1, lastUpdated: 1_700_000_000_000, deleted: false, bytes: Buffer.byteLength(large.content) });
+      expect(await s.resources.measured(t, 'Basic', 'small')).toEqual({ versionId: 1, lastUpdated: 1_700_000_000_000, deleted: false, content: small.content });
+      expect(await s.resources.measured(t, 'Basic', 'edge')).toEqual({ versionId: 1, lastUpdated: 1_700_000_000_000, deleted: false, bytes: edge.content.length });
+      expect(await s.resources.measured(t, 'Basic', 'gone')).toEqual({ versionId: 2, lastUpdated: 2_000, deleted: true, content: '' });
+      expect(await s.resources.measured(t, 'Basic', 'none')).toBeNull();
+      expect(await s.resources.measured(uniqueTenant(), 'Basic', 'large')).toBeNull();
+    });
+
     test('present() names the ids of a type with a current row, deleted ones and this transaction\'s writes included, as ResourceRepo.present', async () => {
       const s = store();
       const t = uniqueTenant();

@@ -265,7 +265,8 @@ async function requireJudged(w: ResourceWriter, type: string, id: string, judged
 
 /** Whether the version `judged` (requireStoredInReach; undefined: nothing judged) is still the stored one, in the write's transaction. */
 export async function stillJudged(w: ResourceWriter, type: string, id: string, judged: Judged): Promise<boolean> {
-  return judged === undefined || ((await w.current(type, id))?.versionId ?? 0) === judged;
+  // Its version alone: measured() leaves a large text unread (the row is found and locked alike).
+  return judged === undefined || ((await w.measured(type, id))?.versionId ?? 0) === judged;
 }
 
 /**
@@ -636,14 +637,15 @@ function coreCurrent(shadowed: number): { versionId: number; deleted: false } | 
 export async function deleteVersion(w: ResourceWriter, type: string, id: string, opts: PutOptions): Promise<ResourceVersion | null> {
   requireAccess(opts.access, type, 'd');
   refuseAuditChange(opts.access, type, 'deleted');
-  const current = await w.current(type, id);
+  // Its text only when small: a deletion needs it only to tell a SubscriptionTopic (a Basic), read then.
+  const current = await w.measured(type, id);
   const exists = current !== null && !current.deleted;
   // A core resource is never deleted (409), whatever the preconditions say of it.
   if (current === null) await refuseCoreDelete(opts.core, type, id);
   requireIfMatch(opts.ifMatch, `${type}/${id}`, current);
   requireIfNoneMatch(opts.ifNoneMatch, `${type}/${id}`, current);
   if (!exists) return null;
-  await refusePatientTopic(opts.access, type, 'd', current.content);
+  await refusePatientTopic(opts.access, type, 'd', async () => current.content ?? (await w.current(type, id))!.content);
   const versionId = current.versionId + 1;
   const lastUpdated = Math.max(opts.now, current.lastUpdated + 1);
   const version = { type, id, versionId, lastUpdated, deleted: true, content: '' };

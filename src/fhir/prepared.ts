@@ -30,6 +30,12 @@ export interface PreparedVersion {
    * (import/batches.ts); such a version has no index entries or compartments (refusedVersion).
    */
   refusal?: Refusal;
+  /**
+   * A refused version (`refusal`) found equal to this stored version before it was queued (the importer's look at the
+   * committed state): its batch's transaction keeps it unchanged if that version is still current, told by its number
+   * and time alone (a stored version never changes), without reading and comparing its text a second time.
+   */
+  sameAs?: { versionId: number; lastUpdated: number };
 }
 
 /** Why validation refused an imported resource, and where it was read (ImportIssue: its file, line or Bundle entry). */

@@ -90,7 +90,7 @@ export function localReferences(node: unknown, path: string, fhirBase: string, o
 /** A core CodeSystem or ValueSet the tenant has no resource of that id for (a deleted one hides it). */
 async function isCoreTarget(deps: FhirDeps, w: ResourceWriter, type: string, id: string): Promise<boolean> {
   if (deps.core === undefined || !hasCoreResources(type) || (await deps.core.read(type, id)) === null) return false;
-  return (await w.current(type, id)) === null;
+  return (await w.measured(type, id)) === null;
 }
 
 /**

@@ -2,7 +2,8 @@ import type { ResourceWriter } from '../../store/types.ts';
 import { operatorAccess } from '../access.ts';
 import { putPrepared, shadowedVersionId, type FhirDeps, type PutOptions } from '../crud.ts';
 import { hasCoreResources } from '../core-layer.ts';
-import { prepareVersion, storesSame, versionToWrite, type PreparedVersion } from '../prepared.ts';
+import { prepareVersion, storesSameMeasured, versionToWrite, type PreparedVersion } from '../prepared.ts';
+import type { MeasuredVersion } from '../../store/types.ts';
 import { newId, type Resource } from '../resource.ts';
 import { atWriteTime } from '../../store/write-times.ts';
 
@@ -109,11 +110,26 @@ export interface KeptVersion {
   versionId: number;
 }
 
-/** The AuditEvent that the writes of `v` would change: it exists, live, with other content. */
+/**
+ * The AuditEvent that the writes of `v` would change: it exists, live, with other content (a text of another length
+ * told without reading it: storesSameMeasured).
+ */
 async function changesAudit(w: ResourceWriter, v: PreparedVersion): Promise<boolean> {
   if (v.type !== 'AuditEvent') return false;
-  const current = await w.current(v.type, v.id);
-  return current !== null && !current.deleted && !storesSame(current, v);
+  const current = await w.measured(v.type, v.id);
+  return current !== null && !current.deleted && (await storesSameMeasured(w, current, v)) === undefined;
+}
+
+/**
+ * The current version a version validation refused equals, if any: the one the importer found it equal to
+ * (PreparedVersion.sameAs) when that is still current, otherwise as storesSameMeasured tells (a text of another
+ * length without reading it).
+ */
+async function keptAs(w: ResourceWriter, v: PreparedVersion): Promise<MeasuredVersion | undefined> {
+  const current = await w.measured(v.type, v.id);
+  if (current === null || current.deleted) return undefined;
+  if (v.sameAs !== undefined && v.sameAs.versionId === current.versionId && v.sameAs.lastUpdated === current.lastUpdated) return current;
+  return storesSameMeasured(w, current, v);
 }
 
 /**
@@ -129,8 +145,8 @@ async function writeGroup(w: ResourceWriter, group: PreparedVersion[], opts: Put
   if (versions !== group) {
     for (const v of group) {
       if (v.refusal === undefined) continue;
-      const current = batch.keepsUnchanged === undefined || batch.keepsUnchanged(v.type) ? await w.current(v.type, v.id) : null;
-      if (current !== null && storesSame(current, v)) {
+      const current = batch.keepsUnchanged === undefined || batch.keepsUnchanged(v.type) ? await keptAs(w, v) : undefined;
+      if (current !== undefined) {
         unchanged++;
         kept.push({ version: v, versionId: current.versionId });
       } else refused.push(v);

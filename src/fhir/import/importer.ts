@@ -1,7 +1,7 @@
 import type { FhirError, FhirIssue } from '../../errors.ts';
 import { noteValidationLevel, requireProfiles, unlimitedReach, validationLevel, type FhirDeps } from '../crud.ts';
 import { unchangedOutcome } from '../outcome.ts';
-import { storesSame, type PreparedVersion } from '../prepared.ts';
+import { storesSameMeasured, type PreparedVersion } from '../prepared.ts';
 import type { Access } from '../access.ts';
 import { carryLiterals } from '../exact-json.ts';
 import { createBatchWriter, DEFAULT_BATCH_LIMITS, type BatchOptions } from './batches.ts';
@@ -182,12 +182,21 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
    * and telling so as the batch commits, or failing it should a write in between (or an earlier line of the run)
    * have changed the resource; otherwise the caller fails it at once, in input order.
    */
-  const sameAsStored = async (v: PreparedVersion): Promise<boolean> => (await storedEqual(v)) !== undefined;
-  /** The current version `v` equals (sameAsStored), if any. */
-  const storedEqual = async (v: PreparedVersion): Promise<number | undefined> => {
+  const sameAsStored = async (v: PreparedVersion): Promise<boolean> => {
+    const same = await storedEqual(v);
+    // Its batch then keeps it by this version's number, without reading and comparing its text again (batches.ts).
+    if (same !== undefined) v.sameAs = { versionId: same.versionId, lastUpdated: same.lastUpdated };
+    return same !== undefined;
+  };
+  /**
+   * The current version `v` equals (sameAsStored), if any: a stored text of another length than `v` would store is told
+   * by its length alone (ResourceRepo.measured, storesSameMeasured), not read.
+   */
+  const storedEqual = async (v: PreparedVersion): Promise<{ versionId: number; lastUpdated: number } | undefined> => {
     if (keepsUnchanged && !keepsUnchanged(v.type)) return undefined;
-    const current = await deps.store.resources.read(opts.tenant, v.type, v.id);
-    return current !== null && storesSame(current, v) ? current.versionId : undefined;
+    const repo = deps.store.resources;
+    const found = await repo.measured(opts.tenant, v.type, v.id);
+    return found === null ? undefined : storesSameMeasured({ current: (type, id) => repo.read(opts.tenant, type, id) }, found, v);
   };
   // fullUrl -> Type/id of every Bundle entry written by this run, and the work waiting for some.
   const run = createRunReferences();

@@ -14,6 +14,7 @@
 import { FhirError } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
 import { compileTopicCriteria, FhirPathEvaluationError, FhirPathSyntaxError, UnsupportedFhirPath, type CompiledTopicCriteria, type TopicVersions } from '../validation/fhirpath-engine.ts';
+import { parseFhirPath, type Ast } from '../validation/fhirpath-parse.ts';
 import { FHIRPATH_TYPES } from '../validation/model.ts';
 
 /** The most values one evaluation of a fhirPathCriteria may visit. */
@@ -44,6 +45,23 @@ export function compileFhirPathCriteria(expression: string, at: string): Compile
     }
     throw err;
   }
+}
+
+/** Whether `ast` names the variable `name` anywhere (`%previous`, `` %`previous` ``). */
+function namesVariable(ast: unknown, name: string): boolean {
+  if (ast === null || typeof ast !== 'object') return false;
+  if (Array.isArray(ast)) return ast.some((a) => namesVariable(a, name));
+  const node = ast as Partial<Extract<Ast, { kind: 'var' }>>;
+  if (node.kind === 'var' && node.name === name) return true;
+  return Object.values(ast).some((v) => namesVariable(v, name));
+}
+
+/**
+ * Whether a fhirPathCriteria compileFhirPathCriteria accepted reads `%previous`: a write's matching reads the version
+ * it replaced (its whole stored text, which may be MiBs) for it only then (hub.ts). The expression parses, as it compiled.
+ */
+export function readsPrevious(expression: string): boolean {
+  return namesVariable(parseFhirPath(expression), 'previous');
 }
 
 /**

@@ -10,7 +10,7 @@
 import { FhirError } from '../../errors.ts';
 import type { Clock } from '../../clock.ts';
 import type { Logger } from '../../log.ts';
-import type { CurrentVersion, IndexRows, NotificationToWrite, ResourceWriter, VersionToWrite } from '../../store/types.ts';
+import type { IndexRows, MeasuredVersion, NotificationToWrite, ResourceWriter, VersionToWrite } from '../../store/types.ts';
 import type { SyncOrAsync } from '../../sync-or-async.ts';
 import { ChangeWatch } from '../../terminology/store-watch.ts';
 import type { Access } from '../access.ts';
@@ -133,10 +133,23 @@ function ownerMatched(active: ActiveSet, id: string): string | undefined {
   return undefined;
 }
 
-/** A version written, with the version it replaced (read for topic triggers alone). */
+/**
+ * A version written, with the version it replaced (looked up for topic triggers alone), as ResourceWriter.measured()
+ * finds it: its text when small, otherwise its length, the text then read (by vread, from history) only if a
+ * Subscription's matching needs it (the previous version's queryCriteria, a fhirPathCriteria reading `%previous`, a
+ * deletion), never for a trigger that needs only whether it existed (a create or an update).
+ */
 interface Written {
   v: VersionToWrite;
-  previous?: CurrentVersion | null;
+  previous?: MeasuredVersion | null;
+}
+
+/** The stored text of the version `written` replaced (live), read from this transaction (history, its own writes included) when measured() left it out. */
+async function previousText(w: ResourceWriter, written: VersionToWrite, previous: MeasuredVersion): Promise<string> {
+  if (previous.content !== undefined) return previous.content;
+  const read = await w.vread(written.type, written.id, previous.versionId);
+  if (read === null) throw new Error(`${written.type}/${written.id}/_history/${previous.versionId}, the version this write replaced, could not be read in its transaction`);
+  return read.content;
 }
 
 interface TenantState {
@@ -298,7 +311,7 @@ export class SubscriptionHub {
         // from the earlier owner's reach, so numbered and kept for $events but not sent (as if written by an earlier request).
         const ended = new Set<string>();
         const reowned = new Set<string>();
-        const note = (v: VersionToWrite, previous?: CurrentVersion | null) => {
+        const note = (v: VersionToWrite, previous?: MeasuredVersion | null) => {
           if (WATCHED_TYPES.includes(v.type)) watchedWritten = true;
           // A deletion notifies topic-based Subscriptions alone (R4 criteria have no deletion notification).
           if ((!v.deleted || active.topicTypes.has(v.type)) && active.byType.has(v.type)) written.push({ v, ...(previous !== undefined && { previous }) });
@@ -306,8 +319,9 @@ export class SubscriptionHub {
         const watched: ResourceWriter = {
           ...w,
           put: async (v) => {
-            // A topic trigger's interaction and `previous` test need the version replaced (this transaction's own included).
-            const previous = active.topicTypes.has(v.type) ? await w.current(v.type, v.id) : undefined;
+            // A topic trigger's interaction and `previous` test need the version replaced (this transaction's own included):
+            // looked up without its text when large (the update's own lookup found it so: no second round trip).
+            const previous = active.topicTypes.has(v.type) ? await w.measured(v.type, v.id) : undefined;
             await w.put(v);
             note(v, previous);
           },
@@ -374,11 +388,17 @@ export class SubscriptionHub {
     const out: NotificationToWrite[] = [];
     for (const { v, previous } of versions) {
       const subs = active.byType.get(v.type) ?? [];
-      const before = previous && !previous.deleted ? (JSON.parse(previous.content) as Record<string, unknown>) : undefined;
+      const replaced = previous && !previous.deleted ? previous : undefined;
       // A topic event's interaction: an update replaces a live version; a deletion of nothing live is no event.
-      const interaction: Interaction | undefined = v.deleted ? (before ? 'delete' : undefined) : before ? 'update' : 'create';
-      const resource = v.deleted ? before : (JSON.parse(v.content) as Record<string, unknown>);
-      if (resource === undefined) continue;
+      const interaction: Interaction | undefined = v.deleted ? (replaced ? 'delete' : undefined) : replaced ? 'update' : 'create';
+      // The version replaced, read and parsed once, when a test needs it (a deletion's matching, `previous` tests).
+      let replacedText: Promise<string> | undefined;
+      const textBefore = () => (replacedText ??= previousText(w, v, replaced!));
+      let parsed: Promise<Record<string, unknown>> | undefined;
+      const beforeOf = () => (parsed ??= textBefore().then((t) => JSON.parse(t) as Record<string, unknown>));
+      // A deletion notifies only topic Subscriptions whose trigger takes deletions: the version it deleted is read for those alone.
+      if (v.deleted && (!replaced || !subs.some((s) => s.topic?.trigger.interactions.includes('delete')))) continue;
+      const resource = v.deleted ? await beforeOf() : (JSON.parse(v.content) as Record<string, unknown>);
       // The version's words for `_text` and `_content`, computed once for all the subscriptions (the stored ones when known).
       let words: TextEntry | undefined | null = v.index && !v.deleted ? (v.index.text ?? undefined) : null;
       const wordsOf = () => (words === null ? (words = textIndexOf(resource)) : words);
@@ -388,9 +408,12 @@ export class SubscriptionHub {
       // A fhirPathCriteria reads the two versions alone: evaluated once per version for all the Subscriptions of its
       // topics (each evaluation may take its whole budget, and a topic may have many Subscriptions).
       const fhirPathResults = new Map<CompiledTopicCriteria, boolean>();
-      const fhirPathPasses = (test: CompiledTopicCriteria, topic: string): boolean => {
+      const fhirPathPasses = async (fhirPath: NonNullable<TopicTrigger['fhirPath']>, topic: string): Promise<boolean> => {
+        const test: CompiledTopicCriteria = fhirPath.test;
         let passes = fhirPathResults.get(test);
         if (passes === undefined) {
+          // `%previous` read only by an expression naming it; a deletion's focus is the version it deleted.
+          const before = replaced && (fhirPath.readsPrevious || v.deleted) ? await beforeOf() : undefined;
           passes = fhirPathHolds(test, v.type, { previous: before, current: v.deleted ? undefined : resource }, this.options.log, { tenant, topic, resource: `${v.type}/${v.id}` });
           fhirPathResults.set(test, passes);
         }
@@ -401,9 +424,9 @@ export class SubscriptionHub {
         if (s.topic && (interaction === undefined || !s.topic.trigger.interactions.includes(interaction) || notified.has(s.id))) continue;
         if (s.clientId !== null && !notifying.has(s)) continue;
         // The owner's reach and the filters, on the version written (a deletion: on the one it deleted).
-        if (!(await matchConditions(resource, v.deleted ? previous!.lastUpdated : v.lastUpdated, s.where, ctx, rows, wordsOf))) continue;
+        if (!(await matchConditions(resource, v.deleted ? replaced!.lastUpdated : v.lastUpdated, s.where, ctx, rows, wordsOf))) continue;
         // A Binary is read through its securityContext where the owner's reach depends on it (search's rowsInReach).
-        if (v.type === 'Binary' && !(await rowsInReach(this.options.fhir, { tenant, access: s.access }, [v.deleted ? { ...v, content: previous!.content, deleted: false } : v], contexts)).length) continue;
+        if (v.type === 'Binary' && !(await rowsInReach(this.options.fhir, { tenant, access: s.access }, [v.deleted ? { ...v, content: await textBefore(), deleted: false } : v], contexts)).length) continue;
         // A Provenance the criteria's index conditions found by a target naming a version is judged as its read is, its
         // targets and the earlier versions it names read in the transaction (provenance-reach.ts).
         if (v.type === 'Provenance' && !(await provenanceMatchInReach(this.options.fhir, { tenant, access: s.access }, resource, targets))) continue;
@@ -413,14 +436,14 @@ export class SubscriptionHub {
           if (s.topic.previous) {
             tests.push(interaction === 'create'
               ? trigger.passesOnCreate
-              : await matchConditions(before!, previous!.lastUpdated, s.topic.previous, ctx, (beforeRows ??= indexEntries(before!, base))));
+              : await matchConditions(await beforeOf(), replaced!.lastUpdated, s.topic.previous, ctx, (beforeRows ??= indexEntries(await beforeOf(), base))));
           }
           if (s.topic.current) {
             tests.push(interaction === 'delete' ? trigger.passesOnDelete : await matchConditions(resource, v.lastUpdated, s.topic.current, ctx, rows, wordsOf));
           }
           if (tests.length && !(trigger.requireBoth ? tests.every(Boolean) : tests.some(Boolean))) continue;
           // fhirPathCriteria (fhirpath-criteria.ts) must hold as well as queryCriteria, on the versions as written.
-          if (trigger.fhirPath && !fhirPathPasses(trigger.fhirPath.test, s.topic.url)) continue;
+          if (trigger.fhirPath && !(await fhirPathPasses(trigger.fhirPath, s.topic.url))) continue;
           if (!held(s)) continue;
           notified.add(s.id);
           out.push({ subscriptionId: s.id, type: v.type, id: v.id, versionId: v.versionId, event: interaction!, matchedFor: s.owner });

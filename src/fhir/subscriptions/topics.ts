@@ -18,7 +18,7 @@ import { paramOf } from '../definitions.ts';
 import { isResourceType } from '../resource-types.ts';
 import { compileFilter, parseInclude, resolveConditions } from '../search.ts';
 import type { CompiledTopicCriteria } from '../validation/fhirpath-engine.ts';
-import { compileFhirPathCriteria } from './fhirpath-criteria.ts';
+import { compileFhirPathCriteria, readsPrevious } from './fhirpath-criteria.ts';
 
 type Json = Record<string, unknown>;
 
@@ -54,7 +54,7 @@ export interface TopicTrigger {
   passesOnDelete: boolean;
   requireBoth: boolean;
   /** fhirPathCriteria, compiled once (fhirpath-criteria.ts): it must hold too when queryCriteria is given. */
-  fhirPath?: { expression: string; test: CompiledTopicCriteria };
+  fhirPath?: { expression: string; test: CompiledTopicCriteria; readsPrevious: boolean };
 }
 
 /** One canFilterBy: a search parameter (with the modifiers and comparators listed) of a type (or of every trigger type). */
@@ -251,7 +251,7 @@ function parseTrigger(ext: Json, at: string): TopicTrigger {
   if (query?.current) checkQuery(type, query.current[0], query.current[1], 'SubscriptionTopic.resourceTrigger.queryCriteria.current');
   return {
     type, interactions: interactions.length ? [...new Set(interactions)] : [...INTERACTIONS], ...trigger,
-    ...(fhirPath && { fhirPath: { expression: fhirPath.expression, test: compileFhirPathCriteria(fhirPath.expression, fhirPath.at) } }),
+    ...(fhirPath && { fhirPath: { expression: fhirPath.expression, test: compileFhirPathCriteria(fhirPath.expression, fhirPath.at), readsPrevious: readsPrevious(fhirPath.expression) } }),
     ...(query?.previous && { previous: query.previous[0] }), ...(query?.current && { current: query.current[0] }),
   };
 }

@@ -531,8 +531,8 @@ export function createPostgresResources(sql: Pg, keys: KeysConnection, genericSq
           fromFn = true;
           const value = await fn(w);
           fromFn = false;
-          // The write mark's statement pipelined with the last writes (one round trip fewer on every write).
-          await Promise.all([w.markWritten(), w.flush()]);
+          // The last versions written with the tenant's write mark in their statement (writer.ts finish).
+          await w.finish();
           return [value];
         });
         return result[0] as Awaited<ReturnType<typeof fn>>;

@@ -158,14 +158,27 @@ export async function deleteIndexRows(tx: PgTx, pks: number[]): Promise<void> {
 }
 
 /**
- * Moves the tenant's write mark (ResourceRepo.writeMark) by one, on one of its sixteen rows (the backend's):
- * in a transaction that changed its resources or index rows, sent beside its last writes (pipelined, no round
- * trip of its own), so that the row lock it takes is held only for those and the COMMIT, and concurrent writers
- * of the tenant seldom wait for it.
+ * Moves the tenant's write mark (ResourceRepo.writeMark) by one, on one of its sixteen rows (the backend's), as a
+ * statement of its own: in a transaction that changed its resources or index rows without a buffered version left to
+ * write at its end (an import's COPY, a reindex, an expunge). A write's last versions carry it in their statement
+ * instead (`marked`, insertVersions and replaceVersions).
  */
 export async function markWrite(tx: PgTx, tenant: string): Promise<void> {
   await tx`INSERT INTO tenant_writes (tenant, shard, n) VALUES (${tenant}, pg_backend_pid() % 16, 1)
     ON CONFLICT (tenant, shard) DO UPDATE SET n = tenant_writes.n + 1`;
+}
+
+/**
+ * The write mark's move as a data-modifying CTE of the statement that writes a transaction's last versions (run
+ * whether or not the statement reads it): one statement and one round trip fewer than markWrite beside it. Taken as
+ * the last writes go, the row lock is held only for them and the COMMIT, so concurrent writers of the tenant seldom
+ * wait for it.
+ */
+function markCte(tx: PgTx, tenant: string, marked: boolean) {
+  return marked
+    ? tx`, mk AS (INSERT INTO tenant_writes (tenant, shard, n) VALUES (${tenant}, pg_backend_pid() % 16, 1)
+      ON CONFLICT (tenant, shard) DO UPDATE SET n = tenant_writes.n + 1)`
+    : tx``;
 }
 
 /**
@@ -240,8 +253,9 @@ export function createLookupBatcher(tx: PgTx, tenant: string, read: 'content' | 
 /**
  * Inserts first versions in one statement, with their index and compartment rows. A resource that
  * already exists is skipped (ON CONFLICT DO NOTHING); returns the pk of each inserted `type/id`.
+ * `marked`: the statement moves the tenant's write mark too (markCte).
  */
-export async function insertVersions(tx: PgTx, tenant: string, vs: VersionToWrite[], keyOf: KeyOf, staged?: Staged): Promise<Map<string, number>> {
+export async function insertVersions(tx: PgTx, tenant: string, vs: VersionToWrite[], keyOf: KeyOf, staged?: Staged, marked = false): Promise<Map<string, number>> {
   if (!vs.length) return new Map();
   const c = versionColumns(vs, staged);
   const some = c.staged?.some((k) => k !== 0) === true;
@@ -267,7 +281,7 @@ export async function insertVersions(tx: PgTx, tenant: string, vs: VersionToWrit
       INSERT INTO compartments (res, tenant, patient, type)
       SELECT k.pk, ${tenant}, e.patient, e.type
       FROM unnest(${cmp.ref}::bigint[], ${cmp.patient}::text[], ${cmp.type}::text[]) AS e(n, patient, type) JOIN k ON k.n = e.n
-    )
+    )${markCte(tx, tenant, marked)}
     SELECT pk, type, id FROM ins`;
   const pks = new Map(rows.map((r) => [`${r.type}/${r.id}`, r.pk]));
   const written: { pk: number; v: VersionToWrite }[] = [];
@@ -283,8 +297,9 @@ export async function insertVersions(tx: PgTx, tenant: string, vs: VersionToWrit
  * Replaces locked current rows in one statement: each old version is copied to history, the row
  * updated with a fresh `seq`, and its index and compartment rows replaced. All sub-statements see the
  * same snapshot, so the copy reads the old version and the deletes never touch the new entries.
+ * `marked`: the statement moves the tenant's write mark too (markCte).
  */
-export async function replaceVersions(tx: PgTx, tenant: string, rows: { pk: number; v: VersionToWrite }[], keyOf: KeyOf, staged?: Staged): Promise<void> {
+export async function replaceVersions(tx: PgTx, tenant: string, rows: { pk: number; v: VersionToWrite }[], keyOf: KeyOf, staged?: Staged, marked = false): Promise<void> {
   if (!rows.length) return;
   const vs = rows.map((r) => r.v);
   const pks = rows.map((r) => r.pk);
@@ -322,7 +337,7 @@ export async function replaceVersions(tx: PgTx, tenant: string, rows: { pk: numb
     ), ic AS (
       INSERT INTO compartments (res, tenant, patient, type)
       SELECT e.res, ${tenant}, e.patient, e.type FROM unnest(${cmp.ref}::bigint[], ${cmp.patient}::text[], ${cmp.type}::text[]) AS e(res, patient, type)
-    )
+    )${markCte(tx, tenant, marked)}
     SELECT 1`;
   await insertIndexRows(tx, tenant, rows, keyOf);
 }

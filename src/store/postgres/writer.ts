@@ -17,13 +17,12 @@ const FLUSH_AT = 1000;
 const UNIQUE_VIOLATION = '23505';
 
 export interface PostgresWriter extends ResourceWriter {
-  /** Writes every buffered put; `write()` calls it before COMMIT. */
-  flush(): Promise<void>;
   /**
-   * Moves the tenant's write mark when this transaction changed, or its pending puts will change, its resources or
-   * index rows: sent by `write()` beside flush(), before COMMIT.
+   * Writes every buffered put and moves the tenant's write mark when this transaction changed its resources or index
+   * rows: in the statement that writes the last versions when there are any (markCte), else in one of its own.
+   * `write()` calls it before COMMIT.
    */
-  markWritten(): Promise<void>;
+  finish(): Promise<void>;
 }
 
 /**
@@ -72,16 +71,22 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
   /** Delivery state: its state-row locks taken in id order, at notify's pass or at the commit (subscription-writes.ts). */
   const subscriptions = createSubscriptionWrites(tx, tenant);
 
-  /** Flushes run one after another, so each sees the rows the previous one wrote. */
+  /**
+   * Flushes run one after another, so each sees the rows the previous one wrote. `marked`: the last, which moves
+   * the tenant's write mark (finish).
+   */
   let flushing: Promise<void> = Promise.resolve();
-  function flush(): Promise<void> {
-    const next = flushing.then(writePending);
+  function flush(marked = false): Promise<void> {
+    const next = flushing.then(() => writePending(marked));
     flushing = next.catch(() => undefined);
     return next;
   }
 
-  async function writePending(): Promise<void> {
-    if (!pending.size) return;
+  async function writePending(marked: boolean): Promise<void> {
+    if (!pending.size) {
+      if (marked && changed) await markWrite(tx, tenant);
+      return;
+    }
     changed = true;
     const batch = [...pending.values()];
     pending.clear();
@@ -95,7 +100,11 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
     const indexKeys = await searchKeys.resolve(tenant, batch);
     // Before both statements, which run together: one COPY at a time on the connection.
     const staged = await stage(batch);
-    const [, pks] = await Promise.all([replaceVersions(tx, tenant, replaced, indexKeys, staged), insertVersions(tx, tenant, created, indexKeys, staged)]);
+    // The mark rides in one of the two statements (the one that runs), not a statement of its own.
+    const [, pks] = await Promise.all([
+      replaceVersions(tx, tenant, replaced, indexKeys, staged, marked && replaced.length > 0),
+      insertVersions(tx, tenant, created, indexKeys, staged, marked && replaced.length === 0),
+    ]);
     for (const r of replaced) remember(r.v, r.pk);
     const clashed: VersionToWrite[] = [];
     for (const v of created) {
@@ -298,14 +307,9 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
       }
       return true;
     }),
-    flush: mapped('commit', async () => {
-      await flush();
+    finish: mapped('commit', async () => {
+      await flush(true);
       await subscriptions.commit();
-    }),
-    // Asked before flush() (whose puts are still pending) and sent beside it, so that the mark's statement is
-    // pipelined with the last writes, not a round trip of its own after them (write()).
-    markWritten: mapped('commit', async () => {
-      if (changed || pending.size > 0) await markWrite(tx, tenant);
     }),
   };
 }

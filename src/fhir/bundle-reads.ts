@@ -95,7 +95,7 @@ async function checkOne(deps: FhirDeps, req: FhirRequest, entry: Entry): Promise
     requireAccess(req.access, entry.type, 'r');
     instanceShape(entry.query!, false);
   } else if (across(entry)) {
-    checkSearchTypes(req, ownCursor(entry.query!).own, entry.compartment);
+    checkSearchTypes(req, carriedTotal(ownCursor(entry.query!).own).params, entry.compartment);
   } else {
     checkRestType(entry.type);
     requireAccess(req.access, entry.type, 's');

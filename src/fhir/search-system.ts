@@ -15,7 +15,7 @@ import { hasCoreResources } from './core-layer.ts';
 import { compartmentMembers, patientOf, type Compartment } from './compartments.ts';
 import { ID_PATTERN, REST_RESOURCE_TYPES, hasEndpoint, isResourceType } from './resource-types.ts';
 import {
-  addIncludes, checkControlModifier, compileLinked, compileSearch, CONTROL, parseCount, parseInclude, possibleInclude, countInReach, queryRows, requiredCount, requireFewIncludes, storeQuery,
+  addIncludes, checkControlModifier, compileLinked, compileSearch, CONTROL, cursorContext, parseCount, parseInclude, possibleInclude, countInReach, queryRows, requiredCount, requireFewIncludes, storeQuery,
   keptInReach, rowsFilled, withinCompartment, withoutEmptyResultParams,
   type CompiledSearch, type Include, type SearchResult,
 } from './search.ts';
@@ -25,6 +25,7 @@ import { containedMode } from './search-contained.ts';
 import { foreignInclude, ignoredInclude, unreachableRevinclude } from './revinclude-reach.ts';
 import { includedSubset, shaper } from './subset.ts';
 import { issue } from './outcome.ts';
+import { carriedTotal, carryLinks, pageTotal, totalContext } from './search-total.ts';
 
 /** Where a page starts: after the resource of type index `t` with id `i` (and `_lastUpdated` `u` when sorted by it). */
 interface Position {
@@ -297,9 +298,10 @@ export interface AcrossOptions {
  * `_summary` and `_elements`.
  */
 export async function pageAcross(
-  deps: FhirDeps, req: FhirRequest, params: URLSearchParams, types: string[], searches: TypeSearch[], opts: AcrossOptions,
+  deps: FhirDeps, req: FhirRequest, given: URLSearchParams, types: string[], searches: TypeSearch[], opts: AcrossOptions,
 ): Promise<SearchResult> {
   const { sort, limit, summary, elements, includes, revincludes } = opts;
+  const { params, carried } = carriedTotal(given);
   const self = opts.self;
   const result: SearchResult = { rows: [], included: [], warnings: opts.warnings, self };
   const total = params.get('_total');
@@ -312,6 +314,12 @@ export async function pageAcross(
   const cursor = params.get('_cursor');
   const at = cursor === null ? undefined : decodePosition(cursor, types.length);
   if (at !== undefined && (at.u === undefined) !== (sort === undefined)) throw new FhirError('invalid', "Invalid _cursor: it is not a place in this search's order", { expression: ['_cursor'] });
+  // `_total` is counted beside the page's reads, or carried from the page before while the tenant's data is
+  // unchanged (search-total.ts), sealed for the types searched and each one's query; a failed page leaves the
+  // count's outcome unread, so it is caught here.
+  const context = () => totalContext(req, cursorContext(req, types.join(',')), self, searches.map((s) => s.query), undefined);
+  const counting = total === 'accurate' || total === 'estimate' ? (await pageTotal(deps, req, carried, context(), () => countAll())).counting : undefined;
+  counting?.catch(() => undefined);
   const index = new Map(types.map((t, i) => [t, i]));
   // Binaries whose securityContext the request may not read, and Provenance the index found by a target
   // naming a version outside a patient's token's reach, are read past (keptInReach, rowsFilled), so that
@@ -355,9 +363,10 @@ export async function pageAcross(
   result.rows = rows;
   // A page after the first links itself with its cursor, and the first page, as a type's search does.
   if (cursor !== null) result.page = { cursor };
-  const counted = total === 'accurate' || total === 'estimate' ? await countAll() : undefined;
-  if (counted !== undefined) result.total = counted;
+  const counted = await counting;
+  if (counted?.total !== undefined) result.total = counted.total;
   else if (total !== 'none' && at === undefined && !result.next) result.total = rows.length;
+  await carryLinks(result, counted);
   if (includes.length || revincludes.length) {
     const inc = await addIncludes(deps, req, { includes, revincludes }, rows);
     result.included = inc.included;

@@ -18,6 +18,7 @@ import { createHash } from 'node:crypto';
 import type { SearchQuery } from '../store/types.ts';
 import type { Compartment } from './compartments.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
+import type { PageLinks } from './search.ts';
 
 const CARRIED = '*';
 
@@ -60,13 +61,20 @@ function stable(_key: string, value: unknown): unknown {
   return value;
 }
 
+/** A store query without its place or page size: what its count depends on. */
+function counted(query: SearchQuery): Omit<SearchQuery, 'after' | 'afterKeys' | 'offset' | 'count'> {
+  const { after: _after, afterKeys: _afterKeys, offset: _offset, count: _count, ...rest } = query;
+  return rest;
+}
+
 /**
- * What a carried total is sealed for: the cursor's binding (`context`: tenant, type, caller), the token's scopes,
- * the compartment searched, the `self` parameters and a digest of the store query without its place or page size.
+ * What a carried total is sealed for: the cursor's binding (`context`: tenant, type or types, caller), the token's
+ * scopes, the compartment searched, the `self` parameters and a digest of the store query (a search across types:
+ * of each type's, in order) without its place or page size.
  */
-export function totalContext(req: FhirRequest, context: string, self: URLSearchParams, query: SearchQuery, within: Compartment | undefined): string {
-  const { after: _after, afterKeys: _afterKeys, offset: _offset, count: _count, ...counted } = query;
-  const digest = createHash('sha256').update(JSON.stringify(counted, stable)).digest('base64url');
+export function totalContext(req: FhirRequest, context: string, self: URLSearchParams, query: SearchQuery | readonly SearchQuery[], within: Compartment | undefined): string {
+  const queries = Array.isArray(query) ? query.map(counted) : counted(query as SearchQuery);
+  const digest = createHash('sha256').update(JSON.stringify(queries, stable)).digest('base64url');
   const scopes = req.access.scopes === undefined ? null : [...req.access.scopes].sort();
   return JSON.stringify(['total', context, scopes, within === undefined ? null : `${within.type}/${within.id}`, self.toString(), digest]);
 }
@@ -87,19 +95,35 @@ async function opened(deps: FhirDeps, carried: string | undefined, context: stri
 
 /**
  * A page's `_total` under way: the carried one while the tenant's write mark is the one read before it was
- * counted, else `count()` (undefined: too costly), with the mark read before it. The mark is read first (and this
- * resolves once the count has begun, so that the page's read runs beside it), so that a write committed between
- * the mark and the count moves it and the next page counts again.
+ * counted, else `count()` (undefined: too costly), with the mark read before it. The mark is read first (the carried
+ * count opened beside that read, not after it; this resolves once the count has begun, so that the page's read runs
+ * beside it), so that a write committed between the mark and the count moves it and the next page counts again.
  */
 export async function pageTotal(
   deps: FhirDeps, req: FhirRequest, carried: string | undefined, context: string, count: () => Promise<number | undefined>,
 ): Promise<{ counting: Promise<PageTotal> }> {
-  const mark = await deps.store.resources.writeMark(req.tenant);
-  const earlier = await opened(deps, carried, context);
+  const [mark, earlier] = await Promise.all([deps.store.resources.writeMark(req.tenant), opened(deps, carried, context)]);
   if (earlier !== undefined && earlier.mark === mark) return { counting: Promise.resolve({ total: earlier.total, carry: sealer(deps, context, earlier) }) };
   return {
     counting: count().then((total) => (total === undefined ? { total } : { total, carry: sealer(deps, context, { total, mark }) })),
   };
+}
+
+/**
+ * `result`'s links carrying the page's total (`counted`, where it may be carried): its `next`, and the `self` and
+ * `previous` cursors of a page asked with one (a `previous` that is the first page, without a cursor, counts anew).
+ */
+export async function carryLinks(result: { next?: string; page?: PageLinks }, counted: PageTotal | undefined): Promise<void> {
+  const page = result.page;
+  const linked = result.next !== undefined || page?.cursor !== undefined || typeof page?.previous === 'string';
+  if (counted?.carry === undefined || !linked) return;
+  const sealed = await counted.carry();
+  if (result.next !== undefined) result.next = carrying(result.next, sealed);
+  if (page === undefined) return;
+  const carried: PageLinks = { ...page };
+  if (page.cursor !== undefined) carried.cursor = carrying(page.cursor, sealed);
+  if (typeof page.previous === 'string') carried.previous = carrying(page.previous, sealed);
+  result.page = carried;
 }
 
 /** Seals `c` for the next link (none where the app has no sealer). */

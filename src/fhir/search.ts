@@ -26,7 +26,7 @@ import { CONTROL_CHARACTER } from './validation/primitives.ts';
 import { TEXT_MAX_QUERY_WORDS } from './text-index.ts';
 import { checkOffset, MAX_OFFSET, parseOffset, searchAtOffset } from './search-offset.ts';
 import { sortKeysOf } from './search-order.ts';
-import { carriedTotal, carrying, pageTotal, totalContext } from './search-total.ts';
+import { carriedTotal, carryLinks, pageTotal, totalContext } from './search-total.ts';
 import { boundedValue } from '../store/index-limits.ts';
 
 export const DEFAULT_COUNT = 50;
@@ -241,7 +241,7 @@ function sortedPlace(text: string): Cursor | undefined {
  * of another type, or by another caller over resources of its own choosing, the page it starts would tell where
  * those values fall among known ones (written at will, a bisection recovers them).
  */
-function cursorContext(req: FhirRequest, type: string): string {
+export function cursorContext(req: FhirRequest, type: string): string {
   return JSON.stringify([req.tenant, type, req.access.clientId, req.access.user?.id ?? null, req.access.patient ?? null]);
 }
 
@@ -1452,7 +1452,7 @@ async function searchPage(
   const counted = await counting;
   if (counted?.total !== undefined) result.total = counted.total;
   else if (total !== 'none' && first && !result.next) result.total = result.rows.length;
-  if (result.next !== undefined && counted?.carry !== undefined) result.next = carrying(result.next, await counted.carry());
+  await carryLinks(result, counted);
   if (compiled.includes.length || compiled.revincludes.length) {
     const inc = await addIncludes(deps, req, compiled, result.rows);
     result.included = inc.included;

@@ -16,6 +16,11 @@ afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 const observation = (i: number, patient: string, status = 'final') => ({
   resourceType: 'Observation', id: `tc${i}`, status, code: { coding: [{ system: 'urn:test', code: 'c' }] }, subject: { reference: `Patient/${patient}` },
 });
+/** An Observation to create (POST: no id), with an identifier for its If-None-Exist. */
+const created = (patient: string, identifier: string) => {
+  const { id: _id, ...o } = observation(0, patient);
+  return { ...o, identifier: [{ system: 'urn:test', value: identifier }] };
+};
 
 for (const target of targets) {
   describe(`_total carried across pages on ${target.kind}`, () => {
@@ -122,6 +127,97 @@ for (const target of targets) {
       const again = await page(altered.toString());
       expect(again.bundle.total).toBe(all);
       expect(again.ran).toBe(1);
+    });
+
+    test('a search across types carries its total in its next and self links until a write', async () => {
+      const q = '?_type=Observation,Patient&_total=accurate&_count=2';
+      const first = await page(q);
+      const all = first.bundle.total as number;
+      expect(all).toBe(((await page('Observation?_summary=count')).bundle.total as number) + ((await page('Patient?_summary=count')).bundle.total as number));
+      expect(first.ran).toBeGreaterThan(0);
+      const second = await page(link(first.bundle, 'next')!);
+      expect(second.bundle.total).toBe(all);
+      expect(second.ran).toBe(0);
+      // The later page's own link, and the page after it.
+      const self = await page(link(second.bundle, 'self')!);
+      expect(self.bundle.total).toBe(all);
+      expect(self.ran).toBe(0);
+      expect((await page(link(second.bundle, 'next')!)).ran).toBe(0);
+      // A transaction that adds a Patient: counted again, and that count carried on.
+      const tx = await api.post('', { resourceType: 'Bundle', type: 'transaction', entry: [{ resource: { resourceType: 'Patient', id: 'x1', gender: 'other' }, request: { method: 'PUT', url: 'Patient/x1' } }] });
+      expect(tx.status).toBe(200);
+      const third = await page(link(second.bundle, 'next')!);
+      expect(third.bundle.total).toBe(all + 1);
+      expect(third.ran).toBeGreaterThan(0);
+      expect((await page(link(third.bundle, 'next')!)).ran).toBe(0);
+      // Another search's parameters under the same cursor: its own count.
+      const other = new URL(link(third.bundle, 'next')!);
+      other.searchParams.set('_type', 'Patient,Observation');
+      const moved = await page(other.toString());
+      expect(moved.bundle.total).toBe(all + 1);
+      expect(moved.ran).toBeGreaterThan(0);
+      expect((await api.del('Patient/x1')).status).toBe(200);
+    });
+
+    test('a sorted search\'s self and previous links carry the total', async () => {
+      const first = await page('Observation?code=urn:test|c&_total=accurate&_count=2&_sort=subject');
+      const all = first.bundle.total as number;
+      const second = await page(link(first.bundle, 'next')!);
+      const third = await page(link(second.bundle, 'next')!);
+      expect([second.ran, third.ran]).toEqual([0, 0]);
+      const previous = link(third.bundle, 'previous')!;
+      expect(previous).toContain('_cursor=');
+      const back = await page(previous);
+      expect(back.bundle.total).toBe(all);
+      expect(back.ran).toBe(0);
+      const self = await page(link(third.bundle, 'self')!);
+      expect(self.bundle.total).toBe(all);
+      expect(self.ran).toBe(0);
+      // A conditional create between pages: the previous page counts again.
+      const made = await api.post('Observation', created('f1', 'n40'), { 'If-None-Exist': 'identifier=urn:test|n40' });
+      expect(made.status).toBe(201);
+      const after = await page(previous);
+      expect(after.bundle.total).toBe(all + 1);
+      expect(after.ran).toBe(1);
+    });
+
+    test('every kind of write between pages makes the next page count again', async () => {
+      const q = 'Observation?code=urn:test|c&_total=accurate&_count=3&_sort=_id';
+      const fresh = async () => (await page('Observation?code=urn:test|c&_summary=count')).bundle.total as number;
+      const writes: [string, () => Promise<Response> | Response][] = [
+        ['transaction', () => api.post('', { resourceType: 'Bundle', type: 'transaction', entry: [
+          { resource: observation(50, 'm1'), request: { method: 'PUT', url: 'Observation/tc50' } },
+          { resource: created('f2', 'n51'), request: { method: 'POST', url: 'Observation', ifNoneExist: 'identifier=urn:test|n51' } },
+        ] })],
+        ['batch', () => api.post('', { resourceType: 'Bundle', type: 'batch', entry: [{ request: { method: 'DELETE', url: 'Observation/tc50' } }] })],
+        ['conditional update', () => api.put('Observation?_id=tc52', observation(52, 'f1'))],
+        ['conditional delete', () => api.del('Observation?_id=tc52')],
+        ['patch', () => api.call('PATCH', 'Observation/tc1', [{ op: 'replace', path: '/status', value: 'cancelled' }], { 'Content-Type': 'application/json-patch+json' })],
+      ];
+      for (const [what, write] of writes) {
+        const first = await page(q);
+        expect((await page(link(first.bundle, 'next')!)).ran).toBe(0);
+        const res = await write();
+        expect({ what, status: res.status, body: res.status < 300 ? '' : await res.text() }).toEqual({ what, status: res.status < 300 ? res.status : 200, body: '' });
+        const next = await page(link(first.bundle, 'next')!);
+        expect({ what, ran: next.ran, total: next.bundle.total }).toEqual({ what, ran: 1, total: await fresh() });
+      }
+    });
+
+    test('a cursor from another client or another tenant counts its own', async () => {
+      const first = await page('Observation?code=urn:test|c&_total=accurate&_count=2&_sort=_id');
+      const next = link(first.bundle, 'next')!;
+      // Another client of the tenant, with the same scopes: the same total, counted by its own search.
+      const otherClient = fhirClient(t, await t.tokenFor('t1', ['system/*.*']));
+      const theirs = await page(next, otherClient);
+      expect(theirs.bundle.total).toBe(first.bundle.total);
+      expect(theirs.ran).toBe(1);
+      // The same cursor under another tenant's base, which holds one such Observation.
+      const t2 = fhirClient(t, await t.tokenFor('t2', ['system/*.*']), 't2');
+      expect((await t2.put('Observation/tc0', observation(0, 'p'))).status).toBe(201);
+      const there = await page(next.replace('/tenants/t1/', '/tenants/t2/'), t2);
+      expect(there.bundle.total).toBe(1);
+      expect(there.ran).toBe(1);
     });
 
     test('a transaction\'s search entry takes a next link carrying a total', async () => {

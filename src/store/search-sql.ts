@@ -2631,6 +2631,9 @@ export function countSql(dialect: Dialect, tenant: string, q: SearchQuery, plan?
   // Ids listed, each is read by its key and the other conditions probed on it (fromWhere, idsDrive).
   const ids = plan === undefined && idsDrive(dialect, q);
   const b = new SqlBuilder(dialect, tenant, plan || ids ? dialect.probe : 'in');
+  // Driven by a sort key's rows (withoutKey: the matches with the key), a chain probed on each of them, as the walk's
+  // windows probe it (searchSql), not its set of every referring resource built first.
+  b.chainProbed = plan?.driver === 'sort';
   // Driven by a sort key's rows (withoutKey: the matches with the key), not the one condition's (or the compartment's) alone.
   const direct = ids || plan?.driver === 'sort' ? undefined : indexCount(b, q);
   if (direct !== undefined) return { sql: direct, values: b.values };

@@ -39,7 +39,7 @@ for (const target of targets) {
     let p0: FhirClient;
     beforeAll(async () => {
       ({ t, api } = await appOnFresh(target));
-      await t.store.resources.write('t1', (w) => w.insertNew(firstVersions([{ resourceType: 'Patient', id: 'p0' }, { resourceType: 'Patient', id: 'p1' }])));
+      await t.store.resources.write('t1', (w) => w.insertNew(firstVersions([{ resourceType: 'Patient', id: 'p0', gender: 'female' }, { resourceType: 'Patient', id: 'p1' }])));
       await t.store.resources.write('t1', (w) => w.insertNew(firstVersions(all.map(observation))));
       p0 = fhirClient(t, await craftToken(t, 'patient/*.rs', { patient: 'p0' }));
     }, 60_000);
@@ -48,11 +48,13 @@ for (const target of targets) {
     const cases: [string, () => FhirClient, string[]][] = [
       ['status=final&', () => api, byDateDesc(all.filter((i) => i % 100 !== 1))],
       ['', () => api, byDateDesc(all)],
+      // A chain: the matches with the key are counted with it probed on each of the key's rows.
+      ['subject:Patient.gender=female&', () => api, byDateDesc(all.filter((i) => i % 150 !== 7))],
       // A patient in context: the compartment is the search's one condition.
       ['', () => p0, byDateDesc(all.filter((i) => i % 150 !== 7))],
     ];
     for (const [where, client, expected] of cases) {
-      test(`${where}_sort=-date at offsets past the dated${client === cases[2]![1] ? ', in patient p0\'s compartment' : ''}`, async () => {
+      test(`${where}_sort=-date at offsets past the dated${client === cases[3]![1] ? ', in patient p0\'s compartment' : ''}`, async () => {
         const keyed = expected.findIndex((x) => !dated(all.find((i) => id(i) === x)!));
         for (const offset of [keyed - 2, keyed, keyed + 1, keyed + 37, expected.length - 3]) {
           const q = `Observation?${where}_sort=-date&_count=5&_offset=${offset}`;

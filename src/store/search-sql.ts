@@ -98,6 +98,14 @@ export interface Dialect {
    */
   plansLastUpdated: boolean;
   /**
+   * Whether a sort walk's count of the matches with the key (withoutKey after an offset: countSql with `driver: 'sort'`,
+   * over every row of the key) probes a chain on each of those rows, as the walk's windows do (chainProbed), rather
+   * than building the chain's set of referring resources once. Measured (bench/keyless-count-ab.ts, 30,000
+   * Observations, 500 with the key): SQLite 0.65-0.91 × the set's time; PostgreSQL, which hashes the set once,
+   * 1.06-1.42 ×, so it keeps the set (docs/PERFORMANCE.md, fifty-sixth session).
+   */
+  countProbesChains: boolean;
+  /**
    * Whether the type's first rows in a keyset order (nthRow, plannedSearch's first reading in order) are
    * read with a range of their first key that every row is in, written as constants: without statistics
    * PostgreSQL took the type's (tenant, type) rows for a few and read every one of them by a bitmap, then
@@ -250,6 +258,7 @@ export const SQLITE: Dialect = {
   // The connection's `regexp` function (src/store/sqlite/db.ts), a JavaScript RegExp.
   matches: (col, pattern) => `${col} REGEXP ${pattern}`,
   plansLastUpdated: true,
+  countProbesChains: true,
   rangesFirstRows: false,
   text: SQLITE_TEXT,
 };
@@ -315,6 +324,7 @@ export const POSTGRES: Dialect = {
   // An advanced regular expression: the patterns Cinder writes (urlNamingPattern) mean the same there.
   matches: (col, pattern) => `${col} ~ ${pattern}`,
   plansLastUpdated: false,
+  countProbesChains: false,
   rangesFirstRows: true,
   text: POSTGRES_TEXT,
 };
@@ -2631,9 +2641,9 @@ export function countSql(dialect: Dialect, tenant: string, q: SearchQuery, plan?
   // Ids listed, each is read by its key and the other conditions probed on it (fromWhere, idsDrive).
   const ids = plan === undefined && idsDrive(dialect, q);
   const b = new SqlBuilder(dialect, tenant, plan || ids ? dialect.probe : 'in');
-  // Driven by a sort key's rows (withoutKey: the matches with the key), a chain probed on each of them, as the walk's
-  // windows probe it (searchSql), not its set of every referring resource built first.
-  b.chainProbed = plan?.driver === 'sort';
+  // Driven by a sort key's rows (withoutKey: the matches with the key), a chain probed on each of them where the
+  // dialect measured that faster (Dialect.countProbesChains), as the walk's windows probe it (searchSql).
+  b.chainProbed = plan?.driver === 'sort' && dialect.countProbesChains;
   // Driven by a sort key's rows (withoutKey: the matches with the key), not the one condition's (or the compartment's) alone.
   const direct = ids || plan?.driver === 'sort' ? undefined : indexCount(b, q);
   if (direct !== undefined) return { sql: direct, values: b.values };

@@ -27,6 +27,7 @@ import { snapshotContract } from './contract/snapshot.ts';
 import { subscriptionEventsContract } from './contract/subscription-events.ts';
 import { subscriptionOwnersContract } from './contract/subscription-owners.ts';
 import { writesContract } from './contract/writes.ts';
+import { writeMarkContract } from './contract/write-mark.ts';
 
 const targets = await storeTargets();
 
@@ -49,6 +50,7 @@ describe.each(targets.map((t) => [t.kind, t] as const))('%s store', (kind, targe
   compartmentsContract(() => store);
   indexReadsContract(() => store);
   writesContract(() => store);
+  writeMarkContract(() => store);
   batchingContract(() => store);
   insertNewContract(() => store);
   metacharContract(() => store);

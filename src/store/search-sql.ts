@@ -101,8 +101,8 @@ export interface Dialect {
    * Whether a sort walk's count of the matches with the key (withoutKey after an offset: countSql with `driver: 'sort'`,
    * over every row of the key) probes a chain on each of those rows, as the walk's windows do (chainProbed), rather
    * than building the chain's set of referring resources once. Measured (bench/keyless-count-ab.ts, 30,000
-   * Observations, 500 with the key): SQLite 0.65-0.91 × the set's time; PostgreSQL, which hashes the set once,
-   * 1.06-1.42 ×, so it keeps the set (docs/PERFORMANCE.md, fifty-sixth session).
+   * Observations, 500 with the key): SQLite 0.70-0.89 × the set's time; PostgreSQL, which hashes the set once,
+   * 1.06-1.50 ×, so it keeps the set (docs/PERFORMANCE.md, fifty-sixth session).
    */
   countProbesChains: boolean;
   /**

@@ -2,12 +2,18 @@
  * How many resources a tenant holds of each type, as the search planner needs it (planSearch's wide
  * drivers): an estimate, within a factor of two or so, measured by the adapter at most once per
  * `maxAgeMs` for each tenant and type. Writes change the sizes slowly and an estimate that is a few
- * minutes old chooses the same plans, so no writer keeps it up to date.
+ * minutes old chooses the same plans, so no writer keeps it up to date; a bulk change (an import, a reindex)
+ * does not, and the statistics refreshed after it (ResourceIndexing.analyze) forget every measurement.
  */
 export interface TypeSizes {
   get(tenant: string, type: string): Promise<number>;
   /** The size measured, while it is current; undefined while none is, or while its measurement is under way. */
   measured(tenant: string, type: string): number | undefined;
+  /**
+   * Drops every measurement (of every tenant and type), and one under way: the next search measures again. Called
+   * when what a measurement read changed in bulk (analyze()), so that plans follow at once, not after `maxAgeMs`.
+   */
+  forget(): void;
 }
 
 export const TYPE_SIZE_MAX_AGE_MS = 5 * 60_000;
@@ -35,6 +41,9 @@ export function createTypeSizes(
     measured(tenant, type) {
       const hit = known.get(`${tenant}\u0000${type}`);
       return hit && now() - hit.at < maxAgeMs ? hit.value : undefined;
+    },
+    forget() {
+      known.clear();
     },
   };
 }

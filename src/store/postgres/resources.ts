@@ -147,6 +147,10 @@ function estimatedSizes(sql: Pg | PgTx, known?: PostgresSizes): PostgresSizes {
   return {
     ...sizes,
     misjudged: (tenant, type) => misjudged.get(`${tenant}\u0000${type}`) ?? known?.misjudged(tenant, type) ?? false,
+    forget() {
+      sizes.forget();
+      misjudged.clear();
+    },
   };
 }
 
@@ -322,6 +326,10 @@ export function createPostgresResources(sql: Pg, keys: KeysConnection, genericSq
     }
     // ANALYZE, unlike VACUUM, runs in a transaction: the lock is held until its statistics are committed.
     if (stale.length) await tx.unsafe(`ANALYZE ${stale.join(', ')}`);
+    return stale;
+  }).then((stale) => {
+    // The sizes measured, and the types they judged misjudged, were the old statistics'.
+    if (stale.length) sizes.forget();
     return stale;
   });
   return {
@@ -516,6 +524,9 @@ export function createPostgresResources(sql: Pg, keys: KeysConnection, genericSq
         // that they are visible: `_total=accurate` over 6,634 active Conditions of a million resources
         // took 11.3 ms before and 5.7 ms after (docs/PERFORMANCE.md, fourteenth session).
         await sql.unsafe(`VACUUM (ANALYZE) ${SEARCHED_TABLES.join(', ')}`);
+        // A type judged misjudged by the old statistics was searched in POSTGRES_MISJUDGED for up to
+        // TYPE_SIZE_MAX_AGE_MS after them; the next search measures it by the new ones.
+        sizes.forget();
         return [...SEARCHED_TABLES];
       },
     },

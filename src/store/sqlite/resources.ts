@@ -485,6 +485,8 @@ export function createSqliteResources(
       async analyze() {
         // Nothing to refresh for the planner, but a reindex leaves the full-text index to merge.
         await mergeText(reader, writer, (fn) => serial(() => writeTransaction(writer, fn)));
+        // The types' sizes counted before the bulk change (an import, a reindex) are counted again at the next search.
+        sizes.forget();
         return [];
       },
     },

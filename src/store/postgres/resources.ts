@@ -303,15 +303,23 @@ export function createPostgresResources(sql: Pg, keys: KeysConnection, genericSq
    * analyze({ onlyStale }): the searched tables without statistics that hold rows, or whose statistics are
    * stale (STALE_ROWS, STALE_SHARE), analysed in one transaction under STATISTICS_LOCK; none where another
    * process holds it (that one is analysing them). The changes are PostgreSQL's count since the last
-   * ANALYZE (inserted, updated or deleted rows, counted whether or not autovacuum runs).
+   * ANALYZE (inserted, updated or deleted rows, counted whether or not autovacuum runs). The types' sizes
+   * measured are forgotten when it analyses a table, or finds one analysed since its last check (by another
+   * process or autovacuum), so that the searches are planned by the new statistics.
    */
+  let lastAnalysedAt: string | undefined;
   const staleAnalysed = () => transaction(sql, async (tx) => {
     const [lock] = await tx<{ held: boolean }[]>`SELECT pg_try_advisory_xact_lock(${STATISTICS_LOCK}::bigint) AS held`;
     if (!lock!.held) return [];
-    const stats = await tx<{ table: string; analysed: boolean; changed: number; held: number }[]>`
+    const stats = await tx<{ table: string; analysed: boolean; changed: number; held: number; at: string | null }[]>`
       SELECT c.relname AS table, EXISTS (SELECT 1 FROM pg_stats p WHERE p.schemaname = current_schema() AND p.tablename = c.relname) AS analysed,
-        pg_stat_get_mod_since_analyze(c.oid)::float8 AS changed, GREATEST(c.reltuples, 0)::float8 AS held
+        pg_stat_get_mod_since_analyze(c.oid)::float8 AS changed, GREATEST(c.reltuples, 0)::float8 AS held,
+        GREATEST(pg_stat_get_last_analyze_time(c.oid), pg_stat_get_last_autoanalyze_time(c.oid))::text AS at
       FROM pg_class c WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r' AND c.relname IN ${tx(SEARCHED_TABLES)}`;
+    // Statistics another process or autovacuum gathered since the last check: the sizes measured were the old ones'.
+    const analysedAt = stats.map((r) => `${r.table}@${r.at ?? ''}`).sort().join();
+    if (lastAnalysedAt !== undefined && analysedAt !== lastAnalysedAt) sizes.forget();
+    lastAnalysedAt = analysedAt;
     const stale: string[] = [];
     for (const t of SEARCHED_TABLES) {
       const s = stats.find((r) => r.table === t);

@@ -138,9 +138,9 @@ export async function resolveCondition(
 
 /**
  * The search parameters a REST conditional update, patch or delete selects by (its URL's criteria, as written, each
- * once): what its 412 names, as a search's error names its parameter, where a Bundle entry's names its `request.url`.
+ * once): what its 412 names (and a conditional patch's 404), as a search's error names its parameter, where a Bundle entry's names its `request.url`.
  */
-function criteriaNames(query: URLSearchParams): string[] {
+export function criteriaNames(query: URLSearchParams): string[] {
   return [...new Set([...query].filter(([k, v]) => isCriterion(k, v)).map(([k]) => k))];
 }
 

@@ -75,11 +75,14 @@ export function ifMatchFailed(m: IfMatch, target: string, current: { versionId: 
   return new VersionConflict(`Version conflict: If-Match expects ${expected} of ${target}; ${now}`);
 }
 
-/** The 412 of an If-Match that did not hold (ifMatchFailed), told apart from other 412s by the writes that set If-Match themselves. */
+/**
+ * The 412 of an If-Match that did not hold (ifMatchFailed), told apart from other 412s by the writes that set If-Match themselves.
+ * Its issue names the header (a Bundle entry's is placed at its `request.ifMatch`).
+ */
 export class VersionConflict extends FhirError {
   override name = 'VersionConflict';
   constructor(message: string) {
-    super('precondition', message);
+    super('precondition', message, { expression: ['If-Match'] });
   }
 }
 
@@ -91,7 +94,7 @@ export class VersionConflict extends FhirError {
 export class NoneMatchFailed extends FhirError {
   override name = 'NoneMatchFailed';
   constructor(message: string) {
-    super('precondition', message);
+    super('precondition', message, { expression: ['If-None-Match'] });
   }
 }
 

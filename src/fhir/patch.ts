@@ -5,7 +5,7 @@
  */
 import type { Clock } from '../clock.ts';
 import { FhirError } from '../errors.ts';
-import { conditionKey, exclusively, hasCriteria, resolveCondition, writeToMatch } from './conditional.ts';
+import { conditionKey, criteriaNames, exclusively, hasCriteria, resolveCondition, writeToMatch } from './conditional.ts';
 import { lookups } from './core-search.ts';
 import { readResource, requireFilter, updateResource, type FhirDeps, type FhirRequest, type WriteResult } from './crud.ts';
 import { requireAccess } from './access.ts';
@@ -241,7 +241,7 @@ export async function conditionalPatch(
   if (!hasCriteria(query)) throw new FhirError('invalid', 'Conditional patch needs search criteria in the URL (e.g. ?identifier=...)');
   return exclusively(deps, req.tenant, [conditionKey(type, query)], async () => {
     const match = await resolveCondition(deps, req, type, query, 'Conditional patch');
-    if (!match) throw new FhirError('not-found', `Conditional patch: no ${type} matches '${query}'`);
+    if (!match) throw new FhirError('not-found', `Conditional patch: no ${type} matches '${query}'`, { expression: criteriaNames(query) });
     return writeToMatch(deps, req, type, match, ifMatch, (held) => patchResource(deps, req, type, match.id, patch, held, ifNoneMatch));
   });
 }

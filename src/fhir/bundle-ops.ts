@@ -255,6 +255,7 @@ export async function plan(
   const followers = new Map<Entry, Entry[]>();
   for (const [f, l] of leaders) followers.set(l, [...(followers.get(l) ?? []), f]);
   const created = new CreatedByEntries(lookups(deps, req.tenant), (q) => findResources(deps, req.tenant, q), lookup, waiting);
+  const conditionallyCreates = entries.some((e) => e.condition !== undefined && (e.method === 'POST' || e.method === 'PUT'));
   // Deletes first, as a transaction processes them (http.html 3.1.0.11.2): conditional creates do not find what they delete (`deleted`, of the type's ids).
   let left = [...entries.filter((e) => e.method === 'DELETE'), ...entries.filter((e) => e.method !== 'DELETE' && !leaders.has(e))];
   const deleted = new Map<string, Set<string>>();
@@ -280,7 +281,8 @@ export async function plan(
       const found = await target(deps, req, entry, query, preset.get(entry), deleted.get(entry.type) ?? new Set(), held, answers);
       const p = found.creates ? await createdByEarlier(deps, found, created) : found;
       byEntry.set(entry, p);
-      created.note(p);
+      // Only a conditional create or update looks for them (createdByEarlier): a Bundle without one notes none.
+      if (conditionallyCreates) created.note(p);
       if (entry.condition) deletes(entry, p.id);
       for (const e of [entry, ...(followers.get(entry) ?? [])]) {
         if (p.id && names(e) && !resolved.has(e.fullUrl!)) resolved.set(e.fullUrl!, `${e.type}/${p.id}`);
@@ -361,8 +363,10 @@ class CreatedByEntries {
 
   note(p: Planned): void {
     const { entry } = p;
+    // A PUT by id writes its content whether or not the resource exists: a conditional create after it that its
+    // content meets finds it, as the same requests sent one by one do (it created a second resource meeting it).
     const creates = p.id !== undefined && p.follows === undefined && entry.resource !== undefined &&
-      (entry.method === 'POST' ? p.existing === undefined : entry.method === 'PUT' && p.settles !== undefined);
+      (entry.method === 'POST' ? p.existing === undefined : entry.method === 'PUT' && (p.settles !== undefined || entry.condition === undefined));
     if (creates) this.add(p);
   }
 

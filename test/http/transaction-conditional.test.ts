@@ -84,6 +84,23 @@ await eachStore((kind, fresh) => {
       expect(res.entry.map((e: Json) => [e.response.status, e.resource.id, e.resource.meta.versionId])).toEqual([['200 OK', stored.id, '2'], ['200 OK', stored.id, '2']]);
     });
 
+    test('a conditional create after a PUT by id whose content meets its condition finds that resource, created or updated (it created a second)', async () => {
+      const put = (id: string, value: string) => ({ resource: { ...patient(value), id }, request: { method: 'PUT', url: `Patient/${id}` } });
+      const res = await ok(tx([put('by-id-1', 'by-id-1'), create(U(7), patient('by-id-1', { active: true }), 'identifier=urn:x|by-id-1'), create(undefined, observation(U(7)))]));
+      expect(res.entry.map((e: Json) => e.response.status)).toEqual(['201 Created', '200 OK', '201 Created']);
+      expect(res.entry[1].resource).toEqual(res.entry[0].resource);
+      expect(await matching('by-id-1')).toEqual(['by-id-1']);
+      expect(await subjectOf(res.entry[2].response.location)).toBe('Patient/by-id-1');
+      // A stored Patient the PUT gives the identifier: one by one, the create would find it.
+      await api.put('Patient/by-id-2', { resourceType: 'Patient', id: 'by-id-2' });
+      const updated = await ok(tx([put('by-id-2', 'by-id-2'), create(undefined, patient('by-id-2'), 'identifier=urn:x|by-id-2')]));
+      expect(updated.entry.map((e: Json) => [e.response.status, e.resource.id, e.resource.meta.versionId])).toEqual([['200 OK', 'by-id-2', '2'], ['200 OK', 'by-id-2', '2']]);
+      expect(await matching('by-id-2')).toEqual(['by-id-2']);
+      // Before the PUT in the Bundle, the create is processed first and creates, as one by one.
+      const before = await ok(tx([create(undefined, patient('by-id-3'), 'identifier=urn:x|by-id-3'), put('by-id-3', 'by-id-3')]));
+      expect(before.entry.map((e: Json) => e.response.status)).toEqual(['201 Created', '201 Created']);
+    });
+
     test('a conditional reference finds the resource the transaction creates, with or without ifNoneExist, or updates', async () => {
       for (const [value, entry] of [
         ['ref-1', create(undefined, patient('ref-1'))],

@@ -335,13 +335,13 @@ export function writeConditions(entries: { type: string; method: string; conditi
  * entries are written, so that another entry's resource counts.
  */
 export async function requireFoundByCondition(
-  resource: Resource, lastUpdated: number, criteria: Condition[], ctx: MatchContext, condition: string, expression: string | undefined,
+  resource: Resource, lastUpdated: number, criteria: Condition[], ctx: MatchContext, condition: string, expression: string | string[],
 ): Promise<void> {
   if (await matchConditions(resource, lastUpdated, criteria, ctx)) return;
   // A plus left unencoded (`phone=+1-555`, `email=a+b@x`) is a space, as in any query: the usual cause of a value with one.
   const plus = condition.includes(' ') ? " (a '+' in a query is read as a space, as in a search's URL: a plus is written %2B)" : '';
   throw new FhirError('invalid', `The resource does not meet its own condition '${condition}'${plus}: the condition would not find it once created, so a repeat of this request would create another`, {
-    ...(expression === undefined ? {} : { expression: [expression] }),
+    expression: typeof expression === 'string' ? [expression] : expression,
   });
 }
 
@@ -351,7 +351,7 @@ export async function requireFoundByCondition(
  * writer). The criteria are completed first, on the pool.
  */
 async function settledAndFound(
-  deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, condition: string, settle: Settle, expression: string | undefined,
+  deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, condition: string, settle: Settle, expression: string | string[],
 ): Promise<(w: ResourceWriter) => Promise<(written: ResourceVersion) => Promise<void>>> {
   const criteria = await criteriaOf(deps, req, type, query, deps.clock.now());
   return async (w) => {
@@ -420,7 +420,8 @@ export async function conditionalUpdate(
       const matched = carryLiterals(resource, { ...resource, id: match.id });
       return writeToMatch(deps, req, type, match, ifMatch, (held) => updateResource(deps, req, type, match.id, matched, { ifMatch: held, ifNoneMatch }));
     }
-    const settles = await settledAndFound(deps, req, type, query, condition, settle, undefined);
+    // A miss names the criteria, as its 412 does.
+    const settles = await settledAndFound(deps, req, type, query, condition, settle, criteriaNames(query));
     if (resource.id !== undefined) return updateResource(deps, req, type, resource.id, resource, pre, settles, true);
     // Nothing matched, so nothing has a current version for If-Match to hold on (RFC 9110 13.1.1).
     requireIfMatch(ifMatch, `${type}?${query}`, null);

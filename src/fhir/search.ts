@@ -522,7 +522,9 @@ export function compileSearch(type: string, given: URLSearchParams, strict: bool
   }
   const values = countValues(pending);
   if (values > MAX_SEARCH_VALUES) {
-    throw new FhirError('invalid', `The search has ${values} values; at most ${MAX_SEARCH_VALUES} are supported`, { issueCode: 'too-costly' });
+    throw new FhirError('invalid', `The search has ${values} values; at most ${MAX_SEARCH_VALUES} are supported`, {
+      issueCode: 'too-costly', expression: [...new Set([...self.keys()].filter((k) => !CONTROL.has(k.split(':', 1)[0]!)))],
+    });
   }
   // A value may hold TEXT_MAX_QUERY_WORDS; so may the whole search (each word read is a scan of the
   // index entries of every word it matches: `a*` reads those of every word starting with a).

@@ -46,6 +46,21 @@ await eachStore((kind, fresh) => {
       expect(await countVersions(t)).toBe(before);
     });
 
+    test("a conditional update creating what its own condition would not find: 400 naming the criteria, as a transaction entry's names its request.url", async () => {
+      const before = await countVersions(t);
+      const res = await api.put('Patient?_id=nobody&family=Nobody', { resourceType: 'Patient', name: [{ family: 'Nobody' }] });
+      expect((await expectOutcome(res, 400)).issue[0].expression).toEqual(['_id', 'family']);
+      expect(await countVersions(t)).toBe(before);
+    });
+
+    test('a condition of more values than a search takes: 400 naming its parameters', async () => {
+      const values = Array.from({ length: 1001 }, (_, i) => `urn:s|v${i}`).join(',');
+      const create = await api.post('Patient', { resourceType: 'Patient' }, { 'If-None-Exist': `identifier=${values}&_count=1` });
+      expect((await expectOutcome(create, 400)).issue[0].expression).toEqual(['identifier']);
+      const search = await api.get(`Patient?identifier=${values}&family=a,b`);
+      expect((await expectOutcome(search, 400)).issue[0].expression).toEqual(['identifier', 'family']);
+    });
+
     test('a transaction: the patch entry names its request.url, the If-Match entry its request.ifMatch', async () => {
       const before = await countVersions(t);
       const patch = await api.post('', {

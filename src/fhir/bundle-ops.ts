@@ -49,6 +49,8 @@ export interface Planned {
   creates?: { condition: string; criteria: Condition[] };
   /** A conditional PUT that matched nothing, with an id in its body: it may only create (PutOptions.createOnly). */
   createOnly?: boolean;
+  /** A conditional PATCH that matched no stored resource: its condition and criteria, for plan to judge against the earlier entries (unmatchedPatch). */
+  unmatched?: { condition: string; criteria: Condition[] };
   /** Another entry of the same condition writes the resource, and this one writes nothing (sharedWrites). */
   follows?: Planned;
   /** A conditional PUT or DELETE that matched a resource: the version it matched, which its write holds to (heldToMatch). */
@@ -128,7 +130,7 @@ async function resolveTarget(
     p.id = match.id;
     if (entry.method === 'DELETE' && (await storedMatch(deps, req, entry.type, match))) p.matched = match;
   } else if (entry.method === 'PATCH') {
-    throw new FhirError('not-found', `${at(entry)}: conditional patch '${showCondition(entry.type, query)}' matches no resource`, { expression: [conditionElement(entry)] });
+    p.unmatched = { condition: showCondition(entry.type, query), criteria: await criteriaOf(deps, req, entry.type, query, deps.clock.now()) };
   }
   return p;
 }
@@ -255,7 +257,7 @@ export async function plan(
   const followers = new Map<Entry, Entry[]>();
   for (const [f, l] of leaders) followers.set(l, [...(followers.get(l) ?? []), f]);
   const created = new CreatedByEntries(lookups(deps, req.tenant), (q) => findResources(deps, req.tenant, q), lookup, waiting);
-  const conditionallyCreates = entries.some((e) => e.condition !== undefined && (e.method === 'POST' || e.method === 'PUT'));
+  const conditionallyCreates = entries.some((e) => e.condition !== undefined && e.method !== 'DELETE');
   // Deletes first, as a transaction processes them (http.html 3.1.0.11.2): conditional creates do not find what they delete (`deleted`, of the type's ids).
   let left = [...entries.filter((e) => e.method === 'DELETE'), ...entries.filter((e) => e.method !== 'DELETE' && !leaders.has(e))];
   const deleted = new Map<string, Set<string>>();
@@ -279,9 +281,10 @@ export async function plan(
         await answers.ahead(searchesAhead(left.slice(i), aheadOf, (e) => e.condition && withEntryIds(e.condition, lookup, waiting), (e) => deleted.get(e.type)));
       }
       const found = await target(deps, req, entry, query, preset.get(entry), deleted.get(entry.type) ?? new Set(), held, answers);
+      if (found.unmatched) await unmatchedPatch(deps, found, created);
       const p = found.creates ? await createdByEarlier(deps, found, created) : found;
       byEntry.set(entry, p);
-      // Only a conditional create or update looks for them (createdByEarlier): a Bundle without one notes none.
+      // Only a conditional create, update or patch looks for them (createdByEarlier, unmatchedPatch): a Bundle without one notes none.
       if (conditionallyCreates) created.note(p);
       if (entry.condition) deletes(entry, p.id);
       for (const e of [entry, ...(followers.get(entry) ?? [])]) {
@@ -432,6 +435,23 @@ async function createdByEarlier(deps: FhirDeps, p: Planned, created: CreatedByEn
     throw new FhirError('precondition', `${at(entry)}: condition '${p.creates!.condition}' matches the resources of more than one entry the transaction creates`, { expression: [conditionElement(entry)] });
   }
   return follow(entry, matches[0]!);
+}
+
+/**
+ * A conditional PATCH `p` that matched no stored resource: a 404, unless the resource an entry planned before it writes
+ * meets its condition (processed after the Bundle's POSTs and in order, its search finds what they create, as a
+ * conditional PUT's does), which is two entries changing one resource (http.html 3.1.0.11.2): a 400, as for a PUT.
+ */
+async function unmatchedPatch(deps: FhirDeps, p: Planned, created: CreatedByEntries): Promise<never> {
+  const { entry } = p;
+  const { condition, criteria } = p.unmatched!;
+  const earlier = await created.meeting(entry.type, criteria, deps.clock.now());
+  if (earlier.length > 0) {
+    throw new FhirError('invalid', `${at(entry)}: conditional patch '${condition}' matches the resource ${at(earlier[0]!.entry)} writes: two entries may not change one resource`, {
+      expression: [conditionElement(entry)],
+    });
+  }
+  throw new FhirError('not-found', `${at(entry)}: conditional patch '${condition}' matches no resource`, { expression: [conditionElement(entry)] });
 }
 
 /**

@@ -101,6 +101,26 @@ await eachStore((kind, fresh) => {
       expect(before.entry.map((e: Json) => e.response.status)).toEqual(['201 Created', '201 Created']);
     });
 
+    test('a conditional patch whose condition meets what an earlier entry writes: 400, two entries changing one resource, as for a conditional update (it was a 404)', async () => {
+      const patch = (url: string) => ({
+        resource: { resourceType: 'Parameters', parameter: [{ name: 'operation', part: [{ name: 'type', valueCode: 'add' }, { name: 'path', valueString: 'Patient' }, { name: 'name', valueString: 'active' }, { name: 'value', valueBoolean: true }] }] },
+        request: { method: 'PATCH', url },
+      });
+      for (const first of [create(U(8), patient('patched-1')), { resource: { ...patient('patched-1'), id: 'patched-1' }, request: { method: 'PUT', url: 'Patient/patched-1' } }]) {
+        const outcome = await nothingWritten(tx([first, patch('Patient?identifier=urn:x|patched-1')]), 400);
+        expect(outcome.issue[0].expression).toEqual(['Bundle.entry[1].request.url']);
+        expect(outcome.issue[0].diagnostics).toContain('matches the resource Bundle.entry[0] writes');
+      }
+      // By a reference to the created resource's fullUrl too.
+      const byUrn = await nothingWritten(tx([create(U(9), patient('patched-2')), create(undefined, observation(U(9))), { ...patch(`Observation?subject=${U(9)}`), resource: {
+        resourceType: 'Parameters', parameter: [{ name: 'operation', part: [{ name: 'type', valueCode: 'add' }, { name: 'path', valueString: 'Observation' }, { name: 'name', valueString: 'valueString' }, { name: 'value', valueString: 'v' }] }],
+      } }]), 400);
+      expect(byUrn.issue[0].expression).toEqual(['Bundle.entry[2].request.url']);
+      // Nothing the Bundle writes or stores meets it: 404.
+      const none = await nothingWritten(tx([create(undefined, patient('patched-3')), patch('Patient?identifier=urn:x|patched-4')]), 404);
+      expect(none.issue[0].expression).toEqual(['Bundle.entry[1].request.url']);
+    });
+
     test('a conditional reference finds the resource the transaction creates, with or without ifNoneExist, or updates', async () => {
       for (const [value, entry] of [
         ['ref-1', create(undefined, patient('ref-1'))],

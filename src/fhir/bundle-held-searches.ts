@@ -294,7 +294,7 @@ function tokensMerged(wheres: Condition[][]): Condition[] | undefined {
   const keyed = wheres.map((where) => where.map((c) => JSON.stringify(c)));
   const common = new Set(keyed[0]!.filter((k) => keyed.every((keys) => keys.includes(k))));
   const rest = wheres.map((where, i) => where.filter((_, j) => !common.has(keyed[i]![j]!)));
-  const tokens = rest.map((r) => (r.length === 1 && r[0]!.kind === 'token' && !r[0]!.not && !r[0]!.unequal ? r[0]! : undefined));
+  const tokens = rest.map((r) => (r.length === 1 && r[0]!.kind === 'token' && !r[0]!.not && !r[0]!.unequal && !r[0]!.canonical ? r[0]! : undefined));
   const shape = (c: Condition | undefined) => (c?.kind === 'token' ? JSON.stringify({ ...c, values: [] }) : undefined);
   if (!tokens.every((t) => t !== undefined && shape(t) === shape(tokens[0]))) return undefined;
   const values = tokens.flatMap((t) => (t as Extract<Condition, { kind: 'token' }>).values);
@@ -330,7 +330,7 @@ export function valuesMerged(wheres: Condition[][]): Condition[] | undefined {
 
 /** A condition's shape but for its values, where any one of its values matching is enough (valuesMerged); else undefined. */
 export function mergeShape(c: Condition): string | undefined {
-  if (c.kind === 'token' && !c.not && !c.unequal) return JSON.stringify({ ...c, values: [] });
+  if (c.kind === 'token' && !c.not && !c.unequal && !c.canonical) return JSON.stringify({ ...c, values: [] });
   if (c.kind === 'string') return JSON.stringify({ ...c, values: [] });
   return undefined;
 }

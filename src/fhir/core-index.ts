@@ -56,7 +56,7 @@ export class LookupIndex<T extends Indexed> {
       case 'id':
         return c.not ? undefined : { items: new Set(c.ids.flatMap((id) => this.byId.get(id) ?? [])), exact: true };
       case 'token': {
-        if (c.not || c.fold || c.unequal || c.values.some((v) => v.value === undefined)) return undefined;
+        if (c.not || c.fold || c.unequal || c.canonical || c.values.some((v) => v.value === undefined)) return undefined;
         const out = new Set<T>();
         for (const v of c.values) for (const item of this.tokens.get(`${c.param}\u0000${v.value}`) ?? []) out.add(item);
         return { items: out, exact: c.values.every((v) => v.system === undefined) };

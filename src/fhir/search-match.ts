@@ -45,7 +45,9 @@ function tokenRowMatches(c: TokenCondition, e: IndexEntry): boolean {
 /** Token condition `c` on the rows `tokens`: a row of the parameter matches (`not`: none does; `unequal`: one of `systems`, if given, matches none of the values). */
 function tokenConditionHolds(c: TokenCondition, tokens: IndexEntry[]): boolean {
   if (c.unequal) return tokens.some((e) => e.param === c.param && (!c.systems || c.systems.includes(e.system)) && !tokenRowMatches(c, e));
-  return tokens.some((e) => e.param === c.param && tokenRowMatches(c, e)) !== (c.not === true);
+  // `canonical`: a `url` row beside a `url|...` row of its parameter names no other version (namedCanonicals).
+  const named = (e: IndexEntry) => !c.canonical || !tokens.some((w) => w.param === e.param && w.system === e.system && w.value.startsWith(`${e.value}|`));
+  return tokens.some((e) => e.param === c.param && tokenRowMatches(c, e) && named(e)) !== (c.not === true);
 }
 
 /** A date test on stored [lo, hi), as SqlBuilder.date. */

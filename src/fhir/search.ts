@@ -11,7 +11,7 @@ import { issue } from './outcome.ts';
 import { patientRecords, provenanceRowsInReach, reachCondition, widenedPatient, writerTargetReads } from './provenance-reach.ts';
 import { foreignInclude, ignoredInclude, reachingRevinclude } from './revinclude-reach.ts';
 import { hasPending, hierarchyParam, parameterCondition, parseSort, referenceTargets, UnknownParameterError, type CodeSet, type HierarchyCondition, type PendingCondition } from './search-compile.ts';
-import { canonicalCondition, isCanonicalType, namingCanonical } from './search-canonical.ts';
+import { canonicalCondition, isCanonicalType, namingCanonicals } from './search-canonical.ts';
 import { containedMode, searchContained } from './search-contained.ts';
 import { membership, patientOf, type Compartment } from './compartments.ts';
 import { filterCondition } from './search-filter.ts';
@@ -840,10 +840,10 @@ function canonicalUrls(rows: ResourceVersion[]): { type: string; url: string; ve
 
 /**
  * What names the canonical resources of `named` (url → their versions) in reference parameter `param`:
- * `url|version` of one of them, or `url` alone (namingCanonical), as chains and `_has` read canonicals.
+ * `url|version` of one of them, or `url` alone (namingCanonicals), as chains and `_has` read canonicals.
  */
 function namingAny(param: string, named: Map<string, Set<string>>): Condition[] {
-  return [...named].map(([url, versions]) => namingCanonical(param, url, [...versions]));
+  return named.size ? [namingCanonicals(param, named)] : [];
 }
 
 /** The reference parameters of `type` that keep rows (`_include=Type:*`). */

@@ -784,10 +784,12 @@ export class SqlBuilder {
   }
 
   /**
-   * Token condition `c` on `search_index` rows `s`: a row matching one of its values (tokenValues), or
-   * with `unequal` a row of the parameter (of its `systems`) matching none of them.
+   * Token condition `c` on `search_index` rows `s`: a row matching one of its values (tokenValues), with
+   * `canonical` one naming what it says (canonicalRow), or with `unequal` a row of the parameter (of its
+   * `systems`) matching none of them.
    */
   private tokens(s: string, type: string, c: TokenCondition, byRes: boolean): string {
+    if (c.canonical) return `${this.tokenValues(s, type, c, byRes)} AND ${this.canonicalRow(s)}`;
     if (!c.unequal) return this.tokenValues(s, type, c, byRes);
     const rows = this.keyIn(s, 'search_index', type, [c.param], byRes, c.systems ? { systems: c.systems } : {});
     // A reference's canonical URL without a version is equal to its versions (`url|1.0`) too.

@@ -197,9 +197,12 @@ export type Condition =
    * `unequal`, for `ne` ("An item in the set has an unequal value"): a row of the parameter, of
    * `systems` when given (`patient` is the `subject` rows of Patients), matches none of the values (the
    * forms of one value: a code and its implied system-less row); a reference's canonical URL without a
-   * version then also matches its versions (`url|1.0`), as `url` finds them.
+   * version then also matches its versions (`url|1.0`), as `url` finds them. `canonical` (of values of
+   * system '', never with `not` or `unequal`): the values are canonicals (`url`, `url|version`), and a `url`
+   * row beside a `url|...` row of the parameter is that reference's and matches no value (namedCanonicals
+   * in src/fhir/search-canonical.ts), as a canonical chain's rows are read.
    */
-  | { kind: 'token'; param: string; values: TokenValue[]; not?: boolean; reference?: boolean; fold?: boolean; unequal?: boolean; systems?: string[] }
+  | { kind: 'token'; param: string; values: TokenValue[]; not?: boolean; reference?: boolean; fold?: boolean; unequal?: boolean; systems?: string[]; canonical?: true }
   /**
    * `match`: starts-with on the normalised value, `exact` on the value as written, `contains` anywhere
    * in the normalised value; `equal` and `suffix` (`_filter`'s `eq` and `ew`): the whole normalised

@@ -51,6 +51,12 @@ export interface ValueSetCondition {
    * (search.html: a comma ORs a parameter's values; `:not-in` is then in none of them, as `:not` of several codes).
    */
   more?: CodeSet[];
+  /**
+   * The `system|code` pairs of the required bindings of the `code` elements the parameter reaches (codeBindings):
+   * such an element holds its code alone, indexed without a system, and a code of the set found there is of the
+   * binding's system (search.html, token: "the system is implicit"); any other code needs its system.
+   */
+  implied?: string[];
 }
 
 /**
@@ -556,8 +562,12 @@ function uriAncestors(url: string): string[] {
  */
 function codeSetCondition(def: ParamDefinition, name: string, modifier: string, codes: CodeSet, not: boolean, more: CodeSet[] = []): PendingCondition {
   const also = more.length ? { more } : {};
-  if (!def.unionOf) return { kind: 'value-set', param: def.code, codes, modifier, not, ...also };
-  const members = def.unionOf.map((param): ValueSetCondition => ({ kind: 'value-set', param, codes, modifier, within: name, not: false, ...also }));
+  const implied = (of: ParamDefinition | undefined) => {
+    const pairs = of ? codeBindings(of).flatMap((b) => [...b.systemCodes]) : [];
+    return pairs.length ? { implied: pairs } : {};
+  };
+  if (!def.unionOf) return { kind: 'value-set', param: def.code, codes, modifier, not, ...also, ...implied(def) };
+  const members = def.unionOf.map((param): ValueSetCondition => ({ kind: 'value-set', param, codes, modifier, within: name, not: false, ...also, ...implied(paramOf(def.base, param)) }));
   const any = { kind: 'or', any: members as unknown as Condition[] } satisfies Condition;
   return not ? { kind: 'not', condition: any } : any;
 }

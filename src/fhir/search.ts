@@ -679,6 +679,14 @@ async function resolveCondition(deps: ResolveDeps, tenant: string, c: PendingCon
   const codes: { system: string; code: string }[] = [];
   const had = new Set<string>();
   for (const set of sets) {
+    // A code subsumes itself (`:below`, `:above`), named by its system whether or not the code system defines it:
+    // `code:below=system|ZZ` finds what is coded `system|ZZ`, as `code=system|ZZ` does.
+    if (set.kind === 'subsumption') {
+      for (const x of set.codes) {
+        if (!had.has(`${x.system}|${x.code}`)) codes.push(x);
+        had.add(`${x.system}|${x.code}`);
+      }
+    }
     let some;
     try {
       some = await deps.expandCodes(tenant, set.kind === 'value-set' ? valueSetLocation(set, deps.fhirBase?.(tenant)) : set);
@@ -699,10 +707,11 @@ async function resolveCondition(deps: ResolveDeps, tenant: string, c: PendingCon
     const what = c.codes.kind !== 'value-set' ? `'${label}' selects` : sets.length > 1 ? `ValueSets ${names} have` : `ValueSet ${names} has`;
     throw new FhirError('invalid', `${what} more than ${MAX_SEARCH_VALUES} codes${sets.length > 1 ? ' together' : ''}; ':${c.modifier}' takes at most ${MAX_SEARCH_VALUES}`, { ...where, issueCode: 'too-costly' });
   }
-  // A `code` element (Patient.gender) is indexed without a system, its system being the binding's:
-  // each code also matches there.
+  // A `code` element (Patient.gender) is indexed without a system, its system being the binding's: a code
+  // of that system also matches there. A Coding without a system matches no other code (search.html, token).
   const values = codes.map((x) => ({ system: x.system, value: x.code }));
-  for (const code of new Set(codes.map((x) => x.code))) values.push({ system: '', value: code });
+  const implied = new Set(c.implied);
+  for (const code of new Set(codes.filter((x) => implied.has(`${x.system}|${x.code}`)).map((x) => x.code))) values.push({ system: '', value: code });
   return c.not ? { kind: 'token', param: c.param, values, not: true } : { kind: 'token', param: c.param, values };
 }
 

@@ -14,6 +14,7 @@
  * searchable (enumerationAccess), and a type's SMART v2 filters and patient context bound its rows as
  * they bound a search of it.
  */
+import { countedEverything, countsOnly } from './everything-count.ts';
 import { FhirError } from '../errors.ts';
 import type { Condition, ResourceVersion, SearchQuery } from '../store/types.ts';
 import { enumerationAccess, requireAccess } from './access.ts';
@@ -35,6 +36,7 @@ export const encounterEverythingCapability: CapabilityContribution = {
 const TYPES = ['Encounter', ...[...encounterCompartment().keys()].filter((t) => t !== 'Encounter')];
 
 export async function encounterEverything(deps: FhirDeps, req: FhirRequest, params: URLSearchParams, strict: boolean, encounterId: string): Promise<EverythingPage> {
+  if (countsOnly(params)) return countedEverything(params, (p) => encounterEverything(deps, req, p, strict, encounterId));
   requireAccess(req.access, 'Encounter', 'r');
   // The compartment's rows are listed, as a search lists them: each type needs read and search (its bound and
   // filter the narrower of the two); the Encounter itself is read by its id, with read alone.
@@ -62,8 +64,9 @@ export async function encounterEverything(deps: FhirDeps, req: FhirRequest, para
     return rows;
   };
   // What the rows read refer to (the patient, practitioners, locations, another Encounter of `partOf`...), every type.
+  const ignored = [...input.warnings];
   const { matches, included, last } = await pageRows(deps, req, params, input, readRows, () => false, input.warnings);
-  const result: EverythingPage = { rows: matches, included, self: input.self, warnings: input.warnings, ...input.page };
+  const result: EverythingPage = { rows: matches, included, self: input.self, warnings: input.warnings, ignored, ...input.page };
   if (last !== undefined) result.next = encodePosition({ type: last.type, a: last.id });
   return result;
 }

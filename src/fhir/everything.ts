@@ -14,6 +14,7 @@ import type { FhirDeps, FhirRequest } from './crud.ts';
 import { readResource } from './crud.ts';
 import { enumerationAccess, requireAccess } from './access.ts';
 import { compartmentTypes, paramOf } from './definitions.ts';
+import { countedEverything, countsOnly } from './everything-count.ts';
 import { everythingRows } from './everything-rows.ts';
 import { pageRows } from './everything-fill.ts';
 import { dateTest } from './search-compile.ts';
@@ -34,8 +35,12 @@ export interface EverythingPage {
   self: URLSearchParams;
   /** A page after the first: its own cursor, for its `self` link (with a `first` link without it), as search's. */
   page?: PageLinks;
-  /** Parameters ignored under lenient handling (the Bundle's OperationOutcome). */
+  /** Parameters ignored under lenient handling (the Bundle's OperationOutcome), and what the page left out. */
   warnings: FhirIssue[];
+  /** The warnings of `warnings` about the parameters alone (ignored under lenient handling). */
+  ignored?: FhirIssue[];
+  /** `_count=0`: how many matches the pages hold (countedEverything), the page none. */
+  total?: number;
 }
 
 /** The parameters `$everything` takes (R4 Patient- and Encounter-everything: `_since`, `_type`, `_count`; `_cursor` pages). */
@@ -230,9 +235,9 @@ export interface EverythingInput {
 export function everythingInput(deps: FhirDeps, req: FhirRequest, params: URLSearchParams, strict: boolean, all: string[], includes: (type: string) => boolean, takesCareDates = false): EverythingInput {
   const warnings = ignored(params, strict, takesCareDates);
   const care = takesCareDates ? careDates(params, deps.clock.now()) : undefined;
-  // Digits alone, as search's _count (`1e9`, `0x10` and ` 5` were taken); at least 1, at most a page's most.
+  // Digits alone, as search's _count (`1e9`, `0x10` and ` 5` were taken); at most a page's most (0 is countedEverything's).
   const rawCount = params.get('_count');
-  if (rawCount !== null && !/^0*[1-9]\d*$/.test(rawCount)) throw new FhirError('invalid', `Invalid _count '${rawCount}': expected a positive integer`, { expression: ['_count'] });
+  if (rawCount !== null && !/^\d+$/.test(rawCount)) throw new FhirError('invalid', `Invalid _count '${rawCount}': expected a non-negative integer`, { expression: ['_count'] });
   const limit = rawCount === null ? DEFAULT_COUNT : rawCount.length > 6 ? MAX_COUNT : Math.min(Number(rawCount), MAX_COUNT);
   const rawSince = params.get('_since');
   // An instant (a date or dateTime taken too), as history's `_since`: no search prefix (`_since=lt2026` was taken as `ge`).
@@ -400,6 +405,7 @@ export function namedBinaries(ids: string[]): string {
 }
 
 export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSearchParams, strict: boolean, patientId?: string): Promise<EverythingPage> {
+  if (countsOnly(params)) return countedEverything(params, (p) => everything(deps, req, p, strict, patientId));
   requireAccess(req.access, 'Patient', 'r');
   // The compartments' rows are listed, as a search lists them: each type needs read and search; the one Patient
   // of the instance level is read by its id, with read alone. The type level lists the Patients too.
@@ -421,10 +427,11 @@ export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSe
     ...(patient !== undefined && { patient }), start: start(after),
   });
   const warnings = input.warnings;
+  const ignored = [...warnings];
   // Patients are not included: the patient is a match (on this page or another), and the others (a
   // Group's members, a Patient.link) are not this patient's record; at the type level each is a match of its own.
   const { matches, included, last } = await pageRows(deps, req, params, input, readRows, (type) => type === 'Patient', warnings);
-  const result: EverythingPage = { rows: matches, included, self: input.self, warnings, ...input.page };
+  const result: EverythingPage = { rows: matches, included, self: input.self, warnings, ignored, ...input.page };
   if (last !== undefined) {
     result.next = encodePosition({ ...(patient === undefined && { p: last.patient }), type: last.type, a: last.id });
   }

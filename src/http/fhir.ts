@@ -237,7 +237,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const params = c.req.method === 'POST' ? await operationParams(c) : new URL(c.req.url).searchParams;
     const r = await pagedAt(params, readTime(), (p) => (type === 'Encounter' ? encounterEverything(deps, request(c), p, strict(c), id!) : everything(deps, request(c), p, strict(c), id)));
     const path = id === undefined ? `/${type}/$everything` : `/${type}/${id}/$everything`;
-    return fhirJson(searchsetJson(base, r.rows, searchLinks(base, path, r.self, r.next, r.page), undefined, r.warnings, r.at, { included: r.included }));
+    return fhirJson(searchsetJson(base, r.rows, searchLinks(base, path, r.self, r.next, r.page), r.total, r.warnings, r.at, { included: r.included }));
   };
   /** `Observation/$lastn` by GET, or by POST with a Parameters body (or none), the URL's parameters after it. */
   const lastnOf = async (c: Context<AppEnv>) => {

@@ -90,12 +90,21 @@ await eachStore((kind, fresh) => {
       expect((await walk(api, `Encounter/e1/$everything?_since=${since}`)).matches).toEqual(['Observation/o2']);
     });
 
+    test('_count=0: no entries, the total of the matches its pages hold, as a search\'s', async () => {
+      const all = await walk(api, 'Encounter/e1/$everything?_count=3');
+      const counted = await api.search('Encounter/e1/$everything?_count=0');
+      expect(counted.total).toBe(all.matches.length);
+      expect(counted.entry).toBeUndefined();
+      expect(link(counted, 'next')).toBeUndefined();
+      expect((await api.search('Encounter/e1/$everything?_count=0&_type=Observation')).total).toBe(all.matches.filter((m) => m.startsWith('Observation/')).length);
+    });
+
     test('errors: unknown or deleted Encounter, a bad _count or _cursor, no type-level form', async () => {
       await expectOutcome(await api.get('Encounter/nope/$everything'), 404);
       await api.put200({ resourceType: 'Encounter', id: 'gone', status: 'finished', class: { code: 'AMB' } });
       await api.del('Encounter/gone');
       await expectOutcome(await api.get('Encounter/gone/$everything'), 410);
-      expect((await expectOutcome(await api.get('Encounter/e1/$everything?_count=0'), 400)).issue[0].expression).toEqual(['_count']);
+      expect((await expectOutcome(await api.get('Encounter/e1/$everything?_count=-1'), 400)).issue[0].expression).toEqual(['_count']);
       expect((await expectOutcome(await api.get('Encounter/e1/$everything?_cursor=bogus'), 400)).issue[0].expression).toEqual(['_cursor']);
       // _since is an instant, as for history: a search prefix is no part of it (`lt` was taken as `ge`).
       for (const since of ['lt2026-01-01', 'ge2026', 'yesterday']) {

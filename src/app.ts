@@ -139,6 +139,11 @@ export interface App {
   readonly hotRoutes: HotRoutes | undefined;
   /** Delivery of Subscription notifications: `serve` runs its loop (`start`), tests drive rounds (`runOnce`). */
   readonly subscriptions: SubscriptionDelivery;
+  /**
+   * Compiles every tenant's active Subscriptions once and writes what that finds (SubscriptionHub.settle): `serve` runs it at
+   * start, so that one its topic refuses (or its owner's authority no longer allows) reads `error` at once, not at its tenant's next write.
+   */
+  settleSubscriptions(): Promise<void>;
   /** `$import` jobs: `serve` runs their loop (`start`, `stop`), tests run them (`runOnce`). */
   readonly imports: ImportRunner;
   /** Bun.serve's `websocket` handlers: the Subscription websocket channel. */
@@ -277,7 +282,8 @@ export function createApp(deps: AppDeps): App {
   // gate (gatedStore), which would refuse every write while the index is rebuilt.
   // Deletion is soft, so a deleted client is found, disabled; only tokens crafted in tests name no client at all.
   const client = (clientId: string) => authDeps.clients.get(clientId);
-  fhirDeps.subscriptions = new SubscriptionHub({ fhir: { ...fhirDeps, store: deps.store }, clock, log, restoreAccess, client, user, clients: (ids) => authDeps.clients.getMany(ids), users: user.many, patientHeld: patientChoices.all, patientKnown: patientChoices.known, allowPrivate, ...resolve });
+  const hub = new SubscriptionHub({ fhir: { ...fhirDeps, store: deps.store }, clock, log, restoreAccess, client, user, clients: (ids) => authDeps.clients.getMany(ids), users: user.many, patientHeld: patientChoices.all, patientKnown: patientChoices.known, allowPrivate, ...resolve });
+  fhirDeps.subscriptions = hub;
   // Binding tokens of topic-based websocket Subscriptions: signed with the server's keys, so any process verifies them.
   const wsTokens: WsBindingTokens = {
     sign: (tenant, subscription, owner) => signWsBinding(authDeps, { tenant, subscription, owner }),
@@ -353,5 +359,8 @@ export function createApp(deps: AppDeps): App {
     recorder.record(req.method, url.pathname, 'unmatched', res.status, requestId, started);
     return res;
   };
-  return { fetch, upgrade, request: (input, init) => fetch(toRequest(input, init)), hotRoutes: hot, subscriptions, imports, websocket: sockets.handler, audit };
+  const settleSubscriptions = async () => {
+    for (const tenant of await deps.store.tenants.list()) await hub.settle(tenant.id);
+  };
+  return { fetch, upgrade, request: (input, init) => fetch(toRequest(input, init)), hotRoutes: hot, subscriptions, imports, websocket: sockets.handler, audit, settleSubscriptions };
 }

@@ -94,6 +94,9 @@ export const serveCommand: Command = {
     background(log, 'watching planner statistics failed', reindexed.promise.then(() => {
       if (!draining && !sibling) statistics = watchStatistics(store, log);
     }));
+    // Every tenant's active Subscriptions compiled once the index is rebuilt, and what that finds written: one its topic now
+    // refuses (an older release let its filter through, or the topic changed) reads `error` saying why, the others untouched.
+    background(log, 'judging the active subscriptions at start failed', reindexed.promise.then(() => (draining || sibling ? undefined : app.settleSubscriptions())));
     background(log, 'starting the other server processes failed', reindexed.promise.then(() => {
       if (draining || sibling || config.processes <= 1) return;
       siblings = startSiblings({ count: config.processes - 1, env: { ...io.env, ...configEnv(config), CINDER_PORT: String(server.port) }, log });

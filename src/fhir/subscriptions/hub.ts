@@ -26,7 +26,7 @@ import { compileCriteria } from './criteria.ts';
 import { fhirPathHolds } from './fhirpath-criteria.ts';
 import type { CompiledTopicCriteria } from '../validation/fhirpath-engine.ts';
 import { cachedLookups } from './lookups.ts';
-import { compileTopic, findTopic, isTopicCriteria, topicRequest } from './topic-subscription.ts';
+import { compileTopic, findTopic, isTopicCriteria, topicRefusedError, topicRequest } from './topic-subscription.ts';
 import { tenantTopics, type Interaction, type Topic, type TopicTrigger } from './topics.ts';
 import { indexEntries } from '../indexer.ts';
 import { endpointUrl, systemResolve, type ResolveHost } from './endpoint.ts';
@@ -368,6 +368,20 @@ export class SubscriptionHub {
   }
 
   /**
+   * Compiles `tenant`'s active Subscriptions as a write's hook does and writes, with no write to wait for, what that finds
+   * (showSilenced, all of them): those its topic refuses set `error` saying why, those paused for their owner's authority or
+   * topic shown so, those whose topic compiles again set back. `serve` runs it for every tenant at start
+   * (App.settleSubscriptions), so that a Subscription an older release activated, which today's rules refuse, reads so
+   * in `$status` before the tenant's next write.
+   */
+  async settle(tenant: string): Promise<void> {
+    const active = await this.active(tenant);
+    const { silenced } = await this.notifying(tenant, active);
+    const deps = { fhir: this.options.fhir, clock: this.options.clock, log: this.options.log, showing: this.showing, failed: this.showFailed };
+    if (silenced.length && (await showSilenced(deps, tenant, silenced, Number.POSITIVE_INFINITY))) this.state(tenant).watch.markStale();
+  }
+
+  /**
    * The notifications `versions` give the tenant's active subscriptions: one per subscription whose criteria,
    * as its owner's search, matches; one per topic-based subscription with a trigger the write passes.
    */
@@ -475,7 +489,7 @@ export class SubscriptionHub {
     }
     for (const { r, user } of refusedOwners) {
       if (user === null) continue;
-      clientIds.add(r.clientId);
+      clientIds.add(r.clientId!);
       userIds.add(user.id);
     }
     // One read of the clients and one of the users for them all (those their caches hold, none), side by side.
@@ -505,7 +519,7 @@ export class SubscriptionHub {
       else if (now === 'refused' && !silenced.has(s.id)) silenced.set(s.id, { id: s.id, owner: s.owner, clientId: s.clientId!, why: 'scopes', client: null, registered: client?.scopes.join(' ') ?? null });
     }
     // Those the set's load refused: a user's whose sign-in ended since is turned off for that rather than paused for its scopes or topic.
-    for (const { r, user } of refusedOwners) silenced.set(r.id, user !== null && revokedOf(r.clientId, user) ? { ...r, why: 'sign-in' } : r);
+    for (const { r, user } of refusedOwners) silenced.set(r.id, user !== null && revokedOf(r.clientId!, user) ? { ...r, why: 'sign-in' } : r);
     return { notifying: out, silenced: [...silenced.values(), ...active.resumed] };
   }
 
@@ -705,8 +719,16 @@ export class SubscriptionHub {
         const c = await compileCriteria(fhir, tenant, access, r.criteria, clock.now());
         add({ id: row.id, type: c.type, where: c.where, access, owner, criteria: r.criteria, clientId, registered, user: ownerUser(owner) });
       } catch (err) {
-        log.warn('an active subscription no longer compiles and notifies nothing', { tenant, subscription: row.id, err });
         const clientId = ownerClient(owner);
+        // Its topic refuses it (deleted, no longer active, edited since, or a filter an older release let through): set
+        // `error` for good, saying what, not left reading `active` while it notifies nothing.
+        if (err instanceof FhirError && err.status === 422 && isTopicCriteria(r.criteria)) {
+          const error = topicRefusedError(err);
+          log.warn('a topic-based subscription its topic no longer accepts is set to error', { tenant, subscription: row.id, error });
+          refused.push({ id: row.id, owner, clientId, why: 'refused', client: null, error });
+          continue;
+        }
+        log.warn('an active subscription no longer compiles and notifies nothing', { tenant, subscription: row.id, err });
         if (!(err instanceof FhirError && err.status === 403 && clientId !== null)) continue;
         // Its own grant no longer reaching what it selects (an older release's, judged by today's rules), whoever's.
         const reaches = await grantReaches(fhir, restoreAccess, tenant, owner, r, clock.now()).catch(() => true);

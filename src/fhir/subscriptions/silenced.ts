@@ -13,6 +13,8 @@
  * (neither grant nor registration to blame), set back to the status it had (client-authority.ts statusBefore) once
  * the set's load finds it compiles again, unless its tenant holds the 1,000 activated Subscriptions the hub matches
  * already: then `off`, its `error` naming that bound (server-status.ts resumeServerPaused), as `cinder client enable` does.
+ * A topic-based one its topic refuses when the set is loaded (a 422: the topic deleted or edited since, or a filter an
+ * older release let through) is set `error` for good, saying what (topic-subscription.ts topicRefusedError).
  * A write of one that fails (a version the server cannot store, its database unreachable) is tried again only after
  * a wait that doubles with each failure (SHOW_RETRY_FIRST_MS to SHOW_RETRY_MAX_MS): one that always fails neither
  * takes the places of the others at every write nor costs every write a failed transaction.
@@ -52,13 +54,16 @@ export interface Silenced {
   id: string;
   /** The owner record it was skipped for (a Subscription activated again since by another owner is not touched). */
   owner: string;
-  clientId: string;
-  why: 'sign-in' | 'client' | 'scopes' | 'grant' | 'topic';
+  /** The client that activated it; null for the operator's (only a `refused` one may be). */
+  clientId: string | null;
+  why: 'sign-in' | 'client' | 'scopes' | 'grant' | 'topic' | 'refused';
   client: Client | null;
   /** For `scopes`: the client's registered scopes it was judged with (joined by spaces). */
   registered?: string | null;
   /** For `topic`: the types its topic now selects that its owner may not search (topicPausedError). */
   types?: string[];
+  /** For `refused`: its `error`, what its topic refuses (topic-subscription.ts topicRefusedError). */
+  error?: string;
 }
 
 /**
@@ -75,10 +80,11 @@ export interface Resumed {
 /** The status and `error` the server writes for `s`. */
 function statusOf(s: Silenced): { status: 'off' | 'error'; error: string } {
   if (s.why === 'sign-in') return { status: 'off', error: signInRevokedError };
-  if (s.why === 'scopes') return { status: 'error', error: pausedError(s.clientId, 'scopes') };
-  if (s.why === 'grant') return { status: 'error', error: grantError(s.clientId) };
+  if (s.why === 'scopes') return { status: 'error', error: pausedError(s.clientId!, 'scopes') };
+  if (s.why === 'grant') return { status: 'error', error: grantError(s.clientId!) };
   if (s.why === 'topic') return { status: 'error', error: topicPausedError(s.types ?? []) };
-  return s.client?.deletedAt != null ? { status: 'off', error: deletedError(s.clientId) } : { status: 'error', error: pausedError(s.clientId, 'disabled') };
+  if (s.why === 'refused') return { status: 'error', error: s.error! };
+  return s.client?.deletedAt != null ? { status: 'off', error: deletedError(s.clientId!) } : { status: 'error', error: pausedError(s.clientId!, 'disabled') };
 }
 
 /** Remembers that the write of `key` (for `owner`) failed once more: it waits before it is tried again. */
@@ -132,8 +138,8 @@ export async function showSilenced(
         continue;
       }
       if (s.why === 'client' || s.why === 'scopes') {
-        let read = clients.get(s.clientId);
-        if (read === undefined) clients.set(s.clientId, (read = fhir.store.clients.get(s.clientId)));
+        let read = clients.get(s.clientId!);
+        if (read === undefined) clients.set(s.clientId!, (read = fhir.store.clients.get(s.clientId!)));
         const client = await read;
         // A disabled client's users' sign-ins are revoked with it (its disable revokes every token): off for that.
         if (client?.disabled) s = ownerUser(s.owner) !== null ? { ...s, why: 'sign-in' } : { ...s, why: 'client', client };

@@ -6,9 +6,11 @@
  * where, visible in `$status`; the server starts, and the other Subscriptions notify as before. On both databases.
  */
 import { afterAll, expect, test } from 'bun:test';
+import { createClient } from '../../src/auth/admin.ts';
 import { silentLogger, type Logger } from '../../src/log.ts';
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
-import type { Json } from '../helpers/fhir.ts';
+import { fhirClient, type Json } from '../helpers/fhir.ts';
+import { basic, post } from '../helpers/oauth.ts';
 import { receiver } from '../helpers/rest-hook.ts';
 import { rawStatements, storeTargets } from '../helpers/stores.ts';
 
@@ -162,6 +164,33 @@ for (const target of targets) {
       expect(deleted!.error).toContain('(at Subscription.criteria)');
       expect(kept).toEqual({ status: 'active', stored: 'active', error: undefined });
       expect(await events(subs[3]!)).toEqual([`${t.fhir()}/Encounter/${String(e.body.id)}`]);
+    } finally {
+      hook.stop();
+      await t.close();
+    }
+  }, 60_000);
+
+  test(`${target.kind}: one paused for its topic whose topic is then deleted reads error for good, saying so, not a pause the topic lifts`, async () => {
+    const hook = receiver();
+    const t = await createTestApp({ store: (await target.migrated()).open(), env: { CINDER_SUBSCRIPTION_ALLOW_PRIVATE: 'true' } });
+    try {
+      const { call, drain, shown } = await caller(t);
+      const url = 'http://example.org/topics/widened';
+      const basicId = String((await call('POST', 'Basic', topic(url, 'Encounter'))).body.id);
+      const { client, clientSecret } = await createClient(t.store, t.clock, { tenant: 't1', scopes: ['system/Encounter.rs', 'system/Subscription.cruds'] });
+      const res = await post(t, { grant_type: 'client_credentials' }, { Authorization: basic(client.clientId, clientSecret!) });
+      const app = fhirClient(t, ((await res.json()) as { access_token: string }).access_token);
+      const id = String((await app.create(subscription(hook.url, url))).id);
+      await drain();
+      // Widened to Observation, which the app may not search: paused for its topic at the next write.
+      expect((await call('PUT', `Basic/${basicId}`, { ...topic(url, 'Encounter'), id: basicId, extension: [...topic(url, 'Encounter').extension, ...topic(url, 'Observation').extension.slice(2)] })).status).toBe(200);
+      expect((await call('POST', 'Encounter', encounter('2024-07-15'))).status).toBe(201);
+      expect((await shown(id)).error).toStartWith('paused: its topic now selects Observation resources');
+      // The topic deleted: no pause its next edit lifts.
+      expect((await call('DELETE', `Basic/${basicId}`)).status).toBe(200);
+      expect((await call('POST', 'Encounter', encounter('2024-07-16'))).status).toBe(201);
+      const refused = await shown(id);
+      expect([refused.status, refused.error]).toEqual(['error', expect.stringContaining(`${REFUSED}no SubscriptionTopic '${url}' is known to this server`)]);
     } finally {
       hook.stop();
       await t.close();

@@ -802,6 +802,14 @@ export class SubscriptionHub {
       if (status !== undefined) out.resumed.push({ id: row.id, owner, status, versionId: row.versionId });
     } catch (err) {
       if (!(err instanceof FhirError)) log.warn('a subscription paused for its topic could not be judged', { tenant, subscription: row.id, err });
+      // Its topic refuses it now whoever asks (deleted, no longer active, its filter no longer offered): no pause the
+      // topic's next edit lifts, but an `error` for good saying so, as the set's load writes for an active one.
+      if (err instanceof FhirError && err.status === 422) {
+        const error = topicRefusedError(err);
+        log.warn('a topic-based subscription its topic no longer accepts is set to error', { tenant, subscription: row.id, error });
+        out.renamed.push({ id: row.id, owner, clientId, why: 'refused', client: null, error });
+        return;
+      }
       if (!(err instanceof FhirError && err.status === 403)) return;
       // Named anew by what refuses now: its registration (narrowed since, whatever the topic does, or the topic as it
       // was again), or its topic selecting other types than its `error` names.

@@ -153,8 +153,9 @@ export async function showSilenced(
       const current = await fhir.store.resources.read(tenant, 'Subscription', s.id);
       const sub = current && !current.deleted ? (JSON.parse(current.content) as Record<string, unknown>) : undefined;
       // One paused for its topic is paused again naming what refuses now: other types its topic selects than its `error`
-      // names, or its client's registration (hub.ts refusedBy); or turned off, the sign-in it rests on revoked since.
-      const renamed = (s.why === 'topic' || s.why === 'scopes' || s.why === 'sign-in') && sub !== undefined && topicPausedFor(sub) !== undefined;
+      // names, or its client's registration (hub.ts refusedBy); or turned off, the sign-in it rests on revoked since; or
+      // set `error` for good, its topic refusing it whoever asks (deleted since, say: topicRefusedError).
+      const renamed = (s.why === 'topic' || s.why === 'scopes' || s.why === 'sign-in' || s.why === 'refused') && sub !== undefined && topicPausedFor(sub) !== undefined;
       if (!sub || !(isActivated(sub) || renamed) || (await fhir.store.subscriptions.owner(tenant, s.id)) !== s.owner) continue;
       const { status, error } = statusOf(s);
       tried++;

@@ -97,11 +97,20 @@ for (const target of targets) {
       await updateClient(t.store, t.clock, client.clientId, { scopes: ['system/Encounter.rs?status=finished', 'system/Subscription.cruds'] });
       t.clock.advance(PAST_CACHES_MS);
       await drain();
-      const sent = hook.got.splice(0).flatMap((body) => events(JSON.parse(body) as Json));
+      const bodies = hook.got.splice(0).map((body) => JSON.parse(body) as Json);
+      const sent = bodies.flatMap(events);
       expect(sent).toEqual([
         { n: '1', focus: '-', entry: '-' },
         { n: '2', focus: 'Encounter/e2', entry: 'POST 201', resource: 'Encounter/e2 finished' },
       ]);
+      // The withheld event still has its entry (the IG: one per event's resource), naming nothing: the $events call
+      // listing it alone, answered 403 with an outcome saying so; no fullUrl, type, id or interaction.
+      const withheld = (bodies[0]!.entry as Json[]).slice(1);
+      expect(withheld).toEqual([{
+        request: { method: 'GET', url: `Subscription/${String(sub.id)}/$events?eventsSinceNumber=1&eventsUntilNumber=1` },
+        response: { status: '403', outcome: expect.objectContaining({ resourceType: 'OperationOutcome', issue: [expect.objectContaining({ severity: 'warning', code: 'suppressed' })] }) },
+      }]);
+      expect(JSON.stringify(withheld)).not.toContain('Encounter');
       // $events tells a token of the narrowed scopes the same.
       const now = await craftToken(t, 'system/Encounter.rs?status=finished system/Subscription.cruds');
       const listed = await t.request(`${t.fhir()}/Subscription/${sub.id}/$events`, fhirInit(now));

@@ -372,7 +372,10 @@ for (const target of targets) {
         const status = (events.entry as Json[])[0]!.resource as Json;
         const parts = (status.parameter as Json[]).filter((x) => x.name === 'notification-event').map((x) => (x.part as Json[]).map((p) => p.name === 'focus' ? (p.valueReference as Json).reference : p.name));
         expect(parts).toEqual([['event-number', 'timestamp', `${t.fhir()}/Encounter/${mine.id}`], ['event-number', 'timestamp'], ['event-number', 'timestamp']]);
-        expect((events.entry as Json[]).slice(1).map((x) => x.fullUrl)).toEqual([`${t.fhir()}/Encounter/${mine.id}`]);
+        // The two withheld have their entries, naming nothing (no fullUrl): the $events call of each alone, a 403.
+        expect((events.entry as Json[]).slice(1).map((x) => x.fullUrl ?? `${(x.request as Json).url} ${(x.response as Json).status}`)).toEqual([
+          `${t.fhir()}/Encounter/${mine.id}`, `Subscription/${s.id}/$events?eventsSinceNumber=2&eventsUntilNumber=2 403`, `Subscription/${s.id}/$events?eventsSinceNumber=3&eventsUntilNumber=3 403`,
+        ]);
       }
       // A token that reads Encounters by id but may not search them is told of none: the events list them, as a search would.
       const readOnly = await craftToken(t, 'user/Encounter.r user/Subscription.rs');
@@ -381,7 +384,7 @@ for (const target of targets) {
         const status = (events.entry as Json[])[0]!.resource as Json;
         const parts = (status.parameter as Json[]).filter((x) => x.name === 'notification-event').map((x) => (x.part as Json[]).map((p) => p.name));
         expect({ content, parts }).toEqual({ content, parts: [['event-number', 'timestamp'], ['event-number', 'timestamp'], ['event-number', 'timestamp']] });
-        expect((events.entry as Json[]).length).toBe(1);
+        expect((events.entry as Json[]).slice(1).map((x) => [x.fullUrl, (x.response as Json).status])).toEqual([[undefined, '403'], [undefined, '403'], [undefined, '403']]);
       }
       // Its owner is told of all three.
       const all = await json(call('GET', `Subscription/${s.id}/$events`));

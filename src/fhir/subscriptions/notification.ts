@@ -8,7 +8,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { FhirIssue } from '../../errors.ts';
-import { operationOutcome } from '../outcome.ts';
+import { issue, operationOutcome } from '../outcome.ts';
 import { STATUS_PROFILE } from './topics.ts';
 import type { PayloadContent } from './topic-subscription.ts';
 
@@ -93,7 +93,11 @@ export function notificationBundle(s: StatusInput, now: number): Json {
     response: { status: '200' },
   }];
   if (s.content !== 'empty') {
-    for (const e of (s.events ?? []).filter((ev) => !ev.withheld)) {
+    for (const e of s.events ?? []) {
+      if (e.withheld) {
+        entry.push(withheldEntry(s.subscriptionId, e.number));
+        continue;
+      }
       const method = e.interaction === 'create' ? 'POST' : e.interaction === 'update' ? 'PUT' : 'DELETE';
       const failed = s.content === 'full-resource' ? e.error : undefined;
       entry.push({
@@ -111,4 +115,21 @@ export function notificationBundle(s: StatusInput, now: number): Json {
     }
   }
   return { resourceType: 'Bundle', id: randomUUID(), meta: { lastUpdated: new Date(now).toISOString() }, type: 'history', timestamp: new Date(now).toISOString(), entry };
+}
+
+/**
+ * The entry of an event whose focus is withheld from its reader (topic-bundle.ts eventFocus): the IG asks id-only and
+ * full-resource notifications for an entry per event's resource, and a history Bundle's entry for a request and a
+ * response (bdl-3, bdl-4). It names nothing the status does not (no fullUrl, no type, no id, no interaction, one status
+ * whatever refused the read: out of reach, or gone where reach depends on content): the request is the `$events` call
+ * that lists that event alone, which answers the same, and the response a 403 whose outcome says the focus is withheld.
+ */
+function withheldEntry(subscriptionId: string, n: number): Json {
+  return {
+    request: { method: 'GET', url: `Subscription/${subscriptionId}/$events?eventsSinceNumber=${n}&eventsUntilNumber=${n}` },
+    response: {
+      status: '403',
+      outcome: operationOutcome([issue('warning', 'suppressed', `The focus of event ${n} is withheld: the reader of this notification may not read it (as its access stands now), so it is neither named nor carried`)]),
+    },
+  };
 }

@@ -9,8 +9,6 @@
 import type { CompartmentRow, CompartmentSize, Condition, SearchQuery } from '../store/types.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import { scopeFilter } from './search.ts';
-import { compartmentsOf } from './indexer.ts';
-import type { Resource } from './resource.ts';
 
 /** What a page of `$everything` reads. */
 export interface EverythingRead {
@@ -219,15 +217,27 @@ async function typeByType(ctx: Context, patient: string, from: Position, need: n
 /**
  * At the type level, the rows that no live Patient of a smaller id than their patient's also holds
  * (compartmentRows' `firstOwner`, for the rows the search engine read): a resource in several patients'
- * compartments is the match of the first of them alone, so no page repeats it.
+ * compartments is the match of the first of them alone, so no page repeats it. Its other patients are
+ * read on the compartment index (compartmentPatients), not from its stored text.
  */
 async function firstOwned(ctx: Context, rows: CompartmentRow[]): Promise<CompartmentRow[]> {
   if (ctx.read.patient !== undefined) return rows;
-  const base = ctx.deps.fhirBase?.(ctx.req.tenant);
+  const byType = new Map<string, Set<string>>();
+  for (const r of rows) if (r.type !== 'Patient') (byType.get(r.type) ?? byType.set(r.type, new Set()).get(r.type)!).add(r.id);
+  const holders = new Map<string, string[]>();
+  for (const [type, of] of byType) {
+    const list = [...of];
+    for (let k = 0; k < list.length; k += 1000) {
+      for (const { id, patient } of await ctx.deps.store.resources.compartmentPatients(ctx.req.tenant, type, list.slice(k, k + 1000))) {
+        const key = `${type}/${id}`;
+        (holders.get(key) ?? holders.set(key, []).get(key)!).push(patient);
+      }
+    }
+  }
   const before = new Map<CompartmentRow, string[]>();
   for (const r of rows) {
     if (r.type === 'Patient') continue;
-    const others = compartmentsOf(JSON.parse(r.content) as Resource, base).filter((q) => q < r.patient);
+    const others = (holders.get(`${r.type}/${r.id}`) ?? []).filter((q) => q < r.patient);
     if (others.length) before.set(r, others);
   }
   if (before.size === 0) return rows;

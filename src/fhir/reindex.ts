@@ -632,6 +632,10 @@ export function gatedStore(store: Store, rebuilding: () => Rebuilding | undefine
       check(COMPARTMENT_READ);
       return resources.compartmentRows(tenant, query);
     },
+    async compartmentPatients(tenant, type, ids) {
+      check(COMPARTMENT_READ);
+      return resources.compartmentPatients(tenant, type, ids);
+    },
   };
   return Object.create(store, { resources: { value: gated, enumerable: true } }) as Store;
 }

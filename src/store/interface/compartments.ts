@@ -61,4 +61,9 @@ export interface CompartmentReads {
   compartmentSizes(tenant: string, query: CompartmentSizesQuery): Promise<CompartmentSize[]>;
   /** The first `count` rows of the patients' compartments, in the query's order. */
   compartmentRows(tenant: string, query: CompartmentRowsQuery): Promise<CompartmentRow[]>;
+  /**
+   * The patients whose compartments hold the current, live resources of `type` with these ids, on the
+   * compartment index alone (no stored text read): each `{id, patient}` once, in no particular order.
+   */
+  compartmentPatients(tenant: string, type: string, ids: string[]): Promise<{ id: string; patient: string }[]>;
 }

@@ -19,6 +19,12 @@ export function createPostgresCompartments(sql: Pg): CompartmentReads {
     CROSS JOIN LATERAL (SELECT count(*)::int AS n FROM (
       SELECT 1 FROM compartments c WHERE c.tenant = ${tenant} AND c.patient = p.id AND c.type = ANY(${types}::text[]) LIMIT ${cap}) y) s`;
   return {
+    async compartmentPatients(tenant, type, ids) {
+      if (!ids.length) return [];
+      return sql<{ id: string; patient: string }[]>`
+        SELECT x.id, c.patient FROM resources x JOIN compartments c ON c.res = x.pk
+        WHERE x.tenant = ${tenant} AND x.type = ${type} AND x.id = ANY(${ids}::text[]) AND NOT x.deleted`;
+    },
     async compartmentSizes(tenant, q) {
       const rows: { patient: string; n: number }[] = 'ids' in q.patients
         ? await sql`SELECT p.id AS patient, s.n FROM unnest(${q.patients.ids}::text[]) WITH ORDINALITY AS p(id, i)

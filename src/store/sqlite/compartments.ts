@@ -40,7 +40,13 @@ export function createSqliteCompartments(reader: Database): CompartmentReads {
       ORDER BY 1, 2, 3 LIMIT ?7)
     SELECT k.patient, r.type, r.id, r.version_id, r.last_updated, r.deleted, r.content
     FROM k CROSS JOIN resources r ON r.pk = k.res ORDER BY k.i, k.j, k.id`);
+  const patientsOf = reader.query<{ id: string; patient: string }, [string, string, string]>(`
+    SELECT x.id, c.patient FROM json_each(?3) i CROSS JOIN resources x ON x.tenant = ?1 AND x.type = ?2 AND x.id = i.value
+    CROSS JOIN compartments c ON c.res = x.pk WHERE x.deleted = 0`);
   return {
+    async compartmentPatients(tenant, type, ids) {
+      return ids.length ? patientsOf.all(tenant, type, JSON.stringify(ids)) : [];
+    },
     async compartmentSizes(tenant, q) {
       const types = JSON.stringify(q.types);
       const found = 'ids' in q.patients

@@ -78,5 +78,13 @@ export function compartmentsContract(store: () => Store) {
       await save(s, t, 'Observation', 'o5', { lastUpdated: 3_000, compartments: ['gone', 'nobody', 'b'] });
       expect(await rows({ patients: ['b'], types: ['Observation'], firstOwner: true })).toEqual(['b:Observation/O1', 'b:Observation/o1', 'b:Observation/o2', 'b:Observation/o5']);
     });
+
+    test('patients of resources: every compartment of each current, live one named, on the index alone', async () => {
+      const of = async (type: string, ids: string[]) => (await s.resources.compartmentPatients(t, type, ids)).map((r) => `${r.id}:${r.patient}`).sort();
+      // o1 is b's and c9's; 'del' is deleted, 'none' never written; another type's ids name nothing here.
+      expect(await of('Observation', ['o1', 'O1', 'del', 'none', 'o3'])).toEqual(['O1:b', 'o1:b', 'o1:c9', 'o3:nobody']);
+      expect(await of('Condition', ['o1', 'c1'])).toEqual(['c1:b']);
+      expect(await of('Observation', [])).toEqual([]);
+    });
   });
 }

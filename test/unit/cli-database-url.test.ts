@@ -238,6 +238,21 @@ describe.skipIf(!pg)("sslmode with a socket, ?dbname=, and host names the CLI us
     expect(refused.stderr).toContain('database "cinder_no_such_database" does not exist');
   }, 30_000);
 
+  test("an empty ?dbname= is the user's name, as libpq takes it (connectOptions2), not the URL's path nor PGDATABASE", async () => {
+    const db = await pg!.migrated();
+    const target = new URL(db.url);
+    expect(target.username).toBe('postgres');
+    expect((await cliOn(db.url).run(['tenant', 'create', 't1'])).code).toBe(0);
+    // The path names the database that holds tenant t1; the empty dbname names the user's (postgres), which holds no schema.
+    const empty = new URL(db.url);
+    empty.searchParams.set('dbname', '');
+    const r = await cliOn(empty.toString()).run(['client', 'list', '--tenant', 't1', '--json'])
+      .catch((err: Error) => ({ code: 1, stdout: '', stderr: `cinder: ${err.message}\n` }));
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toContain("the PostgreSQL database 'postgres' on ");
+    expect(r.stderr).toContain('holds no Cinder schema');
+  }, 30_000);
+
   test('a host named as a command (cli, serve, migrate, help) is a host: the message names it, the command is not run instead', async () => {
     for (const host of ['cli', 'serve', 'migrate', 'help']) {
       const r = await cliOn(`postgres://postgres@${host}:5432/test?connect_timeout=2`).run(['client', 'list', '--tenant', 't1'])

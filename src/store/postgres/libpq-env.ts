@@ -75,7 +75,7 @@ const ENV_KEY_WORDS: Record<string, string> = {
 /** Checks variable `name`'s value for key word `key` as checkUrlOptions checks the URL's: its RangeError names the variable. */
 function checkFromEnv(name: string, key: string, value: string): void {
   try {
-    checkUrlOptions(`postgres://localhost/?${encodeURIComponent(key)}=${encodeURIComponent(value)}`);
+    checkUrlOptions(`postgres://localhost/?${encodeURIComponent(key)}=${encodeURIComponent(value)}`, {});
   } catch (err) {
     throw new RangeError((err as Error).message.replace(' in the database URL', ` in ${name}`).replace(/: remove it$/, ': unset it'));
   }
@@ -205,9 +205,11 @@ function passwordKeys(url: string, env: Env): PasswordKey[] {
     }
   };
   const user = query.get('user') || decode(u.username) || envValue(env, 'PGUSERNAME') || envValue(env, 'PGUSER') || osUser(env);
-  const database = query.get('dbname') || decode(u.pathname.slice(1)) || envValue(env, 'PGDATABASE') || user;
+  // An empty `dbname` is the user's name, the path and PGDATABASE unread, as libpq has it (databaseOf).
+  const dbname = query.get('dbname');
+  const database = dbname !== null ? dbname || user : decode(u.pathname.slice(1)) || envValue(env, 'PGDATABASE') || user;
   const defaultPort = envValue(env, 'PGPORT') || '5432';
-  const target = endpoints(url);
+  const target = endpoints(url, env);
   if (target && 'socket' in target) return [{ host: target.socket, port: String(target.port), database, user }];
   if (target) return target.host.map((host, i) => ({ host, port: String(target.port[i]), database, user }));
   const listed = hosts === '' ? (envValue(env, 'PGHOST') ?? 'localhost').split(',').map((h) => [h, ''] as const) : hosts.split(',').map((h) => {

@@ -1,11 +1,15 @@
 import { createPrivateKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { userInfo } from 'node:os';
 
 /**
  * The options Cinder reads from a PostgreSQL URL's query (`?max=N&connect_timeout=N`, `?sslrootcert=`), with nothing to
  * import: src/config.ts checks them at start, so that a bad one stops every command with a line naming
  * CINDER_DATABASE_URL, and db.ts opens the pools with them.
  */
+
+/** The environment libpq's variables are read from (process.env but where a caller names another: loadConfig's `env`). */
+export type Env = Record<string, string | undefined>;
 
 /** The most connections `?max=N` may ask for. */
 export const MAX_POOL_SIZE = 1000;
@@ -104,16 +108,16 @@ export type Endpoints = { socket: string; port: number } | { host: string[]; por
  * PGHOST and PGPORT unread, as libpq reads them (an empty value is a value: conninfo_add_defaults leaves it). Undefined for a URL
  * postgres.js reads itself (neither a socket, brackets, nor a `host` or `port` in its query).
  */
-export function endpoints(url: string): Endpoints | undefined {
+export function endpoints(url: string, env: Env = process.env): Endpoints | undefined {
   const { hosts } = authority(url);
   const query = queryOf(url);
   const queryHost = query.get('host');
   const queryPort = query.get('port');
   // A URL naming no host (`postgres:///db`, `postgres://u@/db`) is read here too: postgres.js's URL parser refused it.
   if (hosts !== '' && !hosts.includes('[') && !hosts.includes('%') && queryHost === null && queryPort === null) return undefined;
-  const fallback = Number(process.env.PGPORT) || 5432;
+  const fallback = Number(env.PGPORT) || 5432;
   // No host in the URL (a `port` alone, the query's or a service's): PGHOST's, as libpq reads it (bare, as the query's).
-  const bare = queryHost ?? (hosts === '' ? process.env.PGHOST || '' : null);
+  const bare = queryHost ?? (hosts === '' ? env.PGHOST || '' : null);
   const listed = (bare ?? hosts).split(',').map((h) => {
     // The query's hosts are bare (their ports are the query's `port`); the authority's may carry one.
     const m = bare === null ? /^\[([^\]]*)\](?::(\d*))?$|^([^:]*)(?::(\d*))?$/.exec(h) : null;
@@ -204,7 +208,7 @@ const DRIVER_OPTIONS = ['debug', 'idle_timeout', 'max_lifetime', 'keep_alive', '
  * The URL's query with libpq's TLS environment variables (TLS_ENV) for the options it does not name (an empty variable
  * is unset, as libpq takes it), and where each option came from, for messages: ` in the database URL` or ` in PGSSLMODE`.
  */
-function tlsQuery(url: string): { query: URLSearchParams; at: (option: string) => string } {
+function tlsQuery(url: string, env: Env = process.env): { query: URLSearchParams; at: (option: string) => string } {
   const query = queryOf(url);
   const fromEnv = new Map<string, string>();
   // postgres.js's `ssl` (`?ssl=require`, `?ssl=true`): the URL's sslmode, as that driver read it, before any variable.
@@ -217,7 +221,7 @@ function tlsQuery(url: string): { query: URLSearchParams; at: (option: string) =
     query.set('sslmode', mode);
   }
   for (const [option, name] of Object.entries(TLS_ENV)) {
-    const v = process.env[name];
+    const v = env[name];
     if (!query.has(option) && v !== undefined && v !== '') {
       query.set(option, v);
       fromEnv.set(option, name);
@@ -267,14 +271,14 @@ function tlsVersion(query: URLSearchParams, option: string, at: string): TlsVers
  * `ssl_max_protocol_version` bound the protocol. Undefined over a Unix-domain socket, which never uses TLS (driverTarget),
  * where no file is read. Throws a RangeError naming the option for a value libpq does not know or a file that cannot be read.
  */
-export function tlsFromUrl(url: string): DriverTls | undefined {
-  const { query, at } = tlsQuery(url);
+export function tlsFromUrl(url: string, env: Env = process.env): DriverTls | undefined {
+  const { query, at } = tlsQuery(url, env);
   const mode = query.get('sslmode');
   if (mode !== null && !(SSL_MODES as string[]).includes(mode)) {
     throw new RangeError(`invalid sslmode '${mode}'${at('sslmode')}: expected one of ${SSL_MODES.join(', ')}`);
   }
   // Over a Unix-domain socket there is no TLS, and libpq reads no certificate file.
-  const target = endpoints(url);
+  const target = endpoints(url, env);
   if (target !== undefined && 'socket' in target) return undefined;
   const root = query.get('sslrootcert');
   const sni = query.get('sslsni');
@@ -387,8 +391,8 @@ const SESSION_ATTRS = ['any', 'read-write', 'read-only', 'primary', 'standby', '
  * The URL's `target_session_attrs` (or libpq's PGTARGETSESSIONATTRS when it names none, which postgres.js reads itself)
  * when it asks for a kind of server (not `any`), else undefined.
  */
-export function sessionAttrsFromUrl(url: string): string | undefined {
-  const attrs = queryOf(url).get('target_session_attrs') ?? (process.env.PGTARGETSESSIONATTRS || null);
+export function sessionAttrsFromUrl(url: string, env: Env = process.env): string | undefined {
+  const attrs = queryOf(url).get('target_session_attrs') ?? (env.PGTARGETSESSIONATTRS || null);
   return attrs === null || attrs === 'any' ? undefined : attrs;
 }
 
@@ -412,18 +416,18 @@ function isPort(value: string): boolean {
  * numbers to 2 hosts"); PGPORT's too, which the driver reads. The driver threw from its socket for a port out of range
  * (a stack trace on stderr), then its query waited out connect_timeout; a port past the first host's went unchecked.
  */
-function checkPorts(url: string, query: URLSearchParams): void {
+function checkPorts(url: string, query: URLSearchParams, env: Env): void {
   const { hosts } = authority(url);
   const listed = hosts === '' ? [] : hosts.split(',').map((h) => /^(?:\[[^\]]*\]|[^:]*)(?::(.*))?$/.exec(h)?.[1] ?? '');
   const ports = query.get('port');
   for (const port of [...listed, ...(ports?.split(',') ?? [])]) {
     if (port !== '' && !isPort(port)) throw new RangeError(`invalid port '${port}' in the database URL: expected a number from 1 to 65535`);
   }
-  const envPort = process.env.PGPORT;
+  const envPort = env.PGPORT;
   for (const port of envPort ? envPort.split(',') : []) {
     if (port !== '' && !isPort(port)) throw new RangeError(`invalid port '${port}' in PGPORT: expected a number from 1 to 65535`);
   }
-  const named = query.get('host') ?? (hosts ? hosts.split(',').map(uriDecode).join(',') : process.env.PGHOST || '');
+  const named = query.get('host') ?? (hosts ? hosts.split(',').map(uriDecode).join(',') : env.PGHOST || '');
   const kinds = new Set(named.split(',').map((h) => h.startsWith('/')));
   if (kinds.size > 1 || (kinds.has(true) && named.includes(','))) {
     throw new RangeError(
@@ -444,12 +448,12 @@ function checkPorts(url: string, query: URLSearchParams): void {
  * naming the option. What is left (application_name, options, a server setting such as statement_timeout) is sent to
  * the server in the start-up message, as libpq sends application_name and options.
  */
-export function checkUrlOptions(url: string): void {
+export function checkUrlOptions(url: string, env: Env = process.env): void {
   poolSizeFromUrl(url);
   connectTimeoutFromUrl(url);
-  tlsFromUrl(url);
+  tlsFromUrl(url, env);
   const query = queryOf(url);
-  checkPorts(url, query);
+  checkPorts(url, query, env);
   for (const name of new Set(query.keys())) {
     if (DRIVER_OPTIONS.includes(name)) throw new RangeError(`${name} in the database URL is an option of the driver that Cinder sets itself: remove it`);
     if (name in UNSUPPORTED) throw new RangeError(`${name} in the database URL is an option of libpq's client that Cinder does not support (${UNSUPPORTED[name]}): remove it`);
@@ -461,11 +465,11 @@ export function checkUrlOptions(url: string): void {
   if (attrs !== null && !SESSION_ATTRS.includes(attrs)) {
     throw new RangeError(`invalid target_session_attrs '${attrs}' in the database URL: expected one of ${SESSION_ATTRS.join(', ')}`);
   }
-  const envAttrs = process.env.PGTARGETSESSIONATTRS;
+  const envAttrs = env.PGTARGETSESSIONATTRS;
   if (attrs === null && envAttrs && !SESSION_ATTRS.includes(envAttrs)) {
     throw new RangeError(`invalid target_session_attrs '${envAttrs}' in PGTARGETSESSIONATTRS: expected one of ${SESSION_ATTRS.join(', ')}`);
   }
-  const tls = tlsQuery(url);
+  const tls = tlsQuery(url, env);
   for (const name of ['sslcrldir', 'requiressl', 'sslnegotiation']) {
     const v = tls.query.get(name);
     // PGREQUIRESSL=0 asks for nothing (libpq's default); 1 is refused, as requiressl is in the URL.
@@ -529,12 +533,13 @@ function withoutParams(url: string, names: string[]): string {
  * `fallback_application_name`; and libpq's other options of the client checkUrlOptions accepted (`channel_binding=prefer`,
  * `client_encoding=UTF8`...), read and taken out.
  */
-export function driverTarget(url: string): DriverTarget {
-  const target = endpoints(url);
+export function driverTarget(url: string, env: Env = process.env): DriverTarget {
+  const target = endpoints(url, env);
   const query = queryOf(url);
-  const dbname = query.get('dbname');
+  // An empty `dbname` is libpq's user name (connectOptions2), the path and PGDATABASE unread: the driver took the path's.
+  const dbname = query.get('dbname') === '' ? connectingUser(url, env) : query.get('dbname');
   const socket = target !== undefined && 'socket' in target;
-  const tls = tlsFromUrl(url);
+  const tls = tlsFromUrl(url, env);
   const names = new Set(query.keys());
   const client = CLIENT_OPTIONS.filter((o) => names.has(o));
   let rewritten = url;
@@ -630,20 +635,51 @@ function queryProblem(url: string): string | undefined {
 
 /**
  * The database and the hosts a postgres:// URL (postgresUrlProblem found none) names, as a message may show
- * them, never the password: the database is the query's `dbname`, else the URL's path, else the user's name (driverTarget).
+ * them, never the password: the database is the one a connection uses (databaseOf).
  */
-export function postgresTarget(url: string): { database: string; hosts: string } {
-  const { hosts, single } = authority(url);
-  const u = new URL(single);
-  const target = endpoints(url);
+export function postgresTarget(url: string, env: Env = process.env): { database: string; hosts: string } {
+  const { hosts } = authority(url);
+  const target = endpoints(url, env);
   const where = !target
     ? hosts
     : 'socket' in target
       ? `the socket in ${target.socket}`
       : target.host.map((h, i) => `${h.includes(':') ? `[${h}]` : h}:${target.port[i]}`).join(',');
-  const query = queryOf(url);
-  const user = query.get('user');
-  return { database: query.get('dbname') || decodeURIComponent(u.pathname.slice(1)) || user || decodeURIComponent(u.username) || 'postgres', hosts: where };
+  return { database: databaseOf(url, env), hosts: where };
+}
+
+const decoded = (s: string) => {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return s;
+  }
+};
+
+/**
+ * The user a connection to `url` logs in as, as the driver takes it: the query's `user`, the URL's, PGUSERNAME, PGUSER,
+ * else the operating system's user.
+ */
+export function connectingUser(url: string, env: Env = process.env): string {
+  const u = new URL(authority(url).single);
+  const given = queryOf(url).get('user') || decoded(u.username) || env.PGUSERNAME || env.PGUSER;
+  if (given) return given;
+  try {
+    return userInfo().username;
+  } catch {
+    return env.USERNAME || env.USER || env.LOGNAME || '';
+  }
+}
+
+/**
+ * The database a connection to `url` uses, as libpq names it (libpq-connect "dbname"; connectOptions2): the query's
+ * `dbname`, where an empty one is the user's name (the URL's path and PGDATABASE unread: an empty value is a value);
+ * else the URL's path; else PGDATABASE; else the user's name.
+ */
+export function databaseOf(url: string, env: Env = process.env): string {
+  const dbname = queryOf(url).get('dbname');
+  if (dbname !== null) return dbname || connectingUser(url, env);
+  return decoded(new URL(authority(url).single).pathname.slice(1)) || env.PGDATABASE || connectingUser(url, env);
 }
 
 /**

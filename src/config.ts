@@ -233,12 +233,12 @@ export function loadConfig(env: Record<string, string | undefined>, flags: Recor
     // What libpq reads beside the URL (its connection service, PGCONNECT_TIMEOUT, PGOPTIONS, the password file) is
     // written into it here, once, so that every pool and worker reads the same URL (libpq-env.ts).
     try {
-      libpq = libpqUrl(databaseUrl);
+      libpq = libpqUrl(databaseUrl, env);
     } catch (err) {
       throw new ConfigError(`invalid ${name('databaseUrl')}: ${(err as Error).message}`);
     }
     try {
-      checkUrlOptions(libpq.url);
+      checkUrlOptions(libpq.url, env);
     } catch (err) {
       const from = libpq.service ? ` (the URL with the settings of service '${libpq.service.name}' in ${libpq.service.file})` : '';
       throw new ConfigError(`invalid ${name('databaseUrl')}: ${(err as Error).message}${from}`);

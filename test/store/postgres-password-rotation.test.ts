@@ -69,7 +69,7 @@ test.skipIf(!bin)('a password rotated in the password file is used by the next c
   writePassfile('first-secret');
   delete process.env.PGPASSWORD;
   process.env.PGPASSFILE = passfile;
-  const config = loadConfig({ CINDER_DATABASE_URL: `postgres://postgres@127.0.0.1:${cluster!.port}/postgres?max=2`, CINDER_LOG_LEVEL: 'silent' });
+  const config = loadConfig({ CINDER_DATABASE_URL: `postgres://postgres@127.0.0.1:${cluster!.port}/postgres?max=2`, CINDER_LOG_LEVEL: 'silent', PGPASSFILE: passfile });
   // The password is not written into the URL every pool and process opens: the file is.
   expect(config.databaseUrl).not.toContain('first-secret');
   store = openStore(config.databaseUrl);

@@ -36,14 +36,18 @@ const LIBPQ_VARS = [
   'PGHOST', 'PGPORT', 'PGUSER', 'PGREQUIREAUTH', 'PGCHANNELBINDING', 'PGCLIENTENCODING', 'PGGSSENCMODE', 'PGLOADBALANCEHOSTS',
 ];
 
-/** A command's exit code and stderr with libpq's variables `vars` set (and the others unset), HOME an empty directory. */
-async function attempt(url: string, argv: string[], vars: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+/**
+ * A command's exit code and stderr with libpq's variables `vars` set (and the others unset), HOME an empty directory: in
+ * the command's environment, which its configuration reads, and (with `where` 'both') in the process's too, which the
+ * driver reads when it connects, as they are one for the `cinder` binary.
+ */
+async function attempt(url: string, argv: string[], vars: Record<string, string> = {}, where: 'both' | 'command' = 'both'): Promise<{ code: number; stdout: string; stderr: string }> {
   const saved = Object.fromEntries([...LIBPQ_VARS, 'HOME', 'USER', 'LOGNAME', 'USERNAME'].map((k) => [k, process.env[k]]));
   for (const k of LIBPQ_VARS) delete process.env[k];
   process.env.HOME = join(dir, 'home');
-  Object.assign(process.env, vars);
+  if (where === 'both') Object.assign(process.env, vars);
   try {
-    const cli = createCliEnv({ CINDER_DATABASE_URL: url, CINDER_BASE_URL: 'http://cinder.test' }, { database: false });
+    const cli = createCliEnv({ CINDER_DATABASE_URL: url, CINDER_BASE_URL: 'http://cinder.test', HOME: join(dir, 'home'), ...vars }, { database: false });
     clis.push(cli);
     return await cli.run(argv).catch((err: Error) => ({ code: 1, stdout: '', stderr: `cinder: ${err.message}\n` }));
   } finally {
@@ -61,6 +65,24 @@ function file(name: string, text: string, mode = 0o600): string {
   chmodSync(path, mode);
   return path;
 }
+
+describe.skipIf(!pg)("the environment a command is given is the one its configuration reads libpq's variables from", () => {
+  test('a bad PGPORT, PGCONNECT_TIMEOUT, PGTARGETSESSIONATTRS, PGSSLMODE or PGSERVICE in the given environment is refused at start, naming it (the process\'s own was read)', async () => {
+    const url = 'postgres://postgres@127.0.0.1/cinder_no_such_database';
+    const cases: [Record<string, string>, string][] = [
+      [{ PGPORT: 'abc' }, "invalid port 'abc' in PGPORT: expected a number from 1 to 65535"],
+      [{ PGCONNECT_TIMEOUT: 'soon' }, "invalid connect_timeout 'soon' in PGCONNECT_TIMEOUT"],
+      [{ PGTARGETSESSIONATTRS: 'bogus' }, "invalid target_session_attrs 'bogus' in PGTARGETSESSIONATTRS"],
+      [{ PGSSLMODE: 'bogus' }, "invalid sslmode 'bogus' in PGSSLMODE"],
+      [{ PGSERVICE: 'cinder_no_such_service' }, 'cinder_no_such_service'],
+    ];
+    for (const [vars, message] of cases) {
+      const r = await attempt(url, ['client', 'list', '--tenant', 't1'], vars, 'command');
+      expect([vars, r.code]).toEqual([vars, 2]);
+      expect(r.stderr).toContain(message);
+    }
+  }, 60_000);
+});
 
 describe.skipIf(!pg)('PGCONNECT_TIMEOUT, PGOPTIONS and PGHOSTADDR', () => {
   test('PGCONNECT_TIMEOUT is the seconds a connection may take (the URL\'s connect_timeout wins); a bad value is refused at start naming it', async () => {

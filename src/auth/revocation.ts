@@ -40,8 +40,8 @@ export interface RevocationList extends RevocationCheck {
  * shared by concurrent requests). A client or user revocation refuses every access token issued to them on a
  * record read before it (revocationQuery). The poll asks for what the database recorded after what it last read,
  * by the database's numbering (OAuthRepo.revokedSince), so the clock of the process that recorded a revocation
- * cannot hide it; what `add` remembers is the revocation as the store recorded it (its time by the database's
- * clock on PostgreSQL).
+ * cannot hide it; what `add` remembers is the revocation as the store recorded it (at the time it was given, by this
+ * process's clock: the one `crt`/`urt` are stamped by).
  */
 export function createRevocationList(store: Store, clock: Clock, pollMs = REVOCATION_POLL_MS): RevocationList {
   const revoked = new Map<string, Revocation>();

@@ -12,7 +12,7 @@ import type { Client } from '../store/types.ts';
 import { cliFhirDeps } from './fhir-deps.ts';
 import { decodeUtf8, NotUtf8Error } from '../fhir/utf8.ts';
 import { UsageError, type CliIO, type Command, type Options, type ParsedArgs } from './command.ts';
-import { auditChange, isoTime, openContext, printData, tenantListCommand, withStore } from './context.ts';
+import { auditChange, isoTime, openContext, printData, revocationClock, tenantListCommand, withStore } from './context.ts';
 
 function list(v: unknown): string[] | undefined {
   return Array.isArray(v) ? (v as string[]) : undefined;
@@ -182,7 +182,7 @@ export const clientUpdateCommand: Command = {
     const changes = registrationFlags(args.values);
     if (Object.keys(changes).length === 0) throw new UsageError('nothing to change: give at least one flag');
     return withStore(io, async (ctx) => {
-      const { client, tokensRevoked } = await updateClient(ctx.store, ctx.clock, id, changes);
+      const { client, tokensRevoked } = await updateClient(ctx.store, await revocationClock(ctx), id, changes);
       await auditChange(ctx, io, 'client update', client.tenant, { kind: 'client', id });
       // Its own Subscriptions show what the scopes now allow: paused when they may no longer search what they select, set back when they may again.
       const subscriptions = changes.scopes === undefined ? {} : await reconciled(ctx, io, 'client update', client, registration(client));
@@ -275,7 +275,7 @@ export const clientDisableCommand = lifecycleCommand(
     'subscriptions_off), as the sign-ins are revoked. `cinder client enable` lets it obtain new tokens and sets its\n' +
     "paused Subscriptions back to the status they had; the revoked tokens stay revoked, and its users' Subscriptions\n" +
     'stay off until it activates them again with a token of a new sign-in.',
-  ({ store, clock }, id) => disableClient(store, clock, id),
+  async (ctx, id) => disableClient(ctx.store, await revocationClock(ctx), id),
   {
     after: async (ctx, c, io) => ({
       subscriptions_paused: (await reconciled(ctx, io, 'client disable', c, registration(c))).subscriptions_paused,
@@ -309,7 +309,7 @@ export const clientDeleteCommand = lifecycleCommand(
     'requested, paused or in error, is turned off (status off, `error` naming the deletion; listed as\n' +
     'subscriptions_off). The record stays (`client show`, `client list`) for the audit trail, and its client_id is\n' +
     'never reused.',
-  ({ store, clock }, id) => deleteClient(store, clock, id),
+  async (ctx, id) => deleteClient(ctx.store, await revocationClock(ctx), id),
   {
     after: async (ctx, c) => ({ subscriptions_off: await turnOffClientSubscriptions(ctx.store, ctx.clock, fhirOf(ctx, c), c.tenant, c.clientId, deletedError(c.clientId)) }),
   },
@@ -334,7 +334,7 @@ export const clientRotateSecretCommand: Command = {
     const grace = typeof graceText === 'string' ? Number(graceText) : 0;
     if (!(Number.isInteger(grace) && grace >= 0 && grace <= MAX_SECRET_GRACE)) throw new UsageError(`--grace takes 0-${MAX_SECRET_GRACE} seconds`);
     return withStore(io, async (ctx) => {
-      const { client, clientSecret } = await rotateClientSecret(ctx.store, ctx.clock, id, grace);
+      const { client, clientSecret } = await rotateClientSecret(ctx.store, await revocationClock(ctx), id, grace);
       await auditChange(ctx, io, 'client rotate-secret', client.tenant, { kind: 'client', id });
       printData(io, !!args.values.json, {
         client_id: client.clientId, client_secret: clientSecret, previous_secret_until: isoTime(client.previousSecretUntil),

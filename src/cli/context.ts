@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { createKeyRing } from '../auth/keys.ts';
 import { MAX_TOKEN_TTL } from '../auth/tokens.ts';
-import { systemClock } from '../clock.ts';
+import { systemClock, type Clock } from '../clock.ts';
 import { loadConfig, type Config } from '../config.ts';
 import { createLogger } from '../log.ts';
 import { openStore, sqlitePath } from '../store/open.ts';
@@ -58,6 +58,19 @@ function requireSqliteDatabase(path: string): void {
   } finally {
     db.close();
   }
+}
+
+/**
+ * The clock a command records a client's or user's revocation by: the machine's, raised to the database's where that
+ * is ahead (PostgreSQL; SQLite's processes all read the one machine's clock). A revocation refuses the tokens issued
+ * on records the servers read before it by their clocks, which agree with the database's: a `cinder` on a machine
+ * behind them would let through those issued on a record read in the lag. Taken ahead of the servers' clocks it
+ * refuses more, for that lead; the servers record none of these themselves, so their clocks are never raised.
+ */
+export async function revocationClock(ctx: { store: Store; clock: Clock }): Promise<Clock> {
+  const database = await ctx.store.oauth.databaseNow();
+  const lag = database === null ? 0 : database - ctx.clock.now();
+  return lag > 0 ? { now: () => ctx.clock.now() + lag } : ctx.clock;
 }
 
 /** A PostgreSQL URL as a message may show it: host, port and database, never the password. */

@@ -5,7 +5,7 @@ import { turnOffUserSubscriptions } from '../fhir/subscriptions/user-authority.t
 import type { User } from '../store/types.ts';
 import { cliFhirDeps } from './fhir-deps.ts';
 import { UsageError, type Command, type ParsedArgs } from './command.ts';
-import { auditChange, isoTime, openContext, printData, tenantListCommand, withStore } from './context.ts';
+import { auditChange, isoTime, openContext, printData, revocationClock, tenantListCommand, withStore } from './context.ts';
 
 function text(v: unknown): string | undefined {
   return typeof v === 'string' ? v : undefined;
@@ -153,7 +153,7 @@ export const userUpdateCommand: Command = {
     };
     if (Object.values(changes).every((x) => x === undefined)) throw new UsageError('nothing to change: give at least one flag');
     return withStore(io, async (ctx) => {
-      const { user, tokensRevoked } = await updateUser(ctx.store, ctx.clock, tenant, who, changes);
+      const { user, tokensRevoked } = await updateUser(ctx.store, await revocationClock(ctx), tenant, who, changes);
       // Recorded before the Subscriptions are turned off: a failure there leaves the change audited (run it again to retry).
       await auditChange(ctx, io, 'user update', tenant, { kind: 'user', id: user.id });
       const off = tokensRevoked ? await subscriptionsOff(ctx, user, changes.password !== undefined ? 'was given a new password' : 'was given another fhirUser') : [];
@@ -207,7 +207,7 @@ export const userDisableCommand = lifecycleCommand(
     'activated on their authority are turned off (status off, `error` saying why; listed as subscriptions_off) and\n' +
     'notify nothing more. `cinder user enable` lets them sign in again; the revoked tokens stay revoked and the\n' +
     'Subscriptions stay off until an app activates them again with a token of a new sign-in.',
-  ({ store, clock }, tenant, who) => disableUser(store, clock, tenant, who),
+  async (ctx, tenant, who) => disableUser(ctx.store, await revocationClock(ctx), tenant, who),
   'was disabled',
 );
 
@@ -224,6 +224,6 @@ export const userDeleteCommand = lifecycleCommand(
   'delete', 'Delete a user for good (their tokens revoked)',
   'As `user disable`, for good: the password is forgotten and the user cannot be enabled again. The record stays\n' +
     '(`user show`, `user list`) for the audit trail; the user_id and the username are never reused.',
-  ({ store, clock }, tenant, who) => deleteUser(store, clock, tenant, who),
+  async (ctx, tenant, who) => deleteUser(ctx.store, await revocationClock(ctx), tenant, who),
   'was deleted',
 );

@@ -1274,13 +1274,18 @@ for (const target of targets) {
       setSystemTime(); // the servers' clock on time, as the database's is (the client cache's record is 10 minutes old)
       const recent = (await tokenOf(await clientCredentials(c))).access_token;
       for (const token of [early, recent]) expect((await read(token)).status).toBe(200); // the app has polled
-      const behind = { now: () => Date.now() - 5 * 60_000 };
-      await disableClient(t.store, behind, c.id); // another machine's `cinder client disable`
+      // `cinder client disable` on a machine 5 minutes behind.
+      setSystemTime(new Date(Date.now() - 5 * 60_000));
+      try {
+        await cinder(['client', 'disable', c.id]);
+      } finally {
+        setSystemTime();
+      }
       later();
       expect((await read(early)).status).toBe(401);
       expect(await introspect(early)).toBe(false);
-      // PostgreSQL records the disable by its own clock. SQLite has none: every process on the file runs on one
-      // machine, with one clock, so a command line behind the server cannot happen there.
+      // On PostgreSQL the command raises its clock to the database's. SQLite has none: every process on the file runs
+      // on one machine, with one clock, so a command line behind the server cannot happen there.
       if (target.kind === 'postgres') {
         expect((await read(recent)).status).toBe(401);
         expect(await introspect(recent)).toBe(false);

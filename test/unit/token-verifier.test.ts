@@ -2,6 +2,7 @@ import { afterAll, describe, expect, test } from 'bun:test';
 import { createClient } from '../../src/auth/admin.ts';
 import { disableClient } from '../../src/auth/client-lifecycle.ts';
 import { createRevocationList } from '../../src/auth/revocation.ts';
+import { revocationClock } from '../../src/cli/context.ts';
 import { createTokenVerifier, signAccessToken } from '../../src/auth/tokens.ts';
 import type { Clock } from '../../src/clock.ts';
 import { createTestApp, testClock } from '../helpers/app.ts';
@@ -147,11 +148,11 @@ await eachStore((kind, fresh) => {
         expect(await refused(recent)).toBe(false);
 
         const behind: Clock = { now: () => app.clock.now() - SKEW_MS };
-        await disableClient(app.store, behind, client.clientId);
+        await disableClient(app.store, await revocationClock({ store: app.store, clock: behind }), client.clientId); // as `cinder client disable`
         app.clock.advance(5_000); // the next poll
         expect(await refused(early)).toBe(true);
-        // PostgreSQL records the time by its own clock. SQLite has none of its own: every process on the file runs
-        // on one machine and reads one clock, so a command line 5 minutes behind the server cannot happen there.
+        // On PostgreSQL the command line raises its clock to the database's. SQLite has none of its own: every process on
+        // the file runs on one machine and reads one clock, so a command line 5 minutes behind the server cannot happen there.
         if (kind === 'postgres') expect(await refused(recent)).toBe(true);
         expect(await app.store.oauth.isRevoked({ client: { id: client.clientId, readAt: app.clock.now() - 2 * SKEW_MS } })).toBe(true);
       } finally {

@@ -133,12 +133,16 @@ export interface OAuthRepo {
   getRefreshToken(tokenHash: string): Promise<RefreshToken | null>;
   /**
    * Records a revocation; for a grant also marks its refresh tokens revoked, and for a `client` or `user` every
-   * refresh token of theirs not yet revoked, in one transaction. Idempotent. Returns the revocation as recorded:
-   * on PostgreSQL `revokedAt` is never earlier than the database's clock (clock_timestamp()), whatever the clock of
-   * the process recording it, and `expiresAt` moves with it; SQLite has no clock of its own (every process on the
-   * file runs on one machine), so there it is as given.
+   * refresh token of theirs not yet revoked, in one transaction. Idempotent. Returns the revocation as recorded, its
+   * time as given on every store: the caller's clock, the one the servers stamp `crt`/`urt` by (a command line whose
+   * clock may run behind the servers' raises it first: databaseNow).
    */
   revoke(revocation: Revocation): Promise<Revocation>;
+  /**
+   * The database's clock (epoch ms) where it has one of its own (PostgreSQL's clock_timestamp()), null on SQLite, whose
+   * processes all run on the machine that holds the file and read its one clock.
+   */
+  databaseNow(): Promise<number | null>;
   /** Whether any revocation recorded applies to the token `query` describes (what it leaves out is not asked). */
   isRevoked(query: RevocationQuery): Promise<boolean>;
   /**

@@ -3,6 +3,7 @@ import { REFRESH_COLUMN } from '../rows/oauth.ts';
 import { CODE_RETENTION_MS, codeRow, lastSeq, refreshRow, toCode, toRefresh, toRevocation, unredeemed } from '../rows/oauth.ts';
 import type { CodeRow, RefreshRow, RevocationRow } from '../rows/oauth.ts';
 import type { Pg } from './db.ts';
+import { dbNowOf } from './export-jobs.ts';
 import { transaction } from './transaction.ts';
 
 /**
@@ -37,11 +38,9 @@ export function createPostgresOAuth(sql: Pg): OAuthRepo {
         // One revocation at a time (the lock conflicts with itself, not with readers), so the sequence's order is
         // the order they commit in and a poll that has read number n will never later find a smaller one.
         await tx`LOCK TABLE revocations IN SHARE ROW EXCLUSIVE MODE`;
-        // Never earlier than the database's clock: the recording process (`cinder` on another machine) may run behind
-        // the servers that compare it with `crt`/`urt`. A client or user revocation's expiry moves with it.
-        const [{ now }] = await tx<{ now: number }[]>`SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now`;
-        const shift = Math.max(0, Number(now) - given.revokedAt);
-        const r: Revocation = { ...given, revokedAt: given.revokedAt + shift, expiresAt: given.expiresAt + (PRINCIPAL_REVOCATIONS.includes(given.kind) ? shift : 0) };
+        // As given: the caller's clock is the one the servers stamp `crt`/`urt` by (the command line raises its own to
+        // the database's first, databaseNow); the database's here refused the tokens of a server behind it.
+        const r = given;
         if (PRINCIPAL_REVOCATIONS.includes(r.kind)) {
           await tx`
             INSERT INTO revocations (kind, value, revoked_at, expires_at) VALUES (${r.kind}, ${r.value}, ${r.revokedAt}, ${r.expiresAt})
@@ -57,6 +56,10 @@ export function createPostgresOAuth(sql: Pg): OAuthRepo {
         if (column) await tx`UPDATE refresh_tokens SET revoked_at = ${r.revokedAt} WHERE ${tx(column)} = ${r.value} AND revoked_at IS NULL`;
         return r;
       });
+    },
+    async databaseNow() {
+      const [{ now }] = await sql<{ now: string }[]>`SELECT ${dbNowOf(sql)} AS now`;
+      return Number(now);
     },
     async isRevoked(q) {
       const rows = await sql`

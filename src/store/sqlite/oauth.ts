@@ -64,6 +64,9 @@ export function createSqliteOAuth(db: Database): OAuthRepo {
       revokeTx(r);
       return r;
     },
+    async databaseNow() {
+      return null;
+    },
     async isRevoked(q) {
       const r = db
         .query<{ one: number }, [string, string, string, number, string, number]>(

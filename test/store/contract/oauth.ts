@@ -3,7 +3,7 @@ import type { AuthCode, RefreshToken, Store, User } from '../../../src/store/typ
 import { StoreConflictError } from '../../../src/store/types.ts';
 
 const uid = () => crypto.randomUUID().replaceAll('-', '');
-/** A time ahead of every clock here (the database's too: PostgreSQL records a revocation no earlier than its own clock). */
+/** A time ahead of every clock here (the database's too). */
 const B = Date.now() + 3_600_000;
 
 function user(tenant: string, over: Partial<User> = {}): User {

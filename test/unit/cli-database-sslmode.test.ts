@@ -40,7 +40,9 @@ afterAll(async () => {
 
 /** A command's exit code and stderr, an error it throws (exit 1) as main prints it. */
 async function attempt(url: string, argv: string[]): Promise<{ code: number; stderr: string }> {
-  const cli = createCliEnv({ CINDER_DATABASE_URL: url, CINDER_BASE_URL: 'http://cinder.test' }, { database: false });
+  // The command's environment holds libpq's variables as the process's does (withEnv): one environment, as for the binary.
+  const libpq = Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[0].startsWith('PG') && e[1] !== undefined));
+  const cli = createCliEnv({ ...libpq, CINDER_DATABASE_URL: url, CINDER_BASE_URL: 'http://cinder.test' }, { database: false });
   clis.push(cli);
   return cli.run(argv).catch((err: Error) => ({ code: 1, stdout: '', stderr: `cinder: ${err.message}\n` }));
 }

@@ -6,7 +6,8 @@ test("the first start's banner names where the data went: the data directory, or
   expect(initialised(loadConfig({ CINDER_DATA_DIR: '/srv/cinder-data' }))).toBe('/srv/cinder-data');
   const pg = initialised(loadConfig({ CINDER_DATA_DIR: '/srv/unused', CINDER_DATABASE_URL: 'postgres://cinder:s3cret@db.example:5433/clinic?max=4' }));
   expect(pg).toBe('the PostgreSQL database clinic at db.example:5433');
-  expect(initialised(loadConfig({ DATABASE_URL: 'postgresql://db.example/' }))).toBe('the PostgreSQL database postgres at db.example');
+  // No database named: libpq's, the user's name (here the URL's; without one the operating system's, which differs by machine).
+  expect(initialised(loadConfig({ DATABASE_URL: 'postgresql://alice@db.example/' }))).toBe('the PostgreSQL database alice at db.example');
 });
 
 test('a data directory that cannot be created: one line naming the path and the settings, exit 1', async () => {

@@ -14,6 +14,7 @@
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import { benchDatabase, storeKinds, type StoreKind } from './lib/databases.ts';
+import { pairedScenarios } from './lib/paired.ts';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -87,30 +88,7 @@ for (const kind of storeKinds(values.store)) {
   const sides: Side[] = [];
   for (const dir of positionals) sides.push(await side(resolve(dir), kind));
   try {
-    const times = sides.map(() => SCENARIOS.map(() => [] as number[]));
-    for (let round = 0; round <= rounds; round++) {
-      for (const [k, s] of SCENARIOS.entries()) {
-        const order = round % 2 ? [...sides.keys()].reverse() : [...sides.keys()];
-        const answers: string[][] = [];
-        for (const i of order) {
-          const start = performance.now();
-          answers[i] = await sides[i]!.run(s);
-          if (round > 0) times[i]![k]!.push(performance.now() - start);
-        }
-        if (answers.length === 2 && JSON.stringify(answers[0]) !== JSON.stringify(answers[1])) {
-          throw new Error(`${s.name}: the checkouts answer differently (${answers[0]!.length} and ${answers[1]!.length} entries)`);
-        }
-      }
-    }
-    const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor((v.length - 1) / 2)]!;
-    console.log(`\n### ${kind}, ${rounds} rounds (median ms${sides.length === 2 ? '; B / A: median of the rounds\' ratios' : ''})\n`);
-    console.log(`| scenario | ${sides.map((s, i) => `${'AB'[i]}: ${s.label}`).join(' | ')}${sides.length === 2 ? ' | B / A |' : ' |'}`);
-    console.log(`|---|${sides.map(() => '---:').join('|')}|${sides.length === 2 ? '---:|' : ''}`);
-    for (const [k, s] of SCENARIOS.entries()) {
-      const cells = times.map((t) => median(t[k]!).toFixed(1));
-      const ratio = sides.length === 2 ? ` ${median(times[1]![k]!.map((b, r) => b / times[0]![k]![r]!)).toFixed(3)} |` : '';
-      console.log(`| ${s.name} | ${cells.join(' | ')} |${ratio}`);
-    }
+    await pairedScenarios(kind, sides, SCENARIOS, rounds);
   } finally {
     for (const s of sides) await s.close();
   }

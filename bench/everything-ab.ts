@@ -2,7 +2,7 @@
  * Type-level `Patient/$everything` of one or two checkouts in one process, in turn (wall time, as the
  * database's work counts too):
  *
- *   bun bench/everything-ab.ts <checkout A> [<checkout B>] [--rounds N] [--store sqlite|postgres|both]
+ *   bun bench/everything-ab.ts <checkout A> [<checkout B>] [--rounds N] [--store sqlite|postgres|both] [--only <part of a name>]
  *
  * Each checkout (a directory such as a git worktree with its dependencies) gets its own in-process app
  * (its `test/helpers/app.ts`) on a database of its own (bench/lib/databases.ts: a SQLite file, or a PostgreSQL
@@ -10,7 +10,7 @@
  * nothing else; tenant `t2` 300 generated patients (bench/lib, `perPatientScale` 0.2: about 22
  * resources each over 8 types, 6,734 in all), written by id so both checkouts hold the same. Each
  * round times every scenario (and one patient's `Patient/{id}/$everything`) on A then B (B then A on odd rounds), after one warm-up round, and checks
- * that both answer the same entries. Prints the median ms of each and the ratio B / A per round's pair.
+ * that both answer the same entries (and `total`, for the counts of `_count=0`). Prints the median ms of each and the ratio B / A per round's pair.
  */
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
@@ -20,10 +20,10 @@ import { pairedScenarios } from './lib/paired.ts';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
-  options: { rounds: { type: 'string', default: '5' }, store: { type: 'string', default: 'both' } },
+  options: { rounds: { type: 'string', default: '5' }, store: { type: 'string', default: 'both' }, only: { type: 'string' } },
 });
 if (positionals.length < 1 || positionals.length > 2 || !['sqlite', 'postgres', 'both'].includes(values.store)) {
-  console.error('usage: bun bench/everything-ab.ts <checkout A> [<checkout B>] [--rounds N] [--store sqlite|postgres|both]');
+  console.error('usage: bun bench/everything-ab.ts <checkout A> [<checkout B>] [--rounds N] [--store sqlite|postgres|both] [--only <part of a scenario\'s name>]');
   process.exit(2);
 }
 const rounds = Number(values.rounds);
@@ -48,6 +48,10 @@ const SCENARIOS: Scenario[] = [
   { name: '300 patients × 22, default count, every page', tenant: 't2', query: '', allPages: true },
   { name: '300 patients × 22, `_type=Condition&_count=1000`, every page', tenant: 't2', query: '_type=Condition&_count=1000', allPages: true },
   { name: 'one patient of 22, `Patient/{id}/$everything`', tenant: 't2', query: '', allPages: true, instance: true },
+  { name: '1,500 empty patients, count (`_count=0`)', tenant: 't1', query: '_count=0', allPages: false },
+  { name: '300 patients × 22, count (`_count=0`)', tenant: 't2', query: '_count=0', allPages: false },
+  { name: '300 patients × 22, `_type=Condition&_count=0`', tenant: 't2', query: '_type=Condition&_count=0', allPages: false },
+  { name: 'one patient of 22, count (`Patient/{id}/$everything?_count=0`)', tenant: 't2', query: '_count=0', allPages: false, instance: true },
 ];
 
 interface Side {
@@ -89,6 +93,7 @@ async function side(dir: string, kind: StoreKind): Promise<Side> {
         if (res.status !== 200) throw new Error(`${dir}: ${next}: ${res.status} ${(await res.text()).slice(0, 500)}`);
         const b = (await res.json()) as Json;
         seen.push(...(b.entry ?? []).map((e: Json) => `${e.search.mode}:${e.resource.resourceType}/${e.resource.id}`));
+        if (b.total !== undefined) seen.push(`total:${b.total}`);
         next = s.allPages ? b.link.find((l: Json) => l.relation === 'next')?.url : undefined;
       }
       return seen;
@@ -104,7 +109,7 @@ for (const kind of storeKinds(values.store)) {
   const sides: Side[] = [];
   for (const dir of positionals) sides.push(await side(resolve(dir), kind));
   try {
-    await pairedScenarios(kind, sides, SCENARIOS, rounds);
+    await pairedScenarios(kind, sides, SCENARIOS.filter((s) => values.only === undefined || s.name.includes(values.only)), rounds);
   } finally {
     for (const s of sides) await s.close();
   }

@@ -14,14 +14,14 @@
  * searchable (enumerationAccess), and a type's SMART v2 filters and patient context bound its rows as
  * they bound a search of it.
  */
-import { countedEverything, countsOnly } from './everything-count.ts';
+import { countedEverything, countParams, countsOnly } from './everything-count.ts';
 import { FhirError } from '../errors.ts';
 import type { Condition, ResourceVersion, SearchQuery } from '../store/types.ts';
 import { enumerationAccess, requireAccess } from './access.ts';
 import type { CapabilityContribution } from './capability.ts';
 import { readResource, type FhirDeps, type FhirRequest } from './crud.ts';
 import { encounterCompartment } from './definitions.ts';
-import { encodePosition, everythingInput, type EverythingPage } from './everything.ts';
+import { encodePosition, everythingInput, type EverythingPage, type Position } from './everything.ts';
 import { pageRows } from './everything-fill.ts';
 import { guardOf } from './everything-rows.ts';
 import { ID_PATTERN } from './resource-types.ts';
@@ -35,8 +35,9 @@ export const encounterEverythingCapability: CapabilityContribution = {
 /** The compartment's types, the Encounter first, then the others in the CompartmentDefinition's order. */
 const TYPES = ['Encounter', ...[...encounterCompartment().keys()].filter((t) => t !== 'Encounter')];
 
-export async function encounterEverything(deps: FhirDeps, req: FhirRequest, params: URLSearchParams, strict: boolean, encounterId: string): Promise<EverythingPage> {
-  if (countsOnly(params)) return countedEverything(params, (p) => encounterEverything(deps, req, p, strict, encounterId));
+export async function encounterEverything(deps: FhirDeps, req: FhirRequest, given: URLSearchParams, strict: boolean, encounterId: string): Promise<EverythingPage> {
+  const counting = countsOnly(given);
+  const params = counting ? countParams(given) : given;
   requireAccess(req.access, 'Encounter', 'r');
   // The compartment's rows are listed, as a search lists them: each type needs read and search (its bound and
   // filter the narrower of the two); the Encounter itself is read by its id, with read alone.
@@ -45,10 +46,10 @@ export async function encounterEverything(deps: FhirDeps, req: FhirRequest, para
   if (!ID_PATTERN.test(encounterId)) throw new FhirError('invalid', `Invalid id '${encounterId}'`);
   await readResource(deps, req, 'Encounter', encounterId); // 404 / 410 / 403 as a read would
   const { walk, pos } = input;
-  /** The first `count` rows of the compartment after `after` (undefined: from the cursor), type after type, each by id. */
-  const readRows = async (after: ResourceVersion | undefined, count: number) => {
+  /** The first `count` rows of the compartment's `walk` after `after` (undefined: from `start`), type after type, each by id. */
+  const rowsOf = (walk: string[], start: Position) => async (after: ResourceVersion | undefined, count: number) => {
     const rows: ResourceVersion[] = [];
-    const from = after === undefined ? pos : { t: walk.indexOf(after.type), a: after.id };
+    const from = after === undefined ? start : { t: walk.indexOf(after.type), a: after.id };
     for (let t = from.t, id = from.a; t < walk.length && rows.length < count; t++, id = undefined) {
       const type = walk[t]!;
       const where: Condition[] = type === 'Encounter'
@@ -63,6 +64,9 @@ export async function encounterEverything(deps: FhirDeps, req: FhirRequest, para
     }
     return rows;
   };
+  // A count reads the matches alone: the types returned, from the start.
+  if (counting) return countedEverything(input, rowsOf(input.types, { t: 0 }));
+  const readRows = rowsOf(walk, pos);
   // What the rows read refer to (the patient, practitioners, locations, another Encounter of `partOf`...), every type.
   const ignored = [...input.warnings];
   const { matches, included, last } = await pageRows(deps, req, params, input, readRows, () => false, input.warnings);

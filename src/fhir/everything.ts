@@ -14,7 +14,7 @@ import type { FhirDeps, FhirRequest } from './crud.ts';
 import { readResource } from './crud.ts';
 import { enumerationAccess, requireAccess } from './access.ts';
 import { compartmentTypes, paramOf } from './definitions.ts';
-import { countedEverything, countsOnly } from './everything-count.ts';
+import { countedEverything, countParams, countsOnly } from './everything-count.ts';
 import { everythingRows } from './everything-rows.ts';
 import { pageRows } from './everything-fill.ts';
 import { dateTest } from './search-compile.ts';
@@ -404,8 +404,9 @@ export function namedBinaries(ids: string[]): string {
   return `${named}${ids.length > 10 ? '...' : ''}`;
 }
 
-export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSearchParams, strict: boolean, patientId?: string): Promise<EverythingPage> {
-  if (countsOnly(params)) return countedEverything(params, (p) => everything(deps, req, p, strict, patientId));
+export async function everything(deps: FhirDeps, req: FhirRequest, given: URLSearchParams, strict: boolean, patientId?: string): Promise<EverythingPage> {
+  const counting = countsOnly(given);
+  const params = counting ? countParams(given) : given;
   requireAccess(req.access, 'Patient', 'r');
   // The compartments' rows are listed, as a search lists them: each type needs read and search; the one Patient
   // of the instance level is read by its id, with read alone. The type level lists the Patients too.
@@ -420,12 +421,16 @@ export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSe
   // 404 / 410 / 403 as a read would: the type level of a token bound to its patient answers as that patient's instance
   // level does (a deleted patient's other records, an Observation naming it, were listed under a 200).
   if (patient !== undefined) await readResource(deps, req, 'Patient', patient);
-  const start = (after?: CompartmentRow) => (after === undefined ? { patient: pos.p, type: pos.t, id: pos.a } : { patient: after.patient, type: walk.indexOf(after.type), id: after.id });
-  const readRows = (after: CompartmentRow | undefined, count: number) => everythingRows(deps, listed, {
-    types: walk, count, ...(input.since && { since: input.since }),
+  /** The first `count` rows of `types` after `after` (undefined: from `from`). */
+  const rowsOf = (types: string[], from: Position) => (after: CompartmentRow | undefined, count: number) => everythingRows(deps, listed, {
+    types, count, ...(input.since && { since: input.since }),
     ...(input.care && { where: (type: string) => careConditions(type, input.care!) }),
-    ...(patient !== undefined && { patient }), start: start(after),
+    ...(patient !== undefined && { patient }),
+    start: after === undefined ? { patient: from.p, type: from.t, id: from.a } : { patient: after.patient, type: types.indexOf(after.type), id: after.id },
   });
+  // A count reads the matches alone: the types returned, from the start.
+  if (counting) return countedEverything(input, rowsOf(input.types, { t: 0 }));
+  const readRows = rowsOf(walk, pos);
   const warnings = input.warnings;
   const ignored = [...warnings];
   // Patients are not included: the patient is a match (on this page or another), and the others (a

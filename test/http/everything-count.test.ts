@@ -1,7 +1,9 @@
 /**
  * `Patient/$everything?_count=0` on both databases: as a search's `_count=0`, a searchset Bundle of no entries
  * whose `total` is how many matches the pages hold (instance and type level, with `_type` and `_since`), its self
- * link keeping `_count=0` and no next link; a negative `_count` is still a 400 naming it.
+ * link keeping `_count=0` and no next link; a negative `_count` is still a 400 naming it. The count reads the matches
+ * alone, not the pages: records that each name more than a page includes (a page each) are counted, where reading
+ * twenty pages made a record of 22 resources a 400.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -56,6 +58,23 @@ await eachStore((kind, fresh) => {
       expect(posted.status).toBe(200);
       expect((await posted.json()).total).toBe(6);
     });
+
+    test('records that are a page each are counted, not refused for their pages', async () => {
+      // 21 Observations each naming the same 1,001 Practitioners, more than a page includes: a page each.
+      const entry = Array.from({ length: 1001 }, (_, j) => ({ resource: { resourceType: 'Practitioner', id: `n${j}` }, request: { method: 'PUT', url: `Practitioner/n${j}` } }));
+      expect((await api.post('', { resourceType: 'Bundle', type: 'transaction', entry })).status).toBe(200);
+      const performer = entry.map((e) => ({ reference: `Practitioner/${e.resource.id}` }));
+      for (let i = 0; i < 21; i++) {
+        await api.put200({ resourceType: 'Observation', id: `wide${i}`, status: 'final', code: { text: 'wide' }, subject: { reference: 'Patient/p3' }, performer });
+      }
+      const all = await walk(api, 'Patient/p3/$everything?_count=1000');
+      expect(all.matches).toBe(22);
+      const counted = await api.search('Patient/p3/$everything?_count=0');
+      expect(counted.total).toBe(22);
+      // A cursor given beside `_count=0` is read from the start, as before.
+      expect((await api.search('Patient/p3/$everything?_count=0&_cursor=garbage')).total).toBe(22);
+      expect((await api.search('Patient/p3/$everything?_count=0&_type=Observation')).total).toBe(21);
+    }, 120_000);
 
     test('a patient it may not find, or a bad _count, answers as a page would', async () => {
       await expectOutcome(await api.get('Patient/nope/$everything?_count=0'), 404);

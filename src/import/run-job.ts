@@ -105,6 +105,23 @@ export function refusedTypes(client: Client, types: Iterable<string>): string[] 
   });
 }
 
+/**
+ * After a job that wrote much (more than a tenth of the resources the planner's statistics counted: analyze's
+ * `wrote`), the statistics and the types' measured sizes, as `cinder import` and a reindex refresh them, before the
+ * job reads as completed: the searches its client runs next are planned by what it wrote. A failure is logged, the
+ * import stands (the statistics watch comes by later).
+ */
+async function refreshStatistics(deps: ImportRunDeps, job: ImportJob, progress: ImportProgress): Promise<void> {
+  const wrote = progress.done.reduce((n, r) => n + r.imported - r.unchanged, 0);
+  if (wrote === 0) return;
+  try {
+    const analysed = await deps.fhir.store.resources.indexing.analyze({ wrote });
+    if (analysed.length) deps.log.info('import job refreshed the planner statistics', { job: job.id, wrote, tables: analysed.length });
+  } catch (err) {
+    deps.log.warn('import job could not refresh the planner statistics', { job: job.id, wrote, err });
+  }
+}
+
 /** Why an input of `type` was stopped (after `imported` resources) or never started (undefined): its error entry's issue. */
 function refusalIssue(type: string, index: number, imported: number | undefined): FhirIssue {
   const text = `The client's registered scopes no longer allow it to create and update ${type} (narrowed ${imported === undefined
@@ -311,6 +328,7 @@ async function runJob(deps: ImportRunDeps, job: ImportJob): Promise<ImportOutcom
       await lease.renew();
       if (lease.interrupted()) throw lease.interrupted();
     }
+    await refreshStatistics(deps, job, progress);
     const ok = await deps.store.imports.complete(job.id, deps.owner, deps.clock.now(), encodeProgress(progress));
     if (!ok) await lease.renew(false).catch(() => undefined);
     return ok ? 'completed' : (lease.interrupted()?.outcome ?? 'lost');

@@ -232,8 +232,13 @@ export interface IndexMaintenance {
    * after a reindex (sqlite/text.ts mergeText). After a bulk change PostgreSQL
    * also vacuums the tables: a bulk load leaves their visibility map empty until autovacuum comes by
    * (never, where it is off), and until then every index-only scan reads the table's rows as well.
+   * With `wrote`, the count of resources a bulk writer (an `$import` job) wrote: refreshed as after a bulk change
+   * when they are more than STALE_ROWS and STALE_SHARE of the resources the statistics last counted (PostgreSQL's
+   * estimate; on SQLite the largest row key), and nothing otherwise (returns []), so that a small import pays
+   * nothing and a large one is planned by statistics that know it at once, not once the statistics watch or
+   * autovacuum comes by (whose counts of the writes reach PostgreSQL up to seconds after they commit).
    */
-  analyze(opts?: { onlyStale?: boolean }): Promise<string[]>;
+  analyze(opts?: { onlyStale?: boolean; wrote?: number }): Promise<string[]>;
 }
 
 export interface HistoryQuery {

@@ -5,6 +5,7 @@ import { countForm, countSql, countsOnIndex, driverCandidates, matchingSql, only
 import { boundedQuery } from '../index-limits.ts';
 import { keyName } from '../search-keys.ts';
 import { createTypeSizes, type TypeSizes } from '../type-sizes.ts';
+import { outgrown } from '../stale.ts';
 import { createPostgresCompartments } from './compartments.ts';
 import { historyQuery } from './search-sql.ts';
 import { createPostgresSnapshot } from './snapshot.ts';
@@ -212,16 +213,13 @@ function setTypes(where: Condition[]): string[] {
   });
 }
 
-/**
+/*
  * A table's statistics are stale (analyze's `onlyStale`) once more than STALE_ROWS rows and STALE_SHARE of
- * the rows it held at its last ANALYZE have changed since: PostgreSQL's autovacuum defaults
- * (autovacuum_analyze_threshold, autovacuum_analyze_scale_factor). An ANALYZE reads a sample of at most
+ * the rows it held at its last ANALYZE have changed since (src/store/stale.ts). An ANALYZE reads a sample of at most
  * 30,000 rows (300 × default_statistics_target) whatever the table holds, and the statistics watch checks
  * once a minute, so a growing table costs at most one such sample a minute while it grows by a tenth, and
  * a new tenant's or type's rows are planned from statistics that know them once they are a tenth of it.
  */
-const STALE_ROWS = 50;
-const STALE_SHARE = 0.1;
 
 /**
  * The advisory lock (any constant; "cinderst" in ASCII) under which analyze's `onlyStale` runs: processes
@@ -325,7 +323,7 @@ export function createPostgresResources(sql: Pg, keys: KeysConnection, genericSq
       const s = stats.find((r) => r.table === t);
       if (!s) continue;
       if (s.analysed) {
-        if (s.changed > STALE_ROWS + STALE_SHARE * s.held) stale.push(t);
+        if (outgrown(s.changed, s.held)) stale.push(t);
         continue;
       }
       // No statistics: an empty table (or one analysed while empty) has none either.
@@ -528,6 +526,11 @@ export function createPostgresResources(sql: Pg, keys: KeysConnection, genericSq
       },
       async analyze(opts = {}) {
         if (opts.onlyStale) return staleAnalysed();
+        if (opts.wrote !== undefined) {
+          // The rows the resources table held at its last statistics (-1: never counted), as analyze's `onlyStale` reads them.
+          const [row] = await sql<{ held: number }[]>`SELECT reltuples::float8 AS held FROM pg_class WHERE oid = 'resources'::regclass`;
+          if (!outgrown(opts.wrote, row?.held ?? -1)) return [];
+        }
         // A bulk change is vacuumed as well, so that index-only scans need not visit the rows to learn
         // that they are visible: `_total=accurate` over 6,634 active Conditions of a million resources
         // took 11.3 ms before and 5.7 ms after (docs/PERFORMANCE.md, fourteenth session).

@@ -24,6 +24,7 @@ import { createSqliteSnapshot } from './snapshot.ts';
 import { createTextMover, mergeText, type TextMover, type TextMoverOptions } from './text.ts';
 import { createWriter } from './writer.ts';
 import { createPacer, UNPACED, WRITE_SLICE_MS } from './pacer.ts';
+import { outgrown } from '../stale.ts';
 
 /** A resource row as the statements select it. */
 export interface Row {
@@ -482,7 +483,12 @@ export function createSqliteResources(
           .query<IndexedRow, [number, number]>('SELECT pk, tenant, type, id, version_id AS versionId, content FROM resources WHERE pk > ? AND deleted = 0 ORDER BY pk LIMIT ?')
           .all(after, limit);
       },
-      async analyze() {
+      async analyze(opts = {}) {
+        // A bulk writer's few resources change no size the plans would notice (the largest key: about what the table holds).
+        if (opts.wrote !== undefined) {
+          const held = reader.query<{ held: number }, []>('SELECT COALESCE(MAX(pk), 0) AS held FROM resources').get()!.held;
+          if (!outgrown(opts.wrote, held - opts.wrote)) return [];
+        }
         // Nothing to refresh for the planner, but a reindex leaves the full-text index to merge.
         await mergeText(reader, writer, (fn) => serial(() => writeTransaction(writer, fn)));
         // The types' sizes counted before the bulk change (an import, a reindex) are counted again at the next search.

@@ -158,6 +158,7 @@ async function resolveOne(
   deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, ref: ConditionalReference, written: WrittenResources, held: HeldSearches | undefined,
   answers: ConditionAnswers | undefined,
 ): Promise<string> {
+  await refuseLinkedWrites(deps, req, type, query, ref, written);
   const replaced = written.replaced(type);
   // Searched again at the commit (HeldSearches): a target deleted or a second match created meanwhile runs the Bundle again.
   const stored = await searchBeside(deps, req, type, query, ref.where, replaced, 2, held, ref.element(), answers);
@@ -167,6 +168,61 @@ async function resolveOne(
   if (ids.size === 0) throw new UnmatchedConditionalReference(`${shown} matches nothing`, ref.element());
   if (ids.size > 1) throw new FhirError('precondition', `${shown} matches more than one resource`, { expression: [ref.element()] });
   return `${type}/${[...ids][0]}`;
+}
+
+/** Whether a condition's parameters may hold a chain or `_has` (`_has:`, `_list`, `_filter`, a dotted name): else nothing is compiled to tell. */
+const mayLink = (query: URLSearchParams) => [...query.keys()].some((k) => k.startsWith('_has') || k === '_list' || k === '_filter' || k.includes('.'));
+
+/** The chains and `_has` of `conditions`, at any depth: the type each reads, and what its resources must meet there. */
+function links(conditions: readonly Condition[], out: { type: string; where: Condition[] }[] = []): { type: string; where: Condition[] }[] {
+  for (const c of conditions) {
+    switch (c.kind) {
+      case 'chain': out.push({ type: c.targetType, where: c.where }), links(c.where, out); break;
+      case 'has': out.push({ type: c.type, where: c.where }), links(c.where, out); break;
+      case 'or': links(c.any, out); break;
+      case 'and': links(c.all, out); break;
+      case 'not': links([c.condition], out); break;
+      default: break;
+    }
+  }
+  return out;
+}
+
+/**
+ * A conditional reference whose chain or `_has` the transaction's writes may answer otherwise than the store does is
+ * refused: 400 naming the reference. The condition is resolved against the state the transaction leaves, but a chain's
+ * or `_has`'s other side is searched in the store, which holds none of the transaction's writes: a resource of that
+ * type the transaction writes that meets the link's own conditions (the Observation of the code `_has:Observation:
+ * subject:code=x` asks for), or a stored one it updates or deletes that met them, would be missed or still counted:
+ * such a reference matched nothing where the Bundle gave it its match (a 412 that said so), or resolved to a resource
+ * that a stored version the Bundle replaces named. Writes of the type that meet nothing of the link change nothing and
+ * pass (the entry holding the reference is often of that type).
+ */
+async function refuseLinkedWrites(deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, ref: ConditionalReference, written: WrittenResources): Promise<void> {
+  if (!mayLink(query)) return;
+  const now = deps.clock.now();
+  const search = await storeQuery(deps, req, type, compileSearch(type, query, true, now));
+  if (search === undefined) return;
+  const clash = new Set<string>();
+  for (const link of links(search.where ?? [])) {
+    if (clash.has(link.type) || !written.writes(link.type)) continue;
+    if (await written.touches(link.type, link.where, now, (ids) => storedVersions(deps, req, link.type, ids))) clash.add(link.type);
+  }
+  if (clash.size === 0) return;
+  const types = [...clash].join(' and ');
+  throw new FhirError('invalid', `${ref.where}: conditional reference '${showCondition(type, query)}' reads ${types} through a chain or _has, and this transaction writes ${types} that the chain or _has would read: that search does not see the transaction's own writes, so it cannot be resolved against the state the transaction leaves. Refer to the resource by its id or its entry's fullUrl, or send those writes in a transaction of their own first`, {
+    issueCode: 'not-supported', expression: [ref.element()],
+  });
+}
+
+/** The stored current versions of `type` among `ids`, 1,000 a read. */
+async function storedVersions(deps: FhirDeps, req: FhirRequest, type: string, ids: string[]): Promise<ResourceVersion[]> {
+  const out: ResourceVersion[] = [];
+  for (let k = 0; k < ids.length; k += 1000) {
+    const some = ids.slice(k, k + 1000);
+    out.push(...(await findResources(deps, req.tenant, { type, where: [{ kind: 'id', ids: some }], sort: [], count: some.length })));
+  }
+  return out;
 }
 
 /** The ids of the written resources (of the query's type) the query selects, evaluated in memory as the store would (search-match.ts). */
@@ -237,6 +293,28 @@ export class WrittenResources {
   }
 
   /** The ids of the stored resources of `type` the transaction replaces (updates, patches, deletes). */
+  /** Whether the transaction writes or deletes a resource of `type`. */
+  writes(type: string): boolean {
+    return this.of(type).length > 0 || this.replaced(type).size > 0;
+  }
+
+  /**
+   * Whether a resource of `type` the transaction writes meets `where`, or a stored one it replaces (updates, patches,
+   * deletes) met it (`stored` reads their current versions): where a chain or `_has` reads `type`, those are what
+   * the store's answer misses or still counts (refuseLinkedWrites). `now`: the written ones' lastUpdated.
+   */
+  async touches(type: string, where: Condition[], now: number, stored: (ids: string[]) => Promise<ResourceVersion[]>): Promise<boolean> {
+    for (const w of await this.candidates(type, where)) {
+      if (await matchConditions({ ...w.resource!, id: w.id }, now, where, this.ctx, this.rows(w))) return true;
+    }
+    const replaced = [...this.replaced(type)];
+    if (replaced.length === 0) return false;
+    for (const v of await stored(replaced)) {
+      if (await matchConditions({ ...(JSON.parse(v.content) as Resource), id: v.id }, v.lastUpdated, where, this.ctx)) return true;
+    }
+    return false;
+  }
+
   replaced(type: string): ReadonlySet<string> {
     return this.replacedIds.get(type) ?? new Set();
   }

@@ -256,6 +256,8 @@ export class WrittenResources {
   private readonly byToken = new Map<string, Map<string, TransactionWrite[]>>();
   /** By `Type\0param`: the parameter's normalised string values of the written resources as textKey, in code point order (made alike). */
   private readonly byString = new Map<string, { value: string; w: TransactionWrite }[]>();
+  /** By type: the stored versions of the resources the transaction replaces, as read for touches(), with their lastUpdated. */
+  private readonly storedBefore = new Map<string, Promise<{ resources: WrittenResources; at: Map<string, number> }>>();
 
   constructor(
     writes: TransactionWrite[],
@@ -300,17 +302,31 @@ export class WrittenResources {
 
   /**
    * Whether a resource of `type` the transaction writes meets `where`, or a stored one it replaces (updates, patches,
-   * deletes) met it (`stored` reads their current versions): where a chain or `_has` reads `type`, those are what
-   * the store's answer misses or still counts (refuseLinkedWrites). `now`: the written ones' lastUpdated.
+   * deletes) met it (`stored` reads their current versions, once a type for the transaction, kept as resources of
+   * their own to narrow by): where a chain or `_has` reads `type`, those are what the store's answer misses or still
+   * counts (refuseLinkedWrites). `now`: the written ones' lastUpdated.
    */
   async touches(type: string, where: Condition[], now: number, stored: (ids: string[]) => Promise<ResourceVersion[]>): Promise<boolean> {
-    for (const w of await this.candidates(type, where)) {
-      if (await matchConditions({ ...w.resource!, id: w.id }, now, where, this.ctx, this.rows(w))) return true;
-    }
+    if (await this.anyMeets(type, where, () => now)) return true;
     const replaced = [...this.replaced(type)];
     if (replaced.length === 0) return false;
-    for (const v of await stored(replaced)) {
-      if (await matchConditions({ ...(JSON.parse(v.content) as Resource), id: v.id }, v.lastUpdated, where, this.ctx)) return true;
+    let before = this.storedBefore.get(type);
+    if (before === undefined) {
+      before = stored(replaced).then((versions) => {
+        const at = new Map(versions.map((v) => [v.id, v.lastUpdated]));
+        const as = versions.map((v): TransactionWrite => ({ type, id: v.id, resource: { ...(JSON.parse(v.content) as Resource), id: v.id }, stored: false }));
+        return { resources: new WrittenResources(as, this.ctx, this.find), at };
+      });
+      this.storedBefore.set(type, before);
+    }
+    const { resources, at } = await before;
+    return resources.anyMeets(type, where, (w) => at.get(w.id)!);
+  }
+
+  /** Whether one of the resources of `type` held here meets `where` (`at`: its lastUpdated). */
+  private async anyMeets(type: string, where: Condition[], at: (w: TransactionWrite) => number): Promise<boolean> {
+    for (const w of await this.candidates(type, where)) {
+      if (await matchConditions({ ...w.resource!, id: w.id }, at(w), where, this.ctx, this.rows(w))) return true;
     }
     return false;
   }

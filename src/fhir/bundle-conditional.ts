@@ -294,7 +294,6 @@ export class WrittenResources {
     return this.byType.get(type) ?? [];
   }
 
-  /** The ids of the stored resources of `type` the transaction replaces (updates, patches, deletes). */
   /** Whether the transaction writes or deletes a resource of `type`. */
   writes(type: string): boolean {
     return this.of(type).length > 0 || this.replaced(type).size > 0;
@@ -331,6 +330,7 @@ export class WrittenResources {
     return false;
   }
 
+  /** The ids of the stored resources of `type` the transaction replaces (updates, patches, deletes). */
   replaced(type: string): ReadonlySet<string> {
     return this.replacedIds.get(type) ?? new Set();
   }

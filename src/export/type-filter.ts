@@ -27,7 +27,7 @@ export type ExpandCodes = NonNullable<FhirDeps['expandCodes']>;
  * first; the SMART reference server applies a filter only to resources of its type). It is not resolved: its `:in` codes and chained types would cost for nothing,
  * and tell a token of a type it may not search.
  */
-async function parseOne(query: string, types: Set<string>, tenant: string, access: Access, resolve: ResolveDeps, now: number): Promise<{ type: string; filter: Condition[] | null; exported: boolean }> {
+async function parseOne(query: string, types: Set<string>, tenant: string, access: Access, resolve: ResolveDeps, now: number, lenient: boolean, issues: FhirIssue[]): Promise<{ type: string; filter: Condition[] | null; exported: boolean }> {
   const q = query.indexOf('?');
   const type = q < 0 ? query : query.slice(0, q);
   const where = { expression: ['_typeFilter'] };
@@ -44,6 +44,7 @@ async function parseOne(query: string, types: Set<string>, tenant: string, acces
     const name = key.split(':')[0]!;
     if (NOT_FILTERS.has(name)) throw new FhirError('not-supported', `_typeFilter '${query}': ${name} is not allowed in a filter`, where);
   }
+  emptyParameters(query, params, lenient, issues);
   const exported = types.has(type);
   let conditions;
   try {
@@ -57,6 +58,20 @@ async function parseOne(query: string, types: Set<string>, tenant: string, acces
     throw err;
   }
   return { type, filter: conditions.length ? conditions : null, exported };
+}
+
+/**
+ * A parameter of `query` with no value (`Observation?category=`), which a search ignores (R4 search.html), is a 400
+ * naming it: ignored, it would export every resource the parameter was to leave out, for a client whose value came
+ * out empty by mistake (as `_typeFilter=` itself is: README "Bulk Data export"). With lenient handling it is left out
+ * of the query (as a search leaves it) and a warning says so.
+ */
+function emptyParameters(query: string, params: URLSearchParams, lenient: boolean, issues: FhirIssue[]): void {
+  for (const key of new Set([...params].filter(([, value]) => value === '').map(([key]) => key))) {
+    const text = `_typeFilter '${query}': the parameter '${key}' has no value, which a search would ignore and the export would not be filtered by`;
+    if (!lenient) throw new FhirError('invalid', text, { expression: ['_typeFilter'] });
+    issues.push(issue('warning', 'invalid', `${text}; it was left out of the query`, ['_typeFilter']));
+  }
 }
 
 /** At most this many alternatives come of one query's `or`s (alternativesOf). */
@@ -148,7 +163,7 @@ export async function parseTypeFilters(
   for (const query of queries) {
     let parsed;
     try {
-      parsed = await parseOne(query, types, tenant, access, resolve, now);
+      parsed = await parseOne(query, types, tenant, access, resolve, now, lenient, issues);
     } catch (err) {
       if (!lenient || !(err instanceof FhirError)) throw err;
       const type = query.split('?')[0]!;

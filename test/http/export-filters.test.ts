@@ -46,10 +46,18 @@ describe('_typeFilter', () => {
     expect(refs(files)).toEqual(['Observation/o1', 'Observation/oc']);
   });
 
-  test('a parameter with no value is ignored, as in search (R4: "Empty parameters ... are just ignored")', async () => {
-    const status = await kickOff(t, token, `/$export?_type=Observation,Patient&_typeFilter=${enc('Observation?code=&subject=Patient/p2')},${enc('Patient?gender=')}`);
-    const files = await download(t, token, (await finish(t, token, status)).output);
-    expect(refs(files)).toEqual(['Observation/o2', 'Observation/o3', 'Patient/p1', 'Patient/p2']);
+  test('a parameter with no value is a 400 naming it (ignored, as a search ignores it, it would widen the export); lenient, it is left out with a warning', async () => {
+    const filters = `_typeFilter=${enc('Observation?code=&subject=Patient/p2')},${enc('Patient?gender=')}`;
+    const res = await get(`/$export?_type=Observation,Patient&${filters}`);
+    expect(res.status).toBe(400);
+    const body = (await res.json()) as { issue: { details: { text: string }; expression: string[] }[] };
+    expect(body.issue[0]!.details.text).toContain("_typeFilter 'Observation?code=&subject=Patient/p2': the parameter 'code' has no value");
+    expect(body.issue[0]!.expression).toEqual(['_typeFilter']);
+    const manifest = await finish(t, token, await kickOff(t, token, `/$export?_type=Observation,Patient&${filters}`, { Prefer: 'handling=lenient' }));
+    expect(refs(await download(t, token, manifest.output))).toEqual(['Observation/o2', 'Observation/o3', 'Patient/p1', 'Patient/p2']);
+    const warnings = JSON.stringify(await download(t, token, manifest.error));
+    expect(warnings).toContain("the parameter 'code' has no value");
+    expect(warnings).toContain("the parameter 'gender' has no value");
   });
 
   test('repeated _typeFilter parameters and a whole-value-encoded list', async () => {

@@ -101,18 +101,50 @@ export function isResourceScope(scope: string): boolean {
  * string, or a resource scope of the same context whose type and permissions a registered one covers
  * (`system/*.read` covers `system/Observation.rs`). A filtered registered scope covers only its own filter,
  * judged by meaning (sameFilter: its pairs in any order, repeated, or percent-encoded otherwise), never one
- * with more pairs or another. A context never implies another.
+ * with more pairs or another. An unfiltered one covers a filter of what it covers, one reading other resources (a
+ * chain, `_has`, `_list`, a reference `:below`/`:above`) only where the registered scopes search each type it reads
+ * whole (linkedReadable): a scope filter reads them unbounded by the token's scopes, so `system/Observation.rs`
+ * asking `system/Observation.rs?patient._has:Condition:patient:code=x` learnt which patients have a diagnosis it
+ * may not read. A context never implies another.
  */
 export function isImpliedBy(requested: string, registered: readonly string[]): boolean {
   if (registered.includes(requested)) return true;
   const want = parseResourceScope(requested);
   if (!want) return false;
+  let readable: boolean | undefined;
   return registered.some((r) => {
     const have = parseResourceScope(r);
-    // An unfiltered registered scope implies any filter of what it covers; a filtered one its own filter alone.
+    // An unfiltered registered scope implies a filter of what it covers; a filtered one its own filter alone.
     return have !== null && have.context === want.context && (have.type === '*' || have.type === want.type) &&
-      [...want.perms].every((p) => have.perms.has(p)) && (have.query === undefined || (want.query !== undefined && sameFilter(have.query, want.query)));
+      [...want.perms].every((p) => have.perms.has(p)) &&
+      (have.query === undefined ? (readable ??= linkedReadable(want, registered)) : want.query !== undefined && sameFilter(have.query, want.query));
   });
+}
+
+/**
+ * Whether `registered` search every type `scope`'s filter reads beyond the resource it filters (linkedTypes) whole:
+ * unfiltered and bound to no patient (a `patient/` scope, with no patient at registration, binds to none and grants
+ * nothing), so the filter tells nothing a search of theirs could not.
+ */
+function linkedReadable(scope: ResourceScope, registered: readonly string[]): boolean {
+  const compiled = scope.query === undefined ? [] : compileScopeFilter(scope.type, scope.query) ?? [];
+  const types = new Set(compiled.flatMap(linkedTypes));
+  if (types.size === 0) return true;
+  const access = accessFromScopes([...registered], '');
+  return [...types].every((type) => access.can(type, 's') && access.filters?.(type, 's') === undefined && access.patientLimit(type, 's') === undefined);
+}
+
+/** The types a condition reads beyond the resource it tests: a chain's targets, `_has`' referrers (`_list`'s List), a hierarchy walked. */
+function linkedTypes(c: PendingCondition): string[] {
+  switch (c.kind) {
+    case 'chain': return [c.targetType, ...c.where.flatMap(linkedTypes)];
+    case 'has': return [c.type, ...c.where.flatMap(linkedTypes)];
+    case 'hierarchy': return [c.target];
+    case 'and': return c.all.flatMap(linkedTypes);
+    case 'or': return c.any.flatMap(linkedTypes);
+    case 'not': return linkedTypes(c.condition);
+    default: return [];
+  }
 }
 
 /**

@@ -4,6 +4,7 @@ import { compileFilter } from '../fhir/search.ts';
 import { hasPending, type PendingCondition } from '../fhir/search-compile.ts';
 import type { Condition } from '../store/types.ts';
 import { isResourceType } from '../fhir/resource-types.ts';
+import { strictQuery } from '../fhir/query-encoding.ts';
 
 export type ScopeContext = 'system' | 'user' | 'patient';
 
@@ -46,8 +47,9 @@ export function parseResourceScope(scope: string): ResourceScope | null {
  */
 export function compileScopeFilter(type: string, query: string): PendingCondition[] | null {
   try {
-    const params = new URLSearchParams(query);
-    if ([...params.values()].includes('')) return null;
+    // As a search's query: a malformed percent-encoding (`%ZZ`) is refused, not read as the characters written.
+    const params = strictQuery(query);
+    if (params.size === 0 || [...params.values()].includes('')) return null;
     return compileFilter(type, params);
   } catch {
     return null;
@@ -69,7 +71,13 @@ export function resourceScopeProblem(scope: string): string | null {
   if (type !== '*' && !isResourceType(type!)) return `'${type}' is not an R4 resource type`;
   if (type === '*') return 'a filter needs one resource type, not *';
   if (V1[perm!]) return 'a filter needs v2 permissions (letters of cruds), not .read, .write or .*';
+  try {
+    strictQuery(query!);
+  } catch (err) {
+    return `the filter is not a search of ${type} the server can apply: ${err instanceof Error ? err.message : String(err)}`;
+  }
   const params = new URLSearchParams(query);
+  if (params.size === 0) return `the filter names no parameter ('?${query}')`;
   const empty = [...params].find(([, v]) => v === '');
   if (empty) return `the filter's parameter '${empty[0]}' has no value, which a search would ignore`;
   try {

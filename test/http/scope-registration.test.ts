@@ -53,6 +53,20 @@ for (const target of targets) {
       expect((await t.store.clients.get(client.clientId))!.scopes).toEqual(['system/Patient.rs', 'custom-scope']);
     });
 
+    test('a filter whose percent-encoding is malformed, or that names no parameter, is refused at registration and when asked for', async () => {
+      for (const scope of ['system/Patient.rs?name=%ZZ', 'system/Patient.rs?name=%E9', 'system/Patient.rs?%ZZ=x', 'system/Patient.rs?&', 'system/Patient.rs?&&']) {
+        await expect(createClient(t.store, t.clock, { tenant: 't1', scopes: [scope] })).rejects.toThrow(`invalid scope '${scope}'`);
+        const { client, clientSecret } = await createClient(t.store, t.clock, { tenant: 't1', scopes: ['system/*.*'] });
+        const asked = await tokenRequest(client.clientId, clientSecret!, scope);
+        expect([scope, asked.status]).toEqual([scope, 400]);
+        const body = (await asked.json()) as Json;
+        expect(body.error).toBe('invalid_request');
+        expect(body.error_description).toMatch(/not well percent-encoded|names no parameter/);
+      }
+      // Well encoded, the value is the one it encodes.
+      expect((await createClient(t.store, t.clock, { tenant: 't1', scopes: ['system/Patient.rs?name=%C3%A9'] })).client.scopes).toEqual(['system/Patient.rs?name=%C3%A9']);
+    });
+
     test('a token request asking for it is invalid_request; a registration holding it from before leaves it out', async () => {
       // Registered before registrations were checked: written to the store directly.
       const { client } = await createClient(t.store, t.clock, { tenant: 't1', scopes: ['system/Flag.rs'] });

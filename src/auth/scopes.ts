@@ -208,9 +208,10 @@ export function scopesNotImplied(requested: readonly string[], granted: readonly
     if (want === null) return true;
     // A filter's pairs that read other resources (a chain, `_has`, `_list`, a reference `:below`/`:above`) are
     // applied unguarded (the token's own scopes never bound them, as they bound a search's: guardLinked), so
-    // one added to a granted filter would answer what those resources hold, which the grant may not read.
+    // one added to a granted filter would answer what those resources hold, which the grant may not read; unless the
+    // grant searches each type they read whole (linkedReadable), as a sign-in is granted them (isImpliedBy).
     const linked = linkingPairs(want);
-    const keeps = linked.length === 0 ? grants : grants.filter((have) => have.query !== undefined && filterWithin(pairsQuery(linked), have.query));
+    const keeps = linked.length === 0 || linkedReadable(want, granted) ? grants : grants.filter((have) => have.query !== undefined && filterWithin(pairsQuery(linked), have.query));
     return ![...want.perms].every((p) => permissionImpliedBy(want, p, keeps, withPatient));
   });
 }

@@ -106,8 +106,11 @@ for (const target of targets) {
       const own2 = await refresh(c, rt!, 'user/Patient.rs?_id=p2');
       expect(own2.status).toBe(200);
       expect(await search(own2.body.access_token, 'Patient')).toEqual(['p2']);
-      // A chain to a type the grant reads is refused all the same: the filter is applied as the grant's own, unguarded.
-      expect((await refresh(c, rt!, 'user/Observation.rs?subject:Patient._id=p1')).status).toBe(400);
+      // A chain to a type the grant searches whole reads nothing the grant could not: the refresh narrows to it, as a sign-in
+      // registered so is granted it (it was refused, and the sign-in's token left it out though the sign-in granted it).
+      const chained = await refresh(c, rt!, 'user/Observation.rs?subject:Patient._id=p1');
+      expect(chained.status).toBe(200);
+      expect(await search(chained.body.access_token, 'Observation')).toEqual(await search(own, 'Observation?subject:Patient._id=p1'));
     });
 
     test('a filter the grant holds keeps its chain when narrowed; repeats are ANDed; percent-encoding changes nothing', async () => {

@@ -11,7 +11,7 @@ import { createClient } from '../../src/auth/admin.ts';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
 import { fhirClient, type Json } from '../helpers/fhir.ts';
-import { basic, getCode, post, redeem, testUser, userClient } from '../helpers/oauth.ts';
+import { basic, getCode, post, redeem, signIn, testUser, userClient } from '../helpers/oauth.ts';
 
 const HAS = 'system/Observation.rs?patient._has:Condition:patient:code=urn:x|secret';
 const CHAIN = 'system/Observation.rs?subject:Patient.gender=female';
@@ -61,6 +61,25 @@ await eachStore((kind, fresh) => {
       const res = (await (await ask([HAS], HAS)).json()) as Json;
       expect(res.scope).toBe(HAS);
       expect(await observations(res.access_token)).toEqual(['o1']);
+    });
+
+    test('a sign-in whose registration searches the types read whole is granted it at the token too, and a refresh narrows to it', async () => {
+      await testUser(t, { username: 'whole', fhirUser: 'Practitioner/x' });
+      const app = await userClient(t, { scopes: ['user/*.rs'] });
+      const wanted = 'user/Observation.rs?patient._has:Condition:patient:code=urn:x|secret';
+      const res = await signIn(t, { clientId: app.id, scope: `openid offline_access ${wanted}` }, 'whole');
+      const code = new URL(res.headers.get('location')!).searchParams.get('code')!;
+      const tokens = (await (await redeem(t, code, app)).json()) as Json;
+      expect(tokens.scope).toBe(`openid offline_access ${wanted}`);
+      expect(await observations(tokens.access_token)).toEqual(['o1']);
+      // A grant of user/*.rs may narrow to such a filter: it reads nothing the grant could not search.
+      const wide = await signIn(t, { clientId: app.id, scope: 'openid offline_access user/*.rs' }, 'whole');
+      const grant = (await (await redeem(t, new URL(wide.headers.get('location')!).searchParams.get('code')!, app)).json()) as Json;
+      const narrowed = await post(t, { grant_type: 'refresh_token', refresh_token: grant.refresh_token, client_id: app.id, scope: wanted }, { Authorization: basic(app.id, app.secret!) });
+      expect(narrowed.status).toBe(200);
+      const body = (await narrowed.json()) as Json;
+      expect(body.scope).toBe(wanted);
+      expect(await observations(body.access_token)).toEqual(['o1']);
     });
 
     test('a sign-in is not granted it either', async () => {

@@ -51,12 +51,17 @@ export function ownCursor(params: URLSearchParams): { own: URLSearchParams; asOf
  * no version written since the first page's read that sorts before its place, so a client polling
  * `_lastUpdated=gt` the last page's own time would miss it; the first page's time misses none. The time is
  * outside a sealed cursor's seal: a client that changes it changes only its own Bundle time, never later
- * than this page's own read (`at`).
+ * than this page's own read (`at`). `run` is given that time for a page asked with a cursor that carried one, to
+ * read the page as of it where it can (src/fhir/search-pin.ts).
  */
-export async function pagedAt<R extends Paged>(params: URLSearchParams, at: number, run: (params: URLSearchParams) => Promise<R>): Promise<R & { at: number }> {
+export async function pagedAt<R extends Paged>(
+  params: URLSearchParams, at: number, run: (params: URLSearchParams, asOf?: number) => Promise<R>,
+): Promise<R & { at: number }> {
   const { own, asOf: carried } = ownCursor(params);
   const asOf = carried !== undefined && carried < at ? carried : at;
-  const result = await run(own);
+  // A later page is read as of the first page's time where the read can be (src/fhir/search-pin.ts); a cursor
+  // given before times were carried reads as of now, and the pages it links to as of its own time.
+  const result = await run(own, carried === undefined ? undefined : asOf);
   const timed = (cursor: string) => `${cursor}${SEPARATOR}${asOf.toString(36)}`;
   if (result.next !== undefined) result.next = timed(result.next);
   if (result.page !== undefined) {

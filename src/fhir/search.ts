@@ -28,6 +28,7 @@ import { checkOffset, MAX_OFFSET, parseOffset, searchAtOffset } from './search-o
 import { sortKeysOf } from './search-order.ts';
 import { carriedTotal, carryLinks, pageTotal, totalContext } from './search-total.ts';
 import { boundedValue } from '../store/index-limits.ts';
+import { PIN_MAX_CHANGES, pinnedSearch } from './search-pin.ts';
 
 export const DEFAULT_COUNT = 50;
 export const MAX_COUNT = 1000;
@@ -1274,10 +1275,10 @@ export function withoutEmptyResultParams(params: URLSearchParams): URLSearchPara
  * src/fhir/compartments.ts); patient-context tokens see only their compartment.
  */
 export async function searchResources(
-  deps: FhirDeps, req: FhirRequest, type: string, given: URLSearchParams, strict: boolean, within?: Compartment,
+  deps: FhirDeps, req: FhirRequest, type: string, given: URLSearchParams, strict: boolean, within?: Compartment, asOf?: number,
 ): Promise<SearchResult> {
   const compartment = patientOf(within);
-  return searchAtOffset(withoutEmptyResultParams(given), strict, (params) => searchPage(deps, req, type, params, strict, within), (params, offset) => {
+  return searchAtOffset(withoutEmptyResultParams(given), strict, (params) => searchPage(deps, req, type, params, strict, within, asOf), (params, offset) => {
     // Paged by offset (a sort on a parameter), the page's cursor is the offset itself, unless the core
     // resources are merged in (their cursor holds two offsets) or contained resources are searched, or
     // some matches may be out of reach (keptInReach): walked, counting those within.
@@ -1405,9 +1406,12 @@ export async function plainPageQuery(deps: FhirDeps, req: FhirRequest, type: str
   return { query };
 }
 
-/** A page of a type-level search, from its start or its `_cursor` (searchResources). */
+/**
+ * A page of a type-level search, from its start or its `_cursor` (searchResources); a later page in `_id` or
+ * `_lastUpdated` order as of `asOf`, the first page's time its cursor carried (src/fhir/search-pin.ts).
+ */
 async function searchPage(
-  deps: FhirDeps, req: FhirRequest, type: string, given: URLSearchParams, strict: boolean, within?: Compartment,
+  deps: FhirDeps, req: FhirRequest, type: string, given: URLSearchParams, strict: boolean, within?: Compartment, asOf?: number,
 ): Promise<SearchResult> {
   checkRestType(type);
   requireAccess(req.access, type, 's');
@@ -1441,7 +1445,7 @@ async function searchPage(
     ? await searchWithCore(deps, req.tenant, { ...query, count: query.count + 1 }, compiled.coreOffset)
     : keep !== undefined
       ? await pageFilled(deps, req, query, keep)
-      : { rows: await repo.search(req.tenant, { ...query, count: query.count + 1 }), offsets: (n) => ({ store: (query.offset ?? 0) + n }) };
+      : { rows: await plainRows(deps, req, { ...query, count: query.count + 1 }, asOf, warnings), offsets: (n) => ({ store: (query.offset ?? 0) + n }) };
   const rows = page.rows;
   const result: SearchResult = { rows: rows.slice(0, query.count), included: [], warnings, self, query };
   if (rows.length > query.count) {
@@ -1474,4 +1478,18 @@ async function searchPage(
   const includedShape = result.included.length ? shaper(includedSubset(compiled)) : undefined;
   if (includedShape) result.includedShape = includedShape;
   return result;
+}
+
+/**
+ * The rows of a plain page: a later page in `_id` or `_lastUpdated` order given the first page's time read as of
+ * it (pinnedSearch), or, where too many versions were written since, as the data is now with a warning naming
+ * `_cursor`; any other page as the store answers it.
+ */
+async function plainRows(deps: FhirDeps, req: FhirRequest, query: SearchQuery, asOf: number | undefined, warnings: FhirIssue[]): Promise<ResourceVersion[]> {
+  if (asOf !== undefined && query.after !== undefined && keysetSort(query.sort) !== undefined) {
+    const pinned = await pinnedSearch(deps, req, query, asOf);
+    if (pinned !== undefined) return pinned;
+    warnings.push(issue('warning', 'too-costly', `More than ${PIN_MAX_CHANGES} versions of ${query.type} were written since this search's first page: this page is read as the data is now, not as of the first page, and may repeat or leave out resources changed since (search again from the first page for a consistent read)`, ['_cursor']));
+  }
+  return deps.store.resources.search(req.tenant, query);
 }

@@ -2456,6 +2456,12 @@ function fromWhere(
   const sortsDriven = driven !== undefined && where.length === base.length && b.laterals.length === 0 && !keyset && q.sort[0]?.by === 'param';
   if (afterPlace) where.push(sortedAfter(b, 'r', q, sortsDriven ? 'm.k0' : undefined));
   if (bounded && keyset) where.push(withinBound(b, q));
+  // A later page as of the first page's time (SearchQuery.asOf): a test of each resource row read, never a way
+  // into the type (unindexed outside `_lastUpdated` order, where SQLite would read every older row by that index).
+  if (withCursor && q.asOf !== undefined && keyset) {
+    const col = keyset.by === 'lastUpdated' ? 'r.last_updated' : b.dialect.unindexed('r.last_updated');
+    where.push(`${col} <= ${b.v(q.asOf)}`);
+  }
   if (ids !== undefined) return { from: b.dialect.byIds!(b, ids, ['resources r', ...b.laterals].join(' '), where.join(' AND ')), where: '1 = 1', alone: false };
   const alone = driven !== undefined && where.length === base.length + (afterPlace ? 1 : 0) && b.laterals.length === 0;
   return { from: [from, ...b.laterals].join(' '), where: where.join(' AND '), ...(driven !== undefined && { driven }), alone };

@@ -297,6 +297,12 @@ export interface SearchQuery {
   afterKeys?: SortPosition;
   /** Rows to skip, for other sorts. */
   offset?: number;
+  /**
+   * With `after` (a later page in `_id` or `_lastUpdated` order): only resources whose current version was last
+   * updated at or before this time, those unchanged since a search's first page (src/fhir/search-pin.ts adds back
+   * the versions of the others as they were then). Counts ignore it.
+   */
+  asOf?: number;
 }
 
 /** A row's place in a sort on parameters (SearchQuery.afterKeys). */

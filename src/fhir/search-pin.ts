@@ -1,0 +1,97 @@
+/**
+ * Later pages of a search in `_id` or `_lastUpdated` order read as of the first page's time (issue #14): the
+ * time its `_cursor` carries (src/fhir/search-time.ts). A resource updated while a client pages no longer moves
+ * ahead of the cursor (never read, newest first) or behind it (read twice, oldest first), a deleted one is still
+ * read, and one created since is not: every match of the first page's time is on exactly one page, in its place
+ * as of then (Blaze pins a search's pages to the database's point in time `__t` the same way).
+ *
+ * The store reads the resources unchanged since the pin by their index as before (SearchQuery.asOf: one more
+ * test on each resource row). Those changed since are few between two pages: their versions written since are
+ * read from the history, newest first, and each one's version current at the pin (the one before the first
+ * written since) is matched against the search in memory (src/fhir/search-match.ts, as bulk export rechecks
+ * versions of its snapshot), placed by its own keys and merged into the page.
+ */
+import type { ResourceVersion, SearchQuery } from '../store/types.ts';
+import { VREAD_MANY_MAX } from '../store/interface/resources.ts';
+import { keysetSort } from '../store/search-sql.ts';
+import type { FhirDeps, FhirRequest } from './crud.ts';
+import { compartmentsOf } from './indexer.ts';
+import { matchConditions, type MatchContext } from './search-match.ts';
+
+/**
+ * The most versions written since the pin that a pinned page reads to find the resources changed since: past
+ * it, the page is read as the data is now (pinnedSearch answers undefined) rather than costing every later page
+ * a read of that many versions.
+ */
+export const PIN_MAX_CHANGES = 1000;
+
+type Json = Record<string, unknown>;
+
+/** Whether `a` comes before `b` in the keyset order of `query` (`_id`, or `_lastUpdated` then id, either way). */
+function comparer(query: SearchQuery): (a: Pick<ResourceVersion, 'id' | 'lastUpdated'>, b: Pick<ResourceVersion, 'id' | 'lastUpdated'>) => number {
+  const keyset = keysetSort(query.sort)!;
+  const sign = keyset.descending ? -1 : 1;
+  const byId = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+  return keyset.by === 'id'
+    ? (a, b) => sign * byId(a.id, b.id)
+    : (a, b) => sign * (a.lastUpdated - b.lastUpdated || byId(a.id, b.id));
+}
+
+/**
+ * The resources of `type` changed since `asOf` (updated or deleted, and created since), each with its version current
+ * at `asOf` (the one before the first written since: versions are numbered one after another; 0 for one created
+ * since); undefined when more than PIN_MAX_CHANGES versions were written since.
+ */
+async function changedSince(deps: FhirDeps, tenant: string, type: string, asOf: number): Promise<{ id: string; versionId: number }[] | undefined> {
+  const since = await deps.store.resources.history(tenant, { type, since: asOf + 1, count: PIN_MAX_CHANGES + 1 });
+  if (since.length > PIN_MAX_CHANGES) return undefined;
+  const first = new Map<string, number>();
+  for (const v of since) if (v.lastUpdated > asOf && v.versionId < (first.get(v.id) ?? Infinity)) first.set(v.id, v.versionId);
+  return [...first].map(([id, v]) => ({ id, versionId: v - 1 }));
+}
+
+/** The live versions among `asked` (each id's version), read VREAD_MANY_MAX at a time; one expunged since reads as none. */
+async function versions(deps: FhirDeps, tenant: string, type: string, asked: { id: string; versionId: number }[], asOf: number): Promise<ResourceVersion[]> {
+  const out: ResourceVersion[] = [];
+  for (let i = 0; i < asked.length; i += VREAD_MANY_MAX) {
+    for (const v of await deps.store.resources.vreadMany(tenant, type, asked.slice(i, i + VREAD_MANY_MAX))) if (!v.deleted && v.lastUpdated <= asOf) out.push(v);
+  }
+  return out;
+}
+
+/** Whether `v` (a version of the type `query` searches) matches the query's conditions and compartment. */
+async function matches(deps: FhirDeps, tenant: string, query: SearchQuery, v: ResourceVersion): Promise<boolean> {
+  const resource = JSON.parse(v.content) as Json;
+  const base = deps.fhirBase?.(tenant);
+  if (query.compartment !== undefined && !compartmentsOf(resource, base).includes(query.compartment)) return false;
+  const ctx: MatchContext = { exists: async (q) => (await deps.store.resources.search(tenant, { ...q, count: 1 })).length > 0, ...(base !== undefined && { base }) };
+  return matchConditions(resource, v.lastUpdated, query.where ?? [], ctx);
+}
+
+/**
+ * The first `query.count` matches of `query` (a later page in `_id` or `_lastUpdated` order: `query.after` set) as
+ * of `asOf`: the current versions unchanged since, and the versions then current of those changed since. Undefined
+ * when too many versions were written since (PIN_MAX_CHANGES): the caller reads the page as the data is now. Only
+ * the changed resources that fall within the page (after the cursor, before the last unchanged row of a full page)
+ * are read and matched: in id order those are known by their ids alone, in `_lastUpdated` order by their versions.
+ */
+export async function pinnedSearch(deps: FhirDeps, req: FhirRequest, query: SearchQuery, asOf: number): Promise<ResourceVersion[] | undefined> {
+  const [changed, unchanged] = await Promise.all([
+    changedSince(deps, req.tenant, query.type, asOf),
+    deps.store.resources.search(req.tenant, { ...query, asOf }),
+  ]);
+  if (changed === undefined) return undefined;
+  const order = comparer(query);
+  const after = query.after!;
+  // A full page's last row bounds it: a changed resource placed beyond it is not on this page.
+  const last = unchanged.length >= query.count ? unchanged[unchanged.length - 1] : undefined;
+  const within = (v: Pick<ResourceVersion, 'id' | 'lastUpdated'>) => order(v, after) > 0 && (last === undefined || order(v, last) < 0);
+  const byId = keysetSort(query.sort)!.by === 'id';
+  const asked = changed.filter((c) => c.versionId > 0 && (!byId || within({ id: c.id, lastUpdated: 0 })));
+  const kept: ResourceVersion[] = [];
+  for (const v of (await versions(deps, req.tenant, query.type, asked, asOf)).sort(order)) {
+    if (within(v) && (await matches(deps, req.tenant, query, v))) kept.push(v);
+  }
+  if (kept.length === 0) return unchanged;
+  return [...unchanged, ...kept].sort(order).slice(0, query.count);
+}

@@ -134,6 +134,27 @@ await eachStore((kind, fresh) => {
       expect(entryOf(pages, `${pt}-o2`)!.resource.status).toBe('final');
     });
 
+    test('past 1,000 versions of the type written since the first page, a later page is read as now, with a warning naming _cursor', async () => {
+      const family = `Busy${++set}`;
+      const made = await sixPatients('b', family);
+      const { got, pages } = await paged(`Patient?family=${family}&_count=3`, async () => {
+        for (let i = 0; i < 1001; i += 250) {
+          const entry = Array.from({ length: Math.min(250, 1001 - i) }, (_, j) => {
+            const resource = patient(`busy${set}-${i + j}`, 'Elsewhere');
+            return { resource, request: { method: 'PUT', url: `Patient/${resource.id}` } };
+          });
+          const res = await api.post('', { resourceType: 'Bundle', type: 'transaction', entry });
+          expect(res.status).toBe(200);
+        }
+        await api.put200(patient('b7', family));
+      });
+      // b7, written since, is read: the page is the data as it is now.
+      expect(got).toEqual([...made, 'b7']);
+      const warnings = pages.slice(1).flatMap((p) => p.entry ?? []).filter((e: Json) => e.search?.mode === 'outcome').flatMap((e: Json) => e.resource.issue);
+      expect(warnings.length).toBeGreaterThan(0);
+      expect(warnings[0]).toMatchObject({ severity: 'warning', code: 'too-costly', expression: ['_cursor'] });
+    });
+
     test('a cursor given before later pages were read as of the first page still pages, from its own time', async () => {
       const family = `Old${++set}`;
       const made = await sixPatients('o', family);

@@ -174,6 +174,22 @@ export function searchContract(store: () => Store) {
       }
     });
 
+    test('`asOf` with a keyset cursor: only resources last updated at or before it, in every keyset order, with conditions or not', async () => {
+      const mrn = { kind: 'token' as const, param: 'identifier', values: [{ system: MRN, value: '200' }, { system: MRN, value: '250' }, { system: MRN, value: '300' }] };
+      const cases: [SortKey[], SearchQuery['after'], string[]][] = [
+        [[], { lastUpdated: 0, id: 'A-1' }, ['B', 'a.2', 'b']],
+        [[{ by: 'lastUpdated', descending: false }], { lastUpdated: 1_000, id: 'a.2' }, ['B', 'b', 'A-1']],
+        [[{ by: 'lastUpdated', descending: true }], { lastUpdated: 3_000, id: 'c9' }, ['A-1', 'b', 'B', 'a.2']],
+      ];
+      for (const [sort, after, expected] of cases) {
+        expect({ sort, got: ids(await s.resources.search(t, q({ sort, after, asOf: 2_500 }))) }).toEqual({ sort, got: expected });
+        expect({ sort, got: ids(await s.resources.search(t, q({ sort, after, asOf: 2_000 }))) }).toEqual({ sort, got: expected.filter((id) => id !== 'A-1') });
+        expect({ sort, got: ids(await s.resources.search(t, q({ sort, after, asOf: 2_000, where: [mrn] }))) }).toEqual({ sort, got: expected.filter((id) => id === 'B' || id === 'b') });
+        // A count ignores it (SearchQuery.asOf).
+        expect(await s.resources.count(t, q({ sort, after, asOf: 1_000 }))).toBe(5);
+      }
+    });
+
     test('results carry the stored content and versions', async () => {
       const [b] = await s.resources.search(t, q({ where: [{ kind: 'id', ids: ['b'] }] }));
       expect(b).toEqual((await s.resources.read(t, 'Patient', 'b'))!);

@@ -256,3 +256,41 @@ function fillAtoms(): void {
     if (!ATOMS.has(symbol)) DEFINED.set(symbol, [metric, value, unit]);
   }
 }
+
+/** UCUM's special units (a function of a value, not a multiple of a unit: Cel, [degF], [pH], the logarithmic B and Np...). */
+const SPECIAL_UNITS = new Set(definitions.special as string[]);
+
+/**
+ * Whether the UCUM unit `code` is, or holds, one of UCUM's special units: alone (`Cel`), prefixed (`mCel`) or as an atom
+ * of an expression (`Cel/h`). Such a unit is an offset or a logarithm, so a value in it does not multiply or divide
+ * (`1 'Cel' * 2` is no temperature: 2 Cel is not twice 1 Cel in kelvin). Atoms are read as the grammar writes them:
+ * separated by `.`, `/` and parentheses, a bracketed atom whole (`B[10.nV]`), annotations and exponents aside.
+ */
+export function hasSpecialUnit(code: string): boolean {
+  if (SPECIAL_UNITS.has(code)) return true;
+  let atom = '';
+  const check = (): boolean => {
+    const text = atom.replace(/[+-]?\d+$/, '');
+    atom = '';
+    if (text === '') return false;
+    if (SPECIAL_UNITS.has(text)) return true;
+    for (const prefix of PREFIXES.keys()) if (text.length > prefix.length && text.startsWith(prefix) && SPECIAL_UNITS.has(text.slice(prefix.length))) return true;
+    return false;
+  };
+  for (let i = 0; i < code.length; i++) {
+    const c = code[i]!;
+    if (c === '[') {
+      const end = code.indexOf(']', i);
+      if (end < 0) return false;
+      atom += code.slice(i, end + 1);
+      i = end;
+    } else if (c === '{') {
+      const end = code.indexOf('}', i);
+      if (end < 0) return false;
+      i = end;
+    } else if (c === '.' || c === '/' || c === '(' || c === ')') {
+      if (check()) return true;
+    } else atom += c;
+  }
+  return check();
+}

@@ -2,14 +2,14 @@
  * FHIRPath N1 quantity arithmetic and conversion (http://hl7.org/fhirpath/N1/#math, #toquantityunit-string-quantity):
  * `+` and `-` on quantities of one dimension, in the finer of the two units (`3 'm' + 3 'cm'` is `303 'cm'`); `*` and
  * `/` with the units multiplied or divided as UCUM writes them (`12 'cm' * 3 'cm'` is `36 'cm2'`, `12 'cm2' / 3 'cm'`
- * `4 'cm'`; a number is a quantity of unit `'1'`); division by zero empty; `toQuantity()`'s string form and its unit
+ * `4 'cm'`; a number is a quantity of unit `'1'`), nothing for a special unit (`Cel`, `[pH]`); division by zero empty; `toQuantity()`'s string form and its unit
  * conversion. Calendar durations (`1 year`, held as the unit `'year'`) convert among themselves by N1's factors (a
  * year 12 months or 365 days, a month 30 days); a calendar second or millisecond is UCUM's `s` or `ms`; a longer one
  * and a definite UCUM duration do not mix in a sum (N1 makes them unequal), and multiply as their UCUM units.
  * Units of different dimensions, or that UCUM (src/fhir/ucum.ts) cannot read, give nothing (undefined here).
  */
 import { add, divide, multiply, numberRational, rationalNumber, subtract } from '../rational.ts';
-import { canonicalUnit, temperatureOf } from '../ucum.ts';
+import { canonicalUnit, hasSpecialUnit, temperatureOf } from '../ucum.ts';
 import { decimalArithmetic } from './fhirpath-math.ts';
 
 /** A quantity's value and unit: a calendar keyword (singular) when `calendar`, else a UCUM code (`'1'` for a number). */
@@ -96,6 +96,9 @@ function product(a: PlainQuantity, b: PlainQuantity, divide: boolean): PlainQuan
   if (divide && b.value === 0) return undefined;
   // A unit past MAX_UNIT_TEXT is none a product writes, and reading its terms costs by its length (a 1 MB code took 0.5 s).
   if (a.unit.length > MAX_UNIT_TEXT || b.unit.length > MAX_UNIT_TEXT) return undefined;
+  // A special unit (an offset, Cel and [degF], or a logarithm, [pH] and B) is no multiple of a unit: its value neither
+  // multiplies nor divides, by a number or by another quantity (`1 'Cel' / 2 '[degF]'`, `2 'Cel' * 3`: nothing).
+  if ((!a.calendar && hasSpecialUnit(a.unit)) || (!b.calendar && hasSpecialUnit(b.unit))) return undefined;
   const value = dec(divide ? '/' : '*', a.value, b.value);
   // A calendar duration times or over a number stays one (`2 days * 3` is `6 days`); over itself it is a number.
   if (b.unit === '1' && !b.calendar) return { value, unit: a.unit, calendar: a.calendar };

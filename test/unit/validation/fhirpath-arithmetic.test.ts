@@ -158,6 +158,17 @@ describe('quantity arithmetic (N1 § 6.6)', () => {
       ["1 'g' + 1 'mL'", 'empty'],
       ["1 day + 1 'h'", 'empty'],
       ["1 'Cel' + 1 '[degF]'", 'empty'],
+      // A special unit (an offset or a logarithm) is no multiple: it neither multiplies nor divides, alone, prefixed or in an expression.
+      ["1 'Cel' / 2 '[degF]'", 'empty'],
+      ["2 'Cel' * 3", 'empty'],
+      ["3 * 2 '[degF]'", 'empty'],
+      ["6 'Cel' / 2", 'empty'],
+      ["2 'mCel' * 1 'm'", 'empty'],
+      ["1 'Cel/h' * 2 'h'", 'empty'],
+      ["7 '[pH]' * 2", 'empty'],
+      ["1 'B[10.nV]' * 2 'm'", 'empty'],
+      ["2 'K' * 3", "6 'K'"],
+      ["2 'K' / 1 's'", "2 'K/s'"],
       ["2.0 'cm' * 2.0 'm' = 0.040 'm2'", 'true'],
     ]);
   });

@@ -28,6 +28,7 @@ import {
   multiplyQuantities, parseQuantityText, type PlainQuantity,
 } from './fhirpath-quantity-math.ts';
 import { decimalArithmetic, decimalPlaces, logarithm, numberText, power, roundTo, UNARY_MATH } from './fhirpath-math.ts';
+import { decimalBoundary, decimalPrecision, DEFAULT_DECIMAL_PRECISION, temporalBoundary, temporalPrecision } from './fhirpath-boundary.ts';
 import { currentTemporal, shiftTemporal, TemporalArithmeticError, type TemporalKind } from './fhirpath-temporal.ts';
 import { FhirPathSyntaxError, parseFhirPath, UnsupportedFhirPath, type Ast, type Literal, type TypeName } from './fhirpath-parse.ts';
 
@@ -1504,8 +1505,12 @@ function build(ast: Ast, scope: Scope): Expr {
         if (v === undefined || v === null) return EMPTY;
         if (typeof v === 'number') {
           if (integer) return int32Result(-v);
-          // A Decimal keeps its written precision (`-1.0`).
-          return item instanceof Typed && item.text !== undefined ? [new Typed(item.type, -v, undefined, item.text.startsWith('-') ? item.text.slice(1) : `-${item.text}`)] : [-v];
+          // A Decimal keeps its written precision (`-1.0`); zero stays unsigned (`-0.0` is `0.0`).
+          if (item instanceof Typed && item.text !== undefined) {
+            const text = item.text.startsWith('-') || v === 0 ? item.text.replace(/^-/, '') : `-${item.text}`;
+            return [new Typed(item.type, -v || 0, undefined, text)];
+          }
+          return [-v || 0];
         }
         return [signedQuantity(item, operand.type, (x) => -x)];
       });
@@ -2346,6 +2351,94 @@ function aggregated(input: Expr, init: Expr, aggregator: Expr, type: string | un
   });
 }
 
+/** The kind of a date or time item (a FHIR instant a DateTime), or undefined for an item of another type. */
+function temporalKindOf(item: unknown, type: string | undefined): TemporalKind | undefined {
+  const category = categoryOf(item, type);
+  if (category === 'time') return 'time';
+  if (category !== 'datetime') return undefined;
+  const t = typeOfItem(item, type);
+  return t === 'date' || t === 'System.Date' ? 'date' : 'dateTime';
+}
+
+/**
+ * lowBoundary([precision]) and highBoundary([precision]) (FHIRPath 2.0, STU): of a single Decimal or Integer (a
+ * Decimal to `precision` places, 8 without one), a Quantity (its value's, its unit kept), a Date, DateTime or Time
+ * (to `precision` digits, the kind's finest without one) the least or greatest value it stands for
+ * (fhirpath-boundary.ts); nothing for a precision the type is not written to; an error on another item.
+ */
+function boundaryFunction(input: Expr, args: Ast[], scope: Scope, high: boolean): Expr {
+  const precisionOf = args[0] === undefined ? undefined : integerArgument(build(args[0], scope), high ? 'highBoundary' : 'lowBoundary');
+  const name = high ? 'highBoundary' : 'lowBoundary';
+  const decimalType = (t: string | undefined) => (t !== undefined && CATEGORIES.get(t) === 'number' ? 'System.Decimal' : t);
+  return collExpr(decimalType(input.type), (env) => {
+    const item = single(input.coll(env));
+    const v = valueOf(item);
+    if (v === undefined || v === null) return EMPTY;
+    let precision: number | undefined;
+    if (precisionOf !== undefined) {
+      precision = precisionOf(env);
+      if (precision === undefined) return EMPTY;
+    }
+    const category = categoryOf(item, input.type);
+    if (category === 'number' && typeof v === 'number') {
+      const text = decimalBoundary(numberTextOf(item, v), precision ?? DEFAULT_DECIMAL_PRECISION, high);
+      return text === undefined ? EMPTY : [decimalItem('System.Decimal', Number(text), text)];
+    }
+    if (category === 'quantity' && isObject(v) && typeof v.value === 'number') {
+      const written = item instanceof Typed && item.text !== undefined ? item.text : literalOf(v, 'value') ?? numberText(v.value);
+      const text = decimalBoundary(written, precision ?? DEFAULT_DECIMAL_PRECISION, high);
+      if (text === undefined) return EMPTY;
+      return [new Typed(typeOfItem(item, input.type) ?? 'System.Quantity', { ...v, value: Number(text) }, undefined, text)];
+    }
+    const kind = temporalKindOf(item, input.type);
+    if (kind !== undefined && typeof v === 'string') {
+      const text = temporalBoundary(v, kind, precision, high);
+      return text === undefined ? EMPTY : [new Typed(TEMPORAL_TYPES[kind], text, undefined)];
+    }
+    throw new EvaluationError(`${name}() applies to a Decimal, an Integer, a Quantity, a Date, a DateTime or a Time`);
+  });
+}
+
+/**
+ * precision() (FHIRPath 2.0, STU): the digits of precision of a single Decimal (its places as written: `1.58700` 5; an
+ * Integer 0), Date, DateTime or Time (`@2014` 4, `@2014-01-05T10:30:00.000` 17, `@T10:30` 4); an error on another item.
+ */
+function precisionFunction(input: Expr): Expr {
+  return collExpr('System.Integer', (env) => {
+    const item = single(input.coll(env));
+    const v = valueOf(item);
+    if (v === undefined || v === null) return EMPTY;
+    let digits: number | undefined;
+    if (typeof v === 'number' && categoryOf(item, input.type) === 'number') digits = decimalPrecision(numberTextOf(item, v));
+    else {
+      const kind = temporalKindOf(item, input.type);
+      if (kind === undefined) throw new EvaluationError('precision() applies to a Decimal, a Date, a DateTime or a Time');
+      if (typeof v === 'string') digits = temporalPrecision(v, kind);
+    }
+    return digits === undefined ? EMPTY : [digits];
+  });
+}
+
+/**
+ * comparable(quantity) (FHIRPath 2.0, STU): whether two single quantities' units convert into each other: two UCUM units
+ * of one dimension (`1 'cm'.comparable(1 '[in_i]')`), a calendar duration with another or with a UCUM time, two of one
+ * unit of another system; nothing when either is empty; an error on an item that is no quantity.
+ */
+function comparableFunction(input: Expr, other: Expr): Expr {
+  const ucumOf = (q: QuantityParts): string | undefined => (q.system === CALENDAR ? CALENDAR_UCUM.get(q.unit) : q.system === UCUM ? q.unit : undefined);
+  return boolExpr((env) => {
+    const a = single(input.coll(env));
+    const b = single(other.coll(env));
+    if (a === undefined || b === undefined) return undefined;
+    if (categoryOf(a, input.type) !== 'quantity' || categoryOf(b, other.type) !== 'quantity' || !quantityParts(a, QA) || !quantityParts(b, QB)) {
+      throw new EvaluationError('comparable() applies to two quantities');
+    }
+    const [ua, ub] = [ucumOf(QA), ucumOf(QB)];
+    if (ua !== undefined && ub !== undefined) return ua === ub || commensurable(ua, ub) !== null;
+    return QA.system === QB.system && QA.unit === QB.unit;
+  });
+}
+
 const FUNCTIONS = new Map<string, FunctionCompiler>([
   ['empty', (input, args, scope, c) => (arity(c, scope, 0, 0), boolExpr((env) => input.size(env) === 0))],
   ['exists', (input, args, scope, c) => {
@@ -2717,6 +2810,10 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
     if (precision !== undefined && (!Number.isInteger(precision) || precision < 0)) throw new EvaluationError('round() takes a precision that is an integer of 0 or more');
     return roundTo(x, precision ?? 0);
   }))],
+  ['lowBoundary', (input, args, scope, c) => (arity(c, scope, 0, 1), boundaryFunction(input, args, scope, false))],
+  ['highBoundary', (input, args, scope, c) => (arity(c, scope, 0, 1), boundaryFunction(input, args, scope, true))],
+  ['precision', (input, args, scope, c) => (arity(c, scope, 0, 0), precisionFunction(input))],
+  ['comparable', (input, args, scope, c) => (arity(c, scope, 1, 1), comparableFunction(input, build(args[0]!, scope)))],
   ['toQuantity', (input, args, scope, c) => (arity(c, scope, 0, 1), quantityConversion(input, args, scope, false))],
   ['convertsToQuantity', (input, args, scope, c) => (arity(c, scope, 0, 1), quantityConversion(input, args, scope, true))],
   ['now', (input, args, scope, c) => currentExpr('dateTime', scope, c)],

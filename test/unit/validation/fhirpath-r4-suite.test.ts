@@ -37,11 +37,11 @@ const DIVERGENT = new Map<string, string>([
   ['testType12', "an unqualified System name also matches the FHIR primitive of that name (`active is Boolean`), as HL7's Java validator reads R4's que-7"],
   ...['testFHIRPathAsFunction11', 'testFHIRPathAsFunction16'].map((n) => [n, 'R4 defines code as a specialisation of string: `gender.as(string)` keeps it (N1: "or a subclass thereof"), as FHIRPath.js does'] as const),
   ...['testConformsTo1', 'testConformsTo2'].map((n) => [n, 'conformsTo() needs the profile registry, which the engine has no access to (an unsupported construct)'] as const),
-  ['testPeriodInvariantNew', `lowBoundary() and highBoundary(): ${LATER_RELEASE}`],
+  ...['HighBoundaryDateTimeMillisecond1', 'HighBoundaryDateTimeMillisecond3'].map((n) => [n, "the suite wants `@2014-01-01T08.highBoundary(17)` at 08:00:59.999 (its minute at zero, its second at the greatest); the specification's own example and FHIRPath.js give 08:59:59.999, the greatest instant of the hour, as Cinder does"] as const),
 ]);
-/** Groups of functions FHIRPath 2.0 and later add (sort, lowBoundary, encode...), none of which N1 has. */
-const LATER_GROUPS = new Set(['testMatches', 'testEncodeDecode', 'testEscapeUnescape', 'testSort', 'LowBoundary', 'HighBoundary', 'Comparable', 'Precision']);
-const LATER_FUNCTIONS = /\.(matchesFull|encode|decode|escape|unescape|sort|lowBoundary|highBoundary|comparable|precision)\(/;
+/** Groups of functions FHIRPath 2.0 and later add (sort, encode...), none of which N1 has. */
+const LATER_GROUPS = new Set(['testMatches', 'testEncodeDecode', 'testEscapeUnescape', 'testSort']);
+const LATER_FUNCTIONS = /\.(matchesFull|encode|decode|escape|unescape|sort)\(/;
 
 const cases = suite.cases as Case[];
 const inputs = suite.inputs as Record<string, Json>;
@@ -61,18 +61,31 @@ function show(v: unknown): string {
   return String(v);
 }
 
-/** Whether Cinder gives `c`'s expected answer; with what it gave. */
-function run(c: Case): { ok: boolean; got: string } {
+/** `expression`'s values on the case's input. */
+function evaluate(c: Case, expression: string): unknown[] {
   const focus = c.input === undefined ? undefined : inputs[c.input];
+  return compileValues(expression, FHIRPATH_TYPES)(focus, typeof focus?.resourceType === 'string' ? focus.resourceType : undefined, { resource: focus, rootResource: focus });
+}
+
+/**
+ * Whether Cinder gives `c`'s expected answer; with what it gave. A single Decimal or Quantity is compared as its text
+ * (toString(): the places it is written to, `1.58650000`), which its value alone does not keep.
+ */
+function run(c: Case): { ok: boolean; got: string } {
   let out: unknown[];
   try {
-    out = compileValues(c.expression, FHIRPATH_TYPES)(focus, typeof focus?.resourceType === 'string' ? focus.resourceType : undefined, { resource: focus, rootResource: focus });
+    out = evaluate(c, c.expression);
+    const number = typeof out[0] === 'number' || (out[0] !== null && typeof out[0] === 'object' && typeof (out[0] as Json).value === 'number');
+    if (c.invalid === undefined && c.predicate !== 'true' && out.length === 1 && c.outputs.length === 1 && ['decimal', 'Quantity', ''].includes(c.outputs[0]!.type) && number) {
+      out = evaluate(c, `(${c.expression}).toString()`);
+    }
   } catch (err) {
     return { ok: c.invalid !== undefined, got: `error: ${(err as Error).message}` };
   }
   if (c.invalid !== undefined) return { ok: false, got: `[${out.map(show).join(', ')}]` };
   const got = c.predicate === 'true' ? [String(out.length > 0)] : out.map(show);
-  const want = c.outputs.map((o) => (['date', 'dateTime', 'time'].includes(o.type) ? o.value.replace(/^@T?/, '') : o.value));
+  // A date or time is written `@2014-01` (`@T10:30`), as the suite writes one whose type it does not give.
+  const want = c.outputs.map((o) => (['date', 'dateTime', 'time', ''].includes(o.type) ? o.value.replace(/^@T?(?=\d)/, '') : o.value));
   return { ok: got.length === want.length && got.every((x, i) => x === want[i]), got: `[${got.join(', ')}]` };
 }
 
@@ -89,7 +102,7 @@ describe("HL7's FHIRPath test suite for R4", () => {
     expect(failing).toEqual([]);
     expect(nowPassing).toEqual([]);
     const divergent = cases.filter((c) => divergence(c) !== undefined).length;
-    expect(cases.length - divergent).toBe(825);
+    expect(cases.length - divergent).toBe(884);
   });
 
   test('fixed here: an unclosed block comment is a syntax error; replace() with an empty pattern; repeat() ends when nothing is new; an unknown type is an error', () => {

@@ -29,6 +29,7 @@ import {
 } from './fhirpath-quantity-math.ts';
 import { decimalArithmetic, decimalPlaces, logarithm, numberText, power, roundTo, UNARY_MATH } from './fhirpath-math.ts';
 import { decimalBoundary, decimalPrecision, DEFAULT_DECIMAL_PRECISION, temporalBoundary, temporalPrecision } from './fhirpath-boundary.ts';
+import { decodeText, encodeText, EncodingFormatError, escapeText, unescapeText } from './fhirpath-text.ts';
 import { currentTemporal, shiftTemporal, TemporalArithmeticError, type TemporalKind } from './fhirpath-temporal.ts';
 import { FhirPathSyntaxError, parseFhirPath, UnsupportedFhirPath, type Ast, type Literal, type TypeName } from './fhirpath-parse.ts';
 
@@ -2439,6 +2440,26 @@ function comparableFunction(input: Expr, other: Expr): Expr {
   });
 }
 
+/**
+ * encode(), decode(), escape() and unescape() (FHIRPath 2.0, STU; fhirpath-text.ts) on a single string with a format or
+ * target: nothing for a text that does not decode, an error for a format they do not define or an argument that is no
+ * string. The result's length is charged as text too (hex doubles a string).
+ */
+function encodingFunction(input: Expr, args: Ast[], scope: Scope, name: string, fn: (s: string, format: string) => string | undefined): Expr {
+  return stringFunction(input, args, scope, 'System.String', (s, format, _, env) => {
+    if (typeof format !== 'string') throw new EvaluationError(`${name}() takes a string`);
+    let out: string | undefined;
+    try {
+      out = fn(s, format);
+    } catch (err) {
+      if (err instanceof EncodingFormatError) throw new EvaluationError(err.message);
+      throw err;
+    }
+    if (out !== undefined) chargeText(env, out.length);
+    return out;
+  });
+}
+
 const FUNCTIONS = new Map<string, FunctionCompiler>([
   ['empty', (input, args, scope, c) => (arity(c, scope, 0, 0), boolExpr((env) => input.size(env) === 0))],
   ['exists', (input, args, scope, c) => {
@@ -2865,6 +2886,26 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
       return scope.clientWritten ? guardedTest(r, s, tooCostlyRegex) : r.test(s);
     });
   }],
+  ['matchesFull', (input, args, scope, c) => {
+    arity(c, scope, 1, 1);
+    // The whole string must match: the pattern anchored at both ends (matches() finds it anywhere).
+    const anchored = (r: RegExp) => new RegExp(`^(?:${r.source})$`, r.flags);
+    const regex = regexArgument(args[0]!, scope, 's');
+    const literal = regex instanceof RegExp ? anchored(regex) : undefined;
+    return boolExpr((env) => {
+      const s = singleString(input.coll(env));
+      if (s === undefined) return undefined;
+      const dynamic = literal === undefined ? toRegex(regex, env, 's') : undefined;
+      const r = literal ?? (dynamic === undefined ? undefined : anchored(dynamic));
+      if (r === undefined) return undefined;
+      chargeText(env, s.length);
+      return scope.clientWritten ? guardedTest(r, s, tooCostlyRegex) : r.test(s);
+    });
+  }],
+  ['encode', (input, args, scope, c) => (arity(c, scope, 1, 1), encodingFunction(input, args, scope, 'encode', encodeText))],
+  ['decode', (input, args, scope, c) => (arity(c, scope, 1, 1), encodingFunction(input, args, scope, 'decode', decodeText))],
+  ['escape', (input, args, scope, c) => (arity(c, scope, 1, 1), encodingFunction(input, args, scope, 'escape', escapeText))],
+  ['unescape', (input, args, scope, c) => (arity(c, scope, 1, 1), encodingFunction(input, args, scope, 'unescape', unescapeText))],
   ['replaceMatches', (input, args, scope, c) => {
     arity(c, scope, 2, 2);
     const regex = regexArgument(args[0]!, scope, 'g');

@@ -2460,6 +2460,61 @@ function encodingFunction(input: Expr, args: Ast[], scope: Scope, name: string, 
   });
 }
 
+/**
+ * sort([key, ...]) (FHIRPath 2.0, STU): the items ordered by their keys in turn, each key evaluated on the item (`$this`)
+ * and ascending, or descending when the selector is written with a minus (`-family`, `-$this`; a minus on a string key
+ * too); without a key by the items themselves. A key that is empty sorts before every value, descending too; keys that do not order
+ * (dates of different precisions) keep the items' order, the sort being stable; many values for one key, or keys
+ * that do not compare (a number and a string), are an error, as `<` is.
+ */
+function sortFunction(input: Expr, args: Ast[], scope: Scope): Expr {
+  const keys = args.map((arg) => {
+    const descending = arg.kind === 'unary' && arg.op === '-';
+    return { descending, expr: perItem(descending ? (arg as Extract<Ast, { kind: 'unary' }>).operand : arg, input, scope) };
+  });
+  return collExpr(input.type, (env) => {
+    const items = input.coll(env);
+    if (items.length <= 1) return items;
+    charge(env, items.length);
+    // Each item's keys, computed once: [key item, key type] per selector, undefined where the key is empty.
+    const savedThis = env.this;
+    const savedIndex = env.index;
+    const keyed: { item: unknown; keys: (unknown[] | undefined)[] }[] = [];
+    try {
+      for (let i = 0; i < items.length; i++) {
+        env.this = items[i];
+        env.index = i;
+        keyed.push({
+          item: items[i],
+          keys: keys.length === 0 ? [[items[i]]] : keys.map((k) => {
+            const v = single(k.expr.coll(env));
+            return v === undefined || valueOf(v) === null || valueOf(v) === undefined ? undefined : [v];
+          }),
+        });
+      }
+    } finally {
+      env.this = savedThis;
+      env.index = savedIndex;
+    }
+    const keyTypes = keys.length === 0 ? [input.type] : keys.map((k) => k.expr.type);
+    keyed.sort((a, b) => {
+      for (let k = 0; k < keyTypes.length; k++) {
+        const x = a.keys[k];
+        const y = b.keys[k];
+        // An empty key comes first either way (HL7's case: `name.sort(-family)` puts the name without a family first).
+        if (x === undefined || y === undefined) {
+          if (x !== y) return x === undefined ? -1 : 1;
+          continue;
+        }
+        const order = compareItems(x[0], keyTypes[k], y[0], keyTypes[k]) ?? 0;
+        if (order !== 0) return keys[k]?.descending ? -order : order;
+      }
+      return 0;
+    });
+    return keyed.map((k) => k.item);
+  });
+}
+
 const FUNCTIONS = new Map<string, FunctionCompiler>([
   ['empty', (input, args, scope, c) => (arity(c, scope, 0, 0), boolExpr((env) => input.size(env) === 0))],
   ['exists', (input, args, scope, c) => {
@@ -2628,6 +2683,7 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
     const n = integerArgument(build(args[0]!, scope), 'take');
     return collExpr(input.type, (env) => input.coll(env).slice(0, Math.max(0, n(env) ?? 0)));
   }],
+  ['sort', (input, args, scope) => sortFunction(input, args, scope)],
   ['distinct', (input, args, scope, c) => (arity(c, scope, 0, 0), collExpr(input.type, (env) => distinctItems(compared(env, input.coll(env)), input.type)))],
   ['isDistinct', (input, args, scope, c) => (arity(c, scope, 0, 0), boolExpr((env) => {
     return isDistinctColl(compared(env, input.coll(env)), input.type);

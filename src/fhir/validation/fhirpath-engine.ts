@@ -1299,6 +1299,8 @@ interface Env {
   instant?: number;
   /** `$total`: the running result of the innermost aggregate(). */
   total?: Coll;
+  /** The variables defineVariable() set, by name: each read by the rest of its invocation chain (Scope.variables). */
+  vars?: Map<string, Coll>;
 }
 
 /** The variables a path may start from whose value is the same for every item an evaluation iterates. */
@@ -1347,6 +1349,8 @@ interface Scope {
    * they are compiled for (aggregate()): shared by the whole of the outermost aggregate()'s compilation.
    */
   aggregators?: Map<Ast, Map<string, Expr>>;
+  /** The names defineVariable() defines earlier in the invocation chain being compiled: `%name` reads Env.vars. */
+  variables?: ReadonlySet<string>;
 }
 
 function singletonBool(c: Coll): boolean | undefined {
@@ -1486,7 +1490,7 @@ function build(ast: Ast, scope: Scope): Expr {
       return member(ast.target === undefined ? undefined : build(ast.target, scope), ast.name, scope);
     case 'indexer': {
       const target = build(ast.target, scope);
-      const index = build(ast.index, scope);
+      const index = build(ast.index, chainScope(ast.target, scope));
       return collExpr(target.type, (env) => {
         const items = target.coll(env);
         const i = singleInteger(index.coll(env));
@@ -1561,6 +1565,7 @@ function variable(name: string, at: number, scope: Scope): Expr {
         return v === undefined ? EMPTY : [v];
       });
     default: {
+      if (scope.variables?.has(name)) return collExpr(undefined, (env) => env.vars?.get(name) ?? EMPTY);
       const url = VARIABLES.get(name)
         ?? (name.startsWith('vs-') ? `http://hl7.org/fhir/ValueSet/${name.slice(3)}` : undefined)
         ?? (name.startsWith('ext-') ? `http://hl7.org/fhir/StructureDefinition/${name.slice(4)}` : undefined);
@@ -2063,7 +2068,7 @@ type Call = Extract<Ast, { kind: 'call' }>;
 type FunctionCompiler = (input: Expr, args: Ast[], scope: Scope, call: Call) => Expr;
 
 /** Functions that need something Cinder does not give an invariant (a server, a terminology, an HTML parser). */
-const NOT_EVALUATED = new Set(['resolve', 'memberOf', 'conformsTo', 'htmlChecks', 'subsumes', 'subsumedBy', 'elementDefinition', 'slice', 'checkModifiers', 'defineVariable']);
+const NOT_EVALUATED = new Set(['resolve', 'memberOf', 'conformsTo', 'htmlChecks', 'subsumes', 'subsumedBy', 'elementDefinition', 'slice', 'checkModifiers']);
 
 function arity(call: Call, scope: Scope, min: number, max: number): void {
   if (call.args.length < min || call.args.length > max) {
@@ -2515,6 +2520,53 @@ function sortFunction(input: Expr, args: Ast[], scope: Scope): Expr {
   });
 }
 
+/** The names of the environment's own variables (`%resource`, `%ucum`...), which defineVariable() may not define again. */
+const RESERVED_VARIABLES = new Set(['resource', 'rootResource', 'context', 'extension', 'previous', 'current', 'ucum', 'sct', 'loinc']);
+
+/** The name of a defineVariable() call (its string literal), or undefined for another node. */
+function definedName(ast: Ast): string | undefined {
+  if (ast.kind !== 'call' || ast.name !== 'defineVariable') return undefined;
+  const arg = ast.args[0];
+  return arg?.kind === 'literal' && arg.literal.kind === 'string' ? arg.literal.value : undefined;
+}
+
+/**
+ * `scope` with the variables defined along the invocation chain `target` (`a.defineVariable('x').b` is the chain of
+ * `.c(...)` in `a.defineVariable('x').b.c(%x)`): those its functions' arguments and indexes may read. A variable is
+ * seen by what follows it in its chain and by nothing else (another branch of a union, the other side of an `and`).
+ */
+function chainScope(target: Ast | undefined, scope: Scope): Scope {
+  let names: Set<string> | undefined;
+  for (let node = target; node !== undefined; node = node.kind === 'call' || node.kind === 'member' || node.kind === 'indexer' ? node.target : undefined) {
+    const name = definedName(node);
+    if (name !== undefined) (names ??= new Set(scope.variables)).add(name);
+  }
+  return names === undefined ? scope : { ...scope, variables: names };
+}
+
+/**
+ * defineVariable(name [, expr]) (FHIRPath 2.0, STU): the input unchanged, `%name` set to `expr` (evaluated on each
+ * input item, as select() is; the input itself without one) for the rest of the invocation chain (chainScope). The
+ * name is a string literal; one the environment defines (`%resource`, `%ucum`, `%vs-...`) or the chain defined
+ * already is a compile-time error, as a variable read outside its chain is (an unknown `%name`).
+ */
+function defineVariableFunction(input: Expr, args: Ast[], scope: Scope, c: Call): Expr {
+  const name = definedName(c);
+  if (name === undefined) throw new FhirPathSyntaxError(scope.expression, args[0]!.at, 'defineVariable() takes its name as a string literal');
+  if (RESERVED_VARIABLES.has(name) || name.startsWith('vs-') || name.startsWith('ext-') || scope.variables?.has(name)) {
+    throw new FhirPathSyntaxError(scope.expression, c.at, `%${name} is defined already`);
+  }
+  const value = args[1] === undefined ? undefined : perItem(args[1], input, scope);
+  return collExpr(input.type, (env) => {
+    const items = input.coll(env);
+    const out: unknown[] = [];
+    if (value === undefined) retype(items, input.type, out);
+    else projectItems(env, items, value, out, true);
+    (env.vars ??= new Map()).set(name, out);
+    return items;
+  });
+}
+
 const FUNCTIONS = new Map<string, FunctionCompiler>([
   ['empty', (input, args, scope, c) => (arity(c, scope, 0, 0), boolExpr((env) => input.size(env) === 0))],
   ['exists', (input, args, scope, c) => {
@@ -2684,6 +2736,7 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
     return collExpr(input.type, (env) => input.coll(env).slice(0, Math.max(0, n(env) ?? 0)));
   }],
   ['sort', (input, args, scope) => sortFunction(input, args, scope)],
+  ['defineVariable', (input, args, scope, c) => (arity(c, scope, 1, 2), defineVariableFunction(input, args, scope, c))],
   ['distinct', (input, args, scope, c) => (arity(c, scope, 0, 0), collExpr(input.type, (env) => distinctItems(compared(env, input.coll(env)), input.type)))],
   ['isDistinct', (input, args, scope, c) => (arity(c, scope, 0, 0), boolExpr((env) => {
     return isDistinctColl(compared(env, input.coll(env)), input.type);
@@ -3006,7 +3059,7 @@ function call(ast: Call, scope: Scope): Expr {
   const input: Expr = ast.target === undefined
     ? collExpr(scope.thisType, (env) => (env.this === undefined ? EMPTY : [env.this]), (env) => (env.this === undefined ? 0 : 1))
     : build(ast.target, scope);
-  const e = compile(input, ast.args, scope, ast);
+  const e = compile(input, ast.args, chainScope(ast.target, scope), ast);
   return scope.clientWritten ? budgeted(e) : e;
 }
 

@@ -1,5 +1,5 @@
 /**
- * FHIRPath's precision functions (2.0 / 3.0 STU, http://hl7.org/fhirpath/#lowboundaryprecision-integer-decimal--date--datetime--time,
+ * FHIRPath's precision and component functions (2.0 / 3.0 STU, http://hl7.org/fhirpath/#lowboundaryprecision-integer-decimal--date--datetime--time,
  * #highboundary..., #precision--integer) on the texts of Decimals, Dates, DateTimes and Times: a value stands for every
  * value it rounds from at its own precision, and its boundaries are the least and the greatest of those, written to a
  * precision (a Decimal's places, a date's digits). Computed on the decimal digits (BigInt), never in binary: `1.587` is
@@ -141,4 +141,50 @@ export function temporalBoundary(text: string, kind: TemporalKind, precision: nu
     }
   }
   return written;
+}
+
+/** The components FHIRPath 2.0's component functions read (yearOf() ... millisecondOf()). */
+export type TemporalComponent = 'year' | 'month' | 'day' | 'hour' | 'minute' | 'second' | 'millisecond';
+
+const COMPONENT_FIELD: Record<Exclude<TemporalComponent, 'millisecond'>, number> = { year: 0, month: 1, day: 2, hour: 3, minute: 4, second: 5 };
+
+/**
+ * A component of a Date, DateTime or Time text as an Integer (`millisecond` from the fraction of a second: `.5` is 500),
+ * or undefined where the value lacks it (`@2012.monthOf()`) or the text is none of the kind. A Time's components start
+ * at its hour; a Date has none past its day.
+ */
+export function temporalComponent(text: string, kind: TemporalKind, component: TemporalComponent): number | undefined {
+  const parts = partsOf(text, kind);
+  if (parts === undefined) return undefined;
+  if (component === 'millisecond') {
+    if (parts.fraction === undefined) return undefined;
+    return Number(parts.fraction.slice(0, 3).padEnd(3, '0'));
+  }
+  const field = COMPONENT_FIELD[component] - (kind === 'time' ? 3 : 0);
+  const value = field < 0 ? undefined : parts.fields[field];
+  return value === undefined ? undefined : Number(value);
+}
+
+/** A DateTime text's offset in hours as Decimal text (`-07:00` -7.0, `+05:30` 5.5, `Z` 0.0); undefined without one. */
+export function timezoneOffset(text: string): string | undefined {
+  const zone = partsOf(text, 'dateTime')?.zone;
+  if (zone === undefined) return undefined;
+  if (zone === 'Z') return '0.0';
+  const minutes = Number(zone.slice(1, 3)) * 60 + Number(zone.slice(4, 6));
+  const hours = minutes / 60;
+  const magnitude = Number.isInteger(hours) ? `${hours}.0` : String(hours);
+  return zone[0] === '-' && minutes !== 0 ? `-${magnitude}` : magnitude;
+}
+
+/** A DateTime text's date part (`2012-01-01T12:30` 2012-01-01; a DateTime of a year its year); undefined for another text. */
+export function datePart(text: string): string | undefined {
+  return partsOf(text, 'dateTime') === undefined ? undefined : text.split('T')[0]!;
+}
+
+/** A DateTime text's time part without its offset (`2012-01-01T12:30:00.000-07:00` 12:30:00.000); undefined where it has none. */
+export function timePart(text: string): string | undefined {
+  const parts = partsOf(text, 'dateTime');
+  if (parts === undefined || parts.fields[3] === undefined) return undefined;
+  const clock = parts.fields.slice(3).filter((f) => f !== undefined).join(':');
+  return parts.fraction === undefined ? clock : `${clock}.${parts.fraction}`;
 }

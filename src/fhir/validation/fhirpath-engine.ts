@@ -28,7 +28,10 @@ import {
   multiplyQuantities, parseQuantityText, type PlainQuantity,
 } from './fhirpath-quantity-math.ts';
 import { decimalArithmetic, decimalPlaces, logarithm, numberText, power, roundTo, UNARY_MATH } from './fhirpath-math.ts';
-import { decimalBoundary, decimalPrecision, DEFAULT_DECIMAL_PRECISION, temporalBoundary, temporalPrecision } from './fhirpath-boundary.ts';
+import {
+  datePart, decimalBoundary, decimalPrecision, DEFAULT_DECIMAL_PRECISION, temporalBoundary, temporalComponent, temporalPrecision, timePart, timezoneOffset,
+  type TemporalComponent,
+} from './fhirpath-boundary.ts';
 import { decodeText, encodeText, EncodingFormatError, escapeText, unescapeText } from './fhirpath-text.ts';
 import { currentTemporal, shiftTemporal, TemporalArithmeticError, type TemporalKind } from './fhirpath-temporal.ts';
 import { FhirPathSyntaxError, parseFhirPath, UnsupportedFhirPath, type Ast, type Literal, type TypeName } from './fhirpath-parse.ts';
@@ -2567,6 +2570,46 @@ function defineVariableFunction(input: Expr, args: Ast[], scope: Scope, c: Call)
   });
 }
 
+/**
+ * The component functions of FHIRPath 2.0 (STU): yearOf() ... millisecondOf() an Integer, timezoneOffsetOf() a Decimal
+ * of hours, dateOf() a Date, timeOf() a Time, of a single item of the kinds each takes (`takes`); nothing where the
+ * value lacks the component (`@2012.monthOf()`), an error on an item of another type or on many.
+ */
+function componentFunction(input: Expr, name: string, takes: readonly TemporalKind[], type: string, read: (text: string, kind: TemporalKind) => unknown): Expr {
+  return collExpr(type, (env) => {
+    const item = single(input.coll(env));
+    const v = valueOf(item);
+    if (v === undefined || v === null) return EMPTY;
+    const kind = temporalKindOf(item, input.type);
+    if (kind === undefined || !takes.includes(kind) || typeof v !== 'string') {
+      throw new EvaluationError(`${name}() applies to a ${takes.map((k) => TEMPORAL_TYPES[k].slice('System.'.length)).join(' or a ')}`);
+    }
+    const r = read(v, kind);
+    return r === undefined ? EMPTY : [r];
+  });
+}
+
+const DATES: readonly TemporalKind[] = ['date', 'dateTime'];
+const ALL_TEMPORAL: readonly TemporalKind[] = ['date', 'dateTime', 'time'];
+
+/** The component functions by name: the kinds each takes, its type, and its reading of the value's text. */
+const COMPONENT_FUNCTIONS: [string, readonly TemporalKind[], string, (text: string, kind: TemporalKind) => unknown][] = [
+  ...(['year', 'month', 'day'] as const).map((c): [string, readonly TemporalKind[], string, (text: string, kind: TemporalKind) => unknown] => [`${c}Of`, DATES, 'System.Integer', (t, k) => temporalComponent(t, k, c)]),
+  ...(['hour', 'minute', 'second', 'millisecond'] as const).map((c: TemporalComponent): [string, readonly TemporalKind[], string, (text: string, kind: TemporalKind) => unknown] => [`${c}Of`, ALL_TEMPORAL, 'System.Integer', (t, k) => temporalComponent(t, k, c)]),
+  ['timezoneOffsetOf', ['dateTime'], 'System.Decimal', (t) => {
+    const text = timezoneOffset(t);
+    return text === undefined ? undefined : decimalItem('System.Decimal', Number(text), text);
+  }],
+  ['dateOf', DATES, 'System.Date', (t) => {
+    const text = datePart(t);
+    return text === undefined ? undefined : new Typed('System.Date', text, undefined);
+  }],
+  ['timeOf', ['dateTime'], 'System.Time', (t) => {
+    const text = timePart(t);
+    return text === undefined ? undefined : new Typed('System.Time', text, undefined);
+  }],
+];
+
 const FUNCTIONS = new Map<string, FunctionCompiler>([
   ['empty', (input, args, scope, c) => (arity(c, scope, 0, 0), boolExpr((env) => input.size(env) === 0))],
   ['exists', (input, args, scope, c) => {
@@ -2943,6 +2986,7 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
   ['lowBoundary', (input, args, scope, c) => (arity(c, scope, 0, 1), boundaryFunction(input, args, scope, false))],
   ['highBoundary', (input, args, scope, c) => (arity(c, scope, 0, 1), boundaryFunction(input, args, scope, true))],
   ['precision', (input, args, scope, c) => (arity(c, scope, 0, 0), precisionFunction(input))],
+  ...COMPONENT_FUNCTIONS.map(([name, takes, type, read]): [string, FunctionCompiler] => [name, (input, args, scope, c) => (arity(c, scope, 0, 0), componentFunction(input, name, takes, type, read))]),
   ['comparable', (input, args, scope, c) => (arity(c, scope, 1, 1), comparableFunction(input, build(args[0]!, scope)))],
   ['toQuantity', (input, args, scope, c) => (arity(c, scope, 0, 1), quantityConversion(input, args, scope, false))],
   ['convertsToQuantity', (input, args, scope, c) => (arity(c, scope, 0, 1), quantityConversion(input, args, scope, true))],
@@ -2960,6 +3004,9 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
     stringFunction(input, args, scope, 'System.Boolean', (s, p) => s.includes(p as string)))],
   ['indexOf', (input, args, scope, c) => (arity(c, scope, 1, 1),
     stringFunction(input, args, scope, 'System.Integer', (s, p) => s.indexOf(p as string)))],
+  // FHIRPath 2.0 (STU): the last position of the substring, -1 without one; an empty substring is found at the end.
+  ['lastIndexOf', (input, args, scope, c) => (arity(c, scope, 1, 1),
+    stringFunction(input, args, scope, 'System.Integer', (s, p) => s.lastIndexOf(p as string)))],
   ['substring', (input, args, scope, c) => {
     arity(c, scope, 1, 2);
     const start = integerArgument(build(args[0]!, scope), 'substring');

@@ -41,6 +41,7 @@ describe("a tenant's profile invariants on FHIRPath 2.0's functions", () => {
       profile('this-century', 'Patient', 'birthDate.yearOf() >= 2000'),
       profile('doubled', 'Observation', '(value.ofType(Quantity) * 2).exists()'),
       profile('rot13', 'Patient', "name.given.all(encode('rot13').exists())"),
+      profile('bounded-dose', 'Observation', "value.ofType(Quantity).highBoundary(1) = 150.5 'mg'"),
     ]) expect((await api.put(`StructureDefinition/${sd.id}`, sd)).status).toBeLessThan(300);
   });
   afterAll(() => t.close());
@@ -70,6 +71,14 @@ describe("a tenant's profile invariants on FHIRPath 2.0's functions", () => {
     expect((await api.post('Observation', observation('doubled', { valueQuantity: ucum(2, 'kg') }))).status).toBe(201);
     expect(errors(await expectOutcome(await api.post('Observation', observation('doubled', { valueQuantity: ucum(37, 'Cel') })), 422)))
       .toEqual([expect.stringMatching(/doubled holds \(doubled-1\)$/)]);
+  });
+
+  test("a Quantity's boundary from its value as its JSON writes it, in exponent notation too (1.5E2 is 150, to its last place)", async () => {
+    const body = (value: string) => JSON.stringify(observation('bounded-dose', { valueQuantity: { value: 0, unit: 'mg', system: 'http://unitsofmeasure.org', code: 'mg' } }))
+      .replace('"value":0', `"value":${value}`);
+    expect((await api.post('Observation', body('1.5E2'))).status).toBe(201);
+    expect((await api.post('Observation', body('150'))).status).toBe(201);
+    await expectOutcome(await api.post('Observation', body('150.0')), 422);
   });
 
   test('encode() of a format FHIRPath does not define: the invariant cannot be evaluated, and the error says why', async () => {

@@ -2360,6 +2360,14 @@ function aggregated(input: Expr, init: Expr, aggregator: Expr, type: string | un
   });
 }
 
+/**
+ * A Decimal's text in the digits its precision functions read: as written (`1.50`), or where it was written in exponent
+ * notation (a FHIR decimal's JSON may be, `1.5E2`) as N1 writes the number (`150`).
+ */
+function plainDecimalText(written: string, value: number): string {
+  return written.includes('e') || written.includes('E') ? numberText(value) : written;
+}
+
 /** The kind of a date or time item (a FHIR instant a DateTime), or undefined for an item of another type. */
 function temporalKindOf(item: unknown, type: string | undefined): TemporalKind | undefined {
   const category = categoryOf(item, type);
@@ -2390,12 +2398,12 @@ function boundaryFunction(input: Expr, args: Ast[], scope: Scope, high: boolean)
     }
     const category = categoryOf(item, input.type);
     if (category === 'number' && typeof v === 'number') {
-      const text = decimalBoundary(numberTextOf(item, v), precision ?? DEFAULT_DECIMAL_PRECISION, high);
+      const text = decimalBoundary(plainDecimalText(numberTextOf(item, v), v), precision ?? DEFAULT_DECIMAL_PRECISION, high);
       return text === undefined ? EMPTY : [decimalItem('System.Decimal', Number(text), text)];
     }
     if (category === 'quantity' && isObject(v) && typeof v.value === 'number') {
       const written = item instanceof Typed && item.text !== undefined ? item.text : literalOf(v, 'value') ?? numberText(v.value);
-      const text = decimalBoundary(written, precision ?? DEFAULT_DECIMAL_PRECISION, high);
+      const text = decimalBoundary(plainDecimalText(written, v.value), precision ?? DEFAULT_DECIMAL_PRECISION, high);
       if (text === undefined) return EMPTY;
       return [new Typed(typeOfItem(item, input.type) ?? 'System.Quantity', { ...v, value: Number(text) }, undefined, text)];
     }
@@ -2418,7 +2426,7 @@ function precisionFunction(input: Expr): Expr {
     const v = valueOf(item);
     if (v === undefined || v === null) return EMPTY;
     let digits: number | undefined;
-    if (typeof v === 'number' && categoryOf(item, input.type) === 'number') digits = decimalPrecision(numberTextOf(item, v));
+    if (typeof v === 'number' && categoryOf(item, input.type) === 'number') digits = decimalPrecision(plainDecimalText(numberTextOf(item, v), v));
     else {
       const kind = temporalKindOf(item, input.type);
       if (kind === undefined) throw new EvaluationError('precision() applies to a Decimal, a Date, a DateTime or a Time');

@@ -1,6 +1,8 @@
 /**
  * A compiled FHIRPath engine for the invariants of the FHIR R4 StructureDefinitions
- * (https://hl7.org/fhir/R4/fhirpath.html, FHIRPath N1 http://hl7.org/fhirpath/N1/). An expression is
+ * (https://hl7.org/fhir/R4/fhirpath.html, FHIRPath N1 http://hl7.org/fhirpath/N1/, with FHIRPath 2.0's STU
+ * functions: boundaries and precision in fhirpath-boundary.ts, encodings in fhirpath-text.ts, sort(),
+ * defineVariable(), the date and time components; not its Long). An expression is
  * parsed once; for each focus type it is evaluated on, its syntax tree is turned once into plain
  * closures with the FHIR type of every path step resolved (through `FhirPathTypes`), so an evaluation
  * only walks JSON and allocates the collections it produces.

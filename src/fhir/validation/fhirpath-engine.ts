@@ -2186,6 +2186,44 @@ function toRegex(r: Expr | RegExp, env: Env, flags: string): RegExp | undefined 
   }
 }
 
+/** FHIRPath's flags of a regular expression (3.0 STU, on matches(), matchesFull(), replaceMatches()): `i` ignores case, `m` makes `^` and `$` match at lines. */
+const REGEX_FLAGS = /^[im]*$/;
+const FLAGS_ERROR = "the flags of a regular expression are 'i' (case-insensitive) and 'm' (multi-line)";
+const uniqueFlags = (flags: string) => [...new Set(flags)].join('');
+
+/**
+ * The regular expression of matches(), matchesFull() or replaceMatches() (`base`: their own JavaScript flags, `s` or
+ * `g`), with its optional flags argument, anchored at both ends for matchesFull(): compiled once where pattern and
+ * flags are literals, else at each evaluation; empty flags are none. A literal flag outside `i` and `m` is a
+ * syntax error, an evaluated one an evaluation error.
+ */
+function regexFunctionArgument(patternArg: Ast, flagsArg: Ast | undefined, scope: Scope, base: string, anchored: boolean): (env: Env) => RegExp | undefined {
+  const anchor = (r: RegExp) => (anchored ? new RegExp(`^(?:${r.source})$`, r.flags) : r);
+  if (flagsArg === undefined || (flagsArg.kind === 'literal' && flagsArg.literal.kind === 'string')) {
+    const literal = flagsArg?.kind === 'literal' && flagsArg.literal.kind === 'string' ? flagsArg.literal.value : '';
+    if (!REGEX_FLAGS.test(literal)) throw new FhirPathSyntaxError(scope.expression, flagsArg!.at, FLAGS_ERROR);
+    const flags = base + uniqueFlags(literal);
+    const regex = regexArgument(patternArg, scope, flags);
+    if (regex instanceof RegExp) {
+      const r = anchor(regex);
+      return () => r;
+    }
+    return (env) => {
+      const r = toRegex(regex, env, flags);
+      return r === undefined ? undefined : anchor(r);
+    };
+  }
+  const flagsExpr = build(flagsArg, scope);
+  const regex = regexArgument(patternArg, scope, base);
+  return (env) => {
+    const extra = singleString(flagsExpr.coll(env)) ?? '';
+    if (!REGEX_FLAGS.test(extra)) throw new EvaluationError(FLAGS_ERROR);
+    const r = toRegex(regex, env, base);
+    if (r === undefined) return undefined;
+    return anchor(extra === '' ? r : new RegExp(r.source, r.flags + uniqueFlags(extra)));
+  };
+}
+
 /**
  * N1 § 5.5 conversion functions `to<Name>()` and `convertsTo<Name>()` from one conversion: the converted item, or
  * undefined where N1's tables define no conversion of the item (or its text does not convert). Both take a single
@@ -3041,28 +3079,25 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
       return parts.join(r as string);
     }))],
   ['matches', (input, args, scope, c) => {
-    arity(c, scope, 1, 1);
-    const regex = regexArgument(args[0]!, scope, 's');
+    arity(c, scope, 1, 2);
+    const regex = regexFunctionArgument(args[0]!, args[1], scope, 's', false);
     return boolExpr((env) => {
       const s = singleString(input.coll(env));
       if (s === undefined) return undefined;
-      const r = toRegex(regex, env, 's');
+      const r = regex(env);
       if (r === undefined) return undefined;
       chargeText(env, s.length);
       return scope.clientWritten ? guardedTest(r, s, tooCostlyRegex) : r.test(s);
     });
   }],
   ['matchesFull', (input, args, scope, c) => {
-    arity(c, scope, 1, 1);
+    arity(c, scope, 1, 2);
     // The whole string must match: the pattern anchored at both ends (matches() finds it anywhere).
-    const anchored = (r: RegExp) => new RegExp(`^(?:${r.source})$`, r.flags);
-    const regex = regexArgument(args[0]!, scope, 's');
-    const literal = regex instanceof RegExp ? anchored(regex) : undefined;
+    const regex = regexFunctionArgument(args[0]!, args[1], scope, 's', true);
     return boolExpr((env) => {
       const s = singleString(input.coll(env));
       if (s === undefined) return undefined;
-      const dynamic = literal === undefined ? toRegex(regex, env, 's') : undefined;
-      const r = literal ?? (dynamic === undefined ? undefined : anchored(dynamic));
+      const r = regex(env);
       if (r === undefined) return undefined;
       chargeText(env, s.length);
       return scope.clientWritten ? guardedTest(r, s, tooCostlyRegex) : r.test(s);
@@ -3073,12 +3108,12 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
   ['escape', (input, args, scope, c) => (arity(c, scope, 1, 1), encodingFunction(input, args, scope, 'escape', escapeText))],
   ['unescape', (input, args, scope, c) => (arity(c, scope, 1, 1), encodingFunction(input, args, scope, 'unescape', unescapeText))],
   ['replaceMatches', (input, args, scope, c) => {
-    arity(c, scope, 2, 2);
-    const regex = regexArgument(args[0]!, scope, 'g');
+    arity(c, scope, 2, 3);
+    const regex = regexFunctionArgument(args[0]!, args[2], scope, 'g', false);
     const replacement = build(args[1]!, scope);
     return collExpr('System.String', (env) => {
       const s = singleString(input.coll(env));
-      const r = toRegex(regex, env, 'g');
+      const r = regex(env);
       const with_ = singleString(replacement.coll(env));
       if (s === undefined || r === undefined || with_ === undefined) return EMPTY;
       chargeText(env, s.length + with_.length);

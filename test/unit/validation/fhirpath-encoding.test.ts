@@ -116,3 +116,32 @@ describe('escape() and unescape()', () => {
     ]);
   });
 });
+
+describe("the flags of matches(), matchesFull() and replaceMatches() (3.0 STU: 'i' and 'm')", () => {
+  test('case-insensitive and multi-line, literal or computed; none by default; empty flags are none', () => {
+    check([
+      ["'ABC'.matches('b')", 'false'],
+      ["'ABC'.matches('b', 'i')", 'true'],
+      ["'ABC'.matchesFull('abc', 'i')", 'true'],
+      ["'ABC'.matchesFull('ab', 'i')", 'false'],
+      ["'a\\nb'.matches('^b$')", 'false'],
+      ["'a\\nb'.matches('^b$', 'm')", 'true'],
+      ["'a\\nb'.matches('^B$', 'mi')", 'true'],
+      ["'aAa'.replaceMatches('a', 'x')", 'xAx'],
+      ["'aAa'.replaceMatches('a', 'x', 'i')", 'xxx'],
+      ["'ABC'.matches('b', 'i' + '')", 'true'],
+      ["'ABC'.matchesFull('a' + 'bc', 'i')", 'true'],
+      ["'ABC'.matches('b', '')", 'false'],
+      ["'ABC'.matches('b', {})", 'false'],
+    ]);
+  });
+
+  test("a flag outside 'i' and 'm': a literal one refused when compiled, a computed one an evaluation error", () => {
+    expect(() => compileValues("'ABC'.matches('b', 'g')", FHIRPATH_TYPES)).toThrow(/the flags of a regular expression are 'i'/);
+    check([
+      ["'ABC'.matches('b', 'q' + '')", 'error'],
+      ["'ABC'.replaceMatches('b', 'x', 'y')", 'error'],
+      ["'ABC'.matches('b', 'i', 'm')", 'error'],
+    ]);
+  });
+});

@@ -1,10 +1,11 @@
-import type { CompositeEntry, IndexEntry, IndexRows, RangeEntry, StringEntry } from '../store/types.ts';
+import { VERSIONED_URL_PARAM, type CompositeEntry, type IndexEntry, type IndexRows, type RangeEntry, type StringEntry } from '../store/types.ts';
 import { contactKey, reachesContactPoints } from './contact-points.ts';
 import { dateRange } from './dates.ts';
 import { compartmentPaths, paramsOf, type ParamDefinition, type ParamType } from './definitions.ts';
 import { foldCase, foldUndecomposed } from './case-fold.ts';
 import { evaluatePath, type CompiledPath } from './fhirpath.ts';
 import { absoluteType, isAbsoluteReference, parseReference } from './references.ts';
+import { isCanonicalType } from './search-canonical.ts';
 import { textIndexOf } from './text-index.ts';
 import { drivePaced } from './turns.ts';
 import { canonicalUnit, UCUM_SYSTEM } from './ucum.ts';
@@ -534,7 +535,18 @@ export function indexEntries(resource: Json, base?: string): IndexRows {
 function ownEntries(resource: Json, base: string | undefined): IndexRows {
   const rows = emptyRows();
   for (const def of paramsOf(resource.resourceType as string)) paramRows(def, resource, rows, base);
+  versionedUrlRow(resource, rows);
   return rows;
+}
+
+/**
+ * A canonical resource's `url|version` as one token row (VERSIONED_URL_PARAM), where it has both: what a
+ * versioned canonical reference to it says, compared by chains and `_has` (search-sql.ts canonicalChain).
+ */
+function versionedUrlRow(resource: Json, rows: IndexRows): void {
+  const { url, version } = resource;
+  if (typeof url !== 'string' || !url || typeof version !== 'string' || !version || !isCanonicalType(resource.resourceType as string)) return;
+  rows.tokens.push({ param: VERSIONED_URL_PARAM, system: '', value: `${url}|${version}` });
 }
 
 /** The rows of `resource` for the parameter `def`, added to `rows` (not deduplicated). */
@@ -599,6 +611,7 @@ function* indexPieces(resource: Json, base: string | undefined): Generator<void,
     }
     yield;
   }
+  versionedUrlRow(resource, rows);
   containedRows(resource, rows, base);
   yield;
   const merging = tokenMerger(rows.tokens.length);

@@ -49,9 +49,13 @@ import { reachesContactPoints } from './contact-points.ts';
  * as `ae`, `þ` as `th`; indexer.ts normalizeString), where they were kept, and read so by a name's Soundex
  * (`phonetic`; indexer.ts soundex), which dropped them; model 23 the words of `_text` and `_content` case folded
  * as string search folds them (case-fold.ts foldCase: `ß` as `ss`, a final `ς` as `σ`, `ø` as `o`, `æ` as `ae`;
- * text-index.ts textWords), where they were only lower-cased.
+ * text-index.ts textWords), where they were only lower-cased; model 24 a canonical resource's `url|version` as one
+ * token row (VERSIONED_URL_PARAM), which chains and `_has` through a canonical reference compare with a versioned
+ * reference, where they joined its `url` and `version` rows (unequal to the reference's bounded row on PostgreSQL
+ * for a url of more than about 1,900 bytes), and on PostgreSQL a marker row beside such a long versioned
+ * reference (index-limits.ts versionedMarkers), without which its `url` row was taken for one naming every version.
  */
-export const INDEX_MODEL = 23;
+export const INDEX_MODEL = 24;
 
 /**
  * What each model changed. `touches`: a test of a stored resource's JSON, true for every resource whose
@@ -252,7 +256,18 @@ const MODEL_CHANGES: Record<number, ModelChange | undefined> = {
     tables: ['search_text'],
     reads: (c) => c.kind === 'text',
   },
+  // A canonical resource with a url and a version (`"url":` and `"version":`), now a row of its `url|version`; a
+  // resource with a versioned canonical reference of a long url (a string of 600 characters or more before a `|`),
+  // now a marker row on PostgreSQL: reference rows. Canonical chains, `_has` and `_revinclude` read them.
+  24: {
+    touches: (content) => (content.includes('"url":') && content.includes('"version":')) || LONG_VERSIONED_CANONICAL.test(content),
+    tables: ['search_index'],
+    reads: (c) => (c.kind === 'token' || c.kind === 'chain' || c.kind === 'has') && c.canonical === true,
+  },
 };
+
+/** A JSON string with 600 characters or more before a `|`: a versioned canonical whose url may be past the index bound. */
+const LONG_VERSIONED_CANONICAL = /"[^"|]{600,}\|[^"]*"/;
 
 /**
  * Whether a narrative's numeric character reference (`&#248;`, `&#xD8;`; text-index.ts narrativeText decodes them

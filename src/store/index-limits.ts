@@ -55,13 +55,17 @@ const mayBeLong = (s: string | undefined): s is string => s !== undefined && s.l
 /**
  * Puts `index`'s values that PostgreSQL indexes (a token's system and value, a quantity's unit system
  * and code, a composite's first system and value) in their bounded form, in place. A string's matching
- * form is cut to 256 characters by the indexer, so within the bound already. Idempotent.
+ * form is cut to 256 characters by the indexer, so within the bound already. A versioned canonical `url|v`
+ * whose bounded form no longer starts with its bounded `url` and a `|` gets a marker row beside it
+ * (versionedMarkers). Idempotent.
  */
 export function boundIndexRows(index: IndexRows): void {
+  const markers = versionedMarkers(index);
   for (const e of index.tokens) {
     if (mayBeLong(e.system)) e.system = boundedValue(e.system);
-    if (mayBeLong(e.value)) e.value = boundedValue(e.value);
+    if (mayBeLong(e.value) && !e.value.endsWith(MARKER_END)) e.value = boundedValue(e.value);
   }
+  index.tokens.push(...markers);
   for (const e of index.ranges) {
     if (mayBeLong(e.system)) e.system = boundedValue(e.system);
     if (mayBeLong(e.code)) e.code = boundedValue(e.code);
@@ -71,6 +75,31 @@ export function boundIndexRows(index: IndexRows): void {
     if (mayBeLong(e.value1)) e.value1 = boundedValue(e.value1);
   }
 }
+
+/**
+ * A canonical reference `url|v` is indexed with its `url` alone too (a reference row of system ''), and a `url` row
+ * beside a `url|...` row of its key is that reference's, naming no other version (search-sql.ts canonicalRow, which
+ * looks for a row from `url|` to `url}`). Bounded, `url|v` keeps only the first KEPT_BYTES of it and a digest, out
+ * of that range when the url is that long: such a pair gets a row `bounded(url)|` U+0001 beside them, in the range,
+ * which no search value equals (none holds U+0001). Only for a pair written so (its `url` row among the rows). Kept
+ * as it is (at most 2,002 bytes, within PostgreSQL's B-tree entry).
+ */
+function versionedMarkers(index: IndexRows): IndexRows['tokens'] {
+  const bare = new Set<string>();
+  for (const e of index.tokens) if (e.system === '' && e.value.length >= KEPT_BYTES / 3) bare.add(`${e.param}\u0000${e.value}`);
+  const markers: IndexRows['tokens'] = [];
+  for (const e of index.tokens) {
+    if (e.system !== '' || !mayBeLong(e.value) || e.value.includes(DIGEST_MARK)) continue;
+    const bar = e.value.indexOf('|');
+    if (bar <= 0 || !bare.has(`${e.param}\u0000${e.value.slice(0, bar)}`)) continue;
+    const url = boundedValue(e.value.slice(0, bar));
+    if (!boundedValue(e.value).startsWith(`${url}|`)) markers.push({ param: e.param, system: '', value: `${url}${MARKER_END}` });
+  }
+  return markers;
+}
+
+/** How a marker row of versionedMarkers ends; no bounded form does (they end with a digest). */
+const MARKER_END = `|${DIGEST_MARK}`;
 
 const boundedToken = (v: TokenValue): TokenValue => ({
   ...(v.system !== undefined && { system: boundedValue(v.system) }),

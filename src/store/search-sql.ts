@@ -8,6 +8,7 @@ import { nearBound, nearBox } from './geo.ts';
 import { INDEX_TABLES } from './index-tables.ts';
 import type { SearchKey } from './search-keys.ts';
 import { textScope } from './text-scope.ts';
+import { VERSIONED_URL_PARAM } from './types.ts';
 import type { CompositePart, CompositeTest, Condition, DateTest, IndexTable, NearPoint, NumberTest, SearchCursor, SearchQuery, SortKey, StringValue, TextQuery, TextTerm, TokenValue } from './types.ts';
 
 export type SqlValue = string | number;
@@ -724,20 +725,16 @@ export class SqlBuilder {
    * a `url|...` one (canonicalRow).
    */
   private canonicalChain(s: string, type: string, c: Condition & { kind: 'chain' }): string {
+    // A target's `url|version` is its row of VERSIONED_URL_PARAM, bounded as a reference's row is.
     const targets = (versioned: boolean) => {
       const r = this.alias('r');
       const u = this.alias('u');
-      const joins = [`JOIN search_index ${u} ON ${u}.res = ${r}.pk`];
-      const where = [`${r}.tenant = ${this.v(this.tenant)}`, `${r}.type = ${this.v(c.targetType)}`, this.dialect.live(r), this.keyIn(u, 'search_index', c.targetType, ['url'], true, { systems: [''] })];
-      let value = `${u}.value`;
-      if (versioned) {
-        const v = this.alias('v');
-        joins.push(`JOIN search_index ${v} ON ${v}.res = ${r}.pk`);
-        where.push(this.keyIn(v, 'search_index', c.targetType, ['version'], true));
-        value = `${u}.value || '|' || ${v}.value`;
-      }
-      where.push(...c.where.map((w) => this.condition(w, r, c.targetType)));
-      return `SELECT ${value} FROM resources ${r} ${joins.join(' ')} WHERE ${where.join(' AND ')}`;
+      const where = [
+        `${r}.tenant = ${this.v(this.tenant)}`, `${r}.type = ${this.v(c.targetType)}`, this.dialect.live(r),
+        this.keyIn(u, 'search_index', c.targetType, [versioned ? VERSIONED_URL_PARAM : 'url'], true, { systems: [''] }),
+        ...c.where.map((w) => this.condition(w, r, c.targetType)),
+      ];
+      return `SELECT ${u}.value FROM resources ${r} JOIN search_index ${u} ON ${u}.res = ${r}.pk WHERE ${where.join(' AND ')}`;
     };
     const key = this.keyIn(s, 'search_index', type, [c.param], false, { systems: [''] });
     return `${key} AND ${s}.value IN (${targets(false)} UNION ALL ${targets(true)}) AND ${this.canonicalRow(s)}`;
@@ -759,12 +756,10 @@ export class SqlBuilder {
    */
   private canonicalsNamed(type: string, named: () => string): string {
     const u = this.alias('u');
-    const url = (alias: string, byRes: boolean) => this.keyIn(alias, 'search_index', type, ['url'], byRes, { systems: [''] });
-    const v = this.alias('v');
     const w = this.alias('u');
-    return `SELECT ${u}.res FROM search_index ${u} WHERE ${url(u, false)} AND ${u}.value IN (${named()}) UNION ALL ` +
-      `SELECT ${w}.res FROM search_index ${w} JOIN search_index ${v} ON ${v}.res = ${w}.res WHERE ${url(w, false)} AND ` +
-      `${this.keyIn(v, 'search_index', type, ['version'], true)} AND ${w}.value || '|' || ${v}.value IN (${named()})`;
+    const key = (alias: string, param: string) => this.keyIn(alias, 'search_index', type, [param], false, { systems: [''] });
+    return `SELECT ${u}.res FROM search_index ${u} WHERE ${key(u, 'url')} AND ${u}.value IN (${named()}) UNION ALL ` +
+      `SELECT ${w}.res FROM search_index ${w} WHERE ${key(w, VERSIONED_URL_PARAM)} AND ${w}.value IN (${named()})`;
   }
 
   /**

@@ -272,7 +272,15 @@ describe('readsRowsBeingRebuilt', () => {
   const near: Condition = { kind: 'near', param: 'near', points: [{ latitude: 1, longitude: 2, km: 3 }] };
 
   test('names the conditions each later model changed the rows of', () => {
-    expect(INDEX_MODEL).toBe(23);
+    expect(INDEX_MODEL).toBe(24);
+    // Model 24: a canonical resource's `url|version` row and a long versioned canonical's marker: canonical references
+    // (a `_revinclude`'s token, a chain, a `_has`) wait; other references, and the rest, do not.
+    const named24: Condition = { kind: 'token', param: 'questionnaire', values: [{ system: '', value: 'http://x/Q|1' }], reference: true, canonical: true };
+    expect(readsRowsBeingRebuilt(23, query(named24))).toBe(true);
+    expect(readsRowsBeingRebuilt(23, query({ kind: 'chain', param: 'questionnaire', targetType: 'Questionnaire', where: [plain], canonical: true }))).toBe(true);
+    expect(readsRowsBeingRebuilt(23, query({ kind: 'has', type: 'QuestionnaireResponse', param: 'questionnaire', where: [plain], canonical: true }))).toBe(true);
+    expect(readsRowsBeingRebuilt(23, query(plain, text, canonical, near, { ...named24, canonical: undefined }, { kind: 'chain', param: 'subject', targetType: 'Patient', where: [plain] }))).toBe(false);
+    // (From here on, canonical references wait for model 24 whatever the model before.)
     // Model 23: the full-text words (case folded as strings are): `_text` and `_content` wait, nothing else does.
     expect(readsRowsBeingRebuilt(22, query(text))).toBe(true);
     expect(readsRowsBeingRebuilt(22, query({ kind: 'or', any: [plain, text] }))).toBe(true);

@@ -222,7 +222,16 @@ describe('touchedSince', () => {
     // component (read as the whole unit divided before), or an annotated number or parenthesis (not read before).
     expect(tablesSince(20)).toEqual(['search_range', 'search_composite', 'search_index', 'search_string', 'search_text']);
     expect(tablesSince(21)).toEqual(['search_index', 'search_string', 'search_composite', 'search_text']);
-    expect(tablesSince(22)).toEqual(['search_text']);
+    expect(tablesSince(22)).toEqual(['search_text', 'search_index']);
+    expect(tablesSince(23)).toEqual(['search_index']);
+    // Model 24: canonical resources with a url and a version, and resources with a versioned canonical of a long url.
+    const since23 = touchedSince(23);
+    const long = `http://forms.example/Questionnaire/${'x'.repeat(2000)}`;
+    expect(since23('{"resourceType":"Questionnaire","url":"http://forms.example/Q","version":"1","status":"active"}')).toBe(true);
+    expect(since23(JSON.stringify({ resourceType: 'QuestionnaireResponse', status: 'completed', questionnaire: `${long}|1` }))).toBe(true);
+    expect(since23(JSON.stringify({ resourceType: 'QuestionnaireResponse', status: 'completed', questionnaire: long }))).toBe(false);
+    expect(since23('{"resourceType":"QuestionnaireResponse","status":"completed","questionnaire":"http://forms.example/Q|1"}')).toBe(false);
+    expect(since23('{"resourceType":"Questionnaire","url":"http://forms.example/Q","status":"active"}')).toBe(false);
     const since20 = touchedSince(20);
     for (const code of ['/kg/d', '/s.m', '/L/h', '/100{WBCs}', '{#}/100{WBCs}', '(2){x}', 'mg/(kg.d){x}']) expect({ code, touched: since20(quantity(code)) }).toEqual({ code, touched: true });
     for (const code of ['/min', '/h', '/[HPF]', '/10*3', '/{tot}', 'mL/kg/d', 'mg/dL/h', '{cells}/uL', '10*3{copies}/mL', 'mg', '[psi]']) expect({ code, touched: since20(quantity(code)) }).toEqual({ code, touched: false });

@@ -92,6 +92,14 @@ export interface IndexRows {
   text?: TextEntry;
 }
 
+/**
+ * The parameter whose token row (system '') holds a canonical resource's `url|version` as one value, where it has
+ * both (src/fhir/indexer.ts): a chain or `_has` through a canonical reference compares a `url|version` reference
+ * with it, in the same bounded form as the reference's row on PostgreSQL (src/store/index-limits.ts), which its
+ * `url` and `version` rows joined could not give for a long url. No search parameter is named so.
+ */
+export const VERSIONED_URL_PARAM = 'url:version';
+
 export const NO_INDEX_ROWS: IndexRows = Object.freeze({ tokens: [], strings: [], ranges: [], composites: [] }) as IndexRows;
 
 /** FHIR R4 search prefixes (search.html, 3.1.1.4.1). */

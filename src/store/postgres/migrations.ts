@@ -834,4 +834,17 @@ CREATE TABLE tenant_writes (tenant TEXT COLLATE "C" NOT NULL, shard INTEGER NOT 
 UPDATE index_state SET value = 23 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
 `,
   },
+  {
+    version: 53,
+    name: 'canonical_versions',
+    sql: `
+-- Index model 24 (src/fhir/reindex.ts): a canonical resource's \`url|version\` is one token row (VERSIONED_URL_PARAM),
+-- which chains and \`_has\` through a canonical reference compare with a versioned reference, and on PostgreSQL a
+-- versioned canonical reference of a url past the index bound gets a marker row (src/store/index-limits.ts
+-- versionedMarkers). A database holding resources gets them from the reindex that \`cinder serve\` runs at start
+-- (only the canonical resources with a version and the resources with a long versioned canonical are rebuilt, their
+-- reference rows); an empty one follows model 24.
+UPDATE index_state SET value = 24 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
+`,
+  },
 ];

@@ -787,9 +787,11 @@ function includeTargets(rows: ResourceVersion[], includes: Include[], base: stri
     values.add(value);
   };
   for (const row of rows) {
+    // A row no `_include` starts from is not parsed (an included Patient under `_include=Observation:subject`).
+    const from = includes.filter((inc) => inc.source === '*' || inc.source === row.type);
+    if (!from.length) continue;
     const resource = JSON.parse(row.content) as Json;
-    for (const inc of includes) {
-      if (inc.source !== '*' && inc.source !== row.type) continue;
+    for (const inc of from) {
       const defs = inc.param === '*' ? referenceParamsOf(row.type) : [paramOf(row.type, inc.param)!];
       for (const def of defs) {
         for (const path of def.paths) {
@@ -962,6 +964,8 @@ export async function addIncludes(
     const warned = warnings.length;
     const incs = compiled.includes.filter((i) => round === 0 || i.iterate);
     const revs = compiled.revincludes.filter((i) => round === 0 || i.iterate);
+    // Without `:iterate` the included are not read again (each would be parsed for no `_include`).
+    if (!incs.length && !revs.length) break;
     const next: ResourceVersion[] = [];
     const reached = includeTargets(frontier, incs, deps.fhirBase?.(req.tenant));
     /**

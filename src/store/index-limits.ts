@@ -93,7 +93,9 @@ function versionedMarkers(index: IndexRows): IndexRows['tokens'] {
     const bar = e.value.indexOf('|');
     if (bar <= 0 || !bare.has(`${e.param}\u0000${e.value.slice(0, bar)}`)) continue;
     const url = boundedValue(e.value.slice(0, bar));
-    if (!boundedValue(e.value).startsWith(`${url}|`)) markers.push({ param: e.param, system: '', value: `${url}${MARKER_END}` });
+    const marker = `${url}${MARKER_END}`;
+    // One marker a url and parameter, however many of its versions the resource names there.
+    if (!boundedValue(e.value).startsWith(`${url}|`) && !markers.some((m) => m.param === e.param && m.value === marker)) markers.push({ param: e.param, system: '', value: marker });
   }
   return markers;
 }

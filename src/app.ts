@@ -282,7 +282,7 @@ export function createApp(deps: AppDeps): App {
   // gate (gatedStore), which would refuse every write while the index is rebuilt.
   // Deletion is soft, so a deleted client is found, disabled; only tokens crafted in tests name no client at all.
   const client = (clientId: string) => authDeps.clients.get(clientId);
-  const hub = new SubscriptionHub({ fhir: { ...fhirDeps, store: deps.store }, clock, log, restoreAccess, client, user, clients: (ids) => authDeps.clients.getMany(ids), users: user.many, patientHeld: patientChoices.all, patientKnown: patientChoices.known, allowPrivate, ...resolve });
+  const hub = new SubscriptionHub({ fhir: { ...fhirDeps, store: deps.store }, clock, log, restoreAccess, client, user, clients: (ids) => authDeps.clients.getMany(ids), users: user.many, patientHeld: patientChoices.all, patientKnown: patientChoices.known, allowPrivate, terminologyChanged: (tenant) => terminology.markChanged(tenant), ...resolve });
   fhirDeps.subscriptions = hub;
   // Binding tokens of topic-based websocket Subscriptions: signed with the server's keys, so any process verifies them.
   const wsTokens: WsBindingTokens = {

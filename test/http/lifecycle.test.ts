@@ -1190,16 +1190,17 @@ for (const target of targets) {
       expect(await shown()).toEqual(['active', undefined, '5']);
     });
 
-    test('an active Subscription whose topic was widened is paused for its topic by a registration change that does not refuse it, not for the registration', async () => {
-      const { c, id, shown, revert, write } = await topicPaused('topic-active-update');
-      // Set back (the topic as it was), then widened again with no write since: the command finds it active.
+    test('an active Subscription whose topic was widened is paused for its topic at the topic\'s write, and a registration change that does not refuse it leaves it so, not paused for the registration', async () => {
+      const { c, shown, revert, write } = await topicPaused('topic-active-update');
+      // Set back (the topic as it was), then widened again: the topic's own write pauses it, naming the topic.
       await revert();
       await write();
       expect(await shown()).toEqual(['active', undefined, '3']);
       const admin = fhirClient(t, await t.token());
       const basic = (await (await admin.get('Basic/topic-active-update')).json()) as Json;
       await admin.put200({ ...basic, extension: [...(basic.extension as Json[]), { url: `${X5}resourceTrigger`, extension: [{ url: 'resource', valueUri: 'Encounter' }] }] });
-      expect(await cinder(['client', 'update', c.id, '--scope', 'system/Patient.rs', '--scope', 'system/Subscription.cruds'])).toMatchObject({ subscriptions_paused: [id] });
+      expect(await shown()).toEqual(['error', topicPausedError(['Encounter']), '4']);
+      expect(await cinder(['client', 'update', c.id, '--scope', 'system/Patient.rs', '--scope', 'system/Subscription.cruds'])).toMatchObject({ subscriptions_paused: [], subscriptions_resumed: [] });
       expect(await shown()).toEqual(['error', topicPausedError(['Encounter']), '4']);
     });
 

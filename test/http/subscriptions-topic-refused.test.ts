@@ -3,7 +3,8 @@
  * activated with a filter comparator its topic's canFilterBy does not list (enforced since), or one whose topic was edited
  * since (its canFilterBy removed, its resourceTrigger moved to another type) or deleted. It read `active` and notified
  * nothing, a warning in the log at each reload its only trace. Now it is set `error`, saying what its topic refuses and
- * where, visible in `$status`; the server starts, and the other Subscriptions notify as before. On both databases.
+ * where, visible in `$status`; the server starts, and the other Subscriptions notify as before (set back once its topic
+ * accepts it again: subscriptions-refused-resume.test.ts). On both databases.
  */
 import { afterAll, expect, test } from 'bun:test';
 import { createClient } from '../../src/auth/admin.ts';
@@ -157,7 +158,7 @@ for (const target of targets) {
       await drain();
       const [filtered, retriggered, deleted, kept] = await Promise.all(subs.map(shown));
       expect([filtered!.status, filtered!.stored, filtered!.error]).toEqual([
-        'error', 'error', `${REFUSED}backport-filter-criteria parameter 'date' of Encounter is not offered by the topic's canFilterBy (status) (at Subscription.criteria.extension[0]). Write it again with status requested, asking for what the topic offers now`,
+        'error', 'error', `${REFUSED}backport-filter-criteria parameter 'date' of Encounter is not offered by the topic's canFilterBy (status) (at Subscription.criteria.extension[0]). The server sets it back to the status it had once its topic accepts it again; or write it again with status requested, asking for what the topic offers now`,
       ]);
       expect([retriggered!.status, retriggered!.error]).toEqual(['error', expect.stringContaining('backport-filter-criteria names Encounter, which the topic')]);
       expect([deleted!.status, deleted!.error]).toEqual(['error', expect.stringContaining(`no SubscriptionTopic '${urls[2]}' is known to this server`)]);
@@ -170,7 +171,7 @@ for (const target of targets) {
     }
   }, 60_000);
 
-  test(`${target.kind}: one paused for its topic whose topic is then deleted reads error for good, saying so, not a pause the topic lifts`, async () => {
+  test(`${target.kind}: one paused for its topic whose topic is then deleted reads error saying so, not the pause for its topic's types`, async () => {
     const hook = receiver();
     const t = await createTestApp({ store: (await target.migrated()).open(), env: { CINDER_SUBSCRIPTION_ALLOW_PRIVATE: 'true' } });
     try {
@@ -186,7 +187,7 @@ for (const target of targets) {
       expect((await call('PUT', `Basic/${basicId}`, { ...topic(url, 'Encounter'), id: basicId, extension: [...topic(url, 'Encounter').extension, ...topic(url, 'Observation').extension.slice(2)] })).status).toBe(200);
       expect((await call('POST', 'Encounter', encounter('2024-07-15'))).status).toBe(201);
       expect((await shown(id)).error).toStartWith('paused: its topic now selects Observation resources');
-      // The topic deleted: no pause its next edit lifts.
+      // The topic deleted: refused by it, saying so.
       expect((await call('DELETE', `Basic/${basicId}`)).status).toBe(200);
       expect((await call('POST', 'Encounter', encounter('2024-07-16'))).status).toBe(201);
       const refused = await shown(id);

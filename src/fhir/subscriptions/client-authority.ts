@@ -20,6 +20,7 @@ import type { Access } from '../access.ts';
 import type { FhirDeps } from '../crud.ts';
 import { ownerClient, ownerPatient, ownerScopes, ownerUser } from './owner.ts';
 import { grantError, olderGrantLapsed, searchesWhatItSelects, topicRefusal, unsearchedTriggers } from './owner-reach.ts';
+import { refusedPauseOf } from './refused.ts';
 import { isTopicCriteria } from './topic-subscription.ts';
 import { tenantTopics } from './topics.ts';
 import { resumeServerPaused, writeServerStatus } from './server-status.ts';
@@ -68,9 +69,17 @@ export function topicPausedFor(sub: Json): string[] | undefined {
   return types.every((t) => /^[A-Z][A-Za-z]*$/.test(t)) && topicPausedError(types) === error ? types : undefined;
 }
 
-/** Whether `sub` stands paused by the server, for its client's registration (pausedFor) or for its topic (topicPausedFor). */
+/**
+ * Whether `sub` stands paused by the server, for its client's registration (pausedFor), for its topic (topicPausedFor),
+ * or as its topic or criteria no longer accepted it (refused.ts refusedPauseOf).
+ */
 export function serverPaused(sub: Json, clientId: string | null): boolean {
-  return pausedFor(sub, clientId) !== undefined || topicPausedFor(sub) !== undefined;
+  return pausedFor(sub, clientId) !== undefined || resumablePause(sub);
+}
+
+/** Whether `sub` stands paused by the server whoever owns it, to be set back as the hub finds it compiles: for its topic's types, or refused by its topic or criteria. */
+export function resumablePause(sub: Json): boolean {
+  return topicPausedFor(sub) !== undefined || refusedPauseOf(sub) !== undefined;
 }
 
 /** One of the client's Subscriptions: its current version (a deletion left out), parsed, and its owner record. */

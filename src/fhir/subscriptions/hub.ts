@@ -26,13 +26,14 @@ import { compileCriteria } from './criteria.ts';
 import { fhirPathHolds } from './fhirpath-criteria.ts';
 import type { CompiledTopicCriteria } from '../validation/fhirpath-engine.ts';
 import { cachedLookups } from './lookups.ts';
-import { compileTopic, findTopic, isTopicCriteria, topicRefusedError, topicRequest } from './topic-subscription.ts';
+import { compileTopic, findTopic, isTopicCriteria, topicRequest } from './topic-subscription.ts';
+import { CRITERIA_REFUSED_HEAD, refusedError, refusedPauseOf, TOPIC_REFUSED_HEAD } from './refused.ts';
 import { tenantTopics, type Interaction, type Topic, type TopicTrigger } from './topics.ts';
 import { indexEntries } from '../indexer.ts';
 import { endpointUrl, systemResolve, type ResolveHost } from './endpoint.ts';
 import { authorityRevoked, ownerAccess, ownerClient, ownerPatient, ownerUser, type OwnerUser, type RestoreAccess } from './owner.ts';
 import { grantReaches, searchesWhatItSelects, topicRefusal, unsearchedTriggers } from './owner-reach.ts';
-import { showSilenced, type Resumed, type ShowFailure, type Silenced } from './silenced.ts';
+import { SHOWN_PER_WRITE, showSilenced, type Resumed, type ShowFailure, type Silenced } from './silenced.ts';
 import { statusBefore, TOPIC_PAUSE_HEAD, topicPausedFor } from './client-authority.ts';
 import type { PatientChoice } from '../../auth/patient-held.ts';
 import type { UserLookup, UsersLookup } from '../../auth/user-cache.ts';
@@ -81,6 +82,12 @@ export interface HubOptions {
   patientKnown?: (choices: readonly PatientChoice[]) => (boolean | undefined)[];
   /** CINDER_SUBSCRIPTION_ALLOW_PRIVATE. */
   allowPrivate: boolean;
+  /**
+   * Tells the terminology service of `fhir` that a write of this process changed the tenant's ValueSets or CodeSystems
+   * (src/app.ts: its markChanged), before the hub settles the Subscriptions after such a write (WriteHook.committed), so
+   * that their criteria's `:in` resolve as written: the request's own notice comes only once its answer is sent.
+   */
+  terminologyChanged?: (tenant: string) => void;
   resolve?: ResolveHost;
 }
 
@@ -119,9 +126,23 @@ interface ActiveSet {
   refused: Silenced[];
   /** Those paused for their topic (topicPausedError) whose topic compiles for their owner again: set back (silenced.ts). */
   resumed: Resumed[];
+  /**
+   * Those paused for their topic, or refused by their topic or criteria, that a client activated, with its registered
+   * scopes when judged (`registered`): a user's is turned `off` once that sign-in ends (notifying), as an active one is,
+   * not left paused while nothing can set it back; one whose client's registration changed since is judged again at the
+   * write that finds it so (rejudged), as an active one is compiled again, not at the next write of a watched type.
+   */
+  held: Silenced[];
   byType: Map<string, Compiled[]>;
   /** The types some topic-based Subscription triggers on: their writes are read with their previous version, deletions too. */
   topicTypes: Set<string>;
+}
+
+/** What pausedForTopic finds of the Subscriptions the server paused (ActiveSet's `resumed`, `refused` and `held`). */
+interface PausedJudged {
+  resumed: Resumed[];
+  renamed: Silenced[];
+  held: Silenced[];
 }
 
 /** The owner whose reach subscription `id`'s notifications are matched with, if it is active. */
@@ -200,7 +221,12 @@ export interface WriteHook {
  * (failed rest-hooks stay so and pile up: 10,000 of them cost each reload about 33 ms on SQLite and 120-200 ms on
  * PostgreSQL; now about 1 ms and 5 ms: docs/PERFORMANCE.md, "Forty-seventh session").
  */
-const pausedQuery = () => new URLSearchParams({ status: 'error', _content: TOPIC_PAUSE_HEAD.replace(/[^A-Za-z]+/g, ' ').trim() });
+const pausedQuery = (head: string) => new URLSearchParams({ status: 'error', _content: head.replace(/[^A-Za-z]+/g, ' ').trim() });
+/**
+ * The heads of the `error`s of the Subscriptions the server set back once they compile again (pausedForTopic): a topic
+ * pause, and a refusal by the topic or the criteria (refused.ts), each found by its words.
+ */
+const pauseHeads = () => [TOPIC_PAUSE_HEAD, TOPIC_REFUSED_HEAD, CRITERIA_REFUSED_HEAD];
 /** How many Subscriptions in `error` pausedForTopic reads at a time. */
 const PAUSED_PAGE = 1_000;
 /**
@@ -209,11 +235,31 @@ const PAUSED_PAGE = 1_000;
  * holds the SubscriptionTopics.
  */
 const WATCHED_TYPES = ['Subscription', 'ValueSet', 'CodeSystem', 'Basic'];
+/**
+ * Those of WATCHED_TYPES Subscriptions rest on (a topic, what a criteria's `:in`, `:below`, `:above` resolves): their
+ * write settles the tenant's Subscriptions as it commits (settle), those it refuses set `error` and those it accepts
+ * again set back.
+ */
+const GROUNDS_TYPES = ['ValueSet', 'CodeSystem', 'Basic'];
 
 /** How long an activation trusts a host name's resolution, or its failure (ms): prepare() resolves it before the write's transaction. */
 export const RESOLVED_FOR_MS = 30_000;
 /** The most host names remembered (then the memory starts afresh). */
 const RESOLVED_MAX = 1_000;
+
+/**
+ * The `error` of Subscription `r` whose compilation for its owner failed with `err`, where that is a refusal of what it
+ * rests on (refused.ts): a topic-based one's topic refusing it (a 422), an R4 criteria one's criteria not compiling (a
+ * 4xx besides the owner's reach, a 403, and a lookup too slow or too costly now, a 408 or 429, which may pass). Else
+ * undefined: a 403 is the owner's authority (judged apart), a 5xx or another failure no verdict on the Subscription.
+ */
+function refusalOf(err: unknown, r: Record<string, unknown>): string | undefined {
+  if (!(err instanceof FhirError)) return undefined;
+  if (isTopicCriteria(r.criteria)) return err.status === 422 ? refusedError('topic', err) : undefined;
+  const transient = (e: unknown) => e instanceof FhirError && (e.status === 408 || e.status === 429 || e.status >= 500);
+  if (err.status >= 500 || err.status === 403 || transient(err) || transient(err.cause)) return undefined;
+  return err.status >= 400 ? refusedError('criteria', err) : undefined;
+}
 
 export class SubscriptionHub {
   private readonly tenants = new Map<string, TenantState>();
@@ -297,6 +343,8 @@ export class SubscriptionHub {
     // search each is what a Subscription costs, so only those the write matches pay it, not all the tenant has.
     const choices = new Map<Compiled, boolean>();
     let watchedWritten = false;
+    // A topic (a Basic), ValueSet or CodeSystem written: what Subscriptions rest on changed (settled once it commits).
+    let groundsWritten = false;
     return {
       judge: async (err) => {
         if (!(err instanceof OwnersToJudge)) return false;
@@ -313,6 +361,7 @@ export class SubscriptionHub {
         const reowned = new Set<string>();
         const note = (v: VersionToWrite, previous?: MeasuredVersion | null) => {
           if (WATCHED_TYPES.includes(v.type)) watchedWritten = true;
+          if (GROUNDS_TYPES.includes(v.type)) groundsWritten = true;
           // A deletion notifies topic-based Subscriptions alone (R4 criteria have no deletion notification).
           if ((!v.deleted || active.topicTypes.has(v.type)) && active.byType.has(v.type)) written.push({ v, ...(previous !== undefined && { previous }) });
         };
@@ -363,6 +412,13 @@ export class SubscriptionHub {
         if (silenced.length && (await showSilenced({ fhir: this.options.fhir, clock: this.options.clock, log: this.options.log, showing: this.showing, failed: this.showFailed }, tenant, silenced))) {
           this.state(tenant).watch.markStale();
         }
+        // A topic, ValueSet or CodeSystem written: the Subscriptions it refuses now are set `error`, and those it accepts
+        // again set back, at once (the set read again as settle does), not at the tenant's next write, whose own
+        // events a Subscription set back only then would miss. The write committed: a failure here is only logged.
+        if (groundsWritten) {
+          this.options.terminologyChanged?.(tenant);
+          await this.settle(tenant, SHOWN_PER_WRITE).catch((err: unknown) => this.options.log.warn('judging the subscriptions after a write of what they rest on failed', { tenant, err }));
+        }
       },
     };
   }
@@ -374,11 +430,11 @@ export class SubscriptionHub {
    * (App.settleSubscriptions), so that a Subscription an older release activated, which today's rules refuse, reads so
    * in `$status` before the tenant's next write.
    */
-  async settle(tenant: string): Promise<void> {
+  async settle(tenant: string, limit = Number.POSITIVE_INFINITY): Promise<void> {
     const active = await this.active(tenant);
     const { silenced } = await this.notifying(tenant, active);
     const deps = { fhir: this.options.fhir, clock: this.options.clock, log: this.options.log, showing: this.showing, failed: this.showFailed };
-    if (silenced.length && (await showSilenced(deps, tenant, silenced, Number.POSITIVE_INFINITY))) this.state(tenant).watch.markStale();
+    if (silenced.length && (await showSilenced(deps, tenant, silenced, limit))) this.state(tenant).watch.markStale();
   }
 
   /**
@@ -481,13 +537,14 @@ export class SubscriptionHub {
     for (const list of active.byType.values()) for (const s of list) if (s.clientId !== null) subs.add(s);
     // The owners of the refused paused for their scopes or topic too: a user's whose sign-in ended since is turned off for that.
     const refusedOwners = active.refused.map((r) => ({ r, user: r.why === 'scopes' || r.why === 'topic' ? ownerUser(r.owner) : null }));
+    const heldOwners = active.held.map((r) => ({ r, user: ownerUser(r.owner) }));
     const clientIds = new Set<string>();
     const userIds = new Set<string>();
     for (const s of subs) {
       clientIds.add(s.clientId!);
       if (s.user !== null) userIds.add(s.user.id);
     }
-    for (const { r, user } of refusedOwners) {
+    for (const { r, user } of [...refusedOwners, ...heldOwners]) {
       if (user === null) continue;
       clientIds.add(r.clientId!);
       userIds.add(user.id);
@@ -520,7 +577,18 @@ export class SubscriptionHub {
     }
     // Those the set's load refused: a user's whose sign-in ended since is turned off for that rather than paused for its scopes or topic.
     for (const { r, user } of refusedOwners) silenced.set(r.id, user !== null && revokedOf(r.clientId!, user) ? { ...r, why: 'sign-in' } : r);
-    return { notifying: out, silenced: [...silenced.values(), ...active.resumed] };
+    // Those standing paused: a user's whose sign-in ended since turned off for that; one whose client's registration
+    // changed since judged again (rejudged); the others left as they stand.
+    const resumed = [...active.resumed];
+    for (const { r, user } of heldOwners) {
+      if (user !== null && revokedOf(r.clientId!, user)) silenced.set(r.id, { ...r, why: 'sign-in' });
+      else if ((clients.get(r.clientId!)?.scopes.join(' ') ?? null) !== r.registered) {
+        const judged = await this.rejudged(tenant, r);
+        for (const x of judged.renamed) silenced.set(x.id, x);
+        resumed.push(...judged.resumed);
+      }
+    }
+    return { notifying: out, silenced: [...silenced.values(), ...resumed] };
   }
 
   /** The choice of patient `s` was activated with (a user's, through a client), when it must be judged (HubOptions.patientHeld). */
@@ -720,11 +788,12 @@ export class SubscriptionHub {
         add({ id: row.id, type: c.type, where: c.where, access, owner, criteria: r.criteria, clientId, registered, user: ownerUser(owner) });
       } catch (err) {
         const clientId = ownerClient(owner);
-        // Its topic refuses it (deleted, no longer active, edited since, or a filter an older release let through): set
-        // `error` for good, saying what, not left reading `active` while it notifies nothing.
-        if (err instanceof FhirError && err.status === 422 && isTopicCriteria(r.criteria)) {
-          const error = topicRefusedError(err);
-          log.warn('a topic-based subscription its topic no longer accepts is set to error', { tenant, subscription: row.id, error });
+        // Its topic refuses it (deleted, no longer active, edited since, or a filter an older release let through), or its
+        // criteria no longer compile (the ValueSet its `:in` names deleted, a search an older release ran): set `error`,
+        // saying what, not left reading `active` while it notifies nothing; set back once it compiles again (pausedForTopic).
+        const error = refusalOf(err, r);
+        if (error !== undefined) {
+          log.warn(isTopicCriteria(r.criteria) ? 'a topic-based subscription its topic no longer accepts is set to error' : 'a subscription whose criteria no longer compile is set to error', { tenant, subscription: row.id, error });
           refused.push({ id: row.id, owner, clientId, why: 'refused', client: null, error });
           continue;
         }
@@ -745,7 +814,23 @@ export class SubscriptionHub {
       }
     }
     const paused = await this.pausedForTopic(tenant, owners, topicsOf);
-    return { token, byType, topicTypes, refused: [...refused, ...paused.renamed], resumed: paused.resumed };
+    return { token, byType, topicTypes, refused: [...refused, ...paused.renamed], resumed: paused.resumed, held: paused.held };
+  }
+
+  /**
+   * Paused Subscription `held` (ActiveSet's `held`) judged again as the set's load judges it (judgePaused), its client's
+   * registration having changed since: read as it stands now, and remembered with the registration judged, so that the
+   * next writes do not judge it again until the registration changes once more.
+   */
+  private async rejudged(tenant: string, held: Silenced): Promise<PausedJudged> {
+    const out: PausedJudged = { resumed: [], renamed: [], held: [] };
+    const row = await this.options.fhir.store.resources.read(tenant, 'Subscription', held.id);
+    held.registered = await this.registeredScopes(held.clientId!);
+    if (row === null || row.deleted) return out;
+    let topics: Promise<Topic[]> | undefined;
+    const topicsOf = () => (topics ??= tenantTopics(this.options.fhir, tenant, this.options.clock.now()));
+    await this.judgePaused(tenant, new Map([[held.id, held.owner]]), topicsOf, row, out);
+    return out;
   }
 
   /** A topic-based Subscription `r` compiled for `access`: its topic (of `topics`) and its triggers' conditions. */
@@ -771,51 +856,67 @@ export class SubscriptionHub {
    * each with the status it goes back to (statusBefore: only where each pause changed nothing but status and `error`).
    * `renamed`: those whose topic now selects other types their owner may not search than their `error` names.
    */
-  private async pausedForTopic(tenant: string, owners: Map<string, string>, topicsOf: () => Promise<Topic[]>): Promise<{ resumed: Resumed[]; renamed: Silenced[] }> {
+  private async pausedForTopic(tenant: string, owners: Map<string, string>, topicsOf: () => Promise<Topic[]>): Promise<PausedJudged> {
     const { fhir } = this.options;
     // Built here, not as the module loads: TOPIC_PAUSE_HEAD's module may not have run yet then (an import cycle through crud.ts).
-    const where = compileFilter('Subscription', pausedQuery()) as Condition[];
-    const out = { resumed: [] as Resumed[], renamed: [] as Silenced[] };
-    for (let after: string | undefined; ;) {
-      const rows = await fhir.store.resources.search(tenant, {
-        type: 'Subscription', where, sort: [], count: PAUSED_PAGE, ...(after === undefined ? {} : { after: { lastUpdated: 0, id: after } }),
-      });
-      for (const row of rows) if (row.content.includes(TOPIC_PAUSE_HEAD)) await this.judgePaused(tenant, owners, topicsOf, row, out);
-      if (rows.length < PAUSED_PAGE) return out;
-      after = rows[rows.length - 1]!.id;
+    const out: PausedJudged = { resumed: [], renamed: [], held: [] };
+    const judged = new Set<string>();
+    for (const head of pauseHeads()) {
+      const where = compileFilter('Subscription', pausedQuery(head)) as Condition[];
+      for (let after: string | undefined; ;) {
+        const rows = await fhir.store.resources.search(tenant, {
+          type: 'Subscription', where, sort: [], count: PAUSED_PAGE, ...(after === undefined ? {} : { after: { lastUpdated: 0, id: after } }),
+        });
+        for (const row of rows) {
+          // One whose words match two heads' is judged once.
+          if (!row.content.includes(head) || judged.has(row.id)) continue;
+          judged.add(row.id);
+          await this.judgePaused(tenant, owners, topicsOf, row, out);
+        }
+        if (rows.length < PAUSED_PAGE) break;
+        after = rows[rows.length - 1]!.id;
+      }
     }
+    return out;
   }
 
   /** pausedForTopic's judgement of one Subscription in `error` (`row`), added to `out`. */
   private async judgePaused(
-    tenant: string, owners: Map<string, string>, topicsOf: () => Promise<Topic[]>, row: ResourceVersion, out: { resumed: Resumed[]; renamed: Silenced[] },
+    tenant: string, owners: Map<string, string>, topicsOf: () => Promise<Topic[]>, row: ResourceVersion, out: PausedJudged,
   ): Promise<void> {
-    const { log, restoreAccess, fhir } = this.options;
+    const { log, restoreAccess, fhir, clock } = this.options;
     const r = JSON.parse(row.content) as Record<string, unknown> & { channel?: { type?: string } };
     const owner = owners.get(row.id);
     const named = topicPausedFor(r);
+    // Refused by its topic or criteria (refused.ts): whoever's, the operator's too.
+    const refused = named === undefined ? refusedPauseOf(r) : undefined;
     const clientId = owner === undefined ? null : ownerClient(owner);
-    if (owner === undefined || clientId === null || named === undefined || !DELIVERED_CHANNELS.includes(r.channel?.type ?? '') || !isTopicCriteria(r.criteria)) return;
+    if (owner === undefined || (named === undefined && refused === undefined) || !DELIVERED_CHANNELS.includes(r.channel?.type ?? '')) return;
+    if ((named !== undefined || refused === 'topic') !== isTopicCriteria(r.criteria) || (named !== undefined && clientId === null)) return;
+    if (clientId !== null) out.held.push({ id: row.id, owner, clientId, why: 'topic', client: null, registered: await this.registeredScopes(clientId) });
     try {
-      await this.compileTopicOf(tenant, await ownerAccess(tenant, owner, restoreAccess), r, await topicsOf());
+      const access = await ownerAccess(tenant, owner, restoreAccess);
+      if (isTopicCriteria(r.criteria)) await this.compileTopicOf(tenant, access, r, await topicsOf());
+      else await compileCriteria(fhir, tenant, access, r.criteria, clock.now());
       const status = await statusBefore(fhir.store, tenant, row, clientId);
       if (status !== undefined) out.resumed.push({ id: row.id, owner, status, versionId: row.versionId });
     } catch (err) {
-      if (!(err instanceof FhirError)) log.warn('a subscription paused for its topic could not be judged', { tenant, subscription: row.id, err });
-      // Its topic refuses it now whoever asks (deleted, no longer active, its filter no longer offered): no pause the
-      // topic's next edit lifts, but an `error` for good saying so, as the set's load writes for an active one.
-      if (err instanceof FhirError && err.status === 422) {
-        const error = topicRefusedError(err);
-        log.warn('a topic-based subscription its topic no longer accepts is set to error', { tenant, subscription: row.id, error });
+      if (!(err instanceof FhirError)) log.warn('a subscription paused for its topic or criteria could not be judged', { tenant, subscription: row.id, err });
+      // Its topic refuses it now whoever asks (deleted, no longer active, its filter no longer offered), or its criteria do
+      // not compile: an `error` saying so, as the set's load writes for an active one (written only when the words change).
+      const error = refusalOf(err, r);
+      if (error !== undefined) {
+        if (error === r.error) return;
+        log.warn(isTopicCriteria(r.criteria) ? 'a topic-based subscription its topic no longer accepts is set to error' : 'a subscription whose criteria no longer compile is set to error', { tenant, subscription: row.id, error });
         out.renamed.push({ id: row.id, owner, clientId, why: 'refused', client: null, error });
         return;
       }
-      if (!(err instanceof FhirError && err.status === 403)) return;
+      if (!(err instanceof FhirError && err.status === 403) || clientId === null) return;
       // Named anew by what refuses now: its registration (narrowed since, whatever the topic does, or the topic as it
       // was again), or its topic selecting other types than its `error` names.
       const by = await this.refusedBy(tenant, owner, r, topicsOf);
       if (by?.why === 'scopes') out.renamed.push({ id: row.id, owner, clientId, why: 'scopes', client: null, registered: await this.registeredScopes(clientId) });
-      else if (by?.why === 'topic' && by.types.join(',') !== named.join(',')) out.renamed.push({ id: row.id, owner, clientId, why: 'topic', client: null, types: by.types });
+      else if (by?.why === 'topic' && by.types.join(',') !== named?.join(',')) out.renamed.push({ id: row.id, owner, clientId, why: 'topic', client: null, types: by.types });
     }
   }
 }

@@ -14,7 +14,9 @@
  * the set's load finds it compiles again, unless its tenant holds the 1,000 activated Subscriptions the hub matches
  * already: then `off`, its `error` naming that bound (server-status.ts resumeServerPaused), as `cinder client enable` does.
  * A topic-based one its topic refuses when the set is loaded (a 422: the topic deleted or edited since, or a filter an
- * older release let through) is set `error` for good, saying what (topic-subscription.ts topicRefusedError).
+ * older release let through), or an R4 criteria one whose criteria no longer compile (a 4xx: the ValueSet its `:in`
+ * names deleted, a search an older release ran), is set `error` saying what (refused.ts refusedError), and set back to
+ * the status it had, as one paused for its topic is, once the set's load finds it compiles again.
  * A write of one that fails (a version the server cannot store, its database unreachable) is tried again only after
  * a wait that doubles with each failure (SHOW_RETRY_FIRST_MS to SHOW_RETRY_MAX_MS): one that always fails neither
  * takes the places of the others at every write nor costs every write a failed transaction.
@@ -24,7 +26,7 @@ import type { Logger } from '../../log.ts';
 import type { Client } from '../../store/types.ts';
 import type { FhirDeps } from '../crud.ts';
 import { isActivated } from './activation.ts';
-import { deletedError, pausedError, topicPausedError, topicPausedFor } from './client-authority.ts';
+import { deletedError, pausedError, resumablePause, topicPausedError } from './client-authority.ts';
 import { ownerUser } from './owner.ts';
 import { grantError } from './owner-reach.ts';
 import { resumeServerPaused, writeServerStatus } from './server-status.ts';
@@ -62,7 +64,7 @@ export interface Silenced {
   registered?: string | null;
   /** For `topic`: the types its topic now selects that its owner may not search (topicPausedError). */
   types?: string[];
-  /** For `refused`: its `error`, what its topic refuses (topic-subscription.ts topicRefusedError). */
+  /** For `refused`: its `error`, what its topic or criteria refuse (refused.ts refusedError). */
   error?: string;
 }
 
@@ -127,7 +129,7 @@ export async function showSilenced(
         // Set back, unless written since it was judged (a client's write stands, as writeServerStatus keeps it).
         const current = await fhir.store.resources.read(tenant, 'Subscription', s.id);
         const sub = current && !current.deleted ? (JSON.parse(current.content) as Record<string, unknown>) : undefined;
-        if (!sub || current!.versionId !== s.versionId || topicPausedFor(sub) === undefined || (await fhir.store.subscriptions.owner(tenant, s.id)) !== s.owner) continue;
+        if (!sub || current!.versionId !== s.versionId || !resumablePause(sub) || (await fhir.store.subscriptions.owner(tenant, s.id)) !== s.owner) continue;
         tried++;
         // Not past the tenant's bound of activated Subscriptions, which activation keeps: at the bound it is set off,
         // naming it (BOUND_ERROR), as `cinder client enable` sets one off; the hub matches no more than the bound.
@@ -152,10 +154,10 @@ export async function showSilenced(
       }
       const current = await fhir.store.resources.read(tenant, 'Subscription', s.id);
       const sub = current && !current.deleted ? (JSON.parse(current.content) as Record<string, unknown>) : undefined;
-      // One paused for its topic is paused again naming what refuses now: other types its topic selects than its `error`
-      // names, or its client's registration (hub.ts refusedBy); or turned off, the sign-in it rests on revoked since; or
-      // set `error` for good, its topic refusing it whoever asks (deleted since, say: topicRefusedError).
-      const renamed = (s.why === 'topic' || s.why === 'scopes' || s.why === 'sign-in' || s.why === 'refused') && sub !== undefined && topicPausedFor(sub) !== undefined;
+      // One paused for its topic, or refused by its topic or criteria, is paused again naming what refuses now: other types
+      // its topic selects than its `error` names, or its client's registration (hub.ts refusedBy); or turned off, the
+      // sign-in it rests on revoked since; or refused by its topic or criteria, saying what refuses now (refused.ts).
+      const renamed = (s.why === 'topic' || s.why === 'scopes' || s.why === 'sign-in' || s.why === 'refused') && sub !== undefined && resumablePause(sub);
       if (!sub || !(isActivated(sub) || renamed) || (await fhir.store.subscriptions.owner(tenant, s.id)) !== s.owner) continue;
       const { status, error } = statusOf(s);
       tried++;

@@ -210,20 +210,6 @@ export async function compileTopic(deps: FhirDeps, tenant: string, access: Acces
   return out;
 }
 
-/** The head of topicRefusedError, by which a Subscription set to `error` so is told apart (nothing sets it back). */
-export const TOPIC_REFUSED_HEAD = 'its topic no longer accepts it, so it notifies nothing: ';
-
-/**
- * The `error` of an activated topic-based Subscription whose topic refuses it as the hub compiles it again (a 422 of
- * findTopic or compileTopic, `err`: the topic deleted, no longer active, its canFilterBy or resourceTrigger edited since
- * the activation, or a filter an older release let through, such as a comparator its canFilterBy does not list). Set
- * `error` for good, saying what and where: the app writes it again (status `requested`) with what the topic offers now.
- */
-export function topicRefusedError(err: FhirError): string {
-  const at = err.issues[0]?.expression?.join(', ');
-  return `${TOPIC_REFUSED_HEAD}${err.message}${at ? ` (at ${at})` : ''}. Write it again with status requested, asking for what the topic offers now`;
-}
-
 /** Where the filter of `type` stands among the criteria's extensions (its first). */
 function filterAtOf(request: TopicRequest, type: string): string {
   return request.filterAt.get(type) ?? 'Subscription.criteria';

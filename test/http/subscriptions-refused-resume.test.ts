@@ -62,6 +62,9 @@ async function caller(t: TestApp) {
     const status = (await call('GET', `Subscription/${id}/$status`)).body;
     const params = ((status.entry as Json[])[0]!.resource as Json).parameter as Json[];
     const stored = (await call('GET', `Subscription/${id}`)).body;
+    // The status Parameters' `error` (backport-subscription-status-r4) says what the Subscription's `error` does.
+    const said = (params.find((p) => p.name === 'error')?.valueCodeableConcept as Json | undefined)?.text;
+    expect(said).toBe(stored.error);
     return { status: params.find((p) => p.name === 'status')?.valueCode, stored: stored.status, error: stored.error as string | undefined };
   };
   const events = async (id: string) => ((await call('GET', `Subscription/${id}/$events`)).body.entry as Json[]).slice(1).map((e) => e.fullUrl);

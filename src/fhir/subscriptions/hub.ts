@@ -544,10 +544,15 @@ export class SubscriptionHub {
       clientIds.add(s.clientId!);
       if (s.user !== null) userIds.add(s.user.id);
     }
-    for (const { r, user } of [...refusedOwners, ...heldOwners]) {
+    for (const { r, user } of refusedOwners) {
       if (user === null) continue;
       clientIds.add(r.clientId!);
       userIds.add(user.id);
+    }
+    // Those held paused: their clients whoever's (their registration judged), their users where a user's.
+    for (const { r, user } of heldOwners) {
+      clientIds.add(r.clientId!);
+      if (user !== null) userIds.add(user.id);
     }
     // One read of the clients and one of the users for them all (those their caches hold, none), side by side.
     const [clients, users] = await Promise.all([
@@ -583,7 +588,11 @@ export class SubscriptionHub {
     for (const { r, user } of heldOwners) {
       if (user !== null && revokedOf(r.clientId!, user)) silenced.set(r.id, { ...r, why: 'sign-in' });
       else if ((clients.get(r.clientId!)?.scopes.join(' ') ?? null) !== r.registered) {
-        const judged = await this.rejudged(tenant, r);
+        // Its judgement failing (its read, say) fails no write: it is judged again at the next one.
+        const judged = await this.rejudged(tenant, r).catch((err: unknown) => {
+          this.options.log.warn('a paused subscription could not be judged again', { tenant, subscription: r.id, err });
+          return { resumed: [], renamed: [], held: [] } as PausedJudged;
+        });
         for (const x of judged.renamed) silenced.set(x.id, x);
         resumed.push(...judged.resumed);
       }

@@ -114,6 +114,11 @@ const refuse = (text: string, at: string) => new FhirError('unprocessable', text
 /** A header line `Name: value`, as R4 channel.header has it. */
 const HEADER = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+:[\t -~]*$/;
 
+/** Whether `line` is a header line an HTTP request can carry (HEADER): checked at activation, and again as it is sent. */
+export function sendableHeader(line: unknown): line is string {
+  return typeof line === 'string' && HEADER.test(line);
+}
+
 /** The media type of a payload, without parameters (`application/fhir+json;charset=utf-8`). */
 export function payloadType(payload: unknown): string | undefined {
   return typeof payload === 'string' ? payload.split(';')[0]!.trim().toLowerCase() : undefined;
@@ -296,7 +301,7 @@ async function checkRestHook(channel: Json, ctx: ActivationContext): Promise<voi
   }
   const headers = Array.isArray(channel.header) ? (channel.header as unknown[]) : [];
   headers.forEach((h, i) => {
-    if (typeof h !== 'string' || !HEADER.test(h)) throw refuse(`Subscription.channel.header[${i}] is not a header line 'Name: value'`, `Subscription.channel.header[${i}]`);
+    if (!sendableHeader(h)) throw refuse(`Subscription.channel.header[${i}] is not a header line 'Name: value'`, `Subscription.channel.header[${i}]`);
     // The Host is the endpoint's (outbound.ts sets it): another would pick a virtual host behind the address the
     // endpoint's name was checked for, one that name never named.
     if (/^host:/i.test(h)) throw refuse(`Subscription.channel.header[${i}] sets Host, which is the endpoint's own (its URL's host and port)`, `Subscription.channel.header[${i}]`);

@@ -23,7 +23,7 @@ import type { Logger } from '../../log.ts';
 import type { ClaimedSubscription, Client, PendingNotification, ResourceVersion, User } from '../../store/types.ts';
 import { enumerationAccess } from '../access.ts';
 import { vreadResource, type FhirDeps } from '../crud.ts';
-import { isActivated, payloadType, sendablePayload } from './activation.ts';
+import { isActivated, payloadType, sendableHeader, sendablePayload } from './activation.ts';
 import { parseExact } from '../exact-json.ts';
 import { toFhirXml } from '../xml/to-xml.ts';
 import { endpointUrl, systemResolve, type ResolveHost } from './endpoint.ts';
@@ -610,7 +610,11 @@ export class SubscriptionDelivery {
       return `Subscription.channel.payload '${String(channel.payload)}' is not a media type an HTTP Content-Type can carry`;
     }
     const headers = new Headers();
-    for (const line of Array.isArray(channel.header) ? (channel.header as string[]) : []) {
+    const lines: unknown[] = Array.isArray(channel.header) ? channel.header : [];
+    for (const [i, line] of lines.entries()) {
+      // One no request can carry (stored before activation refused it: a line break, a name with a space, no colon) is a
+      // failed delivery naming it, retried and then `error`, not a throw of Headers read as the server's own failure.
+      if (!sendableHeader(line)) return `Subscription.channel.header[${i}] is not a header line an HTTP request can carry ('Name: value', the value printable ASCII)`;
       const at = line.indexOf(':');
       headers.append(line.slice(0, at).trim(), line.slice(at + 1).trim());
     }

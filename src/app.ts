@@ -359,8 +359,12 @@ export function createApp(deps: AppDeps): App {
     recorder.record(req.method, url.pathname, 'unmatched', res.status, requestId, started);
     return res;
   };
+  // Each tenant judged whatever another's judgement did (its failure logged): one tenant's fault leaves no other's
+  // Subscriptions unjudged until its next write.
   const settleSubscriptions = async () => {
-    for (const tenant of await deps.store.tenants.list()) await hub.settle(tenant.id);
+    for (const tenant of await deps.store.tenants.list()) {
+      await hub.settle(tenant.id).catch((err: unknown) => log.warn('judging a tenant\'s active subscriptions at start failed', { tenant: tenant.id, err }));
+    }
   };
   return { fetch, upgrade, request: (input, init) => fetch(toRequest(input, init)), hotRoutes: hot, subscriptions, imports, websocket: sockets.handler, audit, settleSubscriptions };
 }

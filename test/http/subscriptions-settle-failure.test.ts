@@ -5,14 +5,14 @@
  * failed one would have. On both databases.
  */
 import { afterAll, expect, test } from 'bun:test';
-import { createClient } from '../../src/auth/admin.ts';
+import { createClient, createTenant } from '../../src/auth/admin.ts';
 import { updateClient } from '../../src/auth/client-lifecycle.ts';
 import type { Store } from '../../src/store/types.ts';
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import { fhirClient, type Json } from '../helpers/fhir.ts';
 import { basic, post } from '../helpers/oauth.ts';
 import { receiver } from '../helpers/rest-hook.ts';
-import { storeTargets } from '../helpers/stores.ts';
+import { rawStatements, storeTargets } from '../helpers/stores.ts';
 
 const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
@@ -146,6 +146,47 @@ for (const target of targets) {
     } finally {
       hook.stop();
       await t.close();
+    }
+  }, 60_000);
+}
+
+for (const target of targets) {
+  test(`${target.kind}: serve's start judges every tenant's Subscriptions though one tenant's judgement fails`, async () => {
+    const db = await target.migrated();
+    const hook = receiver();
+    let id: string;
+    const t1 = await createTestApp({ store: db.open(), env: { CINDER_SUBSCRIPTION_ALLOW_PRIVATE: 'true' } });
+    try {
+      await createTenant(t1.store, t1.clock, 't0');
+      const { call, drain } = await caller(t1);
+      const created = await call('POST', 'Subscription', {
+        resourceType: 'Subscription', status: 'requested', reason: 'observations', criteria: 'Observation?status=final',
+        channel: { type: 'rest-hook', endpoint: hook.url, payload: 'application/fhir+json' },
+      });
+      id = String(created.body.id);
+      await drain();
+      const stored = (await call('GET', `Subscription/${id}`)).body;
+      // As an older release stored it: a search this release does not run.
+      await rawStatements(target.kind, db.url, [[`UPDATE resources SET content = $1 WHERE tenant = $2 AND type = 'Subscription' AND id = $3`, [JSON.stringify({ ...stored, criteria: 'Observation?no-such-parameter=1' }), 't1', id]]]);
+    } finally {
+      await t1.close();
+    }
+    // Tenant t0, listed first, cannot be searched.
+    const store = db.open();
+    const resources = new Proxy(store.resources, {
+      get: (repo, key) => (key === 'search' ? (tenant: string, ...rest: unknown[]) => (tenant === 't0' ? Promise.reject(new Error('injected search fault')) : (repo.search as (...a: unknown[]) => unknown)(tenant, ...rest)) : Reflect.get(repo, key)),
+    });
+    const wrapped = new Proxy(store, { get: (s, key) => (key === 'resources' ? resources : Reflect.get(s, key)) }) as Store;
+    const t2 = await createTestApp({ store: wrapped, env: { CINDER_SUBSCRIPTION_ALLOW_PRIVATE: 'true' } });
+    try {
+      await t2.app.settleSubscriptions().catch(() => undefined);
+      const { call } = await caller(t2);
+      const after = (await call('GET', `Subscription/${id}`)).body;
+      expect(after.status).toBe('error');
+      expect(String(after.error)).toContain('no-such-parameter');
+    } finally {
+      hook.stop();
+      await t2.close();
     }
   }, 60_000);
 }

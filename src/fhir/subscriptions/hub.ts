@@ -864,6 +864,8 @@ export class SubscriptionHub {
    * `resumed`: those whose topic compiles for their owner again (the operator reverted it, or removed the trigger),
    * each with the status it goes back to (statusBefore: only where each pause changed nothing but status and `error`).
    * `renamed`: those whose topic now selects other types their owner may not search than their `error` names.
+   * Those its topic or criteria refused (refused.ts, by each head's words: pauseHeads) alike: `resumed` once they compile
+   * for their owner again, `renamed` when refused now in other words. `held`: those a client activated (ActiveSet.held).
    */
   private async pausedForTopic(tenant: string, owners: Map<string, string>, topicsOf: () => Promise<Topic[]>): Promise<PausedJudged> {
     const { fhir } = this.options;

@@ -69,8 +69,9 @@ export interface Silenced {
 }
 
 /**
- * A Subscription the server paused for its topic (`error`, topicPausedError) whose topic compiles for its owner again, as
- * the hub's set is loaded: set back to `status` (statusBefore), if its version is still `versionId`, the one judged.
+ * A Subscription the server paused for its topic (`error`, topicPausedError), or set `error` as its topic or criteria
+ * refused it (refused.ts), that compiles for its owner again, as the hub's set is loaded: set back to `status`
+ * (statusBefore), if its version is still `versionId`, the one judged.
  */
 export interface Resumed {
   id: string;

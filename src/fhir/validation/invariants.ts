@@ -46,9 +46,10 @@ export function checkInvariants(sink: IssueSink, model: TypeModel, focus: Record
       evaluate(sink, inv, fn, focus, model.name, ctx, path);
       continue;
     }
-    // An invariant on an element: once for each of its values.
+    // An invariant on an element: once for each of its values, under its JSON name or, for a choice element, each typed
+    // name (`probabilityRange`). The model tells them: ElementDefinition's `maxValueDate` and `maxLength` are no `max`.
     for (const key in focus) {
-      if (key !== inv.element && !(key.startsWith(inv.element) && /^[A-Z]/.test(key.slice(inv.element.length)))) continue;
+      if (key !== inv.element && model.slots.get(key)?.element.name !== inv.element) continue;
       const type = elementType(model.name, key);
       const v = focus[key];
       if (Array.isArray(v)) {

@@ -6,6 +6,7 @@
  * (profile-check.ts), since a profile may bind value sets the base table does not hold.
  */
 import type { Clock } from '../../../clock.ts';
+import { dateRange } from '../../dates.ts';
 import { EMPTY_RESULT_NOTE, FhirPathEvaluationError, FhirPathTooCostly, type InvariantContext } from '../fhirpath-engine.ts';
 import type { ValidationIssue } from '../validate.ts';
 import { ofTypeName, pathTypes } from '../model.ts';
@@ -313,8 +314,23 @@ function checkTargets(run: Run, profile: CompiledProfile, el: ProfileElement, it
 
 function checkBounds(run: Run, profile: CompiledProfile, el: ProfileElement, item: Item): void {
   const v = isObject(item.value) && 'value' in item.value ? item.value.value : item.value;
-  if (el.minValue !== undefined && typeof v === typeof el.minValue && (v as number | string) < el.minValue) run.add('error', 'value', pathOf(item), `${whereOf(profile, el)}: below the minimum ${el.minValue}`);
-  if (el.maxValue !== undefined && typeof v === typeof el.maxValue && (v as number | string) > el.maxValue) run.add('error', 'value', pathOf(item), `${whereOf(profile, el)}: above the maximum ${el.maxValue}`);
+  if (el.minValue !== undefined && typeof v === typeof el.minValue && order(v as number | string, el.minValue) < 0) run.add('error', 'value', pathOf(item), `${whereOf(profile, el)}: below the minimum ${el.minValue}`);
+  if (el.maxValue !== undefined && typeof v === typeof el.maxValue && order(v as number | string, el.maxValue) > 0) run.add('error', 'value', pathOf(item), `${whereOf(profile, el)}: above the maximum ${el.maxValue}`);
+}
+
+/**
+ * A value against a bound: -1 before it, 1 after it, 0 otherwise. Dates, dateTimes and instants by the moments they denote
+ * (time zones read, as FHIRPath orders them): before when the value's period ends by the bound's start, after when it starts
+ * at or past the bound's end, neither when their precisions let them overlap (`2019` against `2019-06-01`). Numbers and
+ * times (`hh:mm:ss`, whose text orders them) as they are.
+ */
+function order(v: number | string, bound: number | string): number {
+  if (typeof v === 'string' && typeof bound === 'string') {
+    const a = dateRange(v);
+    const b = dateRange(bound);
+    if (a !== null && b !== null) return a.high <= b.low ? -1 : a.low >= b.high ? 1 : 0;
+  }
+  return v < bound ? -1 : v > bound ? 1 : 0;
 }
 
 function collectBinding(run: Run, profile: CompiledProfile, el: ProfileElement, item: Item): void {

@@ -1,0 +1,63 @@
+/**
+ * A profile's minValue[x] and maxValue[x] (R4 ElementDefinition) on dateTimes and instants compare the moments they
+ * denote, time zones included, as FHIRPath orders them; a value whose precision straddles a bound is not refused.
+ * On writes, on both databases.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { countVersions, expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+
+const URL = 'http://example.org/fhir/StructureDefinition/observed-in-2019';
+
+/** A profile on Observation: effective[x] a dateTime before 2020 (UTC), issued at or after 2019-01-01T00:00:00Z. */
+const PROFILE = {
+  resourceType: 'StructureDefinition', url: URL, name: 'ObservedIn2019', status: 'active', kind: 'resource', abstract: false,
+  type: 'Observation', baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Observation', derivation: 'constraint', fhirVersion: '4.0.1',
+  differential: {
+    element: [
+      { id: 'Observation.effective[x]', path: 'Observation.effective[x]', type: [{ code: 'dateTime' }], maxValueDateTime: '2019-12-31T23:59:59Z' },
+      { id: 'Observation.issued', path: 'Observation.issued', minValueInstant: '2019-01-01T00:00:00Z' },
+    ],
+  },
+};
+
+const observation = (extra: Json): Json => ({ resourceType: 'Observation', meta: { profile: [URL] }, status: 'final', code: { text: 'weight' }, ...extra });
+
+await eachStore((kind, fresh) => {
+  describe(`profile bounds on dates and times (${kind})`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      api = fhirClient(t, await t.token());
+      expect((await api.post('StructureDefinition', PROFILE)).status).toBe(201);
+    });
+    afterAll(() => t.close());
+
+    test('a dateTime after maxValueDateTime once its zone is read is refused, though its text sorts before it', async () => {
+      const before = await countVersions(t);
+      // 2019-12-31T23:00:00-05:00 is 2020-01-01T04:00:00Z.
+      const outcome = await expectOutcome(await api.post('Observation', observation({ effectiveDateTime: '2019-12-31T23:00:00-05:00' })), 422);
+      expect(outcome.issue.map((i: Json) => [i.expression[0], i.details.text])).toEqual([
+        ['Observation.effective.ofType(dateTime)', `Observation.effective[x] (profile ${URL}): above the maximum 2019-12-31T23:59:59Z`],
+      ]);
+      const early = await expectOutcome(await api.post('Observation', observation({ effectiveDateTime: '2019-06-01', issued: '2019-01-01T08:00:00+09:00' })), 422);
+      expect(early.issue.map((i: Json) => [i.expression[0], i.details.text])).toEqual([['Observation.issued', `Observation.issued (profile ${URL}): below the minimum 2019-01-01T00:00:00Z`]]);
+      expect(await countVersions(t)).toBe(before);
+    });
+
+    test('a dateTime before maxValueDateTime once its zone is read is stored, though its text sorts after it', async () => {
+      // 2020-01-01T05:00:00+10:00 is 2019-12-31T19:00:00Z; 2018-12-31T20:00:00-05:00 is 2019-01-01T01:00:00Z.
+      const res = await api.post('Observation', observation({ effectiveDateTime: '2020-01-01T05:00:00+10:00', issued: '2018-12-31T20:00:00-05:00' }));
+      expect(res.status).toBe(201);
+    });
+
+    test('dates at their own precision: within, straddling and past the bound', async () => {
+      expect((await api.post('Observation', observation({ effectiveDateTime: '2019-12-31' }))).status).toBe(201);
+      expect((await api.post('Observation', observation({ effectiveDateTime: '2019' }))).status).toBe(201);
+      await expectOutcome(await api.post('Observation', observation({ effectiveDateTime: '2020' })), 422);
+      await expectOutcome(await api.post('Observation', observation({ effectiveDateTime: '2020-01' })), 422);
+    });
+  });
+});

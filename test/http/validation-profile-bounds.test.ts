@@ -1,7 +1,8 @@
 /**
  * A profile's minValue[x] and maxValue[x] (R4 ElementDefinition) on dateTimes and instants compare the moments they
  * denote, time zones included, as FHIRPath orders them; a value whose precision straddles a bound is not refused.
- * On writes, on both databases.
+ * minValueQuantity and maxValueQuantity compare a Quantity in the bound's unit, or in another UCUM unit of the same
+ * dimension converted. On writes, on both databases.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -22,16 +23,34 @@ const PROFILE = {
   },
 };
 
+const VITALS_URL = 'http://example.org/fhir/StructureDefinition/plausible-weight';
+const UCUM = 'http://unitsofmeasure.org';
+/** A profile on Observation: valueQuantity between 0.5 kg and 700 kg. */
+const VITALS = {
+  resourceType: 'StructureDefinition', url: VITALS_URL, name: 'PlausibleWeight', status: 'active', kind: 'resource', abstract: false,
+  type: 'Observation', baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Observation', derivation: 'constraint', fhirVersion: '4.0.1',
+  differential: {
+    element: [{
+      id: 'Observation.value[x]', path: 'Observation.value[x]', type: [{ code: 'Quantity' }],
+      minValueQuantity: { value: 0.5, unit: 'kg', system: UCUM, code: 'kg' }, maxValueQuantity: { value: 700, unit: 'kg', system: UCUM, code: 'kg' },
+    }],
+  },
+};
+const weight = (value: number, code: string): Json => ({
+  resourceType: 'Observation', meta: { profile: [VITALS_URL] }, status: 'final', code: { text: 'weight' }, valueQuantity: { value, unit: code, system: UCUM, code },
+});
+
 const observation = (extra: Json): Json => ({ resourceType: 'Observation', meta: { profile: [URL] }, status: 'final', code: { text: 'weight' }, ...extra });
 
 await eachStore((kind, fresh) => {
-  describe(`profile bounds on dates and times (${kind})`, () => {
+  describe(`profile bounds on dates, times and quantities (${kind})`, () => {
     let t: TestApp;
     let api: FhirClient;
     beforeAll(async () => {
       t = await createTestApp({ store: await fresh() });
       api = fhirClient(t, await t.token());
       expect((await api.post('StructureDefinition', PROFILE)).status).toBe(201);
+      expect((await api.post('StructureDefinition', VITALS)).status).toBe(201);
     });
     afterAll(() => t.close());
 
@@ -58,6 +77,23 @@ await eachStore((kind, fresh) => {
       expect((await api.post('Observation', observation({ effectiveDateTime: '2019' }))).status).toBe(201);
       await expectOutcome(await api.post('Observation', observation({ effectiveDateTime: '2020' })), 422);
       await expectOutcome(await api.post('Observation', observation({ effectiveDateTime: '2020-01' })), 422);
+    });
+
+    test('a Quantity outside minValueQuantity or maxValueQuantity is refused, in the bound\'s unit or converted from another', async () => {
+      const before = await countVersions(t);
+      const heavy = await expectOutcome(await api.post('Observation', weight(701, 'kg')), 422);
+      expect(heavy.issue.map((i: Json) => [i.expression[0], i.details.text])).toEqual([
+        ['Observation.value.ofType(Quantity)', `Observation.value[x] (profile ${VITALS_URL}): above the maximum 700 kg`],
+      ]);
+      const light = await expectOutcome(await api.post('Observation', weight(400, 'g')), 422);
+      expect(light.issue.map((i: Json) => [i.expression[0], i.details.text])).toEqual([
+        ['Observation.value.ofType(Quantity)', `Observation.value[x] (profile ${VITALS_URL}): below the minimum 0.5 kg`],
+      ]);
+      expect(await countVersions(t)).toBe(before);
+      expect((await api.post('Observation', weight(700, 'kg'))).status).toBe(201);
+      expect((await api.post('Observation', weight(500, 'g'))).status).toBe(201);
+      expect((await api.post('Observation', weight(1600, '[lb_av]'))).status).toBe(422);
+      expect((await api.post('Observation', weight(150, '[lb_av]'))).status).toBe(201);
     });
   });
 });

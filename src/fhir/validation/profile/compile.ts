@@ -8,7 +8,7 @@ import { compileExtensionContext, compileInvariant, UnsupportedFhirPath } from '
 import { FhirPathSyntaxError } from '../fhirpath-parse.ts';
 import { FHIRPATH_TYPES, pathTypes, typeModel, type ElementModel, type TypeModel } from '../model.ts';
 import { R4_RESOURCE_TYPES } from '../../resource-types.ts';
-import type { CompiledProfile, Constraint, ContextExpression, ElementTypes, ExtensionUse, Discriminator, ProfileElement, Slice, SliceKey, Slicing, TypeRule } from './compiled.ts';
+import type { BoundQuantity, CompiledProfile, Constraint, ContextExpression, ElementTypes, ExtensionUse, Discriminator, ProfileElement, Slice, SliceKey, Slicing, TypeRule } from './compiled.ts';
 import { splitPath, valuesAt } from './paths.ts';
 import { fixedExpression } from './constraint-fixes.ts';
 
@@ -220,8 +220,8 @@ function compileElement(raw: RawNode, owner: TypeModel | null, base: ReturnType<
   for (const key in ed) {
     if (key.startsWith('fixed')) (el.fixed = ed[key], (checks = true));
     else if (key.startsWith('pattern')) (el.pattern = ed[key], (checks = true));
-    else if (key.startsWith('minValue') && (typeof ed[key] === 'number' || typeof ed[key] === 'string')) (el.minValue = ed[key] as number | string, (checks = true));
-    else if (key.startsWith('maxValue') && (typeof ed[key] === 'number' || typeof ed[key] === 'string')) (el.maxValue = ed[key] as number | string, (checks = true));
+    else if (key.startsWith('minValue') && isBound(ed[key])) (el.minValue = ed[key], (checks = true));
+    else if (key.startsWith('maxValue') && isBound(ed[key])) (el.maxValue = ed[key], (checks = true));
   }
   if (typeof ed.maxLength === 'number') (el.maxLength = ed.maxLength, (checks = true));
   const binding = ed.binding as Json | undefined;
@@ -445,4 +445,9 @@ function endKey(ed: Json, d: Discriminator): SliceKey | null {
     return profiles.length === 0 ? null : { kind: 'profile', profiles };
   }
   return null;
+}
+
+/** A minValue[x] or maxValue[x]: a number, a date, dateTime, instant or time, or a Quantity with a numeric value. */
+function isBound(v: unknown): v is number | string | BoundQuantity {
+  return typeof v === 'number' || typeof v === 'string' || (typeof v === 'object' && v !== null && typeof (v as Json).value === 'number');
 }

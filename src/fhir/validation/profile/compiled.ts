@@ -143,12 +143,20 @@ export interface ProfileElement {
   fixed?: unknown;
   pattern?: unknown;
   maxLength?: number;
-  minValue?: number | string;
-  maxValue?: number | string;
+  minValue?: number | string | BoundQuantity;
+  maxValue?: number | string | BoundQuantity;
   binding?: ProfileBinding;
   constraints?: readonly Constraint[];
   children: ProfileElement[];
   slicing?: Slicing;
   /** `_name`, the key of a primitive's extensions: made on first use by run.ts (not for a choice element, whose key varies). */
   underscored?: string;
+}
+
+/** A minValueQuantity or maxValueQuantity: its value, and its unit by `system` and `code` (or `unit` alone). */
+export interface BoundQuantity {
+  value: number;
+  system?: unknown;
+  code?: unknown;
+  unit?: unknown;
 }

@@ -7,11 +7,12 @@
  */
 import type { Clock } from '../../../clock.ts';
 import { dateRange } from '../../dates.ts';
+import { canonicalUnit, UCUM_SYSTEM } from '../../ucum.ts';
 import { EMPTY_RESULT_NOTE, FhirPathEvaluationError, FhirPathTooCostly, type InvariantContext } from '../fhirpath-engine.ts';
 import type { ValidationIssue } from '../validate.ts';
 import { ofTypeName, pathTypes } from '../model.ts';
 import { coreType } from './compile.ts';
-import type { CompiledProfile, ProfileElement, Slice, SliceKey, Slicing, TypeRule } from './compiled.ts';
+import type { BoundQuantity, CompiledProfile, ProfileElement, Slice, SliceKey, Slicing, TypeRule } from './compiled.ts';
 import { choiceKey, compileSteps, equalsFixed, matchesPattern, typeOfSuffix, walkSteps, type Located, type Step } from './paths.ts';
 import type { TargetScope } from './targets.ts';
 
@@ -313,24 +314,58 @@ function checkTargets(run: Run, profile: CompiledProfile, el: ProfileElement, it
 }
 
 function checkBounds(run: Run, profile: CompiledProfile, el: ProfileElement, item: Item): void {
-  const v = isObject(item.value) && 'value' in item.value ? item.value.value : item.value;
-  if (el.minValue !== undefined && typeof v === typeof el.minValue && order(v as number | string, el.minValue) < 0) run.add('error', 'value', pathOf(item), `${whereOf(profile, el)}: below the minimum ${el.minValue}`);
-  if (el.maxValue !== undefined && typeof v === typeof el.maxValue && order(v as number | string, el.maxValue) > 0) run.add('error', 'value', pathOf(item), `${whereOf(profile, el)}: above the maximum ${el.maxValue}`);
+  for (const [bound, sign, word] of [[el.minValue, -1, 'below the minimum'], [el.maxValue, 1, 'above the maximum']] as const) {
+    if (bound === undefined) continue;
+    const o = typeof bound === 'object' ? orderQuantity(item.value, bound) : orderValue(isObject(item.value) && 'value' in item.value ? item.value.value : item.value, bound);
+    if (o === sign) run.add('error', 'value', pathOf(item), `${whereOf(profile, el)}: ${word} ${describeBound(bound)}`);
+  }
+}
+
+function describeBound(bound: number | string | BoundQuantity): string {
+  if (typeof bound !== 'object') return String(bound);
+  const unit = bound.code ?? bound.unit;
+  return typeof unit === 'string' ? `${bound.value} ${unit}` : String(bound.value);
 }
 
 /**
- * A value against a bound: -1 before it, 1 after it, 0 otherwise. Dates, dateTimes and instants by the moments they denote
- * (time zones read, as FHIRPath orders them): before when the value's period ends by the bound's start, after when it starts
- * at or past the bound's end, neither when their precisions let them overlap (`2019` against `2019-06-01`). Numbers and
- * times (`hh:mm:ss`, whose text orders them) as they are.
+ * A value against a bound of its kind: -1 before it, 1 after it, 0 otherwise (or undefined: not comparable). Dates,
+ * dateTimes and instants by the moments they denote (time zones read, as FHIRPath orders them): before when the
+ * value's period ends by the bound's start, after when it starts at or past the bound's end, neither when their
+ * precisions let them overlap (`2019` against `2019-06-01`). Numbers and times (`hh:mm:ss`, whose text orders them) as
+ * they are.
  */
-function order(v: number | string, bound: number | string): number {
+function orderValue(v: unknown, bound: number | string): number | undefined {
+  if (typeof v !== typeof bound) return undefined;
   if (typeof v === 'string' && typeof bound === 'string') {
     const a = dateRange(v);
     const b = dateRange(bound);
     if (a !== null && b !== null) return a.high <= b.low ? -1 : a.low >= b.high ? 1 : 0;
   }
-  return v < bound ? -1 : v > bound ? 1 : 0;
+  const x = v as number | string;
+  return x < bound ? -1 : x > bound ? 1 : 0;
+}
+
+/**
+ * A Quantity against a minValueQuantity or maxValueQuantity: in the bound's unit (one system and code, or one `unit`
+ * when neither has a code), or both UCUM units of one dimension, converted to their base units (5400 ug against 5 mg).
+ * Another unit, or no value, is not compared.
+ */
+function orderQuantity(q: unknown, bound: BoundQuantity): number | undefined {
+  if (!isObject(q) || typeof q.value !== 'number') return undefined;
+  const sameSystem = q.system === bound.system;
+  let x = q.value;
+  let y = bound.value;
+  if (q.code === undefined && bound.code === undefined) {
+    if (!sameSystem || q.unit === undefined || q.unit !== bound.unit) return undefined;
+  } else if (!(sameSystem && q.code === bound.code)) {
+    if (q.system !== UCUM_SYSTEM || bound.system !== UCUM_SYSTEM || typeof q.code !== 'string' || typeof bound.code !== 'string') return undefined;
+    const a = canonicalUnit(q.code);
+    const b = canonicalUnit(bound.code);
+    if (a === undefined || b === undefined || a.code !== b.code) return undefined;
+    x = a.convert(x);
+    y = b.convert(y);
+  }
+  return x < y ? -1 : x > y ? 1 : 0;
 }
 
 function collectBinding(run: Run, profile: CompiledProfile, el: ProfileElement, item: Item): void {

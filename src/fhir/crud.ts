@@ -935,6 +935,7 @@ export function referenceReach(deps: FhirDeps, req: FhirRequest): ReferenceReach
   const partly = (type: string) => access.filters?.(type, 'r') !== undefined || (access.patientLimit(type, 'r') !== undefined && inPatientCompartment(type));
   return {
     limited: (type) => access.can(type, 'r') && (type === 'Binary' ? binaryReachLimited(access) || access.filters?.(type, 'r') !== undefined : partly(type)),
+    compartmentOf: (type) => (type !== 'Binary' && access.filters?.(type, 'r') === undefined && inPatientCompartment(type) ? access.patientLimit(type, 'r') : undefined),
     async holds(type, v, w) {
       const targets = writerTargetReads(deps, req.tenant, w);
       // The securityContext read by `current`, as every target is (held to the end of the transaction).

@@ -33,6 +33,12 @@ export interface ReferenceReach {
    * targets, the chains of scope filters).
    */
   holds(type: string, v: CurrentVersion, w: Pick<ResourceWriter, 'current' | 'search' | 'vread' | 'present'>): Promise<boolean>;
+  /**
+   * Of a type `limited` reports, the patient whose compartment alone decides the token's reach (a patient-context
+   * token without a scope filter of the type, not a Binary): a target in it is held, told by the compartment index
+   * without reading its text; undefined when the judgement needs the target's content (`holds`).
+   */
+  compartmentOf?(type: string): string | undefined;
 }
 
 /** A resource about to be written, with the FHIRPath of where it sits (`Observation`, `Bundle.entry[2].resource`). */
@@ -94,6 +100,31 @@ async function isCoreTarget(deps: FhirDeps, w: ResourceWriter, type: string, id:
 }
 
 /**
+ * Of live targets of types the token reads in part, those out of its reach (`Type/id`). Where its patient's compartment
+ * alone decides (ReferenceReach.compartmentOf), the compartment index answers for each type at once, and only a
+ * Provenance outside the compartment is read (it may name a record of the patient's); the others are read and judged
+ * as the token's read would judge them.
+ */
+async function outOfReach(w: ResourceWriter, reach: ReferenceReach, targets: { type: string; id: string }[]): Promise<string[]> {
+  const out: string[] = [];
+  const judged = async (type: string, id: string) => {
+    const v = await w.current(type, id);
+    return !!v && !v.deleted && (await reach.holds(type, v, w));
+  };
+  const indexed = new Map<string, string[]>();
+  for (const { type, id } of targets) {
+    if (reach.compartmentOf?.(type) !== undefined) (indexed.get(type) ?? indexed.set(type, []).get(type)!).push(id);
+    else if (!(await judged(type, id))) out.push(`${type}/${id}`);
+  }
+  for (const [type, ids] of indexed) {
+    const patient = reach.compartmentOf!(type);
+    const held = new Set((await w.compartmentPatients(type, ids)).filter((r) => r.patient === patient).map((r) => r.id));
+    for (const id of ids) if (!held.has(id) && !(type === 'Provenance' && (await judged(type, id)))) out.push(`${type}/${id}`);
+  }
+  return out;
+}
+
+/**
  * With referential integrity on, throws 422 (issue code `not-found`, one issue per dangling reference,
  * each with its `expression`) unless every literal local reference of `written` names a current
  * resource of the tenant. Called inside the write transaction `w` after the request's writes (and
@@ -112,15 +143,13 @@ export async function requireReferences(deps: FhirDeps, w: ResourceWriter, tenan
   const keys = [...new Map(refs.map((r) => [`${r.type}/${r.id}`, { type: r.type, id: r.id }])).values()];
   const found = await w.existing(keys);
   const missing = new Set<string>();
+  const limited: { type: string; id: string }[] = [];
   for (const [i, k] of keys.entries()) {
-    const key = `${k.type}/${k.id}`;
     if (!found[i]) {
-      if (!(await isCoreTarget(deps, w, k.type, k.id))) missing.add(key);
-    } else if (reach?.limited(k.type)) {
-      const v = await w.current(k.type, k.id);
-      if (!v || v.deleted || !(await reach.holds(k.type, v, w))) missing.add(key);
-    }
+      if (!(await isCoreTarget(deps, w, k.type, k.id))) missing.add(`${k.type}/${k.id}`);
+    } else if (reach?.limited(k.type)) limited.push(k);
   }
+  if (reach) for (const key of await outOfReach(w, reach, limited)) missing.add(key);
   const what = (type: string) => (reach?.limited(type) ? 'which does not exist or is outside what the access token may read' : 'which does not exist');
   const issues: FhirIssue[] = refs
     .filter((r) => missing.has(`${r.type}/${r.id}`))

@@ -129,6 +129,12 @@ export interface ResourceWriter {
    */
   present(type: string, ids: string[]): Promise<string[]>;
   /**
+   * CompartmentReads.compartmentPatients in this transaction, its own writes included: the patients whose compartments
+   * hold the current, live resources of `type` with these ids, each `{id, patient}` once, on the compartment index alone
+   * (no stored text read); locks nothing. Referential integrity judges a patient-context token's targets by it.
+   */
+  compartmentPatients(type: string, ids: string[]): Promise<{ id: string; patient: string }[]>;
+  /**
    * Bulk creation: stores each version whose resource has no row yet (never written in this tenant),
    * with its index and compartment rows, and tells per version whether it did. Resources that exist,
    * deleted ones included, are left untouched for the caller to write with current() and put().

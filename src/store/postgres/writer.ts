@@ -223,6 +223,14 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
     exists: mapped('exists', exists),
     existing: mapped('exists', existing),
     present: mapped('present', present),
+    // Its buffered versions written first (with their compartment rows), so that it finds them.
+    compartmentPatients: mapped('compartmentPatients', async (type: string, ids: string[]) => {
+      if (!ids.length) return [];
+      await flush();
+      return tx<{ id: string; patient: string }[]>`
+        SELECT x.id, c.patient FROM resources x JOIN compartments c ON c.res = x.pk
+        WHERE x.tenant = ${tenant} AND x.type = ${type} AND x.id = ANY(${[...new Set(ids)]}::text[]) AND NOT x.deleted`;
+    }),
     // Its buffered versions written first, so that it finds them.
     vread: mapped('vread', async (type: string, id: string, versionId: number): Promise<ResourceVersion | null> => {
       await flush();

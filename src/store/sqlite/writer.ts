@@ -106,6 +106,10 @@ export function createWriter(
         'ON CONFLICT (tenant, type, id) DO NOTHING',
     ),
     clearCompartments: db.query('DELETE FROM compartments WHERE res = ?'),
+    patientsOf: db.query<{ id: string; patient: string }, [string, string, string]>(
+      'SELECT x.id, c.patient FROM json_each(?3) i CROSS JOIN resources x ON x.tenant = ?1 AND x.type = ?2 AND x.id = i.value ' +
+        'CROSS JOIN compartments c ON c.res = x.pk WHERE x.deleted = 0',
+    ),
   };
   // Full-text words (sqlite/text.ts): bulk calls write FTS5 (search_text, rowid = pk); small ones the
   // recent rows, and mark what they change as stale. `textWaiting` counts the rows left for the mover.
@@ -318,6 +322,9 @@ export function createWriter(
     },
     async present(type, ids) {
       return [...new Set(ids)].filter((id) => lookup(type, id) !== null);
+    },
+    async compartmentPatients(type, ids) {
+      return ids.length ? q.patientsOf.all(tenant, type, JSON.stringify([...new Set(ids)])) : [];
     },
     async vread(type, id, versionId) {
       const row = q.vreadCurrent.get(tenant, type, id, versionId) ?? q.vreadHistory.get(tenant, type, id, versionId);

@@ -169,7 +169,7 @@ export function requireCompartment(access: Access, resource: Resource, base: str
  * "the current patient"). Nor does it write a type outside the compartment (a Practitioner, an
  * Organization: shared records); a Binary is judged by its securityContext instead.
  */
-function requireInCompartment(access: Access, type: string, compartments: () => string[], perm: Permission): void {
+export function requireInCompartment(access: Access, type: string, compartments: () => string[], perm: Permission): void {
   const patient = access.patientLimit(type, perm);
   if (patient === undefined) return;
   const writes = perm !== 'r' && perm !== 's';

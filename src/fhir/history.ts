@@ -1,8 +1,8 @@
 import { FhirError } from '../errors.ts';
-import type { HistoryQuery, ResourceVersion } from '../store/types.ts';
+import type { HistoryQuery, MeasuredVersion, ResourceVersion } from '../store/types.ts';
 import { hasCoreResources } from './core-layer.ts';
 import { provenancesInReach } from './provenance-reach.ts';
-import { binaryReachLimited, lastContent, readResource, requireContextReadable, requireReadReach, requireFilter, type FhirDeps, type FhirRequest } from './crud.ts';
+import { binaryReachLimited, lastContent, readResource, requireContextReadable, requireInCompartment, requireReadReach, requireFilter, type FhirDeps, type FhirRequest } from './crud.ts';
 import { enumerationAccess, requireAccess } from './access.ts';
 import { splitStoredBinary } from './binary.ts';
 import { queryDateRange } from './dates.ts';
@@ -150,8 +150,10 @@ type Reach = (rows: ResourceVersion[]) => Promise<ResourceVersion[]>;
  * versions that are are shown, with the deletions (undefined: every version is).
  */
 async function instanceFilter(deps: FhirDeps, req: FhirRequest, type: string, id: string): Promise<Reach | undefined> {
-  const current = await deps.store.resources.read(req.tenant, type, id);
-  if (!current) throw new FhirError('not-found', `${type}/${id} is not known`);
+  const repo = deps.store.resources;
+  // Found by its row: a large text is read below only where a judgement needs it.
+  const found = await repo.measured(req.tenant, type, id);
+  if (!found) throw new FhirError('not-found', `${type}/${id} is not known`);
   const compartment = req.access.patientLimit(type, 'r') !== undefined && inPatientCompartment(type);
   const filtered = req.access.filters?.(type, 'r') !== undefined;
   if (type !== 'Binary' && !compartment && !filtered) return undefined;
@@ -162,8 +164,12 @@ async function instanceFilter(deps: FhirDeps, req: FhirRequest, type: string, id
     if (compartment) await requireReadReach(deps, req, resource);
     if (filtered) await requireFilter(req.access, 'r', resource, v.lastUpdated, find);
   };
-  const latest = await lastContent(deps, req.tenant, current);
-  if (latest && !latest.deleted) await check(latest);
+  const live = await liveInCompartment(deps, req, type, id, found, !filtered);
+  if (live === undefined) {
+    const current = found.deleted ? { ...found, type, id, content: '' } : await repo.read(req.tenant, type, id);
+    const latest = current && (await lastContent(deps, req.tenant, current));
+    if (latest && !latest.deleted) await check(latest);
+  }
   // A Provenance's versions are judged together: the records their targets name read once for the page (provenance-reach.ts).
   const patient = compartment && type === 'Provenance' ? req.access.patientLimit(type, 'r') : undefined;
   if (patient !== undefined) {
@@ -179,9 +185,23 @@ async function instanceFilter(deps: FhirDeps, req: FhirRequest, type: string, id
   }
   return async (rows: ResourceVersion[]) => {
     const shown: ResourceVersion[] = [];
-    for (const v of rows) if (v.deleted || (await readable(check, v))) shown.push(v);
+    for (const v of rows) if (v.deleted || v.versionId === live || (await readable(check, v))) shown.push(v);
     return shown;
   };
+}
+
+/**
+ * Where the patient's compartment alone decides the token's reach of `type` (`byCompartment`: no scope filter of it;
+ * not a Binary or a Provenance, judged by more than their compartments) and the resource is live: its compartment rows
+ * judge its current version as a parse of its text would (they are compartmentsOf that text), without reading it. Throws
+ * the read's 403 when it is outside the patient's compartment; gives the version judged, or undefined when it was not.
+ */
+async function liveInCompartment(deps: FhirDeps, req: FhirRequest, type: string, id: string, found: MeasuredVersion, byCompartment: boolean): Promise<number | undefined> {
+  const patient = req.access.patientLimit(type, 'r');
+  if (!byCompartment || patient === undefined || found.deleted || type === 'Binary' || type === 'Provenance') return undefined;
+  const holders = (await deps.store.resources.compartmentPatients(req.tenant, type, [id])).map((r) => r.patient);
+  requireInCompartment(req.access, type, () => holders, 'r');
+  return found.versionId;
 }
 
 /** Whether `check` lets version `v` through: a 403 is a no, any other error is passed on. */
@@ -276,7 +296,7 @@ export async function history(
   // Keyset pages: the previous page's cursor is not known, so there is no `previous` link.
   const cursor = params.get('_cursor');
   const page = cursor === null ? {} : { page: { cursor } };
-  if (type && id && deps.core !== undefined && hasCoreResources(type) && (await deps.store.resources.read(req.tenant, type, id)) === null) {
+  if (type && id && deps.core !== undefined && hasCoreResources(type) && (await deps.store.resources.measured(req.tenant, type, id)) === null) {
     return { rows: coreHistory(await readResource(deps, req, type, id), query), self, at, ...page };
   }
   // System history needs every type read whole (checkAccess): every version is within its reach.

@@ -109,21 +109,43 @@ function createdBy(r: ResourceVersion): boolean {
  * interaction wrote (the search of a conditional one is not kept).
  */
 export function historyJson(fhirBase: string, rows: ResourceVersion[], links: BundleLink[], now: number, shape?: (content: string) => string): string {
-  const entries = rows.map((r) => {
-    const fullUrl = JSON.stringify(`${fhirBase}/${r.type}/${r.id}`);
-    const lastModified = new Date(r.lastUpdated).toISOString();
-    const method = interactionOf(r);
-    const url = JSON.stringify(method === 'POST' ? r.type : `${r.type}/${r.id}`);
-    const status = r.deleted ? '204' : createdBy(r) ? '201' : '200';
-    const resource = r.deleted ? '' : `"resource":${shape ? shape(r.content) : r.content},`;
-    return `{"fullUrl":${fullUrl},${resource}"request":{"method":"${method}","url":${url}},"response":{"status":"${status}","etag":"W/\\"${r.versionId}\\"","lastModified":"${lastModified}"}}`;
-  });
-  const head = {
-    resourceType: 'Bundle',
-    id: crypto.randomUUID(),
-    meta: { lastUpdated: new Date(now).toISOString() },
-    type: 'history',
-    link: links,
-  };
-  return withEntries(JSON.stringify(head), entries);
+  return withEntries(historyHead(links, now), rows.map((r) => historyEntry(fhirBase, r, shape).join('')));
+}
+
+/**
+ * historyJson in parts, whose concatenation is its text, for an answer written a part at a time
+ * (src/http/streamed-text.ts): each version's stored text is a part of its own, never copied into a text of the
+ * whole page. It consumes `rows`: each version is taken out of it as its entry is given, so that a version written
+ * is let go before the next is.
+ */
+export function* historyParts(fhirBase: string, rows: ResourceVersion[], links: BundleLink[], now: number, shape?: (content: string) => string): Generator<string> {
+  const head = historyHead(links, now);
+  if (rows.length === 0) {
+    yield head;
+    return;
+  }
+  yield `${head.slice(0, -1)},"entry":[`;
+  for (let first = true; rows.length > 0; first = false) {
+    const [open, resource, close] = historyEntry(fhirBase, rows.shift()!, shape);
+    yield first ? open : `,${open}`;
+    yield resource;
+    yield close;
+  }
+  yield ']}';
+}
+
+function historyHead(links: BundleLink[], now: number): string {
+  return JSON.stringify({ resourceType: 'Bundle', id: crypto.randomUUID(), meta: { lastUpdated: new Date(now).toISOString() }, type: 'history', link: links });
+}
+
+/** A history entry's JSON in three parts: what comes before the resource's text, that text (shaped; '' for a deletion), what follows. */
+function historyEntry(fhirBase: string, r: ResourceVersion, shape?: (content: string) => string): [string, string, string] {
+  const fullUrl = JSON.stringify(`${fhirBase}/${r.type}/${r.id}`);
+  const lastModified = new Date(r.lastUpdated).toISOString();
+  const method = interactionOf(r);
+  const url = JSON.stringify(method === 'POST' ? r.type : `${r.type}/${r.id}`);
+  const status = r.deleted ? '204' : createdBy(r) ? '201' : '200';
+  const after = `"request":{"method":"${method}","url":${url}},"response":{"status":"${status}","etag":"W/\\"${r.versionId}\\"","lastModified":"${lastModified}"}}`;
+  if (r.deleted) return [`{"fullUrl":${fullUrl},${after}`, '', ''];
+  return [`{"fullUrl":${fullUrl},"resource":`, shape ? shape(r.content) : r.content, `,${after}`];
 }

@@ -42,6 +42,14 @@ export function textResponse(text: string, init: ResponseInit): Response {
   return res;
 }
 
+/** Answers of JSON written a part at a time (streamed-text.ts): long, and compressed as a stream when the client prefers gzip. */
+const streamed = new WeakSet<Response>();
+
+/** Remembers `res` as an answer of JSON whose body is a stream written a part at a time (streamed-text.ts). */
+export function rememberStreamed(res: Response): void {
+  streamed.add(res);
+}
+
 /** Remembers `res` as carrying `text` (an answer made anew from another, as `_pretty` does). */
 export function rememberText(res: Response, text: string): void {
   if (text.length >= COMPRESS_MIN_CHARS) texts.set(res, text);
@@ -99,7 +107,7 @@ const NO_CODING = new Set([204, 206, 304]);
  */
 export function describeCoding(req: Request, res: Response): void {
   const header = req.headers.get('accept-encoding');
-  const long = texts.has(res);
+  const long = texts.has(res) || streamed.has(res);
   if (!long && !(refusesIdentity(header) && isJson(res))) return;
   if (NO_CODING.has(res.status) || res.headers.has('content-encoding')) return;
   res.headers.append('Vary', 'Accept-Encoding');
@@ -116,6 +124,7 @@ export function describeCoding(req: Request, res: Response): void {
  */
 export function encode(req: Request, res: Response): Response | Promise<Response> {
   const text = texts.get(res);
+  if (streamed.has(res)) return streamedEncoded(req, res);
   if (text === undefined) {
     const header = req.headers.get('accept-encoding');
     if (!refusesIdentity(header) || !prefersGzip(header) || !isJson(res) || NO_CODING.has(res.status) || res.headers.has('content-encoding') || !res.body) return res;
@@ -141,8 +150,19 @@ function gzipped(res: Response, text: string): Response {
   return gzippedAnswer(res, Bun.gzipSync(text, { level: GZIP_LEVEL }));
 }
 
+/**
+ * encode() of an answer written a part at a time: in gzip as a stream (CompressionStream, whose level is zlib's
+ * default, not GZIP_LEVEL) when the client prefers it, its parts still let go as they are written; else as it is.
+ */
+function streamedEncoded(req: Request, res: Response): Response {
+  if (NO_CODING.has(res.status) || res.headers.has('content-encoding') || !res.body) return res;
+  if (prefersGzip(req.headers.get('accept-encoding'))) return gzippedAnswer(res, res.body.pipeThrough(new CompressionStream('gzip')));
+  res.headers.append('Vary', 'Accept-Encoding');
+  return res;
+}
+
 /** `res` with `body` (its text in gzip): the same status and fields, Content-Encoding and Vary added. */
-function gzippedAnswer(res: Response, body: Uint8Array<ArrayBuffer>): Response {
+function gzippedAnswer(res: Response, body: Uint8Array<ArrayBuffer> | ReadableStream<Uint8Array>): Response {
   const headers = new Headers(res.headers);
   headers.set('Content-Encoding', 'gzip');
   headers.append('Vary', 'Accept-Encoding');

@@ -5,6 +5,7 @@ import { stringifyExact } from '../fhir/exact-json.ts';
 import type { Shape } from '../fhir/subset.ts';
 import { parseHttpDate } from './http-date.ts';
 import { COMPRESS_MIN_CHARS, partedResponse, textResponse } from './content-coding.ts';
+import { streamedText } from './streamed-text.ts';
 
 export const FHIR_JSON = 'application/fhir+json; charset=utf-8';
 
@@ -279,6 +280,18 @@ export function versionResponse(v: ResourceVersion, shape?: Shape): Response {
 export function fhirJsonParts(parts: string | [string, string, string]): Response {
   return typeof parts === 'string' ? fhirJson(parts) : partedResponse(parts, { status: 200, headers: JSON_HEADERS });
 }
+
+/**
+ * fhirJson of a text given in parts (a history page's, src/fhir/bundle.ts historyParts): written a part at a time when
+ * the stored texts among them reach STREAMED_FROM_CHARS, so that a page of large versions is never one text and its
+ * bytes besides (src/http/streamed-text.ts); else joined, as every answer is.
+ */
+export function fhirJsonOfParts(parts: Generator<string>, chars: number): Response {
+  return chars >= STREAMED_FROM_CHARS ? streamedText(parts, { status: 200, headers: JSON_HEADERS }) : fhirJson([...parts].join(''));
+}
+
+/** The characters of stored text from which an answer made of parts is written a part at a time (4 Mi: below it, one text costs little and is compressed at GZIP_LEVEL in one call). */
+export const STREAMED_FROM_CHARS = 4 << 20;
 
 export function fhirJson(body: string | object, status = 200, headers?: Record<string, string>): Response {
   return textResponse(typeof body === 'string' ? body : stringifyExact(body), {

@@ -1,7 +1,7 @@
 import { Hono, type Context } from 'hono';
 import { createResource, deleteResource, readResource, updateResource, vreadResource, type FhirDeps, type FhirRequest, type WriteResult } from '../fhir/crud.ts';
 import { parseIfMatch, updatePreconditions } from '../fhir/if-match.ts';
-import { historyJson, searchLinks, searchsetJson } from '../fhir/bundle.ts';
+import { historyParts, searchLinks, searchsetJson } from '../fhir/bundle.ts';
 import { subscriptionEvents, subscriptionStatus, subscriptionWsBindingToken, type WsBindingIssuer } from '../fhir/subscriptions/operations.ts';
 import { conditionalCreate, conditionalDelete, conditionalUpdate } from '../fhir/conditional.ts';
 import { history } from '../fhir/history.ts';
@@ -37,7 +37,7 @@ import type { ResourceVersion } from '../store/types.ts';
 import { readFhirBody, readFhirText, readFormText, readOptionalFhirBody, requireUtf8 } from './body.ts';
 import type { AppEnv } from './env.ts';
 import { parsePrefer } from './prefer.ts';
-import { checkAccept, fhirJson, notModified, readConditions, versionHeaders, versionResponse, type ReadConditions } from './fhir-response.ts';
+import { checkAccept, fhirJson, fhirJsonOfParts, notModified, readConditions, versionHeaders, versionResponse, type ReadConditions } from './fhir-response.ts';
 import { instanceShape, type Shape } from '../fhir/subset.ts';
 import { strictQuery } from '../fhir/query-encoding.ts';
 import { fhirBaseOf, type BodyLimits } from '../config.ts';
@@ -277,7 +277,8 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const at = readTime();
     const r = await history(deps, request(c), params, at, type, id, strict(c));
     const path = (type ? `/${type}` : '') + (id ? `/${id}` : '') + '/_history';
-    return fhirJson(historyJson(base, r.rows, searchLinks(base, path, r.self, r.next, r.page), r.at, shape));
+    const chars = r.rows.reduce((n, v) => n + v.content.length, 0);
+    return fhirJsonOfParts(historyParts(base, r.rows, searchLinks(base, path, r.self, r.next, r.page), r.at, shape), chars);
   };
 
   // `$expunge` (system, type, instance, version: src/fhir/expunge.ts), before the routes that would take it for a type or an id.

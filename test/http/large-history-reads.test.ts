@@ -26,6 +26,7 @@ await eachStore((kind, fresh) => {
     let reads: LargeReads;
     let admin: FhirClient;
     let patient: FhirClient;
+    let adminToken: string;
     /** The status and the versions of the entries of `client`'s history of DocumentReference/h, with the large texts read. */
     const history = async (client: FhirClient) => {
       let res: Response | undefined;
@@ -41,7 +42,8 @@ await eachStore((kind, fresh) => {
     beforeAll(async () => {
       reads = countingLargeReads(await fresh(), LARGE);
       t = await createTestApp({ store: reads.store });
-      admin = fhirClient(t, await t.token());
+      adminToken = await t.token();
+      admin = fhirClient(t, adminToken);
       await admin.put200({ resourceType: 'Patient', id: 'pa' });
       await admin.put200({ resourceType: 'Patient', id: 'pb' });
       for (const status of ['current', 'superseded', 'current']) await admin.put200(document('pa', status));
@@ -52,6 +54,29 @@ await eachStore((kind, fresh) => {
     test('each version is read once, with the page, for a token that reads the type whole and for its patient', async () => {
       expect(await history(admin)).toEqual({ status: 200, versions: [3, 2, 1], large: 3, code: undefined });
       expect(await history(patient)).toEqual({ status: 200, versions: [3, 2, 1], large: 3, code: undefined });
+    });
+
+    test('a page of large versions is the same Bundle written a part at a time: identity, gzip, _elements, XML and HEAD', async () => {
+      const get = (query: string, headers: Record<string, string> = {}) => t.request(`${t.fhir()}/DocumentReference/h/_history${query}`, { headers: { Authorization: `Bearer ${adminToken}`, ...headers } });
+      const plain = await get('', { 'Accept-Encoding': 'identity' });
+      expect(plain.headers.get('content-type')).toStartWith('application/fhir+json');
+      const text = await plain.text();
+      const body = JSON.parse(text) as Json;
+      expect(body.entry.map((e: Json) => [e.fullUrl, e.resource.content[0].attachment.data === DATA, e.request, e.response.status, e.response.etag])).toEqual([3, 2, 1].map((v) => [
+        `${t.fhir()}/DocumentReference/h`, true, { method: 'PUT', url: 'DocumentReference/h' }, v === 1 ? '201' : '200', `W/"${v}"`,
+      ]));
+      const zipped = await get('', { 'Accept-Encoding': 'gzip' });
+      expect([zipped.status, zipped.headers.get('content-encoding'), zipped.headers.get('vary')]).toEqual([200, 'gzip', 'Accept, Accept-Encoding']);
+      const unzipped = JSON.parse(Buffer.from(Bun.gunzipSync(new Uint8Array(await zipped.arrayBuffer()))).toString('utf8')) as Json;
+      expect(unzipped.entry).toEqual(body.entry);
+      // Shaped entry by entry; `content` is mandatory (1..*), so `_elements` keeps it.
+      const shaped = (await (await get('?_elements=status')).json()) as Json;
+      expect(shaped.entry.map((e: Json) => Object.keys(e.resource).sort())).toEqual([3, 2, 1].map(() => ['content', 'id', 'meta', 'resourceType', 'status']));
+      const xml = await get('?_format=xml');
+      expect([xml.status, xml.headers.get('content-type')?.split(';')[0]]).toEqual([200, 'application/fhir+xml']);
+      expect((await xml.text()).split('<entry>').length).toBe(4);
+      const head = await t.request(`${t.fhir()}/DocumentReference/h/_history`, { method: 'HEAD', headers: { Authorization: `Bearer ${adminToken}`, 'Accept-Encoding': 'identity' } });
+      expect([head.status, head.headers.get('content-length'), await head.text()]).toEqual([200, String(Buffer.byteLength(text)), '']);
     });
 
     test("a current version in another patient's compartment is refused without reading it; one back in the patient's shows the versions in reach", async () => {

@@ -193,13 +193,18 @@ async function instanceFilter(deps: FhirDeps, req: FhirRequest, type: string, id
 /**
  * Where the patient's compartment alone decides the token's reach of `type` (`byCompartment`: no scope filter of it;
  * not a Binary or a Provenance, judged by more than their compartments) and the resource is live: its compartment rows
- * judge its current version as a parse of its text would (they are compartmentsOf that text), without reading it. Throws
+ * judge its current version as a parse of its text would (they are compartmentsOf that text), without reading it, when
+ * the version is still the one found after they are read (a write between them falls back to the text). Throws
  * the read's 403 when it is outside the patient's compartment; gives the version judged, or undefined when it was not.
  */
 async function liveInCompartment(deps: FhirDeps, req: FhirRequest, type: string, id: string, found: MeasuredVersion, byCompartment: boolean): Promise<number | undefined> {
   const patient = req.access.patientLimit(type, 'r');
   if (!byCompartment || patient === undefined || found.deleted || type === 'Binary' || type === 'Provenance') return undefined;
-  const holders = (await deps.store.resources.compartmentPatients(req.tenant, type, [id])).map((r) => r.patient);
+  const repo = deps.store.resources;
+  const holders = (await repo.compartmentPatients(req.tenant, type, [id])).map((r) => r.patient);
+  // The rows read are the version found only if no write came between (a version's number only grows): else judged on content.
+  const again = await repo.measured(req.tenant, type, id);
+  if (!again || again.deleted || again.versionId !== found.versionId) return undefined;
   requireInCompartment(req.access, type, () => holders, 'r');
   return found.versionId;
 }

@@ -169,7 +169,7 @@ export function requireCompartment(access: Access, resource: Resource, base: str
  * "the current patient"). Nor does it write a type outside the compartment (a Practitioner, an
  * Organization: shared records); a Binary is judged by its securityContext instead.
  */
-export function requireInCompartment(access: Access, type: string, compartments: () => string[], perm: Permission): void {
+function requireInCompartment(access: Access, type: string, compartments: () => string[], perm: Permission): void {
   const patient = access.patientLimit(type, perm);
   if (patient === undefined) return;
   const writes = perm !== 'r' && perm !== 's';
@@ -855,8 +855,30 @@ export async function readResource(deps: FhirDeps, req: FhirRequest, type: strin
     await checkDeletionReadable(deps, req, v);
     throw new FhirError('gone', `${type}/${id} was deleted`, { headers: { ETag: `W/"${v.versionId}"` } });
   }
-  await checkReadable(deps, req, v);
+  if (v.content.length < INDEX_JUDGED_CHARS || !(await judgedByCompartment(deps, req, v.type, v.id, v.versionId))) await checkReadable(deps, req, v);
   return v;
+}
+
+/** A read's stored text from this many characters on is judged by the compartment index rather than parsed (judgedByCompartment). */
+const INDEX_JUDGED_CHARS = 64 * 1024;
+
+/**
+ * Where a patient's compartment alone decides whether `req` reads `type` (a patient-context token without a scope filter
+ * of it; not a Binary or a Provenance, judged by more than their compartments), judges live version `versionId`, the
+ * current one, by its compartment rows, as a parse of its text would (they are compartmentsOf that text), without
+ * reading it: throws the read's 403 outside the patient's compartment, and gives true. False when it cannot: another
+ * rule decides, or the resource changed before its rows were read (a version's number only grows, so the version
+ * measured again after them is the one they belong to).
+ */
+export async function judgedByCompartment(deps: FhirDeps, req: FhirRequest, type: string, id: string, versionId: number): Promise<boolean> {
+  const { access } = req;
+  if (type === 'Binary' || type === 'Provenance' || !inPatientCompartment(type) || access.patientLimit(type, 'r') === undefined || access.filters?.(type, 'r') !== undefined) return false;
+  const repo = deps.store.resources;
+  const holders = (await repo.compartmentPatients(req.tenant, type, [id])).map((r) => r.patient);
+  const again = await repo.measured(req.tenant, type, id);
+  if (!again || again.deleted || again.versionId !== versionId) return false;
+  requireInCompartment(access, type, () => holders, 'r');
+  return true;
 }
 
 /** FHIR R4 vread (3.1.0.2). */

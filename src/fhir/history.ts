@@ -1,8 +1,8 @@
 import { FhirError } from '../errors.ts';
-import type { HistoryQuery, MeasuredVersion, ResourceVersion } from '../store/types.ts';
+import type { HistoryQuery, ResourceVersion } from '../store/types.ts';
 import { hasCoreResources } from './core-layer.ts';
 import { provenancesInReach } from './provenance-reach.ts';
-import { binaryReachLimited, lastContent, readResource, requireContextReadable, requireInCompartment, requireReadReach, requireFilter, type FhirDeps, type FhirRequest } from './crud.ts';
+import { binaryReachLimited, lastContent, readResource, requireContextReadable, judgedByCompartment, requireReadReach, requireFilter, type FhirDeps, type FhirRequest } from './crud.ts';
 import { enumerationAccess, requireAccess } from './access.ts';
 import { splitStoredBinary } from './binary.ts';
 import { queryDateRange } from './dates.ts';
@@ -164,9 +164,10 @@ async function instanceFilter(deps: FhirDeps, req: FhirRequest, type: string, id
     if (compartment) await requireReadReach(deps, req, resource);
     if (filtered) await requireFilter(req.access, 'r', resource, v.lastUpdated, find);
   };
-  const live = await liveInCompartment(deps, req, type, id, found, !filtered);
-  if (live === undefined) {
-    const current = found.deleted ? { ...found, type, id, content: '' } : await repo.read(req.tenant, type, id);
+  // A large live current version judged by its compartment rows (judgedByCompartment) is shown without its text read or parsed.
+  const judged = found.content === undefined && !found.deleted && (await judgedByCompartment(deps, req, type, id, found.versionId)) ? found.versionId : undefined;
+  if (judged === undefined) {
+    const current = found.content !== undefined ? { ...found, type, id, content: found.content } : await repo.read(req.tenant, type, id);
     const latest = current && (await lastContent(deps, req.tenant, current));
     if (latest && !latest.deleted) await check(latest);
   }
@@ -185,29 +186,11 @@ async function instanceFilter(deps: FhirDeps, req: FhirRequest, type: string, id
   }
   return async (rows: ResourceVersion[]) => {
     const shown: ResourceVersion[] = [];
-    for (const v of rows) if (v.deleted || v.versionId === live || (await readable(check, v))) shown.push(v);
+    for (const v of rows) if (v.deleted || v.versionId === judged || (await readable(check, v))) shown.push(v);
     return shown;
   };
 }
 
-/**
- * Where the patient's compartment alone decides the token's reach of `type` (`byCompartment`: no scope filter of it;
- * not a Binary or a Provenance, judged by more than their compartments) and the resource is live: its compartment rows
- * judge its current version as a parse of its text would (they are compartmentsOf that text), without reading it, when
- * the version is still the one found after they are read (a write between them falls back to the text). Throws
- * the read's 403 when it is outside the patient's compartment; gives the version judged, or undefined when it was not.
- */
-async function liveInCompartment(deps: FhirDeps, req: FhirRequest, type: string, id: string, found: MeasuredVersion, byCompartment: boolean): Promise<number | undefined> {
-  const patient = req.access.patientLimit(type, 'r');
-  if (!byCompartment || patient === undefined || found.deleted || type === 'Binary' || type === 'Provenance') return undefined;
-  const repo = deps.store.resources;
-  const holders = (await repo.compartmentPatients(req.tenant, type, [id])).map((r) => r.patient);
-  // The rows read are the version found only if no write came between (a version's number only grows): else judged on content.
-  const again = await repo.measured(req.tenant, type, id);
-  if (!again || again.deleted || again.versionId !== found.versionId) return undefined;
-  requireInCompartment(req.access, type, () => holders, 'r');
-  return found.versionId;
-}
 
 /** Whether `check` lets version `v` through: a 403 is a no, any other error is passed on. */
 async function readable(check: (v: ResourceVersion) => Promise<void>, v: ResourceVersion): Promise<boolean> {

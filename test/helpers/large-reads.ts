@@ -45,3 +45,19 @@ export function countingLargeReads(store: Store, large: number): LargeReads {
     },
   };
 }
+
+/** How many texts of `large` characters or more JSON.parse was given while `fn` ran (the parse of a large stored text: its work, counted). */
+export async function largeParses(large: number, fn: () => Promise<unknown>): Promise<number> {
+  const parse = JSON.parse;
+  let n = 0;
+  JSON.parse = ((text: string, reviver?: (this: unknown, key: string, value: unknown) => unknown) => {
+    if (typeof text === 'string' && text.length >= large) n++;
+    return parse(text, reviver);
+  }) as typeof JSON.parse;
+  try {
+    await fn();
+  } finally {
+    JSON.parse = parse;
+  }
+  return n;
+}

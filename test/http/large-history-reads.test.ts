@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
 import { craftToken, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
-import { countingLargeReads, type LargeReads } from '../helpers/large-reads.ts';
+import { countingLargeReads, largeParses, type LargeReads } from '../helpers/large-reads.ts';
 
 /** 2 MiB of base64 (a multiple of 3 bytes: no padding). */
 const DATA = Buffer.from(crypto.getRandomValues(new Uint8Array(1536 * 1024)).buffer as ArrayBuffer).toString('base64');
@@ -54,6 +54,20 @@ await eachStore((kind, fresh) => {
     test('each version is read once, with the page, for a token that reads the type whole and for its patient', async () => {
       expect(await history(admin)).toEqual({ status: 200, versions: [3, 2, 1], large: 3, code: undefined });
       expect(await history(patient)).toEqual({ status: 200, versions: [3, 2, 1], large: 3, code: undefined });
+    });
+
+    test("a patient's history parses only the versions before the current one, and its read of the resource parses nothing", async () => {
+      let versions: number[] = [];
+      expect(await largeParses(LARGE, async () => ({ versions } = await history(patient)))).toBe(2);
+      expect(versions).toEqual([3, 2, 1]);
+      let read: Response | undefined;
+      expect(await largeParses(LARGE, async () => (read = await patient.get('DocumentReference/h')))).toBe(0);
+      expect([read!.status, ((await read!.json()) as Json).content[0].attachment.data === DATA]).toEqual([200, true]);
+      const other = fhirClient(t, await craftToken(t, 'patient/*.rs', { patient: 'pb' }));
+      let refused: Response | undefined;
+      expect(await largeParses(LARGE, async () => (refused = await other.get('DocumentReference/h')))).toBe(0);
+      expect(refused!.status).toBe(403);
+      expect((await refused!.json()).issue[0].diagnostics).toBe('DocumentReference is outside the patient compartment the token is limited to');
     });
 
     test('a page of large versions is the same Bundle written a part at a time: identity, gzip, _elements, XML and HEAD', async () => {

@@ -7,9 +7,10 @@
  * - `history-patient`: that token reads the instance `_history` of the DocumentReference, `--versions` versions of
  *   `--mib` MiB each (every version judged on its compartment), the response's body drained chunk by chunk.
  * - `history`: the admin token reads the same page (no version judged: what the page itself costs).
+ * - `read-patient`: the patient token reads the DocumentReference (its one version judged on its compartment).
  *
  *   ulimit -v 4000000; bun bench/large-reach.ts [--mib 30] [--versions 4] [--rounds 2] [--store sqlite|postgres|both]
- *     [--kinds integrity,history-patient,history] [--roots /path/A,/path/B]
+ *     [--kinds integrity,history-patient,history,read-patient] [--roots /path/A,/path/B]
  *
  * Each checkout runs with its own test helpers (`test/helpers/app.ts`, a store of `test/helpers/stores.ts`). The app is
  * warmed up with a small request of the kind, collected, and its peak RSS (VmHWM) reset (Linux `clear_refs` 5) before
@@ -62,13 +63,14 @@ async function child(kind: string, root: string, store: StoreKind): Promise<void
   try {
     await call('PUT', 'Patient/pa', { resourceType: 'Patient', id: 'pa' }, admin, 201);
     const large = base64(mib * 1024 * 1024);
-    for (let v = 0; v < (kind === 'integrity' ? 1 : versions); v++) {
+    for (let v = 0; v < (kind.startsWith('history') ? versions : 1); v++) {
       await call('PUT', 'DocumentReference/large', JSON.stringify(document('large', large, v % 2 ? 'superseded' : 'current')), admin, v ? 200 : 201);
     }
     await call('PUT', 'DocumentReference/warm', document('warm', base64(3000)), admin, 201);
     await call('PUT', 'DocumentReference/warm', document('warm', base64(3003)), admin, 200);
     const request = (target: string) =>
       kind === 'integrity' ? call('POST', 'Observation', observation(target), patient, 201)
+      : kind === 'read-patient' ? call('GET', `DocumentReference/${target}`, undefined, patient, 200)
       : call('GET', `DocumentReference/${target}/_history`, undefined, kind === 'history' ? admin : patient, 200);
     await request('warm');
     Bun.gc(true);

@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, test } from 'bun:test';
 import type { CompartmentRowsQuery, Store } from '../../../src/store/types.ts';
-import { save, uniqueTenant } from './fixtures.ts';
+import { save, uniqueTenant, version } from './fixtures.ts';
 
 /** CompartmentReads: patients' compartment sizes and rows, many patients at once (`Patient/$everything`). */
 export function compartmentsContract(store: () => Store) {
@@ -85,6 +85,19 @@ export function compartmentsContract(store: () => Store) {
       expect(await of('Observation', ['o1', 'O1', 'del', 'none', 'o3'])).toEqual(['O1:b', 'o1:b', 'o1:c9', 'o3:nobody']);
       expect(await of('Condition', ['o1', 'c1'])).toEqual(['c1:b']);
       expect(await of('Observation', [])).toEqual([]);
+    });
+
+    test("a write transaction's patients of resources: its own puts and deletions seen, before and after others", async () => {
+      const seen = await s.resources.write(t, async (w) => {
+        const of = async (ids: string[]) => (await w.compartmentPatients('Observation', ids)).map((r) => `${r.id}:${r.patient}`).sort();
+        const before = await of(['o1', 'w1']);
+        await w.put(version('Observation', 'w1', { versionId: 1, compartments: ['b', 'c9'] }));
+        await w.put(version('Observation', 'o1', { versionId: ((await w.current('Observation', 'o1'))?.versionId ?? 0) + 1, compartments: ['A-1'] }));
+        const after = await of(['o1', 'w1', 'none']);
+        await w.put(version('Observation', 'w1', { versionId: 2, deleted: true }));
+        return { before, after, deleted: await of(['w1']) };
+      });
+      expect(seen).toEqual({ before: ['o1:b', 'o1:c9'], after: ['o1:A-1', 'w1:b', 'w1:c9'], deleted: [] });
     });
   });
 }

@@ -1,6 +1,6 @@
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
-import { libpqUrl, type LibpqUrl } from './store/postgres/libpq-env.ts';
+import { libpqUrl, resolvedDatabaseUrl, type LibpqUrl } from './store/postgres/libpq-env.ts';
 import { checkUrlOptions, postgresUrlProblem, withoutPassword } from './store/postgres/url-options.ts';
 
 /** The most HTTP server processes CINDER_PROCESSES may start (`auto` included). */
@@ -258,7 +258,8 @@ export function loadConfig(env: Record<string, string | undefined>, flags: Recor
     // `auto` is one per CPU, at most the 64 a number may ask for (a 128-core host is not 128 SQLite writers' worth of work).
     processes: c.processes === 'auto' ? Math.min(MAX_PROCESSES, navigator.hardwareConcurrency) : c.processes,
     baseUrl: (c.baseUrl ?? `http://localhost:${c.port}`).replace(/\/+$/, ''),
-    databaseUrl: libpq?.url ?? databaseUrl,
+    // What libpq reads from `env` is written into the URL: the pools open it reading no environment of their own.
+    databaseUrl: libpq ? resolvedDatabaseUrl(libpq.url, env) : databaseUrl,
     databaseWarnings: libpq?.warnings ?? [],
     exportStorage,
   });

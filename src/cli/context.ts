@@ -16,7 +16,7 @@ import type { AdminTarget } from '../audit/event.ts';
 import { fhirBaseOf } from '../config.ts';
 import { NoDatabaseError, UsageError, type CliIO, type Command } from './command.ts';
 import { isPostgresUrl } from './sqlite-file.ts';
-import { connectTimeoutFromUrl, postgresTarget, sessionAttrsFromUrl } from '../store/postgres/url-options.ts';
+import { connectTimeoutFromUrl, postgresTarget, RESOLVED, sessionAttrsFromUrl } from '../store/postgres/url-options.ts';
 import { DEFAULT_CONNECT_TIMEOUT } from '../store/postgres/db.ts';
 import { passwordFileSource } from '../store/postgres/libpq-env.ts';
 
@@ -75,7 +75,7 @@ export async function revocationClock(ctx: { store: Store; clock: Clock }): Prom
 
 /** A PostgreSQL URL as a message may show it: host, port and database, never the password. */
 function postgresName(url: string): string {
-  const { database, hosts } = postgresTarget(url);
+  const { database, hosts } = postgresTarget(url, RESOLVED);
   return `database '${database}' on ${hosts}`;
 }
 
@@ -173,7 +173,7 @@ export function connectionProblem(err: unknown, url: string): string {
   const code = (cause as { code?: unknown } | null)?.code;
   const seconds = connectTimeoutFromUrl(url) ?? DEFAULT_CONNECT_TIMEOUT;
   // The driver ends each session whose server is not of the kind asked for (as libpq does), and then the last.
-  const attrs = sessionAttrsFromUrl(url);
+  const attrs = sessionAttrsFromUrl(url, RESOLVED);
   if (code === 'CONNECTION_DESTROYED' && attrs !== undefined) return `no server of the URL is one target_session_attrs=${attrs} asks for: ${message}`;
   if (code !== 'CONNECT_TIMEOUT' && code !== 'CONNECTION_CLOSED') return message;
   if (seconds === 0) return `no session started: the server closed the connection (a pooler refusing sessions, a server shutting down): ${message}`;
@@ -191,7 +191,7 @@ export function unusableDatabase(err: unknown, url: string): Error {
   const cause = err instanceof StoreUnavailableError ? err.cause : err;
   const refused = (cause as { code?: unknown } | null)?.code === '28P01';
   // As libpq says it: a password the server refused came from the password file (libpq-env.ts), as the file is now.
-  const file = refused ? passwordFileSource(url)?.() : undefined;
+  const file = refused ? passwordFileSource(url, RESOLVED)?.() : undefined;
   const fromFile = file?.password ? ` (password retrieved from file '${file.path}')` : '';
   // An empty password of the file is none: libpq sends nothing and says so.
   const problem = file?.password === '' ? `fe_sendauth: no password supplied (the line of the password file '${file.path}' for this connection gives an empty one)` : connectionProblem(err, url);

@@ -10,7 +10,7 @@ import { bootstrap } from './bootstrap.ts';
 import { installCrashPolicy } from './crash-policy.ts';
 import type { Command, Options } from './command.ts';
 import { openContext } from './context.ts';
-import { postgresTarget } from '../store/postgres/url-options.ts';
+import { postgresTarget, RESOLVED } from '../store/postgres/url-options.ts';
 import { SIBLING_ENV, startSiblings, type Siblings } from './siblings.ts';
 
 /** What a server of this release says when the search index follows a newer release's model. */
@@ -222,7 +222,7 @@ async function rebuildBeside(store: Store, progress: Rebuilding, log: Logger, si
 /** Where the first start put its data: the SQLite data directory, or the PostgreSQL database (no credentials). */
 export function initialised(config: Config): string {
   if (!/^postgres(ql)?:\/\//i.test(config.databaseUrl)) return config.dataDir;
-  const { database, hosts } = postgresTarget(config.databaseUrl);
+  const { database, hosts } = postgresTarget(config.databaseUrl, RESOLVED);
   return `the PostgreSQL database ${database} at ${hosts}`;
 }
 

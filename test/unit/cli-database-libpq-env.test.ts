@@ -36,16 +36,25 @@ const LIBPQ_VARS = [
   'PGHOST', 'PGPORT', 'PGUSER', 'PGREQUIREAUTH', 'PGCHANNELBINDING', 'PGCLIENTENCODING', 'PGGSSENCMODE', 'PGLOADBALANCEHOSTS',
 ];
 
+/** Variables only a conflicting process environment sets (`attempt`'s `{ process }`), put back after the command. */
+const PROCESS_ONLY_VARS = ['PGUSERNAME', 'PGTARGETSESSIONATTRS', 'PGSSLNEGOTIATION', 'PGSSLMODE'];
+
 /**
  * A command's exit code and stderr with libpq's variables `vars` set (and the others unset), HOME an empty directory: in
  * the command's environment, which its configuration reads, and (with `where` 'both') in the process's too, which the
  * driver reads when it connects, as they are one for the `cinder` binary.
  */
-async function attempt(url: string, argv: string[], vars: Record<string, string> = {}, where: 'both' | 'command' = 'both'): Promise<{ code: number; stdout: string; stderr: string }> {
-  const saved = Object.fromEntries([...LIBPQ_VARS, 'HOME', 'USER', 'LOGNAME', 'USERNAME'].map((k) => [k, process.env[k]]));
+async function attempt(
+  url: string,
+  argv: string[],
+  vars: Record<string, string> = {},
+  where: 'both' | 'command' | { process: Record<string, string> } = 'both',
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const saved = Object.fromEntries([...LIBPQ_VARS, ...PROCESS_ONLY_VARS, 'HOME', 'USER', 'LOGNAME', 'USERNAME'].map((k) => [k, process.env[k]]));
   for (const k of LIBPQ_VARS) delete process.env[k];
   process.env.HOME = join(dir, 'home');
   if (where === 'both') Object.assign(process.env, vars);
+  else if (where !== 'command') Object.assign(process.env, where.process);
   try {
     const cli = createCliEnv({ CINDER_DATABASE_URL: url, CINDER_BASE_URL: 'http://cinder.test', HOME: join(dir, 'home'), ...vars }, { database: false });
     clis.push(cli);
@@ -80,6 +89,36 @@ describe.skipIf(!pg)("the environment a command is given is the one its configur
       const r = await attempt(url, ['client', 'list', '--tenant', 't1'], vars, 'command');
       expect([vars, r.code]).toEqual([vars, 2]);
       expect(r.stderr).toContain(message);
+    }
+  }, 60_000);
+  test("a command connects where the environment it is given says, whatever the process's own PGHOST, PGPORT, PGDATABASE, PGUSER, PGPASSWORD, PGTARGETSESSIONATTRS or PGSSLNEGOTIATION say (the driver read them)", async () => {
+    const db = await pg!.migrated();
+    const target = new URL(db.url);
+    const database = target.pathname.slice(1);
+    const user = decodeURIComponent(target.username);
+    const port = target.port || '5432';
+    const elsewhere = {
+      PGHOST: '192.0.2.1',
+      PGPORT: '1',
+      PGDATABASE: 'cinder_no_such_database',
+      PGUSER: 'cinder_no_such_role',
+      PGUSERNAME: 'cinder_no_such_role',
+      PGPASSWORD: 'not-the-password',
+      PGTARGETSESSIONATTRS: 'standby',
+      PGSSLNEGOTIATION: 'direct',
+      PGSSLMODE: 'require',
+    };
+    const cases: [string, Record<string, string>][] = [
+      // Nothing but the host in the URL: the port, database and user from the command's environment.
+      [`postgres://${target.hostname}`, { PGPORT: port, PGDATABASE: database, PGUSER: user }],
+      // No host either: the command's PGHOST.
+      [`postgres:///${database}?user=${encodeURIComponent(user)}`, { PGHOST: target.hostname, PGPORT: port }],
+      // Every variable the process sets, set to what works in the command's environment.
+      [`postgres://${target.hostname}`, { PGPORT: port, PGDATABASE: database, PGUSER: user, PGTARGETSESSIONATTRS: 'any', PGSSLMODE: 'prefer' }],
+    ];
+    for (const [url, vars] of cases) {
+      const r = await attempt(url, ['check'], vars, { process: elsewhere });
+      expect({ url, ...r }).toMatchObject({ url, code: 0 });
     }
   }, 60_000);
 });

@@ -18,8 +18,8 @@ afterAll(async () => {
   for (const t of targets) await t.cleanup();
 }, 60_000);
 
-function cliOn(url: string) {
-  const cli = createCliEnv({ CINDER_DATABASE_URL: url, CINDER_BASE_URL: 'http://cinder.test' }, { database: false });
+function cliOn(url: string, env: Record<string, string> = {}) {
+  const cli = createCliEnv({ CINDER_DATABASE_URL: url, CINDER_BASE_URL: 'http://cinder.test', ...env }, { database: false });
   clis.push(cli);
   return cli;
 }
@@ -149,16 +149,9 @@ describe.skipIf(!pg)('a PostgreSQL URL whose host is an IPv6 address in brackets
       // A list of hosts, the first an IPv6 address that refuses connections.
       const listed = cliOn(db.url.replace(`@${target.host}`, `@[::1]:${freePort()},[::1]:${forwarder.port}`));
       expect((await listed.run(['client', 'list', '--tenant', 't1', '--json'])).stdout).toBe('[]\n');
-      // No port: PGPORT's, as postgres.js takes it for a host not in brackets (it was always 5432).
-      const saved = process.env.PGPORT;
-      process.env.PGPORT = String(forwarder.port);
-      try {
-        const portless = cliOn(db.url.replace(`@${target.host}`, '@[::1]'));
-        expect((await portless.run(['client', 'list', '--tenant', 't1', '--json'])).stdout).toBe('[]\n');
-      } finally {
-        if (saved === undefined) delete process.env.PGPORT;
-        else process.env.PGPORT = saved;
-      }
+      // No port: the command's PGPORT, as postgres.js takes it for a host not in brackets (it was always 5432).
+      const portless = cliOn(db.url.replace(`@${target.host}`, '@[::1]'), { PGPORT: String(forwarder.port) });
+      expect((await portless.run(['client', 'list', '--tenant', 't1', '--json'])).stdout).toBe('[]\n');
     } finally {
       forwarder.stop(true);
     }

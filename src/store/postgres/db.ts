@@ -4,7 +4,7 @@ import { declareArrayTypes } from './array-types.ts';
 import type { PgMigration } from './migrations.ts';
 import { passwordFileSource } from './libpq-env.ts';
 import { transaction } from './transaction.ts';
-import { connectTimeoutFromUrl, driverTarget, MAX_POOL_SIZE, poolSizeFromUrl, type DriverTls } from './url-options.ts';
+import { connectTimeoutFromUrl, driverTarget, MAX_POOL_SIZE, RESOLVED, poolSizeFromUrl, type DriverTls } from './url-options.ts';
 
 export interface PostgresStoreOptions {
   /** Connection pool size; default 10 (or `?max=N` in the URL). */
@@ -91,13 +91,16 @@ function open(url: string, o: { max: number; application_name: string; idle_time
   // apart, as libpq reads them: postgres.js would take `[` for a host, connect to `%2Fvar%2Frun%2Fpostgresql`
   // by TCP, and send `host` to the server as a setting, which refuses it; `?dbname=` names the database, and a
   // socket is never asked for TLS; `sslrootcert` is read here, not sent to the server (driverTarget).
-  const { url: driverUrl, applicationName, settings, ...hosts } = driverTarget(url);
+  // `url` is one loadConfig resolved (resolvedDatabaseUrl): what libpq reads from the environment is written in it, and
+  // every field the driver would read from process.env is given (driverTarget), so that it connects where the
+  // configuration says, whatever the process's own environment holds.
+  const { url: driverUrl, applicationName, settings, pass, ...hosts } = driverTarget(url, RESOLVED);
   // No password given: the password file's, read for each new connection as libpq reads it (a rotated password is used).
-  const fromFile = hosts.pass ? undefined : passwordFileSource(url);
+  const fromFile = pass ? undefined : passwordFileSource(url, RESOLVED);
   const sql = postgres(driverUrl, {
-    ...(hosts as { host?: string; port?: number; path?: string; database?: string; ssl?: DriverTls; user?: string; pass?: string | (() => string) }),
-    // The driver calls it for each connection the server asks a password of.
-    ...(fromFile && { pass: () => fromFile().password ?? '' }),
+    ...(hosts as { host?: string; port?: number; path?: string; database: string; ssl: DriverTls; user: string }),
+    // The driver calls it for each connection the server asks a password of; an empty one would send it to PGPASSWORD.
+    pass: fromFile ? () => fromFile().password ?? '' : pass ? pass : () => '',
     max: o.max,
     // Each of postgres.js's options is given, so that none is read from a PG<OPTION> environment variable (PGDEBUG would
     // put each failed statement's text and values on its error, into logs); the URL may name none (checkUrlOptions).

@@ -2,7 +2,7 @@ import { homedir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { passwordFor, readPasswordFile, watchedPasswordFile, type PasswordKey } from './password-file.ts';
 import { readService, type Service } from './service-file.ts';
-import { authority, checkUrlOptions, connectTimeoutSeconds, endpoints, queryOf } from './url-options.ts';
+import { authority, checkUrlOptions, connectTimeoutSeconds, endpoints, queryOf, TLS_ENV } from './url-options.ts';
 
 /** A database URL with what libpq would read beside it written into it (libpqUrl). */
 export interface LibpqUrl {
@@ -91,7 +91,7 @@ function checkFromEnv(name: string, key: string, value: string): void {
  * else ~/.pgpass; an empty `passfile` is ~/.pgpass, PGPASSFILE unread, as libpq has it). `service`, `servicefile` and `passfile` are taken out. PGHOSTADDR, which the driver cannot honour, is
  * refused as `hostaddr` is. A RangeError names the variable or file of a value that cannot be used.
  */
-export function libpqUrl(url: string, env: Env = process.env, home: string = env.HOME || homedir()): LibpqUrl {
+export function libpqUrl(url: string, env: Env, home: string = env.HOME || homedir()): LibpqUrl {
   const query = queryOf(url);
   if (envValue(env, 'PGHOSTADDR') !== undefined && !query.has('hostaddr')) {
     throw new RangeError("PGHOSTADDR is an option of libpq's client that Cinder does not support (name the host by its address in the host, or in PGHOST): unset it");
@@ -121,6 +121,42 @@ export function libpqUrl(url: string, env: Env = process.env, home: string = env
   const path = (passfile ?? envValue(env, 'PGPASSFILE')) || join(home, '.pgpass');
   const fromFile = passwordGiven ? { url: out, warnings: [] } : withPasswordFile(out, path, env);
   return { ...fromFile, ...(service && { service }) };
+}
+
+/**
+ * libpq's environment variables that the driver or url-options.ts read when the URL names their key word (libpq-envars),
+ * beside the TLS variables (TLS_ENV): PGUSERNAME, the driver's, before PGUSER.
+ */
+const RESOLVED_KEY_WORDS: [key: string, names: string[]][] = [
+  ['host', ['PGHOST']],
+  ['port', ['PGPORT']],
+  ['dbname', ['PGDATABASE']],
+  ['user', ['PGUSERNAME', 'PGUSER']],
+  ['password', ['PGPASSWORD']],
+  ['target_session_attrs', ['PGTARGETSESSIONATTRS']],
+  ...Object.entries(TLS_ENV).filter(([key]) => key !== 'requiressl' && key !== 'sslcrldir').map(([key, name]): [string, string[]] => [key, [name]]),
+];
+
+/**
+ * `url` (libpqUrl's, checked by checkUrlOptions with `env`) with the rest of what libpq reads from `env` written into its
+ * query: PGHOST, PGPORT, PGDATABASE, PGUSER, PGPASSWORD, PGTARGETSESSIONATTRS and the TLS variables, each for a key word
+ * the URL does not name (an empty variable unset). The URL is then all there is: the pools open it with no environment
+ * (url-options.ts RESOLVED), so that a command given one environment never connects with the process's own (the driver
+ * read PGHOST, PGDATABASE, PGUSER, PGPASSWORD... from process.env where the URL named none). PGREQUIRESSL=0 asks for
+ * nothing and is not written; PGSSLCRLDIR and a PGREQUIRESSL of 1 were refused.
+ */
+export function resolvedDatabaseUrl(url: string, env: Env): string {
+  const query = queryOf(url);
+  const named = namedOutsideQuery(url);
+  const added: [string, string][] = [];
+  for (const [key, names] of RESOLVED_KEY_WORDS) {
+    // postgres.js's `?ssl=` is the URL's sslmode.
+    if (named.has(key) || query.has(key) || (key === 'sslmode' && query.has('ssl'))) continue;
+    // A URL naming a password file (no password given anywhere) keeps it: PGPASSWORD was unset.
+    const value = names.map((name) => envValue(env, name)).find((v) => v !== undefined);
+    if (value !== undefined) added.push([key, value]);
+  }
+  return withParams(url, added);
 }
 
 /**
@@ -160,7 +196,7 @@ export interface FilePassword {
  * a file written after the start, is used by the next connection without a restart; a file gone, or that others may now
  * read, gives none. Never throws (the driver calls it while it authenticates). Undefined for another URL.
  */
-export function passwordFileSource(url: string, env: Env = process.env): (() => FilePassword) | undefined {
+export function passwordFileSource(url: string, env: Env): (() => FilePassword) | undefined {
   const path = queryOf(url).get('passfile');
   if (path === null) return undefined;
   const keys = passwordKeys(url, env);

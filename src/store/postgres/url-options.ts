@@ -8,8 +8,14 @@ import { userInfo } from 'node:os';
  * CINDER_DATABASE_URL, and db.ts opens the pools with them.
  */
 
-/** The environment libpq's variables are read from (process.env but where a caller names another: loadConfig's `env`). */
+/** The environment libpq's variables are read from: loadConfig's `env` (the CLI's io.env, process.env for the binary). */
 export type Env = Record<string, string | undefined>;
+
+/**
+ * The environment of a URL loadConfig resolved (resolvedDatabaseUrl, libpq-env.ts): none, since what libpq reads from
+ * the environment is written in it. What opens or describes the configured database reads nothing else.
+ */
+export const RESOLVED: Env = Object.freeze({});
 
 /** The most connections `?max=N` may ask for. */
 export const MAX_POOL_SIZE = 1000;
@@ -108,13 +114,20 @@ export type Endpoints = { socket: string; port: number } | { host: string[]; por
  * PGHOST and PGPORT unread, as libpq reads them (an empty value is a value: conninfo_add_defaults leaves it). Undefined for a URL
  * postgres.js reads itself (neither a socket, brackets, nor a `host` or `port` in its query).
  */
-export function endpoints(url: string, env: Env = process.env): Endpoints | undefined {
+export function endpoints(url: string, env: Env): Endpoints | undefined {
+  const { hosts } = authority(url);
+  const query = queryOf(url);
+  // A URL naming no host (`postgres:///db`, `postgres://u@/db`) is read here too: postgres.js's URL parser refused it.
+  if (hosts !== '' && !hosts.includes('[') && !hosts.includes('%') && query.get('host') === null && query.get('port') === null) return undefined;
+  return allEndpoints(url, env);
+}
+
+/** Where `url` connects to (endpoints), for every URL: the hosts and ports of a plain one (`a:5433,b`) too. */
+function allEndpoints(url: string, env: Env): Endpoints {
   const { hosts } = authority(url);
   const query = queryOf(url);
   const queryHost = query.get('host');
   const queryPort = query.get('port');
-  // A URL naming no host (`postgres:///db`, `postgres://u@/db`) is read here too: postgres.js's URL parser refused it.
-  if (hosts !== '' && !hosts.includes('[') && !hosts.includes('%') && queryHost === null && queryPort === null) return undefined;
   const fallback = Number(env.PGPORT) || 5432;
   // No host in the URL (a `port` alone, the query's or a service's): PGHOST's, as libpq reads it (bare, as the query's).
   const bare = queryHost ?? (hosts === '' ? env.PGHOST || '' : null);
@@ -176,7 +189,7 @@ const TLS_OPTIONS = ['sslrootcert', 'sslcert', 'sslkey', 'sslpassword', 'sslcrl'
  * for an unverified `prefer`. PGSSLCRLDIR and PGREQUIRESSL (but 0), options Cinder cannot honour, are refused as in the URL;
  * PGSSLNEGOTIATION (which postgres.js reads itself when the URL names no `sslnegotiation`) is checked as the URL's.
  */
-const TLS_ENV: Record<string, string> = {
+export const TLS_ENV: Record<string, string> = {
   sslmode: 'PGSSLMODE',
   sslrootcert: 'PGSSLROOTCERT',
   sslcert: 'PGSSLCERT',
@@ -208,7 +221,7 @@ const DRIVER_OPTIONS = ['debug', 'idle_timeout', 'max_lifetime', 'keep_alive', '
  * The URL's query with libpq's TLS environment variables (TLS_ENV) for the options it does not name (an empty variable
  * is unset, as libpq takes it), and where each option came from, for messages: ` in the database URL` or ` in PGSSLMODE`.
  */
-function tlsQuery(url: string, env: Env = process.env): { query: URLSearchParams; at: (option: string) => string } {
+function tlsQuery(url: string, env: Env): { query: URLSearchParams; at: (option: string) => string } {
   const query = queryOf(url);
   const fromEnv = new Map<string, string>();
   // postgres.js's `ssl` (`?ssl=require`, `?ssl=true`): the URL's sslmode, as that driver read it, before any variable.
@@ -271,7 +284,7 @@ function tlsVersion(query: URLSearchParams, option: string, at: string): TlsVers
  * `ssl_max_protocol_version` bound the protocol. Undefined over a Unix-domain socket, which never uses TLS (driverTarget),
  * where no file is read. Throws a RangeError naming the option for a value libpq does not know or a file that cannot be read.
  */
-export function tlsFromUrl(url: string, env: Env = process.env): DriverTls | undefined {
+export function tlsFromUrl(url: string, env: Env): DriverTls | undefined {
   const { query, at } = tlsQuery(url, env);
   const mode = query.get('sslmode');
   if (mode !== null && !(SSL_MODES as string[]).includes(mode)) {
@@ -391,7 +404,7 @@ const SESSION_ATTRS = ['any', 'read-write', 'read-only', 'primary', 'standby', '
  * The URL's `target_session_attrs` (or libpq's PGTARGETSESSIONATTRS when it names none, which postgres.js reads itself)
  * when it asks for a kind of server (not `any`), else undefined.
  */
-export function sessionAttrsFromUrl(url: string, env: Env = process.env): string | undefined {
+export function sessionAttrsFromUrl(url: string, env: Env): string | undefined {
   const attrs = queryOf(url).get('target_session_attrs') ?? (env.PGTARGETSESSIONATTRS || null);
   return attrs === null || attrs === 'any' ? undefined : attrs;
 }
@@ -448,7 +461,7 @@ function checkPorts(url: string, query: URLSearchParams, env: Env): void {
  * naming the option. What is left (application_name, options, a server setting such as statement_timeout) is sent to
  * the server in the start-up message, as libpq sends application_name and options.
  */
-export function checkUrlOptions(url: string, env: Env = process.env): void {
+export function checkUrlOptions(url: string, env: Env): void {
   poolSizeFromUrl(url);
   connectTimeoutFromUrl(url);
   tlsFromUrl(url, env);
@@ -490,10 +503,14 @@ export interface DriverTarget {
   host?: string[];
   port?: number[];
   path?: string;
-  database?: string;
-  ssl?: DriverTls;
-  user?: string;
+  database: string;
+  ssl: DriverTls;
+  user: string;
   pass?: string;
+  /** libpq's `sslnegotiation`, null for its default (postgres). */
+  sslnegotiation: 'postgres' | 'direct' | null;
+  /** libpq's `target_session_attrs`, `any` for its default. */
+  target_session_attrs: string;
   /** The URL's `fallback_application_name`, when it names no `application_name`: the connections' name in place of Cinder's. */
   applicationName?: string;
   /** The settings the server is sent (`application_name`, `options`, any other), decoded as libpq decodes them. */
@@ -531,42 +548,37 @@ function withoutParams(url: string, names: string[]): string {
  * read or send as settings;
  * the query's `user` and `password` (postgres.js sent them as settings, the password in the clear), and
  * `fallback_application_name`; and libpq's other options of the client checkUrlOptions accepted (`channel_binding=prefer`,
- * `client_encoding=UTF8`...), read and taken out.
+ * `client_encoding=UTF8`...), read and taken out. Every field the driver would otherwise read from process.env (PGHOST,
+ * PGPORT, PGDATABASE, PGUSER, PGPASSWORD, PGSSLNEGOTIATION, PGTARGETSESSIONATTRS) is given, resolved from `env` alone:
+ * the hosts and ports always apart, the database, the user, `sslnegotiation` and `target_session_attrs`.
  */
-export function driverTarget(url: string, env: Env = process.env): DriverTarget {
-  const target = endpoints(url, env);
+export function driverTarget(url: string, env: Env): DriverTarget {
+  const target = allEndpoints(url, env);
   const query = queryOf(url);
-  // An empty `dbname` is libpq's user name (connectOptions2), the path and PGDATABASE unread: the driver took the path's.
-  const dbname = query.get('dbname') === '' ? connectingUser(url, env) : query.get('dbname');
-  const socket = target !== undefined && 'socket' in target;
-  const tls = tlsFromUrl(url, env);
+  const socket = 'socket' in target;
+  const tls = tlsQuery(url, env).query;
   const names = new Set(query.keys());
   const client = CLIENT_OPTIONS.filter((o) => names.has(o));
-  let rewritten = url;
-  if (target) {
-    const { at, end } = authority(url);
-    rewritten = `${url.slice(0, at)}localhost${url.slice(end)}`;
-  }
-  const taken = ['dbname', ...(target ? ['host', 'port'] : []), 'sslmode', 'ssl', ...TLS_OPTIONS, ...client];
+  const { at, end } = authority(url);
+  const taken = ['dbname', 'host', 'port', 'sslmode', 'ssl', 'sslnegotiation', 'target_session_attrs', ...TLS_OPTIONS, ...client];
   // What is left is sent to the server: given apart, decoded as libpq decodes it (the driver's URLSearchParams took '+' for a blank).
   const settings: Record<string, string> = {};
   for (const [name, value] of query) if (!taken.includes(name) && !READ_BY_DRIVER.includes(name)) settings[name] = value;
   const raw = new Set(rawParamNames(url).filter((n) => Object.hasOwn(settings, uriDecode(n))));
-  rewritten = withoutParams(rewritten, [...taken, ...raw]);
-  const user = query.get('user');
+  const rewritten = withoutParams(`${url.slice(0, at)}localhost${url.slice(end)}`, [...taken, ...raw]);
   const pass = query.get('password');
   const fallback = query.get('fallback_application_name');
-  const options: Omit<DriverTarget, 'url'> = {
+  const options: Omit<DriverTarget, 'url' | 'ssl'> = {
     settings,
-    ...(dbname && { database: dbname }),
-    ...(tls !== undefined && { ssl: tls }),
-    ...(user && { user }),
+    database: databaseOf(url, env),
+    user: connectingUser(url, env),
     ...(pass !== null && { pass }),
+    sslnegotiation: socket ? null : ((tls.get('sslnegotiation') as 'postgres' | 'direct' | null) ?? null),
+    target_session_attrs: query.get('target_session_attrs') ?? (env.PGTARGETSESSIONATTRS || 'any'),
     ...(fallback && !query.get('application_name') && { applicationName: fallback }),
   };
-  if (!target) return { url: rewritten, ...options };
-  if ('socket' in target) return { url: rewritten, ...options, path: `${target.socket.replace(/\/+$/, '')}/.s.PGSQL.${target.port}`, ssl: false };
-  return { url: rewritten, ...options, host: target.host, port: target.port };
+  if (socket) return { url: rewritten, ...options, path: `${target.socket.replace(/\/+$/, '')}/.s.PGSQL.${target.port}`, ssl: false };
+  return { url: rewritten, ...options, host: target.host, port: target.port, ssl: tlsFromUrl(url, env) ?? false };
 }
 
 /**
@@ -637,7 +649,7 @@ function queryProblem(url: string): string | undefined {
  * The database and the hosts a postgres:// URL (postgresUrlProblem found none) names, as a message may show
  * them, never the password: the database is the one a connection uses (databaseOf).
  */
-export function postgresTarget(url: string, env: Env = process.env): { database: string; hosts: string } {
+export function postgresTarget(url: string, env: Env): { database: string; hosts: string } {
   const { hosts } = authority(url);
   const target = endpoints(url, env);
   const where = !target
@@ -660,7 +672,7 @@ const decoded = (s: string) => {
  * The user a connection to `url` logs in as, as the driver takes it: the query's `user`, the URL's, PGUSERNAME, PGUSER,
  * else the operating system's user.
  */
-export function connectingUser(url: string, env: Env = process.env): string {
+export function connectingUser(url: string, env: Env): string {
   const u = new URL(authority(url).single);
   const given = queryOf(url).get('user') || decoded(u.username) || env.PGUSERNAME || env.PGUSER;
   if (given) return given;
@@ -676,7 +688,7 @@ export function connectingUser(url: string, env: Env = process.env): string {
  * `dbname`, where an empty one is the user's name (the URL's path and PGDATABASE unread: an empty value is a value);
  * else the URL's path; else PGDATABASE; else the user's name.
  */
-export function databaseOf(url: string, env: Env = process.env): string {
+export function databaseOf(url: string, env: Env): string {
   const dbname = queryOf(url).get('dbname');
   if (dbname !== null) return dbname || connectingUser(url, env);
   return decoded(new URL(authority(url).single).pathname.slice(1)) || env.PGDATABASE || connectingUser(url, env);

@@ -179,6 +179,7 @@ export async function issueUserTokens(deps: AuthDeps, g: UserGrant, user: User):
     sub: user.id, aud: fhirBase, client_id: g.client.clientId, scope: scopes.join(' '), tenant: g.tenant, gid: g.grantId,
     crt: deps.clients.readAt(g.client), urt: g.userReadAt,
   };
+  if (g.client.revocationSeq !== undefined) claims.crs = g.client.revocationSeq;
   const fhirUser = readable('fhirUser') ? absoluteFhirUser(fhirBase, user.fhirUser) : undefined;
   if (fhirUser) claims.fhirUser = fhirUser;
   if (patient) Object.assign(claims, { patient }, context);

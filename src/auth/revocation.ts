@@ -16,14 +16,17 @@ export const PRINCIPAL_REVOCATION_MARGIN_MS = CLIENT_CACHE_TTL_MS;
 
 /**
  * The revocation query of a verified access token (the store's `isRevoked`, and this list): a client or user
- * revocation recorded at or after the time their record was read to issue the token refuses it. A token issued
- * after a client was enabled again, on a record read after it, passes; one a process issued on a record it still
- * held from before a disable is refused.
+ * revocation made after their record was read to issue the token refuses it. A token issued after a client was
+ * enabled again, on a record read after it, passes; one a process issued on a record it still held from before a
+ * disable is refused. For a client, "after" is told by the database's numbering of revocations where the token
+ * states the record's (`crs`): a server whose clock runs behind the database's (or the command line's) no longer
+ * refuses, for that lag, the tokens it issued after a change; else by the time the record was read (`crt`).
  */
 export function revocationQuery(token: VerifiedToken): RevocationQuery {
   const legacy = token.iat * 1000 - PRINCIPAL_REVOCATION_MARGIN_MS;
   return {
-    jti: token.jti, grantId: token.gid ?? null, client: { id: token.client_id, readAt: token.crt ?? legacy },
+    jti: token.jti, grantId: token.gid ?? null,
+    client: { id: token.client_id, readAt: token.crt ?? legacy, ...(token.crs !== undefined && { seq: token.crs }) },
     ...(token.gid !== undefined && { user: { id: token.sub, readAt: token.urt ?? legacy } }),
   };
 }
@@ -54,13 +57,19 @@ export function createRevocationList(store: Store, clock: Clock, pollMs = REVOCA
   function remember(r: Revocation) {
     const k = key(r.kind, r.value);
     const known = revoked.get(k);
-    // A client or user revoked again moves its time forward (the store keeps the latest too).
-    if (!known || known.revokedAt < r.revokedAt) revoked.set(k, r);
+    // A client or user revoked again moves its time and number forward (the store keeps the latest too).
+    if (!known) revoked.set(k, r);
+    else {
+      const seq = Math.max(known.seq ?? 0, r.seq ?? 0);
+      revoked.set(k, { ...known, revokedAt: Math.max(known.revokedAt, r.revokedAt), expiresAt: Math.max(known.expiresAt, r.expiresAt), ...(seq > 0 && { seq }) });
+    }
   }
 
-  function principalRevoked(kind: Revocation['kind'], value: string, readAt: number): boolean {
+  /** As the store's isRevoked: by the revocation's number where the token states the record's (`seq`), else by time. */
+  function principalRevoked(kind: Revocation['kind'], value: string, readAt: number, seq?: number): boolean {
     const r = revoked.get(key(kind, value));
-    return r !== undefined && r.revokedAt >= readAt;
+    if (r === undefined) return false;
+    return seq !== undefined && r.seq !== undefined && r.seq > 0 ? r.seq > seq : r.revokedAt >= readAt;
   }
 
   function pollDue(): boolean {
@@ -74,7 +83,7 @@ export function createRevocationList(store: Store, clock: Clock, pollMs = REVOCA
     const legacy = token.iat * 1000 - PRINCIPAL_REVOCATION_MARGIN_MS;
     if (token.gid !== undefined && (revoked.has(key('grant', token.gid)) || principalRevoked('user', token.sub, token.urt ?? legacy))) return true;
     const crt = token.crt ?? legacy;
-    return principalRevoked('client', token.client_id, crt) || principalRevoked('client-access', token.client_id, crt);
+    return principalRevoked('client', token.client_id, crt, token.crs) || principalRevoked('client-access', token.client_id, crt, token.crs);
   }
 
   async function poll(): Promise<void> {

@@ -31,6 +31,13 @@ export interface AccessClaims {
    * a few seconds): a client revocation recorded at or after it refuses the token (src/auth/revocation.ts).
    */
   crt?: number;
+  /**
+   * The number of the last revocation of the client's tokens committed when that registration was read
+   * (Client.revocationSeq): a client revocation numbered above it refuses the token, one at or below it (made before
+   * the read) does not, whatever the clocks of the server that issued the token and of whoever recorded the revocation
+   * say. A token without it (issued by an older release) is judged by `crt`.
+   */
+  crs?: number;
   /** When the user the token was issued to was read (epoch ms), for a user revocation likewise. */
   urt?: number;
 }

@@ -41,6 +41,7 @@ export const clientCredentials: Grant = {
       scope,
       tenant: client.tenant,
       crt: deps.clients.readAt(client),
+      ...(client.revocationSeq !== undefined && { crs: client.revocationSeq }),
     }, ttl);
     return { access_token: token, token_type: 'Bearer', expires_in: expiresIn, scope };
   },

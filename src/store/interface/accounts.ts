@@ -50,6 +50,13 @@ export interface Client {
    * one before stays silent (src/fhir/subscriptions/owner.ts).
    */
   tokensRevokedAt: number | null;
+  /**
+   * The number (the database's order, Revocation.seq) of the last revocation of the client's tokens (`client`,
+   * `client-access`) committed when the record was read, 0 for none; only on a record the store read. A token issued
+   * on the record carries it (`crs`), and a revocation numbered above it refuses the token: whether the record was
+   * read after the revocation is told by the database's numbering, not by comparing two machines' clocks.
+   */
+  revocationSeq?: number;
 }
 
 export interface SigningKey {

@@ -87,6 +87,8 @@ export interface Revocation {
   revokedAt: number;
   /** When the revoked tokens would have expired anyway; the row may go after that. */
   expiresAt: number;
+  /** Its number in the order the database recorded revocations (revokedSince), as recorded: absent on one not yet recorded. */
+  seq?: number;
 }
 
 /** Kinds that revoke everything a client or user was issued up to a time. */
@@ -99,7 +101,8 @@ export const PRINCIPAL_REVOCATIONS: readonly Revocation['kind'][] = ['client', '
 export interface RevocationQuery {
   jti?: string | null;
   grantId?: string | null;
-  client?: { id: string; readAt: number };
+  /** `seq`: the client record's Client.revocationSeq, when the token states it (`crs`): compared with the revocation's number, not its time. */
+  client?: { id: string; readAt: number; seq?: number };
   /** Asked only of tokens issued to a signed-in user. */
   user?: { id: string; readAt: number };
 }

@@ -4,6 +4,10 @@ import type { ClientRow, KeyRow } from '../rows/accounts.ts';
 import { asConflict } from './db.ts';
 import type { Pg } from './db.ts';
 
+/** The number of the last revocation of a client's tokens committed, read with its record (rows/accounts.ts CLIENT_COLUMNS). */
+const revocationSeq = (sql: Pg) =>
+  sql`(SELECT MAX(seq) FROM revocations WHERE kind IN ('client', 'client-access') AND value = clients.client_id) AS revocation_seq`;
+
 /** Tenants on Postgres; a duplicate id raises StoreConflictError. */
 export function createPostgresTenants(sql: Pg): TenantRepo {
   return {
@@ -49,12 +53,12 @@ export function createPostgresClients(sql: Pg): ClientRepo {
       }
     },
     async get(clientId) {
-      const [r] = await sql<ClientRow[]>`SELECT * FROM clients WHERE client_id = ${clientId}`;
+      const [r] = await sql<ClientRow[]>`SELECT clients.*, ${revocationSeq(sql)} FROM clients WHERE client_id = ${clientId}`;
       return r ? toClient(r) : null;
     },
     async getMany(clientIds) {
       if (!clientIds.length) return [];
-      const rows = await sql<ClientRow[]>`SELECT * FROM clients WHERE client_id = ANY(${clientIds as string[]}::text[])`;
+      const rows = await sql<ClientRow[]>`SELECT clients.*, ${revocationSeq(sql)} FROM clients WHERE client_id = ANY(${clientIds as string[]}::text[])`;
       return rows.map(toClient);
     },
     async list(tenant) {

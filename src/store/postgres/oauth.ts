@@ -40,13 +40,15 @@ export function createPostgresOAuth(sql: Pg): OAuthRepo {
         await tx`LOCK TABLE revocations IN SHARE ROW EXCLUSIVE MODE`;
         // As given: the caller's clock is the one the servers stamp `crt`/`urt` by (the command line raises its own to
         // the database's first, databaseNow); the database's here refused the tokens of a server behind it.
-        const r = given;
+        let r = given;
         if (PRINCIPAL_REVOCATIONS.includes(r.kind)) {
-          await tx`
+          const [{ seq }] = await tx<{ seq: number }[]>`
             INSERT INTO revocations (kind, value, revoked_at, expires_at) VALUES (${r.kind}, ${r.value}, ${r.revokedAt}, ${r.expiresAt})
             ON CONFLICT (kind, value) DO UPDATE SET
               revoked_at = GREATEST(revocations.revoked_at, EXCLUDED.revoked_at), expires_at = GREATEST(revocations.expires_at, EXCLUDED.expires_at),
-              seq = EXCLUDED.seq`;
+              seq = EXCLUDED.seq
+            RETURNING seq`;
+          r = { ...r, seq: Number(seq) };
         } else {
           await tx`
             INSERT INTO revocations (kind, value, revoked_at, expires_at) VALUES (${r.kind}, ${r.value}, ${r.revokedAt}, ${r.expiresAt})
@@ -65,7 +67,11 @@ export function createPostgresOAuth(sql: Pg): OAuthRepo {
       const rows = await sql`
         SELECT 1 FROM revocations
         WHERE (kind = 'jti' AND value = ${q.jti ?? ''}) OR (kind = 'grant' AND value = ${q.grantId ?? ''})
-           OR (kind IN ('client', 'client-access') AND value = ${q.client?.id ?? ''} AND revoked_at >= ${q.client?.readAt ?? 0})
+           OR (kind IN ('client', 'client-access') AND value = ${q.client?.id ?? ''} AND CASE
+                 -- By its number where the token states the record's (crs), else by its time; a row numbered 0
+                 -- (recorded before revocations were numbered) by its time.
+                 WHEN ${q.client?.seq ?? -1}::bigint >= 0 AND seq > 0 THEN seq > ${q.client?.seq ?? -1}::bigint
+                 ELSE revoked_at >= ${q.client?.readAt ?? 0} END)
            OR (kind = 'user' AND value = ${q.user?.id ?? ''} AND revoked_at >= ${q.user?.readAt ?? 0})
         LIMIT 1`;
       return rows.length > 0;

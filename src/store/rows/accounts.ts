@@ -23,6 +23,8 @@ export type ClientRow = {
   previous_secret_until: number | null;
   deleted_at: number | null;
   tokens_revoked_at: number | null;
+  /** Read with the record (CLIENT_COLUMNS), never written. */
+  revocation_seq?: number | string | null;
 };
 
 /** Maps a `clients` row to the domain Client. */
@@ -45,6 +47,7 @@ export function toClient(r: ClientRow): Client {
     previousSecretUntil: r.previous_secret_until,
     deletedAt: r.deleted_at,
     tokensRevokedAt: r.tokens_revoked_at ?? null,
+    ...(r.revocation_seq !== undefined && { revocationSeq: Number(r.revocation_seq ?? 0) }),
   };
 }
 
@@ -92,3 +95,10 @@ export function toSigningKey(r: KeyRow): SigningKey {
     retiredAt: r.retired_at,
   };
 }
+
+/**
+ * What a read of client records selects (`FROM clients`): the row and the number of the last revocation of the
+ * client's tokens committed (Client.revocationSeq), in the same statement, so that the two are of one moment.
+ */
+export const CLIENT_COLUMNS =
+  "clients.*, (SELECT MAX(seq) FROM revocations WHERE kind IN ('client', 'client-access') AND value = clients.client_id) AS revocation_seq";

@@ -117,7 +117,7 @@ export const REFRESH_COLUMN: Partial<Record<Revocation['kind'], 'grant_id' | 'cl
 };
 
 export function toRevocation(r: RevocationRow): Revocation {
-  return { kind: r.kind, value: r.value, revokedAt: r.revoked_at, expiresAt: r.expires_at };
+  return { kind: r.kind, value: r.value, revokedAt: r.revoked_at, expiresAt: r.expires_at, seq: Number(r.seq) };
 }
 
 /** The highest `seq` of the rows a poll read, or `after` when it read none (revokedSince). */

@@ -1,6 +1,6 @@
 import type { Database } from 'bun:sqlite';
 import type { ClientRepo, KeyRepo, TenantRepo } from '../types.ts';
-import { clientRow, toClient, toSigningKey } from '../rows/accounts.ts';
+import { CLIENT_COLUMNS, clientRow, toClient, toSigningKey } from '../rows/accounts.ts';
 import type { ClientRow, KeyRow } from '../rows/accounts.ts';
 import { asConflict } from './db.ts';
 
@@ -51,12 +51,12 @@ export function createSqliteClients(db: Database): ClientRepo {
       }
     },
     async get(clientId) {
-      const r = db.query<ClientRow, [string]>('SELECT * FROM clients WHERE client_id = ?').get(clientId);
+      const r = db.query<ClientRow, [string]>(`SELECT ${CLIENT_COLUMNS} FROM clients WHERE client_id = ?`).get(clientId);
       return r ? toClient(r) : null;
     },
     async getMany(clientIds) {
       if (!clientIds.length) return [];
-      return db.query<ClientRow, [string]>('SELECT * FROM clients WHERE client_id IN (SELECT value FROM json_each(?))').all(JSON.stringify(clientIds)).map(toClient);
+      return db.query<ClientRow, [string]>(`SELECT ${CLIENT_COLUMNS} FROM clients WHERE client_id IN (SELECT value FROM json_each(?))`).all(JSON.stringify(clientIds)).map(toClient);
     },
     async list(tenant) {
       return db.query<ClientRow, [string]>('SELECT * FROM clients WHERE tenant = ? ORDER BY created_at, client_id').all(tenant).map(toClient);

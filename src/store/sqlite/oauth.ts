@@ -8,18 +8,23 @@ import type { CodeRow, RefreshRow, RevocationRow } from '../rows/oauth.ts';
 export function createSqliteOAuth(db: Database): OAuthRepo {
   // Writes on SQLite are serialised: the counter's order is the order they commit in.
   const nextSeq = () => db.query<{ n: number }, []>('UPDATE revocation_sequence SET n = n + 1 RETURNING n').get()!.n;
-  const revokeTx = db.transaction((r: Revocation) => {
+  const revokeTx = db.transaction((r: Revocation): Revocation => {
     if (PRINCIPAL_REVOCATIONS.includes(r.kind)) {
+      const seq = nextSeq();
       db.query(
         `INSERT INTO revocations (kind, value, revoked_at, expires_at, seq) VALUES (?, ?, ?, ?, ?)
            ON CONFLICT (kind, value) DO UPDATE SET revoked_at = MAX(revoked_at, excluded.revoked_at), expires_at = MAX(expires_at, excluded.expires_at),
              seq = excluded.seq`,
-      ).run(r.kind, r.value, r.revokedAt, r.expiresAt, nextSeq());
+      ).run(r.kind, r.value, r.revokedAt, r.expiresAt, seq);
+      const column = REFRESH_COLUMN[r.kind];
+      if (column) db.query(`UPDATE refresh_tokens SET revoked_at = ? WHERE ${column} = ? AND revoked_at IS NULL`).run(r.revokedAt, r.value);
+      return { ...r, seq };
     } else {
       db.query('INSERT OR IGNORE INTO revocations (kind, value, revoked_at, expires_at, seq) VALUES (?, ?, ?, ?, ?)').run(r.kind, r.value, r.revokedAt, r.expiresAt, nextSeq());
     }
     const column = REFRESH_COLUMN[r.kind];
     if (column) db.query(`UPDATE refresh_tokens SET revoked_at = ? WHERE ${column} = ? AND revoked_at IS NULL`).run(r.revokedAt, r.value);
+    return r;
   });
   return {
     async createCode(c) {
@@ -61,21 +66,23 @@ export function createSqliteOAuth(db: Database): OAuthRepo {
       return r ? toRefresh(r) : null;
     },
     async revoke(r) {
-      revokeTx(r);
-      return r;
+      return revokeTx(r);
     },
     async databaseNow() {
       return null;
     },
     async isRevoked(q) {
       const r = db
-        .query<{ one: number }, [string, string, string, number, string, number]>(
+        .query<{ one: number }, [string, string, string, number, number, number, string, number]>(
+          // A client's revocation by its number where the token states the record's (crs), else by its time; a row
+          // numbered 0 (recorded before revocations were numbered) by its time.
           `SELECT 1 AS one FROM revocations
            WHERE (kind = 'jti' AND value = ?) OR (kind = 'grant' AND value = ?)
-              OR (kind IN ('client', 'client-access') AND value = ? AND revoked_at >= ?) OR (kind = 'user' AND value = ? AND revoked_at >= ?)
+              OR (kind IN ('client', 'client-access') AND value = ? AND CASE WHEN ? >= 0 AND seq > 0 THEN seq > ? ELSE revoked_at >= ? END)
+              OR (kind = 'user' AND value = ? AND revoked_at >= ?)
            LIMIT 1`,
         )
-        .get(q.jti ?? '', q.grantId ?? '', q.client?.id ?? '', q.client?.readAt ?? 0, q.user?.id ?? '', q.user?.readAt ?? 0);
+        .get(q.jti ?? '', q.grantId ?? '', q.client?.id ?? '', q.client?.seq ?? -1, q.client?.seq ?? -1, q.client?.readAt ?? 0, q.user?.id ?? '', q.user?.readAt ?? 0);
       return r !== null;
     },
     async revokedSince(after, now) {

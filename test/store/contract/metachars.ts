@@ -64,7 +64,7 @@ export function metacharContract(store: () => Store) {
           jwks: null, jwksUrl: text, readAttributes: [text], accessTokenTtl: null, createdAt: 1, disabled: false, previousSecretHash: null, previousSecretUntil: null, deletedAt: null, tokensRevokedAt: null,
         };
         await s.clients.create(c);
-        expect(await s.clients.get(c.clientId)).toEqual(c);
+        expect(await s.clients.get(c.clientId)).toEqual({ ...c, revocationSeq: 0 });
       }
     });
   });

@@ -183,7 +183,7 @@ export function oauthContract(store: () => Store) {
       expect(await s.oauth.isRevoked({ grantId: r.grantId })).toBe(true);
       expect(await s.oauth.isRevoked({ jti: r.grantId })).toBe(false);
       const listed = await s.oauth.revokedSince(-1, B + 10_000);
-      expect(listed.revocations).toContainEqual(rev);
+      expect(listed.revocations).toContainEqual({ ...rev, seq: expect.any(Number) });
       expect((await s.oauth.revokedSince(listed.last, B + 10_000)).revocations).not.toContainEqual(rev); // read already
       expect((await s.oauth.revokedSince(-1, B + 200_000)).revocations).not.toContainEqual(rev); // expired
     });
@@ -219,8 +219,36 @@ export function oauthContract(store: () => Store) {
       await s.oauth.revoke({ kind: 'client', value: client, revokedAt: B + 7000, expiresAt: B + 91_000 });
       expect(await s.oauth.isRevoked({ client: { id: client, readAt: B + 8000 } })).toBe(true);
       const again = await s.oauth.revokedSince(before, B + 10_000);
-      expect(again.revocations).toEqual([{ kind: 'client', value: client, revokedAt: B + 8000, expiresAt: B + 95_000 }]);
+      expect(again.revocations).toEqual([{ kind: 'client', value: client, revokedAt: B + 8000, expiresAt: B + 95_000, seq: again.last }]);
       expect(again.last).toBeGreaterThan(before);
+    });
+
+    test("a client's record is read with the number of its last revocation, which a token's `crs` is compared with, whatever the times say", async () => {
+      const s = store();
+      const tenant = `t-${uid()}`;
+      await s.tenants.create(tenant, B);
+      const client = `c-${uid()}`;
+      await s.clients.create({
+        clientId: client, tenant, name: 'c', secretHash: null, grants: ['client_credentials'], scopes: [], redirectUris: [], jwks: null, jwksUrl: null,
+        readAttributes: null, accessTokenTtl: null, createdAt: B, disabled: false, previousSecretHash: null, previousSecretUntil: null, deletedAt: null, tokensRevokedAt: null,
+      });
+      const unrevoked = (await s.clients.get(client))!.revocationSeq!;
+      expect(unrevoked).toBe(0);
+      // Recorded by a clock an hour ahead of the reader's.
+      const recorded = await s.oauth.revoke({ kind: 'client-access', value: client, revokedAt: B + 3_600_000, expiresAt: B + 7_200_000 });
+      const read = (await s.clients.get(client))!;
+      expect(read.revocationSeq).toBe(recorded.seq!);
+      expect((await s.clients.getMany([client]))[0]!.revocationSeq).toBe(recorded.seq!);
+      // A token on the record read before: refused; on the record read after: not, though its time is an hour earlier.
+      expect(await s.oauth.isRevoked({ client: { id: client, readAt: B + 1000, seq: unrevoked } })).toBe(true);
+      expect(await s.oauth.isRevoked({ client: { id: client, readAt: B + 1000, seq: read.revocationSeq! } })).toBe(false);
+      // Without a number (a token of an older release), by time.
+      expect(await s.oauth.isRevoked({ client: { id: client, readAt: B + 1000 } })).toBe(true);
+      // Revoked again: a higher number, which refuses the token of the record read before it.
+      const again = await s.oauth.revoke({ kind: 'client', value: client, revokedAt: B, expiresAt: B + 7_200_000 });
+      expect(again.seq!).toBeGreaterThan(recorded.seq!);
+      expect(await s.oauth.isRevoked({ client: { id: client, readAt: B + 1000, seq: read.revocationSeq! } })).toBe(true);
+      expect((await s.clients.get(client))!.revocationSeq).toBe(again.seq!);
     });
 
     test('an access token jti', async () => {

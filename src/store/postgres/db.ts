@@ -100,7 +100,8 @@ function open(url: string, o: { max: number; application_name: string; idle_time
   const sql = postgres(driverUrl, {
     ...(hosts as { host?: string; port?: number; path?: string; database: string; ssl: DriverTls; user: string }),
     // The driver calls it for each connection the server asks a password of; an empty one would send it to PGPASSWORD.
-    pass: fromFile ? () => fromFile().password ?? '' : pass ? pass : () => '',
+    // The patched driver names the host of the URL's list the connection is to: its line of the password file is read.
+    pass: fromFile ? (((host: number) => fromFile(host).password ?? '') as () => string) : pass ? pass : () => '',
     max: o.max,
     // Each of postgres.js's options is given, so that none is read from a PG<OPTION> environment variable (PGDEBUG would
     // put each failed statement's text and values on its error, into logs); the URL may name none (checkUrlOptions).

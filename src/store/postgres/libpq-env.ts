@@ -2,7 +2,7 @@ import { homedir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { passwordFor, readPasswordFile, watchedPasswordFile, type PasswordKey } from './password-file.ts';
 import { readService, type Service } from './service-file.ts';
-import { authority, checkUrlOptions, connectTimeoutSeconds, endpoints, queryOf, TLS_ENV } from './url-options.ts';
+import { allEndpoints, authority, checkUrlOptions, connectTimeoutSeconds, queryOf, TLS_ENV } from './url-options.ts';
 
 /** A database URL with what libpq would read beside it written into it (libpqUrl). */
 export interface LibpqUrl {
@@ -119,7 +119,7 @@ export function libpqUrl(url: string, env: Env, home: string = env.HOME || homed
   const passwordGiven = named.has('password') || !!query.get('password') || added.some(([k, v]) => k === 'password' && v !== '') || envValue(env, 'PGPASSWORD') !== undefined;
   // A `passfile` given (the URL's, the service's), empty included, keeps PGPASSFILE unread; an empty one is ~/.pgpass.
   const path = (passfile ?? envValue(env, 'PGPASSFILE')) || join(home, '.pgpass');
-  const fromFile = passwordGiven ? { url: out, warnings: [] } : withPasswordFile(out, path, env);
+  const fromFile = passwordGiven ? { url: out, warnings: [] } : withPasswordFile(out, path);
   return { ...fromFile, ...(service && { service }) };
 }
 
@@ -162,22 +162,13 @@ export function resolvedDatabaseUrl(url: string, env: Env): string {
 /**
  * `url` naming the password file at `path` as its `passfile` (in place of an empty `password=`, the URL's or its
  * service's, which the driver would read first and send), read again for each new connection as libpq reads it
- * (passwordFileSource): a password rotated in the file is used without a restart. Checked here as it is now: a warning
- * when libpq would not read it; the same password for every host of the URL or none, as the driver sends one.
+ * (passwordFileSource): a password rotated in the file is used without a restart, each host of the URL given its
+ * own line. Checked here as it is now: a warning when libpq would not read it.
  */
-function withPasswordFile(url: string, path: string, env: Env): LibpqUrl {
+function withPasswordFile(url: string, path: string): LibpqUrl {
   const named = withParams(withoutParams(url, ['password']), [['passfile', path]]);
   const file = readPasswordFile(path);
-  if (file === undefined) return { url: named, warnings: [] };
-  if ('warning' in file) return { url: named, warnings: [file.warning] };
-  const keys = passwordKeys(url, env);
-  const found = keys.map((k) => passwordFor(file.lines, k));
-  if (new Set(found).size > 1) {
-    const hosts = keys.map((k, i) => `${k.host}:${k.port} (${found[i] === undefined ? 'none' : 'a password'})`).join(', ');
-    throw new RangeError(
-      `the password file '${path}' gives the URL's hosts different passwords, or some none: ${hosts}; Cinder sends one password to every host, so give it in the URL (or PGPASSWORD)`,
-    );
-  }
+  if (file !== undefined && 'warning' in file) return { url: named, warnings: [file.warning] };
   return { url: named, warnings: [] };
 }
 
@@ -185,7 +176,7 @@ function withPasswordFile(url: string, path: string, env: Env): LibpqUrl {
 export interface FilePassword {
   /** The file's path. */
   path: string;
-  /** The password of the file's first line matching the connection (the first host's that has one), or undefined. */
+  /** The password of the file's first line matching the connection to the host asked about, or undefined. */
   password: string | undefined;
 }
 
@@ -196,17 +187,20 @@ export interface FilePassword {
  * a file written after the start, is used by the next connection without a restart; a file gone, or that others may now
  * read, gives none. Never throws (the driver calls it while it authenticates). Undefined for another URL.
  */
-export function passwordFileSource(url: string, env: Env): (() => FilePassword) | undefined {
+export function passwordFileSource(url: string, env: Env): ((host?: number) => FilePassword) | undefined {
   const path = queryOf(url).get('passfile');
   if (path === null) return undefined;
   const keys = passwordKeys(url, env);
   const current = watchedPasswordFile(path);
-  return () => {
+  return (host) => {
     const file = current();
     if (file === undefined || 'warning' in file) return { path, password: undefined };
-    // One password goes to every host (the driver's); the hosts' lines may differ only after a rotation, after the start's check.
-    for (const key of keys) {
-      const password = passwordFor(file.lines, key);
+    // The host a connection is to (the driver's index into the URL's hosts), as libpq reads its line for each host.
+    const key = host === undefined ? undefined : keys[host];
+    if (key !== undefined) return { path, password: passwordFor(file.lines, key) };
+    // No host named (a message about a refused password): the first host's that has a line.
+    for (const k of keys) {
+      const password = passwordFor(file.lines, k);
       if (password !== undefined) return { path, password };
     }
     return { path, password: undefined };
@@ -231,8 +225,7 @@ function osUser(env: Env): string {
  */
 function passwordKeys(url: string, env: Env): PasswordKey[] {
   const query = queryOf(url);
-  const { hosts, single } = authority(url);
-  const u = new URL(single);
+  const u = new URL(authority(url).single);
   const decode = (s: string) => {
     try {
       return decodeURIComponent(s);
@@ -244,13 +237,8 @@ function passwordKeys(url: string, env: Env): PasswordKey[] {
   // An empty `dbname` is the user's name, the path and PGDATABASE unread, as libpq has it (databaseOf).
   const dbname = query.get('dbname');
   const database = dbname !== null ? dbname || user : decode(u.pathname.slice(1)) || envValue(env, 'PGDATABASE') || user;
-  const defaultPort = envValue(env, 'PGPORT') || '5432';
-  const target = endpoints(url, env);
-  if (target && 'socket' in target) return [{ host: target.socket, port: String(target.port), database, user }];
-  if (target) return target.host.map((host, i) => ({ host, port: String(target.port[i]), database, user }));
-  const listed = hosts === '' ? (envValue(env, 'PGHOST') ?? 'localhost').split(',').map((h) => [h, ''] as const) : hosts.split(',').map((h) => {
-    const m = /^(.*?)(?::(\d*))?$/.exec(h)!;
-    return [decode(m[1]!), m[2] ?? ''] as const;
-  });
-  return listed.map(([host, port]) => ({ host: host || 'localhost', port: port || defaultPort, database, user }));
+  // The hosts in the driver's order (driverTarget gives it the same list): the driver names a connection's by its index.
+  const target = allEndpoints(url, env);
+  if ('socket' in target) return [{ host: target.socket, port: String(target.port), database, user }];
+  return target.host.map((host, i) => ({ host, port: String(target.port[i]), database, user }));
 }

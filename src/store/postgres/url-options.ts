@@ -122,8 +122,11 @@ export function endpoints(url: string, env: Env): Endpoints | undefined {
   return allEndpoints(url, env);
 }
 
-/** Where `url` connects to (endpoints), for every URL: the hosts and ports of a plain one (`a:5433,b`) too. */
-function allEndpoints(url: string, env: Env): Endpoints {
+/**
+ * Where `url` connects to (endpoints), for every URL: the hosts and ports of a plain one (`a:5433,b`) too, in the order
+ * the driver is given them (driverTarget) and tries them.
+ */
+export function allEndpoints(url: string, env: Env): Endpoints {
   const { hosts } = authority(url);
   const query = queryOf(url);
   const queryHost = query.get('host');

@@ -138,7 +138,8 @@ export interface OAuthRepo {
    * Records a revocation; for a grant also marks its refresh tokens revoked, and for a `client` or `user` every
    * refresh token of theirs not yet revoked, in one transaction. Idempotent. Returns the revocation as recorded, its
    * time as given on every store: the caller's clock, the one the servers stamp `crt`/`urt` by (a command line whose
-   * clock may run behind the servers' raises it first: databaseNow).
+   * clock may run behind the servers' raises it first: databaseNow); a client's or user's with the number the database
+   * gave it (`seq`), which a client's tokens are compared with (Client.revocationSeq).
    */
   revoke(revocation: Revocation): Promise<Revocation>;
   /**

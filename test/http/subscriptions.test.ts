@@ -148,6 +148,9 @@ for (const target of targets) {
       await refused(subscription(hook.url, { criteria: 'Observation?date=notadate' }), 'Subscription.criteria');
       await refused(subscription(hook.url, { criteria: 'Nonsense?code=1' }), 'Subscription.criteria');
       await refused(subscription(hook.url, { criteria: 'Observation?_count=5' }), 'Subscription.criteria');
+      // A parameter with no value, which a search ignores, would notify every Observation the owner may read.
+      await refused(subscription(hook.url, { criteria: 'Observation?code=' }), 'Subscription.criteria');
+      await refused(subscription(hook.url, { criteria: 'Observation?status=final&code' }), 'Subscription.criteria');
       await refused(subscription('/relative/hook'), 'Subscription.channel.endpoint');
       await refused(subscription('ftp://example.org/hook'), 'Subscription.channel.endpoint');
       await refused(subscription(hook.url, {}, { type: 'email', endpoint: 'mailto:a@example.org' }), 'Subscription.channel.type');
@@ -160,6 +163,9 @@ for (const target of targets) {
       const sub = await subscribe(subscription(hook.url));
       const res = await put(`Subscription/${sub.id}`, { ...sub, criteria: 'Observation?no-such-param=1' });
       expect(res.status).toBe(422);
+      expect((await read(`Subscription/${sub.id}`)).criteria).toBe(sub.criteria);
+      const emptied = await put(`Subscription/${sub.id}`, { ...sub, criteria: 'Observation?code=&status=final' });
+      expect([emptied.status, ((await emptied.json()) as Json).issue[0].expression]).toEqual([422, ['Subscription.criteria']]);
       expect((await read(`Subscription/${sub.id}`)).criteria).toBe(sub.criteria);
       expect((await read('Subscription?_summary=count')).total).toBe(before + 1);
       await off(sub);

@@ -16,7 +16,7 @@ import type { FhirDeps } from '../crud.ts';
 import type { Resource } from '../resource.ts';
 import type { CodeSet } from '../search-compile.ts';
 import { writtenTerminology } from '../../terminology/written-source.ts';
-import { compileCriteria, type ResolvedConditions } from './criteria.ts';
+import { compileCriteria, requireCriteriaValues, type ResolvedConditions } from './criteria.ts';
 import { endpointUrl, privateEndpoint, type ResolveHost } from './endpoint.ts';
 import { ownerOf } from './owner.ts';
 import { compileTopic, findTopic, isTopicCriteria, topicRequest } from './topic-subscription.ts';
@@ -167,6 +167,7 @@ export async function activateSubscription(resource: Resource, ctx: ActivationCo
     const topic = findTopic(await tenantTopics(ctx.deps, ctx.tenant, ctx.now, ctx.writer, ctx.reads?.topics), request);
     await compileTopicFor(topic, request, ctx);
   } else {
+    requireCriteriaValues(r.criteria);
     await compileCriteria(ctx.deps, ctx.tenant, ctx.access, r.criteria, ctx.now, ctx.reads?.resolved);
   }
   // A websocket subscription is pinged over the sockets bound to it: no endpoint, payload or header is used.

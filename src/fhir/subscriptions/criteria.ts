@@ -38,6 +38,20 @@ export function splitCriteria(criteria: unknown): { type: string; query: string 
 }
 
 /**
+ * A 422 naming `Subscription.criteria` when a parameter of `criteria` has no value (`Observation?code=`, `Observation?code`),
+ * checked when a Subscription asks to be activated (create, update). A search ignores it (R4 search.html), so the
+ * Subscription would be told of every resource of its type its owner may read, for a client whose value came out empty
+ * by mistake (as a `_typeFilter` refuses one). One stored active by an older release keeps notifying as it did: its
+ * criteria compile as its search would (compileCriteria), and an update asking to keep it active is held to this.
+ */
+export function requireCriteriaValues(criteria: unknown): void {
+  const { query } = splitCriteria(criteria);
+  for (const key of new Set([...new URLSearchParams(query)].filter(([, value]) => value === '').map(([key]) => key))) {
+    throw refuse(`Subscription.criteria '${String(criteria)}': the parameter '${key}' has no value, which a search would ignore, notifying every ${splitCriteria(criteria).type} the owner may read; give it a value or leave it out`);
+  }
+}
+
+/**
  * The conditions a write's activations resolved (`:in`, `:not-in`, `:below`, `:above`: ValueSets, code systems
  * and hierarchies read from the store), by what they resolved: filled before the write's transaction begins
  * (activation.ts prepareActivation) and read in it, where a read on another connection of the pool could wait

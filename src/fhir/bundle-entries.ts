@@ -4,7 +4,7 @@ import { entryPatch, underEntry, type PatchDocument } from './patch.ts';
 import { asResource, noEndpoint, withoutId, type Resource } from './resource.ts';
 import { strictQuery } from './query-encoding.ts';
 import { hasEndpoint, ID_PATTERN, isResourceType } from './resource-types.ts';
-import { COMPARTMENT_TYPES, isCompartmentType, type Compartment } from './compartments.ts';
+import { checkCompartmentPath, type Compartment } from './compartments.ts';
 import { instanceShape } from './subset.ts';
 import { metadataMode } from './terminology-capabilities.ts';
 import { pacedTurns } from './turns.ts';
@@ -125,11 +125,7 @@ function beyondType(index: number, url: string, path: string, query: URLSearchPa
   const m = COMPARTMENT.exec(path);
   if (!m || m[3] === '_history') return undefined;
   const [, type, id, what] = m as unknown as [string, string, string, string];
-  if (!isCompartmentType(type) || (what !== '*' && !isResourceType(what))) {
-    throw new FhirError('not-found', `Bundle.entry[${index}]: unknown path '${path}' (a compartment search is {Compartment}/{id}/{type} or {Compartment}/{id}/*, of ${COMPARTMENT_TYPES.join(', ')})`, {
-      expression: [`Bundle.entry[${index}].request.url`],
-    });
-  }
+  checkCompartmentPath(type, what, { entry: `Bundle.entry[${index}]`, expression: `Bundle.entry[${index}].request.url` });
   if (!ID_PATTERN.test(id)) fail(index, `request.url '${url}' has an invalid id`, 'request.url');
   return { type: what, compartment: { type, id }, ...q };
 }

@@ -11,6 +11,8 @@ import others from './compartment-definitions.json' with { type: 'json' };
 import { compartmentParams, compartmentTypes, encounterCompartment, paramOf } from './definitions.ts';
 import { referenceTo } from './search-compile.ts';
 import type { Condition } from '../store/types.ts';
+import { FhirError } from '../errors.ts';
+import { checkRestType } from './resource.ts';
 
 /** A compartment searched: `{type}/{id}/...`. */
 export interface Compartment {
@@ -24,6 +26,28 @@ export const COMPARTMENT_TYPES: readonly string[] = ['Patient', 'Encounter', 'Re
 /** Whether `type` names an R4 compartment. */
 export function isCompartmentType(type: string): boolean {
   return COMPARTMENT_TYPES.includes(type);
+}
+
+/**
+ * Checks the path of a compartment search, `{type}/{id}/{what}` (`what` a type or `*`), as a read or search of a type
+ * is checked (checkRestType): an unknown type, of the compartment or of what is searched, is a 404 naming it, as
+ * `GET /NotAType` is (R4 http.html: "resource type not supported"; HAPI FHIR answers so); a type that is no
+ * compartment a 404 saying which are. `at` is a Bundle entry's, whose message and expression name it.
+ */
+export function checkCompartmentPath(type: string, what: string, at?: { entry: string; expression: string }): void {
+  const named = (err: unknown) => {
+    if (at === undefined || !(err instanceof FhirError) || err.status !== 404 || err.message.startsWith(at.entry)) return err;
+    return new FhirError(err.category, `${at.entry}: ${err.message}`, { issueCode: err.issues[0]?.code, expression: [at.expression] });
+  };
+  try {
+    if (!isCompartmentType(type)) {
+      checkRestType(type);
+      throw new FhirError('not-found', `'${type}' is not a compartment: a compartment search is {Compartment}/{id}/{type} or {Compartment}/{id}/*, of ${COMPARTMENT_TYPES.join(', ')}`);
+    }
+    if (what !== '*') checkRestType(what);
+  } catch (err) {
+    throw named(err);
+  }
 }
 
 /**

@@ -18,7 +18,7 @@ import { statsParams } from '../fhir/stats-input.ts';
 import { preferredId, versions } from '../fhir/naming-system.ts';
 import { changeMeta, instanceMeta, metaInUse, metaParameters } from '../fhir/meta-operations.ts';
 import { searchTypes } from '../fhir/search-system.ts';
-import { isCompartmentType, type Compartment } from '../fhir/compartments.ts';
+import { checkCompartmentPath, type Compartment } from '../fhir/compartments.ts';
 import { pagedAt } from '../fhir/search-time.ts';
 import { isResourceType } from '../fhir/resource-types.ts';
 import { processBundle } from '../fhir/transaction.ts';
@@ -465,7 +465,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   /** Compartment search: `{Compartment}/{id}/{type}` or `{Compartment}/{id}/*`, in the five R4 compartments (src/fhir/compartments.ts). */
   const compartmentSearch = async (c: Context<AppEnv>, params: URLSearchParams) => {
     const { type, id, what } = c.req.param() as { type: string; id: string; what: string };
-    if (!isCompartmentType(type) || (what !== '*' && !isResourceType(what))) throw new FhirError('not-found', `Unknown path ${type}/${id}/${what}`);
+    checkCompartmentPath(type, what);
     checkTypeAndId(type, id);
     if (what === '*') return searchAll(c, params, { type, id });
     const r = await pagedAt(params, readTime(), (p, asOf) => searchResources(deps, request(c), what, p, strict(c), { type, id }, asOf));

@@ -109,6 +109,15 @@ await eachStore((kind, fresh) => {
       expect(unknown.issue[0].expression).toEqual(['Bundle.entry[0].request.url']);
       // What is no compartment stays a 404.
       await expectOutcome(await api.get('Observation/o1/Patient'), 404);
+      // A type that is none is a 404 naming it, as `GET /NotAType` is (http.html: "resource type not supported"; HAPI FHIR too).
+      const text = (o: Json) => o.issue[0].diagnostics as string;
+      const plain = text(await expectOutcome(await api.get('NotAType'), 404));
+      expect(plain).toContain("'NotAType'");
+      expect(text(await expectOutcome(await api.get('Patient/p1/NotAType'), 404))).toBe(plain);
+      expect(text(await expectOutcome(await api.get('NotAType/x/Observation'), 404))).toBe(plain);
+      expect(text(await expectOutcome(await api.get('Observation/o1/Patient'), 404))).toContain("'Observation' is not a compartment");
+      const entry = await expectOutcome(await api.post('', { resourceType: 'Bundle', type: 'transaction', entry: [{ request: { method: 'GET', url: 'Patient/p1/NotAType' } }] }), 404);
+      expect([text(entry), entry.issue[0].expression]).toEqual([`Bundle.entry[0]: ${plain}`, ['Bundle.entry[0].request.url']]);
     });
 
     test("a patient's token finds its patient's records alone through another compartment", async () => {

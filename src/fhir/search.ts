@@ -1174,7 +1174,7 @@ export async function criteriaOf(deps: FhirDeps, req: FhirRequest, type: string,
 /**
  * Completes a compiled search of `type` for the store: its pending conditions resolved, chains and
  * `_has` guarded, the token's scope filter and patient compartment applied (or `compartment`, a
- * compartment search's). Undefined when the token can see none of it (another patient's compartment).
+ * compartment search's; of another patient than the token's, what is in the token's patient's too).
  * `search`: how a hierarchy is walked (ResolveDeps.search), by default on the pool.
  */
 export async function storeQuery(
@@ -1191,16 +1191,18 @@ export async function storeQuery(
 /**
  * `query` of `type` (its conditions complete) as the token may run it: its scope filter added, and
  * its patient compartment applied (or `compartment`, a compartment search's; or `inCompartment`, a
- * condition admitting more than the patient's compartment, in its place). Undefined when the token
- * can see none of it (another patient's compartment).
+ * condition admitting more than the patient's compartment, in its place): another patient's compartment holds,
+ * for the token, what is in its patient's too.
  */
 export function scopedQuery(req: FhirRequest, type: string, query: SearchQuery, compartment?: string, inCompartment?: Condition): SearchQuery | undefined {
   const filter = scopeFilter(req, type, 's');
   if (filter) query.where = [...(query.where ?? []), filter];
   const patient = req.access.patientLimit(type, 's');
   if (compartment !== undefined) {
-    if (patient !== undefined && patient !== compartment) return undefined;
     query.compartment = compartment;
+    // Another patient's compartment holds, for this token, what is in its patient's too (an Observation of the other's
+    // whose performer is the token's patient), as a read of it and `$everything` judge (everything-rows.ts guardOf).
+    if (patient !== undefined && patient !== compartment && inPatientCompartment(type)) query.where = [...(query.where ?? []), { kind: 'compartment', patient }];
   } else if (patient !== undefined && inPatientCompartment(type)) {
     // Types outside the Patient compartment (Medication, Practitioner...) are not patient-bound;
     // `inCompartment`, when given, takes the compartment's place (reachCondition).

@@ -26,6 +26,8 @@ const FIXTURES: Json[] = [
   obs('o3', 'Patient/p2', { encounter: { reference: 'Encounter/e2' }, performer: [{ reference: 'Practitioner/pr1' }] }),
   obs('o4', 'Device/d1', {}),
   obs('o5', 'Patient/p2', { device: { reference: 'Device/d1' } }),
+  // In p2's compartment (subject) and p1's (performer).
+  obs('o7', 'Patient/p2', { performer: [{ reference: 'Patient/p1' }] }),
   { resourceType: 'Condition', id: 'c1', subject: { reference: 'Patient/p1' }, encounter: { reference: 'Encounter/e1' }, asserter: { reference: 'Practitioner/pr2' } },
 ];
 
@@ -128,6 +130,13 @@ await eachStore((kind, fresh) => {
       // Practitioner is no Patient compartment type: read as a search of it is.
       expect(keys(await patient.search('Practitioner/pr1/*'))).toEqual(['Encounter/e1', 'Observation/o1', 'Practitioner/pr1']);
       expect((await patient.search('Practitioner/pr1/Observation?_total=accurate')).total).toBe(1);
+      // Another patient's compartment holds, for the token, what is in its own patient's too (as a read and `$everything` judge).
+      expect((await patient.get('Observation/o7')).status).toBe(200);
+      expect(keys(await patient.search('Patient/p2/Observation'))).toEqual(['Observation/o7']);
+      expect((await patient.search('Patient/p2/Observation?_total=accurate')).total).toBe(1);
+      expect(keys(await patient.search('Patient/p2/*'))).toEqual(['Observation/o7']);
+      expect(keys(await patient.search('Patient/p2/Encounter'))).toEqual([]);
+      expect(keys(await patient.search('Patient/p1/Observation'))).toEqual(['Observation/o1', 'Observation/o2', 'Observation/o6', 'Observation/o7']);
     });
   });
 });

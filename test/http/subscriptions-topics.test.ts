@@ -235,6 +235,8 @@ for (const target of targets) {
       await refused('Subscription', topicSubscription(hook.url, COMPLETE, 'id-only', ['Encounter?status=finished']), 'Subscription.criteria.extension[0]');
       await refused('Subscription', topicSubscription(hook.url, COMPLETE, 'id-only', ['Encounter?subject=Patient/pa', 'Observation?subject=Patient/pa']), 'Subscription.criteria.extension[1]');
       await refused('Subscription', topicSubscription(hook.url, COMPLETE, 'id-only', ['Encounter?subject:missing=true']), 'Subscription.criteria.extension[0]');
+      // A filter's parameter with no value, which a search ignores, would notify every Encounter the topic triggers on.
+      await refused('Subscription', topicSubscription(hook.url, COMPLETE, 'id-only', ['Encounter?subject=']), 'Subscription.criteria.extension[0]');
       await refused('Subscription', topicSubscription(hook.url, COMPLETE, 'id-only', ['subject=Patient/pa']), 'Subscription.criteria.extension[0]');
       await refused('Subscription', topicSubscription(hook.url, COMPLETE, 'some'), 'Subscription.channel.payload');
       const noContent = topicSubscription(hook.url, COMPLETE, 'id-only');

@@ -16,7 +16,7 @@ import type { FhirDeps } from '../crud.ts';
 import type { Resource } from '../resource.ts';
 import type { CodeSet } from '../search-compile.ts';
 import { writtenTerminology } from '../../terminology/written-source.ts';
-import { compileCriteria, requireCriteriaValues, type ResolvedConditions } from './criteria.ts';
+import { compileCriteria, emptyParameter, requireCriteriaValues, type ResolvedConditions } from './criteria.ts';
 import { endpointUrl, privateEndpoint, type ResolveHost } from './endpoint.ts';
 import { ownerOf } from './owner.ts';
 import { compileTopic, findTopic, isTopicCriteria, topicRequest } from './topic-subscription.ts';
@@ -165,6 +165,11 @@ export async function activateSubscription(resource: Resource, ctx: ActivationCo
       throw refuse(`Subscription.channel.payload '${String(channel.payload)}': a websocket sends its notification Bundles as JSON (${JSON_PAYLOADS.join(' or ')}, or none)`, 'Subscription.channel.payload');
     }
     const topic = findTopic(await tenantTopics(ctx.deps, ctx.tenant, ctx.now, ctx.writer, ctx.reads?.topics), request);
+    // A filter's parameter with no value would be ignored, the Subscription told of every resource of the type (requireCriteriaValues).
+    for (const [type, query] of request.filters) {
+      const key = emptyParameter(query);
+      if (key !== undefined) throw refuse(`backport-filter-criteria '${type}?${query}': the parameter '${key}' has no value, which a search would ignore, notifying every ${type} the topic triggers on; give it a value or leave it out`, request.filterAt.get(type) ?? 'Subscription.criteria');
+    }
     await compileTopicFor(topic, request, ctx);
   } else {
     requireCriteriaValues(r.criteria);

@@ -45,10 +45,14 @@ export function splitCriteria(criteria: unknown): { type: string; query: string 
  * criteria compile as its search would (compileCriteria), and an update asking to keep it active is held to this.
  */
 export function requireCriteriaValues(criteria: unknown): void {
-  const { query } = splitCriteria(criteria);
-  for (const key of new Set([...new URLSearchParams(query)].filter(([, value]) => value === '').map(([key]) => key))) {
-    throw refuse(`Subscription.criteria '${String(criteria)}': the parameter '${key}' has no value, which a search would ignore, notifying every ${splitCriteria(criteria).type} the owner may read; give it a value or leave it out`);
-  }
+  const { type, query } = splitCriteria(criteria);
+  const key = emptyParameter(query);
+  if (key !== undefined) throw refuse(`Subscription.criteria '${String(criteria)}': the parameter '${key}' has no value, which a search would ignore, notifying every ${type} the owner may read; give it a value or leave it out`);
+}
+
+/** The first parameter of a query string with no value (`code=`, `code`), or undefined. */
+export function emptyParameter(query: string): string | undefined {
+  return [...new URLSearchParams(query)].find(([, value]) => value === '')?.[0];
 }
 
 /**

@@ -125,7 +125,7 @@ function beyondType(index: number, url: string, path: string, query: URLSearchPa
   const m = COMPARTMENT.exec(path);
   if (!m || m[3] === '_history') return undefined;
   const [, type, id, what] = m as unknown as [string, string, string, string];
-  checkCompartmentPath(type, what, { entry: `Bundle.entry[${index}]`, expression: `Bundle.entry[${index}].request.url` });
+  checkCompartmentPath(type, id, what, { entry: `Bundle.entry[${index}]`, expression: `Bundle.entry[${index}].request.url` });
   if (!ID_PATTERN.test(id)) fail(index, `request.url '${url}' has an invalid id`, 'request.url');
   return { type: what, compartment: { type, id }, ...q };
 }

@@ -32,14 +32,16 @@ export function isCompartmentType(type: string): boolean {
  * Checks the path of a compartment search, `{type}/{id}/{what}` (`what` a type or `*`), as a read or search of a type
  * is checked (checkRestType): an unknown type, of the compartment or of what is searched, is a 404 naming it, as
  * `GET /NotAType` is (R4 http.html: "resource type not supported"; HAPI FHIR answers so); a type that is no
- * compartment a 404 saying which are. `at` is a Bundle entry's, whose message and expression name it.
+ * compartment a 404 saying which are; `{type}/{id}/$op` an operation not served. `at` is a Bundle entry's, whose message and expression name it.
  */
-export function checkCompartmentPath(type: string, what: string, at?: { entry: string; expression: string }): void {
+export function checkCompartmentPath(type: string, id: string, what: string, at?: { entry: string; expression: string }): void {
   const named = (err: unknown) => {
     if (at === undefined || !(err instanceof FhirError) || err.status !== 404 || err.message.startsWith(at.entry)) return err;
     return new FhirError(err.category, `${at.entry}: ${err.message}`, { issueCode: err.issues[0]?.code, expression: [at.expression] });
   };
   try {
+    // An instance operation Cinder does not serve (`Patient/p1/$foo`), in the words of a type's (`Patient/$foo`).
+    if (what.startsWith('$')) throw new FhirError('not-found', `Operation ${what} is not supported on ${type}/${id}`);
     if (!isCompartmentType(type)) {
       checkRestType(type);
       throw new FhirError('not-found', `'${type}' is not a compartment: a compartment search is {Compartment}/{id}/{type} or {Compartment}/{id}/*, of ${COMPARTMENT_TYPES.join(', ')}`);

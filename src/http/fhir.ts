@@ -465,7 +465,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   /** Compartment search: `{Compartment}/{id}/{type}` or `{Compartment}/{id}/*`, in the five R4 compartments (src/fhir/compartments.ts). */
   const compartmentSearch = async (c: Context<AppEnv>, params: URLSearchParams) => {
     const { type, id, what } = c.req.param() as { type: string; id: string; what: string };
-    checkCompartmentPath(type, what);
+    checkCompartmentPath(type, id, what);
     checkTypeAndId(type, id);
     if (what === '*') return searchAll(c, params, { type, id });
     const r = await pagedAt(params, readTime(), (p, asOf) => searchResources(deps, request(c), what, p, strict(c), { type, id }, asOf));

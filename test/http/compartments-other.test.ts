@@ -118,6 +118,8 @@ await eachStore((kind, fresh) => {
       expect(text(await expectOutcome(await api.get('Patient/p1/NotAType'), 404))).toBe(plain);
       expect(text(await expectOutcome(await api.get('NotAType/x/Observation'), 404))).toBe(plain);
       expect(text(await expectOutcome(await api.get('Observation/o1/Patient'), 404))).toContain("'Observation' is not a compartment");
+      // An instance operation not served is said to be one, as `Patient/$foo` is (it read 'Unknown resource type').
+      expect(text(await expectOutcome(await api.get('Patient/p1/$foo'), 404))).toBe('Operation $foo is not supported on Patient/p1');
       const entry = await expectOutcome(await api.post('', { resourceType: 'Bundle', type: 'transaction', entry: [{ request: { method: 'GET', url: 'Patient/p1/NotAType' } }] }), 404);
       expect([text(entry), entry.issue[0].expression]).toEqual([`Bundle.entry[0]: ${plain}`, ['Bundle.entry[0].request.url']]);
     });

@@ -103,6 +103,20 @@ function versionedMarkers(index: IndexRows): IndexRows['tokens'] {
 /** How a marker row of versionedMarkers ends; no bounded form does (they end with a digest). */
 const MARKER_END = `|${DIGEST_MARK}`;
 
+/**
+ * For a canonical `url` as a condition holds it (its bounded form on PostgreSQL, whole on SQLite): how the bounded
+ * form of each of its versions `url|v` past the bound starts (its kept bytes and U+0001), where that start keeps no
+ * `|` after the url, and the marker row (versionedMarkers) that a resource naming such a version holds beside it.
+ * Undefined for a url whose versions' forms start with `url|`. A row starting so in a resource with the marker is
+ * taken for a version of the url (another url of the same first KEPT_BYTES named there too would be as well).
+ */
+export function boundedVersions(url: string): { start: string; marker: string } | undefined {
+  const mark = url.indexOf(DIGEST_MARK);
+  if (mark >= 0) return { start: url.slice(0, mark + 1), marker: `${url}${MARKER_END}` };
+  if (Buffer.byteLength(url) + 1 <= KEPT_BYTES) return undefined;
+  return { start: `${prefixWithin(url, KEPT_BYTES)}${DIGEST_MARK}`, marker: `${url}${MARKER_END}` };
+}
+
 const boundedToken = (v: TokenValue): TokenValue => ({
   ...(v.system !== undefined && { system: boundedValue(v.system) }),
   ...(v.value !== undefined && { value: boundedValue(v.value) }),

@@ -6,6 +6,7 @@
  */
 import { nearBound, nearBox } from './geo.ts';
 import { INDEX_TABLES } from './index-tables.ts';
+import { boundedVersions } from './index-limits.ts';
 import type { SearchKey } from './search-keys.ts';
 import { textScope } from './text-scope.ts';
 import { VERSIONED_URL_PARAM } from './types.ts';
@@ -787,8 +788,15 @@ export class SqlBuilder {
     if (c.canonical) return `${this.tokenValues(s, type, c, byRes)} AND ${this.canonicalRow(s)}`;
     if (!c.unequal) return this.tokenValues(s, type, c, byRes);
     const rows = this.keyIn(s, 'search_index', type, [c.param], byRes, c.systems ? { systems: c.systems } : {});
-    // A reference's canonical URL without a version is equal to its versions (`url|1.0`) too.
-    const versions = c.reference ? c.values.filter((v) => v.system === '' && v.value !== undefined).map((v) => this.prefix(`${s}.value`, `${v.value}|`)) : [];
+    // A reference's canonical URL without a version is equal to its versions (`url|1.0`) too; on PostgreSQL a
+    // version of a url past the bound is a row of its bounded start beside the url's marker (boundedVersions).
+    const versions = !c.reference ? [] : c.values.filter((v) => v.system === '' && v.value !== undefined).flatMap((v) => {
+      const prefix = this.prefix(`${s}.value`, `${v.value}|`);
+      const bounded = boundedVersions(v.value!);
+      if (bounded === undefined) return [prefix];
+      const w = this.alias('s');
+      return [prefix, `(${this.prefix(`${s}.value`, bounded.start)} AND EXISTS (SELECT 1 FROM search_index ${w} WHERE ${w}.res = ${s}.res AND ${w}.k = ${s}.k AND ${w}.value = ${this.v(bounded.marker)}))`];
+    });
     return `${rows} AND NOT ${this.any([this.tokenValues(s, type, c, byRes), ...versions])}`;
   }
 

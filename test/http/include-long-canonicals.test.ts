@@ -62,6 +62,13 @@ for (const target of targets) {
         expect(await ids(`Questionnaire?_has:QuestionnaireResponse:questionnaire:_id=${name}-ra`)).toEqual([`Questionnaire/${name}-q1`, `Questionnaire/${name}-q2`]);
       });
 
+      test(`${name}: _filter's ne with the url takes none of its versions for an unequal value`, async () => {
+        const ne = (url: string) => ids(`QuestionnaireResponse?_id=${name}-r1,${name}-r2,${name}-ra&_filter=${encodeURIComponent(`questionnaire ne "${url}"`)}`);
+        expect(await ne(URLS[name as keyof typeof URLS])).toEqual([]);
+        const other = name === 'short' ? URLS.edge : URLS.short;
+        expect(await ne(other)).toEqual([`QuestionnaireResponse/${name}-r1`, `QuestionnaireResponse/${name}-r2`, `QuestionnaireResponse/${name}-ra`]);
+      });
+
       test(`${name}: an _include reaches the version named, or every version of the url`, async () => {
         const inc = (r: string) => ids(`QuestionnaireResponse?_id=${name}-${r}&_include=QuestionnaireResponse:questionnaire`, 'include');
         expect(await inc('r1')).toEqual([`Questionnaire/${name}-q1`]);

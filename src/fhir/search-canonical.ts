@@ -52,25 +52,9 @@ export function namedCanonicals(values: string[]): string[] {
 }
 
 /**
- * The condition on the rows of reference parameter `param` of a resource naming the canonical resource
- * of `url` and `versions` (its `version` rows; none: it has no version): a row `url|version`, or a row
- * `url` with no `url|...` row beside it (namedCanonicals).
- */
-export function namingCanonical(param: string, url: string, versions: string[]): Condition {
-  const bare: Condition = {
-    kind: 'and',
-    all: [
-      { kind: 'token', param, values: [{ system: '', value: url }] },
-      { kind: 'not', condition: { kind: 'uri-prefix', param, values: [`${url}|`] } },
-    ],
-  };
-  if (!versions.length) return bare;
-  return { kind: 'or', any: [{ kind: 'token', param, values: versions.map((v) => ({ system: '', value: `${url}|${v}` })) }, bare] };
-}
-
-/**
  * The condition on the rows of reference parameter `param` of a resource naming one of the canonical resources
- * of `named` (url → their versions), as namingCanonical of each ORed, in one token condition (`canonical`): one
+ * of `named` (url → their versions): a row `url|version`, or a row `url` with no `url|...` row beside it (namedCanonicals;
+ * a `:below` of `url|` would compare no bounded form of a url past PostgreSQL's index bound), in one token condition (`canonical`): one
  * set of values, where a condition per url cost SQLite a statement term each (`_revinclude` of a page of 300).
  */
 export function namingCanonicals(param: string, named: Map<string, Iterable<string>>): Condition {

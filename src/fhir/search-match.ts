@@ -8,7 +8,7 @@ import type { CompositePart, Condition, DateTest, IndexEntry, IndexRows, NumberT
 import { foldAscii } from '../store/search-sql.ts';
 import { compartmentsOf, indexEntries } from './indexer.ts';
 import { isNear } from './near.ts';
-import { canonicalCondition, namedCanonicals, namingCanonical } from './search-canonical.ts';
+import { canonicalCondition, namedCanonicals, namingCanonicals } from './search-canonical.ts';
 import { compareText } from './search-order.ts';
 import { textIndexOf, textMatches } from './text-index.ts';
 
@@ -196,7 +196,7 @@ export async function matchConditions(
         const rows = index().tokens;
         const versions = rows.filter((e) => e.param === 'version').map((e) => e.value);
         for (const url of new Set(rows.filter((e) => e.param === 'url' && e.system === '').map((e) => e.value))) {
-          if (await ctx.exists({ type: c.type, where: [namingCanonical(c.param, url, versions), ...c.where], sort: [], count: 1 })) return true;
+          if (await ctx.exists({ type: c.type, where: [namingCanonicals(c.param, new Map([[url, versions]])), ...c.where], sort: [], count: 1 })) return true;
         }
         return false;
       }

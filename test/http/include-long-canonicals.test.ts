@@ -95,4 +95,28 @@ for (const target of targets) {
       }
     });
   });
+
+  describe(`a condition matched in memory through long canonicals on ${target.kind}`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    beforeAll(async () => {
+      ({ t, api } = await appOnFresh(target));
+    }, 60_000);
+    afterAll(() => t.close());
+
+    // A conditional create's own `_has` condition, judged on the resource written (conditional.ts
+    // requireFoundByCondition): a response naming `url|1` names version 1, one naming `url` every version.
+    for (const [name, url] of Object.entries(URLS)) {
+      test(`${name}: a conditional create's _has through a canonical finds the resource it creates`, async () => {
+        await api.put200({ resourceType: 'QuestionnaireResponse', id: `${name}-r1`, status: 'completed', questionnaire: `${url}|1` });
+        await api.put200({ resourceType: 'QuestionnaireResponse', id: `${name}-ra`, status: 'completed', questionnaire: url });
+        const create = (version: string, response: string) =>
+          api.post('Questionnaire', { resourceType: 'Questionnaire', url, version, status: 'active' }, { 'if-none-exist': `_has:QuestionnaireResponse:questionnaire:_id=${name}-${response}&version=${version}` });
+        expect((await create('1', 'r1')).status).toBe(201);
+        expect((await create('2', 'ra')).status).toBe(201);
+        // Version 3 is not what the response naming `url|1` names: its own condition would not find it.
+        expect((await create('3', 'r1')).status).toBe(400);
+      });
+    }
+  });
 }

@@ -258,11 +258,12 @@ const MODEL_CHANGES: Record<number, ModelChange | undefined> = {
   },
   // A canonical resource with a url and a version (`"url":` and `"version":`), now a row of its `url|version`; a
   // resource with a versioned canonical reference of a long url (a string of 600 characters or more before a `|`),
-  // now a marker row on PostgreSQL: reference rows. Canonical chains, `_has` and `_revinclude` read them.
+  // now a marker row on PostgreSQL: reference rows. Canonical chains, `_has` and `_revinclude` read them, and so
+  // does `_filter`'s `ne` on a reference (SqlBuilder.tokens: a long url's versions beside its marker).
   24: {
     touches: (content) => (content.includes('"url":') && content.includes('"version":')) || LONG_VERSIONED_CANONICAL.test(content),
     tables: ['search_index'],
-    reads: (c) => (c.kind === 'token' || c.kind === 'chain' || c.kind === 'has') && c.canonical === true,
+    reads: (c) => ((c.kind === 'token' || c.kind === 'chain' || c.kind === 'has') && c.canonical === true) || (c.kind === 'token' && c.unequal === true && c.reference === true),
   },
 };
 

@@ -279,6 +279,8 @@ describe('readsRowsBeingRebuilt', () => {
     expect(readsRowsBeingRebuilt(23, query(named24))).toBe(true);
     expect(readsRowsBeingRebuilt(23, query({ kind: 'chain', param: 'questionnaire', targetType: 'Questionnaire', where: [plain], canonical: true }))).toBe(true);
     expect(readsRowsBeingRebuilt(23, query({ kind: 'has', type: 'QuestionnaireResponse', param: 'questionnaire', where: [plain], canonical: true }))).toBe(true);
+    // `_filter`'s `ne` on a reference reads the markers too (a long url's versions are equal to it).
+    expect(readsRowsBeingRebuilt(23, query({ kind: 'token', param: 'questionnaire', values: [{ system: '', value: 'http://x/Q' }], reference: true, unequal: true }))).toBe(true);
     expect(readsRowsBeingRebuilt(23, query(plain, text, canonical, near, { ...named24, canonical: undefined }, { kind: 'chain', param: 'subject', targetType: 'Patient', where: [plain] }))).toBe(false);
     // (From here on, canonical references wait for model 24 whatever the model before.)
     // Model 23: the full-text words (case folded as strings are): `_text` and `_content` wait, nothing else does.

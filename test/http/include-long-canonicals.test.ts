@@ -8,6 +8,7 @@
  * (index model 24), which the reindex at start gives a database of model 23.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import postgres from 'postgres';
 import type { TestApp } from '../helpers/app.ts';
 import type { FhirClient, Json } from '../helpers/fhir.ts';
 import { storedIndex } from '../../src/fhir/indexer.ts';
@@ -31,11 +32,12 @@ for (const target of targets) {
   describe(`long canonicals on ${target.kind}`, () => {
     let t: TestApp;
     let api: FhirClient;
+    let dbUrl: string;
     const ids = async (query: string, mode?: string) =>
       ((await api.search(query)).entry ?? []).filter((e: Json) => !mode || e.search.mode === mode).map((e: Json) => `${e.resource.resourceType}/${e.resource.id}`).sort();
 
     beforeAll(async () => {
-      ({ t, api } = await appOnFresh(target));
+      ({ t, api, url: dbUrl } = await appOnFresh(target));
       for (const [name, url] of Object.entries(URLS)) {
         for (const r of [
           { resourceType: 'Questionnaire', id: `${name}-q1`, url, version: '1', status: 'active' },
@@ -84,14 +86,25 @@ for (const target of targets) {
         index.tokens = index.tokens.filter((e) => e.param !== VERSIONED_URL_PARAM);
         return { type: r.type, id: r.id, index, compartments: [] };
       })));
+      if (target.kind === 'postgres') {
+        // Nor the marker rows beside the long versioned references (index-limits.ts versionedMarkers).
+        const sql = postgres(dbUrl, { max: 1, onnotice: () => {} });
+        try {
+          expect((await sql`DELETE FROM search_index WHERE value LIKE ${'%|\u0001'}`).count).toBe(4);
+        } finally {
+          await sql.end();
+        }
+      }
       await t.store.resources.indexing.setState({ model: 23, after: 0 });
       expect(await ids('QuestionnaireResponse?questionnaire:Questionnaire._id=short-q1')).toEqual(['QuestionnaireResponse/short-ra']);
       // Six Questionnaires, and the responses naming `url|v` of a url of 600 characters or more (edge and long).
       expect(await reindex(t.store)).toEqual({ ran: true, done: 15, rebuilt: 10 });
       expect(await t.store.resources.indexing.state()).toEqual({ model: INDEX_MODEL, after: 0 });
-      for (const name of Object.keys(URLS)) {
+      for (const [name, url] of Object.entries(URLS)) {
         expect(await ids(`QuestionnaireResponse?questionnaire:Questionnaire._id=${name}-q1`)).toEqual([`QuestionnaireResponse/${name}-r1`, `QuestionnaireResponse/${name}-ra`]);
         expect(await ids(`Questionnaire?_id=${name}-q2&_revinclude=QuestionnaireResponse:questionnaire`, 'include')).toEqual([`QuestionnaireResponse/${name}-r2`, `QuestionnaireResponse/${name}-ra`]);
+        expect(await ids(`Questionnaire?_has:QuestionnaireResponse:questionnaire:_id=${name}-r1`)).toEqual([`Questionnaire/${name}-q1`]);
+        expect(await ids(`QuestionnaireResponse?_id=${name}-r1,${name}-r2&_filter=${encodeURIComponent(`questionnaire ne "${url}"`)}`)).toEqual([]);
       }
     });
   });

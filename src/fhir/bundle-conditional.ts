@@ -174,10 +174,10 @@ async function resolveOne(
 const mayLink = (query: URLSearchParams) => [...query.keys()].some((k) => k.startsWith('_has') || k === '_list' || k === '_filter' || k.includes('.'));
 
 /** The chains and `_has` of `conditions`, at any depth: the type each reads, and what its resources must meet there. */
-function links(conditions: readonly Condition[], out: { type: string; where: Condition[] }[] = []): { type: string; where: Condition[] }[] {
+function links(conditions: readonly Condition[], out: { type: string; where: Condition[]; chain?: true }[] = []): { type: string; where: Condition[]; chain?: true }[] {
   for (const c of conditions) {
     switch (c.kind) {
-      case 'chain': out.push({ type: c.targetType, where: c.where }), links(c.where, out); break;
+      case 'chain': out.push({ type: c.targetType, where: c.where, chain: true }), links(c.where, out); break;
       case 'has': out.push({ type: c.type, where: c.where }), links(c.where, out); break;
       case 'or': links(c.any, out); break;
       case 'and': links(c.all, out); break;
@@ -199,20 +199,32 @@ function links(conditions: readonly Condition[], out: { type: string; where: Con
  * pass (the entry holding the reference is often of that type).
  */
 async function refuseLinkedWrites(deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, ref: ConditionalReference, written: WrittenResources): Promise<void> {
-  if (!mayLink(query)) return;
-  const now = deps.clock.now();
-  const search = await storeQuery(deps, req, type, compileSearch(type, query, true, now));
-  if (search === undefined) return;
-  const clash = new Set<string>();
-  for (const link of links(search.where ?? [])) {
-    if (clash.has(link.type) || !written.writes(link.type)) continue;
-    if (await written.touches(link.type, link.where, now, (ids) => storedVersions(deps, req, link.type, ids))) clash.add(link.type);
-  }
-  if (clash.size === 0) return;
-  const types = [...clash].join(' and ');
+  const clash = await linkedWrites(deps, req, type, query, written);
+  if (clash.length === 0) return;
+  const types = clash.join(' and ');
   throw new FhirError('invalid', `${ref.where}: conditional reference '${showCondition(type, query)}' reads ${types} through a chain or _has, and this transaction writes ${types} that the chain or _has would read: that search does not see the transaction's own writes, so it cannot be resolved against the state the transaction leaves. Refer to the resource by its id or its entry's fullUrl, or send those writes in a transaction of their own first`, {
     issueCode: 'not-supported', expression: [ref.element()],
   });
+}
+
+/**
+ * The types the chains and `_has` of the condition `type?query` read (at any depth) of which `written` holds a
+ * resource meeting the link's own conditions, or replaces a stored one that met them (WrittenResources.touches): where
+ * the store's answer to the link, which holds none of the transaction's writes, is not the one those writes give.
+ * `storedOnly`: the condition is searched among stored resources alone (a conditional entry's), which cannot refer to
+ * a resource the transaction creates with a new id, so a chain's is not changed by one.
+ */
+export async function linkedWrites(deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, written: WrittenResources, storedOnly = false): Promise<string[]> {
+  if (!mayLink(query)) return [];
+  const now = deps.clock.now();
+  const search = await storeQuery(deps, req, type, compileSearch(type, query, true, now));
+  if (search === undefined) return [];
+  const clash = new Set<string>();
+  for (const link of links(search.where ?? [])) {
+    if (clash.has(link.type) || !written.writes(link.type)) continue;
+    if (await written.touches(link.type, link.where, now, (ids) => storedVersions(deps, req, link.type, ids), !(storedOnly && link.chain))) clash.add(link.type);
+  }
+  return [...clash];
 }
 
 /** The stored current versions of `type` among `ids`, 1,000 a read. */
@@ -303,10 +315,11 @@ export class WrittenResources {
    * Whether a resource of `type` the transaction writes meets `where`, or a stored one it replaces (updates, patches,
    * deletes) met it (`stored` reads their current versions, once a type for the transaction, kept as resources of
    * their own to narrow by): where a chain or `_has` reads `type`, those are what the store's answer misses or still
-   * counts (refuseLinkedWrites). `now`: the written ones' lastUpdated.
+   * counts (refuseLinkedWrites). `now`: the written ones' lastUpdated. Without `fresh`, the resources it creates with
+   * new ids (POSTs) are left out: only its own entries can refer to them.
    */
-  async touches(type: string, where: Condition[], now: number, stored: (ids: string[]) => Promise<ResourceVersion[]>): Promise<boolean> {
-    if (await this.anyMeets(type, where, () => now)) return true;
+  async touches(type: string, where: Condition[], now: number, stored: (ids: string[]) => Promise<ResourceVersion[]>, fresh = true): Promise<boolean> {
+    if (await this.anyMeets(type, where, () => now, fresh)) return true;
     const replaced = [...this.replaced(type)];
     if (replaced.length === 0) return false;
     let before = this.storedBefore.get(type);
@@ -323,8 +336,9 @@ export class WrittenResources {
   }
 
   /** Whether one of the resources of `type` held here meets `where` (`at`: its lastUpdated). */
-  private async anyMeets(type: string, where: Condition[], at: (w: TransactionWrite) => number): Promise<boolean> {
+  private async anyMeets(type: string, where: Condition[], at: (w: TransactionWrite) => number, fresh = true): Promise<boolean> {
     for (const w of await this.candidates(type, where)) {
+      if (!fresh && !w.stored) continue;
       if (await matchConditions({ ...w.resource!, id: w.id }, at(w), where, this.ctx, this.rows(w))) return true;
     }
     return false;

@@ -3,7 +3,7 @@ import { FhirError, type FhirIssue } from '../errors.ts';
 import { requireAccess } from './access.ts';
 import type { Condition, ResourceVersion, ResourceWriter, SearchQuery } from '../store/types.ts';
 import { entryPath, located, type Entry } from './bundle-entries.ts';
-import { follow, resolveConditionalReferences, sharedWrites, WrittenResources, type ConditionalReference, type TransactionWrite } from './bundle-conditional.ts';
+import { follow, linkedWrites, resolveConditionalReferences, sharedWrites, WrittenResources, type ConditionalReference, type TransactionWrite } from './bundle-conditional.ts';
 import { etag } from './bundle.ts';
 import { conditionElement, withEntryIds } from './bundle-match-urls.ts';
 import { splitVersion, versionBeforeWrite, type PendingVersion } from './bundle-versions.ts';
@@ -540,6 +540,48 @@ export async function rewriteReferences(
     await resolveConditionalReferences(deps, req, conditional, transactionWrites(planned), lookup, held, answers);
   }
   return pending;
+}
+
+/** http.html 3.1.0.11.2's processing steps: deletes, then creates, then updates and patches; FHIR orders no entries within a step. */
+const STEP: Record<string, number> = { DELETE: 0, POST: 1, PUT: 2, PATCH: 2 };
+
+/**
+ * A transaction's conditional entries (`ifNoneExist`, a conditional PUT, PATCH or DELETE URL) whose chain or `_has`
+ * reads what other entries write are refused: a 400 naming the condition. A link's other side is searched in the
+ * store, which holds the state before the transaction; that is the answer http.html's order gives only where every
+ * write the link would see comes in a later step (a conditional DELETE beside the Bundle's creates and updates, a
+ * conditional create beside its updates). A write of an earlier step (a POST before a conditional PUT) would be
+ * missed, and one of the same step (two POSTs) leaves the answer to an order FHIR does not define. A write changes the
+ * link's answer when its resource meets the link's own conditions, or the stored version it replaces met them
+ * (linkedWrites), except that a chain's is not changed by a resource created with a new id, which no stored resource
+ * refers to; the entry's own write, and that of an entry sharing it (sharedWrites), are not another's. Run
+ * once the references are rewritten (the written resources refer by id) and before anything is written.
+ */
+export async function refuseLinkedConditions(deps: FhirDeps, req: FhirRequest, planned: Planned[], ids: Map<string, string>, base: string, scope?: FullUrlScope): Promise<void> {
+  const lookup = (item: string) => ids.get(item) ?? scope?.get(item) ?? ids.get(`${base}/${item}`);
+  const ctx = lookups(deps, req.tenant);
+  const find = (q: SearchQuery) => findResources(deps, req.tenant, q);
+  const shares = (a: Planned, b: Planned) => a === b || a.follows === b || b.follows === a || (a.follows !== undefined && a.follows === b.follows);
+  for (const p of planned) {
+    const { entry } = p;
+    const step = STEP[entry.method];
+    if (!entry.condition || step === undefined) continue;
+    const query = withEntryIds(entry.condition, lookup, () => false)!;
+    const others = planned.filter((q) => !shares(p, q) && (STEP[q.entry.method] ?? Infinity) <= step);
+    if (others.length === 0) continue;
+    let clash: string[];
+    try {
+      clash = await linkedWrites(deps, req, entry.type, query, new WrittenResources(transactionWrites(others), ctx, find), true);
+    } catch (err) {
+      throw err instanceof FhirError ? entryError(err, entry, undefined, conditionElement(entry)) : err;
+    }
+    if (clash.length === 0) continue;
+    const types = clash.join(' and ');
+    const kind = entry.method === 'POST' ? 'ifNoneExist' : `conditional ${entry.method === 'PUT' ? 'update' : entry.method === 'PATCH' ? 'patch' : 'delete'}`;
+    throw new FhirError('invalid', `${at(entry)}: ${kind} '${showCondition(entry.type, query)}' reads ${types} through a chain or _has, and other entries of this transaction write ${types} that it would read, ${entry.method === 'DELETE' ? 'by other deletes, in an order FHIR does not define' : 'before it or in an order FHIR does not define'}: that search reads the stored state only, so its answer is not the one the transaction's order gives. Send those writes in a transaction of their own first, or name the resource by its id`, {
+      issueCode: 'not-supported', expression: [conditionElement(entry)],
+    });
+  }
 }
 
 /** The fullUrls that equal the canonical URL (`url`) of their entry's canonical resource, as IG and terminology Bundles write them. */

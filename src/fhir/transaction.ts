@@ -2,7 +2,7 @@ import { FhirError } from '../errors.ts';
 import { batch, operationEntry, type OperationCall } from './batch.ts';
 import { writeConditions, exclusively, type Settle } from './conditional.ts';
 import { parseBundle, type Entry } from './bundle-entries.ts';
-import { entriesPerAttempt, entryResources, errorEntry, followerEntry, hasConditionalReferences, judgeEntry, judgesReach, plan, requireEntriesInReach, requireJudgedEntries, requireValidPatched, RefusedNoOps, rewriteReferences, settledConditions, storedOtherwise, writeEntry, writtenBy, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
+import { entriesPerAttempt, entryResources, errorEntry, followerEntry, hasConditionalReferences, judgeEntry, judgesReach, plan, refuseLinkedConditions, requireEntriesInReach, requireJudgedEntries, requireValidPatched, RefusedNoOps, rewriteReferences, settledConditions, storedOtherwise, writeEntry, writtenBy, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
 import { requireVersionsWritten, settleVersions, writtenAnew } from './bundle-versions.ts';
 import { conditionElement, withStaticIds } from './bundle-match-urls.ts';
 import { checkRead, checkReadDeletion, checkReadTarget, readBudget, readEntry } from './bundle-reads.ts';
@@ -55,6 +55,8 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
   const { planned, ids } = await plan(deps, req, entries, base, scope?.get.bind(scope), held);
   checkTargets(planned);
   const pending = await rewriteReferences(deps, req, planned, ids, base, scope, held);
+  // A conditional entry whose chain or _has reads what the Bundle writes before it, or in an order FHIR leaves open: 400.
+  await refuseLinkedConditions(deps, req, planned, ids, base, scope);
   // Validated as written, with the references rewritten: a reference's target type is checked on the
   // type its entry has (an Observation's subject naming a Medication entry's fullUrl is refused).
   // An update entry that changes nothing is let through, as a REST one is (RefusedNoOps).

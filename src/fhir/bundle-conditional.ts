@@ -171,7 +171,7 @@ async function resolveOne(
 }
 
 /** Whether a condition's parameters may hold a chain or `_has` (`_has:`, `_list`, `_filter`, a dotted name): else nothing is compiled to tell. */
-const mayLink = (query: URLSearchParams) => [...query.keys()].some((k) => k.startsWith('_has') || k === '_list' || k === '_filter' || k.includes('.'));
+export const mayLink = (query: URLSearchParams) => [...query.keys()].some((k) => k.startsWith('_has') || k === '_list' || k === '_filter' || k.includes('.'));
 
 /** The chains and `_has` of `conditions`, at any depth: the type each reads, and what its resources must meet there. */
 function links(conditions: readonly Condition[], out: { type: string; where: Condition[]; chain?: true }[] = []): { type: string; where: Condition[]; chain?: true }[] {
@@ -212,17 +212,23 @@ async function refuseLinkedWrites(deps: FhirDeps, req: FhirRequest, type: string
  * resource meeting the link's own conditions, or replaces a stored one that met them (WrittenResources.touches): where
  * the store's answer to the link, which holds none of the transaction's writes, is not the one those writes give.
  * `storedOnly`: the condition is searched among stored resources alone (a conditional entry's), which cannot refer to
- * a resource the transaction creates with a new id, so a chain's is not changed by one.
+ * a resource the transaction creates with a new id, so a chain's is not changed by one. `except`: a resource whose
+ * write and stored version do not count (the entry's own).
  */
-export async function linkedWrites(deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, written: WrittenResources, storedOnly = false): Promise<string[]> {
+export async function linkedWrites(
+  deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, written: WrittenResources | (() => WrittenResources), storedOnly = false, except?: { type: string; id: string },
+): Promise<string[]> {
   if (!mayLink(query)) return [];
   const now = deps.clock.now();
   const search = await storeQuery(deps, req, type, compileSearch(type, query, true, now));
   if (search === undefined) return [];
+  const found = links(search.where ?? []);
+  if (found.length === 0) return [];
+  if (typeof written === 'function') written = written();
   const clash = new Set<string>();
-  for (const link of links(search.where ?? [])) {
+  for (const link of found) {
     if (clash.has(link.type) || !written.writes(link.type)) continue;
-    if (await written.touches(link.type, link.where, now, (ids) => storedVersions(deps, req, link.type, ids), !(storedOnly && link.chain))) clash.add(link.type);
+    if (await written.touches(link.type, link.where, now, (ids) => storedVersions(deps, req, link.type, ids), !(storedOnly && link.chain), except?.type === link.type ? except.id : undefined)) clash.add(link.type);
   }
   return [...clash];
 }
@@ -316,10 +322,11 @@ export class WrittenResources {
    * deletes) met it (`stored` reads their current versions, once a type for the transaction, kept as resources of
    * their own to narrow by): where a chain or `_has` reads `type`, those are what the store's answer misses or still
    * counts (refuseLinkedWrites). `now`: the written ones' lastUpdated. Without `fresh`, the resources it creates with
-   * new ids (POSTs) are left out: only its own entries can refer to them.
+   * new ids (POSTs) are left out: only its own entries can refer to them. `except`: the id of one whose write and
+   * stored version are left out.
    */
-  async touches(type: string, where: Condition[], now: number, stored: (ids: string[]) => Promise<ResourceVersion[]>, fresh = true): Promise<boolean> {
-    if (await this.anyMeets(type, where, () => now, fresh)) return true;
+  async touches(type: string, where: Condition[], now: number, stored: (ids: string[]) => Promise<ResourceVersion[]>, fresh = true, except?: string): Promise<boolean> {
+    if (await this.anyMeets(type, where, () => now, fresh, except)) return true;
     const replaced = [...this.replaced(type)];
     if (replaced.length === 0) return false;
     let before = this.storedBefore.get(type);
@@ -332,13 +339,13 @@ export class WrittenResources {
       this.storedBefore.set(type, before);
     }
     const { resources, at } = await before;
-    return resources.anyMeets(type, where, (w) => at.get(w.id)!);
+    return resources.anyMeets(type, where, (w) => at.get(w.id)!, true, except);
   }
 
   /** Whether one of the resources of `type` held here meets `where` (`at`: its lastUpdated). */
-  private async anyMeets(type: string, where: Condition[], at: (w: TransactionWrite) => number, fresh = true): Promise<boolean> {
+  private async anyMeets(type: string, where: Condition[], at: (w: TransactionWrite) => number, fresh = true, except?: string): Promise<boolean> {
     for (const w of await this.candidates(type, where)) {
-      if (!fresh && !w.stored) continue;
+      if ((!fresh && !w.stored) || w.id === except) continue;
       if (await matchConditions({ ...w.resource!, id: w.id }, at(w), where, this.ctx, this.rows(w))) return true;
     }
     return false;

@@ -3,7 +3,7 @@ import { FhirError, type FhirIssue } from '../errors.ts';
 import { requireAccess } from './access.ts';
 import type { Condition, ResourceVersion, ResourceWriter, SearchQuery } from '../store/types.ts';
 import { entryPath, located, type Entry } from './bundle-entries.ts';
-import { follow, linkedWrites, resolveConditionalReferences, sharedWrites, WrittenResources, type ConditionalReference, type TransactionWrite } from './bundle-conditional.ts';
+import { follow, linkedWrites, mayLink, resolveConditionalReferences, sharedWrites, WrittenResources, type ConditionalReference, type TransactionWrite } from './bundle-conditional.ts';
 import { etag } from './bundle.ts';
 import { conditionElement, withEntryIds } from './bundle-match-urls.ts';
 import { splitVersion, versionBeforeWrite, type PendingVersion } from './bundle-versions.ts';
@@ -561,17 +561,20 @@ export async function refuseLinkedConditions(deps: FhirDeps, req: FhirRequest, p
   const lookup = (item: string) => ids.get(item) ?? scope?.get(item) ?? ids.get(`${base}/${item}`);
   const ctx = lookups(deps, req.tenant);
   const find = (q: SearchQuery) => findResources(deps, req.tenant, q);
-  const shares = (a: Planned, b: Planned) => a === b || a.follows === b || b.follows === a || (a.follows !== undefined && a.follows === b.follows);
+  // The writes of each step and those before it, gathered once (a Bundle may hold thousands of such conditions); an
+  // entry's own write, and that of the entries sharing it (the same id: sharedWrites), is left out by `except`.
+  const upTo = new Map<number, WrittenResources>();
+  const writtenUpTo = (step: number) => upTo.get(step) ?? upTo.set(step, new WrittenResources(transactionWrites(planned.filter((q) => (STEP[q.entry.method] ?? Infinity) <= step)), ctx, find)).get(step)!;
   for (const p of planned) {
     const { entry } = p;
     const step = STEP[entry.method];
     if (!entry.condition || step === undefined) continue;
+    // Most conditions (`identifier=...`) hold no chain or `_has`: nothing to read, no writes gathered.
+    if (!mayLink(entry.condition)) continue;
     const query = withEntryIds(entry.condition, lookup, () => false)!;
-    const others = planned.filter((q) => !shares(p, q) && (STEP[q.entry.method] ?? Infinity) <= step);
-    if (others.length === 0) continue;
     let clash: string[];
     try {
-      clash = await linkedWrites(deps, req, entry.type, query, new WrittenResources(transactionWrites(others), ctx, find), true);
+      clash = await linkedWrites(deps, req, entry.type, query, () => writtenUpTo(step), true, p.id === undefined ? undefined : { type: entry.type, id: p.id });
     } catch (err) {
       throw err instanceof FhirError ? entryError(err, entry, undefined, conditionElement(entry)) : err;
     }

@@ -256,7 +256,7 @@ export async function plan(
   const waiting = (item: string) => (awaited.has(item) || awaited.has(`${base}/${item}`)) && lookup(item) === undefined;
   const followers = new Map<Entry, Entry[]>();
   for (const [f, l] of leaders) followers.set(l, [...(followers.get(l) ?? []), f]);
-  const created = new CreatedByEntries(lookups(deps, req.tenant), (q) => findResources(deps, req.tenant, q), lookup, waiting);
+  const created = new CreatedByEntries(lookups(deps, req.tenant), (q) => findResources(deps, req.tenant, q), lookup, waiting, () => deps.clock.now());
   const conditionallyCreates = entries.some((e) => e.condition !== undefined && e.method !== 'DELETE');
   // Deletes first, as a transaction processes them (http.html 3.1.0.11.2): conditional creates do not find what they delete (`deleted`, of the type's ids).
   let left = [...entries.filter((e) => e.method === 'DELETE'), ...entries.filter((e) => e.method !== 'DELETE' && !leaders.has(e))];
@@ -360,8 +360,23 @@ class CreatedByEntries {
     ctx: MatchContext, find: (query: SearchQuery) => Promise<ResourceVersion[]>,
     private readonly lookup: (item: string) => string | undefined,
     private readonly waiting: (item: string) => boolean,
+    /** The clock the written resources' lastUpdated is read from. */
+    private readonly now: () => number,
   ) {
-    this.written = new WrittenResources([], ctx, find);
+    // A chain or `_has` of a condition matched against these reads the store and these alike: `subject:Patient.
+    // identifier=x` missed the Observation an earlier entry writes of the Patient another creates, and the Bundle
+    // created a second Observation where the same requests one by one find the first.
+    const within: MatchContext = { ...ctx, exists: async (q) => (await ctx.exists(q)) || (await this.anyMeets(q)) };
+    this.written = new WrittenResources([], within, find);
+  }
+
+  /** Whether one of the resources noted so far meets `query` (its type and conditions). */
+  private async anyMeets(query: SearchQuery): Promise<boolean> {
+    const where = query.where ?? [];
+    for (const w of await this.written.candidates(query.type, where)) {
+      if (await matchConditions(w.resource!, this.now(), where, this.written.ctx, this.written.rows(w))) return true;
+    }
+    return false;
   }
 
   note(p: Planned): void {

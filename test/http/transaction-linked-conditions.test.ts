@@ -92,6 +92,18 @@ await eachStore((kind, fresh) => {
       expect(body.entry[1].response.location).toContain('Patient/p4');
     });
 
+    test('an ifNoneExist whose chain names a Patient the Bundle creates finds the Observation an earlier entry creates of it, as one by one', async () => {
+      const U = 'urn:uuid:7d3c1a52-4f0e-4b8e-9a61-2f9d8c0b1e11';
+      const o = { resourceType: 'Observation', status: 'final', code: { coding: [{ system: LOINC, code: '4-4' }] }, subject: { reference: U } };
+      const body = await poster.ok(transaction(
+        { fullUrl: U, ...post({ resourceType: 'Patient', identifier: [{ system: 'urn:s', value: 'new' }] }) },
+        post(o),
+        post(o, `subject:Patient.identifier=urn:s|new&code=${LOINC}|4-4`),
+      ));
+      expect(body.entry.map((e: Json) => e.response.status.slice(0, 3))).toEqual(['201', '201', '200']);
+      expect(body.entry[2].response.location).toBe(body.entry[1].response.location);
+    });
+
     test('conditional entries whose links read types the transaction writes nothing of that meets them resolve as before', async () => {
       const body = await poster.ok(transaction(post(obs(undefined, '9-9', 'p2')), put({ resourceType: 'Patient', id: 'p1', identifier: [{ system: 'urn:s', value: 'a' }], gender: 'female' }, `Patient?${has('1-8')}`)));
       expect(body.entry[1].response.status).toMatch(/^200/);

@@ -176,9 +176,9 @@ async function readOne(deps: FhirDeps, req: FhirRequest, entry: Entry, base: str
     return { ...responseEntry('200 OK', v, base), resource: parseExact(shape ? shape(v.content) : v.content) };
   }
   // The searchset a REST search answers: includes, _summary / _elements, warnings and paging links.
-  const r = await pagedAt(entry.query!, safeTimeNow(deps.store, deps.clock), (query, asOf) => (across(entry)
+  const r = await pagedAt(entry.query!, safeTimeNow(deps.store, deps.clock), (query, asOf, pin) => (across(entry)
     ? searchTypes(deps, req, query, false, entry.compartment)
-    : searchResources(deps, req, entry.type, query, false, entry.compartment, asOf)));
+    : searchResources(deps, req, entry.type, query, false, entry.compartment, asOf, pin)));
   charge(budget, r.rows);
   charge(budget, r.included);
   const links = searchLinks(base, searchPath(entry), r.self, r.next, r.page);

@@ -15,6 +15,7 @@ import type { ResourceVersion, SearchQuery } from '../store/types.ts';
 import { VREAD_MANY_MAX } from '../store/interface/resources.ts';
 import { keysetSort } from '../store/search-sql.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
+import type { PagePin } from './search-time.ts';
 import { compartmentsOf } from './indexer.ts';
 import { matchConditions, type MatchContext } from './search-match.ts';
 
@@ -26,6 +27,25 @@ import { matchConditions, type MatchContext } from './search-match.ts';
 export const PIN_MAX_CHANGES = 1000;
 
 type Json = Record<string, unknown>;
+
+/**
+ * The tenant's write mark (ResourceRepo.writeMark), read once for the request (`pin.read`: a page walked to by
+ * `_offset` and the carried total read the same), before the first statement that asks for it; `exact` when no
+ * write of this process took a timestamp after the pin's time before the read answered (WriteTimes.latestTaken).
+ *
+ * An equal mark on a later page means no transaction changed the tenant's resources since that read, so the data
+ * now is the data the first page's query read (it ran after the mark). That equals the data as of the pin's time
+ * only if nothing stamped after the pin's time had committed when the mark was read: the pin's time is the safe
+ * time taken before the mark (every version this process stamped at or before it had committed), but a write
+ * stamped after it may commit between that time and the mark's read. `exact` rules that out for this process's
+ * writes: one stamped after the pin's time that the mark's read could see took its timestamp before the read
+ * answered, so the latest timestamp taken, read after, is later than the pin's time. A write committed after the
+ * mark's read moves the mark, and the later pages are read as of the pin's time. Only an exact mark is carried.
+ */
+export function pinMark(deps: FhirDeps, tenant: string, pin: PagePin): Promise<{ mark: string; exact: boolean }> {
+  pin.read ??= deps.store.resources.writeMark(tenant).then((mark) => ({ mark, exact: deps.store.writeTimes.latestTaken() <= pin.at }));
+  return pin.read;
+}
 
 /** Whether `a` comes before `b` in the keyset order of `query` (`_id`, or `_lastUpdated` then id, either way). */
 function comparer(query: SearchQuery): (a: Pick<ResourceVersion, 'id' | 'lastUpdated'>, b: Pick<ResourceVersion, 'id' | 'lastUpdated'>) => number {

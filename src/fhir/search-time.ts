@@ -6,8 +6,8 @@ import type { PageLinks } from './search.ts';
  * base64url, sealed ones `{kid}.{base64url}`, src/auth/sealed.ts), and it is unreserved in a URL.
  */
 const SEPARATOR = '~';
-/** A time in base 36: at most 11 digits for a safe integer. */
-const TIME = /^[0-9a-z]{1,11}$/;
+/** A time in base 36 (at most 11 digits for a safe integer), and the write mark read with it (decimal) where one is carried. */
+const TIME = /^([0-9a-z]{1,11})(?:\.([0-9]{1,40}))?$/;
 
 /** What a paged read answers that pagedAt links on: its next cursor and, asked with a cursor, its own links. */
 interface Paged {
@@ -17,15 +17,19 @@ interface Paged {
 
 const badCursor = () => new FhirError('invalid', 'Invalid _cursor: it is none this server gives; search again from the first page (without _cursor)', { expression: ['_cursor'] });
 
-/** A `_cursor` split into the read's own cursor and the first page's time it carries (none for one given before times were carried). */
-function splitCursor(raw: string): { cursor: string; asOf?: number } {
+/**
+ * A `_cursor` split into the read's own cursor, the first page's time it carries (none for one given before times
+ * were carried) and the tenant's write mark read before the first page's query (none for one given before marks
+ * were carried, or where none could be: src/fhir/search-pin.ts).
+ */
+function splitCursor(raw: string): { cursor: string; asOf?: number; mark?: string } {
   const at = raw.lastIndexOf(SEPARATOR);
   if (at < 0) return { cursor: raw };
   const cursor = raw.slice(0, at);
-  const digits = raw.slice(at + 1);
-  const asOf = TIME.test(digits) ? parseInt(digits, 36) : NaN;
+  const time = TIME.exec(raw.slice(at + 1));
+  const asOf = time === null ? NaN : parseInt(time[1]!, 36);
   if (cursor === '' || !Number.isSafeInteger(asOf)) throw badCursor();
-  return { cursor, asOf };
+  return time![2] === undefined ? { cursor, asOf } : { cursor, asOf, mark: time![2] };
 }
 
 /**
@@ -33,14 +37,26 @@ function splitCursor(raw: string): { cursor: string; asOf?: number } {
  * search reads with, or checks before a transaction commits (src/fhir/bundle-reads.ts). A time that is
  * not one pagedAt writes is a 400 naming `_cursor`.
  */
-export function ownCursor(params: URLSearchParams): { own: URLSearchParams; asOf?: number } {
+export function ownCursor(params: URLSearchParams): { own: URLSearchParams; asOf?: number; mark?: string } {
   const raw = params.get('_cursor');
   if (raw === null) return { own: params };
-  const { cursor, asOf } = splitCursor(raw);
+  const { cursor, asOf, mark } = splitCursor(raw);
   if (asOf === undefined) return { own: params };
   const own = new URLSearchParams(params);
   own.set('_cursor', cursor);
-  return { own, asOf };
+  return mark === undefined ? { own, asOf } : { own, asOf, mark };
+}
+
+/**
+ * What a page read within pagedAt knows of the first page's time and write mark, and tells back: `at` is the
+ * time its links carry, `carried` the mark its cursor carried (a later page), and `carry` the mark its links are
+ * to carry, which the page sets (src/fhir/search-pin.ts); `read` is the mark read once for the request.
+ */
+export interface PagePin {
+  readonly at: number;
+  readonly carried?: string;
+  carry?: string;
+  read?: Promise<{ mark: string; exact: boolean }>;
 }
 
 /**
@@ -55,14 +71,16 @@ export function ownCursor(params: URLSearchParams): { own: URLSearchParams; asOf
  * read the page as of it where it can (src/fhir/search-pin.ts).
  */
 export async function pagedAt<R extends Paged>(
-  params: URLSearchParams, at: number, run: (params: URLSearchParams, asOf?: number) => Promise<R>,
+  params: URLSearchParams, at: number, run: (params: URLSearchParams, asOf?: number, pin?: PagePin) => Promise<R>,
 ): Promise<R & { at: number }> {
-  const { own, asOf: carried } = ownCursor(params);
+  const { own, asOf: carried, mark } = ownCursor(params);
   const asOf = carried !== undefined && carried < at ? carried : at;
   // A later page is read as of the first page's time where the read can be (src/fhir/search-pin.ts); a cursor
   // given before times were carried reads as of now, and the pages it links to as of its own time.
-  const result = await run(own, carried === undefined ? undefined : asOf);
-  const timed = (cursor: string) => `${cursor}${SEPARATOR}${asOf.toString(36)}`;
+  const pin: PagePin = carried !== undefined && mark !== undefined ? { at: asOf, carried: mark } : { at: asOf };
+  const result = await run(own, carried === undefined ? undefined : asOf, pin);
+  const stamp = pin.carry === undefined || !/^[0-9]{1,40}$/.test(pin.carry) ? asOf.toString(36) : `${asOf.toString(36)}.${pin.carry}`;
+  const timed = (cursor: string) => `${cursor}${SEPARATOR}${stamp}`;
   if (result.next !== undefined) result.next = timed(result.next);
   if (result.page !== undefined) {
     const page: PageLinks = { ...result.page };

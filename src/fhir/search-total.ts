@@ -98,11 +98,14 @@ async function opened(deps: FhirDeps, carried: string | undefined, context: stri
  * counted, else `count()` (undefined: too costly), with the mark read before it. The mark is read first (the carried
  * count opened beside that read, not after it; this resolves once the count has begun, so that the page's read runs
  * beside it), so that a write committed between the mark and the count moves it and the next page counts again.
+ * `readMark` reads it: the one read for the request's pinned paging where there is one (pinMark, read once, before
+ * this page's and any earlier page's statements, so that it is as safe for the count).
  */
 export async function pageTotal(
   deps: FhirDeps, req: FhirRequest, carried: string | undefined, context: string, count: () => Promise<number | undefined>,
+  readMark: () => Promise<string> = () => deps.store.resources.writeMark(req.tenant),
 ): Promise<{ counting: Promise<PageTotal> }> {
-  const [mark, earlier] = await Promise.all([deps.store.resources.writeMark(req.tenant), opened(deps, carried, context)]);
+  const [mark, earlier] = await Promise.all([readMark(), opened(deps, carried, context)]);
   if (earlier !== undefined && earlier.mark === mark) return { counting: Promise.resolve({ total: earlier.total, carry: sealer(deps, context, earlier) }) };
   return {
     counting: count().then((total) => (total === undefined ? { total } : { total, carry: sealer(deps, context, { total, mark }) })),

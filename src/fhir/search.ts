@@ -28,7 +28,8 @@ import { checkOffset, MAX_OFFSET, parseOffset, searchAtOffset } from './search-o
 import { sortKeysOf } from './search-order.ts';
 import { carriedTotal, carryLinks, pageTotal, totalContext } from './search-total.ts';
 import { boundedValue } from '../store/index-limits.ts';
-import { PIN_MAX_CHANGES, pinnedSearch } from './search-pin.ts';
+import { PIN_MAX_CHANGES, pinMark, pinnedSearch } from './search-pin.ts';
+import type { PagePin } from './search-time.ts';
 
 export const DEFAULT_COUNT = 50;
 export const MAX_COUNT = 1000;
@@ -1281,10 +1282,10 @@ export function withoutEmptyResultParams(params: URLSearchParams): URLSearchPara
  * src/fhir/compartments.ts); patient-context tokens see only their compartment.
  */
 export async function searchResources(
-  deps: FhirDeps, req: FhirRequest, type: string, given: URLSearchParams, strict: boolean, within?: Compartment, asOf?: number,
+  deps: FhirDeps, req: FhirRequest, type: string, given: URLSearchParams, strict: boolean, within?: Compartment, asOf?: number, pin?: PagePin,
 ): Promise<SearchResult> {
   const compartment = patientOf(within);
-  return searchAtOffset(withoutEmptyResultParams(given), strict, (params) => searchPage(deps, req, type, params, strict, within, asOf), (params, offset) => {
+  return searchAtOffset(withoutEmptyResultParams(given), strict, (params) => searchPage(deps, req, type, params, strict, within, asOf, pin), (params, offset) => {
     // Paged by offset (a sort on a parameter), the page's cursor is the offset itself, unless the core
     // resources are merged in (their cursor holds two offsets) or contained resources are searched, or
     // some matches may be out of reach (keptInReach): walked, counting those within.
@@ -1414,10 +1415,11 @@ export async function plainPageQuery(deps: FhirDeps, req: FhirRequest, type: str
 
 /**
  * A page of a type-level search, from its start or its `_cursor` (searchResources); a later page in `_id` or
- * `_lastUpdated` order as of `asOf`, the first page's time its cursor carried (src/fhir/search-pin.ts).
+ * `_lastUpdated` order as of `asOf`, the first page's time its cursor carried (src/fhir/search-pin.ts), unless
+ * the write mark `pin` carried still holds (pinMark).
  */
 async function searchPage(
-  deps: FhirDeps, req: FhirRequest, type: string, given: URLSearchParams, strict: boolean, within?: Compartment, asOf?: number,
+  deps: FhirDeps, req: FhirRequest, type: string, given: URLSearchParams, strict: boolean, within?: Compartment, asOf?: number, pin?: PagePin,
 ): Promise<SearchResult> {
   checkRestType(type);
   requireAccess(req.access, type, 's');
@@ -1438,7 +1440,7 @@ async function searchPage(
   // the page before while the tenant's data is unchanged (search-total.ts); a failed page leaves the count's
   // outcome unread, so it is caught here.
   const counting = total === 'accurate' || total === 'estimate'
-    ? (await pageTotal(deps, req, carried, totalContext(req, cursorContext(req, type), self, query, within), count)).counting
+    ? (await pageTotal(deps, req, carried, totalContext(req, cursorContext(req, type), self, query, within), count, pin === undefined ? undefined : () => pinMark(deps, req.tenant, pin).then((m) => m.mark))).counting
     : undefined;
   counting?.catch(() => undefined);
   const keep = keptInReach(deps, req, type, compartment);
@@ -1451,7 +1453,7 @@ async function searchPage(
     ? await searchWithCore(deps, req.tenant, { ...query, count: query.count + 1 }, compiled.coreOffset)
     : keep !== undefined
       ? await pageFilled(deps, req, query, keep)
-      : { rows: await plainRows(deps, req, { ...query, count: query.count + 1 }, asOf, warnings), offsets: (n) => ({ store: (query.offset ?? 0) + n }) };
+      : { rows: await plainRows(deps, req, { ...query, count: query.count + 1 }, asOf, pin, warnings), offsets: (n) => ({ store: (query.offset ?? 0) + n }) };
   const rows = page.rows;
   const result: SearchResult = { rows: rows.slice(0, query.count), included: [], warnings, self, query };
   if (rows.length > query.count) {
@@ -1489,10 +1491,24 @@ async function searchPage(
 /**
  * The rows of a plain page: a later page in `_id` or `_lastUpdated` order given the first page's time read as of
  * it (pinnedSearch), or, where too many versions were written since, as the data is now with a warning naming
- * `_cursor`; any other page as the store answers it.
+ * `_cursor`; any other page as the store answers it. A later page whose cursor carried the write mark read
+ * before the first page's query is read as the store answers it while the mark holds (nothing was written
+ * since, so the as-of read would answer the same: pinMark), and carries the mark on; a page in that order
+ * without a time (a first page) reads the mark before its query and carries it where it is exact.
  */
-async function plainRows(deps: FhirDeps, req: FhirRequest, query: SearchQuery, asOf: number | undefined, warnings: FhirIssue[]): Promise<ResourceVersion[]> {
-  if (asOf !== undefined && query.after !== undefined && keysetSort(query.sort) !== undefined) {
+async function plainRows(
+  deps: FhirDeps, req: FhirRequest, query: SearchQuery, asOf: number | undefined, pin: PagePin | undefined, warnings: FhirIssue[],
+): Promise<ResourceVersion[]> {
+  const keyset = keysetSort(query.sort) !== undefined;
+  if (pin !== undefined && keyset && asOf === undefined) {
+    const { mark, exact } = await pinMark(deps, req.tenant, pin);
+    if (exact) pin.carry = mark;
+  }
+  if (asOf !== undefined && query.after !== undefined && keyset) {
+    if (pin?.carried !== undefined && (await pinMark(deps, req.tenant, pin)).mark === pin.carried) {
+      pin.carry = pin.carried;
+      return deps.store.resources.search(req.tenant, query);
+    }
     const pinned = await pinnedSearch(deps, req, query, asOf);
     if (pinned !== undefined) return pinned;
     warnings.push(issue('warning', 'too-costly', `More than ${PIN_MAX_CHANGES} versions of ${query.type} were written since this search's first page: this page is read as the data is now, not as of the first page, and may repeat or leave out resources changed since (search again from the first page for a consistent read)`, ['_cursor']));

@@ -197,7 +197,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     return fhirJson(searchsetJson(base, r.rows, searchLinks(base, path, r.self, r.next, r.page), r.total, r.warnings, at, extra));
   };
   const search = async (c: Context<AppEnv>, type: string, params: URLSearchParams) => {
-    const r = await pagedAt(params, readTime(), (p, asOf) => searchResources(deps, request(c), type, p, strict(c), undefined, asOf));
+    const r = await pagedAt(params, readTime(), (p, asOf, pin) => searchResources(deps, request(c), type, p, strict(c), undefined, asOf, pin));
     return searchset(c, `/${type}`, r, r.at);
   };
   /** `GET [base]?...` and `{Compartment}/{id}/*` (src/fhir/search-system.ts). */
@@ -468,7 +468,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     checkCompartmentPath(type, id, what);
     checkTypeAndId(type, id);
     if (what === '*') return searchAll(c, params, { type, id });
-    const r = await pagedAt(params, readTime(), (p, asOf) => searchResources(deps, request(c), what, p, strict(c), { type, id }, asOf));
+    const r = await pagedAt(params, readTime(), (p, asOf, pin) => searchResources(deps, request(c), what, p, strict(c), { type, id }, asOf, pin));
     return searchset(c, `/${type}/${id}/${what}`, r, r.at);
   };
   app.post('/Patient/$everything', (c) => everythingOf(c));

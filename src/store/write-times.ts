@@ -72,6 +72,11 @@ export class InFlightWrites implements WriteTimes {
     return this.least === Infinity ? undefined : this.least;
   }
 
+  /** The latest timestamp taken by a write of this process (-Infinity before the first). */
+  latestTaken(): number {
+    return this.latest;
+  }
+
   /** How many writes are in flight. */
   get size(): number {
     let n = 0;
@@ -107,6 +112,11 @@ export interface WriteTimes {
    * ARCHITECTURE.md "Safe time").
    */
   safeTime(now: number): number;
+  /**
+   * The latest timestamp a write of this process has taken: read after a statement and found at or before a
+   * time, every version this process wrote that the statement could see was stamped at or before that time.
+   */
+  latestTaken(): number;
 }
 
 /**

@@ -6,8 +6,8 @@
  * as of then (Blaze pins a search's pages to the database's point in time `__t` the same way).
  *
  * The store reads the resources unchanged since the pin by their index as before (SearchQuery.asOf: one more
- * test on each resource row). Those changed since are few between two pages: their versions written since are
- * read from the history, newest first, and each one's version current at the pin (the one before the first
+ * test on each resource row). Those changed since are few between two pages: the ids and version numbers of
+ * their versions written since are read (ResourceRepo.versionsSince, no texts), and each one's version current at the pin (the one before the first
  * written since) is matched against the search in memory (src/fhir/search-match.ts, as bulk export rechecks
  * versions of its snapshot), placed by its own keys and merged into the page.
  */
@@ -63,10 +63,11 @@ function comparer(query: SearchQuery): (a: Pick<ResourceVersion, 'id' | 'lastUpd
  * since); undefined when more than PIN_MAX_CHANGES versions were written since.
  */
 async function changedSince(deps: FhirDeps, tenant: string, type: string, asOf: number): Promise<{ id: string; versionId: number }[] | undefined> {
-  const since = await deps.store.resources.history(tenant, { type, since: asOf + 1, count: PIN_MAX_CHANGES + 1 });
+  // Their ids and version numbers only: the texts read are those of the versions current at the pin that fall within the page.
+  const since = await deps.store.resources.versionsSince(tenant, type, asOf + 1, PIN_MAX_CHANGES + 1);
   if (since.length > PIN_MAX_CHANGES) return undefined;
   const first = new Map<string, number>();
-  for (const v of since) if (v.lastUpdated > asOf && v.versionId < (first.get(v.id) ?? Infinity)) first.set(v.id, v.versionId);
+  for (const v of since) if (v.versionId < (first.get(v.id) ?? Infinity)) first.set(v.id, v.versionId);
   return [...first].map(([id, v]) => ({ id, versionId: v - 1 }));
 }
 

@@ -28,6 +28,7 @@ import { subscriptionEventsContract } from './contract/subscription-events.ts';
 import { subscriptionOwnersContract } from './contract/subscription-owners.ts';
 import { writesContract } from './contract/writes.ts';
 import { writeMarkContract } from './contract/write-mark.ts';
+import { versionsSinceContract } from './contract/versions-since.ts';
 
 const targets = await storeTargets();
 
@@ -51,6 +52,7 @@ describe.each(targets.map((t) => [t.kind, t] as const))('%s store', (kind, targe
   indexReadsContract(() => store);
   writesContract(() => store);
   writeMarkContract(() => store);
+  versionsSinceContract(() => store);
   batchingContract(() => store);
   insertNewContract(() => store);
   metacharContract(() => store);

@@ -382,6 +382,12 @@ export interface ResourceRepo extends CompartmentReads {
   count(tenant: string, query: SearchQuery): Promise<number>;
   /** Versions newest first, each with the `method` that wrote it where it was recorded. */
   history(tenant: string, query: HistoryQuery): Promise<ResourceVersion[]>;
+  /**
+   * The versions of `type` (current or past) stamped at or after `since`, as their ids and version numbers only,
+   * never their texts, at most `count`, in any order: which resources changed since a time (a pinned page,
+   * src/fhir/search-pin.ts). One statement, by the tables' `last_updated` indexes.
+   */
+  versionsSince(tenant: string, type: string, since: number, count: number): Promise<{ id: string; versionId: number }[]>;
   /** The claim count of each condition key (ResourceWriter.claim), in order; 0 for one never claimed (or purged). */
   claims(tenant: string, keys: string[]): Promise<number[]>;
   /** Runs `fn` in one transaction. Throws what `fn` throws, after rolling back. */

@@ -563,6 +563,15 @@ export function createPostgresResources(sql: Pg, keys: KeysConnection, genericSq
         throw fromFn ? err : asConflict(err, 'write');
       }
     },
+    async versionsSince(tenant, type, since, count) {
+      // Each branch is limited on its own too: past `count` in either table, the answer is `count` of them.
+      const rows = await sql<{ id: string; version_id: number }[]>`
+        (SELECT id, version_id FROM resources WHERE tenant = ${tenant} AND type = ${type} AND last_updated >= ${since} LIMIT ${count})
+        UNION ALL
+        (SELECT id, version_id FROM resource_history WHERE tenant = ${tenant} AND type = ${type} AND last_updated >= ${since} LIMIT ${count})
+        LIMIT ${count}`;
+      return rows.map((r) => ({ id: r.id, versionId: r.version_id }));
+    },
     async writeMark(tenant) {
       const [row] = await sql<{ n: string }[]>`SELECT COALESCE(sum(n), 0)::text AS n FROM tenant_writes WHERE tenant = ${tenant}`;
       return row!.n;

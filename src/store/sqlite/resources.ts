@@ -441,6 +441,12 @@ export function createSqliteResources(
         if (!scheduled) schedule();
       });
     },
+    async versionsSince(tenant, type, since, count) {
+      const branch = (table: string) => `SELECT id, version_id AS versionId FROM ${table} WHERE tenant = ? AND type = ? AND last_updated >= ?`;
+      return reader
+        .query<{ id: string; versionId: number }, (string | number)[]>(`SELECT id, versionId FROM (${branch('resources')} UNION ALL ${branch('resource_history')}) LIMIT ?`)
+        .all(tenant, type, since, tenant, type, since, count);
+    },
     async writeMark(tenant) {
       return String(reader.query<{ n: number | null }, [string]>('SELECT sum(n) AS n FROM tenant_writes WHERE tenant = ?').get(tenant)!.n ?? 0);
     },

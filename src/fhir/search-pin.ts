@@ -47,6 +47,16 @@ export function pinMark(deps: FhirDeps, tenant: string, pin: PagePin): Promise<{
   return pin.read;
 }
 
+/**
+ * Whether a page reads the write mark for its pin: where that costs no round trip, on SQLite (a read of at most
+ * sixteen rows in-process) or where the request read it already (a carried `_total`, search-total.ts). On
+ * PostgreSQL the mark is a statement of its own that the page's read must wait for, which cost a later page more
+ * than the two statements it spares, run beside each other (docs/PERFORMANCE.md, fifty-seventh session).
+ */
+export function marksPin(deps: FhirDeps, pin: PagePin): boolean {
+  return deps.store.kind === 'sqlite' || pin.read !== undefined;
+}
+
 /** Whether `a` comes before `b` in the keyset order of `query` (`_id`, or `_lastUpdated` then id, either way). */
 function comparer(query: SearchQuery): (a: Pick<ResourceVersion, 'id' | 'lastUpdated'>, b: Pick<ResourceVersion, 'id' | 'lastUpdated'>) => number {
   const keyset = keysetSort(query.sort)!;

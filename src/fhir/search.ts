@@ -28,7 +28,7 @@ import { checkOffset, MAX_OFFSET, parseOffset, searchAtOffset } from './search-o
 import { sortKeysOf } from './search-order.ts';
 import { carriedTotal, carryLinks, pageTotal, totalContext } from './search-total.ts';
 import { boundedValue } from '../store/index-limits.ts';
-import { PIN_MAX_CHANGES, pinMark, pinnedSearch } from './search-pin.ts';
+import { marksPin, PIN_MAX_CHANGES, pinMark, pinnedSearch } from './search-pin.ts';
 import type { PagePin } from './search-time.ts';
 
 export const DEFAULT_COUNT = 50;
@@ -1494,18 +1494,19 @@ async function searchPage(
  * `_cursor`; any other page as the store answers it. A later page whose cursor carried the write mark read
  * before the first page's query is read as the store answers it while the mark holds (nothing was written
  * since, so the as-of read would answer the same: pinMark), and carries the mark on; a page in that order
- * without a time (a first page) reads the mark before its query and carries it where it is exact.
+ * without a time (a first page) reads the mark before its query and carries it where it is exact; both only
+ * where the mark costs no round trip (marksPin).
  */
 async function plainRows(
   deps: FhirDeps, req: FhirRequest, query: SearchQuery, asOf: number | undefined, pin: PagePin | undefined, warnings: FhirIssue[],
 ): Promise<ResourceVersion[]> {
   const keyset = keysetSort(query.sort) !== undefined;
-  if (pin !== undefined && keyset && asOf === undefined) {
+  if (pin !== undefined && keyset && asOf === undefined && marksPin(deps, pin)) {
     const { mark, exact } = await pinMark(deps, req.tenant, pin);
     if (exact) pin.carry = mark;
   }
   if (asOf !== undefined && query.after !== undefined && keyset) {
-    if (pin?.carried !== undefined && (await pinMark(deps, req.tenant, pin)).mark === pin.carried) {
+    if (pin?.carried !== undefined && marksPin(deps, pin) && (await pinMark(deps, req.tenant, pin)).mark === pin.carried) {
       pin.carry = pin.carried;
       return deps.store.resources.search(req.tenant, query);
     }

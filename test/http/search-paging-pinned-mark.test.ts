@@ -71,6 +71,9 @@ await eachStore((kind, fresh) => {
       return { got: pages.flatMap(ids), pages, made };
     }
 
+    /** A later page with nothing written since: on SQLite, the mark alone; on PostgreSQL (a round trip) without _total, the changes since. */
+    const still = kind === 'sqlite' ? { history: 0, versionsSince: 0, vreadMany: 0, writeMark: 1 } : { history: 0, versionsSince: 1, vreadMany: 0, writeMark: 0 };
+
     test('in id order and newest first: no history read on a later page when nothing was written since the first', async () => {
       const family = `Still${++set}`;
       const made = await sixPatients('s', family);
@@ -78,7 +81,7 @@ await eachStore((kind, fresh) => {
         const { got, made: later } = await paged(query);
         expect(got).toEqual(order);
         expect(later).toHaveLength(2);
-        for (const c of later) expect(c).toEqual({ history: 0, versionsSince: 0, vreadMany: 0, writeMark: 1 });
+        for (const c of later) expect(c).toEqual(still);
       }
     });
 
@@ -95,14 +98,14 @@ await eachStore((kind, fresh) => {
       const m2 = pages.flatMap((p) => p.entry ?? []).find((e: Json) => e.resource.id === 'm2');
       expect(m2.resource.meta.versionId).toBe('1');
       // The third page reads which versions were written since (no texts) and m2's first version, the one within it.
-      expect(later[0]).toEqual({ history: 0, versionsSince: 0, vreadMany: 0, writeMark: 1 });
-      expect(later[1]).toEqual({ history: 0, versionsSince: 1, vreadMany: 1, writeMark: 1 });
+      expect(later[0]).toEqual(still);
+      expect(later[1]).toEqual({ ...still, versionsSince: 1, vreadMany: 1 });
     });
 
     test('a cursor without the mark (given before marks were carried) still pages as of the first page', async () => {
       const family = `Old${++set}`;
       const made = await sixPatients('o', family);
-      const first = await api.search(`Patient?family=${family}&_sort=_lastUpdated&_count=3`);
+      const first = await api.search(`Patient?family=${family}&_sort=_lastUpdated&_count=3&_total=accurate`);
       const next = new URL(link(first, 'next')!);
       const cursor = next.searchParams.get('_cursor')!;
       expect(cursor).toMatch(/~[0-9a-z]+\.[0-9]+$/);
@@ -113,7 +116,7 @@ await eachStore((kind, fresh) => {
       expect([...ids(first), ...ids(await api.search(below(next.toString())))]).toEqual(made);
     });
 
-    test('with _total, one write mark read a page serves both the carried total and the pin', async () => {
+    test('with _total, one write mark read a page serves both the carried total and the pin (on either store)', async () => {
       const family = `Total${++set}`;
       const made = await sixPatients('t', family);
       const { got, pages, made: later } = await paged(`Patient?family=${family}&_count=2&_total=accurate`);

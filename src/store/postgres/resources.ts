@@ -564,11 +564,13 @@ export function createPostgresResources(sql: Pg, keys: KeysConnection, genericSq
       }
     },
     async versionsSince(tenant, type, since, count) {
-      // Each branch is limited on its own too: past `count` in either table, the answer is `count` of them.
+      // Each branch is limited on its own too: past `count` in either table, the answer is `count` of them. Ordered by
+      // `last_updated` as history is, so that the plan walks the tables' `last_updated` indexes from `since` (without
+      // an order, a LIMIT let the generic plan scan the type's rows for the first few that match).
       const rows = await sql<{ id: string; version_id: number }[]>`
-        (SELECT id, version_id FROM resources WHERE tenant = ${tenant} AND type = ${type} AND last_updated >= ${since} LIMIT ${count})
+        (SELECT id, version_id FROM resources WHERE tenant = ${tenant} AND type = ${type} AND last_updated >= ${since} ORDER BY last_updated DESC LIMIT ${count})
         UNION ALL
-        (SELECT id, version_id FROM resource_history WHERE tenant = ${tenant} AND type = ${type} AND last_updated >= ${since} LIMIT ${count})
+        (SELECT id, version_id FROM resource_history WHERE tenant = ${tenant} AND type = ${type} AND last_updated >= ${since} ORDER BY last_updated DESC LIMIT ${count})
         LIMIT ${count}`;
       return rows.map((r) => ({ id: r.id, versionId: r.version_id }));
     },

@@ -212,8 +212,8 @@ describe('model 23', () => {
     expect(changed.length).toBe(75);
     expect(changed).toContain('Σ');
     expect(since22(`{"resourceType":"Patient","text":{"status":"generated","div":"<div xmlns=\\"${XHTML}\\">Müller &amp; José &#233; &#x4e2d;</div>"},"name":[{"family":"Müller"}]}`)).toBe(false);
-    // The words alone are written again; full-text conditions wait, others do not.
-    expect(tablesSince(22)).toEqual(['search_text']);
+    // Model 23 writes the words alone again (later models' tables aside); full-text conditions wait, others do not.
+    expect(tablesSince(22)!.filter((t) => !tablesSince(23)!.includes(t))).toEqual(['search_text']);
     const query = (c: Json) => ({ type: 'Patient', where: [c], sort: [], count: 10 }) as never;
     expect(readsRowsBeingRebuilt(22, query({ kind: 'text', field: 'content', values: [[{ word: 'soren', prefix: false }]] }))).toBe(true);
     expect(readsRowsBeingRebuilt(22, query({ kind: 'string', param: 'family', values: [{ value: 'soren', match: 'prefix' }] }))).toBe(false);

@@ -24,6 +24,8 @@ function inputServer() {
   const files: Record<string, () => Response> = {
     '/patients.ndjson': () => new Response(line(pat('a1')) + line(pat('a2')) + line(pat('a3'))),
     '/mixed.ndjson': () => new Response(line(pat('m1')) + '{not json\n' + line(pat('m2', { gender: 'sometimes' })) + '\n' + line(pat('m3'))),
+    // Line 2's id is not a FHIR id (a 400 naming `id`, not a validation's 422).
+    '/bad-id.ndjson': () => new Response(line(pat('b1')) + line(pat('b_2!')) + line(pat('b3'))),
     // Line 2 in Latin-1 (M\xfcller: byte 0xFC), the others UTF-8; gzipped too.
     '/latin1.ndjson': () => new Response(LATIN1_LINES),
     '/latin1.ndjson.gz': () => new Response(gzipSync(LATIN1_LINES)),
@@ -139,6 +141,18 @@ await eachStore((kind, fresh) => {
       expect(issues[1]).toMatchObject({ severity: 'error', expression: ['Patient.gender'] });
       expect((await read('Patient/m3')).status).toBe(200);
       expect((await read('Patient/m2')).status).toBe(404);
+    });
+
+    test("a line whose id is not a FHIR id is a failed line naming the element, as the REST API's 400 does; the others are imported", async () => {
+      const body = await done(await accepted(params([['Patient', files.url('/bad-id.ndjson')]])));
+      expect(body.output).toEqual([{ type: 'Patient', inputUrl: files.url('/bad-id.ndjson'), count: 2, unchanged: 0 }]);
+      expect(body.error).toHaveLength(1);
+      const issues = body.error[0].outcome.issue as Json[];
+      expect(issues).toHaveLength(1);
+      expect(issues[0]).toMatchObject({ severity: 'error', location: ['Line[2]'], expression: ['id'] });
+      expect(issues[0].diagnostics).toStartWith('line 2: ');
+      expect(issues[0].diagnostics).toContain('b_2!');
+      for (const id of ['b1', 'b3']) expect((await read(`Patient/${id}`)).status).toBe(200);
     });
 
     test('a line that is not UTF-8 is a failed line at its Line[n], naming its offsets and element; the lines around it are imported (plain and gzip)', async () => {

@@ -118,7 +118,7 @@ describe('cinder import: NDJSON', () => {
     const summary = JSON.parse(r.stdout);
     expect(summary).toEqual({
       tenant: 't1', files: 1, imported: 1, unchanged: 0, failed: 1, seconds: expect.any(Number), resourcesPerSecond: expect.any(Number),
-      errors: [{ file: path, line: 2, message: expect.stringMatching(/^malformed JSON/) }], warnings: [],
+      errors: [{ file: path, line: 2, message: expect.stringMatching(/^malformed JSON/), issues: [expect.objectContaining({ severity: 'error', code: 'structure' })] }], warnings: [],
     });
   });
 

@@ -1,6 +1,5 @@
 import { FhirError, type FhirIssue } from '../../errors.ts';
 import { openStringPath } from '../exact-json.ts';
-import { NotUtf8Error } from '../utf8.ts';
 import { mayBeStored, prepareVersion, refusedVersion, type PreparedVersion } from '../prepared.ts';
 import { newId, type Resource } from '../resource.ts';
 import { requireValid } from '../validation/check.ts';
@@ -125,7 +124,8 @@ function wrongType(found: string, type: string): FhirError {
 
 function lineIssue(line: number, err: Error): LineIssue {
   const issue: LineIssue = { line, message: err.message };
-  // An invalid resource's problems, or the element a byte that is not UTF-8 falls in.
-  if (err instanceof FhirError && (err.status === 422 || (err.cause instanceof NotUtf8Error && err.issues[0]?.expression))) issue.issues = err.issues;
+  // Its problems as the error states them, each with its element where known (an invalid resource's, a bad id's, the
+  // element a byte that is not UTF-8 falls in): the error file names them as a REST response would.
+  if (err instanceof FhirError) issue.issues = err.issues;
   return issue;
 }

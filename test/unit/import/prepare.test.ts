@@ -227,8 +227,9 @@ describe('prepareNdjson', () => {
     expect(versions.map((v) => v.id).filter((id) => id !== 'a' && id !== 'b')).toHaveLength(1);
     expect([versions[0]!.id, versions[2]!.id]).toEqual(['a', 'b']);
     expect(chunks.flatMap((c) => c.issues)).toEqual([
-      { line: 4, message: expect.stringContaining('malformed JSON') },
-      { line: 6, message: "Unknown resource type 'Spaceship'" },
+      { line: 4, message: expect.stringContaining('malformed JSON'), issues: [expect.objectContaining({ severity: 'error', code: 'structure' })] },
+      // Every error's issues, the element they name included.
+      { line: 6, message: "Unknown resource type 'Spaceship'", issues: [expect.objectContaining({ code: 'not-supported', expression: ['resourceType'] })] },
     ]);
   });
 

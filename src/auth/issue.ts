@@ -1,5 +1,5 @@
 import { OAuthError } from '../errors.ts';
-import type { Client, FhirContextItem, User } from '../store/types.ts';
+import type { Client, FhirContextItem, RevocationQuery, User } from '../store/types.ts';
 import { OFFLINE_SCOPES, patientOf, scopesForUser, unreadableScopes, userClaims } from './claims.ts';
 import { fhirBaseOf } from '../config.ts';
 import type { AuthDeps } from './deps.ts';
@@ -55,18 +55,31 @@ export function stillRegistered(client: Client, scopes: string[]): string[] {
 }
 
 /**
- * The grant's user, who must still exist and be enabled, and when they were read (taken before the read). A
- * sign-in at `authTime` that a user revocation (`cinder user update --password-stdin`, disable, delete) came at or
- * after is refused too: its code, or a login ticket's, gives no tokens though the user may be enabled again.
+ * The grant's user, who must still exist and be enabled, and when they were read (taken before the read; the record
+ * carries the number of their last revocation, User.revocationSeq, which the access token states as `urs`). A
+ * sign-in that a user revocation (`cinder user update --password-stdin`, disable, delete) came after is refused too:
+ * its code, or a login ticket's, gives no tokens though the user may be enabled again. "After" is told by the
+ * revocation's number where the sign-in kept the user record's (`authRevocationSeq`), else by its time (`authTime`).
  */
-export async function grantUser(deps: AuthDeps, tenant: string, userId: string, authTime: number): Promise<{ user: User; userReadAt: number }> {
+export async function grantUser(deps: AuthDeps, tenant: string, userId: string, signIn: SignInMark): Promise<{ user: User; userReadAt: number }> {
   const userReadAt = deps.clock.now();
   const user = await deps.store.users.get(tenant, userId);
   if (!user || user.disabled) throw new OAuthError('invalid_grant', 'the user of this grant no longer exists or is disabled');
-  if (await deps.store.oauth.isRevoked({ user: { id: userId, readAt: authTime } })) {
+  if (await deps.store.oauth.isRevoked({ user: signedInUser(userId, signIn) })) {
     throw new OAuthError('invalid_grant', "the user's tokens were revoked after this sign-in (a new password, or a disable): sign in again");
   }
   return { user, userReadAt };
+}
+
+/** When a user signed in (epoch ms) and the number of their last revocation then (User.revocationSeq), where kept. */
+export interface SignInMark {
+  authTime: number;
+  authRevocationSeq?: number;
+}
+
+/** The revocation query of a sign-in (RevocationQuery.user): by the number where it was kept, else by the time. */
+export function signedInUser(userId: string, s: SignInMark): NonNullable<RevocationQuery['user']> {
+  return { id: userId, readAt: s.authTime, ...(s.authRevocationSeq !== undefined && { seq: s.authRevocationSeq }) };
 }
 
 /** Revokes every token issued from a grant (RFC 9700 4.4: code replay; RFC 7009 2.1: refresh token revocation). */
@@ -180,6 +193,7 @@ export async function issueUserTokens(deps: AuthDeps, g: UserGrant, user: User):
     crt: deps.clients.readAt(g.client), urt: g.userReadAt,
   };
   if (g.client.revocationSeq !== undefined) claims.crs = g.client.revocationSeq;
+  if (user.revocationSeq !== undefined) claims.urs = user.revocationSeq;
   const fhirUser = readable('fhirUser') ? absoluteFhirUser(fhirBase, user.fhirUser) : undefined;
   if (fhirUser) claims.fhirUser = fhirUser;
   if (patient) Object.assign(claims, { patient }, context);

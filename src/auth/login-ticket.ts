@@ -15,6 +15,8 @@ export interface LoginTicket {
   userId: string;
   /** Epoch ms of the sign-in. */
   authTime: number;
+  /** The number of the user's last revocation when they signed in (User.revocationSeq of the record checked). */
+  authRevocationSeq?: number;
 }
 
 /** A ticket that is missing, forged, expired, or issued for another request or user. */
@@ -36,7 +38,9 @@ const KIND = { typ: TYP, ttl: LOGIN_TICKET_TTL_S };
  * finish this sign-in.
  */
 export function signLoginTicket(deps: AuthDeps, req: AuthorizationRequest, t: LoginTicket): Promise<string> {
-  return signServerJws(deps, KIND, { tenant: t.tenant, client_id: req.client.clientId, auth_ms: t.authTime, req: requestDigest(req) }, t.userId);
+  return signServerJws(deps, KIND, {
+    tenant: t.tenant, client_id: req.client.clientId, auth_ms: t.authTime, ...(t.authRevocationSeq !== undefined && { auth_rs: t.authRevocationSeq }), req: requestDigest(req),
+  }, t.userId);
 }
 
 const REFUSALS: Record<ServerJwsRefusal, string> = {
@@ -55,6 +59,8 @@ export async function verifyLoginTicket(deps: AuthDeps, req: AuthorizationReques
   if (p.client_id !== req.client.clientId || p.tenant !== req.client.tenant || p.req !== requestDigest(req)) {
     throw new LoginTicketError('the sign-in ticket was issued for another authorization request');
   }
-  if (typeof p.auth_ms !== 'number' || typeof p.sub !== 'string') throw new LoginTicketError('the sign-in ticket lacks its claims');
-  return { tenant: p.tenant, userId: p.sub, authTime: p.auth_ms };
+  if (typeof p.auth_ms !== 'number' || typeof p.sub !== 'string' || (p.auth_rs !== undefined && typeof p.auth_rs !== 'number')) {
+    throw new LoginTicketError('the sign-in ticket lacks its claims');
+  }
+  return { tenant: p.tenant, userId: p.sub, authTime: p.auth_ms, ...(typeof p.auth_rs === 'number' && { authRevocationSeq: p.auth_rs }) };
 }

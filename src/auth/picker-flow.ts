@@ -4,6 +4,7 @@ import { issueCode, redirectWith, type AuthorizationRequest } from './authorize.
 import { scopesForUser } from './claims.ts';
 import type { AuthDeps } from './deps.ts';
 import { launchedContext, standaloneContext } from './grant-context.ts';
+import { signedInUser, type SignInMark } from './issue.ts';
 import { LoginTicketError, signLoginTicket, verifyLoginTicket } from './login-ticket.ts';
 import type { LaunchContext } from './launch.ts';
 import {
@@ -47,10 +48,11 @@ export interface PickerInput {
   patient: string | null;
 }
 
+/** The user who signed in, when, and the number of their last revocation then (the sign-in's mark, carried by the ticket). */
 interface SignedInUser {
   user: User;
   ticket: string;
-  authTime: number;
+  mark: SignInMark;
 }
 
 interface ListAt {
@@ -96,7 +98,7 @@ async function listing(deps: AuthDeps, req: AuthorizationRequest, s: SignedInUse
  * a guardian open whichever patient a launch names (a refresh goes on during a reindex only for a patient checked when
  * it was chosen: issue.ts chosenPatientHeld).
  */
-async function launchedSignIn(deps: AuthDeps, req: AuthorizationRequest, launch: LaunchContext, user: User, authTime: number): Promise<AuthorizeStep> {
+async function launchedSignIn(deps: AuthDeps, req: AuthorizationRequest, launch: LaunchContext, user: User, mark: SignInMark): Promise<AuthorizeStep> {
   let may: boolean;
   try {
     may = await mayHaveInContext(deps, req.client.clientId, user, launch.patient);
@@ -110,7 +112,7 @@ async function launchedSignIn(deps: AuthDeps, req: AuthorizationRequest, launch:
     const description = "the signed-in user may not open the launched patient's record";
     return { kind: 'redirect', location: redirectWith(req.redirectUri, { error: 'access_denied', error_description: description, state: req.state, iss: deps.config.baseUrl }) };
   }
-  return { kind: 'redirect', location: await issueCode(deps, req, { user, authTime, ...launchedContext(launch) }) };
+  return { kind: 'redirect', location: await issueCode(deps, req, { user, ...mark, ...launchedContext(launch) }) };
 }
 
 /**
@@ -129,10 +131,12 @@ function heldBy(req: AuthorizationRequest, user: User): AuthorizationRequest {
  */
 export async function completeSignIn(deps: AuthDeps, granted: AuthorizationRequest, user: User, authTime: number): Promise<AuthorizeStep> {
   const req = heldBy(granted, user);
-  if (req.launch !== null) return launchedSignIn(deps, req, req.launch, user, authTime);
-  if (!needsPatientPicker(req.scopes, user, deps.config.baseUrl)) return { kind: 'redirect', location: await issueCode(deps, req, { user, authTime, ...standaloneContext(null) }) };
-  const ticket = await signLoginTicket(deps, req, { tenant: user.tenant, userId: user.id, authTime });
-  return listing(deps, req, { user, ticket, authTime }, { name: '', query: '', page: null }, 200);
+  // The record the password was checked against states the number of the user's last revocation: a later one refuses the sign-in.
+  const mark: SignInMark = { authTime, ...(user.revocationSeq !== undefined && { authRevocationSeq: user.revocationSeq }) };
+  if (req.launch !== null) return launchedSignIn(deps, req, req.launch, user, mark);
+  if (!needsPatientPicker(req.scopes, user, deps.config.baseUrl)) return { kind: 'redirect', location: await issueCode(deps, req, { user, ...mark, ...standaloneContext(null) }) };
+  const ticket = await signLoginTicket(deps, req, { tenant: user.tenant, userId: user.id, ...mark });
+  return listing(deps, req, { user, ticket, mark }, { name: '', query: '', page: null }, 200);
 }
 
 /** The chosen patient, checked again on the server, on the code; or the picker again with the reason. */
@@ -151,7 +155,7 @@ async function pick(deps: AuthDeps, req: AuthorizationRequest, s: SignedInUser, 
     deps.log.info('patient picker: patient refused', { tenant: s.user.tenant, clientId: req.client.clientId, userId: s.user.id });
     return listing(deps, req, s, here, 400, 'That patient cannot be chosen. Choose one from the list.');
   }
-  return { kind: 'redirect', location: await issueCode(deps, req, { user: s.user, authTime: s.authTime, ...standaloneContext(input.patient) }) };
+  return { kind: 'redirect', location: await issueCode(deps, req, { user: s.user, ...s.mark, ...standaloneContext(input.patient) }) };
 }
 
 /**
@@ -162,11 +166,13 @@ export async function pickerStep(deps: AuthDeps, granted: AuthorizationRequest, 
   const t = await verifyLoginTicket(deps, granted, input.ticket);
   const user = await deps.store.users.get(t.tenant, t.userId);
   if (!user || user.disabled) throw new LoginTicketError('the user who signed in no longer exists or is disabled');
-  // A sign-in that a revocation of the user's tokens came at or after (a new password, a disable) goes no further, as its code would not (grantUser).
-  if (await deps.store.oauth.isRevoked({ user: { id: user.id, readAt: t.authTime } })) throw new LoginTicketError("the user's tokens were revoked after this sign-in");
+  // A sign-in that a revocation of the user's tokens came after (a new password, a disable) goes no further, as its code would not (grantUser):
+  // by the revocation's number where the ticket states the sign-in's, else by its time.
+  const mark: SignInMark = { authTime: t.authTime, ...(t.authRevocationSeq !== undefined && { authRevocationSeq: t.authRevocationSeq }) };
+  if (await deps.store.oauth.isRevoked({ user: signedInUser(user.id, mark) })) throw new LoginTicketError("the user's tokens were revoked after this sign-in");
   const req = heldBy(granted, user);
   if (req.launch !== null || !needsPatientPicker(req.scopes, user, deps.config.baseUrl)) throw new LoginTicketError('this sign-in has no patient to choose');
-  const s: SignedInUser = { user, ticket: input.ticket!, authTime: t.authTime };
+  const s: SignedInUser = { user, ticket: input.ticket!, mark };
   switch (input.action) {
     case 'search': return listing(deps, req, s, { name: input.name, query: input.name, page: null }, 200);
     case 'next': return listing(deps, req, s, { name: input.name, query: input.query, page: input.next }, 200);

@@ -18,16 +18,16 @@ export const PRINCIPAL_REVOCATION_MARGIN_MS = CLIENT_CACHE_TTL_MS;
  * The revocation query of a verified access token (the store's `isRevoked`, and this list): a client or user
  * revocation made after their record was read to issue the token refuses it. A token issued after a client was
  * enabled again, on a record read after it, passes; one a process issued on a record it still held from before a
- * disable is refused. For a client, "after" is told by the database's numbering of revocations where the token
- * states the record's (`crs`): a server whose clock runs behind the database's (or the command line's) no longer
- * refuses, for that lag, the tokens it issued after a change; else by the time the record was read (`crt`).
+ * disable is refused. "After" is told by the database's numbering of revocations where the token states the record's
+ * (`crs`, `urs`): a server whose clock runs behind the database's (or the command line's) no longer refuses, for that
+ * lag, the tokens it issued after a change; else by the time the record was read (`crt`, `urt`).
  */
 export function revocationQuery(token: VerifiedToken): RevocationQuery {
   const legacy = token.iat * 1000 - PRINCIPAL_REVOCATION_MARGIN_MS;
   return {
     jti: token.jti, grantId: token.gid ?? null,
     client: { id: token.client_id, readAt: token.crt ?? legacy, ...(token.crs !== undefined && { seq: token.crs }) },
-    ...(token.gid !== undefined && { user: { id: token.sub, readAt: token.urt ?? legacy } }),
+    ...(token.gid !== undefined && { user: { id: token.sub, readAt: token.urt ?? legacy, ...(token.urs !== undefined && { seq: token.urs }) } }),
   };
 }
 
@@ -81,7 +81,7 @@ export function createRevocationList(store: Store, clock: Clock, pollMs = REVOCA
     if (revoked.has(key('jti', token.jti))) return true;
     // As revocationQuery says, without building one on this hot path.
     const legacy = token.iat * 1000 - PRINCIPAL_REVOCATION_MARGIN_MS;
-    if (token.gid !== undefined && (revoked.has(key('grant', token.gid)) || principalRevoked('user', token.sub, token.urt ?? legacy))) return true;
+    if (token.gid !== undefined && (revoked.has(key('grant', token.gid)) || principalRevoked('user', token.sub, token.urt ?? legacy, token.urs))) return true;
     const crt = token.crt ?? legacy;
     return principalRevoked('client', token.client_id, crt, token.crs) || principalRevoked('client-access', token.client_id, crt, token.crs);
   }

@@ -40,6 +40,11 @@ export interface AccessClaims {
   crs?: number;
   /** When the user the token was issued to was read (epoch ms), for a user revocation likewise. */
   urt?: number;
+  /**
+   * The number of the last revocation of the user's tokens committed when their record was read (User.revocationSeq),
+   * for a user revocation as `crs` is for a client's; a token without it (issued by an older release) is judged by `urt`.
+   */
+  urs?: number;
 }
 
 export type VerifiedToken = AccessClaims & { exp: number; iat: number; jti: string; iss: string };

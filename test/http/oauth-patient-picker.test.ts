@@ -405,6 +405,28 @@ for (const target of targets) {
       expect((await pick(await open('picker-off'), 'p-ann')).res.status).toBe(303);
     });
 
+    test("a user change recorded by a clock ahead of the server's: a sign-in before it picks nothing, one after it picks at once and its token reads", async () => {
+      const ahead = { now: () => t.clock.now() + 10 * 60_000 };
+      await user('picker-ahead', null);
+      const before = await open('picker-ahead');
+      t.clock.advance(1);
+      await updateUser(t.store, ahead, 't1', 'picker-ahead', { password: 'a new long password' });
+      const r = await pick(before, 'p-ann');
+      expect(r.res.status).toBe(403);
+      expect(r.html).toContain('Sign-in expired');
+      // Signed in after the change, the server's clock ten minutes behind the change's; the ticket carries the sign-in's number.
+      const res = await signIn(t, { clientId: c.id, scope: SCOPE, state: 'st', nonce: 'n-1' }, 'picker-ahead', 'a new long password');
+      const html = await res.text();
+      const after = await search({ res, html, fields: hiddenFields(html), cookie: csrfCookie(res) }, 'Smith');
+      expect(after.res.status).toBe(200);
+      const code = redirectParams((await pick(after, 'p-ann')).res).get('code')!;
+      const redeemed = await redeem(t, code, c);
+      expect(redeemed.status).toBe(200);
+      const tokens = (await redeemed.json()) as Tokens;
+      expect(tokens.patient).toBe('p-ann');
+      expect((await fhirClient(t, tokens.access_token).get('Patient/p-ann')).status).toBe(200);
+    });
+
     test("a RelatedPerson whose record no longer names the grant's patient refreshes nothing for it: invalid_grant, the refresh token inactive", async () => {
       // Earlier tests moved the clock past the suite's admin token.
       const api = fhirClient(t, await t.token());

@@ -7,9 +7,11 @@
 import { describe, expect, test } from 'bun:test';
 import { createClient } from '../../src/auth/admin.ts';
 import { disableClient, enableClient, updateClient } from '../../src/auth/client-lifecycle.ts';
+import { disableUser, enableUser, updateUser } from '../../src/auth/user-lifecycle.ts';
 import type { Clock } from '../../src/clock.ts';
 import { createTestApp, fhirInit } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
+import { basic, PASSWORD, post, redeem, signIn, testUser, userClient } from '../helpers/oauth.ts';
 
 /** Past the app's client cache and revocation poll (5 s each). */
 const PAST_CACHES_MS = 6_000;
@@ -87,6 +89,73 @@ await eachStore((kind, fresh) => {
           body: new URLSearchParams({ token: enabled }),
         });
         expect(((await introspected.json()) as { active: boolean }).active).toBe(true);
+      } finally {
+        await t.close();
+      }
+    });
+  });
+
+  describe(`a user change recorded by a clock ahead of the server's (a database ahead of it, as \`cinder user\` raises its clock to), on ${kind}`, () => {
+    /** How far the clock that records the change (the database's, for \`cinder user\`) runs ahead of the server's. */
+    const LEAD_MS = 10 * 60_000;
+    const NEW_PASSWORD = 'a new horse battery staple';
+
+    test("a sign-in after the change gets tokens that pass at once; its refresh too; a code of a sign-in before it gets none", async () => {
+      const t = await createTestApp({ store: await fresh() });
+      try {
+        const c = await userClient(t);
+        await testUser(t, { fhirUser: 'Practitioner/d1' });
+        const ahead: Clock = { now: () => t.clock.now() + LEAD_MS };
+        const codeOf = async (password: string) => {
+          const res = await signIn(t, { clientId: c.id, scope: 'openid offline_access user/*.read' }, 'alice', password);
+          expect(res.status).toBe(303);
+          return new URL(res.headers.get('location')!).searchParams.get('code')!;
+        };
+        const tokens = async (code: string) => {
+          const res = await redeem(t, code, c);
+          return { status: res.status, body: (await res.json()) as { access_token: string; refresh_token: string; error?: string } };
+        };
+        const refreshed = async (refreshToken: string) =>
+          (await post(t, { grant_type: 'refresh_token', refresh_token: refreshToken }, { authorization: basic(c.id, c.secret!) })).status;
+        const read = async (token: string) => (await t.request(`${t.fhir()}/Patient`, fhirInit(token))).status;
+        const active = async (token: string) => {
+          const res = await post(t, { token }, { authorization: basic(c.id, c.secret!) }, '/oauth2/introspect');
+          return ((await res.json()) as { active: boolean }).active;
+        };
+
+        const before = (await tokens(await codeOf(PASSWORD))).body;
+        expect(await read(before.access_token)).toBe(200);
+        // Signed in before the change, redeemed after it.
+        const pending = await codeOf(PASSWORD);
+
+        t.clock.advance(1_000);
+        const { tokensRevoked } = await updateUser(t.store, ahead, 't1', 'alice', { password: NEW_PASSWORD });
+        expect(tokensRevoked).toBe(true);
+        t.clock.advance(PAST_CACHES_MS);
+        expect(await read(before.access_token)).toBe(401);
+        expect(await refreshed(before.refresh_token)).toBe(400);
+        expect(await tokens(pending)).toMatchObject({ status: 400, body: { error: 'invalid_grant' } });
+
+        // Signed in after the change: the server's clock is ten minutes behind the change's.
+        const after = await tokens(await codeOf(NEW_PASSWORD));
+        expect(after.status).toBe(200);
+        expect(await read(after.body.access_token)).toBe(200);
+        expect(await active(after.body.access_token)).toBe(true);
+        expect(await refreshed(after.body.refresh_token)).toBe(200);
+
+        t.clock.advance(1_000);
+        await disableUser(t.store, ahead, 't1', 'alice');
+        t.clock.advance(PAST_CACHES_MS);
+        expect(await read(after.body.access_token)).toBe(401);
+        expect(await refreshed(after.body.refresh_token)).toBe(400);
+        await enableUser(t.store, 't1', 'alice');
+        const enabled = await tokens(await codeOf(NEW_PASSWORD));
+        expect(enabled.status).toBe(200);
+        t.clock.advance(PAST_CACHES_MS);
+        expect(await read(enabled.body.access_token)).toBe(200);
+        // Its introspection says so too (the store's isRevoked, not the server's list).
+        expect(await active(enabled.body.access_token)).toBe(true);
+        expect(await refreshed(enabled.body.refresh_token)).toBe(200);
       } finally {
         await t.close();
       }

@@ -98,7 +98,7 @@ export const authorizationCode: Grant = {
     // resource scopes the client's registration no longer implies.
     const scopes = stillRegistered(client, splitScopes(code.scope)).filter((s) => !OFFLINE_SCOPES.includes(s) || mayHoldRefreshTokens(client));
     checkReadableScopes(client, scopes);
-    const { user, userReadAt } = await grantUser(deps, code.tenant, code.userId, code.authTime);
+    const { user, userReadAt } = await grantUser(deps, code.tenant, code.userId, code);
     const grant = {
       client, tenant: code.tenant, userId: code.userId, scopes, grantId: code.grantId, authTime: code.authTime, nonce: code.nonce, userReadAt,
       ...grantContext(code),
@@ -110,7 +110,7 @@ export const authorizationCode: Grant = {
       const now = deps.clock.now();
       await deps.store.oauth.createRefreshToken({
         tokenHash: sha256Hex(refresh), grantId: code.grantId, clientId: client.clientId, tenant: code.tenant, userId: code.userId,
-        scope: body.scope, authTime: code.authTime, createdAt: now, expiresAt: now + deps.config.refreshTokenTtl * 1000, revokedAt: null,
+        scope: body.scope, authTime: code.authTime, ...(code.authRevocationSeq !== undefined && { authRevocationSeq: code.authRevocationSeq }), createdAt: now, expiresAt: now + deps.config.refreshTokenTtl * 1000, revokedAt: null,
         ...grantContext(code),
       });
       body.refresh_token = refresh;

@@ -64,7 +64,7 @@ export const refreshToken: Grant = {
     const value = form.get('refresh_token');
     if (!value) throw new OAuthError('invalid_request', 'refresh_token is required');
     const t = await usableToken(deps, value, client.clientId);
-    const { user, userReadAt } = await grantUser(deps, t.tenant, t.userId, t.authTime);
+    const { user, userReadAt } = await grantUser(deps, t.tenant, t.userId, t);
     const granted = stillRegistered(client, splitScopes(t.scope));
     const patient = patientInContext(scopesForUser(granted, user), t.patient, user, deps.config.baseUrl);
     if (!(await chosenPatientHeld(deps, client.clientId, user, t.patient, patient))) {

@@ -139,6 +139,13 @@ export interface User {
    * the user's authority before it notifies nothing more (src/fhir/subscriptions/owner.ts).
    */
   tokensRevokedAt: number | null;
+  /**
+   * The number (the database's order, Revocation.seq) of the last revocation of the user's tokens (`user`) committed
+   * when the record was read, 0 for none; only on a record the store read (get, getMany, byUsername). A sign-in on the
+   * record and the tokens issued on it carry it, and a user revocation numbered above it refuses them: whether the
+   * record was read after the revocation is told by the database's numbering, not by comparing two machines' clocks.
+   */
+  revocationSeq?: number;
 }
 
 export interface UserRepo {

@@ -35,6 +35,12 @@ export interface AuthCode {
   /** PKCE S256 challenge, or null when the request had none. */
   codeChallenge: string | null;
   authTime: number;
+  /**
+   * The number of the user's last revocation committed when they signed in (User.revocationSeq of the record their
+   * password was checked against): a user revocation numbered above it refuses the grant. Absent in codes written
+   * before it was kept (judged by `authTime`).
+   */
+  authRevocationSeq?: number;
   expiresAt: number;
   consumedAt: number | null;
   /**
@@ -62,6 +68,8 @@ export interface RefreshToken {
   userId: string;
   scope: string;
   authTime: number;
+  /** The sign-in's number (AuthCode.authRevocationSeq), kept for every refresh; absent in older tokens (judged by `authTime`). */
+  authRevocationSeq?: number;
   createdAt: number;
   expiresAt: number;
   revokedAt: number | null;
@@ -103,8 +111,11 @@ export interface RevocationQuery {
   grantId?: string | null;
   /** `seq`: the client record's Client.revocationSeq, when the token states it (`crs`): compared with the revocation's number, not its time. */
   client?: { id: string; readAt: number; seq?: number };
-  /** Asked only of tokens issued to a signed-in user. */
-  user?: { id: string; readAt: number };
+  /**
+   * Asked only of tokens issued to a signed-in user, and of sign-ins. `seq`: the user record's User.revocationSeq, when
+   * the token (`urs`) or the sign-in (AuthCode.authRevocationSeq) states it: compared with the revocation's number, not its time.
+   */
+  user?: { id: string; readAt: number; seq?: number };
 }
 
 /**

@@ -847,4 +847,17 @@ UPDATE index_state SET value = 23 WHERE name = 'model' AND NOT EXISTS (SELECT 1 
 UPDATE index_state SET value = 24 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
 `,
   },
+  {
+    version: 54,
+    name: 'sign_in_revocation_seq',
+    sql: `
+-- The number of the user's last revocation committed when they signed in (User.revocationSeq of the record their
+-- password was checked against), carried from the authorization code to the refresh tokens of its grant: a user
+-- revocation numbered above it refuses the grant (src/auth/issue.ts grantUser), whatever the clocks of the server
+-- that stamped \`auth_time\` and of whoever recorded the revocation say. NULL in rows written before this migration
+-- (and by an older release): those are judged by \`auth_time\`, as before.
+ALTER TABLE auth_codes ADD COLUMN auth_revocation_seq BIGINT;
+ALTER TABLE refresh_tokens ADD COLUMN auth_revocation_seq BIGINT;
+`,
+  },
 ];

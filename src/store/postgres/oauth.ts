@@ -7,7 +7,7 @@ import { dbNowOf } from './export-jobs.ts';
 import { transaction } from './transaction.ts';
 
 /**
- * Codes, refresh tokens, revocations and client-assertion jtis on Postgres (migrations 2, 22, 23, 27 and revocation_sequence). Code
+ * Codes, refresh tokens, revocations and client-assertion jtis on Postgres (migrations 2, 22, 23, 27, revocation_sequence and sign_in_revocation_seq). Code
  * redemption is one conditional UPDATE: under READ COMMITTED a concurrent redeemer waits for the
  * winner's commit, re-checks `consumed_at IS NULL` and updates nothing.
  */
@@ -68,11 +68,13 @@ export function createPostgresOAuth(sql: Pg): OAuthRepo {
         SELECT 1 FROM revocations
         WHERE (kind = 'jti' AND value = ${q.jti ?? ''}) OR (kind = 'grant' AND value = ${q.grantId ?? ''})
            OR (kind IN ('client', 'client-access') AND value = ${q.client?.id ?? ''} AND CASE
-                 -- By its number where the token states the record's (crs), else by its time; a row numbered 0
-                 -- (recorded before revocations were numbered) by its time.
+                 -- By its number where the token states the record's (crs; for a user's below, urs or the sign-in's),
+                 -- else by its time; a row numbered 0 (recorded before revocations were numbered) by its time.
                  WHEN ${q.client?.seq ?? -1}::bigint >= 0 AND seq > 0 THEN seq > ${q.client?.seq ?? -1}::bigint
                  ELSE revoked_at >= ${q.client?.readAt ?? 0} END)
-           OR (kind = 'user' AND value = ${q.user?.id ?? ''} AND revoked_at >= ${q.user?.readAt ?? 0})
+           OR (kind = 'user' AND value = ${q.user?.id ?? ''} AND CASE
+                 WHEN ${q.user?.seq ?? -1}::bigint >= 0 AND seq > 0 THEN seq > ${q.user?.seq ?? -1}::bigint
+                 ELSE revoked_at >= ${q.user?.readAt ?? 0} END)
         LIMIT 1`;
       return rows.length > 0;
     },

@@ -3,6 +3,9 @@ import { toUser, userRow } from '../rows/users.ts';
 import type { UserRow } from '../rows/users.ts';
 import { asConflict, type Pg } from './db.ts';
 
+/** The number of the last revocation of a user's tokens committed, read with their record (rows/users.ts USER_COLUMNS). */
+const revocationSeq = (sql: Pg) => sql`(SELECT MAX(seq) FROM revocations WHERE kind = 'user' AND value = users.id) AS revocation_seq`;
+
 /** Users on Postgres; a username taken in the tenant raises StoreConflictError. */
 export function createPostgresUsers(sql: Pg): UserRepo {
   return {
@@ -14,16 +17,16 @@ export function createPostgresUsers(sql: Pg): UserRepo {
       }
     },
     async get(tenant, id) {
-      const [r] = await sql<UserRow[]>`SELECT * FROM users WHERE tenant = ${tenant} AND id = ${id}`;
+      const [r] = await sql<UserRow[]>`SELECT users.*, ${revocationSeq(sql)} FROM users WHERE tenant = ${tenant} AND id = ${id}`;
       return r ? toUser(r) : null;
     },
     async getMany(tenant, ids) {
       if (!ids.length) return [];
-      const rows = await sql<UserRow[]>`SELECT * FROM users WHERE tenant = ${tenant} AND id = ANY(${ids as string[]}::text[])`;
+      const rows = await sql<UserRow[]>`SELECT users.*, ${revocationSeq(sql)} FROM users WHERE tenant = ${tenant} AND id = ANY(${ids as string[]}::text[])`;
       return rows.map(toUser);
     },
     async byUsername(tenant, username) {
-      const [r] = await sql<UserRow[]>`SELECT * FROM users WHERE tenant = ${tenant} AND username = ${username}`;
+      const [r] = await sql<UserRow[]>`SELECT users.*, ${revocationSeq(sql)} FROM users WHERE tenant = ${tenant} AND username = ${username}`;
       return r ? toUser(r) : null;
     },
     async list(tenant) {

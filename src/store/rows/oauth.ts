@@ -25,6 +25,8 @@ export type CodeRow = {
   fhir_context: string | null;
   /** Migration 24 (SQLite) / 27 (PostgreSQL): INTEGER 0/1 on SQLite, BOOLEAN on PostgreSQL; true in rows written before it. */
   need_patient_banner: boolean | number;
+  /** Migration sign_in_revocation_seq (SQLite 50, PostgreSQL 54): BIGINT on PostgreSQL; null in rows written before it. */
+  auth_revocation_seq: number | string | null;
 };
 
 /** A `refresh_tokens` row (the same columns on both adapters). */
@@ -47,6 +49,8 @@ export type RefreshRow = {
   fhir_context: string | null;
   /** As CodeRow.need_patient_banner. */
   need_patient_banner: boolean | number;
+  /** As CodeRow.auth_revocation_seq. */
+  auth_revocation_seq: number | string | null;
 };
 
 /** A `revocations` row. */
@@ -60,6 +64,8 @@ export interface RevocationRow {
 }
 
 const fromJson = (text: string | null): FhirContextItem[] | null => (text === null ? null : (JSON.parse(text) as FhirContextItem[]));
+/** A sign-in's number as stored, for the domain's optional field (absent in rows written before it). */
+const signInSeq = (v: number | string | null | undefined) => (v === null || v === undefined ? {} : { authRevocationSeq: Number(v) });
 const toJson = (items: FhirContextItem[] | null): string | null => (items === null ? null : JSON.stringify(items));
 
 /** Maps an `auth_codes` row to the domain AuthCode. */
@@ -68,7 +74,7 @@ export function toCode(r: CodeRow): AuthCode {
     codeHash: r.code_hash, grantId: r.grant_id, clientId: r.client_id, tenant: r.tenant, userId: r.user_id,
     redirectUri: r.redirect_uri, scope: r.scope, nonce: r.nonce, codeChallenge: r.code_challenge, authTime: r.auth_time,
     expiresAt: r.expires_at, consumedAt: r.consumed_at, patient: r.patient ?? null, encounter: r.encounter ?? null,
-    fhirContext: fromJson(r.fhir_context), needPatientBanner: Boolean(r.need_patient_banner),
+    fhirContext: fromJson(r.fhir_context), needPatientBanner: Boolean(r.need_patient_banner), ...signInSeq(r.auth_revocation_seq),
   };
 }
 
@@ -89,6 +95,7 @@ export function codeRow(c: AuthCode): CodeRow {
     code_hash: c.codeHash, grant_id: c.grantId, client_id: c.clientId, tenant: c.tenant, user_id: c.userId, redirect_uri: c.redirectUri,
     scope: c.scope, nonce: c.nonce, code_challenge: c.codeChallenge, auth_time: c.authTime, expires_at: c.expiresAt, consumed_at: c.consumedAt,
     patient: c.patient, encounter: c.encounter, fhir_context: toJson(c.fhirContext), need_patient_banner: c.needPatientBanner,
+    auth_revocation_seq: c.authRevocationSeq ?? null,
   };
 }
 
@@ -98,6 +105,7 @@ export function toRefresh(r: RefreshRow): RefreshToken {
     tokenHash: r.token_hash, grantId: r.grant_id, clientId: r.client_id, tenant: r.tenant, userId: r.user_id, scope: r.scope,
     authTime: r.auth_time, createdAt: r.created_at, expiresAt: r.expires_at, revokedAt: r.revoked_at, patient: r.patient ?? null,
     encounter: r.encounter ?? null, fhirContext: fromJson(r.fhir_context), needPatientBanner: Boolean(r.need_patient_banner),
+    ...signInSeq(r.auth_revocation_seq),
   };
 }
 
@@ -107,6 +115,7 @@ export function refreshRow(t: RefreshToken): RefreshRow {
     token_hash: t.tokenHash, grant_id: t.grantId, client_id: t.clientId, tenant: t.tenant, user_id: t.userId, scope: t.scope,
     auth_time: t.authTime, created_at: t.createdAt, expires_at: t.expiresAt, revoked_at: t.revokedAt, patient: t.patient,
     encounter: t.encounter, fhir_context: toJson(t.fhirContext), need_patient_banner: t.needPatientBanner,
+    auth_revocation_seq: t.authRevocationSeq ?? null,
   };
 }
 

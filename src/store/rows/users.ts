@@ -20,6 +20,8 @@ export type UserRow = {
   disabled: boolean | number;
   deleted_at: number | null;
   tokens_revoked_at: number | null;
+  /** Read with the record (USER_COLUMNS), never written. */
+  revocation_seq?: number | string | null;
 };
 
 /** Maps a User to its `users` row (booleans as they are: Postgres stores them, bun:sqlite binds them as 1/0). */
@@ -37,5 +39,12 @@ export function toUser(r: UserRow): User {
     id: r.id, tenant: r.tenant, username: r.username, passwordHash: r.password_hash, name: r.name, email: r.email,
     emailVerified: Boolean(r.email_verified), phone: r.phone, phoneVerified: Boolean(r.phone_verified), address: r.address,
     fhirUser: r.fhir_user, createdAt: r.created_at, disabled: Boolean(r.disabled), deletedAt: r.deleted_at, tokensRevokedAt: r.tokens_revoked_at ?? null,
+    ...(r.revocation_seq !== undefined && { revocationSeq: Number(r.revocation_seq ?? 0) }),
   };
 }
+
+/**
+ * What a read of user records selects (`FROM users`): the row and the number of the last revocation of the user's
+ * tokens committed (User.revocationSeq), in the same statement, so that the two are of one moment.
+ */
+export const USER_COLUMNS = "users.*, (SELECT MAX(seq) FROM revocations WHERE kind = 'user' AND value = users.id) AS revocation_seq";

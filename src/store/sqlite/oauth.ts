@@ -30,9 +30,9 @@ export function createSqliteOAuth(db: Database): OAuthRepo {
     async createCode(c) {
       db.query(
         `INSERT INTO auth_codes (code_hash, grant_id, client_id, tenant, user_id, redirect_uri, scope, nonce, code_challenge,
-           auth_time, expires_at, consumed_at, patient, encounter, fhir_context, need_patient_banner)
+           auth_time, expires_at, consumed_at, patient, encounter, fhir_context, need_patient_banner, auth_revocation_seq)
          VALUES ($code_hash, $grant_id, $client_id, $tenant, $user_id, $redirect_uri, $scope, $nonce, $code_challenge,
-           $auth_time, $expires_at, $consumed_at, $patient, $encounter, $fhir_context, $need_patient_banner)`,
+           $auth_time, $expires_at, $consumed_at, $patient, $encounter, $fhir_context, $need_patient_banner, $auth_revocation_seq)`,
       ).run(codeRow(c));
     },
     async redeemCode(codeHash, clientId, now, proof) {
@@ -56,9 +56,9 @@ export function createSqliteOAuth(db: Database): OAuthRepo {
     async createRefreshToken(t) {
       db.query(
         `INSERT INTO refresh_tokens (token_hash, grant_id, client_id, tenant, user_id, scope, auth_time, created_at, expires_at, revoked_at,
-           patient, encounter, fhir_context, need_patient_banner)
+           patient, encounter, fhir_context, need_patient_banner, auth_revocation_seq)
          VALUES ($token_hash, $grant_id, $client_id, $tenant, $user_id, $scope, $auth_time, $created_at, $expires_at, $revoked_at,
-           $patient, $encounter, $fhir_context, $need_patient_banner)`,
+           $patient, $encounter, $fhir_context, $need_patient_banner, $auth_revocation_seq)`,
       ).run(refreshRow(t));
     },
     async getRefreshToken(tokenHash) {
@@ -73,16 +73,17 @@ export function createSqliteOAuth(db: Database): OAuthRepo {
     },
     async isRevoked(q) {
       const r = db
-        .query<{ one: number }, [string, string, string, number, number, number, string, number]>(
-          // A client's revocation by its number where the token states the record's (crs), else by its time; a row
-          // numbered 0 (recorded before revocations were numbered) by its time.
+        .query<{ one: number }, [string, string, string, number, number, number, string, number, number, number]>(
+          // A client's or user's revocation by its number where the token (crs, urs) or the sign-in states the record's,
+          // else by its time; a row numbered 0 (recorded before revocations were numbered) by its time.
           `SELECT 1 AS one FROM revocations
            WHERE (kind = 'jti' AND value = ?) OR (kind = 'grant' AND value = ?)
               OR (kind IN ('client', 'client-access') AND value = ? AND CASE WHEN ? >= 0 AND seq > 0 THEN seq > ? ELSE revoked_at >= ? END)
-              OR (kind = 'user' AND value = ? AND revoked_at >= ?)
+              OR (kind = 'user' AND value = ? AND CASE WHEN ? >= 0 AND seq > 0 THEN seq > ? ELSE revoked_at >= ? END)
            LIMIT 1`,
         )
-        .get(q.jti ?? '', q.grantId ?? '', q.client?.id ?? '', q.client?.seq ?? -1, q.client?.seq ?? -1, q.client?.readAt ?? 0, q.user?.id ?? '', q.user?.readAt ?? 0);
+        .get(q.jti ?? '', q.grantId ?? '', q.client?.id ?? '', q.client?.seq ?? -1, q.client?.seq ?? -1, q.client?.readAt ?? 0,
+          q.user?.id ?? '', q.user?.seq ?? -1, q.user?.seq ?? -1, q.user?.readAt ?? 0);
       return r !== null;
     },
     async revokedSince(after, now) {

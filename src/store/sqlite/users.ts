@@ -1,6 +1,6 @@
 import type { Database } from 'bun:sqlite';
 import type { UserRepo } from '../types.ts';
-import { toUser, userRow } from '../rows/users.ts';
+import { USER_COLUMNS, toUser, userRow } from '../rows/users.ts';
 import type { UserRow } from '../rows/users.ts';
 import { asConflict } from './db.ts';
 
@@ -20,15 +20,15 @@ export function createSqliteUsers(db: Database): UserRepo {
       }
     },
     async get(tenant, id) {
-      const r = db.query<UserRow, [string, string]>('SELECT * FROM users WHERE tenant = ? AND id = ?').get(tenant, id);
+      const r = db.query<UserRow, [string, string]>(`SELECT ${USER_COLUMNS} FROM users WHERE tenant = ? AND id = ?`).get(tenant, id);
       return r ? toUser(r) : null;
     },
     async getMany(tenant, ids) {
       if (!ids.length) return [];
-      return db.query<UserRow, [string, string]>('SELECT * FROM users WHERE tenant = ? AND id IN (SELECT value FROM json_each(?))').all(tenant, JSON.stringify(ids)).map(toUser);
+      return db.query<UserRow, [string, string]>(`SELECT ${USER_COLUMNS} FROM users WHERE tenant = ? AND id IN (SELECT value FROM json_each(?))`).all(tenant, JSON.stringify(ids)).map(toUser);
     },
     async byUsername(tenant, username) {
-      const r = db.query<UserRow, [string, string]>('SELECT * FROM users WHERE tenant = ? AND username = ?').get(tenant, username);
+      const r = db.query<UserRow, [string, string]>(`SELECT ${USER_COLUMNS} FROM users WHERE tenant = ? AND username = ?`).get(tenant, username);
       return r ? toUser(r) : null;
     },
     async list(tenant) {

@@ -194,6 +194,30 @@ export function migrationContract(target: StoreTarget) {
       expect(await s.oauth.getRefreshToken('new-refresh')).toMatchObject({ fhirContext: [{ reference: 'List/l1' }], needPatientBanner: false });
     });
 
+    test("the sign-in revocation number migration: codes and refresh tokens an older Cinder stored read without one (judged by time)", async () => {
+      const db = await target.fresh();
+      const version = migrationVersion(target.kind, 'sign_in_revocation_seq');
+      await migrateUpTo(target.kind, db.url, version - 1);
+      await rawStatements(target.kind, db.url, [
+        [`INSERT INTO auth_codes (code_hash, grant_id, client_id, tenant, user_id, redirect_uri, scope, nonce, code_challenge, auth_time, expires_at, consumed_at)
+          VALUES ('old-code', 'g1', 'c1', 't', 'u1', 'https://app/cb', 'openid', NULL, NULL, 1000, 61000, NULL)`, []],
+        [`INSERT INTO refresh_tokens (token_hash, grant_id, client_id, tenant, user_id, scope, auth_time, created_at, expires_at, revoked_at)
+          VALUES ('old-refresh', 'g1', 'c1', 't', 'u1', 'openid offline_access', 1000, 1000, 100000, NULL)`, []],
+      ]);
+      const s = db.open();
+      expect((await s.migrate()).applied[0]).toBe(`${version}_sign_in_revocation_seq`);
+      const redeemed = await s.oauth.redeemCode('old-code', 'c1', 2000);
+      expect(redeemed).toMatchObject({ status: 'redeemed', code: { grantId: 'g1', authTime: 1000 } });
+      expect(redeemed.status === 'redeemed' && 'authRevocationSeq' in redeemed.code).toBe(false);
+      expect('authRevocationSeq' in (await s.oauth.getRefreshToken('old-refresh'))!).toBe(false);
+      // New rows hold one.
+      await s.oauth.createRefreshToken({
+        tokenHash: 'new-refresh', grantId: 'g2', clientId: 'c1', tenant: 't', userId: 'u1', scope: 'openid', authTime: 1000, authRevocationSeq: 7,
+        createdAt: 1000, expiresAt: 100_000, revokedAt: null, patient: null, encounter: null, fhirContext: null, needPatientBanner: true,
+      });
+      expect((await s.oauth.getRefreshToken('new-refresh'))!.authRevocationSeq).toBe(7);
+    });
+
     test('ping succeeds on a reachable database', async () => {
       expect(await target.open().ping()).toBeUndefined();
     });

@@ -36,15 +36,16 @@ export function oauthContract(store: () => Store) {
       const s = store();
       const u = user('ta');
       await s.users.create(u);
-      expect(await s.users.get('ta', u.id)).toEqual(u);
-      expect(await s.users.byUsername('ta', u.username)).toEqual(u);
+      // Read with the number of the user's last revocation (none: 0).
+      expect(await s.users.get('ta', u.id)).toEqual({ ...u, revocationSeq: 0 });
+      expect(await s.users.byUsername('ta', u.username)).toEqual({ ...u, revocationSeq: 0 });
       expect(await s.users.byUsername('tb', u.username)).toBeNull();
       expect(await s.users.get('tb', u.id)).toBeNull();
       // Several in one read, of one tenant: those found.
       const other = user('ta');
       await s.users.create(other);
       const many = await s.users.getMany('ta', [u.id, other.id, 'missing']);
-      expect(many.sort((a, b) => a.id.localeCompare(b.id))).toEqual([u, other].sort((a, b) => a.id.localeCompare(b.id)));
+      expect(many.sort((a, b) => a.id.localeCompare(b.id))).toEqual([u, other].map((x) => ({ ...x, revocationSeq: 0 })).sort((a, b) => a.id.localeCompare(b.id)));
       expect(await s.users.getMany('tb', [u.id, other.id])).toEqual([]);
       expect(await s.users.getMany('ta', [])).toEqual([]);
       await expect(s.users.create(user('ta', { username: u.username }))).rejects.toBeInstanceOf(StoreConflictError);
@@ -62,8 +63,8 @@ export function oauthContract(store: () => Store) {
         address: 'Main St', fhirUser: null, disabled: true, deletedAt: 7_000, tokensRevokedAt: 6_000,
       };
       await s.users.update({ ...changed, username: 'renamed', createdAt: 5 });
-      expect(await s.users.get(tenant, b.id)).toEqual(changed);
-      expect(await s.users.get(tenant, a.id)).toEqual(a);
+      expect(await s.users.get(tenant, b.id)).toEqual({ ...changed, revocationSeq: 0 });
+      expect(await s.users.get(tenant, a.id)).toEqual({ ...a, revocationSeq: 0 });
       expect((await s.users.list(tenant)).map((u) => [u.username, u.deletedAt])).toEqual([['ann', null], ['bob', 7_000]]);
       expect(await s.users.list('tl-none')).toEqual([]);
     });
@@ -249,6 +250,51 @@ export function oauthContract(store: () => Store) {
       expect(again.seq!).toBeGreaterThan(recorded.seq!);
       expect(await s.oauth.isRevoked({ client: { id: client, readAt: B + 1000, seq: read.revocationSeq! } })).toBe(true);
       expect((await s.clients.get(client))!.revocationSeq).toBe(again.seq!);
+    });
+
+    test("a user's record is read with the number of their last revocation, which a token's `urs` and a sign-in's are compared with, whatever the times say", async () => {
+      const s = store();
+      const tenant = `t-${uid()}`;
+      const u = user(tenant);
+      await s.users.create(u);
+      const unrevoked = (await s.users.get(tenant, u.id))!.revocationSeq!;
+      expect(unrevoked).toBe(0);
+      // Recorded by a clock an hour ahead of the reader's.
+      const recorded = await s.oauth.revoke({ kind: 'user', value: u.id, revokedAt: B + 3_600_000, expiresAt: B + 7_200_000 });
+      const read = (await s.users.get(tenant, u.id))!;
+      expect(read.revocationSeq).toBe(recorded.seq!);
+      expect((await s.users.byUsername(tenant, u.username))!.revocationSeq).toBe(recorded.seq!);
+      expect((await s.users.getMany(tenant, [u.id]))[0]!.revocationSeq).toBe(recorded.seq!);
+      // Another user's revocation, or a client's of the same value, is not theirs.
+      await s.oauth.revoke({ kind: 'client', value: u.id, revokedAt: B, expiresAt: B + 7_200_000 });
+      expect((await s.users.get(tenant, u.id))!.revocationSeq).toBe(recorded.seq!);
+      // A token (or sign-in) on the record read before: refused; on the record read after: not, though its time is an hour earlier.
+      expect(await s.oauth.isRevoked({ user: { id: u.id, readAt: B + 1000, seq: unrevoked } })).toBe(true);
+      expect(await s.oauth.isRevoked({ user: { id: u.id, readAt: B + 1000, seq: read.revocationSeq! } })).toBe(false);
+      // Without a number (a token of an older release), by time.
+      expect(await s.oauth.isRevoked({ user: { id: u.id, readAt: B + 1000 } })).toBe(true);
+      // Revoked again: a higher number, which refuses the token of the record read before it.
+      const again = await s.oauth.revoke({ kind: 'user', value: u.id, revokedAt: B, expiresAt: B + 7_200_000 });
+      expect(again.seq!).toBeGreaterThan(recorded.seq!);
+      expect(await s.oauth.isRevoked({ user: { id: u.id, readAt: B + 1000, seq: read.revocationSeq! } })).toBe(true);
+      expect((await s.users.get(tenant, u.id))!.revocationSeq).toBe(again.seq!);
+    });
+
+    test("a code and a refresh token keep the number of the user's last revocation at sign-in; older ones have none", async () => {
+      const s = store();
+      const signedIn = code({ authRevocationSeq: 41 });
+      await s.oauth.createCode(signedIn);
+      expect(await s.oauth.redeemCode(signedIn.codeHash, 'c1', 2000)).toEqual({ status: 'redeemed', code: { ...signedIn, consumedAt: 2000 } });
+      const older = code();
+      await s.oauth.createCode(older);
+      const redeemed = await s.oauth.redeemCode(older.codeHash, 'c1', 2000);
+      expect(redeemed.status === 'redeemed' && redeemed.code.authRevocationSeq).toBeUndefined();
+      const t = refresh({ authRevocationSeq: 2 ** 40 });
+      await s.oauth.createRefreshToken(t);
+      expect(await s.oauth.getRefreshToken(t.tokenHash)).toEqual(t);
+      const o = refresh();
+      await s.oauth.createRefreshToken(o);
+      expect((await s.oauth.getRefreshToken(o.tokenHash))!.authRevocationSeq).toBeUndefined();
     });
 
     test('an access token jti', async () => {

@@ -4,27 +4,10 @@
  * of a second, FHIR elements (a birthDate, a Period, an Observation's Quantity), precisions a type is not written to,
  * and the errors N1's rules give (many items, an item of another type, a precision that is no Integer).
  */
-import { describe, expect, test } from 'bun:test';
-import { compileValues } from '../../../src/fhir/validation/fhirpath-engine.ts';
-import { FHIRPATH_TYPES } from '../../../src/fhir/validation/model.ts';
+import { describe, test } from 'bun:test';
+import { checkFhirPath } from '../../helpers/fhirpath-cases.ts';
 
-type Json = Record<string, unknown>;
-
-/** `expression` on `focus`: 'error', 'empty', or its items (a Quantity as `value 'unit'`). */
-function run(expression: string, focus: Json = {}, type?: string): string {
-  let out: unknown[];
-  try {
-    out = compileValues(expression, FHIRPATH_TYPES)(focus, type, { resource: focus, rootResource: focus });
-  } catch {
-    return 'error';
-  }
-  if (out.length === 0) return 'empty';
-  return out.map((x) => (x !== null && typeof x === 'object' ? `${(x as Json).value} '${(x as Json).code ?? (x as Json).unit}'` : String(x))).join(', ');
-}
-
-const check = (cases: [string, string][], focus?: Json, type?: string) => {
-  for (const [expression, expected] of cases) expect(`${expression} -> ${run(expression, focus, type)}`).toBe(`${expression} -> ${expected}`);
-};
+const check = checkFhirPath;
 
 describe('lowBoundary() and highBoundary() on Decimals and Integers: the range a value stands for, written to a precision', () => {
   test('the places asked for, trailing zeroes kept (toString()); exact past what a double holds; the value of zero', () => {

@@ -3,26 +3,10 @@
  * timeOf(), on literals and FHIR elements (a birthDate, an effectiveDateTime, an instant); and lastIndexOf().
  * The specification's examples, a component the value lacks (nothing), and an item of another type (an error).
  */
-import { describe, expect, test } from 'bun:test';
-import { compileValues } from '../../../src/fhir/validation/fhirpath-engine.ts';
-import { FHIRPATH_TYPES } from '../../../src/fhir/validation/model.ts';
+import { describe, test } from 'bun:test';
+import { checkFhirPath } from '../../helpers/fhirpath-cases.ts';
 
-type Json = Record<string, unknown>;
-
-/** `expression` on `focus`: 'error', 'empty', or its items. */
-function run(expression: string, focus: Json = {}, type?: string): string {
-  let out: unknown[];
-  try {
-    out = compileValues(expression, FHIRPATH_TYPES)(focus, type, { resource: focus, rootResource: focus });
-  } catch {
-    return 'error';
-  }
-  return out.length === 0 ? 'empty' : out.map(String).join(', ');
-}
-
-const check = (cases: [string, string][], focus?: Json, type?: string) => {
-  for (const [expression, expected] of cases) expect(`${expression} -> ${run(expression, focus, type)}`).toBe(`${expression} -> ${expected}`);
-};
+const check = checkFhirPath;
 
 describe('date and time components', () => {
   test("the specification's examples", () => {

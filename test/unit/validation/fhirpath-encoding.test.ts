@@ -6,23 +6,11 @@
 import { describe, expect, test } from 'bun:test';
 import { compileInvariant, compileValues } from '../../../src/fhir/validation/fhirpath-engine.ts';
 import { FHIRPATH_TYPES } from '../../../src/fhir/validation/model.ts';
+import { checkFhirPath } from '../../helpers/fhirpath-cases.ts';
 
 type Json = Record<string, unknown>;
 
-/** `expression` on `focus`: 'error', 'empty', or its items. */
-function run(expression: string, focus: Json = {}, type?: string): string {
-  let out: unknown[];
-  try {
-    out = compileValues(expression, FHIRPATH_TYPES)(focus, type, { resource: focus, rootResource: focus });
-  } catch {
-    return 'error';
-  }
-  return out.length === 0 ? 'empty' : out.map(String).join(', ');
-}
-
-const check = (cases: [string, string][], focus?: Json, type?: string) => {
-  for (const [expression, expected] of cases) expect(`${expression} -> ${run(expression, focus, type)}`).toBe(`${expression} -> ${expected}`);
-};
+const check = checkFhirPath;
 
 describe('matchesFull()', () => {
   test('the whole string must match: an alternation anchored as a whole, a computed pattern, the dot across lines', () => {

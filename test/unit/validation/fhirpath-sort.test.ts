@@ -3,27 +3,10 @@
  * turn, a minus for descending on any type, empty keys first, a stable order where keys do not order, the items'
  * types kept; many values for a key, or keys that do not compare, an error.
  */
-import { describe, expect, test } from 'bun:test';
-import { compileValues } from '../../../src/fhir/validation/fhirpath-engine.ts';
-import { FHIRPATH_TYPES } from '../../../src/fhir/validation/model.ts';
+import { describe, test } from 'bun:test';
+import { checkFhirPath } from '../../helpers/fhirpath-cases.ts';
 
-type Json = Record<string, unknown>;
-
-/** `expression` on `focus`: 'error', 'empty', or its items (a Quantity as `value 'unit'`). */
-function run(expression: string, focus: Json = {}, type?: string): string {
-  let out: unknown[];
-  try {
-    out = compileValues(expression, FHIRPATH_TYPES)(focus, type, { resource: focus, rootResource: focus });
-  } catch {
-    return 'error';
-  }
-  if (out.length === 0) return 'empty';
-  return out.map((x) => (x !== null && typeof x === 'object' ? `${(x as Json).value} '${(x as Json).code ?? (x as Json).unit}'` : String(x))).join(', ');
-}
-
-const check = (cases: [string, string][], focus?: Json, type?: string) => {
-  for (const [expression, expected] of cases) expect(`${expression} -> ${run(expression, focus, type)}`).toBe(`${expression} -> ${expected}`);
-};
+const check = checkFhirPath;
 
 const patient = {
   resourceType: 'Patient',

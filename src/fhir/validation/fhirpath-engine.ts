@@ -2224,6 +2224,20 @@ function regexFunctionArgument(patternArg: Ast, flagsArg: Ast | undefined, scope
   };
 }
 
+/** matches() or matchesFull() (`anchored`): whether the single string holds the pattern (or is it whole), with its optional flags. */
+function matchesFunction(input: Expr, args: Ast[], scope: Scope, c: Call, anchored: boolean): Expr {
+  arity(c, scope, 1, 2);
+  const regex = regexFunctionArgument(args[0]!, args[1], scope, 's', anchored);
+  return boolExpr((env) => {
+    const s = singleString(input.coll(env));
+    if (s === undefined) return undefined;
+    const r = regex(env);
+    if (r === undefined) return undefined;
+    chargeText(env, s.length);
+    return scope.clientWritten ? guardedTest(r, s, tooCostlyRegex) : r.test(s);
+  });
+}
+
 /**
  * N1 § 5.5 conversion functions `to<Name>()` and `convertsTo<Name>()` from one conversion: the converted item, or
  * undefined where N1's tables define no conversion of the item (or its text does not convert). Both take a single
@@ -3078,31 +3092,9 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
       chargeText(env, s.length + (parts.length - 1) * Math.max(0, (r as string).length - (p as string).length));
       return parts.join(r as string);
     }))],
-  ['matches', (input, args, scope, c) => {
-    arity(c, scope, 1, 2);
-    const regex = regexFunctionArgument(args[0]!, args[1], scope, 's', false);
-    return boolExpr((env) => {
-      const s = singleString(input.coll(env));
-      if (s === undefined) return undefined;
-      const r = regex(env);
-      if (r === undefined) return undefined;
-      chargeText(env, s.length);
-      return scope.clientWritten ? guardedTest(r, s, tooCostlyRegex) : r.test(s);
-    });
-  }],
-  ['matchesFull', (input, args, scope, c) => {
-    arity(c, scope, 1, 2);
-    // The whole string must match: the pattern anchored at both ends (matches() finds it anywhere).
-    const regex = regexFunctionArgument(args[0]!, args[1], scope, 's', true);
-    return boolExpr((env) => {
-      const s = singleString(input.coll(env));
-      if (s === undefined) return undefined;
-      const r = regex(env);
-      if (r === undefined) return undefined;
-      chargeText(env, s.length);
-      return scope.clientWritten ? guardedTest(r, s, tooCostlyRegex) : r.test(s);
-    });
-  }],
+  ['matches', (input, args, scope, c) => matchesFunction(input, args, scope, c, false)],
+  // The whole string must match: the pattern anchored at both ends (matches() finds it anywhere).
+  ['matchesFull', (input, args, scope, c) => matchesFunction(input, args, scope, c, true)],
   ['encode', (input, args, scope, c) => (arity(c, scope, 1, 1), encodingFunction(input, args, scope, 'encode', encodeText))],
   ['decode', (input, args, scope, c) => (arity(c, scope, 1, 1), encodingFunction(input, args, scope, 'decode', decodeText))],
   ['escape', (input, args, scope, c) => (arity(c, scope, 1, 1), encodingFunction(input, args, scope, 'escape', escapeText))],

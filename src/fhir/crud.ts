@@ -25,7 +25,7 @@ import { isActivated } from './subscriptions/activation.ts';
 import type { ActivateSubscription, SubscriptionHub } from './subscriptions/hub.ts';
 import { isTopicResource, noteTopicWritten, parseTopic } from './subscriptions/topics.ts';
 import type { QuestionnaireValidator } from './validation/questionnaire/validator.ts';
-import { atWriteTime } from '../store/write-times.ts';
+import { atWriteTime, noteRaisedStamp } from '../store/write-times.ts';
 
 export interface FhirDeps {
   store: Store;
@@ -597,6 +597,7 @@ export async function putPrepared(w: ResourceWriter, p: PreparedVersion, opts: P
   }
   const versionId = (current?.versionId ?? shadowed) + 1;
   const lastUpdated = Math.max(opts.now, (current?.lastUpdated ?? 0) + 1);
+  if (lastUpdated > opts.now) noteRaisedStamp(lastUpdated);
   requireInCompartment(opts.access, type, () => p.compartments, exists ? 'u' : 'c');
   const v = versionToWrite(p, versionId, lastUpdated, method);
   await refusePatientTopic(opts.access, type, exists ? 'u' : 'c', v.content, exists ? async () => current.content ?? (await w.current(type, id))!.content : undefined);
@@ -648,6 +649,7 @@ export async function deleteVersion(w: ResourceWriter, type: string, id: string,
   await refusePatientTopic(opts.access, type, 'd', async () => current.content ?? (await w.current(type, id))!.content);
   const versionId = current.versionId + 1;
   const lastUpdated = Math.max(opts.now, current.lastUpdated + 1);
+  if (lastUpdated > opts.now) noteRaisedStamp(lastUpdated);
   const version = { type, id, versionId, lastUpdated, deleted: true, content: '' };
   await w.put({ ...version, index: NO_INDEX_ROWS, compartments: [], method: 'DELETE' });
   // A topic deleted here is no longer found by a Subscription written later in the transaction.

@@ -11,6 +11,7 @@
  * of the clock's now.
  */
 
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Clock } from '../clock.ts';
 
 /** Releases a write's timestamp; calling it again does nothing. */
@@ -77,6 +78,14 @@ export class InFlightWrites implements WriteTimes {
     return this.latest;
   }
 
+  /**
+   * A version of a write in flight stamped at `at`, later than the timestamp it took: taken as that write's latest,
+   * so the safe time once it committed holds it (noteRaisedStamp).
+   */
+  raise(at: number): void {
+    if (at > this.latest) this.latest = at;
+  }
+
   /** How many writes are in flight. */
   get size(): number {
     let n = 0;
@@ -117,6 +126,8 @@ export interface WriteTimes {
    * time, every version this process wrote that the statement could see was stamped at or before that time.
    */
   latestTaken(): number;
+  /** A version of a write in flight stamped at `at`, later than the timestamp it took (noteRaisedStamp). */
+  raise(at: number): void;
 }
 
 /**
@@ -126,10 +137,25 @@ export interface WriteTimes {
 export async function atWriteTime<T>(store: { readonly writeTimes: WriteTimes }, clock: Clock, fn: (now: number) => Promise<T>): Promise<T> {
   const { at, release } = store.writeTimes.take(clock.now());
   try {
-    return await fn(at);
+    return await writing.run(store.writeTimes, () => fn(at));
   } finally {
     release();
   }
+}
+
+/** The write times of the write `atWriteTime` runs (its store's), for noteRaisedStamp. */
+const writing = new AsyncLocalStorage<WriteTimes>();
+
+/**
+ * Records that the write under way (atWriteTime) stamps a version at `at`, later than the timestamp it took: a version
+ * stamped just after its resource's previous one, where the clock stood at or before that one's time (two writes of a
+ * resource within a millisecond, a clock that stands still or steps back; src/fhir/crud.ts putPrepared, deleteVersion).
+ * The store's safe time once the write committed is then at least `at`, so a read begun after it is promised that
+ * version: a later page read as of the first page's time (src/fhir/search-pin.ts) would otherwise take it for one
+ * written since and leave it out or show its previous version.
+ */
+export function noteRaisedStamp(at: number): void {
+  writing.getStore()?.raise(at);
 }
 
 /**

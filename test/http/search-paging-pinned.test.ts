@@ -60,6 +60,19 @@ await eachStore((kind, fresh) => {
     const entryOf = (pages: Json[], id: string): Json | undefined =>
       pages.flatMap((p) => p.entry ?? []).find((e: Json) => e.search?.mode === 'match' && e.resource.id === id);
 
+    test('a resource written twice while the clock stands still is on its later page once, as it is now', async () => {
+      // Its second version is stamped a millisecond after its first, past the clock's time the write took: the first
+      // page's time must hold it, or later pages take it for one written since and show it as it was before.
+      clock.advance(1000);
+      const made = ['still1', 'still2', 'still3', 'still4'];
+      for (const id of made) await api.put200(patient(id, 'Stillclock'));
+      await api.put200(patient('still4', 'Stillclock', { gender: 'female' }));
+      await api.put200(patient('still4', 'Stillclock', { gender: 'other' }));
+      const { got, pages } = await paged('Patient?family=Stillclock&_count=1', async () => undefined);
+      expect(got).toEqual(made);
+      expect((entryOf(pages, 'still4')?.resource as Json | undefined)?.gender).toBe('other');
+    });
+
     test('newest first: a resource updated after the first page keeps its place; a deleted one is still read; a new one is not', async () => {
       const family = `Desc${++set}`;
       const made = await sixPatients('d', family);

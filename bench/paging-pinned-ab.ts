@@ -14,7 +14,7 @@
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import { benchDatabase, storeKinds, type StoreKind } from './lib/databases.ts';
-import { pairedScenarios } from './lib/paired.ts';
+import { pairedCheckouts } from './lib/paired.ts';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -96,13 +96,5 @@ async function side(dir: string, kind: StoreKind): Promise<Side> {
   };
 }
 
-for (const kind of storeKinds(values.store)) {
-  const sides: Side[] = [];
-  for (const dir of positionals) sides.push(await side(resolve(dir), kind));
-  try {
-    await pairedScenarios(kind, sides, SCENARIOS, rounds);
-  } finally {
-    for (const s of sides) await s.close();
-  }
-}
+await pairedCheckouts(storeKinds(values.store), positionals.map((dir) => resolve(dir)), side, SCENARIOS, rounds);
 process.exit(0);

@@ -36,3 +36,21 @@ export async function pairedScenarios<S extends { name: string }>(kind: string, 
     console.log(`| ${s.name} | ${cells.join(' | ')} |${ratio}`);
   }
 }
+
+/**
+ * pairedScenarios on each store kind in turn, a side opened per checkout directory (`open`, each on a database of its
+ * own) and closed after that kind's rounds, even where they fail.
+ */
+export async function pairedCheckouts<S extends { name: string }, K extends string>(
+  kinds: K[], dirs: string[], open: (dir: string, kind: K) => Promise<PairedSide<S> & { close(): Promise<void> }>, scenarios: S[], rounds: number,
+): Promise<void> {
+  for (const kind of kinds) {
+    const sides: (PairedSide<S> & { close(): Promise<void> })[] = [];
+    try {
+      for (const dir of dirs) sides.push(await open(dir, kind));
+      await pairedScenarios(kind, sides, scenarios, rounds);
+    } finally {
+      for (const s of sides) await s.close();
+    }
+  }
+}

@@ -2,6 +2,7 @@ import { compartmentsOf } from '../fhir/indexer.ts';
 import type { Condition, SnapshotQuery, SnapshotRow, Store, WithExports } from '../store/types.ts';
 import type { ExportSpec } from './spec.ts';
 import { matchConditions, type MatchContext } from '../fhir/search-match.ts';
+import { filtersAsOf } from './links-as-of.ts';
 
 /** What a page query needs to know about its job. */
 export interface SelectContext {
@@ -74,6 +75,8 @@ async function matchesAny(ctx: SelectContext, resource: Record<string, unknown>,
 
 /** One page of a type's selection as of transactionTime. */
 export async function selectPage(ctx: SelectContext, q: SnapshotQuery): Promise<SelectedPage> {
+  // Chains and `_has` reach resources that may have changed since transactionTime: judged as of it (links-as-of.ts).
+  if (q.filters?.length) q = { ...q, filters: await filtersAsOf(ctx, q.type, q.filters) };
   const page = await ctx.store.resources.snapshot(ctx.tenant, q);
   const rows = page.recheck.length ? await recheck(ctx, q, page.recheck) : [];
   return { lines: page.lines, count: page.count, rows, next: page.next };

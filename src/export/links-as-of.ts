@@ -1,0 +1,136 @@
+/**
+ * A `_typeFilter`'s chains and `_has` as of an export's transactionTime T (Bulk Data 2.0: every line is the
+ * resource as of T). The database judges a chain or `_has` on the other side's current index; a resource there
+ * changed after T (during the export) would count as it is now. Each such condition becomes, for the page:
+ * the same condition on the other side's resources unchanged since T (their index is as of T), ORed with the
+ * ones changed since whose version as of T meets its conditions, judged in code and named by id.
+ */
+import { indexEntries } from '../fhir/indexer.ts';
+import { matchConditions, type MatchContext } from '../fhir/search-match.ts';
+import type { Condition, ResourceVersion } from '../store/types.ts';
+import type { SelectContext } from './select.ts';
+
+/**
+ * Versions of a type changed after T read at most, per page: beyond, that condition is judged on the current
+ * index, as before (a write burst of that size during one export).
+ */
+export const LINKS_CHANGED_MAX = 10_000;
+
+/** History rows read per statement. */
+const HISTORY_PAGE = 1000;
+
+type Json = Record<string, unknown>;
+type Chain = Extract<Condition, { kind: 'chain' }>;
+type Has = Extract<Condition, { kind: 'has' }>;
+
+/** What one page's rewrite reads: the ids of a type changed after T, and each one's version as of T (memoised). */
+interface Links {
+  ctx: SelectContext;
+  match: MatchContext;
+  changed: Map<string, Promise<string[] | undefined>>;
+  asOf: Map<string, Promise<Json | null>>;
+}
+
+/** The condition on a resource last updated at or before T. */
+const unchangedSince = (at: number): Condition => ({ kind: 'lastUpdated', tests: [{ op: 'lt', low: at + 1, high: at + 1 }] });
+
+/** The ids of `type` with a version after T (deletions included); undefined past LINKS_CHANGED_MAX versions. */
+async function changedIds(ctx: SelectContext, type: string): Promise<string[] | undefined> {
+  const ids = new Set<string>();
+  let before: ResourceVersion | undefined;
+  for (let read = 0; read < LINKS_CHANGED_MAX; read += HISTORY_PAGE) {
+    const rows = await ctx.store.resources.history(ctx.tenant, { type, since: ctx.transactionTime + 1, count: HISTORY_PAGE, ...(before && { before }) });
+    for (const v of rows) ids.add(v.id);
+    if (rows.length < HISTORY_PAGE) return [...ids];
+    before = rows[rows.length - 1];
+  }
+  return undefined;
+}
+
+/** The live version of `type/id` as of T, parsed; null when it did not exist then. */
+async function versionAsOf(ctx: SelectContext, type: string, id: string): Promise<Json | null> {
+  const [v] = await ctx.store.resources.history(ctx.tenant, { type, id, at: ctx.transactionTime, count: 1 });
+  return v && !v.deleted ? (JSON.parse(v.content) as Json) : null;
+}
+
+const changedOf = (l: Links, type: string) => l.changed.get(type) ?? l.changed.set(type, changedIds(l.ctx, type)).get(type)!;
+const asOfOf = (l: Links, type: string, id: string) => l.asOf.get(`${type}/${id}`) ?? l.asOf.set(`${type}/${id}`, versionAsOf(l.ctx, type, id)).get(`${type}/${id}`)!;
+
+/** The resources of `type` changed after T whose version as of T meets `where` (already as of T). */
+async function matchedAsOf(l: Links, type: string, where: Condition[]): Promise<Json[] | undefined> {
+  const ids = await changedOf(l, type);
+  if (ids === undefined) return undefined;
+  const out: Json[] = [];
+  for (const id of ids) {
+    const r = await asOfOf(l, type, id);
+    const meta = r?.meta as { lastUpdated?: string } | undefined;
+    if (r && (await matchConditions(r, Date.parse(meta?.lastUpdated ?? ''), where, l.match))) out.push(r);
+  }
+  return out;
+}
+
+async function chainAsOf(l: Links, c: Chain): Promise<Condition> {
+  const where = await allAsOf(l, c.where, c.targetType);
+  // Through canonical references the targets are named by url, which may have changed: only the inner conditions are rewritten.
+  if (c.canonical) return { ...c, where };
+  const matched = await matchedAsOf(l, c.targetType, where);
+  if (matched === undefined) return { ...c, where };
+  const stable: Condition = { ...c, where: [...where, unchangedSince(l.ctx.transactionTime)] };
+  if (matched.length === 0) return stable;
+  const named: Condition = { kind: 'token', param: c.param, values: matched.map((r) => ({ system: c.targetType, value: r.id as string })), reference: true };
+  return { kind: 'or', any: [stable, named] };
+}
+
+async function hasAsOf(l: Links, c: Has, type: string): Promise<Condition> {
+  const where = await allAsOf(l, c.where, c.type);
+  if (c.canonical) return { ...c, where };
+  const matched = await matchedAsOf(l, c.type, where);
+  if (matched === undefined) return { ...c, where };
+  const stable: Condition = { ...c, where: [...where, unchangedSince(l.ctx.transactionTime)] };
+  // The resources of `type` each referring version names through `param`, as the index reads its references.
+  const ids = new Set<string>();
+  for (const r of matched) for (const e of indexEntries(r, l.ctx.spec.fhirBase).tokens) if (e.param === c.param && e.system === type) ids.add(e.value);
+  return ids.size === 0 ? stable : { kind: 'or', any: [stable, { kind: 'id', ids: [...ids] }] };
+}
+
+/** `c`, a condition on a resource of `type`, as of T. */
+async function oneAsOf(l: Links, c: Condition, type: string): Promise<Condition> {
+  switch (c.kind) {
+    case 'chain': return chainAsOf(l, c);
+    case 'has': return hasAsOf(l, c, type);
+    case 'or': return { ...c, any: await allAsOf(l, c.any, type) };
+    case 'and': return { ...c, all: await allAsOf(l, c.all, type) };
+    case 'not': return { ...c, condition: await oneAsOf(l, c.condition, type) };
+    default: return c;
+  }
+}
+
+async function allAsOf(l: Links, conditions: Condition[], type: string): Promise<Condition[]> {
+  const out: Condition[] = [];
+  for (const c of conditions) out.push(await oneAsOf(l, c, type));
+  return out;
+}
+
+/** Whether a condition reaches another resource (a chain or `_has`, at any depth). */
+function links(c: Condition): boolean {
+  switch (c.kind) {
+    case 'chain': case 'has': return true;
+    case 'or': return c.any.some(links);
+    case 'and': return c.all.some(links);
+    case 'not': return links(c.condition);
+    default: return false;
+  }
+}
+
+/**
+ * The ORed filters of a page of `type` with their chains and `_has` as of T; the same array when none has one.
+ * Read again for each page: a resource on the other side may change at any time during the export.
+ */
+export async function filtersAsOf(ctx: SelectContext, type: string, filters: Condition[][]): Promise<Condition[][]> {
+  if (!filters.some((f) => f.some(links))) return filters;
+  const match: MatchContext = { exists: async (query) => (await ctx.store.resources.search(ctx.tenant, query)).length > 0, ...(ctx.spec.fhirBase !== undefined && { base: ctx.spec.fhirBase }) };
+  const l: Links = { ctx, match, changed: new Map(), asOf: new Map() };
+  const out: Condition[][] = [];
+  for (const f of filters) out.push(await allAsOf(l, f, type));
+  return out;
+}

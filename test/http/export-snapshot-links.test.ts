@@ -1,0 +1,86 @@
+/**
+ * A `_typeFilter`'s chains and `_has` judged as of the export's transactionTime: the resources on their
+ * other side changed after it (during the export) count as they were then, not as they are now.
+ * Every line of an export is the resource's version as of transactionTime, selected as of it. On both databases.
+ */
+import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
+import { createTestApp, fhirInit, testClock, type TestApp } from '../helpers/app.ts';
+import { download, eachStore, kickOff, patient, put, remove, runExports, type Manifest } from '../helpers/export.ts';
+
+const coded = (id: string, patientId: string, code: string, status = 'final') => ({
+  resourceType: 'Observation', id, status, code: { coding: [{ system: 'http://loinc.org', code }] }, subject: { reference: `Patient/${patientId}` },
+});
+const typeFilter = (f: string) => `_typeFilter=${encodeURIComponent(f)}`;
+
+await eachStore((kind, fresh) => {
+  describe(`_typeFilter chains and _has as of transactionTime (${kind})`, () => {
+    let t: TestApp;
+    let token: string;
+    beforeEach(async () => {
+      t = await createTestApp({ clock: testClock(), store: await fresh() });
+      token = await t.token();
+      await put(t, patient('p1', { gender: 'male' }));
+      await put(t, patient('p2', { gender: 'female' }));
+      await put(t, patient('p3', { gender: 'female' }));
+      await put(t, coded('o1', 'p1', '1234-5'));
+      await put(t, coded('o2', 'p2', '1234-5'));
+      await put(t, coded('o3', 'p3', '9999-9'));
+      await put(t, { resourceType: 'Group', id: 'g1', type: 'person', actual: true, member: ['p1', 'p2', 'p3'].map((p) => ({ entity: { reference: `Patient/${p}` } })) });
+      t.clock.advance(1000);
+    });
+    afterEach(() => t.close());
+
+    /** Kicks off each export, then changes the data, then runs them: `Type/id/versionId` of every line, per export. */
+    async function exportedAcross(queries: string[], change: () => Promise<void>): Promise<string[][]> {
+      const urls = [];
+      for (const q of queries) urls.push(await kickOff(t, token, q));
+      t.clock.advance(1000);
+      await change();
+      expect(await runExports(t)).toEqual(urls.map(() => 'completed'));
+      const out: string[][] = [];
+      for (const url of urls) {
+        const manifest = (await (await t.request(url, fhirInit(token))).json()) as Manifest;
+        const files = await download(t, token, manifest.output);
+        out.push(Object.values(files).flat().map((r) => `${r.resourceType}/${r.id}/${(r.meta as { versionId: string }).versionId}`).sort());
+      }
+      return out;
+    }
+
+    test('a chain reads its targets as they were: a Patient changed since neither joins nor leaves', async () => {
+      const chain = typeFilter('Observation?patient.gender=male');
+      const [system, group] = await exportedAcross([`/$export?_type=Observation&${chain}`, `/Group/g1/$export?_type=Observation&${chain}`], async () => {
+        await put(t, patient('p1', { gender: 'female' }));
+        await put(t, patient('p2', { gender: 'male' }));
+        // o2 itself changed too: judged in code on its version as of transactionTime.
+        await put(t, coded('o2', 'p2', '1234-5', 'amended'));
+      });
+      expect(system).toEqual(['Observation/o1/1']);
+      expect(group).toEqual(['Observation/o1/1']);
+    });
+
+    test('_has reads the referring resources as they were: one changed or deleted since still counts, one changed into a match does not', async () => {
+      const has = typeFilter('Patient?_has:Observation:patient:code=1234-5');
+      const [system, group] = await exportedAcross([`/$export?_type=Patient&${has}`, `/Group/g1/$export?_type=Patient&${has}`], async () => {
+        await put(t, coded('o1', 'p1', '9999-9'));
+        await remove(t, 'Observation', 'o2');
+        await put(t, coded('o3', 'p3', '1234-5'));
+      });
+      expect(system).toEqual(['Patient/p1/1', 'Patient/p2/1']);
+      expect(group).toEqual(['Patient/p1/1', 'Patient/p2/1']);
+    });
+
+    test('a chain within a chain, and a filter ORing a chain with a code, hold as of transactionTime too', async () => {
+      await put(t, { resourceType: 'Organization', id: 'org1', name: 'North' });
+      await put(t, patient('p1', { gender: 'male', managingOrganization: { reference: 'Organization/org1' } }));
+      t.clock.advance(1000);
+      const nested = typeFilter('Observation?patient.organization.name=North');
+      const ored = `${typeFilter('Observation?patient.gender=male')}&${typeFilter('Observation?code=9999-9')}`;
+      const [a, b] = await exportedAcross([`/$export?_type=Observation&${nested}`, `/$export?_type=Observation&${ored}`], async () => {
+        await put(t, { resourceType: 'Organization', id: 'org1', name: 'South' });
+        await put(t, patient('p1', { gender: 'female', managingOrganization: { reference: 'Organization/org1' } }));
+      });
+      expect(a).toEqual(['Observation/o1/1']);
+      expect(b).toEqual(['Observation/o1/1', 'Observation/o3/1']);
+    });
+  });
+});

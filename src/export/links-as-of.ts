@@ -23,13 +23,20 @@ type Json = Record<string, unknown>;
 type Chain = Extract<Condition, { kind: 'chain' }>;
 type Has = Extract<Condition, { kind: 'has' }>;
 
-/** What one page's rewrite reads: the ids of a type changed after T, and each one's version as of T (memoised). */
+/**
+ * What a page's rewrite reads: the ids of each type changed after T, and what each of them names as of T under a
+ * condition (`judged`, kept for the job's later pages: a version as of T, and the conditions it is judged by as of
+ * T, do not change), so that a page judges only the resources changed since the previous one. Small values
+ * (ids), at most LINKS_CHANGED_MAX resources per condition.
+ */
 interface Links {
   ctx: SelectContext;
   match: MatchContext;
   changed: Map<string, Promise<string[] | undefined>>;
-  asOf: Map<string, Promise<Json | null>>;
+  judged: Map<string, Promise<string[]>>;
 }
+
+const judgedByJob = new WeakMap<SelectContext, Map<string, Promise<string[]>>>();
 
 /** The condition on a resource last updated at or before T. */
 const unchangedSince = (at: number): Condition => ({ kind: 'lastUpdated', tests: [{ op: 'lt', low: at + 1, high: at + 1 }] });
@@ -53,44 +60,48 @@ async function versionAsOf(ctx: SelectContext, type: string, id: string): Promis
   return v && !v.deleted ? (JSON.parse(v.content) as Json) : null;
 }
 
-const changedOf = (l: Links, type: string) => l.changed.get(type) ?? l.changed.set(type, changedIds(l.ctx, type)).get(type)!;
-const asOfOf = (l: Links, type: string, id: string) => l.asOf.get(`${type}/${id}`) ?? l.asOf.set(`${type}/${id}`, versionAsOf(l.ctx, type, id)).get(`${type}/${id}`)!;
-
-/** The resources of `type` changed after T whose version as of T meets `where` (already as of T). */
-async function matchedAsOf(l: Links, type: string, where: Condition[]): Promise<Json[] | undefined> {
-  const ids = await changedOf(l, type);
+/**
+ * What the resources of `type` changed after T name (`names` of their version as of T) when that version meets
+ * `where` (already as of T); `key` identifies the condition for `judged`. Undefined past LINKS_CHANGED_MAX versions.
+ */
+async function namedAsOf(l: Links, key: string, type: string, where: Condition[], names: (r: Json) => string[]): Promise<string[] | undefined> {
+  const changed = l.changed.get(type) ?? l.changed.set(type, changedIds(l.ctx, type)).get(type)!;
+  const ids = await changed;
   if (ids === undefined) return undefined;
-  const out: Json[] = [];
-  for (const id of ids) {
-    const r = await asOfOf(l, type, id);
+  const judge = async (id: string): Promise<string[]> => {
+    const r = await versionAsOf(l.ctx, type, id);
     const meta = r?.meta as { lastUpdated?: string } | undefined;
-    if (r && (await matchConditions(r, Date.parse(meta?.lastUpdated ?? ''), where, l.match))) out.push(r);
+    return r && (await matchConditions(r, Date.parse(meta?.lastUpdated ?? ''), where, l.match)) ? names(r) : [];
+  };
+  const out = new Set<string>();
+  for (const id of ids) {
+    const k = `${key} ${type}/${id}`;
+    for (const name of await (l.judged.get(k) ?? l.judged.set(k, judge(id)).get(k)!)) out.add(name);
   }
-  return out;
+  return [...out];
 }
 
 async function chainAsOf(l: Links, c: Chain): Promise<Condition> {
   const where = await allAsOf(l, c.where, c.targetType);
   // Through canonical references the targets are named by url, which may have changed: only the inner conditions are rewritten.
   if (c.canonical) return { ...c, where };
-  const matched = await matchedAsOf(l, c.targetType, where);
+  const matched = await namedAsOf(l, JSON.stringify(c), c.targetType, where, (r) => [r.id as string]);
   if (matched === undefined) return { ...c, where };
   const stable: Condition = { ...c, where: [...where, unchangedSince(l.ctx.transactionTime)] };
   if (matched.length === 0) return stable;
-  const named: Condition = { kind: 'token', param: c.param, values: matched.map((r) => ({ system: c.targetType, value: r.id as string })), reference: true };
+  const named: Condition = { kind: 'token', param: c.param, values: matched.map((id) => ({ system: c.targetType, value: id })), reference: true };
   return { kind: 'or', any: [stable, named] };
 }
 
 async function hasAsOf(l: Links, c: Has, type: string): Promise<Condition> {
   const where = await allAsOf(l, c.where, c.type);
   if (c.canonical) return { ...c, where };
-  const matched = await matchedAsOf(l, c.type, where);
-  if (matched === undefined) return { ...c, where };
-  const stable: Condition = { ...c, where: [...where, unchangedSince(l.ctx.transactionTime)] };
   // The resources of `type` each referring version names through `param`, as the index reads its references.
-  const ids = new Set<string>();
-  for (const r of matched) for (const e of indexEntries(r, l.ctx.spec.fhirBase).tokens) if (e.param === c.param && e.system === type) ids.add(e.value);
-  return ids.size === 0 ? stable : { kind: 'or', any: [stable, { kind: 'id', ids: [...ids] }] };
+  const refers = (r: Json) => indexEntries(r, l.ctx.spec.fhirBase).tokens.filter((e) => e.param === c.param && e.system === type).map((e) => e.value);
+  const ids = await namedAsOf(l, `${type} ${JSON.stringify(c)}`, c.type, where, refers);
+  if (ids === undefined) return { ...c, where };
+  const stable: Condition = { ...c, where: [...where, unchangedSince(l.ctx.transactionTime)] };
+  return ids.length === 0 ? stable : { kind: 'or', any: [stable, { kind: 'id', ids }] };
 }
 
 /** `c`, a condition on a resource of `type`, as of T. */
@@ -129,7 +140,8 @@ function links(c: Condition): boolean {
 export async function filtersAsOf(ctx: SelectContext, type: string, filters: Condition[][]): Promise<Condition[][]> {
   if (!filters.some((f) => f.some(links))) return filters;
   const match: MatchContext = { exists: async (query) => (await ctx.store.resources.search(ctx.tenant, query)).length > 0, ...(ctx.spec.fhirBase !== undefined && { base: ctx.spec.fhirBase }) };
-  const l: Links = { ctx, match, changed: new Map(), asOf: new Map() };
+  const judged = judgedByJob.get(ctx) ?? judgedByJob.set(ctx, new Map()).get(ctx)!;
+  const l: Links = { ctx, match, changed: new Map(), judged };
   const out: Condition[][] = [];
   for (const f of filters) out.push(await allAsOf(l, f, type));
   return out;

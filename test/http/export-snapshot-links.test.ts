@@ -4,6 +4,7 @@
  * Every line of an export is the resource's version as of transactionTime, selected as of it. On both databases.
  */
 import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
+import type { ResourceRepo, Store } from '../../src/store/types.ts';
 import { createTestApp, fhirInit, testClock, type TestApp } from '../helpers/app.ts';
 import { download, eachStore, kickOff, patient, put, remove, runExports, type Manifest } from '../helpers/export.ts';
 
@@ -81,6 +82,30 @@ await eachStore((kind, fresh) => {
       });
       expect(a).toEqual(['Observation/o1/1']);
       expect(b).toEqual(['Observation/o1/1', 'Observation/o3/1']);
+    });
+
+    test('a target changed between two pages of the export counts as it was on every page', async () => {
+      for (let i = 0; i < 6; i++) await put(t, coded(`q${i}`, i % 2 ? 'p1' : 'p2', '1234-5'));
+      t.clock.advance(1000);
+      const url = await kickOff(t, token, `/$export?_type=Observation&${typeFilter('Observation?patient.gender=male')}`);
+      t.clock.advance(1000);
+      // After the first page of Observations: p1 leaves the filter, p2 joins it (as they are now).
+      let pages = 0;
+      const resources: ResourceRepo = Object.create(t.store.resources);
+      resources.snapshot = async (tenant, q) => {
+        const page = await t.store.resources.snapshot(tenant, q);
+        if (q.type === 'Observation' && ++pages === 1) {
+          await put(t, patient('p1', { gender: 'female' }));
+          await put(t, patient('p2', { gender: 'male' }));
+        }
+        return page;
+      };
+      const store = new Proxy(t.store, { get: (target, key) => (key === 'resources' ? resources : Reflect.get(target, key)) }) as Store;
+      expect(await runExports(t, { store, pageSize: 2 })).toEqual(['completed']);
+      expect(pages).toBeGreaterThan(2);
+      const manifest = (await (await t.request(url, fhirInit(token))).json()) as Manifest;
+      const lines = Object.values(await download(t, token, manifest.output)).flat().map((r) => `${r.resourceType}/${r.id}`).sort();
+      expect(lines).toEqual(['Observation/o1', 'Observation/q1', 'Observation/q3', 'Observation/q5']);
     });
   });
 });

@@ -60,7 +60,9 @@ export function currentSince(repo: ResourceRepo, tenant: string, low: number): (
   const replacedAt = async (v: ResourceVersion): Promise<number | undefined> => {
     const key = `${v.type}/${v.id}/${v.versionId + 1}`;
     if (seen.has(key)) return seen.get(key);
-    return (await repo.vread(tenant, v.type, v.id, v.versionId + 1))?.lastUpdated;
+    const next = await repo.vread(tenant, v.type, v.id, v.versionId + 1);
+    // v + 1 expunged ($expunge of one version): the version after it that is left replaced v by then.
+    return next ? next.lastUpdated : firstAfter(repo, tenant, v);
   };
   return async (v) => {
     seen.set(`${v.type}/${v.id}/${v.versionId}`, v.lastUpdated);
@@ -68,6 +70,24 @@ export function currentSince(repo: ResourceRepo, tenant: string, low: number): (
     const replaced = await replacedAt(v);
     return replaced === undefined || replaced > low;
   };
+}
+
+/** Versions of one resource read a statement while looking for the first one left after an expunged version. */
+const AFTER_BATCH = 100;
+
+/**
+ * The time of the oldest version of `v`'s resource after `v` (none: undefined), read newest first from the versions
+ * written since `v`: where `v + 1` was expunged, the resource was replaced no later than that.
+ */
+async function firstAfter(repo: ResourceRepo, tenant: string, v: ResourceVersion): Promise<number | undefined> {
+  let oldest: ResourceVersion | undefined;
+  let before: HistoryCursor | undefined;
+  for (;;) {
+    const rows = await repo.history(tenant, { type: v.type, id: v.id, since: v.lastUpdated, count: AFTER_BATCH, ...(before && { before }) });
+    for (const r of rows) if (r.versionId > v.versionId) oldest = r;
+    if (rows.length < AFTER_BATCH || rows[rows.length - 1]!.versionId <= v.versionId) return oldest?.lastUpdated;
+    before = cursorOf(rows[rows.length - 1]!);
+  }
 }
 
 /** Versions one statement of reachedPage reads at most (its first reads the page and one more, each next twice as many). */

@@ -82,6 +82,23 @@ await eachStore((kind, fresh) => {
       expect(new URL(link(bundle, 'self')!).searchParams.getAll('_at')).toEqual(['ge2026-01-06', 'le2026-01-12']);
     });
 
+    test('a version whose successor was expunged is still current only until the version after it', async () => {
+      // x/1 on 01-25, x/2 on 01-26, x/3 on 01-27; then x/2 is expunged: x/1 was replaced by 01-27 noon at the latest.
+      const expunging = await createTestApp({ store: t.store, clock, env: { CINDER_EXPUNGE: 'on' } });
+      const admin = fhirClient(expunging, await craftToken(expunging, 'system/*.*', { ttl: 365 * 86400 }));
+      for (const [day, active] of [['25', true], ['26', false], ['27', true]] as const) {
+        clock.set(noon(day));
+        await admin.put200({ resourceType: 'Patient', id: 'x', active, gender: day === '27' ? 'male' : 'female' });
+      }
+      clock.set(noon('28'));
+      expect((await admin.post('Patient/x/_history/2/$expunge', { resourceType: 'Parameters', parameter: [{ name: 'expungePreviousVersions', valueBoolean: true }] })).status).toBe(200);
+      expect(await walk('Patient/x/_history')).toEqual(['x/3', 'x/1']);
+      expect(await walk('Patient/x/_history?_at=2026-01-28')).toEqual(['x/3']);
+      expect((await walk('Patient/_history?_at=2026-01-28')).sort()).toEqual(['re/3', 'x/3']);
+      expect((await walk('_history?_at=2026-01-28&_count=1')).sort()).toEqual(['re/3', 'x/3']);
+      expect(await walk('Patient/x/_history?_at=2026-01-25')).toEqual(['x/1']);
+    });
+
     test('a prefix naming no one period, or a bad date, is a 400 naming _at', async () => {
       for (const bad of ['ne2026-01-12', 'sa2026-01-12', 'ap2026-01-12', 'xx2026', 'ge', 'ge2026-13', '2026-01-12&_at=bad']) {
         const outcome = await expectOutcome(await api.get(`Patient/_history?_at=${bad}`), 400, 'invalid');

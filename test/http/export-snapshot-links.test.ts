@@ -70,6 +70,16 @@ await eachStore((kind, fresh) => {
       expect(group).toEqual(['Patient/p1/1', 'Patient/p2/1']);
     });
 
+    test('_list reads the List as it was: its entries changed since count as they were', async () => {
+      const list = (ids: string[]) => ({ resourceType: 'List', id: 'l1', status: 'current', mode: 'working', entry: ids.map((id) => ({ item: { reference: `Patient/${id}` } })) });
+      await put(t, list(['p1', 'p2']));
+      t.clock.advance(1000);
+      const [listed] = await exportedAcross([`/$export?_type=Patient&${typeFilter('Patient?_list=l1')}`], async () => {
+        await put(t, list(['p3']));
+      });
+      expect(listed).toEqual(['Patient/p1/1', 'Patient/p2/1']);
+    });
+
     test('a chain within a chain, and a filter ORing a chain with a code, hold as of transactionTime too', async () => {
       await put(t, { resourceType: 'Organization', id: 'org1', name: 'North' });
       await put(t, patient('p1', { gender: 'male', managingOrganization: { reference: 'Organization/org1' } }));

@@ -5,9 +5,10 @@
  * the same condition on the other side's resources unchanged since T (their index is as of T), ORed with the
  * ones changed since whose version as of T meets its conditions, judged in code and named by id.
  */
+import { cursorOf, type HistoryCursor } from '../fhir/history-at.ts';
 import { indexEntries } from '../fhir/indexer.ts';
 import { matchConditions, type MatchContext } from '../fhir/search-match.ts';
-import type { Condition, ResourceVersion } from '../store/types.ts';
+import type { Condition } from '../store/types.ts';
 import type { SelectContext } from './select.ts';
 
 /**
@@ -48,12 +49,12 @@ const unchangedSince = (at: number): Condition => ({ kind: 'not', condition: { k
 /** The ids of `type` with a version after T (deletions included); undefined past LINKS_CHANGED_MAX versions. */
 async function changedIds(ctx: SelectContext, type: string): Promise<string[] | undefined> {
   const ids = new Set<string>();
-  let before: ResourceVersion | undefined;
+  let before: HistoryCursor | undefined;
   for (let read = 0; read < LINKS_CHANGED_MAX; read += HISTORY_PAGE) {
     const rows = await ctx.store.resources.history(ctx.tenant, { type, since: ctx.transactionTime + 1, count: HISTORY_PAGE, ...(before && { before }) });
     for (const v of rows) ids.add(v.id);
     if (rows.length < HISTORY_PAGE) return [...ids];
-    before = rows[rows.length - 1];
+    before = cursorOf(rows[rows.length - 1]!);
   }
   return undefined;
 }

@@ -7,6 +7,7 @@ import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
 import type { ResourceRepo, Store } from '../../src/store/types.ts';
 import { createTestApp, fhirInit, testClock, type TestApp } from '../helpers/app.ts';
 import { download, eachStore, kickOff, patient, put, remove, runExports, type Manifest } from '../helpers/export.ts';
+import { firstVersions } from '../helpers/versions.ts';
 
 const coded = (id: string, patientId: string, code: string, status = 'final') => ({
   resourceType: 'Observation', id, status, code: { coding: [{ system: 'http://loinc.org', code }] }, subject: { reference: `Patient/${patientId}` },
@@ -92,6 +93,17 @@ await eachStore((kind, fresh) => {
       });
       expect(a).toEqual(['Observation/o1/1']);
       expect(b).toEqual(['Observation/o1/1', 'Observation/o3/1']);
+    });
+
+    test('the targets changed since are read past a page of history: one changed before 1,500 others still counts as it was', async () => {
+      const chain = typeFilter('Observation?patient.gender=male');
+      const [system] = await exportedAcross([`/$export?_type=Observation&${chain}`], async () => {
+        await put(t, patient('p1', { gender: 'female' }));
+        t.clock.advance(1000);
+        const created = Array.from({ length: 1500 }, (_, i) => patient(`late${i}`, { gender: 'male' }));
+        await t.store.resources.write('t1', (w) => w.insertNew(firstVersions(created, t.clock.now())));
+      });
+      expect(system).toEqual(['Observation/o1/1']);
     });
 
     test('a target changed between two pages of the export counts as it was on every page', async () => {

@@ -1,8 +1,9 @@
 /**
  * Compiled search conditions evaluated in memory on one resource, with the meaning the adapters' SQL
  * gives them (src/store/search-sql.ts): bulk export checks the versions it reads from the history this
- * way. Chains and `_has` look their other side up in the store (its current state); through canonical
- * references, by the `url` and `version` rows (src/fhir/search-canonical.ts).
+ * way. Chains and `_has` look their other side up in the store (its current state; an export first rewrites
+ * them as of its transactionTime, src/export/links-as-of.ts); through canonical references, by the `url` and
+ * `version` rows (src/fhir/search-canonical.ts).
  */
 import type { CompositePart, Condition, DateTest, IndexEntry, IndexRows, NumberTest, SearchQuery, StringValue, TextEntry, TokenValue } from '../store/types.ts';
 import { foldAscii } from '../store/search-sql.ts';

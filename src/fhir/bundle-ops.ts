@@ -10,7 +10,7 @@ import { splitVersion, versionBeforeWrite, type PendingVersion } from './bundle-
 import { cloneExact, parseExact } from './exact-json.ts';
 import { besideCount, ConditionRaced, conditionKey, conditionParams, heldToMatch, requireFoundByCondition, resolveCondition, showCondition, storedMatch, type ConditionAnswers } from './conditional.ts';
 import { GroupedConditionAnswers, type AheadSearch } from './bundle-condition-answers.ts';
-import { deleteVersion, putVersion, reachJudged, refusedNoOp, requireStoredInReach, requireWritableContext, stillJudged, type ContextReads, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
+import { deleteVersion, deletionRead, putVersion, reachJudged, refusedNoOp, requireStoredInReach, requireWritableContext, stillJudged, type ContextReads, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
 import { securityContextTarget } from './binary.ts';
 import { findResources, lookups } from './core-search.ts';
 import { operationOutcome, unchangedOutcome } from './outcome.ts';
@@ -738,7 +738,11 @@ export function isUnchangedEntry(entry: Json): boolean {
 
 /** A response entry for a failed entry: its status with the reason phrase (`422 Unprocessable Entity`), as successes have theirs. */
 export function errorEntry(err: FhirError): Json {
-  return { response: { status: `${err.status} ${STATUS_CODES[err.status] ?? ''}`.trim(), outcome: operationOutcome(err.issues) } };
+  const status = `${err.status} ${STATUS_CODES[err.status] ?? ''}`.trim();
+  // A read of a deletion tells its version, as the REST read's 410 does in its headers.
+  const deletion = deletionRead(err);
+  const version = deletion === undefined ? {} : { etag: `W/"${deletion.versionId}"`, lastModified: new Date(deletion.lastUpdated).toISOString() };
+  return { response: { status, ...version, outcome: operationOutcome(err.issues) } };
 }
 
 /** The response of an entry that follows another's write (sharedWrites): as a conditional create that finds a match, 200 and the resource. */

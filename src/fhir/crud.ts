@@ -855,10 +855,26 @@ export async function readResource(deps: FhirDeps, req: FhirRequest, type: strin
   if (!v) throw new FhirError('not-found', `${type}/${id} is not known`);
   if (v.deleted) {
     await checkDeletionReadable(deps, req, v);
-    throw new FhirError('gone', `${type}/${id} was deleted`, { headers: { ETag: `W/"${v.versionId}"` } });
+    throw new DeletionRead(`${type}/${id} was deleted`, v);
   }
   if (v.content.length < INDEX_JUDGED_CHARS || !(await judgedByCompartment(deps, req, v.type, v.id, v.versionId))) await checkReadable(deps, req, v);
   return v;
+}
+
+/**
+ * The 410 of a read or vread of a deletion (http.html#read, #vread), with the deletion's version headers as a
+ * read of a live version has them: `ETag` the version the deletion is, `Last-Modified` when it was deleted.
+ */
+export class DeletionRead extends FhirError {
+  constructor(message: string, readonly deletion: { versionId: number; lastUpdated: number }) {
+    super('gone', message, { headers: { ETag: `W/"${deletion.versionId}"`, 'Last-Modified': new Date(deletion.lastUpdated).toUTCString() } });
+  }
+}
+
+/** The deletion a 410 of a read or vread is, or located (bundle-entries.ts) in an entry; undefined for any other error. */
+export function deletionRead(err: unknown): DeletionRead['deletion'] | undefined {
+  for (let e = err; e instanceof Error; e = e.cause) if (e instanceof DeletionRead) return e.deletion;
+  return undefined;
 }
 
 /** A read's stored text from this many characters on is judged by the compartment index rather than parsed (judgedByCompartment). */
@@ -895,7 +911,7 @@ export async function vreadResource(
   if (!v) throw new FhirError('not-found', `${type}/${id} has no version ${versionId}`);
   if (v.deleted) {
     await checkDeletionReadable(deps, req, v);
-    throw new FhirError('gone', `Version ${versionId} of ${type}/${id} is a deletion`);
+    throw new DeletionRead(`Version ${versionId} of ${type}/${id} is a deletion`, v);
   }
   await checkReadable(deps, req, v);
   return v;

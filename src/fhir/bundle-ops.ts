@@ -25,7 +25,7 @@ import { invalidResource, validationErrors } from './validation/check.ts';
 import { typeModel } from './validation/model.ts';
 import { pacedTurns } from './turns.ts';
 import type { HeldSearches } from './bundle-held-searches.ts';
-import type { ValidationLevel } from './validation/validate.ts';
+import type { ValidationIssue, ValidationLevel } from './validation/validate.ts';
 
 export type Json = Record<string, unknown>;
 
@@ -654,11 +654,19 @@ export function entryResources(planned: Planned[]): WrittenResource[] {
 export async function requireValidPatched(planned: Planned[], level: ValidationLevel, noOps: RefusedNoOps): Promise<void> {
   for (const p of planned) {
     if (!p.patched) continue;
-    const errors = validationErrors(p.patched.resource, level);
+    const errors = patchedIssues(p, validationErrors(p.patched.resource, level));
     if (errors.length === 0) continue;
     const refusal = invalidResource(errors, `${at(p.entry)}: the patched ${p.entry.type}`);
     if (!(await noOps.excuse(p, refusal))) throw refusal;
   }
+}
+
+/**
+ * The issues of a PATCH entry's result: located in the patched resource (`Patient.gender`), which is in no entry,
+ * their text naming the entry (`Bundle.entry[2]: ...`), as a transaction's other refusals are named.
+ */
+export function patchedIssues(p: Planned, issues: ValidationIssue[]): ValidationIssue[] {
+  return issues.map((i) => ({ ...i, text: `${at(p.entry)}: ${i.text}` }));
 }
 
 /**

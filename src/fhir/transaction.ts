@@ -2,7 +2,7 @@ import { FhirError } from '../errors.ts';
 import { batch, operationEntry, type OperationCall } from './batch.ts';
 import { writeConditions, exclusively, type Settle } from './conditional.ts';
 import { parseBundle, type Entry } from './bundle-entries.ts';
-import { entriesPerAttempt, entryResources, errorEntry, followerEntry, hasConditionalReferences, judgeEntry, judgesReach, plan, refuseLinkedConditions, requireEntriesInReach, requireJudgedEntries, requireValidPatched, RefusedNoOps, rewriteReferences, settledConditions, storedOtherwise, writeEntry, writtenBy, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
+import { entriesPerAttempt, entryResources, errorEntry, followerEntry, hasConditionalReferences, judgeEntry, judgesReach, patchedIssues, plan, refuseLinkedConditions, requireEntriesInReach, requireJudgedEntries, requireValidPatched, RefusedNoOps, rewriteReferences, settledConditions, storedOtherwise, writeEntry, writtenBy, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
 import { requireVersionsWritten, settleVersions, writtenAnew } from './bundle-versions.ts';
 import { conditionElement, withStaticIds } from './bundle-match-urls.ts';
 import { checkRead, checkReadDeletion, checkReadTarget, readBudget, readEntry } from './bundle-reads.ts';
@@ -197,10 +197,10 @@ async function requireProfiledEntries(deps: FhirDeps, req: FhirRequest, entries:
   }
   for (const p of planned) {
     if (!p.patched) continue;
-    const issues = [
+    const issues = patchedIssues(p, [
       ...((await deps.profiles?.writeIssues(req.tenant, p.patched.resource, undefined, true, cost, held, reads)) ?? []),
       ...((await deps.questionnaires?.issues(req.tenant, p.patched.resource, { warnings: false, access: req.access })) ?? []),
-    ];
+    ]);
     errors.push(...(await excused(p, issues, noOps)));
   }
   if (errors.length > 0) throw invalidResource(errors, 'The transaction (nothing was written)');

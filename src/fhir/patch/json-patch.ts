@@ -5,7 +5,8 @@
  * the operation's index, as HAPI FHIR answers it; a failing `test` is a 422 `processing` (see applyJsonPatch).
  */
 import { FhirError } from '../../errors.ts';
-import { cloneExact, literalOf, setLiteral, spliceExact } from '../exact-json.ts';
+import { cloneExact, literalOf, setLiteral, spliceExact, stringifyExact } from '../exact-json.ts';
+import { compare, decimalRational } from '../rational.ts';
 
 /** `literal`: a number value's text as written, when it is not String(value) (src/fhir/exact-json.ts). */
 export type JsonPatchOperation =
@@ -153,13 +154,23 @@ function replace(doc: unknown, path: string, value: unknown, literal?: string): 
   return doc;
 }
 
-function deepEqual(a: unknown, b: unknown): boolean {
+/**
+ * RFC 6902 4.6's equality of `test`: numbers numerically equal as written (`aText`, `bText`: their literals when
+ * not String(value)), objects with the same members in any order, arrays item by item, anything else identical.
+ */
+function deepEqual(a: unknown, aText: string | undefined, b: unknown, bText: string | undefined): boolean {
+  if (typeof a === 'number' && typeof b === 'number') {
+    // Numerically equal as written (`1.5`, `1.50`, `15e-1`), not as doubles: a decimal keeps its precision.
+    const x = decimalRational(aText ?? String(a));
+    const y = decimalRational(bText ?? String(b));
+    return x !== undefined && y !== undefined ? compare(x, y) === 0 : a === b;
+  }
   if (a === b) return true;
   if (!isContainer(a) || !isContainer(b) || Array.isArray(a) !== Array.isArray(b)) return false;
   const ka = Object.keys(a);
   const kb = Object.keys(b);
   if (ka.length !== kb.length) return false;
-  return ka.every((k) => Object.hasOwn(b, k) && deepEqual((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]));
+  return ka.every((k) => Object.hasOwn(b, k) && deepEqual((a as Record<string, unknown>)[k], literalOf(a, k), (b as Record<string, unknown>)[k], literalOf(b, k)));
 }
 
 /** The length of `value` as JSON, about (escapes aside); once it exceeds `budget`, a value above it. */
@@ -212,7 +223,8 @@ function applyOne(doc: unknown, op: JsonPatchOperation, copied: Copied): unknown
     }
     case 'test': {
       const actual = get(doc, op.path);
-      if (!deepEqual(actual, op.value)) throw new Failure(`test failed: ${op.path || 'the document'} is ${JSON.stringify(actual)}, not ${JSON.stringify(op.value)}`);
+      const text = literalAt(doc, op.path);
+      if (!deepEqual(actual, text, op.value, op.literal)) throw new Failure(`test failed: ${op.path || 'the document'} is ${text ?? stringifyExact(actual)}, not ${op.literal ?? stringifyExact(op.value)}`);
       return doc;
     }
   }

@@ -81,7 +81,7 @@ function nativeResponse(v: ResourceVersion, head: boolean): Response {
   const { body, length } = head ? { body: null, length: decodedLength(data) } : decoded(data);
   const headers: Record<string, string> = {
     ...versionHeaders(v),
-    'Content-Type': String(resource.contentType),
+    'Content-Type': fieldValue(String(resource.contentType)),
     'Content-Length': String(length),
     // The content is whatever a client stored: never let a browser guess it into something active.
     'X-Content-Type-Options': 'nosniff',
@@ -92,8 +92,17 @@ function nativeResponse(v: ResourceVersion, head: boolean): Response {
   // script). No Content-Disposition: Medplum dropped it, as it turns every image and PDF into a download.
   if (mediaTypeOf(String(resource.contentType)) !== 'application/pdf') headers['Content-Security-Policy'] = 'sandbox';
   const context = (resource.securityContext as { reference?: unknown } | undefined)?.reference;
-  if (typeof context === 'string') headers['X-Security-Context'] = context;
+  if (typeof context === 'string') headers['X-Security-Context'] = fieldValue(context);
   return new Response(body, { status: 200, headers });
+}
+
+/**
+ * A stored FHIR string as an HTTP field value: its characters outside visible US-ASCII and space percent-encoded
+ * as UTF-8 (RFC 3987 3.1, an IRI mapped to a URI), as RFC 9110 5.5 asks of new fields and as a field value must
+ * be octets (`€` is none: setting it threw, a 500); ASCII text is unchanged.
+ */
+function fieldValue(text: string): string {
+  return text.replace(/[^\x20-\x7e]+/g, (run) => [...Buffer.from(run, 'utf8')].map((b) => `%${b.toString(16).toUpperCase().padStart(2, '0')}`).join(''));
 }
 
 /** The number of bytes base64 `data` decodes to (RFC 4648 section 4); data holding whitespace is decoded to count them. */

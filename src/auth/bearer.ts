@@ -29,9 +29,14 @@ export interface BearerRefusal {
   cause?: unknown;
 }
 
-/** The `WWW-Authenticate` header of a refusal (RFC 6750 3). */
+/**
+ * The `WWW-Authenticate` header of a refusal (RFC 6750 3). `error_description` holds only the characters 3 allows
+ * (%x20-21 / %x23-5B / %x5D-7E): a quote of the message is sent as `'`, any other character outside them as a space,
+ * so that the quoted string ends where it should and a client parsing the challenge reads it.
+ */
 export function bearerChallenge({ error, message }: BearerRefusal): Record<string, string> {
-  return { 'WWW-Authenticate': error ? `Bearer realm="cinder", error="${error}", error_description="${message}"` : 'Bearer realm="cinder"' };
+  const description = message.replaceAll('"', "'").replace(/[^\x20\x21\x23-\x5B\x5D-\x7E]/g, ' ');
+  return { 'WWW-Authenticate': error ? `Bearer realm="cinder", error="${error}", error_description="${description}"` : 'Bearer realm="cinder"' };
 }
 
 /**

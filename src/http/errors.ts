@@ -51,7 +51,7 @@ export function renderError(err: unknown, req: FailedRequest, log: Logger): Resp
     // A FHIR request gets past the bearer check with a valid token only: its 403 is a token that lacks
     // the privileges (RFC 6750 3.1 `insufficient_scope`), challenged as its 401s are.
     if (err.status === 403 && isFhirPath(req.path) && !('WWW-Authenticate' in headers)) {
-      Object.assign(headers, bearerChallenge({ error: 'insufficient_scope', message: err.message.replace(/[^\x20\x21\x23-\x5B\x5D-\x7E]/g, ' ') }));
+      Object.assign(headers, bearerChallenge({ error: 'insufficient_scope', message: err.message }));
     }
     return new Response(JSON.stringify(operationOutcome(err.issues)), { status: err.status, headers });
   }

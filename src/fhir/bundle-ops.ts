@@ -866,9 +866,10 @@ async function writePlain(w: ResourceWriter, p: Planned, opts: PutOptions, base:
       requireIfMatch(o.ifMatch, showCondition(entry.type, entry.condition!), null);
       return responseEntry('204 No Content');
     }
-    await deleteVersion(w, entry.type, p.id, o);
-    // As a REST delete: nothing to delete is a success (FHIR R4 http 3.1.0.7).
-    return responseEntry('204 No Content');
+    const deleted = await deleteVersion(w, entry.type, p.id, o);
+    // As a REST delete: nothing to delete is a success (FHIR R4 http 3.1.0.7), and a deletion tells its version (the REST ETag).
+    if (deleted === null) return responseEntry('204 No Content');
+    return { response: { status: '204 No Content', etag: etag(deleted.versionId), lastModified: new Date(deleted.lastUpdated).toISOString() } };
   }
   if (p.existing) {
     if (p.holdsExisting) await requireExistingCurrent(w, p.existing);

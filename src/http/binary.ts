@@ -85,6 +85,9 @@ function nativeResponse(v: ResourceVersion, head: boolean): Response {
     'Content-Length': String(length),
     // The content is whatever a client stored: never let a browser guess it into something active.
     'X-Content-Type-Options': 'nosniff',
+    // The content or the resource, as Accept asks (binaryRepresentation): a browser keeps this read, and must not give it to a
+    // later fetch asking for FHIR JSON (RFC 9110 12.5.5); compressed, content-coding.ts appends Accept-Encoding.
+    Vary: 'Accept',
   };
   // Nor run what it is: stored HTML or SVG opened from this origin would read the user's tokens and call the API
   // as them. `sandbox` renders it in an opaque origin, with no script, forms, popups or top navigation; fetch and

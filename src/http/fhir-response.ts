@@ -210,7 +210,7 @@ export function asksForPlainJson(accept: string | null | undefined, format: stri
 export function labelledAsAsked(req: Request, res: Response): Response {
   const fhirJson = (res.headers.get('content-type') ?? '').startsWith('application/fhir+json');
   // The label depends on Accept, so caches are told (RFC 9110 12.5.5), on a 304 too, which carries what
-  // its 200 would (15.4.5): a browser keeps reads (an ETag, no Cache-Control) and revalidates them.
+  // its 200 would (15.4.5): a browser keeps reads (an ETag, `Cache-Control: private, no-cache`) and revalidates them.
   if (fhirJson || res.status === 304) {
     // First, so that a HEAD (whose Accept-Encoding is described inside) lists them as its GET does.
     const vary = res.headers.get('vary');
@@ -229,9 +229,14 @@ export function labelledAsAsked(req: Request, res: Response): Response {
 /** An Accept that may ask for application/json (media types are case-insensitive). */
 const PLAIN_JSON_NAMED = /application\/json|text\/(json|\*)/i;
 
-/** Headers of a response carrying one resource version. */
+/**
+ * Headers of a response carrying one resource version. `Cache-Control: private, no-cache`: with `Last-Modified` and
+ * no Cache-Control a browser holds an answer heuristically fresh (RFC 9111 4.2.2, a tenth of its age) and answers a
+ * later read itself, a version since replaced or one the token may no longer read; `no-cache` keeps the answer but
+ * has it revalidated (`If-None-Match`, a 304 judged with the request's token), `private` keeps shared caches out.
+ */
 export function versionHeaders(v: ResourceVersion): Record<string, string> {
-  return { ETag: etag(v.versionId), 'Last-Modified': new Date(v.lastUpdated).toUTCString() };
+  return { ETag: etag(v.versionId), 'Last-Modified': new Date(v.lastUpdated).toUTCString(), 'Cache-Control': 'private, no-cache' };
 }
 
 /** The conditional-read headers of a request (FHIR R4 http.html#cread, RFC 9110 13.1.2 and 13.1.3). */

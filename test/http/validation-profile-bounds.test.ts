@@ -2,7 +2,9 @@
  * A profile's minValue[x] and maxValue[x] (R4 ElementDefinition) on dateTimes and instants compare the moments they
  * denote, time zones included, as FHIRPath orders them; a value whose precision straddles a bound is not refused.
  * minValueQuantity and maxValueQuantity compare a Quantity in the bound's unit, or in another UCUM unit of the same
- * dimension converted. On writes, on both databases.
+ * dimension converted. As HL7's validator, a UCUM unit that cannot be converted to the bound's fails it (an error naming
+ * the Quantity), and a Quantity that cannot be compared otherwise (no value, another system) is a warning. On writes,
+ * on both databases.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -94,6 +96,29 @@ await eachStore((kind, fresh) => {
       expect((await api.post('Observation', weight(500, 'g'))).status).toBe(201);
       expect((await api.post('Observation', weight(1600, '[lb_av]'))).status).toBe(422);
       expect((await api.post('Observation', weight(150, '[lb_av]'))).status).toBe(201);
+    });
+
+    test('a Quantity whose UCUM unit cannot be converted to the bound\'s is refused, naming it; one that cannot be compared is stored with a warning', async () => {
+      const before = await countVersions(t);
+      const litres = await expectOutcome(await api.post('Observation', weight(2, 'L')), 422);
+      expect(litres.issue.map((i: Json) => [i.severity, i.code, i.expression[0], i.details.text])).toEqual([
+        ['error', 'value', 'Observation.value.ofType(Quantity)', `Observation.value[x] (profile ${VITALS_URL}): its unit L cannot be converted to the bound's unit kg, so the minimum 0.5 kg cannot be met`],
+        ['error', 'value', 'Observation.value.ofType(Quantity)', `Observation.value[x] (profile ${VITALS_URL}): its unit L cannot be converted to the bound's unit kg, so the maximum 700 kg cannot be met`],
+      ]);
+      // Not a UCUM unit at all: no more convertible.
+      await expectOutcome(await api.post('Observation', weight(2, 'stone')), 422);
+      expect(await countVersions(t)).toBe(before);
+      // Another system's unit: not compared, and said so.
+      const other = { ...weight(90, 'kg'), valueQuantity: { value: 90, unit: 'kilo', system: 'http://example.org/units', code: 'kilo' } };
+      const checked = await api.post('Observation/$validate', other);
+      expect(checked.status).toBe(200);
+      const warned = ((await checked.json()) as Json).issue.filter((i: Json) => i.severity !== 'information');
+      expect(warned.map((i: Json) => [i.severity, i.code, i.expression[0]])).toEqual([
+        ['warning', 'value', 'Observation.value.ofType(Quantity)'],
+        ['warning', 'value', 'Observation.value.ofType(Quantity)'],
+      ]);
+      expect(warned[0].details.text).toBe(`Observation.value[x] (profile ${VITALS_URL}): its unit kilo (http://example.org/units) is not comparable with the bound's kg (${UCUM}), so the minimum 0.5 kg was not checked`);
+      expect((await api.post('Observation', other)).status).toBe(201);
     });
   });
 });

@@ -314,9 +314,15 @@ function checkTargets(run: Run, profile: CompiledProfile, el: ProfileElement, it
 }
 
 function checkBounds(run: Run, profile: CompiledProfile, el: ProfileElement, item: Item): void {
-  for (const [bound, sign, word] of [[el.minValue, -1, 'below the minimum'], [el.maxValue, 1, 'above the maximum']] as const) {
+  for (const [bound, sign, word, name] of [[el.minValue, -1, 'below the minimum', 'minimum'], [el.maxValue, 1, 'above the maximum', 'maximum']] as const) {
     if (bound === undefined) continue;
-    const o = typeof bound === 'object' ? orderQuantity(item.value, bound) : orderValue(isObject(item.value) && 'value' in item.value ? item.value.value : item.value, bound);
+    if (typeof bound === 'object') {
+      const o = orderQuantity(item.value, bound);
+      if (o === sign) run.add('error', 'value', pathOf(item), `${whereOf(profile, el)}: ${word} ${describeBound(bound)}`);
+      else if (typeof o === 'object') run.add(o.severity, 'value', pathOf(item), `${whereOf(profile, el)}: ${o.why}, so the ${name} ${describeBound(bound)} ${o.severity === 'error' ? 'cannot be met' : 'was not checked'}`);
+      continue;
+    }
+    const o = orderValue(isObject(item.value) && 'value' in item.value ? item.value.value : item.value, bound);
     if (o === sign) run.add('error', 'value', pathOf(item), `${whereOf(profile, el)}: ${word} ${describeBound(bound)}`);
   }
 }
@@ -345,23 +351,36 @@ function orderValue(v: unknown, bound: number | string): number | undefined {
   return x < bound ? -1 : x > bound ? 1 : 0;
 }
 
+/** Why a Quantity was not compared with a bound: an error when it cannot be (a UCUM unit of another dimension), else a warning. */
+interface Uncompared {
+  severity: 'error' | 'warning';
+  why: string;
+}
+
 /**
  * A Quantity against a minValueQuantity or maxValueQuantity: in the bound's unit (one system and code, or one `unit`
  * when neither has a code), or both UCUM units of one dimension, converted to their base units (5400 ug against 5 mg).
- * Another unit, or no value, is not compared.
+ * As HL7's validator (InstanceValidator, checkQuantity): a UCUM unit that cannot be converted to the bound's (another
+ * dimension, or no UCUM unit) fails the bound, an error; a Quantity without a value, in another system, or without a
+ * code beside a bound with one (or the reverse) is not compared, a warning that says so. A bound whose UCUM unit
+ * Cinder cannot read is not compared either (a warning: the profile's unit, not the instance's).
  */
-function orderQuantity(q: unknown, bound: BoundQuantity): number | undefined {
-  if (!isObject(q) || typeof q.value !== 'number') return undefined;
+function orderQuantity(q: unknown, bound: BoundQuantity): number | Uncompared | undefined {
+  if (!isObject(q)) return undefined;
+  if (typeof q.value !== 'number') return { severity: 'warning', why: 'the Quantity has no value' };
+  const unitOf = (system: unknown, code: unknown, unit: unknown) => `${typeof code === 'string' ? code : typeof unit === 'string' ? unit : 'no unit'}${typeof system === 'string' ? ` (${system})` : ''}`;
+  const unlike = (): Uncompared => ({ severity: 'warning', why: `its unit ${unitOf(q.system, q.code, q.unit)} is not comparable with the bound's ${unitOf(bound.system, bound.code, bound.unit)}` });
   const sameSystem = q.system === bound.system;
   let x = q.value;
   let y = bound.value;
   if (q.code === undefined && bound.code === undefined) {
-    if (!sameSystem || q.unit === undefined || q.unit !== bound.unit) return undefined;
+    if (!sameSystem || q.unit === undefined || q.unit !== bound.unit) return unlike();
   } else if (!(sameSystem && q.code === bound.code)) {
-    if (q.system !== UCUM_SYSTEM || bound.system !== UCUM_SYSTEM || typeof q.code !== 'string' || typeof bound.code !== 'string') return undefined;
-    const a = canonicalUnit(q.code);
+    if (q.system !== UCUM_SYSTEM || bound.system !== UCUM_SYSTEM || typeof q.code !== 'string' || typeof bound.code !== 'string') return unlike();
     const b = canonicalUnit(bound.code);
-    if (a === undefined || b === undefined || a.code !== b.code) return undefined;
+    if (b === undefined) return { severity: 'warning', why: `the bound's unit ${bound.code} is not a UCUM unit Cinder reads` };
+    const a = canonicalUnit(q.code);
+    if (a === undefined || a.code !== b.code) return { severity: 'error', why: `its unit ${q.code} cannot be converted to the bound's unit ${bound.code}` };
     x = a.convert(x);
     y = b.convert(y);
   }

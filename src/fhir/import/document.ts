@@ -113,7 +113,8 @@ async function processTransaction(deps: FhirDeps, ctx: DocumentContext, bundle: 
     if (!(err instanceof FhirError)) throw err;
     // Rolled back whole: retried once at the end of the run, when the files that follow are written.
     if (err instanceof UnmatchedConditionalReference && deferrable) return ctx.defer([], ctx.again);
-    ctx.fail(`${bundle.type} Bundle rolled back: ${err.message}`, Math.max(writes, 1), err.status === 422 ? { issues: err.issues } : undefined);
+    // Its OperationOutcome's issues whatever its status (a 412's, a 409's as a 422's), with their expressions.
+    ctx.fail(`${bundle.type} Bundle rolled back: ${err.message}`, Math.max(writes, 1), err.issues.length ? { issues: err.issues } : undefined);
     return;
   }
   let ok = 0;
@@ -131,7 +132,11 @@ async function processTransaction(deps: FhirDeps, ctx: DocumentContext, bundle: 
       // Unchanged though the rules now refuse it: the update's warnings, told as an NDJSON line kept unchanged is.
       const issues = r.outcome?.issue ?? [];
       if (issues.some((issue) => issue.severity === 'warning')) ctx.kept(i, issues);
-    } else ctx.fail(`Bundle.entry[${i}]: ${code}: ${withoutEntry(r.outcome?.issue?.[0]?.diagnostics ?? 'failed', i)}`, 1, { entry: i, ...(code === '422' && r.outcome?.issue ? { issues: r.outcome.issue } : {}) });
+    } else {
+      // The entry's OperationOutcome whatever its status (400, 404, 409, 412 as 422), its issues' expressions with them.
+      const issues = r.outcome?.issue ?? [];
+      ctx.fail(`Bundle.entry[${i}]: ${code}: ${withoutEntry(issues[0]?.diagnostics ?? 'failed', i)}`, 1, { entry: i, ...(issues.length ? { issues } : {}) });
+    }
   });
   ctx.imported(ok, unchanged);
 }

@@ -4,6 +4,7 @@ import type { ReindexTable, Store } from '../store/types.ts';
 import { paramsOf } from './definitions.ts';
 import { canonicalParam, compartmentsOf, sortParam, storedIndex } from './indexer.ts';
 import { R4_RESOURCE_TYPES } from './resource-types.ts';
+import { isCanonicalType } from './search-canonical.ts';
 import { UCUM_SYSTEM } from './ucum.ts';
 import { reachesContactPoints } from './contact-points.ts';
 
@@ -256,19 +257,96 @@ const MODEL_CHANGES: Record<number, ModelChange | undefined> = {
     tables: ['search_text'],
     reads: (c) => c.kind === 'text',
   },
-  // A canonical resource with a url and a version (`"url":` and `"version":`), now a row of its `url|version`; a
-  // resource with a versioned canonical reference of a long url (a string of 600 characters or more before a `|`),
-  // now a marker row on PostgreSQL: reference rows. Canonical chains, `_has` and `_revinclude` read them, and so
-  // does `_filter`'s `ne` on a reference (SqlBuilder.tokens: a long url's versions beside its marker).
+  // A canonical resource with a url and a version (its own, not an extension's url beside a Coding's version:
+  // versionedCanonical), now a row of its `url|version`; a resource with a versioned canonical reference of a long
+  // url (a string of 600 characters or more before a `|`, either written as JSON escapes: holdsLongVersioned), now a
+  // marker row on PostgreSQL: reference rows. Canonical chains, `_has` and `_revinclude` read them, and so does
+  // `_filter`'s `ne` on a reference (SqlBuilder.tokens: a long url's versions beside its marker).
   24: {
-    touches: (content) => (content.includes('"url":') && content.includes('"version":')) || LONG_VERSIONED_CANONICAL.test(content),
+    touches: (content) => versionedCanonical(content) || holdsLongVersioned(content),
     tables: ['search_index'],
     reads: (c) => ((c.kind === 'token' || c.kind === 'chain' || c.kind === 'has') && c.canonical === true) || (c.kind === 'token' && c.unequal === true && c.reference === true),
   },
 };
 
-/** A JSON string with 600 characters or more before a `|`: a versioned canonical whose url may be past the index bound. */
-const LONG_VERSIONED_CANONICAL = /"[^"|]{600,}\|[^"]*"/;
+/**
+ * Whether `content` is a canonical resource with a url and a version of its own (indexer.ts versionedUrlRow), read
+ * only when both names are in its text (JSON that another writer spaced, `"url" :`, too): an extension's `url`
+ * beside a Coding's `version` in another resource is no such resource.
+ */
+function versionedCanonical(content: string): boolean {
+  if (!URL_FIELD.test(content) || !VERSION_FIELD.test(content)) return false;
+  // Its type read off the head, where Cinder writes it (resource.ts stampHead): most such resources are no canonical one.
+  const head = LEADING_TYPE.exec(content);
+  if (head !== null && !isCanonicalType(head[1]!)) return false;
+  const r = JSON.parse(content) as { resourceType?: unknown; url?: unknown; version?: unknown };
+  return typeof r.url === 'string' && r.url !== '' && typeof r.version === 'string' && r.version !== '' && typeof r.resourceType === 'string' && isCanonicalType(r.resourceType);
+}
+const URL_FIELD = /"url"\s*:/;
+const VERSION_FIELD = /"version"\s*:/;
+const LEADING_TYPE = /^\{"resourceType":"([A-Za-z]+)"/;
+
+/**
+ * Whether `content` holds a JSON string with 600 characters or more before its first `|`: a versioned canonical whose
+ * url may be past the index bound (index-limits.ts versionedMarkers; it marks one of 634 or more). Text as
+ * JSON.stringify writes it is matched by LONG_VERSIONED_CANONICAL; text holding an escaped quote (`\"`, a url may hold
+ * a `"`) or an escaped `|` (`\u007c`, as another writer may put it) is read string by string (longVersionedString).
+ */
+function holdsLongVersioned(content: string): boolean {
+  if (content.length <= VERSIONED_URL_CHARS) return false;
+  if (LONG_VERSIONED_CANONICAL.test(content)) return true;
+  // Read string by string only where it could differ: an escaped `|`, or a `|` beside an escaped quote (a narrative's
+  // `xmlns=\"...\"` in a resource with no `|` is no versioned canonical).
+  if (!BAR_ESCAPE.test(content) && !(content.includes('|') && content.includes('\\"'))) return false;
+  return longVersionedString(content);
+}
+const VERSIONED_URL_CHARS = 600;
+const LONG_VERSIONED_CANONICAL = /"[^"|]{600,}\|/;
+const BAR_ESCAPE = /\\u007c/i;
+
+/**
+ * Whether a string of the JSON text `content` has VERSIONED_URL_CHARS characters or more (UTF-16 units, as the
+ * indexer measures them) before its first `|`, each escape read as the character it stands for (`\u007c` is a `|`).
+ * One pass over the text.
+ */
+function longVersionedString(content: string): boolean {
+  let inString = false;
+  let count = 0;
+  let barred = false;
+  for (let i = 0; i < content.length; i++) {
+    const c = content.charCodeAt(i);
+    if (!inString) {
+      if (c === QUOTE) {
+        inString = true;
+        count = 0;
+        barred = false;
+      }
+      continue;
+    }
+    if (c === QUOTE) {
+      inString = false;
+      continue;
+    }
+    let bar = c === BAR;
+    if (c === BACKSLASH) {
+      const next = content.charCodeAt(++i);
+      if (next === U) {
+        bar = parseInt(content.slice(i + 1, i + 5), 16) === BAR;
+        i += 4;
+      }
+    }
+    if (barred) continue;
+    if (bar) {
+      if (count >= VERSIONED_URL_CHARS) return true;
+      barred = true;
+    } else count++;
+  }
+  return false;
+}
+const QUOTE = 0x22;
+const BAR = 0x7c;
+const BACKSLASH = 0x5c;
+const U = 0x75;
 
 /**
  * Whether a narrative's numeric character reference (`&#248;`, `&#xD8;`; text-index.ts narrativeText decodes them

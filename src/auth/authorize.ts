@@ -239,6 +239,8 @@ export interface SignedIn extends GrantContext {
   authTime: number;
   /** The number of the user's last revocation when they authenticated (User.revocationSeq of the record checked), where read. */
   authRevocationSeq?: number;
+  /** The number of the last revocation of the client's tokens then (Client.revocationSeq of the record the request was read on), where read. */
+  authClientRevocationSeq?: number;
 }
 
 /** Stores a new single-use code for a signed-in user and returns the success redirect (RFC 6749 4.1.2). */
@@ -248,7 +250,8 @@ export async function issueCode(deps: AuthDeps, req: AuthorizationRequest, s: Si
   await deps.store.oauth.createCode({
     codeHash: sha256Hex(code), grantId: randomToken(16), clientId: req.client.clientId, tenant: req.client.tenant, userId: s.user.id,
     redirectUri: req.redirectUri, scope: req.scopes.join(' '), nonce: req.nonce, codeChallenge: req.codeChallenge, authTime: s.authTime,
-    ...(s.authRevocationSeq !== undefined && { authRevocationSeq: s.authRevocationSeq }), expiresAt: now + CODE_TTL_MS, consumedAt: null, ...grantContext(s),
+    ...(s.authRevocationSeq !== undefined && { authRevocationSeq: s.authRevocationSeq }),
+    ...(s.authClientRevocationSeq !== undefined && { authClientRevocationSeq: s.authClientRevocationSeq }), expiresAt: now + CODE_TTL_MS, consumedAt: null, ...grantContext(s),
   });
   return redirectWith(req.redirectUri, { code, state: req.state, iss: deps.config.baseUrl });
 }

@@ -71,10 +71,15 @@ export async function grantUser(deps: AuthDeps, tenant: string, userId: string, 
   return { user, userReadAt };
 }
 
-/** When a user signed in (epoch ms) and the number of their last revocation then (User.revocationSeq), where kept. */
+/**
+ * When a user signed in (epoch ms), the number of their last revocation then (User.revocationSeq), and that of the
+ * last revocation of the client's tokens then (Client.revocationSeq of the record the authorization request was read
+ * on), where kept.
+ */
 export interface SignInMark {
   authTime: number;
   authRevocationSeq?: number;
+  authClientRevocationSeq?: number;
 }
 
 /** The revocation query of a sign-in (RevocationQuery.user): by the number where it was kept, else by the time. */

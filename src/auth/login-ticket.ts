@@ -17,6 +17,8 @@ export interface LoginTicket {
   authTime: number;
   /** The number of the user's last revocation when they signed in (User.revocationSeq of the record checked). */
   authRevocationSeq?: number;
+  /** The number of the last revocation of the client's tokens when the user signed in (Client.revocationSeq). */
+  authClientRevocationSeq?: number;
 }
 
 /** A ticket that is missing, forged, expired, or issued for another request or user. */
@@ -39,7 +41,8 @@ const KIND = { typ: TYP, ttl: LOGIN_TICKET_TTL_S };
  */
 export function signLoginTicket(deps: AuthDeps, req: AuthorizationRequest, t: LoginTicket): Promise<string> {
   return signServerJws(deps, KIND, {
-    tenant: t.tenant, client_id: req.client.clientId, auth_ms: t.authTime, ...(t.authRevocationSeq !== undefined && { auth_rs: t.authRevocationSeq }), req: requestDigest(req),
+    tenant: t.tenant, client_id: req.client.clientId, auth_ms: t.authTime, ...(t.authRevocationSeq !== undefined && { auth_rs: t.authRevocationSeq }),
+    ...(t.authClientRevocationSeq !== undefined && { auth_crs: t.authClientRevocationSeq }), req: requestDigest(req),
   }, t.userId);
 }
 
@@ -59,8 +62,11 @@ export async function verifyLoginTicket(deps: AuthDeps, req: AuthorizationReques
   if (p.client_id !== req.client.clientId || p.tenant !== req.client.tenant || p.req !== requestDigest(req)) {
     throw new LoginTicketError('the sign-in ticket was issued for another authorization request');
   }
-  if (typeof p.auth_ms !== 'number' || typeof p.sub !== 'string' || (p.auth_rs !== undefined && typeof p.auth_rs !== 'number')) {
+  if (typeof p.auth_ms !== 'number' || typeof p.sub !== 'string' || (p.auth_rs !== undefined && typeof p.auth_rs !== 'number') || (p.auth_crs !== undefined && typeof p.auth_crs !== 'number')) {
     throw new LoginTicketError('the sign-in ticket lacks its claims');
   }
-  return { tenant: p.tenant, userId: p.sub, authTime: p.auth_ms, ...(typeof p.auth_rs === 'number' && { authRevocationSeq: p.auth_rs }) };
+  return {
+    tenant: p.tenant, userId: p.sub, authTime: p.auth_ms, ...(typeof p.auth_rs === 'number' && { authRevocationSeq: p.auth_rs }),
+    ...(typeof p.auth_crs === 'number' && { authClientRevocationSeq: p.auth_crs }),
+  };
 }

@@ -131,8 +131,12 @@ function heldBy(req: AuthorizationRequest, user: User): AuthorizationRequest {
  */
 export async function completeSignIn(deps: AuthDeps, granted: AuthorizationRequest, user: User, authTime: number): Promise<AuthorizeStep> {
   const req = heldBy(granted, user);
-  // The record the password was checked against states the number of the user's last revocation: a later one refuses the sign-in.
-  const mark: SignInMark = { authTime, ...(user.revocationSeq !== undefined && { authRevocationSeq: user.revocationSeq }) };
+  // The record the password was checked against states the number of the user's last revocation, and the client's record
+  // (read for this request) that of its last: a later one refuses the sign-in.
+  const mark: SignInMark = {
+    authTime, ...(user.revocationSeq !== undefined && { authRevocationSeq: user.revocationSeq }),
+    ...(granted.client.revocationSeq !== undefined && { authClientRevocationSeq: granted.client.revocationSeq }),
+  };
   if (req.launch !== null) return launchedSignIn(deps, req, req.launch, user, mark);
   if (!needsPatientPicker(req.scopes, user, deps.config.baseUrl)) return { kind: 'redirect', location: await issueCode(deps, req, { user, ...mark, ...standaloneContext(null) }) };
   const ticket = await signLoginTicket(deps, req, { tenant: user.tenant, userId: user.id, ...mark });
@@ -168,7 +172,10 @@ export async function pickerStep(deps: AuthDeps, granted: AuthorizationRequest, 
   if (!user || user.disabled) throw new LoginTicketError('the user who signed in no longer exists or is disabled');
   // A sign-in that a revocation of the user's tokens came after (a new password, a disable) goes no further, as its code would not (grantUser):
   // by the revocation's number where the ticket states the sign-in's, else by its time.
-  const mark: SignInMark = { authTime: t.authTime, ...(t.authRevocationSeq !== undefined && { authRevocationSeq: t.authRevocationSeq }) };
+  const mark: SignInMark = {
+    authTime: t.authTime, ...(t.authRevocationSeq !== undefined && { authRevocationSeq: t.authRevocationSeq }),
+    ...(t.authClientRevocationSeq !== undefined && { authClientRevocationSeq: t.authClientRevocationSeq }),
+  };
   if (await deps.store.oauth.isRevoked({ user: signedInUser(user.id, mark) })) throw new LoginTicketError("the user's tokens were revoked after this sign-in");
   const req = heldBy(granted, user);
   if (req.launch !== null || !needsPatientPicker(req.scopes, user, deps.config.baseUrl)) throw new LoginTicketError('this sign-in has no patient to choose');

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { decodeJwt } from 'jose';
 import { createClient, createTenant } from '../../src/auth/admin.ts';
 import { CLIENT_CACHE_TTL_MS } from '../../src/auth/client-cache.ts';
+import { disableClient, enableClient } from '../../src/auth/client-lifecycle.ts';
 import { PICKER_PAGE_SIZE } from '../../src/auth/patient-picker.ts';
 import { randomToken, sha256Hex } from '../../src/auth/secrets.ts';
 import { disableUser, enableUser, updateUser } from '../../src/auth/user-lifecycle.ts';
@@ -425,6 +426,30 @@ for (const target of targets) {
       const tokens = (await redeemed.json()) as Tokens;
       expect(tokens.patient).toBe('p-ann');
       expect((await fhirClient(t, tokens.access_token).get('Patient/p-ann')).status).toBe(200);
+    });
+
+    test("a client change recorded by a clock ahead of the server's: the code of a sign-in after it redeems (its ticket carries the client's number), one before it does not", async () => {
+      const ahead = { now: () => t.clock.now() + 10 * 60_000 };
+      const other = await createClient(t.store, t.clock, {
+        tenant: 't1', name: 'Other picker app', grants: ['authorization_code'], redirectUris: [REDIRECT], scopes: ['launch/patient', 'patient/*.rs', 'user/*.rs'],
+      });
+      const o = { id: other.client.clientId, secret: other.clientSecret! };
+      const opened = async () => {
+        const res = await signIn(t, { clientId: o.id, scope: SCOPE, state: 'st', nonce: 'n-1' }, 'doc');
+        const html = await res.text();
+        return { res, html, fields: hiddenFields(html), cookie: csrfCookie(res) };
+      };
+      const before = await opened();
+      t.clock.advance(1);
+      await disableClient(t.store, ahead, o.id);
+      await enableClient(t.store, o.id);
+      t.clock.advance(1);
+      const after = await opened();
+      const codeOf = async (p: Picker) => redirectParams((await pick(p, 'p-ann')).res).get('code')!;
+      expect((await redeem(t, await codeOf(before), o)).status).toBe(400);
+      const redeemed = await redeem(t, await codeOf(after), o);
+      expect(redeemed.status).toBe(200);
+      expect(((await redeemed.json()) as Tokens).patient).toBe('p-ann');
     });
 
     test("a RelatedPerson whose record no longer names the grant's patient refreshes nothing for it: invalid_grant, the refresh token inactive", async () => {

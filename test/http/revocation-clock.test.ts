@@ -95,6 +95,55 @@ await eachStore((kind, fresh) => {
     });
   });
 
+  describe(`a client change and the sign-ins around it, on ${kind}`, () => {
+    /** How far the clock that records the change (the database's, for \`cinder client\`) runs ahead of the server's. */
+    const LEAD_MS = 10 * 60_000;
+
+    test("a code redeems when its sign-in came after the client's revocation, though in the same millisecond or on a clock behind it; not when before", async () => {
+      const t = await createTestApp({ store: await fresh() });
+      try {
+        const c = await userClient(t);
+        await testUser(t, { fhirUser: 'Practitioner/d1' });
+        const codeOf = async () => {
+          const res = await signIn(t, { clientId: c.id, scope: 'openid user/*.read' }, 'alice', PASSWORD);
+          expect(res.status).toBe(303);
+          return new URL(res.headers.get('location')!).searchParams.get('code')!;
+        };
+        const redeemed = async (code: string) => {
+          const res = await redeem(t, code, c);
+          return { status: res.status, body: (await res.json()) as { access_token?: string; error?: string } };
+        };
+
+        // Signed in before a disable (undone at once), redeemed after: refused.
+        const pending = await codeOf();
+        t.clock.advance(1_000);
+        await disableClient(t.store, t.clock, c.id);
+        await enableClient(t.store, c.id);
+        // Signed in after it, in the same millisecond of the server's clock.
+        const sameMs = await codeOf();
+        t.clock.advance(PAST_CACHES_MS);
+        expect(await redeemed(pending)).toMatchObject({ status: 400, body: { error: 'invalid_grant' } });
+        const same = await redeemed(sameMs);
+        expect(same.status).toBe(200);
+        expect((await t.request(`${t.fhir()}/Patient`, fhirInit(same.body.access_token!))).status).toBe(200);
+
+        // A disable recorded by a clock ten minutes ahead (the database's, as \`cinder client disable\` takes it).
+        const ahead: Clock = { now: () => t.clock.now() + LEAD_MS };
+        const before = await codeOf();
+        t.clock.advance(1_000);
+        await disableClient(t.store, ahead, c.id);
+        await enableClient(t.store, c.id);
+        t.clock.advance(1_000);
+        const after = await codeOf();
+        t.clock.advance(PAST_CACHES_MS);
+        expect(await redeemed(before)).toMatchObject({ status: 400, body: { error: 'invalid_grant' } });
+        expect((await redeemed(after)).status).toBe(200);
+      } finally {
+        await t.close();
+      }
+    });
+  });
+
   describe(`a user change recorded by a clock ahead of the server's (a database ahead of it, as \`cinder user\` raises its clock to), on ${kind}`, () => {
     /** How far the clock that records the change (the database's, for \`cinder user\`) runs ahead of the server's. */
     const LEAD_MS = 10 * 60_000;

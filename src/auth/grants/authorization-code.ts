@@ -89,9 +89,11 @@ export const authorizationCode: Grant = {
     if (verifier !== null && !CODE_VERIFIER.test(verifier)) throw new OAuthError('invalid_request', 'code_verifier must be 43-128 characters of [A-Za-z0-9._~-]');
     // The redirect URI and the verifier were matched by the redemption itself (redeem).
     const code = await redeem(deps, value, authenticated, redirectUri, verifier);
-    // A sign-in that a revocation of the client's tokens came at or after (a disable, even one undone; a secret
-    // rotated for a leak; keys or scopes taken away) gives none: the code is the promise of an access token.
-    if (await deps.store.oauth.isRevoked({ client: { id: client.clientId, readAt: code.authTime } })) {
+    // A sign-in that a revocation of the client's tokens came after (a disable, even one undone; a secret rotated for a
+    // leak; keys or scopes taken away) gives none: the code is the promise of an access token. "After" by the
+    // revocation's number where the code kept the client record's at the sign-in, else by its time (at or after).
+    const signedInClient = { id: client.clientId, readAt: code.authTime, ...(code.authClientRevocationSeq !== undefined && { seq: code.authClientRevocationSeq }) };
+    if (await deps.store.oauth.isRevoked({ client: signedInClient })) {
       throw new OAuthError('invalid_grant', "the client's tokens were revoked after this sign-in: authorize again");
     }
     // A code issued before its client could no longer hold refresh tokens (a public one) gives none, and says so; nor

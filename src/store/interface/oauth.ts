@@ -41,6 +41,12 @@ export interface AuthCode {
    * before it was kept (judged by `authTime`).
    */
   authRevocationSeq?: number;
+  /**
+   * The number of the last revocation of the client's tokens committed when the user signed in (Client.revocationSeq
+   * of the record the authorization request was read on): a client revocation numbered above it refuses the code.
+   * Absent in codes written before it was kept (judged by `authTime`).
+   */
+  authClientRevocationSeq?: number;
   expiresAt: number;
   consumedAt: number | null;
   /**

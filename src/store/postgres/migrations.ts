@@ -860,4 +860,16 @@ ALTER TABLE auth_codes ADD COLUMN auth_revocation_seq BIGINT;
 ALTER TABLE refresh_tokens ADD COLUMN auth_revocation_seq BIGINT;
 `,
   },
+  {
+    version: 55,
+    name: 'sign_in_client_revocation_seq',
+    sql: `
+-- The number of the last revocation of the client's tokens committed when the user signed in (Client.revocationSeq of
+-- the record the authorization request was read on), kept with the authorization code: a client revocation numbered
+-- above it refuses the code (src/auth/grants/authorization-code.ts), one at or below it (made before the sign-in) does
+-- not, whatever the clocks of the server that stamped \`auth_time\` and of whoever recorded the revocation say. NULL in
+-- rows written before this migration (and by an older release): those are judged by \`auth_time\`, as before.
+ALTER TABLE auth_codes ADD COLUMN auth_client_revocation_seq BIGINT;
+`,
+  },
 ];

@@ -27,6 +27,8 @@ export type CodeRow = {
   need_patient_banner: boolean | number;
   /** Migration sign_in_revocation_seq (SQLite 50, PostgreSQL 54): BIGINT on PostgreSQL; null in rows written before it. */
   auth_revocation_seq: number | string | null;
+  /** Migration sign_in_client_revocation_seq (SQLite 51, PostgreSQL 55): as auth_revocation_seq, the client's; null in rows written before it. */
+  auth_client_revocation_seq: number | string | null;
 };
 
 /** A `refresh_tokens` row (the same columns on both adapters). */
@@ -66,6 +68,8 @@ export interface RevocationRow {
 const fromJson = (text: string | null): FhirContextItem[] | null => (text === null ? null : (JSON.parse(text) as FhirContextItem[]));
 /** A sign-in's number as stored, for the domain's optional field (absent in rows written before it). */
 const signInSeq = (v: number | string | null | undefined) => (v === null || v === undefined ? {} : { authRevocationSeq: Number(v) });
+/** The client's number at the sign-in as stored, likewise. */
+const clientSeq = (v: number | string | null | undefined) => (v === null || v === undefined ? {} : { authClientRevocationSeq: Number(v) });
 const toJson = (items: FhirContextItem[] | null): string | null => (items === null ? null : JSON.stringify(items));
 
 /** Maps an `auth_codes` row to the domain AuthCode. */
@@ -75,6 +79,7 @@ export function toCode(r: CodeRow): AuthCode {
     redirectUri: r.redirect_uri, scope: r.scope, nonce: r.nonce, codeChallenge: r.code_challenge, authTime: r.auth_time,
     expiresAt: r.expires_at, consumedAt: r.consumed_at, patient: r.patient ?? null, encounter: r.encounter ?? null,
     fhirContext: fromJson(r.fhir_context), needPatientBanner: Boolean(r.need_patient_banner), ...signInSeq(r.auth_revocation_seq),
+    ...clientSeq(r.auth_client_revocation_seq),
   };
 }
 
@@ -95,7 +100,7 @@ export function codeRow(c: AuthCode): CodeRow {
     code_hash: c.codeHash, grant_id: c.grantId, client_id: c.clientId, tenant: c.tenant, user_id: c.userId, redirect_uri: c.redirectUri,
     scope: c.scope, nonce: c.nonce, code_challenge: c.codeChallenge, auth_time: c.authTime, expires_at: c.expiresAt, consumed_at: c.consumedAt,
     patient: c.patient, encounter: c.encounter, fhir_context: toJson(c.fhirContext), need_patient_banner: c.needPatientBanner,
-    auth_revocation_seq: c.authRevocationSeq ?? null,
+    auth_revocation_seq: c.authRevocationSeq ?? null, auth_client_revocation_seq: c.authClientRevocationSeq ?? null,
   };
 }
 

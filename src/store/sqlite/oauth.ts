@@ -4,7 +4,7 @@ import { REFRESH_COLUMN } from '../rows/oauth.ts';
 import { CODE_RETENTION_MS, codeRow, lastSeq, refreshRow, toCode, toRefresh, toRevocation, unredeemed } from '../rows/oauth.ts';
 import type { CodeRow, RefreshRow, RevocationRow } from '../rows/oauth.ts';
 
-/** Codes, refresh tokens, revocations and client-assertion jtis on SQLite (migrations 2, 19, 20, 24 and revocation_sequence). */
+/** Codes, refresh tokens, revocations and client-assertion jtis on SQLite (migrations 2, 19, 20, 24, revocation_sequence, sign_in_revocation_seq and sign_in_client_revocation_seq). */
 export function createSqliteOAuth(db: Database): OAuthRepo {
   // Writes on SQLite are serialised: the counter's order is the order they commit in.
   const nextSeq = () => db.query<{ n: number }, []>('UPDATE revocation_sequence SET n = n + 1 RETURNING n').get()!.n;
@@ -30,9 +30,9 @@ export function createSqliteOAuth(db: Database): OAuthRepo {
     async createCode(c) {
       db.query(
         `INSERT INTO auth_codes (code_hash, grant_id, client_id, tenant, user_id, redirect_uri, scope, nonce, code_challenge,
-           auth_time, expires_at, consumed_at, patient, encounter, fhir_context, need_patient_banner, auth_revocation_seq)
+           auth_time, expires_at, consumed_at, patient, encounter, fhir_context, need_patient_banner, auth_revocation_seq, auth_client_revocation_seq)
          VALUES ($code_hash, $grant_id, $client_id, $tenant, $user_id, $redirect_uri, $scope, $nonce, $code_challenge,
-           $auth_time, $expires_at, $consumed_at, $patient, $encounter, $fhir_context, $need_patient_banner, $auth_revocation_seq)`,
+           $auth_time, $expires_at, $consumed_at, $patient, $encounter, $fhir_context, $need_patient_banner, $auth_revocation_seq, $auth_client_revocation_seq)`,
       ).run(codeRow(c));
     },
     async redeemCode(codeHash, clientId, now, proof) {

@@ -218,6 +218,21 @@ export function migrationContract(target: StoreTarget) {
       expect((await s.oauth.getRefreshToken('new-refresh'))!.authRevocationSeq).toBe(7);
     });
 
+    test("the sign-in client revocation number migration: codes an older Cinder stored read without one (judged by time)", async () => {
+      const db = await target.fresh();
+      const version = migrationVersion(target.kind, 'sign_in_client_revocation_seq');
+      await migrateUpTo(target.kind, db.url, version - 1);
+      await rawStatements(target.kind, db.url, [
+        [`INSERT INTO auth_codes (code_hash, grant_id, client_id, tenant, user_id, redirect_uri, scope, nonce, code_challenge, auth_time, expires_at, consumed_at, auth_revocation_seq)
+          VALUES ('old-code', 'g1', 'c1', 't', 'u1', 'https://app/cb', 'openid', NULL, NULL, 1000, 61000, NULL, 3)`, []],
+      ]);
+      const s = db.open();
+      expect((await s.migrate()).applied[0]).toBe(`${version}_sign_in_client_revocation_seq`);
+      const redeemed = await s.oauth.redeemCode('old-code', 'c1', 2000);
+      expect(redeemed).toMatchObject({ status: 'redeemed', code: { grantId: 'g1', authTime: 1000, authRevocationSeq: 3 } });
+      expect(redeemed.status === 'redeemed' && 'authClientRevocationSeq' in redeemed.code).toBe(false);
+    });
+
     test('ping succeeds on a reachable database', async () => {
       expect(await target.open().ping()).toBeUndefined();
     });

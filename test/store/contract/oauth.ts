@@ -297,6 +297,17 @@ export function oauthContract(store: () => Store) {
       expect((await s.oauth.getRefreshToken(o.tokenHash))!.authRevocationSeq).toBeUndefined();
     });
 
+    test("a code keeps the number of the client's last revocation at sign-in; older ones have none", async () => {
+      const s = store();
+      const signedIn = code({ authRevocationSeq: 41, authClientRevocationSeq: 2 ** 40 });
+      await s.oauth.createCode(signedIn);
+      expect(await s.oauth.redeemCode(signedIn.codeHash, 'c1', 2000)).toEqual({ status: 'redeemed', code: { ...signedIn, consumedAt: 2000 } });
+      const older = code();
+      await s.oauth.createCode(older);
+      const redeemed = await s.oauth.redeemCode(older.codeHash, 'c1', 2000);
+      expect(redeemed.status === 'redeemed' && 'authClientRevocationSeq' in redeemed.code).toBe(false);
+    });
+
     test('an access token jti', async () => {
       const s = store();
       const jti = uid();

@@ -109,7 +109,9 @@ export async function updateClient(store: Store, clock: Clock, clientId: string,
  */
 async function revokeClientTokens(store: Store, client: Client, now: number): Promise<Client> {
   const recorded = await store.oauth.revoke(clientRevocation('client', client.clientId, now));
-  const after = { ...client, tokensRevokedAt: recorded.revokedAt };
+  // Its number with it (never an earlier revocation's beside this one's time).
+  const { tokensRevokedSeq: _earlier, ...rest } = client;
+  const after: Client = { ...rest, tokensRevokedAt: recorded.revokedAt, ...(recorded.seq !== undefined && { tokensRevokedSeq: recorded.seq }) };
   await store.clients.update(after);
   return after;
 }

@@ -48,7 +48,9 @@ function userRevocation(userId: string, now: number): Revocation {
  */
 async function revokeUserTokens(store: Store, user: User, now: number): Promise<User> {
   const recorded = await store.oauth.revoke(userRevocation(user.id, now));
-  const after = { ...user, tokensRevokedAt: recorded.revokedAt };
+  // Its number with it (never an earlier revocation's beside this one's time).
+  const { tokensRevokedSeq: _earlier, ...rest } = user;
+  const after: User = { ...rest, tokensRevokedAt: recorded.revokedAt, ...(recorded.seq !== undefined && { tokensRevokedSeq: recorded.seq }) };
   await store.users.update(after);
   return after;
 }

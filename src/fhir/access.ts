@@ -34,8 +34,10 @@ export interface Access {
    * The signed-in user whose authority the access carries (a token issued from a sign-in: its `sub`), with when their
    * record was read to issue it (`urt`, src/auth/revocation.ts): a Subscription activated on it notifies nothing once
    * the user's tokens are revoked after that (src/fhir/subscriptions/owner.ts). Absent: a client's own authority.
+   * `seq` and `clientSeq`: the numbers of the user's and the client's records the token states (`urs`, `crs`), by
+   * which "after" is told where the token states them (a token of an older release does not).
    */
-  user?: { id: string; readAt: number };
+  user?: { id: string; readAt: number; seq?: number; clientSeq?: number };
 }
 
 /** Both alternatives' lists ANDed: one of each (ORed alternatives, each ANDed conditions), the same list once. */

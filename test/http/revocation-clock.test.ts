@@ -10,6 +10,7 @@ import { disableClient, enableClient, updateClient } from '../../src/auth/client
 import { disableUser, enableUser, updateUser } from '../../src/auth/user-lifecycle.ts';
 import type { Clock } from '../../src/clock.ts';
 import { createTestApp, fhirInit } from '../helpers/app.ts';
+import { fhirClient } from '../helpers/fhir.ts';
 import { eachStore } from '../helpers/export.ts';
 import { basic, PASSWORD, post, redeem, signIn, testUser, userClient } from '../helpers/oauth.ts';
 
@@ -138,6 +139,67 @@ await eachStore((kind, fresh) => {
         t.clock.advance(PAST_CACHES_MS);
         expect(await redeemed(before)).toMatchObject({ status: 400, body: { error: 'invalid_grant' } });
         expect((await redeemed(after)).status).toBe(200);
+      } finally {
+        await t.close();
+      }
+    });
+  });
+
+  describe(`Subscriptions activated on sign-ins around a revocation, on ${kind}`, () => {
+    /** How far the clock that records the change (the database's, for \`cinder\`) runs ahead of the server's. */
+    const LEAD_MS = 10 * 60_000;
+    const NEW_PASSWORD = 'a new horse battery staple';
+    const NEWER_PASSWORD = 'a newer horse battery staple';
+
+    test("one activated on a sign-in after the user's or the app's revocation notifies, though the revocation was recorded in the same millisecond or by a clock ahead; one activated before it does not", async () => {
+      const t = await createTestApp({ store: await fresh(), env: { CINDER_SUBSCRIPTION_ALLOW_PRIVATE: 'true' } });
+      try {
+        const app = await userClient(t, { scopes: ['openid', 'user/*.*'] });
+        await testUser(t, { fhirUser: 'Practitioner/d1' });
+        const ahead: Clock = { now: () => t.clock.now() + LEAD_MS };
+        const admin = fhirClient(t, await t.token());
+        /** Signs in with `password` and activates a rest-hook Subscription to Patients of family `numbered` with the token. */
+        const subscribed = async (password: string) => {
+          const signedIn = await signIn(t, { clientId: app.id, scope: 'openid user/*.*' }, 'alice', password);
+          const res = await redeem(t, new URL(signedIn.headers.get('location')!).searchParams.get('code')!, app);
+          expect(res.status).toBe(200);
+          const user = fhirClient(t, ((await res.json()) as { access_token: string }).access_token);
+          const sub = await user.create({ resourceType: 'Subscription', status: 'requested', reason: 'numbers', criteria: 'Patient?family=numbered', channel: { type: 'rest-hook', endpoint: 'http://127.0.0.1:9/hook' } });
+          expect(sub.status).toBe('active');
+          return sub.id as string;
+        };
+        let n = 0;
+        /** Writes a matching Patient once the servers' caches lapsed; how many notifications each of `ids` has waiting. */
+        const notified = async (ids: string[]) => {
+          t.clock.advance(PAST_CACHES_MS);
+          await admin.put200({ resourceType: 'Patient', id: `numbered-${n++}`, name: [{ family: 'numbered' }] });
+          return Promise.all(ids.map(async (id) => (await t.store.subscriptions.pending('t1', id, 100)).length));
+        };
+
+        const first = await subscribed(PASSWORD);
+        // The user's tokens revoked (a new password), the sign-in in the same millisecond of the server's clock: the
+        // user's record is read anew for each sign-in, so its token states the revocation's number.
+        t.clock.advance(1_000);
+        await updateUser(t.store, t.clock, 't1', 'alice', { password: NEW_PASSWORD });
+        const sameMs = await subscribed(NEW_PASSWORD);
+        expect(await notified([first, sameMs])).toEqual([0, 1]);
+
+        // Revoked again by a clock ten minutes ahead of the server's: the Subscription of the sign-in before is silent,
+        // that of the sign-in after notifies.
+        t.clock.advance(1_000);
+        await updateUser(t.store, ahead, 't1', 'alice', { password: NEWER_PASSWORD });
+        t.clock.advance(PAST_CACHES_MS);
+        const afterUser = await subscribed(NEWER_PASSWORD);
+        expect(await notified([first, sameMs, afterUser])).toEqual([0, 1, 1]);
+
+        // The app's tokens revoked (a disable, undone) by a clock ahead too; signed in once the servers' client caches
+        // read its record again (a token issued on the record cached from before states the older number: refused).
+        t.clock.advance(1_000);
+        await disableClient(t.store, ahead, app.id);
+        await enableClient(t.store, app.id);
+        t.clock.advance(PAST_CACHES_MS);
+        const afterApp = await subscribed(NEWER_PASSWORD);
+        expect(await notified([first, sameMs, afterUser, afterApp])).toEqual([0, 1, 1, 1]);
       } finally {
         await t.close();
       }

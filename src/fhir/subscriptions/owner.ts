@@ -3,7 +3,9 @@
  * it notifies only about what they could read, whoever writes the resources it matches. An access on a signed-in
  * user's authority (a token from a sign-in) records that user and when their record was read to issue the token:
  * once the user's tokens are revoked after that (disable, delete, a new password or fhirUser), the subscription
- * notifies nothing more, enabled again or not, until an app activates it again with a token of a new sign-in.
+ * notifies nothing more, enabled again or not, until an app activates it again with a token of a new sign-in. "After"
+ * is told by the database's numbering of revocations where the token stated the records' numbers (`urs`, `crs`,
+ * recorded as the user's `seq` and `clientSeq`), else by the time their records were read (`urt`).
  */
 import { createHash } from 'node:crypto';
 import type { UserLookup } from '../../auth/user-cache.ts';
@@ -22,9 +24,14 @@ export function ownerOf(access: Access): string {
     ? { operator: true }
     : {
       scopes: [...access.scopes], clientId: access.clientId, ...(access.patient !== undefined && { patient: access.patient }),
-      ...(access.user !== undefined && { user: { id: access.user.id, readAt: access.user.readAt } }),
+      ...(access.user !== undefined && { user: ownerUserOf(access.user) }),
     };
   return JSON.stringify(record);
+}
+
+/** What is recorded of the user whose authority an access carries: who, when read, and the records' numbers where stated. */
+function ownerUserOf(u: OwnerUser): OwnerUser {
+  return { id: u.id, readAt: u.readAt, ...(u.seq !== undefined && { seq: u.seq }), ...(u.clientSeq !== undefined && { clientSeq: u.clientSeq }) };
 }
 
 /**
@@ -80,14 +87,19 @@ export function ownerUser(json: string): OwnerUser | null {
 }
 
 /**
- * Whether the sign-in on whose authority a subscription was activated (`owner`: the user, and when their record was
- * read for the activating token) has ended since: the user disabled or deleted, or their tokens revoked at or after
- * that; or every token of the app (`client`) revoked at or after it (its disable or delete). A user or client no
- * longer stored (only a test's crafted token names one; deletion is soft) has not ended it.
+ * Whether the sign-in on whose authority a subscription was activated (`owner`: the user, when their record was read
+ * for the activating token, and the numbers of the user's and the client's records it stated) has ended since: the
+ * user disabled or deleted, or their tokens revoked after that; or every token of the app (`client`) revoked after it
+ * (its disable or delete). After: a revocation numbered above the record's number the token stated, where both are
+ * kept (a revocation in the same millisecond as the token's issue, or recorded by a clock ahead of the server's, is
+ * told by it rightly); else one recorded at or after the time the user's record was read. A user or client no longer
+ * stored (only a test's crafted token names one; deletion is soft) has not ended it.
  */
 export function authorityRevoked(client: Client | null, user: User | null, owner: OwnerUser): boolean {
-  const after = (t: number | null) => t !== null && t >= owner.readAt;
-  return (client !== null && after(client.tokensRevokedAt)) || (user !== null && (user.disabled || after(user.tokensRevokedAt)));
+  const after = (revokedAt: number | null, revokedSeq: number | undefined, seq: number | undefined) =>
+    revokedSeq !== undefined && seq !== undefined ? revokedSeq > seq : revokedAt !== null && revokedAt >= owner.readAt;
+  return (client !== null && after(client.tokensRevokedAt, client.tokensRevokedSeq, owner.clientSeq))
+    || (user !== null && (user.disabled || after(user.tokensRevokedAt, user.tokensRevokedSeq, owner.seq)));
 }
 
 /** The access `json` records, rebuilt by today's rules (`as`: RestoreAs). */

@@ -31,7 +31,8 @@ export function bearerAuthenticator(verify: TokenVerifier, completeConditions?: 
   function bearer(token: VerifiedToken): SyncOrAsync<Bearer> {
     let access = accessOf.get(token);
     if (!access) {
-      access = accessFromScopes(splitScopes(token.scope), token.client_id, token.patient, revocationQuery(token).user);
+      const user = revocationQuery(token).user;
+      access = accessFromScopes(splitScopes(token.scope), token.client_id, token.patient, user && { ...user, ...(token.crs !== undefined && { clientSeq: token.crs }) });
       accessOf.set(token, access);
     }
     if (!access.incomplete || !completeConditions) return { token, access };

@@ -51,6 +51,12 @@ export interface Client {
    */
   tokensRevokedAt: number | null;
   /**
+   * That revocation's number (Revocation.seq), kept with it: a Subscription activated on a sign-in with a token that
+   * states the client record's number (`crs`) is judged by it, not by the time. Absent where none was kept (never
+   * revoked, revoked before it was kept, or by an older release since, which the database clears it for).
+   */
+  tokensRevokedSeq?: number;
+  /**
    * The number (the database's order, Revocation.seq) of the last revocation of the client's tokens (`client`,
    * `client-access`) committed when the record was read, 0 for none; only on a record the store read. A token issued
    * on the record carries it (`crs`), and a revocation numbered above it refuses the token: whether the record was
@@ -139,6 +145,8 @@ export interface User {
    * the user's authority before it notifies nothing more (src/fhir/subscriptions/owner.ts).
    */
   tokensRevokedAt: number | null;
+  /** That revocation's number (Revocation.seq), kept with it, as Client.tokensRevokedSeq: compared with a token's `urs`. */
+  tokensRevokedSeq?: number;
   /**
    * The number (the database's order, Revocation.seq) of the last revocation of the user's tokens (`user`) committed
    * when the record was read, 0 for none; only on a record the store read (get, getMany, byUsername). A sign-in on the

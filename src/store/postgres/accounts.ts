@@ -6,7 +6,7 @@ import type { Pg } from './db.ts';
 
 /** The number of the last revocation of a client's tokens committed, read with its record (rows/accounts.ts CLIENT_COLUMNS). */
 const revocationSeq = (sql: Pg) =>
-  sql`(SELECT MAX(seq) FROM revocations WHERE kind IN ('client', 'client-access') AND value = clients.client_id) AS revocation_seq`;
+  sql`GREATEST((SELECT MAX(seq) FROM revocations WHERE kind IN ('client', 'client-access') AND value = clients.client_id), clients.tokens_revoked_seq) AS revocation_seq`;
 
 /** Tenants on Postgres; a duplicate id raises StoreConflictError. */
 export function createPostgresTenants(sql: Pg): TenantRepo {

@@ -872,4 +872,29 @@ ALTER TABLE refresh_tokens ADD COLUMN auth_revocation_seq BIGINT;
 ALTER TABLE auth_codes ADD COLUMN auth_client_revocation_seq BIGINT;
 `,
   },
+  {
+    version: 56,
+    name: 'tokens_revoked_seq',
+    sql: `
+-- The number of the last revocation of a user's or client's tokens (Revocation.seq), kept with its time
+-- (tokens_revoked_at): a Subscription activated on a sign-in whose token states the records' numbers (\`urs\`,
+-- \`crs\`) is silenced by a revocation numbered above them (src/fhir/subscriptions/owner.ts authorityRevoked), not by
+-- one whose time is at or after the token's \`urt\`, which the clocks of the server and of whoever recorded it decided.
+-- NULL where none was kept: judged by time, as before. A release from before this one (a rolling upgrade) records a
+-- revocation's time without its number: the database clears the number then, so that the stale one of an earlier
+-- revocation does not pass what the new one silences.
+ALTER TABLE users ADD COLUMN tokens_revoked_seq BIGINT;
+ALTER TABLE clients ADD COLUMN tokens_revoked_seq BIGINT;
+CREATE FUNCTION tokens_revoked_unnumbered() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.tokens_revoked_at IS DISTINCT FROM OLD.tokens_revoked_at AND NEW.tokens_revoked_seq IS NOT DISTINCT FROM OLD.tokens_revoked_seq THEN
+    NEW.tokens_revoked_seq := NULL;
+  END IF;
+  RETURN NEW;
+END;
+$$;
+CREATE TRIGGER users_tokens_revoked_unnumbered BEFORE UPDATE ON users FOR EACH ROW EXECUTE FUNCTION tokens_revoked_unnumbered();
+CREATE TRIGGER clients_tokens_revoked_unnumbered BEFORE UPDATE ON clients FOR EACH ROW EXECUTE FUNCTION tokens_revoked_unnumbered();
+`,
+  },
 ];

@@ -4,7 +4,9 @@ import type { UserRow } from '../rows/users.ts';
 import { asConflict, type Pg } from './db.ts';
 
 /** The number of the last revocation of a user's tokens committed, read with their record (rows/users.ts USER_COLUMNS). */
-const revocationSeq = (sql: Pg) => sql`(SELECT MAX(seq) FROM revocations WHERE kind = 'user' AND value = users.id) AS revocation_seq`;
+// With the number kept on the record (tokens_revoked_seq), which outlives its revocation row (rows/users.ts USER_COLUMNS).
+const revocationSeq = (sql: Pg) =>
+  sql`GREATEST((SELECT MAX(seq) FROM revocations WHERE kind = 'user' AND value = users.id), users.tokens_revoked_seq) AS revocation_seq`;
 
 /** Users on Postgres; a username taken in the tenant raises StoreConflictError. */
 export function createPostgresUsers(sql: Pg): UserRepo {

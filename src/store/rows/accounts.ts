@@ -23,6 +23,8 @@ export type ClientRow = {
   previous_secret_until: number | null;
   deleted_at: number | null;
   tokens_revoked_at: number | null;
+  /** Migration tokens_revoked_seq (SQLite 52, PostgreSQL 56): BIGINT on PostgreSQL; null where none was kept. */
+  tokens_revoked_seq: number | string | null;
   /** Read with the record (CLIENT_COLUMNS), never written. */
   revocation_seq?: number | string | null;
 };
@@ -47,6 +49,7 @@ export function toClient(r: ClientRow): Client {
     previousSecretUntil: r.previous_secret_until,
     deletedAt: r.deleted_at,
     tokensRevokedAt: r.tokens_revoked_at ?? null,
+    ...(r.tokens_revoked_seq !== null && r.tokens_revoked_seq !== undefined && { tokensRevokedSeq: Number(r.tokens_revoked_seq) }),
     ...(r.revocation_seq !== undefined && { revocationSeq: Number(r.revocation_seq ?? 0) }),
   };
 }
@@ -71,6 +74,7 @@ export function clientRow(c: Client): ClientRow {
     previous_secret_until: c.previousSecretUntil,
     deleted_at: c.deletedAt,
     tokens_revoked_at: c.tokensRevokedAt,
+    tokens_revoked_seq: c.tokensRevokedSeq ?? null,
   };
 }
 
@@ -98,7 +102,8 @@ export function toSigningKey(r: KeyRow): SigningKey {
 
 /**
  * What a read of client records selects (`FROM clients`): the row and the number of the last revocation of the
- * client's tokens committed (Client.revocationSeq), in the same statement, so that the two are of one moment.
+ * client's tokens committed (Client.revocationSeq), in the same statement, so that the two are of one moment: with the
+ * number kept on the record (tokens_revoked_seq), which outlives its revocation row (as rows/users.ts USER_COLUMNS).
  */
 export const CLIENT_COLUMNS =
-  "clients.*, (SELECT MAX(seq) FROM revocations WHERE kind IN ('client', 'client-access') AND value = clients.client_id) AS revocation_seq";
+  "clients.*, MAX(COALESCE((SELECT MAX(seq) FROM revocations WHERE kind IN ('client', 'client-access') AND value = clients.client_id), 0), COALESCE(clients.tokens_revoked_seq, 0)) AS revocation_seq";

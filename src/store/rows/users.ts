@@ -20,6 +20,8 @@ export type UserRow = {
   disabled: boolean | number;
   deleted_at: number | null;
   tokens_revoked_at: number | null;
+  /** Migration tokens_revoked_seq (SQLite 52, PostgreSQL 56): BIGINT on PostgreSQL; null where none was kept. */
+  tokens_revoked_seq: number | string | null;
   /** Read with the record (USER_COLUMNS), never written. */
   revocation_seq?: number | string | null;
 };
@@ -30,6 +32,7 @@ export function userRow(u: User): UserRow {
     id: u.id, tenant: u.tenant, username: u.username, password_hash: u.passwordHash, name: u.name, email: u.email,
     email_verified: u.emailVerified, phone: u.phone, phone_verified: u.phoneVerified, address: u.address, fhir_user: u.fhirUser,
     created_at: u.createdAt, disabled: u.disabled, deleted_at: u.deletedAt, tokens_revoked_at: u.tokensRevokedAt,
+    tokens_revoked_seq: u.tokensRevokedSeq ?? null,
   };
 }
 
@@ -39,12 +42,16 @@ export function toUser(r: UserRow): User {
     id: r.id, tenant: r.tenant, username: r.username, passwordHash: r.password_hash, name: r.name, email: r.email,
     emailVerified: Boolean(r.email_verified), phone: r.phone, phoneVerified: Boolean(r.phone_verified), address: r.address,
     fhirUser: r.fhir_user, createdAt: r.created_at, disabled: Boolean(r.disabled), deletedAt: r.deleted_at, tokensRevokedAt: r.tokens_revoked_at ?? null,
+    ...(r.tokens_revoked_seq !== null && r.tokens_revoked_seq !== undefined && { tokensRevokedSeq: Number(r.tokens_revoked_seq) }),
     ...(r.revocation_seq !== undefined && { revocationSeq: Number(r.revocation_seq ?? 0) }),
   };
 }
 
 /**
  * What a read of user records selects (`FROM users`): the row and the number of the last revocation of the user's
- * tokens committed (User.revocationSeq), in the same statement, so that the two are of one moment.
+ * tokens committed (User.revocationSeq), in the same statement, so that the two are of one moment: the greater of its
+ * revocation row's and the number kept on the record (tokens_revoked_seq), which outlives the row (purged once the
+ * tokens it covers expired), so that a token issued after the row went states a number at or above the kept one.
  */
-export const USER_COLUMNS = "users.*, (SELECT MAX(seq) FROM revocations WHERE kind = 'user' AND value = users.id) AS revocation_seq";
+export const USER_COLUMNS =
+  "users.*, MAX(COALESCE((SELECT MAX(seq) FROM revocations WHERE kind = 'user' AND value = users.id), 0), COALESCE(users.tokens_revoked_seq, 0)) AS revocation_seq";

@@ -42,9 +42,11 @@ export function createSqliteClients(db: Database): ClientRepo {
       try {
         db.query(
           `INSERT INTO clients (client_id, tenant, name, secret_hash, grants, scopes, redirect_uris, jwks, jwks_url,
-             read_attributes, access_token_ttl, created_at, disabled, previous_secret_hash, previous_secret_until, deleted_at, tokens_revoked_at)
+             read_attributes, access_token_ttl, created_at, disabled, previous_secret_hash, previous_secret_until, deleted_at, tokens_revoked_at,
+             tokens_revoked_seq)
            VALUES ($client_id, $tenant, $name, $secret_hash, $grants, $scopes, $redirect_uris, $jwks, $jwks_url,
-             $read_attributes, $access_token_ttl, $created_at, $disabled, $previous_secret_hash, $previous_secret_until, $deleted_at, $tokens_revoked_at)`,
+             $read_attributes, $access_token_ttl, $created_at, $disabled, $previous_secret_hash, $previous_secret_until, $deleted_at, $tokens_revoked_at,
+             $tokens_revoked_seq)`,
         ).run(clientRow(c));
       } catch (err) {
         throw asConflict(err, `client ${c.clientId} already exists`);
@@ -66,7 +68,7 @@ export function createSqliteClients(db: Database): ClientRepo {
         `UPDATE clients SET name = $name, secret_hash = $secret_hash, grants = $grants, scopes = $scopes, redirect_uris = $redirect_uris,
            jwks = $jwks, jwks_url = $jwks_url, read_attributes = $read_attributes, access_token_ttl = $access_token_ttl, disabled = $disabled,
            previous_secret_hash = $previous_secret_hash, previous_secret_until = $previous_secret_until, deleted_at = $deleted_at,
-           tokens_revoked_at = $tokens_revoked_at
+           tokens_revoked_at = $tokens_revoked_at, tokens_revoked_seq = $tokens_revoked_seq
          WHERE client_id = $client_id`,
       ).run(clientRow(c));
     },

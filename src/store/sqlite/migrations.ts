@@ -811,4 +811,29 @@ ALTER TABLE refresh_tokens ADD COLUMN auth_revocation_seq INTEGER;
 ALTER TABLE auth_codes ADD COLUMN auth_client_revocation_seq INTEGER;
 `,
   },
+  {
+    version: 52,
+    name: 'tokens_revoked_seq',
+    sql: `
+-- The number of the last revocation of a user's or client's tokens (Revocation.seq), kept with its time
+-- (tokens_revoked_at): a Subscription activated on a sign-in whose token states the records' numbers (\`urs\`,
+-- \`crs\`) is silenced by a revocation numbered above them (src/fhir/subscriptions/owner.ts authorityRevoked), not by
+-- one whose time is at or after the token's \`urt\`, which the clocks of the server and of whoever recorded it decided.
+-- NULL where none was kept: judged by time, as before. A release from before this one (a rolling upgrade) records a
+-- revocation's time without its number: the database clears the number then, so that the stale one of an earlier
+-- revocation does not pass what the new one silences.
+ALTER TABLE users ADD COLUMN tokens_revoked_seq INTEGER;
+ALTER TABLE clients ADD COLUMN tokens_revoked_seq INTEGER;
+CREATE TRIGGER users_tokens_revoked_unnumbered AFTER UPDATE OF tokens_revoked_at ON users
+  WHEN NEW.tokens_revoked_at IS NOT OLD.tokens_revoked_at AND NEW.tokens_revoked_seq IS OLD.tokens_revoked_seq
+BEGIN
+  UPDATE users SET tokens_revoked_seq = NULL WHERE tenant = NEW.tenant AND id = NEW.id;
+END;
+CREATE TRIGGER clients_tokens_revoked_unnumbered AFTER UPDATE OF tokens_revoked_at ON clients
+  WHEN NEW.tokens_revoked_at IS NOT OLD.tokens_revoked_at AND NEW.tokens_revoked_seq IS OLD.tokens_revoked_seq
+BEGIN
+  UPDATE clients SET tokens_revoked_seq = NULL WHERE client_id = NEW.client_id;
+END;
+`,
+  },
 ];

@@ -11,9 +11,9 @@ export function createSqliteUsers(db: Database): UserRepo {
       try {
         db.query(
           `INSERT INTO users (id, tenant, username, password_hash, name, email, email_verified, phone, phone_verified,
-             address, fhir_user, created_at, disabled, deleted_at, tokens_revoked_at)
+             address, fhir_user, created_at, disabled, deleted_at, tokens_revoked_at, tokens_revoked_seq)
            VALUES ($id, $tenant, $username, $password_hash, $name, $email, $email_verified, $phone, $phone_verified,
-             $address, $fhir_user, $created_at, $disabled, $deleted_at, $tokens_revoked_at)`,
+             $address, $fhir_user, $created_at, $disabled, $deleted_at, $tokens_revoked_at, $tokens_revoked_seq)`,
         ).run(userRow(u));
       } catch (err) {
         throw asConflict(err, `user ${u.username} already exists in tenant ${u.tenant}`);
@@ -38,7 +38,7 @@ export function createSqliteUsers(db: Database): UserRepo {
       db.query(
         `UPDATE users SET password_hash = $password_hash, name = $name, email = $email, email_verified = $email_verified, phone = $phone,
            phone_verified = $phone_verified, address = $address, fhir_user = $fhir_user, disabled = $disabled, deleted_at = $deleted_at,
-           tokens_revoked_at = $tokens_revoked_at
+           tokens_revoked_at = $tokens_revoked_at, tokens_revoked_seq = $tokens_revoked_seq
          WHERE tenant = $tenant AND id = $id`,
       ).run(userRow(u));
     },

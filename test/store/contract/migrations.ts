@@ -218,6 +218,33 @@ export function migrationContract(target: StoreTarget) {
       expect((await s.oauth.getRefreshToken('new-refresh'))!.authRevocationSeq).toBe(7);
     });
 
+    test("the revocation number kept on users and clients: none in older rows; one an older release's revocation leaves stale is cleared", async () => {
+      const db = await target.fresh();
+      const version = migrationVersion(target.kind, 'tokens_revoked_seq');
+      await migrateUpTo(target.kind, db.url, version - 1);
+      await rawStatements(target.kind, db.url, [
+        [`INSERT INTO tenants (id, created_at) VALUES ('t', 1000)`, []],
+        [`INSERT INTO users (id, tenant, username, password_hash, email_verified, phone_verified, created_at, disabled, tokens_revoked_at)
+          VALUES ('u1', 't', 'ann', 'x', ${target.kind === 'sqlite' ? '0' : 'false'}, ${target.kind === 'sqlite' ? '0' : 'false'}, 1000, ${target.kind === 'sqlite' ? '0' : 'false'}, 1500)`, []],
+      ]);
+      const s = db.open();
+      expect((await s.migrate()).applied[0]).toBe(`${version}_tokens_revoked_seq`);
+      const old = (await s.users.get('t', 'u1'))!;
+      expect(old.tokensRevokedAt).toBe(1500);
+      expect('tokensRevokedSeq' in old).toBe(false);
+      // This release keeps the number with the time.
+      await s.users.update({ ...old, tokensRevokedAt: 2000, tokensRevokedSeq: 9 });
+      expect((await s.users.get('t', 'u1'))!).toMatchObject({ tokensRevokedAt: 2000, tokensRevokedSeq: 9 });
+      // A change that revokes nothing keeps it.
+      await s.users.update({ ...(await s.users.get('t', 'u1'))!, name: 'Ann' });
+      expect((await s.users.get('t', 'u1'))!.tokensRevokedSeq).toBe(9);
+      // An older release revokes again: its time without a number; the stale number goes, so the time decides.
+      await rawStatements(target.kind, db.url, [[`UPDATE users SET tokens_revoked_at = 3000, name = 'Ann' WHERE id = 'u1'`, []]]);
+      const after = (await s.users.get('t', 'u1'))!;
+      expect(after.tokensRevokedAt).toBe(3000);
+      expect('tokensRevokedSeq' in after).toBe(false);
+    });
+
     test("the sign-in client revocation number migration: codes an older Cinder stored read without one (judged by time)", async () => {
       const db = await target.fresh();
       const version = migrationVersion(target.kind, 'sign_in_client_revocation_seq');

@@ -252,6 +252,30 @@ export function oauthContract(store: () => Store) {
       expect((await s.clients.get(client))!.revocationSeq).toBe(again.seq!);
     });
 
+    test("the number kept with a user's or client's last revocation outlives its row: a record read after the row went states it", async () => {
+      const s = store();
+      const tenant = `t-${uid()}`;
+      await s.tenants.create(tenant, B);
+      const u = user(tenant);
+      await s.users.create(u);
+      const client = `c-${uid()}`;
+      const c = {
+        clientId: client, tenant, name: 'c', secretHash: null, grants: ['client_credentials'], scopes: [], redirectUris: [], jwks: null, jwksUrl: null,
+        readAttributes: null, accessTokenTtl: null, createdAt: B, disabled: false, previousSecretHash: null, previousSecretUntil: null, deletedAt: null, tokensRevokedAt: null,
+      };
+      await s.clients.create(c);
+      // Revocations whose tokens expired at 2,000 (the clock of this test stands far before the others').
+      const ofUser = await s.oauth.revoke({ kind: 'user', value: u.id, revokedAt: 1000, expiresAt: 2000 });
+      const ofClient = await s.oauth.revoke({ kind: 'client', value: client, revokedAt: 1000, expiresAt: 2000 });
+      await s.users.update({ ...u, tokensRevokedAt: 1000, tokensRevokedSeq: ofUser.seq! });
+      await s.clients.update({ ...c, tokensRevokedAt: 1000, tokensRevokedSeq: ofClient.seq! });
+      expect(await s.oauth.purgeExpired(3000)).toBeGreaterThanOrEqual(2);
+      expect((await s.users.get(tenant, u.id))!).toMatchObject({ tokensRevokedAt: 1000, tokensRevokedSeq: ofUser.seq!, revocationSeq: ofUser.seq! });
+      expect((await s.clients.get(client))!).toMatchObject({ tokensRevokedAt: 1000, tokensRevokedSeq: ofClient.seq!, revocationSeq: ofClient.seq! });
+      expect((await s.clients.getMany([client]))[0]!.revocationSeq).toBe(ofClient.seq!);
+      expect((await s.users.byUsername(tenant, u.username))!.revocationSeq).toBe(ofUser.seq!);
+    });
+
     test("a user's record is read with the number of their last revocation, which a token's `urs` and a sign-in's are compared with, whatever the times say", async () => {
       const s = store();
       const tenant = `t-${uid()}`;

@@ -243,6 +243,15 @@ export function migrationContract(target: StoreTarget) {
       const after = (await s.users.get('t', 'u1'))!;
       expect(after.tokensRevokedAt).toBe(3000);
       expect('tokensRevokedSeq' in after).toBe(false);
+      // A client's likewise.
+      const f = target.kind === 'sqlite' ? '0' : 'false';
+      await rawStatements(target.kind, db.url, [[`INSERT INTO clients (client_id, tenant, name, grants, scopes, redirect_uris, created_at, disabled)
+        VALUES ('c1', 't', 'c', '[]', '[]', '[]', 1000, ${f})`, []]]);
+      await s.clients.update({ ...(await s.clients.get('c1'))!, tokensRevokedAt: 2000, tokensRevokedSeq: 11 });
+      expect((await s.clients.get('c1'))!).toMatchObject({ tokensRevokedAt: 2000, tokensRevokedSeq: 11, revocationSeq: 11 });
+      await rawStatements(target.kind, db.url, [[`UPDATE clients SET tokens_revoked_at = 3000, disabled = ${target.kind === 'sqlite' ? '1' : 'true'} WHERE client_id = 'c1'`, []]]);
+      const client = (await s.clients.get('c1'))!;
+      expect([client.tokensRevokedAt, 'tokensRevokedSeq' in client, client.revocationSeq]).toEqual([3000, false, 0]);
     });
 
     test("the sign-in client revocation number migration: codes an older Cinder stored read without one (judged by time)", async () => {

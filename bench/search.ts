@@ -18,9 +18,7 @@ import { createClient } from '../src/auth/admin.ts';
 import { systemClock } from '../src/clock.ts';
 import { openStore } from '../src/store/open.ts';
 import { BENCH_TENANT, loadDataset } from './lib/dataset.ts';
-import { CHRONIC_CONDITIONS } from './lib/catalog/clinical.ts';
-import { VITALS } from './lib/catalog/measurements.ts';
-import { FAMILY_NAMES } from './lib/catalog/people.ts';
+import { MIX_SCENARIOS as SCENARIOS, type MixSample as Sample } from './lib/mix.ts';
 import { launchServer } from './lib/server.ts';
 import { hasWrk, runWrk, type WrkResult } from './lib/wrk.ts';
 
@@ -44,36 +42,7 @@ if (!hasWrk()) {
   process.exit(2);
 }
 
-const LOINC = 'http://loinc.org';
 const VARIANTS = 1000;
-
-interface Sample {
-  patients: string[];
-}
-
-/** A scenario: its name, whether it is patient-scoped (the tighter latency target), and its i-th query. */
-interface Scenario {
-  name: string;
-  patientScoped: boolean;
-  query: (i: number, s: Sample) => string;
-}
-
-const pick = <T>(list: readonly T[], i: number): T => list[(i * 7919) % list.length]!;
-const year = (i: number) => 2015 + (i % 10);
-const month = (i: number) => String(1 + (i % 12)).padStart(2, '0');
-const vitals = Object.values(VITALS).map((v) => v.code);
-
-const SCENARIOS: Scenario[] = [
-  { name: 'Observation?patient=..&code=..&date=ge..', patientScoped: true, query: (i, s) => `Observation?patient=${pick(s.patients, i)}&code=${LOINC}|${pick(vitals, i)}&date=ge${year(i)}-${month(i)}-01` },
-  { name: 'Condition?clinical-status=active&patient=..', patientScoped: true, query: (i, s) => `Condition?clinical-status=active&patient=${pick(s.patients, i)}` },
-  { name: 'Observation?patient=..&_include=Observation:performer', patientScoped: true, query: (i, s) => `Observation?patient=${pick(s.patients, i)}&category=vital-signs&_include=Observation:performer` },
-  { name: 'Patient?name=<prefix>', patientScoped: false, query: (i) => `Patient?name=${pick(FAMILY_NAMES, i).slice(0, 3 + (i % 2))}` },
-  { name: 'Patient?birthdate=ge..&gender=..&_count=50', patientScoped: false, query: (i) => `Patient?birthdate=ge${1940 + (i % 70)}-${month(i)}&gender=${i % 2 ? 'female' : 'male'}&_count=50` },
-  { name: 'Encounter?date=..&_sort=-date', patientScoped: false, query: (i) => `Encounter?date=${year(i)}-${month(i)}&_sort=-date` },
-  { name: 'chained: Observation?subject:Patient.family=..&code=..', patientScoped: false, query: (i) => `Observation?subject:Patient.family=${encodeURIComponent(pick(FAMILY_NAMES, i))}&code=${LOINC}|${pick(vitals, i)}` },
-  { name: '_has: Patient?_has:Condition:patient:code=..', patientScoped: false, query: (i) => `Patient?_has:Condition:patient:code=${pick(CHRONIC_CONDITIONS, i).code}` },
-  { name: 'Condition?clinical-status=active&_total=accurate', patientScoped: false, query: (i) => `Condition?clinical-status=active&_total=accurate&_count=${10 + (i % 10)}` },
-];
 
 type Row = WrkResult & { database: string; scenario: string; patientScoped: boolean };
 

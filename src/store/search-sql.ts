@@ -1491,6 +1491,8 @@ export interface SearchPlan {
   sortRange?: SortRange;
   /** Sort keys whose value each resource must have (tiesPage): a probe of its key per resource. */
   tied?: TiedKey[];
+  /** With a lone candidate as the driver (planSearch), its rows as counted: all of them. */
+  rows?: number;
 }
 
 /**
@@ -1549,7 +1551,8 @@ export async function planSearch(
   if (candidates.length === 0) return {};
   // One candidate is counted once, up to `most` + 1: there is no other to prefer.
   if (candidates.length === 1) {
-    if ((await counted(candidates[0]!, most + 1)) <= most) return { driver: candidates[0]!.driver };
+    const rows = await counted(candidates[0]!, most + 1);
+    if (rows <= most) return { driver: candidates[0]!.driver, rows };
     return context ? wideDriver(candidates, count, context) : {};
   }
   for (const c of candidates) {
@@ -1817,6 +1820,7 @@ export async function plannedSearch<R>(
   const readFirst = inOrder && candidates.length > 0 && (q.count * (await typeSize())) / DRIVER_MAX_ROWS <= tryRows;
   const planCount = run.planCount ?? run.count;
   let plan = await planSearch(candidates, planCount, undefined, readFirst ? DRIVER_TAKE_AT : DRIVER_MAX_ROWS);
+  if (await readsLoneInOrder(plan, candidates, context)) plan = {};
   if (plan.driver === undefined) {
     const walked = await sortWalk(dialect, tenant, q, run, typeSizes);
     if (walked !== undefined) return walked;
@@ -1853,6 +1857,25 @@ export async function plannedSearch<R>(
   const { sql, values } = searchSql(dialect, tenant, rest, plan);
   const rows = await run.rows(sql, values, plan.driver !== undefined ? fixedForm(rest) : byIds(rest) ? 'plain' : inOrderForm(rest));
   return found.length ? [...found, ...rows] : rows;
+}
+
+/**
+ * Whether the page of a search of one probed condition alone (no other, no compartment), in id or
+ * `_lastUpdated` order, costs less read in order than driven by the condition's `n` rows, which
+ * planSearch counted (at most DRIVER_MAX_ROWS): driven, every row is read and its resource sorted;
+ * in order, the page's `need` matches come after about `need × size / n` resources, each probed
+ * (wideDriver reads a lone condition of more rows so). `Condition?clinical-status=active` among 7,306
+ * Conditions, 1,034 active: the page of 10-19 found after about 130 Conditions, where the driver read
+ * and sorted all 1,034 (docs/PERFORMANCE.md, fifty-eighth session).
+ */
+async function readsLoneInOrder(plan: SearchPlan, candidates: DriverCandidate[], context: PlanContext): Promise<boolean> {
+  const n = plan.rows;
+  if (n === undefined || n === 0 || candidates.length !== 1 || !candidates[0]!.sampled) return false;
+  const { need, costs } = context;
+  if (!Number.isFinite(need) || context.narrowed) return false;
+  const size = await context.typeSize();
+  const inOrder = Math.min(size, (need * size) / n) * costs.undrivenRow + costs.match * Math.min(n, need);
+  return inOrder < n * (costs.driverRow + costs.match);
 }
 
 /** What a `_has` set costs per referring resource, in reference rows probed (about 3 against 1 µs on SQLite). */

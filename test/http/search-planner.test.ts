@@ -203,6 +203,19 @@ for (const target of targets) {
       expect((await api.search('Condition?code:missing=false&_summary=count')).total).toBe(M - 7);
     });
 
+    test('one condition alone, common in its type though of fewer than DRIVER_MAX_ROWS rows: every page and the total as driven', async () => {
+      const ten = Array.from({ length: 10 }, (_, k) => `Patient/pl${k}`).join(',');
+      const matches = ids(all.filter((i) => i % 30 < 10));
+      expect(matches.length).toBe(1670);
+      expect(await paged(`Observation?subject=${ten}&_count=300`)).toEqual(matches);
+      expect(await paged(`Observation?subject=${ten}&_count=7&_sort=_id`)).toEqual(matches);
+      const sorted = all.filter((i) => i % 30 < 10).sort((a, b) => lastUpdated(b) - lastUpdated(a) || (observation(a).id < observation(b).id ? -1 : 1));
+      expect(await paged(`Observation?subject=${ten}&_count=250&_sort=-_lastUpdated`)).toEqual(sorted.map((i) => observation(i).id));
+      const page = await api.search(`Observation?subject=${ten}&_total=accurate&_count=10`);
+      expect(page.total).toBe(1670);
+      expect((page.entry ?? []).map((e: Json) => e.resource.id)).toEqual(matches.slice(0, 10));
+    });
+
     test('the plans: read in order while matches are common, driven by the smaller condition when rare', async () => {
       const statements: string[] = [];
       const { runner, close } = await statementRunner(target.kind, url, statements);
@@ -256,6 +269,17 @@ for (const target of targets) {
         const small = await search('category=laboratory&code=odd&_count=50', 500);
         expect(small.ids).toEqual(rare.ids);
         expect(small.searches.every((s) => !s.includes('SELECT DISTINCT d.res'))).toBe(true);
+        // One condition alone, of 1,670 rows (ten patients' Observations) among 5,000: the page of ten
+        // comes after about 30 resources read in order, not from all 1,670 rows read and sorted; one
+        // patient's 167 rows, with a page of 50 (about 1,500 resources in order), still drive.
+        const ten = Array.from({ length: 10 }, (_, k) => `Patient/pl${k}`).join(',');
+        const lone = await search(`subject=${ten}&_count=10`);
+        expect(lone.ids).toEqual(ids(all.filter((i) => i % 30 < 10)).slice(0, 10));
+        expect(lone.searches.length).toBe(1);
+        expect(lone.searches[0]).not.toContain('SELECT DISTINCT d.res');
+        const one = await search('subject=Patient/pl3&_count=50');
+        expect(one.ids).toEqual(ids(all.filter((i) => i % 30 === 3)).slice(0, 50));
+        expect(one.searches.at(-1)).toContain('SELECT DISTINCT d.res');
       } finally {
         await close();
       }

@@ -234,7 +234,8 @@ describe('2,500 Observations: `_lastUpdated`, `:missing` on a reference kept in 
 });
 
 test("_filter's case-insensitive token eq reads ranges of the value-first index, of its case variants' first two letters", async () => {
-  const statements = await plans('Patient', `_filter=${encodeURIComponent('gender eq MALE')}`);
+  // A page of 200 (the 150 males' rows drive, where a page of ten is found sooner among the first Patients in order).
+  const statements = await plans('Patient', `_filter=${encodeURIComponent('gender eq MALE')}&_count=200`);
   const last = statements.at(-1)!;
   // `MA`, `Ma`, `mA`, `ma`: four ranges, each read by the index alone, then compared folded, their
   // rows joined by UNION ALL (ORed, SQLite merged them through a set of row ids, reading each row).

@@ -43,7 +43,7 @@ describe('planSearch', () => {
   });
 
   test('a lone candidate is counted once, up to the maximum, and drives within it', async () => {
-    for (const [rows, plan] of [[150, { driver: 0 }], [1500, { driver: 0 }], [DRIVER_MAX_ROWS + 5, {}]] as const) {
+    for (const [rows, plan] of [[150, { driver: 0, rows: 150 }], [1500, { driver: 0, rows: 1500 }], [DRIVER_MAX_ROWS + 5, {}]] as const) {
       const { candidates, count, asked } = counting({ date: rows });
       expect(await planSearch(candidates, count)).toEqual(plan);
       expect(asked).toEqual([['date', DRIVER_MAX_ROWS + 1]]);

@@ -59,6 +59,8 @@ export async function everythingRows(deps: FhirDeps, req: FhirRequest, read: Eve
     return all.length ? all : undefined;
   };
   const ctx: Context = { deps, req, read, guards: new Map(read.types.map((type) => [type, guards(type)])) };
+  // The type level walks the Patients the token may list: under a scope filter of Patient, those it admits.
+  if (read.patient === undefined) ctx.listed = guardOf(req, 'Patient', undefined);
   const seen: Seen = { patients: 0, sized: 0, kept: 0 };
   // The start's position holds in the first patient alone.
   let from: Position = { type: read.start.type, id: read.start.id ?? '' };
@@ -114,6 +116,12 @@ interface Context {
   read: EverythingRead;
   /** What a type's rows must meet besides the compartment (guardOf, and the read's `where`), if anything. */
   guards: Map<string, Condition[] | undefined>;
+  /**
+   * At the type level, what a Patient must meet to be walked (its scope filter), if anything: the records of
+   * one it does not meet are listed under none (`Patient/{id}/$everything` refuses it), and a record it shares
+   * comes with the first patient that does (firstOwned).
+   */
+  listed?: Condition[];
 }
 
 /**
@@ -129,14 +137,35 @@ async function* sizedPatients(ctx: Context, batchSize: () => number): AsyncGener
     return;
   }
   let after = read.start.patient;
-  if (after !== undefined) yield await sizes({ ids: [after] });
+  if (after !== undefined) {
+    const first = await listedOf(ctx, await sizes({ ids: [after] }));
+    if (first.length) yield first;
+  }
   for (;;) {
     const count = batchSize();
     const batch = await sizes({ after, count });
-    if (batch.length) yield batch;
+    const listed = await listedOf(ctx, batch);
+    if (listed.length) yield listed;
     if (batch.length < count) return;
     after = batch[batch.length - 1]!.patient;
   }
+}
+
+/** The Patients of `batch` the type level walks (Context.listed): all of them without a filter, else those it admits. */
+async function listedOf(ctx: Context, batch: CompartmentSize[]): Promise<CompartmentSize[]> {
+  if (ctx.listed === undefined || batch.length === 0) return batch;
+  const admitted = await patientsListed(ctx, batch.map((p) => p.patient));
+  return batch.filter((p) => admitted.has(p.patient));
+}
+
+/** Of these ids, the live Patients the type level walks (Context.listed), by one search a thousand ids. */
+async function patientsListed(ctx: Context, ids: string[]): Promise<Set<string>> {
+  const out = new Set<string>();
+  for (let k = 0; k < ids.length; k += 1000) {
+    const where: Condition[] = [{ kind: 'id', ids: ids.slice(k, k + 1000) }, ...(ctx.listed ?? [])];
+    for (const v of await ctx.deps.store.resources.search(ctx.req.tenant, { type: 'Patient', where, sort: [], count: 1000 })) out.add(v.id);
+  }
+  return out;
 }
 
 /**
@@ -163,10 +192,13 @@ async function readChunk(ctx: Context, patients: string[], from: Position, need:
   const filtered = [...ctx.guards.values()].some((g) => g !== undefined);
   while (patients.length) {
     const count = filtered ? Math.max(need - kept.length, READ_ON) : need - kept.length;
+    // The store tells a record's first owner among every live Patient; under a filter of the Patients walked, firstOwned
+    // tells it among those the filter admits (a record shared with one out of its reach comes with the other).
     const rows = await deps.store.resources.compartmentRows(req.tenant, {
-      patients, types: read.types, since: read.since?.low, after: from, count, firstOwner: read.patient === undefined,
+      patients, types: read.types, since: read.since?.low, after: from, count, firstOwner: read.patient === undefined && ctx.listed === undefined,
     });
-    kept.push(...(await guarded(ctx, rows)));
+    const owned = ctx.listed === undefined ? rows : await firstOwned(ctx, rows);
+    kept.push(...(await guarded(ctx, owned)));
     if (rows.length < count || kept.length >= need) break;
     // Rows left out by a guard: read on after the last row read.
     const last = rows[rows.length - 1]!;
@@ -220,7 +252,7 @@ async function typeByType(ctx: Context, patient: string, from: Position, need: n
 const INDEX_PATIENTS_FROM = 1 << 20;
 
 /**
- * At the type level, the rows that no live Patient of a smaller id than their patient's also holds
+ * At the type level, the rows that no live Patient walked (Context.listed) of a smaller id than their patient's also holds
  * (compartmentRows' `firstOwner`, for the rows the search engine read): a resource in several patients'
  * compartments is the match of the first of them alone, so no page repeats it. Their patients come from
  * their stored texts (compartmentsOf) while these are small, and from the compartment index
@@ -240,12 +272,8 @@ async function firstOwned(ctx: Context, rows: CompartmentRow[]): Promise<Compart
     if (earlier.length) before.set(r, earlier);
   }
   if (before.size === 0) return rows;
-  const ids = [...new Set([...before.values()].flat())];
-  const live = new Set<string>();
-  for (let k = 0; k < ids.length; k += 1000) {
-    const where: Condition[] = [{ kind: 'id', ids: ids.slice(k, k + 1000) }];
-    for (const v of await ctx.deps.store.resources.search(ctx.req.tenant, { type: 'Patient', where, sort: [], count: 1000 })) live.add(v.id);
-  }
+  // The earlier patients that hold it as a match: live, and walked (Context.listed).
+  const live = await patientsListed(ctx, [...new Set([...before.values()].flat())]);
   return rows.filter((r) => !before.get(r)?.some((q) => live.has(q)));
 }
 

@@ -87,8 +87,9 @@ function careDates(params: URLSearchParams, now: number): CareDates | undefined 
     if (all.length === 0) continue;
     const raw = all[0]!;
     if (all.length > 1) throw new FhirError('invalid', `$everything takes one '${name}'`, { expression: [name] });
-    // A date, as R4 types it (a dateTime too): no search prefix, which the parameter does not take.
-    const range = /^\d{4}/.test(raw) ? dateTest(name, raw, now) : undefined;
+    // A date, as R4 types it (a dateTime too): no search prefix, which the parameter does not take (nor does its
+    // 400 offer one: the search's words for a bad date list the prefixes).
+    const range = /^\d{4}/.test(raw) ? careDate(name, raw, now) : undefined;
     if (range === undefined) throw new FhirError('invalid', `Invalid ${name} '${raw}': expected a date (YYYY, YYYY-MM or YYYY-MM-DD)`, { expression: [name] });
     out[name] = raw;
     if (name === 'start') out.from = range.low;
@@ -98,6 +99,16 @@ function careDates(params: URLSearchParams, now: number): CareDates | undefined 
     throw new FhirError('invalid', `start '${out.start}' is after end '${out.end}'`, { expression: ['start'] });
   }
   return out.start === undefined && out.end === undefined ? undefined : out;
+}
+
+/** The range of a care date as `dateTest` reads it, or undefined where it is no date. */
+function careDate(name: string, raw: string, now: number): ReturnType<typeof dateTest> | undefined {
+  try {
+    return dateTest(name, raw, now);
+  } catch (err) {
+    if (err instanceof FhirError && err.status === 400) return undefined;
+    throw err;
+  }
 }
 
 /**

@@ -351,6 +351,12 @@ await eachStore((kind, fresh) => {
       ]) {
         expect((await expectOutcome(await api.get(`Patient/p1/$everything?${query}`), 400)).issue[0].expression).toEqual([at]);
       }
+      // A bad date's 400 asks for a date, offering no search prefix (the parameter takes none).
+      for (const query of ['end=2024-13', 'start=2024-02-30', 'start=2024-01-01T25:00:00Z']) {
+        const text = (await expectOutcome(await api.get(`Patient/p1/$everything?${query}`), 400)).issue[0].details.text;
+        expect(text).toContain('expected a date (YYYY, YYYY-MM or YYYY-MM-DD)');
+        expect(text).not.toContain('[eq|');
+      }
       // Encounter-everything defines no care dates: ignored with a warning there, as before.
       expect((await api.get('Encounter/e-turn/$everything?start=2024')).status).toBe(200);
     });

@@ -199,6 +199,8 @@ function typesOf(req: FhirRequest, all: string[], raw: string | null, includes: 
   const every = all.filter((t) => t !== 'AuditEvent' && req.access.can(t, 'r'));
   if (raw === null) return { types: every, walk: every };
   const wanted = typeList(raw);
+  // As a search's: a `_type` of no type answered an empty page, as if the patient had no records.
+  if (wanted.length === 0) throw new FhirError('invalid', '_type names no resource type', { expression: ['_type'] });
   const types = all.filter((t) => wanted.includes(t) && req.access.can(t, 'r'));
   // A type outside the compartments (Practitioner, Organization, Medication, Binary...) comes only as what the
   // records refer to, whichever records those are: the pages read every type (R4: `_type` names the types of

@@ -345,11 +345,17 @@ await eachStore((kind, fresh) => {
       expect(((await post.json()) as Json).entry.map((e: Json) => e.resource.id)).toEqual(['o2024', 'o2024b']);
     });
 
-    test('a start or end that is no date, repeated, or a start after the end is a 400 naming it', async () => {
+    test('a start or end that is no date, repeated, or a start after the end, and a _type of no type, are a 400 naming it', async () => {
       for (const [query, at] of [
         ['start=ge2024', 'start'], ['end=2024-13', 'end'], ['start=yesterday', 'start'], ['start=2024&start=2025', 'start'], ['start=2025&end=2024-12-31', 'start'],
       ]) {
         expect((await expectOutcome(await api.get(`Patient/p1/$everything?${query}`), 400)).issue[0].expression).toEqual([at]);
+      }
+      // A _type naming no type is a 400, as a search's is: never an empty page that says the patient has no records.
+      for (const query of ['_type=', '_type=,', '_type=%20', '_type=&_count=0']) {
+        for (const path of ['Patient/p1/$everything', 'Patient/$everything', 'Encounter/e-turn/$everything']) {
+          expect((await expectOutcome(await api.get(`${path}?${query}`), 400)).issue[0].expression).toEqual(['_type']);
+        }
       }
       // A bad date's 400 asks for a date, offering no search prefix (the parameter takes none).
       for (const query of ['end=2024-13', 'start=2024-02-30', 'start=2024-01-01T25:00:00Z']) {

@@ -3,12 +3,12 @@
  * (no sockets), without the drift between runs that makes separate processes hard to compare on a
  * shared machine (both apps see the same heap, cores and moment):
  *
- *   bun bench/inprocess-ab.ts <checkout A> <checkout B> [--rounds N] [--route validate|read|pages|update|transaction] [--postgres]
+ *   bun bench/inprocess-ab.ts <checkout A> <checkout B> [--rounds N] [--route validate|read|vread|pages|update|transaction] [--postgres]
  *
  * Each checkout (a directory such as a git worktree with its dependencies installed) gets its own
  * in-process app on a fresh SQLite file (its `test/helpers/app.ts`), with what the route needs:
  * `validate` an is-a ValueSet over 100,000 generated concepts and 1,000 request bodies as in
- * `bench/http.ts` (about 90% of the codes outside it), `read` one Patient, `pages` 6,000 Observations
+ * `bench/http.ts` (about 90% of the codes outside it), `read` one Patient, `vread` its version 1, `pages` 6,000 Observations
  * (three codes, a date each) and the later pages of two sorted searches (`_sort=-date`, and with
  * `code=`, 20 a page), reached by each checkout's own `next` links, `update` PUTs of 1,000 Patients in turn
 (each a new version), `transaction` transactions of 10 such PUTs each. Then rounds of 2,000
@@ -25,8 +25,8 @@ const { values, positionals } = parseArgs({
   allowPositionals: true,
   options: { rounds: { type: 'string', default: '30' }, route: { type: 'string', default: 'validate' }, postgres: { type: 'boolean', default: false } },
 });
-if (positionals.length !== 2 || !['validate', 'read', 'pages', 'update', 'transaction'].includes(values.route)) {
-  console.error('usage: bun bench/inprocess-ab.ts <checkout A> <checkout B> [--rounds N] [--route validate|read|pages|update|transaction] [--postgres]');
+if (positionals.length !== 2 || !['validate', 'read', 'vread', 'pages', 'update', 'transaction'].includes(values.route)) {
+  console.error('usage: bun bench/inprocess-ab.ts <checkout A> <checkout B> [--rounds N] [--route validate|read|vread|pages|update|transaction] [--postgres]');
   process.exit(2);
 }
 const rounds = Number(values.rounds);
@@ -106,7 +106,7 @@ async function side(dir: string): Promise<Side> {
     request = (i) => new Request(fhir, { method: 'POST', headers, body: body(i) });
   } else {
     await put('Patient/bench', { resourceType: 'Patient', id: 'bench', name: [{ family: 'Bench', given: ['Read'] }], gender: 'female', birthDate: '1970-01-01' });
-    const url = `${fhir}/Patient/bench`;
+    const url = `${fhir}/Patient/bench${values.route === 'vread' ? '/_history/1' : ''}`;
     request = () => new Request(url, { headers });
   }
   const first = await t.app.fetch(request(0));

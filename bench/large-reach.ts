@@ -8,9 +8,13 @@
  *   `--mib` MiB each (every version judged on its compartment), the response's body drained chunk by chunk.
  * - `history`: the admin token reads the same page (no version judged: what the page itself costs).
  * - `read-patient`: the patient token reads the DocumentReference (its one version judged on its compartment).
+ * - `vread-patient`: the patient token reads the DocumentReference's current version by its number (`_history/1`).
+ * - `meta`: the admin token's instance `$meta` of the DocumentReference (a Parameters of its meta alone).
+ * - `meta-patient`: the patient token's instance `$meta` of it.
+ * - `delete-patient`: the patient token deletes the DocumentReference (the stored version judged on its compartment).
  *
  *   ulimit -v 4000000; bun bench/large-reach.ts [--mib 30] [--versions 4] [--rounds 2] [--store sqlite|postgres|both]
- *     [--kinds integrity,history-patient,history,read-patient] [--roots /path/A,/path/B]
+ *     [--kinds integrity,history-patient,history,read-patient,vread-patient,meta,meta-patient,delete-patient] [--roots /path/A,/path/B]
  *
  * Each checkout runs with its own test helpers (`test/helpers/app.ts`, a store of `test/helpers/stores.ts`). The app is
  * warmed up with a small request of the kind, collected, and its peak RSS (VmHWM) reset (Linux `clear_refs` 5) before
@@ -71,6 +75,9 @@ async function child(kind: string, root: string, store: StoreKind): Promise<void
     const request = (target: string) =>
       kind === 'integrity' ? call('POST', 'Observation', observation(target), patient, 201)
       : kind === 'read-patient' ? call('GET', `DocumentReference/${target}`, undefined, patient, 200)
+      : kind === 'vread-patient' ? call('GET', `DocumentReference/${target}/_history/${target === 'warm' ? 2 : 1}`, undefined, patient, 200)
+      : kind === 'meta' || kind === 'meta-patient' ? call('GET', `DocumentReference/${target}/$meta`, undefined, kind === 'meta' ? admin : patient, 200)
+      : kind === 'delete-patient' ? call('DELETE', `DocumentReference/${target}`, undefined, patient, 204)
       : call('GET', `DocumentReference/${target}/_history`, undefined, kind === 'history' ? admin : patient, 200);
     await request('warm');
     Bun.gc(true);

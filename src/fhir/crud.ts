@@ -219,7 +219,8 @@ export async function requireStoredInReach(deps: FhirDeps, req: FhirRequest, typ
   // here, and again by the write: docs/PERFORMANCE.md, Memory of large request bodies).
   const binary = type === 'Binary';
   const repo = deps.store.resources;
-  const current = await (binary ? repo.readWithoutData(req.tenant, type, id) : repo.read(req.tenant, type, id));
+  const current = binary ? await repo.readWithoutData(req.tenant, type, id) : filtered ? await repo.read(req.tenant, type, id) : await storedOrJudged(deps, req, type, id, perm);
+  if (typeof current === 'number') return current;
   const judged = current?.versionId ?? 0;
   // An update of a deleted resource creates it again, continuing its history: it is held to the
   // content the resource had before its deletion, so that a token cannot take over another patient's
@@ -233,6 +234,20 @@ export async function requireStoredInReach(deps: FhirDeps, req: FhirRequest, typ
   } else if (compartment) requireCompartment(req.access, resource, deps.fhirBase?.(req.tenant), perm);
   if (filtered) await requireFilter(req.access, perm, resource, stored.lastUpdated, lookups(deps, req.tenant));
   return judged;
+}
+
+/**
+ * The current version of `type/id` as requireStoredInReach judges it for a patient's compartment alone: read whole when
+ * small (measured); a large live one judged by its compartment rows, its text unread (judgedByCompartment), giving the
+ * version judged; read whole when they cannot tell.
+ */
+async function storedOrJudged(deps: FhirDeps, req: FhirRequest, type: string, id: string, perm: 'u' | 'd'): Promise<ResourceVersion | number | null> {
+  const repo = deps.store.resources;
+  const m = await repo.measured(req.tenant, type, id);
+  if (m === null) return null;
+  if (m.content !== undefined) return { ...m, type, id, content: m.content };
+  if (!m.deleted && (await judgedByCompartment(deps, req, type, id, m.versionId, perm))) return m.versionId;
+  return repo.read(req.tenant, type, id);
 }
 
 /**
@@ -881,21 +896,21 @@ export function deletionRead(err: unknown): DeletionRead['deletion'] | undefined
 const INDEX_JUDGED_CHARS = 64 * 1024;
 
 /**
- * Where a patient's compartment alone decides whether `req` reads `type` (a patient-context token without a scope filter
- * of it; not a Binary or a Provenance, judged by more than their compartments), judges live version `versionId`, the
- * current one, by its compartment rows, as a parse of its text would (they are compartmentsOf that text), without
- * reading it: throws the read's 403 outside the patient's compartment, and gives true. False when it cannot: another
- * rule decides, or the resource changed before its rows were read (a version's number only grows, so the version
- * measured again after them is the one they belong to).
+ * Where a patient's compartment alone decides whether `req` may `perm` (read, by default; update, delete) `type` (a
+ * patient-context token without a scope filter of it; not a Binary or a Provenance, judged by more than their
+ * compartments), judges live version `versionId`, the current one, by its compartment rows, as a parse of its text would
+ * (they are compartmentsOf that text), without reading it: throws the 403 a parse would give, and gives true. False
+ * when it cannot: another rule decides, or the resource changed before its rows were read (a version's number only
+ * grows, so the version measured again after them is the one they belong to).
  */
-export async function judgedByCompartment(deps: FhirDeps, req: FhirRequest, type: string, id: string, versionId: number): Promise<boolean> {
+export async function judgedByCompartment(deps: FhirDeps, req: FhirRequest, type: string, id: string, versionId: number, perm: 'r' | 'u' | 'd' = 'r'): Promise<boolean> {
   const { access } = req;
-  if (type === 'Binary' || type === 'Provenance' || !inPatientCompartment(type) || access.patientLimit(type, 'r') === undefined || access.filters?.(type, 'r') !== undefined) return false;
+  if (type === 'Binary' || type === 'Provenance' || !inPatientCompartment(type) || access.patientLimit(type, perm) === undefined || access.filters?.(type, perm) !== undefined) return false;
   const repo = deps.store.resources;
   const holders = (await repo.compartmentPatients(req.tenant, type, [id])).map((r) => r.patient);
   const again = await repo.measured(req.tenant, type, id);
   if (!again || again.deleted || again.versionId !== versionId) return false;
-  requireInCompartment(access, type, () => holders, 'r');
+  requireInCompartment(access, type, () => holders, perm);
   return true;
 }
 
@@ -913,7 +928,7 @@ export async function vreadResource(
     await checkDeletionReadable(deps, req, v);
     throw new DeletionRead(`Version ${versionId} of ${type}/${id} is a deletion`, v);
   }
-  await checkReadable(deps, req, v);
+  if (v.content.length < INDEX_JUDGED_CHARS || !(await judgedByCompartment(deps, req, v.type, v.id, v.versionId))) await checkReadable(deps, req, v);
   return v;
 }
 

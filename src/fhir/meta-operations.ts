@@ -20,6 +20,7 @@ import type { ResourceVersion } from '../store/types.ts';
 import { enumerationAccess, requireAccess } from './access.ts';
 import type { CapabilityContribution } from './capability.ts';
 import { binaryReachLimited, readResource, vreadResource, type FhirDeps, type FhirRequest, type WriteResult } from './crud.ts';
+import { storedMeta } from './meta-head.ts';
 import { patchResource } from './patch.ts';
 import { ifMatchFailed, type IfMatch } from './if-match.ts';
 import { isResourceType, REST_RESOURCE_TYPES } from './resource-types.ts';
@@ -68,6 +69,9 @@ function metaOfVersion(v: ResourceVersion): Record<string, unknown> {
 
 /** `[type]/[id]/$meta` and `[type]/[id]/_history/[vid]/$meta`: the meta of the version a read (vread) gives. */
 export async function instanceMeta(deps: FhirDeps, req: FhirRequest, type: string, id: string, vid?: string): Promise<Record<string, unknown>> {
+  // The start of the stored text where it holds the meta and the read's reach needs no more (meta-head.ts).
+  const meta = await storedMeta(deps, req, type, id, vid);
+  if (meta !== undefined) return meta;
   const v = vid === undefined ? await readResource(deps, req, type, id) : await vreadResource(deps, req, type, id, vid);
   return metaOfVersion(v);
 }

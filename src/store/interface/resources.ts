@@ -327,6 +327,12 @@ export interface ResourceRepo extends CompartmentReads {
    */
   readWithoutData(tenant: string, type: string, id: string, versionId?: number): Promise<ResourceVersion | null>;
   /**
+   * The current version (or, given `versionId`, that version, as `vread` reads it) with its content cut by the database
+   * to its first `chars` characters (the whole content when not longer): what the start of a stored text holds
+   * (stampHead: `resourceType`, `id`, then `meta`) read without the rest crossing into this process.
+   */
+  readHead(tenant: string, type: string, id: string, chars: number, versionId?: number): Promise<ResourceVersion | null>;
+  /**
    * The versions of `type` among `versions` (each id's version `versionId`, as `vread` reads it) that exist, in
    * any order, each once: one statement for the lot (the caller bounds how many it asks at once, VREAD_MANY_MAX).
    */

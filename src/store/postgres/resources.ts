@@ -384,6 +384,21 @@ export function createPostgresResources(sql: Pg, keys: KeysConnection, genericSq
         );
       return row ? toVersion(row) : null;
     },
+    // `left` of a text kept out of line uncompressed reads only the TOAST chunks it needs; the rest stays in the database.
+    async readHead(tenant, type, id, chars, versionId) {
+      const [row] = versionId === undefined
+        ? await sql<Row[]>`
+          SELECT type, id, version_id, last_updated, deleted, left(content, ${chars}) AS content FROM resources
+          WHERE tenant = ${tenant} AND type = ${type} AND id = ${id}`
+        : await sql<Row[]>`
+          SELECT type, id, version_id, last_updated, deleted, left(content, ${chars}) AS content FROM resources
+          WHERE tenant = ${tenant} AND type = ${type} AND id = ${id} AND version_id = ${versionId}
+          UNION ALL
+          SELECT type, id, version_id, last_updated, deleted, left(content, ${chars}) AS content FROM resource_history
+          WHERE tenant = ${tenant} AND type = ${type} AND id = ${id} AND version_id = ${versionId}
+          LIMIT 1`;
+      return row ? toVersion(row) : null;
+    },
     async vreadMany(tenant, type, versions) {
       // Each version asked once, of those a store could hold (a version past int's range fails the cast).
       const keys = new Map(versions.filter(storableVersion).map((v) => [`${v.id}\u0000${v.versionId}`, v]));

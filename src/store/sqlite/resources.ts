@@ -296,6 +296,15 @@ export function createSqliteResources(
     vreadWithoutDataCurrent: reader.query<Row, [string, string, string, number]>(
       `SELECT ${WITHOUT_DATA} FROM resources WHERE tenant = ? AND type = ? AND id = ? AND version_id = ?`,
     ),
+    readHead: reader.query<Row, [number, string, string, string]>(
+      `SELECT type, id, version_id, last_updated, deleted, substr(content, 1, ?) AS content FROM resources WHERE tenant = ? AND type = ? AND id = ?`,
+    ),
+    vreadHeadCurrent: reader.query<Row, [number, string, string, string, number]>(
+      `SELECT type, id, version_id, last_updated, deleted, substr(content, 1, ?) AS content FROM resources WHERE tenant = ? AND type = ? AND id = ? AND version_id = ?`,
+    ),
+    vreadHeadHistory: reader.query<Row, [number, string, string, string, number]>(
+      `SELECT type, id, version_id, last_updated, deleted, substr(content, 1, ?) AS content FROM resource_history WHERE tenant = ? AND type = ? AND id = ? AND version_id = ?`,
+    ),
     vreadWithoutDataHistory: reader.query<Row, [string, string, string, number]>(
       `SELECT ${WITHOUT_DATA} FROM resource_history WHERE tenant = ? AND type = ? AND id = ? AND version_id = ?`,
     ),
@@ -373,6 +382,12 @@ export function createSqliteResources(
       const row = versionId === undefined
         ? q.readWithoutData.get(tenant, type, id)
         : (q.vreadWithoutDataCurrent.get(tenant, type, id, versionId) ?? q.vreadWithoutDataHistory.get(tenant, type, id, versionId));
+      return row ? toVersion(row) : null;
+    },
+    async readHead(tenant, type, id, chars, versionId) {
+      const row = versionId === undefined
+        ? q.readHead.get(chars, tenant, type, id)
+        : (q.vreadHeadCurrent.get(chars, tenant, type, id, versionId) ?? q.vreadHeadHistory.get(chars, tenant, type, id, versionId));
       return row ? toVersion(row) : null;
     },
     async vreadMany(tenant, type, versions) {

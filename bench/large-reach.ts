@@ -12,9 +12,12 @@
  * - `meta`: the admin token's instance `$meta` of the DocumentReference (a Parameters of its meta alone).
  * - `meta-patient`: the patient token's instance `$meta` of it.
  * - `delete-patient`: the patient token deletes the DocumentReference (the stored version judged on its compartment).
+ * - `export`: `--versions` DocumentReferences of `--mib` MiB, a system export of the type kicked off, each of them changed
+ *   after its transactionTime (so that the versions exported are judged in code, src/export/select.ts recheck); the job
+ *   run (`runExports`, its page of 2,000 rows holding them all) is what is measured.
  *
  *   ulimit -v 4000000; bun bench/large-reach.ts [--mib 30] [--versions 4] [--rounds 2] [--store sqlite|postgres|both]
- *     [--kinds integrity,history-patient,history,read-patient,vread-patient,meta,meta-patient,delete-patient] [--roots /path/A,/path/B]
+ *     [--kinds integrity,history-patient,history,read-patient,vread-patient,meta,meta-patient,delete-patient,export] [--roots /path/A,/path/B]
  *
  * Each checkout runs with its own test helpers (`test/helpers/app.ts`, a store of `test/helpers/stores.ts`). The app is
  * warmed up with a small request of the kind, collected, and its peak RSS (VmHWM) reset (Linux `clear_refs` 5) before
@@ -47,6 +50,7 @@ const observation = (target: string): Json => ({
 async function child(kind: string, root: string, store: StoreKind): Promise<void> {
   const { createTestApp } = await import(`${root}/test/helpers/app.ts`);
   const { craftToken } = await import(`${root}/test/helpers/fhir.ts`);
+  const { kickOff, runExports } = await import(`${root}/test/helpers/export.ts`);
   const db = await benchDatabase(root, store);
   const t = await createTestApp({
     store: db.open(),
@@ -70,16 +74,33 @@ async function child(kind: string, root: string, store: StoreKind): Promise<void
     for (let v = 0; v < (kind.startsWith('history') ? versions : 1); v++) {
       await call('PUT', 'DocumentReference/large', JSON.stringify(document('large', large, v % 2 ? 'superseded' : 'current')), admin, v ? 200 : 201);
     }
-    await call('PUT', 'DocumentReference/warm', document('warm', base64(3000)), admin, 201);
-    await call('PUT', 'DocumentReference/warm', document('warm', base64(3003)), admin, 200);
+    /** An export of `type` kicked off, then the resources it selects changed after its transactionTime: their earlier versions exported. */
+    const exportChanged = async (type: string, changed: () => Promise<unknown>) => {
+      await kickOff(t, admin, `/$export?_type=${type}`);
+      t.clock.advance(1000);
+      await changed();
+    };
+    if (kind === 'export') {
+      for (let i = 1; i < versions; i++) await call('PUT', `DocumentReference/large${i}`, JSON.stringify(document(`large${i}`, large)), admin, 201);
+      await exportChanged('Patient', () => call('PUT', 'Patient/pa', { resourceType: 'Patient', id: 'pa', active: true }, admin, 200));
+      await runExports(t);
+      await exportChanged('DocumentReference', async () => {
+        for (let i = 0; i < versions; i++) await call('PUT', `DocumentReference/large${i || ''}`, JSON.stringify(document(`large${i || ''}`, large, 'superseded')), admin, 200);
+      });
+    }
+    if (kind !== 'export') {
+      await call('PUT', 'DocumentReference/warm', document('warm', base64(3000)), admin, 201);
+      await call('PUT', 'DocumentReference/warm', document('warm', base64(3003)), admin, 200);
+    }
     const request = (target: string) =>
-      kind === 'integrity' ? call('POST', 'Observation', observation(target), patient, 201)
+      kind === 'export' ? runExports(t).then(() => 0)
+      : kind === 'integrity' ? call('POST', 'Observation', observation(target), patient, 201)
       : kind === 'read-patient' ? call('GET', `DocumentReference/${target}`, undefined, patient, 200)
       : kind === 'vread-patient' ? call('GET', `DocumentReference/${target}/_history/${target === 'warm' ? 2 : 1}`, undefined, patient, 200)
       : kind === 'meta' || kind === 'meta-patient' ? call('GET', `DocumentReference/${target}/$meta`, undefined, kind === 'meta' ? admin : patient, 200)
       : kind === 'delete-patient' ? call('DELETE', `DocumentReference/${target}`, undefined, patient, 204)
       : call('GET', `DocumentReference/${target}/_history`, undefined, kind === 'history' ? admin : patient, 200);
-    await request('warm');
+    if (kind !== 'export') await request('warm');
     Bun.gc(true);
     await Bun.sleep(1000);
     const before = status('VmRSS');

@@ -42,8 +42,10 @@ export function snapshotQuery(ctx: SelectContext, type: string, after: number | 
  * against the same conditions in code, on their content as of transactionTime.
  */
 async function recheck(ctx: SelectContext, q: SnapshotQuery, rows: SnapshotRow[]): Promise<SnapshotRow[]> {
-  const parsed = rows.map((row) => ({ row, resource: JSON.parse(row.content) as Record<string, unknown> }));
-  const patientsOf = new Map(parsed.map((p) => [p.row, q.compartment ? compartmentsOf(p.resource, ctx.spec.fhirBase) : []]));
+  // A version is parsed only for what its conditions need, one at a time, each let go at once: the page's parsed
+  // versions were held together (a page of large ones, several times their texts), and parsed with no condition at all.
+  const parse = (row: SnapshotRow) => JSON.parse(row.content) as Record<string, unknown>;
+  const patientsOf = new Map(rows.map((row) => [row, q.compartment ? compartmentsOf(parse(row), ctx.spec.fhirBase) : []]));
   let patients: Map<string, boolean> | undefined;
   if (q.compartment?.kind === 'job') {
     const all = [...new Set([...patientsOf.values()].flat())];
@@ -51,7 +53,7 @@ async function recheck(ctx: SelectContext, q: SnapshotQuery, rows: SnapshotRow[]
   }
   const joinedOnly = q.compartment?.kind === 'job' && q.compartment.joinedOnly === true;
   const pass: SnapshotRow[] = [];
-  for (const { row, resource } of parsed) {
+  for (const row of rows) {
     let matched: string[] = [];
     if (q.compartment) {
       const members = patientsOf.get(row)!;
@@ -60,7 +62,7 @@ async function recheck(ctx: SelectContext, q: SnapshotQuery, rows: SnapshotRow[]
     }
     const joined = q.joinedSince === true && matched.some((p) => patients?.get(p) === true);
     if (!row.deleted && q.since !== undefined && row.lastUpdated <= q.since && !joined) continue;
-    if (q.filters && !(await matchesAny(ctx, resource, row.lastUpdated, q.filters))) continue;
+    if (q.filters && !(await matchesAny(ctx, parse(row), row.lastUpdated, q.filters))) continue;
     pass.push(row);
   }
   return pass;

@@ -17,6 +17,7 @@ import { observationStats } from '../fhir/stats.ts';
 import { statsParams } from '../fhir/stats-input.ts';
 import { preferredId, versions } from '../fhir/naming-system.ts';
 import { changeMeta, instanceMeta, metaInUse, metaParameters } from '../fhir/meta-operations.ts';
+import { metaInHead } from '../fhir/meta-head.ts';
 import { searchTypes } from '../fhir/search-system.ts';
 import { checkCompartmentPath, type Compartment } from '../fhir/compartments.ts';
 import { pagedAt } from '../fhir/search-time.ts';
@@ -327,7 +328,10 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     if (id.startsWith('$')) throw new FhirError('not-found', `Operation ${id} is not supported on ${type}`);
     const body = await readFhirBody(c.req.raw, deps.limits.resource);
     const written = await changeMeta(deps, request(c), type, id, body, mode, vid, parseIfMatch(c.req.header('if-match')));
-    return fhirJson(metaParameters((JSON.parse(written.version.content) as { meta: Record<string, unknown> }).meta), 200, versionHeaders(written.version));
+    // The meta opening the version's text (meta-head.ts), not a parse of the whole of it (a large resource's).
+    const text = written.version.content;
+    const meta = metaInHead(text, type, id) ?? (JSON.parse(text) as { meta: Record<string, unknown> }).meta;
+    return fhirJson(metaParameters(meta), 200, versionHeaders(written.version));
   };
   /** `StructureDefinition/$snapshot` and `StructureDefinition/{id}/$snapshot`, by GET (`url`) or by POST with a Parameters body. */
   const snapshotOf = async (c: Context<AppEnv>, id?: string) => {

@@ -85,6 +85,17 @@ await eachStore((kind, fresh) => {
       expect(metaOf(long.body)).toEqual({ versionId: '1', lastUpdated: expect.any(String), tag });
     });
 
+    test('$meta-add answers the meta of the version it wrote without parsing that version again', async () => {
+      await admin.put200(document('m', 'pa'));
+      const added = { system: TAG.system, code: 'added' };
+      const body = { resourceType: 'Parameters', parameter: [{ name: 'meta', valueMeta: { tag: [added] } }] };
+      const answer = await counted(() => admin.post('DocumentReference/m/$meta-add', body));
+      // The patch reads and parses the stored version (1); the answer's meta is the written text's start.
+      expect([answer.status, answer.parsed]).toEqual([200, 1]);
+      expect(metaOf(answer.body)).toEqual({ versionId: '2', lastUpdated: expect.any(String), tag: [TAG, added] });
+      expect(metaOf((await counted(() => admin.get('DocumentReference/m/$meta'))).body)).toEqual(metaOf(answer.body));
+    });
+
     test("a patient's vread of the current version parses nothing; another patient's is refused unparsed", async () => {
       const mine = await counted(() => patient.get('DocumentReference/d/_history/2'));
       expect([mine.status, mine.parsed, mine.body?.content[0].attachment.data === DATA]).toEqual([200, 0, true]);

@@ -15,9 +15,11 @@
  * - `export`: `--versions` DocumentReferences of `--mib` MiB, a system export of the type kicked off, each of them changed
  *   after its transactionTime (so that the versions exported are judged in code, src/export/select.ts recheck); the job
  *   run (`runExports`, its page of 2,000 rows holding them all) is what is measured.
+ * - `audit`: with CINDER_AUDIT=on, the admin token reads the DocumentReference; the trail's flush of the read's
+ *   AuditEvent (naming the patients whose compartment holds it) is what is measured.
  *
  *   ulimit -v 4000000; bun bench/large-reach.ts [--mib 30] [--versions 4] [--rounds 2] [--store sqlite|postgres|both]
- *     [--kinds integrity,history-patient,history,read-patient,vread-patient,meta,meta-patient,delete-patient,export] [--roots /path/A,/path/B]
+ *     [--kinds integrity,history-patient,history,read-patient,vread-patient,meta,meta-patient,delete-patient,export,audit] [--roots /path/A,/path/B]
  *
  * Each checkout runs with its own test helpers (`test/helpers/app.ts`, a store of `test/helpers/stores.ts`). The app is
  * warmed up with a small request of the kind, collected, and its peak RSS (VmHWM) reset (Linux `clear_refs` 5) before
@@ -54,7 +56,7 @@ async function child(kind: string, root: string, store: StoreKind): Promise<void
   const db = await benchDatabase(root, store);
   const t = await createTestApp({
     store: db.open(),
-    env: { CINDER_REFERENTIAL_INTEGRITY: kind === 'integrity' ? 'on' : 'off', CINDER_MAX_BODY_BYTES: String(256 << 20), CINDER_MAX_RESOURCE_BYTES: String(256 << 20) },
+    env: { CINDER_REFERENTIAL_INTEGRITY: kind === 'integrity' ? 'on' : 'off', CINDER_AUDIT: kind === 'audit' ? 'on' : 'off', CINDER_AUDIT_FLUSH_MS: '60000', CINDER_MAX_BODY_BYTES: String(256 << 20), CINDER_MAX_RESOURCE_BYTES: String(256 << 20) },
   });
   const admin = await t.token();
   const patient = await craftToken(t, 'patient/*.cruds', { patient: 'pa' });
@@ -94,13 +96,19 @@ async function child(kind: string, root: string, store: StoreKind): Promise<void
     }
     const request = (target: string) =>
       kind === 'export' ? runExports(t).then(() => 0)
+      : kind === 'audit' ? t.app.audit.flush().then(() => 0)
       : kind === 'integrity' ? call('POST', 'Observation', observation(target), patient, 201)
       : kind === 'read-patient' ? call('GET', `DocumentReference/${target}`, undefined, patient, 200)
       : kind === 'vread-patient' ? call('GET', `DocumentReference/${target}/_history/${target === 'warm' ? 2 : 1}`, undefined, patient, 200)
       : kind === 'meta' || kind === 'meta-patient' ? call('GET', `DocumentReference/${target}/$meta`, undefined, kind === 'meta' ? admin : patient, 200)
       : kind === 'delete-patient' ? call('DELETE', `DocumentReference/${target}`, undefined, patient, 204)
       : call('GET', `DocumentReference/${target}/_history`, undefined, kind === 'history' ? admin : patient, 200);
-    if (kind !== 'export') await request('warm');
+    if (kind === 'audit') {
+      await t.app.audit.flush();
+      await call('GET', 'DocumentReference/warm', undefined, admin, 200);
+      await request('warm');
+      await call('GET', 'DocumentReference/large', undefined, admin, 200);
+    } else if (kind !== 'export') await request('warm');
     Bun.gc(true);
     await Bun.sleep(1000);
     const before = status('VmRSS');

@@ -491,14 +491,24 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
         }
       }
     };
-    // The current version of what names none (a read's target); the version named of the rest, read by the lot.
+    /** A live current version's patients from its compartment rows, its text unread; undefined when it changed meanwhile. */
+    const indexed = async (t: Touched, versionId: number): Promise<Seen | undefined> => {
+      const holders = (await d.store.resources.compartmentPatients(tenant, t.type, [t.id])).map((r) => r.patient);
+      const again = await d.store.resources.measured(tenant, t.type, t.id);
+      return again && !again.deleted && again.versionId === versionId ? { deleted: false, versionId, patients: holders } : undefined;
+    };
+    // The current version of what names none (a read's target), and of a request's one resource the version it names when
+    // that is current, measured: a large one (MEASURED_TEXT_BYTES) judged by its compartment rows (the index holds the
+    // current version's), not read and parsed again. The versions named of the rest, read by the lot.
     const versionOf = new Map<Touched, number>();
     for (const t of touched) {
-      if (t.type === 'Patient' || t.versionId) continue;
-      const v = await d.store.resources.read(tenant, t.type, t.id);
-      if (!v) continue;
-      versionOf.set(t, v.versionId);
-      found.set(key(t.type, t.id, v.versionId), seen(v));
+      if (t.type === 'Patient' || (t.versionId && touched.length > 1)) continue;
+      const m = await d.store.resources.measured(tenant, t.type, t.id);
+      if (!m) continue;
+      if (!t.versionId) versionOf.set(t, m.versionId);
+      if (t.versionId && t.versionId !== m.versionId) continue;
+      const v = m.content !== undefined ? seen({ ...m, type: t.type, id: t.id, content: m.content }) : m.deleted ? undefined : await indexed(t, m.versionId);
+      if (v) found.set(key(t.type, t.id, m.versionId), v);
     }
     const wanted = (t: Touched) => t.type !== 'Patient' && (t.versionId ?? versionOf.get(t)) !== undefined;
     const at = (t: Touched) => (t.versionId ?? versionOf.get(t))!;

@@ -105,6 +105,27 @@ for (const target of targets) {
       expect([r1!.content === i1, s1!.content, r2!.content === i2]).toEqual([true, '{"resourceType":"Binary","id":"s1","contentType":"text/plain"}', true]);
     });
 
+    test('readHead: the first characters of a version (current or older), cut by the database; a shorter text whole; none', async () => {
+      if (!store) await open();
+      // Characters as the database counts them: an astral one is one (two UTF-16 units in the text read).
+      const big = binaryText('h1', 4 * MI, 40, '\u{1F600}é€');
+      const older = binaryText('h1', 2 * MI);
+      await store.resources.write('t', async (w) => {
+        await w.put(version('h1', older));
+        await w.put(version('h1', big, 2));
+        await w.put(version('h2', '{"resourceType":"Binary","id":"h2","contentType":"text/plain"}'));
+      });
+      const head = (text: string, n: number) => [...text].slice(0, n).join('');
+      const [current, first, short, none, noVersion] = [
+        await store.resources.readHead('t', 'Binary', 'h1', 100), await store.resources.readHead('t', 'Binary', 'h1', 100, 1),
+        await store.resources.readHead('t', 'Binary', 'h2', 100), await store.resources.readHead('t', 'Binary', 'nothing', 100),
+        await store.resources.readHead('t', 'Binary', 'h1', 100, 3),
+      ];
+      expect([current!.versionId, current!.deleted, current!.content === head(big, 100), current!.content.includes('\u{1F600}é€')]).toEqual([2, false, true, true]);
+      expect([first!.versionId, first!.content === head(older, 100)]).toEqual([1, true]);
+      expect([short!.content, none, noVersion]).toEqual(['{"resourceType":"Binary","id":"h2","contentType":"text/plain"}', null, null]);
+    });
+
     test('readWithoutData: the elements of a large Binary but its data, read without the data; the same resource as the stored text gives, whatever its layout', async () => {
       if (!store) await open();
       const big = binaryText('w1', 8 * MI).replace('"contentType"', '"securityContext":{"reference":"Patient/é€"},"contentType"');

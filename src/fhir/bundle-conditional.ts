@@ -14,6 +14,8 @@ import type { FhirDeps, FhirRequest } from './crud.ts';
 import type { Resource } from './resource.ts';
 import { hasEndpoint, isResourceType } from './resource-types.ts';
 import { withEntryIds } from './bundle-match-urls.ts';
+import { LeftState } from './bundle-left-state.ts';
+import { walkReferences } from './references.ts';
 import { compileSearch, storeQuery } from './search.ts';
 import { matchConditions, type MatchContext } from './search-match.ts';
 import { indexEntries } from './indexer.ts';
@@ -93,7 +95,8 @@ export class UnmatchedConditionalReference extends FhirError {
  * deletes counts by its new content, or not at all. Exactly one match in total replaces the reference
  * by its `Type/id`; none or several are 412. References of one condition are resolved once. A value
  * naming an entry's fullUrl (`Observation?subject=urn:uuid:X`: `lookup` gives its `Type/id`) is searched
- * as that resource, as the entries' own conditions are (bundle-match-urls.ts; HAPI FHIR does the same).
+ * as that resource, as the entries' own conditions are (bundle-match-urls.ts; HAPI FHIR does the same). One whose chain
+ * or `_has` reads what the transaction writes (linkedWrites) is resolved after the others, in that state (resolveLinked).
  * A transaction's searches are recorded in `held`, to be searched again at its commit (HeldSearches), and read ahead by
  * `answers` first, those of one type and shape together (bundle-condition-answers.ts): one by one, 1,000 references by
  * identifier were 1,000 statements.
@@ -113,15 +116,102 @@ export async function resolveConditionalReferences(
     return { type, query: withEntryIds(parseCondition(written, type, ref.where), lookup, () => false)! };
   };
   if (answers !== undefined) await answers.ahead(referenceSearches(refs, conditionOf, writtenResources));
+  // Those whose chains or `_has` read what the transaction writes are resolved last (resolveLinked).
+  const linked: LinkedReference[] = [];
+  const linkedKeys = new Set<string>();
   for (const ref of refs) {
     try {
       const { type, query } = conditionOf(ref);
       const key = conditionKey(type, query);
       let target = found.get(key);
-      if (target === undefined) found.set(key, (target = await resolveOne(deps, req, type, query, ref, writtenResources, held, answers)));
+      if (target === undefined) {
+        if (linkedKeys.has(key) || (await linkedWrites(deps, req, type, query, writtenResources)).length > 0) {
+          linked.push({ ref, type, query, key });
+          linkedKeys.add(key);
+          continue;
+        }
+        found.set(key, (target = await resolveOne(deps, req, type, query, ref, writtenResources, held, answers)));
+      }
       ref.holder.reference = target;
     } catch (err) {
       throw err instanceof FhirError ? located(err, ref.element()) : err;
+    }
+  }
+  if (linked.length > 0) await resolveLinked(deps, req, linked, writes, held);
+}
+
+/** A conditional reference whose chain or `_has` reads what the transaction writes (linkedWrites), with its condition. */
+interface LinkedReference {
+  ref: ConditionalReference;
+  type: string;
+  query: URLSearchParams;
+  key: string;
+}
+
+/**
+ * Resolves the conditional references whose chains or `_has` read what the transaction writes, once every other one is
+ * resolved (the written resources then refer by id), against the state the transaction leaves (LeftState): the stored
+ * resources it keeps and those it writes, each link read in that state. One or none of them is found as any conditional
+ * reference is (412 for none or several). A reference whose condition reads a type of which the transaction writes a
+ * resource still holding another such reference is refused (400, requireSettled): its answer would depend on which of
+ * the two is resolved first, which FHIR does not define. Each is matched against the writes as the references resolved
+ * before it left them (a WrittenResources of its own: index rows made earlier would hold the conditions, not the ids).
+ */
+async function resolveLinked(deps: FhirDeps, req: FhirRequest, linked: LinkedReference[], writes: TransactionWrite[], held: HeldSearches | undefined): Promise<void> {
+  const pending = new Map(linked.map((l) => [l.ref.holder, l] as const));
+  const found = new Map<string, string>();
+  for (const l of linked) {
+    try {
+      let target = found.get(l.key);
+      if (target === undefined) found.set(l.key, (target = await resolveInLeftState(deps, req, l, new WrittenResources(writes, lookups(deps, req.tenant)), pending, held)));
+      l.ref.holder.reference = target;
+      pending.delete(l.ref.holder);
+    } catch (err) {
+      throw err instanceof FhirError ? located(err, l.ref.element()) : err;
+    }
+  }
+}
+
+async function resolveInLeftState(
+  deps: FhirDeps, req: FhirRequest, l: LinkedReference, written: WrittenResources, pending: ReadonlyMap<object, LinkedReference>, held: HeldSearches | undefined,
+): Promise<string> {
+  const { ref, type, query } = l;
+  const now = deps.clock.now();
+  const search = await storeQuery(deps, req, type, compileSearch(type, query, true, now));
+  const ids = new Set<string>();
+  if (search === undefined) held?.add(type, query, ref.where, 2, { rows: [], query: undefined });
+  else {
+    requireSettled(l, search, written, pending);
+    const state = new LeftState(deps, req, written, now);
+    const stored = await state.stored(search, 2);
+    // Searched again at the commit (HeldSearches), as rewritten: a stored match deleted or created meanwhile runs the Bundle again.
+    held?.add(type, query, ref.where, 2, stored);
+    for (const v of stored.rows) ids.add(v.id);
+    const where: Condition[] = [...(search.where ?? []), ...(search.compartment === undefined ? [] : [{ kind: 'compartment', patient: search.compartment } as const])];
+    for (const w of await state.meeting(type, where)) ids.add(w.id);
+  }
+  const shown = `${ref.where}: conditional reference '${showCondition(type, query)}'`;
+  if (ids.size === 0) throw new UnmatchedConditionalReference(`${shown} matches nothing`, ref.element());
+  if (ids.size > 1) throw new FhirError('precondition', `${shown} matches more than one resource`, { expression: [ref.element()] });
+  return `${type}/${[...ids][0]}`;
+}
+
+/**
+ * A linked reference's condition may not read (at its top, or through a chain or `_has`) a type of which the transaction
+ * writes a resource holding another linked reference not resolved yet: which of the two is resolved first decides the
+ * answers, and FHIR sets no order. A 400 naming both.
+ */
+function requireSettled(l: LinkedReference, search: SearchQuery, written: WrittenResources, pending: ReadonlyMap<object, LinkedReference>): void {
+  const types = new Set([l.type, ...links(search.where ?? []).map((x) => x.type)]);
+  for (const type of types) {
+    for (const w of written.of(type)) {
+      walkReferences(w.resource, (holder) => {
+        const other = pending.get(holder);
+        if (other === undefined || other.key === l.key) return;
+        throw new FhirError('invalid', `${l.ref.where}: conditional reference '${showCondition(l.type, l.query)}' reads ${type}, and ${other.ref.element()} of a ${type} the transaction writes is the conditional reference '${showCondition(other.type, other.query)}', which reads what the transaction writes too: each answer depends on which is resolved first, an order FHIR does not define. Refer to one of them by id or by its entry's fullUrl`, {
+          expression: [l.ref.element()],
+        });
+      });
     }
   }
 }
@@ -158,7 +248,6 @@ async function resolveOne(
   deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, ref: ConditionalReference, written: WrittenResources, held: HeldSearches | undefined,
   answers: ConditionAnswers | undefined,
 ): Promise<string> {
-  await refuseLinkedWrites(deps, req, type, query, ref, written);
   const replaced = written.replaced(type);
   // Searched again at the commit (HeldSearches): a target deleted or a second match created meanwhile runs the Bundle again.
   const stored = await searchBeside(deps, req, type, query, ref.where, replaced, 2, held, ref.element(), answers);
@@ -186,25 +275,6 @@ function links(conditions: readonly Condition[], out: { type: string; where: Con
     }
   }
   return out;
-}
-
-/**
- * A conditional reference whose chain or `_has` the transaction's writes may answer otherwise than the store does is
- * refused: 400 naming the reference. The condition is resolved against the state the transaction leaves, but a chain's
- * or `_has`'s other side is searched in the store, which holds none of the transaction's writes: a resource of that
- * type the transaction writes that meets the link's own conditions (the Observation of the code `_has:Observation:
- * subject:code=x` asks for), or a stored one it updates or deletes that met them, would be missed or still counted:
- * such a reference matched nothing where the Bundle gave it its match (a 412 that said so), or resolved to a resource
- * that a stored version the Bundle replaces named. Writes of the type that meet nothing of the link change nothing and
- * pass (the entry holding the reference is often of that type).
- */
-async function refuseLinkedWrites(deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, ref: ConditionalReference, written: WrittenResources): Promise<void> {
-  const clash = await linkedWrites(deps, req, type, query, written);
-  if (clash.length === 0) return;
-  const types = clash.join(' and ');
-  throw new FhirError('invalid', `${ref.where}: conditional reference '${showCondition(type, query)}' reads ${types} through a chain or _has, and this transaction writes ${types} that the chain or _has would read: that search does not see the transaction's own writes, so it cannot be resolved against the state the transaction leaves. Refer to the resource by its id or its entry's fullUrl, or send those writes in a transaction of their own first`, {
-    issueCode: 'not-supported', expression: [ref.element()],
-  });
 }
 
 /**

@@ -1,12 +1,13 @@
 /**
  * A transaction's conditional reference whose `_has` or chain reads a type the same transaction writes (creates,
  * updates, patches or deletes), on both databases. Conditional references are resolved against the state the
- * transaction leaves (bundle-conditional.ts), but a chain's or `_has`'s other side is searched in the store, which
- * does not hold the transaction's writes: `Patient?_has:Observation:subject:code=y` beside the Observation that gives
- * the Patient that code was a 412 "matches nothing", and beside an update that took the code away from the stored
- * Observation it resolved to that Patient all the same (a reference the state left behind does not support). Such a
- * reference is refused with a 400 naming the entry's element and the type, and nothing is written; the same reference
- * in a transaction whose writes of the type it reads meet nothing of the chain or `_has` resolves as before.
+ * transaction leaves (FHIR R4 http.html "Conditional References"; HAPI FHIR matches the resources its transaction
+ * writes too): a link's other side is the stored resources the transaction keeps and those it writes, so
+ * `Patient?_has:Observation:subject:code=y` beside the Observation that gives a Patient that code finds that Patient,
+ * and beside an update that takes the code away from a stored Observation no longer finds the Patient it named. None or
+ * several matches are a 412 naming the reference's element, and nothing is written. Two such references whose
+ * answers depend on which is resolved first (each reads a type whose written resource holds the other) are a 400.
+ * Before, every such reference was refused with a 400.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -14,19 +15,24 @@ import { eachStore } from '../helpers/export.ts';
 import { bundlePoster, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
 
 const LOINC = 'http://loinc.org';
+const SCT = 'http://snomed.info/sct';
 const obs = (id: string | undefined, code: string, patient: string): Json => ({
-  resourceType: 'Observation', ...(id && { id }), status: 'final', code: { coding: [{ system: LOINC, code }] }, subject: { reference: `Patient/${patient}` },
+  resourceType: 'Observation', ...(id && { id }), status: 'final', code: { coding: [{ system: LOINC, code }] }, subject: { reference: patient.includes(':') || patient.includes('?') ? patient : `Patient/${patient}` },
 });
-const condition = (reference: string): Json => ({ resourceType: 'Condition', subject: { reference } });
-const post = (resource: Json) => ({ resource, request: { method: 'POST', url: resource.resourceType } });
+const condition = (reference: string, code?: string): Json => ({ resourceType: 'Condition', ...(code && { code: { coding: [{ system: SCT, code }] } }), subject: { reference } });
+const report = (reference: string): Json => ({ resourceType: 'DiagnosticReport', status: 'final', code: { text: 'r' }, result: [{ reference }] });
+const post = (resource: Json, fullUrl?: string) => ({ ...(fullUrl && { fullUrl }), resource, request: { method: 'POST', url: resource.resourceType } });
 const put = (resource: Json) => ({ resource, request: { method: 'PUT', url: `${resource.resourceType}/${resource.id}` } });
 const transaction = (...entry: Json[]): Json => ({ resourceType: 'Bundle', type: 'transaction', entry });
+const has = (code: string) => `Patient?_has:Observation:subject:code=${LOINC}|${code}`;
 
 await eachStore((kind, fresh) => {
   describe(`conditional references through _has and chains of types the transaction writes (${kind})`, () => {
     let t: TestApp;
     let api: FhirClient;
     let poster: ReturnType<typeof bundlePoster>;
+    /** The resources the entries of a committed transaction wrote, read back, in entry order. */
+    const written = async (body: Json): Promise<Json[]> => Promise.all(body.entry.map(async (e: Json) => (await api.get(e.response.location)).json()));
 
     beforeAll(async () => {
       t = await createTestApp({ store: await fresh() });
@@ -38,35 +44,71 @@ await eachStore((kind, fresh) => {
     });
     afterAll(() => t.close());
 
-    test('a _has through an Observation the transaction creates: 400 naming the element, not 412 "matches nothing"', async () => {
-      const outcome = await poster.nothingWritten(transaction(post(obs(undefined, '2-6', 'p2')), post(condition(`Patient?_has:Observation:subject:code=${LOINC}|2-6`))), 400);
+    test('a _has through an Observation the transaction creates finds the Patient it names', async () => {
+      const [, c] = await written(await poster.ok(transaction(post(obs(undefined, '2-6', 'p2')), post(condition(has('2-6'))))));
+      expect(c.subject.reference).toBe('Patient/p2');
+    });
+
+    test('a _has through a stored Observation the transaction updates reads its new content, not the Patient it no longer names', async () => {
+      await api.put200({ resourceType: 'Patient', id: 'p5' });
+      await api.put200(obs('o5', '5-1', 'p5'));
+      const [, , c] = await written(await poster.ok(transaction(put(obs('o5', '5-2', 'p5')), post(obs(undefined, '5-1', 'p2')), post(condition(has('5-1'))))));
+      expect(c.subject.reference).toBe('Patient/p2');
+    });
+
+    test('a _has through a stored Observation the transaction deletes: 412 "matches nothing" naming the element, nothing written', async () => {
+      await api.put200({ resourceType: 'Patient', id: 'p6' });
+      await api.put200(obs('o6', '6-1', 'p6'));
+      const outcome = await poster.nothingWritten(transaction({ request: { method: 'DELETE', url: 'Observation/o6' } }, post(condition(has('6-1')))), 412);
       expect(outcome.issue[0].expression).toEqual(['Bundle.entry[1].resource.subject']);
-      expect(outcome.issue[0].diagnostics).toContain('Observation');
+      expect(outcome.issue[0].diagnostics).toContain('matches nothing');
     });
 
-    test('a _has through a stored Observation the transaction updates: 400, not the Patient it no longer names', async () => {
-      const bundle = transaction(put(obs('o1', '3-4', 'p1')), post(obs(undefined, '1-8', 'p2')), post(condition(`Patient?_has:Observation:subject:code=${LOINC}|1-8`)));
-      const outcome = await poster.nothingWritten(bundle, 400);
-      expect(outcome.issue[0].expression).toEqual(['Bundle.entry[2].resource.subject']);
-    });
-
-    test('a _has through a stored Observation the transaction deletes: 400, not the Patient only the deleted one named', async () => {
-      const bundle = transaction({ request: { method: 'DELETE', url: 'Observation/o1' } }, post(condition(`Patient?_has:Observation:subject:code=${LOINC}|1-8`)));
-      const outcome = await poster.nothingWritten(bundle, 400);
+    test('a _has that the stored and the written Observations together answer with two Patients: 412 naming the element', async () => {
+      await api.put200({ resourceType: 'Patient', id: 'p7' });
+      await api.put200(obs('o7', '7-1', 'p7'));
+      const outcome = await poster.nothingWritten(transaction(post(obs(undefined, '7-1', 'p2')), post(condition(has('7-1')))), 412);
       expect(outcome.issue[0].expression).toEqual(['Bundle.entry[1].resource.subject']);
+      expect(outcome.issue[0].diagnostics).toContain('matches more than one resource');
     });
 
-    test('a chain through a Patient the transaction updates: 400', async () => {
-      const report = { resourceType: 'DiagnosticReport', status: 'final', code: { text: 'r' }, result: [{ reference: 'Observation?subject:Patient.identifier=urn:s|a' }] };
-      const outcome = await poster.nothingWritten(transaction(put({ resourceType: 'Patient', id: 'p1', identifier: [{ system: 'urn:s', value: 'b' }] }), post(report)), 400);
+    test('a chain through a Patient the transaction updates reads its new identifier', async () => {
+      await api.put200({ resourceType: 'Patient', id: 'p8', identifier: [{ system: 'urn:s', value: 'p8-old' }] });
+      await api.put200(obs('o8', '8-1', 'p8'));
+      const moved = put({ resourceType: 'Patient', id: 'p8', identifier: [{ system: 'urn:s', value: 'p8-new' }] });
+      const outcome = await poster.nothingWritten(transaction(moved, post(report('Observation?subject:Patient.identifier=urn:s|p8-old'))), 412);
       expect(outcome.issue[0].expression).toEqual(['Bundle.entry[1].resource.result[0]']);
-      expect(outcome.issue[0].diagnostics).toContain('Patient');
+      const [, r] = await written(await poster.ok(transaction(moved, post(report('Observation?subject:Patient.identifier=urn:s|p8-new')))));
+      expect(r.result[0].reference).toBe('Observation/o8');
+    });
+
+    test('a chain and a _has through resources the transaction creates, each by its fullUrl, find the new ones', async () => {
+      const P = 'urn:uuid:0b7f3c9e-2d41-4f6a-9c1e-5a8b7d6c4e21';
+      const O = 'urn:uuid:1c8e4dab-3e52-4a7b-8d2f-6b9c8e7d5f32';
+      const body = await poster.ok(transaction(
+        post({ resourceType: 'Patient', identifier: [{ system: 'urn:s', value: 'p9' }] }, P),
+        post(obs(undefined, '9-1', P), O),
+        post(report('Observation?subject:Patient.identifier=urn:s|p9')),
+        post(condition(has('9-1'))),
+      ));
+      const [p, o, r, c] = await written(body);
+      expect(r.result[0].reference).toBe(`Observation/${o.id}`);
+      expect(c.subject.reference).toBe(`Patient/${p.id}`);
+    });
+
+    test('two such references whose answers depend on which is resolved first: 400 naming the first, nothing written', async () => {
+      const outcome = await poster.nothingWritten(transaction(
+        post(obs(undefined, '10-1', `Patient?_has:Condition:subject:code=${SCT}|1001`)),
+        post(condition(has('10-1'), '1001')),
+      ), 400);
+      expect(outcome.issue[0].expression).toEqual(['Bundle.entry[0].resource.subject']);
+      expect(outcome.issue[0].diagnostics).toContain('Bundle.entry[1].resource.subject');
     });
 
     test('the same references where the transaction writes nothing the chain or _has would read resolve as before', async () => {
       // An Observation of another code, and the Patient p2, which no chain's condition names.
-      const body = await poster.ok(transaction(post(obs(undefined, '9-9', 'p2')), put({ resourceType: 'Patient', id: 'p2', gender: 'male' }), post(condition(`Patient?_has:Observation:subject:code=${LOINC}|1-8`)), post({ resourceType: 'DiagnosticReport', status: 'final', code: { text: 'r' }, result: [{ reference: 'Observation?subject:Patient.identifier=urn:s|a' }] })));
-      const [, , c, r] = await Promise.all(body.entry.map(async (e: Json) => (await api.get(e.response.location)).json()));
+      const body = await poster.ok(transaction(post(obs(undefined, '9-9', 'p2')), put({ resourceType: 'Patient', id: 'p2', gender: 'male' }), post(condition(has('1-8'))), post(report('Observation?subject:Patient.identifier=urn:s|a'))));
+      const [, , c, r] = await written(body);
       expect(c.subject.reference).toBe('Patient/p1');
       expect(r.result[0].reference).toBe('Observation/o1');
     });

@@ -105,6 +105,18 @@ await eachStore((kind, fresh) => {
       expect(outcome.issue[0].diagnostics).toContain('Bundle.entry[1].resource.subject');
     });
 
+    test("a batch resolves each entry on its own: another entry's write is not seen before it is committed, the entry's own is", async () => {
+      const focus = { ...obs(undefined, 'b-3', 'p2'), focus: [{ reference: has('b-3') }] };
+      const batch = { resourceType: 'Bundle', type: 'batch', entry: [post(condition(has('b-1'))), post(obs(undefined, 'b-1', 'p2')), post(focus)] };
+      const body = await poster.ok(batch);
+      expect(body.entry.map((e: Json) => e.response.status.slice(0, 3))).toEqual(['412', '201', '201']);
+      expect(body.entry[0].response.outcome.issue[0].expression).toEqual(['Bundle.entry[0].resource.subject']);
+      expect((await (await api.get(body.entry[2].response.location)).json()).focus[0].reference).toBe('Patient/p2');
+      // The same first two entries in a transaction: its reference finds the Patient the other entry's Observation names.
+      const [c] = await written(await poster.ok(transaction(post(condition(has('b-4'))), post(obs(undefined, 'b-4', 'p2')))));
+      expect(c.subject.reference).toBe('Patient/p2');
+    });
+
     test('the same references where the transaction writes nothing the chain or _has would read resolve as before', async () => {
       // An Observation of another code, and the Patient p2, which no chain's condition names.
       const body = await poster.ok(transaction(post(obs(undefined, '9-9', 'p2')), put({ resourceType: 'Patient', id: 'p2', gender: 'male' }), post(condition(has('1-8'))), post(report('Observation?subject:Patient.identifier=urn:s|a'))));

@@ -3,7 +3,7 @@ import { FhirError, type FhirIssue } from '../errors.ts';
 import { requireAccess } from './access.ts';
 import type { Condition, ResourceVersion, ResourceWriter, SearchQuery } from '../store/types.ts';
 import { entryPath, located, type Entry } from './bundle-entries.ts';
-import { follow, linkedWrites, mayLink, resolveConditionalReferences, sharedWrites, WrittenResources, type ConditionalReference, type TransactionWrite } from './bundle-conditional.ts';
+import { follow, resolveConditionalReferences, sharedWrites, WrittenResources, type ConditionalReference, type TransactionWrite } from './bundle-conditional.ts';
 import { etag } from './bundle.ts';
 import { conditionElement, withEntryIds } from './bundle-match-urls.ts';
 import { splitVersion, versionBeforeWrite, type PendingVersion } from './bundle-versions.ts';
@@ -41,6 +41,8 @@ export interface Planned {
    * it must still be current when the Bundle commits (requireExistingCurrent), as a conditional update holds to its match.
    */
   holdsExisting?: boolean;
+  /** The resource its condition found (its id), as the plan resolved it: by a search, or as settleLinkedConditions forced it. */
+  found?: string;
   /** PATCH: the patch applied to the current version, written in its place. */
   patched?: Patched;
   /** A conditional POST or PUT whose condition matched nothing: the condition (conditionKey) its write settles. */
@@ -98,7 +100,7 @@ export function hasConditionalReferences(entries: Entry[]): boolean {
  */
 async function resolveTarget(
   deps: FhirDeps, req: FhirRequest, entry: Entry, query: URLSearchParams | undefined, id: string | undefined, deleted: ReadonlySet<string>, held: HeldSearches | undefined,
-  answers: ConditionAnswers | undefined,
+  answers: ConditionAnswers | undefined, forced?: ResourceVersion | null,
 ): Promise<Planned> {
   const p: Planned = { entry };
   // A conditional create is a create, whether or not a resource matches (as in REST).
@@ -109,7 +111,9 @@ async function resolveTarget(
   }
   // A conditional create runs after the transaction's deletes (http.html 3.1.0.11.2): what they delete
   // matches nothing. The targets of updates and patches, matched by content, are left to checkTargets.
-  const match = await resolveCondition(deps, req, entry.type, query, at(entry), entry.method === 'POST' ? deleted : undefined, held, conditionElement(entry), answers);
+  // `forced`: its answer in the state the earlier steps leave, where its chain or `_has` reads their writes (settleLinkedConditions).
+  const match = forced !== undefined ? (forced ?? undefined) : await resolveCondition(deps, req, entry.type, query, at(entry), entry.method === 'POST' ? deleted : undefined, held, conditionElement(entry), answers);
+  if (match) p.found = match.id;
   if (!match && (entry.method === 'POST' || entry.method === 'PUT')) {
     p.settles = conditionKey(entry.type, entry.condition);
     p.creates = { condition: showCondition(entry.type, query), criteria: await criteriaOf(deps, req, entry.type, query, deps.clock.now()) };
@@ -154,10 +158,10 @@ function entryIfNoneMatch(entry: Entry): IfMatch | undefined {
  */
 async function target(
   deps: FhirDeps, req: FhirRequest, entry: Entry, query: URLSearchParams | undefined, id: string | undefined, deleted: ReadonlySet<string>, held: HeldSearches | undefined,
-  answers?: ConditionAnswers,
+  answers?: ConditionAnswers, forced?: ResourceVersion | null,
 ): Promise<Planned> {
   try {
-    const p = await resolveTarget(deps, req, entry, query, id, deleted, held, answers);
+    const p = await resolveTarget(deps, req, entry, query, id, deleted, held, answers, forced);
     if (p.id && (entry.method === 'PUT' || entry.method === 'DELETE')) {
       const judged = await requireStoredInReach(deps, req, entry.type, p.id, entry.method === 'PUT' ? 'u' : 'd');
       if (judged !== undefined) p.judged = judged;
@@ -239,10 +243,12 @@ function entryContextReads(deps: FhirDeps, req: FhirRequest, entry: Resource): C
  * (withEntryIds, `known` answering those outside the Bundle): the ids of creates and of updates, patches
  * and deletes by id are known first; a condition naming a conditional entry's fullUrl is searched once
  * that entry's own condition is resolved, and one in a cycle of such is a 400. A transaction's condition
- * searches are recorded in `held`, to be searched again at its commit.
+ * searches are recorded in `held`, to be searched again at its commit. `forced`: by entry index, the answers of
+ * conditions whose chain or `_has` reads what earlier steps write, as settleLinkedConditions found them.
  */
 export async function plan(
   deps: FhirDeps, req: FhirRequest, entries: Entry[], base: string, known?: (url: string) => string | undefined, held?: HeldSearches,
+  forced?: ReadonlyMap<number, ResourceVersion | null>,
 ): Promise<{ planned: Planned[]; ids: Map<string, string> }> {
   const leaders = sharedWrites(entries);
   const byEntry = new Map<Entry, Planned>();
@@ -280,7 +286,7 @@ export async function plan(
       if (answers !== undefined && query && !aheadOf.has(entry)) {
         await answers.ahead(searchesAhead(left.slice(i), aheadOf, (e) => e.condition && withEntryIds(e.condition, lookup, waiting), (e) => deleted.get(e.type)));
       }
-      const found = await target(deps, req, entry, query, preset.get(entry), deleted.get(entry.type) ?? new Set(), held, answers);
+      const found = await target(deps, req, entry, query, preset.get(entry), deleted.get(entry.type) ?? new Set(), held, answers, forced?.get(entry.index));
       if (found.unmatched) await unmatchedPatch(deps, found, created);
       const p = found.creates ? await createdByEarlier(deps, found, created) : found;
       byEntry.set(entry, p);
@@ -557,51 +563,6 @@ export async function rewriteReferences(
   return pending;
 }
 
-/** http.html 3.1.0.11.2's processing steps: deletes, then creates, then updates and patches; FHIR orders no entries within a step. */
-const STEP: Record<string, number> = { DELETE: 0, POST: 1, PUT: 2, PATCH: 2 };
-
-/**
- * A transaction's conditional entries (`ifNoneExist`, a conditional PUT, PATCH or DELETE URL) whose chain or `_has`
- * reads what other entries write are refused: a 400 naming the condition. A link's other side is searched in the
- * store, which holds the state before the transaction; that is the answer http.html's order gives only where every
- * write the link would see comes in a later step (a conditional DELETE beside the Bundle's creates and updates, a
- * conditional create beside its updates). A write of an earlier step (a POST before a conditional PUT) would be
- * missed, and one of the same step (two POSTs) leaves the answer to an order FHIR does not define. A write changes the
- * link's answer when its resource meets the link's own conditions, or the stored version it replaces met them
- * (linkedWrites), except that a chain's is not changed by a resource created with a new id, which no stored resource
- * refers to; the entry's own write, and that of an entry sharing it (sharedWrites), are not another's. Run
- * once the references are rewritten (the written resources refer by id) and before anything is written.
- */
-export async function refuseLinkedConditions(deps: FhirDeps, req: FhirRequest, planned: Planned[], ids: Map<string, string>, base: string, scope?: FullUrlScope): Promise<void> {
-  const lookup = (item: string) => ids.get(item) ?? scope?.get(item) ?? ids.get(`${base}/${item}`);
-  const ctx = lookups(deps, req.tenant);
-  const find = (q: SearchQuery) => findResources(deps, req.tenant, q);
-  // The writes of each step and those before it, gathered once (a Bundle may hold thousands of such conditions); an
-  // entry's own write, and that of the entries sharing it (the same id: sharedWrites), is left out by `except`.
-  const upTo = new Map<number, WrittenResources>();
-  const writtenUpTo = (step: number) => upTo.get(step) ?? upTo.set(step, new WrittenResources(transactionWrites(planned.filter((q) => (STEP[q.entry.method] ?? Infinity) <= step)), ctx, find)).get(step)!;
-  for (const p of planned) {
-    const { entry } = p;
-    const step = STEP[entry.method];
-    if (!entry.condition || step === undefined) continue;
-    // Most conditions (`identifier=...`) hold no chain or `_has`: nothing to read, no writes gathered.
-    if (!mayLink(entry.condition)) continue;
-    const query = withEntryIds(entry.condition, lookup, () => false)!;
-    let clash: string[];
-    try {
-      clash = await linkedWrites(deps, req, entry.type, query, () => writtenUpTo(step), true, p.id === undefined ? undefined : { type: entry.type, id: p.id });
-    } catch (err) {
-      throw err instanceof FhirError ? entryError(err, entry, undefined, conditionElement(entry)) : err;
-    }
-    if (clash.length === 0) continue;
-    const types = clash.join(' and ');
-    const kind = entry.method === 'POST' ? 'ifNoneExist' : `conditional ${entry.method === 'PUT' ? 'update' : entry.method === 'PATCH' ? 'patch' : 'delete'}`;
-    throw new FhirError('invalid', `${at(entry)}: ${kind} '${showCondition(entry.type, query)}' reads ${types} through a chain or _has, and other entries of this transaction write ${types} that it would read, ${entry.method === 'DELETE' ? 'by other deletes, in an order FHIR does not define' : 'before it or in an order FHIR does not define'}: that search reads the stored state only, so its answer is not the one the transaction's order gives. Send those writes in a transaction of their own first, or name the resource by its id`, {
-      issueCode: 'not-supported', expression: [conditionElement(entry)],
-    });
-  }
-}
-
 /** The fullUrls that equal the canonical URL (`url`) of their entry's canonical resource, as IG and terminology Bundles write them. */
 function canonicalFullUrls(planned: Planned[]): Set<string> {
   const found = new Set<string>();
@@ -616,7 +577,7 @@ function canonicalFullUrls(planned: Planned[]): Set<string> {
 }
 
 /** What the planned entries write or delete, for conditional references to match. */
-function transactionWrites(planned: Planned[]): TransactionWrite[] {
+export function transactionWrites(planned: Planned[]): TransactionWrite[] {
   return planned.flatMap((p) => {
     if (p.id === undefined || p.existing || p.follows || p.entry.method === 'GET') return [];
     const resource = writtenBy(p);
@@ -828,7 +789,7 @@ export async function judgeEntry(p: Planned, judge: () => Promise<void>): Promis
  * An entry's error placed in it (located); an If-Match that does not hold (VersionConflict) is its `request.ifMatch`'s,
  * an If-None-Match that does not (NoneMatchFailed) its `request.ifNoneMatch`'s.
  */
-function entryError(err: FhirError, entry: Entry, resource?: string, element?: string): FhirError {
+export function entryError(err: FhirError, entry: Entry, resource?: string, element?: string): FhirError {
   if (err instanceof VersionConflict && entry.ifMatch !== undefined) return located(err, `${at(entry)}.request.ifMatch`);
   if (err instanceof NoneMatchFailed && entry.ifNoneMatch !== undefined) return located(err, `${at(entry)}.request.ifNoneMatch`);
   return located(err, at(entry), resource, element);

@@ -2,7 +2,7 @@ import { FhirError } from '../errors.ts';
 import { batch, operationEntry, type OperationCall } from './batch.ts';
 import { writeConditions, exclusively, type Settle } from './conditional.ts';
 import { parseBundle, type Entry } from './bundle-entries.ts';
-import { entriesPerAttempt, entryResources, errorEntry, followerEntry, hasConditionalReferences, judgeEntry, judgesReach, patchedIssues, plan, refuseLinkedConditions, requireEntriesInReach, requireJudgedEntries, requireValidPatched, RefusedNoOps, rewriteReferences, settledConditions, storedOtherwise, writeEntry, writtenBy, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
+import { entriesPerAttempt, entryResources, errorEntry, followerEntry, hasConditionalReferences, judgeEntry, judgesReach, patchedIssues, plan, requireEntriesInReach, requireJudgedEntries, requireValidPatched, RefusedNoOps, rewriteReferences, settledConditions, storedOtherwise, writeEntry, writtenBy, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
 import { requireVersionsWritten, settleVersions, writtenAnew } from './bundle-versions.ts';
 import { conditionElement, withStaticIds } from './bundle-match-urls.ts';
 import { checkRead, checkReadDeletion, checkReadTarget, readBudget, readEntry } from './bundle-reads.ts';
@@ -18,6 +18,8 @@ import { readsProfiles } from './validation/profile/profile-check.ts';
 import { writtenScope } from './validation/profile/targets.ts';
 import { atWriteTime } from '../store/write-times.ts';
 import { HeldSearches } from './bundle-held-searches.ts';
+import { settleLinkedConditions, type ForcedAnswers } from './bundle-linked-conditions.ts';
+import type { PendingVersion } from './bundle-versions.ts';
 
 const ORDER: Record<string, number> = { DELETE: 0, POST: 1, PUT: 2, PATCH: 2, GET: 3 };
 
@@ -49,14 +51,10 @@ function checkTargets(planned: Planned[]): void {
  * GET entries are checked before the commit (access, parameters, the target's existence after the
  * writes) and read after it, so a failing GET cannot leave the writes half-reported.
  */
-async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], base: string, settle: Settle, scope?: FullUrlScope, operation?: OperationCall): Promise<Json[]> {
-  // The searches its conditional entries and references were resolved by, searched again at the commit.
-  const held = new HeldSearches(deps, req);
-  const { planned, ids } = await plan(deps, req, entries, base, scope?.get.bind(scope), held);
-  checkTargets(planned);
-  const pending = await rewriteReferences(deps, req, planned, ids, base, scope, held);
-  // A conditional entry whose chain or _has reads what the Bundle writes before it, or in an order FHIR leaves open: 400.
-  await refuseLinkedConditions(deps, req, planned, ids, base, scope);
+async function transaction(
+  deps: FhirDeps, req: FhirRequest, first: Entry[], base: string, settle: Settle, copies: () => Entry[], scope?: FullUrlScope, operation?: OperationCall,
+): Promise<Json[]> {
+  const { entries, held, planned, ids, pending } = await planSettled(deps, req, first, base, copies, scope);
   // Validated as written, with the references rewritten: a reference's target type is checked on the
   // type its entry has (an Observation's subject naming a Medication entry's fullUrl is refused).
   // An update entry that changes nothing is let through, as a REST one is (RefusedNoOps).
@@ -130,6 +128,40 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
     }
   }
   return out;
+}
+
+/** How many times a transaction is planned with the answers of its linked conditions (settleLinkedConditions) before it gives up. */
+const LINKED_ROUNDS = 3;
+
+/**
+ * Plans a transaction (its targets, its references rewritten) until the conditional entries whose chains or `_has` read
+ * what its earlier steps write find what the planning gave them (settleLinkedConditions): planned again, from copies of
+ * the entries as they came (`copies`), with the answers those conditions have in the state the earlier steps leave. An
+ * answer that changes the writes another reads (a conditional update that now updates another Patient, which an
+ * Observation's fullUrl reference names) may change that one's: past LINKED_ROUNDS plannings that do not settle, a 400.
+ * The searches its conditional entries and references were resolved by are held to the commit (`held`).
+ */
+async function planSettled(
+  deps: FhirDeps, req: FhirRequest, first: Entry[], base: string, copies: () => Entry[], scope?: FullUrlScope,
+): Promise<{ entries: Entry[]; held: HeldSearches; planned: Planned[]; ids: Map<string, string>; pending: PendingVersion[] }> {
+  let entries = first;
+  let forced: ForcedAnswers = new Map();
+  for (let round = 1; ; round++) {
+    const held = new HeldSearches(deps, req);
+    const { planned, ids } = await plan(deps, req, entries, base, scope?.get.bind(scope), held, forced);
+    checkTargets(planned);
+    const pending = await rewriteReferences(deps, req, planned, ids, base, scope, held);
+    const changed = await settleLinkedConditions(deps, req, planned, ids, base, scope, held);
+    if (changed === undefined) return { entries, held, planned, ids, pending };
+    if (round === LINKED_ROUNDS) {
+      const first = Math.min(...changed.keys());
+      throw new FhirError('invalid', `Bundle.entry[${first}]: the conditional entries whose chains or _has read what other entries write change one another's answers and do not settle on one: name the resources by their ids`, {
+        expression: [conditionElement(entries.find((e) => e.index === first)!)],
+      });
+    }
+    forced = new Map([...forced, ...changed]);
+    entries = copies();
+  }
 }
 
 /** 1 for an entry writing a Subscription (activated against the topics written before it), else 0. */
@@ -232,7 +264,8 @@ export async function processBundle(deps: FhirDeps, req: FhirRequest, body: unkn
     withStaticIds(entries, base);
     const conditions = writeConditions(entries);
     const attemptOf = entriesPerAttempt(entries, conditions.length > 0 || judgesReach(req, entries) || hasConditionalReferences(entries));
-    out = await exclusively(deps, req.tenant, conditions, (settle, attempt) => transaction(deps, req, attemptOf(attempt), base, settle, scope, operation));
+    // Copies for a planning again (planSettled): its first attempt rewrote the entries' references in place.
+    out = await exclusively(deps, req.tenant, conditions, (settle, attempt) => transaction(deps, req, attemptOf(attempt), base, settle, () => attemptOf(attempt + 1), scope, operation));
   } else {
     // The batch's own problems fail it whole; those of an entry's request or fullUrl are that entry's.
     const byEntry = new Map<number, ValidationIssue[]>();

@@ -1,12 +1,13 @@
 /**
  * A transaction's conditional entries (`ifNoneExist`, conditional PUT, PATCH and DELETE URLs) whose `_has` or chain
- * reads a type other entries of the same transaction write, on both databases. A chain's or `_has`'s other side is
- * searched in the store, which holds the state before the transaction. That is the answer http.html's processing
- * order (DELETE, then POST, then PUT and PATCH) gives only where every write that the link would see comes in a later
- * step: a conditional DELETE beside creates and updates, a conditional create beside updates. Where a write of an
- * earlier step (a POST before a conditional PUT) or of the same step (another POST beside a conditional create, whose
- * order FHIR leaves undefined) changes the link's answer, the entry is refused with a 400 naming its condition, and
- * nothing is written; before, it was resolved against the stored state, unlike the conditional references beside it.
+ * reads a type other entries of the same transaction write, on both databases. Each is searched in the state
+ * http.html's processing order (DELETE, then POST, then PUT and PATCH) gives it: the writes of the earlier steps seen
+ * (a conditional PUT finds the Patient an Observation the Bundle creates names; an `ifNoneExist` does not find what a
+ * DELETE removes), those of later steps not, and the entry's own write, and what refers to it, left out. Where the
+ * writes of its own step (another POST beside a conditional create, a PUT beside a conditional PUT, a DELETE beside a
+ * conditional DELETE, whose order FHIR leaves undefined) would change its answer, the entry is refused with a 400
+ * naming its condition, and nothing is written. Before, every entry whose link read an earlier or the same step's
+ * writes was refused.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -15,7 +16,7 @@ import { bundlePoster, fhirClient, type FhirClient, type Json } from '../helpers
 
 const LOINC = 'http://loinc.org';
 const obs = (id: string | undefined, code: string, patient: string): Json => ({
-  resourceType: 'Observation', ...(id && { id }), status: 'final', code: { coding: [{ system: LOINC, code }] }, subject: { reference: `Patient/${patient}` },
+  resourceType: 'Observation', ...(id && { id }), status: 'final', code: { coding: [{ system: LOINC, code }] }, subject: { reference: patient.startsWith('urn:') ? patient : `Patient/${patient}` },
 });
 const post = (resource: Json, ifNoneExist?: string) => ({ resource, request: { method: 'POST', url: resource.resourceType, ...(ifNoneExist && { ifNoneExist }) } });
 const put = (resource: Json, url = `${resource.resourceType}/${resource.id}`) => ({ resource, request: { method: 'PUT', url } });
@@ -49,24 +50,57 @@ await eachStore((kind, fresh) => {
       expect(outcome.issue[0].diagnostics).toContain(`reads ${type} through a chain or _has`);
     };
 
-    test('a conditional PUT whose _has reads an Observation another entry creates: 400 naming request.url', async () => {
-      await refused(transaction(post(obs(undefined, '2-6', 'p2')), put({ resourceType: 'Patient', gender: 'male' }, `Patient?${has('2-6')}`)), 'Bundle.entry[1].request.url', 'Observation');
+    test('a conditional PUT whose _has reads an Observation another entry creates updates the Patient it names (creates come before updates)', async () => {
+      await api.put200({ resourceType: 'Patient', id: 'p12', identifier: [{ system: 'urn:s', value: 'p12' }] });
+      const body = await poster.ok(transaction(post(obs(undefined, '2-6', 'p12')), put({ resourceType: 'Patient', identifier: [{ system: 'urn:s', value: 'p12' }], gender: 'male' }, `Patient?${has('2-6')}`)));
+      expect(body.entry[1].response.status).toMatch(/^200/);
+      expect(body.entry[1].response.location).toContain('Patient/p12/');
+      expect((await (await api.get('Patient/p12')).json()).gender).toBe('male');
+    });
+
+    test('a conditional PUT whose _has reads the Observations the POSTs create of two Patients: 412 naming request.url, nothing written', async () => {
+      const outcome = await poster.nothingWritten(transaction(post(obs(undefined, '2-7', 'p1')), post(obs(undefined, '2-7', 'p2')), put({ resourceType: 'Patient', gender: 'male' }, `Patient?${has('2-7')}`)), 412);
+      expect(outcome.issue[0].expression).toEqual(['Bundle.entry[2].request.url']);
+    });
+
+    test("a conditional PUT whose _has reads only the Bundle's new Observations of the Patient it writes: the stored state answers, and it creates", async () => {
+      const U = 'urn:uuid:5e0c2b1a-9d8f-4e7a-b6c5-3f2e1d0c9b8a';
+      const body = await poster.ok(transaction(
+        { fullUrl: U, ...put({ resourceType: 'Patient', gender: 'other' }, `Patient?${has('11-11')}`) },
+        post(obs(undefined, '11-11', U)),
+      ));
+      expect(body.entry.map((e: Json) => e.response.status.slice(0, 3))).toEqual(['201', '201']);
+      const o = await (await api.get(body.entry[1].response.location)).json();
+      expect(body.entry[0].response.location).toContain(`${o.subject.reference}/_history/`);
+    });
+
+    test("an ifNoneExist whose _has reads only the Bundle's new Observations of the Patient it creates: the stored state answers, and it creates", async () => {
+      const U = 'urn:uuid:6f1d3c2b-0e9a-4f8b-a7d6-4a3f2e1d0cb9';
+      const body = await poster.ok(transaction({ fullUrl: U, ...post({ resourceType: 'Patient' }, has('12-12')) }, post(obs(undefined, '12-12', U))));
+      expect(body.entry.map((e: Json) => e.response.status.slice(0, 3))).toEqual(['201', '201']);
     });
 
     test('a conditional PUT whose _has reads a stored Observation another entry re-codes: 400, not the Patient it no longer names', async () => {
       await refused(transaction(put(obs('o1', '3-4', 'p1')), put({ resourceType: 'Patient', gender: 'male' }, `Patient?${has('1-8')}`)), 'Bundle.entry[1].request.url', 'Observation');
     });
 
-    test('a conditional PATCH whose _has reads an Observation another entry deletes: 400', async () => {
-      await refused(transaction(del('Observation/o1'), patch(`Patient?${has('1-8')}`, 'male')), 'Bundle.entry[1].request.url', 'Observation');
+    test('a conditional PATCH whose _has reads an Observation another entry deletes finds nothing (deletes come first): 404', async () => {
+      const outcome = await poster.nothingWritten(transaction(del('Observation/o1'), patch(`Patient?${has('1-8')}`, 'male')), 404);
+      expect(outcome.issue[0].expression).toEqual(['Bundle.entry[1].request.url']);
     });
 
     test('an ifNoneExist whose _has reads an Observation another POST creates (an order FHIR leaves undefined): 400 naming ifNoneExist', async () => {
       await refused(transaction(post(obs(undefined, '2-6', 'p2')), post({ resourceType: 'Patient' }, has('2-6'))), 'Bundle.entry[1].request.ifNoneExist', 'Observation');
     });
 
-    test('an ifNoneExist whose chain reads a Patient another entry deletes: 400', async () => {
-      await refused(transaction(del('Patient/p2'), post(obs(undefined, '5-5', 'p2'), 'subject:Patient.identifier=urn:s|b')), 'Bundle.entry[1].request.ifNoneExist', 'Patient');
+    test('an ifNoneExist whose _has reads an Observation another entry deletes does not find its Patient (deletes come first): it creates', async () => {
+      await api.put200({ resourceType: 'Patient', id: 'p10' });
+      await api.put200(obs('o10', '10-10', 'p10'));
+      // The new Patient meets its condition through the Observation the Bundle creates of it (else the create is a 400: requireFoundByCondition).
+      const U = 'urn:uuid:7a2e4d3c-1f0b-4a9c-b8e7-5b4a3f2e1dca';
+      const body = await poster.ok(transaction(del('Observation/o10'), { fullUrl: U, ...post({ resourceType: 'Patient' }, has('10-10')) }, post(obs(undefined, '10-10', U))));
+      expect(body.entry.map((e: Json) => e.response.status.slice(0, 3))).toEqual(['204', '201', '201']);
+      expect(body.entry[1].response.location).not.toContain('Patient/p10/');
     });
 
     test('a conditional DELETE whose _has reads an Observation another DELETE removes (an order FHIR leaves undefined): 400', async () => {

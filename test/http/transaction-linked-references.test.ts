@@ -12,7 +12,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
-import { bundlePoster, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { bundlePoster, craftToken, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
 
 const LOINC = 'http://loinc.org';
 const SCT = 'http://snomed.info/sct';
@@ -103,6 +103,18 @@ await eachStore((kind, fresh) => {
       ), 400);
       expect(outcome.issue[0].expression).toEqual(['Bundle.entry[0].resource.subject']);
       expect(outcome.issue[0].diagnostics).toContain('Bundle.entry[1].resource.subject');
+    });
+
+    test('a patient-bound token resolves such a reference within its compartment, the written Observations included', async () => {
+      await api.put200({ resourceType: 'Patient', id: 'pc1' });
+      await api.put200({ resourceType: 'Patient', id: 'pc2' });
+      await api.put200(obs('oc2', 'c-1', 'pc2'));
+      const bundle = transaction(post(obs(undefined, 'c-1', 'pc1')), post(condition(has('c-1'))));
+      // For the admin, the stored Observation of pc2 and the written one of pc1: two Patients.
+      expect((await poster.nothingWritten(bundle, 412)).issue[0].expression).toEqual(['Bundle.entry[1].resource.subject']);
+      const mine = fhirClient(t, await craftToken(t, 'patient/*.cruds', { patient: 'pc1' }));
+      const body = await poster.ok(bundle, mine);
+      expect((await (await api.get(body.entry[1].response.location)).json()).subject.reference).toBe('Patient/pc1');
     });
 
     test("a batch resolves each entry on its own: another entry's write is not seen before it is committed, the entry's own is", async () => {

@@ -105,6 +105,15 @@ await eachStore((kind, fresh) => {
       expect(outcome.issue[0].diagnostics).toContain('Bundle.entry[1].resource.subject');
     });
 
+    test('a canonical chain through a Questionnaire the transaction creates finds the stored response that names it', async () => {
+      const url = 'http://example.org/Questionnaire/intake-two';
+      await api.put200({ resourceType: 'QuestionnaireResponse', id: 'qr2', questionnaire: url, status: 'completed' });
+      const derived = { resourceType: 'Observation', status: 'final', code: { text: 'intake' }, derivedFrom: [{ reference: 'QuestionnaireResponse?questionnaire.title=IntakeTwo' }] };
+      expect((await poster.nothingWritten(transaction(post(derived)), 412)).issue[0].expression).toEqual(['Bundle.entry[0].resource.derivedFrom[0]']);
+      const [, o] = await written(await poster.ok(transaction(post({ resourceType: 'Questionnaire', url, title: 'IntakeTwo', status: 'active' }), post(derived))));
+      expect(o.derivedFrom[0].reference).toBe('QuestionnaireResponse/qr2');
+    });
+
     test('a patient-bound token resolves such a reference within its compartment, the written Observations included', async () => {
       await api.put200({ resourceType: 'Patient', id: 'pc1' });
       await api.put200({ resourceType: 'Patient', id: 'pc2' });

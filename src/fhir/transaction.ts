@@ -19,6 +19,7 @@ import { writtenScope } from './validation/profile/targets.ts';
 import { atWriteTime } from '../store/write-times.ts';
 import { HeldSearches } from './bundle-held-searches.ts';
 import { settleLinkedConditions, type ForcedAnswers } from './bundle-linked-conditions.ts';
+import { mayLink } from './bundle-conditional.ts';
 import type { PendingVersion } from './bundle-versions.ts';
 
 const ORDER: Record<string, number> = { DELETE: 0, POST: 1, PUT: 2, PATCH: 2, GET: 3 };
@@ -130,15 +131,19 @@ async function transaction(
   return out;
 }
 
-/** How many times a transaction is planned with the answers of its linked conditions (settleLinkedConditions) before it gives up. */
-const LINKED_ROUNDS = 3;
+/**
+ * The most times a transaction is planned with the answers of its linked conditions (settleLinkedConditions): each
+ * planning may settle one more of a chain of such entries whose answers follow from one another's.
+ */
+const LINKED_ROUNDS = 8;
 
 /**
  * Plans a transaction (its targets, its references rewritten) until the conditional entries whose chains or `_has` read
  * what its earlier steps write find what the planning gave them (settleLinkedConditions): planned again, from copies of
  * the entries as they came (`copies`), with the answers those conditions have in the state the earlier steps leave. An
  * answer that changes the writes another reads (a conditional update that now updates another Patient, which an
- * Observation's fullUrl reference names) may change that one's: past LINKED_ROUNDS plannings that do not settle, a 400.
+ * Observation's fullUrl reference names) may change that one's: planned once more than there are entries whose
+ * conditions may hold a chain or `_has` (at most LINKED_ROUNDS times), answers that still change are a 400.
  * The searches its conditional entries and references were resolved by are held to the commit (`held`).
  */
 async function planSettled(
@@ -146,6 +151,7 @@ async function planSettled(
 ): Promise<{ entries: Entry[]; held: HeldSearches; planned: Planned[]; ids: Map<string, string>; pending: PendingVersion[] }> {
   let entries = first;
   let forced: ForcedAnswers = new Map();
+  const rounds = Math.min(LINKED_ROUNDS, 1 + first.filter((e) => e.condition !== undefined && mayLink(e.condition)).length);
   for (let round = 1; ; round++) {
     const held = new HeldSearches(deps, req);
     const { planned, ids } = await plan(deps, req, entries, base, scope?.get.bind(scope), held, forced);
@@ -153,7 +159,7 @@ async function planSettled(
     const pending = await rewriteReferences(deps, req, planned, ids, base, scope, held);
     const changed = await settleLinkedConditions(deps, req, planned, ids, base, scope, held);
     if (changed === undefined) return { entries, held, planned, ids, pending };
-    if (round === LINKED_ROUNDS) {
+    if (round >= rounds) {
       const first = Math.min(...changed.keys());
       throw new FhirError('invalid', `Bundle.entry[${first}]: the conditional entries whose chains or _has read what other entries write change one another's answers and do not settle on one: name the resources by their ids`, {
         expression: [conditionElement(entries.find((e) => e.index === first)!)],

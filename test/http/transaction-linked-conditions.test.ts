@@ -58,6 +58,22 @@ await eachStore((kind, fresh) => {
       expect((await (await api.get('Patient/p12')).json()).gender).toBe('male');
     });
 
+    test('conditional PUTs whose answers follow from one another (an Encounter of the Patient the other PUT finds) are planned until they settle', async () => {
+      const encounter = (subject: string, status: string): Json => ({ resourceType: 'Encounter', status, class: { system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'AMB' }, subject: { reference: subject } });
+      await api.put200({ resourceType: 'Patient', id: 'p13' });
+      await api.put200({ ...encounter('Patient/p13', 'in-progress'), id: 'e13' });
+      const UA = 'urn:uuid:8b3f5e4d-2a1c-4b0d-9c8f-6c5b4a3f2e1d';
+      const body = await poster.ok(transaction(
+        post(obs(undefined, '13-1', 'p13')),
+        { fullUrl: UA, ...put({ resourceType: 'Patient', gender: 'female' }, `Patient?${has('13-1')}`) },
+        post(obs(undefined, '13-2', UA)),
+        put(encounter(UA, 'finished'), `Encounter?patient._has:Observation:subject:code=${LOINC}|13-2`),
+      ));
+      expect(body.entry.map((e: Json) => e.response.status.slice(0, 3))).toEqual(['201', '200', '201', '200']);
+      expect((await (await api.get('Patient/p13')).json()).gender).toBe('female');
+      expect((await (await api.get('Encounter/e13')).json()).status).toBe('finished');
+    });
+
     test('a conditional PUT whose _has reads the Observations the POSTs create of two Patients: 412 naming request.url, nothing written', async () => {
       const outcome = await poster.nothingWritten(transaction(post(obs(undefined, '2-7', 'p1')), post(obs(undefined, '2-7', 'p2')), put({ resourceType: 'Patient', gender: 'male' }, `Patient?${has('2-7')}`)), 412);
       expect(outcome.issue[0].expression).toEqual(['Bundle.entry[2].request.url']);

@@ -96,7 +96,7 @@ export class UnmatchedConditionalReference extends FhirError {
  * by its `Type/id`; none or several are 412. References of one condition are resolved once. A value
  * naming an entry's fullUrl (`Observation?subject=urn:uuid:X`: `lookup` gives its `Type/id`) is searched
  * as that resource, as the entries' own conditions are (bundle-match-urls.ts; HAPI FHIR does the same). One whose chain
- * or `_has` reads what the transaction writes (linkedWrites) is resolved after the others, in that state (resolveLinked).
+ * or `_has` reads what the transaction writes (linkedWrites) is resolved after the others, in that state (resolveInOrder).
  * A transaction's searches are recorded in `held`, to be searched again at its commit (HeldSearches), and read ahead by
  * `answers` first, those of one type and shape together (bundle-condition-answers.ts): one by one, 1,000 references by
  * identifier were 1,000 statements.
@@ -116,72 +116,122 @@ export async function resolveConditionalReferences(
     return { type, query: withEntryIds(parseCondition(written, type, ref.where), lookup, () => false)! };
   };
   if (answers !== undefined) await answers.ahead(referenceSearches(refs, conditionOf, writtenResources));
-  // Those whose chains or `_has` read what the transaction writes are resolved last (resolveLinked).
-  const linked: LinkedReference[] = [];
-  const linkedKeys = new Set<string>();
+  // Each reference with its condition, marked where its chains or `_has` read what the transaction writes.
+  const all: OrderedReference[] = [];
+  const linkedKeys = new Map<string, boolean>();
   for (const ref of refs) {
     try {
       const { type, query } = conditionOf(ref);
       const key = conditionKey(type, query);
-      let target = found.get(key);
-      if (target === undefined) {
-        if (linkedKeys.has(key) || (await linkedWrites(deps, req, type, query, writtenResources)).length > 0) {
-          linked.push({ ref, type, query, key });
-          linkedKeys.add(key);
-          continue;
-        }
-        found.set(key, (target = await resolveOne(deps, req, type, query, ref, writtenResources, held, answers)));
-      }
-      ref.holder.reference = target;
+      let linked = linkedKeys.get(key);
+      if (linked === undefined) linkedKeys.set(key, (linked = (await linkedWrites(deps, req, type, query, writtenResources)).length > 0));
+      all.push({ ref, type, query, key, linked });
     } catch (err) {
       throw err instanceof FhirError ? located(err, ref.element()) : err;
     }
   }
-  if (linked.length > 0) await resolveLinked(deps, req, linked, writes, held);
-}
-
-/** A conditional reference whose chain or `_has` reads what the transaction writes (linkedWrites), with its condition. */
-interface LinkedReference {
-  ref: ConditionalReference;
-  type: string;
-  query: URLSearchParams;
-  key: string;
-}
-
-/**
- * Resolves the conditional references whose chains or `_has` read what the transaction writes, once every other one is
- * resolved (the written resources then refer by id), against the state the transaction leaves (LeftState): the stored
- * resources it keeps and those it writes, each link read in that state. One or none of them is found as any conditional
- * reference is (412 for none or several). A reference whose condition reads a type of which the transaction writes a
- * resource still holding another such reference is refused (400, requireSettled): its answer would depend on which of
- * the two is resolved first, which FHIR does not define. Each is matched against the writes as the references resolved
- * before it left them (a WrittenResources of its own: index rows made earlier would hold the conditions, not the ids).
- */
-async function resolveLinked(deps: FhirDeps, req: FhirRequest, linked: LinkedReference[], writes: TransactionWrite[], held: HeldSearches | undefined): Promise<void> {
-  const pending = new Map(linked.map((l) => [l.ref.holder, l] as const));
-  const found = new Map<string, string>();
-  for (const l of linked) {
+  // The types of the written resources holding a linked reference: a condition reading one waits for it (resolveInOrder).
+  const blocked = typesHolding(writes, new Set(all.flatMap((l) => (l.linked ? [l.ref.holder] : []))));
+  const later: OrderedReference[] = [];
+  for (const l of all) {
     try {
+      if (l.linked || (await waits(deps, req, l, blocked))) {
+        later.push(l);
+        continue;
+      }
       let target = found.get(l.key);
-      if (target === undefined) found.set(l.key, (target = await resolveInLeftState(deps, req, l, new WrittenResources(writes, lookups(deps, req.tenant)), pending, held)));
+      if (target === undefined) found.set(l.key, (target = await resolveOne(deps, req, l.type, l.query, l.ref, writtenResources, held, answers)));
       l.ref.holder.reference = target;
-      pending.delete(l.ref.holder);
     } catch (err) {
       throw err instanceof FhirError ? located(err, l.ref.element()) : err;
     }
   }
+  if (later.length > 0) await resolveInOrder(deps, req, later, writes, held);
 }
 
+/** A conditional reference with its condition; `linked`: its chains or `_has` read what the transaction writes (linkedWrites). */
+interface OrderedReference {
+  ref: ConditionalReference;
+  type: string;
+  query: URLSearchParams;
+  key: string;
+  linked: boolean;
+}
+
+/** The types of the written resources holding one of `holders`. */
+function typesHolding(writes: TransactionWrite[], holders: ReadonlySet<object>): Set<string> {
+  const out = new Set<string>();
+  if (holders.size === 0) return out;
+  for (const w of writes) {
+    if (w.resource === undefined || out.has(w.type)) continue;
+    walkReferences(w.resource, (holder) => {
+      if (holders.has(holder)) out.add(w.type);
+    });
+  }
+  return out;
+}
+
+/** Whether a reference's condition reads (at its top, or through a chain or `_has`) one of the `blocked` types. */
+async function waits(deps: FhirDeps, req: FhirRequest, l: OrderedReference, blocked: ReadonlySet<string>): Promise<boolean> {
+  if (blocked.size === 0) return false;
+  if (blocked.has(l.type)) return true;
+  if (!mayLink(l.query)) return false;
+  const search = await storeQuery(deps, req, l.type, compileSearch(l.type, l.query, true, deps.clock.now()));
+  return search !== undefined && links(search.where ?? []).some((x) => blocked.has(x.type));
+}
+
+/**
+ * Resolves the conditional references whose chains or `_has` read what the transaction writes, and those whose
+ * conditions read the written resources holding such a reference, once every other one is resolved (the written
+ * resources then refer by id), against the state the transaction leaves (LeftState): the stored resources it keeps and
+ * those it writes, each link read in that state. One match is the target; none or several are a 412, as for any
+ * conditional reference. A reference whose condition reads a type of which the transaction writes a resource still
+ * holding another of these waits until that one is resolved, whatever their order in the Bundle; those that wait for one
+ * another (an Observation's subject `Patient?_has:Condition:...` beside a Condition's `Patient?_has:Observation:...`)
+ * would each have the answer the one resolved first gives them, an order FHIR does not define: a 400 naming both. Each is
+ * matched against the writes as the references resolved before it left them (a WrittenResources of its own: index rows
+ * made earlier would hold the conditions, not the ids).
+ */
+async function resolveInOrder(deps: FhirDeps, req: FhirRequest, refs: OrderedReference[], writes: TransactionWrite[], held: HeldSearches | undefined): Promise<void> {
+  const pending = new Map(refs.map((l) => [l.ref.holder, l] as const));
+  const found = new Map<string, string>();
+  let left = refs;
+  while (left.length > 0) {
+    const waiting: { l: OrderedReference; on: OrderedReference }[] = [];
+    for (const l of left) {
+      try {
+        let target = found.get(l.key);
+        if (target === undefined) {
+          const result = await resolveInLeftState(deps, req, l, new WrittenResources(writes, lookups(deps, req.tenant)), pending, held);
+          if (typeof result !== 'string') {
+            waiting.push({ l, on: result.on });
+            continue;
+          }
+          found.set(l.key, (target = result));
+        }
+        l.ref.holder.reference = target;
+        pending.delete(l.ref.holder);
+      } catch (err) {
+        throw err instanceof FhirError ? located(err, l.ref.element()) : err;
+      }
+    }
+    if (waiting.length === left.length) throw circular(waiting[0]!.l, waiting[0]!.on);
+    left = waiting.map((x) => x.l);
+  }
+}
+
+/** The target of `l` in the state the transaction leaves, or the reference it waits for (`on`). */
 async function resolveInLeftState(
-  deps: FhirDeps, req: FhirRequest, l: LinkedReference, written: WrittenResources, pending: ReadonlyMap<object, LinkedReference>, held: HeldSearches | undefined,
-): Promise<string> {
+  deps: FhirDeps, req: FhirRequest, l: OrderedReference, written: WrittenResources, pending: ReadonlyMap<object, OrderedReference>, held: HeldSearches | undefined,
+): Promise<string | { on: OrderedReference }> {
   const { ref, type, query } = l;
   const now = deps.clock.now();
   const search = await storeQuery(deps, req, type, compileSearch(type, query, true, now));
   const ids = new Set<string>();
   if (search === undefined) held?.add(type, query, ref.where, 2, { rows: [], query: undefined });
   else {
-    requireSettled(l, search, written, pending);
+    const on = blocker(l, search, written, pending);
+    if (on !== undefined) return { on };
     const state = new LeftState(deps, req, written, now);
     const stored = await state.stored(search, 2);
     // Searched again at the commit (HeldSearches), as rewritten: a stored match deleted or created meanwhile runs the Bundle again.
@@ -197,23 +247,29 @@ async function resolveInLeftState(
 }
 
 /**
- * A linked reference's condition may not read (at its top, or through a chain or `_has`) a type of which the transaction
- * writes a resource holding another linked reference not resolved yet: which of the two is resolved first decides the
- * answers, and FHIR sets no order. A 400 naming both.
+ * Another reference not resolved yet (of another condition) that a written resource of a type `l`'s condition reads
+ * holds: `l` waits for it.
  */
-function requireSettled(l: LinkedReference, search: SearchQuery, written: WrittenResources, pending: ReadonlyMap<object, LinkedReference>): void {
+function blocker(l: OrderedReference, search: SearchQuery, written: WrittenResources, pending: ReadonlyMap<object, OrderedReference>): OrderedReference | undefined {
   const types = new Set([l.type, ...links(search.where ?? []).map((x) => x.type)]);
+  let found: OrderedReference | undefined;
   for (const type of types) {
     for (const w of written.of(type)) {
       walkReferences(w.resource, (holder) => {
         const other = pending.get(holder);
-        if (other === undefined || other.key === l.key) return;
-        throw new FhirError('invalid', `${l.ref.where}: conditional reference '${showCondition(l.type, l.query)}' reads ${type}, and ${other.ref.element()} of a ${type} the transaction writes is the conditional reference '${showCondition(other.type, other.query)}', which reads what the transaction writes too: each answer depends on which is resolved first, an order FHIR does not define. Refer to one of them by id or by its entry's fullUrl`, {
-          expression: [l.ref.element()],
-        });
+        if (found === undefined && other !== undefined && other.key !== l.key) found = other;
       });
+      if (found !== undefined) return found;
     }
   }
+  return undefined;
+}
+
+/** Two references that each wait for the other (resolveInOrder): a 400 naming both. */
+function circular(l: OrderedReference, on: OrderedReference): FhirError {
+  return new FhirError('invalid', `${l.ref.where}: conditional reference '${showCondition(l.type, l.query)}' reads a resource the transaction writes whose ${on.ref.element()} is the conditional reference '${showCondition(on.type, on.query)}', which cannot be resolved before this one either (through a chain or _has, each reads what the other's resource holds): each answer depends on which is resolved first, an order FHIR does not define. Refer to one of them by id or by its entry's fullUrl`, {
+    expression: [l.ref.element()],
+  });
 }
 
 /** Condition searches answered ahead (GroupedConditionAnswers): `ahead` reads them, searchBeside takes them. */

@@ -6,8 +6,9 @@
  * `Patient?_has:Observation:subject:code=y` beside the Observation that gives a Patient that code finds that Patient,
  * and beside an update that takes the code away from a stored Observation no longer finds the Patient it named. None or
  * several matches are a 412 naming the reference's element, and nothing is written. Two such references whose
- * answers depend on which is resolved first (each reads a type whose written resource holds the other) are a 400.
- * Before, every such reference was refused with a 400.
+ * answers depend on which is resolved first (each reads a type whose written resource holds the other) are a 400; one
+ * that reads a resource holding another waits for it, whatever their order in the Bundle. Before, every such
+ * reference was refused with a 400.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -94,6 +95,18 @@ await eachStore((kind, fresh) => {
       const [p, o, r, c] = await written(body);
       expect(r.result[0].reference).toBe(`Observation/${o.id}`);
       expect(c.subject.reference).toBe(`Patient/${p.id}`);
+    });
+
+    test('a reference that reads a resource holding another such reference waits for it, whatever their order in the Bundle', async () => {
+      const encounter = (value: string): Json => ({ resourceType: 'Encounter', identifier: [{ system: 'urn:e', value }], status: 'finished', class: { system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'AMB' }, subject: { reference: 'Patient/p2' } });
+      const byEncounter = (value: string) => `Patient?_has:Encounter:subject:identifier=urn:e|${value}`;
+      // The Condition's _has reads the Observation, whose subject is itself resolved through the Encounter.
+      const [c, o] = await written(await poster.ok(transaction(post(condition(has('w-1'))), post(obs(undefined, 'w-1', byEncounter('w-1'))), post(encounter('w-1')))));
+      expect(o.subject.reference).toBe('Patient/p2');
+      expect(c.subject.reference).toBe('Patient/p2');
+      // A reference without a chain or _has that reads such an Observation waits for it too.
+      const [r, o2] = await written(await poster.ok(transaction(post(report(`Observation?code=${LOINC}|w-2&subject=Patient/p2`)), post(obs(undefined, 'w-2', byEncounter('w-2'))), post(encounter('w-2')))));
+      expect(r.result[0].reference).toBe(`Observation/${o2.id}`);
     });
 
     test('two such references whose answers depend on which is resolved first: 400 naming the first, nothing written', async () => {

@@ -235,7 +235,7 @@ async function resolveInLeftState(
     const state = new LeftState(deps, req, written, now);
     const stored = await state.stored(search, 2);
     // Searched again at the commit (HeldSearches), as rewritten: a stored match deleted or created meanwhile runs the Bundle again.
-    held?.add(type, query, ref.where, 2, stored);
+    held?.add(type, query, ref.where, 2, stored, true);
     for (const v of stored.rows) ids.add(v.id);
     const where: Condition[] = [...(search.where ?? []), ...(search.compartment === undefined ? [] : [{ kind: 'compartment', patient: search.compartment } as const])];
     for (const w of await state.meeting(type, where)) ids.add(w.id);

@@ -58,10 +58,14 @@ export class HeldSearches {
     private readonly req: FhirRequest,
   ) {}
 
-  /** Records that conditionSearch(`type`, `condition`, `where`, `count`) found `rows` by the store query `query`. */
-  add(type: string, condition: URLSearchParams, where: string, count: number, { rows, query }: { rows: readonly ResourceVersion[]; query: SearchQuery | undefined }): void {
+  /**
+   * Records that conditionSearch(`type`, `condition`, `where`, `count`) found `rows` by the store query `query`. `asRan`:
+   * `query` is not `condition` compiled (a condition read in the state a transaction leaves: bundle-left-state.ts), and is
+   * searched again as it ran, a hierarchy it walked as the planning walked it.
+   */
+  add(type: string, condition: URLSearchParams, where: string, count: number, { rows, query }: { rows: readonly ResourceVersion[]; query: SearchQuery | undefined }, asRan = false): void {
     const reached = keptInReach(this.deps, this.req, type) !== undefined;
-    const walks = query !== undefined && walking(type, condition, this.deps.clock.now());
+    const walks = !asRan && query !== undefined && walking(type, condition, this.deps.clock.now());
     this.held.push({ type, condition, where, count, query, reached, walks, found: new Map(rows.map((v) => [v.id, v.versionId])) });
   }
 

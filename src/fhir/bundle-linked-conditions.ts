@@ -73,7 +73,7 @@ export async function settleLinkedConditions(
       }
       const within = await stateAnswer(deps, req, entry.type, query, others((s) => s <= step));
       if (!sameAnswer(earlier.rows, within.rows)) throw unordered(entry, query, clash);
-      if (earlier.query !== undefined) held.add(entry.type, query, entryPath(entry), 2, { rows: earlier.rows, query: earlier.query });
+      if (earlier.query !== undefined) held.add(entry.type, query, entryPath(entry), 2, { rows: earlier.rows, query: earlier.query }, true);
     } catch (err) {
       throw err instanceof FhirError ? entryError(err, entry, undefined, conditionElement(entry)) : err;
     }

@@ -127,6 +127,17 @@ await eachStore((kind, fresh) => {
       expect(o.derivedFrom[0].reference).toBe('QuestionnaireResponse/qr2');
     });
 
+    test('a reference walking a Location hierarchy beside a chain through a Patient the transaction updates', async () => {
+      await api.put200({ resourceType: 'Location', id: 'ward' });
+      await api.put200({ resourceType: 'Location', id: 'room', partOf: { reference: 'Location/ward' } });
+      await api.put200({ resourceType: 'Patient', id: 'p14', identifier: [{ system: 'urn:s', value: 'p14-old' }] });
+      await api.put200({ resourceType: 'Encounter', id: 'e14', status: 'finished', class: { system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'AMB' }, subject: { reference: 'Patient/p14' }, location: [{ location: { reference: 'Location/room' } }] });
+      const moved = put({ resourceType: 'Patient', id: 'p14', identifier: [{ system: 'urn:s', value: 'p14-new' }] });
+      const c = { resourceType: 'Condition', subject: { reference: 'Patient/p14' }, encounter: { reference: 'Encounter?location:below=Location/ward&subject:Patient.identifier=urn:s|p14-new' } };
+      const [, written1] = await written(await poster.ok(transaction(moved, post(c))));
+      expect(written1.encounter.reference).toBe('Encounter/e14');
+    });
+
     test('a patient-bound token resolves such a reference within its compartment, the written Observations included', async () => {
       await api.put200({ resourceType: 'Patient', id: 'pc1' });
       await api.put200({ resourceType: 'Patient', id: 'pc2' });

@@ -155,10 +155,14 @@ async function planSettled(
   for (let round = 1; ; round++) {
     const held = new HeldSearches(deps, req);
     const { planned, ids } = await plan(deps, req, entries, base, scope?.get.bind(scope), held, forced);
-    checkTargets(planned);
     const pending = await rewriteReferences(deps, req, planned, ids, base, scope, held);
     const changed = await settleLinkedConditions(deps, req, planned, ids, base, scope, held);
-    if (changed === undefined) return { entries, held, planned, ids, pending };
+    // Judged on the settled plan: a conditional create that the stored state matched with a resource another entry
+    // updates may find nothing once a DELETE's write is seen.
+    if (changed === undefined) {
+      checkTargets(planned);
+      return { entries, held, planned, ids, pending };
+    }
     if (round >= rounds) {
       const first = Math.min(...changed.keys());
       throw new FhirError('invalid', `Bundle.entry[${first}]: the conditional entries whose chains or _has read what other entries write change one another's answers and do not settle on one: name the resources by their ids`, {

@@ -119,6 +119,20 @@ await eachStore((kind, fresh) => {
       expect(body.entry[1].response.location).not.toContain('Patient/p10/');
     });
 
+    test('an ifNoneExist that only the stored state matched with a Patient another entry updates is judged on what it finds after the deletes', async () => {
+      await api.put200({ resourceType: 'Patient', id: 'p15' });
+      await api.put200(obs('o15', '15-1', 'p15'));
+      const U = 'urn:uuid:9c4a6f5e-3b2d-4c1e-8d9a-7d6c5b4a3f2e';
+      const body = await poster.ok(transaction(
+        del('Observation/o15'),
+        { fullUrl: U, ...post({ resourceType: 'Patient' }, has('15-1')) },
+        post(obs(undefined, '15-1', U)),
+        put({ resourceType: 'Patient', id: 'p15', gender: 'male' }),
+      ));
+      expect(body.entry.map((e: Json) => e.response.status.slice(0, 3))).toEqual(['204', '201', '201', '200']);
+      expect(body.entry[1].response.location).not.toContain('Patient/p15/');
+    });
+
     test('a conditional DELETE whose _has reads an Observation another DELETE removes (an order FHIR leaves undefined): 400', async () => {
       await refused(transaction(del('Observation/o1'), del(`Patient?${has('1-8')}`)), 'Bundle.entry[1].request.url', 'Observation');
     });

@@ -447,7 +447,7 @@ export class WrittenResources {
    * Whether a resource of `type` the transaction writes meets `where`, or a stored one it replaces (updates, patches,
    * deletes) met it (`stored` reads their current versions, once a type for the transaction, kept as resources of
    * their own to narrow by): where a chain or `_has` reads `type`, those are what the store's answer misses or still
-   * counts (refuseLinkedWrites). `now`: the written ones' lastUpdated. Without `fresh`, the resources it creates with
+   * counts (linkedWrites). `now`: the written ones' lastUpdated. Without `fresh`, the resources it creates with
    * new ids (POSTs) are left out: only its own entries can refer to them. `except`: the id of one whose write and
    * stored version are left out.
    */

@@ -828,7 +828,8 @@ async function writePlain(w: ResourceWriter, p: Planned, opts: PutOptions, base:
       return responseEntry('204 No Content');
     }
     const deleted = await deleteVersion(w, entry.type, p.id, o);
-    // As a REST delete: nothing to delete is a success (FHIR R4 http 3.1.0.7), and a deletion tells its version (the REST ETag).
+    // As a REST delete: nothing to delete is a success (FHIR R4 http 3.1.0.7), and a deletion, written now or before,
+    // tells its version (the REST ETag).
     if (deleted === null) return responseEntry('204 No Content');
     return { response: { status: '204 No Content', etag: etag(deleted.versionId), lastModified: new Date(deleted.lastUpdated).toISOString() } };
   }

@@ -2,7 +2,7 @@ import { requireAccess } from './access.ts';
 import { FhirError } from '../errors.ts';
 import { createHash } from 'node:crypto';
 import type { Condition, ResourceVersion, ResourceWriter, SearchQuery } from '../store/types.ts';
-import { createResource, deleteResource, isRefusal, updateResource, validationLevel, type FhirDeps, type FhirRequest, type UpdatePreconditions, type WriteResult } from './crud.ts';
+import { createResource, deleteResource, isRefusal, type Deletion, updateResource, validationLevel, type FhirDeps, type FhirRequest, type UpdatePreconditions, type WriteResult } from './crud.ts';
 import { carryLiterals } from './exact-json.ts';
 import { asResource, checkTypeAndId, withoutId } from './resource.ts';
 import type { HeldSearches } from './bundle-held-searches.ts';
@@ -438,7 +438,7 @@ export async function conditionalUpdate(
  */
 export async function conditionalDelete(
   deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, ifMatch?: IfMatch, ifNoneMatch?: IfMatch,
-): Promise<{ id: string; version: ResourceVersion | null } | null> {
+): Promise<{ id: string; version: Deletion | null } | null> {
   checkTypeAndId(type);
   requireCriteria(query, 'Conditional delete');
   return exclusively(deps, req.tenant, [conditionKey(type, query)], async () => {

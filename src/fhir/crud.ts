@@ -224,8 +224,9 @@ export async function requireStoredInReach(deps: FhirDeps, req: FhirRequest, typ
   const judged = current?.versionId ?? 0;
   // An update of a deleted resource creates it again, continuing its history: it is held to the
   // content the resource had before its deletion, so that a token cannot take over another patient's
-  // record (what refers to it would then name the new content). Nothing is deleted twice.
-  const stored = current && (perm === 'u' ? await lastContent(deps, req.tenant, current, binary ? (...a) => repo.readWithoutData(...a) : undefined) : current);
+  // record (what refers to it would then name the new content). A delete of a deleted resource answers
+  // the deletion's version, which is judged as a read of it is (checkDeletionReadable): by that content.
+  const stored = current && (await lastContent(deps, req.tenant, current, binary ? (...a) => repo.readWithoutData(...a) : undefined));
   if (!stored || stored.deleted) return judged;
   const resource = binary ? splitStoredBinary(stored.content).resource : (JSON.parse(stored.content) as Resource);
   if (binary) {
@@ -649,18 +650,28 @@ function coreCurrent(shadowed: number): { versionId: number; deleted: false } | 
   return shadowed > 0 ? { versionId: shadowed, deleted: false } : null;
 }
 
-/** Marks `type/id` deleted with a new version; returns null when there was nothing to delete. */
-export async function deleteVersion(w: ResourceWriter, type: string, id: string, opts: PutOptions): Promise<ResourceVersion | null> {
+/**
+ * What a delete settled on: the deletion's version and when it was deleted, `wrote` false when `type/id` was deleted
+ * already and nothing was written (FHIR R4 http.html#delete: deleting a deleted resource succeeds, no new version).
+ */
+export interface Deletion {
+  versionId: number;
+  lastUpdated: number;
+  wrote: boolean;
+}
+
+/** Marks `type/id` deleted with a new version (or finds it deleted already); null when it never existed. */
+export async function deleteVersion(w: ResourceWriter, type: string, id: string, opts: PutOptions): Promise<Deletion | null> {
   requireAccess(opts.access, type, 'd');
   refuseAuditChange(opts.access, type, 'deleted');
   // Its text only when small: a deletion needs it only to tell a SubscriptionTopic (a Basic), read then.
   const current = await w.measured(type, id);
-  const exists = current !== null && !current.deleted;
   // A core resource is never deleted (409), whatever the preconditions say of it.
   if (current === null) await refuseCoreDelete(opts.core, type, id);
   requireIfMatch(opts.ifMatch, `${type}/${id}`, current);
   requireIfNoneMatch(opts.ifNoneMatch, `${type}/${id}`, current);
-  if (!exists) return null;
+  if (current === null) return null;
+  if (current.deleted) return { versionId: current.versionId, lastUpdated: current.lastUpdated, wrote: false };
   await refusePatientTopic(opts.access, type, 'd', async () => current.content ?? (await w.current(type, id))!.content);
   const versionId = current.versionId + 1;
   const lastUpdated = Math.max(opts.now, current.lastUpdated + 1);
@@ -671,7 +682,7 @@ export async function deleteVersion(w: ResourceWriter, type: string, id: string,
   if (type === 'Basic' && opts.activateSubscription) noteTopicWritten(w, id, null);
   // A deleted Subscription's events and delivery state end with it: one created again with its id starts afresh.
   if (type === 'Subscription') await w.endSubscription(id);
-  return version;
+  return { versionId, lastUpdated, wrote: true };
 }
 
 /**
@@ -842,10 +853,10 @@ export function unlimitedReach(access: Access, type: string): boolean {
     access.patientLimit(type, 'u') === undefined && access.filters?.(type, 'u') === undefined;
 }
 
-/** FHIR R4 delete (3.1.0.7): idempotent; returns the deletion version, or null when nothing existed. */
+/** FHIR R4 delete (3.1.0.7): idempotent; returns the deletion (written now or before), or null when nothing existed. */
 export async function deleteResource(
   deps: FhirDeps, req: FhirRequest, type: string, id: string, ifMatch?: IfMatch, ifNoneMatch?: IfMatch,
-): Promise<ResourceVersion | null> {
+): Promise<Deletion | null> {
   checkTypeAndId(type, id);
   requireAccess(req.access, type, 'd');
   return judgedReach(deps, req, type, id, 'd', (judged) => atWriteTime(deps.store, deps.clock, (now) => {

@@ -1,5 +1,5 @@
 import { Hono, type Context } from 'hono';
-import { createResource, deleteResource, readResource, updateResource, vreadResource, type FhirDeps, type FhirRequest, type WriteResult } from '../fhir/crud.ts';
+import { createResource, deleteResource, readResource, updateResource, vreadResource, type Deletion, type FhirDeps, type FhirRequest, type WriteResult } from '../fhir/crud.ts';
 import { parseIfMatch, updatePreconditions } from '../fhir/if-match.ts';
 import { historyParts, searchLinks, searchsetJson } from '../fhir/bundle.ts';
 import { subscriptionEvents, subscriptionStatus, subscriptionWsBindingToken, type WsBindingIssuer } from '../fhir/subscriptions/operations.ts';
@@ -34,7 +34,6 @@ import { snapshotOperation } from '../fhir/snapshot-operation.ts';
 import { DEFAULT_HTTP_LIMIT, expunge, expungeOptions, expungeParameters, requireExpungeAccess } from '../fhir/expunge.ts';
 import { checkTypeAndId } from '../fhir/resource.ts';
 import { FhirError } from '../errors.ts';
-import type { ResourceVersion } from '../store/types.ts';
 import { readFhirBody, readFhirText, readFormText, readOptionalFhirBody, requireUtf8 } from './body.ts';
 import type { AppEnv } from './env.ts';
 import { parsePrefer } from './prefer.ts';
@@ -150,13 +149,16 @@ function namesOperation(url: unknown): boolean {
 }
 
 /**
- * The answer to a delete: an informational OperationOutcome with the deletion's ETag, or 204 without a
- * body for `Prefer: return=minimal`.
+ * The answer to a delete: an informational OperationOutcome with the deletion's ETag and Last-Modified, or 204
+ * without a body for `Prefer: return=minimal`. A resource deleted before is answered so too, with that deletion's
+ * (FHIR R4 http.html#delete: deleting a deleted resource succeeds, writing no version); an id never stored has none.
  */
-function deleteResponse(c: Context<AppEnv>, type: string, id: string | undefined, deleted: ResourceVersion | null): Response {
-  const headers: Record<string, string> = deleted ? { ETag: `W/"${deleted.versionId}"` } : {};
+function deleteResponse(c: Context<AppEnv>, type: string, id: string | undefined, deleted: Deletion | null): Response {
+  const headers: Record<string, string> = deleted ? { ETag: `W/"${deleted.versionId}"`, 'Last-Modified': new Date(deleted.lastUpdated).toUTCString() } : {};
   if (parsePrefer(c.req.header('prefer')).get('return') === 'minimal') return new Response(null, { status: 204, headers });
-  const text = deleted ? `Deleted ${type}/${id}` : id ? `${type}/${id} did not exist; nothing to delete` : `No ${type} matched; nothing to delete`;
+  const text = deleted
+    ? deleted.wrote ? `Deleted ${type}/${id}` : `${type}/${id} was already deleted (version ${deleted.versionId}); nothing more to delete`
+    : id ? `${type}/${id} did not exist; nothing to delete` : `No ${type} matched; nothing to delete`;
   return fhirJson(operationOutcome([issue('information', 'informational', text)]), 200, headers);
 }
 

@@ -3,7 +3,7 @@ import { FhirError, storeFailureAsFhir } from '../errors.ts';
 import { located, type Entry } from './bundle-entries.ts';
 import { writeConditions, exclusively, type Settle } from './conditional.ts';
 import { requireValidPaced } from './validation/check.ts';
-import { entriesPerAttempt, entryResources, errorEntry, hasConditionalReferences, judgesReach, plan, requireEntriesInReach, requireJudgedEntries, requireValidPatched, RefusedNoOps, rewriteReferences, settledConditions, writeEntry, writtenBy, type FullUrlScope, type Json } from './bundle-ops.ts';
+import { entriesPerAttempt, entryResources, errorEntry, hasConditionalReferences, judgesReach, plan, requireEntriesInReach, requireJudgedEntries, requireProfiledPatched, requireValidPatched, RefusedNoOps, rewriteReferences, settledConditions, writeEntry, writtenBy, type FullUrlScope, type Json } from './bundle-ops.ts';
 import { chargeAnswer, readBudget, readEntry, type ReadBudget } from './bundle-reads.ts';
 import { requireNoSiblingUrns } from './bundle-match-urls.ts';
 import { isUrnReference } from './references.ts';
@@ -34,7 +34,7 @@ async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string,
     await unless(() => requireProfiles(deps, req.tenant, resource, `Bundle.entry[${entry.index}].resource`, undefined, req.access));
   }
   await requireValidPatched(planned, validationLevel(deps), noOps);
-  for (const p of planned) if (p.patched) await unless(() => requireProfiles(deps, req.tenant, p.patched!.resource, undefined, `Bundle.entry[${p.entry.index}]: the patched ${p.entry.type}`, req.access));
+  for (const p of planned) await unless(() => requireProfiledPatched(deps, req, p));
   await requireEntriesInReach(deps, req, planned);
   await deps.subscriptions?.resolveEndpoints(planned.map(writtenBy));
   // What the commit's walks of hierarchies would read off the pool, read before the store transaction holds a connection.

@@ -10,7 +10,7 @@ import { splitVersion, versionBeforeWrite, type PendingVersion } from './bundle-
 import { cloneExact, parseExact } from './exact-json.ts';
 import { besideCount, ConditionRaced, conditionKey, conditionParams, heldToMatch, requireFoundByCondition, resolveCondition, showCondition, storedMatch, type ConditionAnswers } from './conditional.ts';
 import { GroupedConditionAnswers, type AheadSearch } from './bundle-condition-answers.ts';
-import { deleteVersion, deletionRead, putVersion, reachJudged, refusedNoOp, requireStoredInReach, requireWritableContext, stillJudged, type ContextReads, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
+import { deleteVersion, deletionRead, putVersion, validationLevel, reachJudged, refusedNoOp, requireStoredInReach, requireWritableContext, stillJudged, type ContextReads, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
 import { securityContextTarget } from './binary.ts';
 import { findResources, lookups } from './core-search.ts';
 import { operationOutcome, unchangedOutcome } from './outcome.ts';
@@ -22,6 +22,7 @@ import { NoneMatchFailed, parseIfMatch, parseIfNoneMatch, requireIfMatch, Versio
 import { patchCurrent, patchRace, type Patched } from './patch.ts';
 import { newId, type Resource } from './resource.ts';
 import { invalidResource, validationErrors } from './validation/check.ts';
+import { readsProfiles } from './validation/profile/profile-check.ts';
 import { typeModel } from './validation/model.ts';
 import { pacedTurns } from './turns.ts';
 import type { HeldSearches } from './bundle-held-searches.ts';
@@ -620,6 +621,20 @@ export async function requireValidPatched(planned: Planned[], level: ValidationL
     const refusal = invalidResource(errors, `${at(p.entry)}: the patched ${p.entry.type}`);
     if (!(await noOps.excuse(p, refusal))) throw refusal;
   }
+}
+
+/**
+ * A batch's PATCH entry's result against the profiles it claims, its extensions' definitions and its Questionnaire
+ * (at `strict`): a 422 whose issues name the entry (patchedIssues), as requireValidPatched's and a transaction's do.
+ */
+export async function requireProfiledPatched(deps: FhirDeps, req: FhirRequest, p: Planned): Promise<void> {
+  if (!p.patched || validationLevel(deps) !== 'strict') return;
+  const resource = p.patched.resource as Json;
+  const issues = patchedIssues(p, [
+    ...((await deps.profiles?.writeIssues(req.tenant, resource, undefined, true, undefined, undefined, readsProfiles(req.access))) ?? []),
+    ...((await deps.questionnaires?.issues(req.tenant, resource, { warnings: false, access: req.access })) ?? []),
+  ]);
+  if (issues.length > 0) throw invalidResource(issues, `${at(p.entry)}: the patched ${p.entry.type}`);
 }
 
 /**

@@ -2,7 +2,8 @@
  * A transaction's PATCH entry whose result is not valid (R4's base definitions, or a profile it claims) is a
  * 422 that names its entry, as every other refusal of a transaction does: the issue is located in the patched
  * resource (`Patient.gender`), which is in no entry, and its text starts with `Bundle.entry[n]: `, so that a
- * client sending several patches of one type learns which one failed. Nothing is written. On both databases.
+ * client sending several patches of one type learns which one failed. Nothing is written. A batch's PATCH entry is
+ * refused in its own entry, its issues named alike whether the base definitions or a profile refuse it. On both databases.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -25,7 +26,7 @@ const setGender = (gender: string) => fhirPathPatch([{ name: 'type', valueCode: 
 const removeComponent = { resourceType: 'Binary', contentType: 'application/json-patch+json', data: btoa(JSON.stringify([{ op: 'remove', path: '/component/0' }])) };
 
 await eachStore((kind, fresh) => {
-  describe(`a transaction's PATCH entry with an invalid result (${kind})`, () => {
+  describe(`a transaction's or batch's PATCH entry with an invalid result (${kind})`, () => {
     let t: TestApp;
     let api: FhirClient;
     beforeAll(async () => {
@@ -63,6 +64,27 @@ await eachStore((kind, fresh) => {
         expect(issue.details.text).toStartWith('Bundle.entry[1]: ');
       }
       expect(await versions()).toEqual(['W/"1"', 'W/"1"', 'W/"1"', 'W/"1"']);
+    });
+
+    test('batch: a PATCH entry refused by the base definitions or by a profile names its entry alike, and the other entries are written', async () => {
+      const res = await api.post('', { resourceType: 'Bundle', type: 'batch', entry: [
+        { resource: setGender('bogus'), request: { method: 'PATCH', url: 'Patient/c' } },
+        { resource: removeComponent, request: { method: 'PATCH', url: 'Observation/bp1' } },
+        { resource: setGender('female'), request: { method: 'PATCH', url: 'Patient/b' } },
+      ] });
+      expect(res.status).toBe(200);
+      const entries = ((await res.json()) as Json).entry as Json[];
+      expect(entries.map((e) => e.response.status)).toEqual(['422 Unprocessable Entity', '422 Unprocessable Entity', '200 OK']);
+      for (const [n, prefix] of [[0, 'Patient.gender'], [1, 'Observation.component']] as const) {
+        const issues = entries[n]!.response.outcome.issue as Json[];
+        expect(issues.length).toBeGreaterThan(0);
+        for (const issue of issues) {
+          expect(issue.expression[0]).toStartWith(prefix);
+          expect(issue.details.text).toStartWith(`Bundle.entry[${n}]: `);
+          expect(issue.diagnostics).toStartWith(`Bundle.entry[${n}]: `);
+        }
+      }
+      expect(await versions()).toEqual(['W/"1"', 'W/"2"', 'W/"1"', 'W/"1"']);
     });
   });
 });

@@ -54,6 +54,56 @@ function isR4Version(params: Map<string, string>): boolean {
 const TEXT_RANGE = 'text/*';
 
 /**
+ * The quality `accept` gives `type` (RFC 9110 12.5.1): that of the most specific range matching it (the type itself,
+ * then `type/*`, then `*\/*`; the highest of equally specific ones), 0 when none does, so that
+ * `application/fhir+json;q=0, *\/*` refuses FHIR JSON whatever the wildcard allows. A range of another `fhirVersion`
+ * matches nothing; a `q` that is no number counts as 1, as it did when it was the only check. `exact`: only a range
+ * naming the type itself counts.
+ */
+function quality(accept: string, type: string, exact = false): number {
+  const major = exact ? type : `${type.slice(0, type.indexOf('/'))}/*`;
+  let best = -1;
+  let q = 0;
+  for (const part of accept.split(',')) {
+    const range = mediaRange(part);
+    const rank = range.type === type ? 2 : range.type === major ? 1 : range.type === '*/*' && !exact ? 0 : -1;
+    if (rank < 0 || rank < best || !isR4Version(range.params)) continue;
+    const given = Number(range.params.get('q') ?? '1');
+    const value = Number.isNaN(given) ? 1 : Math.max(given, 0);
+    q = rank > best ? value : Math.max(q, value);
+    best = rank;
+  }
+  return q;
+}
+
+/**
+ * Whether `accept` takes FHIR JSON: its type, or DSTU2's `application/json+fhir` named (a wildcard matching that
+ * older name, which Cinder never labels an answer with, says nothing of FHIR JSON).
+ */
+function takesFhirJson(accept: string): boolean {
+  return quality(accept, 'application/fhir+json') > 0 || quality(accept, 'application/json+fhir', true) > 0;
+}
+
+/** The JSON types Cinder labels its JSON answers with, its default first (labelledAsAsked). */
+const ANSWERED_JSON = ['application/fhir+json', 'application/json', 'text/json'];
+/** The XML types Cinder labels its XML answers with, the FHIR one first (answerXmlType). */
+const ANSWERED_XML = ['application/fhir+xml', 'application/xml', 'text/xml'];
+
+/** The first of `types` that `accept` gives the highest quality above 0, or undefined when it refuses them all. */
+function preferred(accept: string, types: string[]): string | undefined {
+  let found: string | undefined;
+  let best = 0;
+  for (const type of types) {
+    const q = quality(accept, type);
+    if (q > best) [found, best] = [type, q];
+  }
+  return found;
+}
+
+/** An Accept with a range of `q=0` (what asks the negotiation to look past its wildcards: quality), cheaply tested. */
+export const REFUSES_A_TYPE = /q\s*=\s*0(?:\.0*)?\s*(?:[,;]|$)/i;
+
+/**
  * Checks `Accept` and `_format` (FHIR R4 http 3.1.0.1.10): JSON or XML, of FHIR R4, otherwise 406. A `_format`
  * whose `+` arrived unencoded (and so as a space, `application/fhir json`) is read with it, and overrides
  * `Accept` ("to allow a client to override the accept header"); an Accept range with `q=0` is one the
@@ -68,12 +118,8 @@ export function checkAccept(accept: string | undefined, format: string | null): 
     return;
   }
   if (!accept) return;
-  const ok = accept.split(',').some((part) => {
-    const { type, params } = mediaRange(part);
-    const q = Number(params.get('q') ?? '1');
-    if (q === 0 || !isR4Version(params)) return false;
-    return type === '*/*' || type === 'application/*' || type === TEXT_RANGE || JSON_TYPES.includes(type) || XML_TYPES.includes(type) || type === 'application/fhir+ndjson' || type === 'application/ndjson';
-  });
+  // Some type Cinder answers in that the client does not refuse (a wildcard does not undo a q=0: quality).
+  const ok = [...JSON_TYPES, ...XML_TYPES, 'application/fhir+ndjson', 'application/ndjson'].some((type) => quality(accept, type) > 0);
   if (!ok) throw new FhirError('not-acceptable', `Accept '${accept}' is not supported: Cinder answers application/fhir+json or application/fhir+xml (FHIR R4)`);
 }
 
@@ -116,8 +162,12 @@ export function answerXmlType(accept: string | null | undefined, format: string 
     else if (!isXml) json = Math.max(json, q);
   }
   // A wildcard ranked above every XML type named (`application/fhir+xml;q=0.1, */*`) takes JSON, Cinder's default (RFC 9110 12.5.1).
-  if (named) return (xml > json || (xml === json && xml > 0 && xmlFirst)) && xml >= wildcard ? xmlType : undefined;
-  return XML_TYPES.includes((contentType ?? '').split(';')[0]!.trim().toLowerCase()) ? 'application/fhir+xml' : undefined;
+  const chosen = named
+    ? (xml > json || (xml === json && xml > 0 && xmlFirst)) && xml >= wildcard ? xmlType : undefined
+    : XML_TYPES.includes((contentType ?? '').split(';')[0]!.trim().toLowerCase()) ? 'application/fhir+xml' : undefined;
+  // JSON, unless the client refuses every JSON type it could be labelled with (`q=0`) and accepts an XML one.
+  if (chosen !== undefined || !accept || !REFUSES_A_TYPE.test(accept) || takesFhirJson(accept) || preferred(accept, ANSWERED_JSON) !== undefined) return chosen;
+  return preferred(accept, ANSWERED_XML);
 }
 
 /** GraphQL over HTTP's own media type for a GraphQL response. */
@@ -196,7 +246,10 @@ export function asksForPlainJson(accept: string | null | undefined, format: stri
   }
   if (plain > fhir) return plainType;
   // `text/*` above every JSON type named: answered as text/json (TEXT_RANGE).
-  return text > fhir && text > plain ? 'text/json' : undefined;
+  if (text > fhir && text > plain) return 'text/json';
+  // FHIR JSON refused (`application/fhir+json;q=0, *\/*`): the generic type the client accepts, if any (else 406 or XML).
+  if (!REFUSES_A_TYPE.test(accept) || takesFhirJson(accept)) return undefined;
+  return preferred(accept, ANSWERED_JSON.slice(1));
 }
 
 /**
@@ -226,8 +279,8 @@ export function labelledAsAsked(req: Request, res: Response): Response {
   return res;
 }
 
-/** An Accept that may ask for application/json (media types are case-insensitive). */
-const PLAIN_JSON_NAMED = /application\/json|text\/(json|\*)/i;
+/** An Accept that may ask for application/json (media types are case-insensitive), or refuse FHIR JSON (q=0). */
+const PLAIN_JSON_NAMED = /application\/json|text\/(json|\*)|q\s*=\s*0/i;
 
 /**
  * Headers of a response carrying one resource version. `Cache-Control: private, no-cache`: with `Last-Modified` and

@@ -6,7 +6,7 @@ import type { Cors } from './cors.ts';
 import { encode } from './content-coding.ts';
 import { renderError } from './errors.ts';
 import { INSTANCE_ROUTE, readResponse } from './fhir.ts';
-import { labelledAsAsked, readConditions } from './fhir-response.ts';
+import { labelledAsAsked, readConditions, REFUSES_A_TYPE } from './fhir-response.ts';
 import { FHIR_BASE_ROUTE, GATE_ROUTE, type Admitted, type FhirAdmission, type GateRequest } from './middleware/fhir-gate.ts';
 import { requestIdOf, withRequestId, type RequestRecorder } from './middleware/request-context.ts';
 import { TOKEN_ROUTE, type TokenRoute } from './oauth.ts';
@@ -121,8 +121,10 @@ export function hotRoutes(d: HotRouteDeps): HotRoutes {
     const url = req.url;
     const start = pathStart(url);
     if (start < 0 || url.includes('?', start) || url.includes('%', start)) return null;
-    // XML in or out goes through the format layer (src/http/xml-format.ts), in Hono.
-    if (MENTIONS_XML.test(req.headers.get('accept') ?? '') || MENTIONS_XML.test(req.headers.get('content-type') ?? '')) return null;
+    // XML in or out goes through the format layer (src/http/xml-format.ts), in Hono; so does an Accept refusing a type
+    // (q=0), which may refuse every JSON type and take XML through a wildcard.
+    const accept = req.headers.get('accept') ?? '';
+    if (MENTIONS_XML.test(accept) || REFUSES_A_TYPE.test(accept) || MENTIONS_XML.test(req.headers.get('content-type') ?? '')) return null;
     const path = url.slice(start);
     const method = req.method;
     if (path === TOKEN_ROUTE) {

@@ -81,6 +81,31 @@ describe('content negotiation', () => {
     }
   });
 
+  test('Accept: a type refused with q=0 stays refused beside a wildcard: another type the client accepts is answered, or 406', async () => {
+    const JSON_TYPE = 'application/json; charset=utf-8';
+    const cases: [string, string][] = [
+      ['application/fhir+json;q=0, */*', JSON_TYPE],
+      ['application/fhir+json;q=0, application/*', JSON_TYPE],
+      ['application/fhir+json; q=0.0, */*;q=0.5', JSON_TYPE],
+      ['application/fhir+json;q=0, application/json;q=0, */*', 'text/json; charset=utf-8'],
+      ['application/fhir+json;q=0, application/json;q=0, text/json;q=0, */*', 'application/fhir+xml; charset=utf-8'],
+      ['application/fhir+json;q=0, application/json;q=0, application/*, text/xml;q=0.5', 'application/fhir+xml; charset=utf-8'],
+    ];
+    // The hot read, Hono's read, a search, the CapabilityStatement and an error.
+    for (const path of ['Patient/p1', 'Patient/p1?_elements=gender', 'Patient?_id=p1', 'metadata', 'Patient/nobody']) {
+      for (const [accept, type] of cases) {
+        const res = await api.get(path, { Accept: accept });
+        await res.arrayBuffer();
+        expect([path, accept, res.status, res.headers.get('content-type')]).toEqual([path, accept, path.includes('nobody') ? 404 : 200, type]);
+      }
+    }
+    // Every type Cinder answers in refused: nothing acceptable is left for the wildcard.
+    const none = 'application/fhir+json;q=0, application/json;q=0, application/json+fhir;q=0, application/fhir+xml;q=0, application/xml;q=0, application/xml+fhir;q=0, application/fhir+ndjson;q=0, application/ndjson;q=0, application/*';
+    await expectOutcome(await api.get('Patient/p1', { Accept: none }), 406);
+    // Without q=0 nothing changes: the wildcard is FHIR JSON's.
+    expect((await api.get('Patient/p1', { Accept: 'application/fhir+json;q=0.5, */*;q=0.1' })).headers.get('content-type')).toBe('application/fhir+json; charset=utf-8');
+  });
+
   test('Accept: application/json is answered as application/json (http.html 3.1.0.1.10), FHIR JSON stays the default', async () => {
     const type = async (path: string, accept?: string, init: { method?: string; body?: unknown; headers?: Record<string, string> } = {}) => {
       const res = await api.call(init.method ?? 'GET', path, init.body, { ...(accept === undefined ? {} : { Accept: accept }), ...init.headers });

@@ -64,6 +64,7 @@ import { graphqlCapability, graphqlRoutes } from './http/graphql.ts';
 import { fhirJson, fhirJsonParts } from './http/fhir-response.ts';
 import { createMetrics, type Metrics } from './http/metrics.ts';
 import { FHIR_BASE_ROUTE, fhirAdmission, fhirGate, GATE_ROUTE } from './http/middleware/fhir-gate.ts';
+import { optionsRoute } from './http/options.ts';
 import { hotRoutes, type HotRoutes } from './http/hot-routes.ts';
 import { xmlAnswers } from './http/xml-format.ts';
 import { createCors } from './http/cors.ts';
@@ -316,6 +317,8 @@ export function createApp(deps: AppDeps): App {
   fhir.route('/', fhirRoutes({
     ...fhirDeps, baseUrl: config.baseUrl, limits, expunge: config.expunge === 'on', dispatch: (req) => Promise.resolve(fetch(req)), wsBinding: { tokens: wsTokens, readsNotImplied, url: websocketUrl },
   }));
+  // OPTIONS that is no CORS preflight: the methods the path's routes take (src/http/options.ts), behind the gate.
+  fhir.options('*', optionsRoute(fhir));
   app.route(FHIR_BASE_ROUTE, fhir);
   // The EHR launch reads the Patient and Encounter as the FHIR API does, so it is mounted beside it.
   app.route('/', launchRoutes(authDeps, fhirDeps, completeConditions));

@@ -1,4 +1,5 @@
 import { Hono, type Context } from 'hono';
+import { refusesHead } from './options.ts';
 import { FhirError } from '../errors.ts';
 import { openDownload } from '../export/download.ts';
 import { kickOff, type KickoffDeps } from '../export/kickoff.ts';
@@ -76,7 +77,7 @@ export function exportRoutes(deps: ExportRouteDeps): Hono<AppEnv> {
     return fhirJson(outcome, 202, { 'Content-Location': `${sreq.fhirBase}/$export-status/${id}` });
   };
   for (const [path, level] of [['/$export', 'system'], ['/Patient/$export', 'patient'], ['/Group/:id/$export', 'group']] as const) {
-    app.get(path, kick(level));
+    app.get(path, refusesHead(kick(level)));
     app.post(path, kick(level));
   }
 

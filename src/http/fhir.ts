@@ -37,6 +37,7 @@ import { FhirError } from '../errors.ts';
 import { readFhirBody, readFhirText, readFormText, readOptionalFhirBody, requireUtf8 } from './body.ts';
 import type { AppEnv } from './env.ts';
 import { parsePrefer } from './prefer.ts';
+import { refusal } from './options.ts';
 import { checkAccept, fhirJson, fhirJsonOfParts, notModified, readConditions, versionHeaders, versionResponse, type ReadConditions } from './fhir-response.ts';
 import { instanceShape, type Shape } from '../fhir/subset.ts';
 import { strictQuery } from '../fhir/query-encoding.ts';
@@ -505,14 +506,14 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
 }
 
 /** 405 with `Allow` for a known path (under a known type, if any); an `$operation` in place of an id stays 404. */
-const refuse = (allow: string) => (c: Context<AppEnv>) => {
+const refuse = (allow: string) => refusal((c: Context<AppEnv>) => {
   const { type, id } = c.req.param() as { type?: string; id?: string };
   if (id?.startsWith('$')) throw new FhirError('not-found', `Operation ${id} is not supported on ${type}`);
   if (type !== undefined) checkTypeAndId(type);
   throw new FhirError('method-not-allowed', `${c.req.method} is not supported on ${new URL(c.req.url).pathname.replace(/^.*\/fhir\/R4/, '') || '/'}`, {
     headers: { Allow: allow },
   });
-};
+});
 
 /**
  * 405 for the methods the FHIR base and the history paths do not support, registered before the

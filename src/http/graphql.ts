@@ -1,4 +1,5 @@
 import { Hono, type Context } from 'hono';
+import { refusal } from './options.ts';
 import { FhirError } from '../errors.ts';
 import type { CapabilityContribution } from '../fhir/capability.ts';
 import type { FhirDeps } from '../fhir/crud.ts';
@@ -116,9 +117,9 @@ export function graphqlRoutes(deps: GraphqlRouteDeps): Hono<AppEnv> {
     const status = type === GRAPHQL_RESPONSE && reply.requestError ? 400 : 200;
     return new Response(reply.text, { status, headers: { 'Content-Type': `${type}; charset=utf-8` } });
   };
-  const refuse = (c: Context<AppEnv>) => {
+  const refuse = refusal((c: Context<AppEnv>) => {
     throw new FhirError('method-not-allowed', `${c.req.method} is not supported on $graphql`, { headers: { Allow: 'GET, HEAD, POST' } });
-  };
+  });
   app.on(['GET', 'POST'], '/$graphql', (c) => answer(c));
   app.on(['GET', 'POST'], '/:type/:id/$graphql', (c) => {
     const { type, id } = c.req.param();

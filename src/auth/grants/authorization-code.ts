@@ -1,10 +1,10 @@
 import { OAuthError } from '../../errors.ts';
-import type { AuthCode } from '../../store/types.ts';
+import type { AuthCode, RevocationQuery } from '../../store/types.ts';
 import { OFFLINE_SCOPES } from '../claims.ts';
 import { mayHoldRefreshTokens, type AuthenticatedClient, type AuthMethod } from '../client-auth.ts';
 import type { AuthDeps } from '../deps.ts';
 import { grantContext } from '../grant-context.ts';
-import { checkReadableScopes, grantUser, issueUserTokens, revokeGrant, stillRegistered } from '../issue.ts';
+import { checkReadableScopes, grantUser, issueUserTokens, revokeGrant, signedInUser, stillRegistered } from '../issue.ts';
 import { CODE_VERIFIER, s256, verifierMatches } from '../pkce.ts';
 import { splitScopes } from '../scopes.ts';
 import { randomToken, sha256Hex } from '../secrets.ts';
@@ -74,6 +74,27 @@ async function redeem(deps: AuthDeps, value: string, { client, method }: Authent
 }
 
 /**
+ * Stores the refresh token of a redeemed code and returns its value. A revocation of the client's or the user's tokens
+ * that committed after the redemption's checks and before this insert did not see the token (it updates the refresh
+ * tokens stored then): it is looked for again once the token is stored, and if found the grant is revoked (the token
+ * with it) and the redemption fails, as it would have a moment earlier.
+ */
+async function storeRefreshToken(deps: AuthDeps, code: AuthCode, clientId: string, scope: string, signedInClient: NonNullable<RevocationQuery['client']>): Promise<string> {
+  const refresh = randomToken(32);
+  const now = deps.clock.now();
+  await deps.store.oauth.createRefreshToken({
+    tokenHash: sha256Hex(refresh), grantId: code.grantId, clientId, tenant: code.tenant, userId: code.userId, scope, authTime: code.authTime,
+    ...(code.authRevocationSeq !== undefined && { authRevocationSeq: code.authRevocationSeq }), createdAt: now,
+    expiresAt: now + deps.config.refreshTokenTtl * 1000, revokedAt: null, ...grantContext(code),
+  });
+  if (await deps.store.oauth.isRevoked({ client: signedInClient, user: signedInUser(code.userId, code) })) {
+    await revokeGrant(deps, code.grantId);
+    throw new OAuthError('invalid_grant', "the client's or the user's tokens were revoked after this sign-in: authorize again");
+  }
+  return refresh;
+}
+
+/**
  * authorization_code (RFC 6749 4.1.3, OIDC Core 3.1.3): single-use, short-lived codes bound to client
  * and redirect URI, PKCE S256. Issues access_token and id_token; a refresh_token only when the
  * sign-in was granted `offline_access` / `offline` and the client may hold one (mayHoldRefreshTokens).
@@ -107,16 +128,7 @@ export const authorizationCode: Grant = {
     };
     const body = await issueUserTokens(deps, grant, user);
     // The refresh token keeps the scopes granted (without patient/ ones when no patient is in context).
-    if (scopes.some((s) => OFFLINE_SCOPES.includes(s))) {
-      const refresh = randomToken(32);
-      const now = deps.clock.now();
-      await deps.store.oauth.createRefreshToken({
-        tokenHash: sha256Hex(refresh), grantId: code.grantId, clientId: client.clientId, tenant: code.tenant, userId: code.userId,
-        scope: body.scope, authTime: code.authTime, ...(code.authRevocationSeq !== undefined && { authRevocationSeq: code.authRevocationSeq }), createdAt: now, expiresAt: now + deps.config.refreshTokenTtl * 1000, revokedAt: null,
-        ...grantContext(code),
-      });
-      body.refresh_token = refresh;
-    }
+    if (scopes.some((s) => OFFLINE_SCOPES.includes(s))) body.refresh_token = await storeRefreshToken(deps, code, client.clientId, body.scope, signedInClient);
     return body;
   },
 };

@@ -1,4 +1,4 @@
-import type { IndexRows, ResourceVersion, SortKey } from '../store/types.ts';
+import type { IndexRows, ResourceVersion, SortKey, SortPosition } from '../store/types.ts';
 import { keysetSort } from '../store/search-sql.ts';
 
 /** A resource to order: its version, and its index rows when a sort on a parameter needs them. */
@@ -132,4 +132,17 @@ export function searchOrder(sort: SortKey[]): SearchOrder {
     return 0;
   };
   return { keys, compare };
+}
+
+/**
+ * How two places in a sort on parameters compare (SearchQuery.afterKeys: sort keys as sortKeysOf reads them, and an
+ * id), as `sortedAfter` compares a row with a cursor's place in the database: each key in its direction, nulls last,
+ * then the id ascending (unless the sort names `_id`). A later page read as of its first page's time places the
+ * versions then current of resources changed since by it (src/fhir/search-pin.ts).
+ */
+export function placeOrder(sort: SortKey[]): (a: SortPosition, b: SortPosition) => number {
+  const order = searchOrder(sort);
+  const named = sort.some((k) => k.by === 'id');
+  const keys = (p: SortPosition): Key[] => [...p.keys.map((v) => (typeof v === 'string' ? textKey(v) : v)), ...(named ? [] : [textKey(p.id)])];
+  return (a, b) => order.compare(keys(a), keys(b));
 }

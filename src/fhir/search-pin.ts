@@ -1,23 +1,27 @@
 /**
- * Later pages of a search in `_id` or `_lastUpdated` order read as of the first page's time (issue #14): the
+ * Later pages of a search in `_id` or `_lastUpdated` order, or in a sort on parameters, read as of the first page's time (issue #14): the
  * time its `_cursor` carries (src/fhir/search-time.ts). A resource updated while a client pages no longer moves
  * ahead of the cursor (never read, newest first) or behind it (read twice, oldest first), a deleted one is still
  * read, and one created since is not: every match of the first page's time is on exactly one page, in its place
  * as of then (Blaze pins a search's pages to the database's point in time `__t` the same way).
  *
  * The store reads the resources unchanged since the pin by their index as before (SearchQuery.asOf: one more
- * test on each resource row). Those changed since are few between two pages: the ids and version numbers of
+ * test on each resource row; in a sort on parameters, the page as now less the resources changed since). Those changed since are few between two pages: the ids and version numbers of
  * their versions written since are read (ResourceRepo.versionsSince, no texts), and each one's version current at the pin (the one before the first
  * written since) is matched against the search in memory (src/fhir/search-match.ts, as bulk export rechecks
  * versions of its snapshot), placed by its own keys and merged into the page.
  */
-import type { ResourceVersion, SearchQuery } from '../store/types.ts';
+import type { ResourceVersion, SearchQuery, SortKey, SortPosition } from '../store/types.ts';
 import { VREAD_MANY_MAX } from '../store/interface/resources.ts';
 import { keysetSort } from '../store/search-sql.ts';
+import { boundIndexRows } from '../store/index-limits.ts';
+import { issue } from './outcome.ts';
+import type { FhirIssue } from '../errors.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import type { PagePin } from './search-time.ts';
-import { compartmentsOf } from './indexer.ts';
+import { compartmentsOf, indexEntries } from './indexer.ts';
 import { matchConditions, type MatchContext } from './search-match.ts';
+import { placeOrder, sortKeysOf } from './search-order.ts';
 
 /**
  * The most versions written since the pin that a pinned page reads to find the resources changed since: past
@@ -100,23 +104,46 @@ async function matches(deps: FhirDeps, tenant: string, query: SearchQuery, v: Re
 }
 
 /**
- * The first `query.count` matches of `query` (a later page in `_id` or `_lastUpdated` order: `query.after` set) as
- * of `asOf`: the current versions unchanged since, and the versions then current of those changed since. Undefined
- * when too many versions were written since (PIN_MAX_CHANGES): the caller reads the page as the data is now. Only
- * the changed resources that fall within the page (after the cursor, before the last unchanged row of a full page)
- * are read and matched: in id order those are known by their ids alone, in `_lastUpdated` order by their versions.
+ * The place of `v` in a sort on parameters (SearchQuery.afterKeys): its keys read from its index rows as the store
+ * writes them (under the tenant's base; on PostgreSQL with long values in their bounded form, index-limits.ts), so
+ * that they compare as the database compares its rows with a cursor's place.
  */
-export async function pinnedSearch(deps: FhirDeps, req: FhirRequest, query: SearchQuery, asOf: number): Promise<ResourceVersion[] | undefined> {
+export function sortPlace(deps: FhirDeps, tenant: string, v: ResourceVersion, sort: SortKey[]): SortPosition {
+  const rows = () => {
+    const index = indexEntries(JSON.parse(v.content) as Json, deps.fhirBase?.(tenant));
+    if (deps.store.kind === 'postgres') boundIndexRows(index);
+    return index;
+  };
+  return { keys: sortKeysOf(v, rows, sort), id: v.id };
+}
+
+/**
+ * The first `query.count` matches of `query` (a later page: `query.after` in `_id` or `_lastUpdated` order, where a
+ * search across types reads a type from its first, or `query.afterKeys` in a sort on parameters) as of `asOf`: the
+ * current versions unchanged since, and the versions then current of those changed since. Undefined when too many
+ * versions were written since (PIN_MAX_CHANGES): the caller reads the page as the data is now.
+ */
+export function pinnedSearch(deps: FhirDeps, req: FhirRequest, query: SearchQuery, asOf: number): Promise<ResourceVersion[] | undefined> {
+  return query.afterKeys === undefined ? pinnedKeyset(deps, req, query, asOf) : pinnedSorted(deps, req, query, asOf);
+}
+
+/**
+ * A page in `_id` or `_lastUpdated` order as of `asOf` (pinnedSearch): the store reads the unchanged resources
+ * (SearchQuery.asOf). Only the changed resources that fall within the page (after the cursor, before the last
+ * unchanged row of a full page) are read and matched: in id order those are known by their ids alone, in
+ * `_lastUpdated` order by their versions.
+ */
+async function pinnedKeyset(deps: FhirDeps, req: FhirRequest, query: SearchQuery, asOf: number): Promise<ResourceVersion[] | undefined> {
   const [changed, unchanged] = await Promise.all([
     changedSince(deps, req.tenant, query.type, asOf),
     deps.store.resources.search(req.tenant, { ...query, asOf }),
   ]);
   if (changed === undefined) return undefined;
   const order = comparer(query);
-  const after = query.after!;
+  const after = query.after;
   // A full page's last row bounds it: a changed resource placed beyond it is not on this page.
   const last = unchanged.length >= query.count ? unchanged[unchanged.length - 1] : undefined;
-  const within = (v: Pick<ResourceVersion, 'id' | 'lastUpdated'>) => order(v, after) > 0 && (last === undefined || order(v, last) < 0);
+  const within = (v: Pick<ResourceVersion, 'id' | 'lastUpdated'>) => (after === undefined || order(v, after) > 0) && (last === undefined || order(v, last) < 0);
   const byId = keysetSort(query.sort)!.by === 'id';
   const asked = changed.filter((c) => c.versionId > 0 && (!byId || within({ id: c.id, lastUpdated: 0 })));
   const kept: ResourceVersion[] = [];
@@ -125,4 +152,70 @@ export async function pinnedSearch(deps: FhirDeps, req: FhirRequest, query: Sear
   }
   if (kept.length === 0) return unchanged;
   return [...unchanged, ...kept].sort(order).slice(0, query.count);
+}
+
+/**
+ * A page of a sort on parameters after its place as of `asOf` (pinnedSearch). The store reads the page as the data
+ * is now, and the rows of resources changed since are left out (their keys now may not be their keys then): the
+ * rest are unchanged since, with the keys they had then, in the database's order. Read beside the changes, a page
+ * that loses rows so is read again with as many more as resources changed, which holds every unchanged row the
+ * page needs. The versions then current of those changed are matched against the search, placed by their own keys
+ * (sortPlace, compared as the database compares them: placeOrder), and those after the place and before the last
+ * unchanged row of a full page are merged in.
+ */
+async function pinnedSorted(deps: FhirDeps, req: FhirRequest, query: SearchQuery, asOf: number): Promise<ResourceVersion[] | undefined> {
+  const [changed, now] = await Promise.all([
+    changedSince(deps, req.tenant, query.type, asOf),
+    deps.store.resources.search(req.tenant, query),
+  ]);
+  if (changed === undefined) return undefined;
+  if (changed.length === 0) return now;
+  const since = new Set(changed.map((c) => c.id));
+  let unchanged = now.filter((v) => !since.has(v.id));
+  if (now.length >= query.count && unchanged.length < query.count) {
+    unchanged = (await deps.store.resources.search(req.tenant, { ...query, count: query.count + changed.length })).filter((v) => !since.has(v.id));
+  }
+  unchanged = unchanged.slice(0, query.count);
+  const order = placeOrder(query.sort);
+  const placed = (v: ResourceVersion) => ({ v, at: sortPlace(deps, req.tenant, v, query.sort) });
+  const last = unchanged.length >= query.count ? placed(unchanged[unchanged.length - 1]!).at : undefined;
+  const kept: { v: ResourceVersion; at: SortPosition }[] = [];
+  for (const p of (await versions(deps, req.tenant, query.type, changed.filter((c) => c.versionId > 0), asOf)).map(placed)) {
+    if (order(p.at, query.afterKeys!) > 0 && (last === undefined || order(p.at, last) < 0) && (await matches(deps, req.tenant, query, p.v))) kept.push(p);
+  }
+  if (kept.length === 0) return unchanged;
+  return [...unchanged.map(placed), ...kept].sort((a, b) => order(a.at, b.at)).slice(0, query.count).map((p) => p.v);
+}
+
+/**
+ * The rows of a plain page (one store search: no core resources merged in, no reach judged after reading) of a
+ * paged search: a later page given the first page's time (`asOf`; `later`: after a cursor's place, or a type a
+ * search across types reads from its first on a later page) read as of it (pinnedSearch), or, where too many
+ * versions were written since, as the data is now with a warning naming `_cursor`; any other page as the store
+ * answers it. A later page whose cursor carried the write mark read before the first page's query is read as the
+ * store answers it while the mark holds (nothing was written since, so the as-of read would answer the same:
+ * pinMark), and carries the mark on; a first page reads the mark before its query and carries it where it is
+ * exact; both only where the mark costs no round trip (marksPin).
+ */
+export async function pinnedRows(
+  deps: FhirDeps, req: FhirRequest, query: SearchQuery, at: { asOf?: number; pin?: PagePin; later: boolean }, warnings: FhirIssue[],
+): Promise<ResourceVersion[]> {
+  const { asOf, pin } = at;
+  if (pin !== undefined && asOf === undefined && marksPin(deps, pin)) {
+    const { mark, exact } = await pinMark(deps, req.tenant, pin);
+    if (exact) pin.carry = mark;
+  }
+  if (asOf !== undefined && at.later) {
+    if (pin?.carried !== undefined && marksPin(deps, pin) && (await pinMark(deps, req.tenant, pin)).mark === pin.carried) {
+      pin.carry = pin.carried;
+      return deps.store.resources.search(req.tenant, query);
+    }
+    const pinned = await pinnedSearch(deps, req, query, asOf);
+    if (pinned !== undefined) return pinned;
+    const what = `More than ${PIN_MAX_CHANGES} versions of ${query.type} were written since this search's first page`;
+    if (!warnings.some((w) => w.diagnostics?.startsWith(what))) {
+      warnings.push(issue('warning', 'too-costly', `${what}: this page is read as the data is now, not as of the first page, and may repeat or leave out resources changed since (search again from the first page for a consistent read)`, ['_cursor']));
+    }
+  }
+  return deps.store.resources.search(req.tenant, query);
 }

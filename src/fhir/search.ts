@@ -25,10 +25,8 @@ import { hasCoreResources } from './core-layer.ts';
 import { CONTROL_CHARACTER } from './validation/primitives.ts';
 import { TEXT_MAX_QUERY_WORDS } from './text-index.ts';
 import { checkOffset, MAX_OFFSET, parseOffset, searchAtOffset } from './search-offset.ts';
-import { sortKeysOf } from './search-order.ts';
 import { carriedTotal, carryLinks, pageTotal, totalContext } from './search-total.ts';
-import { boundedValue } from '../store/index-limits.ts';
-import { marksPin, PIN_MAX_CHANGES, pinMark, pinnedSearch } from './search-pin.ts';
+import { pinMark, pinnedRows, sortPlace } from './search-pin.ts';
 import type { PagePin } from './search-time.ts';
 
 export const DEFAULT_COUNT = 50;
@@ -278,9 +276,7 @@ function fitsSort(at: SortPosition, sort: SortKey[]): boolean {
 function sortedCursor(deps: FhirDeps, req: FhirRequest, type: string, row: ResourceVersion, sort: SortKey[], offset: number): string | Promise<string> {
   // The keys are the match's values (PHI: names, birth dates, codes), never to be read in a URL: sealed for this search's type and caller.
   if (deps.cursors === undefined) return encodeCursor({ offset });
-  const keys = sortKeysOf(row, () => indexEntries(JSON.parse(row.content) as Json, deps.fhirBase?.(req.tenant)), sort);
-  const stored = deps.store.kind === 'postgres' ? keys.map((v) => (typeof v === 'string' ? boundedValue(v) : v)) : keys;
-  return deps.cursors.seal(sortedText({ keys: stored, id: row.id, offset }), cursorContext(req, type));
+  return deps.cursors.seal(sortedText({ ...sortPlace(deps, req.tenant, row, sort), offset }), cursorContext(req, type));
 }
 
 export function parseCount(raw: string | null): number {
@@ -1453,7 +1449,7 @@ async function searchPage(
     ? await searchWithCore(deps, req.tenant, { ...query, count: query.count + 1 }, compiled.coreOffset)
     : keep !== undefined
       ? await pageFilled(deps, req, query, keep)
-      : { rows: await plainRows(deps, req, { ...query, count: query.count + 1 }, asOf, pin, warnings), offsets: (n) => ({ store: (query.offset ?? 0) + n }) };
+      : { rows: await pinnedRows(deps, req, { ...query, count: query.count + 1 }, { asOf, pin, later: query.after !== undefined || query.afterKeys !== undefined }, warnings), offsets: (n) => ({ store: (query.offset ?? 0) + n }) };
   const rows = page.rows;
   const result: SearchResult = { rows: rows.slice(0, query.count), included: [], warnings, self, query };
   if (rows.length > query.count) {
@@ -1486,33 +1482,4 @@ async function searchPage(
   const includedShape = result.included.length ? shaper(includedSubset(compiled)) : undefined;
   if (includedShape) result.includedShape = includedShape;
   return result;
-}
-
-/**
- * The rows of a plain page: a later page in `_id` or `_lastUpdated` order given the first page's time read as of
- * it (pinnedSearch), or, where too many versions were written since, as the data is now with a warning naming
- * `_cursor`; any other page as the store answers it. A later page whose cursor carried the write mark read
- * before the first page's query is read as the store answers it while the mark holds (nothing was written
- * since, so the as-of read would answer the same: pinMark), and carries the mark on; a page in that order
- * without a time (a first page) reads the mark before its query and carries it where it is exact; both only
- * where the mark costs no round trip (marksPin).
- */
-async function plainRows(
-  deps: FhirDeps, req: FhirRequest, query: SearchQuery, asOf: number | undefined, pin: PagePin | undefined, warnings: FhirIssue[],
-): Promise<ResourceVersion[]> {
-  const keyset = keysetSort(query.sort) !== undefined;
-  if (pin !== undefined && keyset && asOf === undefined && marksPin(deps, pin)) {
-    const { mark, exact } = await pinMark(deps, req.tenant, pin);
-    if (exact) pin.carry = mark;
-  }
-  if (asOf !== undefined && query.after !== undefined && keyset) {
-    if (pin?.carried !== undefined && marksPin(deps, pin) && (await pinMark(deps, req.tenant, pin)).mark === pin.carried) {
-      pin.carry = pin.carried;
-      return deps.store.resources.search(req.tenant, query);
-    }
-    const pinned = await pinnedSearch(deps, req, query, asOf);
-    if (pinned !== undefined) return pinned;
-    warnings.push(issue('warning', 'too-costly', `More than ${PIN_MAX_CHANGES} versions of ${query.type} were written since this search's first page: this page is read as the data is now, not as of the first page, and may repeat or leave out resources changed since (search again from the first page for a consistent read)`, ['_cursor']));
-  }
-  return deps.store.resources.search(req.tenant, query);
 }

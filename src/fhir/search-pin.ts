@@ -178,13 +178,30 @@ async function pinnedSorted(deps: FhirDeps, req: FhirRequest, query: SearchQuery
   unchanged = unchanged.slice(0, query.count);
   const order = placeOrder(query.sort);
   const placed = (v: ResourceVersion) => ({ v, at: sortPlace(deps, req.tenant, v, query.sort) });
-  const last = unchanged.length >= query.count ? placed(unchanged[unchanged.length - 1]!).at : undefined;
+  const last = unchanged.length >= query.count ? sortPlace(deps, req.tenant, unchanged[unchanged.length - 1]!, query.sort) : undefined;
   const kept: { v: ResourceVersion; at: SortPosition }[] = [];
   for (const p of (await versions(deps, req.tenant, query.type, changed.filter((c) => c.versionId > 0), asOf)).map(placed)) {
     if (order(p.at, query.afterKeys!) > 0 && (last === undefined || order(p.at, last) < 0) && (await matches(deps, req.tenant, query, p.v))) kept.push(p);
   }
   if (kept.length === 0) return unchanged;
-  return [...unchanged.map(placed), ...kept].sort((a, b) => order(a.at, b.at)).slice(0, query.count).map((p) => p.v);
+  // Each kept version goes before the first unchanged row placed after it, found by halving: the places of a few
+  // unchanged rows are read, not those of the whole page.
+  const places = new Map<number, SortPosition>(last === undefined ? [] : [[unchanged.length - 1, last]]);
+  const placeAt = (i: number) => places.get(i) ?? places.set(i, sortPlace(deps, req.tenant, unchanged[i]!, query.sort)).get(i)!;
+  const out: ResourceVersion[] = [];
+  let from = 0;
+  for (const p of kept.sort((a, b) => order(a.at, b.at))) {
+    let lo = from;
+    for (let hi = unchanged.length; lo < hi; ) {
+      const mid = (lo + hi) >> 1;
+      if (order(placeAt(mid), p.at) < 0) lo = mid + 1;
+      else hi = mid;
+    }
+    out.push(...unchanged.slice(from, lo), p.v);
+    from = lo;
+  }
+  out.push(...unchanged.slice(from));
+  return out.slice(0, query.count);
 }
 
 /**

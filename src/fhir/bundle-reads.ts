@@ -177,7 +177,7 @@ async function readOne(deps: FhirDeps, req: FhirRequest, entry: Entry, base: str
   }
   // The searchset a REST search answers: includes, _summary / _elements, warnings and paging links.
   const r = await pagedAt(entry.query!, safeTimeNow(deps.store, deps.clock), (query, asOf, pin) => (across(entry)
-    ? searchTypes(deps, req, query, false, entry.compartment)
+    ? searchTypes(deps, req, query, false, entry.compartment, asOf, pin)
     : searchResources(deps, req, entry.type, query, false, entry.compartment, asOf, pin)));
   charge(budget, r.rows);
   charge(budget, r.included);

@@ -5,7 +5,8 @@
  * `*`); each is searched with the same compiled engine as a type-level search, and the pages are
  * merged: by type and then id by default, by `_lastUpdated` (either direction, ties by type and id)
  * when sorted so. Parameters must mean something on every type searched (R4 requires them common to
- * the types); `_sort` by any other key is not supported across types.
+ * the types); `_sort` by any other key is not supported across types. Later pages are read as of the first
+ * page's time, each type's rows as its own search's are (src/fhir/search-pin.ts).
  */
 import { FhirError, type FhirIssue } from '../errors.ts';
 import type { ResourceVersion, SearchCursor, SearchQuery } from '../store/types.ts';
@@ -26,6 +27,9 @@ import { foreignInclude, ignoredInclude, unreachableRevinclude } from './revincl
 import { includedSubset, shaper } from './subset.ts';
 import { issue } from './outcome.ts';
 import { carriedTotal, carryLinks, pageTotal, totalContext } from './search-total.ts';
+import { searchesCore } from './core-search.ts';
+import { pinMark, pinnedRows } from './search-pin.ts';
+import type { PagePin } from './search-time.ts';
 
 /** Where a page starts: after the resource of type index `t` with id `i` (and `_lastUpdated` `u` when sorted by it). */
 interface Position {
@@ -137,17 +141,18 @@ export interface TypeSearch {
 
 /**
  * Searches `types` (undefined: every type the token may search; `compartment`: its member types,
- * `{type}/{id}/*`) with one query string, as one paged result.
+ * `{type}/{id}/*`) with one query string, as one paged result; a later page as of `asOf`, the first page's time
+ * its cursor carried, as a type's search reads one (src/fhir/search-pin.ts).
  */
 export async function searchTypes(
-  deps: FhirDeps, req: FhirRequest, given: URLSearchParams, strict: boolean, compartment?: Compartment,
+  deps: FhirDeps, req: FhirRequest, given: URLSearchParams, strict: boolean, compartment?: Compartment, asOf?: number, pin?: PagePin,
 ): Promise<SearchResult> {
-  return searchAtOffset(withoutEmptyResultParams(given), strict, (params) => pageTypes(deps, req, params, strict, compartment));
+  return searchAtOffset(withoutEmptyResultParams(given), strict, (params) => pageTypes(deps, req, params, strict, compartment, asOf, pin));
 }
 
 /** A page of a search across types, from its start or its `_cursor` (searchTypes). */
 async function pageTypes(
-  deps: FhirDeps, req: FhirRequest, params: URLSearchParams, strict: boolean, compartment?: Compartment,
+  deps: FhirDeps, req: FhirRequest, params: URLSearchParams, strict: boolean, compartment?: Compartment, asOf?: number, pin?: PagePin,
 ): Promise<SearchResult> {
   const { types, own, sort, limit, includes, revincludes, ignored, taken } = prepareAcross(req, params, strict, compartment);
   // Each type the tenant holds resources of (or the core has some: CodeSystem, ValueSet) is searched
@@ -169,7 +174,9 @@ async function pageTypes(
   }
   const { summary, elements } = first!;
   const self = usedAcross(params, first!.self, limit, taken, strict, warnings);
-  return pageAcross(deps, req, params, types, searches, { sort, limit, summary, elements, warnings: [...warnings.values()], includes, revincludes, self });
+  return pageAcross(deps, req, params, types, searches, {
+    sort, limit, summary, elements, warnings: [...warnings.values()], includes, revincludes, self, ...(pin !== undefined && { pin }), ...(asOf !== undefined && { asOf }),
+  });
 }
 
 /**
@@ -290,6 +297,12 @@ export interface AcrossOptions {
   revincludes: Include[];
   /** The parameters used (the self link; the next link adds its `_cursor`). */
   self: URLSearchParams;
+  /**
+   * The paging's pin (pagedAt): with it, each type's rows of a later page are read as of the first page's time
+   * (`asOf`) where a type's search reads them so (pinnedRows); without it, as the data is now.
+   */
+  pin?: PagePin;
+  asOf?: number;
 }
 
 /**
@@ -318,15 +331,21 @@ export async function pageAcross(
   // unchanged (search-total.ts), sealed for the types searched and each one's query; a failed page leaves the
   // count's outcome unread, so it is caught here.
   const context = () => totalContext(req, cursorContext(req, types.join(',')), self, searches.map((s) => s.query), undefined);
-  const counting = total === 'accurate' || total === 'estimate' ? (await pageTotal(deps, req, carried, context(), () => countAll())).counting : undefined;
+  const pin = opts.pin;
+  const mark = pin === undefined ? undefined : () => pinMark(deps, req.tenant, pin).then((m) => m.mark);
+  const counting = total === 'accurate' || total === 'estimate' ? (await pageTotal(deps, req, carried, context(), () => countAll(), mark)).counting : undefined;
   counting?.catch(() => undefined);
   const index = new Map(types.map((t, i) => [t, i]));
   // Binaries whose securityContext the request may not read, and Provenance the index found by a target
   // naming a version outside a patient's token's reach, are read past (keptInReach, rowsFilled), so that
   // the page and its `next` link tell nothing of them.
+  // A type's rows on a later page are read as of the first page's time (pinnedRows: every type's, from its own
+  // position or its first), but for those merged with the core resources or kept in reach, as a type's search pages them.
   const rowsOf = async (query: SearchQuery) => {
     const keep = keptInReach(deps, req, query.type, query.compartment);
-    return keep === undefined ? queryRows(deps, req.tenant, query) : (await rowsFilled(deps, req, query, keep)).map((k) => k.row);
+    if (keep !== undefined) return (await rowsFilled(deps, req, query, keep)).map((k) => k.row);
+    if (pin === undefined || searchesCore(deps, query)) return queryRows(deps, req.tenant, query);
+    return pinnedRows(deps, req, query, { pin, ...(opts.asOf !== undefined && { asOf: opts.asOf }), later: at !== undefined }, result.warnings);
   };
   /** A row of the merged page: its type's index and its place among its type's rows (their store order). */
   const page: { row: ResourceVersion; t: number; n: number }[] = [];

@@ -206,7 +206,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   };
   /** `GET [base]?...` and `{Compartment}/{id}/*` (src/fhir/search-system.ts). */
   const searchAll = async (c: Context<AppEnv>, params: URLSearchParams, compartment?: Compartment) => {
-    const r = await pagedAt(params, readTime(), (p) => searchTypes(deps, request(c), p, strict(c), compartment));
+    const r = await pagedAt(params, readTime(), (p, asOf, pin) => searchTypes(deps, request(c), p, strict(c), compartment, asOf, pin));
     return searchset(c, compartment === undefined ? '' : `/${compartment.type}/${compartment.id}/*`, r, r.at);
   };
   /** A `_search` form (`POST .../_search`), with the URL's own parameters after it. */

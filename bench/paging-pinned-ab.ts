@@ -6,7 +6,8 @@
  * Each checkout gets its own in-process app on a database of its own (bench/lib/databases.ts). Tenant `t1` holds
  * 10,000 Patients written in id order (`p00000`...), every other one female. Each scenario's second page is
  * linked from a first page read once at set-up; the "changed since" scenarios' first pages are read before 200
- * Patients in the middle (`p05000`-`p05199`, past the fifth page in each order) are updated, so that a checkout
+ * Patients in the middle (`p05000`-`p05199`, past the fifth page in each order; renamed `Changed`, which moves them
+ * to the end of `_sort=family`) are updated, so that a checkout
  * that reads later pages as of the first page (src/fhir/search-pin.ts) reads their 200 versions each page, and
  * both checkouts answer the same ids. Each round times every scenario on A then B (B then A on odd rounds), after
  * one warm-up round (bench/lib/paired.ts).
@@ -42,6 +43,8 @@ const SCENARIOS: Scenario[] = [
   { name: '`Patient?gender=female&_sort=-_lastUpdated&_count=50`', query: 'Patient?gender=female&_sort=-_lastUpdated&_count=50', changed: false },
   { name: '`Patient?_count=50`, 200 updated since page 1', query: 'Patient?_count=50', changed: true },
   { name: '`Patient?gender=female&_sort=-_lastUpdated&_count=50`, 200 updated since page 1', query: 'Patient?gender=female&_sort=-_lastUpdated&_count=50', changed: true },
+  { name: '`Patient?_sort=family&_count=50`', query: 'Patient?_sort=family&_count=50', changed: false },
+  { name: '`Patient?_sort=family&_count=50`, 200 updated since page 1', query: 'Patient?_sort=family&_count=50', changed: true },
 ];
 
 const PATIENTS = 10_000;

@@ -74,10 +74,16 @@ await eachStore((kind, fresh) => {
     /** A later page with nothing written since: on SQLite, the mark alone; on PostgreSQL (a round trip) without _total, the changes since. */
     const still = kind === 'sqlite' ? { history: 0, versionsSince: 0, vreadMany: 0, writeMark: 1 } : { history: 0, versionsSince: 1, vreadMany: 0, writeMark: 0 };
 
-    test('in id order and newest first: no history read on a later page when nothing was written since the first', async () => {
+    test('in id order, newest first and sorted on a parameter: no history read on a later page when nothing was written since the first', async () => {
       const family = `Still${++set}`;
       const made = await sixPatients('s', family);
-      for (const [query, order] of [[`Patient?family=${family}&_count=2`, made], [`Patient?family=${family}&_sort=-_lastUpdated&_count=2`, [...made].reverse()]] as const) {
+      const queries = [
+        [`Patient?family=${family}&_count=2`, made],
+        [`Patient?family=${family}&_sort=-_lastUpdated&_count=2`, [...made].reverse()],
+        // A sort on parameters (ties by id).
+        [`Patient?family=${family}&_sort=family&_count=2`, made],
+      ] as const;
+      for (const [query, order] of queries) {
         const { got, made: later } = await paged(query);
         expect(got).toEqual(order);
         expect(later).toHaveLength(2);

@@ -19,7 +19,7 @@ import { issue } from './outcome.ts';
 import type { FhirIssue } from '../errors.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import type { PagePin } from './search-time.ts';
-import { compartmentsOf, indexEntries } from './indexer.ts';
+import { compartmentsOf, paramEntries } from './indexer.ts';
 import { matchConditions, type MatchContext } from './search-match.ts';
 import { placeOrder, sortKeysOf } from './search-order.ts';
 
@@ -104,13 +104,14 @@ async function matches(deps: FhirDeps, tenant: string, query: SearchQuery, v: Re
 }
 
 /**
- * The place of `v` in a sort on parameters (SearchQuery.afterKeys): its keys read from its index rows as the store
- * writes them (under the tenant's base; on PostgreSQL with long values in their bounded form, index-limits.ts), so
+ * The place of `v` in a sort on parameters (SearchQuery.afterKeys): its keys read from its index rows of the sort's
+ * parameters as the store writes them (paramEntries; under the tenant's base; on PostgreSQL with long values in their bounded form, index-limits.ts), so
  * that they compare as the database compares its rows with a cursor's place.
  */
 export function sortPlace(deps: FhirDeps, tenant: string, v: ResourceVersion, sort: SortKey[]): SortPosition {
   const rows = () => {
-    const index = indexEntries(JSON.parse(v.content) as Json, deps.fhirBase?.(tenant));
+    const params = sort.flatMap((k) => (k.by === 'param' ? [k.param] : []));
+    const index = paramEntries(JSON.parse(v.content) as Json, params, deps.fhirBase?.(tenant));
     if (deps.store.kind === 'postgres') boundIndexRows(index);
     return index;
   };

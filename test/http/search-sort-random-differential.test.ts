@@ -339,6 +339,8 @@ for (const target of targets) {
           if (next === undefined) continue;
           const lastOf = structuredClone(data.find((x) => x.id === first[first.length - 1])!) as Obs;
           const last = place(lastOf, keys);
+          // The later pages are read as of the first page's time (src/fhir/search-pin.ts): the matches then, after its place.
+          const then = structuredClone(data);
           const obs = data.filter((x): x is Obs => x.type === 'Observation');
           // Two deleted (every other time the first page's last among them), four updated: to the common value,
           // to none, from none to a rare one, to the first page's last key.
@@ -366,7 +368,7 @@ for (const target of targets) {
             const stored = await api.put200(toFhir(x));
             x.lu = Date.parse(stored.meta.lastUpdated);
           }
-          const rest = data.filter((x) => x.type === s.type && test(x)).map((x) => place(x, keys))
+          const rest = then.filter((x) => x.type === s.type && test(x)).map((x) => place(x, keys))
             .filter((p) => comparePlaces(p, last, keys) > 0).sort((a, b) => comparePlaces(a, b, keys)).map((p) => p.id);
           await walk(next, s.count, rest, `${phase}, after changes`);
         }

@@ -157,12 +157,14 @@ export function numberTest(param: string, raw: string): NumberTest {
   const digits = BigInt(`${rest[0] === '-' ? '-' : ''}${m[1]}${m[2] ?? ''}`);
   const exponent = Number(m[3] ?? 0) - (m[2]?.length ?? 0) - 1;
   const bound = (offset: bigint) => Number(`${digits * 10n + offset}e${exponent}`);
-  const [low, high] = [bound(-5n), bound(5n)];
   if (op === 'ap') {
-    const gap = Math.max(Math.abs(value) * 0.1, (high - low) / 2);
-    return { op, value, low: value - gap, high: value + gap };
+    // 10% of the value (its digits one place down) or half its last place (5), whichever is wider, in
+    // decimal too: 1.1 - 0.11 in binary floating point is 0.9900000000000001, which would leave out 0.99.
+    const magnitude = digits < 0n ? -digits : digits;
+    const gap = magnitude > 5n ? magnitude : 5n;
+    return { op, value, low: bound(-gap), high: bound(gap) };
   }
-  return { op, value, low, high };
+  return { op, value, low: bound(-5n), high: bound(5n) };
 }
 
 /**

@@ -62,6 +62,19 @@ await eachStore((kind, fresh) => {
       expect(await found('Observation?value-quantity=5.45')).toEqual(['g545']);
     });
 
+    test('ap on a number is the range its 10% (or its precision, where wider) implies, with exact decimal ends', async () => {
+      for (const r of [risk('r005', 0.05), risk('r099', 0.99), risk('r121', 1.21)]) await api.put200(r);
+      try {
+        // ap1.1 is [0.99, 1.21): 1.1 -/+ 0.11 in binary floating point are 0.9900000000000001 and 1.2100000000000002.
+        expect(await found('RiskAssessment?probability=ap1.1')).toEqual(['r099', 'r105', 'r11', 'r115']);
+        // ap0.1 is its precision, [0.05, 0.15): 0.1 - (0.15 - 0.05) / 2 is 0.05000000000000001.
+        expect(await found('RiskAssessment?probability=ap0.1')).toEqual(['r005']);
+        expect(await found('RiskAssessment?probability=ap0.1,ap1.1&_sort=probability')).toEqual(['r005', 'r099', 'r105', 'r11', 'r115']);
+      } finally {
+        for (const id of ['r005', 'r099', 'r121']) await api.del(`RiskAssessment/${id}`);
+      }
+    });
+
     test('a code element\'s system is its required binding\'s: system|code and system| find it, another system does not', async () => {
       const GENDER = 'http://hl7.org/fhir/administrative-gender';
       expect(await found(`Patient?gender=${GENDER}|male`)).toEqual(['p1']);

@@ -2546,20 +2546,26 @@ function keysetAfter(b: SqlBuilder, a: string, keyset: SortKey, at: SearchCursor
  */
 function sortedAfter(b: SqlBuilder, a: string, q: SearchQuery, firstKey?: string): string {
   const at = q.afterKeys!;
-  const terms: { expr: string; value: string | number | null; descending: boolean; nullable: boolean }[] = q.sort.map((k, i) => ({
-    expr: i === 0 && firstKey !== undefined ? firstKey : b.sortKey(k, a, q.type)[0], value: at.keys[i] ?? null, descending: k.descending, nullable: k.by === 'param',
+  // Each key's expression is made where the statement uses it: its values are bound as it is made, and
+  // a value bound but not used is one PostgreSQL cannot type (a last key of none is never compared).
+  const lazy = (make: () => string): (() => string) => {
+    let expr: string | undefined;
+    return () => (expr ??= make());
+  };
+  const terms: { expr: () => string; value: string | number | null; descending: boolean; nullable: boolean }[] = q.sort.map((k, i) => ({
+    expr: lazy(() => (i === 0 && firstKey !== undefined ? firstKey : b.sortKey(k, a, q.type)[0])), value: at.keys[i] ?? null, descending: k.descending, nullable: k.by === 'param',
   }));
-  if (!q.sort.some((k) => k.by === 'id')) terms.push({ expr: `${a}.id`, value: at.id, descending: false, nullable: false });
+  if (!q.sort.some((k) => k.by === 'id')) terms.push({ expr: () => `${a}.id`, value: at.id, descending: false, nullable: false });
   const after = (i: number): string => {
     const t = terms[i]!;
     let beyond: string;
     if (t.value === null) beyond = '1 = 0';
     else {
-      const past = `${t.expr} ${t.descending ? '<' : '>'} ${b.v(t.value)}`;
-      beyond = t.nullable ? `(${past} OR ${t.expr} IS NULL)` : past;
+      const past = `${t.expr()} ${t.descending ? '<' : '>'} ${b.v(t.value)}`;
+      beyond = t.nullable ? `(${past} OR ${t.expr()} IS NULL)` : past;
     }
     if (i === terms.length - 1) return beyond;
-    const same = t.value === null ? `${t.expr} IS NULL` : `${t.expr} = ${b.v(t.value)}`;
+    const same = t.value === null ? `${t.expr()} IS NULL` : `${t.expr()} = ${b.v(t.value)}`;
     return `(${beyond} OR (${same} AND ${after(i + 1)}))`;
   };
   return after(0);

@@ -45,6 +45,9 @@ const QUERIES = [
   'Observation?code=c1&_sort=date,-value-quantity',
   'Observation?_sort=value-quantity,-_id',
   'Observation?_sort=-code,date',
+  // `_id` first: a place whose later key is none (a Patient without a family) compares no more keys.
+  'Patient?_sort=-_id,family',
+  'Patient?_sort=_id,-birthdate',
 ];
 
 await eachStore((kind, fresh) => {

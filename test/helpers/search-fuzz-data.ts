@@ -11,7 +11,7 @@ import type { Json } from './fhir.ts';
 export const SYS = { a: 'http://example.org/a', b: 'urn:oid:1.2.3', id: 'http://example.org/ids', ucum: 'http://unitsofmeasure.org', v2: 'http://terminology.hl7.org/CodeSystem/v2-0203' };
 
 /** Texts: names, cities, value strings, displays. */
-export const WORDS = ['Müller', 'muller', 'MULLER', 'Mull', 'Zoé', 'zoe', "O'Brien", 'a,b', 'a', 'x$y', 'p|q', 'back\\slash', 'Ann Lee', 'Anna', 'ann', 'Bob', 'bo', 'Émile', 'emile', 'van der Berg', 'Smith-Jones', 'smith', '12 Main St'];
+export const WORDS = ['Müller', 'muller', 'MULLER', 'Mull', 'Zoé', 'zoe', "O'Brien", 'a,b', 'a', 'x$y', 'p|q', 'back\\slash', 'Ann Lee', 'Anna', 'ann', 'Bob', 'bo', 'Émile', 'emile', 'van der Berg', 'Smith-Jones', 'smith', '12 Main St', '100%', 'x_y', 'x%y', 'xzy', 'a\\%'];
 /** Codes, some with characters a token value must escape. */
 export const CODES = ['c1', 'c2', 'C1', 'c10', 'a,b', 'x$y', 'p|q', '1.2', 'final'];
 export const SYSTEMS = [SYS.a, SYS.b];
@@ -21,13 +21,15 @@ export const DATES = ['2024', '2024-06', '2024-06-15', '2024-06-15T10:30:00Z', '
 export const UNITS: { code: string; unit: string; system?: string }[] = [
   { code: 'kg', unit: 'kg', system: SYS.ucum }, { code: 'cm', unit: 'cm', system: SYS.ucum }, { code: 'mm[Hg]', unit: 'mmHg', system: SYS.ucum },
   { code: '/min', unit: 'beats/minute', system: SYS.ucum }, { code: 'x1', unit: 'thing', system: SYS.a }, { code: 'x1', unit: 'thing' },
+  // the same dimension as kg: a UCUM search in one finds amounts in the others
+  { code: 'g', unit: 'g', system: SYS.ucum }, { code: 'mg', unit: 'mg', system: SYS.ucum },
 ];
-export const NUMBERS = [0, 0.5, 1, 1.5, 2, 5.4, 5.35, 5.45, 10, 10.0, 100, 99.5, 120, -3, 0.05];
+export const NUMBERS = [0, 0.5, 1, 1.5, 2, 5.4, 5.35, 5.45, 10, 10.0, 100, 99.5, 120, -3, 0.05, 5400, 5350, 0.0054, 1000, 0.001];
 export const URIS = ['http://example.org/fhir/ValueSet/a', 'http://example.org/fhir/ValueSet/a/b', 'http://example.org/fhir/ValueSet/ab', 'http://example.org/fhir', 'urn:uuid:53fefa32-fcbb-4ff8-8a92-55ee120877b7', 'http://example.org/fhir/ValueSet/a|1'];
 
-export interface FuzzData {
-  resources: Json[];
-}
+/** The test app's FHIR base of tenant t1 (test/helpers/app.ts), and another server's. */
+export const FHIR_BASE = 'http://cinder.test/tenants/t1/fhir/R4';
+export const OTHER_BASE = 'http://other.org/fhir';
 
 /** The data set of `seed`: about `n` resources of each type. */
 export function fuzzData(seed: number, n = 14): Json[] {
@@ -77,7 +79,15 @@ export function fuzzData(seed: number, n = 14): Json[] {
   const practitioners = ids('Practitioner');
   const encounters = ids('Encounter');
   const observations = ids('Observation');
-  const ref = (type: string, list: string[]): Json => (maybe(0.1) ? { identifier: identifier() } : { reference: `${type}/${pick(list)}` });
+  /** `Type/id` written as this server's absolute URL, version-specific, or another server's URL at times. */
+  const written = (key: string): string => {
+    const x = r();
+    if (x < 0.1) return `${FHIR_BASE}/${key}`;
+    if (x < 0.15) return `${key}/_history/1`;
+    if (x < 0.2) return `${OTHER_BASE}/${key}`;
+    return key;
+  };
+  const ref = (type: string, list: string[]): Json => (maybe(0.1) ? { identifier: identifier() } : { reference: written(`${type}/${pick(list)}`) });
   for (const id of practitioners) {
     out.push({ resourceType: 'Practitioner', id, ...(maybe(0.9) ? { name: some(() => ({ family: word(), ...(maybe(0.6) ? { given: some(word) } : {}) })) } : {}), ...(maybe(0.6) ? { identifier: some(identifier) } : {}), ...(maybe(0.5) ? { active: maybe(0.5) } : {}) });
   }
@@ -95,7 +105,7 @@ export function fuzzData(seed: number, n = 14): Json[] {
   }
   for (const id of encounters) {
     const e: Json = { resourceType: 'Encounter', id, status: pick(['planned', 'in-progress', 'finished', 'cancelled']), class: { system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: pick(['AMB', 'IMP', 'EMER']) } };
-    if (maybe(0.85)) e.subject = { reference: `Patient/${pick(patients)}` };
+    if (maybe(0.85)) e.subject = { reference: written(`Patient/${pick(patients)}`) };
     if (maybe(0.7)) e.period = period();
     if (maybe(0.5)) e.length = { value: pick(NUMBERS.filter((x) => x >= 0)), unit: 'min', system: SYS.ucum, code: 'min' };
     if (maybe(0.5)) e.reasonCode = some(concept);
@@ -107,7 +117,7 @@ export function fuzzData(seed: number, n = 14): Json[] {
   for (const id of observations) {
     const o: Json = { resourceType: 'Observation', id, status: pick(['final', 'amended', 'preliminary', 'registered']), code: concept() };
     if (maybe(0.8)) o.subject = maybe(0.85) ? ref('Patient', patients) : { reference: `Group/g${Math.floor(r() * 3)}` };
-    if (maybe(0.5)) o.encounter = { reference: `Encounter/${pick(encounters)}` };
+    if (maybe(0.5)) o.encounter = { reference: written(`Encounter/${pick(encounters)}`) };
     if (maybe(0.5)) o.category = some(concept);
     const v = r();
     if (v < 0.45) o.valueQuantity = quantity();
@@ -120,7 +130,7 @@ export function fuzzData(seed: number, n = 14): Json[] {
     out.push(o);
   }
   for (const id of ids('Condition')) {
-    const c: Json = { resourceType: 'Condition', id, subject: { reference: `Patient/${pick(patients)}` } };
+    const c: Json = { resourceType: 'Condition', id, subject: { reference: written(`Patient/${pick(patients)}`) } };
     if (maybe(0.9)) c.code = concept();
     if (maybe(0.7)) c.clinicalStatus = { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/condition-clinical', code: pick(['active', 'resolved', 'inactive']) }] };
     if (maybe(0.6)) { const w = r(); if (w < 0.5) c.onsetDateTime = date(); else if (w < 0.8) c.onsetPeriod = period(); else c.onsetAge = { value: pick(NUMBERS.filter((x) => x > 0)), unit: 'years', system: SYS.ucum, code: 'a' }; }
@@ -141,7 +151,7 @@ export function fuzzData(seed: number, n = 14): Json[] {
   for (const id of ids('DiagnosticReport')) {
     const d: Json = { resourceType: 'DiagnosticReport', id, status: pick(['final', 'partial', 'registered']), code: concept() };
     if (maybe(0.8)) d.subject = { reference: `Patient/${pick(patients)}` };
-    if (maybe(0.6)) d.result = some(() => ({ reference: `Observation/${pick(observations)}` }), 3);
+    if (maybe(0.6)) d.result = some(() => ({ reference: written(`Observation/${pick(observations)}`) }), 3);
     if (maybe(0.6)) d.effectiveDateTime = date();
     if (maybe(0.6)) d.issued = pick(['2024-06-15T10:30:00Z', '2024-12-31T23:59:59.999Z', '2025-01-01T00:00:00+01:00']);
     if (maybe(0.4)) d.conclusionCode = some(concept);

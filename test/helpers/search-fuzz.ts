@@ -11,7 +11,20 @@ import { paramsOf, type ParamDefinition } from '../../src/fhir/definitions.ts';
 import { normalizeString } from '../../src/fhir/indexer.ts';
 import type { Json } from './fhir.ts';
 import { prng } from './prng.ts';
-import { CODES, DATES, DISPLAYS, NUMBERS, SYS, SYSTEMS, UNITS, URIS, WORDS } from './search-fuzz-data.ts';
+import { CODES, DATES, DISPLAYS, FHIR_BASE, NUMBERS, SYS, SYSTEMS, UNITS, URIS, WORDS } from './search-fuzz-data.ts';
+
+/**
+ * The `Type/id` a literal reference names on this server (README, reference): relative, this tenant's
+ * absolute URL, either version-specific; another server's URL names none.
+ */
+export function localKey(ref: unknown): string | undefined {
+  if (typeof ref !== 'string') return undefined;
+  const rel = ref.startsWith(`${FHIR_BASE}/`) ? ref.slice(FHIR_BASE.length + 1) : ref;
+  const m = /^([A-Z][A-Za-z]+)\/([^/]+)(?:\/_history\/[^/]+)?$/.exec(rel);
+  return m ? `${m[1]}/${m[2]}` : undefined;
+}
+/** The type a reference names, this server's or another's (`patient` is a subject naming a Patient anywhere). */
+const refType = (type: string) => `reference.matches('(^|/)${type}/[^/]+(/_history/[^/]+)?$')`;
 
 export interface FuzzQuery {
   type: string;
@@ -75,7 +88,7 @@ export class FuzzOracle {
     let v = memo.get(code);
     if (v === undefined) {
       const def = this.def(r.resourceType, code);
-      const expression = def.expression.replace(/\.where\(resolve\(\) is ([A-Za-z]+)\)/g, ".where(reference.startsWith('$1/'))");
+      const expression = def.expression.replace(/\.where\(resolve\(\) is ([A-Za-z]+)\)/g, (_, type: string) => `.where(${refType(type)})`);
       let fn = this.compiledExpr.get(expression);
       if (!fn) this.compiledExpr.set(expression, (fn = fhirpath.compile(expression, r4model) as unknown as (r: Json) => unknown[]));
       memo.set(code, (v = fn(r)));
@@ -84,8 +97,8 @@ export class FuzzOracle {
   }
 
   resolve(ref: unknown): Json | undefined {
-    const s = (ref as Json)?.reference;
-    return typeof s === 'string' ? this.byKey.get(s) : undefined;
+    const key = localKey((ref as Json)?.reference);
+    return key === undefined ? undefined : this.byKey.get(key);
   }
 }
 
@@ -173,14 +186,18 @@ function datePrefixHolds(prefix: Prefix, q: Span, t: Span, now: number): boolean
   }
 }
 
-const decimalsOf = (n: string) => n.split(/[eE]/)[0]!.split('.')[1]?.length ?? 0;
+/** The decimal places a number's text gives it (`5.40`: 2, `5e-1`: 1, `1e2`: -2). */
+const decimalsOf = (n: string) => {
+  const [mant, exp] = n.split(/[eE]/) as [string, string | undefined];
+  return (mant.split('.')[1]?.length ?? 0) - Number(exp ?? 0);
+};
 
 /**
  * A number search on a target range [tl, th] (a number: tl = th), in integers at a scale finer than both:
  * `eq`/`ne` within the value's precision, the others against the value itself, `ap` 10% or the precision.
  */
 function numberHolds(prefix: Prefix, value: string, tl: number, th: number): boolean {
-  const digits = Math.max(decimalsOf(value), decimalsOf(String(tl)), decimalsOf(String(th))) + 1;
+  const digits = Math.max(decimalsOf(value), decimalsOf(String(tl)), decimalsOf(String(th)), 0) + 1;
   const scale = 10 ** digits;
   const q = Math.round(Number(value) * scale);
   const half = (5 * 10 ** -decimalsOf(value) * scale) / 10;
@@ -208,7 +225,15 @@ function numberSpan(v: unknown): [number, number] | undefined {
 }
 
 /** UCUM canonical factors of the data's units (one unit per dimension, so a search never converts across two). */
-const CANON: Record<string, number> = { kg: 1000, cm: 0.01, 'mm[Hg]': 133_322, '/min': 1 / 60, min: 60, a: 31_557_600 };
+const CANON: Record<string, number> = { kg: 1000, g: 1, mg: 0.001, cm: 0.01, 'mm[Hg]': 133_322, '/min': 1 / 60, min: 60, a: 31_557_600 };
+/** Mass units by their power of ten of grams: a UCUM search converts between them (exactly, in decimal here). */
+const MASS: Record<string, number> = { kg: 3, g: 0, mg: -3 };
+
+/** `x` (a number) moved `places` decimal places, exactly, as a decimal's text. */
+function shifted(x: number, places: number): string {
+  const [mant, exp] = x.toExponential().split('e') as [string, string];
+  return `${mant}e${Number(exp) + places}`;
+}
 
 /** The elements of `x` holding both parts of composite `code` (a code and the value its name ends with). */
 function compositeElements(x: Json, code: string): Json[] {
@@ -219,6 +244,23 @@ function compositeElements(x: Json, code: string): Json[] {
   // `code`'s value, and so counts (a disagreement of the engine's own, reported)
   const root = !code.startsWith('component') && !code.endsWith('string');
   return elems.filter((e) => (root ? e.code !== undefined : (e.code?.coding ?? []).some((c: Json) => c.code !== undefined || c.system !== undefined)) && e[value] !== undefined);
+}
+
+interface QuantityPart { prefix: Prefix; value: string; form: string; system?: string; unit?: string }
+
+/** A quantity search's value (`bare` a number, `nosys` `n||unit`, `full` `n|system|code`) on a stored Quantity. */
+function quantityHolds(p: QuantityPart, q: Json): boolean {
+  if (typeof q.value !== 'number') return false;
+  if (p.form === 'bare') return numberHolds(p.prefix, p.value, q.value, q.value);
+  // `5||` names no unit: any (an empty part is no test)
+  if (p.form === 'nosys' && !p.unit) return numberHolds(p.prefix, p.value, q.value, q.value);
+  if (p.form === 'nosys') return (q.code === p.unit || q.unit === p.unit) && numberHolds(p.prefix, p.value, q.value, q.value);
+  // UCUM mass: the stored amount in the searched unit (search.html: "based on canonical units")
+  if (p.system === SYS.ucum && q.system === SYS.ucum && MASS[p.unit!] !== undefined && MASS[q.code] !== undefined) {
+    const t = Number(shifted(q.value, MASS[q.code]! - MASS[p.unit!]!));
+    return numberHolds(p.prefix, p.value, t, t);
+  }
+  return q.system === p.system && q.code === p.unit && numberHolds(p.prefix, p.value, q.value, q.value);
 }
 
 // ---- the generator ----------------------------------------------------------------------------
@@ -333,7 +375,7 @@ export function fuzzQueries(seed: number, count: number, oracle: FuzzOracle): Fu
         return { key: code, value: parts.map((p) => `${maybe(0.2) && p.prefix === 'eq' ? '' : p.prefix}${p.value}`).join(','), test };
       }
       case 'number': {
-        const parts = Array.from({ length: alts }, () => ({ prefix: pick(PREFIXES), value: String(pick([0, 0.5, 0.52, 0.55, 0.45, 0.8, 0.75, 1, 0.1, 0.05, 0.6, 0.9, 0.7, 0.2])) }));
+        const parts = Array.from({ length: alts }, () => ({ prefix: pick(PREFIXES), value: pick(['0', '0.5', '0.52', '0.55', '0.45', '0.8', '0.75', '1', '0.1', '0.05', '0.6', '0.9', '0.7', '0.2', '0.50', '1.0', '5e-1', '1e0', '0.500', '-0.1']) }));
         const test = (x: Json) => vals(x).some((v) => { const s = numberSpan(v); return s !== undefined && parts.some((p) => numberHolds(p.prefix, p.value, s[0], s[1])); });
         return { key: code, value: parts.map((p) => `${p.prefix}${p.value}`).join(','), test };
       }
@@ -341,19 +383,18 @@ export function fuzzQueries(seed: number, count: number, oracle: FuzzOracle): Fu
         const parts = Array.from({ length: alts }, () => {
           const qs = ofType(type).flatMap((x) => vals(x)).filter((q) => typeof (q as Json).value === 'number') as Json[];
           const q = maybe(0.8) && qs.length ? pick(qs) : { value: pick(NUMBERS), ...pick(UNITS) };
-          const value = maybe(0.3) ? String(pick(NUMBERS)) : String(q.value);
+          let value = maybe(0.3) ? String(pick(NUMBERS)) : String(q.value);
           const form = pick(['bare', 'full', 'full', 'nosys']);
-          const unit = form === 'nosys' ? (maybe(0.5) ? q.unit ?? q.code : q.code ?? q.unit) : q.code;
+          let unit = form === 'nosys' ? (maybe(0.5) ? q.unit ?? q.code : q.code ?? q.unit) : q.code;
+          // the amount in another mass unit
+          if (form === 'full' && q.system === SYS.ucum && MASS[q.code] !== undefined && maybe(0.5)) {
+            unit = pick(Object.keys(MASS));
+            value = shifted(Number(value), MASS[q.code]! - MASS[unit]!);
+            if (maybe(0.5)) value = String(Number(value));
+          }
           return { prefix: pick(PREFIXES), value, form: form === 'full' && (!q.system || !q.code) ? 'bare' : form, system: q.system as string | undefined, unit: unit as string | undefined };
         });
-        const quantityTest = (q: Json) => parts.some((p) => {
-          if (typeof q.value !== 'number') return false;
-          if (p.form === 'bare') return numberHolds(p.prefix, p.value, q.value, q.value);
-          // `5||` names no unit: any (an empty part is no test)
-          if (p.form === 'nosys' && !p.unit) return numberHolds(p.prefix, p.value, q.value, q.value);
-          if (p.form === 'nosys') return (q.code === p.unit || q.unit === p.unit) && numberHolds(p.prefix, p.value, q.value, q.value);
-          return q.system === p.system && q.code === p.unit && numberHolds(p.prefix, p.value, q.value, q.value);
-        });
+        const quantityTest = (q: Json) => parts.some((p) => quantityHolds(p, q));
         return {
           key: code,
           value: parts.map((p) => `${p.prefix}${p.value}${p.form === 'bare' ? '' : p.form === 'nosys' ? `||${esc(p.unit ?? '')}` : `|${esc(p.system!)}|${esc(p.unit!)}`}`).join(','),
@@ -374,7 +415,7 @@ export function fuzzQueries(seed: number, count: number, oracle: FuzzOracle): Fu
       case 'reference': {
         const targets = def!.targets;
         // a chain: the referenced resource of a type the data holds meets a clause of its own
-        if (depth < 1 && maybe(0.25)) {
+        if (depth < 2 && maybe(depth === 0 ? 0.25 : 0.3)) {
           const held = targets.filter((t) => PARAMS[t] && ofType(t).length);
           if (held.length) {
             const target = pick(held);
@@ -400,27 +441,33 @@ export function fuzzQueries(seed: number, count: number, oracle: FuzzOracle): Fu
               const i = pick(refIds);
               return { raw: `${esc(i.system)}|${esc(i.value)}`, test: (y: Json) => y.system === i.system && y.value === i.value };
             }
-            return { raw: t.raw, test: () => false };
+            return { raw: t.raw, test: (y: Json) => tokensOf(y).some(t.test) };
           });
           return { key: `${code}:identifier`, value: parts.map((p) => p.raw).join(','), test: (x) => idVals(x).some((v) => (v as Json).identifier && parts.some((p) => p.test((v as Json).identifier))) };
         }
         const refs = ofType(type).flatMap((x) => vals(x)).map((v) => (v as Json).reference).filter((s): s is string => typeof s === 'string');
         const parts = Array.from({ length: alts }, () => (refs.length && maybe(0.85) ? pick(refs) : `${pick(targets)}/${pick(['pat1', 'pra2', 'enc3', 'obs4', 'zzz'])}`));
         if (mod === 'Type') {
-          const t = parts[0]!.split('/')[0]!;
-          const bare = parts.map((p) => p.split('/')[1]!);
-          return { key: `${code}:${t}`, value: bare.map(esc).join(','), test: (x) => vals(x).some((v) => bare.some((b) => (v as Json).reference === `${t}/${b}`)) };
+          const locals = parts.map(localKey).filter((k): k is string => k !== undefined);
+          if (!locals.length) return undefined;
+          const t = locals[0]!.split('/')[0]!;
+          const bare = locals.map((p) => p.split('/')[1]!);
+          return { key: `${code}:${t}`, value: bare.map(esc).join(','), test: (x) => vals(x).some((v) => bare.some((b) => localKey((v as Json).reference) === `${t}/${b}` || (v as Json).reference === `${t}/${b}`)) };
         }
-        const bareForm = parts.map(() => maybe(0.3));
+        // a bare id for a reference of this server (another server's URL has none)
+        const bareForm = parts.map((p) => localKey(p) !== undefined && !p.includes('/_history/') && maybe(0.3));
         return {
           key: code,
-          value: parts.map((p, i) => esc(bareForm[i] ? p.split('/')[1]! : p)).join(','),
+          value: parts.map((p, i) => esc(bareForm[i] ? p.split('/').pop()! : p)).join(','),
           test: (x) => vals(x).some((v) => parts.some((p, i) => {
             const ref = (v as Json).reference as string | undefined;
             if (!ref) return false;
-            if (!bareForm[i]) return ref === p;
-            const [rt, rid] = ref.split('/');
-            return rid === p.split('/')[1] && targets.includes(rt!);
+            const key = localKey(ref);
+            const asked = localKey(p);
+            // another server's URL is found as written; this server's forms by the `Type/id` they name
+            if (!bareForm[i]) return asked === undefined ? ref === p : key === asked;
+            const [rt, rid] = (key ?? '').split('/');
+            return rid === p.split('/').pop() && targets.includes(rt!);
           })),
         };
       }
@@ -444,11 +491,15 @@ export function fuzzQueries(seed: number, count: number, oracle: FuzzOracle): Fu
         const q = (el.value.valueQuantity ?? { value: pick(NUMBERS), ...pick(UNITS) }) as Json;
         const prefix = pick(PREFIXES);
         const full = q.system && q.code && maybe(0.6);
-        const value = String(q.value);
+        let [value, unit] = [String(q.value), q.code as string];
+        if (full && q.system === SYS.ucum && MASS[unit] !== undefined && maybe(0.5)) {
+          unit = pick(Object.keys(MASS));
+          value = shifted(q.value, MASS[q.code]! - MASS[unit]!);
+        }
+        const p: QuantityPart = { prefix, value, form: full ? 'full' : 'bare', system: q.system, unit };
         return {
-          raw: `${tokRaw}$${prefix}${value}${full ? `|${esc(q.system)}|${esc(q.code)}` : ''}`,
-          test: (e: Json) => tokTest(e.code) && e.valueQuantity !== undefined && typeof e.valueQuantity.value === 'number' &&
-            (!full || (e.valueQuantity.system === q.system && e.valueQuantity.code === q.code)) && numberHolds(prefix, value, e.valueQuantity.value, e.valueQuantity.value),
+          raw: `${tokRaw}$${prefix}${value}${full ? `|${esc(q.system)}|${esc(unit)}` : ''}`,
+          test: (e: Json) => tokTest(e.code) && e.valueQuantity !== undefined && quantityHolds(p, e.valueQuantity),
         };
       }
       if (code.endsWith('string')) {
@@ -471,8 +522,8 @@ export function fuzzQueries(seed: number, count: number, oracle: FuzzOracle): Fu
     return { key: code, value: parts.map((p) => p.raw).join(','), test: (x) => elems(x).some((e) => parts.some((p) => p.test(e))) };
   };
 
-  /** `_has:Source:param:inner` on `type`. */
-  const hasClause = (type: string): Clause | undefined => {
+  /** `_has:Source:param:inner` on `type`, the inner test itself a `_has` at times. */
+  const hasClause = (type: string, depth = 0): Clause | undefined => {
     const links: { source: string; param: string }[] = [];
     for (const source of FUZZ_TYPES) for (const param of PARAMS[source]!) {
       if (param === '_id') continue;
@@ -481,13 +532,13 @@ export function fuzzQueries(seed: number, count: number, oracle: FuzzOracle): Fu
     }
     if (!links.length) return undefined;
     const { source, param } = pick(links);
-    const inner = clause(source, pick(PARAMS[source]!.filter((c) => c === '_id' || oracle.def(source, c).type !== 'reference')), 1);
+    const inner = depth === 0 && maybe(0.25) ? hasClause(source, 1) : clause(source, pick(PARAMS[source]!.filter((c) => c === '_id' || oracle.def(source, c).type !== 'reference')), 1);
     if (!inner) return undefined;
     const sources = ofType(source).filter(inner.test);
     return {
       key: `_has:${source}:${param}:${inner.key}`,
       value: inner.value,
-      test: (x) => sources.some((s) => oracle.values(s, param).some((v) => (v as Json).reference === `${type}/${x.id}`)),
+      test: (x) => sources.some((s) => oracle.values(s, param).some((v) => localKey((v as Json).reference) === `${type}/${x.id}`)),
     };
   };
 
@@ -536,11 +587,23 @@ function sortKey(oracle: FuzzOracle, r: Json, code: string, desc: boolean): Key 
     switch (def.type) {
       case 'string': keys.push(...stringsOf(v).map(normalizeString)); break;
       case 'token': keys.push(...tokensOf(v).filter((t) => t.code !== undefined || t.system !== undefined).map((t) => t.code ?? '')); break;
-      case 'reference': { const ref = (v as Json).reference as string | undefined; if (ref) keys.push(ref.split('/').pop()!); break; }
+      case 'reference': {
+        const ref = (v as Json).reference as string | undefined;
+        // `patient` sorts by this server's Patients alone: another server's sorts with none (README; reported)
+        if (ref && (localKey(ref) !== undefined || !def.storedAs?.target)) keys.push(localKey(ref)?.split('/')[1] ?? ref);
+        break;
+      }
       case 'uri': keys.push(v as string); break;
       case 'date': { const s = dateSpan(v); if (s) keys.push(desc ? s[1] : s[0]); break; }
       case 'number': { const s = numberSpan(v); if (s) keys.push(desc ? s[1] : s[0]); break; }
-      case 'quantity': { const q = v as Json; if (typeof q.value === 'number') keys.push(q.system === SYS.ucum && CANON[q.code] ? q.value * CANON[q.code]! : q.value); break; }
+      case 'quantity': {
+        const q = v as Json;
+        if (typeof q.value !== 'number') break;
+        // its value in its canonical UCUM unit (grams exactly, in decimal)
+        if (q.system === SYS.ucum && MASS[q.code] !== undefined) keys.push(Number(shifted(q.value, MASS[q.code]!)));
+        else keys.push(q.system === SYS.ucum && CANON[q.code] ? q.value * CANON[q.code]! : q.value);
+        break;
+      }
     }
   }
   if (!keys.length) return undefined;

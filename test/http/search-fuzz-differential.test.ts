@@ -17,7 +17,7 @@ import { firstVersions } from '../helpers/versions.ts';
 
 const SEED = Number(process.env.SEARCH_FUZZ_SEED ?? 58);
 const QUERIES = Number(process.env.SEARCH_FUZZ_QUERIES ?? 300);
-const DATA = fuzzData(SEED);
+const DATA = fuzzData(SEED, Number(process.env.SEARCH_FUZZ_SIZE ?? 14));
 
 /** The ids a query finds, page by page (`_count` pages when given), in the order served. */
 async function served(api: FhirClient, type: string, query: string, count = 1000): Promise<string[]> {
@@ -40,7 +40,8 @@ await eachStore((kind, fresh) => {
       t = await createTestApp({ store: await fresh() });
       api = fhirClient(t, await t.token());
       await t.store.resources.write('t1', async (w) => {
-        await w.insertNew(firstVersions(DATA));
+        // as the REST API writes them: this tenant's absolute URLs are its own references
+        await w.insertNew(firstVersions(DATA, undefined, api.base));
       });
     }, 60_000);
     afterAll(() => t.close());

@@ -169,6 +169,16 @@ export function fuzzData(seed: number, n = 14): Json[] {
     if (maybe(0.5)) v.version = pick(['1', '1.0', '2']);
     out.push(v);
   }
+  // meta: tags, security labels, profiles and a source on some of every type
+  for (const x of out) {
+    if (!maybe(0.4)) continue;
+    const meta: Json = {};
+    if (maybe(0.6)) meta.tag = some(() => ({ ...(maybe(0.8) ? { system: pick(SYSTEMS) } : {}), code: pick(CODES), ...(maybe(0.3) ? { display: pick(DISPLAYS) } : {}) }));
+    if (maybe(0.4)) meta.security = [{ system: 'http://terminology.hl7.org/CodeSystem/v3-Confidentiality', code: pick(['R', 'N', 'V']) }];
+    if (maybe(0.4)) meta.profile = [pick(['http://example.org/fhir/StructureDefinition/a', 'http://example.org/fhir/StructureDefinition/a/b'])];
+    if (maybe(0.3)) meta.source = pick(['http://example.org/src', 'urn:uuid:53fefa32-fcbb-4ff8-8a92-55ee120877b7', 'http://example.org/src#abc']);
+    if (Object.keys(meta).length) x.meta = meta;
+  }
   return out;
 }
 

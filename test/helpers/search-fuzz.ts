@@ -48,6 +48,7 @@ const PARAMS: Record<string, string[]> = {
   RiskAssessment: ['probability', 'subject'],
   Questionnaire: ['url', 'name', 'version'],
 };
+for (const list of Object.values(PARAMS)) list.push('_tag', '_security', '_profile', '_source');
 export const FUZZ_TYPES = Object.keys(PARAMS);
 const SORTABLE: Record<string, string[]> = {
   Patient: ['family', 'name', 'birthdate', 'gender', '_id', 'identifier', 'address-city'],
@@ -60,6 +61,9 @@ const SORTABLE: Record<string, string[]> = {
   RiskAssessment: ['probability', 'subject'],
   Questionnaire: ['url', 'name', 'version'],
 };
+
+/** The share of queries sorted (and paged): SEARCH_FUZZ_SORTED=<0..1> while hunting. */
+const SORTED_SHARE = Number(process.env.SEARCH_FUZZ_SORTED ?? 0.35);
 
 const PREFIXES = ['eq', 'ne', 'gt', 'lt', 'ge', 'le', 'sa', 'eb', 'ap'] as const;
 type Prefix = (typeof PREFIXES)[number];
@@ -403,7 +407,8 @@ export function fuzzQueries(seed: number, count: number, oracle: FuzzOracle): Fu
       }
       case 'uri': {
         const mod = pick([undefined, undefined, 'below', 'above']);
-        const parts = Array.from({ length: alts }, () => pick(URIS.filter((u) => !u.includes('|'))));
+        const pool = [...URIS.filter((u) => !u.includes('|')), 'http://example.org/fhir/StructureDefinition/a', 'http://example.org/src', 'http://example.org/src#abc', 'http://example.org/fhir/StructureDefinition'];
+        const parts = Array.from({ length: alts }, () => pick(pool));
         const test = (x: Json) => vals(x).some((u) => parts.some((p) => {
           const s = u as string;
           if (mod === 'below') return s.startsWith(p);
@@ -560,8 +565,8 @@ export function fuzzQueries(seed: number, count: number, oracle: FuzzOracle): Fu
     let sorted = false;
     let expected = matching.map((x) => x.id as string).sort();
     let count: number | undefined;
-    if (maybe(0.35)) {
-      const keys = Array.from({ length: 1 + (maybe(0.3) ? 1 : 0) }, () => ({ code: pick(SORTABLE[type]!), desc: maybe(0.5) }));
+    if (maybe(SORTED_SHARE)) {
+      const keys = Array.from({ length: 1 + (maybe(0.3) ? 1 : 0) + (maybe(0.15) ? 1 : 0) }, () => ({ code: pick(SORTABLE[type]!), desc: maybe(0.5) }));
       parts.push(`_sort=${keys.map((s) => `${s.desc ? '-' : ''}${s.code}`).join(',')}`);
       expected = sortIds(oracle, matching, keys);
       sorted = true;

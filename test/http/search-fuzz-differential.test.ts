@@ -3,7 +3,8 @@
  * every parameter type, the prefixes, the modifiers, `,` (OR), repeated parameters (AND), escapes, chains,
  * `_has` and `_sort` with paging, over a seeded data set of valid resources of several types, each answer
  * (its ids, and their order where sorted, read page by page) compared with the in-memory evaluation.
- * On SQLite and PostgreSQL. Another seed or size: SEARCH_FUZZ_SEED=<n> SEARCH_FUZZ_QUERIES=<n>; a
+ * On SQLite and PostgreSQL. Other seeds or sizes while hunting: SEARCH_FUZZ_SEED=<n>[,<n>...]
+ * SEARCH_FUZZ_QUERIES=<n> SEARCH_FUZZ_SIZE=<resources of each type> SEARCH_FUZZ_SORTED=<share sorted>; a
  * failure prints the seed and the query.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
@@ -15,9 +16,13 @@ import { FuzzOracle, fuzzQueries } from '../helpers/search-fuzz.ts';
 import { fuzzData } from '../helpers/search-fuzz-data.ts';
 import { firstVersions } from '../helpers/versions.ts';
 
-const SEED = Number(process.env.SEARCH_FUZZ_SEED ?? 58);
+/**
+ * The seeds run: each draws its own data set and queries. 7 and 11 found, before their fixes, `ap0.1`
+ * leaving out 0.05 and a 500 on PostgreSQL paging `_sort=-_id,-address-city` past a Patient without a city.
+ */
+const SEEDS = (process.env.SEARCH_FUZZ_SEED ?? '7,11').split(',').map(Number);
 const QUERIES = Number(process.env.SEARCH_FUZZ_QUERIES ?? 300);
-const DATA = fuzzData(SEED, Number(process.env.SEARCH_FUZZ_SIZE ?? 14));
+const SIZE = Number(process.env.SEARCH_FUZZ_SIZE ?? 14);
 
 /** The ids a query finds, page by page (`_count` pages when given), in the order served. */
 async function served(api: FhirClient, type: string, query: string, count = 1000): Promise<string[]> {
@@ -33,7 +38,8 @@ async function served(api: FhirClient, type: string, query: string, count = 1000
 }
 
 await eachStore((kind, fresh) => {
-  describe(`random searches against the in-memory evaluation on ${kind}`, () => {
+  for (const SEED of SEEDS) describe(`random searches (seed ${SEED}) against the in-memory evaluation on ${kind}`, () => {
+    const DATA = fuzzData(SEED, SIZE);
     let t: TestApp;
     let api: FhirClient;
     beforeAll(async () => {

@@ -8,12 +8,15 @@
 import { cursorOf, type HistoryCursor } from '../fhir/history-at.ts';
 import { indexEntries } from '../fhir/indexer.ts';
 import { matchConditions, type MatchContext } from '../fhir/search-match.ts';
+import { issue } from '../fhir/outcome.ts';
 import type { Condition } from '../store/types.ts';
 import type { SelectContext } from './select.ts';
+import { noteIssue } from './spec.ts';
 
 /**
  * Versions of a type changed after T read at most, per page: beyond, that condition is judged on the current
- * index, as before (a write burst of that size during one export).
+ * index (a write burst of that size during one export), and the manifest's error file says so (`approximated`).
+ * Reading them all would hold every changed id, and name them in the page's statement, whatever their number.
  */
 export const LINKS_CHANGED_MAX = 10_000;
 
@@ -86,12 +89,26 @@ async function namedAsOf(l: Links, key: string, type: string, where: Condition[]
   return [...out];
 }
 
-async function chainAsOf(l: Links, c: Chain): Promise<Condition> {
+/**
+ * A condition past LINKS_CHANGED_MAX, judged on the other side as it is now: a warning in the manifest's error
+ * file naming `_typeFilter` (Bulk Data 2.0.0 lets `error` carry warnings), never a silent approximation.
+ */
+function approximated(l: Links, type: string, what: string, other: string): void {
+  if (!l.ctx.progress) return;
+  const text = `_typeFilter on ${type}: ${what} was judged on the ${other} resources as they are now, not as of transactionTime: ` +
+    `more than ${LINKS_CHANGED_MAX} versions of ${other} were written since transactionTime, so ${type} resources may be exported or left out by ${other} data newer than the export`;
+  noteIssue(l.ctx.progress, issue('warning', 'too-costly', text, ['_typeFilter']));
+}
+
+async function chainAsOf(l: Links, c: Chain, type: string): Promise<Condition> {
   const where = await allAsOf(l, c.where, c.targetType);
   // Through canonical references the targets are named by url, which may have changed: only the inner conditions are rewritten.
   if (c.canonical) return { ...c, where };
   const matched = await namedAsOf(l, JSON.stringify(c), c.targetType, where, (r) => [r.id as string]);
-  if (matched === undefined) return { ...c, where };
+  if (matched === undefined) {
+    approximated(l, type, `the chain ${c.param}:${c.targetType}`, c.targetType);
+    return { ...c, where };
+  }
   const stable: Condition = { ...c, where: [...where, unchangedSince(l.ctx.transactionTime)] };
   if (matched.length === 0) return stable;
   const named: Condition = { kind: 'token', param: c.param, values: matched.map((id) => ({ system: c.targetType, value: id })), reference: true };
@@ -104,7 +121,10 @@ async function hasAsOf(l: Links, c: Has, type: string): Promise<Condition> {
   // The resources of `type` each referring version names through `param`, as the index reads its references.
   const refers = (r: Json) => indexEntries(r, l.ctx.spec.fhirBase).tokens.filter((e) => e.param === c.param && e.system === type).map((e) => e.value);
   const ids = await namedAsOf(l, `${type} ${JSON.stringify(c)}`, c.type, where, refers);
-  if (ids === undefined) return { ...c, where };
+  if (ids === undefined) {
+    approximated(l, type, `_has:${c.type}:${c.param}`, c.type);
+    return { ...c, where };
+  }
   const stable: Condition = { ...c, where: [...where, unchangedSince(l.ctx.transactionTime)] };
   return ids.length === 0 ? stable : { kind: 'or', any: [stable, { kind: 'id', ids }] };
 }
@@ -112,7 +132,7 @@ async function hasAsOf(l: Links, c: Has, type: string): Promise<Condition> {
 /** `c`, a condition on a resource of `type`, as of T. */
 async function oneAsOf(l: Links, c: Condition, type: string): Promise<Condition> {
   switch (c.kind) {
-    case 'chain': return chainAsOf(l, c);
+    case 'chain': return chainAsOf(l, c, type);
     case 'has': return hasAsOf(l, c, type);
     case 'or': return { ...c, any: await allAsOf(l, c.any, type) };
     case 'and': return { ...c, all: await allAsOf(l, c.all, type) };

@@ -1,6 +1,6 @@
 import { compartmentsOf } from '../fhir/indexer.ts';
 import type { Condition, SnapshotQuery, SnapshotRow, Store, WithExports } from '../store/types.ts';
-import type { ExportSpec } from './spec.ts';
+import type { ExportSpec, JobProgress } from './spec.ts';
 import { matchConditions, type MatchContext } from '../fhir/search-match.ts';
 import { filtersAsOf } from './links-as-of.ts';
 
@@ -11,6 +11,8 @@ export interface SelectContext {
   jobId: string;
   transactionTime: number;
   spec: ExportSpec;
+  /** The job's checkpoint, where a page notes what it could not judge exactly (the manifest's error file). */
+  progress?: JobProgress;
 }
 
 export interface SelectedPage {

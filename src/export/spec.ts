@@ -128,6 +128,16 @@ export interface JobProgress {
 
 export const MAX_RUNTIME_ISSUES = 1000;
 
+/** Records a problem met while exporting (once per text, bounded). */
+export function noteIssue(progress: JobProgress, found: FhirIssue): void {
+  if (progress.issues.some((i) => i.details?.text === found.details?.text)) return;
+  if (progress.issues.length >= MAX_RUNTIME_ISSUES) {
+    progress.unlisted = (progress.unlisted ?? 0) + 1;
+    return;
+  }
+  progress.issues.push(found);
+}
+
 export function initialProgress(): JobProgress {
   return { step: 0, after: null, part: 1, deletedPart: 1, files: [], exported: 0, issues: [] };
 }

@@ -5,8 +5,7 @@ import type { JobControl } from './job-control.ts';
 import type { Chunk } from './part-writer.ts';
 import { splitLines, type SelectContext, type SelectedPage } from './select.ts';
 import type { ExportSink } from './sink.ts';
-import { MAX_RUNTIME_ISSUES, type JobProgress } from './spec.ts';
-import type { FhirIssue } from '../errors.ts';
+import { noteIssue, type JobProgress } from './spec.ts';
 import { parseExact } from '../fhir/exact-json.ts';
 import { issue } from '../fhir/outcome.ts';
 import type { Resource } from '../fhir/resource.ts';
@@ -125,16 +124,6 @@ function subsetAll(ctx: StepContext, type: string, contents: string[], kept: str
     }
   }
   return out;
-}
-
-/** Records a problem met while exporting (once per text, bounded). */
-export function noteIssue(progress: JobProgress, found: FhirIssue): void {
-  if (progress.issues.some((i) => i.details?.text === found.details?.text)) return;
-  if (progress.issues.length >= MAX_RUNTIME_ISSUES) {
-    progress.unlisted = (progress.unlisted ?? 0) + 1;
-    return;
-  }
-  progress.issues.push(found);
 }
 
 /** Storage key of a file of this attempt. */

@@ -106,6 +106,31 @@ await eachStore((kind, fresh) => {
       expect(system).toEqual(['Observation/o1/1']);
     });
 
+    test('past 10,000 versions of the targets written since, the chain and _has are judged as they are now, and the error file says so', async () => {
+      const chain = `/$export?_type=Observation&${typeFilter('Observation?patient.gender=male')}`;
+      const has = `/$export?_type=Patient&${typeFilter('Patient?_has:Observation:patient:code=1234-5')}`;
+      const urls = [await kickOff(t, token, chain), await kickOff(t, token, has)];
+      t.clock.advance(1000);
+      await put(t, patient('p1', { gender: 'female' }));
+      await put(t, coded('o1', 'p1', '9999-9'));
+      const late = (type: string, make: (i: number) => Record<string, unknown>) =>
+        t.store.resources.write('t1', (w) => w.insertNew(firstVersions(Array.from({ length: 10_001 }, (_, i) => make(i)), t.clock.now())));
+      await late('Patient', (i) => patient(`late${i}`, { gender: 'female' }));
+      await late('Observation', (i) => coded(`late${i}`, 'p3', '9999-9'));
+      expect(await runExports(t)).toEqual(['completed', 'completed']);
+      const warnings: unknown[] = [];
+      for (const url of urls) {
+        const manifest = (await (await t.request(url, fhirInit(token))).json()) as Manifest;
+        const outcomes = Object.values(await download(t, token, manifest.error)).flat();
+        warnings.push(...outcomes.flatMap((o) => (o.issue as { severity: string; code: string; expression?: string[]; diagnostics: string }[])
+          .map((i) => ({ severity: i.severity, code: i.code, expression: i.expression, names: /more than 10000 versions of (Patient|Observation)/.exec(i.diagnostics)?.[1] }))));
+      }
+      expect(warnings).toEqual([
+        { severity: 'warning', code: 'too-costly', expression: ['_typeFilter'], names: 'Patient' },
+        { severity: 'warning', code: 'too-costly', expression: ['_typeFilter'], names: 'Observation' },
+      ]);
+    }, 120_000);
+
     test('a target changed between two pages of the export counts as it was on every page', async () => {
       for (let i = 0; i < 6; i++) await put(t, coded(`q${i}`, i % 2 ? 'p1' : 'p2', '1234-5'));
       t.clock.advance(1000);

@@ -1,18 +1,29 @@
 import type { FhirIssue } from '../errors.ts';
 import { dateRange } from '../fhir/dates.ts';
 import { issue } from '../fhir/outcome.ts';
+import { followedByStored } from '../fhir/history-at.ts';
 import { parseReference } from '../fhir/references.ts';
 import type { Condition, ResourceVersion, Store } from '../store/types.ts';
 
 type Json = Record<string, unknown>;
 
-/** The version of `type/id` as of `at` (current or from history), or null when it did not exist then. */
-export async function readAsOf(store: Store, tenant: string, type: string, id: string, at: number): Promise<ResourceVersion | null> {
+/**
+ * The version of `type/id` as of `at` (current or from history), or null when it did not exist then; EXPUNGED when
+ * the version after the last one stored at or before `at` is gone (followedByStored): the one current at `at` may
+ * have been expunged, and the one before it is not read in its place (its content was replaced).
+ */
+export async function readAsOf(store: Store, tenant: string, type: string, id: string, at: number): Promise<ResourceVersion | null | typeof EXPUNGED> {
   const current = await store.resources.read(tenant, type, id);
   if (!current) return null;
-  const v = current.lastUpdated <= at ? current : (await store.resources.history(tenant, { type, id, at, count: 1 }))[0];
-  return v && !v.deleted ? v : null;
+  if (current.lastUpdated <= at) return current.deleted ? null : current;
+  const [v] = await store.resources.history(tenant, { type, id, at, count: 1 });
+  if (!v) return null;
+  if (v.versionId + 1 !== current.versionId && !(await followedByStored(store.resources, tenant, v))) return EXPUNGED;
+  return v.deleted ? null : v;
 }
+
+/** What readAsOf answers for a resource whose version as of the time may have been expunged. */
+export const EXPUNGED = 'expunged';
 
 /** Whether a Group.member counts at `at`: not inactive, and `at` within its period (bounds at their precision). */
 function memberAt(member: Json, at: number): boolean {
@@ -55,6 +66,10 @@ async function walk(store: Store, tenant: string, id: string, at: number, base: 
     if (seen.has(next.id)) continue;
     seen.add(next.id);
     const v = await readAsOf(store, tenant, 'Group', next.id, at);
+    if (v === EXPUNGED) {
+      if (next.from) issues.push(memberIssue(next.from, 'deleted', 'refers to a Group whose version as of transactionTime was expunged'));
+      continue;
+    }
     if (!v) {
       if (next.from) issues.push(memberIssue(next.from, 'not-found', 'refers to a Group that does not exist'));
       continue;

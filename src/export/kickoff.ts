@@ -9,7 +9,7 @@ import { ID_PATTERN, R4_RESOURCE_TYPES } from '../fhir/resource-types.ts';
 import type { Condition, ExportPatient, ResourceVersion, SearchQuery, Store } from '../store/types.ts';
 import { parseElements } from './elements.ts';
 import { exportAccess } from './export-access.ts';
-import { groupMemberIds, groupPatients, patientsAsOf, patientsKnown, readAsOf, type GroupReadable } from './group.ts';
+import { EXPUNGED, groupMemberIds, groupPatients, patientsAsOf, patientsKnown, readAsOf, type GroupReadable } from './group.ts';
 import type { ExportInput } from './kickoff-input.ts';
 import { patientBound, requireMember, requireOwnPatient, withinCompartment, type PatientBound } from './patient-bound.ts';
 import { parseSince } from './since.ts';
@@ -150,6 +150,9 @@ async function resolvePatients(deps: KickoffDeps, req: KickoffRequest, at: numbe
   let readable: GroupReadable | undefined;
   if (req.level === 'group') {
     const read = await readAsOf(deps.store, req.tenant, 'Group', req.groupId!, at);
+    if (read === EXPUNGED) {
+      throw new FhirError('conflict', `Group/${req.groupId}: its version as of transactionTime was expunged before the export could read it; kick off again to export the Group as it is now`);
+    }
     if (!read) throw new FhirError('not-found', `Group/${req.groupId} is not known`);
     const match = { exists: async (query: SearchQuery) => (await deps.store.resources.search(req.tenant, query)).length > 0 };
     // A patient-context token reads a Group in its patient's compartment alone, as a REST read does;

@@ -5,13 +5,13 @@
  * the same condition on the other side's resources unchanged since T (their index is as of T), ORed with the
  * ones changed since whose version as of T meets its conditions, judged in code and named by id.
  */
-import { cursorOf, type HistoryCursor } from '../fhir/history-at.ts';
+import { cursorOf, followedByStored, type HistoryCursor } from '../fhir/history-at.ts';
 import { indexEntries } from '../fhir/indexer.ts';
 import { matchConditions, type MatchContext } from '../fhir/search-match.ts';
 import { issue } from '../fhir/outcome.ts';
 import type { Condition } from '../store/types.ts';
 import type { SelectContext } from './select.ts';
-import { noteIssue } from './spec.ts';
+import { expungedIssue, noteIssue } from './spec.ts';
 
 /**
  * Versions of a type changed after T read at most, per page: beyond, that condition is judged on the current
@@ -62,10 +62,19 @@ async function changedIds(ctx: SelectContext, type: string): Promise<string[] | 
   return undefined;
 }
 
-/** The live version of `type/id` as of T, parsed; null when it did not exist then. */
+/**
+ * The live version of `type/id` as of T, parsed; null when it did not exist then, or when the version after the
+ * last one stored at or before T was expunged (it may have been the one current at T: the one before is not judged
+ * in its place, and the error file says so).
+ */
 async function versionAsOf(ctx: SelectContext, type: string, id: string): Promise<Json | null> {
   const [v] = await ctx.store.resources.history(ctx.tenant, { type, id, at: ctx.transactionTime, count: 1 });
-  return v && !v.deleted ? (JSON.parse(v.content) as Json) : null;
+  if (!v) return null;
+  if (!(await followedByStored(ctx.store.resources, ctx.tenant, v))) {
+    if (ctx.progress) noteIssue(ctx.progress, expungedIssue(type, id, v.versionId));
+    return null;
+  }
+  return v.deleted ? null : (JSON.parse(v.content) as Json);
 }
 
 /**

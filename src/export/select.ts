@@ -1,6 +1,6 @@
 import { compartmentsOf } from '../fhir/indexer.ts';
 import type { Condition, SnapshotQuery, SnapshotRow, Store, WithExports } from '../store/types.ts';
-import type { ExportSpec, JobProgress } from './spec.ts';
+import { expungedIssue, noteIssue, type ExportSpec, type JobProgress } from './spec.ts';
 import { matchConditions, type MatchContext } from '../fhir/search-match.ts';
 import { filtersAsOf } from './links-as-of.ts';
 
@@ -63,8 +63,14 @@ async function recheck(ctx: SelectContext, q: SnapshotQuery, rows: SnapshotRow[]
       if (matched.length === 0) continue;
     }
     const joined = q.joinedSince === true && matched.some((p) => patients?.get(p) === true);
-    if (!row.deleted && q.since !== undefined && row.lastUpdated <= q.since && !joined) continue;
+    // Its version as of transactionTime may have been expunged: `since` cannot be judged (that version's time is gone).
+    if (!row.expunged && !row.deleted && q.since !== undefined && row.lastUpdated <= q.since && !joined) continue;
     if (q.filters && !(await matchesAny(ctx, parse(row), row.lastUpdated, q.filters))) continue;
+    // One in the export's reach is named in the error file, never exported (SnapshotRow.expunged).
+    if (row.expunged) {
+      if (ctx.progress) noteIssue(ctx.progress, expungedIssue(q.type, row.id, row.versionId));
+      continue;
+    }
     pass.push(row);
   }
   return pass;

@@ -3,6 +3,7 @@
  * (JobProgress). Both are stored as JSON in the job row and handed to workers as they are.
  */
 import type { FhirIssue } from '../errors.ts';
+import { issue } from '../fhir/outcome.ts';
 import type { Condition } from '../store/types.ts';
 
 export type ExportLevel = 'system' | 'patient' | 'group';
@@ -136,6 +137,18 @@ export function noteIssue(progress: JobProgress, found: FhirIssue): void {
     return;
   }
   progress.issues.push(found);
+}
+
+/**
+ * A resource left out because the version after its last one stored at or before transactionTime was expunged
+ * (`followedByStored`): the version current at transactionTime may be the one expunged, a deliberate removal of
+ * that content, so neither the version before it nor a later one stands in for it.
+ */
+export function expungedIssue(type: string, id: string, versionId: number): FhirIssue {
+  const text = `${type}/${id} is left out: its version ${versionId + 1} was expunged, and may have been its version as of transactionTime; ` +
+    `neither version ${versionId}, whose content that one replaced, nor a version written after transactionTime is exported in its place ` +
+    '(an export _since transactionTime holds its current version)';
+  return issue('information', 'deleted', text);
 }
 
 export function initialProgress(): JobProgress {

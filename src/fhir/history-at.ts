@@ -1,5 +1,15 @@
 import type { HistoryQuery, ResourceRepo, ResourceVersion } from '../store/types.ts';
 
+/**
+ * Whether the version after `v` (a version older than its resource's current one) is still stored. Version ids
+ * are consecutive, so where it is not, it was expunged ($expunge of one version): `v` is then the version as of a
+ * time only if that one was written after the time, which nothing stored tells. A reader as of a time (bulk
+ * export) takes `v` as the version current then only when this holds.
+ */
+export async function followedByStored(repo: Pick<ResourceRepo, 'vread'>, tenant: string, v: ResourceVersion): Promise<boolean> {
+  return (await repo.vread(tenant, v.type, v.id, v.versionId + 1)) !== null;
+}
+
 /** How many raw batches one `_at` page may scan before it returns a short page with a `next` link. */
 const MAX_BATCHES = 20;
 

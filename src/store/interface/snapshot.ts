@@ -48,6 +48,12 @@ export interface SnapshotRow {
   /** The resource was deleted as of `at` (only with `since`); `content` is its last version before. */
   deleted: boolean;
   content: string;
+  /**
+   * A live version as of `at` whose next version is no longer stored (expunged: version ids are consecutive),
+   * so the version current at `at` may be the one expunged: the caller judges this one in its place only to report the
+   * resource, never to export it.
+   */
+  expunged?: true;
 }
 
 export interface SnapshotPage {

@@ -78,15 +78,20 @@ interface HistoryRow {
   last_updated: number;
   deleted: boolean;
   content: string;
+  /** Whether the version after it is still stored in history (SnapshotRow.expunged). */
+  followed: boolean;
 }
 
 /** For rows changed after `at`: their versions as of `at`, by id (one query per page). */
 async function versionsAsOf(sql: Pg, tenant: string, q: SnapshotQuery, ids: string[]): Promise<Map<string, HistoryRow>> {
   if (ids.length === 0) return new Map();
   const rows = await sql<HistoryRow[]>`
-    SELECT DISTINCT ON (id) id, version_id, last_updated, deleted, content FROM resource_history
-    WHERE tenant = ${tenant} AND type = ${q.type} AND id = ANY(${ids}::text[]) AND last_updated <= ${q.at}
-    ORDER BY id, version_id DESC`;
+    SELECT a.*, EXISTS (SELECT 1 FROM resource_history s WHERE s.tenant = ${tenant} AND s.type = ${q.type} AND s.id = a.id AND s.version_id = a.version_id + 1) AS followed
+    FROM (
+      SELECT DISTINCT ON (id) id, version_id, last_updated, deleted, content FROM resource_history
+      WHERE tenant = ${tenant} AND type = ${q.type} AND id = ANY(${ids}::text[]) AND last_updated <= ${q.at}
+      ORDER BY id, version_id DESC
+    ) a`;
   return new Map(rows.map((r) => [r.id, r]));
 }
 
@@ -110,9 +115,15 @@ async function resolve(sql: Pg, tenant: string, q: SnapshotQuery, pks: number[])
   const asOf = await versionsAsOf(sql, tenant, q, candidates.filter((c) => c.lastUpdated > q.at).map((c) => c.id));
   const versions: Candidate[] = [];
   const live = new Map<string, string>();
+  const expunged: SnapshotRow[] = [];
   for (const c of candidates) {
     const h = c.lastUpdated > q.at ? asOf.get(c.id) : undefined;
     if (c.lastUpdated > q.at && !h) continue;
+    // The version after it expunged: the one current at `at` may be gone (SnapshotRow.expunged).
+    if (h && !h.deleted && h.version_id + 1 !== c.versionId && !h.followed) {
+      expunged.push({ id: c.id, versionId: h.version_id, lastUpdated: h.last_updated, deleted: false, content: h.content, expunged: true });
+      continue;
+    }
     if (!h && !c.deleted) continue;
     const v = h ? { id: c.id, versionId: h.version_id, lastUpdated: h.last_updated, deleted: h.deleted } : c;
     if (!v.deleted) live.set(c.id, h!.content);
@@ -124,7 +135,7 @@ async function resolve(sql: Pg, tenant: string, q: SnapshotQuery, pks: number[])
     const content = v.deleted ? before.get(v.id) : live.get(v.id);
     if (content !== undefined) out.push({ ...v, content });
   }
-  return out;
+  return [...out, ...expunged];
 }
 
 /**

@@ -108,6 +108,9 @@ export function createSqliteSnapshot(db: Database) {
     'SELECT version_id, last_updated, deleted, content FROM resource_history WHERE tenant = ? AND type = ? AND id = ? ' +
       'AND last_updated <= ? ORDER BY version_id DESC LIMIT 1',
   );
+  const stored = db.query<{ one: number }, [string, string, string, number]>(
+    'SELECT 1 AS one FROM resource_history WHERE tenant = ? AND type = ? AND id = ? AND version_id = ?',
+  );
   const liveBefore = db.query<HistoryRow, [string, string, string, number]>(
     'SELECT version_id, last_updated, deleted, content FROM resource_history WHERE tenant = ? AND type = ? AND id = ? ' +
       'AND version_id < ? AND deleted = 0 ORDER BY version_id DESC LIMIT 1',
@@ -133,6 +136,10 @@ export function createSqliteSnapshot(db: Database) {
     const [, id, versionId, lastUpdated, deleted] = r;
     const v = lastUpdated > q.at ? asOf.get(tenant, q.type, id, q.at) : { version_id: versionId, last_updated: lastUpdated, deleted, content: '' };
     if (!v) return null;
+    // The version after it expunged: the one current at `at` may be gone (SnapshotRow.expunged).
+    if (v.deleted === 0 && lastUpdated > q.at && v.version_id + 1 !== versionId && !stored.get(tenant, q.type, id, v.version_id + 1)) {
+      return { id, versionId: v.version_id, lastUpdated: v.last_updated, deleted: false, content: v.content, expunged: true };
+    }
     if (v.deleted === 0) return { id, versionId: v.version_id, lastUpdated: v.last_updated, deleted: false, content: v.content };
     if (q.since === undefined || v.last_updated <= q.since) return null;
     const before = liveBefore.get(tenant, q.type, id, v.version_id);

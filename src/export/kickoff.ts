@@ -229,7 +229,7 @@ async function buildSpec(deps: KickoffDeps, req: KickoffRequest, at: number, now
   issues.push(...selection.issues);
   // Provenance found by its targets is exported too: `_typeFilter` and `_elements` apply to it as to a scanned type.
   const withProvenance = selection.provenance === 'none' ? selection.types : [...selection.types, 'Provenance'];
-  const { filters, issues: filterIssues } = await parseTypeFilters(input.typeFilters, withProvenance, lenient, req.tenant, req.access, { expandCodes: deps.expandCodes, store: deps.store, ...(req.fhirBase !== undefined && { fhirBase: () => req.fhirBase! }) });
+  const { filters, issues: filterIssues } = await parseTypeFilters(input.typeFilters, withProvenance, lenient, req.tenant, req.access, { expandCodes: deps.expandCodes, store: deps.store, asOf: at, ...(req.fhirBase !== undefined && { fhirBase: () => req.fhirBase! }) });
   const { elements, issues: elementIssues } = parseElements(input.elements, withProvenance, lenient);
   issues.push(...filterIssues, ...elementIssues);
   // A SMART v2 scope filter narrows its type's export as `_typeFilter` does, ANDed with it.

@@ -5,6 +5,7 @@
  * the same condition on the other side's resources unchanged since T (their index is as of T), ORed with the
  * ones changed since whose version as of T meets its conditions, judged in code and named by id.
  */
+import { unchangedSince } from '../fhir/hierarchy-as-of.ts';
 import { cursorOf, followedByStored, type HistoryCursor } from '../fhir/history-at.ts';
 import { indexEntries } from '../fhir/indexer.ts';
 import { matchConditions, type MatchContext } from '../fhir/search-match.ts';
@@ -41,13 +42,6 @@ interface Links {
 }
 
 const judgedByJob = new WeakMap<SelectContext, Map<string, Promise<string[]>>>();
-
-/**
- * The condition on a resource last updated at or before T, written as "not after T": a negation never drives a
- * statement (SqlBuilder.driverRows), so a chain whose own conditions cannot drive is not read from every target
- * unchanged since T (nearly all of them) by the last_updated index.
- */
-const unchangedSince = (at: number): Condition => ({ kind: 'not', condition: { kind: 'lastUpdated', tests: [{ op: 'gt', low: at + 1, high: at + 1 }] } });
 
 /** The ids of `type` with a version after T (deletions included); undefined past LINKS_CHANGED_MAX versions. */
 async function changedIds(ctx: SelectContext, type: string): Promise<string[] | undefined> {

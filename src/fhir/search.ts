@@ -26,6 +26,7 @@ import { CONTROL_CHARACTER } from './validation/primitives.ts';
 import { TEXT_MAX_QUERY_WORDS } from './text-index.ts';
 import { checkOffset, MAX_OFFSET, parseOffset, searchAtOffset } from './search-offset.ts';
 import { carriedTotal, carryLinks, pageTotal, totalContext } from './search-total.ts';
+import { stepAsOf } from './hierarchy-as-of.ts';
 import { pinMark, pinnedRows, sortPlace } from './search-pin.ts';
 import type { PagePin } from './search-time.ts';
 
@@ -594,6 +595,8 @@ export interface ResolveDeps {
   /** How a hierarchy is walked in the store: through a write's writer inside its transaction (StoredReads), else the pool. */
   search?: (query: SearchQuery) => Promise<ResourceVersion[]>;
   access?: Access;
+  /** A hierarchy walked as of this time (an export's transactionTime: hierarchy-as-of.ts), not as the data is now. */
+  asOf?: number;
 }
 
 /**
@@ -742,15 +745,22 @@ async function resolveHierarchy(deps: ResolveDeps, tenant: string, c: HierarchyC
   const via = hierarchyParam(c.target)!.code;
   const found = new Set(c.ids);
   let frontier = [...found];
+  const search = (q: SearchQuery) => (deps.search ? deps.search(q) : deps.store!.resources.search(tenant, q));
+  const base = deps.fhirBase?.(tenant);
   while (frontier.length > 0) {
     const condition: Condition = c.direction === 'below'
       ? { kind: 'token', param: via, values: frontier.map((id) => ({ system: c.target, value: id })), reference: true }
       : { kind: 'id', ids: frontier };
     const step: SearchQuery = { type: c.target, where: filter ? [condition, filter] : [condition], sort: [], count: MAX_SEARCH_VALUES + 1, ...bound };
-    const rows = await (deps.search ? deps.search(step) : deps.store.resources.search(tenant, step));
-    const next = c.direction === 'below'
-      ? rows.map((r) => r.id)
-      : rows.flatMap((r) => indexEntries(JSON.parse(r.content) as Json, deps.fhirBase?.(tenant)).tokens.filter((e) => e.param === via && e.system === c.target).map((e) => e.value));
+    const parents = (r: Json) => indexEntries(r, base).tokens.filter((e) => e.param === via && e.system === c.target).map((e) => e.value);
+    let next: string[];
+    if (deps.asOf !== undefined) {
+      const rows = await stepAsOf(deps.store.resources, tenant, search, step, deps.asOf, base);
+      next = c.direction === 'below' ? rows.map((r) => r.id as string) : rows.flatMap(parents);
+    } else {
+      const rows = await search(step);
+      next = c.direction === 'below' ? rows.map((r) => r.id) : rows.flatMap((r) => parents(JSON.parse(r.content) as Json));
+    }
     frontier = [...new Set(next)].filter((id) => !found.has(id));
     for (const id of frontier) found.add(id);
     if (found.size > MAX_SEARCH_VALUES) {

@@ -131,6 +131,41 @@ await eachStore((kind, fresh) => {
       ]);
     }, 120_000);
 
+    test('a reference :below in _typeFilter walks the hierarchy as of transactionTime: a Location moved under it after T, before the walk, is not in it', async () => {
+      const location = (id: string, partOf?: string) => ({ resourceType: 'Location', id, name: id, ...(partOf && { partOf: { reference: `Location/${partOf}` } }) });
+      const encounter = (id: string, at: string) => ({ resourceType: 'Encounter', id, status: 'finished', class: { system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'AMB' }, location: [{ location: { reference: `Location/${at}` } }] });
+      await put(t, location('l1'));
+      await put(t, location('l2', 'l1'));
+      await put(t, location('l3'));
+      await put(t, location('l4', 'l1'));
+      for (const [id, at] of [['e2', 'l2'], ['e3', 'l3'], ['e4', 'l4']]) await put(t, encounter(id!, at!));
+      t.clock.advance(1000);
+      // Between the kick-off's transactionTime and its walk of the hierarchy: l3 moves under l1, l4 leaves it.
+      const resources = t.store.resources;
+      const search = resources.search;
+      let fired = false;
+      resources.search = async (tenant, query) => {
+        if (!fired && query.type === 'Location') {
+          fired = true;
+          t.clock.advance(10);
+          await put(t, location('l3', 'l1'));
+          await put(t, location('l4'));
+        }
+        return search.call(resources, tenant, query);
+      };
+      let url: string;
+      try {
+        url = await kickOff(t, token, `/$export?_type=Encounter&${typeFilter('Encounter?location:below=Location/l1')}`);
+      } finally {
+        resources.search = search;
+      }
+      expect(fired).toBe(true);
+      expect(await runExports(t)).toEqual(['completed']);
+      const manifest = (await (await t.request(url, fhirInit(token))).json()) as Manifest;
+      const lines = Object.values(await download(t, token, manifest.output)).flat().map((r) => `${r.resourceType}/${r.id}`).sort();
+      expect(lines).toEqual(['Encounter/e2', 'Encounter/e4']);
+    });
+
     test('a target changed between two pages of the export counts as it was on every page', async () => {
       for (let i = 0; i < 6; i++) await put(t, coded(`q${i}`, i % 2 ? 'p1' : 'p2', '1234-5'));
       t.clock.advance(1000);

@@ -165,7 +165,8 @@ export async function parseTypeFilters(
     try {
       parsed = await parseOne(query, types, tenant, access, resolve, now, lenient, issues);
     } catch (err) {
-      if (!lenient || !(err instanceof FhirError)) throw err;
+      // Lenient handling tolerates a client's mistake, never the server's state (a 5xx): the filter is not dropped for it.
+      if (!lenient || !(err instanceof FhirError) || err.status >= 500) throw err;
       const type = query.split('?')[0]!;
       if (types.has(type)) unfiltered.add(type);
       issues.push(issue('warning', 'not-supported', `${err.message}; the filter was not applied`, ['_typeFilter']));

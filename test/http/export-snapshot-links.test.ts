@@ -166,6 +166,30 @@ await eachStore((kind, fresh) => {
       expect(lines).toEqual(['Encounter/e2', 'Encounter/e4']);
     });
 
+    test('past 10,000 versions of the walked type written between transactionTime and the walk, the kick-off is a 503, lenient or not, never an unfiltered export', async () => {
+      await put(t, { resourceType: 'Location', id: 'l1', name: 'l1' });
+      t.clock.advance(1000);
+      const resources = t.store.resources;
+      const search = resources.search;
+      let fired = false;
+      resources.search = async (tenant, query) => {
+        if (!fired && query.type === 'Location') {
+          fired = true;
+          t.clock.advance(10);
+          const created = Array.from({ length: 10_001 }, (_, i) => ({ resourceType: 'Location', id: `late${i}`, name: 'late' }));
+          await t.store.resources.write('t1', (w) => w.insertNew(firstVersions(created, t.clock.now())));
+        }
+        return search.call(resources, tenant, query);
+      };
+      try {
+        const res = await t.request(`${t.fhir()}/$export?_type=Encounter&${typeFilter('Encounter?location:below=Location/l1')}`, fhirInit(token, 'GET', undefined, { Prefer: 'respond-async, handling=lenient' }));
+        expect(res.status).toBe(503);
+        expect(((await res.json()) as { issue: { expression?: string[] }[] }).issue[0]!.expression).toEqual(['_typeFilter']);
+      } finally {
+        resources.search = search;
+      }
+    }, 120_000);
+
     test('a target changed between two pages of the export counts as it was on every page', async () => {
       for (let i = 0; i < 6; i++) await put(t, coded(`q${i}`, i % 2 ? 'p1' : 'p2', '1234-5'));
       t.clock.advance(1000);

@@ -3,11 +3,13 @@
  * resource as of T). The database judges a chain or `_has` on the other side's current index; a resource there
  * changed after T (during the export) would count as it is now. Each such condition becomes, for the page:
  * the same condition on the other side's resources unchanged since T (their index is as of T), ORed with the
- * ones changed since whose version as of T meets its conditions, judged in code and named by id.
+ * ones changed since whose version as of T meets its conditions, judged in code and named by id (through
+ * canonical references, by the url and version of that version).
  */
 import { unchangedSince } from '../fhir/hierarchy-as-of.ts';
 import { cursorOf, followedByStored, type HistoryCursor } from '../fhir/history-at.ts';
 import { indexEntries } from '../fhir/indexer.ts';
+import { canonicalCondition, namedCanonicals, namingCanonicals } from '../fhir/search-canonical.ts';
 import { matchConditions, type MatchContext } from '../fhir/search-match.ts';
 import { issue } from '../fhir/outcome.ts';
 import type { Condition } from '../store/types.ts';
@@ -103,33 +105,57 @@ function approximated(l: Links, type: string, what: string, other: string): void
   noteIssue(l.ctx.progress, issue('warning', 'too-costly', text, ['_typeFilter']));
 }
 
+/** The canonical a canonical resource's version is named by: `url|version`, or `url` where it has no version; none without a url. */
+function canonicalOf(r: Json): string[] {
+  if (typeof r.url !== 'string') return [];
+  return [typeof r.version === 'string' ? `${r.url}|${r.version}` : r.url];
+}
+
+/** The condition on a resource naming (through `param`) one of `canonicals` (`url|version` or `url`) of matched targets. */
+function namingAny(param: string, canonicals: string[]): Condition {
+  const named = new Map<string, string[]>();
+  for (const canonical of canonicals) {
+    const bar = canonical.indexOf('|');
+    const url = bar < 0 ? canonical : canonical.slice(0, bar);
+    const versions = named.get(url) ?? named.set(url, []).get(url)!;
+    if (bar >= 0) versions.push(canonical.slice(bar + 1));
+  }
+  return namingCanonicals(param, named);
+}
+
 async function chainAsOf(l: Links, c: Chain, type: string): Promise<Condition> {
   const where = await allAsOf(l, c.where, c.targetType);
-  // Through canonical references the targets are named by url, which may have changed: only the inner conditions are rewritten.
-  if (c.canonical) return { ...c, where };
-  const matched = await namedAsOf(l, JSON.stringify(c), c.targetType, where, (r) => [r.id as string]);
+  // Through canonical references a target is named by its url (and version) as of T, which may have changed since.
+  const matched = await namedAsOf(l, JSON.stringify(c), c.targetType, where, c.canonical ? canonicalOf : (r) => [r.id as string]);
   if (matched === undefined) {
     approximated(l, type, `the chain ${c.param}:${c.targetType}`, c.targetType);
     return { ...c, where };
   }
   const stable: Condition = { ...c, where: [...where, unchangedSince(l.ctx.transactionTime)] };
   if (matched.length === 0) return stable;
-  const named: Condition = { kind: 'token', param: c.param, values: matched.map((id) => ({ system: c.targetType, value: id })), reference: true };
+  const named: Condition = c.canonical
+    ? namingAny(c.param, matched)
+    : { kind: 'token', param: c.param, values: matched.map((id) => ({ system: c.targetType, value: id })), reference: true };
   return { kind: 'or', any: [stable, named] };
 }
 
 async function hasAsOf(l: Links, c: Has, type: string): Promise<Condition> {
   const where = await allAsOf(l, c.where, c.type);
-  if (c.canonical) return { ...c, where };
-  // The resources of `type` each referring version names through `param`, as the index reads its references.
-  const refers = (r: Json) => indexEntries(r, l.ctx.spec.fhirBase).tokens.filter((e) => e.param === c.param && e.system === type).map((e) => e.value);
-  const ids = await namedAsOf(l, `${type} ${JSON.stringify(c)}`, c.type, where, refers);
-  if (ids === undefined) {
+  // The resources of `type` each referring version names through `param`, as the index reads its references:
+  // literal ones by id, canonical ones by `url` or `url|version` (namedCanonicals: the rows of system '').
+  const refers = c.canonical
+    ? (r: Json) => namedCanonicals(indexEntries(r, l.ctx.spec.fhirBase).tokens.filter((e) => e.param === c.param && e.system === '').map((e) => e.value))
+    : (r: Json) => indexEntries(r, l.ctx.spec.fhirBase).tokens.filter((e) => e.param === c.param && e.system === type).map((e) => e.value);
+  const named = await namedAsOf(l, `${type} ${JSON.stringify(c)}`, c.type, where, refers);
+  if (named === undefined) {
     approximated(l, type, `_has:${c.type}:${c.param}`, c.type);
     return { ...c, where };
   }
   const stable: Condition = { ...c, where: [...where, unchangedSince(l.ctx.transactionTime)] };
-  return ids.length === 0 ? stable : { kind: 'or', any: [stable, { kind: 'id', ids }] };
+  if (named.length === 0) return stable;
+  // A canonical names this resource by its own url and version, as of T: the page's rows judged by the database
+  // are unchanged since T (their index is as of T), the others are judged in code on their version as of T.
+  return { kind: 'or', any: [stable, c.canonical ? canonicalCondition(named) : { kind: 'id', ids: named }] };
 }
 
 /** `c`, a condition on a resource of `type`, as of T. */

@@ -190,6 +190,26 @@ await eachStore((kind, fresh) => {
       }
     }, 120_000);
 
+    test('chains and _has through canonical references read the targets\' urls as they were', async () => {
+      const questionnaire = (id: string, url: string, name: string) => ({ resourceType: 'Questionnaire', id, url, name, status: 'active' });
+      const response = (id: string, url: string, status: string) => ({ resourceType: 'QuestionnaireResponse', id, questionnaire: url, status });
+      await put(t, questionnaire('q1', 'http://example.org/q1', 'intake'));
+      await put(t, questionnaire('q2', 'http://example.org/q2', 'other'));
+      await put(t, response('r1', 'http://example.org/q1', 'completed'));
+      await put(t, response('r2', 'http://example.org/q2', 'in-progress'));
+      t.clock.advance(1000);
+      const chain = `/$export?_type=QuestionnaireResponse&${typeFilter('QuestionnaireResponse?questionnaire.name=intake')}`;
+      const has = `/$export?_type=Questionnaire&${typeFilter('Questionnaire?_has:QuestionnaireResponse:questionnaire:status=completed')}`;
+      const [chained, had] = await exportedAcross([chain, has], async () => {
+        // q1 moves to another url (r1 names it no more), q2 takes the name; r1 leaves the status, r2 takes it.
+        await put(t, questionnaire('q1', 'http://example.org/q1-moved', 'intake'));
+        await put(t, questionnaire('q2', 'http://example.org/q2', 'intake'));
+        await put(t, response('r1', 'http://example.org/q1', 'in-progress'));
+        await put(t, response('r2', 'http://example.org/q2', 'completed'));
+      });
+      expect({ chained, had }).toEqual({ chained: ['QuestionnaireResponse/r1/1'], had: ['Questionnaire/q1/1'] });
+    });
+
     test('a target changed between two pages of the export counts as it was on every page', async () => {
       for (let i = 0; i < 6; i++) await put(t, coded(`q${i}`, i % 2 ? 'p1' : 'p2', '1234-5'));
       t.clock.advance(1000);

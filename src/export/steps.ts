@@ -79,7 +79,7 @@ async function writeErrors(ctx: StepContext): Promise<void> {
   const p = ctx.progress;
   const issues = [...ctx.spec.issues, ...p.issues];
   if (p.unlisted) {
-    issues.push(issue('error', 'incomplete', `${p.unlisted} more problems were met than this file lists (it lists the first ${MAX_RUNTIME_ISSUES}); like those listed, each left a resource out of the output (one that is not valid FHIR R4, or that _elements could not subset: cinder validate lists the invalid ones)`));
+    issues.push(issue('error', 'incomplete', `${p.unlisted} more problems were met than this file lists (it lists the first ${MAX_RUNTIME_ISSUES}); like those listed, each left a resource out of the output (one that is not valid FHIR R4, that _elements could not subset, or whose version as of transactionTime may have been expunged: cinder validate lists the invalid ones)`));
   }
   if (issues.length) {
     const name = 'errors-1.ndjson';

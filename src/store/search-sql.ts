@@ -75,6 +75,14 @@ export interface Dialect {
    */
   inSet(col: string, set: string): string;
   /**
+   * Where a page in id order without a driver reads a `_has` set (SqlBuilder.referring, whose rows are `value`s):
+   * the FROM item of the set's distinct ids, aliased `h` (`h.id`), which the page joins to the resources by their
+   * key in id order, reading only the page's resource rows. PostgreSQL read every resource the set names before
+   * sorting the page from them (279 Patients for a page of 51: docs/PERFORMANCE.md, fifty-eighth session). Undefined:
+   * the set is a condition of the resource rows (SQLite, which walks its IN list in order and stops at the page's end).
+   */
+  hasIds?(set: string): string;
+  /**
    * Whether a chain's targets are read from the rows of one of their conditions that can drive, each
    * row's resource then by its key (chainTarget), rather than as the target type's rows with each
    * condition a set of them. Without statistics PostgreSQL made that set a nested-loop semi-join, the
@@ -310,6 +318,9 @@ export const POSTGRES: Dialect = {
   idIn: (b, col, ids, not) => `${not ? 'NOT ' : ''}${col} = ANY(${b.v(textArray(ids))}::text[])`,
   // A semi-join, hashed or merged with statistics (a chain's set, and any set without statistics, is written in POSTGRES_MISJUDGED).
   inSet: (col, set) => `${col} IN (${set})`,
+  // An array computed once and unnested, which the planner takes for a few rows whatever the statistics: sorted, each
+  // id's resource probed by its key until the page is full.
+  hasIds: (set) => `(SELECT DISTINCT h.id FROM unnest(ARRAY(${set})) AS h(id))`,
   drivenChainTargets: false,
   // Each id one probe of the (tenant, type, id) key, the rows found then sorted (the LIMIT keeps the
   // lateral subquery from being flattened into a join, which the planner turned around without
@@ -1076,6 +1087,11 @@ export class SqlBuilder {
       case 'and':
         return c.all.length === 0 ? '1 = 1' : `(${c.all.map((x) => this.condition(x, a, type)).join(' AND ')})`;
     }
+  }
+
+  /** The distinct ids a `_has` names (referring), as the FROM item `h` that a page in id order reads first (Dialect.hasIds). */
+  hasIdRows(c: Extract<Condition, { kind: 'has' }>, type: string): string {
+    return this.dialect.hasIds!(this.referring(c, type));
   }
 
   /** Whether a chain on row `a` is probed per row (chainProbed): the resource row's, or the driver row's. */
@@ -2435,9 +2451,13 @@ function fromWhere(
   // Ids listed, and no other driver, the resources are read by their keys where the dialect does so
   // (idsDrive): the ids every list names, each once, the other conditions probed on each.
   const ids = driver === undefined && !bounded && resourceRows && idsDrive(b.dialect, q) ? commonIds(q) : undefined;
+  // Nor those, a page in id order reads the ids of its first `_has` set first where the dialect does (Dialect.hasIds),
+  // sorted, each one's resource read by its key until the page is full; a count reads them all either way.
+  const hasIds = withCursor && driver === undefined && !bounded && resourceRows && ids === undefined && b.dialect.hasIds !== undefined &&
+    keysetSort(q.sort)?.by === 'id' ? (q.where ?? []).findIndex((c) => c.kind === 'has' && !c.canonical) : -1;
   (q.where ?? []).forEach((c, i) => {
     // An implied condition (withImpliedDrivers) that does not drive holds wherever the others do.
-    if (i === driver || i === plan?.intersect || isImplied(c) || (ids !== undefined && listsIds(c))) return;
+    if (i === driver || i === plan?.intersect || i === hasIds || isImplied(c) || (ids !== undefined && listsIds(c))) return;
     if (driver !== undefined && b.correlation !== 'in' && onIndexRows(c)) {
       const before = b.laterals.length;
       early.push(b.condition(c, DRIVER_ROW, q.type));
@@ -2466,6 +2486,7 @@ function fromWhere(
     // (`Condition?subject=Patient/p1`, 67 of 20,000 Conditions: 24-89 ms, now under 1 ms).
     from = `${driven} ${b.dialect.resourceOf(`${d}.res`)}`;
   }
+  if (hasIds >= 0) from = `${b.hasIdRows(q.where![hasIds] as Extract<Condition, { kind: 'has' }>, q.type)} h JOIN resources r ON r.id = h.id`;
   if (q.compartment !== undefined && driver !== 'compartment') {
     // A set as a condition's is (Dialect.inSet): hashed once where PostgreSQL misjudges the type, as a semi-join it re-read
     // the compartment's rows for each resource (a patient token's AuditEvent count, docs/PERFORMANCE.md, fiftieth session).

@@ -91,7 +91,7 @@ async function child(databaseUrl: string, variant: Level, out: string, storage: 
   const typeFilters = variant === 'filtered' ? TYPE_FILTERS : [];
   const input = { method: 'GET' as const, outputFormat: [], since: [], types: [], typeFilters, elements: [], patients: [], includeAssociatedData: [], unknown: [], empty: [] };
   const id = await kickOff({ store, clock: systemClock, maxJobsPerClient: Number.MAX_SAFE_INTEGER, settleMs: 0 }, {
-    tenant: BENCH_TENANT, access: operatorAccess, level, input, lenient: false, requestUrl: 'bench', claim: { owner, leaseMs: settings.leaseMs },
+    tenant: BENCH_TENANT, access: operatorAccess, level, input, lenient: false, requestUrl: 'https://bench.invalid/fhir/$export', claim: { owner, leaseMs: settings.leaseMs },
     ...(level === 'group' ? { groupId: 'bench-group' } : {}),
   });
   const job = (await store.exports.jobs.get(BENCH_TENANT, id))!;

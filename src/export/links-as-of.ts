@@ -7,7 +7,7 @@
  * canonical references, by the url and version of that version).
  */
 import { unchangedSince } from '../fhir/hierarchy-as-of.ts';
-import { cursorOf, followedByStored, type HistoryCursor } from '../fhir/history-at.ts';
+import { followedByStored } from '../fhir/history-at.ts';
 import { indexEntries } from '../fhir/indexer.ts';
 import { canonicalCondition, namedCanonicals, namingCanonicals } from '../fhir/search-canonical.ts';
 import { matchConditions, type MatchContext } from '../fhir/search-match.ts';
@@ -22,9 +22,6 @@ import { expungedIssue, noteIssue } from './spec.ts';
  * Reading them all would hold every changed id, and name them in the page's statement, whatever their number.
  */
 export const LINKS_CHANGED_MAX = 10_000;
-
-/** History rows read per statement. */
-const HISTORY_PAGE = 1000;
 
 type Json = Record<string, unknown>;
 type Chain = Extract<Condition, { kind: 'chain' }>;
@@ -45,17 +42,15 @@ interface Links {
 
 const judgedByJob = new WeakMap<SelectContext, Map<string, Promise<string[]>>>();
 
-/** The ids of `type` with a version after T (deletions included); undefined past LINKS_CHANGED_MAX versions. */
+/**
+ * The ids of `type` with a version after T (deletions included); undefined past LINKS_CHANGED_MAX versions. Their ids
+ * and version numbers only (ResourceRepo.versionsSince), in one statement: history pages of 1,000 versions were read
+ * with their texts for their ids alone.
+ */
 async function changedIds(ctx: SelectContext, type: string): Promise<string[] | undefined> {
-  const ids = new Set<string>();
-  let before: HistoryCursor | undefined;
-  for (let read = 0; read < LINKS_CHANGED_MAX; read += HISTORY_PAGE) {
-    const rows = await ctx.store.resources.history(ctx.tenant, { type, since: ctx.transactionTime + 1, count: HISTORY_PAGE, ...(before && { before }) });
-    for (const v of rows) ids.add(v.id);
-    if (rows.length < HISTORY_PAGE) return [...ids];
-    before = cursorOf(rows[rows.length - 1]!);
-  }
-  return undefined;
+  const versions = await ctx.store.resources.versionsSince(ctx.tenant, type, ctx.transactionTime + 1, LINKS_CHANGED_MAX + 1);
+  if (versions.length > LINKS_CHANGED_MAX) return undefined;
+  return [...new Set(versions.map((v) => v.id))];
 }
 
 /**

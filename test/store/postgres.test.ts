@@ -200,10 +200,19 @@ describe.if(pg !== undefined)('postgres adapter', () => {
       expect(await analysed()).toEqual(expect.arrayContaining(['compartments', 'resources', 'search_index']));
       // After a bulk change the tables are vacuumed too: their pages are marked all-visible, so that
       // index-only scans need not read the rows.
-      const [visible] = await conn<{ all_visible: number; pages: number }[]>`
-        SELECT relallvisible::int AS all_visible, relpages::int AS pages FROM pg_class WHERE relname = 'resources' AND relnamespace = current_schema()::regnamespace`;
-      expect(visible!.pages).toBeGreaterThan(0);
-      expect(visible!.all_visible).toBe(visible!.pages);
+      // A VACUUM marks a page all-visible only when no open transaction may still not see its rows; under the suite's
+      // load something beside this test held that back once (a CI run: 0 of 2 pages marked), so a few more analyze()
+      // calls are allowed: without its VACUUM no page would ever be marked.
+      const visibility = async () => (await conn<{ all_visible: number; pages: number }[]>`
+        SELECT relallvisible::int AS all_visible, relpages::int AS pages FROM pg_class WHERE relname = 'resources' AND relnamespace = current_schema()::regnamespace`)[0]!;
+      let visible = await visibility();
+      for (let i = 0; i < 5 && visible.all_visible !== visible.pages; i++) {
+        await Bun.sleep(200);
+        await s.resources.indexing.analyze();
+        visible = await visibility();
+      }
+      expect(visible.pages).toBeGreaterThan(0);
+      expect(visible.all_visible).toBe(visible.pages);
       // Tables with statistics, and empty ones, are left alone.
       expect(await s.resources.indexing.analyze({ onlyStale: true })).toEqual([]);
       await conn`DELETE FROM pg_statistic WHERE starelid = 'search_index'::regclass`;
